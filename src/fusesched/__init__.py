@@ -1,0 +1,3 @@
+"""fusesched — the fused scheduler."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,246 @@
+"""The ``fusesched`` command."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from fusesched import __version__
+from fusesched.cli.simulate import (
+    KNOWN_TRACES,
+    RunResult,
+    UsageError,
+    check_options,
+    load_workload,
+    parse_policies,
+    plot,
+    resolve_trace,
+    run_full,
+    run_protocol,
+    shared_dir,
+    write_json,
+)
+from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.queue_order import QUEUE_ORDERS
+from fusesched.policies.registry import BACKFILL_MODES, PolicyError
+from fusesched.traces.swf import TraceFormatError
+
+app = typer.Typer(
+    name="fusesched",
+    help="fusesched — the fused scheduler for HPC, AI and general workloads on one pool.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"fusesched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """fusesched — the fused scheduler."""
+
+
+def _progress(total: int) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def _table(title: str, results: list[RunResult], protocol: str) -> Table:
+    table = Table(title=title)
+    for name in ("policy", "backfill", "avg bsld", "avg wait (s)", "utilisation", "makespan (s)"):
+        table.add_column(name, justify="left" if name in ("policy", "backfill") else "right")
+    if protocol == "full":
+        table.add_column("backfilled", justify="right")
+    best = min(r.metrics["avg_bounded_slowdown"] for r in results)
+    for r in results:
+        m = r.metrics
+        bsld = f"{m['avg_bounded_slowdown']:.2f}"
+        row = [
+            r.policy,
+            r.backfill,
+            f"[bold green]{bsld}[/]" if m["avg_bounded_slowdown"] == best else bsld,
+            f"{m['avg_wait_s']:.0f}",
+            f"{m['utilization']:.4f}",
+            f"{m['makespan_s']:.0f}",
+        ]
+        if protocol == "full":
+            row.append(str(m.get("backfilled", "")))
+        table.add_row(*row)
+    return table
+
+
+def _compare(
+    trace: str,
+    policies: str,
+    backfill: str,
+    placement: str,
+    protocol: str,
+    seed: int,
+    limit: int | None,
+) -> tuple[str, list[RunResult]]:
+    check_options(protocol, backfill, placement)
+    names = parse_policies(policies, protocol)
+    results: list[RunResult] = []
+    if protocol == "rlscheduler":
+        path = resolve_trace(trace)
+        if path is None:
+            raise UsageError("the rlscheduler protocol needs an SWF trace, not 'synthetic'")
+        with _progress(10 * len(names)) as bar:
+            task = bar.add_task("sequences", total=10 * len(names))
+
+            def advance(done: int) -> None:
+                bar.update(task, completed=done)
+
+            results = run_protocol(path, names, backfill, seed, advance)
+        return str(path), results
+    started = time.perf_counter()
+    label, workload = load_workload(trace, limit)
+    err.print(
+        f"[dim]{label}: {len(workload.jobs):,} jobs on {len(workload.nodes):,} nodes "
+        f"({workload.total_cpus:,} CPUs), loaded in {time.perf_counter() - started:.2f} s[/]"
+    )
+    with _progress(len(workload.jobs) * len(names)) as bar:
+        for name in names:
+            task = bar.add_task(name, total=len(workload.jobs))
+            t0 = time.perf_counter()
+
+            def finished(count: int, task: TaskID = task) -> None:
+                bar.advance(task, count)
+
+            result = run_full(workload, name, backfill, placement, seed, finished)
+            result.extra["seconds"] = time.perf_counter() - t0
+            results.append(result)
+    return label, results
+
+
+@app.command()
+def simulate(
+    trace: Annotated[
+        str,
+        typer.Argument(
+            help="SWF trace file (plain or .gz), a short name ("
+            + ", ".join(KNOWN_TRACES)
+            + ") or 'synthetic'."
+        ),
+    ],
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Queue-order policies, comma separated: " + ", ".join(QUEUE_ORDERS),
+        ),
+    ] = "fcfs",
+    backfill: Annotated[
+        str, typer.Option(help="Backfilling: " + ", ".join(BACKFILL_MODES))
+    ] = "easy",
+    placement: Annotated[
+        str, typer.Option(help="Node placement: " + ", ".join(PLACEMENT_POLICIES))
+    ] = "first-fit",
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="'full': the whole trace through the fusesched core; 'rlscheduler': the "
+            "RLScheduler evaluation (10 sampled 1,024-job sequences, seed 1)."
+        ),
+    ] = "full",
+    seed: Annotated[int, typer.Option(help="Random seed (sequence sampling, tie-breaks).")] = 1,
+    limit: Annotated[
+        int | None, typer.Option(help="Replay only the first N jobs (full protocol).", min=1)
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
+    plot_out: Annotated[
+        Path | None, typer.Option("--plot", help="Draw the comparison as a PNG.")
+    ] = None,
+) -> None:
+    """Replay a trace through one or more policies in one run and compare them."""
+    try:
+        label, results = _compare(trace, policy, backfill, placement, protocol, seed, limit)
+    except (UsageError, PolicyError, TraceFormatError, FileNotFoundError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(_table(f"{label} — protocol {protocol}", results, protocol))
+    if json_out is not None:
+        write_json(json_out, label, protocol, results)
+        console.print(f"wrote {json_out}")
+    if plot_out is not None:
+        plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
+        console.print(f"wrote {plot_out}")
+
+
+@app.command()
+def policies() -> None:
+    """List the registered policies."""
+    table = Table(title="registered policies")
+    table.add_column("kind")
+    table.add_column("name")
+    table.add_column("what it does")
+    for name, order in QUEUE_ORDERS.items():
+        table.add_row("queue order", name, order.description)
+    for name, text in BACKFILL_MODES.items():
+        table.add_row("backfill", name, text)
+    for name, pol in PLACEMENT_POLICIES.items():
+        table.add_row("placement", name, pol.description)
+    console.print(table)
+
+
+@app.command()
+def demo() -> None:
+    """What `make run` shows: real traces replayed through several policies."""
+    shared = shared_dir()
+    if shared is None:
+        console.print("[yellow]../shared is absent: replaying a synthetic workload instead[/]")
+        _, results = _compare(
+            "synthetic", "fcfs,sjf,f1,priority", "easy", "first-fit", "full", 1, None
+        )
+        console.print(_table("synthetic workload — protocol full", results, "full"))
+        return
+    console.rule("RLScheduler protocol on Lublin-1 (published FCFS+backfill bsld 235.82)")
+    for backfill in ("none", "easy"):
+        _, results = _compare(
+            "lublin-1", "fcfs,sjf,f1,wfp3,unicep", backfill, "first-fit", "rlscheduler", 1, None
+        )
+        console.print(_table(f"lublin-1 — backfill {backfill}", results, "rlscheduler"))
+    console.rule("The whole SDSC-SP2 trace through the fusesched core")
+    label, results = _compare("sdsc-sp2", "fcfs,sjf,f1", "easy", "first-fit", "full", 1, None)
+    console.print(_table(f"{label} — protocol full", results, "full"))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        err.print("interrupted")
+        sys.exit(130)

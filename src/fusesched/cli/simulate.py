@@ -1,0 +1,230 @@
+"""Running policy comparisons: the work behind ``fusesched simulate`` and ``fusesched demo``.
+
+Kept apart from the Typer wiring so it can be called and tested directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.queue_order import QUEUE_ORDERS
+from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
+from fusesched.sim.engine import Simulation
+from fusesched.sim.metrics import per_queue, summarize
+from fusesched.sim.protocols.rlscheduler import default_batch_job_slice, run_rlscheduler
+from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
+from fusesched.traces.swf import load_swf, rlscheduler_jobs
+
+PROTOCOLS = ("full", "rlscheduler")
+RLSCHEDULER_POLICIES = ("fcfs", "sjf", "f1", "wfp3", "unicep", "wfp3-textbook", "unicep-textbook")
+
+#: Short names for the traces that live in ../shared (paths relative to that folder).
+KNOWN_TRACES = {
+    "lublin-1": "traces/lublin-swf/lublin_256.swf",
+    "lublin-2": "anchors/rlscheduler/lublin_256_new2",
+    "sdsc-sp2": "traces/pwa-swf/SDSC-SP2-1998-4.2-cln.swf.gz",
+    "hpc2n": "traces/pwa-swf/HPC2N-2002-2.2-cln.swf.gz",
+    "cea-curie": "traces/pwa-swf/CEA-Curie-2011-2.1-cln.swf.gz",
+}
+
+
+class UsageError(ValueError):
+    """Bad command-line input, reported without a traceback."""
+
+
+@dataclass
+class RunResult:
+    policy: str
+    backfill: str
+    metrics: dict[str, float | int]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def shared_dir() -> Path | None:
+    """The ``shared`` folder beside the checkout (or $FUSESCHED_SHARED), if present."""
+    import os
+
+    env = os.environ.get("FUSESCHED_SHARED")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve()
+    candidates += [parent / "shared" for parent in here.parents] + [Path.cwd().parent / "shared"]
+    for cand in candidates:
+        if (cand / "traces").is_dir():
+            return cand
+    return None
+
+
+def resolve_trace(name: str) -> Path | None:
+    """A path for ``name`` (a file, or a short name from KNOWN_TRACES); None for synthetic."""
+    if name == "synthetic":
+        return None
+    path = Path(name)
+    if path.exists():
+        return path
+    if name in KNOWN_TRACES:
+        shared = shared_dir()
+        if shared is None:
+            raise UsageError(f"trace {name!r} lives in ../shared, which is absent here")
+        return shared / KNOWN_TRACES[name]
+    known = ", ".join(["synthetic", *KNOWN_TRACES])
+    raise UsageError(f"no such trace file: {name} (or use one of: {known})")
+
+
+def parse_policies(text: str, protocol: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise UsageError("--policy needs at least one policy name")
+    allowed = RLSCHEDULER_POLICIES if protocol == "rlscheduler" else tuple(QUEUE_ORDERS)
+    for name in names:
+        if name not in allowed:
+            raise UsageError(
+                f"unknown policy {name!r} for --protocol {protocol}; choose from: "
+                + ", ".join(allowed)
+            )
+    return names
+
+
+def check_options(protocol: str, backfill: str, placement: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"unknown protocol {protocol!r}; choose from: {', '.join(PROTOCOLS)}")
+    if backfill not in BACKFILL_MODES:
+        raise UsageError(f"unknown backfill {backfill!r}; choose from: {', '.join(BACKFILL_MODES)}")
+    if placement not in PLACEMENT_POLICIES:
+        raise UsageError(
+            f"unknown placement {placement!r}; choose from: {', '.join(PLACEMENT_POLICIES)}"
+        )
+    if protocol == "rlscheduler" and backfill == "conservative":
+        raise UsageError(
+            "the rlscheduler protocol has only its own EASY variant: use --backfill easy or none"
+        )
+
+
+def run_full(
+    workload: Workload,
+    policy: str,
+    backfill: str,
+    placement: str,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Replay the workload through the general scheduling core."""
+    config = CoreConfig(queue_order=policy, backfill=backfill, placement=placement)
+    result = Simulation(workload.nodes, workload.jobs, config, seed=seed).run(progress)
+    metrics = summarize(result.outcomes, result.total_cpus)
+    queues = per_queue(result.outcomes, result.total_cpus)
+    return RunResult(
+        policy,
+        backfill,
+        metrics.as_dict(),
+        {
+            "cycles": result.cycles,
+            "decisions": result.decisions,
+            "per_queue": {name: m.as_dict() for name, m in queues.items()},
+        },
+    )
+
+
+def run_protocol(
+    trace_path: Path,
+    policies: Sequence[str],
+    backfill: str,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+) -> list[RunResult]:
+    """The RLScheduler evaluation protocol (10 sampled 1,024-job sequences)."""
+    jobs = rlscheduler_jobs(load_swf(trace_path))
+    results = []
+    slice_ = default_batch_job_slice(trace_path)
+    for done, policy in enumerate(policies):
+
+        def advance(k: int, base: int = done * 10) -> None:
+            if progress is not None:
+                progress(base + k)
+
+        res = run_rlscheduler(
+            jobs, policy, backfill == "easy", seed=seed, batch_job_slice=slice_, progress=advance
+        )
+        results.append(
+            RunResult(
+                policy,
+                backfill,
+                {
+                    "avg_bounded_slowdown": res.mean_bounded_slowdown,
+                    "avg_wait_s": res.mean_wait_s,
+                    "utilization": res.mean_utilization,
+                    "makespan_s": res.mean_makespan_s,
+                },
+                {
+                    "sequences": [
+                        {
+                            "start_job_index": s.start_job_index,
+                            "avg_bounded_slowdown": s.avg_bounded_slowdown,
+                            "utilization": s.utilization,
+                        }
+                        for s in res.sequences
+                    ]
+                },
+            )
+        )
+    return results
+
+
+def write_json(path: Path, trace: str, protocol: str, results: Sequence[RunResult]) -> None:
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    doc = {
+        "trace": trace,
+        "protocol": protocol,
+        "results": [
+            clean({"policy": r.policy, "backfill": r.backfill, "metrics": r.metrics, **r.extra})
+            for r in results
+        ],
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def plot(path: Path, title: str, results: Sequence[RunResult]) -> None:
+    """Bar charts of bounded slowdown, wait and utilisation per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.policy}\n{r.backfill}" for r in results]
+    panels = [
+        ("avg_bounded_slowdown", "avg bounded slowdown (lower is better)", 1.0),
+        ("avg_wait_s", "avg wait [h] (lower is better)", 3600.0),
+        ("utilization", "utilisation (higher is better)", 1.0),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(4 + 1.3 * len(results) * 1.5, 4.2))
+    for ax, (key, name, scale) in zip(axes, panels, strict=True):
+        values = [float(r.metrics.get(key, 0.0)) / scale for r in results]
+        bars = ax.bar(range(len(values)), values, color="#3b6ea8")
+        ax.set_xticks(range(len(values)), labels, fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.bar_label(bars, fmt="%.3g", fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def load_workload(trace: str, limit: int | None) -> tuple[str, Workload]:
+    path = resolve_trace(trace)
+    if path is None:
+        return "synthetic", synthetic_workload()
+    return str(path), swf_workload(load_swf(path), limit=limit)

@@ -1,0 +1,230 @@
+"""Backfilling: which waiting jobs may overtake a blocked one without delaying it.
+
+* **EASY** — the first blocked job (the head) gets one reservation computed from the requested
+  walltimes of the running jobs (the *shadow time*). Another job may start now if it ends, by
+  its own estimate, no later than the shadow time, or if it only uses resources the head will
+  not need at the shadow time.
+* **Conservative** — every waiting job, in order, up to a depth, gets a reservation in a
+  time/resource profile; a job starts now only when its earliest slot is now, so no earlier
+  job's reservation is ever pushed back.
+
+Both use the same filter/score/statement machinery of the core; estimates are always the
+requested walltime (never a hidden true runtime).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fusesched.core.cluster import BoolArray, IntArray
+from fusesched.model.events import Decision, ReserveJob
+
+if TYPE_CHECKING:
+    from fusesched.core.records import JobRecord
+    from fusesched.core.scheduler import Plan, SchedulerCore
+
+#: A job that overran its estimate is assumed to end this long after "now".
+OVERRUN_GRACE_S = 1e-6
+
+
+@dataclass(slots=True)
+class Reservation:
+    """The head job's reservation.
+
+    ``column`` ≥ 0: the head needs only that resource and sums decide (``extra`` is what is
+    left of it at the shadow time after the head takes its share). ``column`` = -1: node-exact,
+    and ``remaining`` is the per-node free matrix at the shadow time minus the head's plan.
+    """
+
+    shadow: float
+    column: int
+    extra: int
+    remaining: IntArray | None
+
+
+def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
+    """Compute the head's earliest start from the running jobs' estimated ends."""
+    cluster = core.cluster
+    run = core.running
+    if not len(run):
+        return Reservation(math.inf, -1, 0, None)
+    col = core.fluid_column(head)
+    if col >= 0:
+        need = int(head.total[col])
+        have = int(cluster.free_total[col])
+        cum = np.cumsum(run.totals[:, col])
+        k = int(np.searchsorted(cum, need - have, side="left"))
+        if k >= len(run):
+            return Reservation(math.inf, col, 0, None)
+        last = int(np.searchsorted(run.ends, run.ends[k], side="right")) - 1
+        return Reservation(max(float(run.ends[k]), now), col, have + int(cum[last]) - need, None)
+    deficit = head.total - cluster.free_total
+    first = 0
+    for c in np.flatnonzero(deficit > 0).tolist():
+        cum = np.cumsum(run.totals[:, c])
+        first = max(first, int(np.searchsorted(cum, deficit[c], side="left")))
+    free = cluster.free.copy()
+    ends = run.ends
+    k = 0
+    while k < len(run):
+        last = int(np.searchsorted(ends, ends[k], side="right")) - 1
+        for j in range(k, last + 1):
+            alloc = core.jobs[run.ids[j]].allocation
+            assert alloc is not None
+            np.add.at(free, alloc.nodes, alloc.amounts)
+        if last >= first:
+            plan = core.plan(head, free)
+            if plan is not None:
+                for group, nodes, counts in plan:
+                    np.subtract.at(free, nodes, counts[:, None] * group.per_task[None, :])
+                return Reservation(max(float(ends[k]), now), -1, 0, free)
+        k = last + 1
+    return Reservation(math.inf, -1, 0, None)
+
+
+def _announce(core: SchedulerCore, head: JobRecord, shadow: float) -> list[Decision]:
+    if math.isinf(shadow) or core.last_reservation == (head.id, shadow):
+        return []
+    core.last_reservation = (head.id, shadow)
+    return [ReserveJob(head.id, shadow)]
+
+
+def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[Decision]:
+    """EASY backfilling. ``only``: scan just these (newly queued) jobs; None: the whole queue."""
+    queue = core.queue
+    head = queue.records[0]
+    res = core.reservation
+    if not isinstance(res, Reservation):
+        res = core.reservation = reserve_head(core, head, now)
+    out = _announce(core, head, res.shadow)
+    if len(queue) == 1:
+        return out
+    if only is None:
+        positions: list[int] = []
+        totals = queue.total[1:]
+        estimates = queue.estimate[1:]
+    else:
+        records = queue.records
+        positions = sorted(records.index(r) for r in only if r in records and r is not head)
+        if not positions:
+            return out
+        totals = queue.total[positions]
+        estimates = queue.estimate[positions]
+    fits_now: BoolArray = np.all(totals <= core.cluster.free_total, axis=1)
+    short: BoolArray = (now + estimates) <= res.shadow
+    candidates = fits_now
+    if res.column >= 0:
+        candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
+    started: list[int] = []
+    free_total = core.cluster.free_total
+    avail = int(free_total[res.column]) if res.column >= 0 else 0
+    for k in np.flatnonzero(candidates).tolist():
+        pos = positions[k] if positions else k + 1
+        rec = queue.records[pos]
+        is_short = bool(short[k])
+        if res.column >= 0:
+            need = int(rec.total[res.column])
+            if need > avail or (not is_short and need > res.extra):
+                continue
+            alloc = core.try_place(rec)
+            if alloc is not None:
+                avail = int(free_total[res.column])
+                if not is_short:
+                    res.extra -= need
+        else:
+            alloc = core.try_place(rec, None if is_short else res.remaining)
+        if alloc is not None:
+            started.append(pos)
+            out.append(core.bind(rec, alloc, now, backfilled=True))
+    queue.remove_at(started)
+    return out
+
+
+class Profile:
+    """Free resources over future time: ``frees[i]`` holds during ``[times[i], times[i+1])``."""
+
+    def __init__(self, core: SchedulerCore, now: float) -> None:
+        self.core = core
+        self.times: list[float] = [now]
+        self.frees: list[IntArray] = [core.cluster.free.copy()]
+        run = core.running
+        current = self.frees[0]
+        for job_id, end in zip(run.ids, run.ends.tolist(), strict=True):
+            t = end if end > now else now + OVERRUN_GRACE_S
+            alloc = core.jobs[job_id].allocation
+            assert alloc is not None
+            if t != self.times[-1]:
+                current = current.copy()
+                self.times.append(t)
+                self.frees.append(current)
+            np.add.at(current, alloc.nodes, alloc.amounts)
+
+    def _split(self, t: float) -> int:
+        """Make ``t`` a breakpoint; return its index."""
+        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        if self.times[i] == t:
+            return i
+        self.times.insert(i + 1, t)
+        self.frees.insert(i + 1, self.frees[i].copy())
+        return i + 1
+
+    def earliest(self, rec: JobRecord) -> tuple[int, Plan] | None:
+        for i, start in enumerate(self.times):
+            end = start + rec.estimate
+            j = int(np.searchsorted(self.times, end, side="left"))
+            window = self.frees[i:j] if j > i else self.frees[i : i + 1]
+            avail = np.minimum.reduce(window) if len(window) > 1 else window[0]
+            plan = self.core.plan(rec, avail)
+            if plan is not None:
+                return i, plan
+        return None
+
+    def reserve(self, start: float, end: float, nodes: IntArray, amounts: IntArray) -> None:
+        first = self._split(start)
+        stop = self._split(end)
+        for i in range(first, stop):
+            np.subtract.at(self.frees[i], nodes, amounts)
+
+
+def conservative(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[Decision]:
+    """Conservative backfilling; always rebuilds the profile (``only`` is not used)."""
+    queue = core.queue
+    profile = Profile(core, now)
+    out: list[Decision] = []
+    started: list[int] = []
+    for pos, rec in enumerate(queue.records[: core.config.conservative_depth]):
+        found = profile.earliest(rec)
+        if found is None:
+            continue
+        index, plan = found
+        start = profile.times[index]
+        end = start + rec.estimate
+        if index == 0:
+            j = int(np.searchsorted(profile.times, end, side="left"))
+            limit = np.minimum.reduce(profile.frees[0 : max(j, 1)]).copy()
+            alloc = core.try_place(rec, limit)
+            if alloc is not None:
+                started.append(pos)
+                out.append(core.bind(rec, alloc, now, backfilled=pos > 0))
+                profile.reserve(start, end, alloc.nodes, alloc.amounts)
+                continue
+        nodes = np.concatenate([n for _, n, _ in plan])
+        amounts = np.concatenate([c[:, None] * g.per_task[None, :] for g, _, c in plan])
+        profile.reserve(start, end, nodes, amounts)
+        if pos == 0:
+            out.extend(_announce(core, rec, start))
+    queue.remove_at(started)
+    return out
+
+
+Backfiller = Callable[["SchedulerCore", float, "list[JobRecord] | None"], list[Decision]]
+
+BACKFILLERS: Mapping[str, Backfiller] = {
+    "easy": easy,
+    "conservative": conservative,
+}

@@ -1,0 +1,148 @@
+"""Filter → score → reserve for one job, with all-or-nothing gang semantics.
+
+``Statement`` is the transaction (Volcano's idea): tentative allocations go straight into the
+cluster arrays and are either committed or rolled back as a whole, so a gang never holds part
+of its resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.model.resources import Resources
+from fusesched.policies.placement import PlacementPolicy
+
+_PREFERENCE_SCALE = 1.0e6
+
+
+@dataclass(slots=True)
+class GroupShape:
+    """A task group in array form (the core's compiled view of a ``TaskGroup``)."""
+
+    name: str
+    replicas: int
+    per_task: IntArray
+    resources: Resources
+
+
+@dataclass(slots=True)
+class Allocation:
+    """Where a job's tasks went: per group, node rows and task counts."""
+
+    nodes: IntArray  # node row per entry
+    amounts: IntArray  # resources per entry (rows)
+    unique: bool  # no node appears twice in ``nodes``
+    groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
+    # (group, node rows, task counts) for the launch decision
+
+
+@dataclass(slots=True)
+class Statement:
+    """Tentative allocations on the cluster, committed or discarded as one."""
+
+    cluster: ClusterArrays
+    _nodes: list[IntArray] = field(default_factory=list)
+    _amounts: list[IntArray] = field(default_factory=list)
+    _groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
+
+    def allocate(self, group: GroupShape, nodes: IntArray, counts: IntArray) -> None:
+        amounts = counts[:, None] * group.per_task[None, :]
+        self.cluster.take(nodes, amounts, unique=True)  # choose_nodes never repeats a node
+        self._nodes.append(nodes)
+        self._amounts.append(amounts)
+        self._groups.append((group, nodes, counts))
+
+    @property
+    def tasks(self) -> int:
+        return int(sum(int(c.sum()) for _, _, c in self._groups))
+
+    def discard(self) -> None:
+        for nodes, amounts in zip(self._nodes, self._amounts, strict=True):
+            self.cluster.give(nodes, amounts, unique=True)
+        self._nodes.clear()
+        self._amounts.clear()
+        self._groups.clear()
+
+    def commit(self) -> Allocation:
+        if len(self._nodes) == 1:
+            return Allocation(self._nodes[0], self._amounts[0], True, list(self._groups))
+        width = len(self.cluster.columns)
+        nodes = np.concatenate(self._nodes) if self._nodes else np.zeros(0, np.int64)
+        amounts = np.concatenate(self._amounts) if self._amounts else np.zeros((0, width), np.int64)
+        unique = len(np.unique(nodes)) == len(nodes)
+        return Allocation(nodes, amounts, unique, list(self._groups))
+
+
+def task_slots(
+    free: IntArray,
+    eligible: BoolArray | None,
+    per_task: IntArray,
+    max_per_node: int | None,
+) -> IntArray:
+    """How many tasks of shape ``per_task`` each node can take now (0 where not eligible;
+    ``eligible`` None means every node)."""
+    cols = np.flatnonzero(per_task)
+    if len(cols) == 1:
+        col = int(cols[0])
+        counts: IntArray = free[:, col] // per_task[col]
+    else:
+        counts = (free[:, cols] // per_task[cols]).min(axis=1)
+    if eligible is not None:
+        counts = np.where(eligible, counts, 0)
+    if max_per_node is not None:
+        counts = np.minimum(counts, max_per_node)
+    return counts
+
+
+def choose_nodes(
+    counts: IntArray,
+    wanted: int,
+    policy: PlacementPolicy,
+    cluster: ClusterArrays,
+    per_task: IntArray,
+    preference: IntArray | None,
+    free: IntArray | None = None,
+) -> tuple[IntArray, IntArray] | None:
+    """Pick nodes for ``wanted`` tasks given per-node slot ``counts``; None if they do not fit.
+
+    Returns distinct node rows and the number of tasks each takes.
+    """
+    if policy.node_order and preference is None:
+        # first fit: the shortest prefix of the node order that holds the tasks
+        cum = np.cumsum(counts)
+        if not len(cum) or int(cum[-1]) < wanted:
+            return None
+        last = int(np.searchsorted(cum, wanted))
+        prefix = counts[: last + 1]
+        nodes = np.flatnonzero(prefix)
+        takes = prefix[nodes]
+        takes[-1] -= int(cum[last]) - wanted
+        return nodes, takes
+    cand = np.flatnonzero(counts)
+    cand_counts = counts[cand]
+    if int(cand_counts.sum()) < wanted:
+        return None
+    source = cluster.free if free is None else free
+    scores = policy.score(source[cand], cluster.capacity[cand], per_task, cand_counts)
+    key = np.zeros(len(cand)) if scores is None else scores.astype(np.float64)
+    if preference is not None:
+        key = key - preference[cand] * _PREFERENCE_SCALE
+    k = min(len(cand), wanted)  # each candidate holds at least one task
+    if k < len(cand):
+        # only the k best can be needed; keep every candidate tied with the k-th
+        cutoff = key[np.argpartition(key, k - 1)[k - 1]]
+        part = np.flatnonzero(key <= cutoff)
+    else:
+        part = np.arange(len(cand))
+    pick = part[np.lexsort((cand[part], key[part]))]
+    order = cand[pick]
+    ordered_counts = cand_counts[pick]
+    cum = np.cumsum(ordered_counts)
+    last = int(np.searchsorted(cum, wanted))
+    nodes = order[: last + 1]
+    takes = ordered_counts[: last + 1].copy()
+    takes[-1] -= int(cum[last]) - wanted
+    return nodes, takes

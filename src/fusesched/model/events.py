@@ -1,0 +1,127 @@
+"""What goes into the core (events, past tense) and what comes out (decisions, imperative)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fusesched.model.job import JobSpec
+from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.resources import Resources
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdded:
+    node: NodeSpec
+    state: NodeState = NodeState.UP
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStateChanged:
+    node: str
+    state: NodeState
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmitted:
+    job: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelRequested:
+    job_id: str
+    reason: str = "cancelled by user"
+
+
+@dataclass(frozen=True, slots=True)
+class JobExited:
+    """All tasks of a running job ended; ``exit_code`` 0 means success."""
+
+    job_id: str
+    exit_code: int = 0
+    reason: str = ""
+    timed_out: bool = False
+
+
+Event = NodeAdded | NodeStateChanged | JobSubmitted | JobCancelRequested | JobExited
+
+# --------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlacement:
+    """``count`` tasks of a group (indices ``first_index`` onwards) bound to one node.
+
+    ``resources`` is what *each* of those tasks holds there.
+    """
+
+    group: str
+    node: str
+    count: int
+    first_index: int
+    resources: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlacement:
+    """Where one task group went: ``counts[k]`` tasks on ``nodes[k]``, in task-index order."""
+
+    group: str
+    resources: Resources  # per task
+    nodes: tuple[str, ...]
+    counts: tuple[int, ...]
+
+    def tasks(self) -> tuple[TaskPlacement, ...]:
+        out: list[TaskPlacement] = []
+        first = 0
+        for node, count in zip(self.nodes, self.counts, strict=True):
+            out.append(TaskPlacement(self.group, node, count, first, self.resources))
+            first += count
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class StartJob:
+    """Launch every task of the job where the core placed it (the gang is complete)."""
+
+    job_id: str
+    groups: tuple[GroupPlacement, ...]
+    backfilled: bool = False
+
+    @property
+    def tasks(self) -> tuple[TaskPlacement, ...]:
+        return tuple(t for g in self.groups for t in g.tasks())
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Distinct nodes used, in placement order."""
+        return tuple(dict.fromkeys(n for g in self.groups for n in g.nodes))
+
+
+@dataclass(frozen=True, slots=True)
+class StopJob:
+    """Stop a running job (cancel, preemption); the shell reports the exit back."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RejectJob:
+    """The job can never run on this cluster as configured (or its dependency failed)."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveJob:
+    """Informational: the blocked head job holds a reservation starting at ``start_time``."""
+
+    job_id: str
+    start_time: float
+
+
+Decision = StartJob | StopJob | RejectJob | ReserveJob

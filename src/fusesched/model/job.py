@@ -1,0 +1,227 @@
+"""Jobs: what a user asks for (``JobSpec``) in typed, frozen form.
+
+A job is one or more *task groups* (replicas × per-task resources). The whole job is a gang:
+it starts only when at least ``min_member`` tasks (default: all of them) are placed at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+
+from fusesched.model.resources import Resources
+
+
+class JobType(StrEnum):
+    AI_TRAIN = "ai-train"
+    AI_INFER = "ai-infer"
+    HPC = "hpc"
+    BATCH = "batch"
+    SERVICE = "service"
+
+
+class QoS(StrEnum):
+    GOLD = "gold"
+    SILVER = "silver"
+    BRONZE = "bronze"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more important."""
+        return {QoS.GOLD: 2, QoS.SILVER: 1, QoS.BRONZE: 0}[self]
+
+
+class LabelOp(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One condition on a node label, as in Kubernetes node affinity."""
+
+    key: str
+    op: LabelOp
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.op in (LabelOp.IN, LabelOp.NOT_IN) and not self.values:
+            raise ValueError(f"label requirement on {self.key!r}: {self.op} needs values")
+        if self.op in (LabelOp.EXISTS, LabelOp.DOES_NOT_EXIST) and self.values:
+            raise ValueError(f"label requirement on {self.key!r}: {self.op} takes no values")
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.op is LabelOp.IN:
+            return value is not None and value in self.values
+        if self.op is LabelOp.NOT_IN:
+            return value is None or value not in self.values
+        if self.op is LabelOp.EXISTS:
+            return value is not None
+        return value is None
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """A soft affinity term: nodes matching ``requirement`` score ``weight`` more (or less)."""
+
+    requirement: LabelRequirement
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a job may run and how its tasks should lie.
+
+    ``node_selector`` (exact label matches) and ``required`` are hard filters; ``preferred``
+    terms add to the node score (a negative weight expresses soft anti-affinity);
+    ``anti_affinity`` lists hard conditions nodes must *not* meet; ``max_tasks_per_node``
+    spreads a gang's tasks (1 = one task per node).
+    """
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required: tuple[LabelRequirement, ...] = ()
+    anti_affinity: tuple[LabelRequirement, ...] = ()
+    preferred: tuple[PreferredTerm, ...] = ()
+    max_tasks_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))
+        if self.max_tasks_per_node is not None and self.max_tasks_per_node < 1:
+            raise ValueError("max_tasks_per_node must be at least 1")
+
+    @property
+    def constrained(self) -> bool:
+        """True when some node may be filtered out by labels."""
+        return bool(self.node_selector or self.required or self.anti_affinity)
+
+    def allows(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        if not all(req.matches(labels) for req in self.required):
+            return False
+        return not any(req.matches(labels) for req in self.anti_affinity)
+
+    def cache_key(self) -> tuple[object, ...]:
+        return (
+            tuple(sorted(self.node_selector.items())),
+            self.required,
+            self.anti_affinity,
+        )
+
+
+NO_PLACEMENT = Placement()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGroup:
+    """``replicas`` identical tasks, each needing ``resources``."""
+
+    name: str
+    replicas: int
+    resources: Resources
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError(f"task group {self.name!r}: replicas must be at least 1")
+        if not self.resources:
+            raise ValueError(f"task group {self.name!r}: a task must request some resource")
+
+    @property
+    def total(self) -> Resources:
+        return self.resources.scaled(self.replicas)
+
+
+class DependencyKind(StrEnum):
+    AFTER_OK = "afterok"  # start after the other job completed successfully
+    AFTER_ANY = "afterany"  # start after the other job ended, however
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    kind: DependencyKind
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySpec:
+    """A job array: one job per index in ``range(start, stop + 1, step)``."""
+
+    start: int
+    stop: int
+    step: int = 1
+    max_parallel: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.step < 1 or self.stop < self.start or self.start < 0:
+            raise ValueError(f"invalid array range {self.start}-{self.stop}:{self.step}")
+        if self.max_parallel is not None and self.max_parallel < 1:
+            raise ValueError("array max_parallel must be at least 1")
+
+    @property
+    def indices(self) -> range:
+        return range(self.start, self.stop + 1, self.step)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What was asked for. Times are in seconds (simulated or wall clock)."""
+
+    id: str
+    task_groups: tuple[TaskGroup, ...]
+    type: JobType = JobType.BATCH
+    name: str = ""
+    tenant: str = "default"
+    queue: str = "default"
+    user: str = ""
+    priority: int = 0
+    qos: QoS = QoS.SILVER
+    walltime_s: float | None = None  # requested limit; also the scheduler's runtime estimate
+    min_member: int | None = None  # gang size; None means every task
+    placement: Placement = NO_PLACEMENT
+    dependencies: tuple[Dependency, ...] = ()
+    array: ArraySpec | None = None
+    array_index: int | None = None  # set on the jobs an array expands into
+    array_parent: str | None = None
+    submit_time: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("a job needs an id")
+        if not self.task_groups:
+            raise ValueError(f"job {self.id}: needs at least one task group")
+        names = [g.name for g in self.task_groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"job {self.id}: task group names must be unique")
+        if self.walltime_s is not None and self.walltime_s <= 0:
+            raise ValueError(f"job {self.id}: walltime must be positive")
+        if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
+            raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
+
+    @property
+    def task_count(self) -> int:
+        return sum(g.replicas for g in self.task_groups)
+
+    @property
+    def gang_size(self) -> int:
+        return self.min_member if self.min_member is not None else self.task_count
+
+    @property
+    def total(self) -> Resources:
+        out = Resources()
+        for group in self.task_groups:
+            out = out + group.total
+        return out
+
+    def expand_array(self) -> tuple[JobSpec, ...]:
+        """One job per array index (ids ``<id>_<index>``), or the job itself."""
+        if self.array is None or self.array_index is not None:
+            return (self,)
+        return tuple(
+            replace(self, id=f"{self.id}_{i}", array_index=i, array_parent=self.id)
+            for i in self.array.indices
+        )

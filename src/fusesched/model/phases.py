@@ -1,0 +1,71 @@
+"""The job life cycle as an explicit state machine.
+
+One table lists every legal transition; :func:`check_transition` raises on any other. Each
+transition is recorded with its time and reason (see :class:`Transition`), so a job's story can
+be told afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class JobPhase(StrEnum):
+    PENDING = "pending"  # accepted, waiting for its dependencies
+    QUEUED = "queued"  # eligible, waiting for resources
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    PREEMPTED = "preempted"  # stopped to make room; goes back to the queue
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL: Final = frozenset(
+    {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.TIMEOUT}
+)
+
+TRANSITIONS: Final[dict[JobPhase, frozenset[JobPhase]]] = {
+    JobPhase.PENDING: frozenset({JobPhase.QUEUED, JobPhase.CANCELLED}),
+    JobPhase.QUEUED: frozenset({JobPhase.RUNNING, JobPhase.CANCELLED, JobPhase.PENDING}),
+    JobPhase.RUNNING: frozenset(
+        {
+            JobPhase.COMPLETED,
+            JobPhase.FAILED,
+            JobPhase.CANCELLED,
+            JobPhase.TIMEOUT,
+            JobPhase.PREEMPTED,
+            JobPhase.QUEUED,  # requeued after a node failure
+        }
+    ),
+    JobPhase.PREEMPTED: frozenset({JobPhase.QUEUED, JobPhase.CANCELLED}),
+    JobPhase.COMPLETED: frozenset(),
+    JobPhase.FAILED: frozenset(),
+    JobPhase.CANCELLED: frozenset(),
+    JobPhase.TIMEOUT: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """Raised when code asks for a phase change that the table does not allow."""
+
+
+def check_transition(job_id: str, old: JobPhase, new: JobPhase) -> None:
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(f"job {job_id}: {old} → {new} is not a legal transition")
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One recorded phase change: when, from, to, and why."""
+
+    time: float
+    old: JobPhase
+    new: JobPhase
+    reason: str

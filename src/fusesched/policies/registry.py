@@ -1,0 +1,47 @@
+"""The one place where policies are registered by name and configuration is validated."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.queue_order import QUEUE_ORDERS
+
+BACKFILL_MODES: Mapping[str, str] = {
+    "none": "strict order: nothing overtakes a blocked job",
+    "easy": "EASY: the first blocked job gets a reservation from requested walltimes; "
+    "others may start if they do not delay it",
+    "conservative": "every waiting job (up to a depth) gets a reservation; "
+    "a job may start only if it delays none of them",
+}
+
+
+class PolicyError(ValueError):
+    """An unknown policy name or an invalid core setting."""
+
+
+def _check(kind: str, name: str, known: Mapping[str, object]) -> None:
+    if name not in known:
+        raise PolicyError(f"unknown {kind} policy {name!r}; choose from: {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """How the scheduling core behaves. Every policy is chosen by its registered name."""
+
+    queue_order: str = "fcfs"
+    backfill: str = "easy"
+    placement: str = "first-fit"
+    default_estimate_s: float = 3600.0  # for jobs that state no walltime
+    reject_unschedulable: bool = True  # reject jobs no node of the cluster could ever hold
+    conservative_depth: int = 64  # reservations made per cycle by conservative backfilling
+
+    def __post_init__(self) -> None:
+        _check("queue-order", self.queue_order, QUEUE_ORDERS)
+        _check("backfill", self.backfill, BACKFILL_MODES)
+        _check("placement", self.placement, PLACEMENT_POLICIES)
+        if self.default_estimate_s <= 0:
+            raise PolicyError("default_estimate_s must be positive")
+        if self.conservative_depth < 1:
+            raise PolicyError("conservative_depth must be at least 1")

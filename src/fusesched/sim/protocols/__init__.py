@@ -1,0 +1,1 @@
+"""Measurement protocols of published peers, replayed to the letter (see ``docs/``)."""
