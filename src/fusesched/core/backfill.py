@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -57,22 +57,22 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
     if col >= 0:
         need = int(head.total[col])
         have = int(cluster.free_total[col])
-        cum = np.cumsum(run.totals[:, col])
-        k = int(np.searchsorted(cum, need - have, side="left"))
+        cum = run.totals[:, col].cumsum()
+        k = int(cum.searchsorted(need - have, side="left"))
         if k >= len(run):
             return Reservation(math.inf, col, 0, None)
-        last = int(np.searchsorted(run.ends, run.ends[k], side="right")) - 1
+        last = int(run.ends.searchsorted(run.ends[k], side="right")) - 1
         return Reservation(max(float(run.ends[k]), now), col, have + int(cum[last]) - need, None)
     deficit = head.total - cluster.free_total
     first = 0
     for c in np.flatnonzero(deficit > 0).tolist():
-        cum = np.cumsum(run.totals[:, c])
-        first = max(first, int(np.searchsorted(cum, deficit[c], side="left")))
+        cum = run.totals[:, c].cumsum()
+        first = max(first, int(cum.searchsorted(deficit[c], side="left")))
     free = cluster.free.copy()
     ends = run.ends
     k = 0
     while k < len(run):
-        last = int(np.searchsorted(ends, ends[k], side="right")) - 1
+        last = int(ends.searchsorted(ends[k], side="right")) - 1
         for j in range(k, last + 1):
             alloc = core.jobs[run.ids[j]].allocation
             assert alloc is not None
@@ -105,37 +105,34 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     if len(queue) == 1:
         return out
     if only is None:
-        positions: list[int] = []
+        positions = list(range(1, len(queue)))
         totals = queue.total[1:]
         estimates = queue.estimate[1:]
-    else:
+        fits_now = cast(BoolArray, (totals <= core.cluster.free_total).all(axis=1))
+        short: BoolArray = (now + estimates) <= res.shadow
+        candidates = fits_now
+        if res.column >= 0:
+            candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
+        picks = [(positions[k], bool(short[k])) for k in candidates.nonzero()[0].tolist()]
+    else:  # a few new arrivals: plain scalar tests
         records = queue.records
-        positions = sorted(records.index(r) for r in only if r in records and r is not head)
-        if not positions:
-            return out
-        totals = queue.total[positions]
-        estimates = queue.estimate[positions]
-    fits_now: BoolArray = np.all(totals <= core.cluster.free_total, axis=1)
-    short: BoolArray = (now + estimates) <= res.shadow
-    candidates = fits_now
-    if res.column >= 0:
-        candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
+        picks = []
+        for rec in only:
+            if rec is head or rec not in records:
+                continue
+            picks.append((records.index(rec), now + rec.estimate <= res.shadow))
+        picks.sort()
     started: list[int] = []
     free_total = core.cluster.free_total
-    avail = int(free_total[res.column]) if res.column >= 0 else 0
-    for k in np.flatnonzero(candidates).tolist():
-        pos = positions[k] if positions else k + 1
+    for pos, is_short in picks:
         rec = queue.records[pos]
-        is_short = bool(short[k])
         if res.column >= 0:
             need = int(rec.total[res.column])
-            if need > avail or (not is_short and need > res.extra):
+            if need > free_total[res.column] or (not is_short and need > res.extra):
                 continue
             alloc = core.try_place(rec)
-            if alloc is not None:
-                avail = int(free_total[res.column])
-                if not is_short:
-                    res.extra -= need
+            if alloc is not None and not is_short:
+                res.extra -= need
         else:
             alloc = core.try_place(rec, None if is_short else res.remaining)
         if alloc is not None:

@@ -20,6 +20,14 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+def _resized(buf: IntArray, rows: int, cols: int) -> IntArray:
+    """A zero-padded copy in column-major order: a resource column is contiguous in memory,
+    which is what per-resource filtering over all nodes reads."""
+    out = np.zeros((rows, cols), dtype=np.int64, order="F")
+    out[: buf.shape[0], : buf.shape[1]] = buf
+    return out
+
+
 class ClusterArrays:
     """Nodes, their capacity and what is still free, in array form."""
 
@@ -29,9 +37,14 @@ class ClusterArrays:
         self.specs: list[NodeSpec] = []
         self.states: list[NodeState] = []
         self.columns: dict[str, int] = {}
-        self.capacity: IntArray = np.zeros((0, 0), dtype=np.int64)
-        self.free: IntArray = np.zeros((0, 0), dtype=np.int64)
-        self.up: BoolArray = np.zeros(0, dtype=np.bool_)
+        # row buffers grow geometrically; capacity/free/up are views of their first `size` rows
+        self._cap_buf: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self._free_buf: IntArray = np.zeros((0, 0), dtype=np.int64)
+        self._up_buf: BoolArray = np.zeros(0, dtype=np.bool_)
+        self.capacity: IntArray = self._cap_buf
+        self.free: IntArray = self._free_buf
+        self.up: BoolArray = self._up_buf
+        self.name_array: npt.NDArray[np.object_] = np.array([], dtype=object)
         self.free_total: IntArray = np.zeros(0, dtype=np.int64)  # free on UP nodes, per column
         # gcd of every capacity and every per-task amount seen, per column: when a request
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
@@ -52,11 +65,11 @@ class ClusterArrays:
         if col is None:
             col = len(self.columns)
             self.columns[name] = col
-            pad = np.zeros((self.size, 1), dtype=np.int64)
-            self.capacity = np.hstack([self.capacity, pad])
-            self.free = np.hstack([self.free, pad.copy()])
+            self._cap_buf = _resized(self._cap_buf, len(self._cap_buf), col + 1)
+            self._free_buf = _resized(self._free_buf, len(self._free_buf), col + 1)
             self.free_total = np.append(self.free_total, 0)
             self.quantum.append(0)
+            self._views()
         return col
 
     def add_node(self, spec: NodeSpec, state: NodeState) -> None:
@@ -64,29 +77,45 @@ class ClusterArrays:
             raise ValueError(f"node {spec.name!r} is already registered")
         for name in spec.capacity:
             self.column(name)
-        row = np.zeros((1, len(self.columns)), dtype=np.int64)
+        row = self.size
+        if row == len(self._cap_buf):  # grow the buffers geometrically
+            grow = max(16, row)
+            width = len(self.columns)
+            self._cap_buf = _resized(self._cap_buf, row + grow, width)
+            self._free_buf = _resized(self._free_buf, row + grow, width)
+            self._up_buf = np.concatenate([self._up_buf, np.zeros(grow, np.bool_)])
         for name, amount in spec.capacity.items():
             col = self.columns[name]
-            row[0, col] = amount
+            self._cap_buf[row, col] = amount
+            self._free_buf[row, col] = amount
             self.quantum[col] = gcd(self.quantum[col], amount)
-        self.index[spec.name] = self.size
+        self._up_buf[row] = state is NodeState.UP
+        self.index[spec.name] = row
         self.names.append(spec.name)
         self.specs.append(spec)
         self.states.append(state)
-        self.capacity = np.vstack([self.capacity, row])
-        self.free = np.vstack([self.free, row.copy()])
-        self.up = np.append(self.up, state is NodeState.UP)
-        self._refresh_totals()
+        self._views()
+        if state is NodeState.UP:
+            self.free_total += self.free[row]
+        self._refresh_masks()
 
     def set_state(self, name: str, state: NodeState) -> None:
         i = self.index[name]
         self.states[i] = state
         self.up[i] = state is NodeState.UP
-        self._refresh_totals()
+        self.free_total = self.free[self.up].sum(axis=0)
+        self._refresh_masks()
 
-    def _refresh_totals(self) -> None:
-        self.free_total = self.free[self.up].sum(axis=0) if self.size else self.free_total
-        self._everywhere = np.ones(self.size, dtype=np.bool_)
+    def _views(self) -> None:
+        n = len(self.names)
+        self.capacity = self._cap_buf[:n]
+        self.free = self._free_buf[:n]
+        self.up = self._up_buf[:n]
+
+    def _refresh_masks(self) -> None:
+        if len(self._everywhere) != self.size:
+            self._everywhere = np.ones(self.size, dtype=np.bool_)
+            self.name_array = np.array(self.names, dtype=object)
         self.all_up = bool(self.up.all())
         self._mask_cache.clear()
 
@@ -158,28 +187,43 @@ class ClusterArrays:
 
     # ------------------------------------------------------------------ accounting
 
-    def take(self, nodes: IntArray, amounts: IntArray, unique: bool = False) -> None:
+    def take(
+        self,
+        nodes: IntArray,
+        amounts: IntArray,
+        unique: bool = False,
+        total: IntArray | None = None,
+    ) -> None:
         """Allocate ``amounts[k]`` (a row) on node ``nodes[k]`` for every k.
 
-        ``unique`` promises that no node appears twice, which allows a faster update.
+        ``unique`` promises that no node appears twice, which allows a faster update;
+        ``total`` may pass the column sums of ``amounts`` when the caller knows them.
         """
         if unique:
             self.free[nodes] -= amounts
         else:
             np.subtract.at(self.free, nodes, amounts)
-        self.free_total -= self._up_sum(nodes, amounts)
+        self.free_total -= self._up_sum(nodes, amounts, total)
 
-    def give(self, nodes: IntArray, amounts: IntArray, unique: bool = False) -> None:
+    def give(
+        self,
+        nodes: IntArray,
+        amounts: IntArray,
+        unique: bool = False,
+        total: IntArray | None = None,
+    ) -> None:
         if unique:
             self.free[nodes] += amounts
         else:
             np.add.at(self.free, nodes, amounts)
-        self.free_total += self._up_sum(nodes, amounts)
+        self.free_total += self._up_sum(nodes, amounts, total)
 
-    def _up_sum(self, nodes: IntArray, amounts: IntArray) -> IntArray:
+    def _up_sum(self, nodes: IntArray, amounts: IntArray, total: IntArray | None) -> IntArray:
         if self.all_up:
-            total: IntArray = amounts.sum(axis=0)
-            return total
+            if total is not None:
+                return total
+            whole: IntArray = amounts.sum(axis=0)
+            return whole
         up_total: IntArray = amounts[self.up[nodes]].sum(axis=0)
         return up_total
 

@@ -26,6 +26,10 @@ class GroupShape:
     replicas: int
     per_task: IntArray
     resources: Resources
+    cols: IntArray = field(init=False)  # the requested columns
+
+    def __post_init__(self) -> None:
+        self.cols = self.per_task.nonzero()[0]
 
 
 @dataclass(slots=True)
@@ -35,6 +39,7 @@ class Allocation:
     nodes: IntArray  # node row per entry
     amounts: IntArray  # resources per entry (rows)
     unique: bool  # no node appears twice in ``nodes``
+    total: IntArray  # column sums of ``amounts``
     groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
     # (group, node rows, task counts) for the launch decision
 
@@ -47,33 +52,41 @@ class Statement:
     _nodes: list[IntArray] = field(default_factory=list)
     _amounts: list[IntArray] = field(default_factory=list)
     _groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
+    _totals: list[IntArray] = field(default_factory=list)
 
     def allocate(self, group: GroupShape, nodes: IntArray, counts: IntArray) -> None:
         amounts = counts[:, None] * group.per_task[None, :]
-        self.cluster.take(nodes, amounts, unique=True)  # choose_nodes never repeats a node
+        total = group.per_task * int(counts.sum())
+        # choose_nodes never repeats a node within a group
+        self.cluster.take(nodes, amounts, unique=True, total=total)
         self._nodes.append(nodes)
         self._amounts.append(amounts)
         self._groups.append((group, nodes, counts))
+        self._totals.append(total)
 
     @property
     def tasks(self) -> int:
         return int(sum(int(c.sum()) for _, _, c in self._groups))
 
     def discard(self) -> None:
-        for nodes, amounts in zip(self._nodes, self._amounts, strict=True):
-            self.cluster.give(nodes, amounts, unique=True)
+        for nodes, amounts, total in zip(self._nodes, self._amounts, self._totals, strict=True):
+            self.cluster.give(nodes, amounts, unique=True, total=total)
         self._nodes.clear()
         self._amounts.clear()
         self._groups.clear()
+        self._totals.clear()
 
     def commit(self) -> Allocation:
         if len(self._nodes) == 1:
-            return Allocation(self._nodes[0], self._amounts[0], True, list(self._groups))
+            return Allocation(
+                self._nodes[0], self._amounts[0], True, self._totals[0], list(self._groups)
+            )
         width = len(self.cluster.columns)
         nodes = np.concatenate(self._nodes) if self._nodes else np.zeros(0, np.int64)
         amounts = np.concatenate(self._amounts) if self._amounts else np.zeros((0, width), np.int64)
         unique = len(np.unique(nodes)) == len(nodes)
-        return Allocation(nodes, amounts, unique, list(self._groups))
+        total = np.sum(self._totals, axis=0) if self._totals else np.zeros(width, np.int64)
+        return Allocation(nodes, amounts, unique, total, list(self._groups))
 
 
 def task_slots(
@@ -81,10 +94,12 @@ def task_slots(
     eligible: BoolArray | None,
     per_task: IntArray,
     max_per_node: int | None,
+    cols: IntArray | None = None,
 ) -> IntArray:
     """How many tasks of shape ``per_task`` each node can take now (0 where not eligible;
-    ``eligible`` None means every node)."""
-    cols = np.flatnonzero(per_task)
+    ``eligible`` None means every node; ``cols`` the requested columns if known)."""
+    if cols is None:
+        cols = per_task.nonzero()[0]
     if len(cols) == 1:
         col = int(cols[0])
         counts: IntArray = free[:, col] // per_task[col]
@@ -112,16 +127,16 @@ def choose_nodes(
     """
     if policy.node_order and preference is None:
         # first fit: the shortest prefix of the node order that holds the tasks
-        cum = np.cumsum(counts)
+        cum = counts.cumsum()
         if not len(cum) or int(cum[-1]) < wanted:
             return None
-        last = int(np.searchsorted(cum, wanted))
+        last = int(cum.searchsorted(wanted))
         prefix = counts[: last + 1]
-        nodes = np.flatnonzero(prefix)
+        nodes = prefix.nonzero()[0]
         takes = prefix[nodes]
         takes[-1] -= int(cum[last]) - wanted
         return nodes, takes
-    cand = np.flatnonzero(counts)
+    cand = counts.nonzero()[0]
     cand_counts = counts[cand]
     if int(cand_counts.sum()) < wanted:
         return None
@@ -140,8 +155,8 @@ def choose_nodes(
     pick = part[np.lexsort((cand[part], key[part]))]
     order = cand[pick]
     ordered_counts = cand_counts[pick]
-    cum = np.cumsum(ordered_counts)
-    last = int(np.searchsorted(cum, wanted))
+    cum = ordered_counts.cumsum()
+    last = int(cum.searchsorted(wanted))
     nodes = order[: last + 1]
     takes = ordered_counts[: last + 1].copy()
     takes[-1] -= int(cum[last]) - wanted

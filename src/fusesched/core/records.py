@@ -38,6 +38,8 @@ class JobRecord:
     exit_code: int | None = None
     stop_requested: str | None = None
     never_fits: str = ""
+    single_column: int = -1  # see SchedulerCore.fluid_column
+    single_amount: int = 0
 
     @property
     def id(self) -> str:

@@ -28,7 +28,7 @@ class RunningSet:
             self.totals = np.hstack([self.totals, pad])
 
     def add(self, job_id: str, est_end: float, total: IntArray) -> None:
-        pos = int(np.searchsorted(self.ends, est_end, side="right"))
+        pos = int(self.ends.searchsorted(est_end, side="right"))
         self.ids.insert(pos, job_id)
         self.ends = insert_row(self.ends, pos, est_end)
         row = np.zeros(self.totals.shape[1], dtype=np.int64)
@@ -36,7 +36,7 @@ class RunningSet:
         self.totals = insert_row(self.totals, pos, row)
 
     def remove(self, job_id: str, est_end: float) -> None:
-        pos = int(np.searchsorted(self.ends, est_end, side="left"))
+        pos = int(self.ends.searchsorted(est_end, side="left"))
         while self.ids[pos] != job_id:
             pos += 1
         del self.ids[pos]

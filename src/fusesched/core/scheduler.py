@@ -231,6 +231,7 @@ class SchedulerCore:
             facts=facts,
         )
         rec.never_fits = reason
+        rec.single_column, rec.single_amount = self._single_column(spec, groups)
         return rec
 
     def _shape(self, spec: JobSpec) -> tuple[list[GroupShape] | None, IntArray, str]:
@@ -308,7 +309,7 @@ class SchedulerCore:
     def _release(self, rec: JobRecord, now: float) -> None:
         assert rec.allocation is not None and rec.est_end is not None
         alloc = rec.allocation
-        self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique)
+        self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
         self.running.remove(rec.id, rec.est_end)
         self._changed = True
         rec.end_time = now
@@ -384,24 +385,32 @@ class SchedulerCore:
     # ================================================================== placement
 
     def fluid_column(self, rec: JobRecord) -> int:
-        """The single column whose free sum decides exactly if ``rec`` fits, or -1."""
-        spec = rec.spec
-        if (
-            rec.groups is None
-            or len(rec.groups) != 1
-            or spec.min_member is not None
-            or spec.placement.constrained
-            or spec.placement.preferred
-            or spec.placement.max_tasks_per_node is not None
-        ):
+        """The single column whose free sum decides exactly if ``rec`` fits, or -1.
+
+        That holds for one task group of one resource, without label constraints, whose task
+        size divides the column's quantum (so every node's free amount is a multiple of it).
+        """
+        col = rec.single_column
+        if col < 0:
             return -1
-        per_task = rec.groups[0].per_task
-        cols = np.flatnonzero(per_task)
-        if len(cols) != 1:
-            return -1
-        col = int(cols[0])
         quantum = self.cluster.quantum[col]
-        return col if quantum > 0 and quantum % int(per_task[col]) == 0 else -1
+        return col if quantum > 0 and quantum % rec.single_amount == 0 else -1
+
+    @staticmethod
+    def _single_column(spec: JobSpec, groups: list[GroupShape] | None) -> tuple[int, int]:
+        placement = spec.placement
+        if (
+            groups is None
+            or len(groups) != 1
+            or len(groups[0].cols) != 1
+            or spec.min_member is not None
+            or placement.constrained
+            or placement.preferred
+            or placement.max_tasks_per_node is not None
+        ):
+            return -1, 0
+        col = int(groups[0].cols[0])
+        return col, int(groups[0].per_task[col])
 
     def plan(self, rec: JobRecord, free: IntArray) -> Plan | None:
         """Filter and score for every group on ``free`` (not applied); None if the gang fails."""
@@ -419,7 +428,9 @@ class SchedulerCore:
         placed = 0
         partial_ok = spec.min_member is not None
         for index, group in enumerate(rec.groups):
-            counts = task_slots(work, eligible, group.per_task, spec.placement.max_tasks_per_node)
+            counts = task_slots(
+                work, eligible, group.per_task, spec.placement.max_tasks_per_node, group.cols
+            )
             available = int(counts.sum())
             wanted = min(group.replicas, available) if partial_ok else group.replicas
             if wanted == 0:
@@ -442,6 +453,10 @@ class SchedulerCore:
         cluster = self.cluster
         if rec.groups is None or not (rec.total <= cluster.free_total).all():
             return None
+        if limit is None and self.placement.node_order and cluster.all_up:
+            col = self.fluid_column(rec)
+            if col >= 0:
+                return self._first_fit_fluid(rec, col)
         free = cluster.free if limit is None else np.minimum(cluster.free, limit)
         plan = self.plan(rec, free)
         if plan is None:
@@ -454,6 +469,26 @@ class SchedulerCore:
             np.subtract.at(limit, alloc.nodes, alloc.amounts)
         return alloc
 
+    def _first_fit_fluid(self, rec: JobRecord, col: int) -> Allocation:
+        """Fast path of :meth:`try_place` for one group of one divisible resource, first fit.
+
+        The caller has checked that the free sum suffices, which for such a job means it fits;
+        the result is what :meth:`plan` + :class:`Statement` would produce.
+        """
+        assert rec.groups is not None
+        group = rec.groups[0]
+        cluster = self.cluster
+        counts = cluster.free[:, col] // rec.single_amount
+        cum = counts.cumsum()
+        last = int(cum.searchsorted(group.replicas))
+        prefix = counts[: last + 1]
+        nodes = prefix.nonzero()[0]
+        takes = prefix[nodes]
+        takes[-1] -= int(cum[last]) - group.replicas
+        amounts = takes[:, None] * group.per_task[None, :]
+        cluster.take(nodes, amounts, unique=True, total=rec.total)
+        return Allocation(nodes, amounts, True, rec.total, [(group, nodes, takes)])
+
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""
         rec.allocation = alloc
@@ -464,14 +499,9 @@ class SchedulerCore:
         self.running.add(rec.id, rec.est_end, rec.total)
         self.stats.started += 1
         self.stats.backfilled += backfilled
-        names = self.cluster.names
+        names = self.cluster.name_array
         groups = tuple(
-            GroupPlacement(
-                group.name,
-                group.resources,
-                tuple([names[i] for i in nodes.tolist()]),
-                tuple(counts.tolist()),
-            )
+            GroupPlacement(group.name, group.resources, nodes, tuple(counts.tolist()), names)
             for group, nodes, counts in alloc.groups
         )
         return StartJob(rec.id, groups, backfilled=backfilled)

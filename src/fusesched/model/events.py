@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeSpec, NodeState
@@ -66,12 +69,22 @@ class TaskPlacement:
 
 @dataclass(frozen=True, slots=True)
 class GroupPlacement:
-    """Where one task group went: ``counts[k]`` tasks on ``nodes[k]``, in task-index order."""
+    """Where one task group went: ``counts[k]`` tasks on node ``nodes[k]``, in task order.
+
+    The core hands over node rows and its (append-only) table of node names; the names are
+    looked up only when someone reads :attr:`nodes`, so a simulation that never asks pays
+    nothing for jobs spread over thousands of nodes.
+    """
 
     group: str
     resources: Resources  # per task
-    nodes: tuple[str, ...]
+    rows: npt.NDArray[np.int64]
     counts: tuple[int, ...]
+    name_table: npt.NDArray[np.object_] = field(repr=False, compare=False)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(self.name_table[self.rows].tolist())
 
     def tasks(self) -> tuple[TaskPlacement, ...]:
         out: list[TaskPlacement] = []

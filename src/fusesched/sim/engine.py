@@ -131,7 +131,7 @@ class Simulation:
                         outcome.timed_out = True
                     outcome.start = now
                     outcome.end = now + runtime
-                    outcome.nodes = sum(len(g.nodes) for g in decision.groups)
+                    outcome.nodes = sum(len(g.rows) for g in decision.groups)
                     outcome.backfilled = decision.backfilled
                     seq += 1
                     heapq.heappush(heap, (now + runtime, EXIT, seq, decision.job_id, code))
