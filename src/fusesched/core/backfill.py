@@ -25,8 +25,9 @@ from fusesched.core.cluster import BoolArray, IntArray
 from fusesched.model.events import Decision, ReserveJob
 
 if TYPE_CHECKING:
+    from fusesched.core.placement import Plan
     from fusesched.core.records import JobRecord
-    from fusesched.core.scheduler import Plan, SchedulerCore
+    from fusesched.core.scheduler import SchedulerCore
 
 #: A job that overran its estimate is assumed to end this long after "now".
 OVERRUN_GRACE_S = 1e-6
@@ -63,7 +64,7 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
             return Reservation(math.inf, col, 0, None)
         last = int(run.ends.searchsorted(run.ends[k], side="right")) - 1
         return Reservation(max(float(run.ends[k]), now), col, have + int(cum[last]) - need, None)
-    deficit = head.total - cluster.free_total
+    deficit = head.bound - cluster.free_total
     first = 0
     for c in np.flatnonzero(deficit > 0).tolist():
         cum = run.totals[:, c].cumsum()

@@ -44,7 +44,7 @@ class ClusterArrays:
         self.capacity: IntArray = self._cap_buf
         self.free: IntArray = self._free_buf
         self.up: BoolArray = self._up_buf
-        self.name_array: npt.NDArray[np.object_] = np.array([], dtype=object)
+        self._name_array: npt.NDArray[np.object_] = np.array([], dtype=object)
         self.free_total: IntArray = np.zeros(0, dtype=np.int64)  # free on UP nodes, per column
         # gcd of every capacity and every per-task amount seen, per column: when a request
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
@@ -106,6 +106,13 @@ class ClusterArrays:
         self.free_total = self.free[self.up].sum(axis=0)
         self._refresh_masks()
 
+    @property
+    def name_array(self) -> npt.NDArray[np.object_]:
+        """Node names as an (append-only) object array, for lookups by row."""
+        if len(self._name_array) != self.size:
+            self._name_array = np.array(self.names, dtype=object)
+        return self._name_array
+
     def _views(self) -> None:
         n = len(self.names)
         self.capacity = self._cap_buf[:n]
@@ -115,7 +122,6 @@ class ClusterArrays:
     def _refresh_masks(self) -> None:
         if len(self._everywhere) != self.size:
             self._everywhere = np.ones(self.size, dtype=np.bool_)
-            self.name_array = np.array(self.names, dtype=object)
         self.all_up = bool(self.up.all())
         self._mask_cache.clear()
 

@@ -89,6 +89,118 @@ class Statement:
         return Allocation(nodes, amounts, unique, total, list(self._groups))
 
 
+#: A plan: per group, the node rows and task counts (not yet applied to the cluster).
+Plan = list[tuple[GroupShape, IntArray, IntArray]]
+
+
+def plan_groups(
+    groups: list[GroupShape],
+    free: IntArray,
+    eligible: BoolArray | None,
+    *,
+    max_per_node: int | None,
+    min_tasks: int,
+    partial: bool,
+    policy: PlacementPolicy,
+    cluster: ClusterArrays,
+    preference: IntArray | None,
+) -> Plan | None:
+    """Filter and score every group in turn on ``free`` (left untouched).
+
+    Succeeds when at least ``min_tasks`` tasks are placed; with ``partial`` False every group
+    must be placed whole. ``max_per_node`` caps the tasks of the whole job on one node.
+    """
+    work = free
+    used: IntArray | None = None  # tasks of this job per node, for max_per_node
+    plan: Plan = []
+    placed = 0
+    for index, group in enumerate(groups):
+        cap = max_per_node
+        counts = task_slots(work, eligible, group.per_task, None, group.cols)
+        if cap is not None:
+            counts = np.minimum(counts, cap if used is None else cap - used)
+        available = int(counts.sum())
+        wanted = min(group.replicas, available) if partial else group.replicas
+        if wanted == 0:
+            continue
+        pick = choose_nodes(counts, wanted, policy, cluster, group.per_task, preference, work)
+        if pick is None:
+            return None
+        plan.append((group, pick[0], pick[1]))
+        placed += wanted
+        if index + 1 < len(groups):
+            if work is free:
+                work = free.copy()
+            work[pick[0]] -= pick[1][:, None] * group.per_task[None, :]
+            if cap is not None:
+                used = np.zeros(len(free), np.int64) if used is None else used
+                used[pick[0]] += pick[1]
+    return plan if placed >= min_tasks else None
+
+
+class SearchBudgetExceeded(Exception):
+    """The exhaustive placement search gave up before an answer."""
+
+
+def search_placement(
+    groups: list[GroupShape],
+    free: IntArray,
+    allowed: BoolArray,
+    max_per_node: int | None,
+    budget: int,
+) -> Plan | None:
+    """Exhaustive search for a placement of every task on ``free`` (greedy placement can miss
+    one when groups compete for the same nodes). None if there is none; raises
+    :class:`SearchBudgetExceeded` after ``budget`` steps."""
+    work = free.copy()
+    tasks = [g for g in groups for _ in range(g.replicas)]
+    used = np.zeros(len(work), np.int64)
+    where: list[int] = []
+    candidates = [
+        [int(i) for i in np.flatnonzero(allowed & (work >= g.per_task).all(axis=1))] for g in groups
+    ]
+    index_of = {id(g): k for k, g in enumerate(groups)}
+    steps = 0
+
+    def place(i: int) -> bool:
+        nonlocal steps
+        if i == len(tasks):
+            return True
+        group = tasks[i]
+        same = i > 0 and tasks[i - 1] is group  # tasks of one group: nodes in ascending order
+        for node in candidates[index_of[id(group)]]:
+            if same and node < where[-1]:
+                continue
+            steps += 1
+            if steps > budget:
+                raise SearchBudgetExceeded
+            if max_per_node is not None and used[node] >= max_per_node:
+                continue
+            if (work[node] < group.per_task).any():
+                continue
+            work[node] -= group.per_task
+            used[node] += 1
+            where.append(node)
+            if place(i + 1):
+                return True
+            where.pop()
+            work[node] += group.per_task
+            used[node] -= 1
+        return False
+
+    if not place(0):
+        return None
+    plan: Plan = []
+    start = 0
+    for group in groups:
+        rows, counts = np.unique(
+            np.array(where[start : start + group.replicas]), return_counts=True
+        )
+        plan.append((group, rows.astype(np.int64), counts.astype(np.int64)))
+        start += group.replicas
+    return plan
+
+
 def task_slots(
     free: IntArray,
     eligible: BoolArray | None,
@@ -141,7 +253,10 @@ def choose_nodes(
     if int(cand_counts.sum()) < wanted:
         return None
     source = cluster.free if free is None else free
-    scores = policy.score(source[cand], cluster.capacity[cand], per_task, cand_counts)
+    # score each node by what it would look like after taking its share of the tasks
+    scores = policy.score(
+        source[cand], cluster.capacity[cand], per_task, np.minimum(cand_counts, wanted)
+    )
     key = np.zeros(len(cand)) if scores is None else scores.astype(np.float64)
     if preference is not None:
         key = key - preference[cand] * _PREFERENCE_SCALE

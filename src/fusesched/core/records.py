@@ -12,7 +12,7 @@ import numpy.typing as npt
 from fusesched.core.cluster import IntArray
 from fusesched.core.placement import Allocation, GroupShape
 from fusesched.model.job import JobSpec
-from fusesched.model.phases import JobPhase, Transition, check_transition
+from fusesched.model.phases import LEGAL, JobPhase, Transition, check_transition
 from fusesched.policies.queue_order import FactArrays, JobFacts, QueueOrder
 
 
@@ -25,6 +25,7 @@ class JobRecord:
     phase: JobPhase
     groups: list[GroupShape] | None  # None: asks for a resource no node has
     total: IntArray
+    bound: IntArray  # what it needs at least to start (total, or less with min_member)
     estimate: float
     facts: JobFacts
     fluid: bool = False
@@ -46,7 +47,8 @@ class JobRecord:
         return self.spec.id
 
     def move(self, new: JobPhase, now: float, reason: str) -> None:
-        check_transition(self.id, self.phase, new)
+        if (self.phase, new) not in LEGAL:
+            check_transition(self.id, self.phase, new)  # raises with the full story
         self.history.append(Transition(now, self.phase, new, reason))
         self.phase = new
 
@@ -98,7 +100,7 @@ class WaitingQueue:
         self._keys.insert(pos, sort_key)
         self.records.insert(pos, rec)
         row = np.zeros(self.total.shape[1], dtype=np.int64)
-        row[: len(rec.total)] = rec.total
+        row[: len(rec.bound)] = rec.bound
         self.total = insert_row(self.total, pos, row)
         self.estimate = insert_row(self.estimate, pos, rec.estimate)
 

@@ -29,8 +29,11 @@ from fusesched.core.cluster import ClusterArrays, IntArray
 from fusesched.core.placement import (
     Allocation,
     GroupShape,
+    Plan,
+    SearchBudgetExceeded,
     Statement,
-    choose_nodes,
+    plan_groups,
+    search_placement,
     task_slots,
 )
 from fusesched.core.records import JobRecord, WaitingQueue
@@ -55,8 +58,18 @@ from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
 from fusesched.policies.registry import CoreConfig
 
-#: A plan: per group, the node rows and task counts (not yet applied to the cluster).
-Plan = list[tuple[GroupShape, IntArray, IntArray]]
+#: A compiled job shape: groups (None: unknown resource), total request, a lower bound of
+#: what it needs to start (the total unless min_member allows a partial start), why it can
+#: never run ('' if it can), and (single column, per-task amount) for the fluid test.
+Shape = tuple[list[GroupShape] | None, IntArray, IntArray, str, tuple[int, int]]
+
+
+class DuplicateJobId(ValueError):
+    """A submitted job (or array child) reuses the id of a job the core already knows."""
+
+
+#: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
+SEARCH_BUDGET = 2_000
 
 
 @dataclass(slots=True)
@@ -84,7 +97,7 @@ class SchedulerCore:
         self._array_running: dict[str, int] = {}
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
-        self._shapes: dict[tuple[object, ...], tuple[list[GroupShape] | None, IntArray, str]] = {}
+        self._shapes: dict[tuple[object, ...], Shape] = {}
         # change tracking: a cycle with nothing freed and nothing new can start nothing
         self._changed = False
         self._fresh: list[JobRecord] = []
@@ -156,8 +169,7 @@ class SchedulerCore:
         if head is not self.blocked_head:
             changed = True
             self.blocked_head = head
-            self.reservation = None
-        elif changed:
+        if changed or out:  # something freed, a new head, or jobs started ahead of the head
             self.reservation = None
         if self.config.backfill != "none":
             only = None if changed else fresh
@@ -171,11 +183,13 @@ class SchedulerCore:
     # ================================================================== events
 
     def _submit(self, spec: JobSpec, now: float) -> list[Decision]:
-        if spec.id in self.jobs:
-            return [RejectJob(spec.id, f"job id {spec.id!r} is already in use")]
-        if spec.array is not None and spec.array_index is None:
+        children = spec.expand_array()
+        taken = [child.id for child in children if child.id in self.jobs]
+        if taken:  # the shell must not reuse ids; refuse before touching any state
+            raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
+        if len(children) > 1 or children[0] is not spec:
             out: list[Decision] = []
-            for child in spec.expand_array():
+            for child in children:
                 out.extend(self._submit(child, now))
             return out
         rec = self._compile(spec, now)
@@ -204,12 +218,13 @@ class SchedulerCore:
             spec.task_groups,
             placement.cache_key() if placement.constrained else None,
             placement.max_tasks_per_node,
+            bool(placement.preferred),
             spec.min_member,
         )
         shape = self._shapes.get(shape_key)
         if shape is None:
             shape = self._shapes[shape_key] = self._shape(spec)
-        groups, total, reason = shape
+        groups, total, bound, reason, single = shape
         estimate = (
             spec.walltime_s if spec.walltime_s is not None else self.config.default_estimate_s
         )
@@ -227,14 +242,15 @@ class SchedulerCore:
             phase=JobPhase.PENDING,
             groups=groups,
             total=total,
+            bound=bound,
             estimate=estimate,
             facts=facts,
         )
         rec.never_fits = reason
-        rec.single_column, rec.single_amount = self._single_column(spec, groups)
+        rec.single_column, rec.single_amount = single
         return rec
 
-    def _shape(self, spec: JobSpec) -> tuple[list[GroupShape] | None, IntArray, str]:
+    def _shape(self, spec: JobSpec) -> Shape:
         cluster = self.cluster
         groups: list[GroupShape] | None = []
         for group in spec.task_groups:
@@ -245,9 +261,31 @@ class SchedulerCore:
             cluster.note_request(vec)
             groups.append(GroupShape(group.name, group.replicas, vec, group.resources))
         total = np.zeros(len(cluster.columns), dtype=np.int64)
-        for g in groups or ():
-            total += g.per_task * g.replicas
-        return groups, total, self._never_fits(spec, groups)
+        bound = total
+        if groups is not None:
+            groups = self._most_constrained_first(spec, groups)
+            for g in groups:
+                total = total + g.per_task * g.replicas
+            bound = total
+            if spec.min_member is not None:  # lower bound of what min_member tasks need
+                bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
+        single = self._single_column(spec, groups)
+        return groups, total, bound, self._never_fits(spec, groups), single
+
+    def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
+        """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy
+        gang placement does not fill the few special nodes with tasks that fit anywhere."""
+        if len(groups) < 2:
+            return groups
+        cluster = self.cluster
+        allowed = cluster.allowed(spec.placement)
+        scale = np.maximum(cluster.capacity.max(axis=0), 1)
+
+        def key(group: GroupShape) -> tuple[int, float]:
+            hosts = int((task_slots(cluster.capacity, allowed, group.per_task, None) > 0).sum())
+            return hosts, -float((group.per_task / scale).sum())
+
+        return sorted(groups, key=key)
 
     def _never_fits(self, spec: JobSpec, groups: list[GroupShape] | None) -> str:
         """Why no node of the cluster, empty, could ever hold the job ('' if one could)."""
@@ -256,24 +294,43 @@ class SchedulerCore:
         if not self.config.reject_unschedulable:
             return ""
         cluster = self.cluster
-        capacity = cluster.capacity.copy()
         placement = spec.placement
         allowed = cluster.allowed(placement)
-        placed = 0
+        best = 0
         for group in groups:
-            counts = task_slots(capacity, allowed, group.per_task, placement.max_tasks_per_node)
-            take = min(int(counts.sum()), group.replicas)
-            placed += take
-            if take < group.replicas and spec.min_member is None:
+            counts = task_slots(
+                cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
+            )
+            holds = min(int(counts.sum()), group.replicas)
+            best += holds
+            if holds < group.replicas and spec.min_member is None:
                 return (
                     f"task group {group.name!r} needs {group.replicas} tasks of "
-                    f"{group.resources.to_spec()} but the whole cluster holds at most {take}"
+                    f"{group.resources.to_spec()} but the whole cluster holds at most {holds}"
                 )
-            pick = choose_nodes(counts, take, self.placement, cluster, group.per_task, None)
-            if pick is not None:
-                np.subtract.at(capacity, pick[0], pick[1][:, None] * group.per_task[None, :])
-        if placed < spec.gang_size:
+        if best < spec.gang_size:
             return f"gang of {spec.gang_size} tasks cannot fit even on an empty cluster"
+        greedy = plan_groups(
+            groups,
+            cluster.capacity,
+            allowed,
+            max_per_node=placement.max_tasks_per_node,
+            min_tasks=spec.gang_size,
+            partial=spec.min_member is not None,
+            policy=self.placement,
+            cluster=cluster,
+            preference=None,
+        )
+        if greedy is not None or spec.min_member is not None:
+            return ""
+        try:
+            exact = search_placement(
+                groups, cluster.capacity, allowed, placement.max_tasks_per_node, budget=50_000
+            )
+        except SearchBudgetExceeded:
+            return ""  # too large to decide exactly: keep it queued rather than guess
+        if exact is None:
+            return "its task groups cannot all fit together even on an empty cluster"
         return ""
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
@@ -313,17 +370,21 @@ class SchedulerCore:
         self.running.remove(rec.id, rec.est_end)
         self._changed = True
         rec.end_time = now
-        parent = rec.spec.array_parent
-        if parent in self._array_running:
-            self._array_running[parent] -= 1
-            held = self._array_held.get(parent)
-            if held:
-                nxt = held.pop(0)
-                self._array_running[parent] += 1
-                if not self.order.dynamic:
-                    nxt.key = self.order.key(nxt.facts, now)
-                self.queue.push(nxt, now)
-                self._fresh.append(nxt)
+        self._array_slot_freed(rec.spec.array_parent, now)
+
+    def _array_slot_freed(self, parent: str | None, now: float) -> None:
+        """A child of a throttled array left the queue or ended: admit the next held one."""
+        if parent is None or parent not in self._array_running:
+            return
+        self._array_running[parent] -= 1
+        held = self._array_held.get(parent)
+        if held:
+            nxt = held.pop(0)
+            self._array_running[parent] += 1
+            if not self.order.dynamic:
+                nxt.key = self.order.key(nxt.facts, now)
+            self.queue.push(nxt, now)
+            self._fresh.append(nxt)
 
     def _settle_dependents(self, rec: JobRecord, now: float) -> list[Decision]:
         out: list[Decision] = []
@@ -348,22 +409,21 @@ class SchedulerCore:
             rec.stop_requested = reason
             return [StopJob(job_id, reason)]
         if rec.phase is JobPhase.QUEUED:
-            self._dequeue(rec)
+            self._dequeue(rec, now)
             self._changed = True
         if rec.phase.terminal:
             return []
         rec.move(JobPhase.CANCELLED, now, reason)
         return self._settle_dependents(rec, now)
 
-    def _dequeue(self, rec: JobRecord) -> None:
+    def _dequeue(self, rec: JobRecord, now: float) -> None:
         parent = rec.spec.array_parent
         held = self._array_held.get(parent or "")
         if held and rec in held:
             held.remove(rec)
             return
         self.queue.remove(rec)
-        if parent in self._array_running:
-            self._array_running[parent] -= 1
+        self._array_slot_freed(parent, now)
 
     def _reject(self, rec: JobRecord, reason: str, now: float) -> list[Decision]:
         self.stats.rejected += 1
@@ -371,16 +431,29 @@ class SchedulerCore:
         return [RejectJob(rec.id, reason), *self._settle_dependents(rec, now)]
 
     def _widen(self) -> None:
+        """A node brought a new resource column: pad every array that has one row per column."""
         width = len(self.cluster.columns)
         self.queue.widen(width)
         self.running.widen(width)
+
+        def pad(array: IntArray) -> IntArray:
+            extra = width - array.shape[-1]
+            if extra <= 0:
+                return array
+            return np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
+
+        seen: set[int] = set()
         for rec in self.jobs.values():
-            if len(rec.total) < width:
-                rec.total = np.concatenate([rec.total, np.zeros(width - len(rec.total), np.int64)])
-                for g in rec.groups or ():
-                    g.per_task = np.concatenate(
-                        [g.per_task, np.zeros(width - len(g.per_task), np.int64)]
-                    )
+            rec.total = pad(rec.total)
+            rec.bound = pad(rec.bound)
+            for g in rec.groups or ():
+                if id(g) not in seen:  # groups are shared between jobs of one shape
+                    seen.add(id(g))
+                    g.per_task = pad(g.per_task)
+            alloc = rec.allocation
+            if alloc is not None and not rec.phase.terminal:
+                alloc.amounts = pad(alloc.amounts)
+                alloc.total = pad(alloc.total)
 
     # ================================================================== placement
 
@@ -391,7 +464,7 @@ class SchedulerCore:
         size divides the column's quantum (so every node's free amount is a multiple of it).
         """
         col = rec.single_column
-        if col < 0:
+        if col < 0 or not self.cluster.all_up:  # sums would count nodes that are not up
             return -1
         quantum = self.cluster.quantum[col]
         return col if quantum > 0 and quantum % rec.single_amount == 0 else -1
@@ -417,41 +490,37 @@ class SchedulerCore:
         assert rec.groups is not None
         spec = rec.spec
         cluster = self.cluster
-        eligible = (
-            None
-            if cluster.all_up and not spec.placement.constrained
-            else cluster.eligible(spec.placement)
+        constrained = spec.placement.constrained
+        eligible = None if cluster.all_up and not constrained else cluster.eligible(spec.placement)
+        greedy = plan_groups(
+            rec.groups,
+            free,
+            eligible,
+            max_per_node=spec.placement.max_tasks_per_node,
+            min_tasks=spec.gang_size,
+            partial=spec.min_member is not None,
+            policy=self.placement,
+            cluster=cluster,
+            preference=cluster.preference(spec.placement),
         )
-        preference = cluster.preference(spec.placement)
-        work = free
-        plan: Plan = []
-        placed = 0
-        partial_ok = spec.min_member is not None
-        for index, group in enumerate(rec.groups):
-            counts = task_slots(
-                work, eligible, group.per_task, spec.placement.max_tasks_per_node, group.cols
+        if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None:
+            return greedy
+        # several groups competing for nodes: greedy can miss a placement that exists
+        try:
+            return search_placement(
+                rec.groups,
+                free,
+                cluster.eligible(spec.placement),
+                spec.placement.max_tasks_per_node,
+                budget=SEARCH_BUDGET,
             )
-            available = int(counts.sum())
-            wanted = min(group.replicas, available) if partial_ok else group.replicas
-            if wanted == 0:
-                continue
-            pick = choose_nodes(
-                counts, wanted, self.placement, cluster, group.per_task, preference, work
-            )
-            if pick is None:
-                return None
-            plan.append((group, pick[0], pick[1]))
-            placed += wanted
-            if index + 1 < len(rec.groups):
-                if work is free:
-                    work = free.copy()
-                np.subtract.at(work, pick[0], pick[1][:, None] * group.per_task[None, :])
-        return plan if placed >= spec.gang_size else None
+        except SearchBudgetExceeded:
+            return None
 
     def try_place(self, rec: JobRecord, limit: IntArray | None = None) -> Allocation | None:
         """Place the whole gang now (within ``limit`` per node if given) or not at all."""
         cluster = self.cluster
-        if rec.groups is None or not (rec.total <= cluster.free_total).all():
+        if rec.groups is None or not (rec.bound <= cluster.free_total).all():
             return None
         if limit is None and self.placement.node_order and cluster.all_up:
             col = self.fluid_column(rec)
@@ -496,12 +565,16 @@ class SchedulerCore:
         rec.est_end = now + rec.estimate
         reason = "backfilled" if backfilled else "resources available"
         rec.move(JobPhase.RUNNING, now, reason)
-        self.running.add(rec.id, rec.est_end, rec.total)
+        self.running.add(rec.id, rec.est_end, alloc.total)
         self.stats.started += 1
         self.stats.backfilled += backfilled
         names = self.cluster.name_array
+        placed = alloc.groups
+        if len(placed) > 1:  # report groups in the order the job declared them
+            declared = [g.name for g in rec.spec.task_groups]
+            placed = sorted(placed, key=lambda item: declared.index(item[0].name))
         groups = tuple(
             GroupPlacement(group.name, group.resources, nodes, tuple(counts.tolist()), names)
-            for group, nodes, counts in alloc.groups
+            for group, nodes, counts in placed
         )
         return StartJob(rec.id, groups, backfilled=backfilled)

@@ -67,7 +67,7 @@ class TaskPlacement:
     resources: Resources
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class GroupPlacement:
     """Where one task group went: ``counts[k]`` tasks on node ``nodes[k]``, in task order.
 
@@ -85,6 +85,17 @@ class GroupPlacement:
     @property
     def nodes(self) -> tuple[str, ...]:
         return tuple(self.name_table[self.rows].tolist())
+
+    def _value(self) -> tuple[object, ...]:
+        return (self.group, self.resources, self.nodes, self.counts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupPlacement):
+            return NotImplemented
+        return self._value() == other._value()
+
+    def __hash__(self) -> int:
+        return hash(self._value())
 
     def tasks(self) -> tuple[TaskPlacement, ...]:
         out: list[TaskPlacement] = []

@@ -6,6 +6,7 @@ it starts only when at least ``min_member`` tasks (default: all of them) are pla
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -197,8 +198,8 @@ class JobSpec:
         names = [g.name for g in self.task_groups]
         if len(set(names)) != len(names):
             raise ValueError(f"job {self.id}: task group names must be unique")
-        if self.walltime_s is not None and self.walltime_s <= 0:
-            raise ValueError(f"job {self.id}: walltime must be positive")
+        if self.walltime_s is not None and not (0 < self.walltime_s < math.inf):
+            raise ValueError(f"job {self.id}: walltime must be positive (a number of seconds)")
         if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
             raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
 

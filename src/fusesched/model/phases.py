@@ -52,6 +52,10 @@ TRANSITIONS: Final[dict[JobPhase, frozenset[JobPhase]]] = {
 }
 
 
+#: The same table as a set of (old, new) pairs, for a fast membership test.
+LEGAL: Final = frozenset((old, new) for old, targets in TRANSITIONS.items() for new in targets)
+
+
 class IllegalTransition(RuntimeError):
     """Raised when code asks for a phase change that the table does not allow."""
 

@@ -12,6 +12,7 @@ Every quantity is stored as an integer in the resource's base unit:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
@@ -34,6 +35,7 @@ ALIASES: Final[Mapping[str, str]] = {
     "gpu-milli": GPU_MILLI,
 }
 
+_CORE_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage"})  # matched case-insensitively
 _MILLI_UNIT: Final = frozenset({CPU})
 _BYTE_UNIT: Final = frozenset({MEMORY, "ephemeral-storage"})
 
@@ -53,8 +55,10 @@ _SUFFIX: Final[Mapping[str, Decimal]] = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
+# A number with either a decimal exponent or a unit suffix (not both, as in Kubernetes).
 _QUANTITY_RE: Final = re.compile(
-    r"^\s*(?P<num>[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?)\s*(?P<suffix>[KMGTPE]i|[mkMGTPE])?\s*$"
+    r"^\s*(?P<num>[+]?(\d+(\.\d*)?|\.\d+))"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>[KMGTPE]i|[mkMGTPE]))?\s*$"
 )
 _NAME_RE: Final = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -68,7 +72,8 @@ class QuantityError(ValueError):
 def canonical_name(name: str) -> str:
     """Return the canonical resource name for ``name`` (aliases resolved, validated)."""
     stripped = name.strip()
-    key = ALIASES.get(stripped.lower(), stripped)
+    lowered = stripped.lower()
+    key = ALIASES.get(lowered, lowered if lowered in _CORE_NAMES else stripped)
     if not _NAME_RE.match(key):
         raise QuantityError(f"invalid resource name {name!r}")
     return key
@@ -91,6 +96,8 @@ def parse_quantity(name: str, value: str | int | float) -> int:
     if isinstance(value, int):
         amount = Decimal(value)
     elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{canon}: quantity must be a finite number, not {value!r}")
         amount = Decimal(repr(value))
     elif isinstance(value, str):
         match = _QUANTITY_RE.match(value)
@@ -99,7 +106,7 @@ def parse_quantity(name: str, value: str | int | float) -> int:
                 f"{canon}: cannot parse quantity {value!r} (examples: 8, 500m, 64Gi)"
             )
         try:
-            amount = Decimal(match["num"]) * _SUFFIX[match["suffix"] or ""]
+            amount = Decimal(match["num"] + (match["exp"] or "")) * _SUFFIX[match["suffix"] or ""]
         except InvalidOperation as exc:  # pragma: no cover - regex already guards the format
             raise QuantityError(f"{canon}: cannot parse quantity {value!r}") from exc
     else:

@@ -80,7 +80,12 @@ class Simulation:
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
-        self.jobs = sorted(jobs, key=lambda j: j.spec.submit_time)
+        expanded = [
+            SimJob(child, job.runtime, job.exit_code)
+            for job in jobs
+            for child in job.spec.expand_array()
+        ]  # each array child runs as long as its template says
+        self.jobs = sorted(expanded, key=lambda j: j.spec.submit_time)
         self.kill_at_walltime = kill_at_walltime
         self.keep_log = keep_log
 

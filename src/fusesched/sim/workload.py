@@ -88,7 +88,7 @@ def synthetic_workload(jobs: int = 2000, nodes: int = 64, seed: int = 1) -> Work
     """A small Lublin-like workload for when no real trace is at hand (deterministic)."""
     rng = np.random.default_rng(seed)
     size = 2 ** rng.integers(0, 7, size=jobs)  # 1..64 CPUs, powers of two
-    size = np.where(rng.random(jobs) < 0.3, 1, size)
+    size = np.minimum(np.where(rng.random(jobs) < 0.3, 1, size), nodes * 4)
     runtime = np.exp(rng.uniform(np.log(30), np.log(36_000), size=jobs)).round()
     estimate = np.ceil(runtime * rng.uniform(1.0, 4.0, size=jobs))
     # offered load ~0.85 of a `nodes`-CPU machine
