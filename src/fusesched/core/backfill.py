@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core.cluster import BoolArray, IntArray
+from fusesched.core.cluster import BoolArray, IntArray, rows_within
 from fusesched.model.events import Decision, ReserveJob
 
 if TYPE_CHECKING:
@@ -51,9 +51,9 @@ class Reservation:
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
     """Compute the head's earliest start from the running jobs' estimated ends."""
     cluster = core.cluster
-    run = core.running
-    if not len(run):
+    if not len(core.running):
         return Reservation(math.inf, -1, 0, None)
+    run = core.running.view()
     col = core.fluid_column(head)
     if col >= 0:
         need = int(head.total[col])
@@ -75,7 +75,7 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
     while k < len(run):
         last = int(ends.searchsorted(ends[k], side="right")) - 1
         for j in range(k, last + 1):
-            alloc = core.jobs[run.ids[j]].allocation
+            alloc = core.jobs[run.job_id(j)].allocation
             assert alloc is not None
             np.add.at(free, alloc.nodes, alloc.amounts)
         if last >= first:
@@ -109,7 +109,7 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         positions = list(range(1, len(queue)))
         totals = queue.total[1:]
         estimates = queue.estimate[1:]
-        fits_now = cast(BoolArray, (totals <= core.cluster.free_total).all(axis=1))
+        fits_now = rows_within(totals, core.cluster.free_total)
         short: BoolArray = (now + estimates) <= res.shadow
         candidates = fits_now
         if res.column >= 0:
@@ -150,11 +150,11 @@ class Profile:
         self.core = core
         self.times: list[float] = [now]
         self.frees: list[IntArray] = [core.cluster.free.copy()]
-        run = core.running
+        run = core.running.view()
         current = self.frees[0]
-        for job_id, end in zip(run.ids, run.ends.tolist(), strict=True):
+        for k, end in enumerate(run.ends.tolist()):
             t = end if end > now else now + OVERRUN_GRACE_S
-            alloc = core.jobs[job_id].allocation
+            alloc = core.jobs[run.job_id(k)].allocation
             assert alloc is not None
             if t != self.times[-1]:
                 current = current.copy()

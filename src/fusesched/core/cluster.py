@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from math import gcd
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +19,17 @@ from fusesched.model.resources import Resources
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+def rows_within(matrix: npt.NDArray[Any], limit: npt.NDArray[Any]) -> BoolArray:
+    """``(matrix <= limit).all(axis=1)``, one column at a time: NumPy's reduction along a
+    short second axis is many times slower than a few whole-column comparisons."""
+    if matrix.shape[1] == 0:
+        return np.ones(len(matrix), dtype=np.bool_)
+    out: BoolArray = matrix[:, 0] <= limit[0]
+    for col in range(1, matrix.shape[1]):
+        out &= matrix[:, col] <= limit[col]
+    return out
 
 
 def _resized(buf: IntArray, rows: int, cols: int) -> IntArray:
@@ -50,6 +62,8 @@ class ClusterArrays:
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
         self.quantum: list[int] = []
         self._mask_cache: dict[tuple[object, ...], BoolArray] = {}
+        # per column, a row before which every node has none of it free (a lower bound)
+        self._first_free: dict[int, int] = {}
         self._everywhere: BoolArray = np.ones(0, dtype=np.bool_)
         self.all_up = True
 
@@ -120,6 +134,7 @@ class ClusterArrays:
         self.up = self._up_buf[:n]
 
     def _refresh_masks(self) -> None:
+        self._first_free.clear()
         if len(self._everywhere) != self.size:
             self._everywhere = np.ones(self.size, dtype=np.bool_)
         self.all_up = bool(self.up.all())
@@ -223,6 +238,19 @@ class ClusterArrays:
         else:
             np.add.at(self.free, nodes, amounts)
         self.free_total += self._up_sum(nodes, amounts, total)
+        if self._first_free and len(nodes):
+            low = int(nodes.min())
+            for col, first in self._first_free.items():
+                if low < first:
+                    self._first_free[col] = low
+
+    def first_free(self, col: int) -> int:
+        """A row before which no node has any of column ``col`` free (a lower bound)."""
+        return self._first_free.get(col, 0)
+
+    def note_full_before(self, col: int, row: int) -> None:
+        """The caller knows every row before ``row`` has none of column ``col`` free."""
+        self._first_free[col] = max(row, self._first_free.get(col, 0))
 
     def _up_sum(self, nodes: IntArray, amounts: IntArray, total: IntArray | None) -> IntArray:
         if self.all_up:

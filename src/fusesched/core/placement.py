@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, rows_within
 from fusesched.model.resources import Resources
 from fusesched.policies.placement import PlacementPolicy
 
@@ -157,7 +157,7 @@ def search_placement(
     used = np.zeros(len(work), np.int64)
     where: list[int] = []
     candidates = [
-        [int(i) for i in np.flatnonzero(allowed & (work >= g.per_task).all(axis=1))] for g in groups
+        [int(i) for i in np.flatnonzero(allowed & rows_within(-work, -g.per_task))] for g in groups
     ]
     index_of = {id(g): k for k, g in enumerate(groups)}
     steps = 0
@@ -216,7 +216,9 @@ def task_slots(
         col = int(cols[0])
         counts: IntArray = free[:, col] // per_task[col]
     else:
-        counts = (free[:, cols] // per_task[cols]).min(axis=1)
+        counts = free[:, cols[0]] // per_task[cols[0]]
+        for col in cols[1:]:
+            np.minimum(counts, free[:, col] // per_task[col], out=counts)
     if eligible is not None:
         counts = np.where(eligible, counts, 0)
     if max_per_node is not None:

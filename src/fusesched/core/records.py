@@ -75,43 +75,51 @@ def delete_rows(array: npt.NDArray[Any], positions: list[int]) -> npt.NDArray[An
 class WaitingQueue:
     """Waiting jobs in policy order, with array columns for vectorised scans.
 
-    ``records[i]``, ``total[i]`` and ``estimate[i]`` describe the i-th job in order. Static
-    orders insert by binary search; dynamic ones are re-sorted by :meth:`reorder`.
+    ``records[i]``, ``total[i]`` (what it needs at least to start) and ``estimate[i]``
+    describe the i-th job in order; both arrays are views of one float matrix
+    ``[estimate, total...]`` so that a push or a removal is one array operation. Static orders
+    insert by binary search; dynamic ones are re-sorted by :meth:`reorder`.
     """
 
     def __init__(self, order: QueueOrder, width: int) -> None:
         self.order = order
         self.records: list[JobRecord] = []
         self._keys: list[tuple[tuple[float, ...], int]] = []
-        self.total = np.zeros((0, width), dtype=np.int64)
-        self.estimate = np.zeros(0, dtype=np.float64)
+        self._rows: npt.NDArray[np.float64] = np.zeros((0, width + 1), dtype=np.float64)
+        self._views()
+
+    def _views(self) -> None:
+        self.estimate: npt.NDArray[np.float64] = self._rows[:, 0]
+        self.total: npt.NDArray[np.float64] = self._rows[:, 1:]
 
     def __len__(self) -> int:
         return len(self.records)
 
     def widen(self, width: int) -> None:
-        if self.total.shape[1] < width:
-            pad = np.zeros((len(self.records), width - self.total.shape[1]), dtype=np.int64)
-            self.total = np.hstack([self.total, pad])
+        extra = width + 1 - self._rows.shape[1]
+        if extra > 0:
+            self._rows = np.pad(self._rows, [(0, 0), (0, extra)])
+            self._views()
 
     def push(self, rec: JobRecord, now: float) -> None:
         sort_key = (rec.key if not self.order.dynamic else (), rec.seq)
         pos = bisect.bisect_right(self._keys, sort_key) if not self.order.dynamic else len(self)
         self._keys.insert(pos, sort_key)
         self.records.insert(pos, rec)
-        row = np.zeros(self.total.shape[1], dtype=np.int64)
-        row[: len(rec.bound)] = rec.bound
-        self.total = insert_row(self.total, pos, row)
-        self.estimate = insert_row(self.estimate, pos, rec.estimate)
+        row = np.zeros(self._rows.shape[1], dtype=np.float64)
+        row[0] = rec.estimate
+        row[1 : 1 + len(rec.bound)] = rec.bound
+        self._rows = insert_row(self._rows, pos, row)
+        self._views()
 
     def remove_at(self, positions: list[int]) -> None:
+        if not positions:
+            return
         for pos in sorted(positions, reverse=True):
             del self.records[pos]
             del self._keys[pos]
-        if not positions:
-            return
-        self.total = delete_rows(self.total, positions)
-        self.estimate = delete_rows(self.estimate, positions)
+        self._rows = delete_rows(self._rows, positions)
+        self._views()
 
     def remove(self, rec: JobRecord) -> None:
         self.remove_at([self.records.index(rec)])
@@ -132,5 +140,5 @@ class WaitingQueue:
         perm = np.lexsort((seq, *reversed(keys)))
         self.records = [self.records[i] for i in perm]
         self._keys = [self._keys[i] for i in perm]
-        self.total = self.total[perm]
-        self.estimate = self.estimate[perm]
+        self._rows = self._rows[perm]
+        self._views()

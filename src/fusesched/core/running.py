@@ -1,44 +1,98 @@
-"""Running jobs kept sorted by estimated end, as arrays for reservation arithmetic."""
+"""Running jobs with their estimated ends and totals, as arrays for reservation arithmetic."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 
 from fusesched.core.cluster import IntArray
-from fusesched.core.records import delete_rows, insert_row
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningView:
+    """Running jobs sorted by estimated end (ties: start order)."""
+
+    ends: FloatArray
+    totals: IntArray
+    slots: IntArray
+    names: list[str | None]  # job id per slot
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def job_id(self, k: int) -> str:
+        """The id of the k-th job in end order."""
+        name = self.names[int(self.slots[k])]
+        assert name is not None
+        return name
 
 
 class RunningSet:
-    """Running job ids sorted by estimated end (ties: start order), with their totals."""
+    """Running jobs in slots: a start or an exit touches one slot, and the end-ordered view
+    that reservations need is sorted only when asked for (and cached until the next change).
+    """
 
     def __init__(self, width: int) -> None:
-        self.ids: list[str] = []
-        self.ends = np.zeros(0, dtype=np.float64)
-        self.totals = np.zeros((0, width), dtype=np.int64)
+        self._ids: list[str | None] = []
+        self._slot: dict[str, int] = {}
+        self._free_slots: list[int] = []
+        self._ends: FloatArray = np.zeros(0, dtype=np.float64)
+        self._seq: IntArray = np.zeros(0, dtype=np.int64)
+        self._totals: IntArray = np.zeros((0, width), dtype=np.int64)
+        self._counter = 0
+        self._view: RunningView | None = None
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._slot)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self.ids
+        return job_id in self._slot
 
     def widen(self, width: int) -> None:
-        if self.totals.shape[1] < width:
-            pad = np.zeros((len(self.ids), width - self.totals.shape[1]), dtype=np.int64)
-            self.totals = np.hstack([self.totals, pad])
+        extra = width - self._totals.shape[1]
+        if extra > 0:
+            self._totals = np.pad(self._totals, [(0, 0), (0, extra)])
+            self._view = None
 
     def add(self, job_id: str, est_end: float, total: IntArray) -> None:
-        pos = int(self.ends.searchsorted(est_end, side="right"))
-        self.ids.insert(pos, job_id)
-        self.ends = insert_row(self.ends, pos, est_end)
-        row = np.zeros(self.totals.shape[1], dtype=np.int64)
-        row[: len(total)] = total
-        self.totals = insert_row(self.totals, pos, row)
+        if not self._free_slots:
+            self._grow()
+        slot = self._free_slots.pop()
+        self._slot[job_id] = slot
+        self._ids[slot] = job_id
+        self._ends[slot] = est_end
+        self._counter += 1
+        self._seq[slot] = self._counter
+        self._totals[slot, : len(total)] = total
+        self._view = None
 
-    def remove(self, job_id: str, est_end: float) -> None:
-        pos = int(self.ends.searchsorted(est_end, side="left"))
-        while self.ids[pos] != job_id:
-            pos += 1
-        del self.ids[pos]
-        self.ends = delete_rows(self.ends, [pos])
-        self.totals = delete_rows(self.totals, [pos])
+    def remove(self, job_id: str) -> None:
+        slot = self._slot.pop(job_id)
+        self._ids[slot] = None
+        self._ends[slot] = np.inf
+        self._totals[slot] = 0
+        self._free_slots.append(slot)
+        self._view = None
+
+    def view(self) -> RunningView:
+        """The running jobs sorted by (estimated end, start order)."""
+        if self._view is None:
+            slots = np.fromiter(self._slot.values(), dtype=np.int64, count=len(self._slot))
+            order = slots[np.lexsort((self._seq[slots], self._ends[slots]))]
+            self._view = RunningView(self._ends[order], self._totals[order], order, self._ids)
+        return self._view
+
+    def _grow(self) -> None:
+        old = len(self._ends)
+        new = max(16, 2 * old)
+        self._ids.extend([None] * (new - old))
+        self._ends = np.concatenate([self._ends, np.full(new - old, np.inf)])
+        self._seq = np.concatenate([self._seq, np.zeros(new - old, np.int64)])
+        self._totals = np.vstack(
+            [self._totals, np.zeros((new - old, self._totals.shape[1]), np.int64)]
+        )
+        self._free_slots.extend(range(new - 1, old - 1, -1))

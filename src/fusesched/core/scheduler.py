@@ -68,6 +68,9 @@ class DuplicateJobId(ValueError):
     """A submitted job (or array child) reuses the id of a job the core already knows."""
 
 
+#: Nodes read at a time by the first-fit fast path.
+FIRST_FIT_CHUNK = 512
+
 #: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
 SEARCH_BUDGET = 2_000
 
@@ -367,7 +370,7 @@ class SchedulerCore:
         assert rec.allocation is not None and rec.est_end is not None
         alloc = rec.allocation
         self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
-        self.running.remove(rec.id, rec.est_end)
+        self.running.remove(rec.id)
         self._changed = True
         rec.end_time = now
         self._array_slot_freed(rec.spec.array_parent, now)
@@ -542,21 +545,43 @@ class SchedulerCore:
         """Fast path of :meth:`try_place` for one group of one divisible resource, first fit.
 
         The caller has checked that the free sum suffices, which for such a job means it fits;
-        the result is what :meth:`plan` + :class:`Statement` would produce.
+        the result is what :meth:`plan` + :class:`Statement` would produce. Nodes are scanned
+        in chunks from the first node with any of the resource free, so a small job on a big
+        cluster does not read every node.
         """
         assert rec.groups is not None
         group = rec.groups[0]
         cluster = self.cluster
-        counts = cluster.free[:, col] // rec.single_amount
-        cum = counts.cumsum()
-        last = int(cum.searchsorted(group.replicas))
-        prefix = counts[: last + 1]
-        nodes = prefix.nonzero()[0]
-        takes = prefix[nodes]
-        takes[-1] -= int(cum[last]) - group.replicas
-        amounts = takes[:, None] * group.per_task[None, :]
+        column = cluster.free[:, col]
+        amount = rec.single_amount
+        start = cluster.first_free(col)
+        wanted = group.replicas
+        rows: list[IntArray] = []
+        takes: list[IntArray] = []
+        while True:
+            counts = column[start : start + FIRST_FIT_CHUNK] // amount
+            cum = counts.cumsum()
+            if int(cum[-1]) >= wanted:
+                last = int(cum.searchsorted(wanted))
+                prefix = counts[: last + 1]
+                hit = prefix.nonzero()[0]
+                take = prefix[hit]
+                take[-1] -= int(cum[last]) - wanted
+                rows.append(hit + start)
+                takes.append(take)
+                break
+            hit = counts.nonzero()[0]
+            rows.append(hit + start)
+            takes.append(counts[hit])
+            wanted -= int(cum[-1])
+            start += FIRST_FIT_CHUNK
+        nodes = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        take = takes[0] if len(takes) == 1 else np.concatenate(takes)
+        amounts = take[:, None] * group.per_task[None, :]
         cluster.take(nodes, amounts, unique=True, total=rec.total)
-        return Allocation(nodes, amounts, True, rec.total, [(group, nodes, takes)])
+        # every node before the last one taken is now full (first fit took all it had)
+        cluster.note_full_before(col, int(nodes[-1]))
+        return Allocation(nodes, amounts, True, rec.total, [(group, nodes, take)])
 
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""
@@ -574,7 +599,7 @@ class SchedulerCore:
             declared = [g.name for g in rec.spec.task_groups]
             placed = sorted(placed, key=lambda item: declared.index(item[0].name))
         groups = tuple(
-            GroupPlacement(group.name, group.resources, nodes, tuple(counts.tolist()), names)
+            GroupPlacement(group.name, group.resources, nodes, counts, names)
             for group, nodes, counts in placed
         )
         return StartJob(rec.id, groups, backfilled=backfilled)

@@ -79,12 +79,17 @@ class GroupPlacement:
     group: str
     resources: Resources  # per task
     rows: npt.NDArray[np.int64]
-    counts: tuple[int, ...]
+    row_counts: npt.NDArray[np.int64]
     name_table: npt.NDArray[np.object_] = field(repr=False, compare=False)
 
     @property
     def nodes(self) -> tuple[str, ...]:
         return tuple(self.name_table[self.rows].tolist())
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Tasks per node, aligned with :attr:`nodes`."""
+        return tuple(self.row_counts.tolist())
 
     def _value(self) -> tuple[object, ...]:
         return (self.group, self.resources, self.nodes, self.counts)

@@ -7,9 +7,8 @@ be told afterwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, NamedTuple
 
 
 class JobPhase(StrEnum):
@@ -65,9 +64,8 @@ def check_transition(job_id: str, old: JobPhase, new: JobPhase) -> None:
         raise IllegalTransition(f"job {job_id}: {old} → {new} is not a legal transition")
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One recorded phase change: when, from, to, and why."""
+class Transition(NamedTuple):
+    """One recorded phase change: when, from, to, and why (an immutable record)."""
 
     time: float
     old: JobPhase
