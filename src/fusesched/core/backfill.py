@@ -25,7 +25,7 @@ from fusesched.core.cluster import BoolArray, IntArray, rows_within
 from fusesched.model.events import Decision, ReserveJob
 
 if TYPE_CHECKING:
-    from fusesched.core.placement import Plan
+    from fusesched.core.placement import Allocation, Plan
     from fusesched.core.records import JobRecord
     from fusesched.core.scheduler import SchedulerCore
 
@@ -73,17 +73,22 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
     ends = run.ends
     k = 0
     while k < len(run):
-        last = int(ends.searchsorted(ends[k], side="right")) - 1
-        for j in range(k, last + 1):
-            alloc = core.jobs[run.job_id(j)].allocation
-            assert alloc is not None
-            np.add.at(free, alloc.nodes, alloc.amounts)
+        # release every job ending at the same instant; before the sums allow the head to
+        # fit at all (index ``first``), release them all in one go
+        upto = ends[max(k, first)] if k < first and first < len(run) else ends[k]
+        last = int(ends.searchsorted(upto, side="right")) - 1
+        allocs = [core.jobs[run.job_id(j)].allocation for j in range(k, last + 1)]
+        np.add.at(
+            free,
+            np.concatenate([a.nodes for a in allocs if a is not None]),
+            np.concatenate([a.amounts for a in allocs if a is not None]),
+        )
         if last >= first:
             plan = core.plan(head, free)
             if plan is not None:
                 for group, nodes, counts in plan:
                     np.subtract.at(free, nodes, counts[:, None] * group.per_task[None, :])
-                return Reservation(max(float(ends[k]), now), -1, 0, free)
+                return Reservation(max(float(ends[last]), now), -1, 0, free)
         k = last + 1
     return Reservation(math.inf, -1, 0, None)
 
@@ -106,39 +111,60 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     if len(queue) == 1:
         return out
     if only is None:
-        positions = list(range(1, len(queue)))
         totals = queue.total[1:]
-        estimates = queue.estimate[1:]
         fits_now = rows_within(totals, core.cluster.free_total)
-        short: BoolArray = (now + estimates) <= res.shadow
+        short: BoolArray = (now + queue.estimate[1:]) <= res.shadow
         candidates = fits_now
         if res.column >= 0:
             candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
-        picks = [(positions[k], bool(short[k])) for k in candidates.nonzero()[0].tolist()]
-    else:  # a few new arrivals: plain scalar tests
+        index = candidates.nonzero()[0]
+        positions = index + 1
+        is_short = short[index]
+        shapes = queue.shape[1:][index]
+    else:  # a few new arrivals
         records = queue.records
-        picks = []
-        for rec in only:
-            if rec is head or rec not in records:
-                continue
-            picks.append((records.index(rec), now + rec.estimate <= res.shadow))
-        picks.sort()
+        found = sorted(records.index(r) for r in only if r is not head and r in records)
+        positions = np.array(found, dtype=np.int64)
+        is_short = (now + queue.estimate[positions]) <= res.shadow
+        shapes = queue.shape[positions]
+    # Free resources only shrink during the scan, so once a job of some shape fails (by the
+    # sums or by placement, as short or as long) every later job of that kind fails too.
+    kinds = (shapes * 2 + is_short).tolist()
+    failed: set[float] = set()
+    cluster = core.cluster
+    free_total = cluster.free_total
+    long_view: IntArray | None = None  # min(free now, free at the shadow time) per node
     started: list[int] = []
-    free_total = core.cluster.free_total
-    for pos, is_short in picks:
+    for k, pos in enumerate(positions.tolist()):
+        kind = kinds[k]
+        if kind in failed:
+            continue
         rec = queue.records[pos]
+        short_job = bool(is_short[k])
+        alloc: Allocation | None = None
         if res.column >= 0:
             need = int(rec.total[res.column])
-            if need > free_total[res.column] or (not is_short and need > res.extra):
-                continue
-            alloc = core.try_place(rec)
-            if alloc is not None and not is_short:
-                res.extra -= need
+            if need <= free_total[res.column] and (short_job or need <= res.extra):
+                alloc = core.try_place(rec, search=False)
+                if alloc is not None and not short_job:
+                    res.extra -= need
+        elif not (rec.bound <= free_total).all():
+            pass
+        elif short_job:
+            alloc = core.try_place(rec, search=False)
         else:
-            alloc = core.try_place(rec, None if is_short else res.remaining)
-        if alloc is not None:
-            started.append(pos)
-            out.append(core.bind(rec, alloc, now, backfilled=True))
+            assert res.remaining is not None
+            if long_view is None:
+                long_view = np.minimum(cluster.free, res.remaining)
+            alloc = core.try_place(rec, res.remaining, long_view, search=False)
+        if alloc is None:
+            failed.add(kind)
+            continue
+        if long_view is not None and res.remaining is not None:
+            rows = alloc.nodes
+            long_view[rows] = np.minimum(cluster.free[rows], res.remaining[rows])
+        started.append(pos)
+        out.append(core.bind(rec, alloc, now, backfilled=True))
     queue.remove_at(started)
     return out
 

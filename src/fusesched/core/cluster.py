@@ -61,7 +61,7 @@ class ClusterArrays:
         # gcd of every capacity and every per-task amount seen, per column: when a request
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
         self.quantum: list[int] = []
-        self._mask_cache: dict[tuple[object, ...], BoolArray] = {}
+        self._mask_cache: dict[tuple[object, ...], npt.NDArray[Any]] = {}
         # per column, a row before which every node has none of it free (a lower bound)
         self._first_free: dict[int, int] = {}
         self._everywhere: BoolArray = np.ones(0, dtype=np.bool_)
@@ -180,6 +180,14 @@ class ClusterArrays:
             )
             self._mask_cache[key] = mask
         return mask
+
+    def eligible_rows(self, placement: Placement) -> IntArray:
+        """Row numbers of :meth:`eligible` (cached likewise)."""
+        key = ("rows", *placement.cache_key())
+        rows = self._mask_cache.get(key)
+        if rows is None:
+            rows = self._mask_cache[key] = self.eligible(placement).nonzero()[0]
+        return rows
 
     def eligible(self, placement: Placement) -> BoolArray:
         """UP nodes whose labels the placement allows (cached per placement shape)."""

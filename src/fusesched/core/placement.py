@@ -104,19 +104,27 @@ def plan_groups(
     policy: PlacementPolicy,
     cluster: ClusterArrays,
     preference: IntArray | None,
+    rows: IntArray | None = None,
 ) -> Plan | None:
     """Filter and score every group in turn on ``free`` (left untouched).
 
     Succeeds when at least ``min_tasks`` tasks are placed; with ``partial`` False every group
     must be placed whole. ``max_per_node`` caps the tasks of the whole job on one node.
+    ``rows`` may list the eligible rows, so that a job confined to a small part of the
+    cluster reads only that part.
     """
+    sparse = rows is not None and 2 * len(rows) < len(free)
     work = free
     used: IntArray | None = None  # tasks of this job per node, for max_per_node
     plan: Plan = []
     placed = 0
     for index, group in enumerate(groups):
         cap = max_per_node
-        counts = task_slots(work, eligible, group.per_task, None, group.cols)
+        if sparse and rows is not None:
+            counts = np.zeros(len(work), dtype=np.int64)
+            counts[rows] = task_slots(work[rows], None, group.per_task, None, group.cols)
+        else:
+            counts = task_slots(work, eligible, group.per_task, None, group.cols)
         if cap is not None:
             counts = np.minimum(counts, cap if used is None else cap - used)
         available = int(counts.sum())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +38,7 @@ class JobRecord:
     exit_code: int | None = None
     stop_requested: str | None = None
     never_fits: str = ""
+    shape_id: int = 0  # jobs with the same id have the same feasibility everywhere
     single_column: int = -1  # see SchedulerCore.fluid_column
     single_amount: int = 0
 
@@ -53,31 +53,70 @@ class JobRecord:
         self.phase = new
 
 
-def insert_row(array: npt.NDArray[Any], pos: int, row: object) -> npt.NDArray[Any]:
-    """``np.insert`` along axis 0 without its generic overhead."""
-    out = np.empty((len(array) + 1, *array.shape[1:]), dtype=array.dtype)
-    out[:pos] = array[:pos]
-    out[pos] = row
-    out[pos + 1 :] = array[pos:]
-    return out
+class RowBuffer:
+    """A growable float matrix with cheap appends and cheap removal at the front.
 
+    ``rows`` is a view of the live rows. Inserting at the end or dropping a prefix costs
+    O(1) amortised; inserting or deleting in the middle moves only the rows after it.
+    """
 
-def delete_rows(array: npt.NDArray[Any], positions: list[int]) -> npt.NDArray[Any]:
-    """``np.delete`` along axis 0 without its generic overhead."""
-    if len(positions) == 1:
-        pos = positions[0]
-        return np.concatenate((array[:pos], array[pos + 1 :]))
-    keep = np.ones(len(array), dtype=np.bool_)
-    keep[positions] = False
-    return array[keep]
+    def __init__(self, width: int) -> None:
+        self._buf: npt.NDArray[np.float64] = np.zeros((16, width), dtype=np.float64)
+        self._start = 0
+        self._n = 0
+        self.rows = self._buf[0:0]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _view(self) -> None:
+        self.rows = self._buf[self._start : self._start + self._n]
+
+    def widen(self, width: int) -> None:
+        extra = width - self._buf.shape[1]
+        if extra > 0:
+            self._buf = np.pad(self._buf, [(0, 0), (0, extra)])
+            self._view()
+
+    def insert(self, pos: int, row: npt.NDArray[np.float64]) -> None:
+        if self._start + self._n == len(self._buf):  # no room at the end: compact or grow
+            live = self._buf[self._start : self._start + self._n]
+            if self._n + 1 > len(self._buf) // 2:
+                self._buf = np.zeros((2 * len(self._buf), self._buf.shape[1]), np.float64)
+            self._buf[: self._n] = live.copy()
+            self._start = 0
+        at = self._start + pos
+        end = self._start + self._n
+        if pos < self._n:
+            self._buf[at + 1 : end + 1] = self._buf[at:end].copy()
+        self._buf[at] = row
+        self._n += 1
+        self._view()
+
+    def delete(self, positions: list[int]) -> None:
+        """Remove rows at ``positions`` (sorted ascending, distinct)."""
+        if positions == list(range(len(positions))):
+            self._start += len(positions)  # a prefix: just move the start
+        else:
+            keep = np.ones(self._n, dtype=np.bool_)
+            keep[positions] = False
+            live = self.rows[keep]
+            self._buf[self._start : self._start + len(live)] = live
+        self._n -= len(positions)
+        self._view()
+
+    def permute(self, order: npt.NDArray[np.int64]) -> None:
+        self._buf[self._start : self._start + self._n] = self.rows[order]
+        self._view()
 
 
 class WaitingQueue:
     """Waiting jobs in policy order, with array columns for vectorised scans.
 
-    ``records[i]``, ``total[i]`` (what it needs at least to start) and ``estimate[i]``
-    describe the i-th job in order; both arrays are views of one float matrix
-    ``[estimate, total...]`` so that a push or a removal is one array operation. Static orders
+    ``records[i]``, ``total[i]`` (what it needs at least to start), ``estimate[i]`` and
+    ``shape[i]`` (its compiled shape's number) describe the i-th job in order; the arrays are
+    views of one float matrix ``[estimate, shape, total...]`` so that a push or a removal is
+    one array operation. Static orders
     insert by binary search; dynamic ones are re-sorted by :meth:`reorder`.
     """
 
@@ -85,31 +124,32 @@ class WaitingQueue:
         self.order = order
         self.records: list[JobRecord] = []
         self._keys: list[tuple[tuple[float, ...], int]] = []
-        self._rows: npt.NDArray[np.float64] = np.zeros((0, width + 1), dtype=np.float64)
+        self._rows = RowBuffer(width + 2)
         self._views()
 
     def _views(self) -> None:
-        self.estimate: npt.NDArray[np.float64] = self._rows[:, 0]
-        self.total: npt.NDArray[np.float64] = self._rows[:, 1:]
+        rows = self._rows.rows
+        self.estimate: npt.NDArray[np.float64] = rows[:, 0]
+        self.shape: npt.NDArray[np.float64] = rows[:, 1]
+        self.total: npt.NDArray[np.float64] = rows[:, 2:]
 
     def __len__(self) -> int:
         return len(self.records)
 
     def widen(self, width: int) -> None:
-        extra = width + 1 - self._rows.shape[1]
-        if extra > 0:
-            self._rows = np.pad(self._rows, [(0, 0), (0, extra)])
-            self._views()
+        self._rows.widen(width + 2)
+        self._views()
 
     def push(self, rec: JobRecord, now: float) -> None:
         sort_key = (rec.key if not self.order.dynamic else (), rec.seq)
         pos = bisect.bisect_right(self._keys, sort_key) if not self.order.dynamic else len(self)
         self._keys.insert(pos, sort_key)
         self.records.insert(pos, rec)
-        row = np.zeros(self._rows.shape[1], dtype=np.float64)
+        row = np.zeros(self.total.shape[1] + 2, dtype=np.float64)
         row[0] = rec.estimate
-        row[1 : 1 + len(rec.bound)] = rec.bound
-        self._rows = insert_row(self._rows, pos, row)
+        row[1] = rec.shape_id
+        row[2 : 2 + len(rec.bound)] = rec.bound
+        self._rows.insert(pos, row)
         self._views()
 
     def remove_at(self, positions: list[int]) -> None:
@@ -118,8 +158,16 @@ class WaitingQueue:
         for pos in sorted(positions, reverse=True):
             del self.records[pos]
             del self._keys[pos]
-        self._rows = delete_rows(self._rows, positions)
+        self._rows.delete(sorted(positions))
         self._views()
+
+    def remove_prefix(self, count: int) -> None:
+        """Drop the first ``count`` jobs (those the cycle started in order)."""
+        if count:
+            del self.records[:count]
+            del self._keys[:count]
+            self._rows.delete(list(range(count)))
+            self._views()
 
     def remove(self, rec: JobRecord) -> None:
         self.remove_at([self.records.index(rec)])
@@ -140,5 +188,5 @@ class WaitingQueue:
         perm = np.lexsort((seq, *reversed(keys)))
         self.records = [self.records[i] for i in perm]
         self._keys = [self._keys[i] for i in perm]
-        self._rows = self._rows[perm]
+        self._rows.permute(perm)
         self._views()

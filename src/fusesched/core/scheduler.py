@@ -61,7 +61,8 @@ from fusesched.policies.registry import CoreConfig
 #: A compiled job shape: groups (None: unknown resource), total request, a lower bound of
 #: what it needs to start (the total unless min_member allows a partial start), why it can
 #: never run ('' if it can), and (single column, per-task amount) for the fluid test.
-Shape = tuple[list[GroupShape] | None, IntArray, IntArray, str, tuple[int, int]]
+#: Each compiled shape gets a number, unique for the core's lifetime.
+Shape = tuple[list[GroupShape] | None, IntArray, IntArray, str, tuple[int, int], int]
 
 
 class DuplicateJobId(ValueError):
@@ -101,6 +102,7 @@ class SchedulerCore:
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
         self._shapes: dict[tuple[object, ...], Shape] = {}
+        self._shape_count = 0
         # change tracking: a cycle with nothing freed and nothing new can start nothing
         self._changed = False
         self._fresh: list[JobRecord] = []
@@ -156,15 +158,16 @@ class SchedulerCore:
             return []
         out: list[Decision] = []
         queue.reorder(now)  # phase 1: order
-        while len(queue):
-            rec = queue.records[0]
+        started = 0
+        for rec in queue.records:
             if rec is self.blocked_head and not changed:
                 break  # failed before with more room
             alloc = self.try_place(rec)  # phases 2-5: filter, score, reserve, permit
             if alloc is None:
                 break
-            queue.remove_at([0])
+            started += 1
             out.append(self.bind(rec, alloc, now, backfilled=False))  # phase 6: bind
+        queue.remove_prefix(started)
         if not len(queue):
             self.blocked_head = None
             return out
@@ -227,7 +230,7 @@ class SchedulerCore:
         shape = self._shapes.get(shape_key)
         if shape is None:
             shape = self._shapes[shape_key] = self._shape(spec)
-        groups, total, bound, reason, single = shape
+        groups, total, bound, reason, single, shape_id = shape
         estimate = (
             spec.walltime_s if spec.walltime_s is not None else self.config.default_estimate_s
         )
@@ -251,6 +254,7 @@ class SchedulerCore:
         )
         rec.never_fits = reason
         rec.single_column, rec.single_amount = single
+        rec.shape_id = shape_id
         return rec
 
     def _shape(self, spec: JobSpec) -> Shape:
@@ -273,7 +277,8 @@ class SchedulerCore:
             if spec.min_member is not None:  # lower bound of what min_member tasks need
                 bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
         single = self._single_column(spec, groups)
-        return groups, total, bound, self._never_fits(spec, groups), single
+        self._shape_count += 1
+        return groups, total, bound, self._never_fits(spec, groups), single, self._shape_count
 
     def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
         """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy
@@ -488,8 +493,12 @@ class SchedulerCore:
         col = int(groups[0].cols[0])
         return col, int(groups[0].per_task[col])
 
-    def plan(self, rec: JobRecord, free: IntArray) -> Plan | None:
-        """Filter and score for every group on ``free`` (not applied); None if the gang fails."""
+    def plan(self, rec: JobRecord, free: IntArray, search: bool = True) -> Plan | None:
+        """Filter and score for every group on ``free`` (not applied); None if the gang fails.
+
+        ``search``: when greedy placement of several groups fails, try a bounded exhaustive
+        search (done for jobs in order, not for backfill candidates, to bound cycle time).
+        """
         assert rec.groups is not None
         spec = rec.spec
         cluster = self.cluster
@@ -505,8 +514,9 @@ class SchedulerCore:
             policy=self.placement,
             cluster=cluster,
             preference=cluster.preference(spec.placement),
+            rows=cluster.eligible_rows(spec.placement) if constrained else None,
         )
-        if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None:
+        if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None or not search:
             return greedy
         # several groups competing for nodes: greedy can miss a placement that exists
         try:
@@ -520,8 +530,18 @@ class SchedulerCore:
         except SearchBudgetExceeded:
             return None
 
-    def try_place(self, rec: JobRecord, limit: IntArray | None = None) -> Allocation | None:
-        """Place the whole gang now (within ``limit`` per node if given) or not at all."""
+    def try_place(
+        self,
+        rec: JobRecord,
+        limit: IntArray | None = None,
+        view: IntArray | None = None,
+        search: bool = True,
+    ) -> Allocation | None:
+        """Place the whole gang now (within ``limit`` per node if given) or not at all.
+
+        ``view`` may pass ``np.minimum(cluster.free, limit)`` when the caller keeps it;
+        ``search`` as in :meth:`plan`.
+        """
         cluster = self.cluster
         if rec.groups is None or not (rec.bound <= cluster.free_total).all():
             return None
@@ -529,8 +549,11 @@ class SchedulerCore:
             col = self.fluid_column(rec)
             if col >= 0:
                 return self._first_fit_fluid(rec, col)
-        free = cluster.free if limit is None else np.minimum(cluster.free, limit)
-        plan = self.plan(rec, free)
+        if limit is None:
+            free = cluster.free
+        else:
+            free = np.minimum(cluster.free, limit) if view is None else view
+        plan = self.plan(rec, free, search)
         if plan is None:
             return None
         statement = Statement(cluster)
