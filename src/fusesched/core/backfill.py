@@ -118,29 +118,25 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         if res.column >= 0:
             candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
         index = candidates.nonzero()[0]
-        positions = index + 1
-        is_short = short[index]
-        shapes = queue.shape[1:][index]
-    else:  # a few new arrivals
+        positions: list[int] = (index + 1).tolist()
+        short_flags: list[bool] = short[index].tolist()
+        kinds: list[float] = (queue.shape[1:][index] * 2 + short[index]).tolist()
+    else:  # a few new arrivals: plain Python
         records = queue.records
-        found = sorted(records.index(r) for r in only if r is not head and r in records)
-        positions = np.array(found, dtype=np.int64)
-        is_short = (now + queue.estimate[positions]) <= res.shadow
-        shapes = queue.shape[positions]
+        positions = sorted(records.index(r) for r in only if r is not head and r in records)
+        short_flags = [now + records[p].estimate <= res.shadow for p in positions]
+        kinds = [records[p].shape_id * 2 + f for p, f in zip(positions, short_flags, strict=True)]
     # Free resources only shrink during the scan, so once a job of some shape fails (by the
     # sums or by placement, as short or as long) every later job of that kind fails too.
-    kinds = (shapes * 2 + is_short).tolist()
     failed: set[float] = set()
     cluster = core.cluster
     free_total = cluster.free_total
     long_view: IntArray | None = None  # min(free now, free at the shadow time) per node
     started: list[int] = []
-    for k, pos in enumerate(positions.tolist()):
-        kind = kinds[k]
+    for pos, short_job, kind in zip(positions, short_flags, kinds, strict=True):
         if kind in failed:
             continue
         rec = queue.records[pos]
-        short_job = bool(is_short[k])
         alloc: Allocation | None = None
         if res.column >= 0:
             need = int(rec.total[res.column])

@@ -17,7 +17,7 @@ import numpy as np
 from fusesched.model.job import JobSpec, JobType, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
 from fusesched.model.resources import CPU, MEMORY, Resources
-from fusesched.sim.engine import SimJob
+from fusesched.sim.engine import SimJob, paused_gc
 from fusesched.traces.swf import SwfTrace
 
 
@@ -49,6 +49,11 @@ def homogeneous_nodes(count: int, total_cpus: int, pool: str = "main") -> tuple[
 
 def swf_workload(trace: SwfTrace, limit: int | None = None) -> Workload:
     """Turn an SWF trace into nodes and jobs for the general core (``--protocol full``)."""
+    with paused_gc():
+        return _swf_workload(trace, limit)
+
+
+def _swf_workload(trace: SwfTrace, limit: int | None) -> Workload:
     header = trace.header
     procs = np.maximum(trace.alloc_procs, trace.req_procs)
     estimate = np.where(trace.req_time == -1, trace.run, trace.req_time).astype(np.float64)
