@@ -69,8 +69,8 @@ class DuplicateJobId(ValueError):
     """A submitted job (or array child) reuses the id of a job the core already knows."""
 
 
-#: Nodes read at a time by the first-fit fast path.
-FIRST_FIT_CHUNK = 512
+#: Nodes read first by the first-fit fast path (doubling while more are needed).
+FIRST_FIT_CHUNK = 256
 
 #: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
 SEARCH_BUDGET = 2_000
@@ -581,8 +581,9 @@ class SchedulerCore:
         wanted = group.replicas
         rows: list[IntArray] = []
         takes: list[IntArray] = []
+        chunk = FIRST_FIT_CHUNK
         while True:
-            counts = column[start : start + FIRST_FIT_CHUNK] // amount
+            counts = column[start : start + chunk] // amount
             cum = counts.cumsum()
             if int(cum[-1]) >= wanted:
                 last = int(cum.searchsorted(wanted))
@@ -597,7 +598,8 @@ class SchedulerCore:
             rows.append(hit + start)
             takes.append(counts[hit])
             wanted -= int(cum[-1])
-            start += FIRST_FIT_CHUNK
+            start += chunk
+            chunk *= 2  # a busy cluster: read further ahead each time
         nodes = rows[0] if len(rows) == 1 else np.concatenate(rows)
         take = takes[0] if len(takes) == 1 else np.concatenate(takes)
         amounts = take[:, None] * group.per_task[None, :]
