@@ -1,0 +1,105 @@
+"""The `fusesched` command: comparisons, JSON and plot output, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fusesched.cli.main import app
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "small.swf"
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("simulate", "policies", "demo"):
+        assert command in result.output
+
+
+def test_policies_lists_every_registered_name() -> None:
+    result = runner.invoke(app, ["policies"])
+    assert result.exit_code == 0
+    for name in ("fcfs", "wfp3-textbook", "priority", "conservative", "best-fit"):
+        assert name in result.output
+
+
+def test_simulate_synthetic_writes_json_and_plot(tmp_path: Path) -> None:
+    out, png = tmp_path / "out.json", tmp_path / "out.png"
+    result = runner.invoke(
+        app,
+        ["simulate", "synthetic", "-p", "fcfs,sjf", "--json", str(out), "--plot", str(png)],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert [r["policy"] for r in doc["results"]] == ["fcfs", "sjf"]
+    for r in doc["results"]:
+        assert r["backfill"] == "easy"
+        metrics = r["metrics"]
+        for key in ("avg_bounded_slowdown", "avg_wait_s", "utilization", "makespan_s"):
+            assert isinstance(metrics[key], float)
+        assert 0 < metrics["utilization"] <= 1
+        assert metrics["avg_bounded_slowdown"] >= 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_a_small_swf_file_through_the_core(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = runner.invoke(
+        app,
+        ["simulate", str(FIXTURE), "-p", "fcfs", "--backfill", "conservative", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(out.read_text())["results"]
+    assert run["backfill"] == "conservative"
+    assert run["metrics"]["jobs"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["simulate", "no-such-file.swf"], "no such trace file"),
+        (["simulate", "synthetic", "-p", "bogus"], "unknown policy 'bogus'"),
+        (["simulate", "synthetic", "--backfill", "sometimes"], "unknown backfill"),
+        (["simulate", "synthetic", "--placement", "anywhere"], "unknown placement"),
+        (["simulate", "synthetic", "--protocol", "mine"], "unknown protocol"),
+        (
+            ["simulate", str(FIXTURE), "--protocol", "rlscheduler", "--backfill", "conservative"],
+            "only its own EASY",
+        ),
+        (["simulate", "synthetic", "--protocol", "rlscheduler"], "needs an SWF trace"),
+        (["simulate", "synthetic", "-p", "priority", "--protocol", "rlscheduler"], "unknown"),
+    ],
+)
+def test_bad_input_is_a_clear_error_not_a_traceback(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_malformed_trace_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.swf"
+    bad.write_text("; MaxNodes: 4\n1 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 1 1 -1 -1\n2 5 0 x 1\n")
+    result = runner.invoke(app, ["simulate", str(bad)])
+    assert result.exit_code == 2
+    assert "bad.swf:3" in " ".join(result.output.split())
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared (real traces) is absent")
+def test_rlscheduler_protocol_reproduces_the_published_fcfs_value(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = runner.invoke(
+        app,
+        ["simulate", "lublin-1", "--protocol", "rlscheduler", "-p", "fcfs", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(out.read_text())["results"]
+    assert round(run["metrics"]["avg_bounded_slowdown"], 2) == 235.82  # the README table
+    assert len(run["sequences"]) == 10
