@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -78,8 +79,13 @@ def _progress(total: int) -> Progress:
 
 
 def _table(title: str, results: list[RunResult], protocol: str) -> Table:
-    table = Table(title=title)
-    for name in ("policy", "backfill", "avg bsld", "avg wait (s)", "utilisation", "makespan (s)"):
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        caption="bsld: average bounded slowdown (10 s threshold)",
+    )
+    for name in ("policy", "backfill", "bsld", "avg wait s", "util", "makespan s"):
         table.add_column(name, justify="left" if name in ("policy", "backfill") else "right")
     if protocol == "full":
         table.add_column("backfilled", justify="right")

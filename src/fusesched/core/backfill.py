@@ -112,6 +112,8 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         return out
     if only is None:
         totals = queue.total[1:]
+        if res.column >= 0 and totals[:, res.column].min() > core.cluster.free_total[res.column]:
+            return out  # nothing waiting is small enough for what is free (the common case)
         fits_now = rows_within(totals, core.cluster.free_total)
         short: BoolArray = (now + queue.estimate[1:]) <= res.shadow
         candidates = fits_now
