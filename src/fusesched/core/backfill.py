@@ -125,6 +125,9 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         kinds: list[float] = (queue.shape[1:][index] * 2 + short[index]).tolist()
     else:  # a few new arrivals: plain Python
         records = queue.records
+        if res.column >= 0:  # skip the queue look-ups for jobs that the sums rule out
+            have = core.cluster.free_total[res.column]
+            only = [r for r in only if r.total[res.column] <= have]
         positions = sorted(records.index(r) for r in only if r is not head and r in records)
         short_flags = [now + records[p].estimate <= res.shadow for p in positions]
         kinds = [records[p].shape_id * 2 + f for p, f in zip(positions, short_flags, strict=True)]

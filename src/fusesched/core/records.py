@@ -97,6 +97,14 @@ class RowBuffer:
         """Remove rows at ``positions`` (sorted ascending, distinct)."""
         if positions == list(range(len(positions))):
             self._start += len(positions)  # a prefix: just move the start
+        elif len(positions) == 1:  # one row: move the shorter side over it
+            at = self._start + positions[0]
+            if positions[0] < self._n // 2:
+                self._buf[self._start + 1 : at + 1] = self._buf[self._start : at]
+                self._start += 1
+            else:
+                end = self._start + self._n
+                self._buf[at : end - 1] = self._buf[at + 1 : end]
         else:
             keep = np.ones(self._n, dtype=np.bool_)
             keep[positions] = False

@@ -34,6 +34,9 @@ class RunningView:
 class RunningSet:
     """Running jobs in slots: a start or an exit touches one slot, and the end-ordered view
     that reservations need is sorted only when asked for (and cached until the next change).
+
+    ``_slot`` keeps its keys in start order (a dict keeps insertion order), so a stable sort
+    by estimated end alone breaks ties by start order.
     """
 
     def __init__(self, width: int) -> None:
@@ -41,9 +44,7 @@ class RunningSet:
         self._slot: dict[str, int] = {}
         self._free_slots: list[int] = []
         self._ends: FloatArray = np.zeros(0, dtype=np.float64)
-        self._seq: IntArray = np.zeros(0, dtype=np.int64)
         self._totals: IntArray = np.zeros((0, width), dtype=np.int64)
-        self._counter = 0
         self._view: RunningView | None = None
 
     def __len__(self) -> int:
@@ -65,8 +66,6 @@ class RunningSet:
         self._slot[job_id] = slot
         self._ids[slot] = job_id
         self._ends[slot] = est_end
-        self._counter += 1
-        self._seq[slot] = self._counter
         self._totals[slot, : len(total)] = total
         self._view = None
 
@@ -82,7 +81,7 @@ class RunningSet:
         """The running jobs sorted by (estimated end, start order)."""
         if self._view is None:
             slots = np.fromiter(self._slot.values(), dtype=np.int64, count=len(self._slot))
-            order = slots[np.lexsort((self._seq[slots], self._ends[slots]))]
+            order = slots[self._ends[slots].argsort(kind="stable")]
             self._view = RunningView(self._ends[order], self._totals[order], order, self._ids)
         return self._view
 
@@ -91,7 +90,6 @@ class RunningSet:
         new = max(16, 2 * old)
         self._ids.extend([None] * (new - old))
         self._ends = np.concatenate([self._ends, np.full(new - old, np.inf)])
-        self._seq = np.concatenate([self._seq, np.zeros(new - old, np.int64)])
         self._totals = np.vstack(
             [self._totals, np.zeros((new - old, self._totals.shape[1]), np.int64)]
         )

@@ -543,12 +543,16 @@ class SchedulerCore:
         ``search`` as in :meth:`plan`.
         """
         cluster = self.cluster
-        if rec.groups is None or not (rec.bound <= cluster.free_total).all():
+        if rec.groups is None:
             return None
         if limit is None and self.placement.node_order and cluster.all_up:
             col = self.fluid_column(rec)
-            if col >= 0:
+            if col >= 0:  # the job needs only this column, so its sum decides
+                if rec.total[col] > cluster.free_total[col]:
+                    return None
                 return self._first_fit_fluid(rec, col)
+        if not (rec.bound <= cluster.free_total).all():
+            return None
         if limit is None:
             free = cluster.free
         else:

@@ -144,6 +144,7 @@ class Simulation:
             while heap and heap[0][0] == now:
                 _, _, _, job_id, code = heapq.heappop(heap)
                 events.append(JobExited(job_id, exit_code=code, timed_out=code == -9))
+            finished = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
@@ -171,7 +172,6 @@ class Simulation:
                     raise RuntimeError(f"unexpected stop of {decision.job_id}")
             if self.keep_log:
                 log.extend(out)
-            finished = sum(1 for e in events if isinstance(e, JobExited))
             done += finished
             if progress is not None and finished:
                 progress(finished)
