@@ -246,6 +246,24 @@ class ClusterArrays:
         else:
             np.add.at(self.free, nodes, amounts)
         self.free_total += self._up_sum(nodes, amounts, total)
+        self._lower_first_free(nodes)
+
+    def take_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
+        """:meth:`take` for an allocation of one column (distinct nodes; ``total`` its sums)."""
+        self.free[nodes, col] -= amounts
+        self.free_total[col] -= (
+            int(total[col]) if self.all_up else int(amounts[self.up[nodes]].sum())
+        )
+
+    def give_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
+        """:meth:`give` for an allocation of one column (distinct nodes)."""
+        self.free[nodes, col] += amounts
+        self.free_total[col] += (
+            int(total[col]) if self.all_up else int(amounts[self.up[nodes]].sum())
+        )
+        self._lower_first_free(nodes)
+
+    def _lower_first_free(self, nodes: IntArray) -> None:
         if self._first_free and len(nodes):
             low = int(nodes.min())
             for col, first in self._first_free.items():

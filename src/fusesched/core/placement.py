@@ -34,14 +34,29 @@ class GroupShape:
 
 @dataclass(slots=True)
 class Allocation:
-    """Where a job's tasks went: per group, node rows and task counts."""
+    """Where a job's tasks went: per group, node rows and task counts.
+
+    A job that holds a single resource column may be stored in column form (``column`` and
+    ``column_amounts``); :attr:`amounts` then builds the full rows only when asked for.
+    """
 
     nodes: IntArray  # node row per entry
-    amounts: IntArray  # resources per entry (rows)
+    rows: IntArray | None  # resources per entry (one row per node), or None in column form
     unique: bool  # no node appears twice in ``nodes``
     total: IntArray  # column sums of ``amounts``
     groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
     # (group, node rows, task counts) for the launch decision
+    column: int = -1
+    column_amounts: IntArray | None = None
+
+    @property
+    def amounts(self) -> IntArray:
+        if self.rows is None:
+            assert self.column_amounts is not None
+            rows = np.zeros((len(self.nodes), len(self.total)), dtype=np.int64)
+            rows[:, self.column] = self.column_amounts
+            self.rows = rows
+        return self.rows
 
 
 @dataclass(slots=True)

@@ -374,7 +374,10 @@ class SchedulerCore:
     def _release(self, rec: JobRecord, now: float) -> None:
         assert rec.allocation is not None and rec.est_end is not None
         alloc = rec.allocation
-        self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
+        if alloc.column_amounts is not None and alloc.rows is None:
+            self.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
+        else:
+            self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
         self.running.remove(rec.id)
         self._changed = True
         rec.end_time = now
@@ -460,7 +463,8 @@ class SchedulerCore:
                     g.per_task = pad(g.per_task)
             alloc = rec.allocation
             if alloc is not None and not rec.phase.terminal:
-                alloc.amounts = pad(alloc.amounts)
+                if alloc.rows is not None:
+                    alloc.rows = pad(alloc.rows)
                 alloc.total = pad(alloc.total)
 
     # ================================================================== placement
@@ -606,11 +610,11 @@ class SchedulerCore:
             chunk *= 2  # a busy cluster: read further ahead each time
         nodes = rows[0] if len(rows) == 1 else np.concatenate(rows)
         take = takes[0] if len(takes) == 1 else np.concatenate(takes)
-        amounts = take[:, None] * group.per_task[None, :]
-        cluster.take(nodes, amounts, unique=True, total=rec.total)
+        held = take * amount
+        cluster.take_column(nodes, col, held, rec.total)
         # every node before the last one taken is now full (first fit took all it had)
         cluster.note_full_before(col, int(nodes[-1]))
-        return Allocation(nodes, amounts, True, rec.total, [(group, nodes, take)])
+        return Allocation(nodes, None, True, rec.total, [(group, nodes, take)], col, held)
 
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""
