@@ -271,3 +271,12 @@ def test_job_arrays_run_in_the_simulator() -> None:
     assert {j: r.phase for j, r in sim.core.jobs.items()} == {
         f"sweep_{i}": JobPhase.COMPLETED for i in range(4)
     }
+
+
+def test_kill_at_walltime_ends_overrunning_jobs_with_timeout() -> None:
+    cluster = [node("n0").cpu(4).build()]
+    spec = job("long").tasks(1, cpu=1).walltime(100).build()
+    sim = Simulation(cluster, [SimJob(spec, runtime=500.0)], CoreConfig(), kill_at_walltime=True)
+    (outcome,) = sim.run().outcomes
+    assert outcome.timed_out and outcome.end - outcome.start == 100.0
+    assert sim.core.jobs["long"].phase is JobPhase.TIMEOUT

@@ -32,6 +32,7 @@ from fusesched.model.node import NodeSpec
 from fusesched.policies.registry import CoreConfig
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
+KILLED_EXIT_CODE = -9  # what a job stopped at its walltime reports (as after SIGKILL)
 
 
 @contextmanager
@@ -129,21 +130,22 @@ class Simulation:
             )
             for j in self.jobs
         }
-        heap: list[tuple[float, int, int, str, int]] = []
+        heap: list[
+            tuple[float, int, int, str, int, bool]
+        ] = []  # (end, EXIT, seq, id, code, timeout)
         seq = 0
         arrivals = iter(self.jobs)
         next_job = next(arrivals, None)
         log: list[Decision] = []
         decisions = 0
-        done = 0
         while heap or next_job is not None:
             now = heap[0][0] if heap else float("inf")
             if next_job is not None and next_job.spec.submit_time < now:
                 now = next_job.spec.submit_time
             events: list[Event] = []
             while heap and heap[0][0] == now:
-                _, _, _, job_id, code = heapq.heappop(heap)
-                events.append(JobExited(job_id, exit_code=code, timed_out=code == -9))
+                _, _, _, job_id, code, timed_out = heapq.heappop(heap)
+                events.append(JobExited(job_id, exit_code=code, timed_out=timed_out))
             finished = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
                 events.append(JobSubmitted(next_job.spec))
@@ -157,22 +159,22 @@ class Simulation:
                     runtime, code = sim_job.runtime, sim_job.exit_code
                     walltime = sim_job.spec.walltime_s
                     if self.kill_at_walltime and walltime is not None and runtime > walltime:
-                        runtime, code = walltime, -9
+                        runtime, code = walltime, KILLED_EXIT_CODE
                         outcome.timed_out = True
                     outcome.start = now
                     outcome.end = now + runtime
                     outcome.nodes = sum(len(g.rows) for g in decision.groups)
                     outcome.backfilled = decision.backfilled
                     seq += 1
-                    heapq.heappush(heap, (now + runtime, EXIT, seq, decision.job_id, code))
+                    heapq.heappush(
+                        heap, (now + runtime, EXIT, seq, decision.job_id, code, outcome.timed_out)
+                    )
                 elif isinstance(decision, RejectJob):
                     outcomes[decision.job_id].rejected = decision.reason
-                    done += 1
                 elif isinstance(decision, StopJob):  # pragma: no cover - no cancels in replay
                     raise RuntimeError(f"unexpected stop of {decision.job_id}")
             if self.keep_log:
                 log.extend(out)
-            done += finished
             if progress is not None and finished:
                 progress(finished)
         return SimResult(
