@@ -27,8 +27,9 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import JobSpec
+from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec
+from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
@@ -120,16 +121,17 @@ class Simulation:
             core.handle(NodeAdded(node), 0.0)
         total_cpus = float(core.cluster.capacity[:, core.cluster.columns["cpu"]].sum()) / 1000.0
         truth = {j.spec.id: j for j in self.jobs}
-        outcomes = {
-            j.spec.id: JobOutcome(
-                j.spec.id,
-                j.spec.queue,
-                j.spec.submit_time,
-                runtime=j.runtime,
-                cpus=sum(g.replicas * g.resources.get("cpu") for g in j.spec.task_groups) / 1000,
+        cpus: dict[tuple[TaskGroup, ...], float] = {}  # jobs of one shape share their groups
+        outcomes: dict[str, JobOutcome] = {}
+        for j in self.jobs:
+            spec = j.spec
+            groups = spec.task_groups
+            count = cpus.get(groups)
+            if count is None:
+                count = cpus[groups] = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
+            outcomes[spec.id] = JobOutcome(
+                spec.id, spec.queue, spec.submit_time, runtime=j.runtime, cpus=count
             )
-            for j in self.jobs
-        }
         heap: list[
             tuple[float, int, int, str, int, bool]
         ] = []  # (end, EXIT, seq, id, code, timeout)
