@@ -103,3 +103,44 @@ def test_rlscheduler_protocol_reproduces_the_published_fcfs_value(tmp_path: Path
     (run,) = json.loads(out.read_text())["results"]
     assert round(run["metrics"]["avg_bounded_slowdown"], 2) == 235.82  # the README table
     assert len(run["sequences"]) == 10
+
+
+OPENB_NODES = FIXTURE.parent / "openb_nodes.csv"
+OPENB_PODS = FIXTURE.parent / "openb_pods.csv"
+
+
+def test_fgd_protocol_writes_the_required_metrics(tmp_path: Path) -> None:
+    out, png = tmp_path / "fgd.json", tmp_path / "fgd.png"
+    args = ["simulate", str(OPENB_NODES), str(OPENB_PODS), "--protocol", "fgd"]
+    args += ["-p", "best-fit,fgd", "--seeds", "42-43", "--json", str(out), "--plot", str(png)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert [r["policy"] for r in doc["results"]] == ["best-fit", "fgd"]
+    for r in doc["results"]:
+        for key in ("gpu_alloc_pct_at_100", "gpu_alloc_pct_at_130", "unallocated_gpus_at_130"):
+            assert key in r["metrics"]
+        assert r["seeds"] == [42, 43]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["simulate", str(OPENB_NODES), "--protocol", "fgd"], "needs a node list and a pod list"),
+        (
+            ["simulate", str(OPENB_NODES), str(OPENB_PODS), "--protocol", "fgd", "--seeds", "x"],
+            "--seeds: expected",
+        ),
+        (
+            ["simulate", str(OPENB_NODES), str(OPENB_PODS), "--protocol", "fgd", "-p", "sjf"],
+            "unknown policy 'sjf' for --protocol fgd",
+        ),
+        (["simulate", str(OPENB_NODES), "nothing", "--protocol", "fgd"], "no such pod list"),
+        (["simulate", "synthetic", str(OPENB_PODS)], "only taken by --protocol fgd"),
+    ],
+)
+def test_fgd_usage_errors(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())

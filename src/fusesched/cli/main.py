@@ -28,16 +28,22 @@ from fusesched.cli.simulate import (
     check_options,
     load_workload,
     parse_policies,
+    parse_seeds,
     plot,
+    plot_fgd,
+    resolve_openb,
     resolve_trace,
+    run_fgd_protocol,
     run_full,
     run_protocol,
     shared_dir,
     write_json,
 )
+from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import BACKFILL_MODES, PolicyError
+from fusesched.traces.openb import OpenbFormatError
 from fusesched.traces.swf import TraceFormatError
 
 app = typer.Typer(
@@ -151,6 +157,51 @@ def _compare(
     return label, results
 
 
+def _compare_fgd(
+    nodes: str, pods: str | None, policies: str, seeds: str
+) -> tuple[str, list[RunResult]]:
+    if pods is None:
+        raise UsageError("the fgd protocol needs a node list and a pod list: NODES.csv PODS.csv")
+    names = parse_policies(policies, "fgd")
+    seed_list = parse_seeds(seeds)
+    nodes_path = resolve_openb(nodes, "node")
+    pods_path = resolve_openb(pods, "pod")
+    with _progress(len(names) * len(seed_list)) as bar:
+        task = bar.add_task("runs", total=len(names) * len(seed_list))
+
+        def advance(done: int) -> None:
+            bar.update(task, completed=done)
+
+        results = run_fgd_protocol(nodes_path, pods_path, names, seed_list, advance)
+    return f"{nodes_path.name} + {pods_path.name}", results
+
+
+def _fgd_table(title: str, results: list[RunResult]) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
+    for name in (
+        "policy",
+        "alloc % @100",
+        "alloc % @130",
+        "sd @130",
+        "idle GPUs @130",
+        "frag % @130",
+    ):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    best = max(r.metrics["gpu_alloc_pct_at_130"] for r in results)
+    for r in results:
+        m = r.metrics
+        at130 = f"{m['gpu_alloc_pct_at_130']:.2f}"
+        table.add_row(
+            r.policy,
+            f"{m['gpu_alloc_pct_at_100']:.2f}",
+            f"[bold green]{at130}[/]" if m["gpu_alloc_pct_at_130"] == best else at130,
+            f"{m['sd_gpu_alloc_pct_at_130']:.2f}",
+            f"{m['unallocated_gpus_at_130']:.1f}",
+            f"{m['frag_pct_at_130']:.2f}",
+        )
+    return table
+
+
 @app.command()
 def simulate(
     trace: Annotated[
@@ -158,17 +209,27 @@ def simulate(
         typer.Argument(
             help="SWF trace file (plain or .gz), a short name ("
             + ", ".join(KNOWN_TRACES)
-            + ") or 'synthetic'."
+            + ") or 'synthetic'; with --protocol fgd the openb node list (a CSV or 'gpu_node')."
         ),
     ],
+    pods: Annotated[
+        str | None,
+        typer.Argument(
+            help="--protocol fgd only: the openb pod list (a CSV, or 'default', "
+            "'gpushare100', 'multigpu50', ...)."
+        ),
+    ] = None,
     policy: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--policy",
             "-p",
-            help="Queue-order policies, comma separated: " + ", ".join(QUEUE_ORDERS),
+            help="Policies, comma separated. Queue order (full, rlscheduler; default fcfs): "
+            + ", ".join(QUEUE_ORDERS)
+            + ". GPU placement (fgd; default best-fit,fgd): "
+            + ", ".join(GPU_SCORERS),
         ),
-    ] = "fcfs",
+    ] = None,
     backfill: Annotated[
         str, typer.Option(help="Backfilling: " + ", ".join(BACKFILL_MODES))
     ] = "easy",
@@ -179,10 +240,14 @@ def simulate(
         str,
         typer.Option(
             help="'full': the whole trace through the fusesched core; 'rlscheduler': the "
-            "RLScheduler evaluation (10 sampled 1,024-job sequences, seed 1)."
+            "RLScheduler evaluation (10 sampled 1,024-job sequences, seed 1); 'fgd': the FGD "
+            "GPU-placement evaluation on the Alibaba openb trace."
         ),
     ] = "full",
     seed: Annotated[int, typer.Option(help="Random seed (sequence sampling, tie-breaks).")] = 1,
+    seeds: Annotated[
+        str, typer.Option(help="--protocol fgd: seeds, e.g. 42-51 or 42,43.")
+    ] = "42-51",
     limit: Annotated[
         int | None, typer.Option(help="Replay only the first N jobs (full protocol).", min=1)
     ] = None,
@@ -193,16 +258,37 @@ def simulate(
 ) -> None:
     """Replay a trace through one or more policies in one run and compare them."""
     try:
-        label, results = _compare(trace, policy, backfill, placement, protocol, seed, limit)
-    except (UsageError, PolicyError, TraceFormatError, FileNotFoundError) as exc:
+        if protocol == "fgd":
+            check_options(protocol, backfill, placement)
+            label, results = _compare_fgd(trace, pods, policy or "best-fit,fgd", seeds)
+        elif pods is not None:
+            raise UsageError(f"a second file ({pods}) is only taken by --protocol fgd")
+        else:
+            label, results = _compare(
+                trace, policy or "fcfs", backfill, placement, protocol, seed, limit
+            )
+    except (
+        UsageError,
+        PolicyError,
+        TraceFormatError,
+        OpenbFormatError,
+        FileNotFoundError,
+    ) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
-    console.print(_table(f"{label} — protocol {protocol}", results, protocol))
+    title = f"{label} — protocol {protocol}"
+    if protocol == "fgd":
+        console.print(_fgd_table(title, results))
+    else:
+        console.print(_table(title, results, protocol))
     if json_out is not None:
         write_json(json_out, label, protocol, results)
         console.print(f"wrote {json_out}")
     if plot_out is not None:
-        plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
+        if protocol == "fgd":
+            plot_fgd(plot_out, title, results)
+        else:
+            plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
         console.print(f"wrote {plot_out}")
 
 

@@ -12,16 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from fusesched.sim.engine import Simulation
 from fusesched.sim.metrics import per_queue, summarize
+from fusesched.sim.protocols.fgd import FgdResult, run_fgd
 from fusesched.sim.protocols.rlscheduler import default_batch_job_slice, run_rlscheduler
 from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
+from fusesched.traces.openb import load_openb_nodes, load_openb_pods
 from fusesched.traces.swf import load_swf, rlscheduler_jobs
 
-PROTOCOLS = ("full", "rlscheduler")
+PROTOCOLS = ("full", "rlscheduler", "fgd")
 RLSCHEDULER_POLICIES = ("fcfs", "sjf", "f1", "wfp3", "unicep", "wfp3-textbook", "unicep-textbook")
 
 #: Short names for the traces that live in ../shared (paths relative to that folder).
@@ -32,6 +37,10 @@ KNOWN_TRACES = {
     "hpc2n": "traces/pwa-swf/HPC2N-2002-2.2-cln.swf.gz",
     "cea-curie": "traces/pwa-swf/CEA-Curie-2011-2.1-cln.swf.gz",
 }
+
+
+#: Short names for the Alibaba openb (FGD) files in ../shared.
+OPENB_DIR = "traces/alibaba-gpu-v2023"
 
 
 class UsageError(ValueError):
@@ -80,7 +89,11 @@ def parse_policies(text: str, protocol: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise UsageError("--policy needs at least one policy name")
-    allowed = RLSCHEDULER_POLICIES if protocol == "rlscheduler" else tuple(QUEUE_ORDERS)
+    allowed: tuple[str, ...] = tuple(QUEUE_ORDERS)
+    if protocol == "rlscheduler":
+        allowed = RLSCHEDULER_POLICIES
+    elif protocol == "fgd":
+        allowed = tuple(GPU_SCORERS)
     for name in names:
         if name not in allowed:
             raise UsageError(
@@ -99,6 +112,8 @@ def check_options(protocol: str, backfill: str, placement: str) -> None:
         raise UsageError(
             f"unknown placement {placement!r}; choose from: {', '.join(PLACEMENT_POLICIES)}"
         )
+    if protocol == "fgd" and backfill != "easy":
+        raise UsageError("the fgd protocol has no queue and no backfilling: drop --backfill")
     if protocol == "rlscheduler" and backfill == "conservative":
         raise UsageError(
             "the rlscheduler protocol has only its own EASY variant: use --backfill easy or none"
@@ -173,6 +188,106 @@ def run_protocol(
             )
         )
     return results
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51`` or ``42,43,50`` (or a mix) → the list of seeds."""
+    seeds: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            if "-" in part[1:]:
+                low, high = part.split("-", 1)
+                if int(high) < int(low):
+                    raise UsageError(f"--seeds: empty range {part!r}")
+                seeds.extend(range(int(low), int(high) + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError as exc:
+        raise UsageError(f"--seeds: expected e.g. 42-51 or 42,43, not {text!r}") from exc
+    if not seeds:
+        raise UsageError("--seeds needs at least one seed")
+    return seeds
+
+
+def resolve_openb(name: str, kind: str) -> Path:
+    """A node or pod list: a path, or a short name (``gpu_node``, ``default``, ``multigpu50``…)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    shared = shared_dir()
+    if shared is not None:
+        candidate = shared / OPENB_DIR / f"openb_{kind}_list_{name}.csv"
+        if candidate.exists():
+            return candidate
+    raise UsageError(
+        f"no such {kind} list: {name} (a CSV file, or a short name such as "
+        + ("gpu_node" if kind == "node" else "default, gpushare100, multigpu50")
+        + " for the openb files in ../shared)"
+    )
+
+
+def run_fgd_protocol(
+    nodes_path: Path,
+    pods_path: Path,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    progress: Callable[[int], None] | None = None,
+) -> list[RunResult]:
+    """The FGD evaluation: every policy over the same seeds, pods offered once, no departures."""
+    nodes = load_openb_nodes(nodes_path)
+    pods = load_openb_pods(pods_path)
+    results = []
+    done = 0
+    for policy in policies:
+        runs = []
+        for seed in seeds:
+            runs.append(run_fgd(nodes, pods, policy, seed))
+            done += 1
+            if progress is not None:
+                progress(done)
+        result = FgdResult(policy, tuple(runs))
+        curve = np.mean([r.alloc_curve for r in runs], axis=0)
+        results.append(
+            RunResult(
+                policy,
+                "",
+                {
+                    "gpu_alloc_pct_at_100": result.gpu_alloc_pct_at_100,
+                    "gpu_alloc_pct_at_130": result.gpu_alloc_pct_at_130,
+                    "unallocated_gpus_at_130": result.unallocated_gpus_at_130,
+                    "frag_pct_at_130": result.frag_pct_at_130,
+                    "sd_gpu_alloc_pct_at_130": result.sd_gpu_alloc_pct_at_130,
+                },
+                {"seeds": list(seeds), "alloc_curve": [round(float(v), 4) for v in curve]},
+            )
+        )
+    return results
+
+
+def plot_fgd(path: Path, title: str, results: Sequence[RunResult]) -> None:
+    """GPU allocation ratio against arrived load (mean over seeds), one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in results:
+        curve = r.extra["alloc_curve"]
+        ax.plot(
+            range(len(curve)), curve, label=f"{r.policy} ({r.metrics['gpu_alloc_pct_at_130']:.2f})"
+        )
+    ax.plot([0, 100], [0, 100], color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("arrived GPU load (% of capacity)")
+    ax.set_ylabel("GPUs allocated (% of capacity)")
+    ax.set_xlim(60, 130)
+    ax.set_ylim(60, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(title="policy (allocated at 130 %)", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def write_json(path: Path, trace: str, protocol: str, results: Sequence[RunResult]) -> None:
