@@ -15,7 +15,6 @@ import numpy.typing as npt
 
 from fusesched.model.job import Placement
 from fusesched.model.node import NodeSpec, NodeState
-from fusesched.model.resources import Resources
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -157,15 +156,6 @@ class ClusterArrays:
         for col in np.flatnonzero(per_task):
             self.quantum[col] = gcd(self.quantum[col], int(per_task[col]))
 
-    def is_fluid(self, per_task: IntArray) -> bool:
-        """True when summing free amounts decides exactly whether tasks of this shape fit."""
-        cols = np.flatnonzero(per_task)
-        if len(cols) != 1:
-            return False
-        col = int(cols[0])
-        q = self.quantum[col]
-        return q > 0 and q % int(per_task[col]) == 0
-
     def allowed(self, placement: Placement) -> BoolArray:
         """Nodes whose labels the placement allows, whatever their state (cached)."""
         if not placement.constrained:
@@ -286,7 +276,3 @@ class ClusterArrays:
             return whole
         up_total: IntArray = amounts[self.up[nodes]].sum(axis=0)
         return up_total
-
-    def resources_of(self, amounts: IntArray) -> Resources:
-        names = list(self.columns)
-        return Resources({names[c]: int(amounts[c]) for c in np.flatnonzero(amounts)})
