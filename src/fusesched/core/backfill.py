@@ -14,6 +14,7 @@ requested walltime (never a hidden true runtime).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -216,9 +217,94 @@ class Profile:
             np.subtract.at(self.frees[i], nodes, amounts)
 
 
+class SumProfile:
+    """The free amount of one resource column over future time, for when every job involved
+    is fluid in that column (its fit is decided by sums, see ``SchedulerCore.fluid_column``):
+    the same reservations as :class:`Profile`, on numbers instead of per-node matrices."""
+
+    def __init__(self, core: SchedulerCore, now: float, col: int) -> None:
+        self.times: list[float] = [now]
+        self.frees: list[int] = [int(core.cluster.free_total[col])]
+        run = core.running.view()
+        released = run.totals[:, col].tolist()
+        for k, end in enumerate(run.ends.tolist()):
+            t = end if end > now else now + OVERRUN_GRACE_S
+            if t != self.times[-1]:
+                self.times.append(t)
+                self.frees.append(self.frees[-1])
+            self.frees[-1] += int(released[k])
+
+    def earliest(self, need: int, duration: float) -> int | None:
+        for i, start in enumerate(self.times):
+            j = max(bisect.bisect_left(self.times, start + duration), i + 1)
+            if min(self.frees[i:j]) >= need:
+                return i
+        return None
+
+    def _split(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        if self.times[i] == t:
+            return i
+        self.times.insert(i + 1, t)
+        self.frees.insert(i + 1, self.frees[i])
+        return i + 1
+
+    def reserve(self, start: float, end: float, need: int) -> None:
+        first = self._split(start)
+        stop = self._split(end)
+        for i in range(first, stop):
+            self.frees[i] -= need
+
+
+def _common_fluid_column(core: SchedulerCore, records: list[JobRecord]) -> int:
+    """The column in which every one of ``records`` is fluid, or -1."""
+    cols = {core.fluid_column(rec) for rec in records}
+    return cols.pop() if len(cols) == 1 and min(cols, default=-1) >= 0 else -1
+
+
+def _conservative_sums(
+    core: SchedulerCore, now: float, records: list[JobRecord], col: int
+) -> list[Decision]:
+    profile = SumProfile(core, now, col)
+    out: list[Decision] = []
+    started: list[int] = []
+    for pos, rec in enumerate(records):
+        need = int(rec.total[col])
+        index = profile.earliest(need, rec.estimate)
+        if index is None:
+            continue
+        start = profile.times[index]
+        if index == 0:
+            alloc = core.try_place(rec)
+            if alloc is not None:
+                started.append(pos)
+                out.append(core.bind(rec, alloc, now, backfilled=pos > 0))
+                profile.reserve(start, start + rec.estimate, need)
+                continue
+        profile.reserve(start, start + rec.estimate, need)
+        if pos == 0:
+            out.extend(_announce(core, rec, start))
+    core.queue.remove_at(started)
+    return out
+
+
 def conservative(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[Decision]:
-    """Conservative backfilling; always rebuilds the profile (``only`` is not used)."""
+    """Conservative backfilling: rebuild the profile and reserve for the first jobs in order.
+
+    With nothing freed since the last cycle (``only`` = the jobs queued since), the earlier
+    reservations still hold; only new jobs within the depth can change anything.
+    """
     queue = core.queue
+    records = queue.records[: core.config.conservative_depth]
+    if only is not None:
+        window = {id(rec) for rec in records}
+        if not any(id(rec) in window for rec in only):
+            return []
+    col = _common_fluid_column(core, records)
+    if col >= 0 and all(  # running jobs hold only that column too
+        core.fluid_column(core.jobs[job_id]) == col for job_id in core.running.ids()
+    ):
+        return _conservative_sums(core, now, records, col)
     profile = Profile(core, now)
     out: list[Decision] = []
     started: list[int] = []

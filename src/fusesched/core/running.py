@@ -77,6 +77,10 @@ class RunningSet:
         self._free_slots.append(slot)
         self._view = None
 
+    def ids(self) -> list[str]:
+        """The running job ids (in start order)."""
+        return list(self._slot)
+
     def view(self) -> RunningView:
         """The running jobs sorted by (estimated end, start order)."""
         if self._view is None:
