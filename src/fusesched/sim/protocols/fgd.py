@@ -328,7 +328,7 @@ class _Cluster:
         return mask
 
     def _candidates(self, rows: IntArray) -> Candidates:
-        fgd = self.policy == "fgd"
+        fgd = self.policy in ("fgd", "default")  # both read the incremental FGD counts
         return Candidates(
             self.free_cpu[rows],
             self.free_gpu[rows],

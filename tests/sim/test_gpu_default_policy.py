@@ -1,0 +1,144 @@
+"""fusesched's own GPU placement policy ``default``: FGD's score, best-fit among its ties.
+
+The hand-made cluster is the one of ``test_fgd_protocol.py`` (nodes A, B, C; target: half
+CPU-only 4,000 milli-CPU pods, half 500 milli-GPU / 8,000 milli-CPU sharing pods), whose FGD
+scores are hand-computed there. ``default`` dense-ranks (FGD score, −left) into 0-100: the best
+key gets 100, the worst 0, equal keys equal scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusesched.policies.gpu_scores import (
+    GPU_SCORERS,
+    MAX_GPUS,
+    Candidates,
+    PodRequest,
+    ScoreContext,
+    select_gpus,
+)
+from fusesched.sim.protocols.fgd import run_fgd
+
+from .test_fgd_protocol import _candidates, _check_accounting, _nodes, _pods, _target
+
+SHARE_200 = PodRequest(16_000, 200, 1)
+SHARE_300 = PodRequest(16_000, 300, 1)
+TWO_GPUS = PodRequest(16_000, 1000, 2)
+CPU_30 = PodRequest(30_000, 0, 0)
+SHARE_100 = PodRequest(1_000, 100, 1)
+
+
+def _two_node() -> Candidates:
+    """A and B only (C has no two fully free GPUs)."""
+    cand = _candidates()
+    return Candidates(cand.free_cpu[:2], cand.free_gpu[:2], cand.gpu_count[:2])
+
+
+def _spare() -> Candidates:
+    """One node, GPUs free [1000, 600], 64,000 milli-CPU."""
+    free = np.zeros((1, MAX_GPUS), dtype=np.int64)
+    free[0, :2] = [1000, 600]
+    return Candidates(np.array([64_000], dtype=np.int64), free, np.array([2], dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    ("cand", "pod", "expected"),
+    [
+        # FGD [53, 53, 57]: C alone is best; sharing pods get no secondary key
+        (_candidates, SHARE_300, [0, 0, 100]),
+        # FGD [52, 54, 54]: B and C tie and stay tied (seeded node order decides)
+        (_candidates, SHARE_200, [0, 100, 100]),
+        # FGD [50, 22, 50]; left = ½(c − 30000)/128000 + ½·L/8000: A 0.633, C 0.214 → C first;
+        # B is the tightest fit but its FGD score is lower, and the FGD score comes first
+        (_candidates, CPU_30, [50, 0, 100]),
+        # FGD [73, 73]; left A 0.5625, B 0.106 → B
+        (_two_node, TWO_GPUS, [0, 100]),
+        # a single candidate always scores 100
+        (_spare, SHARE_100, [100]),
+    ],
+)
+def test_default_scores_on_hand_made_cluster(
+    cand: object, pod: PodRequest, expected: list[int]
+) -> None:
+    assert callable(cand)
+    ctx = ScoreContext(target=_target())
+    scores = GPU_SCORERS["default"](cand(), pod, ctx)
+    assert scores.dtype == np.int64
+    assert scores.tolist() == expected
+
+
+def test_default_keeps_fgd_argmax() -> None:
+    ctx = ScoreContext(target=_target())
+    for pod in (SHARE_200, SHARE_300, CPU_30):
+        fgd = GPU_SCORERS["fgd"](_candidates(), pod, ctx)
+        ours = GPU_SCORERS["default"](_candidates(), pod, ctx)
+        assert set(np.flatnonzero(ours == 100)) <= set(np.flatnonzero(fgd == fgd.max()))
+
+
+@pytest.mark.parametrize(
+    ("node", "pod", "fgd", "default"),
+    [
+        # B [500, 1000, 1000, 200]: both policies agree on the best FGD score
+        (lambda: _candidates().row(1), SHARE_300, [1], [1]),
+        (lambda: _candidates().row(1), SHARE_200, [3], [3]),
+        # [1000, 600], 100 milli: both GPUs stay ≥ 500 (same score); FGD takes the first,
+        # default the tightest
+        (_spare, SHARE_100, [0], [1]),
+        (lambda: _candidates().row(1), TWO_GPUS, [1, 2], [1, 2]),
+        (lambda: _candidates().row(1), CPU_30, [], []),
+    ],
+)
+def test_default_gpu_choice(
+    node: object, pod: PodRequest, fgd: list[int], default: list[int]
+) -> None:
+    assert callable(node)
+    ctx = ScoreContext(target=_target())
+    assert select_gpus("fgd", node(), pod, ctx).tolist() == fgd
+    assert select_gpus("default", node(), pod, ctx).tolist() == default
+
+
+_pod_rows = st.lists(
+    st.tuples(
+        st.integers(0, 40_000),
+        st.integers(0, 100_000),
+        st.sampled_from([0, 1, 1, 1, 2, 4, 8]),
+        st.integers(1, 1000),
+    ).map(lambda r: (r[0], r[1], r[2], 0 if r[2] == 0 else (r[3] if r[2] == 1 else 1000))),
+    min_size=1,
+    max_size=16,
+).filter(lambda rows: any(r[2] for r in rows))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    node_rows=st.lists(
+        st.tuples(
+            st.integers(1000, 128_000),
+            st.integers(1000, 400_000),
+            st.sampled_from([1, 2, 4, 8]),
+            st.sampled_from(["T4", "G2"]),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    pod_rows=_pod_rows,
+    specs=st.lists(st.sampled_from([(), ("T4",), ("G2",), ("T4", "G2")]), min_size=16, max_size=16),
+    seed=st.integers(0, 2**16),
+)
+def test_default_never_overcommits(
+    node_rows: list[tuple[int, int, int, str]],
+    pod_rows: list[tuple[int, int, int, int]],
+    specs: list[tuple[str, ...]],
+    seed: int,
+) -> None:
+    cpu, mem, gpus, model = (list(c) for c in zip(*node_rows, strict=True))
+    nodes = _nodes(cpu, mem, gpus, model)
+    spec = [s if r[2] else () for s, r in zip(specs, pod_rows, strict=False)]
+    pods = _pods(pod_rows, spec)
+    run = run_fgd(nodes, pods, "default", seed)
+    _check_accounting(run, nodes, pods)
+    assert (np.diff(run.allocated_milli) >= 0).all()
