@@ -29,6 +29,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python bench/replay_speed.py
 	$(BIN)/python bench/cycle_speed.py
+	$(BIN)/python bench/gpu_placement_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
