@@ -2,8 +2,9 @@
 
 The hand-made cluster is the one of ``test_fgd_protocol.py`` (nodes A, B, C; target: half
 CPU-only 4,000 milli-CPU pods, half 500 milli-GPU / 8,000 milli-CPU sharing pods), whose FGD
-scores are hand-computed there. ``default`` dense-ranks (FGD score, −left) into 0-100: the best
-key gets 100, the worst 0, equal keys equal scores.
+scores are hand-computed there. ``default`` dense-ranks (FGD score, −left) into 0-100 (CPU-only
+pods: (FGD score, −idle GPU, −left)): the best key gets 100, the worst 0, equal keys equal
+scores.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ SHARE_200 = PodRequest(16_000, 200, 1)
 SHARE_300 = PodRequest(16_000, 300, 1)
 TWO_GPUS = PodRequest(16_000, 1000, 2)
 CPU_30 = PodRequest(30_000, 0, 0)
+CPU_1 = PodRequest(1_000, 0, 0)
 SHARE_100 = PodRequest(1_000, 100, 1)
 
 
@@ -36,6 +38,15 @@ def _two_node() -> Candidates:
     """A and B only (C has no two fully free GPUs)."""
     cand = _candidates()
     return Candidates(cand.free_cpu[:2], cand.free_gpu[:2], cand.gpu_count[:2])
+
+
+def _cpu_pair() -> Candidates:
+    """X: one free GPU, 10,000 milli-CPU; Y: its one GPU fully used, 100,000 milli-CPU."""
+    free = np.zeros((2, MAX_GPUS), dtype=np.int64)
+    free[0, 0] = 1000
+    return Candidates(
+        np.array([10_000, 100_000], dtype=np.int64), free, np.array([1, 1], dtype=np.int64)
+    )
 
 
 def _spare() -> Candidates:
@@ -52,9 +63,12 @@ def _spare() -> Candidates:
         (_candidates, SHARE_300, [0, 0, 100]),
         # FGD [52, 54, 54]: B and C tie and stay tied (seeded node order decides)
         (_candidates, SHARE_200, [0, 100, 100]),
-        # FGD [50, 22, 50]; left = ½(c − 30000)/128000 + ½·L/8000: A 0.633, C 0.214 → C first;
-        # B is the tightest fit but its FGD score is lower, and the FGD score comes first
+        # FGD [50, 22, 50]; CPU-only pods: least idle GPU first (A 8000, C 300 → C first),
+        # then left = ½(c − 30000)/128000 + ½·L/8000; B is the tightest fit but its FGD score
+        # is lower, and the FGD score comes first
         (_candidates, CPU_30, [50, 0, 100]),
+        # FGD [50, 50] (ΔF = 0 on both); left X 0.098 < Y 0.387, but Y has no idle GPU → Y
+        (_cpu_pair, CPU_1, [0, 100]),
         # FGD [73, 73]; left A 0.5625, B 0.106 → B
         (_two_node, TWO_GPUS, [0, 100]),
         # a single candidate always scores 100

@@ -9,17 +9,21 @@ GPU matrices are ``nodes × MAX_GPUS`` of free milli-GPU; GPUs a node does not h
 with 0, which no formula can tell from a fully allocated GPU (and needs not to).
 
 A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD with
-a best-fit tie-break for whole-GPU and CPU-only pods and the tightest GPU among FGD's best for
-sharing pods. FGD's integer scores tie often (⌊100·σ(ΔF/1000)⌋ is flat for large |ΔF|, and many
-nodes have the same ΔF), and the ties fall to the seeded random node order. For a whole-GPU or
-CPU-only pod, ``default`` breaks them by least CPU + GPU left (BestFit's s), keeping nodes with
-much spare CPU and many free GPUs whole for later large pods. Measured on seeds 42-46 (seeds
-47-51 only confirmed it): breaking FGD's ties helps, refining FGD's own resolution does not.
+a best-fit tie-break for whole-GPU pods, least idle GPU then best fit for CPU-only pods, and the
+tightest GPU among FGD's best for sharing pods. FGD's integer scores tie often
+(⌊100·σ(ΔF/1000)⌋ is flat for large |ΔF|, and many nodes have the same ΔF), and the ties fall
+to the seeded random node order. For a whole-GPU pod, ``default`` breaks them by least CPU + GPU
+left (BestFit's s), keeping nodes with much spare CPU and many free GPUs whole for later large
+pods. Measured on seeds 42-46 (seeds 47-51 only confirmed it): breaking FGD's ties helps,
+refining FGD's own resolution does not.
 Ranking by the exact ΔF lost about 1 point of allocation on the default trace, and sigmoid
 scales of 500, 2000 or 4000 milli instead of 1000 lost 0.04-0.19 point (presumably the coarse
 buckets, broken at random, spread near-equal placements that later pods can still use). A
 best-fit tie-break for *sharing* pods lost ~0.3 point on gpushare100 (while gaining on
-gpuspec33), so sharing pods keep FGD's node choice. Results in ``docs/FGD.md``.
+gpuspec33), so sharing pods keep FGD's node choice; every other deterministic tie-break tried
+for them (a look-ahead on the target classes that still fit, CPU left) lost 1-2 points.
+For CPU-only pods, preferring the node with the least idle GPU before best fit gained a few
+hundredths on gpushare100 (within seed noise). Results in ``docs/FGD.md``.
 """
 
 from __future__ import annotations
@@ -439,9 +443,11 @@ def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntAr
     """fusesched's policy: FGD's integer score first, best-fit among its ties (non-sharing pods).
 
     Primary key: exactly FGD's ⌊100·σ(ΔF/1000)⌋ (for sharing pods the best over the fitting
-    GPUs). Secondary key, whole-GPU and CPU-only pods only: least CPU + GPU left on the node
-    (BestFit's s, before rescaling). Sharing pods keep FGD's ties, which then fall to the seeded
-    node order. The pair is dense-ranked into 0-100 so the secondary key survives truncation.
+    GPUs). Secondary key, whole-GPU pods: least CPU + GPU left on the node (BestFit's s, before
+    rescaling); CPU-only pods: least idle GPU milli on the node, then BestFit's s (keeping the
+    CPU of nodes with free GPU for GPU pods). Sharing pods keep FGD's ties, which then fall to
+    the seeded node order. The pair is dense-ranked into 0-100 so the secondary key survives
+    truncation.
     """
     n = len(cand)
     if pod.sharing:
@@ -454,6 +460,9 @@ def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntAr
         0.5 * (cand.free_cpu - pod.score_cpu) / MAX_CPU_MILLI
         + 0.5 * (cand.idle_gpu - pod.total_gpu) / MAX_GPU_MILLI
     )
+    if pod.num_gpu == 0:
+        # CPU-only pods: least idle GPU first (integer milli, so ×10 dominates left ≤ 1).
+        return _rank_score(primary, -(cand.idle_gpu * 10.0) - left)
     return _rank_score(primary, -left)
 
 
