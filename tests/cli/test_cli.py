@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fusesched.cli.main import app
+from sample_traces import OPENB_NODES, OPENB_PODS, SMALL_SWF
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "small.swf"
 
 runner = CliRunner()
 
@@ -53,7 +53,16 @@ def test_simulate_a_small_swf_file_through_the_core(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     result = runner.invoke(
         app,
-        ["simulate", str(FIXTURE), "-p", "fcfs", "--backfill", "conservative", "--json", str(out)],
+        [
+            "simulate",
+            str(SMALL_SWF),
+            "-p",
+            "fcfs",
+            "--backfill",
+            "conservative",
+            "--json",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     (run,) = json.loads(out.read_text())["results"]
@@ -70,7 +79,7 @@ def test_simulate_a_small_swf_file_through_the_core(tmp_path: Path) -> None:
         (["simulate", "synthetic", "--placement", "anywhere"], "unknown placement"),
         (["simulate", "synthetic", "--protocol", "mine"], "unknown protocol"),
         (
-            ["simulate", str(FIXTURE), "--protocol", "rlscheduler", "--backfill", "conservative"],
+            ["simulate", str(SMALL_SWF), "--protocol", "rlscheduler", "--backfill", "conservative"],
             "only its own EASY",
         ),
         (["simulate", "synthetic", "--protocol", "rlscheduler"], "needs an SWF trace"),
@@ -103,10 +112,6 @@ def test_rlscheduler_protocol_reproduces_the_published_fcfs_value(tmp_path: Path
     (run,) = json.loads(out.read_text())["results"]
     assert round(run["metrics"]["avg_bounded_slowdown"], 2) == 235.82  # the README table
     assert len(run["sequences"]) == 10
-
-
-OPENB_NODES = FIXTURE.parent / "openb_nodes.csv"
-OPENB_PODS = FIXTURE.parent / "openb_pods.csv"
 
 
 def test_fgd_protocol_writes_the_required_metrics(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from fusesched.traces.openb import OpenbFormatError, load_openb_nodes, load_openb_pods
+from sample_traces import OPENB_NODES, OPENB_PODS
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OPENB = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 needs_shared = pytest.mark.skipif(not OPENB.exists(), reason="../shared (real traces) is absent")
 
@@ -16,7 +16,7 @@ POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
 
 
 def test_node_list_fixture() -> None:
-    nodes = load_openb_nodes(FIXTURES / "openb_nodes.csv")
+    nodes = load_openb_nodes(OPENB_NODES)
     assert nodes.names == ("node-a", "node-b", "node-c")
     assert nodes.gpus.tolist() == [2, 8, 0]
     assert nodes.model == ("P100", "G2", "")
@@ -25,7 +25,7 @@ def test_node_list_fixture() -> None:
 
 
 def test_pod_list_fixture_applies_the_artifact_rules() -> None:
-    pods = load_openb_pods(FIXTURES / "openb_pods.csv")
+    pods = load_openb_pods(OPENB_PODS)
     assert len(pods) == 4
     assert pods.gpu_milli.tolist() == [1000, 460, 0, 1000]  # CPU-only → 0; 1200 clamped
     assert pods.gpu_spec == ((), ("V100M16", "V100M32"), (), ())  # ignored without GPUs

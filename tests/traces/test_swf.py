@@ -15,9 +15,7 @@ from fusesched.traces.swf import (
     load_swf,
     rlscheduler_jobs,
 )
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SMALL = FIXTURES / "small.swf"
+from sample_traces import SMALL_SWF as SMALL
 
 RECORD = "1 0 0 100 1 -1 -1 1 -1 -1 1 1 1 1 1 1 -1 -1"
 
