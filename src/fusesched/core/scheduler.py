@@ -28,16 +28,15 @@ from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import ClusterArrays, IntArray
 from fusesched.core.placement import (
     Allocation,
-    GroupShape,
     Plan,
     SearchBudgetExceeded,
     Statement,
     plan_groups,
     search_placement,
-    task_slots,
 )
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.running import RunningSet
+from fusesched.core.shapes import ShapeCompiler
 from fusesched.model.events import (
     Decision,
     Event,
@@ -57,12 +56,6 @@ from fusesched.model.resources import CPU
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
 from fusesched.policies.registry import CoreConfig
-
-#: A compiled job shape: groups (None: unknown resource), total request, a lower bound of
-#: what it needs to start (the total unless min_member allows a partial start), why it can
-#: never run ('' if it can), and (single column, per-task amount) for the fluid test.
-#: Each compiled shape gets a number, unique for the core's lifetime.
-Shape = tuple[list[GroupShape] | None, IntArray, IntArray, str, tuple[int, int], int]
 
 
 class DuplicateJobId(ValueError):
@@ -101,8 +94,7 @@ class SchedulerCore:
         self._array_running: dict[str, int] = {}
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
-        self._shapes: dict[tuple[object, ...], Shape] = {}
-        self._shape_count = 0
+        self.shapes = ShapeCompiler(self.cluster, self.placement, self.config.reject_unschedulable)
         # change tracking: a cycle with nothing freed and nothing new can start nothing
         self._changed = False
         self._fresh: list[JobRecord] = []
@@ -184,7 +176,7 @@ class SchedulerCore:
 
     def _cluster_changed(self) -> None:
         self._changed = True
-        self._shapes.clear()
+        self.shapes.clear()
 
     # ================================================================== events
 
@@ -217,20 +209,10 @@ class SchedulerCore:
         return []
 
     def _compile(self, spec: JobSpec, now: float) -> JobRecord:
-        """The job's record, with its task groups in array form (cached per job shape)."""
+        """The job's record, with its task groups in array form (compiled once per shape)."""
         self._seq += 1
-        placement = spec.placement
-        shape_key = (
-            spec.task_groups,
-            placement.cache_key() if placement.constrained else None,
-            placement.max_tasks_per_node,
-            bool(placement.preferred),
-            spec.min_member,
-        )
-        shape = self._shapes.get(shape_key)
-        if shape is None:
-            shape = self._shapes[shape_key] = self._shape(spec)
-        groups, total, bound, reason, single, shape_id = shape
+        shape = self.shapes.shape_of(spec)
+        total = shape.total
         estimate = (
             spec.walltime_s if spec.walltime_s is not None else self.config.default_estimate_s
         )
@@ -246,100 +228,16 @@ class SchedulerCore:
             spec=spec,
             seq=self._seq,
             phase=JobPhase.PENDING,
-            groups=groups,
+            groups=shape.groups,
             total=total,
-            bound=bound,
+            bound=shape.bound,
             estimate=estimate,
             facts=facts,
         )
-        rec.never_fits = reason
-        rec.single_column, rec.single_amount = single
-        rec.shape_id = shape_id
+        rec.never_fits = shape.never_fits
+        rec.single_column, rec.single_amount = shape.single_column, shape.single_amount
+        rec.shape_id = shape.number
         return rec
-
-    def _shape(self, spec: JobSpec) -> Shape:
-        cluster = self.cluster
-        groups: list[GroupShape] | None = []
-        for group in spec.task_groups:
-            vec = cluster.vector(group.resources)
-            if vec is None or groups is None:
-                groups = None
-                continue
-            cluster.note_request(vec)
-            groups.append(GroupShape(group.name, group.replicas, vec, group.resources))
-        total = np.zeros(len(cluster.columns), dtype=np.int64)
-        bound = total
-        if groups is not None:
-            groups = self._most_constrained_first(spec, groups)
-            for g in groups:
-                total = total + g.per_task * g.replicas
-            bound = total
-            if spec.min_member is not None:  # lower bound of what min_member tasks need
-                bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
-        single = self._single_column(spec, groups)
-        self._shape_count += 1
-        return groups, total, bound, self._never_fits(spec, groups), single, self._shape_count
-
-    def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
-        """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy
-        gang placement does not fill the few special nodes with tasks that fit anywhere."""
-        if len(groups) < 2:
-            return groups
-        cluster = self.cluster
-        allowed = cluster.allowed(spec.placement)
-        scale = np.maximum(cluster.capacity.max(axis=0), 1)
-
-        def key(group: GroupShape) -> tuple[int, float]:
-            hosts = int((task_slots(cluster.capacity, allowed, group.per_task, None) > 0).sum())
-            return hosts, -float((group.per_task / scale).sum())
-
-        return sorted(groups, key=key)
-
-    def _never_fits(self, spec: JobSpec, groups: list[GroupShape] | None) -> str:
-        """Why no node of the cluster, empty, could ever hold the job ('' if one could)."""
-        if groups is None:
-            return "asks for a resource that no node offers"
-        if not self.config.reject_unschedulable:
-            return ""
-        cluster = self.cluster
-        placement = spec.placement
-        allowed = cluster.allowed(placement)
-        best = 0
-        for group in groups:
-            counts = task_slots(
-                cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
-            )
-            holds = min(int(counts.sum()), group.replicas)
-            best += holds
-            if holds < group.replicas and spec.min_member is None:
-                return (
-                    f"task group {group.name!r} needs {group.replicas} tasks of "
-                    f"{group.resources.to_spec()} but the whole cluster holds at most {holds}"
-                )
-        if best < spec.gang_size:
-            return f"gang of {spec.gang_size} tasks cannot fit even on an empty cluster"
-        greedy = plan_groups(
-            groups,
-            cluster.capacity,
-            allowed,
-            max_per_node=placement.max_tasks_per_node,
-            min_tasks=spec.gang_size,
-            partial=spec.min_member is not None,
-            policy=self.placement,
-            cluster=cluster,
-            preference=None,
-        )
-        if greedy is not None or spec.min_member is not None:
-            return ""
-        try:
-            exact = search_placement(
-                groups, cluster.capacity, allowed, placement.max_tasks_per_node, budget=50_000
-            )
-        except SearchBudgetExceeded:
-            return ""  # too large to decide exactly: keep it queued rather than guess
-        if exact is None:
-            return "its task groups cannot all fit together even on an empty cluster"
-        return ""
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
         rec.move(JobPhase.QUEUED, now, reason)
@@ -480,22 +378,6 @@ class SchedulerCore:
             return -1
         quantum = self.cluster.quantum[col]
         return col if quantum > 0 and quantum % rec.single_amount == 0 else -1
-
-    @staticmethod
-    def _single_column(spec: JobSpec, groups: list[GroupShape] | None) -> tuple[int, int]:
-        placement = spec.placement
-        if (
-            groups is None
-            or len(groups) != 1
-            or len(groups[0].cols) != 1
-            or spec.min_member is not None
-            or placement.constrained
-            or placement.preferred
-            or placement.max_tasks_per_node is not None
-        ):
-            return -1, 0
-        col = int(groups[0].cols[0])
-        return col, int(groups[0].per_task[col])
 
     def plan(self, rec: JobRecord, free: IntArray, search: bool = True) -> Plan | None:
         """Filter and score for every group on ``free`` (not applied); None if the gang fails.

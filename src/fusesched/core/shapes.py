@@ -1,0 +1,176 @@
+"""Compiling a job's request into array form, once per job *shape*.
+
+Jobs with the same task groups, label constraints, spreading and gang size have the same
+shape: the same per-group request vectors, total, feasibility on the cluster and fast-path
+eligibility. The core compiles each shape once and numbers it; the EASY scan uses the number
+to skip jobs of a shape that already failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fusesched.core.cluster import ClusterArrays, IntArray
+from fusesched.core.placement import (
+    GroupShape,
+    SearchBudgetExceeded,
+    plan_groups,
+    search_placement,
+    task_slots,
+)
+from fusesched.model.job import JobSpec
+from fusesched.policies.placement import PlacementPolicy
+
+#: Steps of exhaustive search allowed when deciding at submission that a job can never fit.
+NEVER_FITS_SEARCH_BUDGET = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A compiled job shape."""
+
+    groups: list[GroupShape] | None  # None: asks for a resource no node has
+    total: IntArray  # the whole request
+    bound: IntArray  # what it needs at least to start (less than total with min_member)
+    never_fits: str  # why no node of the empty cluster could hold it; "" if one could
+    single_column: int  # see SchedulerCore.fluid_column; -1 if not a candidate
+    single_amount: int
+    number: int  # unique for the compiler's lifetime
+
+
+class ShapeCompiler:
+    """Compiles and caches job shapes against one cluster (clear the cache when it changes)."""
+
+    def __init__(
+        self, cluster: ClusterArrays, placement: PlacementPolicy, reject_unschedulable: bool
+    ) -> None:
+        self.cluster = cluster
+        self.placement = placement
+        self.reject_unschedulable = reject_unschedulable
+        self._cache: dict[tuple[object, ...], Shape] = {}
+        self._count = 0
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def shape_of(self, spec: JobSpec) -> Shape:
+        placement = spec.placement
+        key = (
+            spec.task_groups,
+            placement.cache_key() if placement.constrained else None,
+            placement.max_tasks_per_node,
+            bool(placement.preferred),
+            spec.min_member,
+        )
+        shape = self._cache.get(key)
+        if shape is None:
+            shape = self._cache[key] = self._compile(spec)
+        return shape
+
+    def _compile(self, spec: JobSpec) -> Shape:
+        cluster = self.cluster
+        groups: list[GroupShape] | None = []
+        for group in spec.task_groups:
+            vec = cluster.vector(group.resources)
+            if vec is None or groups is None:
+                groups = None
+                continue
+            cluster.note_request(vec)
+            groups.append(GroupShape(group.name, group.replicas, vec, group.resources))
+        total = np.zeros(len(cluster.columns), dtype=np.int64)
+        bound = total
+        if groups is not None:
+            groups = self._most_constrained_first(spec, groups)
+            for g in groups:
+                total = total + g.per_task * g.replicas
+            bound = total
+            if spec.min_member is not None:  # lower bound of what min_member tasks need
+                bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
+        column, amount = self._single_column(spec, groups)
+        self._count += 1
+        return Shape(
+            groups, total, bound, self._never_fits(spec, groups), column, amount, self._count
+        )
+
+    def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
+        """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy
+        gang placement does not fill the few special nodes with tasks that fit anywhere."""
+        if len(groups) < 2:
+            return groups
+        cluster = self.cluster
+        allowed = cluster.allowed(spec.placement)
+        scale = np.maximum(cluster.capacity.max(axis=0), 1)
+
+        def key(group: GroupShape) -> tuple[int, float]:
+            hosts = int((task_slots(cluster.capacity, allowed, group.per_task, None) > 0).sum())
+            return hosts, -float((group.per_task / scale).sum())
+
+        return sorted(groups, key=key)
+
+    def _never_fits(self, spec: JobSpec, groups: list[GroupShape] | None) -> str:
+        """Why no node of the cluster, empty, could ever hold the job ('' if one could)."""
+        if groups is None:
+            return "asks for a resource that no node offers"
+        if not self.reject_unschedulable:
+            return ""
+        cluster = self.cluster
+        placement = spec.placement
+        allowed = cluster.allowed(placement)
+        best = 0
+        for group in groups:
+            counts = task_slots(
+                cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
+            )
+            holds = min(int(counts.sum()), group.replicas)
+            best += holds
+            if holds < group.replicas and spec.min_member is None:
+                return (
+                    f"task group {group.name!r} needs {group.replicas} tasks of "
+                    f"{group.resources.to_spec()} but the whole cluster holds at most {holds}"
+                )
+        if best < spec.gang_size:
+            return f"gang of {spec.gang_size} tasks cannot fit even on an empty cluster"
+        greedy = plan_groups(
+            groups,
+            cluster.capacity,
+            allowed,
+            max_per_node=placement.max_tasks_per_node,
+            min_tasks=spec.gang_size,
+            partial=spec.min_member is not None,
+            policy=self.placement,
+            cluster=cluster,
+            preference=None,
+        )
+        if greedy is not None or spec.min_member is not None:
+            return ""
+        try:
+            exact = search_placement(
+                groups,
+                cluster.capacity,
+                allowed,
+                placement.max_tasks_per_node,
+                budget=NEVER_FITS_SEARCH_BUDGET,
+            )
+        except SearchBudgetExceeded:
+            return ""  # too large to decide exactly: keep it queued rather than guess
+        if exact is None:
+            return "its task groups cannot all fit together even on an empty cluster"
+        return ""
+
+    @staticmethod
+    def _single_column(spec: JobSpec, groups: list[GroupShape] | None) -> tuple[int, int]:
+        placement = spec.placement
+        if (
+            groups is None
+            or len(groups) != 1
+            or len(groups[0].cols) != 1
+            or spec.min_member is not None
+            or placement.constrained
+            or placement.preferred
+            or placement.max_tasks_per_node is not None
+        ):
+            return -1, 0
+        col = int(groups[0].cols[0])
+        return col, int(groups[0].per_task[col])
