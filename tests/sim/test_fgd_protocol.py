@@ -294,21 +294,9 @@ def test_same_seed_same_placements(policy: str) -> None:
     )
 
 
-_pod_rows = st.lists(
-    st.tuples(
-        st.integers(0, 40_000),
-        st.integers(0, 100_000),
-        st.sampled_from([0, 1, 1, 1, 2, 4, 8]),
-        st.integers(1, 1000),
-    ).map(lambda r: (r[0], r[1], r[2], 0 if r[2] == 0 else (r[3] if r[2] == 1 else 1000))),
-    min_size=1,
-    max_size=12,
-).filter(lambda rows: any(r[2] for r in rows))
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    node_rows=st.lists(
+def gpu_cases(max_nodes: int, max_pods: int) -> st.SearchStrategy[tuple[OpenbNodes, OpenbPods]]:
+    """Random small openb clusters and pod lists (at least one GPU pod), for the properties."""
+    node_rows = st.lists(
         st.tuples(
             st.integers(1000, 128_000),
             st.integers(1000, 400_000),
@@ -316,28 +304,52 @@ _pod_rows = st.lists(
             st.sampled_from(["T4", "G2"]),
         ),
         min_size=1,
-        max_size=4,
-    ),
-    pod_rows=_pod_rows,
-    specs=st.lists(st.sampled_from([(), ("T4",), ("G2",), ("T4", "G2")]), min_size=12, max_size=12),
+        max_size=max_nodes,
+    )
+    pod_rows = st.lists(
+        st.tuples(
+            st.integers(0, 40_000),
+            st.integers(0, 100_000),
+            st.sampled_from([0, 1, 1, 1, 2, 4, 8]),
+            st.integers(1, 1000),
+        ).map(lambda r: (r[0], r[1], r[2], 0 if r[2] == 0 else (r[3] if r[2] == 1 else 1000))),
+        min_size=1,
+        max_size=max_pods,
+    ).filter(lambda rows: any(r[2] for r in rows))
+    specs = st.lists(
+        st.sampled_from([(), ("T4",), ("G2",), ("T4", "G2")]), min_size=max_pods, max_size=max_pods
+    )
+
+    def build(
+        nodes: list[tuple[int, int, int, str]],
+        pods: list[tuple[int, int, int, int]],
+        spec: list[tuple[str, ...]],
+    ) -> tuple[OpenbNodes, OpenbPods]:
+        cpu, mem, gpus, model = (list(c) for c in zip(*nodes, strict=True))
+        spec = [s if r[2] else () for s, r in zip(spec, pods, strict=False)]
+        return _nodes(cpu, mem, gpus, model), _pods(pods, spec)
+
+    return st.builds(build, node_rows, pod_rows, specs)
+
+
+def check_run(run: FgdRun, nodes: OpenbNodes, pods: OpenbPods) -> None:
+    """Nothing over-committed; allocation never shrinks; fragmentation never negative."""
+    _check_accounting(run, nodes, pods)
+    assert (np.diff(run.allocated_milli) >= 0).all()
+    assert (run.frag_milli >= -1e-6).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    case=gpu_cases(max_nodes=4, max_pods=12),
     policy=st.sampled_from(sorted(GPU_SCORERS)),
     seed=st.integers(0, 2**16),
 )
 def test_accounting_never_overcommits(
-    node_rows: list[tuple[int, int, int, str]],
-    pod_rows: list[tuple[int, int, int, int]],
-    specs: list[tuple[str, ...]],
-    policy: str,
-    seed: int,
+    case: tuple[OpenbNodes, OpenbPods], policy: str, seed: int
 ) -> None:
-    cpu, mem, gpus, model = (list(c) for c in zip(*node_rows, strict=True))
-    nodes = _nodes(cpu, mem, gpus, model)
-    spec = [s if r[2] else () for s, r in zip(specs, pod_rows, strict=False)]
-    pods = _pods(pod_rows, spec)
-    run = run_fgd(nodes, pods, policy, seed)
-    _check_accounting(run, nodes, pods)
-    assert (np.diff(run.allocated_milli) >= 0).all()
-    assert (run.frag_milli >= -1e-6).all()
+    nodes, pods = case
+    check_run(run_fgd(nodes, pods, policy, seed), nodes, pods)
 
 
 needs_trace = pytest.mark.skipif(

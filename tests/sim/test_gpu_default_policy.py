@@ -23,8 +23,9 @@ from fusesched.policies.gpu_scores import (
     select_gpus,
 )
 from fusesched.sim.protocols.fgd import run_fgd
+from fusesched.traces.openb import OpenbNodes, OpenbPods
 
-from .test_fgd_protocol import _candidates, _check_accounting, _nodes, _pods, _target
+from .test_fgd_protocol import _candidates, _target, check_run, gpu_cases
 
 SHARE_200 = PodRequest(16_000, 200, 1)
 SHARE_300 = PodRequest(16_000, 300, 1)
@@ -115,44 +116,8 @@ def test_default_gpu_choice(
     assert select_gpus("default", node(), pod, ctx).tolist() == default
 
 
-_pod_rows = st.lists(
-    st.tuples(
-        st.integers(0, 40_000),
-        st.integers(0, 100_000),
-        st.sampled_from([0, 1, 1, 1, 2, 4, 8]),
-        st.integers(1, 1000),
-    ).map(lambda r: (r[0], r[1], r[2], 0 if r[2] == 0 else (r[3] if r[2] == 1 else 1000))),
-    min_size=1,
-    max_size=16,
-).filter(lambda rows: any(r[2] for r in rows))
-
-
 @settings(max_examples=80, deadline=None)
-@given(
-    node_rows=st.lists(
-        st.tuples(
-            st.integers(1000, 128_000),
-            st.integers(1000, 400_000),
-            st.sampled_from([1, 2, 4, 8]),
-            st.sampled_from(["T4", "G2"]),
-        ),
-        min_size=1,
-        max_size=5,
-    ),
-    pod_rows=_pod_rows,
-    specs=st.lists(st.sampled_from([(), ("T4",), ("G2",), ("T4", "G2")]), min_size=16, max_size=16),
-    seed=st.integers(0, 2**16),
-)
-def test_default_never_overcommits(
-    node_rows: list[tuple[int, int, int, str]],
-    pod_rows: list[tuple[int, int, int, int]],
-    specs: list[tuple[str, ...]],
-    seed: int,
-) -> None:
-    cpu, mem, gpus, model = (list(c) for c in zip(*node_rows, strict=True))
-    nodes = _nodes(cpu, mem, gpus, model)
-    spec = [s if r[2] else () for s, r in zip(specs, pod_rows, strict=False)]
-    pods = _pods(pod_rows, spec)
-    run = run_fgd(nodes, pods, "default", seed)
-    _check_accounting(run, nodes, pods)
-    assert (np.diff(run.allocated_milli) >= 0).all()
+@given(case=gpu_cases(max_nodes=5, max_pods=16), seed=st.integers(0, 2**16))
+def test_default_never_overcommits(case: tuple[OpenbNodes, OpenbPods], seed: int) -> None:
+    nodes, pods = case
+    check_run(run_fgd(nodes, pods, "default", seed), nodes, pods)
