@@ -57,7 +57,7 @@ from fusesched.model.node import (
 )
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.policies.registry import CoreConfig
-from machine_info import machine
+from machine_info import describe, machine
 
 GI = 2**30
 RACK_SIZE = 32
@@ -367,12 +367,7 @@ def main() -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     info = machine()
-    console.print(
-        f"[bold]machine[/]: {info['cpu']}, {info['cores']} cores "
-        f"({info['usable_cores']} usable), Python {info['python']}, NumPy {info['numpy']}, "
-        f"fusesched {info['fusesched']} (git {info['git']}, src sha256 {info['src_sha256']}), "
-        f"load average {info['loadavg_at_start']:.2f}"
-    )
+    console.print(describe(info))
     t0 = time.perf_counter()
     jobs, mix = make_jobs(args.jobs, args.seed)
     shapes = distinct_shapes(jobs)

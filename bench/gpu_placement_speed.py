@@ -29,7 +29,7 @@ from rich.table import Table
 
 from fusesched.sim.protocols.fgd import DEFAULT_SEEDS, run_fgd
 from fusesched.traces.openb import OpenbNodes, load_openb_nodes, load_openb_pods
-from machine_info import machine
+from machine_info import describe, machine
 
 OPENB = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
 
@@ -77,10 +77,7 @@ def main() -> None:
         sys.exit(f"{OPENB} is absent: this benchmark needs ../shared")
     console = Console()
     info = machine()
-    console.print(
-        f"machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, "
-        f"NumPy {info['numpy']} (git {info['git']}, src sha256 {info['src_sha256']})"
-    )
+    console.print(describe(info))
     nodes = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
     pods = load_openb_pods(OPENB / "openb_pod_list_default.csv")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]

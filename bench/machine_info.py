@@ -51,3 +51,13 @@ def machine() -> dict[str, Any]:
         "src_sha256": digest.hexdigest()[:16],
         "loadavg_at_start": os.getloadavg()[0],
     }
+
+
+def describe(info: dict[str, Any]) -> str:
+    """The one-line machine description every benchmark prints first."""
+    return (
+        f"[bold]machine[/]: {info['cpu']}, {info['cores']} cores "
+        f"({info['usable_cores']} usable), Python {info['python']}, NumPy {info['numpy']}, "
+        f"fusesched {info['fusesched']} (git {info['git']}, src sha256 {info['src_sha256']}), "
+        f"load average {info['loadavg_at_start']:.2f}"
+    )

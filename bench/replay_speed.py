@@ -41,7 +41,7 @@ from fusesched.sim.metrics import summarize
 from fusesched.sim.protocols.rlscheduler import BSLD_THRESHOLD_S, replay_whole_trace
 from fusesched.sim.workload import Workload, swf_workload
 from fusesched.traces.swf import SwfTrace, load_swf, rlscheduler_jobs
-from machine_info import machine
+from machine_info import describe, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT.parent / "shared" / "traces" / "pwa-swf"
@@ -140,12 +140,7 @@ def main() -> None:
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     info = machine()
-    console.print(
-        f"[bold]machine[/]: {info['cpu']}, {info['cores']} cores "
-        f"({info['usable_cores']} usable), Python {info['python']}, NumPy {info['numpy']}, "
-        f"fusesched {info['fusesched']} (git {info['git']}, src sha256 {info['src_sha256']}), "
-        f"load average {info['loadavg_at_start']:.2f}"
-    )
+    console.print(describe(info))
     results: list[dict[str, Any]] = []
     for name in names:
         path = args.traces_dir / TRACES[name]
