@@ -218,11 +218,7 @@ class ClusterArrays:
         ``unique`` promises that no node appears twice, which allows a faster update;
         ``total`` may pass the column sums of ``amounts`` when the caller knows them.
         """
-        if unique:
-            self.free[nodes] -= amounts
-        else:
-            np.subtract.at(self.free, nodes, amounts)
-        self.free_total -= self._up_sum(nodes, amounts, total)
+        self._change(nodes, -amounts, unique, None if total is None else -total)
 
     def give(
         self,
@@ -231,27 +227,31 @@ class ClusterArrays:
         unique: bool = False,
         total: IntArray | None = None,
     ) -> None:
-        if unique:
-            self.free[nodes] += amounts
-        else:
-            np.add.at(self.free, nodes, amounts)
-        self.free_total += self._up_sum(nodes, amounts, total)
+        """Release what :meth:`take` allocated (same arguments)."""
+        self._change(nodes, amounts, unique, total)
         self._lower_first_free(nodes)
+
+    def _change(
+        self, nodes: IntArray, delta: IntArray, unique: bool, total: IntArray | None
+    ) -> None:
+        if unique:
+            self.free[nodes] += delta
+        else:
+            np.add.at(self.free, nodes, delta)
+        self.free_total += self._up_sum(nodes, delta, total)
 
     def take_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
         """:meth:`take` for an allocation of one column (distinct nodes; ``total`` its sums)."""
-        self.free[nodes, col] -= amounts
-        self.free_total[col] -= (
-            int(total[col]) if self.all_up else int(amounts[self.up[nodes]].sum())
-        )
+        self._change_column(nodes, col, -amounts, -int(total[col]))
 
     def give_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
         """:meth:`give` for an allocation of one column (distinct nodes)."""
-        self.free[nodes, col] += amounts
-        self.free_total[col] += (
-            int(total[col]) if self.all_up else int(amounts[self.up[nodes]].sum())
-        )
+        self._change_column(nodes, col, amounts, int(total[col]))
         self._lower_first_free(nodes)
+
+    def _change_column(self, nodes: IntArray, col: int, delta: IntArray, total: int) -> None:
+        self.free[nodes, col] += delta
+        self.free_total[col] += total if self.all_up else int(delta[self.up[nodes]].sum())
 
     def _lower_first_free(self, nodes: IntArray) -> None:
         if self._first_free and len(nodes):
