@@ -4,15 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit bench clean system
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/fusesched demo
+# The embedded default: a controller (SQLite) and two local agents run a small mixed workload.
+run: $(STAMP) system
+	rm -rf .run && $(BIN)/fusesched up --demo --agents 2 --data-dir .run --port 0
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests $(wildcard bench)
@@ -21,7 +22,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-unit: $(STAMP)
+# Debian packages and services the tests use (bubblewrap, OpenMPI, Slurm, PostgreSQL, ...).
+system:
+	bash scripts/system_deps.sh
+
+unit: $(STAMP) system
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit

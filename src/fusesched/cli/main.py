@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fusesched import __version__
+from fusesched.cli import live
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
     RunResult,
@@ -202,7 +203,7 @@ def _fgd_table(title: str, results: list[RunResult]) -> Table:
     return table
 
 
-@app.command()
+@app.command(rich_help_panel="Simulate")
 def simulate(
     trace: Annotated[
         str,
@@ -292,7 +293,7 @@ def simulate(
         console.print(f"wrote {plot_out}")
 
 
-@app.command()
+@app.command(rich_help_panel="Simulate")
 def policies() -> None:
     """List the registered policies."""
     table = Table(title="registered policies")
@@ -308,7 +309,7 @@ def policies() -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(rich_help_panel="Simulate")
 def demo() -> None:
     """What `make run` shows: real traces replayed through several policies."""
     shared = shared_dir()
@@ -331,6 +332,9 @@ def demo() -> None:
     console.rule("GPU placement on the Alibaba openb trace (FGD protocol, 2 seeds)")
     label, results = _compare_fgd("gpu_node", "default", "best-fit,fgd", "42-43")
     console.print(_fgd_table(f"{label} — published at 130 %: best-fit 93.08, fgd 95.39", results))
+
+
+live.register(app)
 
 
 def main() -> None:

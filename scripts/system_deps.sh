@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs and starts the real system parts the tests use: bubblewrap and busybox (containers),
+# OpenMPI, Slurm + munge (the comparison benchmark) and PostgreSQL (the second store). Safe to run again: installs only what is missing, starts only what is down.
+set -euo pipefail
+
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v slurmctld >/dev/null || need+=(slurm-wlm)
+command -v munged >/dev/null || need+=(munge)
+command -v pg_ctlcluster >/dev/null || need+=(postgresql)
+command -v busybox >/dev/null || need+=(busybox-static)  # a tiny real image for container tests
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "system_deps: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+        || { $SUDO apt-get update -q >/dev/null && \
+             $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null; }
+fi
+
+# PostgreSQL on 127.0.0.1:5432 with trust auth (the tests use database "test").
+if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+    version="$(ls /etc/postgresql | sort -V | tail -1)"
+    echo "system_deps: starting PostgreSQL $version"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+    for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 0.5; done
+fi
+if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+    psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='test'" \
+        | grep -q 1 || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE test" >/dev/null
+fi
+echo "system_deps: ok"

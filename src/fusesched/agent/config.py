@@ -1,0 +1,143 @@
+"""The node agent's configuration file (YAML), validated with pydantic.
+
+Every field is optional; an empty file (or none at all) describes the machine as discovered.
+Unknown keys are errors, so a typo never passes silently::
+
+    name: gpu-node-7            # default: the host name
+    address: 10.0.0.7           # how peers reach this node (MASTER_ADDR, mpirun)
+    cpu: 16                     # advertise 16 CPUs instead of the discovered count
+    memory: 64Gi
+    resources: {fpga: 1, rdma: 4}
+    labels: {fusesched.io/pool: gpu}
+    fake_devices:               # pretend GPUs, for testing on GPU-less machines
+      - {index: 0, model: H200, memory_bytes: 150754820096}
+    work_dir: /var/lib/fusesched/work
+    image_cache_dir: /var/lib/fusesched/images
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fusesched.api.wire import DeviceInfo
+from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
+
+_DEFAULT_ROOT = Path(tempfile.gettempdir()) / "fusesched"
+
+
+class ConfigError(ValueError):
+    """The agent's configuration file cannot be read or is invalid (the message says where)."""
+
+
+class BindMount(BaseModel):
+    """A host path made visible inside every container task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    src: Path
+    dst: str  # absolute path inside the container; must exist in the image (read-only root)
+    read_only: bool = True
+
+    @field_validator("dst")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path inside the container, not {value!r}")
+        return value
+
+
+class AgentConfig(BaseModel):
+    """What a node agent advertises and where it keeps its files."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None  # node name; default: the host name
+    address: str | None = None  # default: the address of the interface with the default route
+    cpu: int | None = Field(default=None, ge=1)  # override of the discovered logical CPU count
+    cpu_ids: list[int] | None = None  # CPUs tasks may be pinned to; default: discovered
+    memory: str | int | None = None  # override, e.g. "64Gi"
+    resources: dict[str, str | int] = Field(default_factory=dict)  # extra, e.g. {fpga: 1}
+    labels: dict[str, str] = Field(default_factory=dict)  # added to (and override) discovered
+    fake_devices: list[DeviceInfo] = Field(default_factory=list)  # appended to NVML's devices
+    nvml: bool = True  # probe NVIDIA GPUs through NVML
+    work_dir: Path = _DEFAULT_ROOT / "work"  # per-task folders: logs, scripts
+    image_cache_dir: Path = _DEFAULT_ROOT / "images"  # unpacked images, by content hash
+    memory_cgroup: bool = True  # enforce memory limits with a cgroup v1 memory cgroup
+    container_binds: list[BindMount] = Field(default_factory=list)  # e.g. GPU driver libraries
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | int | None) -> str | int | None:
+        if value is not None:
+            parse_quantity("memory", value)
+        return value
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, str | int]) -> dict[str, str | int]:
+        for key, amount in value.items():
+            name = canonical_name(key)
+            if name in ("cpu", "memory"):
+                raise ValueError(f"set {name} with the top-level '{name}' key, not in resources")
+            parse_quantity(name, amount)
+        return value
+
+    @field_validator("cpu_ids")
+    @classmethod
+    def _cpu_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if any(cpu < 0 for cpu in value):
+                raise ValueError("CPU ids must not be negative")
+            if len(set(value)) != len(value):
+                raise ValueError("CPU ids must not repeat")
+        return value
+
+    def memory_bytes(self) -> int | None:
+        """The memory override in bytes, if any."""
+        return None if self.memory is None else parse_quantity("memory", self.memory)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def parse_config(data: Any, source: str = "<config>") -> AgentConfig:
+    """Validate already-loaded YAML data; errors name the source and each bad field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of settings, got {type(data).__name__}")
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [
+            f"  {_location(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()
+        ]
+        raise ConfigError(f"{source}: invalid agent configuration\n" + "\n".join(lines)) from None
+    except QuantityError as exc:  # pragma: no cover - validators wrap these as ValueError
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_config(path: Path | str | None) -> AgentConfig:
+    """Read the YAML configuration file at ``path`` (``None``: all defaults)."""
+    if path is None:
+        return AgentConfig()
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read agent configuration: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}: not valid YAML{where}: {problem}") from None
+    return parse_config(data, source)

@@ -1,0 +1,157 @@
+"""A runtime whose tasks only pretend to run, on an injected clock (simulator-vs-live parity).
+
+Each task "runs" for a duration taken, in this order, from the ``durations`` mapping (by task
+id, then by job id), the launch's ``FUSESCHED_FAKE_DURATION`` environment variable (seconds),
+or ``default_duration_s``; then it exits with ``FUSESCHED_FAKE_EXIT_CODE`` (default 0). A task
+longer than its walltime ends at the walltime with exit code -15 and reason "walltime
+exceeded", as a real task that does not trap SIGTERM does; ``kill`` ends a task at once with
+-15 and the given reason. ``FUSESCHED_FAKE_FAIL_TO_START=<reason>`` makes the start fail;
+``FUSESCHED_FAKE_OUTPUT`` is the task's log.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fusesched.agent.runtime import (
+    MAX_LOG_CHUNK,
+    REASON_SHUTDOWN,
+    REASON_WALLTIME,
+    complete_utf8,
+    decode_log_bytes,
+)
+from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
+
+FAKE_DURATION_ENV = "FUSESCHED_FAKE_DURATION"
+FAKE_EXIT_CODE_ENV = "FUSESCHED_FAKE_EXIT_CODE"
+FAKE_FAIL_ENV = "FUSESCHED_FAKE_FAIL_TO_START"
+FAKE_OUTPUT_ENV = "FUSESCHED_FAKE_OUTPUT"
+SIGTERM_EXIT = -15
+
+
+@dataclass
+class _FakeTask:
+    launch: TaskLaunch
+    pid: int
+    seq: int
+    started_at: float
+    end_at: float
+    exit_code: int
+    reason: str
+
+
+class FakeRuntime:
+    """Same interface as :class:`~fusesched.agent.runtime.ProcessRuntime`; no processes."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        durations: Mapping[str, float] | None = None,
+        *,
+        default_duration_s: float = 0.0,
+    ) -> None:
+        self._clock = clock
+        self._durations = dict(durations or {})
+        self._default = default_duration_s
+        self._tasks: dict[str, _FakeTask] = {}
+        self._logs: dict[str, bytes] = {}
+        self._pending: list[TaskReport] = []
+        self._pids = itertools.count(100_000)
+        self._seq = itertools.count()
+        self.exit_times: dict[str, float] = {}  # task id → clock time at which it ended
+
+    def _duration(self, launch: TaskLaunch) -> float:
+        for key in (launch.task_id, launch.job_id):
+            if key in self._durations:
+                return float(self._durations[key])
+        if FAKE_DURATION_ENV in launch.env:
+            return float(launch.env[FAKE_DURATION_ENV])
+        return self._default
+
+    def start(self, launch: TaskLaunch) -> None:
+        if launch.task_id in self._tasks:
+            return
+        env = launch.env
+        if FAKE_FAIL_ENV in env:
+            self._pending.append(
+                TaskReport(
+                    task_id=launch.task_id,
+                    state=TaskState.FAILED_TO_START,
+                    reason=env[FAKE_FAIL_ENV],
+                )
+            )
+            return
+        try:
+            duration = self._duration(launch)
+            code = int(env.get(FAKE_EXIT_CODE_ENV, "0"))
+        except ValueError as exc:
+            self._pending.append(
+                TaskReport(
+                    task_id=launch.task_id,
+                    state=TaskState.FAILED_TO_START,
+                    reason=f"bad fake task settings: {exc}",
+                )
+            )
+            return
+        now = self._clock()
+        end, reason = now + max(0.0, duration), ""
+        if launch.walltime_s is not None and duration > launch.walltime_s:
+            end, code, reason = now + launch.walltime_s, SIGTERM_EXIT, REASON_WALLTIME
+        task = _FakeTask(launch, next(self._pids), next(self._seq), now, end, code, reason)
+        self._tasks[launch.task_id] = task
+        self._logs[launch.task_id] = env.get(FAKE_OUTPUT_ENV, "").encode()
+        self._pending.append(
+            TaskReport(task_id=launch.task_id, state=TaskState.RUNNING, pid=task.pid)
+        )
+
+    def poll(self) -> list[TaskReport]:
+        now = self._clock()
+        done = sorted(
+            (t for t in self._tasks.values() if t.end_at <= now), key=lambda t: (t.end_at, t.seq)
+        )
+        for task in done:
+            task_id = task.launch.task_id
+            del self._tasks[task_id]
+            self.exit_times[task_id] = task.end_at
+            self._pending.append(
+                TaskReport(
+                    task_id=task_id,
+                    state=TaskState.EXITED,
+                    exit_code=task.exit_code,
+                    reason=task.reason,
+                    pid=task.pid,
+                )
+            )
+        reports, self._pending = self._pending, []
+        return reports
+
+    def kill(self, task_id: str, grace_s: float = 10.0, reason: str = "cancelled") -> None:
+        task = self._tasks.get(task_id)
+        if task is None:
+            return
+        now = self._clock()
+        if now < task.end_at:
+            task.end_at, task.exit_code, task.reason = now, SIGTERM_EXIT, reason
+
+    def running(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def next_deadline(self) -> float | None:
+        return min((t.end_at for t in self._tasks.values()), default=None)
+
+    def read_log(
+        self, task_id: str, offset: int = 0, max_bytes: int = MAX_LOG_CHUNK
+    ) -> LogChunk | None:
+        log = self._logs.get(task_id, b"")
+        data = log[offset : offset + max(4, max_bytes)]
+        if offset + len(data) < len(log):
+            data = complete_utf8(data)
+        if not data:
+            return None
+        return LogChunk(task_id=task_id, offset=offset, data=decode_log_bytes(data))
+
+    def shutdown(self, grace_s: float = 5.0) -> None:
+        for task_id in list(self._tasks):
+            self.kill(task_id, grace_s, REASON_SHUTDOWN)

@@ -1,0 +1,103 @@
+"""Messages between the controller and its node agents (JSON over HTTP, pydantic-validated).
+
+The agent *pulls*: it registers once, then heartbeats; each heartbeat carries what happened on
+the node since the last one (task starts, exits, log chunks) and its answer carries what the
+node must do next (launch these tasks, kill those). Only agents open connections, so a node
+behind NAT or a firewall still works, and a restarted controller loses nothing it cannot learn
+again at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
+TASK_DIR_PLACEHOLDER = "{task_dir}"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceInfo(_Wire):
+    """One accelerator (or one MIG instance of one) on the node."""
+
+    kind: str = "nvidia.com/gpu"  # resource name it counts towards (MIG: nvidia.com/mig-1g.10gb)
+    index: int  # the index CUDA_VISIBLE_DEVICES uses (MIG: the parent GPU's index)
+    uuid: str = ""  # MIG instances are selected by UUID ("MIG-...")
+    model: str = ""  # e.g. "H200", "V100"
+    memory_bytes: int = 0
+    mig_profile: str | None = None  # e.g. "1g.10gb" for a MIG instance
+
+
+class NodeInventory(_Wire):
+    """What an agent discovered about its node, sent at registration."""
+
+    name: str
+    address: str = "127.0.0.1"  # how peers (MASTER_ADDR, mpirun) reach this node
+    resources: dict[str, str]  # quantities as strings, e.g. {"cpu": "16", "memory": "64Gi"}
+    labels: dict[str, str] = Field(default_factory=dict)
+    devices: list[DeviceInfo] = Field(default_factory=list)
+    cpu_ids: list[int] = Field(default_factory=list)  # logical CPUs tasks may be pinned to
+
+
+class TaskLaunch(_Wire):
+    """Start one task (an OS process, maybe in a container) on this node."""
+
+    task_id: str  # "<job id>.<group>.<index>"
+    job_id: str
+    argv: list[str] = Field(default_factory=list)  # the command, or empty when script is set
+    script: str | None = None  # a batch script, run with bash (#SBATCH lines are comments)
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    cpu_ids: list[int] = Field(default_factory=list)  # affinity; empty: no pinning
+    gpu_indices: list[int] = Field(default_factory=list)  # -> CUDA_VISIBLE_DEVICES
+    gpu_uuids: list[str] = Field(default_factory=list)  # MIG instances, by UUID
+    memory_bytes: int | None = None  # hard limit where the kernel lets the agent set one
+    image: str | None = None  # container root filesystem: a directory or a tarball
+    walltime_s: float | None = None  # the agent kills the task when it runs longer
+    grace_s: float = 10.0  # SIGTERM -> SIGKILL delay on cancel or walltime
+    files: dict[str, str] = Field(default_factory=dict)  # name -> text, written to the task dir
+
+
+class TaskState(StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+    FAILED_TO_START = "failed-to-start"
+
+
+class TaskReport(_Wire):
+    task_id: str
+    state: TaskState
+    exit_code: int | None = None  # for EXITED: the code, or -signal when killed by a signal
+    reason: str = ""  # e.g. "cancelled", "walltime exceeded", "image not found: ..."
+    pid: int | None = None
+
+
+class LogChunk(_Wire):
+    task_id: str
+    offset: int  # byte offset of ``data`` in the task's combined stdout/stderr log
+    data: str
+
+
+class Heartbeat(_Wire):
+    node: str
+    reports: list[TaskReport] = Field(default_factory=list)
+    logs: list[LogChunk] = Field(default_factory=list)
+    # every task id still alive here, or None when this beat does not say (a quick report
+    # sent between two full beats); the controller checks for lost tasks only on full beats
+    running: list[str] | None = None
+
+
+class KillTask(_Wire):
+    task_id: str
+    grace_s: float = 10.0
+    reason: str = "cancelled"
+
+
+class HeartbeatReply(_Wire):
+    launch: list[TaskLaunch] = Field(default_factory=list)
+    kill: list[KillTask] = Field(default_factory=list)
+    interval_s: float = 1.0  # when to heartbeat next (the agent may long-poll sooner)

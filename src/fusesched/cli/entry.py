@@ -1,0 +1,30 @@
+"""The ``fusesched`` console script.
+
+Client commands (``submit``, ``jobs``, ``show``…) are run through a command table that holds
+only them, so a submission does not import the simulator, NumPy and the policies first: a
+scripted loop of ``fusesched submit`` calls starts several times faster. Everything else
+(and ``--help``) goes through the full command table in :mod:`fusesched.cli.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+CLIENT_COMMANDS = frozenset(
+    {"submit", "sbatch", "jobs", "show", "logs", "cancel", "nodes", "queues"}
+)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in CLIENT_COMMANDS:
+        import typer
+
+        from fusesched.cli.live import register_clients
+
+        app = typer.Typer(name="fusesched", add_completion=False, pretty_exceptions_enable=False)
+        register_clients(app)
+        app()
+        return
+    from fusesched.cli.main import main as full
+
+    full()

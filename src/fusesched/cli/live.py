@@ -1,0 +1,436 @@
+"""The live commands: run a controller or an agent, submit and watch jobs.
+
+Every client command finds the controller through ``--controller URL`` or the
+``FUSESCHED_CONTROLLER`` variable, and takes ``--json`` for machine-readable output. Heavy
+modules are imported inside the commands, so ``fusesched submit`` starts quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err = Console(stderr=True)
+
+ControllerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--controller",
+        envvar="FUSESCHED_CONTROLLER",
+        help="Controller URL (default: FUSESCHED_CONTROLLER, else http://127.0.0.1:8642).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DataDirOpt = Annotated[
+    Path,
+    typer.Option("--data-dir", help="Where the database, logs and task files live."),
+]
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _client(url: str | None) -> Any:
+    from fusesched.sdk import Client
+
+    return Client(url)
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from fusesched.sdk import ControllerError
+
+    try:
+        return fn(*args, **kwargs)
+    except ControllerError as exc:
+        _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _ago(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def _elapsed(job: dict[str, Any]) -> str:
+    start, end = job.get("start_time"), job.get("end_time")
+    if start is None:
+        return "-"
+    seconds = (end if end is not None else time.time()) - start
+    return f"{seconds:.1f}s" if seconds < 60 else time.strftime("%H:%M:%S", time.gmtime(seconds))
+
+
+STATE_STYLE = {
+    "Pending": "yellow",
+    "Running": "cyan",
+    "Completed": "green",
+    "Failed": "red",
+    "Cancelled": "magenta",
+}
+
+
+def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("id", "name", "user", "type", "queue", "state", "exit", "time", "nodes"):
+        table.add_column(name, justify="right" if name in ("exit", "time") else "left")
+    for job in jobs:
+        state = job["state"]
+        code = job.get("exit_code")
+        table.add_row(
+            job["id"],
+            job.get("name") or "",
+            job.get("user") or "",
+            job.get("type") or "",
+            job.get("queue") or "",
+            f"[{STATE_STYLE.get(state, 'white')}]{state}[/]",
+            "" if code is None else str(code),
+            _elapsed(job),
+            ",".join(job.get("nodes") or []),
+        )
+    return table
+
+
+# ---------------------------------------------------------------------- servers
+
+
+def controller(
+    data_dir: DataDirOpt = Path("fusesched-data"),
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="Database URL (default: SQLite in --data-dir), e.g. postgresql+psycopg://"
+        ),
+    ] = None,
+    queue_order: Annotated[str, typer.Option(help="Queue-order policy.")] = "fcfs",
+    backfill: Annotated[str, typer.Option(help="Backfill: none, easy, conservative.")] = "easy",
+    placement: Annotated[str, typer.Option(help="Placement policy.")] = "best-fit",
+) -> None:
+    """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
+    from fusesched.controller.server import ControllerServer
+    from fusesched.policies.registry import CoreConfig, PolicyError
+
+    try:
+        core = CoreConfig(queue_order=queue_order, backfill=backfill, placement=placement)
+    except PolicyError as exc:
+        _fail(str(exc), 2)
+    try:
+        server = ControllerServer(data_dir, host, port, db, core)
+    except OSError as exc:
+        _fail(str(exc))
+    err.print(f"fusesched controller at [bold]{server.url}[/] (data in {data_dir})")
+    server.serve_forever()
+
+
+def agent(
+    controller_url: Annotated[
+        str,
+        typer.Option(
+            "--controller", envvar="FUSESCHED_CONTROLLER", help="Controller URL to register with."
+        ),
+    ] = "http://127.0.0.1:8642",
+    config: Annotated[
+        Path | None, typer.Option(help="Agent config file (YAML): name, labels, resources…")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Node name (default: the host name).")] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Where task files and logs go on this node.")
+    ] = None,
+) -> None:
+    """Run a node agent: register this node, then launch and watch the tasks it is given."""
+    from fusesched.cli.local import start_agent
+
+    try:
+        handle = start_agent(controller_url, config, name=name, work_dir=work_dir)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc), 2)
+    err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        handle.stop()
+
+
+def up(
+    data_dir: DataDirOpt = Path("fusesched-data"),
+    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    agents: Annotated[int, typer.Option(min=1, max=64, help="Local agents to start.")] = 1,
+    config: Annotated[
+        Path | None, typer.Option(help="Agent config file for the local agent(s).")
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option(help="Submit a small mixed workload, show it live, then stop.")
+    ] = False,
+) -> None:
+    """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
+    from fusesched.cli.local import LocalCluster
+
+    try:
+        cluster = LocalCluster(data_dir, port=port, agents=agents, agent_config=config).start()
+    except (ValueError, OSError) as exc:
+        _fail(str(exc), 2)
+    err.print(
+        f"fusesched is up at [bold]{cluster.url}[/] with {agents} agent(s); data in {data_dir}\n"
+        f"  export FUSESCHED_CONTROLLER={cluster.url}"
+    )
+    try:
+        if demo:
+            from fusesched.cli.live_demo import run_demo
+
+            run_demo(cluster, console)
+        else:
+            while True:
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+# ---------------------------------------------------------------------- submission
+
+#: sbatch takes Slurm's own options, so the command lets unknown options through to them.
+SBATCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _split_sbatch_args(args: list[str]) -> tuple[list[str], Path | None, list[str]]:
+    """(options, script, script arguments): the script is the first existing file named."""
+    for k, arg in enumerate(args):
+        if not arg.startswith("-") and Path(arg).is_file():
+            return args[:k], Path(arg), args[k + 1 :]
+    return args, None, []
+
+
+def submit(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Job files: fusesched YAML, Kubernetes Pod/Job YAML or a batch script."
+        ),
+    ],
+    controller_url: ControllerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit jobs; the format of each file is recognised from its content."""
+    from fusesched.submit.errors import SubmitError
+    from fusesched.submit.load import load_submission
+
+    requests = []
+    try:
+        for path in files:
+            for parsed in load_submission(path):
+                requests.append(parsed.request)
+                for warning in parsed.warnings:
+                    err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    except SubmitError as exc:
+        _fail(str(exc), 2)
+    client = _client(controller_url)
+    payload = [r.model_dump(mode="json", exclude_none=True) for r in requests]
+    ids = (
+        [_call(client.submit, payload[0])]
+        if len(payload) == 1
+        else _call(client.submit_many, payload)
+    )
+    if as_json:
+        _print_json({"id": ids[0], "ids": ids} if len(ids) == 1 else {"ids": ids})
+    else:
+        for job_id in ids:
+            console.print(f"Submitted job {job_id}", highlight=False)
+
+
+def sbatch(
+    ctx: typer.Context,
+    controller_url: ControllerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT.
+
+    The script's #SBATCH directives are honoured; options given here override them, as with
+    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh).
+    """
+    from fusesched.submit.errors import SubmitError
+    from fusesched.submit.sbatch import load_sbatch
+
+    options, script, rest = _split_sbatch_args(list(ctx.args))
+    if script is None:
+        _fail("no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT)", 2)
+    if rest:
+        _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
+    try:
+        parsed = load_sbatch(script, options)
+    except SubmitError as exc:
+        _fail(str(exc), 2)
+    request = parsed.request
+    for warning in parsed.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    job_id = _call(
+        _client(controller_url).submit, request.model_dump(mode="json", exclude_none=True)
+    )
+    if as_json:
+        _print_json({"id": job_id})
+    else:
+        console.print(f"Submitted batch job {job_id}", highlight=False)
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def jobs(
+    user: Annotated[str | None, typer.Option(help="Only this user's jobs.")] = None,
+    state: Annotated[
+        list[str] | None, typer.Option(help="Only jobs in this state (repeatable).")
+    ] = None,
+    queue: Annotated[str | None, typer.Option(help="Only this queue's jobs.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    controller_url: ControllerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List jobs, newest first."""
+    found = _call(_client(controller_url).jobs, user, state or (), queue, limit)
+    if as_json:
+        _print_json(found)
+    else:
+        console.print(jobs_table(found))
+
+
+def show(
+    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    controller_url: ControllerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one job with its tasks."""
+    job = _call(_client(controller_url).show, job_id)
+    if as_json:
+        _print_json(job)
+        return
+    console.print(jobs_table([job]))
+    if job.get("reason"):
+        console.print(f"reason: {job['reason']}", highlight=False)
+    if job.get("tasks"):
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        for name in ("task", "node", "state", "exit", "gpus"):
+            table.add_column(name)
+        for t in job["tasks"]:
+            code = t.get("exit_code")
+            gpus = ",".join(str(i) for i in t.get("gpu_indices") or [])
+            table.add_row(
+                t["task_id"], t["node"], t["state"], "" if code is None else str(code), gpus
+            )
+        console.print(table)
+
+
+def logs(
+    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    task: Annotated[str | None, typer.Option(help="Task id (default: the first task).")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new output.")
+    ] = False,
+    controller_url: ControllerOpt = None,
+) -> None:
+    """Print a job's output (stdout and stderr of its first task, or of --task)."""
+    client = _client(controller_url)
+    offset = 0
+    while True:
+        text = _call(client.logs, job_id, task, offset)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        offset += len(text.encode())
+        if not follow:
+            return
+        if not text and _call(client.show, job_id)["state"] in ("Completed", "Failed", "Cancelled"):
+            return
+        time.sleep(0.5)
+
+
+def cancel(
+    job_ids: Annotated[list[str], typer.Argument(help="Job ids.")],
+    controller_url: ControllerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace period)."""
+    client = _client(controller_url)
+    done = {job_id: _call(client.cancel, job_id) for job_id in job_ids}
+    if as_json:
+        _print_json({"cancelled": [j for ids in done.values() for j in ids]})
+        return
+    for job_id, ids in done.items():
+        console.print(
+            f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished",
+            highlight=False,
+        )
+
+
+def nodes(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+    """List the cluster's nodes with their capacity and what is free."""
+    found = _call(_client(controller_url).nodes)
+    if as_json:
+        _print_json(found)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("node", "state", "cpu", "memory", "gpus", "free cpu", "seen", "labels"):
+        table.add_column(name)
+    for n in found:
+        cap, free = n["capacity"], n["free"]
+        labels = ",".join(
+            f"{k.rsplit('/', 1)[-1]}={v}" for k, v in n["labels"].items() if "hostname" not in k
+        )
+        table.add_row(
+            n["name"],
+            n["state"],
+            cap.get("cpu", "0"),
+            cap.get("memory", "0"),
+            cap.get("nvidia.com/gpu", "0"),
+            free.get("cpu", "0"),
+            f"{n['last_heartbeat_s_ago']:.1f}s ago",
+            labels,
+        )
+    console.print(table)
+
+
+def queues(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+    """Pending and running jobs per queue."""
+    found = _call(_client(controller_url).queues)
+    if as_json:
+        _print_json(found)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("queue", "pending", "running"):
+        table.add_column(name, justify="left" if name == "queue" else "right")
+    for q in found:
+        table.add_row(q["name"], str(q["pending"]), str(q["running"]))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the live commands to the ``fusesched`` command."""
+    for fn in (up, controller, agent):
+        app.command(rich_help_panel="Run a cluster")(fn)
+    register_clients(app)
+
+
+def register_clients(app: typer.Typer) -> None:
+    """Add the client commands (what talks to a running controller)."""
+    for fn in (submit, jobs, show, logs, cancel, nodes, queues):
+        app.command(rich_help_panel="Jobs and cluster")(fn)
+    app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)

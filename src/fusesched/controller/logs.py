@@ -1,0 +1,56 @@
+"""Task logs on the controller's disk: one file per task, written at the offsets agents send.
+
+Agents send each chunk with its byte offset, so a chunk sent twice (a retried heartbeat)
+lands on the same bytes instead of being appended again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fusesched.api.wire import LogChunk
+
+_SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class LogStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, task_id: str) -> Path:
+        if not _SAFE.match(task_id) or task_id.startswith("."):
+            raise ValueError(f"bad task id {task_id!r}")
+        job_id = task_id.split(".", 1)[0]
+        return self.root / job_id / f"{task_id}.log"
+
+    def write(self, chunk: LogChunk) -> None:
+        path = self.path(chunk.task_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = chunk.data.encode()
+        with open(path, "r+b" if path.exists() else "w+b") as f:
+            f.seek(chunk.offset)
+            f.write(data)
+
+    def tasks(self, job_id: str) -> list[str]:
+        folder = self.root / job_id
+        if not _SAFE.match(job_id) or not folder.is_dir():
+            return []
+        names = [p.stem for p in folder.glob("*.log")]
+        return sorted(names, key=_task_order)
+
+    def read(self, task_id: str, offset: int = 0) -> str:
+        path = self.path(task_id)
+        if not path.exists():
+            return ""
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+
+def _task_order(task_id: str) -> tuple[int, str, int]:
+    parts = task_id.split(".")
+    remote = 1 if len(parts) > 1 and parts[1] == "remote" else 0
+    index = int(parts[-1]) if parts[-1].isdigit() else 0
+    return remote, ".".join(parts[1:-1]), index

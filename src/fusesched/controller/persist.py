@@ -1,0 +1,267 @@
+"""Everything the controller writes to and reads from the store.
+
+Submissions are written at once (the id returned to the user is durable); the changes a
+scheduling cycle or a heartbeat makes (starts, exits, task rows, events) are collected and
+written together by :meth:`Persistence.flush`, one transaction per kind of row, so a busy
+cycle costs a handful of transactions instead of several per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fusesched.api.schemas import JobView, TaskView
+from fusesched.api.wire import NodeInventory
+from fusesched.model.job import JobSpec
+from fusesched.model.node import NodeState
+from fusesched.model.phases import JobPhase
+from fusesched.store.records import (
+    EventRow,
+    JobChange,
+    JobRow,
+    JobState,
+    NodeRow,
+    TaskChange,
+    TaskRow,
+)
+from fusesched.store.store import Store
+from fusesched.submit.request import JobRequest
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import LiveTask
+
+
+class Persistence:
+    def __init__(self, url: str) -> None:
+        self.store = Store(url)
+        self._job_changes: list[JobChange] = []
+        self._new_tasks: list[TaskRow] = []
+        self._task_changes: list[TaskChange] = []
+        self._events: list[EventRow] = []
+
+    def close(self) -> None:
+        self.flush()
+        self.store.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def allocate_seqs(self, n: int) -> int:
+        return self.store.next_job_seq(n).start
+
+    def jobs_submitted(
+        self, seqs: Sequence[int], request: JobRequest, specs: Sequence[JobSpec], now: float
+    ) -> None:
+        data = request.model_dump(mode="json", exclude_none=True)
+        rows = [
+            JobRow(
+                id=spec.id,
+                seq=seq,
+                user=spec.user,
+                state=JobState.PENDING,
+                phase=JobPhase.PENDING.value,
+                submit_time=now,
+                request=data,
+                name=spec.name,
+                tenant=spec.tenant,
+                queue=spec.queue,
+                type=spec.type.value,
+                priority=spec.priority,
+                array_parent=spec.array_parent,
+            )
+            for seq, spec in zip(seqs, specs, strict=True)
+        ]
+        self.store.add_jobs(rows)
+        self.store.add_events(
+            EventRow(now, "JobSubmitted", job_id=spec.id, data={"user": spec.user})
+            for spec in specs
+        )
+
+    def job_started(
+        self, job_id: str, nodes: Sequence[str], now: float, tasks: Sequence[LiveTask]
+    ) -> None:
+        self._job_changes.append(
+            JobChange(
+                job_id,
+                state=JobState.RUNNING,
+                phase=JobPhase.RUNNING.value,
+                start_time=now,
+                nodes=tuple(nodes),
+            )
+        )
+        self.tasks_started(job_id, tasks, now)
+        self._events.append(EventRow(now, "JobStarted", job_id=job_id, data={"nodes": nodes}))
+
+    def tasks_started(self, job_id: str, tasks: Sequence[LiveTask], now: float) -> None:
+        for task in tasks:
+            _, group, index = task.launch.task_id.rsplit(".", 2)
+            self._new_tasks.append(
+                TaskRow(
+                    task_id=task.launch.task_id,
+                    job_id=job_id,
+                    group=group,
+                    index=int(index),
+                    state=JobState.RUNNING,
+                    node=task.node,
+                    start_time=now,
+                    devices=_devices(task),
+                )
+            )
+
+    def task_ended(self, task: LiveTask, now: float) -> None:
+        state = JobState.COMPLETED if task.exit_code == 0 else JobState.FAILED
+        self._task_changes.append(
+            TaskChange(
+                task.launch.task_id,
+                state=state,
+                exit_code=task.exit_code,
+                pid=task.pid,
+                end_time=now,
+            )
+        )
+
+    def job_finished(
+        self,
+        job_id: str,
+        phase: JobPhase,
+        exit_code: int | None,
+        reason: str,
+        now: float,
+    ) -> None:
+        """A job ended: it ran, or was cancelled or rejected before it could."""
+        state = JobState.of_phase(phase)
+        self._job_changes.append(
+            JobChange(
+                job_id,
+                state=state,
+                phase=phase.value,
+                exit_code=exit_code,
+                reason=reason,
+                end_time=now,
+            )
+        )
+        self._events.append(
+            EventRow(now, f"Job{state.value}", job_id=job_id, data={"reason": reason})
+        )
+
+    def node_registered(self, inventory: NodeInventory, now: float) -> None:
+        self.store.upsert_node(
+            NodeRow(
+                name=inventory.name,
+                address=inventory.address,
+                registered_at=now,
+                capacity=dict(inventory.resources),
+                labels=dict(inventory.labels),
+                devices=tuple(d.model_dump(mode="json") for d in inventory.devices),
+                state=NodeState.UP,
+                last_heartbeat=now,
+            )
+        )
+        self.store.add_events([EventRow(now, "NodeRegistered", node=inventory.name)])
+
+    def node_state(self, name: str, state: NodeState, now: float, reason: str) -> None:
+        self.store.set_node_state(name, state)
+        self._events.append(
+            EventRow(now, "NodeStateChanged", node=name, data={"state": state, "why": reason})
+        )
+
+    def flush(self) -> None:
+        """Write what the last cycle or heartbeat changed."""
+        if self._new_tasks:
+            self.store.add_tasks(self._new_tasks)
+            self._new_tasks = []
+        if self._job_changes:
+            self.store.update_jobs(self._job_changes)
+            self._job_changes = []
+        if self._task_changes:
+            self.store.update_tasks(self._task_changes)
+            self._task_changes = []
+        if self._events:
+            self.store.add_events(self._events)
+            self._events = []
+
+    # ------------------------------------------------------------------ reads
+
+    def pending_jobs(self) -> list[tuple[int, JobRow]]:
+        """Jobs a previous controller accepted but did not start, oldest first.
+
+        Jobs it had running are marked Failed: their processes belonged to the old
+        controller's agents session (re-adopting them is future work, see docs/LIVE.md).
+        """
+        out = []
+        lost = []
+        for detail in self.store.unfinished_jobs():
+            row = detail.job
+            if row.state is JobState.PENDING:
+                out.append((row.seq, row))
+            else:
+                lost.append(
+                    JobChange(
+                        row.id,
+                        state=JobState.FAILED,
+                        phase=JobPhase.FAILED.value,
+                        reason="the controller restarted while it ran",
+                    )
+                )
+        if lost:
+            self.store.update_jobs(lost)
+        return out
+
+    def job_exists(self, job_id: str) -> bool:
+        return self.store.get_job(job_id) is not None
+
+    def get_job(self, job_id: str) -> JobView | None:
+        detail = self.store.get_job(job_id)
+        if detail is None:
+            return None
+        return _view(detail.job, detail.tasks)
+
+    def list_jobs(
+        self,
+        user: str | None,
+        states: Sequence[str] | None,
+        queue: str | None,
+        limit: int,
+        before_seq: int | None,
+    ) -> list[JobView]:
+        rows = self.store.list_jobs(
+            user=user, states=states, queue=queue, limit=limit, before_seq=before_seq
+        )
+        return [_view(row, ()) for row in rows]
+
+
+def _devices(task: LiveTask) -> tuple[str, ...]:
+    grant = task.grant
+    return tuple(f"gpu:{i}" for i in grant.gpu_indices) + tuple(grant.gpu_uuids)
+
+
+def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
+    return JobView(
+        id=row.id,
+        name=row.name,
+        user=row.user,
+        tenant=row.tenant,
+        queue=row.queue,
+        type=row.type,
+        state=row.state.value,
+        phase=row.phase,
+        exit_code=row.exit_code,
+        reason=row.reason,
+        nodes=list(row.nodes),
+        submit_time=row.submit_time,
+        start_time=row.start_time,
+        end_time=row.end_time,
+        array_parent=row.array_parent,
+        tasks=[
+            TaskView(
+                task_id=t.task_id,
+                node=t.node or "",
+                state=t.state.value,
+                exit_code=t.exit_code,
+                start_time=t.start_time,
+                end_time=t.end_time,
+                gpu_indices=[int(d[4:]) for d in t.devices if d.startswith("gpu:")],
+            )
+            for t in tasks
+        ],
+    )

@@ -1,0 +1,564 @@
+"""The live shell around the scheduling core.
+
+The controller owns one :class:`SchedulerCore` and feeds it events on the wall clock:
+submissions and cancels from the API, node registrations and task exits from the agents. It
+turns the core's decisions into work for the agents (:class:`TaskLaunch`, :class:`KillTask`)
+and writes every change through to the store. API handlers and the scheduling loop run in
+different threads; one lock guards the core and the live state, and the scheduling loop runs
+a cycle whenever something changed (at most every ``min_cycle_s``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fusesched.api.wire import (
+    Heartbeat,
+    HeartbeatReply,
+    KillTask,
+    NodeInventory,
+    TaskLaunch,
+    TaskReport,
+    TaskState,
+)
+from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
+from fusesched.controller.logs import LogStore
+from fusesched.controller.persist import Persistence
+from fusesched.controller.pools import Grant, NodePool
+from fusesched.core.scheduler import SchedulerCore
+from fusesched.model.events import (
+    Decision,
+    Event,
+    JobCancelRequested,
+    JobExited,
+    JobSubmitted,
+    NodeAdded,
+    NodeStateChanged,
+    RejectJob,
+    StartJob,
+    StopJob,
+)
+from fusesched.model.job import JobSpec
+from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.resources import Resources
+from fusesched.policies.registry import CoreConfig
+from fusesched.store.records import JobRow
+from fusesched.submit.errors import SubmitError
+from fusesched.submit.feasibility import check_feasible
+from fusesched.submit.request import JobRequest
+
+log = logging.getLogger("fusesched.controller")
+
+#: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
+FINISHED_TASKS_KEPT = 10_000
+
+
+class UnknownJobError(KeyError):
+    pass
+
+
+class NotReadyError(RuntimeError):
+    """The request is valid but the controller cannot take it now (no nodes yet, say)."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    core: CoreConfig = field(default_factory=lambda: CoreConfig(placement="best-fit"))
+    url: str = "http://127.0.0.1:8642"  # how tasks (and mpirun's launcher) reach the API
+    min_cycle_s: float = 0.005
+    long_poll_s: float = 1.0  # how long a heartbeat with nothing to say waits for work
+    node_timeout_s: float = 30.0
+    grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
+    kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
+
+
+@dataclass(slots=True)
+class LiveTask:
+    launch: TaskLaunch
+    node: str
+    grant: Grant
+    remote: bool = False  # started by mpirun's launcher, not part of the gang
+    state: str = "launching"  # launching -> delivered -> running -> exited
+    exit_code: int | None = None
+    reason: str = ""
+    pid: int | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A job the controller is still responsible for (not yet finished)."""
+
+    id: str
+    seq: int
+    spec: JobSpec
+    request: JobRequest
+    tasks: dict[str, LiveTask] = field(default_factory=dict)
+    remote_count: int = 0
+    nodes: tuple[str, ...] = ()
+    stopping: str | None = None
+    first_failure: tuple[int, str] | None = None
+    exit_sent: bool = False
+
+
+@dataclass(slots=True)
+class LiveNode:
+    inventory: NodeInventory
+    pool: NodePool
+    last_seen: float
+    state: NodeState = NodeState.UP
+    outbox: list[TaskLaunch] = field(default_factory=list)
+    kills: list[KillTask] = field(default_factory=list)
+
+
+class Controller:
+    """Thread-safe; start the scheduling loop with :meth:`start`, stop it with :meth:`stop`."""
+
+    def __init__(
+        self,
+        persist: Persistence,
+        logs: LogStore,
+        config: ControllerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config or ControllerConfig()
+        self.persist = persist
+        self.logs = logs
+        self.clock = clock
+        self.core = SchedulerCore(self.config.core, rng=np.random.default_rng(0))
+        self.lock = threading.RLock()
+        self.work = threading.Condition(self.lock)  # wakes long-polling heartbeats
+        self.jobs: dict[str, LiveJob] = {}
+        self.nodes: dict[str, LiveNode] = {}
+        self.tasks: dict[str, tuple[str, LiveTask]] = {}  # task id -> (job id, task)
+        self.finished: dict[str, LiveTask] = {}  # tasks of ended jobs, newest last (bounded)
+        self.events: list[Event] = []
+        self.decisions: list[Decision] = []  # every decision, for the parity test
+        self.keep_decisions = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cycles = 0
+        self._recover()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="fusesched-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self.work:
+            self.work.notify_all()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=1.0)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            self.run_cycle()
+            self._check_nodes()
+            time.sleep(self.config.min_cycle_s)
+
+    def _recover(self) -> None:
+        """Jobs left pending by a previous controller go back into the queue."""
+        for seq, row in self.persist.pending_jobs():
+            request = JobRequest.model_validate(row.request)
+            spec = _recovered_spec(request, row)
+            self.jobs[spec.id] = LiveJob(spec.id, seq, spec, request)
+            self.events.append(JobSubmitted(spec))
+
+    # ------------------------------------------------------------------ submission
+
+    def submit(self, requests: Sequence[JobRequest], user: str = "") -> list[str]:
+        """Validate, store and queue jobs; returns their ids (array parents for arrays)."""
+        now = self.clock()
+        with self.lock:
+            node_specs = [self._node_spec(n.inventory) for n in self.nodes.values()]
+            if not node_specs:
+                raise NotReadyError("no node has registered yet; start an agent first")
+            requests = [r.identified() for r in requests]
+            sizes = [_array_size(r) for r in requests]
+            first = self.persist.allocate_seqs(sum(sizes))
+            prepared: list[tuple[int, JobRequest, JobSpec]] = []
+            for request, size in zip(requests, sizes, strict=True):
+                if user and not request.user:
+                    request = request.model_copy(update={"user": user})
+                spec = request.to_job_spec(str(first), now)
+                for dep in spec.dependencies:
+                    known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
+                    if not known:
+                        raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
+                reason = check_feasible(spec, node_specs)
+                if reason:
+                    raise SubmitError(reason)
+                prepared.append((first, request, spec))
+                first += size
+            ids: list[str] = []
+            for seq, request, spec in prepared:
+                children = spec.expand_array()
+                seqs = range(seq, seq + len(children))
+                self.persist.jobs_submitted(seqs, request, children, now)
+                for child_seq, child in zip(seqs, children, strict=True):
+                    self.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
+                self.events.append(JobSubmitted(spec))
+                ids.append(spec.id)
+        self._wake.set()
+        return ids
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
+        """Cancel a job (or every member of an array); returns the ids affected."""
+        with self.lock:
+            targets = [job_id] if job_id in self.jobs else []
+            if not targets:
+                targets = [j for j, live in self.jobs.items() if live.spec.array_parent == job_id]
+            if not targets:
+                if self.persist.job_exists(job_id):
+                    return []  # already finished: nothing to do
+                raise UnknownJobError(job_id)
+            for target in targets:
+                self.events.append(JobCancelRequested(target, reason))
+        self._wake.set()
+        return targets
+
+    # ------------------------------------------------------------------ agents
+
+    def register(self, inventory: NodeInventory) -> None:
+        now = self.clock()
+        with self.lock:
+            known = self.nodes.get(inventory.name)
+            if known is None:
+                self.nodes[inventory.name] = LiveNode(inventory, NodePool.of(inventory), now)
+                self.events.append(NodeAdded(self._node_spec(inventory)))
+            else:  # an agent restarted: whatever it ran is gone
+                known.inventory = inventory
+                known.last_seen = now
+                self._lose_tasks(inventory.name, set(), "agent restarted", now)
+                if known.state is not NodeState.UP:
+                    known.state = NodeState.UP
+                    self.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
+            self.persist.node_registered(inventory, now)
+        self._wake.set()
+
+    def heartbeat(self, beat: Heartbeat, wait_s: float | None = None) -> HeartbeatReply:
+        now = self.clock()
+        wait = self.config.long_poll_s if wait_s is None else wait_s
+        with self.work:
+            node = self.nodes.get(beat.node)
+            if node is None:
+                raise UnknownNodeError(beat.node)
+            node.last_seen = now
+            if node.state is NodeState.DOWN:
+                node.state = NodeState.UP
+                self.events.append(NodeStateChanged(beat.node, NodeState.UP, "heartbeat"))
+                self._wake.set()
+            for chunk in beat.logs:
+                self.logs.write(chunk)
+            for report in beat.reports:
+                self._task_report(report, now)
+            if beat.running is not None:
+                alive = set(beat.running) | {r.task_id for r in beat.reports}
+                self._lose_tasks(beat.node, alive, "lost by its agent", now)
+                for task_id in alive - self.tasks.keys() - self.finished.keys():
+                    node.kills.append(  # a stray from before a controller restart
+                        KillTask(task_id=task_id, grace_s=self.config.grace_s, reason="unknown job")
+                    )
+            self.persist.flush()
+            if beat.running is None:
+                # a quick report: work goes only to full beats, whose sender starts it before
+                # it lists its live tasks again (else a task could look lost in between)
+                return HeartbeatReply()
+            if not node.outbox and not node.kills and not beat.reports and wait > 0:
+                self.work.wait_for(
+                    lambda: bool(node.outbox or node.kills) or self._stop.is_set(), timeout=wait
+                )
+            reply = HeartbeatReply(launch=node.outbox, kill=node.kills)
+            for launch in node.outbox:
+                self.tasks[launch.task_id][1].state = "delivered"
+            node.outbox, node.kills = [], []
+        return reply
+
+    def remote_launch(self, job_id: str, node: str, argv: list[str]) -> str:
+        """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
+        with self.work:
+            live = self.jobs.get(job_id)
+            if live is None or not live.tasks:
+                raise UnknownJobError(job_id)
+            if node not in live.nodes:
+                raise SubmitError(f"node {node!r} is not allocated to job {job_id}")
+            live.remote_count += 1
+            task_id = f"{job_id}.remote.{live.remote_count}"
+            base = next(iter(live.tasks.values())).launch
+            launch = TaskLaunch(
+                task_id=task_id,
+                job_id=job_id,
+                argv=argv,
+                env={k: v for k, v in base.env.items() if not k.startswith("OMPI_MCA_")}
+                | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
+                grace_s=self.config.grace_s,
+                image=base.image,
+            )
+            task = LiveTask(launch, node, Grant(), remote=True, start_time=self.clock())
+            live.tasks[task_id] = task
+            self.tasks[task_id] = (job_id, task)
+            self.persist.tasks_started(job_id, [task], task.start_time or 0.0)
+            self.nodes[node].outbox.append(launch)
+            self.work.notify_all()
+        return task_id
+
+    def task_status(self, task_id: str) -> tuple[str, int | None, str]:
+        with self.lock:
+            entry = self.tasks.get(task_id)
+            task = entry[1] if entry is not None else self.finished.get(task_id)
+            if task is None:
+                raise UnknownJobError(task_id)
+            return task.state, task.exit_code, task.reason
+
+    # ------------------------------------------------------------------ scheduling
+
+    def run_cycle(self) -> list[Decision]:
+        with self.work:
+            now = self.clock()
+            events, self.events = self.events, []
+            decisions: list[Decision] = []
+            for event in events:
+                try:
+                    decisions.extend(self.core.handle(event, now))
+                except (KeyError, ValueError) as exc:  # a stale event must not stop the loop
+                    log.error("event %r refused by the core: %s", event, exc)
+            decisions.extend(self.core.cycle(now))
+            self.cycles += 1
+            for decision in decisions:
+                self._apply(decision, now)
+            self._settle_terminal(now)
+            self.persist.flush()
+            if self.keep_decisions:
+                self.decisions.extend(decisions)
+            if any(n.outbox or n.kills for n in self.nodes.values()):
+                self.work.notify_all()
+            return decisions
+
+    def _apply(self, decision: Decision, now: float) -> None:
+        if isinstance(decision, StartJob):
+            self._start(decision, now)
+        elif isinstance(decision, StopJob):
+            self._stop_job(decision.job_id, decision.reason)
+        elif isinstance(decision, RejectJob):
+            self.jobs.pop(decision.job_id, None)
+            rec = self.core.jobs[decision.job_id]
+            self.persist.job_finished(decision.job_id, rec.phase, None, decision.reason, now)
+
+    def _start(self, decision: StartJob, now: float) -> None:
+        live = self.jobs[decision.job_id]
+        live.nodes = decision.nodes
+        slots = task_slots(decision)
+        addresses = {name: node.inventory.address for name, node in self.nodes.items()}
+        batch = self._batch_mode(live.request)
+        launched = slots[:1] if batch else slots
+        group_of = {g.name: g for g in live.request.groups}
+        per_task = {g.group: g.resources for g in decision.groups}
+        for slot in launched:
+            group = group_of[slot.group]
+            grant = self.nodes[slot.node].pool.take(per_task[slot.group])
+            env = dict(group.env)
+            env.update(
+                task_env(
+                    job_id=live.id,
+                    job_name=live.request.name,
+                    slot=slot,
+                    slots=slots,
+                    addresses=addresses,
+                    seq=live.seq,
+                    controller_url=self.config.url,
+                    array_index=live.spec.array_index,
+                    batch=batch,
+                )
+            )
+            launch = TaskLaunch(
+                task_id=slot.task_id,
+                job_id=live.id,
+                argv=list(group.argv),
+                script=group.script,
+                env=env,
+                workdir=group.workdir,
+                cpu_ids=list(grant.cpu_ids),
+                gpu_indices=list(grant.gpu_indices),
+                gpu_uuids=list(grant.gpu_uuids),
+                memory_bytes=per_task[slot.group].get("memory") or None,
+                image=group.image,
+                walltime_s=live.spec.walltime_s,
+                grace_s=self.config.grace_s,
+                files={HOSTFILE_NAME: hostfile(slots)} if batch else {},
+            )
+            task = LiveTask(launch, slot.node, grant, start_time=now)
+            live.tasks[slot.task_id] = task
+            self.tasks[slot.task_id] = (live.id, task)
+            self.nodes[slot.node].outbox.append(launch)
+        self.persist.job_started(live.id, decision.nodes, now, self._task_rows(live, slots))
+
+    @staticmethod
+    def _batch_mode(request: JobRequest) -> bool:
+        group = request.groups[0]
+        return len(request.groups) == 1 and (group.script is not None or group.launcher == "mpi")
+
+    def _task_rows(self, live: LiveJob, slots: Sequence[TaskSlot]) -> list[LiveTask]:
+        return [live.tasks[s.task_id] for s in slots if s.task_id in live.tasks]
+
+    def _stop_job(self, job_id: str, reason: str) -> None:
+        live = self.jobs.get(job_id)
+        if live is None:
+            return
+        live.stopping = reason
+        for task in live.tasks.values():
+            self._kill(task, reason)
+
+    def _kill(self, task: LiveTask, reason: str) -> None:
+        if task.state == "exited":
+            return
+        node = self.nodes.get(task.node)
+        if node is None:
+            return
+        if task.state == "launching":  # never sent: drop it from the outbox
+            node.outbox = [t for t in node.outbox if t.task_id != task.launch.task_id]
+            self._finish_task(task, -15, reason, self.clock())
+            return
+        node.kills.append(
+            KillTask(task_id=task.launch.task_id, grace_s=self.config.grace_s, reason=reason)
+        )
+
+    # ------------------------------------------------------------------ task reports
+
+    def _task_report(self, report: TaskReport, now: float) -> None:
+        entry = self.tasks.get(report.task_id)
+        if entry is None:
+            return  # a task this controller does not know (from before a restart): ignore
+        task = entry[1]
+        if report.state is TaskState.RUNNING:
+            if task.state != "exited":
+                task.state = "running"
+                task.pid = report.pid
+            return
+        code = report.exit_code if report.exit_code is not None else 127
+        self._finish_task(task, code, report.reason, now)
+
+    def _lose_tasks(self, node: str, alive: set[str], reason: str, now: float) -> None:
+        for _, task in list(self.tasks.values()):
+            live = task.state in ("delivered", "running")
+            if live and task.node == node and task.launch.task_id not in alive:
+                self._finish_task(task, -1, reason, now)
+
+    def _finish_task(self, task: LiveTask, code: int, reason: str, now: float) -> None:
+        if task.state == "exited":
+            return
+        job_id = self.tasks[task.launch.task_id][0]
+        task.state, task.exit_code, task.reason, task.end_time = "exited", code, reason, now
+        live = self.jobs.get(job_id)
+        if live is None:
+            return
+        if not task.remote:
+            node = self.nodes.get(task.node)
+            if node is not None:
+                node.pool.give(task.grant, node.inventory)
+        self.persist.task_ended(task, now)
+        if code != 0 and live.first_failure is None and not task.remote:
+            live.first_failure = (code, reason)
+            if self.config.kill_on_bad_exit and live.stopping is None:
+                for other in live.tasks.values():
+                    self._kill(other, f"task {task.launch.task_id} failed")
+        main = [t for t in live.tasks.values() if not t.remote]
+        if not live.exit_sent and main and all(t.state == "exited" for t in main):
+            live.exit_sent = True
+            for other in live.tasks.values():  # stray orteds end with their job
+                self._kill(other, "job ended")
+            code, why = live.first_failure or (0, "")
+            timed_out = "walltime" in why
+            self.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
+            self._wake.set()
+
+    def _settle_terminal(self, now: float) -> None:
+        """Write every job the core finished (exits, cancels, failed dependencies) and forget it."""
+        for job_id in list(self.jobs):
+            rec = self.core.jobs.get(job_id)
+            if rec is None or not rec.phase.terminal:
+                continue
+            live = self.jobs.pop(job_id)
+            reason = rec.history[-1].reason if rec.history else ""
+            self.persist.job_finished(job_id, rec.phase, rec.exit_code, reason, now)
+            for task_id, task in live.tasks.items():
+                self.tasks.pop(task_id, None)
+                self.finished[task_id] = task
+            while len(self.finished) > FINISHED_TASKS_KEPT:
+                del self.finished[next(iter(self.finished))]
+
+    def _check_nodes(self) -> None:
+        now = self.clock()
+        with self.lock:
+            for name, node in self.nodes.items():
+                late = now - node.last_seen > self.config.node_timeout_s
+                if late and node.state is NodeState.UP:
+                    node.state = NodeState.DOWN
+                    self.events.append(NodeStateChanged(name, NodeState.DOWN, "no heartbeat"))
+                    self.persist.node_state(name, NodeState.DOWN, now, "no heartbeat")
+                    self._wake.set()
+
+    # ------------------------------------------------------------------ helpers
+
+    def queue_counts(self) -> list[tuple[str, int, int]]:
+        """(queue, pending, running) for every queue with live jobs, by name."""
+        with self.lock:
+            counts: dict[str, list[int]] = {}
+            for live in self.jobs.values():
+                entry = counts.setdefault(live.spec.queue, [0, 0])
+                entry[1 if live.nodes else 0] += 1
+        return [(name, p, r) for name, (p, r) in sorted(counts.items())]
+
+    @staticmethod
+    def _node_spec(inventory: NodeInventory) -> NodeSpec:
+        return NodeSpec(inventory.name, Resources.parse(inventory.resources), inventory.labels)
+
+    def snapshot_nodes(self) -> list[tuple[NodeInventory, NodeState, float, Resources]]:
+        """Each node with its state, last heartbeat and free resources (from the core)."""
+        with self.lock:
+            cluster = self.core.cluster
+            out = []
+            for name, node in self.nodes.items():
+                row = cluster.index.get(name)
+                free = Resources()
+                if row is not None:
+                    free = Resources(
+                        {c: int(cluster.free[row, k]) for c, k in cluster.columns.items()}
+                    )
+                out.append((node.inventory, node.state, node.last_seen, free))
+            return out
+
+
+class UnknownNodeError(KeyError):
+    pass
+
+
+def _array_size(request: JobRequest) -> int:
+    a = request.array
+    return 1 if a is None else len(range(a.start, a.stop + 1, a.step))
+
+
+def _recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:
+    """The spec of a stored pending job (an array member is found in its parent's expansion)."""
+    if row.array_parent is None:
+        return request.to_job_spec(row.id, row.submit_time)
+    parent = request.to_job_spec(row.array_parent, row.submit_time)
+    for child in parent.expand_array():
+        if child.id == row.id:
+            return child
+    raise ValueError(f"stored job {row.id} is not a member of array {row.array_parent}")

@@ -1,0 +1,5 @@
+"""Small example workloads shipped with fusesched (used by ``fusesched up --demo`` and tests)."""
+
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parent

@@ -1,0 +1,157 @@
+"""The Python SDK: talk to a fusesched controller from a program or a notebook.
+
+    from fusesched.sdk import Client
+    client = Client()                      # FUSESCHED_CONTROLLER, else http://127.0.0.1:8642
+    job = client.submit({"name": "hello", "groups": [{"resources": {"cpu": 1},
+                                                       "argv": ["echo", "hi"]}]})
+    client.wait(job)["state"]              # "Completed"
+    print(client.logs(job))
+
+It uses only the standard library (``urllib``), so importing it is quick: the CLI is built on
+it and a submission does not pay for an HTTP framework's start-up.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8642"
+FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
+
+
+class ControllerError(RuntimeError):
+    """The controller refused a request (``status`` is the HTTP status, 0 if unreachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def default_url() -> str:
+    return os.environ.get("FUSESCHED_CONTROLLER", DEFAULT_URL)
+
+
+class Client:
+    def __init__(self, url: str | None = None, timeout: float = 30.0) -> None:
+        self.url = (url or default_url()).rstrip("/")
+        self.timeout = timeout
+
+    # ------------------------------------------------------------------ jobs
+
+    def submit(self, request: Mapping[str, Any]) -> str:
+        """Submit one job (a JobRequest as a dict); returns its id.
+
+        A request that names no ``user`` is submitted as the user running this program.
+        """
+        return str(self._call("POST", "/v1/jobs", _with_user(request))["id"])
+
+    def submit_many(self, requests: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Submit several jobs in one request (all or none are accepted)."""
+        body = [_with_user(r) for r in requests]
+        return [str(i) for i in self._call("POST", "/v1/jobs/batch", body)["ids"]]
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}"))
+
+    def jobs(
+        self,
+        user: str | None = None,
+        states: Sequence[str] = (),
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        query: list[tuple[str, str]] = [("limit", str(limit))]
+        if user:
+            query.append(("user", user))
+        if queue:
+            query.append(("queue", queue))
+        query.extend(("state", s) for s in states)
+        return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
+
+    def cancel(self, job_id: str) -> list[str]:
+        return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
+
+    def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
+        query = {"offset": str(offset)} | ({"task": task} if task else {})
+        path = f"/v1/jobs/{_quote(job_id)}/logs?" + urllib.parse.urlencode(query)
+        return str(self._call("GET", path, raw=True))
+
+    def wait(
+        self, job_id: str, timeout: float | None = None, poll_s: float = 0.1
+    ) -> dict[str, Any]:
+        """Block until the job has finished; returns its final record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.show(job_id)
+            if job["state"] in FINISHED:
+                return job
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['state']} after {timeout} s")
+            time.sleep(poll_s)
+
+    # ------------------------------------------------------------------ cluster
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/v1/nodes"))
+
+    def queues(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/v1/queues"))
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/healthz"))
+
+    # ------------------------------------------------------------------ transport
+
+    def _call(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"content-type": "application/json"} if data is not None else {},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            raise ControllerError(exc.code, _detail(exc.read(), exc.code)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ControllerError(
+                0, f"cannot reach the controller at {self.url}: {reason}"
+            ) from None
+        return payload.decode() if raw else json.loads(payload)
+
+
+def _with_user(request: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(request)
+    if not out.get("user"):
+        out["user"] = getpass.getuser()
+    return out
+
+
+def _quote(job_id: str) -> str:
+    return urllib.parse.quote(job_id, safe="")
+
+
+def _detail(payload: bytes, status: int) -> str:
+    """The controller's reason for refusing, made readable (FastAPI's 422 lists fields)."""
+    try:
+        detail = json.loads(payload).get("detail", payload.decode())
+    except (ValueError, AttributeError):
+        return f"HTTP {status}: {payload.decode(errors='replace')[:500]}"
+    if isinstance(detail, list):  # pydantic validation errors
+        parts = []
+        for item in detail:
+            loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
+            parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
+        return "invalid request: " + "; ".join(parts)
+    return str(detail)

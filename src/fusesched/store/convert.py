@@ -1,0 +1,95 @@
+"""Records to column dicts and back. Column names equal field names throughout."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import RowMapping
+
+from fusesched.store.records import EventRecord, EventRow, JobRow, NodeRow, TaskRow
+
+
+def job_values(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "seq": row.seq,
+        "name": row.name,
+        "user": row.user,
+        "tenant": row.tenant,
+        "queue": row.queue,
+        "type": row.type,
+        "state": row.state.value,
+        "phase": row.phase,
+        "reason": row.reason,
+        "exit_code": row.exit_code,
+        "priority": row.priority,
+        "submit_time": row.submit_time,
+        "start_time": row.start_time,
+        "end_time": row.end_time,
+        "request": _plain(row.request),
+        "nodes": list(row.nodes),
+        "array_parent": row.array_parent,
+    }
+
+
+def task_values(row: TaskRow) -> dict[str, Any]:
+    return {
+        "task_id": row.task_id,
+        "job_id": row.job_id,
+        "group": row.group,
+        "index": row.index,
+        "node": row.node,
+        "state": row.state.value,
+        "exit_code": row.exit_code,
+        "pid": row.pid,
+        "start_time": row.start_time,
+        "end_time": row.end_time,
+        "devices": list(row.devices),
+        "log_path": row.log_path,
+    }
+
+
+def node_values(row: NodeRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "address": row.address,
+        "capacity": dict(row.capacity),
+        "labels": dict(row.labels),
+        "devices": [_plain(d) for d in row.devices],
+        "state": row.state.value,
+        "last_heartbeat": row.last_heartbeat,
+        "registered_at": row.registered_at,
+    }
+
+
+def event_values(row: EventRow) -> dict[str, Any]:
+    return {
+        "time": row.time,
+        "kind": row.kind,
+        "job_id": row.job_id,
+        "node": row.node,
+        "data": _plain(row.data),
+    }
+
+
+def job_row(m: RowMapping) -> JobRow:
+    return JobRow(**m)
+
+
+def task_row(m: RowMapping) -> TaskRow:
+    return TaskRow(**m)
+
+
+def node_row(m: RowMapping) -> NodeRow:
+    return NodeRow(**m)
+
+
+def event_record(m: RowMapping) -> EventRecord:
+    values = dict(m)
+    return EventRecord(id=values.pop("id"), event=EventRow(**values))
+
+
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-able dict (read-only mappings such as ``MappingProxyType`` are copied)."""
+    return value if type(value) is dict else dict(value)

@@ -1,0 +1,165 @@
+"""The tables, as typed SQLAlchemy declarative models (the store uses them through Core).
+
+Migrations in ``migrations/versions`` create exactly this schema; a test compares the two.
+Indexes serve the store's queries: a user's newest jobs ``(user, seq)``, jobs in a state
+``(state, seq)``, a queue's jobs ``(queue, seq)``, a job's tasks and events ``(job_id)``, a
+node's tasks ``(node, state)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    literal_column,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
+
+from fusesched.store.records import JobState
+
+#: JSON on SQLite, JSONB on PostgreSQL.
+JsonType: Final = JSON().with_variant(JSONB(), "postgresql")
+#: 64-bit ids; on SQLite the column must be INTEGER to alias the rowid (autoincrement).
+BigId: Final = BigInteger().with_variant(Integer(), "sqlite")
+
+STATES_SQL: Final = ", ".join(f"'{s.value}'" for s in JobState)
+#: The condition of the partial index of unfinished jobs. A query must repeat it word for
+#: word (see :func:`unfinished`) for SQLite to use that index.
+UNFINISHED_SQL: Final = "state IN ('Pending', 'Running')"
+
+#: Counter name of the job sequence in the ``counters`` table.
+JOB_SEQ: Final = "job_seq"
+
+NAMING: Final = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar = {dict[str, Any]: JsonType, list[Any]: JsonType}
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, unique=True)
+    name: Mapped[str] = mapped_column(String)
+    user: Mapped[str] = mapped_column(String)
+    tenant: Mapped[str] = mapped_column(String)
+    queue: Mapped[str] = mapped_column(String)
+    type: Mapped[str] = mapped_column(String)
+    state: Mapped[str] = mapped_column(String)
+    phase: Mapped[str] = mapped_column(String)
+    reason: Mapped[str] = mapped_column(String)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    priority: Mapped[int] = mapped_column(Integer)
+    submit_time: Mapped[float] = mapped_column(Double)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    request: Mapped[dict[str, Any]]
+    nodes: Mapped[list[Any]]
+    array_parent: Mapped[str | None] = mapped_column(String)
+
+    __table_args__ = (
+        CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
+        Index(None, "user", "seq"),
+        Index(None, "state", "seq"),
+        Index(None, "queue", "seq"),
+        Index(None, "array_parent"),
+        # Only the few live jobs: what a restarting controller reads.
+        Index(
+            "ix_jobs_unfinished",
+            "seq",
+            sqlite_where=text(UNFINISHED_SQL),
+            postgresql_where=text(UNFINISHED_SQL),
+        ),
+    )
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+
+    task_id: Mapped[str] = mapped_column(String, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String, ForeignKey("jobs.id", ondelete="CASCADE"))
+    group: Mapped[str] = mapped_column(String)
+    index: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(String)
+    state: Mapped[str] = mapped_column(String)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    devices: Mapped[list[Any]]
+    log_path: Mapped[str | None] = mapped_column(String)
+
+    __table_args__ = (
+        CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
+        Index(None, "job_id"),
+        Index(None, "node", "state"),
+    )
+
+
+class Node(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    address: Mapped[str] = mapped_column(String)
+    capacity: Mapped[dict[str, Any]]
+    labels: Mapped[dict[str, Any]]
+    devices: Mapped[list[Any]]
+    state: Mapped[str] = mapped_column(String)
+    last_heartbeat: Mapped[float | None] = mapped_column(Double)
+    registered_at: Mapped[float] = mapped_column(Double)
+
+
+class EventLog(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Double)
+    kind: Mapped[str] = mapped_column(String)
+    job_id: Mapped[str | None] = mapped_column(String)
+    node: Mapped[str | None] = mapped_column(String)
+    data: Mapped[dict[str, Any]]
+
+    __table_args__ = (Index(None, "job_id"),)
+
+
+class Counter(Base):
+    """Named counters, allocated atomically (the job sequence is one)."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)
+
+
+jobs: Final = cast(Table, Job.__table__)
+tasks: Final = cast(Table, Task.__table__)
+nodes: Final = cast(Table, Node.__table__)
+events: Final = cast(Table, EventLog.__table__)
+counters: Final = cast(Table, Counter.__table__)
+
+
+def unfinished(state: ColumnElement[str]) -> ColumnElement[bool]:
+    """``state IN ('Pending', 'Running')`` with literal values, as the partial index has it."""
+    return state.in_([literal_column("'Pending'"), literal_column("'Running'")])

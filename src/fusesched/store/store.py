@@ -1,0 +1,397 @@
+"""The repository the controller calls: typed records in, typed records out.
+
+Synchronous by design (the controller runs it in a worker thread); one :class:`Store` may be
+shared by threads, each call takes its own pooled connection and its own transaction. A
+batch call (``add_jobs``, ``update_jobs``, …) is one transaction: all of it or none of it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Final
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Table,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+
+from fusesched.model.node import NodeState
+from fusesched.store.convert import (
+    event_record,
+    event_values,
+    job_row,
+    job_values,
+    node_row,
+    node_values,
+    task_row,
+    task_values,
+)
+from fusesched.store.engine import make_engine, writer
+from fusesched.store.errors import DuplicateJob, DuplicateTask, UnknownJob, UnknownNode, UnknownTask
+from fusesched.store.migrate import upgrade_engine
+from fusesched.store.records import (
+    EventRecord,
+    EventRow,
+    JobChange,
+    JobDetail,
+    JobRow,
+    JobState,
+    NodeRow,
+    TaskChange,
+    TaskRow,
+    node_state,
+)
+from fusesched.store.schema import JOB_SEQ, counters, events, jobs, nodes, tasks, unfinished
+
+#: Ids per ``IN (...)`` list when looking up many ids at once.
+CHUNK: Final = 500
+#: Index entries SQLite's ANALYZE samples per index (it estimates from the sample).
+SQLITE_ANALYSIS_ROWS: Final = 2000
+
+
+class Store:
+    """The persistent store at ``url`` (``sqlite:///path.db`` or ``postgresql+psycopg://…``).
+
+    With ``migrate`` (the default) the schema is created or upgraded on opening.
+    """
+
+    def __init__(self, url: str, *, migrate: bool = True) -> None:
+        self.url = url
+        self._engine = make_engine(url)
+        self._writer = writer(self._engine)
+        if migrate:
+            upgrade_engine(self._engine)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._writer.begin() as conn:
+            yield conn
+
+    # ----------------------------------------------------------------------- jobs
+
+    def next_job_seq(self, n: int = 1) -> range:
+        """Allocate ``n`` consecutive job sequence numbers, atomically across threads and
+        processes. Numbers start at 1 and are never handed out twice."""
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        stmt = (
+            update(counters)
+            .where(counters.c.name == JOB_SEQ)
+            .values(value=counters.c.value + n)
+            .returning(counters.c.value)
+        )
+        with self._write() as conn:
+            last: int = conn.execute(stmt).scalar_one()
+        return range(last - n + 1, last + 1)
+
+    def add_jobs(self, rows: Iterable[JobRow]) -> int:
+        """Insert jobs in one transaction. An id or seq that is already stored, or repeated in
+        ``rows``, raises :class:`DuplicateJob` and inserts nothing. Returns the count."""
+        batch = [job_values(r) for r in rows]
+        if not batch:
+            return 0
+        _no_repeats([v["id"] for v in batch], DuplicateJob)
+        _no_repeats([str(v["seq"]) for v in batch], DuplicateJob, "seq used twice in one batch")
+        try:
+            with self._write() as conn:
+                conn.execute(insert(jobs), batch)
+                top = max(v["seq"] for v in batch)
+                # Keep the counter above every stored seq, even ones not allocated here.
+                grown = case((counters.c.value < top, top), else_=counters.c.value)
+                conn.execute(update(counters).where(counters.c.name == JOB_SEQ).values(value=grown))
+        except IntegrityError as error:
+            conflict = self._job_conflict(batch)
+            if conflict is None:
+                raise
+            raise conflict from error
+        return len(batch)
+
+    def _job_conflict(self, batch: list[dict[str, Any]]) -> DuplicateJob | None:
+        """Why inserting ``batch`` broke a unique constraint: a stored id, or a stored seq."""
+        with self._read() as conn:
+            stored = _existing(conn, jobs.c.id, [v["id"] for v in batch])
+            if stored:
+                return DuplicateJob(stored)
+            seqs = _existing(conn, jobs.c.seq, [v["seq"] for v in batch])
+        clashes = [v["id"] for v in batch if v["seq"] in seqs]
+        return DuplicateJob(clashes, "seq already used") if clashes else None
+
+    def update_jobs(self, changes: Iterable[JobChange]) -> int:
+        """Apply changes in one transaction (several changes of one job apply in order). An
+        unknown id raises :class:`UnknownJob` and changes nothing. Returns the jobs changed."""
+        merged = _merge((c.id, c.values()) for c in changes)
+        with self._write() as conn:
+            changed = _update_many(conn, jobs, jobs.c.id, merged)
+            if changed != len(merged):
+                raise UnknownJob(set(merged) - _existing(conn, jobs.c.id, list(merged)))
+        return changed
+
+    def get_job(self, job_id: str) -> JobDetail | None:
+        """One job with its tasks, or ``None`` when there is no such job."""
+        with self._read() as conn:
+            found = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+            if found is None:
+                return None
+            stmt = select(tasks).where(tasks.c.job_id == job_id).order_by(*_TASK_ORDER)
+            task_rows = tuple(task_row(m) for m in conn.execute(stmt).mappings())
+        return JobDetail(job_row(found), task_rows)
+
+    def list_jobs(
+        self,
+        *,
+        user: str | None = None,
+        states: Collection[JobState | str] | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        before_seq: int | None = None,
+    ) -> list[JobRow]:
+        """Jobs newest first (by seq), filtered by whichever of ``user``, ``states`` (any of)
+        and ``queue`` are given. For the next page pass the last row's seq as ``before_seq``."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
+        # With a user, walk the user's (user, seq) index and test the rest row by row: a
+        # user's newest jobs come first there. SQLite has no value statistics and would
+        # otherwise often walk a whole state or queue to find a small user's jobs.
+        state: ColumnElement[str] = jobs.c.state
+        queue_column: ColumnElement[str] = jobs.c.queue
+        if user is not None:
+            stmt = stmt.where(jobs.c.user == user)
+            state, queue_column = _unindexed(state), _unindexed(queue_column)
+        if queue is not None:
+            stmt = stmt.where(queue_column == queue)
+        if states is not None:
+            wanted = sorted({JobState.parse(s).value for s in states})
+            if not wanted:
+                return []
+            stmt = stmt.where(state.in_(wanted))
+        if before_seq is not None:
+            stmt = stmt.where(jobs.c.seq < before_seq)
+        with self._read() as conn:
+            return [job_row(m) for m in conn.execute(stmt).mappings()]
+
+    def count_jobs_by_state(self) -> dict[JobState, int]:
+        """How many jobs are in each state (every state is a key, zero included)."""
+        stmt = select(jobs.c.state, func.count()).group_by(jobs.c.state)
+        with self._read() as conn:
+            found = {JobState(s): n for s, n in conn.execute(stmt)}
+        return {s: found.get(s, 0) for s in JobState}
+
+    def unfinished_jobs(self) -> list[JobDetail]:
+        """Pending and Running jobs with their tasks, oldest first: what a restarting
+        controller must pick up again."""
+        job_stmt = select(jobs).where(unfinished(jobs.c.state)).order_by(jobs.c.seq)
+        live_ids = select(jobs.c.id).where(unfinished(jobs.c.state))
+        task_stmt = select(tasks).where(tasks.c.job_id.in_(live_ids)).order_by(*_TASK_ORDER)
+        with self._read() as conn:
+            found = [job_row(m) for m in conn.execute(job_stmt).mappings()]
+            by_job: dict[str, list[TaskRow]] = defaultdict(list)
+            for m in conn.execute(task_stmt).mappings():
+                by_job[m["job_id"]].append(task_row(m))
+        return [JobDetail(j, tuple(by_job.get(j.id, ()))) for j in found]
+
+    # ----------------------------------------------------------------------- tasks
+
+    def add_tasks(self, rows: Iterable[TaskRow]) -> int:
+        """Insert tasks in one transaction: :class:`DuplicateTask` for a task id already
+        stored or repeated, :class:`UnknownJob` for a task of a job not stored."""
+        batch = [task_values(r) for r in rows]
+        if not batch:
+            return 0
+        _no_repeats([v["task_id"] for v in batch], DuplicateTask)
+        try:
+            with self._write() as conn:
+                conn.execute(insert(tasks), batch)
+        except IntegrityError as error:
+            with self._read() as conn:
+                stored = _existing(conn, tasks.c.task_id, [v["task_id"] for v in batch])
+                job_ids = {v["job_id"] for v in batch}
+                missing = job_ids - _existing(conn, jobs.c.id, list(job_ids))
+            if stored:
+                raise DuplicateTask(stored) from error
+            if missing:
+                raise UnknownJob(missing) from error
+            raise
+        return len(batch)
+
+    def update_tasks(self, changes: Iterable[TaskChange]) -> int:
+        """Like :meth:`update_jobs`, for tasks (:class:`UnknownTask` for an unknown id)."""
+        merged = _merge((c.task_id, c.values()) for c in changes)
+        with self._write() as conn:
+            changed = _update_many(conn, tasks, tasks.c.task_id, merged)
+            if changed != len(merged):
+                raise UnknownTask(set(merged) - _existing(conn, tasks.c.task_id, list(merged)))
+        return changed
+
+    def tasks_for_job(self, job_id: str) -> list[TaskRow]:
+        """The job's tasks in (group, index) order; empty for an unknown job."""
+        stmt = select(tasks).where(tasks.c.job_id == job_id).order_by(*_TASK_ORDER)
+        with self._read() as conn:
+            return [task_row(m) for m in conn.execute(stmt).mappings()]
+
+    def tasks_on_node(
+        self, node: str, states: Collection[JobState | str] | None = None
+    ) -> list[TaskRow]:
+        """Tasks placed on ``node`` (in any of ``states`` when given), by job and index."""
+        stmt = select(tasks).where(tasks.c.node == node)
+        if states is not None:
+            stmt = stmt.where(tasks.c.state.in_(sorted({JobState.parse(s).value for s in states})))
+        with self._read() as conn:
+            return [task_row(m) for m in conn.execute(stmt.order_by(*_TASK_ORDER)).mappings()]
+
+    # ----------------------------------------------------------------------- nodes
+
+    def upsert_node(self, row: NodeRow) -> None:
+        """Register a node, or replace every field of the stored one (re-registration)."""
+        values = node_values(row)
+        dialect_insert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        stmt = dialect_insert(nodes).values(values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[nodes.c.name],
+            set_={k: stmt.excluded[k] for k in values if k != "name"},
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    def get_node(self, name: str) -> NodeRow | None:
+        with self._read() as conn:
+            found = conn.execute(select(nodes).where(nodes.c.name == name)).mappings().first()
+        return None if found is None else node_row(found)
+
+    def list_nodes(self) -> list[NodeRow]:
+        """Every registered node, by name."""
+        with self._read() as conn:
+            return [
+                node_row(m) for m in conn.execute(select(nodes).order_by(nodes.c.name)).mappings()
+            ]
+
+    def set_node_state(self, name: str, state: NodeState | str) -> None:
+        """Change a node's state; :class:`UnknownNode` when it is not registered."""
+        stmt = update(nodes).where(nodes.c.name == name).values(state=node_state(state).value)
+        with self._write() as conn:
+            if conn.execute(stmt).rowcount != 1:
+                raise UnknownNode([name])
+
+    def touch_node(self, name: str, time: float) -> None:
+        """Record a heartbeat from ``name`` at ``time``."""
+        self.touch_nodes({name: time})
+
+    def touch_nodes(self, times: Mapping[str, float]) -> None:
+        """Record many heartbeats in one transaction; :class:`UnknownNode` (and nothing
+        recorded) when one of the nodes is not registered."""
+        merged = {name: {"last_heartbeat": t} for name, t in times.items()}
+        with self._write() as conn:
+            if _update_many(conn, nodes, nodes.c.name, merged) != len(merged):
+                raise UnknownNode(set(merged) - _existing(conn, nodes.c.name, list(merged)))
+
+    # ----------------------------------------------------------------------- events
+
+    def add_events(self, rows: Iterable[EventRow]) -> int:
+        """Append events to the log in one transaction. Returns the count."""
+        batch = [event_values(r) for r in rows]
+        if batch:
+            with self._write() as conn:
+                conn.execute(insert(events), batch)
+        return len(batch)
+
+    def events_for_job(self, job_id: str) -> list[EventRecord]:
+        """The job's events in the order they were added."""
+        stmt = select(events).where(events.c.job_id == job_id).order_by(events.c.id)
+        with self._read() as conn:
+            return [event_record(m) for m in conn.execute(stmt).mappings()]
+
+    # ----------------------------------------------------------------------- upkeep
+
+    def optimize(self) -> None:
+        """Refresh the query planner's statistics (``ANALYZE``; on SQLite sampled, so it takes
+        well under a second at a million jobs). Worth calling after a bulk load and, say,
+        daily; PostgreSQL's autovacuum also does it on its own."""
+        with self._write() as conn:
+            if self._engine.dialect.name == "sqlite":
+                conn.exec_driver_sql(f"PRAGMA analysis_limit={SQLITE_ANALYSIS_ROWS}")
+            conn.exec_driver_sql("ANALYZE")
+
+
+_TASK_ORDER: Final = (tasks.c.job_id, tasks.c.group, tasks.c.index)
+
+
+def _unindexed(column: ColumnElement[str]) -> ColumnElement[str]:
+    """``column || ''``: the same values, but no index on ``column`` can serve the test."""
+    return column + literal_column("''")
+
+
+def _no_repeats(ids: list[str], error: type[DuplicateJob | DuplicateTask], why: str = "") -> None:
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        repeated: set[str] = set()
+        for i in ids:
+            (repeated if i in seen else seen).add(i)
+        raise error(repeated, why or "repeated in one batch")
+
+
+def _merge(changes: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One dict of new values per key; later changes of a key override earlier ones."""
+    merged: dict[str, dict[str, Any]] = {}
+    for key, values in changes:
+        merged.setdefault(key, {}).update(values)
+    return merged
+
+
+def _update_many(
+    conn: Connection, table: Table, key: Column[str], merged: dict[str, dict[str, Any]]
+) -> int:
+    """Apply ``merged`` with one executemany per set of changed columns; the count of rows
+    matched (a key with nothing to change counts when its row exists)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    empty: list[str] = []
+    for k, values in merged.items():
+        if values:
+            groups[tuple(sorted(values))].append({"_key": k, **values})
+        else:
+            empty.append(k)
+    stmt = update(table).where(key == bindparam("_key"))
+    matched = sum(conn.execute(stmt, params).rowcount for params in groups.values())
+    return matched + (len(_existing(conn, key, empty)) if empty else 0)
+
+
+def _existing(conn: Connection, column: Column[Any], values: list[Any]) -> set[Any]:
+    """Which of ``values`` are stored in ``column``."""
+    found: set[Any] = set()
+    for start in range(0, len(values), CHUNK):
+        chunk = values[start : start + CHUNK]
+        found.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
+    return found

@@ -1,0 +1,56 @@
+"""Job submission: fusesched YAML, ``#SBATCH`` scripts, Kubernetes Pod/Job YAML and the
+Python objects the REST API and SDK use, all validated into :class:`JobRequest`.
+
+See docs/SUBMIT.md.
+"""
+
+from fusesched.submit.errors import SubmitError
+from fusesched.submit.feasibility import check_feasible
+from fusesched.submit.identify import Identification, identify, identify_type, infer_launcher
+from fusesched.submit.kube import load_kube_yaml, parse_kube_yaml
+from fusesched.submit.load import load_submission, parse_submission
+from fusesched.submit.request import (
+    ArrayRequest,
+    DependencyRequest,
+    JobRequest,
+    LabelRequirementRequest,
+    Launcher,
+    ParsedJob,
+    PlacementRequest,
+    PreferredTermRequest,
+    TaskGroupRequest,
+    TopologyMode,
+    TopologyRequest,
+    parse_request,
+)
+from fusesched.submit.sbatch import load_sbatch, parse_sbatch
+from fusesched.submit.yaml_spec import load_job_yaml, parse_job_yaml
+
+__all__ = [
+    "ArrayRequest",
+    "DependencyRequest",
+    "Identification",
+    "JobRequest",
+    "LabelRequirementRequest",
+    "Launcher",
+    "ParsedJob",
+    "PlacementRequest",
+    "PreferredTermRequest",
+    "SubmitError",
+    "TaskGroupRequest",
+    "TopologyMode",
+    "TopologyRequest",
+    "check_feasible",
+    "identify",
+    "identify_type",
+    "infer_launcher",
+    "load_job_yaml",
+    "load_kube_yaml",
+    "load_sbatch",
+    "load_submission",
+    "parse_job_yaml",
+    "parse_kube_yaml",
+    "parse_request",
+    "parse_sbatch",
+    "parse_submission",
+]

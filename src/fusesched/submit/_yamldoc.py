@@ -1,0 +1,86 @@
+"""YAML documents with the line of every key and item, for errors that point at the file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from fusesched.submit.errors import SubmitError
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document: its data, where each path starts, and the raw text of scalars."""
+
+    data: object
+    source: str
+    line: int  # first line of the document
+    lines: Mapping[Loc, int]
+    raw: Mapping[Loc, str]
+
+    def line_of(self, loc: Loc) -> int:
+        """The line of ``loc``, or of its longest known prefix, or of the document."""
+        for end in range(len(loc), 0, -1):
+            found = self.lines.get(loc[:end])
+            if found is not None:
+                return found
+        return self.line
+
+    def error(self, message: str, loc: Loc = (), field: str | None = None) -> SubmitError:
+        return SubmitError(message, source=self.source, line=self.line_of(loc), field=field)
+
+
+def load_documents(text: str, source: str) -> list[Document]:
+    """Every non-empty document of a YAML stream, each with its line map.
+
+    Malformed YAML and duplicate keys raise :class:`SubmitError` with the line.
+    """
+    loader = yaml.SafeLoader(text)
+    docs: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:  # pragma: no cover - check_node said there is one
+                break
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            lines: dict[Loc, int] = {}
+            raw: dict[Loc, str] = {}
+            _walk(node, (), lines, raw, source)
+            docs.append(Document(data, source, node.start_mark.line + 1, lines, raw))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "cannot parse"
+        raise SubmitError(f"malformed YAML: {problem}", source=source, line=line) from exc
+    except yaml.YAMLError as exc:
+        raise SubmitError(f"malformed YAML: {exc}", source=source) from exc
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _walk(node: Node, loc: Loc, lines: dict[Loc, int], raw: dict[Loc, str], source: str) -> None:
+    if isinstance(node, ScalarNode):
+        raw[loc] = str(node.value)
+    elif isinstance(node, MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in seen:
+                raise SubmitError(
+                    f"duplicate key {key!r}", source=source, line=key_node.start_mark.line + 1
+                )
+            seen.add(key)
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+            _walk(value_node, (*loc, key), lines, raw, source)
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*loc, index)] = item.start_mark.line + 1
+            _walk(item, (*loc, index), lines, raw, source)

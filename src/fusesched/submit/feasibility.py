@@ -1,0 +1,114 @@
+"""Submit-time feasibility: could this job ever run on these nodes, even with all of them free?
+
+:func:`check_feasible` tests necessary conditions only (it does not solve the packing): some
+node passes the placement's label filters; every group's task fits on one such node; the
+tasks that must start together (the gang) fit on those nodes by count, by
+``max_tasks_per_node`` and by total resources. It returns the first reason it finds, worded
+for the user, or None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from fusesched.model.job import JobSpec, LabelRequirement, Placement, TaskGroup
+from fusesched.model.node import NodeSpec
+from fusesched.model.resources import Resources, format_quantity
+
+
+def check_feasible(spec: JobSpec, nodes: Sequence[NodeSpec]) -> str | None:
+    """Why ``spec`` can never run on ``nodes``, or None when nothing rules it out."""
+    if not nodes:
+        return "the cluster has no nodes"
+    eligible = [node for node in nodes if spec.placement.allows(node.labels)]
+    if not eligible:
+        return _placement_reason(spec.placement, nodes)
+    where = "matching node" if spec.placement.constrained else "node"
+    for group in spec.task_groups:
+        reason = _task_reason(group, eligible, where)
+        if reason is not None:
+            return reason
+    return _gang_reason(spec, eligible, where)
+
+
+def _show(resources: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={format_quantity(k, v)}" for k, v in resources.items())
+
+
+def _show_requirement(req: LabelRequirement) -> str:
+    values = f" [{', '.join(req.values)}]" if req.values else ""
+    return f"{req.key} {req.op}{values}"
+
+
+def _placement_reason(placement: Placement, nodes: Sequence[NodeSpec]) -> str:
+    for key, value in placement.node_selector.items():
+        if not any(node.labels.get(key) == value for node in nodes):
+            seen = sorted({node.labels[key] for node in nodes if key in node.labels})
+            have = f"nodes have {', '.join(seen)}" if seen else "no node has that label"
+            return f"no node has label {key}={value} ({have})"
+    for req in placement.required:
+        if not any(req.matches(node.labels) for node in nodes):
+            return f"no node meets {_show_requirement(req)}"
+    for req in placement.anti_affinity:
+        if all(req.matches(node.labels) for node in nodes):
+            return f"every node meets the anti-affinity {_show_requirement(req)}"
+    return "no node meets the node selector, required and anti-affinity terms together"
+
+
+def _task_reason(group: TaskGroup, nodes: Sequence[NodeSpec], where: str) -> str | None:
+    if any(group.resources.fits_in(node.capacity) for node in nodes):
+        return None
+    for name, amount in group.resources.items():
+        largest = max(node.capacity.get(name, 0) for node in nodes)
+        if largest == 0:
+            return (
+                f"group {group.name!r} asks for {format_quantity(name, amount)} {name} per task "
+                f"but no {where} has any"
+            )
+        if amount > largest:
+            return (
+                f"group {group.name!r} asks for {format_quantity(name, amount)} {name} per task "
+                f"but the largest {where} has {format_quantity(name, largest)}"
+            )
+    return (
+        f"group {group.name!r} asks for {_show(group.resources)} per task, which no single "
+        f"{where} has together"
+    )
+
+
+def _fit_count(task: Resources, capacity: Resources) -> int:
+    return min((capacity.get(k, 0) // v for k, v in task.items()), default=0)
+
+
+def _gang_reason(spec: JobSpec, nodes: Sequence[NodeSpec], where: str) -> str | None:
+    per_node = spec.placement.max_tasks_per_node
+    gang = spec.gang_size
+    plural = "s" if len(nodes) != 1 else ""
+    if per_node is not None and math.ceil(gang / per_node) > len(nodes):
+        return (
+            f"the job's {gang} tasks must run at once with at most {per_node} per node, so "
+            f"they need {math.ceil(gang / per_node)} nodes, but only {len(nodes)} {where}"
+            f"{plural} exist"
+        )
+    if spec.min_member is not None:
+        return None  # which tasks form the gang is not fixed; the per-task check stands
+    limit = per_node if per_node is not None else math.inf
+    for group in spec.task_groups:
+        fits = sum(min(limit, _fit_count(group.resources, node.capacity)) for node in nodes)
+        if fits < group.replicas:
+            return (
+                f"group {group.name!r} needs {group.replicas} tasks at once but at most {fits} "
+                f"fit on the {len(nodes)} {where}{plural}"
+            )
+    capacity = Resources()
+    for node in nodes:
+        capacity = capacity + node.capacity
+    total = spec.total
+    for name, amount in total.items():
+        if amount > capacity.get(name, 0):
+            return (
+                f"the job asks for {format_quantity(name, amount)} {name} in all but the "
+                f"{len(nodes)} {where}{plural} have {format_quantity(name, capacity.get(name, 0))}"
+            )
+    return None

@@ -1,0 +1,41 @@
+"""One entry for every file format: a ``#!`` script is an ``#SBATCH`` batch script; otherwise
+the text is YAML and each document is a Kubernetes object when it has an ``apiVersion`` other
+than ``fusesched.io/v1``, else a fusesched job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fusesched.submit._yamldoc import load_documents
+from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.kube import job_from_kube, looks_like_kube
+from fusesched.submit.request import ParsedJob
+from fusesched.submit.sbatch import parse_sbatch
+from fusesched.submit.yaml_spec import job_from_document
+
+
+def parse_submission(
+    text: str, *, source: str = "<string>", sbatch_args: Sequence[str] = ()
+) -> list[ParsedJob]:
+    """Every job in ``text``, whatever its format (see the module)."""
+    if text.startswith("#!"):
+        return [parse_sbatch(text, source=source, args=sbatch_args)]
+    if sbatch_args:
+        raise SubmitError(
+            "sbatch options were given but the file is not a batch script (no #! line)",
+            source=source,
+        )
+    docs = load_documents(text, source)
+    if not docs:
+        raise SubmitError("no job in the file (it is empty)", source=source)
+    return [
+        job_from_kube(doc) if looks_like_kube(doc.data) else ParsedJob(job_from_document(doc))
+        for doc in docs
+    ]
+
+
+def load_submission(path: str | Path, sbatch_args: Sequence[str] = ()) -> list[ParsedJob]:
+    """:func:`parse_submission` on a file (errors name the file)."""
+    text, name = read_source(path, "the file")
+    return parse_submission(text, source=name, sbatch_args=sbatch_args)

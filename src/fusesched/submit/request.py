@@ -1,0 +1,486 @@
+"""``JobRequest``: the JSON the REST API accepts and the store keeps, validated with pydantic.
+
+Every submission format (fusesched YAML, ``#SBATCH`` scripts, Kubernetes Pod/Job YAML, the
+Python SDK) ends as a ``JobRequest``. It carries what the scheduler needs (groups × resources,
+placement, walltime, dependencies, array) and what the node agents need (argv or script, env,
+workdir, image, ports, launcher). :meth:`JobRequest.to_job_spec` turns it into the core's
+frozen :class:`~fusesched.model.job.JobSpec`.
+
+Unknown fields are errors. Problems raise :class:`SubmitError` naming the field (and the file
+and line where the caller knows them, see :func:`parse_request`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fusesched.model.job import (
+    ArraySpec,
+    Dependency,
+    DependencyKind,
+    JobSpec,
+    JobType,
+    LabelOp,
+    LabelRequirement,
+    Placement,
+    PreferredTerm,
+    QoS,
+    TaskGroup,
+)
+from fusesched.model.resources import (
+    ALIASES,
+    CPU,
+    FPGA,
+    GPU,
+    GPU_MILLI,
+    MEMORY,
+    RDMA,
+    QuantityError,
+    Resources,
+    canonical_name,
+    parse_quantity,
+)
+from fusesched.submit.errors import SubmitError
+
+Loc = tuple[str | int, ...]
+
+_PLAIN_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage", FPGA, RDMA})
+_ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TARBALL_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
+
+
+def resource_name(name: str) -> str:
+    """The canonical name of a resource a task may request, or ``ValueError`` with a hint.
+
+    Known: ``cpu``, ``memory``, ``ephemeral-storage``, ``fpga``, ``rdma``, ``hugepages-*``,
+    the aliases of :data:`~fusesched.model.resources.ALIASES`, ``nvidia.com/gpu``,
+    ``nvidia.com/mig-<profile>``, ``fusesched.io/gpu-milli`` and any other vendor's
+    domain-qualified name (``amd.com/gpu``, ``xilinx.com/fpga``).
+    """
+    try:
+        canon = canonical_name(name)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if "/" in canon:
+        domain, short = canon.split("/", 1)
+        if domain == "nvidia.com" and not (short == "gpu" or short.startswith("mig-")):
+            raise ValueError(_unknown_resource(name))
+        if domain == "fusesched.io" and canon != GPU_MILLI:
+            raise ValueError(_unknown_resource(name))
+        return canon
+    if canon in _PLAIN_NAMES or canon.startswith("hugepages-"):
+        return canon
+    raise ValueError(_unknown_resource(name))
+
+
+def _unknown_resource(name: str) -> str:
+    candidates = sorted({*_PLAIN_NAMES, *ALIASES, GPU, GPU_MILLI})
+    close = difflib.get_close_matches(name.strip().lower(), candidates, n=1, cutoff=0.6)
+    hint = ""
+    if close:
+        alias = close[0]
+        target = ALIASES.get(alias, alias)
+        hint = f"; did you mean {alias!r}" + (f" ({target})" if target != alias else "") + "?"
+    return (
+        f"unknown resource {name!r}{hint or '.'} Known: cpu, memory, ephemeral-storage, "
+        f"{GPU} (gpu), nvidia.com/mig-<profile>, {GPU_MILLI}, fpga, rdma, hugepages-<size>, "
+        "or a vendor's domain-qualified name such as amd.com/gpu"
+    )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Launcher(StrEnum):
+    """How the platform starts the tasks of a group (which rendezvous it prepares)."""
+
+    NONE = "none"  # each task runs argv/script as is
+    TORCHRUN = "torchrun"  # MASTER_ADDR/PORT, WORLD_SIZE, RANK for torch.distributed
+    DEEPSPEED = "deepspeed"  # a hostfile and the same rendezvous variables
+    MPI = "mpi"  # a hostfile / host list for mpirun or srun
+
+
+class TopologyMode(StrEnum):
+    REQUIRED = "required"  # all tasks within one domain of the label
+    PREFERRED = "preferred"  # as few domains as possible
+
+
+class DependencyRequest(_Model):
+    kind: DependencyKind
+    job_id: Annotated[str, Field(min_length=1)]
+
+
+class ArrayRequest(_Model):
+    """Indices ``start, start+step, …, ≤ stop``; at most ``max_parallel`` run at once."""
+
+    start: Annotated[int, Field(ge=0)]
+    stop: Annotated[int, Field(ge=0)]
+    step: Annotated[int, Field(ge=1)] = 1
+    max_parallel: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ArrayRequest:
+        if self.stop < self.start:
+            raise ValueError(f"array stop ({self.stop}) is below start ({self.start})")
+        return self
+
+
+class LabelRequirementRequest(_Model):
+    """A condition on a node label: ``In``/``NotIn`` need values, ``Exists``/``DoesNotExist``
+    take none."""
+
+    key: Annotated[str, Field(min_length=1)]
+    op: LabelOp
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_op(self) -> LabelRequirementRequest:
+        if self.op in (LabelOp.IN, LabelOp.NOT_IN) and not self.values:
+            raise ValueError(f"label {self.key!r}: {self.op} needs at least one value")
+        if self.op in (LabelOp.EXISTS, LabelOp.DOES_NOT_EXIST) and self.values:
+            raise ValueError(f"label {self.key!r}: {self.op} takes no values")
+        return self
+
+    def to_model(self) -> LabelRequirement:
+        return LabelRequirement(self.key, self.op, tuple(self.values))
+
+
+class PreferredTermRequest(LabelRequirementRequest):
+    """A soft term: matching nodes score ``weight`` more (negative: less), -100..100."""
+
+    weight: Annotated[int, Field(ge=-100, le=100)]
+
+    @field_validator("weight")
+    @classmethod
+    def _nonzero(cls, weight: int) -> int:
+        if weight == 0:
+            raise ValueError("a preferred term needs a non-zero weight")
+        return weight
+
+
+class TopologyRequest(_Model):
+    """Keep a gang's tasks inside one domain of a node label (NVLink domain, switch, rack)."""
+
+    key: Annotated[str, Field(min_length=1)]
+    mode: TopologyMode = TopologyMode.PREFERRED
+
+
+class PlacementRequest(_Model):
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    required: list[LabelRequirementRequest] = Field(default_factory=list)
+    anti_affinity: list[LabelRequirementRequest] = Field(default_factory=list)
+    preferred: list[PreferredTermRequest] = Field(default_factory=list)
+    max_tasks_per_node: Annotated[int, Field(ge=1)] | None = None
+    topology: TopologyRequest | None = None
+    exclusive: bool = False  # whole nodes (sbatch --exclusive); kept for the placement layer
+
+    def to_model(self) -> Placement:
+        return Placement(
+            node_selector=dict(self.node_selector),
+            required=tuple(r.to_model() for r in self.required),
+            anti_affinity=tuple(r.to_model() for r in self.anti_affinity),
+            preferred=tuple(PreferredTerm(p.to_model(), p.weight) for p in self.preferred),
+            max_tasks_per_node=self.max_tasks_per_node,
+        )
+
+
+class TaskGroupRequest(_Model):
+    """``replicas`` identical tasks, each needing ``resources`` and running argv or script."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-\w.]*$")] = (
+        "main"
+    )
+    replicas: Annotated[int, Field(ge=1)] = 1
+    resources: dict[str, str]
+    argv: list[str] = Field(default_factory=list)
+    script: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    image: str | None = None
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=list)
+    launcher: Launcher | None = None
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _parse_resources(cls, value: object) -> object:
+        """Canonical names and quantities (``{"gpu": 1}`` → ``{"nvidia.com/gpu": "1"}``)."""
+        if not isinstance(value, Mapping):
+            return value  # pydantic reports the type error
+        merged: dict[str, int] = {}
+        for raw_name, amount in value.items():
+            name = resource_name(str(raw_name))
+            if name in merged:
+                raise ValueError(f"resource {name!r} is given twice")
+            if not isinstance(amount, str | int | float):
+                raise ValueError(f"{name}: a quantity must be a number or a string like '64Gi'")
+            try:
+                merged[name] = parse_quantity(name, amount)
+            except QuantityError as exc:
+                raise ValueError(str(exc)) from None
+        resources = Resources(merged)
+        if not resources:
+            raise ValueError("a task must request some resource (for example cpu: 1)")
+        return resources.to_spec()
+
+    @field_validator("argv")
+    @classmethod
+    def _argv(cls, argv: list[str]) -> list[str]:
+        if argv and not argv[0]:
+            raise ValueError("the program (argv[0]) must not be empty")
+        return argv
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"invalid environment variable name {name!r}")
+        return env
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str | None) -> str | None:
+        if image is not None and not image.startswith("/"):
+            raise ValueError(
+                f"image {image!r}: give the absolute path of a root filesystem directory or "
+                f"tarball ({', '.join(_TARBALL_SUFFIXES)}) on the nodes; registry images are "
+                "not pulled"
+            )
+        return image
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, ports: list[int]) -> list[int]:
+        if len(set(ports)) != len(ports):
+            raise ValueError("ports must be unique")
+        return ports
+
+    @model_validator(mode="after")
+    def _one_program(self) -> TaskGroupRequest:
+        if self.argv and self.script is not None:
+            raise ValueError(f"group {self.name!r}: give argv or script, not both")
+        if not self.argv and not (self.script and self.script.strip()):
+            raise ValueError(f"group {self.name!r}: give argv (a command) or script to run")
+        return self
+
+    @property
+    def resource_amounts(self) -> Resources:
+        return Resources.parse(self.resources)
+
+    def to_task_group(self) -> TaskGroup:
+        return TaskGroup(self.name, self.replicas, self.resource_amounts)
+
+
+class JobRequest(_Model):
+    """A job as submitted. ``type`` and group ``launcher`` None mean: identify them."""
+
+    name: Annotated[str, Field(max_length=200)] = ""
+    type: JobType | None = None
+    user: str = ""
+    tenant: Annotated[str, Field(min_length=1)] = "default"
+    queue: Annotated[str, Field(min_length=1)] = "default"
+    priority: int = 0
+    qos: QoS = QoS.SILVER
+    walltime_s: Annotated[float, Field(gt=0)] | None = None
+    min_member: Annotated[int, Field(ge=1)] | None = None
+    dependencies: list[DependencyRequest] = Field(default_factory=list)
+    array: ArrayRequest | None = None
+    placement: PlacementRequest = Field(default_factory=PlacementRequest)
+    output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)
+    error: str | None = None  # path pattern for stderr; None: with stdout
+    groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
+
+    @field_validator("name")
+    @classmethod
+    def _one_line(cls, name: str) -> str:
+        if any(ch in name for ch in "\n\r\t"):
+            raise ValueError("the job name must be one line")
+        return name
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobRequest:
+        names = [g.name for g in self.groups]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"task group names must be unique; repeated: {', '.join(duplicates)}")
+        if self.min_member is not None and self.min_member > self.task_count:
+            raise ValueError(
+                f"min_member ({self.min_member}) exceeds the number of tasks ({self.task_count})"
+            )
+        return self
+
+    @property
+    def task_count(self) -> int:
+        return sum(g.replicas for g in self.groups)
+
+    def identified(self) -> JobRequest:
+        """A copy with ``type`` and every group's ``launcher`` filled in (explicit ones kept)."""
+        from fusesched.submit.identify import identify_type, infer_launcher
+
+        groups = [
+            g if g.launcher is not None else g.model_copy(update={"launcher": infer_launcher(g)})
+            for g in self.groups
+        ]
+        return self.model_copy(update={"type": identify_type(self), "groups": groups})
+
+    def to_job_spec(self, job_id: str, submit_time: float) -> JobSpec:
+        """The core's view of this request (type identified when not given).
+
+        Nothing is expanded: an array stays one ``JobSpec`` (see ``JobSpec.expand_array``).
+        ``placement.topology`` and ``placement.exclusive`` and the run fields (argv, script,
+        env, …) are not part of ``JobSpec``; they stay in the request.
+        """
+        from fusesched.submit.identify import identify_type
+
+        try:
+            return JobSpec(
+                id=job_id,
+                task_groups=tuple(g.to_task_group() for g in self.groups),
+                type=identify_type(self),
+                name=self.name,
+                tenant=self.tenant,
+                queue=self.queue,
+                user=self.user,
+                priority=self.priority,
+                qos=self.qos,
+                walltime_s=self.walltime_s,
+                min_member=self.min_member,
+                placement=self.placement.to_model(),
+                dependencies=tuple(Dependency(d.kind, d.job_id) for d in self.dependencies),
+                array=None
+                if self.array is None
+                else ArraySpec(
+                    self.array.start, self.array.stop, self.array.step, self.array.max_parallel
+                ),
+                submit_time=submit_time,
+            )
+        except (ValueError, QuantityError) as exc:
+            raise SubmitError(str(exc)) from exc
+
+    def to_json(self) -> str:
+        """The REST/store form: every field, defaults included."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str | None = None) -> JobRequest:
+        """Parse the REST/store JSON form; errors as :class:`SubmitError`."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SubmitError(f"malformed JSON: {exc.msg}", source=source, line=exc.lineno) from exc
+        if not isinstance(data, Mapping):
+            raise SubmitError("a job request must be a JSON object", source=source)
+        return parse_request(data, source=source)
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    """``("groups", 0, "resources")`` → ``groups[0].resources``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+_ALL_FIELDS: Final = sorted(
+    {
+        name
+        for model in (
+            JobRequest,
+            TaskGroupRequest,
+            PlacementRequest,
+            LabelRequirementRequest,
+            PreferredTermRequest,
+            TopologyRequest,
+            ArrayRequest,
+            DependencyRequest,
+        )
+        for name in model.model_fields
+    }
+)
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    kind = error.get("type")
+    loc = tuple(error.get("loc", ()))
+    if kind == "extra_forbidden" and loc:
+        field = str(loc[-1])
+        close = difflib.get_close_matches(field, _ALL_FIELDS, n=1, cutoff=0.6)
+        return f"unknown field {field!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    if kind == "missing":
+        return "required field is missing"
+    message = str(error.get("msg", "invalid value"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return message
+
+
+def submit_error_from(
+    exc: ValidationError,
+    *,
+    source: str | None = None,
+    locate: Callable[[Loc], int | None] | None = None,
+    rename: Callable[[Loc], Loc] | None = None,
+) -> SubmitError:
+    """One :class:`SubmitError` for a pydantic error: the first problem with its field and line,
+    the others listed after it (unknown fields first: they often explain the rest).
+
+    ``rename`` maps a request field path to the path as the user wrote it; ``locate`` maps
+    that path to a line of ``source``.
+    """
+    problems: list[tuple[bool, Loc, str]] = []
+    for error in exc.errors():
+        loc: Loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
+        if rename is not None:
+            loc = rename(loc)
+        problems.append((error.get("type") != "extra_forbidden", loc, _message(error)))
+    problems.sort(key=lambda p: p[0])
+    (_, first_loc, message), rest = problems[0], problems[1:]
+    for _, loc, msg in rest:
+        line = locate(loc) if locate else None
+        where = f" (line {line})" if line is not None else ""
+        message += f"; also {format_loc(loc) or 'the job'}{where}: {msg}"
+    return SubmitError(
+        message,
+        source=source,
+        line=locate(first_loc) if locate else None,
+        field=format_loc(first_loc) or None,
+    )
+
+
+def parse_request(
+    data: Mapping[str, object],
+    *,
+    source: str | None = None,
+    locate: Callable[[Loc], int | None] | None = None,
+    rename: Callable[[Loc], Loc] | None = None,
+) -> JobRequest:
+    """Validate a mapping as a :class:`JobRequest`; problems raise :class:`SubmitError`.
+
+    ``rename`` maps a field path such as ``("groups", 0, "argv")`` to the path the user wrote
+    (``("command",)``); ``locate`` maps that to a line in ``source``.
+    """
+    try:
+        return JobRequest.model_validate(dict(data))
+    except ValidationError as exc:
+        raise submit_error_from(exc, source=source, locate=locate, rename=rename) from None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedJob:
+    """A job read from a submission file, with what was ignored in it (never silently)."""
+
+    request: JobRequest
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,491 @@
+"""Batch scripts with ``#SBATCH`` directives, read as Slurm's ``sbatch`` reads them.
+
+Directives are the ``#SBATCH`` lines before the first command (later ones are ignored, with a
+warning, as Slurm ignores them); options given on the command line override them. The script
+becomes one task group called ``main`` that runs the whole script text.
+
+Tasks and nodes: ``replicas`` is ``--ntasks``, else ``--nodes`` × ``--ntasks-per-node``, else
+``--nodes`` (one task per node), else 1. ``max_tasks_per_node`` is ``--ntasks-per-node``, else,
+with several ``--nodes``, ceil(tasks / nodes) (1 with ``--nodes`` alone); ``--nodes=1`` with
+several tasks keeps them on one host (``placement.topology`` required on the host name).
+
+Per-task resources: ``cpu`` = ``--cpus-per-task`` (default 1); memory from ``--mem-per-cpu`` ×
+cpus, or ``--mem`` (per node) divided by the tasks per node; GPUs from ``--gpus-per-task``,
+``--gres=gpu[:type]:N`` or ``--gpus-per-node`` (per node, divided by the tasks per node) or
+``--gpus`` (per job, divided by the tasks), which must divide evenly. A GPU type becomes a
+node selector on ``fusesched.io/gpu-model``. "Tasks per node" is ``--ntasks-per-node``, else
+ceil(tasks / nodes), else (no ``--nodes``) all tasks.
+
+See docs/SUBMIT.md for every option.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from fusesched.model.job import LabelOp, QoS
+from fusesched.model.node import LABEL_GPU_MODEL, LABEL_HOSTNAME
+from fusesched.model.resources import CPU, GPU, MEMORY
+from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.request import (
+    LabelRequirementRequest,
+    ParsedJob,
+    parse_request,
+    resource_name,
+)
+from fusesched.submit.syntax import (
+    parse_array,
+    parse_dependencies,
+    parse_slurm_memory,
+    parse_slurm_time,
+)
+
+#: Label a Slurm node feature (``--constraint=ib``) is matched against: ``feature.fusesched.io/ib``.
+FEATURE_LABEL_PREFIX: Final = "feature.fusesched.io/"
+COMMAND_LINE: Final = "command line"
+
+SHORT_OPTIONS: Final = {
+    "A": "account",
+    "a": "array",
+    "C": "constraint",
+    "c": "cpus-per-task",
+    "D": "chdir",
+    "d": "dependency",
+    "e": "error",
+    "G": "gpus",
+    "J": "job-name",
+    "N": "nodes",
+    "n": "ntasks",
+    "o": "output",
+    "p": "partition",
+    "q": "qos",
+    "t": "time",
+}
+VALUE_OPTIONS: Final = frozenset(
+    {
+        *SHORT_OPTIONS.values(),
+        "ntasks-per-node",
+        "mem",
+        "mem-per-cpu",
+        "gres",
+        "gpus-per-node",
+        "gpus-per-task",
+    }
+)
+FLAG_OPTIONS: Final = frozenset({"exclusive"})  # may also take a value (--exclusive=user)
+QOS_NAMES: Final = {
+    "gold": QoS.GOLD,
+    "high": QoS.GOLD,
+    "silver": QoS.SILVER,
+    "normal": QoS.SILVER,
+    "bronze": QoS.BRONZE,
+    "low": QoS.BRONZE,
+}
+_GPU_OPTIONS: Final = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
+
+
+@dataclass(frozen=True, slots=True)
+class _Directive:
+    option: str  # as written: "-N" or "--nodes"
+    value: str
+    line: int | None  # None: from the command line
+
+
+class _Reader:
+    """Collects directives, warnings and located errors for one script."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.options: dict[str, _Directive] = {}
+        self.warnings: list[str] = []
+
+    def where(self, line: int | None) -> str:
+        return COMMAND_LINE if line is None else f"{self.source}:{line}"
+
+    def error(self, message: str, line: int | None, option: str | None = None) -> SubmitError:
+        return SubmitError(
+            message,
+            source=COMMAND_LINE if line is None else self.source,
+            line=line,
+            field=option,
+        )
+
+    def fail(self, name: str, message: str) -> SubmitError:
+        directive = self.options[name]
+        return self.error(message, directive.line, directive.option)
+
+    def read(self, tokens: Sequence[str], line: int | None) -> None:
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            i += 1
+            if token.startswith("--") and len(token) > 2:
+                written, has_value, value = token.partition("=")
+                name = written[2:]
+            elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
+                written, value = token[:2], token[2:]
+                has_value = "=" if value else ""
+                name = SHORT_OPTIONS.get(token[1], "")
+            elif line is None:
+                raise self.error(
+                    f"unexpected argument {token!r}: give sbatch options only (the script's "
+                    "own arguments are not supported)",
+                    line,
+                )
+            else:
+                raise self.error(
+                    f"unexpected word {token!r} (an option's value goes with it, as "
+                    "--nodes=2 or -N 2)",
+                    line,
+                )
+            if name in FLAG_OPTIONS:
+                self.options[name] = _Directive(written, value, line)
+                continue
+            if name not in VALUE_OPTIONS:
+                known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
+                close = difflib.get_close_matches(written, known, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                self.warnings.append(
+                    f"{self.where(line)}: {written} is not supported{hint}; ignored"
+                )
+                if not has_value and i < len(tokens) and not tokens[i].startswith("-"):
+                    i += 1  # its value
+                continue
+            if not has_value:
+                if i >= len(tokens):
+                    raise self.error(f"{written} needs a value", line, written)
+                value = tokens[i]
+                i += 1
+            self.options[name] = _Directive(written, value.strip(), line)
+
+    def value(self, name: str) -> str | None:
+        directive = self.options.get(name)
+        return None if directive is None else directive.value
+
+    def count(self, name: str, minimum: int = 1) -> int | None:
+        text = self.value(name)
+        if text is None:
+            return None
+        if not text.isdigit() or int(text) < minimum:
+            raise self.fail(name, f"expected a whole number ≥ {minimum}, got {text!r}")
+        return int(text)
+
+
+def load_sbatch(path: str | Path, args: Sequence[str] = ()) -> ParsedJob:
+    """:func:`parse_sbatch` on a file (its name is the default job name)."""
+    text, name = read_source(path, "the batch script")
+    return parse_sbatch(text, source=name, args=args)
+
+
+def parse_sbatch(script: str, *, source: str = "<script>", args: Sequence[str] = ()) -> ParsedJob:
+    """A job from a batch script and optional ``sbatch`` command-line options (``args``,
+    e.g. ``["-N", "2", "--time=1:00:00"]``), which override the script's directives.
+
+    Unknown options are returned as warnings; malformed scripts and values raise
+    :class:`SubmitError` with the line (or "command line").
+    """
+    reader = _Reader(source)
+    _scan(script, reader)
+    reader.read(list(args), None)
+    data = _build(reader, script)
+    request = parse_request(data, source=source)
+    return ParsedJob(request, tuple(reader.warnings))
+
+
+def _scan(script: str, reader: _Reader) -> None:
+    if not script.strip():
+        raise reader.error("the batch script is empty", 1)
+    if "\0" in script:
+        raise reader.error("the batch script contains NUL bytes (is it a binary file?)", None)
+    if "\r" in script:
+        bad = script[: script.index("\r")].count("\n") + 1
+        raise reader.error("DOS line breaks (\\r\\n): convert the script with dos2unix", bad)
+    if not script.startswith("#!"):
+        raise reader.error(
+            "the first line must start with #! and the interpreter (e.g. #!/bin/bash), as for "
+            "sbatch",
+            1,
+        )
+    in_header = True
+    for number, line in enumerate(script.split("\n")[1:], start=2):
+        if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
+            if not in_header:
+                reader.warnings.append(
+                    f"{reader.where(number)}: #SBATCH after the first command is ignored "
+                    "(as by sbatch)"
+                )
+                continue
+            try:
+                tokens = shlex.split(line[7:], comments=True)
+            except ValueError as exc:
+                raise reader.error(f"cannot read the directive: {exc}", number) from None
+            reader.read(tokens, number)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            in_header = False
+
+
+def _build(reader: _Reader, script: str) -> dict[str, object]:
+    nodes = _nodes(reader)
+    ntasks = reader.count("ntasks")
+    per_node = reader.count("ntasks-per-node")
+    cpus = reader.count("cpus-per-task") or 1
+    if ntasks is not None:
+        replicas = ntasks
+    elif per_node is not None:
+        replicas = (nodes or 1) * per_node
+    else:
+        replicas = nodes or 1
+    if nodes is not None and nodes > replicas:
+        reader.warnings.append(
+            f"{reader.where(reader.options['nodes'].line)}: {replicas} task(s) cannot use "
+            f"{nodes} nodes; using {replicas}"
+        )
+        nodes = replicas
+    placement: dict[str, object] = {}
+    if per_node is not None:
+        placement["max_tasks_per_node"] = per_node
+    elif nodes is not None and nodes > 1:
+        placement["max_tasks_per_node"] = math.ceil(replicas / nodes)
+    elif nodes == 1 and replicas > 1:
+        placement["topology"] = {"key": LABEL_HOSTNAME, "mode": "required"}
+    tasks_per_node = per_node or (math.ceil(replicas / nodes) if nodes else replicas)
+
+    resources: dict[str, str] = {CPU: str(cpus)}
+    memory = _memory(reader, cpus, tasks_per_node)
+    if memory:
+        resources[MEMORY] = str(memory)
+    selector: dict[str, str] = {}
+    for name, amount, model in _accelerators(reader, replicas, tasks_per_node):
+        resources[name] = str(amount)
+        if model is not None:  # one GPU option at most, so one model
+            selector[LABEL_GPU_MODEL] = model
+
+    required: list[dict[str, object]] = []
+    if reader.value("constraint") is not None:
+        more, required = _constraint(reader)
+        for key, value in more.items():
+            if selector.get(key, value) != value:
+                raise reader.fail(
+                    "constraint", f"label {key} asked to be both {selector[key]} and {value}"
+                )
+            selector[key] = value
+    if selector:
+        placement["node_selector"] = selector
+    if required:
+        placement["required"] = required
+    if "exclusive" in reader.options:
+        placement["exclusive"] = True
+        reader.warnings.append(
+            f"{reader.where(reader.options['exclusive'].line)}: --exclusive is kept as "
+            "placement.exclusive; the scheduler does not yet keep other jobs off the nodes"
+        )
+
+    group: dict[str, object] = {"name": "main", "replicas": replicas, "resources": resources}
+    group["script"] = script
+    if reader.value("chdir") is not None:
+        group["workdir"] = reader.value("chdir")
+    data: dict[str, object] = {"groups": [group], "placement": placement}
+    default_name = "" if reader.source.startswith("<") else reader.source
+    data["name"] = reader.value("job-name") or default_name
+    if reader.value("account"):
+        data["tenant"] = reader.value("account")
+    partition = reader.value("partition")
+    if partition is not None:
+        if "," in partition:
+            raise reader.fail("partition", f"one partition please, not {partition!r}")
+        data["queue"] = partition
+    if reader.value("qos") is not None:
+        data["qos"] = _qos(reader)
+    if reader.value("time") is not None:
+        try:
+            data["walltime_s"] = parse_slurm_time(reader.value("time") or "")
+        except ValueError as exc:
+            raise reader.fail("time", str(exc)) from None
+    if reader.value("array") is not None:
+        try:
+            data["array"] = parse_array(reader.value("array") or "").model_dump()
+        except ValueError as exc:
+            raise reader.fail("array", str(exc)) from None
+    if reader.value("dependency"):
+        try:
+            deps = parse_dependencies(reader.value("dependency") or "")
+        except ValueError as exc:
+            raise reader.fail("dependency", str(exc)) from None
+        data["dependencies"] = [d.model_dump() for d in deps]
+    default_output = "slurm-%A_%a.out" if "array" in data else "slurm-%j.out"
+    data["output"] = reader.value("output") or default_output
+    if reader.value("error"):
+        data["error"] = reader.value("error")
+    return data
+
+
+def _nodes(reader: _Reader) -> int | None:
+    text = reader.value("nodes")
+    if text is None:
+        return None
+    low, dash, high = text.partition("-")
+    if (
+        not low.isdigit()
+        or int(low) < 1
+        or (dash and not (high.isdigit() and int(high) >= int(low)))
+    ):
+        raise reader.fail("nodes", f"expected a node count such as 4 or 2-4, got {text!r}")
+    if dash:
+        reader.warnings.append(
+            f"{reader.where(reader.options['nodes'].line)}: node range {text}: using the "
+            f"minimum, {low}"
+        )
+    return int(low)
+
+
+def _memory(reader: _Reader, cpus: int, tasks_per_node: int) -> int:
+    if "mem" in reader.options and "mem-per-cpu" in reader.options:
+        raise reader.fail("mem-per-cpu", "--mem and --mem-per-cpu cannot both be given")
+    for name in ("mem", "mem-per-cpu"):
+        text = reader.value(name)
+        if text is None:
+            continue
+        try:
+            amount = parse_slurm_memory(text)
+        except ValueError as exc:
+            raise reader.fail(name, str(exc)) from None
+        if name == "mem-per-cpu":
+            return amount * cpus
+        if amount == 0:
+            reader.warnings.append(
+                f"{reader.where(reader.options['mem'].line)}: --mem=0 (all of a node's memory) "
+                "cannot be expressed; no memory is requested"
+            )
+        return amount // tasks_per_node
+    return 0
+
+
+def _accelerators(
+    reader: _Reader, replicas: int, tasks_per_node: int
+) -> list[tuple[str, int, str | None]]:
+    """(resource, amount per task, GPU model or None) for each accelerator asked for."""
+    given = [name for name in _GPU_OPTIONS if name in reader.options]
+    gpu_given = [n for n in given if n != "gres"]
+    if len(gpu_given) > 1 or (gpu_given and _gres_has_gpu(reader.value("gres") or "")):
+        shown = ", ".join(reader.options[n].option for n in given)
+        raise reader.fail(given[-1], f"give the GPUs once, not with {shown}")
+    out: list[tuple[str, int, str | None]] = []
+    if "gres" in reader.options and reader.value("gres") != "none":
+        for item in (reader.value("gres") or "").split(","):
+            name, amount, model = _gres_item(reader, item.strip())
+            out.append(
+                (name, _per_task(reader, "gres", name, amount, tasks_per_node, "node"), model)
+            )
+    for option in gpu_given:
+        text = reader.value(option) or ""
+        model, _, count = text.rpartition(":")
+        if not count.isdigit() or int(count) < 1:
+            raise reader.fail(option, f"expected [type:]count, got {text!r}")
+        amount = int(count)
+        if option == "gpus-per-node":
+            amount = _per_task(reader, option, GPU, amount, tasks_per_node, "node")
+        elif option == "gpus":
+            amount = _per_task(reader, option, GPU, amount, replicas, "job")
+        out.append((GPU, amount, model or None))
+    names = [name for name, _, _ in out]
+    for name in names:
+        if names.count(name) > 1:
+            raise reader.fail(given[0], f"{name} is asked for twice")
+    return [item for item in out if item[1] > 0]
+
+
+def _gres_has_gpu(text: str) -> bool:
+    return any(item.strip().split(":")[0] == "gpu" for item in text.split(","))
+
+
+def _gres_item(reader: _Reader, item: str) -> tuple[str, int, str | None]:
+    parts = item.split(":")
+    if not item or "(" in item or len(parts) > 3 or not all(parts):
+        raise reader.fail("gres", f"expected name[:type][:count] such as gpu:a100:2, got {item!r}")
+    count = 1
+    if len(parts) > 1 and parts[-1].isdigit():
+        count = int(parts.pop())
+    elif len(parts) == 3:
+        raise reader.fail("gres", f"the count in {item!r} must be a whole number")
+    name = GPU if parts[0] == "gpu" else parts[0]
+    try:
+        name = resource_name(name)
+    except ValueError as exc:
+        raise reader.fail("gres", str(exc)) from None
+    model = parts[1] if len(parts) == 2 else None
+    if model is not None and name != GPU:
+        raise reader.fail("gres", f"a type ({model}) is only understood for gpu")
+    return name, count, model
+
+
+def _per_task(reader: _Reader, option: str, name: str, amount: int, tasks: int, per: str) -> int:
+    if amount % tasks:
+        raise reader.fail(
+            option,
+            f"{amount} {name} per {per} cannot be shared evenly by {tasks} tasks; use "
+            "--gpus-per-task, or set --ntasks-per-node",
+        )
+    return amount // tasks
+
+
+def _qos(reader: _Reader) -> str:
+    text = (reader.value("qos") or "").lower()
+    if text not in QOS_NAMES:
+        raise reader.fail(
+            "qos",
+            f"unknown QoS {text!r}: use gold, silver or bronze (or high, normal, low)",
+        )
+    return QOS_NAMES[text].value
+
+
+def _constraint(reader: _Reader) -> tuple[dict[str, str], list[dict[str, object]]]:
+    """``key=value`` terms become a node selector, bare features ``Exists`` requirements on
+    ``feature.fusesched.io/<feature>``; ``&`` (and ``,``) join terms; ``k=a|k=b`` is ``In``."""
+    text = reader.value("constraint") or ""
+    selector: dict[str, str] = {}
+    required: list[dict[str, object]] = []
+    for raw in re.split(r"[&,]", text):
+        term = raw.strip()
+        if term.startswith("[") and term.endswith("]"):
+            term = term[1:-1]
+        if not term or any(ch in term for ch in "*()[]"):
+            raise reader.fail(
+                "constraint",
+                f"cannot read {raw.strip()!r} (supported: feature, key=value, & and key=a|key=b)",
+            )
+        alternatives = [a.strip() for a in term.split("|")]
+        pairs = [a.partition("=") for a in alternatives]
+        if len(alternatives) == 1:
+            key, eq, value = pairs[0]
+            if eq:
+                key, value = key.strip(), value.strip()
+                if selector.get(key, value) != value:
+                    shown = f"{selector[key]} and {value}"
+                    raise reader.fail("constraint", f"label {key} asked to be both {shown}")
+                selector[key] = value
+            else:
+                required.append(
+                    LabelRequirementRequest(
+                        key=FEATURE_LABEL_PREFIX + key, op=LabelOp.EXISTS
+                    ).model_dump()
+                )
+            continue
+        keys = {key.strip() for key, eq, _ in pairs if eq}
+        if len(keys) != 1 or not all(eq for _, eq, _ in pairs):
+            raise reader.fail(
+                "constraint",
+                f"{term!r}: 'or' is supported only between values of one label (gpu=a100|gpu=h100)",
+            )
+        required.append(
+            LabelRequirementRequest(
+                key=keys.pop(), op=LabelOp.IN, values=[v.strip() for _, _, v in pairs]
+            ).model_dump()
+        )
+    return selector, required

@@ -1,0 +1,157 @@
+"""Small value syntaxes shared by the submission formats: durations, Slurm times, memory sizes,
+job arrays and dependencies. Each parser raises ``ValueError`` with a message meant for people;
+the format modules add the file and line."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Final
+
+from fusesched.model.job import DependencyKind
+from fusesched.submit.request import ArrayRequest, DependencyRequest
+
+MAX_ARRAY_INDICES: Final = 1_000_000
+
+_SLURM_TIME_RE: Final = re.compile(
+    r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$"
+)
+_UNIT_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)")
+_UNIT_SECONDS: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_UNLIMITED: Final = frozenset({"unlimited", "infinite", "-1"})
+_MEMORY_RE: Final = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
+_ARRAY_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+
+
+def parse_slurm_time(text: str) -> float | None:
+    """Seconds from a Slurm time limit; None for no limit (``0``, ``UNLIMITED``, ``INFINITE``).
+
+    Formats: ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``.
+    """
+    value = text.strip()
+    if value.lower() in _UNLIMITED:
+        return None
+    match = _SLURM_TIME_RE.match(value)
+    if match is None:
+        raise ValueError(
+            f"cannot read time {text!r} (formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)"
+        )
+    a, b, c = (int(match[g]) if match[g] is not None else None for g in ("a", "b", "c"))
+    assert a is not None  # the regex requires it
+    if match["days"] is not None:
+        seconds = int(match["days"]) * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
+    elif b is None:
+        seconds = a * 60
+    elif c is None:
+        seconds = a * 60 + b
+    else:
+        seconds = a * 3600 + b * 60 + c
+    return float(seconds) if seconds > 0 else None
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds from ``90s``, ``15m``, ``2h``, ``1h30m``, ``1.5d`` or a clock form with ``:`` or
+    ``-`` (``01:30:00``, ``2-00:00:00``, as Slurm); None for ``unlimited``.
+
+    A bare number is refused: it is unclear whether it means seconds or (as in Slurm) minutes.
+    """
+    value = text.strip().lower()
+    if value in _UNLIMITED:
+        return None
+    if ":" in value or "-" in value:
+        seconds = parse_slurm_time(value)
+        if seconds is None:
+            raise ValueError(f"duration {text!r} must be positive (or 'unlimited')")
+        return seconds
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        raise ValueError(
+            f"duration {text!r} has no unit: write e.g. '{value}s', '{value}m' or '{value}h'"
+        )
+    compact = value.replace(" ", "")
+    parts = _UNIT_RE.findall(compact)
+    if not parts or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(
+            f"cannot read duration {text!r} (examples: 90s, 15m, 2h, 1h30m, 1d, 01:30:00)"
+        )
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"duration {text!r} must be positive (or 'unlimited')")
+    return seconds
+
+
+def parse_slurm_memory(text: str) -> int:
+    """Bytes from a Slurm memory size: a whole number with K, M (the default), G or T, all
+    powers of 1024."""
+    match = _MEMORY_RE.match(text.strip())
+    if match is None:
+        raise ValueError(f"cannot read memory size {text!r} (examples: 4000, 500M, 64G, 1T)")
+    power = "KMGT".index(match[2].upper()) + 1 if match[2] else 2
+    return int(match[1]) << (10 * power)
+
+
+def parse_array(text: str) -> ArrayRequest:
+    """A job array from Slurm syntax: ``1-10``, ``1-10:2``, ``7``, ``1,3,5``, each with an
+    optional ``%N`` limit on tasks running at once.
+
+    Index lists must be evenly spaced (``1,3,5`` is ``1-5:2``); others are refused, since a
+    job array here is a range.
+    """
+    body, _, limit = text.strip().partition("%")
+    max_parallel = None
+    if limit:
+        if not limit.isdigit() or int(limit) < 1:
+            raise ValueError(f"array {text!r}: the %N limit must be a positive whole number")
+        max_parallel = int(limit)
+    pieces = [p.strip() for p in body.split(",")]
+    ranges: list[tuple[int, int, int]] = []
+    for piece in pieces:
+        match = _ARRAY_RANGE_RE.match(piece)
+        if match is None:
+            raise ValueError(
+                f"array {text!r}: cannot read {piece!r} (examples: 0-9, 1-10:2, 1,3,5)"
+            )
+        start = int(match[1])
+        stop = int(match[2]) if match[2] is not None else start
+        step = int(match[3]) if match[3] is not None else 1
+        if stop < start:
+            raise ValueError(f"array {text!r}: {piece!r} ends before it starts")
+        if step < 1:
+            raise ValueError(f"array {text!r}: the step in {piece!r} must be at least 1")
+        ranges.append((start, stop, step))
+    if len(ranges) == 1:
+        start, stop, step = ranges[0]
+        stop = start + (stop - start) // step * step
+        return ArrayRequest(start=start, stop=stop, step=step, max_parallel=max_parallel)
+    if sum((stop - start) // step + 1 for start, stop, step in ranges) > MAX_ARRAY_INDICES:
+        raise ValueError(f"array {text!r} has more than {MAX_ARRAY_INDICES} indices")
+    indices = sorted({i for start, stop, step in ranges for i in range(start, stop + 1, step)})
+    steps = {b - a for a, b in itertools.pairwise(indices)}
+    if len(steps) > 1:
+        raise ValueError(
+            f"array {text!r}: indices must be evenly spaced (like 1,3,5 or 0-20:5); "
+            "submit the other indices as a second array"
+        )
+    step = steps.pop() if steps else 1
+    return ArrayRequest(start=indices[0], stop=indices[-1], step=step, max_parallel=max_parallel)
+
+
+def parse_dependencies(text: str) -> list[DependencyRequest]:
+    """Slurm dependencies: ``afterok:ID[:ID…]`` and ``afterany:ID[:ID…]``, several joined by
+    ``,`` (all must hold). ``?`` (any may hold) and other kinds are refused."""
+    value = text.strip()
+    if "?" in value:
+        raise ValueError(f"dependency {text!r}: '?' (any of) is not supported; use ',' (all of)")
+    out: list[DependencyRequest] = []
+    for part in value.split(","):
+        kind, _, ids = part.strip().partition(":")
+        if kind not in (DependencyKind.AFTER_OK, DependencyKind.AFTER_ANY):
+            supported = f"{DependencyKind.AFTER_OK}:ID or {DependencyKind.AFTER_ANY}:ID"
+            raise ValueError(f"dependency {part.strip()!r} is not supported (use {supported})")
+        job_ids = [i.strip() for i in ids.split(":")] if ids else []
+        if not job_ids or not all(job_ids):
+            raise ValueError(f"dependency {part.strip()!r}: give job ids, as in {kind}:123:124")
+        for job_id in job_ids:
+            if "+" in job_id:
+                raise ValueError(f"dependency {part.strip()!r}: '+time' delays are not supported")
+            out.append(DependencyRequest(kind=DependencyKind(kind), job_id=job_id))
+    return out

@@ -1,0 +1,99 @@
+"""A real controller with three real agents (distinct names and sizes) on this machine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusesched.agent.config import AgentConfig
+from fusesched.api.wire import DeviceInfo
+from fusesched.cli.local import LocalCluster
+from fusesched.sdk import Client
+
+POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def agent_configs(root: Path) -> list[AgentConfig]:
+    def config(name: str, **extra: object) -> AgentConfig:
+        return AgentConfig(
+            name=name,
+            address="127.0.0.1",
+            work_dir=root / "agents" / name,
+            image_cache_dir=root / "images",
+            nvml=False,
+            **extra,  # type: ignore[arg-type]
+        )
+
+    return [
+        config("node-a", cpu=2, memory="2Gi", labels={"fusesched.io/pool": "cpu"}),
+        config("node-b", cpu=2, memory="2Gi", labels={"fusesched.io/pool": "cpu"}),
+        config(
+            "node-c",
+            cpu=4,
+            memory="4Gi",
+            labels={"fusesched.io/pool": "gpu"},
+            fake_devices=[
+                DeviceInfo(index=0, uuid="GPU-fake-0", model="H200"),
+                DeviceInfo(index=1, uuid="GPU-fake-1", model="H200"),
+            ],
+        ),
+    ]
+
+
+def _cluster(tmp_path: Path, database_url: str | None) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(
+        tmp_path / "data",
+        port=0,
+        agents=agent_configs(tmp_path),
+        database_url=database_url,
+        long_poll_s=0.5,
+    )
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    yield from _cluster(tmp_path, None)
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Client:
+    return Client(cluster.url)
+
+
+def fresh_postgres_url() -> str:
+    """A new, empty database on the local PostgreSQL (it must run: CI starts it)."""
+    import uuid
+
+    import psycopg
+
+    name = f"fusesched_live_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"PostgreSQL is not running at 127.0.0.1:5432 ({exc})")
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+
+
+def drop_postgres(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    url = fresh_postgres_url()
+    try:
+        yield from _cluster(tmp_path, url)
+    finally:
+        drop_postgres(url)

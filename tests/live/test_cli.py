@@ -1,0 +1,131 @@
+"""The client commands against a live cluster, as a user types them (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fusesched.cli.local import LocalCluster
+from fusesched.sdk import Client
+
+
+def fusesched(cluster: LocalCluster | None, *args: str) -> subprocess.CompletedProcess[str]:
+    url = cluster.url if cluster is not None else "http://127.0.0.1:9"
+    return subprocess.run(
+        [sys.executable, "-m", "fusesched", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"FUSESCHED_CONTROLLER": url, "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=cli-test
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=100M
+#SBATCH --time=2:00
+echo "script ran as job $FUSESCHED_JOB_ID with $SLURM_ARRAY_TASK_ID"
+"""
+
+OWN_YAML = """
+name: from-yaml
+walltime: 1m
+resources: {cpu: 500m, memory: 64Mi}
+command: [sh, -c, "echo yaml job"]
+"""
+
+KUBE_YAML = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: from-kube}
+spec:
+  template:
+    spec:
+      schedulerName: fused-scheduler
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: /nonexistent-is-not-used
+          command: [sh, -c, "echo kube job"]
+          resources: {requests: {cpu: 250m, memory: 32Mi}}
+"""
+
+
+def test_sbatch_show_logs_and_listing(cluster: LocalCluster, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(SCRIPT)
+    submitted = as_json(fusesched(cluster, "sbatch", "--time=1:00", str(script), "--json"))
+    job_id = submitted["id"]
+    Client(cluster.url).wait(job_id, timeout=30)
+    shown = as_json(fusesched(cluster, "show", job_id, "--json"))
+    assert shown["id"] == job_id
+    assert shown["state"] == "Completed"
+    assert shown["exit_code"] == 0
+    assert shown["nodes"]
+    assert shown["name"] == "cli-test"
+    logs = fusesched(cluster, "logs", job_id)
+    assert f"script ran as job {job_id}" in logs.stdout
+    listed = as_json(fusesched(cluster, "jobs", "--json"))
+    assert [j["id"] for j in listed] == [job_id]
+    table = fusesched(cluster, "jobs")
+    assert "cli-test" in table.stdout and "Completed" in table.stdout
+
+
+def test_yaml_and_kubernetes_files(cluster: LocalCluster, tmp_path: Path) -> None:
+    own = tmp_path / "job.yaml"
+    own.write_text(OWN_YAML)
+    kube = tmp_path / "kube.yaml"
+    kube.write_text(KUBE_YAML.replace("image: /nonexistent-is-not-used\n          ", ""))
+    ids = as_json(fusesched(cluster, "submit", str(own), str(kube), "--json"))["ids"]
+    assert len(ids) == 2
+    client = Client(cluster.url)
+    assert [client.wait(i, timeout=30)["state"] for i in ids] == ["Completed", "Completed"]
+    assert "yaml job" in client.logs(ids[0])
+    assert "kube job" in client.logs(ids[1])
+
+
+def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
+    own = tmp_path / "long.yaml"
+    own.write_text(OWN_YAML.replace("echo yaml job", "sleep 600").replace("1m", "1h"))
+    job_id = as_json(fusesched(cluster, "submit", str(own), "--json"))["id"]
+    queues = as_json(fusesched(cluster, "queues", "--json"))
+    assert queues[0]["name"] == "default"
+    assert queues[0]["pending"] + queues[0]["running"] == 1
+    assert as_json(fusesched(cluster, "cancel", job_id, "--json")) == {"cancelled": [job_id]}
+    assert Client(cluster.url).wait(job_id, timeout=30)["state"] == "Cancelled"
+    nodes = as_json(fusesched(cluster, "nodes", "--json"))
+    assert sorted(n["name"] for n in nodes) == ["node-a", "node-b", "node-c"]
+    assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
+
+
+def test_bad_input_is_refused_with_a_clear_message(cluster: LocalCluster, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nresources: {cpu: 1\ncommand: [true]\n")
+    result = fusesched(cluster, "submit", str(broken))
+    assert result.returncode == 2
+    assert "broken.yaml" in result.stderr and "Traceback" not in result.stderr
+    greedy = tmp_path / "greedy.yaml"
+    greedy.write_text('name: g\nresources: {cpu: 1, gpu: 64}\ncommand: ["true"]\n')
+    result = fusesched(cluster, "submit", str(greedy))
+    assert result.returncode == 2
+    assert "nvidia.com/gpu" in result.stderr and "Traceback" not in result.stderr
+    missing = fusesched(cluster, "show", "999999")
+    assert missing.returncode == 2 and "no job" in missing.stderr
+    assert Client(cluster.url).jobs() == []  # nothing was stored
+
+
+def test_an_unreachable_controller_is_reported(tmp_path: Path) -> None:
+    result = fusesched(None, "jobs")
+    assert result.returncode == 1
+    assert "cannot reach the controller" in result.stderr
+    assert "Traceback" not in result.stderr
