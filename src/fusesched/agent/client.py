@@ -22,6 +22,7 @@ from fusesched.api.wire import (
     NodeInventory,
     TaskLaunch,
     TaskReport,
+    TaskState,
 )
 
 log = logging.getLogger("fusesched.agent")
@@ -56,7 +57,8 @@ class AgentClient:
         self.long_poll_s = long_poll_s
         self.stop_event = threading.Event()
         self._lock = threading.Lock()  # the runtime is used from both threads
-        self._offsets: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}  # log bytes delivered, per task
+        self._outgoing: list[TaskReport] = []  # polled reports not yet answered
         self._http = httpx.Client(timeout=httpx.Timeout(long_poll_s + 30.0, connect=5.0))
         self._threads: list[threading.Thread] = []
 
@@ -100,14 +102,7 @@ class AgentClient:
     def _work(self) -> None:
         while not self.stop_event.is_set():
             try:
-                with self._lock:
-                    beat = Heartbeat(
-                        node=self.inventory.name,
-                        reports=self.runtime.poll(),
-                        logs=self._new_logs(),
-                        running=self.runtime.running(),
-                    )
-                self._obey(self._send(beat, self.long_poll_s))
+                self._beat(full=True)
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code == 404:  # the controller forgot us: register again
                     self._reregister()
@@ -121,16 +116,38 @@ class AgentClient:
     def _report(self) -> None:
         while not self.stop_event.wait(REPORT_PERIOD_S):
             try:
-                with self._lock:
-                    reports = self.runtime.poll()
-                    logs = self._new_logs()
-                if not reports and not logs:
-                    continue
-                beat = Heartbeat(node=self.inventory.name, reports=reports, logs=logs)
-                self._obey(self._send(beat, 0.0))
+                self._beat(full=False)
             except httpx.HTTPError as exc:
-                log.warning("report failed (will retry with the next beat): %s", exc)
+                log.warning("report failed (kept, sent again with the next beat): %s", exc)
                 self.stop_event.wait(0.5)
+
+    def _beat(self, full: bool) -> None:
+        """Send what is new; reports and log chunks count as delivered only once answered.
+
+        A task that has ended but whose exit report has not been answered yet is still listed
+        as running in full beats, so the controller never takes it for lost while its report is
+        on the way (the two threads' requests may arrive in either order).
+        """
+        with self._lock:
+            self._outgoing.extend(self.runtime.poll())
+            reports = list(self._outgoing)
+            logs = self._new_logs()
+            running = None
+            if full:
+                ended = [r.task_id for r in reports if r.state is not TaskState.RUNNING]
+                running = sorted(set(self.runtime.running()) | set(ended))
+        if not full and not reports and not logs:
+            return
+        beat = Heartbeat(node=self.inventory.name, reports=reports, logs=logs, running=running)
+        reply = self._send(beat, self.long_poll_s if full else 0.0)
+        with self._lock:
+            sent = {id(r) for r in reports}
+            self._outgoing = [r for r in self._outgoing if id(r) not in sent]
+            for chunk in logs:
+                end = chunk.offset + len(chunk.data.encode())
+                if self._offsets.get(chunk.task_id, end) < end:
+                    self._offsets[chunk.task_id] = end
+        self._obey(reply)
 
     def _reregister(self) -> None:
         try:
@@ -157,13 +174,13 @@ class AgentClient:
                 self.runtime.kill(kill.task_id, kill.grace_s, kill.reason)
 
     def _new_logs(self) -> list[LogChunk]:
+        """Output not yet delivered (offsets move on once a beat carrying it is answered)."""
         chunks = []
         alive = set(self.runtime.running())
         for task_id, offset in list(self._offsets.items()):
             chunk = self.runtime.read_log(task_id, offset)
             if chunk is not None and chunk.data:
                 chunks.append(chunk)
-                self._offsets[task_id] = chunk.offset + len(chunk.data.encode())
             elif task_id not in alive:
-                del self._offsets[task_id]  # ended and fully read
+                del self._offsets[task_id]  # ended and fully delivered
         return chunks

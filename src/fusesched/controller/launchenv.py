@@ -122,6 +122,7 @@ def task_env(
         "LOCAL_RANK": str(slot.local_rank),
         "LOCAL_WORLD_SIZE": str(slot.local_size),
         "GROUP_RANK": str(slot.node_rank),
+        "FUSESCHED_HOSTFILE": f"{TASK_DIR}/{HOSTFILE_NAME}",  # also DeepSpeed's hostfile format
     }
     if array_index is not None:
         env["FUSESCHED_ARRAY_INDEX"] = str(array_index)
@@ -129,7 +130,6 @@ def task_env(
     if batch:
         env.update(
             {
-                "FUSESCHED_HOSTFILE": f"{TASK_DIR}/{HOSTFILE_NAME}",
                 "OMPI_MCA_plm_rsh_agent": remote_launcher_command(),
                 "OMPI_MCA_orte_default_hostfile": f"{TASK_DIR}/{HOSTFILE_NAME}",
                 "OMPI_MCA_orte_keep_fqdn_hostnames": "1",

@@ -11,6 +11,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,8 @@ class ControllerServer:
     core: CoreConfig = field(default_factory=lambda: CoreConfig(placement="best-fit"))
     long_poll_s: float = 1.0
     node_timeout_s: float = 30.0
+    clock: Callable[[], float] = time.time
+    auto_schedule: bool = True  # False: the caller runs cycles (the parity test's lock-step)
 
     def __post_init__(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -65,6 +68,7 @@ class ControllerServer:
                 long_poll_s=self.long_poll_s,
                 node_timeout_s=self.node_timeout_s,
             ),
+            clock=self.clock,
         )
         config = uvicorn.Config(
             create_app(self.controller),
@@ -82,7 +86,8 @@ class ControllerServer:
         return f"http://{host}:{self.port}"
 
     def start(self) -> ControllerServer:
-        self.controller.start()
+        if self.auto_schedule:
+            self.controller.start()
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
         )

@@ -400,7 +400,7 @@ class Controller:
                 image=group.image,
                 walltime_s=live.spec.walltime_s,
                 grace_s=self.config.grace_s,
-                files={HOSTFILE_NAME: hostfile(slots)} if batch else {},
+                files={HOSTFILE_NAME: hostfile(slots)},
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

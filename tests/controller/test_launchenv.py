@@ -1,0 +1,109 @@
+"""Ranks, rendezvous variables and hostfiles computed from a StartJob decision."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusesched.api.wire import DeviceInfo, NodeInventory
+from fusesched.controller.launchenv import hostfile, master_port, task_env, task_slots
+from fusesched.controller.pools import NodePool
+from fusesched.model.events import GroupPlacement, StartJob
+from fusesched.model.resources import Resources
+
+
+def decision() -> StartJob:
+    names = np.array(["n0", "n1", "n2"], dtype=object)
+    worker = GroupPlacement(
+        "worker",
+        Resources.parse({"cpu": "1"}),
+        np.array([2, 0]),
+        np.array([2, 1]),
+        names,
+    )
+    ps = GroupPlacement("ps", Resources.parse({"cpu": "1"}), np.array([0]), np.array([1]), names)
+    return StartJob("7", (worker, ps))
+
+
+def test_ranks_follow_groups_then_placement_order() -> None:
+    slots = task_slots(decision())
+    assert [(s.task_id, s.node, s.rank) for s in slots] == [
+        ("7.worker.0", "n2", 0),
+        ("7.worker.1", "n2", 1),
+        ("7.worker.2", "n0", 2),
+        ("7.ps.0", "n0", 3),
+    ]
+    assert [(s.node_rank, s.local_rank, s.local_size) for s in slots] == [
+        (0, 0, 2),
+        (0, 1, 2),
+        (1, 0, 2),
+        (1, 1, 2),
+    ]
+    assert hostfile(slots) == "n2 slots=2\nn0 slots=2\n"
+
+
+def test_every_task_gets_the_rendezvous_of_the_first_node() -> None:
+    slots = task_slots(decision())
+    addresses = {"n0": "10.0.0.1", "n2": "10.0.0.3"}
+    env = [
+        task_env(
+            job_id="7",
+            job_name="train",
+            slot=s,
+            slots=slots,
+            addresses=addresses,
+            seq=7,
+            controller_url="http://c",
+            array_index=None,
+            batch=False,
+        )
+        for s in slots
+    ]
+    assert {e["MASTER_ADDR"] for e in env} == {"10.0.0.3"}
+    assert {e["MASTER_PORT"] for e in env} == {str(master_port(7))}
+    assert [e["RANK"] for e in env] == ["0", "1", "2", "3"]
+    assert {e["WORLD_SIZE"] for e in env} == {"4"}
+    assert [e["NODE_RANK"] for e in env] == ["0", "0", "1", "1"]
+    assert env[0]["FUSESCHED_NODELIST"] == "n2,n0"
+    assert "OMPI_MCA_plm_rsh_agent" not in env[0]
+    assert "SLURM_ARRAY_TASK_ID" not in env[0]
+
+
+def test_batch_jobs_send_mpirun_through_the_fusesched_launcher() -> None:
+    slots = task_slots(decision())
+    env = task_env(
+        job_id="7",
+        job_name="mpi",
+        slot=slots[0],
+        slots=slots,
+        addresses={},
+        seq=7,
+        controller_url="http://c",
+        array_index=3,
+        batch=True,
+    )
+    assert env["OMPI_MCA_plm_rsh_agent"].endswith("-m fusesched.agent.remote")
+    assert env["OMPI_MCA_orte_default_hostfile"] == "{task_dir}/fusesched.hostfile"
+    assert env["SLURM_ARRAY_TASK_ID"] == "3"
+
+
+def test_node_pools_hand_out_distinct_cpus_and_devices_and_take_them_back() -> None:
+    inventory = NodeInventory(
+        name="g",
+        resources={"cpu": "4", "nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "1"},
+        cpu_ids=[0, 1, 2, 3],
+        devices=[
+            DeviceInfo(index=0, uuid="GPU-0"),
+            DeviceInfo(index=1, uuid="GPU-1"),
+            DeviceInfo(kind="nvidia.com/mig-1g.10gb", index=2, uuid="MIG-x", mig_profile="1g.10gb"),
+        ],
+    )
+    pool = NodePool.of(inventory)
+    a = pool.take(Resources.parse({"cpu": "1500m", "nvidia.com/gpu": "1"}))
+    b = pool.take(Resources.parse({"cpu": "1", "nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": 1}))
+    assert a.cpu_ids == (0, 1) and a.gpu_indices == (0,)
+    assert b.cpu_ids == (2,) and b.gpu_indices == (1,) and b.gpu_uuids == ("MIG-x",)
+    unpinned = pool.take(Resources.parse({"cpu": "2"}))  # only one id left: not pinned
+    assert unpinned.cpu_ids == ()
+    pool.give(a, inventory)
+    again = pool.take(Resources.parse({"cpu": "2", "nvidia.com/gpu": "1"}))
+    assert again.cpu_ids == (0, 1) and again.gpu_indices == (0,)
