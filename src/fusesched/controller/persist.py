@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from fusesched.controller.service import LiveTask
 
 
+#: Job numbers reserved from the store at a time.
+SEQ_BLOCK = 1000
+
+
 class Persistence:
     def __init__(self, url: str) -> None:
         self.store = Store(url)
@@ -39,6 +43,8 @@ class Persistence:
         self._new_tasks: list[TaskRow] = []
         self._task_changes: list[TaskChange] = []
         self._events: list[EventRow] = []
+        self._seq_next = 0
+        self._seq_left = 0
 
     def close(self) -> None:
         self.flush()
@@ -47,7 +53,17 @@ class Persistence:
     # ------------------------------------------------------------------ writes
 
     def allocate_seqs(self, n: int) -> int:
-        return self.store.next_job_seq(n).start
+        """The first of ``n`` new job numbers. Numbers are reserved from the store in blocks
+        (one transaction per :data:`SEQ_BLOCK` jobs, not per job); a restart skips the rest of
+        a block, as Slurm's job ids may skip."""
+        if n > self._seq_left:
+            block = max(n, SEQ_BLOCK)
+            self._seq_next = self.store.next_job_seq(block).start
+            self._seq_left = block
+        first = self._seq_next
+        self._seq_next += n
+        self._seq_left -= n
+        return first
 
     def jobs_submitted(
         self, seqs: Sequence[int], request: JobRequest, specs: Sequence[JobSpec], now: float
@@ -71,8 +87,8 @@ class Persistence:
             )
             for seq, spec in zip(seqs, specs, strict=True)
         ]
-        self.store.add_jobs(rows)
-        self.store.add_events(
+        self.store.add_jobs(rows)  # durable before the id is returned
+        self._events.extend(
             EventRow(now, "JobSubmitted", job_id=spec.id, data={"user": spec.user})
             for spec in specs
         )
