@@ -23,8 +23,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 
 # Debian packages and services the tests use (bubblewrap, OpenMPI, Slurm, PostgreSQL, ...).
-system:
-	bash scripts/system_deps.sh
+system: $(STAMP)
+	bash scripts/system_deps.sh $(BIN)/python
 
 unit: $(STAMP) system
 	$(BIN)/python -m pytest

@@ -34,6 +34,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -362,6 +363,8 @@ def main() -> None:
     parser.add_argument("--sqlite-path", help="write the SQLite store here and keep it")
     parser.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     args = parser.parse_args()
+    # A stopped run still deletes its scratch stores (the ``finally`` in run_backend).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     console.print(describe(machine()))
     console.print(f"command: {' '.join(sys.argv)}")
     workload = Workload(args.jobs, args.users, args.seed)

@@ -33,4 +33,18 @@ if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
     psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname='test'" \
         | grep -q 1 || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE test" >/dev/null
 fi
+# Tasks run under unprivileged per-user uids (never root): the Python interpreter given as the
+# first argument (the project's venv) must be reachable by them. Add search permission (x, not
+# read) to each folder above it that lacks it — e.g. /root when Python comes from pyenv.
+if [ $# -ge 1 ] && [ -e "$1" ]; then
+    real="$(readlink -f "$1")"
+    dir="$(dirname "$real")"
+    while [ "$dir" != "/" ]; do
+        if [ "$(stat -c %A "$dir" | cut -c10)" != "x" ] && [ "$(stat -c %A "$dir" | cut -c10)" != "t" ]; then
+            echo "system_deps: making $dir searchable for task users (o+x)"
+            $SUDO chmod o+x "$dir"
+        fi
+        dir="$(dirname "$dir")"
+    done
+fi
 echo "system_deps: ok"

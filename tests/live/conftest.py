@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,16 +45,31 @@ def agent_configs(root: Path) -> list[AgentConfig]:
     ]
 
 
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A folder tasks can use: they run under unprivileged uids, and pytest's own temporary
+    folders are private to root (mode 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="fusesched-test-"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _cluster(tmp_path: Path, database_url: str | None) -> Iterator[LocalCluster]:
+    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
+    shared.chmod(0o755)  # the agents' work dirs must be reachable by the tasks' uids
     cluster = LocalCluster(
         tmp_path / "data",
         port=0,
-        agents=agent_configs(tmp_path),
+        agents=agent_configs(shared),
         database_url=database_url,
         long_poll_s=0.5,
     )
-    with cluster:
-        yield cluster
+    try:
+        with cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 @pytest.fixture

@@ -61,8 +61,8 @@ def test_a_missing_program_fails_with_a_reason(client: Client) -> None:
     assert done["exit_code"] != 0
 
 
-def test_a_service_runs_until_cancelled(client: Client, tmp_path: Path) -> None:
-    pidfile = tmp_path / "service.pid"
+def test_a_service_runs_until_cancelled(client: Client, scratch: Path) -> None:
+    pidfile = scratch / "service.pid"
     job_id = client.submit(
         job(
             ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 600"],
@@ -140,16 +140,17 @@ def test_an_array_runs_every_member(client: Client) -> None:
         assert f"member {i}" in client.logs(member)
 
 
-def test_dependencies_wait_for_success(client: Client, tmp_path: Path) -> None:
-    first = client.submit(job(["sh", "-c", f"sleep 0.5; echo first > {tmp_path}/order"]))
+def test_dependencies_wait_for_success(client: Client, scratch: Path) -> None:
+    order = scratch / "order"
+    first = client.submit(job(["sh", "-c", f"sleep 0.5; echo first > {order}"]))
     second = client.submit(
         job(
-            ["sh", "-c", f"echo second >> {tmp_path}/order"],
+            ["sh", "-c", f"echo second >> {order}"],
             dependencies=[{"kind": "afterok", "job_id": first}],
         )
     )
     assert client.wait(second, timeout=30)["state"] == "Completed"
-    assert (tmp_path / "order").read_text().split() == ["first", "second"]
+    assert order.read_text().split() == ["first", "second"]
 
 
 @pytest.mark.skipif(
@@ -206,10 +207,10 @@ int main(int argc, char **argv) {
 
 
 @pytest.mark.skipif(shutil.which("mpicc") is None, reason="OpenMPI (mpicc) is not installed")
-def test_mpi_across_two_agents_without_ssh(client: Client, tmp_path: Path) -> None:
-    source = tmp_path / "allreduce.c"
+def test_mpi_across_two_agents_without_ssh(client: Client, scratch: Path) -> None:
+    source = scratch / "allreduce.c"
     source.write_text(MPI_PROGRAM)
-    binary = tmp_path / "allreduce"
+    binary = scratch / "allreduce"
     os.system(f"mpicc -o {binary} {source}")
     assert binary.exists()
     script = (
@@ -264,9 +265,9 @@ def _busybox_image(root: Path) -> Path:
     shutil.which("bwrap") is None or shutil.which("busybox") is None,
     reason="bubblewrap and busybox are needed (scripts/system_deps.sh installs them)",
 )
-def test_a_container_job_sees_only_its_image(client: Client, tmp_path: Path) -> None:
-    rootfs = _busybox_image(tmp_path)
-    host_marker = tmp_path / "HOST_MARKER"
+def test_a_container_job_sees_only_its_image(client: Client, scratch: Path) -> None:
+    rootfs = _busybox_image(scratch)
+    host_marker = scratch / "HOST_MARKER"
     host_marker.write_text("on the host\n")
     command = (
         "cat /IMAGE_MARKER; "
@@ -291,3 +292,25 @@ def test_jobs_survive_in_postgresql(pg_cluster: LocalCluster) -> None:
     assert "stored in postgres" in client.logs(job_id)
     listed = client.jobs(states=["Completed"])
     assert [j["id"] for j in listed] == [job_id]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only an agent running as root switches users")
+def test_tasks_run_under_the_users_unprivileged_uid(client: Client) -> None:
+    from fusesched.agent.users import derived_uid
+
+    mine = client.submit(job(["id", "-u"]))
+    alice = client.submit(job(["id", "-u"], user="alice"))
+    assert client.wait(mine, timeout=30)["state"] == "Completed"
+    assert client.wait(alice, timeout=30)["state"] == "Completed"
+    assert client.logs(mine).strip() == str(derived_uid("root"))  # never uid 0
+    assert client.logs(alice).strip() == str(derived_uid("alice"))
+
+
+def test_shell_metacharacters_in_a_command_are_literal(client: Client, scratch: Path) -> None:
+    victim = scratch / "victim"
+    victim.write_text("still here")
+    text = f"hi; rm -f {victim} && echo $(whoami) `id` | cat > {victim}"
+    job_id = client.submit(job(["echo", text]))
+    assert client.wait(job_id, timeout=30)["state"] == "Completed"
+    assert client.logs(job_id).strip() == text
+    assert victim.read_text() == "still here"

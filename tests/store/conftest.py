@@ -31,12 +31,13 @@ def pg_server() -> str:
         with engine.connect():
             pass
     except OperationalError as error:
+        why = " ".join(str(error.orig).split())
         message = (
-            f"PostgreSQL at {PG_URL} is unreachable ({str(error.orig).strip()}); start it with "
+            f"PostgreSQL at {PG_URL} is unreachable ({why}); start it with "
             "scripts/system_deps.sh or point FUSESCHED_TEST_PG_URL at a server"
         )
         if os.environ.get("CI"):
-            pytest.fail(f"{message}. CI is set, so the PostgreSQL store tests must run.")
+            pytest.fail(f"{message}. CI is set, so the PostgreSQL store tests must run.", False)
         pytest.skip(message)
     finally:
         engine.dispose()

@@ -10,6 +10,7 @@ from fusesched.store import (
     DuplicateJob,
     JobChange,
     JobDetail,
+    JobRow,
     JobState,
     Store,
     UnknownJob,
@@ -17,8 +18,8 @@ from fusesched.store import (
 from store.rows import job, task
 
 
-def ids(rows: list[object]) -> list[str]:
-    return [r.id for r in rows]  # type: ignore[attr-defined]
+def ids(rows: list[JobRow]) -> list[str]:
+    return [r.id for r in rows]
 
 
 # --------------------------------------------------------------------------- sequence numbers

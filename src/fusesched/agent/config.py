@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fusesched.agent.users import UID_COUNT, UID_MIN
 from fusesched.api.wire import DeviceInfo
 from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
 
@@ -69,6 +70,11 @@ class AgentConfig(BaseModel):
     image_cache_dir: Path = _DEFAULT_ROOT / "images"  # unpacked images, by content hash
     memory_cgroup: bool = True  # enforce memory limits with a cgroup v1 memory cgroup
     container_binds: list[BindMount] = Field(default_factory=list)  # e.g. GPU driver libraries
+    # an agent running as root starts tasks under the job user's unprivileged uid (never root):
+    run_as_users: bool = True
+    uid_map: dict[str, int] = Field(default_factory=dict)  # user -> uid, ahead of accounts
+    uid_min: int = Field(default=UID_MIN, ge=1)  # users without an account get a derived uid
+    uid_count: int = Field(default=UID_COUNT, ge=1)
 
     @field_validator("memory")
     @classmethod

@@ -35,6 +35,13 @@ from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
 from fusesched.agent.images import ImageCache, ImageError
+from fusesched.agent.users import (
+    Identity,
+    IdentityError,
+    can_switch_users,
+    check_reachable,
+    resolve,
+)
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER, LogChunk, TaskLaunch, TaskReport, TaskState
 
 log = logging.getLogger(__name__)
@@ -155,8 +162,10 @@ class ProcessRuntime:
         memory_cgroups: MemoryCgroups | None = None,
         binds: Sequence[Bind] = (),
         clock: Callable[[], float] = time.monotonic,
+        identities: Callable[[str], Identity] | None = None,
     ) -> None:
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).absolute()  # task commands name files in it
+        self.identities = identities  # job user -> who its tasks run as; None: the agent
         self.image_cache = image_cache
         self.memory_cgroups = (
             memory_cgroups if memory_cgroups is not None else MemoryCgroups.detect()
@@ -207,11 +216,20 @@ class ProcessRuntime:
             else MemoryCgroups.disabled("memory cgroups are disabled in the agent's config")
         )
         binds = [Bind(b.src, b.dst, b.read_only) for b in config.container_binds]
+        identities = None
+        if config.run_as_users and can_switch_users():
+
+            def identities(user: str) -> Identity:
+                return resolve(
+                    user, uid_map=config.uid_map, uid_min=config.uid_min, uid_count=config.uid_count
+                )
+
         return cls(
             config.work_dir,
             ImageCache(config.image_cache_dir),
             memory_cgroups=cgroups,
             binds=binds,
+            identities=identities,
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -281,15 +299,37 @@ class ProcessRuntime:
         raise _StartFailure("nothing to run: the launch has neither argv nor script")
 
     @staticmethod
-    def _check_executable(command: str, cwd: Path, path_var: str) -> None:
+    def _check_executable(command: str, cwd: Path, path_var: str) -> Path:
+        """The program ``command`` names (relative to ``cwd`` or on ``PATH``)."""
         if "/" in command:
             target = cwd / command
             if not target.is_file():
                 raise _StartFailure(f"executable not found: {command}")
             if not os.access(target, os.X_OK):
                 raise _StartFailure(f"not executable: {command}")
-        elif shutil.which(command, path=path_var) is None:
+            return target
+        found = shutil.which(command, path=path_var)
+        if found is None:
             raise _StartFailure(f"executable not found: {command} (PATH={path_var})")
+        return Path(found)
+
+    def _identity(self, launch: TaskLaunch) -> Identity | None:
+        if self.identities is None:
+            return None
+        try:
+            return self.identities(launch.user)
+        except IdentityError as exc:
+            raise _StartFailure(str(exc)) from None
+
+    @staticmethod
+    def _hand_over(task_dir: Path, who: Identity) -> None:
+        """Give the task's folder (and the files written into it) to the task's identity."""
+        for path in (task_dir, *task_dir.iterdir()):
+            os.chown(path, who.uid, who.gid)
+        try:
+            check_reachable(task_dir, who)
+        except IdentityError as exc:
+            raise _StartFailure(f"{exc}; make the agent's work dir reachable") from None
 
     def _memory(self, launch: TaskLaunch, notes: list[str]) -> TaskCgroup | None:
         if launch.memory_bytes is None:
@@ -314,6 +354,7 @@ class ProcessRuntime:
                     f"CPUs {_cpu_list(missing)} are not available here "
                     f"(allowed: {_cpu_list(sorted(allowed))})"
                 )
+        who = self._identity(launch)
         task_dir = self.work_dir / "tasks" / launch.task_id
         if task_dir.exists():
             shutil.rmtree(task_dir)
@@ -321,11 +362,15 @@ class ProcessRuntime:
         container = launch.image is not None
         inside = TASK_DIR_IN_CONTAINER if container else str(task_dir)
         command = self._command(launch, task_dir, inside)
+        if who is not None:
+            self._hand_over(task_dir, who)
         notes: list[str] = []
         cgroup = self._memory(launch, notes)
         env = self._environment(launch, inside, launch.memory_bytes if cgroup else None)
+        if who is not None:
+            env.update({"USER": who.name, "LOGNAME": who.name})
         try:
-            return self._exec(launch, task_dir, command, env, cgroup, notes)
+            return self._exec(launch, task_dir, command, env, cgroup, notes, who)
         except BaseException:
             if cgroup is not None:
                 cgroup.kill_all()
@@ -340,6 +385,7 @@ class ProcessRuntime:
         env: Mapping[str, str],
         cgroup: TaskCgroup | None,
         notes: list[str],
+        who: Identity | None = None,
     ) -> _Task:
         if launch.image is not None:
             if self.image_cache is None:
@@ -360,13 +406,19 @@ class ProcessRuntime:
                 binds=self.binds,
                 gpus=has_gpus,
                 bwrap=bwrap,
+                unshare_user=True if who is not None else None,
             )
             cwd = task_dir
         else:
             cwd = task_dir / launch.workdir if launch.workdir else task_dir  # relative: to it
             if not cwd.is_dir():
                 raise _StartFailure(f"working directory does not exist: {cwd}")
-            self._check_executable(command[0], cwd, env["PATH"])
+            program = self._check_executable(command[0], cwd, env["PATH"])
+            if who is not None:
+                try:
+                    check_reachable(program, who, execute=True)
+                except IdentityError as exc:
+                    raise _StartFailure(str(exc)) from None
 
         log_path = task_dir / LOG_NAME
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
@@ -380,6 +432,9 @@ class ProcessRuntime:
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
+                user=who.uid if who is not None else None,
+                group=who.gid if who is not None else None,
+                extra_groups=[] if who is not None else None,
             )
         except OSError as exc:
             os.close(go_write)

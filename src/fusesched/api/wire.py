@@ -48,6 +48,7 @@ class TaskLaunch(_Wire):
 
     task_id: str  # "<job id>.<group>.<index>"
     job_id: str
+    user: str = ""  # whose job: the agent runs it under that user's unprivileged uid
     argv: list[str] = Field(default_factory=list)  # the command, or empty when script is set
     script: str | None = None  # a batch script, run with bash (#SBATCH lines are comments)
     env: dict[str, str] = Field(default_factory=dict)

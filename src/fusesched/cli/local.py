@@ -71,9 +71,9 @@ class LocalCluster:
         core: CoreConfig | None = None,
         long_poll_s: float = 1.0,
     ) -> None:
-        self.data_dir = data_dir
+        self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
-            data_dir,
+            self.data_dir,
             port=port,
             database_url=database_url,
             core=core or CoreConfig(placement="best-fit"),

@@ -304,6 +304,7 @@ class Controller:
             launch = TaskLaunch(
                 task_id=task_id,
                 job_id=job_id,
+                user=base.user,
                 argv=argv,
                 env={k: v for k, v in base.env.items() if not k.startswith("OMPI_MCA_")}
                 | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
@@ -389,6 +390,7 @@ class Controller:
             launch = TaskLaunch(
                 task_id=slot.task_id,
                 job_id=live.id,
+                user=live.spec.user,
                 argv=list(group.argv),
                 script=group.script,
                 env=env,

@@ -14,15 +14,10 @@ from types import TracebackType
 from typing import Any, Final
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
     Connection,
-    Table,
-    bindparam,
-    case,
     func,
     insert,
-    literal_column,
     select,
     update,
 )
@@ -31,6 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from fusesched.model.node import NodeState
+from fusesched.store.batch import existing, merge, no_repeats, unindexed, update_many
 from fusesched.store.convert import (
     event_record,
     event_values,
@@ -58,8 +54,6 @@ from fusesched.store.records import (
 )
 from fusesched.store.schema import JOB_SEQ, counters, events, jobs, nodes, tasks, unfinished
 
-#: Ids per ``IN (...)`` list when looking up many ids at once.
-CHUNK: Final = 500
 #: Index entries SQLite's ANALYZE samples per index (it estimates from the sample).
 SQLITE_ANALYSIS_ROWS: Final = 2000
 
@@ -124,15 +118,16 @@ class Store:
         batch = [job_values(r) for r in rows]
         if not batch:
             return 0
-        _no_repeats([v["id"] for v in batch], DuplicateJob)
-        _no_repeats([str(v["seq"]) for v in batch], DuplicateJob, "seq used twice in one batch")
+        no_repeats([v["id"] for v in batch], DuplicateJob)
+        no_repeats([str(v["seq"]) for v in batch], DuplicateJob, "seq used twice in one batch")
         try:
             with self._write() as conn:
                 conn.execute(insert(jobs), batch)
+                # Keep the counter above every stored seq, even ones not allocated here. (No
+                # row lock unless it moves, so seq allocation does not wait for this batch.)
                 top = max(v["seq"] for v in batch)
-                # Keep the counter above every stored seq, even ones not allocated here.
-                grown = case((counters.c.value < top, top), else_=counters.c.value)
-                conn.execute(update(counters).where(counters.c.name == JOB_SEQ).values(value=grown))
+                seq_row = (counters.c.name == JOB_SEQ) & (counters.c.value < top)
+                conn.execute(update(counters).where(seq_row).values(value=top))
         except IntegrityError as error:
             conflict = self._job_conflict(batch)
             if conflict is None:
@@ -143,21 +138,21 @@ class Store:
     def _job_conflict(self, batch: list[dict[str, Any]]) -> DuplicateJob | None:
         """Why inserting ``batch`` broke a unique constraint: a stored id, or a stored seq."""
         with self._read() as conn:
-            stored = _existing(conn, jobs.c.id, [v["id"] for v in batch])
+            stored = existing(conn, jobs.c.id, [v["id"] for v in batch])
             if stored:
                 return DuplicateJob(stored)
-            seqs = _existing(conn, jobs.c.seq, [v["seq"] for v in batch])
+            seqs = existing(conn, jobs.c.seq, [v["seq"] for v in batch])
         clashes = [v["id"] for v in batch if v["seq"] in seqs]
         return DuplicateJob(clashes, "seq already used") if clashes else None
 
     def update_jobs(self, changes: Iterable[JobChange]) -> int:
         """Apply changes in one transaction (several changes of one job apply in order). An
         unknown id raises :class:`UnknownJob` and changes nothing. Returns the jobs changed."""
-        merged = _merge((c.id, c.values()) for c in changes)
+        merged = merge((c.id, c.values()) for c in changes)
         with self._write() as conn:
-            changed = _update_many(conn, jobs, jobs.c.id, merged)
+            changed = update_many(conn, jobs, jobs.c.id, merged)
             if changed != len(merged):
-                raise UnknownJob(set(merged) - _existing(conn, jobs.c.id, list(merged)))
+                raise UnknownJob(set(merged) - existing(conn, jobs.c.id, list(merged)))
         return changed
 
     def get_job(self, job_id: str) -> JobDetail | None:
@@ -191,7 +186,7 @@ class Store:
         queue_column: ColumnElement[str] = jobs.c.queue
         if user is not None:
             stmt = stmt.where(jobs.c.user == user)
-            state, queue_column = _unindexed(state), _unindexed(queue_column)
+            state, queue_column = unindexed(state), unindexed(queue_column)
         if queue is not None:
             stmt = stmt.where(queue_column == queue)
         if states is not None:
@@ -232,15 +227,15 @@ class Store:
         batch = [task_values(r) for r in rows]
         if not batch:
             return 0
-        _no_repeats([v["task_id"] for v in batch], DuplicateTask)
+        no_repeats([v["task_id"] for v in batch], DuplicateTask)
         try:
             with self._write() as conn:
                 conn.execute(insert(tasks), batch)
         except IntegrityError as error:
             with self._read() as conn:
-                stored = _existing(conn, tasks.c.task_id, [v["task_id"] for v in batch])
+                stored = existing(conn, tasks.c.task_id, [v["task_id"] for v in batch])
                 job_ids = {v["job_id"] for v in batch}
-                missing = job_ids - _existing(conn, jobs.c.id, list(job_ids))
+                missing = job_ids - existing(conn, jobs.c.id, list(job_ids))
             if stored:
                 raise DuplicateTask(stored) from error
             if missing:
@@ -250,11 +245,11 @@ class Store:
 
     def update_tasks(self, changes: Iterable[TaskChange]) -> int:
         """Like :meth:`update_jobs`, for tasks (:class:`UnknownTask` for an unknown id)."""
-        merged = _merge((c.task_id, c.values()) for c in changes)
+        merged = merge((c.task_id, c.values()) for c in changes)
         with self._write() as conn:
-            changed = _update_many(conn, tasks, tasks.c.task_id, merged)
+            changed = update_many(conn, tasks, tasks.c.task_id, merged)
             if changed != len(merged):
-                raise UnknownTask(set(merged) - _existing(conn, tasks.c.task_id, list(merged)))
+                raise UnknownTask(set(merged) - existing(conn, tasks.c.task_id, list(merged)))
         return changed
 
     def tasks_for_job(self, job_id: str) -> list[TaskRow]:
@@ -315,8 +310,8 @@ class Store:
         recorded) when one of the nodes is not registered."""
         merged = {name: {"last_heartbeat": t} for name, t in times.items()}
         with self._write() as conn:
-            if _update_many(conn, nodes, nodes.c.name, merged) != len(merged):
-                raise UnknownNode(set(merged) - _existing(conn, nodes.c.name, list(merged)))
+            if update_many(conn, nodes, nodes.c.name, merged) != len(merged):
+                raise UnknownNode(set(merged) - existing(conn, nodes.c.name, list(merged)))
 
     # ----------------------------------------------------------------------- events
 
@@ -347,51 +342,3 @@ class Store:
 
 
 _TASK_ORDER: Final = (tasks.c.job_id, tasks.c.group, tasks.c.index)
-
-
-def _unindexed(column: ColumnElement[str]) -> ColumnElement[str]:
-    """``column || ''``: the same values, but no index on ``column`` can serve the test."""
-    return column + literal_column("''")
-
-
-def _no_repeats(ids: list[str], error: type[DuplicateJob | DuplicateTask], why: str = "") -> None:
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        repeated: set[str] = set()
-        for i in ids:
-            (repeated if i in seen else seen).add(i)
-        raise error(repeated, why or "repeated in one batch")
-
-
-def _merge(changes: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """One dict of new values per key; later changes of a key override earlier ones."""
-    merged: dict[str, dict[str, Any]] = {}
-    for key, values in changes:
-        merged.setdefault(key, {}).update(values)
-    return merged
-
-
-def _update_many(
-    conn: Connection, table: Table, key: Column[str], merged: dict[str, dict[str, Any]]
-) -> int:
-    """Apply ``merged`` with one executemany per set of changed columns; the count of rows
-    matched (a key with nothing to change counts when its row exists)."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-    empty: list[str] = []
-    for k, values in merged.items():
-        if values:
-            groups[tuple(sorted(values))].append({"_key": k, **values})
-        else:
-            empty.append(k)
-    stmt = update(table).where(key == bindparam("_key"))
-    matched = sum(conn.execute(stmt, params).rowcount for params in groups.values())
-    return matched + (len(_existing(conn, key, empty)) if empty else 0)
-
-
-def _existing(conn: Connection, column: Column[Any], values: list[Any]) -> set[Any]:
-    """Which of ``values`` are stored in ``column``."""
-    found: set[Any] = set()
-    for start in range(0, len(values), CHUNK):
-        chunk = values[start : start + CHUNK]
-        found.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
-    return found
