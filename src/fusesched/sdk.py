@@ -9,6 +9,11 @@
 
 It uses only the standard library (``urllib``), so importing it is quick: the CLI is built on
 it and a submission does not pay for an HTTP framework's start-up.
+
+A controller with authentication wants a token: ``Client(url, token=...)``, else the
+``FUSESCHED_TOKEN`` variable, else the file ``~/.config/fusesched/token``. A controller that
+speaks TLS with the cluster's own CA: ``Client("https://...", ca="ca.crt")`` (or
+``FUSESCHED_CA``).
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import ssl
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8642"
@@ -39,23 +46,53 @@ def default_url() -> str:
     return os.environ.get("FUSESCHED_CONTROLLER", DEFAULT_URL)
 
 
+def token_file() -> Path:
+    """``$XDG_CONFIG_HOME/fusesched/token`` (``~/.config/fusesched/token``)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "fusesched" / "token"
+
+
+def default_token() -> str | None:
+    """``FUSESCHED_TOKEN``, else the token file's content, else ``None``."""
+    token = os.environ.get("FUSESCHED_TOKEN")
+    if token:
+        return token.strip()
+    try:
+        return token_file().read_text().strip() or None
+    except OSError:
+        return None
+
+
 class Client:
-    def __init__(self, url: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        timeout: float = 30.0,
+        token: str | None = None,
+        ca: str | Path | None = None,
+    ) -> None:
         self.url = (url or default_url()).rstrip("/")
         self.timeout = timeout
+        self.token = token or default_token()
+        ca = ca or os.environ.get("FUSESCHED_CA") or None
+        self._ssl = ssl.create_default_context(cafile=str(ca)) if ca else None
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"Client({self.url!r})"
 
     # ------------------------------------------------------------------ jobs
 
     def submit(self, request: Mapping[str, Any]) -> str:
         """Submit one job (a JobRequest as a dict); returns its id.
 
-        A request that names no ``user`` is submitted as the user running this program.
+        A request that names no ``user`` is submitted as the user running this program, or,
+        with a token, as the token's user.
         """
-        return str(self._call("POST", "/v1/jobs", _with_user(request))["id"])
+        return str(self._call("POST", "/v1/jobs", self._with_user(request))["id"])
 
     def submit_many(self, requests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Submit several jobs in one request (all or none are accepted)."""
-        body = [_with_user(r) for r in requests]
+        body = [self._with_user(r) for r in requests]
         return [str(i) for i in self._call("POST", "/v1/jobs/batch", body)["ids"]]
 
     def show(self, job_id: str) -> dict[str, Any]:
@@ -108,18 +145,45 @@ class Client:
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "/healthz"))
 
+    # ------------------------------------------------------------------ tokens (admins)
+
+    def create_token(
+        self,
+        user: str = "",
+        *,
+        tenant: str = "",
+        role: str = "user",
+        kind: str = "user",
+        node: str | None = None,
+        expires_in_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Make a token; the answer's ``token`` is shown this once (only its hash is kept)."""
+        body: dict[str, Any] = {"kind": kind, "user": user, "tenant": tenant, "role": role}
+        if node is not None:
+            body["node"] = node
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        return dict(self._call("POST", "/v1/tokens", body))
+
+    def tokens(self, kind: str | None = None, include_revoked: bool = False) -> list[Any]:
+        query = {"include_revoked": str(include_revoked).lower()} | ({"kind": kind} if kind else {})
+        return list(self._call("GET", "/v1/tokens?" + urllib.parse.urlencode(query)))
+
+    def revoke_token(self, token_id: str) -> str:
+        return str(self._call("DELETE", f"/v1/tokens/{_quote(token_id)}")["revoked"])
+
     # ------------------------------------------------------------------ transport
 
     def _call(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path,
-            data=data,
-            method=method,
-            headers={"content-type": "application/json"} if data is not None else {},
-        )
+        headers = {"content-type": "application/json"} if data is not None else {}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout, context=self._ssl
+            ) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
             raise ControllerError(exc.code, _detail(exc.read(), exc.code)) from None
@@ -130,12 +194,11 @@ class Client:
             ) from None
         return payload.decode() if raw else json.loads(payload)
 
-
-def _with_user(request: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(request)
-    if not out.get("user"):
-        out["user"] = getpass.getuser()
-    return out
+    def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(request)
+        if not out.get("user") and not self.token:  # with a token, the controller knows
+            out["user"] = getpass.getuser()
+        return out
 
 
 def _quote(job_id: str) -> str:

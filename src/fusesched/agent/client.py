@@ -9,8 +9,11 @@ long poll.
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 import threading
 import time
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -29,6 +32,60 @@ log = logging.getLogger("fusesched.agent")
 
 REPORT_PERIOD_S = 0.02
 LONG_POLL_S = 2.0
+#: The agent's own credential, in its work dir (mode 0600), kept across restarts.
+CREDENTIAL_FILE = "agent.token"
+
+
+class JoinError(RuntimeError):
+    """The controller refused to let this node join."""
+
+
+def join(
+    controller: str,
+    node: str,
+    join_token: str,
+    verify: ssl.SSLContext | bool = True,
+    timeout: float = 30.0,
+) -> str:
+    """Exchange a one-time join token for this node's own credential."""
+    response = httpx.post(
+        f"{controller.rstrip('/')}/v1/agents/join",
+        json={"node": node},
+        headers={"authorization": f"Bearer {join_token}"},
+        verify=verify,
+        timeout=timeout,
+    )
+    if response.status_code != 201:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise JoinError(f"node {node!r} could not join: HTTP {response.status_code}: {detail}")
+    return str(response.json()["token"])
+
+
+def credential(
+    controller: str,
+    node: str,
+    work_dir: Path,
+    join_token: str | None,
+    verify: ssl.SSLContext | bool = True,
+) -> str | None:
+    """The node's credential: the one stored in ``work_dir`` (from an earlier join), else a
+    new one obtained with ``join_token`` and stored there (mode 0600), else ``None`` (a
+    controller without authentication)."""
+    path = work_dir / CREDENTIAL_FILE
+    if path.exists():
+        return path.read_text().strip() or None
+    if join_token is None:
+        return None
+    token = join(controller, node, join_token, verify)
+    if token:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+    return token or None
 
 
 class Runtime(Protocol):
@@ -50,8 +107,12 @@ class AgentClient:
         runtime: Runtime,
         *,
         long_poll_s: float = LONG_POLL_S,
+        token: str | None = None,
+        verify: ssl.SSLContext | bool = True,
+        ca_path: Path | None = None,
     ) -> None:
         self.url = controller.rstrip("/")
+        self.ca_path = ca_path  # given to tasks as FUSESCHED_CA (mpirun's launcher needs it)
         self.inventory = inventory
         self.runtime = runtime
         self.long_poll_s = long_poll_s
@@ -59,7 +120,10 @@ class AgentClient:
         self._lock = threading.Lock()  # the runtime is used from both threads
         self._offsets: dict[str, int] = {}  # log bytes delivered, per task
         self._outgoing: list[TaskReport] = []  # polled reports not yet answered
-        self._http = httpx.Client(timeout=httpx.Timeout(long_poll_s + 30.0, connect=5.0))
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(long_poll_s + 30.0, connect=5.0), headers=headers, verify=verify
+        )
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -92,6 +156,12 @@ class AgentClient:
                 )
                 response.raise_for_status()
                 return
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code in (401, 403):  # retrying will not help
+                    raise
+                if time.monotonic() > deadline or self.stop_event.is_set():
+                    raise
+                time.sleep(0.2)
             except httpx.HTTPError:
                 if time.monotonic() > deadline or self.stop_event.is_set():
                     raise
@@ -168,6 +238,9 @@ class AgentClient:
     def _obey(self, reply: HeartbeatReply) -> None:
         with self._lock:
             for launch in reply.launch:
+                if self.ca_path is not None:
+                    env = launch.env | {"FUSESCHED_CA": str(self.ca_path)}
+                    launch = launch.model_copy(update={"env": env})
                 self._offsets.setdefault(launch.task_id, 0)
                 self.runtime.start(launch)
             for kill in reply.kill:

@@ -5,12 +5,15 @@ agent" (``plm_rsh_agent``); fusesched sets that to this module (see
 :mod:`fusesched.controller.launchenv`). Like ssh, it runs ``COMMAND`` through ``/bin/sh -c`` on
 ``HOST`` — but by asking the controller to have HOST's agent start it as part of the job, so
 no ssh daemon, keys or open ports are needed and the process is accounted to the job and
-killed with it. It waits for the remote process and exits with its exit code.
+killed with it. It waits for the remote process and exits with its exit code. It
+authenticates with the job's own credential (``FUSESCHED_JOB_TOKEN``, valid for this job
+only, while it runs) and trusts ``FUSESCHED_CA`` when the controller speaks TLS.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 import time
 
@@ -36,7 +39,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with httpx.Client(base_url=url.rstrip("/"), timeout=30.0) as http:
+    token = os.environ.get("FUSESCHED_JOB_TOKEN")  # the job's own credential, when auth is on
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    ca = os.environ.get("FUSESCHED_CA")
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
+    with httpx.Client(
+        base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
+    ) as http:
         response = http.post(
             f"/v1/jobs/{job_id}/remote", json={"node": host, "argv": ["/bin/sh", "-c", command]}
         )
@@ -46,8 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         task_id = response.json()["task_id"]
         while True:
             status = http.get(f"/v1/tasks/{task_id}")
-            if status.status_code == 404:
-                return 0  # the job ended and was forgotten: its helpers ended with it
+            if status.status_code in (401, 404):
+                return 0  # the job ended (its credential with it): its helpers ended with it
+            if status.status_code >= 400:
+                print(f"fusesched remote launcher: {status.text}", file=sys.stderr)
+                return 255
             body = status.json()
             if body["state"] == "exited":
                 code = body.get("exit_code")

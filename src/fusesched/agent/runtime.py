@@ -359,6 +359,7 @@ class ProcessRuntime:
         if task_dir.exists():
             shutil.rmtree(task_dir)
         task_dir.mkdir(parents=True)
+        task_dir.chmod(0o700)  # the task's script, files and log: its user's (and the agent's)
         container = launch.image is not None
         inside = TASK_DIR_IN_CONTAINER if container else str(task_dir)
         command = self._command(launch, task_dir, inside)
@@ -421,7 +422,7 @@ class ProcessRuntime:
                     raise _StartFailure(str(exc)) from None
 
         log_path = task_dir / LOG_NAME
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         go_read, go_write = os.pipe()
         try:
             popen = subprocess.Popen(

@@ -5,24 +5,34 @@ Routes never set job state themselves; everything goes through :class:`Controlle
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from fusesched import __version__
 from fusesched.api.schemas import (
     Cancelled,
     Health,
     JobView,
+    Joined,
+    JoinRequest,
     NodeView,
     QueueView,
     RemoteLaunch,
     RemoteTask,
     Submitted,
     SubmittedMany,
+    TokenCreate,
+    TokenCreated,
+    TokenRevoked,
+    TokenView,
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
+from fusesched.controller.auth import Authenticator, AuthError, Principal, Role
 from fusesched.controller.service import (
     Controller,
     NotReadyError,
@@ -30,6 +40,7 @@ from fusesched.controller.service import (
     UnknownNodeError,
 )
 from fusesched.model.resources import format_quantity
+from fusesched.store import EventRow, TokenKind, TokenRow
 from fusesched.store.records import JobState
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import JobRequest
@@ -37,8 +48,61 @@ from fusesched.submit.request import JobRequest
 MAX_BATCH = 10_000
 MAX_LIST = 1_000
 
+#: The tenant of a request that names none.
+DEFAULT_TENANT = JobRequest.model_fields["tenant"].default
 
-def create_app(controller: Controller) -> FastAPI:
+#: Event kind of the audit log (admin actions, node joins).
+AUDIT = "Audit"
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API token (fsk_...): a person's, a node's, or a running job's.",
+)
+
+
+def _principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller (a FastAPI dependency): 401 through :class:`AuthError` without a valid
+    bearer token, :data:`~fusesched.controller.auth.ANONYMOUS` when authentication is off."""
+    auth: Authenticator = request.app.state.auth
+    return auth.authenticate(credentials.credentials if credentials else None)
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+
+
+def _unauthorized(message: str) -> HTTPException:
+    return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _forbidden(message: str) -> HTTPException:
+    return HTTPException(403, message)
+
+
+def _token_view(row: TokenRow) -> TokenView:
+    return TokenView(
+        id=row.id,
+        kind=row.kind.value,
+        user=row.user,
+        tenant=row.tenant,
+        role=row.role,
+        node=row.node,
+        job_id=row.job_id,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        used_at=row.used_at,
+        revoked=row.revoked,
+    )
+
+
+def create_app(controller: Controller, auth: Authenticator | None = None) -> FastAPI:
+    """The API of ``controller``. Without ``auth`` (or with it disabled) every caller may do
+    everything; with it, every route but ``/healthz`` needs a valid bearer token."""
+    if auth is None:
+        auth = Authenticator(controller.persist.store, enabled=False)
+    checker = auth
     app = FastAPI(
         title="fusesched",
         version=__version__,
@@ -53,6 +117,68 @@ def create_app(controller: Controller) -> FastAPI:
     async def _not_ready(_: Request, exc: NotReadyError) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(exc)})
 
+    @app.exception_handler(AuthError)
+    async def _auth_error(_: Request, exc: AuthError) -> JSONResponse:
+        return JSONResponse(
+            status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"}
+        )
+
+    app.state.auth = checker
+
+    def person(p: Principal) -> Principal:
+        if not p.person:
+            raise _forbidden(f"a {p.role.value} credential cannot use this endpoint")
+        return p
+
+    def sees(p: Principal, tenant: str) -> bool:
+        return p.role is Role.CLUSTER_ADMIN or (p.person and p.tenant == tenant)
+
+    def audit(p: Principal, action: str, **data: Any) -> None:
+        if not checker.enabled:
+            return
+        job_id = data.pop("job_id", None)
+        node = data.pop("node", None)
+        row = EventRow(
+            time.time(),
+            AUDIT,
+            job_id=job_id,
+            node=node,
+            data={"action": action, "by": p.user, "role": p.role.value, "token": p.token_id} | data,
+        )
+        controller.persist.store.add_events([row])
+
+    def owned(p: Principal, requests: Sequence[JobRequest]) -> list[JobRequest]:
+        """The requests as ``p`` may submit them: user and tenant from the token."""
+        person(p)
+        if not checker.enabled:
+            return list(requests)
+        out = []
+        for request in requests:
+            user = request.user or p.user
+            # the tenant named, else the token's; for people below cluster-admin the default
+            # tenant's name means "mine" too (the CLI's parsers always write it out)
+            named = "tenant" in request.model_fields_set and not (
+                request.tenant == DEFAULT_TENANT and p.role is not Role.CLUSTER_ADMIN
+            )
+            tenant = request.tenant if named else p.tenant
+            if p.role is not Role.CLUSTER_ADMIN:
+                if tenant != p.tenant:
+                    raise _forbidden(f"you cannot submit jobs for tenant {tenant!r}")
+                if p.role is Role.USER and user != p.user:
+                    raise _forbidden(f"you cannot submit jobs as user {user!r}")
+            out.append(request.model_copy(update={"user": user, "tenant": tenant}))
+        return out
+
+    def visible_job(p: Principal, job_id: str) -> JobView:
+        view = controller.persist.get_job(job_id)
+        if view is None or not sees(person(p), view.tenant):
+            raise HTTPException(404, f"no job {job_id!r}")
+        return view
+
+    def the_node(p: Principal, name: str) -> None:
+        if checker.enabled and (p.role is not Role.AGENT or p.node != name):
+            raise _forbidden(f"this credential is not node {name!r}'s")
+
     @app.get("/healthz", response_model=Health, tags=["meta"])
     def health() -> Health:
         return Health(
@@ -65,7 +191,8 @@ def create_app(controller: Controller) -> FastAPI:
     # ----------------------------------------------------------------- jobs
 
     @app.post("/v1/jobs", status_code=201, response_model=Submitted, tags=["jobs"])
-    def submit(request: JobRequest) -> Submitted:
+    def submit(request: JobRequest, p: Caller) -> Submitted:
+        (request,) = owned(p, [request])
         (job_id,) = controller.submit([request])
         spec_array = request.array
         ids = (
@@ -76,48 +203,63 @@ def create_app(controller: Controller) -> FastAPI:
         return Submitted(id=job_id, ids=ids)
 
     @app.post("/v1/jobs/batch", status_code=201, response_model=SubmittedMany, tags=["jobs"])
-    def submit_many(requests: list[JobRequest]) -> SubmittedMany:
+    def submit_many(requests: list[JobRequest], p: Caller) -> SubmittedMany:
+        person(p)
         if not requests:
             raise HTTPException(400, "an empty batch submits nothing")
         if len(requests) > MAX_BATCH:
             raise HTTPException(400, f"at most {MAX_BATCH} jobs per batch")
-        return SubmittedMany(ids=controller.submit(requests))
+        return SubmittedMany(ids=controller.submit(owned(p, requests)))
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     def list_jobs(
+        p: Caller,
         user: str | None = None,
+        tenant: str | None = None,
         state: Annotated[list[JobState] | None, Query()] = None,
         queue: str | None = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 50,
         before: Annotated[int | None, Query(ge=0, description="jobs older than this id")] = None,
     ) -> list[JobView]:
+        person(p)
+        if p.role is not Role.CLUSTER_ADMIN:
+            if tenant is not None and tenant != p.tenant:
+                return []
+            tenant = p.tenant
         states = [s.value for s in state] if state else None
         return controller.persist.list_jobs(
-            user=user, states=states, queue=queue, limit=limit, before_seq=before
+            user=user, states=states, queue=queue, limit=limit, before_seq=before, tenant=tenant
         )
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
-    def show(job_id: str) -> JobView:
-        view = controller.persist.get_job(job_id)
-        if view is None:
-            raise HTTPException(404, f"no job {job_id!r}")
-        return view
+    def show(job_id: str, p: Caller) -> JobView:
+        return visible_job(p, job_id)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])
-    def cancel(job_id: str) -> Cancelled:
+    def cancel(job_id: str, p: Caller) -> Cancelled:
+        person(p)
+        owner = controller.owner(job_id)
+        if owner is None or not sees(p, owner[1]):
+            raise HTTPException(404, f"no job {job_id!r}")
+        user, tenant = owner
+        if checker.enabled and user != p.user and p.role is Role.USER:
+            raise _forbidden(f"job {job_id} is {user}'s; only they or an admin may cancel it")
         try:
-            return Cancelled(cancelled=controller.cancel(job_id))
+            cancelled = controller.cancel(job_id)
         except UnknownJobError:
             raise HTTPException(404, f"no job {job_id!r}") from None
+        if checker.enabled and user != p.user:
+            audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
+        return Cancelled(cancelled=cancelled)
 
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"])
     def logs(
         job_id: str,
+        p: Caller,
         task: str | None = None,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> str:
-        if controller.persist.get_job(job_id) is None:
-            raise HTTPException(404, f"no job {job_id!r}")
+        visible_job(p, job_id)
         tasks = controller.logs.tasks(job_id)
         if task is not None:
             if task not in tasks:
@@ -130,7 +272,8 @@ def create_app(controller: Controller) -> FastAPI:
     # ----------------------------------------------------------------- cluster
 
     @app.get("/v1/nodes", response_model=list[NodeView], tags=["cluster"])
-    def nodes() -> list[NodeView]:
+    def nodes(p: Caller) -> list[NodeView]:
+        person(p)
         now = controller.clock()
         out = []
         for inventory, state, seen, free in controller.snapshot_nodes():
@@ -149,7 +292,8 @@ def create_app(controller: Controller) -> FastAPI:
         return out
 
     @app.get("/v1/queues", response_model=list[QueueView], tags=["cluster"])
-    def queues() -> list[QueueView]:
+    def queues(p: Caller) -> list[QueueView]:
+        person(p)
         return [
             QueueView(name=name, pending=pending, running=running)
             for name, pending, running in controller.queue_counts()
@@ -158,14 +302,16 @@ def create_app(controller: Controller) -> FastAPI:
     # ----------------------------------------------------------------- agents
 
     @app.post("/v1/agents/register", status_code=201, tags=["agents"])
-    def register(inventory: NodeInventory) -> dict[str, str]:
+    def register(inventory: NodeInventory, p: Caller) -> dict[str, str]:
+        the_node(p, inventory.name)
         controller.register(inventory)
         return {"node": inventory.name}
 
     @app.post("/v1/agents/heartbeat", response_model=HeartbeatReply, tags=["agents"])
     def heartbeat(
-        beat: Heartbeat, wait: Annotated[float | None, Query(ge=0, le=30)] = None
+        beat: Heartbeat, p: Caller, wait: Annotated[float | None, Query(ge=0, le=30)] = None
     ) -> HeartbeatReply:
+        the_node(p, beat.node)
         try:
             return controller.heartbeat(beat, wait)
         except UnknownNodeError:
@@ -174,7 +320,10 @@ def create_app(controller: Controller) -> FastAPI:
     @app.post(
         "/v1/jobs/{job_id}/remote", status_code=201, response_model=RemoteTask, tags=["agents"]
     )
-    def remote(job_id: str, launch: RemoteLaunch) -> RemoteTask:
+    def remote(job_id: str, launch: RemoteLaunch, p: Caller) -> RemoteTask:
+        own_job = p.role is Role.JOB and p.job_id == job_id
+        if checker.enabled and p.role is not Role.CLUSTER_ADMIN and not own_job:
+            raise _forbidden(f"only job {job_id}'s own credential may launch its tasks")
         try:
             task_id = controller.remote_launch(job_id, launch.node, launch.argv)
         except UnknownJobError:
@@ -182,11 +331,117 @@ def create_app(controller: Controller) -> FastAPI:
         return RemoteTask(task_id=task_id, state="launching")
 
     @app.get("/v1/tasks/{task_id}", response_model=RemoteTask, tags=["agents"])
-    def task(task_id: str) -> RemoteTask:
+    def task(task_id: str, p: Caller) -> RemoteTask:
+        job_id = task_id.split(".", 1)[0]
+        if checker.enabled and p.role is not Role.CLUSTER_ADMIN:
+            if p.role is Role.JOB:
+                if p.job_id != job_id:
+                    raise _forbidden(f"task {task_id!r} is not of job {p.job_id}")
+            else:
+                owner = controller.owner(job_id)
+                if owner is None or not sees(person(p), owner[1]):
+                    raise HTTPException(404, f"no live task {task_id!r}")
         try:
             state, code, reason = controller.task_status(task_id)
         except UnknownJobError:
             raise HTTPException(404, f"no live task {task_id!r}") from None
         return RemoteTask(task_id=task_id, state=state, exit_code=code, reason=reason)
+
+    @app.post("/v1/agents/join", status_code=201, response_model=Joined, tags=["agents"])
+    def join(body: JoinRequest, p: Caller) -> Joined:
+        """Exchange a one-time join token for the node's own credential."""
+        if not checker.enabled:
+            return Joined(node=body.node, token="")
+        if p.role is not Role.JOIN:
+            raise _forbidden("a join token is needed to join a node")
+        if p.node and p.node != body.node:
+            raise _forbidden(f"this join token is for node {p.node!r}")
+        token = checker.join(p, body.node)
+        if token is None:
+            raise _unauthorized("the join token was already used")
+        audit(p, "node-join", node=body.node)
+        return Joined(node=body.node, token=token)
+
+    # ----------------------------------------------------------------- tokens
+
+    @app.post("/v1/tokens", status_code=201, response_model=TokenCreated, tags=["tokens"])
+    def create_token(body: TokenCreate, p: Caller) -> TokenCreated:
+        """Cluster-admins make any token; tenant-admins make user tokens of their tenant."""
+        if not checker.enabled:
+            raise HTTPException(409, "authentication is off on this controller")
+        if p.role is Role.CLUSTER_ADMIN:
+            tenant = body.tenant or p.tenant or "default"
+        elif p.role is Role.TENANT_ADMIN:
+            if body.kind != "user" or body.role != Role.USER.value:
+                raise _forbidden("a tenant-admin may only make tokens with the role user")
+            if body.tenant and body.tenant != p.tenant:
+                raise _forbidden(f"you cannot make tokens for tenant {body.tenant!r}")
+            tenant = p.tenant
+        else:
+            raise _forbidden("only admins may make tokens")
+        if body.kind == "user":
+            if not body.user:
+                raise HTTPException(400, "a user token needs a user name")
+            token, row = checker.issue(
+                TokenKind.USER,
+                user=body.user,
+                tenant=tenant,
+                role=body.role,
+                expires_in_s=body.expires_in_s,
+            )
+        else:
+            token, row = checker.issue(
+                TokenKind.JOIN, role=Role.JOIN.value, node=body.node, expires_in_s=body.expires_in_s
+            )
+        audit(
+            p,
+            "token-create",
+            token_id=row.id,
+            kind=row.kind.value,
+            user=row.user,
+            tenant=row.tenant,
+            token_role=row.role,
+            node=row.node,
+        )
+        return TokenCreated(token=token, **_token_view(row).model_dump())
+
+    def managed(p: Principal) -> str | None:
+        """The tenant whose user tokens ``p`` manages (``None``: every token); 403 if none."""
+        if checker.enabled and p.role is Role.CLUSTER_ADMIN:
+            return None
+        if checker.enabled and p.role is Role.TENANT_ADMIN:
+            return p.tenant
+        if not checker.enabled:
+            raise HTTPException(409, "authentication is off on this controller")
+        raise _forbidden("only admins may manage tokens")
+
+    @app.get("/v1/tokens", response_model=list[TokenView], tags=["tokens"])
+    def list_tokens(
+        p: Caller,
+        kind: TokenKind | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenView]:
+        tenant = managed(p)
+        if tenant is not None:
+            if kind not in (None, TokenKind.USER):
+                return []
+            kind = TokenKind.USER
+        rows = controller.persist.store.list_tokens(
+            kind=kind, tenant=tenant, include_revoked=include_revoked
+        )
+        return [_token_view(r) for r in rows]
+
+    @app.delete("/v1/tokens/{token_id}", response_model=TokenRevoked, tags=["tokens"])
+    def revoke_token(token_id: str, p: Caller) -> TokenRevoked:
+        tenant = managed(p)
+        row = controller.persist.store.get_token(token_id)
+        mine = row is not None and (
+            tenant is None or (row.kind is TokenKind.USER and row.tenant == tenant)
+        )
+        if row is None or not mine:
+            raise HTTPException(404, f"no token {token_id!r}")
+        controller.persist.store.revoke_token(token_id)
+        audit(p, "token-revoke", token_id=token_id, kind=row.kind.value, user=row.user)
+        return TokenRevoked(revoked=token_id)
 
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -88,3 +90,49 @@ class Health(_View):
     nodes: int
     jobs_active: int
     cycles: int
+
+
+class TokenCreate(BaseModel):
+    """A new token: ``user`` tokens for people (with a role), ``join`` tokens for nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["user", "join"] = "user"
+    user: str = Field(default="", max_length=200)
+    tenant: str = Field(default="", max_length=200)  # default: the caller's tenant
+    role: Literal["user", "tenant-admin", "cluster-admin"] = "user"
+    node: str | None = Field(default=None, max_length=253)  # a join token for this node only
+    expires_in_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400)
+
+
+class TokenView(_View):
+    """A stored token, without its secret (which is never stored)."""
+
+    id: str
+    kind: str
+    user: str = ""
+    tenant: str = ""
+    role: str = ""
+    node: str | None = None
+    job_id: str | None = None
+    created_at: float
+    expires_at: float | None = None
+    used_at: float | None = None
+    revoked: bool = False
+
+
+class TokenCreated(TokenView):
+    token: str  # shown once: only its hash is stored
+
+
+class TokenRevoked(_View):
+    revoked: str
+
+
+class JoinRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node: str = Field(min_length=1, max_length=253)
+
+
+class Joined(_View):
+    node: str
+    token: str  # the node's own credential (empty when the controller runs without auth)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fusesched.model.resources import QuantityError, Resources
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
@@ -41,6 +43,22 @@ class NodeInventory(_Wire):
     labels: dict[str, str] = Field(default_factory=dict)
     devices: list[DeviceInfo] = Field(default_factory=list)
     cpu_ids: list[int] = Field(default_factory=list)  # logical CPUs tasks may be pinned to
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, str]) -> dict[str, str]:
+        try:
+            Resources.parse(value)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("cpu_ids")
+    @classmethod
+    def _cpu_ids(cls, value: list[int]) -> list[int]:
+        if any(cpu < 0 for cpu in value) or len(set(value)) != len(value):
+            raise ValueError("CPU ids must be distinct and not negative")
+        return value
 
 
 class TaskLaunch(_Wire):
@@ -79,7 +97,7 @@ class TaskReport(_Wire):
 
 class LogChunk(_Wire):
     task_id: str
-    offset: int  # byte offset of ``data`` in the task's combined stdout/stderr log
+    offset: int = Field(ge=0, le=1 << 40)  # byte offset of ``data`` in the task's log
     data: str
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 CLIENT_COMMANDS = frozenset(
-    {"submit", "sbatch", "jobs", "show", "logs", "cancel", "nodes", "queues"}
+    {"submit", "sbatch", "jobs", "show", "logs", "cancel", "nodes", "queues", "token"}
 )
 
 

@@ -30,6 +30,25 @@ ControllerOpt = Annotated[
         show_default=False,
     ),
 ]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="FUSESCHED_TOKEN",
+        help="API token (default: FUSESCHED_TOKEN, else ~/.config/fusesched/token).",
+        show_default=False,
+        show_envvar=False,
+    ),
+]
+CaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca",
+        envvar="FUSESCHED_CA",
+        help="CA certificate to trust for an https:// controller (default: FUSESCHED_CA).",
+        show_default=False,
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DataDirOpt = Annotated[
     Path,
@@ -42,10 +61,10 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _client(url: str | None) -> Any:
+def _client(url: str | None, token: str | None = None, ca: Path | None = None) -> Any:
     from fusesched.sdk import Client
 
-    return Client(url)
+    return Client(url, token=token, ca=ca)
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -123,6 +142,18 @@ def controller(
     queue_order: Annotated[str, typer.Option(help="Queue-order policy.")] = "fcfs",
     backfill: Annotated[str, typer.Option(help="Backfill: none, easy, conservative.")] = "easy",
     placement: Annotated[str, typer.Option(help="Placement policy.")] = "best-fit",
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require API tokens (on by default; the first start writes a cluster-admin "
+            "token to DATA_DIR/admin.token).",
+        ),
+    ] = True,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS with this certificate (see `ca issue`).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from fusesched.controller.server import ControllerServer
@@ -133,10 +164,18 @@ def controller(
     except PolicyError as exc:
         _fail(str(exc), 2)
     try:
-        server = ControllerServer(data_dir, host, port, db, core)
-    except OSError as exc:
+        server = ControllerServer(
+            data_dir, host, port, db, core, auth=auth, tls_cert=tls_cert, tls_key=tls_key
+        )
+    except (OSError, ValueError) as exc:
         _fail(str(exc))
     err.print(f"fusesched controller at [bold]{server.url}[/] (data in {data_dir})")
+    if server.admin_token_path is not None:
+        err.print(f"a cluster-admin token was written to {server.admin_token_path} (mode 0600)")
+    if not auth:
+        err.print(
+            "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
+        )
     server.serve_forever()
 
 
@@ -154,14 +193,34 @@ def agent(
     work_dir: Annotated[
         Path | None, typer.Option(help="Where task files and logs go on this node.")
     ] = None,
+    join_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FUSESCHED_JOIN_TOKEN",
+            help="One-time join token (from `fusesched token create --join`); the node's own "
+            "credential is then kept in its work dir (mode 0600) and reused at restarts.",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    ca: CaOpt = None,
 ) -> None:
     """Run a node agent: register this node, then launch and watch the tasks it is given."""
+    import httpx
+
+    from fusesched.agent.client import JoinError
     from fusesched.cli.local import start_agent
 
     try:
-        handle = start_agent(controller_url, config, name=name, work_dir=work_dir)
-    except (ValueError, OSError) as exc:
+        handle = start_agent(
+            controller_url, config, name=name, work_dir=work_dir, join_token=join_token, ca=ca
+        )
+    except (ValueError, OSError, JoinError) as exc:
         _fail(str(exc), 2)
+    except httpx.HTTPStatusError as exc:
+        _fail(f"the controller refused this node ({exc.response.status_code}): {exc.response.text}")
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the controller at {controller_url}: {exc}")
     err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
     try:
         while True:
@@ -182,18 +241,30 @@ def up(
     demo: Annotated[
         bool, typer.Option(help="Submit a small mixed workload, show it live, then stop.")
     ] = False,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require API tokens (off by default for this embedded cluster).",
+        ),
+    ] = False,
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
 
     try:
-        cluster = LocalCluster(data_dir, port=port, agents=agents, agent_config=config).start()
+        cluster = LocalCluster(
+            data_dir, port=port, agents=agents, agent_config=config, auth=auth
+        ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)
     err.print(
         f"fusesched is up at [bold]{cluster.url}[/] with {agents} agent(s); data in {data_dir}\n"
         f"  export FUSESCHED_CONTROLLER={cluster.url}"
     )
+    if auth:
+        path = cluster.server.admin_token_path or data_dir / "admin.token"
+        err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
     try:
         if demo:
             from fusesched.cli.live_demo import run_demo
@@ -230,6 +301,8 @@ def submit(
         ),
     ],
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Submit jobs; the format of each file is recognised from its content."""
@@ -245,7 +318,7 @@ def submit(
                     err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     except SubmitError as exc:
         _fail(str(exc), 2)
-    client = _client(controller_url)
+    client = _client(controller_url, token, ca)
     payload = [r.model_dump(mode="json", exclude_none=True) for r in requests]
     ids = (
         [_call(client.submit, payload[0])]
@@ -262,6 +335,8 @@ def submit(
 def sbatch(
     ctx: typer.Context,
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT.
@@ -285,7 +360,8 @@ def sbatch(
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     job_id = _call(
-        _client(controller_url).submit, request.model_dump(mode="json", exclude_none=True)
+        _client(controller_url, token, ca).submit,
+        request.model_dump(mode="json", exclude_none=True),
     )
     if as_json:
         _print_json({"id": job_id})
@@ -304,10 +380,12 @@ def jobs(
     queue: Annotated[str | None, typer.Option(help="Only this queue's jobs.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List jobs, newest first."""
-    found = _call(_client(controller_url).jobs, user, state or (), queue, limit)
+    found = _call(_client(controller_url, token, ca).jobs, user, state or (), queue, limit)
     if as_json:
         _print_json(found)
     else:
@@ -317,10 +395,12 @@ def jobs(
 def show(
     job_id: Annotated[str, typer.Argument(help="Job id.")],
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one job with its tasks."""
-    job = _call(_client(controller_url).show, job_id)
+    job = _call(_client(controller_url, token, ca).show, job_id)
     if as_json:
         _print_json(job)
         return
@@ -347,9 +427,11 @@ def logs(
         bool, typer.Option("--follow", "-f", help="Keep printing new output.")
     ] = False,
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
 ) -> None:
     """Print a job's output (stdout and stderr of its first task, or of --task)."""
-    client = _client(controller_url)
+    client = _client(controller_url, token, ca)
     offset = 0
     while True:
         text = _call(client.logs, job_id, task, offset)
@@ -366,10 +448,12 @@ def logs(
 def cancel(
     job_ids: Annotated[list[str], typer.Argument(help="Job ids.")],
     controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace period)."""
-    client = _client(controller_url)
+    client = _client(controller_url, token, ca)
     done = {job_id: _call(client.cancel, job_id) for job_id in job_ids}
     if as_json:
         _print_json({"cancelled": [j for ids in done.values() for j in ids]})
@@ -381,9 +465,14 @@ def cancel(
         )
 
 
-def nodes(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+def nodes(
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """List the cluster's nodes with their capacity and what is free."""
-    found = _call(_client(controller_url).nodes)
+    found = _call(_client(controller_url, token, ca).nodes)
     if as_json:
         _print_json(found)
         return
@@ -408,9 +497,14 @@ def nodes(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> Non
     console.print(table)
 
 
-def queues(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> None:
+def queues(
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Pending and running jobs per queue."""
-    found = _call(_client(controller_url).queues)
+    found = _call(_client(controller_url, token, ca).queues)
     if as_json:
         _print_json(found)
         return
@@ -422,10 +516,146 @@ def queues(controller_url: ControllerOpt = None, as_json: JsonOpt = False) -> No
     console.print(table)
 
 
+# ---------------------------------------------------------------------- tokens
+
+token_app = typer.Typer(
+    name="token", help="Make, list and revoke API tokens (admins).", no_args_is_help=True
+)
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="Whose token (not for --join).")] = "",
+    role: Annotated[
+        str, typer.Option(help="user, tenant-admin or cluster-admin (people's tokens).")
+    ] = "user",
+    tenant: Annotated[str, typer.Option(help="Tenant (default: your own).")] = "",
+    join: Annotated[
+        bool, typer.Option("--join", help="A one-time join token for a node instead.")
+    ] = False,
+    node: Annotated[
+        str | None, typer.Option(help="With --join: only this node name may use it.")
+    ] = None,
+    expires: Annotated[
+        float | None, typer.Option(help="Seconds until the token expires (default: never).")
+    ] = None,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a token. It is printed once: only its hash is kept."""
+    if not join and not user:
+        _fail("name the user the token is for (or use --join for a node)", 2)
+    made = _call(
+        _client(controller_url, token, ca).create_token,
+        user,
+        tenant=tenant,
+        role=role,
+        kind="join" if join else "user",
+        node=node,
+        expires_in_s=expires,
+    )
+    if as_json:
+        _print_json(made)
+        return
+    sys.stdout.write(made["token"] + "\n")
+    what = f"join token for {node or 'any node'}" if join else f"{made['role']} {made['user']}"
+    err.print(f"token {made['id']} ({what}, tenant {made['tenant'] or '-'}); shown only once")
+
+
+@token_app.command("list")
+def token_list(
+    kind: Annotated[str | None, typer.Option(help="user, join, agent or job.")] = None,
+    revoked: Annotated[bool, typer.Option("--revoked", help="Include revoked tokens.")] = False,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List tokens (never their secrets)."""
+    found = _call(_client(controller_url, token, ca).tokens, kind, revoked)
+    if as_json:
+        _print_json(found)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("id", "kind", "user", "tenant", "role", "node/job", "created", "state"):
+        table.add_column(name)
+    for t in found:
+        state = "revoked" if t["revoked"] else ("used" if t.get("used_at") else "valid")
+        table.add_row(
+            t["id"],
+            t["kind"],
+            t["user"],
+            t["tenant"],
+            t["role"],
+            t.get("node") or t.get("job_id") or "",
+            _ago(t["created_at"]),
+            state,
+        )
+    console.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_ids: Annotated[list[str], typer.Argument(help="Token ids (from `token list`).")],
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+) -> None:
+    """Revoke tokens: they stop working at once."""
+    client = _client(controller_url, token, ca)
+    for token_id in token_ids:
+        _call(client.revoke_token, token_id)
+        console.print(f"Revoked token {token_id}", highlight=False)
+
+
+# ---------------------------------------------------------------------- certificates
+
+ca_app = typer.Typer(
+    name="ca", help="The cluster's certificate authority, for TLS.", no_args_is_help=True
+)
+CaDirOpt = Annotated[Path, typer.Option("--dir", help="Folder of the CA's files.")]
+
+
+@ca_app.command("init")
+def ca_init(folder: CaDirOpt = Path("fusesched-ca")) -> None:
+    """Create the cluster's CA: DIR/ca.crt (give it to clients, --ca) and DIR/ca.key (0600)."""
+    from fusesched.tls import init_ca
+
+    try:
+        cert = init_ca(folder)
+    except OSError as exc:
+        _fail(str(exc), 2)
+    console.print(f"CA certificate {cert}; key {folder / 'ca.key'} (keep it private)")
+
+
+@ca_app.command("issue")
+def ca_issue(
+    folder: CaDirOpt = Path("fusesched-ca"),
+    name: Annotated[str, typer.Option(help="Certificate name (files DIR/NAME.crt, .key).")] = (
+        "controller"
+    ),
+    host: Annotated[
+        list[str] | None, typer.Option(help="Host name or IP address it is for (repeatable).")
+    ] = None,
+    days: Annotated[int, typer.Option(min=1, help="Validity in days.")] = 825,
+) -> None:
+    """Issue a server certificate signed by the CA (for `controller --tls-cert --tls-key`)."""
+    from fusesched.tls import issue
+
+    try:
+        cert, key = issue(folder, name, host or ["127.0.0.1", "localhost"], days)
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), 2)
+    console.print(f"certificate {cert}; key {key} (mode 0600)")
+
+
 def register(app: typer.Typer) -> None:
     """Add the live commands to the ``fusesched`` command."""
     for fn in (up, controller, agent):
         app.command(rich_help_panel="Run a cluster")(fn)
+    app.add_typer(ca_app, rich_help_panel="Run a cluster")
     register_clients(app)
 
 
@@ -434,3 +664,4 @@ def register_clients(app: typer.Typer) -> None:
     for fn in (submit, jobs, show, logs, cancel, nodes, queues):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
+    app.add_typer(token_app, rich_help_panel="Jobs and cluster")

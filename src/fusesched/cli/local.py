@@ -7,16 +7,18 @@ controller with several agents of distinct names and sizes.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusesched.agent.client import AgentClient
+from fusesched.agent.client import AgentClient, credential
 from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
+from fusesched.tls import client_context
 
 
 @dataclass
@@ -35,8 +37,16 @@ def start_agent(
     name: str | None = None,
     work_dir: Path | None = None,
     long_poll_s: float = 2.0,
+    token: str | None = None,
+    join_token: str | None = None,
+    ca: Path | None = None,
 ) -> AgentHandle:
-    """Discover this node, register it with the controller and start serving tasks."""
+    """Discover this node, register it with the controller and start serving tasks.
+
+    The node's credential is ``token`` when given, else the one an earlier join stored in the
+    work dir, else a new one from ``join_token`` (stored there, mode 0600), else none (a
+    controller without authentication). ``ca`` is the CA to trust when the controller speaks
+    TLS."""
     cfg = config if isinstance(config, AgentConfig) else load_config(config)
     updates: dict[str, object] = {}
     if name is not None:
@@ -46,12 +56,18 @@ def start_agent(
     if updates:
         cfg = cfg.model_copy(update=updates)
     inventory = discover(cfg)
+    verify = client_context(ca) or True
+    if token is None:
+        token = credential(controller_url, inventory.name, cfg.work_dir, join_token, verify)
     runtime = ProcessRuntime.from_config(cfg)
     client = AgentClient(
         controller_url,
         inventory,
         runtime,
         long_poll_s=long_poll_s,
+        token=token,
+        verify=verify,
+        ca_path=ca.absolute() if ca is not None else None,
     )
     client.start()
     return AgentHandle(inventory.name, client)
@@ -70,6 +86,10 @@ class LocalCluster:
         database_url: str | None = None,
         core: CoreConfig | None = None,
         long_poll_s: float = 1.0,
+        auth: bool = False,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        ca: Path | None = None,
     ) -> None:
         self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
@@ -78,7 +98,11 @@ class LocalCluster:
             database_url=database_url,
             core=core or CoreConfig(placement="best-fit"),
             long_poll_s=long_poll_s,
+            auth=auth,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
+        self.ca = ca
         if isinstance(agents, int):
             base = load_config(agent_config)
             self.agent_configs = [self._local(base, i, agents) for i in range(agents)]
@@ -106,11 +130,25 @@ class LocalCluster:
     def url(self) -> str:
         return self.server.url
 
+    @property
+    def admin_token(self) -> str | None:
+        """The cluster-admin token a first start with authentication wrote, if any."""
+        path = self.server.admin_token_path
+        return path.read_text().strip() if path is not None else None
+
     def start(self) -> LocalCluster:
         self.server.start()
         try:
+            authenticator = self.server.authenticator
             for cfg in self.agent_configs:
-                self.agents.append(start_agent(self.url, cfg, long_poll_s=self.long_poll_s))
+                # with authentication, local agents get their credential directly (no join)
+                name = cfg.name or socket.gethostname()  # as discovery names the node
+                token = authenticator.issue_agent(name) if authenticator.enabled else None
+                self.agents.append(
+                    start_agent(
+                        self.url, cfg, long_poll_s=self.long_poll_s, token=token, ca=self.ca
+                    )
+                )
         except BaseException:
             self.stop()
             raise

@@ -1,11 +1,14 @@
 """Task logs on the controller's disk: one file per task, written at the offsets agents send.
 
 Agents send each chunk with its byte offset, so a chunk sent twice (a retried heartbeat)
-lands on the same bytes instead of being appended again.
+lands on the same bytes instead of being appended again. Folders are created mode 0700 and
+files mode 0600: only the controller reads them, and serves each job's logs through the API to
+its tenant only.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -17,7 +20,8 @@ _SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
 class LogStore:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
 
     def path(self, task_id: str) -> Path:
         if not _SAFE.match(task_id) or task_id.startswith("."):
@@ -27,9 +31,10 @@ class LogStore:
 
     def write(self, chunk: LogChunk) -> None:
         path = self.path(chunk.task_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         data = chunk.data.encode()
-        with open(path, "r+b" if path.exists() else "w+b") as f:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "r+b") as f:
             f.seek(chunk.offset)
             f.write(data)
 

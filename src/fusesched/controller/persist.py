@@ -239,9 +239,10 @@ class Persistence:
         queue: str | None,
         limit: int,
         before_seq: int | None,
+        tenant: str | None = None,
     ) -> list[JobView]:
         rows = self.store.list_jobs(
-            user=user, states=states, queue=queue, limit=limit, before_seq=before_seq
+            user=user, states=states, queue=queue, limit=limit, before_seq=before_seq, tenant=tenant
         )
         return [_view(row, ()) for row in rows]
 

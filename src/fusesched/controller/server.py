@@ -8,6 +8,7 @@ task needs it.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -18,14 +19,18 @@ from pathlib import Path
 import uvicorn
 
 from fusesched.api.app import create_app
+from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller, ControllerConfig
 from fusesched.policies.registry import CoreConfig
+from fusesched.store import TokenKind
 
 log = logging.getLogger("fusesched.controller")
 
 DEFAULT_PORT = 8642
+#: Where a controller with authentication writes its first cluster-admin token.
+ADMIN_TOKEN_FILE = "admin.token"
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -45,8 +50,13 @@ class ControllerServer:
     node_timeout_s: float = 30.0
     clock: Callable[[], float] = time.time
     auto_schedule: bool = True  # False: the caller runs cycles (the parity test's lock-step)
+    auth: bool = False  # require API tokens (``fusesched controller`` turns it on)
+    tls_cert: Path | None = None  # serve HTTPS with this certificate (PEM) ...
+    tls_key: Path | None = None  # ... and its key
 
     def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and its key")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -59,6 +69,8 @@ class ControllerServer:
         self.port = self._sock.getsockname()[1]
         url = self.database_url or sqlite_url(self.data_dir)
         self.persist = Persistence(url)
+        self.authenticator = Authenticator(self.persist.store, enabled=self.auth, clock=self.clock)
+        self.admin_token_path: Path | None = self._bootstrap() if self.auth else None
         self.controller = Controller(
             self.persist,
             LogStore(self.data_dir / "logs"),
@@ -69,21 +81,43 @@ class ControllerServer:
                 node_timeout_s=self.node_timeout_s,
             ),
             clock=self.clock,
+            auth=self.authenticator,
         )
+        self.app = create_app(self.controller, self.authenticator)
         config = uvicorn.Config(
-            create_app(self.controller),
+            self.app,
             log_level="warning",
-            access_log=False,
+            access_log=False,  # no request lines in logs (tokens ride in headers anyway)
+            ssl_certfile=str(self.tls_cert) if self.tls_cert else None,
+            ssl_keyfile=str(self.tls_key) if self.tls_key else None,
             timeout_keep_alive=60,
             lifespan="off",
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
+    def _bootstrap(self) -> Path | None:
+        """On the first start with authentication (no token stored yet), make a
+        cluster-admin token and write it to ``<data-dir>/admin.token`` (mode 0600); the path
+        is returned, the token itself is never logged."""
+        if self.persist.store.count_tokens() > 0:
+            return None
+        token, _ = self.authenticator.issue(
+            TokenKind.USER, user="admin", tenant="default", role=Role.CLUSTER_ADMIN.value
+        )
+        path = self.data_dir / ADMIN_TOKEN_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        os.chmod(path, 0o600)
+        log.warning("first start: a cluster-admin token was written to %s", path)
+        return path
+
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls_cert is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     def start(self) -> ControllerServer:
         if self.auto_schedule:

@@ -27,6 +27,7 @@ from fusesched.api.wire import (
     TaskReport,
     TaskState,
 )
+from fusesched.controller.auth import Authenticator
 from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
@@ -54,6 +55,9 @@ from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
 
 log = logging.getLogger("fusesched.controller")
+
+#: The variable that carries a running job's credential to its tasks (mpirun's launcher).
+JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
 
 #: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
 FINISHED_TASKS_KEPT = 10_000
@@ -127,9 +131,11 @@ class Controller:
         logs: LogStore,
         config: ControllerConfig | None = None,
         clock: Callable[[], float] = time.time,
+        auth: Authenticator | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.persist = persist
+        self.auth = auth
         self.logs = logs
         self.clock = clock
         self.core = SchedulerCore(self.config.core, rng=np.random.default_rng(0))
@@ -173,7 +179,10 @@ class Controller:
             time.sleep(self.config.min_cycle_s)
 
     def _recover(self) -> None:
-        """Jobs left pending by a previous controller go back into the queue."""
+        """Jobs left pending by a previous controller go back into the queue (jobs it had
+        running are failed, so their job tokens are revoked)."""
+        if self.auth is not None and self.auth.enabled:
+            self.persist.store.revoke_job_tokens()
         for seq, row in self.persist.pending_jobs():
             request = JobRequest.model_validate(row.request)
             spec = _recovered_spec(request, row)
@@ -233,6 +242,17 @@ class Controller:
         self._wake.set()
         return targets
 
+    def owner(self, job_id: str) -> tuple[str, str] | None:
+        """(user, tenant) of a job or of an array's members; ``None`` for an unknown id."""
+        with self.lock:
+            live = self.jobs.get(job_id)
+            if live is None:
+                live = next((j for j in self.jobs.values() if j.spec.array_parent == job_id), None)
+            if live is not None:
+                return live.spec.user, live.spec.tenant
+        view = self.persist.get_job(job_id)
+        return None if view is None else (view.user, view.tenant)
+
     # ------------------------------------------------------------------ agents
 
     def register(self, inventory: NodeInventory) -> None:
@@ -264,10 +284,14 @@ class Controller:
                 node.state = NodeState.UP
                 self.events.append(NodeStateChanged(beat.node, NodeState.UP, "heartbeat"))
                 self._wake.set()
+            # a node speaks only for its own tasks: it can neither write another node's task
+            # logs nor end another node's tasks
             for chunk in beat.logs:
-                self.logs.write(chunk)
+                if self._on_node(chunk.task_id, beat.node):
+                    self.logs.write(chunk)
             for report in beat.reports:
-                self._task_report(report, now)
+                if self._on_node(report.task_id, beat.node):
+                    self._task_report(report, now)
             if beat.running is not None:
                 alive = set(beat.running) | {r.task_id for r in beat.reports}
                 self._lose_tasks(beat.node, alive, "lost by its agent", now)
@@ -289,6 +313,11 @@ class Controller:
                 self.tasks[launch.task_id][1].state = "delivered"
             node.outbox, node.kills = [], []
         return reply
+
+    def _on_node(self, task_id: str, node: str) -> bool:
+        entry = self.tasks.get(task_id)
+        task = entry[1] if entry is not None else self.finished.get(task_id)
+        return task is not None and task.node == node
 
     def remote_launch(self, job_id: str, node: str, argv: list[str]) -> str:
         """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
@@ -368,6 +397,10 @@ class Controller:
         addresses = {name: node.inventory.address for name, node in self.nodes.items()}
         batch = self._batch_mode(live.request)
         launched = slots[:1] if batch else slots
+        secret: dict[str, str] = {}
+        if self.auth is not None and self.auth.enabled:
+            token = self.auth.issue_job(live.id, live.spec.user, live.spec.tenant)
+            secret[JOB_TOKEN_ENV] = token
         group_of = {g.name: g for g in live.request.groups}
         per_task = {g.group: g.resources for g in decision.groups}
         for slot in launched:
@@ -387,6 +420,7 @@ class Controller:
                     batch=batch,
                 )
             )
+            env.update(secret)
             launch = TaskLaunch(
                 task_id=slot.task_id,
                 job_id=live.id,
@@ -491,11 +525,14 @@ class Controller:
 
     def _settle_terminal(self, now: float) -> None:
         """Write every job the core finished (exits, cancels, failed dependencies) and forget it."""
+        ended: list[str] = []
         for job_id in list(self.jobs):
             rec = self.core.jobs.get(job_id)
             if rec is None or not rec.phase.terminal:
                 continue
             live = self.jobs.pop(job_id)
+            if live.tasks:
+                ended.append(job_id)
             reason = rec.history[-1].reason if rec.history else ""
             self.persist.job_finished(job_id, rec.phase, rec.exit_code, reason, now)
             for task_id, task in live.tasks.items():
@@ -503,6 +540,8 @@ class Controller:
                 self.finished[task_id] = task
             while len(self.finished) > FINISHED_TASKS_KEPT:
                 del self.finished[next(iter(self.finished))]
+        if ended and self.auth is not None and self.auth.enabled:
+            self.persist.store.revoke_job_tokens(ended)  # their helpers may call no more
 
     def _check_nodes(self) -> None:
         now = self.clock()

@@ -7,6 +7,7 @@ Alembic migrations shipped in ``migrations/``. See docs/STORE.md.
 from fusesched.store.errors import (
     DuplicateJob,
     DuplicateTask,
+    DuplicateToken,
     StoreError,
     UnknownJob,
     UnknownNode,
@@ -24,6 +25,8 @@ from fusesched.store.records import (
     NodeRow,
     TaskChange,
     TaskRow,
+    TokenKind,
+    TokenRow,
 )
 from fusesched.store.store import Store
 
@@ -31,6 +34,7 @@ __all__ = [
     "UNSET",
     "DuplicateJob",
     "DuplicateTask",
+    "DuplicateToken",
     "EventRecord",
     "EventRow",
     "JobChange",
@@ -42,6 +46,8 @@ __all__ = [
     "StoreError",
     "TaskChange",
     "TaskRow",
+    "TokenKind",
+    "TokenRow",
     "UnknownJob",
     "UnknownNode",
     "UnknownTask",

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from fusesched.store.records import EventRecord, EventRow, JobRow, NodeRow, TaskRow
+from fusesched.store.records import EventRecord, EventRow, JobRow, NodeRow, TaskRow, TokenRow
 
 
 def job_values(row: JobRow) -> dict[str, Any]:
@@ -71,6 +71,27 @@ def event_values(row: EventRow) -> dict[str, Any]:
         "node": row.node,
         "data": _plain(row.data),
     }
+
+
+def token_values(row: TokenRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "hash": row.hash,
+        "kind": row.kind.value,
+        "user": row.user,
+        "tenant": row.tenant,
+        "role": row.role,
+        "node": row.node,
+        "job_id": row.job_id,
+        "created_at": row.created_at,
+        "expires_at": row.expires_at,
+        "used_at": row.used_at,
+        "revoked": row.revoked,
+    }
+
+
+def token_row(m: RowMapping) -> TokenRow:
+    return TokenRow(**m)
 
 
 def job_row(m: RowMapping) -> JobRow:

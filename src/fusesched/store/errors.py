@@ -45,3 +45,8 @@ class UnknownTask(_IdsError):
 class UnknownNode(_IdsError):
     noun = "node"
     problem = "not in the store"
+
+
+class DuplicateToken(_IdsError):
+    noun = "token"
+    problem = "already exists"

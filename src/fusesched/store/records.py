@@ -238,6 +238,53 @@ class EventRow:
         _need(self.kind, "an event kind")
 
 
+class TokenKind(StrEnum):
+    """What a token is for: a person (``user``), joining a node once (``join``), a joined
+    node's own credential (``agent``) or one running job's helpers (``job``)."""
+
+    USER = "user"
+    JOIN = "join"
+    AGENT = "agent"
+    JOB = "job"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    """One API token. ``id`` is its public part; ``hash`` is the SHA-256 (hex) of the secret
+    part — the secret itself is never stored. ``role`` is the person's role for user tokens
+    (``user``, ``tenant-admin``, ``cluster-admin``); ``node`` binds join and agent tokens to a
+    node name, ``job_id`` binds a job token to its job."""
+
+    id: str
+    hash: str
+    kind: TokenKind
+    created_at: float
+    user: str = ""
+    tenant: str = ""
+    role: str = ""
+    node: str | None = None
+    job_id: str | None = None
+    expires_at: float | None = None
+    used_at: float | None = None
+    revoked: bool = False
+
+    def __post_init__(self) -> None:
+        _need(self.id, "a token id")
+        _need(self.hash, "a token hash")
+        try:
+            object.__setattr__(self, "kind", TokenKind(self.kind))
+        except ValueError:
+            legal = ", ".join(k.value for k in TokenKind)
+            raise ValueError(f"unknown token kind {self.kind!r}; expected one of {legal}") from None
+        object.__setattr__(self, "revoked", bool(self.revoked))
+
+    def usable(self, now: float) -> bool:
+        """Not revoked, not expired, and (for a join token) not used yet."""
+        if self.revoked or (self.expires_at is not None and self.expires_at <= now):
+            return False
+        return not (self.kind is TokenKind.JOIN and self.used_at is not None)
+
+
 @dataclass(frozen=True, slots=True)
 class EventRecord:
     """A stored event: an :class:`EventRow` plus its id (increasing in insertion order)."""

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Final, cast
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Double,
     ForeignKey,
@@ -28,7 +29,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
-from fusesched.store.records import JobState
+from fusesched.store.records import JobState, TokenKind
 
 #: JSON on SQLite, JSONB on PostgreSQL.
 JsonType: Final = JSON().with_variant(JSONB(), "postgresql")
@@ -36,6 +37,7 @@ JsonType: Final = JSON().with_variant(JSONB(), "postgresql")
 BigId: Final = BigInteger().with_variant(Integer(), "sqlite")
 
 STATES_SQL: Final = ", ".join(f"'{s.value}'" for s in JobState)
+TOKEN_KINDS_SQL: Final = ", ".join(f"'{k.value}'" for k in TokenKind)
 #: The condition of the partial index of unfinished jobs. A query must repeat it word for
 #: word (see :func:`unfinished`) for SQLite to use that index.
 UNFINISHED_SQL: Final = "state IN ('Pending', 'Running')"
@@ -82,6 +84,7 @@ class Job(Base):
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
         Index(None, "user", "seq"),
+        Index(None, "tenant", "seq"),
         Index(None, "state", "seq"),
         Index(None, "queue", "seq"),
         Index(None, "array_parent"),
@@ -153,11 +156,37 @@ class Counter(Base):
     value: Mapped[int] = mapped_column(BigInteger)
 
 
+class Token(Base):
+    """API tokens: the public id and the SHA-256 of the secret (never the secret)."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    hash: Mapped[str] = mapped_column(String)
+    kind: Mapped[str] = mapped_column(String)
+    user: Mapped[str] = mapped_column(String)
+    tenant: Mapped[str] = mapped_column(String)
+    role: Mapped[str] = mapped_column(String)
+    node: Mapped[str | None] = mapped_column(String)
+    job_id: Mapped[str | None] = mapped_column(String)
+    created_at: Mapped[float] = mapped_column(Double)
+    expires_at: Mapped[float | None] = mapped_column(Double)
+    used_at: Mapped[float | None] = mapped_column(Double)
+    revoked: Mapped[bool] = mapped_column(Boolean)
+
+    __table_args__ = (
+        CheckConstraint(f"kind IN ({TOKEN_KINDS_SQL})", name="kind"),
+        Index(None, "job_id"),
+        Index(None, "tenant", "kind"),
+    )
+
+
 jobs: Final = cast(Table, Job.__table__)
 tasks: Final = cast(Table, Task.__table__)
 nodes: Final = cast(Table, Node.__table__)
 events: Final = cast(Table, EventLog.__table__)
 counters: Final = cast(Table, Counter.__table__)
+tokens: Final = cast(Table, Token.__table__)
 
 
 def unfinished(state: ColumnElement[str]) -> ColumnElement[bool]:

@@ -36,9 +36,18 @@ from fusesched.store.convert import (
     node_values,
     task_row,
     task_values,
+    token_row,
+    token_values,
 )
 from fusesched.store.engine import make_engine, writer
-from fusesched.store.errors import DuplicateJob, DuplicateTask, UnknownJob, UnknownNode, UnknownTask
+from fusesched.store.errors import (
+    DuplicateJob,
+    DuplicateTask,
+    DuplicateToken,
+    UnknownJob,
+    UnknownNode,
+    UnknownTask,
+)
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
     EventRecord,
@@ -50,9 +59,20 @@ from fusesched.store.records import (
     NodeRow,
     TaskChange,
     TaskRow,
+    TokenKind,
+    TokenRow,
     node_state,
 )
-from fusesched.store.schema import JOB_SEQ, counters, events, jobs, nodes, tasks, unfinished
+from fusesched.store.schema import (
+    JOB_SEQ,
+    counters,
+    events,
+    jobs,
+    nodes,
+    tasks,
+    tokens,
+    unfinished,
+)
 
 #: Index entries SQLite's ANALYZE samples per index (it estimates from the sample).
 SQLITE_ANALYSIS_ROWS: Final = 2000
@@ -173,20 +193,29 @@ class Store:
         queue: str | None = None,
         limit: int = 50,
         before_seq: int | None = None,
+        tenant: str | None = None,
     ) -> list[JobRow]:
-        """Jobs newest first (by seq), filtered by whichever of ``user``, ``states`` (any of)
-        and ``queue`` are given. For the next page pass the last row's seq as ``before_seq``."""
+        """Jobs newest first (by seq), filtered by whichever of ``user``, ``tenant``,
+        ``states`` (any of) and ``queue`` are given. For the next page pass the last row's
+        seq as ``before_seq``."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
         # With a user, walk the user's (user, seq) index and test the rest row by row: a
         # user's newest jobs come first there. SQLite has no value statistics and would
         # otherwise often walk a whole state or queue to find a small user's jobs.
+        # Likewise a tenant's listing walks the (tenant, seq) index.
         state: ColumnElement[str] = jobs.c.state
         queue_column: ColumnElement[str] = jobs.c.queue
+        tenant_column: ColumnElement[str] = jobs.c.tenant
         if user is not None:
             stmt = stmt.where(jobs.c.user == user)
             state, queue_column = unindexed(state), unindexed(queue_column)
+            tenant_column = unindexed(tenant_column)
+        elif tenant is not None:
+            state, queue_column = unindexed(state), unindexed(queue_column)
+        if tenant is not None:
+            stmt = stmt.where(tenant_column == tenant)
         if queue is not None:
             stmt = stmt.where(queue_column == queue)
         if states is not None:
@@ -328,6 +357,84 @@ class Store:
         stmt = select(events).where(events.c.job_id == job_id).order_by(events.c.id)
         with self._read() as conn:
             return [event_record(m) for m in conn.execute(stmt).mappings()]
+
+    # ----------------------------------------------------------------------- tokens
+
+    def add_token(self, row: TokenRow) -> None:
+        """Store a token (its hash; the secret is never stored). A repeated id raises
+        :class:`DuplicateToken`."""
+        try:
+            with self._write() as conn:
+                conn.execute(insert(tokens), [token_values(row)])
+        except IntegrityError as error:
+            if self.get_token(row.id) is not None:
+                raise DuplicateToken([row.id]) from error
+            raise
+
+    def get_token(self, token_id: str) -> TokenRow | None:
+        """The token with this public id, or ``None``."""
+        with self._read() as conn:
+            found = conn.execute(select(tokens).where(tokens.c.id == token_id)).mappings().first()
+        return None if found is None else token_row(found)
+
+    def use_join_token(self, token_id: str, now: float) -> TokenRow | None:
+        """Mark a join token used, atomically: of two concurrent calls exactly one gets the
+        token back; ``None`` when it is not a usable join token (unknown, used, revoked or
+        expired)."""
+        usable = (
+            (tokens.c.id == token_id)
+            & (tokens.c.kind == TokenKind.JOIN.value)
+            & tokens.c.used_at.is_(None)
+            & tokens.c.revoked.is_(False)
+            & (tokens.c.expires_at.is_(None) | (tokens.c.expires_at > now))
+        )
+        stmt = update(tokens).where(usable).values(used_at=now).returning(*tokens.c)
+        with self._write() as conn:
+            found = conn.execute(stmt).mappings().first()
+        return None if found is None else token_row(found)
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke one token; ``False`` when there is no such token."""
+        stmt = update(tokens).where(tokens.c.id == token_id).values(revoked=True)
+        with self._write() as conn:
+            return bool(conn.execute(stmt).rowcount)
+
+    def revoke_job_tokens(self, job_ids: Collection[str] | None = None) -> int:
+        """Revoke the job tokens of these jobs (of every job when ``None``); the count."""
+        stmt = (
+            update(tokens)
+            .where(tokens.c.kind == TokenKind.JOB.value, tokens.c.revoked.is_(False))
+            .values(revoked=True)
+        )
+        if job_ids is not None:
+            if not job_ids:
+                return 0
+            stmt = stmt.where(tokens.c.job_id.in_(sorted(job_ids)))
+        with self._write() as conn:
+            return int(conn.execute(stmt).rowcount)
+
+    def list_tokens(
+        self,
+        *,
+        kind: TokenKind | str | None = None,
+        tenant: str | None = None,
+        include_revoked: bool = False,
+    ) -> list[TokenRow]:
+        """Tokens, oldest first, filtered by kind and tenant; revoked ones only on request."""
+        stmt = select(tokens).order_by(tokens.c.created_at, tokens.c.id)
+        if kind is not None:
+            stmt = stmt.where(tokens.c.kind == TokenKind(kind).value)
+        if tenant is not None:
+            stmt = stmt.where(tokens.c.tenant == tenant)
+        if not include_revoked:
+            stmt = stmt.where(tokens.c.revoked.is_(False))
+        with self._read() as conn:
+            return [token_row(m) for m in conn.execute(stmt).mappings()]
+
+    def count_tokens(self) -> int:
+        """How many tokens were ever stored (revoked ones included)."""
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(tokens)).scalar_one())
 
     # ----------------------------------------------------------------------- upkeep
 
