@@ -95,6 +95,15 @@ class Client:
         body = [self._with_user(r) for r in requests]
         return [str(i) for i in self._call("POST", "/v1/jobs/batch", body)["ids"]]
 
+    def submit_files(self, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Submit the jobs in submission files, parsed by the controller: each file is
+        ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``. Returns
+        ``{"ids": [...], "warnings": [...]}``."""
+        body: dict[str, Any] = {"files": list(files)}
+        if not self.token:
+            body["user"] = getpass.getuser()
+        return dict(self._call("POST", "/v1/submissions", body))
+
     def show(self, job_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}"))
 

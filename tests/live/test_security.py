@@ -129,6 +129,17 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("GET", "/healthz"): {},
         ("POST", "/v1/jobs"): {"json": job(["true"], user="bob", tenant="biology")},
         ("POST", "/v1/jobs/batch"): {"json": [job(["true"], user="bob", tenant="biology")]},
+        ("POST", "/v1/submissions"): {
+            "json": {
+                "files": [
+                    {
+                        "name": "job.yaml",
+                        "text": "name: x\nuser: bob\ntenant: biology\nresources: {cpu: 1}\n"
+                        'command: ["true"]\n',
+                    }
+                ]
+            }
+        },
         ("GET", "/v1/jobs"): {"params": {"tenant": "biology"}},
         ("GET", "/v1/jobs/{job_id}"): {"path": {"job_id": bob_job}},
         ("POST", "/v1/jobs/{job_id}/cancel"): {"path": {"job_id": bob_job}, "json": {}},

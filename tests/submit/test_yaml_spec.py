@@ -164,3 +164,8 @@ def test_errors_name_file_line_and_field(text: str, message: str) -> None:
     with pytest.raises(SubmitError) as caught:
         parse_job_yaml(text, "f.yaml")
     assert message in str(caught.value)
+
+
+def test_unprintable_characters_are_a_clear_error() -> None:
+    with pytest.raises(SubmitError, match=r"job.yaml: malformed YAML: unacceptable character"):
+        parse_job_yaml("name: a\x9a\n", source="job.yaml")

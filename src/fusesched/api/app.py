@@ -24,7 +24,9 @@ from fusesched.api.schemas import (
     QueueView,
     RemoteLaunch,
     RemoteTask,
+    SubmissionFiles,
     Submitted,
+    SubmittedFiles,
     SubmittedMany,
     TokenCreate,
     TokenCreated,
@@ -43,6 +45,7 @@ from fusesched.model.resources import format_quantity
 from fusesched.store import EventRow, TokenKind, TokenRow
 from fusesched.store.records import JobState
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.load import parse_submission
 from fusesched.submit.request import JobRequest
 
 MAX_BATCH = 10_000
@@ -210,6 +213,27 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
         if len(requests) > MAX_BATCH:
             raise HTTPException(400, f"at most {MAX_BATCH} jobs per batch")
         return SubmittedMany(ids=controller.submit(owned(p, requests)))
+
+    @app.post("/v1/submissions", status_code=201, response_model=SubmittedFiles, tags=["jobs"])
+    def submit_files(files: SubmissionFiles, p: Caller) -> SubmittedFiles:
+        """Jobs from submission files parsed here (fusesched YAML, #SBATCH script, Kubernetes
+        YAML): what lets a client stay a small program that only sends the files' text."""
+        person(p)
+        requests: list[JobRequest] = []
+        warnings: list[str] = []
+        for item in files.files:
+            for parsed in parse_submission(item.text, source=item.name, sbatch_args=item.args):
+                request = parsed.request
+                if not checker.enabled and files.user and not request.user:
+                    request = request.model_copy(update={"user": files.user})
+                requests.append(request)
+                warnings.extend(parsed.warnings)
+        if not requests:
+            raise HTTPException(400, "the files hold no job")
+        if len(requests) > MAX_BATCH:
+            raise HTTPException(400, f"at most {MAX_BATCH} jobs per submission")
+        ids = controller.submit(owned(p, requests))
+        return SubmittedFiles(ids=ids, warnings=warnings)
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     def list_jobs(

@@ -51,6 +51,24 @@ class SubmittedMany(_View):
     ids: list[str]
 
 
+class SubmissionFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="<file>", max_length=4096)  # for messages: "job.sh:3: ..."
+    text: str = Field(max_length=4_000_000)
+    args: list[str] = Field(default_factory=list, max_length=200)  # sbatch options
+
+
+class SubmissionFiles(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: list[SubmissionFile] = Field(min_length=1, max_length=10_000)
+    user: str = Field(default="", max_length=200)  # without authentication: who submits
+
+
+class SubmittedFiles(_View):
+    ids: list[str]
+    warnings: list[str] = Field(default_factory=list)
+
+
 class Cancelled(_View):
     cancelled: list[str]
 

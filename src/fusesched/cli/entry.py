@@ -15,7 +15,16 @@ CLIENT_COMMANDS = frozenset(
 )
 
 
+#: Commands with a quick path that needs no command framework (see :mod:`fusesched.cli.fast`).
+FAST_COMMANDS = frozenset({"submit", "sbatch"})
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if args and args[0] in FAST_COMMANDS and not {"--help", "-h"} & set(args):
+        from fusesched.cli.fast import run
+
+        sys.exit(run(args[0], args[1:]))
     if len(sys.argv) > 1 and sys.argv[1] in CLIENT_COMMANDS:
         import typer
 

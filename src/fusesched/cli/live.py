@@ -7,7 +7,9 @@ modules are imported inside the commands, so ``fusesched submit`` starts quickly
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -54,6 +56,18 @@ DataDirOpt = Annotated[
     Path,
     typer.Option("--data-dir", help="Where the database, logs and task files live."),
 ]
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (and SIGINT, even when a shell started us in the background with it ignored)
+    end a server command through KeyboardInterrupt, so it shuts down cleanly: agents kill
+    their tasks, the controller writes what it holds."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -176,7 +190,9 @@ def controller(
         err.print(
             "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
         )
-    server.serve_forever()
+    _stop_on_signals()
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
 
 
 def agent(
@@ -222,6 +238,7 @@ def agent(
     except httpx.HTTPError as exc:
         _fail(f"cannot reach the controller at {controller_url}: {exc}")
     err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
+    _stop_on_signals()
     try:
         while True:
             time.sleep(1)
@@ -265,6 +282,7 @@ def up(
     if auth:
         path = cluster.server.admin_token_path or data_dir / "admin.token"
         err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
+    _stop_on_signals()
     try:
         if demo:
             from fusesched.cli.live_demo import run_demo

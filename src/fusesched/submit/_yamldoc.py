@@ -40,8 +40,11 @@ def load_documents(text: str, source: str) -> list[Document]:
 
     Malformed YAML and duplicate keys raise :class:`SubmitError` with the line.
     """
-    loader = yaml.SafeLoader(text)
     docs: list[Document] = []
+    try:
+        loader = yaml.SafeLoader(text)  # checks the characters already
+    except yaml.YAMLError as exc:
+        raise SubmitError(f"malformed YAML: {exc}", source=source) from exc
     try:
         while loader.check_node():
             node = loader.get_node()

@@ -1,0 +1,657 @@
+"""Sensors: per-task samples (psutil) and per-GPU samples (NVML), and a window of samples.
+
+Back ends are pluggable (:class:`SensorBackend`), so tests inject scripted values and faults
+(:class:`FakeSensors`) and the hang detector (:mod:`fusesched.controller.hang`) reads only a
+:class:`SampleWindow`. Nothing here decides anything: it measures.
+
+* :class:`PsutilTaskSensor` sums CPU time, resident memory and I/O over every process of a
+  task: the members of its process group (the runtime starts each task in its own session) and
+  of its cgroup (``cgroup.procs``), so a process that left the group still counts. Counters are
+  *activity indicators*: they never decrease. A process that vanishes keeps its last values
+  (its parent's cumulative counters may then count it a second time — an over-count, which can
+  only make a task look busier, never hung). CPU time includes reaped children
+  (``children_user``/``children_system``), and Linux adds a reaped child's I/O to its parent's
+  ``/proc/<pid>/io``, so short-lived helpers (a ``cp`` between two samples) are seen through
+  the parent that waited for them.
+* :class:`NvmlGpuSensor` reads utilisation, memory used, power, temperature and volatile
+  uncorrectable ECC counts per GPU, marks a GPU *lost* when NVML says so
+  (``NVML_ERROR_GPU_IS_LOST``) or it disappears from the device list, and collects XID errors
+  through NVML's event API (``nvmlEventSetCreate`` / ``nvmlDeviceRegisterEvents`` with
+  ``nvmlEventTypeXidCriticalError`` / ``nvmlEventSetWait_v2`` with a zero timeout). XIDs that
+  happened before the sensor registered (e.g. before the agent started) are not delivered by
+  NVML; they are only in the kernel log (``NVRM: Xid``). Where events are not supported
+  (``xid_supported`` is False) XIDs are not reported, and lost GPUs and ECC counts still are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import psutil
+
+log = logging.getLogger(__name__)
+
+# NVML constants (as in pynvml), so a fake module need not define them.
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_TEMPERATURE_GPU = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_EVENT_XID_CRITICAL_ERROR = 0x8
+MAX_CHECKPOINT_ENTRIES = 10_000  # files looked at per checkpoint folder and sample
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU at one instant. ``-1`` (or ``nan``) where NVML does not support a reading."""
+
+    index: int
+    uuid: str = ""
+    time: float = 0.0
+    utilization_pct: float = float("nan")
+    memory_used_bytes: int = -1
+    power_w: float = float("nan")
+    temperature_c: float = float("nan")
+    ecc_uncorrected: int = 0  # volatile (since the last driver load) uncorrectable ECC errors
+    xid_errors: tuple[int, ...] = ()  # XIDs reported since the previous sample
+    lost: bool = False  # fallen off the bus / no longer answering
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSample:
+    """One task at one instant: cumulative counters summed over its processes."""
+
+    task_id: str
+    time: float
+    cpu_seconds: float = 0.0
+    rss_bytes: int = 0
+    read_bytes: int = 0  # storage I/O (/proc/<pid>/io read_bytes)
+    write_bytes: int = 0
+    read_chars: int = 0  # every read()/write() syscall, pipes and sockets included (rchar)
+    write_chars: int = 0
+    log_bytes: int = 0  # size of the task's output log
+    checkpoint_mtime: float | None = None  # newest file under the checkpoint folder
+    checkpoint_bytes: int = 0  # size of that newest file
+    processes: int = 0  # live processes found (0: the task has no process left)
+    gpus: tuple[GpuSample, ...] = ()  # the task's GPUs, when a GPU sensor is present
+
+    @property
+    def io_bytes(self) -> int:
+        """All I/O counters together (for "did any I/O happen")."""
+        return self.read_bytes + self.write_bytes + self.read_chars + self.write_chars
+
+
+@dataclass(frozen=True, slots=True)
+class TaskWatch:
+    """What to watch for one task: its process group, cgroup, log, checkpoints and GPUs."""
+
+    task_id: str
+    pgid: int | None = None  # the task's process group (= its first pid; own session)
+    cgroup_procs: Path | None = None  # the task cgroup's ``cgroup.procs`` file
+    log_path: Path | None = None
+    checkpoint_dir: Path | None = None  # newest file below it (recursively) is the checkpoint
+    gpu_indices: tuple[int, ...] = ()
+
+
+class SensorBackend(Protocol):
+    """Where samples come from: real (psutil + NVML) or scripted (tests)."""
+
+    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]: ...
+
+    def sample_gpus(self, now: float) -> list[GpuSample]: ...
+
+
+def attach_gpus(
+    samples: Iterable[TaskSample], gpus: Sequence[GpuSample], watches: Sequence[TaskWatch]
+) -> list[TaskSample]:
+    """Each task sample with the samples of the GPUs its watch names."""
+    by_index = {g.index: g for g in gpus}
+    wanted = {w.task_id: w.gpu_indices for w in watches}
+    return [
+        replace(s, gpus=tuple(by_index[i] for i in wanted.get(s.task_id, ()) if i in by_index))
+        for s in samples
+    ]
+
+
+def collect(
+    backend: SensorBackend, watches: Sequence[TaskWatch], now: float
+) -> tuple[list[TaskSample], list[GpuSample]]:
+    """One sampling round: every task (with its GPUs) and every GPU of the node."""
+    gpus = backend.sample_gpus(now)
+    return attach_gpus(backend.sample_tasks(watches, now), gpus, watches), gpus
+
+
+# --- files -------------------------------------------------------------------------------
+
+
+def _file_size(path: Path | None) -> int:
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def newest_file(
+    folder: Path | None, limit: int = MAX_CHECKPOINT_ENTRIES
+) -> tuple[float | None, int]:
+    """(mtime, size) of the newest regular file below ``folder``; (None, 0) when none."""
+    if folder is None:
+        return None, 0
+    best: tuple[float | None, int] = (None, 0)
+    stack, seen = [folder], 0
+    while stack and seen < limit:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    if best[0] is None or st.st_mtime > best[0]:
+                        best = (st.st_mtime, st.st_size)
+            except OSError:
+                continue
+    return best
+
+
+# --- psutil ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Counters:
+    cpu: float = 0.0
+    read_bytes: int = 0
+    write_bytes: int = 0
+    read_chars: int = 0
+    write_chars: int = 0
+
+    def add(self, other: _Counters) -> None:
+        self.cpu += other.cpu
+        self.read_bytes += other.read_bytes
+        self.write_bytes += other.write_bytes
+        self.read_chars += other.read_chars
+        self.write_chars += other.write_chars
+
+    def at_least(self, other: _Counters) -> _Counters:
+        return _Counters(
+            max(self.cpu, other.cpu),
+            max(self.read_bytes, other.read_bytes),
+            max(self.write_bytes, other.write_bytes),
+            max(self.read_chars, other.read_chars),
+            max(self.write_chars, other.write_chars),
+        )
+
+
+@dataclass(slots=True)
+class _TaskState:
+    seen: dict[tuple[int, float], _Counters] = field(default_factory=dict)  # (pid, start)
+    retired: _Counters = field(default_factory=_Counters)  # processes that vanished
+    last: _Counters = field(default_factory=_Counters)
+
+
+def _read_pids(path: Path | None) -> set[int]:
+    if path is None:
+        return set()
+    try:
+        return {int(x) for x in path.read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def _process_counters(proc: psutil.Process) -> tuple[_Counters, int]:
+    """(counters, rss) of one process; raises psutil.Error when it is gone."""
+    with proc.oneshot():
+        times = proc.cpu_times()
+        cpu = times.user + times.system + times.children_user + times.children_system
+        rss = int(proc.memory_info().rss)
+        counters = _Counters(cpu=cpu)
+        try:
+            io = proc.io_counters()
+        except (psutil.AccessDenied, AttributeError, NotImplementedError):
+            return counters, rss  # another user's process, or no I/O accounting here
+        counters.read_bytes, counters.write_bytes = int(io.read_bytes), int(io.write_bytes)
+        counters.read_chars = int(getattr(io, "read_chars", 0))
+        counters.write_chars = int(getattr(io, "write_chars", 0))
+        return counters, rss
+
+
+class PsutilTaskSensor:
+    """Task samples from psutil: process group ∪ cgroup members, summed; never decreasing."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, _TaskState] = {}
+
+    def forget(self, task_id: str) -> None:
+        """Drop what is remembered about an ended task."""
+        self._state.pop(task_id, None)
+
+    def sample_gpus(self, now: float) -> list[GpuSample]:
+        return []
+
+    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
+        groups = {w.pgid for w in watches if w.pgid is not None}
+        by_group: dict[int, set[int]] = {g: set() for g in groups}
+        if groups:  # one pass over the node's processes for every task
+            for proc in psutil.process_iter():
+                with contextlib.suppress(OSError, psutil.Error):
+                    pgid = os.getpgid(proc.pid)
+                    if pgid in by_group:
+                        by_group[pgid].add(proc.pid)
+        return [
+            self._sample(w, by_group.get(w.pgid, set()) if w.pgid else set(), now) for w in watches
+        ]
+
+    def _sample(self, watch: TaskWatch, members: set[int], now: float) -> TaskSample:
+        state = self._state.setdefault(watch.task_id, _TaskState())
+        pids = members | _read_pids(watch.cgroup_procs)
+        live: dict[tuple[int, float], _Counters] = {}
+        total, rss = _Counters(), 0
+        for pid in sorted(pids):
+            try:
+                proc = psutil.Process(pid)
+                key = (pid, proc.create_time())
+                counters, proc_rss = _process_counters(proc)
+            except (psutil.Error, OSError):
+                continue  # vanished between listing and reading
+            live[key] = counters
+            total.add(counters)
+            rss += proc_rss
+        for key, counters in state.seen.items():
+            if key not in live:
+                state.retired.add(counters)  # gone: keep its last values
+        state.seen = live
+        total.add(state.retired)
+        total = total.at_least(state.last)  # activity indicators never go backwards
+        state.last = total
+        mtime, size = newest_file(watch.checkpoint_dir)
+        return TaskSample(
+            task_id=watch.task_id,
+            time=now,
+            cpu_seconds=total.cpu,
+            rss_bytes=rss,
+            read_bytes=total.read_bytes,
+            write_bytes=total.write_bytes,
+            read_chars=total.read_chars,
+            write_chars=total.write_chars,
+            log_bytes=_file_size(watch.log_path),
+            checkpoint_mtime=mtime,
+            checkpoint_bytes=size,
+            processes=len(live),
+        )
+
+
+# --- NVML --------------------------------------------------------------------------------
+
+
+def _nvml_code(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+class NvmlGpuSensor:
+    """GPU samples through NVML; ``nvml`` is the ``pynvml`` module or a fake one.
+
+    The devices are those present at the first sample; one that later fails with
+    ``GPU_IS_LOST``, or cannot be found any more, is reported with ``lost=True``.
+    """
+
+    def __init__(self, nvml: Any | None) -> None:
+        self.nvml: Any = nvml  # None: no NVML
+        self._handles: dict[int, Any] = {}
+        self._uuids: dict[int, str] = {}
+        self._events: Any | None = None
+        self._started = False
+        self.available = False
+        self.xid_supported = False
+
+    def _start(self) -> None:
+        self._started = True
+        nvml = self.nvml
+        if nvml is None:
+            return
+        try:
+            nvml.nvmlInit()
+            for index in range(int(nvml.nvmlDeviceGetCount())):
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                self._handles[index] = handle
+                uuid = nvml.nvmlDeviceGetUUID(handle)
+                self._uuids[index] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        except Exception as exc:  # no library, no driver: a CPU node
+            log.info("NVML not usable, no GPU samples: %s", exc)
+            return
+        self.available = True
+        self._register_events()
+
+    def _register_events(self) -> None:
+        nvml = self.nvml
+        try:
+            events = nvml.nvmlEventSetCreate()
+        except Exception as exc:
+            log.info("NVML events unavailable, XID errors not reported: %s", exc)
+            return
+        registered = 0
+        for handle in self._handles.values():
+            try:
+                nvml.nvmlDeviceRegisterEvents(handle, NVML_EVENT_XID_CRITICAL_ERROR, events)
+                registered += 1
+            except Exception as exc:
+                log.info("XID events not supported on a GPU: %s", exc)
+        self._events = events
+        self.xid_supported = registered > 0
+
+    def _drain_xids(self) -> dict[int, list[int]]:
+        xids: dict[int, list[int]] = {}
+        if self._events is None:
+            return xids
+        nvml = self.nvml
+        index_of = {id(h): i for i, h in self._handles.items()}
+        for _ in range(10_000):  # bounded: a storm of events cannot stall the agent
+            try:
+                data = nvml.nvmlEventSetWait_v2(self._events, 0)
+            except Exception as exc:
+                if _nvml_code(exc) not in (NVML_ERROR_TIMEOUT, None):
+                    log.info("NVML event wait failed: %s", exc)
+                break
+            index = index_of.get(id(data.device))
+            if index is None:
+                with contextlib.suppress(Exception):
+                    index = int(nvml.nvmlDeviceGetIndex(data.device))
+            if index is not None:
+                xids.setdefault(index, []).append(int(data.eventData))
+        return xids
+
+    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
+        return []
+
+    def sample_gpus(self, now: float) -> list[GpuSample]:
+        if not self._started:
+            self._start()
+        if not self.available:
+            return []
+        xids = self._drain_xids()
+        try:
+            count = int(self.nvml.nvmlDeviceGetCount())
+        except Exception:
+            count = len(self._handles)
+        return [
+            self._one(i, h, now, tuple(xids.get(i, ())), present=i < count)
+            for i, h in sorted(self._handles.items())
+        ]
+
+    def _one(
+        self, index: int, handle: Any, now: float, xids: tuple[int, ...], *, present: bool
+    ) -> GpuSample:
+        nvml, uuid = self.nvml, self._uuids[index]
+        lost = GpuSample(index, uuid, now, xid_errors=xids, lost=True)
+        if not present:
+            return lost
+        values: dict[str, Any] = {}
+
+        def read(key: str, call: Any) -> bool:
+            try:
+                values[key] = call()
+            except Exception as exc:
+                if _nvml_code(exc) == NVML_ERROR_GPU_IS_LOST:
+                    return False
+                # not supported on this GPU, or a transient error: leave the default
+            return True
+
+        reads = (
+            ("util", lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)),
+            ("mem", lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).used)),
+            ("power", lambda: float(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000.0),
+            ("temp", lambda: float(nvml.nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU))),
+            (
+                "ecc",
+                lambda: int(
+                    nvml.nvmlDeviceGetTotalEccErrors(
+                        handle, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC
+                    )
+                ),
+            ),
+        )
+        for key, call in reads:
+            if not read(key, call):
+                return lost
+        return GpuSample(
+            index=index,
+            uuid=uuid,
+            time=now,
+            utilization_pct=values.get("util", float("nan")),
+            memory_used_bytes=values.get("mem", -1),
+            power_w=values.get("power", float("nan")),
+            temperature_c=values.get("temp", float("nan")),
+            ecc_uncorrected=values.get("ecc", 0),
+            xid_errors=xids,
+        )
+
+    def close(self) -> None:
+        if self.nvml is None or not self.available:
+            return
+        if self._events is not None:
+            with contextlib.suppress(Exception):
+                self.nvml.nvmlEventSetFree(self._events)
+            self._events = None
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlShutdown()
+        self.available = False
+
+
+@dataclass(slots=True)
+class Sensors:
+    """The real back end: task samples from one sensor, GPU samples from another."""
+
+    tasks: PsutilTaskSensor = field(default_factory=PsutilTaskSensor)
+    gpus: NvmlGpuSensor | None = None
+
+    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
+        return self.tasks.sample_tasks(watches, now)
+
+    def sample_gpus(self, now: float) -> list[GpuSample]:
+        return [] if self.gpus is None else self.gpus.sample_gpus(now)
+
+
+# --- fakes -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _FakeTask:
+    cpu: float = 0.0
+    rss: int = 0
+    io: int = 0
+    log: int = 0
+    checkpoint: float | None = None
+    processes: int = 1
+
+
+class FakeSensors:
+    """Scripted samples for tests: counters that advance as told, and injected GPU faults.
+
+    ``advance(task, cpu=…, io=…, log=…)`` adds to a task's counters; ``checkpoint(task, t)``
+    sets its newest checkpoint time; ``gpu(index, util=…, memory=…)`` sets readings;
+    ``lose_gpu``, ``xid`` and ``ecc`` inject faults (an XID is reported by the next sample).
+    """
+
+    def __init__(self, gpus: int = 0, *, memory_bytes: int = 80 * 2**30) -> None:
+        self.tasks: dict[str, _FakeTask] = {}
+        self.memory_bytes = memory_bytes
+        self.gpus: dict[int, GpuSample] = {
+            i: GpuSample(i, f"GPU-fake-{i}", 0.0, 0.0, 0, 70.0, 40.0) for i in range(gpus)
+        }
+        self._xids: dict[int, list[int]] = {}
+
+    def advance(
+        self, task_id: str, *, cpu: float = 0.0, io: int = 0, log: int = 0, rss: int | None = None
+    ) -> None:
+        task = self.tasks.setdefault(task_id, _FakeTask())
+        task.cpu += cpu
+        task.io += io
+        task.log += log
+        if rss is not None:
+            task.rss = rss
+
+    def checkpoint(self, task_id: str, mtime: float) -> None:
+        self.tasks.setdefault(task_id, _FakeTask()).checkpoint = mtime
+
+    def end(self, task_id: str) -> None:
+        self.tasks.setdefault(task_id, _FakeTask()).processes = 0
+
+    def gpu(
+        self,
+        index: int,
+        *,
+        util: float | None = None,
+        memory: int | None = None,
+        power: float | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        g = self.gpus[index]
+        self.gpus[index] = replace(
+            g,
+            utilization_pct=g.utilization_pct if util is None else util,
+            memory_used_bytes=g.memory_used_bytes if memory is None else memory,
+            power_w=g.power_w if power is None else power,
+            temperature_c=g.temperature_c if temperature is None else temperature,
+        )
+
+    def lose_gpu(self, index: int) -> None:
+        self.gpus[index] = replace(self.gpus[index], lost=True)
+
+    def xid(self, index: int, code: int) -> None:
+        self._xids.setdefault(index, []).append(code)
+
+    def ecc(self, index: int, uncorrected: int) -> None:
+        g = self.gpus[index]
+        self.gpus[index] = replace(g, ecc_uncorrected=g.ecc_uncorrected + uncorrected)
+
+    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
+        out = []
+        for watch in watches:
+            t = self.tasks.setdefault(watch.task_id, _FakeTask())
+            out.append(
+                TaskSample(
+                    task_id=watch.task_id,
+                    time=now,
+                    cpu_seconds=t.cpu,
+                    rss_bytes=t.rss,
+                    read_chars=t.io,
+                    log_bytes=t.log,
+                    checkpoint_mtime=t.checkpoint,
+                    processes=t.processes,
+                )
+            )
+        return out
+
+    def sample_gpus(self, now: float) -> list[GpuSample]:
+        xids, self._xids = self._xids, {}
+        out = []
+        for index, g in sorted(self.gpus.items()):
+            if g.lost:
+                out.append(
+                    GpuSample(index, g.uuid, now, xid_errors=tuple(xids.get(index, ())), lost=True)
+                )
+            else:
+                out.append(replace(g, time=now, xid_errors=tuple(xids.get(index, ()))))
+        return out
+
+
+# --- the window the detectors read -------------------------------------------------------
+
+#: Columns of a :class:`SampleWindow`, in order.
+COLUMNS = (
+    "time",
+    "cpu_seconds",
+    "rss_bytes",
+    "io_bytes",
+    "log_bytes",
+    "checkpoint_mtime",  # nan: no checkpoint seen
+    "checkpoint_bytes",
+    "gpu_util_pct",  # mean over the task's GPUs; nan: no GPU readings
+    "gpu_memory_bytes",  # sum over the task's GPUs; nan: no GPU readings
+    "gpus_lost",
+    "processes",
+)
+_COL = {name: i for i, name in enumerate(COLUMNS)}
+
+
+class SampleWindow:
+    """The last ``capacity`` samples of one task, as a NumPy ring buffer (oldest first)."""
+
+    def __init__(self, task_id: str, capacity: int = 720) -> None:
+        if capacity < 2:
+            raise ValueError("a sample window needs room for at least two samples")
+        self.task_id = task_id
+        self.capacity = capacity
+        self._data = np.full((capacity, len(COLUMNS)), np.nan)
+        self._next = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def push(self, sample: TaskSample) -> None:
+        if sample.task_id != self.task_id:
+            raise ValueError(f"sample of {sample.task_id} pushed to the window of {self.task_id}")
+        if self._size and sample.time < self._data[(self._next - 1) % self.capacity, 0]:
+            raise ValueError("samples must be pushed in time order")
+        readings = [g for g in sample.gpus if not g.lost]
+        util = [g.utilization_pct for g in readings if not np.isnan(g.utilization_pct)]
+        mem = [g.memory_used_bytes for g in readings if g.memory_used_bytes >= 0]
+        row = (
+            sample.time,
+            sample.cpu_seconds,
+            sample.rss_bytes,
+            sample.io_bytes,
+            sample.log_bytes,
+            np.nan if sample.checkpoint_mtime is None else sample.checkpoint_mtime,
+            sample.checkpoint_bytes,
+            float(np.mean(util)) if util else np.nan,
+            float(sum(mem)) if mem else np.nan,
+            sum(1 for g in sample.gpus if g.lost),
+            sample.processes,
+        )
+        self._data[self._next] = row
+        self._next = (self._next + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def array(self) -> npt.NDArray[np.float64]:
+        """All held samples, oldest first, one row each (a copy), columns :data:`COLUMNS`."""
+        if self._size < self.capacity:
+            return self._data[: self._size].copy()
+        return np.roll(self._data, -self._next, axis=0)
+
+    def column(self, name: str, since: float | None = None) -> npt.NDArray[np.float64]:
+        data = self.array()
+        if since is not None:
+            data = data[data[:, 0] >= since]
+        return data[:, _COL[name]]
+
+    def last(self, since: float | None = None) -> Mapping[str, npt.NDArray[np.float64]]:
+        """Every column of the samples taken at or after ``since`` (all when None)."""
+        data = self.array()
+        if since is not None:
+            data = data[data[:, 0] >= since]
+        return {name: data[:, i] for name, i in _COL.items()}
+
+    @property
+    def newest_time(self) -> float | None:
+        return None if not self._size else float(self._data[(self._next - 1) % self.capacity, 0])
+
+    @property
+    def oldest_time(self) -> float | None:
+        return None if not self._size else float(self.array()[0, 0])
