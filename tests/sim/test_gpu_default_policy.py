@@ -1,10 +1,11 @@
-"""fusesched's own GPU placement policy ``default``: FGD's score, best-fit among its ties.
+"""fusesched's own GPU placement policy ``default``: FGD's score, then its own keys on ties.
 
 The hand-made cluster is the one of ``test_fgd_protocol.py`` (nodes A, B, C; target: half
 CPU-only 4,000 milli-CPU pods, half 500 milli-GPU / 8,000 milli-CPU sharing pods), whose FGD
 scores are hand-computed there. ``default`` dense-ranks (FGD score, −left) into 0-100 (CPU-only
-pods: (FGD score, −idle GPU, −left)): the best key gets 100, the worst 0, equal keys equal
-scores.
+pods: (FGD score, −idle GPU, −left); sharing pods: (FGD score, −look-ahead waste)): the best
+key gets 100, the worst 0, equal keys equal scores. With that target the waste table is
+W(r) = r below 500 and W(r − 500) above.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from fusesched.policies.gpu_scores import (
     PodRequest,
     ScoreContext,
     select_gpus,
+    target_workload,
+    waste_delta,
 )
-from fusesched.sim.protocols.fgd import run_fgd
+from fusesched.sim.protocols.fgd import _Cluster, run_fgd
 from fusesched.traces.openb import OpenbNodes, OpenbPods
 
-from .test_fgd_protocol import _candidates, _target, check_run, gpu_cases
+from .test_fgd_protocol import _candidates, _nodes, _target, check_run, gpu_cases
 
 SHARE_200 = PodRequest(16_000, 200, 1)
 SHARE_300 = PodRequest(16_000, 300, 1)
@@ -60,9 +63,10 @@ def _spare() -> Candidates:
 @pytest.mark.parametrize(
     ("cand", "pod", "expected"),
     [
-        # FGD [53, 53, 57]: C alone is best; sharing pods get no secondary key
+        # FGD [53, 53, 57]: C alone is best (the waste key only breaks FGD's ties)
         (_candidates, SHARE_300, [0, 0, 100]),
-        # FGD [52, 54, 54]: B and C tie and stay tied (seeded node order decides)
+        # FGD [52, 54, 54]: B and C tie, also on the look-ahead waste (B's GPU 200 → 0:
+        # W 0 − 200; C's 300 → 100: W 100 − 300), so the seeded node order decides
         (_candidates, SHARE_200, [0, 100, 100]),
         # FGD [50, 22, 50]; CPU-only pods: least idle GPU first (A 8000, C 300 → C first),
         # then left = ½(c − 30000)/128000 + ½·L/8000; B is the tightest fit but its FGD score
@@ -101,7 +105,7 @@ def test_default_keeps_fgd_argmax() -> None:
         (lambda: _candidates().row(1), SHARE_300, [1], [1]),
         (lambda: _candidates().row(1), SHARE_200, [3], [3]),
         # [1000, 600], 100 milli: both GPUs stay ≥ 500 (same score); FGD takes the first,
-        # default the tightest
+        # default the least look-ahead waste (600 → 500: −100; 1000 → 900: +400)
         (_spare, SHARE_100, [0], [1]),
         (lambda: _candidates().row(1), TWO_GPUS, [1, 2], [1, 2]),
         (lambda: _candidates().row(1), CPU_30, [], []),
@@ -121,3 +125,54 @@ def test_default_gpu_choice(
 def test_default_never_overcommits(case: tuple[OpenbNodes, OpenbPods], seed: int) -> None:
     nodes, pods = case
     check_run(run_fgd(nodes, pods, "default", seed), nodes, pods)
+
+
+def test_waste_table_on_the_hand_made_target() -> None:
+    # GPU classes: only the 500 milli sharing class; W(r) = r below 500, W(r − 500) above
+    table = _target().waste_table
+    assert table[[0, 300, 499, 500, 600, 900, 999, 1000]].tolist() == [
+        0,
+        300,
+        499,
+        0,
+        100,
+        400,
+        499,
+        0,
+    ]
+
+
+def test_waste_delta_prefers_the_gpu_whose_remainder_stays_useful() -> None:
+    free = np.array([_pad8([1000, 600, 300])], dtype=np.int64)
+    delta = waste_delta(free, 100, _target().waste_table)[0]
+    # 1000 → 900: +400; 600 → 500: −100; 300 → 200: −100; absent GPUs: +inf
+    assert delta[:3].tolist() == [400.0, -100.0, -100.0]
+    assert np.isinf(delta[3:]).all()
+
+
+def _pad8(free: list[int]) -> list[int]:
+    return free + [0] * (MAX_GPUS - len(free))
+
+
+def test_default_learns_the_job_mix_only_from_arrivals() -> None:
+    """``default`` ignores the pod-list target that FGD is given: only arrivals count."""
+    nodes = _nodes([64_000] * 6, [262_144] * 6, [8, 4, 2, 2, 1, 8], ["G2", "T4"] * 3)
+    rows = [
+        (2000 + 1000 * (i % 4), 1024, [0, 1, 1, 2][i % 4], [0, 350, 700, 1000][i % 4])
+        for i in range(40)
+    ]
+    other = target_workload([8000], [1000], [8], [()])
+    runs = []
+    for target in (other, None):
+        sim = _Cluster(
+            nodes,
+            target if target is not None else target_workload([4000], [500], [1], [()]),
+            "default",
+            np.arange(len(nodes), dtype=np.int64),
+            np.random.default_rng(0),
+        )
+        runs.append([sim.place(PodRequest(r[0], r[3], r[2]), r[1], ())[0] for r in rows])
+        # refreshed at 1, 2, 4, …, 32 arrivals: the last target counts the first 32 pods
+        assert sim.frag.target.total == 32
+        assert sim.frag.target.weight.tolist() == [8, 8, 8, 8]
+    assert runs[0] == runs[1]

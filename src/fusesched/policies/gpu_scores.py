@@ -8,33 +8,43 @@ candidate nodes: the caller passes a :class:`Candidates` snapshot of the feasibl
 GPU matrices are ``nodes × MAX_GPUS`` of free milli-GPU; GPUs a node does not have are padded
 with 0, which no formula can tell from a fully allocated GPU (and needs not to).
 
-A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD with
-a best-fit tie-break for whole-GPU pods, least idle GPU then best fit for CPU-only pods, and the
-tightest GPU among FGD's best for sharing pods. FGD's integer scores tie often
-(⌊100·σ(ΔF/1000)⌋ is flat for large |ΔF|, and many nodes have the same ΔF), and the ties fall
-to the seeded random node order. For a whole-GPU pod, ``default`` breaks them by least CPU + GPU
-left (BestFit's s), keeping nodes with much spare CPU and many free GPUs whole for later large
-pods. Measured on seeds 42-46 (seeds 47-51 only confirmed it): breaking FGD's ties helps,
-refining FGD's own resolution does not.
-Ranking by the exact ΔF lost about 1 point of allocation on the default trace, and sigmoid
-scales of 500, 2000 or 4000 milli instead of 1000 lost 0.04-0.19 point (presumably the coarse
-buckets, broken at random, spread near-equal placements that later pods can still use). A
-best-fit tie-break for *sharing* pods lost ~0.3 point on gpushare100 (while gaining on
-gpuspec33), so sharing pods keep FGD's node choice; every other deterministic tie-break tried
-for them (a look-ahead on the target classes that still fit, CPU left) lost 1-2 points.
-For CPU-only pods, preferring the node with the least idle GPU before best fit gained a few
-hundredths on gpushare100 (within seed noise). Results in ``docs/FGD.md``.
+FGD's fragmentation measure and its incremental index live in
+:mod:`fusesched.policies.gpu_frag` (exact integer units, so a score does not depend on which
+other nodes are scored with it).
+
+A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD's
+integer score ⌊100·σ(ΔF/1000)⌋ first, computed against a target workload *learned online* from
+the pods that have arrived so far (:class:`fusesched.sim.protocols.fgd` refreshes it at 1, 2,
+4, … arrivals; never from the pod list), then :func:`default_keys` among FGD's ties: whole-GPU
+pods least CPU + GPU left (BestFit's s), CPU-only pods least idle GPU then s, sharing pods the
+least look-ahead waste (:func:`waste_delta`: how much the pod raises the milli-GPU its GPU is
+expected to leave idle once filled by later pods of the learned mix, in 20-milli steps), and
+the remaining ties to the seeded node order, which consolidates. Sharing pods take, on the
+chosen node, the GPU with FGD's best score and then the least look-ahead waste. What was tried
+and measured is in ``docs/FGD.md``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
+
+from fusesched.policies.gpu_frag import (
+    GPU_MILLI,
+    MAX_GPUS,
+    NO_FIT,
+    TargetWorkload,
+    fragment_counts,
+    node_fragmentation,
+    share_drop_units,
+    sigmoid_score,
+    target_workload,
+    whole_drop_units,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -47,19 +57,21 @@ __all__ = [
     "MAX_GPUS",
     "MAX_GPU_MILLI",
     "TAG_COLUMNS",
+    "WASTE_STEP",
     "Candidates",
     "PodRequest",
     "ScoreContext",
     "TargetWorkload",
+    "default_keys",
+    "fgd_drop_units",
     "fragment_counts",
     "node_fragmentation",
     "pod_tag",
     "select_gpus",
     "target_workload",
+    "waste_delta",
 ]
 
-GPU_MILLI = 1000
-MAX_GPUS = 8
 MAX_CPU_MILLI = 128_000  # "max node spec" constants of the score plugins
 MAX_GPU_MILLI = 8_000
 TAG_COLUMNS = MAX_GPUS + 1  # Clustering tags: column 0 = "share", column k = "k-gpu"
@@ -84,106 +96,6 @@ class PodRequest:
     @property
     def sharing(self) -> bool:
         return self.num_gpu == 1 and self.gpu_milli < GPU_MILLI
-
-
-@dataclass(frozen=True, eq=False)
-class TargetWorkload:
-    """FGD's "typical pods" (section 4): M classes with their probabilities."""
-
-    cpu_milli: IntArray  # (M,)
-    gpu_milli: IntArray  # (M,) per-GPU; 0 = CPU-only class
-    num_gpu: IntArray  # (M,)
-    gpu_types: tuple[tuple[str, ...], ...]  # allowed models; () = any
-    prob: FloatArray  # (M,), sums to 1
-
-    def __len__(self) -> int:
-        return len(self.gpu_types)
-
-    def type_ok(self, models: Sequence[str]) -> BoolArray:
-        """(nodes, M): whether each node's GPU model is allowed for each class."""
-        out = np.ones((len(models), len(self)), dtype=np.bool_)
-        for m, types in enumerate(self.gpu_types):
-            if types:
-                out[:, m] = [model in types for model in models]
-        return out
-
-
-def target_workload(
-    cpu_milli: Sequence[int],
-    gpu_milli: Sequence[int],
-    num_gpu: Sequence[int],
-    gpu_spec: Sequence[tuple[str, ...]],
-    *,
-    popularity: int = 95,
-) -> TargetWorkload:
-    """Group pods by (CPU, per-GPU milli, count, type string) and keep the popular groups.
-
-    Groups are taken by count descending (ties: larger CPU, GPU milli, count, type string first)
-    while the cumulative count is below ``popularity``·N/100; CPU-only pods form groups with
-    per-GPU 0, count 0 and an empty type string.
-    """
-    keys: Counter[tuple[int, int, int, str]] = Counter()
-    for cpu, milli, count, spec in zip(cpu_milli, gpu_milli, num_gpu, gpu_spec, strict=True):
-        cpu = int(cpu) if cpu > 0 else 100
-        if count == 0:
-            keys[(cpu, 0, 0, "")] += 1
-        else:
-            keys[(cpu, int(milli), int(count), "|".join(spec))] += 1
-    total = sum(keys.values())
-    if total == 0:
-        raise ValueError("the target workload needs at least one pod")
-    order = sorted(keys.items(), key=lambda kv: (kv[1], *kv[0]), reverse=True)
-    kept: list[tuple[tuple[int, int, int, str], int]] = []
-    covered = 0
-    for key, n in order:
-        if covered * 100 >= popularity * total:
-            break
-        kept.append((key, n))
-        covered += n
-    counts = np.array([n for _, n in kept], dtype=np.float64)
-    return TargetWorkload(
-        np.array([k[0] for k, _ in kept], dtype=np.int64),
-        np.array([k[1] for k, _ in kept], dtype=np.int64),
-        np.array([k[2] for k, _ in kept], dtype=np.int64),
-        tuple(tuple(k[3].split("|")) if k[3] else () for k, _ in kept),
-        counts / counts.sum(),
-    )
-
-
-def fragment_counts(free_gpu: IntArray, target: TargetWorkload) -> tuple[IntArray, IntArray]:
-    """Per node and class: GPUs with free ≥ g_m, and the summed free milli of the others."""
-    g = target.gpu_milli[None, None, :]
-    f = free_gpu[:, :, None]
-    fits = f >= g
-    fit_count: IntArray = fits.sum(axis=1).astype(np.int64)
-    sub_sum: IntArray = np.where(fits, 0, f).sum(axis=1).astype(np.int64)
-    return fit_count, sub_sum
-
-
-def node_fragmentation(
-    idle: IntArray,
-    free_cpu: IntArray,
-    fit_count: IntArray,
-    sub_sum: IntArray,
-    type_ok: BoolArray,
-    target: TargetWorkload,
-) -> FloatArray:
-    """F_n = Σ_m p_m · frag_n(m) in milli-GPU (section 4), from the counts above.
-
-    All inputs are per node (first axis); ``fit_count``, ``sub_sum`` and ``type_ok`` are
-    (nodes, M). A class is "satisfied" (fragment = sub-threshold GPUs only) when it is a GPU
-    class, its type is allowed, CPU suffices and enough GPUs fit; otherwise all idle GPU is
-    fragment.
-    """
-    ok = (
-        type_ok
-        & (target.gpu_milli > 0)[None, :]
-        & (free_cpu[:, None] >= target.cpu_milli[None, :])
-        & (fit_count >= target.num_gpu[None, :])
-    )
-    frag = np.where(ok, sub_sum, idle[:, None]).astype(np.float64)
-    out: FloatArray = frag @ target.prob
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -338,88 +250,77 @@ def _fgd_parts(
     return target, fit_count, sub_sum, type_ok
 
 
-def _sigmoid_score(delta: FloatArray) -> IntArray:
-    return _trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+def _share_pairs(cand: Candidates, pod: PodRequest) -> tuple[IntArray, IntArray]:
+    """Distinct (node, free milli) pairs that fit the sharing pod (the score depends on f_j)."""
+    rows_all, cols = np.nonzero(cand.free_gpu >= pod.gpu_milli)
+    key = np.unique(rows_all * (GPU_MILLI + 1) + cand.free_gpu[rows_all, cols])
+    rows: IntArray = key // (GPU_MILLI + 1)
+    f: IntArray = key % (GPU_MILLI + 1)
+    return rows, f
 
 
-def _fgd_share_pairs(
+def _fgd_share_units(
     cand: Candidates, pod: PodRequest, ctx: ScoreContext, rows: IntArray, f: IntArray
 ) -> IntArray:
-    """FGD score of putting the sharing pod on a GPU with free ``f`` of node ``rows``."""
-    return _sigmoid_score(_fgd_share_drop(cand, pod, ctx, rows, f))
-
-
-def _fgd_share_drop(
-    cand: Candidates, pod: PodRequest, ctx: ScoreContext, rows: IntArray, f: IntArray
-) -> FloatArray:
-    """F_before − F_after (milli-GPU) of the sharing pod on a GPU with free ``f`` of ``rows``."""
+    """W·(F_before − F_after) of the sharing pod on a GPU with free ``f`` of node ``rows``."""
     target, fit_count, sub_sum, type_ok = _fgd_parts(cand, ctx)
-    idle = cand.idle_gpu
-    before = node_fragmentation(
-        idle[rows], cand.free_cpu[rows], fit_count[rows], sub_sum[rows], type_ok[rows], target
-    )
-    gm = target.gpu_milli[None, :]
-    fc, fa = f[:, None], (f - pod.gpu_milli)[:, None]
-    cnt = fit_count[rows] - (fc >= gm) + (fa >= gm)
-    sub = sub_sum[rows] - np.where(fc < gm, fc, 0) + np.where(fa < gm, fa, 0)
-    after = node_fragmentation(
-        idle[rows] - pod.gpu_milli,
-        cand.free_cpu[rows] - pod.score_cpu,
-        cnt,
-        sub,
+    return share_drop_units(
+        cand.idle_gpu[rows],
+        cand.free_cpu[rows],
+        fit_count[rows],
+        sub_sum[rows],
         type_ok[rows],
         target,
+        pod.score_cpu,
+        pod.gpu_milli,
+        f,
     )
-    drop: FloatArray = before - after
-    return drop
+
+
+def _fgd_whole_units(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
+    """W·(F_before − F_after) per node of a whole-GPU or CPU-only pod."""
+    target, fit_count, sub_sum, type_ok = _fgd_parts(cand, ctx)
+    return whole_drop_units(
+        cand.idle_gpu, cand.free_cpu, fit_count, sub_sum, type_ok, target,
+        pod.score_cpu, pod.num_gpu,
+    )  # fmt: skip
+
+
+def fgd_drop_units(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
+    """W·ΔF per node (sharing pods: the best fitting GPU's; :data:`NO_FIT` if none fits)."""
+    if not pod.sharing:
+        return _fgd_whole_units(cand, pod, ctx)
+    rows, f = _share_pairs(cand, pod)
+    out = np.full(len(cand), NO_FIT, dtype=np.int64)
+    np.maximum.at(out, rows, _fgd_share_units(cand, pod, ctx, rows, f))
+    return out
 
 
 def fgd_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
     """⌊100·σ((F_before − F_after)/1000)⌋; sharing pods: best over the GPUs that fit."""
-    n = len(cand)
-    if pod.sharing:
-        # Only distinct (node, free) pairs matter: the score depends on f_j, not on j.
-        rows_all, cols = np.nonzero(cand.free_gpu >= pod.gpu_milli)
-        key = np.unique(rows_all * (GPU_MILLI + 1) + cand.free_gpu[rows_all, cols])
-        rows, f = key // (GPU_MILLI + 1), key % (GPU_MILLI + 1)
-        pair = _fgd_share_pairs(cand, pod, ctx, rows, f)
-        out = np.zeros(n, dtype=np.int64)
-        np.maximum.at(out, rows, pair)
-        return out
-    return _sigmoid_score(_fgd_whole_drop(cand, pod, ctx))
+    units = fgd_drop_units(cand, pod, ctx)
+    assert ctx.target is not None
+    out = sigmoid_score(units, ctx.target.total)
+    out[units == NO_FIT] = 0
+    return out
 
 
-def _fgd_whole_drop(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> FloatArray:
-    """F_before − F_after (milli-GPU) per node of a whole-GPU or CPU-only pod."""
-    target, fit_count, sub_sum, type_ok = _fgd_parts(cand, ctx)
-    idle = cand.idle_gpu
-    before = node_fragmentation(idle, cand.free_cpu, fit_count, sub_sum, type_ok, target)
-    k = pod.num_gpu
-    after = node_fragmentation(
-        idle - GPU_MILLI * k if k else idle,
-        cand.free_cpu - pod.score_cpu,
-        fit_count - k,  # k fully free GPUs leave; every class has g_m ≤ 1000
-        sub_sum,
-        type_ok,
-        target,
-    )
-    drop: FloatArray = before - after
-    return drop
+def _rank_score(keys: Sequence[IntArray]) -> IntArray:
+    """Dense rank of the lexicographic keys (each higher-better), scaled to 0-100.
 
-
-def _rank_score(primary: FloatArray, secondary: FloatArray) -> IntArray:
-    """Dense rank of (primary, secondary), both higher-better, scaled to 0-100.
-
-    The best key gets 100, the worst 0; equal keys get equal scores (they fall to the seeded
-    node order), distinct keys keep their order up to the 0-100 resolution below the top.
+    The best key tuple gets 100, the worst 0; equal tuples get equal scores (they fall to the
+    seeded node order), distinct tuples keep their order up to the 0-100 resolution below the
+    top.
     """
-    n = len(primary)
+    n = len(keys[0])
     out = np.zeros(n, dtype=np.int64)
     if n == 0:
         return out
-    order = np.lexsort((secondary, primary))
-    p, q = primary[order], secondary[order]
-    step = np.concatenate([[0], ((p[1:] != p[:-1]) | (q[1:] != q[:-1])).astype(np.int64)])
+    order = np.lexsort(tuple(reversed(keys)))
+    step = np.zeros(n, dtype=np.int64)
+    for k in keys:
+        v = k[order]
+        step[1:] |= v[1:] != v[:-1]
     dense = np.cumsum(step)
     top = int(dense[-1])
     if top == 0:
@@ -429,41 +330,56 @@ def _rank_score(primary: FloatArray, secondary: FloatArray) -> IntArray:
     return out
 
 
-def _default_share_pairs(
-    cand: Candidates, pod: PodRequest, ctx: ScoreContext
-) -> tuple[IntArray, IntArray, IntArray]:
-    """Distinct (node, free milli) pairs that fit the sharing pod, and their FGD scores."""
-    rows_all, cols = np.nonzero(cand.free_gpu >= pod.gpu_milli)
-    key = np.unique(rows_all * (GPU_MILLI + 1) + cand.free_gpu[rows_all, cols])
-    rows, f = key // (GPU_MILLI + 1), key % (GPU_MILLI + 1)
-    return rows, f, _fgd_share_pairs(cand, pod, ctx, rows, f)
+#: Resolution (milli-GPU) of ``default``'s look-ahead waste key for sharing pods: coarse, so
+#: that nodes within a step stay tied and keep consolidating in the seeded node order.
+WASTE_STEP = 20.0
+
+
+def waste_delta(free_gpu: IntArray, gpu_milli: int, table: FloatArray) -> FloatArray:
+    """(nodes, GPUs): W(f − g) − W(f) of a sharing pod on each GPU; +inf where it does not fit.
+
+    ``table`` is :attr:`TargetWorkload.waste_table`: the change in the expected milli-GPU that
+    this GPU finally leaves idle.
+    """
+    fits = free_gpu >= gpu_milli
+    left = np.maximum(free_gpu - gpu_milli, 0)
+    out: FloatArray = np.where(fits, table[left] - table[free_gpu], np.inf)
+    return out
+
+
+def default_keys(
+    pod: PodRequest,
+    fgd: IntArray,
+    free_cpu: IntArray,
+    idle: IntArray,
+    free_gpu: IntArray,
+    target: TargetWorkload,
+) -> list[IntArray]:
+    """``default``'s lexicographic node keys (each higher-better), FGD's integer score first.
+
+    Whole-GPU pods: least CPU + GPU left (BestFit's s ∝ free CPU + 16·idle GPU milli);
+    CPU-only pods: least idle GPU, then least s; sharing pods: least look-ahead waste
+    (:func:`waste_delta` of the node's best GPU, in steps of :data:`WASTE_STEP` milli).
+    Arguments are per candidate node; ``target`` is the workload ``default`` learned online.
+    """
+    if pod.sharing:
+        best = waste_delta(free_gpu, pod.gpu_milli, target.waste_table).min(axis=1)
+        steps = np.where(np.isfinite(best), np.round(best / WASTE_STEP), 1e9)
+        return [fgd, -steps.astype(np.int64)]
+    left = -(free_cpu + (MAX_CPU_MILLI // MAX_GPU_MILLI) * idle)
+    if pod.num_gpu == 0:
+        return [fgd, -idle, left]
+    return [fgd, left]
 
 
 def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
-    """fusesched's policy: FGD's integer score first, best-fit among its ties (non-sharing pods).
+    """fusesched's policy: FGD's integer score first, then :func:`default_keys`.
 
-    Primary key: exactly FGD's ⌊100·σ(ΔF/1000)⌋ (for sharing pods the best over the fitting
-    GPUs). Secondary key, whole-GPU pods: least CPU + GPU left on the node (BestFit's s, before
-    rescaling); CPU-only pods: least idle GPU milli on the node, then BestFit's s (keeping the
-    CPU of nodes with free GPU for GPU pods). Sharing pods keep FGD's ties, which then fall to
-    the seeded node order. The pair is dense-ranked into 0-100 so the secondary key survives
-    truncation.
+    The key tuple is dense-ranked into 0-100 so the secondary keys survive truncation.
     """
-    n = len(cand)
-    if pod.sharing:
-        rows, _, pair = _default_share_pairs(cand, pod, ctx)
-        best = np.zeros(n, dtype=np.int64)
-        np.maximum.at(best, rows, pair)
-        return _rank_score(best.astype(np.float64), np.zeros(n))
-    primary = _sigmoid_score(_fgd_whole_drop(cand, pod, ctx)).astype(np.float64)
-    left = (
-        0.5 * (cand.free_cpu - pod.score_cpu) / MAX_CPU_MILLI
-        + 0.5 * (cand.idle_gpu - pod.total_gpu) / MAX_GPU_MILLI
-    )
-    if pod.num_gpu == 0:
-        # CPU-only pods: least idle GPU first (integer milli, so ×10 dominates left ≤ 1).
-        return _rank_score(primary, -(cand.idle_gpu * 10.0) - left)
-    return _rank_score(primary, -left)
+    target, *_ = _fgd_parts(cand, ctx)
+    fgd = fgd_score(cand, pod, ctx)
+    return _rank_score(default_keys(pod, fgd, cand.free_cpu, cand.idle_gpu, cand.free_gpu, target))
 
 
 Scorer = Callable[[Candidates, PodRequest, ScoreContext], IntArray]
@@ -483,9 +399,9 @@ def select_gpus(policy: str, node: Candidates, pod: PodRequest, ctx: ScoreContex
     """The GPU indices the pod takes on the chosen node (a one-row :class:`Candidates`).
 
     Whole-GPU pods: the lowest-indexed fully free GPUs. Sharing pods: Random draws uniformly
-    among fitting GPUs; FGD takes the first GPU reaching the best FGD score; ``default`` the
-    tightest GPU (smallest free milli, then lowest index) among those reaching it; all others
-    take the best-fit GPU (smallest sufficient free milli, lowest index on ties).
+    among fitting GPUs; FGD takes the first GPU reaching the best FGD score; ``default`` among
+    those the one with the least look-ahead waste (:func:`waste_delta`), then the lowest index;
+    all others take the best-fit GPU (smallest sufficient free milli, lowest index on ties).
     """
     if policy not in GPU_SCORERS:
         raise ValueError(f"unknown GPU policy {policy!r}; known: {', '.join(GPU_SCORERS)}")
@@ -504,13 +420,15 @@ def select_gpus(policy: str, node: Candidates, pod: PodRequest, ctx: ScoreContex
         if ctx.rng is None:
             raise ValueError("the random policy needs ScoreContext.rng")
         return np.array([fits[int(ctx.rng.integers(len(fits)))]], dtype=np.int64)
-    if policy == "fgd":
-        scores = _fgd_share_pairs(
-            node, pod, ctx, np.zeros(len(fits), dtype=np.int64), free[fits].astype(np.int64)
-        )
-        return np.array([fits[int(np.argmax(scores))]], dtype=np.int64)
-    if policy == "default":
-        _, f, pair = _default_share_pairs(node, pod, ctx)
-        best = f[np.lexsort((f, -pair))[0]]  # best FGD score, then the tightest GPU
-        return np.array([fits[free[fits] == best][0]], dtype=np.int64)
+    if policy in ("fgd", "default"):
+        if ctx.target is None:
+            raise ValueError(f"the {policy} policy needs ScoreContext.target")
+        f = free[fits].astype(np.int64)
+        units = _fgd_share_units(node, pod, ctx, np.zeros(len(fits), dtype=np.int64), f)
+        scores = sigmoid_score(units, ctx.target.total)
+        if policy == "fgd":
+            return np.array([fits[int(np.argmax(scores))]], dtype=np.int64)
+        # default: the best FGD score, then the least look-ahead waste, then the lowest index
+        waste = waste_delta(f[None, :], pod.gpu_milli, ctx.target.waste_table)[0]
+        return np.array([fits[np.lexsort((fits, waste, -scores))[0]]], dtype=np.int64)
     return np.array([fits[int(np.argmin(free[fits]))]], dtype=np.int64)

@@ -14,9 +14,14 @@ the tuning draws and the node permutation, and ``default_rng([seed, 1])`` for Ra
 GPU draws. Seeds 42-51 are thus other samples from the same distribution as the published runs;
 compare means over seeds, not single runs.
 
-Speed: per node the simulator keeps the free CPU / memory / per-GPU milli, the largest free GPU,
-the number of fully free GPUs and, per target class, the fitting-GPU count and sub-threshold sum
-and the node's fragmentation; a placement updates one node only.
+Speed: per node the simulator keeps the free CPU / memory / per-GPU milli, the largest free GPU
+and the number of fully free GPUs; FGD and ``default`` read a
+:class:`~fusesched.policies.gpu_frag.FragIndex` (per node and target class the fitting-GPU count
+and sub-threshold sum, and per pod shape the cached integer score of every node). A placement
+refreshes one node; a decision is a filter, a cache refresh of the nodes changed since that pod
+shape was last seen, and an argmax, all vector operations over the nodes. ``default`` keeps a
+second index against the target it learns from the arrivals; the fragmentation metric always
+uses the protocol's fixed target.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from fusesched.policies.gpu_frag import FragIndex
 from fusesched.policies.gpu_scores import (
     GPU_MILLI,
     GPU_SCORERS,
@@ -35,8 +41,7 @@ from fusesched.policies.gpu_scores import (
     PodRequest,
     ScoreContext,
     TargetWorkload,
-    fragment_counts,
-    node_fragmentation,
+    default_keys,
     pod_tag,
     select_gpus,
     target_workload,
@@ -185,9 +190,19 @@ def run_fgd_seeds(
 
 
 def run_fgd(
-    nodes: OpenbNodes, pods: OpenbPods, policy: str, seed: int, *, tune: float = TUNE_RATIO
+    nodes: OpenbNodes,
+    pods: OpenbPods,
+    policy: str,
+    seed: int,
+    *,
+    tune: float = TUNE_RATIO,
+    incremental: bool = True,
 ) -> FgdRun:
-    """One run of the protocol: ``policy`` is a key of ``GPU_SCORERS``."""
+    """One run of the protocol: ``policy`` is a key of ``GPU_SCORERS``.
+
+    ``incremental=False`` scores FGD and ``default`` from scratch on every decision (same
+    placements, much slower; kept as the reference for tests).
+    """
     if policy not in GPU_SCORERS:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(GPU_SCORERS)}")
     if len(nodes) == 0 or nodes.total_gpus == 0:
@@ -205,7 +220,9 @@ def run_fgd(
     target = target_workload(
         pods.cpu_milli.tolist(), pods.gpu_milli.tolist(), pods.num_gpu.tolist(), pods.gpu_spec
     )
-    sim = _Cluster(nodes, target, policy, priority, np.random.default_rng([seed, 1]))
+    sim = _Cluster(
+        nodes, target, policy, priority, np.random.default_rng([seed, 1]), incremental=incremental
+    )
     n = len(sequence)
     placed = np.full(n, -1, dtype=np.int64)
     gpus = np.zeros((n, MAX_GPUS), dtype=np.bool_)
@@ -223,7 +240,7 @@ def run_fgd(
             total_alloc += pod.total_gpu
         arrived[step] = total_arrived
         allocated[step] = total_alloc
-        frag[step] = sim.frag.sum()
+        frag[step] = sim.metric.total_frag
     alloc_curve, frag_curve, ratio_curve = _curves(arrived, allocated, frag, capacity)
     return FgdRun(
         policy,
@@ -279,7 +296,12 @@ def _curves(
 
 
 class _Cluster:
-    """Mutable per-node state of one run; ``place`` runs filter → score → pick → bind."""
+    """Mutable per-node state of one run; ``place`` runs filter → score → pick → bind.
+
+    FGD and ``default`` read a :class:`FragIndex` (cached per-node drops, one node refreshed per
+    placement) unless ``incremental`` is off, when they score the candidates from scratch like
+    the other policies (the reference the tests compare the fast path with).
+    """
 
     def __init__(
         self,
@@ -288,6 +310,8 @@ class _Cluster:
         policy: str,
         priority: IntArray,
         rng: np.random.Generator,
+        *,
+        incremental: bool = True,
     ) -> None:
         n = len(nodes)
         self.policy = policy
@@ -305,16 +329,13 @@ class _Cluster:
         self.max_free = self.free_gpu.max(axis=1)
         self.full = (self.free_gpu == GPU_MILLI).sum(axis=1)
         self.tags = np.zeros((n, TAG_COLUMNS), dtype=np.bool_)
-        self.type_ok = target.type_ok(nodes.model)
-        self.fit_count, self.sub_sum = fragment_counts(self.free_gpu, target)
-        self.frag = node_fragmentation(
-            self.free_gpu.sum(axis=1),
-            self.free_cpu,
-            self.fit_count,
-            self.sub_sum,
-            self.type_ok,
-            target,
-        )
+        # the protocol's fragmentation metric, always against the fixed target workload
+        self.metric = FragIndex(self.free_cpu, self.free_gpu, target.type_ok(nodes.model), target)
+        # what the policy reads: FGD the fixed target; default one learned from the arrivals
+        self.frag = self.metric
+        self.online = policy == "default"
+        self.arrivals: list[tuple[int, int, int, tuple[str, ...]]] = []  # default only
+        self.fast = incremental and policy in ("fgd", "default")
         self._spec_masks: dict[tuple[str, ...], BoolArray] = {}
         self._has_gpu = self.gpu_count > 0
 
@@ -334,13 +355,12 @@ class _Cluster:
             self.free_gpu[rows],
             self.gpu_count[rows],
             tags=self.tags[rows] if self.policy == "clustering" else None,
-            type_ok=self.type_ok[rows] if fgd else None,
-            fit_count=self.fit_count[rows] if fgd else None,
-            sub_sum=self.sub_sum[rows] if fgd else None,
+            type_ok=self.frag.type_ok[rows] if fgd else None,
+            fit_count=self.frag.fit_count[rows] if fgd else None,
+            sub_sum=self.frag.sub_sum[rows] if fgd else None,
         )
 
-    def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
-        """Filter, score, pick and bind one pod; (-1, []) when no node is feasible."""
+    def _feasible(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> BoolArray:
         feasible = (self.free_cpu >= pod.cpu_milli) & (self.free_mem >= memory)
         if pod.num_gpu > 0:
             feasible &= self._spec_mask(spec)
@@ -348,11 +368,34 @@ class _Cluster:
                 feasible &= self.max_free >= pod.gpu_milli
             else:
                 feasible &= self.full >= pod.num_gpu
-        cands = np.flatnonzero(feasible)
+        return feasible
+
+    def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
+        """Filter, score, pick and bind one pod; (-1, []) when no node is feasible."""
+        if self.online:
+            self._learn(pod, spec)
+        cands = np.flatnonzero(self._feasible(pod, memory, spec))
         if len(cands) == 0:
             return -1, np.zeros(0, dtype=np.int64)
         if len(cands) == 1:
             node = int(cands[0])
+        elif self.fast:
+            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+            cand_score = score[cands]
+            top = cands[cand_score == cand_score.max()]
+            if self.policy == "default" and len(top) > 1:
+                keys = default_keys(
+                    pod,
+                    score[top],
+                    self.free_cpu[top],
+                    self.frag.idle[top],
+                    self.free_gpu[top],
+                    self.frag.target,
+                )
+                for i in range(1, len(keys)):  # keys[0] is FGD's score, equal on ``top``
+                    best = keys[i] == keys[i].max()
+                    top, keys = top[best], [k[best] for k in keys]
+            node = int(top[np.argmin(self.priority[top])])
         else:
             scores = self.scorer(self._candidates(cands), pod, self.ctx)
             tied = cands[scores == scores.max()]
@@ -371,14 +414,22 @@ class _Cluster:
             self.max_free[node] = row.max()
             self.full[node] = int((row == GPU_MILLI).sum())
             self.tags[node, pod_tag(pod)] = True
-            fit, sub = fragment_counts(self.free_gpu[node : node + 1], self.target)
-            self.fit_count[node], self.sub_sum[node] = fit[0], sub[0]
-        s = slice(node, node + 1)
-        self.frag[node] = node_fragmentation(
-            self.free_gpu[s].sum(axis=1),
-            self.free_cpu[s],
-            self.fit_count[s],
-            self.sub_sum[s],
-            self.type_ok[s],
-            self.target,
-        )[0]
+        self.metric.update(node)
+        if self.frag is not self.metric:
+            self.frag.update(node)
+
+    def _learn(self, pod: PodRequest, spec: tuple[str, ...]) -> None:
+        """Record an arrival; at 1, 2, 4, … arrivals rebuild the target from those seen.
+
+        ``default`` looks ahead on the job mix only through the pods that have arrived so
+        far (every class seen, weighted by its count; FGD's 95 % cut is left out because on
+        a growing sample it swaps rare classes in and out), never through the pod list.
+        """
+        self.arrivals.append((pod.cpu_milli, pod.gpu_milli, pod.num_gpu, spec))
+        seen = len(self.arrivals)
+        if seen & (seen - 1):
+            return  # not a power of two
+        cpu, milli, count, specs = zip(*self.arrivals, strict=True)
+        target = target_workload(cpu, milli, count, specs, popularity=100)
+        self.frag = FragIndex(self.free_cpu, self.free_gpu, target.type_ok(self.models), target)
+        self.ctx = ScoreContext(rng=self.ctx.rng, target=target)
