@@ -11,11 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import Run, exited, job, node, nodes, run_script, simulate, submit
+from fusesched.core import backfill as easy_scan
 from fusesched.model.events import ReserveJob, StartJob
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeSpec
 from fusesched.model.phases import JobPhase
 from fusesched.model.resources import Resources
+from fusesched.policies.registry import CoreConfig
 
 ONE = [node("n0").cpu(4).build()]
 
@@ -370,3 +372,22 @@ def test_backfill_never_starts_a_job_before_its_submission(backfill: str) -> Non
     for spec, _ in jobs:
         assert run.start_times()[spec.id] >= spec.submit_time
     assert not any(isinstance(d, ReserveJob) and d.start_time < t for t, d in run.decisions)
+
+
+@PROPERTY
+@given(workloads(), st.sampled_from(["first-fit", "best-fit"]))
+def test_easy_scan_blocks_do_not_change_decisions(
+    workload: tuple[list[NodeSpec], list[tuple[JobSpec, float]]], placement: str
+) -> None:
+    """The EASY scan reads candidates in blocks and drops the kinds that failed before each
+    block; blocks of one job give the same decisions as one block for the whole queue."""
+    cluster, jobs = workload
+    config = CoreConfig(backfill="easy", placement=placement)
+    runs = []
+    for block in (1, 1_000_000):
+        saved, easy_scan.FIRST_BLOCK = easy_scan.FIRST_BLOCK, block
+        try:
+            runs.append(simulate(cluster, jobs, config))
+        finally:
+            easy_scan.FIRST_BLOCK = saved
+    assert runs[0].decisions == runs[1].decisions

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,21 +55,20 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
     cluster = core.cluster
     if not len(core.running):
         return Reservation(math.inf, -1, 0, None)
-    run = core.running.view()
     col = core.fluid_column(head)
     if col >= 0:
         need = int(head.total[col])
         have = int(cluster.free_total[col])
-        cum = run.totals[:, col].cumsum()
-        k = int(cum.searchsorted(need - have, side="left"))
-        if k >= len(run):
+        found = core.running.release_time(col, need - have)
+        if found is None:
             return Reservation(math.inf, col, 0, None)
-        last = int(run.ends.searchsorted(run.ends[k], side="right")) - 1
-        return Reservation(max(float(run.ends[k]), now), col, have + int(cum[last]) - need, None)
+        end, released = found
+        return Reservation(max(end, now), col, have + released - need, None)
+    run = core.running.view()
     deficit = head.bound - cluster.free_total
     first = 0
     for c in np.flatnonzero(deficit > 0).tolist():
-        cum = run.totals[:, c].cumsum()
+        cum = run.column(c).cumsum()
         first = max(first, int(cum.searchsorted(deficit[c], side="left")))
     free = cluster.free.copy()
     ends = run.ends
@@ -78,12 +78,7 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
         # fit at all (index ``first``), release them all in one go
         upto = ends[max(k, first)] if k < first and first < len(run) else ends[k]
         last = int(ends.searchsorted(upto, side="right")) - 1
-        allocs = [core.jobs[run.job_id(j)].allocation for j in range(k, last + 1)]
-        np.add.at(
-            free,
-            np.concatenate([a.nodes for a in allocs if a is not None]),
-            np.concatenate([a.amounts for a in allocs if a is not None]),
-        )
+        run.release(free, k, last + 1)
         if last >= first:
             plan = core.plan(head, free)
             if plan is not None:
@@ -111,38 +106,117 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     out = _announce(core, head, res.shadow)
     if len(queue) == 1:
         return out
+    failed: set[int] = set()  # kinds that failed in this scan, see _scan
     if only is None:
-        totals = queue.total[1:]
-        if res.column >= 0 and totals[:, res.column].min() > core.cluster.free_total[res.column]:
-            return out  # nothing waiting is small enough for what is free (the common case)
-        fits_now = rows_within(totals, core.cluster.free_total)
-        short: BoolArray = (now + queue.estimate[1:]) <= res.shadow
-        candidates = fits_now
-        if res.column >= 0:
-            candidates = fits_now & (short | (totals[:, res.column] <= res.extra))
-        index = candidates.nonzero()[0]
-        positions: list[int] = (index + 1).tolist()
-        short_flags: list[bool] = short[index].tolist()
-        kinds: list[float] = (queue.shape[1:][index] * 2 + short[index]).tolist()
-    else:  # a few new arrivals: plain Python
-        records = queue.records
-        if res.column >= 0:  # skip the queue look-ups for jobs that the sums rule out
-            have = core.cluster.free_total[res.column]
-            only = [r for r in only if r.total[res.column] <= have]
-        positions = sorted(records.index(r) for r in only if r is not head and r in records)
-        short_flags = [now + records[p].estimate <= res.shadow for p in positions]
-        kinds = [records[p].shape_id * 2 + f for p, f in zip(positions, short_flags, strict=True)]
-    # Free resources only shrink during the scan, so once a job of some shape fails (by the
-    # sums or by placement, as short or as long) every later job of that kind fails too.
-    failed: set[float] = set()
+        blocks = _queue_candidates(core, res, now, failed)
+    else:
+        positions = _fresh_candidates(core, res, only)
+        if not positions:
+            return out
+        blocks = iter([positions])
+    out.extend(_scan(core, res, now, blocks, failed))
+    return out
+
+
+#: Candidates per block in :func:`_queue_candidates` (doubling while no new kind fails).
+FIRST_BLOCK = 256
+
+
+def _queue_candidates(
+    core: SchedulerCore, res: Reservation, now: float, failed: set[int]
+) -> Iterator[list[int]]:
+    """The queue positions after the head of the jobs that the sums allow to start now.
+
+    They are read in blocks; each block after the first leaves out the kinds that
+    :func:`_scan` has put into ``failed`` by then, so a deep queue whose few kinds all fail
+    early is not walked job by job. A block in which no new kind failed doubles the next.
+    """
+    rows = core.queue.rows[1:]
+    free_total = core.cluster.free_total
+    col = res.column
+    short: BoolArray | None = None
+    if col >= 0:
+        # sums of the head's column only (a superset: _scan checks every column anyway)
+        need = rows[:, 2 + col]
+        have = free_total[col]
+        if need.min() > have:
+            return  # nothing waiting is small enough for what is free (the common case)
+        candidates = need <= have
+        if res.extra < have:  # else every job that fits now leaves the head enough
+            short = (now + rows[:, 0]) <= res.shadow
+            candidates &= short | (need <= res.extra)
+    else:
+        candidates = rows_within(rows[:, 2:], free_total)
+    index = candidates.nonzero()[0]
+    yield (index[:FIRST_BLOCK] + 1).tolist()
+    if len(index) <= FIRST_BLOCK:
+        return
+    if short is None:
+        short = (now + rows[:, 0]) <= res.shadow
+    kinds = (rows[:, 1] * 2 + short).astype(np.int64)  # as _scan numbers them
+    dead = np.zeros(int(kinds.max()) + 1, dtype=np.bool_)
+    start, block = FIRST_BLOCK, FIRST_BLOCK
+    while start < len(index):
+        part = index[start : start + block]
+        known = len(failed)
+        if known:
+            dead[list(failed)] = True
+            part = part[~dead[kinds[part]]]
+        yield (part + 1).tolist()
+        start += block
+        block = FIRST_BLOCK if len(failed) > known else 2 * block
+
+
+def _fresh_candidates(core: SchedulerCore, res: Reservation, only: list[JobRecord]) -> list[int]:
+    """The queue positions of the newly queued jobs (a few: plain Python), in order; the
+    jobs that the head's column rules out by its sum are left out."""
+    queue = core.queue
+    col = res.column
+    have = core.cluster.free_total[col] if col >= 0 else 0
+    positions: list[int] = []
+    for rec in only:
+        if col >= 0 and rec.total[col] > have:
+            continue
+        pos = queue.position(rec)
+        if pos:  # neither the head nor gone
+            positions.append(pos)
+    positions.sort()
+    return positions
+
+
+def _scan(
+    core: SchedulerCore,
+    res: Reservation,
+    now: float,
+    blocks: Iterator[list[int]],
+    failed: set[int],
+) -> list[Decision]:
+    """Start every job at the queue positions in ``blocks`` (ascending) that fits now
+    without delaying the head's reservation.
+
+    Free resources only shrink during the scan, so once a job of some kind (shape, and short
+    or long) fails, by the sums or by placement, every later job of that kind fails too: its
+    kind goes into ``failed``. Likewise every later job of the same shape family (see
+    ``Shape.family``), equally short or long, with at least as many tasks.
+    """
+    records = core.queue.records
     cluster = core.cluster
     free_total = cluster.free_total
     long_view: IntArray | None = None  # min(free now, free at the shadow time) per node
+    fewest: dict[int, int] = {}  # family (and short or long) -> fewest tasks that failed
     started: list[int] = []
-    for pos, short_job, kind in zip(positions, short_flags, kinds, strict=True):
+    out: list[Decision] = []
+    for pos in chain.from_iterable(blocks):
+        rec = records[pos]
+        short_job = now + rec.estimate <= res.shadow
+        kind = rec.shape_id * 2 + short_job
         if kind in failed:
             continue
-        rec = queue.records[pos]
+        family = rec.family * 2 + short_job if rec.family >= 0 else -1
+        tasks = rec.groups[0].replicas if rec.groups else 0
+        if family >= 0 and tasks >= fewest.get(family, tasks + 1):
+            failed.add(kind)
+            continue
         alloc: Allocation | None = None
         if res.column >= 0:
             need = int(rec.total[res.column])
@@ -150,8 +224,6 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
                 alloc = core.try_place(rec, search=False)
                 if alloc is not None and not short_job:
                     res.extra -= need
-        elif not (rec.bound <= free_total).all():
-            pass
         elif short_job:
             alloc = core.try_place(rec, search=False)
         else:
@@ -161,13 +233,15 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
             alloc = core.try_place(rec, res.remaining, long_view, search=False)
         if alloc is None:
             failed.add(kind)
+            if family >= 0:
+                fewest[family] = min(tasks, fewest.get(family, tasks))
             continue
         if long_view is not None and res.remaining is not None:
             rows = alloc.nodes
             long_view[rows] = np.minimum(cluster.free[rows], res.remaining[rows])
         started.append(pos)
         out.append(core.bind(rec, alloc, now, backfilled=True))
-    queue.remove_at(started)
+    core.queue.remove_at(started)
     return out
 
 
@@ -180,10 +254,8 @@ class Profile:
         self.frees: list[IntArray] = [core.cluster.free.copy()]
         run = core.running.view()
         current = self.frees[0]
-        for k, end in enumerate(run.ends.tolist()):
+        for end, alloc in zip(run.ends.tolist(), run.allocations(0, len(run)), strict=True):
             t = end if end > now else now + OVERRUN_GRACE_S
-            alloc = core.jobs[run.job_id(k)].allocation
-            assert alloc is not None
             if t != self.times[-1]:
                 current = current.copy()
                 self.times.append(t)
@@ -226,7 +298,7 @@ class SumProfile:
         self.times: list[float] = [now]
         self.frees: list[int] = [int(core.cluster.free_total[col])]
         run = core.running.view()
-        released = run.totals[:, col].tolist()
+        released = run.column(col).tolist()
         for k, end in enumerate(run.ends.tolist()):
             t = end if end > now else now + OVERRUN_GRACE_S
             if t != self.times[-1]:

@@ -61,8 +61,14 @@ class ClusterArrays:
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
         self.quantum: list[int] = []
         self._mask_cache: dict[tuple[object, ...], npt.NDArray[Any]] = {}
+        self._filters: dict[tuple[object, ...], tuple[BoolArray, IntArray]] = {}
         # per column, a row before which every node has none of it free (a lower bound)
         self._first_free: dict[int, int] = {}
+        # see rows_with_free: per column, and per (mask id, columns...)
+        self._free_rows: dict[int, IntArray] = {}
+        self._free_rows_within: dict[
+            tuple[int, int], tuple[BoolArray | None, IntArray, IntArray]
+        ] = {}
         self._everywhere: BoolArray = np.ones(0, dtype=np.bool_)
         self.all_up = True
 
@@ -134,10 +140,13 @@ class ClusterArrays:
 
     def _refresh_masks(self) -> None:
         self._first_free.clear()
+        self._free_rows.clear()
+        self._free_rows_within.clear()
         if len(self._everywhere) != self.size:
             self._everywhere = np.ones(self.size, dtype=np.bool_)
         self.all_up = bool(self.up.all())
         self._mask_cache.clear()
+        self._filters.clear()
 
     # ------------------------------------------------------------------ requests
 
@@ -171,13 +180,18 @@ class ClusterArrays:
             self._mask_cache[key] = mask
         return mask
 
-    def eligible_rows(self, placement: Placement) -> IntArray:
-        """Row numbers of :meth:`eligible` (cached likewise)."""
-        key = ("rows", *placement.cache_key())
-        rows = self._mask_cache.get(key)
-        if rows is None:
-            rows = self._mask_cache[key] = self.eligible(placement).nonzero()[0]
-        return rows
+    def filter(self, placement: Placement) -> tuple[BoolArray | None, IntArray | None]:
+        """:meth:`eligible` and its row numbers for a constrained placement; for one without
+        label constraints, ``(None, None)`` if every node is up (else the up mask and None).
+        Cached like the masks."""
+        if not placement.constrained:
+            return (None, None) if self.all_up else (self.up, None)
+        key = placement.cache_key()
+        found = self._filters.get(key)
+        if found is None:
+            mask = self.eligible(placement)
+            found = self._filters[key] = (mask, mask.nonzero()[0])
+        return found
 
     def eligible(self, placement: Placement) -> BoolArray:
         """UP nodes whose labels the placement allows (cached per placement shape)."""
@@ -229,7 +243,7 @@ class ClusterArrays:
     ) -> None:
         """Release what :meth:`take` allocated (same arguments)."""
         self._change(nodes, amounts, unique, total)
-        self._lower_first_free(nodes)
+        self._released(int(nodes.min()) if len(nodes) else self.size)
 
     def _change(
         self, nodes: IntArray, delta: IntArray, unique: bool, total: IntArray | None
@@ -240,25 +254,52 @@ class ClusterArrays:
             np.add.at(self.free, nodes, delta)
         self.free_total += self._up_sum(nodes, delta, total)
 
-    def take_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
-        """:meth:`take` for an allocation of one column (distinct nodes; ``total`` its sums)."""
-        self._change_column(nodes, col, -amounts, -int(total[col]))
+    def take_prefix(self, col: int, start: int, last: int, left: int, amount: int) -> None:
+        """First fit's allocation of ``amount`` of column ``col`` (every node up): the rows
+        from ``start`` to ``last - 1`` give all they have free, row ``last`` keeps ``left``."""
+        column = self.free[:, col]
+        column[start:last] = 0
+        column[last] = left
+        self.free_total[col] -= amount
+        self.note_full_before(col, last)
 
     def give_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
-        """:meth:`give` for an allocation of one column (distinct nodes)."""
-        self._change_column(nodes, col, amounts, int(total[col]))
-        self._lower_first_free(nodes)
+        """:meth:`give` for an allocation of one column (distinct nodes in ascending order;
+        ``total`` its sums)."""
+        self.free[:, col][nodes] += amounts
+        if self.all_up:
+            self.free_total[col] += int(total[col])
+        else:
+            self.free_total[col] += int(amounts[self.up[nodes]].sum())
+        self._released(int(nodes[0]) if len(nodes) else self.size)
 
-    def _change_column(self, nodes: IntArray, col: int, delta: IntArray, total: int) -> None:
-        self.free[nodes, col] += delta
-        self.free_total[col] += total if self.all_up else int(delta[self.up[nodes]].sum())
+    def _released(self, low: int) -> None:
+        """Resources came back on rows ``low`` and after: the per-column row bounds may be
+        too tight."""
+        self._free_rows.clear()
+        self._free_rows_within.clear()
+        for col, first in self._first_free.items():
+            if low < first:
+                self._first_free[col] = low
 
-    def _lower_first_free(self, nodes: IntArray) -> None:
-        if self._first_free and len(nodes):
-            low = int(nodes.min())
-            for col, first in self._first_free.items():
-                if low < first:
-                    self._first_free[col] = low
+    def rows_with_free(self, cols: IntArray, mask: BoolArray | None = None) -> IntArray:
+        """Ascending rows (within ``mask`` if given) that may have some of every column in
+        ``cols`` free: a superset, kept until resources are released (allocating only
+        shrinks the true set). Cached per columns and mask."""
+        key = (id(mask), id(cols))
+        found = self._free_rows_within.get(key)
+        if found is not None and found[0] is mask and found[1] is cols:
+            return found[2]
+        live = min((self._rows_with_free(col) for col in cols.tolist()), key=len)
+        rows = live if mask is None else live[mask[live]]
+        self._free_rows_within[key] = (mask, cols, rows)  # holding the keys' objects
+        return rows
+
+    def _rows_with_free(self, col: int) -> IntArray:
+        rows = self._free_rows.get(col)
+        if rows is None:
+            rows = self._free_rows[col] = self.free[:, col].nonzero()[0]
+        return rows
 
     def first_free(self, col: int) -> int:
         """A row before which no node has any of column ``col`` free (a lower bound)."""

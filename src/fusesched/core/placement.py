@@ -120,33 +120,36 @@ def plan_groups(
     cluster: ClusterArrays,
     preference: IntArray | None,
     rows: IntArray | None = None,
+    bounded: bool = False,
 ) -> Plan | None:
     """Filter and score every group in turn on ``free`` (left untouched).
 
     Succeeds when at least ``min_tasks`` tasks are placed; with ``partial`` False every group
     must be placed whole. ``max_per_node`` caps the tasks of the whole job on one node.
     ``rows`` may list the eligible rows, so that a job confined to a small part of the
-    cluster reads only that part.
+    cluster reads only that part. ``bounded`` promises ``free <= cluster.free``: then only
+    the rows :meth:`ClusterArrays.rows_with_free` lists for a requested column can hold a task.
     """
-    sparse = rows is not None and 2 * len(rows) < len(free)
     work = free
     used: IntArray | None = None  # tasks of this job per node, for max_per_node
     plan: Plan = []
     placed = 0
     for index, group in enumerate(groups):
-        cap = max_per_node
-        if sparse and rows is not None:
-            counts = np.zeros(len(work), dtype=np.int64)
-            counts[rows] = task_slots(work[rows], None, group.per_task, None, group.cols)
-        else:
+        cand = _candidate_rows(group, len(free), eligible, rows, cluster if bounded else None)
+        if cand is None:
             counts = task_slots(work, eligible, group.per_task, None, group.cols)
-        if cap is not None:
-            counts = np.minimum(counts, cap if used is None else cap - used)
+        else:
+            counts = task_slots(work, None, group.per_task, None, group.cols, rows=cand)
+        if max_per_node is not None:
+            room = max_per_node if used is None else max_per_node - _at(used, cand)
+            counts = np.minimum(counts, room)
         available = int(counts.sum())
         wanted = min(group.replicas, available) if partial else group.replicas
         if wanted == 0:
             continue
-        pick = choose_nodes(counts, wanted, policy, cluster, group.per_task, preference, work)
+        pick = choose_nodes(
+            counts, wanted, policy, cluster, group.per_task, preference, work, rows=cand
+        )
         if pick is None:
             return None
         plan.append((group, pick[0], pick[1]))
@@ -155,10 +158,35 @@ def plan_groups(
             if work is free:
                 work = free.copy()
             work[pick[0]] -= pick[1][:, None] * group.per_task[None, :]
-            if cap is not None:
+            if max_per_node is not None:
                 used = np.zeros(len(free), np.int64) if used is None else used
                 used[pick[0]] += pick[1]
     return plan if placed >= min_tasks else None
+
+
+def _at(values: IntArray, rows: IntArray | None) -> IntArray:
+    """``values`` read at ``rows`` (all of them when None)."""
+    return values if rows is None else values[rows]
+
+
+def _candidate_rows(
+    group: GroupShape,
+    size: int,
+    eligible: BoolArray | None,
+    rows: IntArray | None,
+    cluster: ClusterArrays | None,
+) -> IntArray | None:
+    """Ascending rows that may hold a task of ``group`` (None: read every row).
+
+    With ``cluster`` given (the caller's free matrix is bounded by the cluster's), rows with
+    none of a requested column free are left out; ``rows`` are the eligible rows if known.
+    """
+    cand = rows
+    if cluster is not None:
+        live = cluster.rows_with_free(group.cols, eligible)
+        if cand is None or len(live) < len(cand):
+            cand = live
+    return cand if cand is not None and 2 * len(cand) < size else None
 
 
 class SearchBudgetExceeded(Exception):
@@ -230,18 +258,18 @@ def task_slots(
     per_task: IntArray,
     max_per_node: int | None,
     cols: IntArray | None = None,
+    rows: IntArray | None = None,
 ) -> IntArray:
     """How many tasks of shape ``per_task`` each node can take now (0 where not eligible;
-    ``eligible`` None means every node; ``cols`` the requested columns if known)."""
+    ``eligible`` None means every node; ``cols`` the requested columns if known). With
+    ``rows``, only those rows are read and the result is aligned with them."""
     if cols is None:
         cols = per_task.nonzero()[0]
-    if len(cols) == 1:
-        col = int(cols[0])
-        counts: IntArray = free[:, col] // per_task[col]
-    else:
-        counts = free[:, cols[0]] // per_task[cols[0]]
-        for col in cols[1:]:
-            np.minimum(counts, free[:, col] // per_task[col], out=counts)
+    col = int(cols[0])
+    counts: IntArray = (free[:, col] if rows is None else free[rows, col]) // per_task[col]
+    for col in cols[1:].tolist():
+        room = (free[:, col] if rows is None else free[rows, col]) // per_task[col]
+        np.minimum(counts, room, out=counts)
     if eligible is not None:
         counts = np.where(eligible, counts, 0)
     if max_per_node is not None:
@@ -257,10 +285,12 @@ def choose_nodes(
     per_task: IntArray,
     preference: IntArray | None,
     free: IntArray | None = None,
+    rows: IntArray | None = None,
 ) -> tuple[IntArray, IntArray] | None:
     """Pick nodes for ``wanted`` tasks given per-node slot ``counts``; None if they do not fit.
 
-    Returns distinct node rows and the number of tasks each takes.
+    ``counts[k]`` belongs to row ``rows[k]`` (ascending; None: to row k). Returns distinct
+    node rows and the number of tasks each takes.
     """
     if policy.node_order and preference is None:
         # first fit: the shortest prefix of the node order that holds the tasks
@@ -269,14 +299,15 @@ def choose_nodes(
             return None
         last = int(cum.searchsorted(wanted))
         prefix = counts[: last + 1]
-        nodes = prefix.nonzero()[0]
-        takes = prefix[nodes]
+        hit = prefix.nonzero()[0]
+        takes = prefix[hit]
         takes[-1] -= int(cum[last]) - wanted
-        return nodes, takes
-    cand = counts.nonzero()[0]
-    cand_counts = counts[cand]
+        return (hit if rows is None else rows[hit]), takes
+    local = counts.nonzero()[0]
+    cand_counts = counts[local]
     if int(cand_counts.sum()) < wanted:
         return None
+    cand = local if rows is None else rows[local]
     source = cluster.free if free is None else free
     # score each node by what it would look like after taking its share of the tasks
     scores = policy.score(

@@ -39,6 +39,7 @@ class JobRecord:
     stop_requested: str | None = None
     never_fits: str = ""
     shape_id: int = 0  # jobs with the same id have the same feasibility everywhere
+    family: int = -1  # see Shape.family
     single_column: int = -1  # see SchedulerCore.fluid_column
     single_amount: int = 0
 
@@ -56,7 +57,7 @@ class JobRecord:
 class RowBuffer:
     """A growable float matrix with cheap appends and cheap removal at the front.
 
-    ``rows`` is a view of the live rows. Inserting at the end or dropping a prefix costs
+    :attr:`rows` is a view of the live rows. Inserting at the end or dropping a prefix costs
     O(1) amortised; inserting or deleting in the middle moves only the rows after it.
     """
 
@@ -64,21 +65,21 @@ class RowBuffer:
         self._buf: npt.NDArray[np.float64] = np.zeros((16, width), dtype=np.float64)
         self._start = 0
         self._n = 0
-        self.rows = self._buf[0:0]
 
     def __len__(self) -> int:
         return self._n
 
-    def _view(self) -> None:
-        self.rows = self._buf[self._start : self._start + self._n]
+    @property
+    def rows(self) -> npt.NDArray[np.float64]:
+        return self._buf[self._start : self._start + self._n]
 
     def widen(self, width: int) -> None:
         extra = width - self._buf.shape[1]
         if extra > 0:
             self._buf = np.pad(self._buf, [(0, 0), (0, extra)])
-            self._view()
 
-    def insert(self, pos: int, row: npt.NDArray[np.float64]) -> None:
+    def insert(self, pos: int, first: float, second: float, rest: IntArray) -> None:
+        """Insert the row ``[first, second, *rest, 0...]`` before row ``pos``."""
         if self._start + self._n == len(self._buf):  # no room at the end: compact or grow
             live = self._buf[self._start : self._start + self._n]
             if self._n + 1 > len(self._buf) // 2:
@@ -87,15 +88,21 @@ class RowBuffer:
             self._start = 0
         at = self._start + pos
         end = self._start + self._n
+        buf = self._buf
         if pos < self._n:
-            self._buf[at + 1 : end + 1] = self._buf[at:end].copy()
-        self._buf[at] = row
+            buf[at + 1 : end + 1] = buf[at:end].copy()
+        row = buf[at]
+        row[0] = first
+        row[1] = second
+        filled = 2 + len(rest)
+        row[2:filled] = rest
+        if filled < len(row):
+            row[filled:] = 0.0
         self._n += 1
-        self._view()
 
     def delete(self, positions: list[int]) -> None:
         """Remove rows at ``positions`` (sorted ascending, distinct)."""
-        if positions == list(range(len(positions))):
+        if positions[-1] == len(positions) - 1:
             self._start += len(positions)  # a prefix: just move the start
         elif len(positions) == 1:  # one row: move the shorter side over it
             at = self._start + positions[0]
@@ -111,21 +118,18 @@ class RowBuffer:
             live = self.rows[keep]
             self._buf[self._start : self._start + len(live)] = live
         self._n -= len(positions)
-        self._view()
 
     def permute(self, order: npt.NDArray[np.int64]) -> None:
         self._buf[self._start : self._start + self._n] = self.rows[order]
-        self._view()
 
 
 class WaitingQueue:
     """Waiting jobs in policy order, with array columns for vectorised scans.
 
-    ``records[i]``, ``total[i]`` (what it needs at least to start), ``estimate[i]`` and
-    ``shape[i]`` (its compiled shape's number) describe the i-th job in order; the arrays are
-    views of one float matrix ``[estimate, shape, total...]`` so that a push or a removal is
-    one array operation. Static orders
-    insert by binary search; dynamic ones are re-sorted by :meth:`reorder`.
+    ``records[i]`` and ``rows[i]`` describe the i-th job in order: ``rows`` is one float
+    matrix ``[estimate, shape, total...]`` (its estimate, its compiled shape's number and what
+    it needs at least to start), so that a push or a removal is one array operation. Static
+    orders insert by binary search; dynamic ones are re-sorted by :meth:`reorder`.
     """
 
     def __init__(self, order: QueueOrder, width: int) -> None:
@@ -133,41 +137,38 @@ class WaitingQueue:
         self.records: list[JobRecord] = []
         self._keys: list[tuple[tuple[float, ...], int]] = []
         self._rows = RowBuffer(width + 2)
-        self._views()
 
-    def _views(self) -> None:
-        rows = self._rows.rows
-        self.estimate: npt.NDArray[np.float64] = rows[:, 0]
-        self.shape: npt.NDArray[np.float64] = rows[:, 1]
-        self.total: npt.NDArray[np.float64] = rows[:, 2:]
+    @property
+    def rows(self) -> npt.NDArray[np.float64]:
+        """The matrix ``[estimate, shape, total...]``, one row per job in order."""
+        return self._rows.rows
 
     def __len__(self) -> int:
         return len(self.records)
 
     def widen(self, width: int) -> None:
         self._rows.widen(width + 2)
-        self._views()
 
     def push(self, rec: JobRecord, now: float) -> None:
-        sort_key = (rec.key if not self.order.dynamic else (), rec.seq)
-        pos = bisect.bisect_right(self._keys, sort_key) if not self.order.dynamic else len(self)
-        self._keys.insert(pos, sort_key)
+        if self.order.dynamic:
+            pos = len(self.records)
+            self._keys.append(((), rec.seq))
+        else:
+            sort_key = (rec.key, rec.seq)
+            pos = bisect.bisect_right(self._keys, sort_key)
+            self._keys.insert(pos, sort_key)
         self.records.insert(pos, rec)
-        row = np.zeros(self.total.shape[1] + 2, dtype=np.float64)
-        row[0] = rec.estimate
-        row[1] = rec.shape_id
-        row[2 : 2 + len(rec.bound)] = rec.bound
-        self._rows.insert(pos, row)
-        self._views()
+        self._rows.insert(pos, rec.estimate, rec.shape_id, rec.bound)
 
     def remove_at(self, positions: list[int]) -> None:
+        """Drop the jobs at ``positions`` (distinct)."""
         if not positions:
             return
-        for pos in sorted(positions, reverse=True):
+        positions = sorted(positions)
+        for pos in reversed(positions):  # a shift of pointers each: cheaper than copying
             del self.records[pos]
             del self._keys[pos]
-        self._rows.delete(sorted(positions))
-        self._views()
+        self._rows.delete(positions)
 
     def remove_prefix(self, count: int) -> None:
         """Drop the first ``count`` jobs (those the cycle started in order)."""
@@ -175,7 +176,16 @@ class WaitingQueue:
             del self.records[:count]
             del self._keys[:count]
             self._rows.delete(list(range(count)))
-            self._views()
+
+    def position(self, rec: JobRecord) -> int | None:
+        """Where ``rec`` is in the queue (None if it is not queued)."""
+        if not self.order.dynamic:  # the keys are sorted: binary search
+            pos = bisect.bisect_left(self._keys, (rec.key, rec.seq))
+            return pos if pos < len(self.records) and self.records[pos] is rec else None
+        try:
+            return self.records.index(rec)
+        except ValueError:
+            return None
 
     def remove(self, rec: JobRecord) -> None:
         self.remove_at([self.records.index(rec)])
@@ -197,4 +207,3 @@ class WaitingQueue:
         self.records = [self.records[i] for i in perm]
         self._keys = [self._keys[i] for i in perm]
         self._rows.permute(perm)
-        self._views()

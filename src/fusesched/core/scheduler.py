@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fusesched.core.backfill import BACKFILLERS
-from fusesched.core.cluster import ClusterArrays, IntArray
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
 from fusesched.core.placement import (
     Allocation,
     Plan,
@@ -50,9 +50,8 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import DependencyKind, JobSpec
+from fusesched.model.job import DependencyKind, JobSpec, QoS
 from fusesched.model.phases import JobPhase
-from fusesched.model.resources import CPU
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
 from fusesched.policies.registry import CoreConfig
@@ -67,6 +66,9 @@ FIRST_FIT_CHUNK = 256
 
 #: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
 SEARCH_BUDGET = 2_000
+
+#: ``QoS.rank`` looked up once per tier rather than computed per job.
+QOS_RANK = {qos: qos.rank for qos in QoS}
 
 
 @dataclass(slots=True)
@@ -95,6 +97,8 @@ class SchedulerCore:
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
         self.shapes = ShapeCompiler(self.cluster, self.placement, self.config.reject_unschedulable)
+        # per shape number, its eligible nodes (see ClusterArrays.filter)
+        self._filters: dict[int, tuple[BoolArray | None, IntArray | None]] = {}
         # change tracking: a cycle with nothing freed and nothing new can start nothing
         self._changed = False
         self._fresh: list[JobRecord] = []
@@ -150,16 +154,15 @@ class SchedulerCore:
             return []
         out: list[Decision] = []
         queue.reorder(now)  # phase 1: order
-        started = 0
         for rec in queue.records:
             if rec is self.blocked_head and not changed:
                 break  # failed before with more room
             alloc = self.try_place(rec)  # phases 2-5: filter, score, reserve, permit
             if alloc is None:
                 break
-            started += 1
             out.append(self.bind(rec, alloc, now, backfilled=False))  # phase 6: bind
-        queue.remove_prefix(started)
+        if out:
+            queue.remove_prefix(len(out))
         if not len(queue):
             self.blocked_head = None
             return out
@@ -177,19 +180,15 @@ class SchedulerCore:
     def _cluster_changed(self) -> None:
         self._changed = True
         self.shapes.clear()
+        self._filters.clear()
 
     # ================================================================== events
 
     def _submit(self, spec: JobSpec, now: float) -> list[Decision]:
-        children = spec.expand_array()
-        taken = [child.id for child in children if child.id in self.jobs]
-        if taken:  # the shell must not reuse ids; refuse before touching any state
-            raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
-        if len(children) > 1 or children[0] is not spec:
-            out: list[Decision] = []
-            for child in children:
-                out.extend(self._submit(child, now))
-            return out
+        if spec.array is not None and spec.array_index is None:
+            return self._submit_array(spec, now)
+        if spec.id in self.jobs:  # the shell must not reuse ids
+            raise DuplicateJobId(f"job id {spec.id!r} is already in use")
         rec = self._compile(spec, now)
         self.jobs[spec.id] = rec
         if rec.never_fits:
@@ -208,36 +207,39 @@ class SchedulerCore:
             self._enqueue(rec, now, "submitted")
         return []
 
+    def _submit_array(self, spec: JobSpec, now: float) -> list[Decision]:
+        children = spec.expand_array()
+        taken = [child.id for child in children if child.id in self.jobs]
+        if taken:  # refuse before touching any state
+            raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
+        out: list[Decision] = []
+        for child in children:
+            out.extend(self._submit(child, now))
+        return out
+
     def _compile(self, spec: JobSpec, now: float) -> JobRecord:
         """The job's record, with its task groups in array form (compiled once per shape)."""
         self._seq += 1
         shape = self.shapes.shape_of(spec)
-        total = shape.total
         estimate = (
             spec.walltime_s if spec.walltime_s is not None else self.config.default_estimate_s
         )
-        cpu = self.cluster.columns.get(CPU)
-        facts = JobFacts(
-            submit=spec.submit_time,
-            estimate=estimate,
-            procs=float(total[cpu]) / 1000.0 if cpu is not None else 0.0,
-            priority=spec.priority,
-            qos_rank=spec.qos.rank,
-        )
-        rec = JobRecord(
+        facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
+        return JobRecord(
             spec=spec,
             seq=self._seq,
             phase=JobPhase.PENDING,
             groups=shape.groups,
-            total=total,
+            total=shape.total,
             bound=shape.bound,
             estimate=estimate,
             facts=facts,
+            never_fits=shape.never_fits,
+            shape_id=shape.number,
+            family=shape.family,
+            single_column=shape.single_column,
+            single_amount=shape.single_amount,
         )
-        rec.never_fits = shape.never_fits
-        rec.single_column, rec.single_amount = shape.single_column, shape.single_amount
-        rec.shape_id = shape.number
-        return rec
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
         rec.move(JobPhase.QUEUED, now, reason)
@@ -276,10 +278,11 @@ class SchedulerCore:
             self.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
         else:
             self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
-        self.running.remove(rec.id)
+        self.running.remove(rec.spec.id)
         self._changed = True
         rec.end_time = now
-        self._array_slot_freed(rec.spec.array_parent, now)
+        if rec.spec.array_parent is not None:
+            self._array_slot_freed(rec.spec.array_parent, now)
 
     def _array_slot_freed(self, parent: str | None, now: float) -> None:
         """A child of a throttled array left the queue or ended: admit the next held one."""
@@ -379,28 +382,35 @@ class SchedulerCore:
         quantum = self.cluster.quantum[col]
         return col if quantum > 0 and quantum % rec.single_amount == 0 else -1
 
-    def plan(self, rec: JobRecord, free: IntArray, search: bool = True) -> Plan | None:
+    def plan(
+        self, rec: JobRecord, free: IntArray, search: bool = True, bounded: bool = False
+    ) -> Plan | None:
         """Filter and score for every group on ``free`` (not applied); None if the gang fails.
 
         ``search``: when greedy placement of several groups fails, try a bounded exhaustive
         search (done for jobs in order, not for backfill candidates, to bound cycle time).
+        ``bounded``: ``free`` is at most the cluster's free matrix (see :func:`plan_groups`).
         """
         assert rec.groups is not None
         spec = rec.spec
         cluster = self.cluster
-        constrained = spec.placement.constrained
-        eligible = None if cluster.all_up and not constrained else cluster.eligible(spec.placement)
+        filters = self._filters.get(rec.shape_id)  # a function of the shape
+        if filters is None:
+            filters = self._filters[rec.shape_id] = cluster.filter(spec.placement)
+        eligible, rows = filters
         greedy = plan_groups(
             rec.groups,
             free,
             eligible,
             max_per_node=spec.placement.max_tasks_per_node,
-            min_tasks=spec.gang_size,
+            # without min_member every group is placed whole, which is the whole gang
+            min_tasks=spec.min_member or 0,
             partial=spec.min_member is not None,
             policy=self.placement,
             cluster=cluster,
             preference=cluster.preference(spec.placement),
-            rows=cluster.eligible_rows(spec.placement) if constrained else None,
+            rows=rows,
+            bounded=bounded,
         )
         if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None or not search:
             return greedy
@@ -443,7 +453,7 @@ class SchedulerCore:
             free = cluster.free
         else:
             free = np.minimum(cluster.free, limit) if view is None else view
-        plan = self.plan(rec, free, search)
+        plan = self.plan(rec, free, search, bounded=True)
         if plan is None:
             return None
         statement = Statement(cluster)
@@ -458,45 +468,33 @@ class SchedulerCore:
         """Fast path of :meth:`try_place` for one group of one divisible resource, first fit.
 
         The caller has checked that the free sum suffices, which for such a job means it fits;
-        the result is what :meth:`plan` + :class:`Statement` would produce. Nodes are scanned
-        in chunks from the first node with any of the resource free, so a small job on a big
-        cluster does not read every node.
+        the result is what :meth:`plan` + :class:`Statement` would produce. Every node's free
+        amount is a multiple of the task size, so the nodes taken are the shortest run from
+        the first node with any of the resource free whose free amounts add up to the need;
+        it is found by a cumulative sum over a window that doubles until it holds the need,
+        so a small job on a big cluster does not read every node.
         """
         assert rec.groups is not None
-        group = rec.groups[0]
         cluster = self.cluster
         column = cluster.free[:, col]
-        amount = rec.single_amount
+        need = int(rec.total[col])
         start = cluster.first_free(col)
-        wanted = group.replicas
-        rows: list[IntArray] = []
-        takes: list[IntArray] = []
-        chunk = FIRST_FIT_CHUNK
-        while True:
-            counts = column[start : start + chunk] // amount
-            cum = counts.cumsum()
-            if int(cum[-1]) >= wanted:
-                last = int(cum.searchsorted(wanted))
-                prefix = counts[: last + 1]
-                hit = prefix.nonzero()[0]
-                take = prefix[hit]
-                take[-1] -= int(cum[last]) - wanted
-                rows.append(hit + start)
-                takes.append(take)
-                break
-            hit = counts.nonzero()[0]
-            rows.append(hit + start)
-            takes.append(counts[hit])
-            wanted -= int(cum[-1])
-            start += chunk
-            chunk *= 2  # a busy cluster: read further ahead each time
-        nodes = rows[0] if len(rows) == 1 else np.concatenate(rows)
-        take = takes[0] if len(takes) == 1 else np.concatenate(takes)
-        held = take * amount
-        cluster.take_column(nodes, col, held, rec.total)
-        # every node before the last one taken is now full (first fit took all it had)
-        cluster.note_full_before(col, int(nodes[-1]))
-        return Allocation(nodes, None, True, rec.total, [(group, nodes, take)], col, held)
+        width = FIRST_FIT_CHUNK
+        cum = column[start : start + width].cumsum()
+        while cum[-1] < need:  # a busy cluster: read further ahead
+            width *= 2
+            cum = column[start : start + width].cumsum()
+        last = int(cum.searchsorted(need))
+        window = column[start : start + last + 1]
+        nodes = window.nonzero()[0]
+        held = window[nodes]
+        left = int(cum[last]) - need
+        if left:
+            held[-1] -= left
+        nodes += start
+        cluster.take_prefix(col, start, start + last, left, need)
+        groups = [(rec.groups[0], nodes, held // rec.single_amount)]
+        return Allocation(nodes, None, True, rec.total, groups, col, held)
 
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""
@@ -505,16 +503,21 @@ class SchedulerCore:
         rec.est_end = now + rec.estimate
         reason = "backfilled" if backfilled else "resources available"
         rec.move(JobPhase.RUNNING, now, reason)
-        self.running.add(rec.id, rec.est_end, alloc.total)
+        self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
         self.stats.started += 1
         self.stats.backfilled += backfilled
+        return StartJob(rec.spec.id, self._placements(rec, alloc), backfilled)
+
+    def _placements(self, rec: JobRecord, alloc: Allocation) -> tuple[GroupPlacement, ...]:
+        """Where each task group went, in the order the job declared its groups."""
         names = self.cluster.name_array
         placed = alloc.groups
-        if len(placed) > 1:  # report groups in the order the job declared them
-            declared = [g.name for g in rec.spec.task_groups]
-            placed = sorted(placed, key=lambda item: declared.index(item[0].name))
-        groups = tuple(
+        if len(placed) == 1:
+            group, nodes, counts = placed[0]
+            return (GroupPlacement(group.name, group.resources, nodes, counts, names),)
+        declared = [g.name for g in rec.spec.task_groups]
+        placed = sorted(placed, key=lambda item: declared.index(item[0].name))
+        return tuple(
             GroupPlacement(group.name, group.resources, nodes, counts, names)
             for group, nodes, counts in placed
         )
-        return StartJob(rec.id, groups, backfilled=backfilled)

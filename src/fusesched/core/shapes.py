@@ -21,6 +21,7 @@ from fusesched.core.placement import (
     task_slots,
 )
 from fusesched.model.job import JobSpec
+from fusesched.model.resources import CPU
 from fusesched.policies.placement import PlacementPolicy
 
 #: Steps of exhaustive search allowed when deciding at submission that a job can never fit.
@@ -38,6 +39,8 @@ class Shape:
     single_column: int  # see SchedulerCore.fluid_column; -1 if not a candidate
     single_amount: int
     number: int  # unique for the compiler's lifetime
+    cpus: float  # CPUs of the whole request (for queue-order keys)
+    family: int  # shared by the one-group shapes that differ only in task count; -1 if not
 
 
 class ShapeCompiler:
@@ -51,9 +54,11 @@ class ShapeCompiler:
         self.reject_unschedulable = reject_unschedulable
         self._cache: dict[tuple[object, ...], Shape] = {}
         self._count = 0
+        self._families: dict[tuple[object, ...], int] = {}
 
     def clear(self) -> None:
         self._cache.clear()
+        self._families.clear()
 
     def shape_of(self, spec: JobSpec) -> Shape:
         placement = spec.placement
@@ -66,10 +71,22 @@ class ShapeCompiler:
         )
         shape = self._cache.get(key)
         if shape is None:
-            shape = self._cache[key] = self._compile(spec)
+            shape = self._cache[key] = self._compile(spec, self._family(spec, key))
         return shape
 
-    def _compile(self, spec: JobSpec) -> Shape:
+    def _family(self, spec: JobSpec, key: tuple[object, ...]) -> int:
+        """The family of a one-group job without ``min_member``: the same shape but for the
+        number of tasks. Such a job fits wherever one with more tasks of its family fits."""
+        if len(spec.task_groups) != 1 or spec.min_member is not None:
+            return -1
+        family_key = (spec.task_groups[0].resources, *key[1:])
+        family = self._families.get(family_key)
+        if family is None:
+            self._count += 1  # numbered like shapes: unique for the compiler's lifetime
+            family = self._families[family_key] = self._count
+        return family
+
+    def _compile(self, spec: JobSpec, family: int) -> Shape:
         cluster = self.cluster
         groups: list[GroupShape] | None = []
         for group in spec.task_groups:
@@ -90,9 +107,10 @@ class ShapeCompiler:
                 bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
         column, amount = self._single_column(spec, groups)
         self._count += 1
-        return Shape(
-            groups, total, bound, self._never_fits(spec, groups), column, amount, self._count
-        )
+        cpu = cluster.columns.get(CPU)
+        cpus = float(total[cpu]) / 1000.0 if cpu is not None else 0.0
+        never_fits = self._never_fits(spec, groups)
+        return Shape(groups, total, bound, never_fits, column, amount, self._count, cpus, family)
 
     def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
         """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +20,10 @@ from fusesched.policies.hpc_keys import HPC_KEYS, HpcKey
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True)
-class JobFacts:
-    """What queue ordering may look at: submit time, runtime estimate, size, importance."""
+class JobFacts(NamedTuple):
+    """What queue ordering may look at: submit time, runtime estimate, size, importance.
+
+    (A named tuple: immutable, and built cheaply once per submitted job.)"""
 
     submit: float
     estimate: float

@@ -120,18 +120,7 @@ class Simulation:
         for node in self.nodes:
             core.handle(NodeAdded(node), 0.0)
         total_cpus = float(core.cluster.capacity[:, core.cluster.columns["cpu"]].sum()) / 1000.0
-        truth = {j.spec.id: j for j in self.jobs}
-        cpus: dict[tuple[TaskGroup, ...], float] = {}  # jobs of one shape share their groups
-        outcomes: dict[str, JobOutcome] = {}
-        for j in self.jobs:
-            spec = j.spec
-            groups = spec.task_groups
-            count = cpus.get(groups)
-            if count is None:
-                count = cpus[groups] = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
-            outcomes[spec.id] = JobOutcome(
-                spec.id, spec.queue, spec.submit_time, runtime=j.runtime, cpus=count
-            )
+        fates = self._fates()
         heap: list[
             tuple[float, int, int, str, int, bool]
         ] = []  # (end, EXIT, seq, id, code, timeout)
@@ -147,7 +136,7 @@ class Simulation:
             events: list[Event] = []
             while heap and heap[0][0] == now:
                 _, _, _, job_id, code, timed_out = heapq.heappop(heap)
-                events.append(JobExited(job_id, exit_code=code, timed_out=timed_out))
+                events.append(JobExited(job_id, code, "", timed_out))
             finished = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
                 events.append(JobSubmitted(next_job.spec))
@@ -156,23 +145,17 @@ class Simulation:
             decisions += len(out)
             for decision in out:
                 if isinstance(decision, StartJob):
-                    sim_job = truth[decision.job_id]
-                    outcome = outcomes[decision.job_id]
-                    runtime, code = sim_job.runtime, sim_job.exit_code
-                    walltime = sim_job.spec.walltime_s
-                    if self.kill_at_walltime and walltime is not None and runtime > walltime:
-                        runtime, code = walltime, KILLED_EXIT_CODE
-                        outcome.timed_out = True
+                    outcome, runtime, code, killed = fates[decision.job_id]
+                    outcome.timed_out = killed
                     outcome.start = now
                     outcome.end = now + runtime
-                    outcome.nodes = sum(len(g.rows) for g in decision.groups)
+                    outcome.nodes = _nodes_used(decision)
                     outcome.backfilled = decision.backfilled
                     seq += 1
-                    heapq.heappush(
-                        heap, (now + runtime, EXIT, seq, decision.job_id, code, outcome.timed_out)
-                    )
+                    exit_event = (now + runtime, EXIT, seq, outcome.job_id, code, killed)
+                    heapq.heappush(heap, exit_event)
                 elif isinstance(decision, RejectJob):
-                    outcomes[decision.job_id].rejected = decision.reason
+                    fates[decision.job_id][0].rejected = decision.reason
                 elif isinstance(decision, StopJob):  # pragma: no cover - no cancels in replay
                     raise RuntimeError(f"unexpected stop of {decision.job_id}")
             if self.keep_log:
@@ -180,12 +163,39 @@ class Simulation:
             if progress is not None and finished:
                 progress(finished)
         return SimResult(
-            outcomes=list(outcomes.values()),
+            outcomes=[fate[0] for fate in fates.values()],
             total_cpus=total_cpus,
             decisions=decisions,
             cycles=core.stats.cycles,
             log=log,
         )
+
+    def _fates(self) -> dict[str, tuple[JobOutcome, float, int, bool]]:
+        """Per job id: its outcome record, and how long it runs, with which exit code and
+        whether it is stopped at its walltime once started (``kill_at_walltime``)."""
+        cpus: dict[tuple[TaskGroup, ...], float] = {}  # jobs of one shape share their groups
+        fates: dict[str, tuple[JobOutcome, float, int, bool]] = {}
+        for job in self.jobs:
+            spec = job.spec
+            groups = spec.task_groups
+            count = cpus.get(groups)
+            if count is None:
+                count = cpus[groups] = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
+            outcome = JobOutcome(
+                spec.id, spec.queue, spec.submit_time, runtime=job.runtime, cpus=count
+            )
+            walltime = spec.walltime_s
+            if self.kill_at_walltime and walltime is not None and job.runtime > walltime:
+                fates[spec.id] = (outcome, walltime, KILLED_EXIT_CODE, True)
+            else:
+                fates[spec.id] = (outcome, job.runtime, job.exit_code, False)
+        return fates
+
+
+def _nodes_used(decision: StartJob) -> int:
+    """Node rows over the job's groups (usually one group: no generator then)."""
+    groups = decision.groups
+    return len(groups[0].rows) if len(groups) == 1 else sum(len(g.rows) for g in groups)
 
 
 def replay(
