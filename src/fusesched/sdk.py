@@ -7,8 +7,9 @@
     client.wait(job)["state"]              # "Completed"
     print(client.logs(job))
 
-It uses only the standard library (``urllib``), so importing it is quick: the CLI is built on
-it and a submission does not pay for an HTTP framework's start-up.
+It uses only the standard library (``http.client``, one kept-alive connection per thread),
+so importing it is quick: the CLI is built on it and a submission does not pay for an HTTP
+framework's start-up.
 
 A controller with authentication wants a token: ``Client(url, token=...)``, else the
 ``FUSESCHED_TOKEN`` variable, else the file ``~/.config/fusesched/token``. A controller that
@@ -19,13 +20,13 @@ speaks TLS with the cluster's own CA: ``Client("https://...", ca="ca.crt")`` (or
 from __future__ import annotations
 
 import getpass
+import http.client
 import json
 import os
 import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,11 @@ class Client:
         self.token = token or default_token()
         ca = ca or os.environ.get("FUSESCHED_CA") or None
         self._ssl = ssl.create_default_context(cafile=str(ca)) if ca else None
+        self._parts = urllib.parse.urlsplit(self.url)
+        if self._parts.scheme not in ("http", "https") or not self._parts.hostname:
+            raise ControllerError(0, f"not a controller URL: {self.url!r} (http://HOST:PORT)")
+        self._base_path = self._parts.path.rstrip("/")
+        self._local = threading.local()  # one kept-alive connection per thread
 
     def __repr__(self) -> str:  # never shows the token
         return f"Client({self.url!r})"
@@ -188,20 +194,63 @@ class Client:
         headers = {"content-type": "application/json"} if data is not None else {}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(
-                request, timeout=self.timeout, context=self._ssl
-            ) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as exc:
-            raise ControllerError(exc.code, _detail(exc.read(), exc.code)) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            status, payload = self._exchange(method, path, data, headers)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
             raise ControllerError(
                 0, f"cannot reach the controller at {self.url}: {reason}"
             ) from None
+        if status >= 400:
+            raise ControllerError(status, _detail(payload, status))
         return payload.decode() if raw else json.loads(payload)
+
+    def _exchange(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """One request on this thread's kept-alive connection (opened on first use).
+
+        A connection the controller closed while it sat idle is noticed when it is used, before
+        any answer: the request is then sent once more on a fresh connection.
+        """
+        target = self._base_path + path
+        conn = getattr(self._local, "conn", None)
+        for attempt in (0, 1):
+            fresh = conn is None
+            if conn is None:
+                conn = self._connect()
+                self._local.conn = conn
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                self._local.conn = conn = None
+                if fresh or attempt:
+                    raise
+                continue
+            except BaseException:
+                conn.close()
+                self._local.conn = None
+                raise
+            if response.will_close:
+                conn.close()
+                self._local.conn = None
+            return response.status, payload
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._parts.scheme == "https":
+            return http.client.HTTPSConnection(
+                self._parts.hostname or "127.0.0.1",
+                self._parts.port,
+                timeout=self.timeout,
+                context=self._ssl,
+            )
+        return http.client.HTTPConnection(
+            self._parts.hostname or "127.0.0.1", self._parts.port, timeout=self.timeout
+        )
 
     def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(request)

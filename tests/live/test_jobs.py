@@ -124,6 +124,28 @@ def test_gpu_jobs_see_only_their_devices(client: Client) -> None:
     assert sorted(done["tasks"][0]["gpu_indices"]) == [0, 1]
 
 
+def test_concurrent_one_gpu_jobs_get_different_devices(client: Client, scratch: Path) -> None:
+    gate = scratch / "gate"
+    argv = [
+        "sh",
+        "-c",
+        f"echo devices=$CUDA_VISIBLE_DEVICES; while [ ! -e {gate} ]; do sleep 0.05; done",
+    ]
+    spec = job(argv, group={"resources": {"cpu": "1", "nvidia.com/gpu": "1"}})
+    first, second = client.submit(spec), client.submit(spec)
+    try:
+        running = [wait_state(client, j, "Running") for j in (first, second)]
+    finally:
+        gate.touch()
+    done = [client.wait(j, timeout=30) for j in (first, second)]
+    assert [d["state"] for d in done] == ["Completed", "Completed"], done
+    assert all(r["nodes"] == ["node-c"] for r in running)
+    seen = [d["tasks"][0]["gpu_indices"] for d in done]
+    assert sorted(seen) == [[0], [1]], seen
+    logs = sorted(client.logs(j).strip() for j in (first, second))
+    assert logs == ["devices=0", "devices=1"], logs
+
+
 def test_tasks_are_pinned_to_their_cpus(client: Client) -> None:
     job_id = client.submit(job(["grep", "Cpus_allowed_list", "/proc/self/status"], cpu="1"))
     assert client.wait(job_id, timeout=30)["state"] == "Completed"
@@ -173,7 +195,8 @@ def test_pytorch_ddp_across_two_nodes(client: Client) -> None:
         }
     )
     done = client.wait(job_id, timeout=180)
-    assert done["state"] == "Completed", client.logs(job_id)
+    rank1 = client.logs(job_id, task=f"{job_id}.worker.1")
+    assert done["state"] == "Completed", (done, client.logs(job_id), rank1)
     assert sorted(done["nodes"]) == ["node-a", "node-b"]
     assert done["type"] == "ai-train" or done["type"] == "batch"
     lines = [
