@@ -20,9 +20,9 @@ started, then exits. Every system gets the same job, the same machine and the sa
 Slurm runs twice, started fresh each time by ``scripts/slurm_local.sh`` (slurmctld + slurmd on
 this machine, the node = this machine's CPUs): with the default config of
 /work/shared/ENVIRONMENT.md and tuned from Slurm's high-throughput guide (see the script and
-docs/LIVE_BENCH.md). fusesched runs as ``python -m fusesched up`` (controller with SQLite + one
-local agent advertising this machine's CPUs) in a subprocess. Everything started here is stopped
-at the end, also on errors.
+docs/BENCHMARKS.md, section 4). fusesched runs as ``python -m fusesched up`` (controller with
+SQLite + one local agent advertising this machine's CPUs) in a subprocess. Everything started
+here is stopped at the end, also on errors.
 
 Run (as root, after scripts/system_deps.sh):
 ``.venv/bin/python bench/live_vs_slurm.py [--jobs 300] [--latency-samples 20] [--skip-slurm]

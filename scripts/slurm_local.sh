@@ -97,7 +97,7 @@ ReturnToService=2
 EOF
         if [ "$mode" = tuned ]; then
             # From https://slurm.schedmd.com/high_throughput.html, chosen by measurement on
-            # this machine (docs/LIVE_BENCH.md lists what was tried and what it did).
+            # this machine (docs/BENCHMARKS.md, section 4 lists what was tried and what it did).
             cat <<EOF
 # --- high-throughput tuning ---
 SchedulerType=sched/builtin
