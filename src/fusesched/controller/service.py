@@ -32,6 +32,8 @@ from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, ta
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.pools import Grant, NodePool
+from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
+from fusesched.core.devices import TaskDevices
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -47,7 +49,7 @@ from fusesched.model.events import (
 )
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeSpec, NodeState
-from fusesched.model.resources import Resources
+from fusesched.model.resources import CPU, Resources
 from fusesched.policies.registry import CoreConfig
 from fusesched.store.records import JobRow
 from fusesched.submit.errors import SubmitError
@@ -403,9 +405,15 @@ class Controller:
             secret[JOB_TOKEN_ENV] = token
         group_of = {g.name: g for g in live.request.groups}
         per_task = {g.group: g.resources for g in decision.groups}
+        devices = {g.group: g.devices for g in decision.groups}
         for slot in launched:
             group = group_of[slot.group]
-            grant = self.nodes[slot.node].pool.take(per_task[slot.group])
+            # the node pool pins CPUs; the devices are the core's decision
+            cpus = self.nodes[slot.node].pool.take(Resources({CPU: per_task[slot.group].get(CPU)}))
+            assigned = devices[slot.group]
+            grant = _with_devices(
+                cpus, assigned.tasks[slot.index] if assigned is not None else None
+            )
             env = dict(group.env)
             env.update(
                 task_env(
@@ -567,7 +575,18 @@ class Controller:
 
     @staticmethod
     def _node_spec(inventory: NodeInventory) -> NodeSpec:
-        return NodeSpec(inventory.name, Resources.parse(inventory.resources), inventory.labels)
+        capacity = Resources.parse(inventory.resources)
+        devices: tuple[Device, ...] = ()
+        try:
+            devices = tuple(
+                Device(d.kind, d.index, d.model, d.uuid, d.mig_profile or "")
+                for d in inventory.devices
+            )
+            with_device_capacity(capacity, devices)
+        except DeviceError as exc:  # the agent's declared counts win; devices made up
+            log.warning("node %s: %s; its devices are counted, not listed", inventory.name, exc)
+            devices = ()
+        return NodeSpec(inventory.name, capacity, inventory.labels, devices=devices)
 
     def snapshot_nodes(self) -> list[tuple[NodeInventory, NodeState, float, Resources]]:
         """Each node with its state, last heartbeat and free resources (from the core)."""
@@ -603,3 +622,13 @@ def _recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:
         if child.id == row.id:
             return child
     raise ValueError(f"stored job {row.id} is not a member of array {row.array_parent}")
+
+
+def _with_devices(grant: Grant, devices: TaskDevices | None) -> Grant:
+    """``grant`` (CPU ids) with the task's devices: MIG instances by UUID, others by index."""
+    if devices is None:
+        return grant
+    pairs = list(zip(devices.kinds, devices.indices, devices.uuids, strict=True))
+    indices = tuple(sorted(i for kind, i, _ in pairs if not kind.startswith(MIG_PREFIX)))
+    uuids = tuple(u for kind, _, u in pairs if kind.startswith(MIG_PREFIX))
+    return Grant(grant.cpu_ids, indices, uuids)

@@ -150,6 +150,13 @@ class DeviceDemand:
         if len(set(kinds)) != len(kinds):
             raise DeviceError(f"a task asks for {kinds} (one request per device kind)")
 
+    @property
+    def counted(self) -> bool:
+        """Whether the aggregate columns alone decide it while no device is shared: one
+        request of whole devices of any model (then the free whole devices of a node are
+        exactly its aggregate count)."""
+        return len(self.requests) == 1 and self.requests[0].whole and not self.requests[0].models
+
     def aggregate(self) -> Resources:
         """The task's amounts in the aggregate columns (see :func:`aggregate_capacity`)."""
         out: dict[str, int] = {}

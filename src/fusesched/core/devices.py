@@ -127,6 +127,7 @@ class DeviceLedger:
         self.free: IntArray = np.zeros((0, width), np.int64)
         self.holders: IntArray = np.zeros((0, width), np.int64)
         self.exclusive: BoolArray = np.zeros((0, width), np.bool_)
+        self.shares = 0  # fractional holdings in use, over all devices
 
     # ------------------------------------------------------------------ nodes
 
@@ -224,6 +225,7 @@ class DeviceLedger:
         out.free = self.free.copy()
         out.holders = self.holders.copy()
         out.exclusive = self.exclusive.copy()
+        out.shares = self.shares
         return out
 
     # ------------------------------------------------------------------ feasibility
@@ -235,8 +237,13 @@ class DeviceLedger:
             return np.zeros(np.shape(self.kind[rows]), np.bool_)
         ok: BoolArray = self.kind[rows] == code
         if request.models:
-            models = [self._model_codes[m] for m in request.models if m in self._model_codes]
-            ok &= np.isin(self.model[rows], models)
+            model = self.model[rows]
+            allowed = np.zeros(model.shape, np.bool_)
+            for name in request.models:  # a few models: cheaper than np.isin
+                found = self._model_codes.get(name)
+                if found is not None:
+                    allowed |= model == found
+            ok &= allowed
         return ok
 
     def slots(self, rows: IntArray, demand: DeviceDemand) -> IntArray:
@@ -281,30 +288,33 @@ class DeviceLedger:
         """
         if count < 1:
             raise DeviceError("assign needs at least one task")
-        have = int(self.slots(np.array([row]), demand)[0]) if row < self.size else 0
+        matching = [self._matching(row, r) for r in demand.requests] if row < self.size else []
+        have = self._row_slots(row, demand, matching) if matching else 0
         if have < count:
             raise DevicesUnavailable(
                 f"node row {row} holds {have} of {count} tasks of {demand.requests}"
             )
         per_task: list[list[int]] = [[] for _ in range(count)]
         milli: list[list[int]] = [[] for _ in range(count)]
-        for request in demand.requests:
+        for request, ok in zip(demand.requests, matching, strict=True):
             picks = (
-                self._pick_whole(row, request, count)
+                self._pick_whole(row, request, count, ok)
                 if request.whole
-                else [[s] for s in self._pick_shares(row, request, count)]
+                else [[s] for s in self._pick_shares(row, request, count, ok)]
             )
             for task, slots in enumerate(picks):
                 per_task[task].extend(slots)
                 milli[task].extend([request.milli] * len(slots))
-                cols = np.asarray(slots, dtype=np.int64)
-                if request.whole:
-                    self.free[row, cols] = 0
-                    self.holders[row, cols] = 1
-                    self.exclusive[row, cols] = True
-                else:
+                if not request.whole:
+                    cols = np.asarray(slots, dtype=np.int64)
                     self.free[row, cols] -= request.milli
                     self.holders[row, cols] += 1
+                    self.shares += len(slots)
+            if request.whole:  # distinct slots: one write for every task
+                cols = np.asarray([slot for slots in picks for slot in slots], dtype=np.int64)
+                self.free[row, cols] = 0
+                self.holders[row, cols] = 1
+                self.exclusive[row, cols] = True
         devices = self._devices[row]
         generation = self._generation[row]
         return DeviceAssignment(
@@ -322,13 +332,34 @@ class DeviceLedger:
             )
         )
 
-    def _pick_whole(self, row: int, request: DeviceRequest, count: int) -> list[list[int]]:
+    def _row_slots(self, row: int, demand: DeviceDemand, matching: list[BoolArray]) -> int:
+        """:meth:`slots` of one row (one-dimensional reads: cheaper for a single row), given
+        each request's :meth:`_matching` slots."""
+        out: int | None = None
+        for request, ok in zip(demand.requests, matching, strict=True):
+            if request.whole:
+                tasks = int(np.count_nonzero(ok & (self.holders[row] == 0))) // request.count
+            else:
+                room = self.free[row][ok & ~self.exclusive[row]] // request.milli
+                tasks = int(room.sum())
+            out = tasks if out is None else min(out, tasks)
+        assert out is not None
+        return out
+
+    def _pick_whole(
+        self, row: int, request: DeviceRequest, count: int, matching: BoolArray
+    ) -> list[list[int]]:
         """Per task, ``request.count`` entirely free slots: one island if one fits (the
         tightest such), else as few islands as possible (the largest, then the tightest that
         covers the rest). Lowest device index first inside an island."""
-        ok = self._matching(row, request) & (self.holders[row] == 0)
+        ok = matching & (self.holders[row] == 0)
         cand = np.flatnonzero(ok)
         cand = cand[np.lexsort((cand, self.index[row, cand]))]
+        affinity = self.affinity[row, cand]
+        if not len(cand) or (affinity == affinity[0]).all():  # one island: in index order
+            need = request.count
+            order = cand.tolist()
+            return [order[k * need : (k + 1) * need] for k in range(count)]
         islands: dict[int, list[int]] = {}
         for slot in cand.tolist():
             islands.setdefault(int(self.affinity[row, slot]), []).append(slot)
@@ -352,11 +383,13 @@ class DeviceLedger:
             out.append(sorted(chosen, key=lambda slot: (int(self.index[row, slot]), slot)))
         return out
 
-    def _pick_shares(self, row: int, request: DeviceRequest, count: int) -> list[int]:
+    def _pick_shares(
+        self, row: int, request: DeviceRequest, count: int, matching: BoolArray
+    ) -> list[int]:
         """Per task, one slot, by best fit. Repeated best fit fills the tightest device until
         it no longer fits, then the next tightest: devices in (free, index) order, each
         taking ``free // milli`` tasks."""
-        ok = self._matching(row, request) & ~self.exclusive[row] & (self.free[row] >= request.milli)
+        ok = matching & ~self.exclusive[row] & (self.free[row] >= request.milli)
         cand = np.flatnonzero(ok)
         free = self.free[row, cand]
         cand = cand[np.lexsort((self.index[row, cand], free))]
@@ -397,6 +430,7 @@ class DeviceLedger:
         for (row, slot), held in shares.items():
             self.free[row, slot] += sum(held)
             self.holders[row, slot] -= len(held)
+            self.shares -= len(held)
 
     # ------------------------------------------------------------------ views and checks
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, rows_within
+from fusesched.core.device_specs import DeviceDemand
+from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
 from fusesched.model.resources import Resources
 from fusesched.policies.placement import PlacementPolicy
 
@@ -26,6 +28,7 @@ class GroupShape:
     replicas: int
     per_task: IntArray
     resources: Resources
+    demand: DeviceDemand | None = None  # per task, what the device ledger must hold
     cols: IntArray = field(init=False)  # the requested columns
 
     def __post_init__(self) -> None:
@@ -48,6 +51,8 @@ class Allocation:
     # (group, node rows, task counts) for the launch decision
     column: int = -1
     column_amounts: IntArray | None = None
+    # per entry of ``groups``, the devices of its tasks (None: the group asks for none)
+    devices: list[DeviceAssignment | None] = field(default_factory=list)
 
     @property
     def amounts(self) -> IntArray:
@@ -61,15 +66,25 @@ class Allocation:
 
 @dataclass(slots=True)
 class Statement:
-    """Tentative allocations on the cluster, committed or discarded as one."""
+    """Tentative allocations on the cluster, committed or discarded as one.
+
+    With a ``ledger``, a group with a device demand also gets its devices, node by node;
+    :class:`DevicesUnavailable` from :meth:`allocate` leaves that group unallocated (the
+    caller discards the statement).
+    """
 
     cluster: ClusterArrays
+    ledger: DeviceLedger | None = None
     _nodes: list[IntArray] = field(default_factory=list)
     _amounts: list[IntArray] = field(default_factory=list)
     _groups: list[tuple[GroupShape, IntArray, IntArray]] = field(default_factory=list)
     _totals: list[IntArray] = field(default_factory=list)
+    _devices: list[DeviceAssignment | None] = field(default_factory=list)
 
     def allocate(self, group: GroupShape, nodes: IntArray, counts: IntArray) -> None:
+        devices = None
+        if group.demand is not None and self.ledger is not None:
+            devices = assign_devices(self.ledger, group.demand, nodes, counts)
         amounts = counts[:, None] * group.per_task[None, :]
         total = group.per_task * int(counts.sum())
         # choose_nodes never repeats a node within a group
@@ -78,6 +93,7 @@ class Statement:
         self._amounts.append(amounts)
         self._groups.append((group, nodes, counts))
         self._totals.append(total)
+        self._devices.append(devices)
 
     @property
     def tasks(self) -> int:
@@ -86,6 +102,11 @@ class Statement:
     def discard(self) -> None:
         for nodes, amounts, total in zip(self._nodes, self._amounts, self._totals, strict=True):
             self.cluster.give(nodes, amounts, unique=True, total=total)
+        if self.ledger is not None:
+            for devices in self._devices:
+                if devices is not None:
+                    self.ledger.release(devices)
+        self._devices.clear()
         self._nodes.clear()
         self._amounts.clear()
         self._groups.clear()
@@ -94,14 +115,55 @@ class Statement:
     def commit(self) -> Allocation:
         if len(self._nodes) == 1:
             return Allocation(
-                self._nodes[0], self._amounts[0], True, self._totals[0], list(self._groups)
+                self._nodes[0],
+                self._amounts[0],
+                True,
+                self._totals[0],
+                list(self._groups),
+                devices=list(self._devices),
             )
         width = len(self.cluster.columns)
         nodes = np.concatenate(self._nodes) if self._nodes else np.zeros(0, np.int64)
         amounts = np.concatenate(self._amounts) if self._amounts else np.zeros((0, width), np.int64)
         unique = len(np.unique(nodes)) == len(nodes)
         total = np.sum(self._totals, axis=0) if self._totals else np.zeros(width, np.int64)
-        return Allocation(nodes, amounts, unique, total, list(self._groups))
+        return Allocation(
+            nodes, amounts, unique, total, list(self._groups), devices=list(self._devices)
+        )
+
+
+def assign_devices(
+    ledger: DeviceLedger, demand: DeviceDemand, nodes: IntArray, counts: IntArray
+) -> DeviceAssignment:
+    """The devices of ``counts[k]`` tasks on each node row ``nodes[k]``, in task order (all or
+    none: raises :class:`DevicesUnavailable` with the ledger unchanged)."""
+    out = DeviceAssignment()
+    try:
+        for row, count in zip(nodes.tolist(), counts.tolist(), strict=True):
+            if count:
+                out = out + ledger.assign(row, demand, count)
+    except DevicesUnavailable:
+        if len(out):
+            ledger.release(out)
+        raise
+    return out
+
+
+def device_slots(
+    ledger: DeviceLedger, demand: DeviceDemand, counts: IntArray, rows: IntArray | None
+) -> IntArray:
+    """``counts`` (aligned with ``rows``, or with every row when None) narrowed to how many
+    tasks of ``demand`` the devices of each row can hold now."""
+    hit = counts.nonzero()[0]
+    if not len(hit):
+        return counts
+    target = hit if rows is None else rows[hit]
+    size = int(target.max()) + 1
+    if ledger.size < size:  # rows added without devices
+        ledger.add_node(size - 1, ())
+    out = counts.copy()
+    out[hit] = np.minimum(counts[hit], ledger.slots(target, demand))
+    return out
 
 
 #: A plan: per group, the node rows and task counts (not yet applied to the cluster).
@@ -121,6 +183,7 @@ def plan_groups(
     preference: IntArray | None,
     rows: IntArray | None = None,
     bounded: bool = False,
+    ledger: DeviceLedger | None = None,
 ) -> Plan | None:
     """Filter and score every group in turn on ``free`` (left untouched).
 
@@ -129,6 +192,8 @@ def plan_groups(
     ``rows`` may list the eligible rows, so that a job confined to a small part of the
     cluster reads only that part. ``bounded`` promises ``free <= cluster.free``: then only
     the rows :meth:`ClusterArrays.rows_with_free` lists for a requested column can hold a task.
+    With a ``ledger``, a group with a device demand is narrowed to what the devices hold now
+    (the ledger does not see this plan's earlier groups: :class:`Statement` has the last word).
     """
     work = free
     used: IntArray | None = None  # tasks of this job per node, for max_per_node
@@ -140,6 +205,9 @@ def plan_groups(
             counts = task_slots(work, eligible, group.per_task, None, group.cols)
         else:
             counts = task_slots(work, None, group.per_task, None, group.cols, rows=cand)
+        demand = group.demand
+        if ledger is not None and demand is not None and (ledger.shares or not demand.counted):
+            counts = device_slots(ledger, demand, counts, cand)
         if max_per_node is not None:
             room = max_per_node if used is None else max_per_node - _at(used, cand)
             counts = np.minimum(counts, room)

@@ -20,23 +20,34 @@ When the first job in order cannot start, the backfill policy decides what may o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.device_specs import (
+    Device,
+    devices_from_capacity,
+    fill_models,
+    is_device_kind,
+    with_device_capacity,
+)
+from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
 from fusesched.core.placement import (
     Allocation,
     Plan,
     SearchBudgetExceeded,
     Statement,
+    device_slots,
     plan_groups,
     search_placement,
+    task_slots,
 )
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
+from fusesched.core.topology import TopologyStatus, choose_domains
 from fusesched.model.events import (
     Decision,
     Event,
@@ -67,6 +78,9 @@ FIRST_FIT_CHUNK = 256
 #: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
 SEARCH_BUDGET = 2_000
 
+#: Domains tried for a job with a topology request before it waits.
+TOPOLOGY_TRIES = 3
+
 #: ``QoS.rank`` looked up once per tier rather than computed per job.
 QOS_RANK = {qos: qos.rank for qos in QoS}
 
@@ -88,6 +102,7 @@ class SchedulerCore:
         self.order = QUEUE_ORDERS[self.config.queue_order]
         self.placement = PLACEMENT_POLICIES[self.config.placement]
         self.cluster = ClusterArrays()
+        self.devices = DeviceLedger()  # per-device accounting of the nodes' accelerators
         self.jobs: dict[str, JobRecord] = {}
         self.queue = WaitingQueue(self.order, 0)
         self.running = RunningSet(0)
@@ -96,7 +111,9 @@ class SchedulerCore:
         self._array_running: dict[str, int] = {}
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
-        self.shapes = ShapeCompiler(self.cluster, self.placement, self.config.reject_unschedulable)
+        self.shapes = ShapeCompiler(
+            self.cluster, self.placement, self.config.reject_unschedulable, self.devices
+        )
         # per shape number, its eligible nodes (see ClusterArrays.filter)
         self._filters: dict[int, tuple[BoolArray | None, IntArray | None]] = {}
         # change tracking: a cycle with nothing freed and nothing new can start nothing
@@ -125,7 +142,7 @@ class SchedulerCore:
         if isinstance(event, JobCancelRequested):
             return self._cancel(event.job_id, event.reason, now)
         if isinstance(event, NodeAdded):
-            self.cluster.add_node(event.node, event.state)
+            self._add_node(event)
             self._widen()
             self._cluster_changed()
             return []
@@ -176,6 +193,22 @@ class SchedulerCore:
             only = None if changed else fresh
             out.extend(BACKFILLERS[self.config.backfill](self, now, only))
         return out
+
+    def _add_node(self, event: NodeAdded) -> None:
+        """Register a node; its accelerators go into the device ledger one by one and count
+        in the aggregate columns as :func:`with_device_capacity` says."""
+        spec = event.node
+        devices: list[Device] = []
+        if spec.devices:
+            devices = fill_models(spec.devices, spec.labels)
+        elif any(is_device_kind(name) for name in spec.capacity):
+            devices = devices_from_capacity(spec.capacity, spec.labels)
+        if devices:
+            capacity = with_device_capacity(spec.capacity, devices)
+            spec = replace(spec, capacity=capacity, devices=tuple(devices))
+        self.cluster.add_node(spec, event.state)
+        if devices:
+            self.devices.add_node(self.cluster.index[spec.name], devices)
 
     def _cluster_changed(self) -> None:
         self._changed = True
@@ -278,6 +311,9 @@ class SchedulerCore:
             self.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
         else:
             self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
+        for devices in alloc.devices:
+            if devices is not None:
+                self.devices.release(devices)
         self.running.remove(rec.spec.id)
         self._changed = True
         rec.end_time = now
@@ -398,6 +434,8 @@ class SchedulerCore:
         if filters is None:
             filters = self._filters[rec.shape_id] = cluster.filter(spec.placement)
         eligible, rows = filters
+        if spec.placement.topology is not None and spec.min_member is None:
+            return self._plan_in_domain(rec, free, eligible, bounded)
         greedy = plan_groups(
             rec.groups,
             free,
@@ -411,6 +449,7 @@ class SchedulerCore:
             preference=cluster.preference(spec.placement),
             rows=rows,
             bounded=bounded,
+            ledger=self.devices if bounded else None,
         )
         if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None or not search:
             return greedy
@@ -425,6 +464,52 @@ class SchedulerCore:
             )
         except SearchBudgetExceeded:
             return None
+
+    def _plan_in_domain(
+        self, rec: JobRecord, free: IntArray, eligible: BoolArray | None, bounded: bool
+    ) -> Plan | None:
+        """:meth:`plan` for a job with a topology request: the domain(s) ``choose_domains``
+        picks among the eligible rows with room, then the placement policy inside them (the
+        next domain when the gang does not fit in the chosen one, a few times at most)."""
+        assert rec.groups is not None
+        spec = rec.spec
+        request = spec.placement.topology
+        assert request is not None
+        cluster = self.cluster
+        ledger = self.devices if bounded else None
+        cand = (cluster.up if eligible is None else eligible).nonzero()[0]
+        slots = np.zeros((len(rec.groups), len(cand)), np.int64)
+        for k, group in enumerate(rec.groups):
+            counts = task_slots(free, None, group.per_task, None, group.cols, rows=cand)
+            if ledger is not None and group.demand is not None:
+                counts = device_slots(ledger, group.demand, counts, cand)
+            slots[k] = counts
+        domains = self.shapes.domains(request.key)
+        wanted = [g.replicas for g in rec.groups]
+        tried: list[int] = []
+        for _ in range(TOPOLOGY_TRIES):
+            choice = choose_domains(request, domains, cand, slots, wanted, skip=tried)
+            if choice.status is not TopologyStatus.FITS:
+                return None
+            mask = np.zeros(cluster.size, np.bool_)
+            mask[choice.rows] = True
+            found = plan_groups(
+                rec.groups,
+                free,
+                mask,
+                max_per_node=spec.placement.max_tasks_per_node,
+                min_tasks=0,
+                partial=False,
+                policy=self.placement,
+                cluster=cluster,
+                preference=cluster.preference(spec.placement),
+                rows=choice.rows,
+                ledger=ledger,
+            )
+            if found is not None or not choice.single:
+                return found
+            tried.extend(choice.codes)
+        return None
 
     def try_place(
         self,
@@ -456,9 +541,13 @@ class SchedulerCore:
         plan = self.plan(rec, free, search, bounded=True)
         if plan is None:
             return None
-        statement = Statement(cluster)
-        for group, nodes, counts in plan:
-            statement.allocate(group, nodes, counts)
+        statement = Statement(cluster, self.devices)
+        try:
+            for group, nodes, counts in plan:
+                statement.allocate(group, nodes, counts)
+        except DevicesUnavailable:  # groups of one job competing for one node's devices
+            statement.discard()
+            return None
         alloc = statement.commit()
         if limit is not None:
             np.subtract.at(limit, alloc.nodes, alloc.amounts)
@@ -512,12 +601,20 @@ class SchedulerCore:
         """Where each task group went, in the order the job declared its groups."""
         names = self.cluster.name_array
         placed = alloc.groups
+        devices: list[DeviceAssignment | None] = alloc.devices or [None] * len(placed)
         if len(placed) == 1:
             group, nodes, counts = placed[0]
-            return (GroupPlacement(group.name, group.resources, nodes, counts, names),)
+            return (GroupPlacement(group.name, group.resources, nodes, counts, names, devices[0]),)
         declared = [g.name for g in rec.spec.task_groups]
-        placed = sorted(placed, key=lambda item: declared.index(item[0].name))
+        order = sorted(range(len(placed)), key=lambda k: declared.index(placed[k][0].name))
         return tuple(
-            GroupPlacement(group.name, group.resources, nodes, counts, names)
-            for group, nodes, counts in placed
+            GroupPlacement(
+                placed[k][0].name,
+                placed[k][0].resources,
+                placed[k][1],
+                placed[k][2],
+                names,
+                devices[k],
+            )
+            for k in order
         )

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fusesched.core.cluster import ClusterArrays, IntArray
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.device_specs import (
+    DeviceDemand,
+    DeviceError,
+    device_demand,
+    is_device_kind,
+    models_from_placement,
+)
+from fusesched.core.devices import DeviceLedger
 from fusesched.core.placement import (
     GroupShape,
     SearchBudgetExceeded,
@@ -20,8 +28,9 @@ from fusesched.core.placement import (
     search_placement,
     task_slots,
 )
-from fusesched.model.job import JobSpec
-from fusesched.model.resources import CPU
+from fusesched.core.topology import DomainCodes, TopologyStatus, choose_domains
+from fusesched.model.job import JobSpec, Placement
+from fusesched.model.resources import CPU, GPU_MILLI, Resources
 from fusesched.policies.placement import PlacementPolicy
 
 #: Steps of exhaustive search allowed when deciding at submission that a job can never fit.
@@ -47,18 +56,33 @@ class ShapeCompiler:
     """Compiles and caches job shapes against one cluster (clear the cache when it changes)."""
 
     def __init__(
-        self, cluster: ClusterArrays, placement: PlacementPolicy, reject_unschedulable: bool
+        self,
+        cluster: ClusterArrays,
+        placement: PlacementPolicy,
+        reject_unschedulable: bool,
+        ledger: DeviceLedger | None = None,
     ) -> None:
         self.cluster = cluster
+        self.ledger = ledger if ledger is not None else DeviceLedger()
         self.placement = placement
         self.reject_unschedulable = reject_unschedulable
         self._cache: dict[tuple[object, ...], Shape] = {}
         self._count = 0
         self._families: dict[tuple[object, ...], int] = {}
+        self._domains: dict[str, DomainCodes] = {}
 
     def clear(self) -> None:
         self._cache.clear()
         self._families.clear()
+        self._domains.clear()
+
+    def domains(self, key: str) -> DomainCodes:
+        """Every node row's domain under the label ``key`` (cached until the cluster changes)."""
+        found = self._domains.get(key)
+        if found is None:
+            labels = [spec.labels for spec in self.cluster.specs]
+            found = self._domains[key] = DomainCodes.from_labels(labels, key)
+        return found
 
     def shape_of(self, spec: JobSpec) -> Shape:
         placement = spec.placement
@@ -68,6 +92,7 @@ class ShapeCompiler:
             placement.max_tasks_per_node,
             bool(placement.preferred),
             spec.min_member,
+            placement.topology,
         )
         shape = self._cache.get(key)
         if shape is None:
@@ -89,13 +114,28 @@ class ShapeCompiler:
     def _compile(self, spec: JobSpec, family: int) -> Shape:
         cluster = self.cluster
         groups: list[GroupShape] | None = []
+        invalid = ""
+        models: tuple[str, ...] | None = None
         for group in spec.task_groups:
-            vec = cluster.vector(group.resources)
-            if vec is None or groups is None:
+            resources: Resources = group.resources
+            demand: DeviceDemand | None = None
+            if any(is_device_kind(name) or name == GPU_MILLI for name in resources):
+                if models is None:
+                    models = models_from_placement(spec.placement)
+                try:
+                    demand = device_demand(resources, models)
+                except DeviceError as exc:
+                    invalid = invalid or f"task group {group.name!r}: {exc}"
+                if demand is not None:  # devices count in the aggregate columns
+                    resources = demand.aggregate() + Resources(
+                        {k: v for k, v in resources.items() if not _counted(k)}
+                    )
+            vec = cluster.vector(resources)
+            if vec is None or groups is None or invalid:
                 groups = None
                 continue
             cluster.note_request(vec)
-            groups.append(GroupShape(group.name, group.replicas, vec, group.resources))
+            groups.append(GroupShape(group.name, group.replicas, vec, group.resources, demand))
         total = np.zeros(len(cluster.columns), dtype=np.int64)
         bound = total
         if groups is not None:
@@ -109,7 +149,7 @@ class ShapeCompiler:
         self._count += 1
         cpu = cluster.columns.get(CPU)
         cpus = float(total[cpu]) / 1000.0 if cpu is not None else 0.0
-        never_fits = self._never_fits(spec, groups)
+        never_fits = invalid or self._never_fits(spec, groups)
         return Shape(groups, total, bound, never_fits, column, amount, self._count, cpus, family)
 
     def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
@@ -141,6 +181,8 @@ class ShapeCompiler:
             counts = task_slots(
                 cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
             )
+            if group.demand is not None:
+                counts = np.minimum(counts, self._capacity_slots(group.demand))
             holds = min(int(counts.sum()), group.replicas)
             best += holds
             if holds < group.replicas and spec.min_member is None:
@@ -150,6 +192,21 @@ class ShapeCompiler:
                 )
         if best < spec.gang_size:
             return f"gang of {spec.gang_size} tasks cannot fit even on an empty cluster"
+        if placement.topology is not None and spec.min_member is None:
+            rows = allowed.nonzero()[0]
+            slots = np.array(
+                [self._slots_on_empty(group, allowed, placement)[rows] for group in groups]
+            )
+            choice = choose_domains(
+                placement.topology,
+                self.domains(placement.topology.key),
+                rows,
+                slots,
+                [g.replicas for g in groups],
+                capacity=slots,
+            )
+            if choice.status is TopologyStatus.NEVER:
+                return choice.reason
         greedy = plan_groups(
             groups,
             cluster.capacity,
@@ -177,6 +234,26 @@ class ShapeCompiler:
             return "its task groups cannot all fit together even on an empty cluster"
         return ""
 
+    def _slots_on_empty(
+        self, group: GroupShape, allowed: BoolArray, placement: Placement
+    ) -> IntArray:
+        """Per node row, how many tasks of ``group`` it holds on the empty cluster."""
+        counts = task_slots(
+            self.cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
+        )
+        if group.demand is not None:
+            counts = np.minimum(counts, self._capacity_slots(group.demand))
+        return counts
+
+    def _capacity_slots(self, demand: DeviceDemand) -> IntArray:
+        """Per node row, how many tasks of ``demand`` its devices hold when all are free."""
+        size = self.cluster.size
+        if not size:
+            return np.zeros(0, np.int64)
+        if self.ledger.size < size:  # rows added without devices
+            self.ledger.add_node(size - 1, ())
+        return self.ledger.capacity_slots(np.arange(size, dtype=np.int64), demand)
+
     @staticmethod
     def _single_column(spec: JobSpec, groups: list[GroupShape] | None) -> tuple[int, int]:
         placement = spec.placement
@@ -184,11 +261,18 @@ class ShapeCompiler:
             groups is None
             or len(groups) != 1
             or len(groups[0].cols) != 1
+            or groups[0].demand is not None  # the sum rule does not see devices
             or spec.min_member is not None
             or placement.constrained
             or placement.preferred
             or placement.max_tasks_per_node is not None
+            or placement.topology is not None
         ):
             return -1, 0
         col = int(groups[0].cols[0])
         return col, int(groups[0].per_task[col])
+
+
+def _counted(name: str) -> bool:
+    """Whether a resource is one of the device or share columns a demand's aggregate gives."""
+    return is_device_kind(name) or name == GPU_MILLI

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -10,6 +11,9 @@ import numpy.typing as npt
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import Resources
+
+if TYPE_CHECKING:
+    from fusesched.core.devices import DeviceAssignment
 
 # --------------------------------------------------------------------------- events
 
@@ -74,6 +78,9 @@ class GroupPlacement:
     The core hands over node rows and its (append-only) table of node names; the names are
     looked up only when someone reads :attr:`nodes`, so a simulation that never asks pays
     nothing for jobs spread over thousands of nodes.
+
+    ``devices`` names the exact devices of every task (in task order) when the group asks for
+    accelerators; the live shell turns them into ``CUDA_VISIBLE_DEVICES``.
     """
 
     group: str
@@ -81,6 +88,7 @@ class GroupPlacement:
     rows: npt.NDArray[np.int64]
     row_counts: npt.NDArray[np.int64]
     name_table: npt.NDArray[np.object_] = field(repr=False, compare=False)
+    devices: DeviceAssignment | None = field(default=None, repr=False, compare=False)
 
     @property
     def nodes(self) -> tuple[str, ...]:

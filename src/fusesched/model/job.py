@@ -11,8 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from fusesched.model.resources import Resources
+
+if TYPE_CHECKING:
+    from fusesched.core.topology import TopologyRequest
 
 
 class JobType(StrEnum):
@@ -81,7 +85,8 @@ class Placement:
     ``node_selector`` (exact label matches) and ``required`` are hard filters; ``preferred``
     terms add to the node score (a negative weight expresses soft anti-affinity);
     ``anti_affinity`` lists hard conditions nodes must *not* meet; ``max_tasks_per_node``
-    spreads a gang's tasks (1 = one task per node).
+    spreads a gang's tasks (1 = one task per node); ``topology`` keeps the tasks within one
+    domain of a node label (a switch, say), required or preferred.
     """
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -89,6 +94,7 @@ class Placement:
     anti_affinity: tuple[LabelRequirement, ...] = ()
     preferred: tuple[PreferredTerm, ...] = ()
     max_tasks_per_node: int | None = None
+    topology: TopologyRequest | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))

@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fusesched.model.resources import Resources
+
+if TYPE_CHECKING:
+    from fusesched.core.device_specs import Device
 
 # Well-known label keys. Selectors and affinity may use any label; these are the ones the
 # platform itself sets or reads.
@@ -37,11 +40,16 @@ def _frozen_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """Desired description of a node: what it offers and how it is labelled."""
+    """Desired description of a node: what it offers and how it is labelled.
+
+    ``devices`` lists its accelerators one by one when known (a live agent reports them);
+    otherwise the core makes them up from the device counts in ``capacity``.
+    """
 
     name: str
     capacity: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[Device, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name:

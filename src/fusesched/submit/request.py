@@ -22,6 +22,8 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fusesched.core.topology import TopologyMode as CoreTopologyMode
+from fusesched.core.topology import TopologyRequest as CoreTopologyRequest
 from fusesched.model.job import (
     ArraySpec,
     Dependency,
@@ -173,6 +175,9 @@ class TopologyRequest(_Model):
     key: Annotated[str, Field(min_length=1)]
     mode: TopologyMode = TopologyMode.PREFERRED
 
+    def to_model(self) -> CoreTopologyRequest:
+        return CoreTopologyRequest(self.key, CoreTopologyMode(self.mode.value))
+
 
 class PlacementRequest(_Model):
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -190,6 +195,7 @@ class PlacementRequest(_Model):
             anti_affinity=tuple(r.to_model() for r in self.anti_affinity),
             preferred=tuple(PreferredTerm(p.to_model(), p.weight) for p in self.preferred),
             max_tasks_per_node=self.max_tasks_per_node,
+            topology=None if self.topology is None else self.topology.to_model(),
         )
 
 
@@ -336,7 +342,7 @@ class JobRequest(_Model):
         """The core's view of this request (type identified when not given).
 
         Nothing is expanded: an array stays one ``JobSpec`` (see ``JobSpec.expand_array``).
-        ``placement.topology`` and ``placement.exclusive`` and the run fields (argv, script,
+        ``placement.exclusive`` and the run fields (argv, script,
         env, …) are not part of ``JobSpec``; they stay in the request.
         """
         from fusesched.submit.identify import identify_type
