@@ -117,6 +117,7 @@ class LiveJob:
 @dataclass(slots=True)
 class LiveNode:
     inventory: NodeInventory
+    spec: NodeSpec  # what the core was told at the first registration
     pool: NodePool
     last_seen: float
     state: NodeState = NodeState.UP
@@ -197,7 +198,7 @@ class Controller:
         """Validate, store and queue jobs; returns their ids (array parents for arrays)."""
         now = self.clock()
         with self.lock:
-            node_specs = [self._node_spec(n.inventory) for n in self.nodes.values()]
+            node_specs = [n.spec for n in self.nodes.values()]
             if not node_specs:
                 raise NotReadyError("no node has registered yet; start an agent first")
             requests = [r.identified() for r in requests]
@@ -262,8 +263,9 @@ class Controller:
         with self.lock:
             known = self.nodes.get(inventory.name)
             if known is None:
-                self.nodes[inventory.name] = LiveNode(inventory, NodePool.of(inventory), now)
-                self.events.append(NodeAdded(self._node_spec(inventory)))
+                spec = self._node_spec(inventory)
+                self.nodes[inventory.name] = LiveNode(inventory, spec, NodePool.of(inventory), now)
+                self.events.append(NodeAdded(spec))
             else:  # an agent restarted: whatever it ran is gone
                 known.inventory = inventory
                 known.last_seen = now
