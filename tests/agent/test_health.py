@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from fusesched.agent.fake_sensors import FakeSensors
 from fusesched.agent.health import (
     XIDS,
     CheckResult,
@@ -16,7 +17,7 @@ from fusesched.agent.health import (
     gpu_health,
     node_health,
 )
-from fusesched.agent.sensors import FakeSensors, GpuSample
+from fusesched.agent.sensors import GpuSample
 
 
 def test_program_success() -> None:

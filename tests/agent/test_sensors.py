@@ -18,13 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fusesched.agent.fake_sensors import FakeSensors
+from fusesched.agent.sample_window import COLUMNS, SampleWindow
 from fusesched.agent.sensors import (
-    COLUMNS,
-    FakeSensors,
     GpuSample,
     NvmlGpuSensor,
     PsutilTaskSensor,
-    SampleWindow,
     Sensors,
     TaskSample,
     TaskWatch,

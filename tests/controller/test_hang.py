@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fusesched.agent.sensors import FakeSensors, SampleWindow, TaskWatch, collect
+from fusesched.agent.fake_sensors import FakeSensors
+from fusesched.agent.sample_window import SampleWindow
+from fusesched.agent.sensors import TaskWatch, collect
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
     Action,

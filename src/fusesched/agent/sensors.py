@@ -1,8 +1,9 @@
 """Sensors: per-task samples (psutil) and per-GPU samples (NVML), and a window of samples.
 
 Back ends are pluggable (:class:`SensorBackend`), so tests inject scripted values and faults
-(:class:`FakeSensors`) and the hang detector (:mod:`fusesched.controller.hang`) reads only a
-:class:`SampleWindow`. Nothing here decides anything: it measures.
+(:class:`~fusesched.agent.fake_sensors.FakeSensors`) and the hang detector
+(:mod:`fusesched.controller.hang`) reads only a
+:class:`~fusesched.agent.sample_window.SampleWindow`. Nothing here decides anything: it measures.
 
 * :class:`PsutilTaskSensor` sums CPU time, resident memory and I/O over every process of a
   task: the members of its process group (the runtime starts each task in its own session) and
@@ -28,13 +29,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
 import psutil
 
 log = logging.getLogger(__name__)
@@ -464,194 +463,3 @@ class Sensors:
 
     def sample_gpus(self, now: float) -> list[GpuSample]:
         return [] if self.gpus is None else self.gpus.sample_gpus(now)
-
-
-# --- fakes -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _FakeTask:
-    cpu: float = 0.0
-    rss: int = 0
-    io: int = 0
-    log: int = 0
-    checkpoint: float | None = None
-    processes: int = 1
-
-
-class FakeSensors:
-    """Scripted samples for tests: counters that advance as told, and injected GPU faults.
-
-    ``advance(task, cpu=…, io=…, log=…)`` adds to a task's counters; ``checkpoint(task, t)``
-    sets its newest checkpoint time; ``gpu(index, util=…, memory=…)`` sets readings;
-    ``lose_gpu``, ``xid`` and ``ecc`` inject faults (an XID is reported by the next sample).
-    """
-
-    def __init__(self, gpus: int = 0, *, memory_bytes: int = 80 * 2**30) -> None:
-        self.tasks: dict[str, _FakeTask] = {}
-        self.memory_bytes = memory_bytes
-        self.gpus: dict[int, GpuSample] = {
-            i: GpuSample(i, f"GPU-fake-{i}", 0.0, 0.0, 0, 70.0, 40.0) for i in range(gpus)
-        }
-        self._xids: dict[int, list[int]] = {}
-
-    def advance(
-        self, task_id: str, *, cpu: float = 0.0, io: int = 0, log: int = 0, rss: int | None = None
-    ) -> None:
-        task = self.tasks.setdefault(task_id, _FakeTask())
-        task.cpu += cpu
-        task.io += io
-        task.log += log
-        if rss is not None:
-            task.rss = rss
-
-    def checkpoint(self, task_id: str, mtime: float) -> None:
-        self.tasks.setdefault(task_id, _FakeTask()).checkpoint = mtime
-
-    def end(self, task_id: str) -> None:
-        self.tasks.setdefault(task_id, _FakeTask()).processes = 0
-
-    def gpu(
-        self,
-        index: int,
-        *,
-        util: float | None = None,
-        memory: int | None = None,
-        power: float | None = None,
-        temperature: float | None = None,
-    ) -> None:
-        g = self.gpus[index]
-        self.gpus[index] = replace(
-            g,
-            utilization_pct=g.utilization_pct if util is None else util,
-            memory_used_bytes=g.memory_used_bytes if memory is None else memory,
-            power_w=g.power_w if power is None else power,
-            temperature_c=g.temperature_c if temperature is None else temperature,
-        )
-
-    def lose_gpu(self, index: int) -> None:
-        self.gpus[index] = replace(self.gpus[index], lost=True)
-
-    def xid(self, index: int, code: int) -> None:
-        self._xids.setdefault(index, []).append(code)
-
-    def ecc(self, index: int, uncorrected: int) -> None:
-        g = self.gpus[index]
-        self.gpus[index] = replace(g, ecc_uncorrected=g.ecc_uncorrected + uncorrected)
-
-    def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
-        out = []
-        for watch in watches:
-            t = self.tasks.setdefault(watch.task_id, _FakeTask())
-            out.append(
-                TaskSample(
-                    task_id=watch.task_id,
-                    time=now,
-                    cpu_seconds=t.cpu,
-                    rss_bytes=t.rss,
-                    read_chars=t.io,
-                    log_bytes=t.log,
-                    checkpoint_mtime=t.checkpoint,
-                    processes=t.processes,
-                )
-            )
-        return out
-
-    def sample_gpus(self, now: float) -> list[GpuSample]:
-        xids, self._xids = self._xids, {}
-        out = []
-        for index, g in sorted(self.gpus.items()):
-            if g.lost:
-                out.append(
-                    GpuSample(index, g.uuid, now, xid_errors=tuple(xids.get(index, ())), lost=True)
-                )
-            else:
-                out.append(replace(g, time=now, xid_errors=tuple(xids.get(index, ()))))
-        return out
-
-
-# --- the window the detectors read -------------------------------------------------------
-
-#: Columns of a :class:`SampleWindow`, in order.
-COLUMNS = (
-    "time",
-    "cpu_seconds",
-    "rss_bytes",
-    "io_bytes",
-    "log_bytes",
-    "checkpoint_mtime",  # nan: no checkpoint seen
-    "checkpoint_bytes",
-    "gpu_util_pct",  # mean over the task's GPUs; nan: no GPU readings
-    "gpu_memory_bytes",  # sum over the task's GPUs; nan: no GPU readings
-    "gpus_lost",
-    "processes",
-)
-_COL = {name: i for i, name in enumerate(COLUMNS)}
-
-
-class SampleWindow:
-    """The last ``capacity`` samples of one task, as a NumPy ring buffer (oldest first)."""
-
-    def __init__(self, task_id: str, capacity: int = 720) -> None:
-        if capacity < 2:
-            raise ValueError("a sample window needs room for at least two samples")
-        self.task_id = task_id
-        self.capacity = capacity
-        self._data = np.full((capacity, len(COLUMNS)), np.nan)
-        self._next = 0
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def push(self, sample: TaskSample) -> None:
-        if sample.task_id != self.task_id:
-            raise ValueError(f"sample of {sample.task_id} pushed to the window of {self.task_id}")
-        if self._size and sample.time < self._data[(self._next - 1) % self.capacity, 0]:
-            raise ValueError("samples must be pushed in time order")
-        readings = [g for g in sample.gpus if not g.lost]
-        util = [g.utilization_pct for g in readings if not np.isnan(g.utilization_pct)]
-        mem = [g.memory_used_bytes for g in readings if g.memory_used_bytes >= 0]
-        row = (
-            sample.time,
-            sample.cpu_seconds,
-            sample.rss_bytes,
-            sample.io_bytes,
-            sample.log_bytes,
-            np.nan if sample.checkpoint_mtime is None else sample.checkpoint_mtime,
-            sample.checkpoint_bytes,
-            float(np.mean(util)) if util else np.nan,
-            float(sum(mem)) if mem else np.nan,
-            sum(1 for g in sample.gpus if g.lost),
-            sample.processes,
-        )
-        self._data[self._next] = row
-        self._next = (self._next + 1) % self.capacity
-        self._size = min(self._size + 1, self.capacity)
-
-    def array(self) -> npt.NDArray[np.float64]:
-        """All held samples, oldest first, one row each (a copy), columns :data:`COLUMNS`."""
-        if self._size < self.capacity:
-            return self._data[: self._size].copy()
-        return np.roll(self._data, -self._next, axis=0)
-
-    def column(self, name: str, since: float | None = None) -> npt.NDArray[np.float64]:
-        data = self.array()
-        if since is not None:
-            data = data[data[:, 0] >= since]
-        return data[:, _COL[name]]
-
-    def last(self, since: float | None = None) -> Mapping[str, npt.NDArray[np.float64]]:
-        """Every column of the samples taken at or after ``since`` (all when None)."""
-        data = self.array()
-        if since is not None:
-            data = data[data[:, 0] >= since]
-        return {name: data[:, i] for name, i in _COL.items()}
-
-    @property
-    def newest_time(self) -> float | None:
-        return None if not self._size else float(self._data[(self._next - 1) % self.capacity, 0])
-
-    @property
-    def oldest_time(self) -> float | None:
-        return None if not self._size else float(self.array()[0, 0])

@@ -45,7 +45,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.agent.sensors import SampleWindow
+from fusesched.agent.sample_window import SampleWindow
 from fusesched.model.job import JobType
 
 MIB = 2**20
