@@ -1,4 +1,6 @@
-"""The live commands: run a controller or an agent, submit and watch jobs.
+"""The client commands of the live platform: submit and watch jobs, see nodes and queues
+(the servers are in :mod:`fusesched.cli.servers`, tokens and the CA in
+:mod:`fusesched.cli.admin`).
 
 Every client command finds the controller through ``--controller URL`` or the
 ``FUSESCHED_CONTROLLER`` variable, and takes ``--json`` for machine-readable output. Heavy
@@ -7,9 +9,7 @@ modules are imported inside the commands, so ``fusesched submit`` starts quickly
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -56,18 +56,6 @@ DataDirOpt = Annotated[
     Path,
     typer.Option("--data-dir", help="Where the database, logs and task files live."),
 ]
-
-
-def _stop_on_signals() -> None:
-    """SIGTERM (and SIGINT, even when a shell started us in the background with it ignored)
-    end a server command through KeyboardInterrupt, so it shuts down cleanly: agents kill
-    their tasks, the controller writes what it holds."""
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -136,165 +124,6 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             ",".join(job.get("nodes") or []),
         )
     return table
-
-
-# ---------------------------------------------------------------------- servers
-
-
-def controller(
-    data_dir: DataDirOpt = Path("fusesched-data"),
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            help="Database URL (default: SQLite in --data-dir), e.g. postgresql+psycopg://"
-        ),
-    ] = None,
-    queue_order: Annotated[str, typer.Option(help="Queue-order policy.")] = "fcfs",
-    backfill: Annotated[str, typer.Option(help="Backfill: none, easy, conservative.")] = "easy",
-    placement: Annotated[str, typer.Option(help="Placement policy.")] = "best-fit",
-    auth: Annotated[
-        bool,
-        typer.Option(
-            "--auth/--no-auth",
-            help="Require API tokens (on by default; the first start writes a cluster-admin "
-            "token to DATA_DIR/admin.token).",
-        ),
-    ] = True,
-    tls_cert: Annotated[
-        Path | None, typer.Option(help="Serve HTTPS with this certificate (see `ca issue`).")
-    ] = None,
-    tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
-) -> None:
-    """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
-    from fusesched.controller.server import ControllerServer
-    from fusesched.policies.registry import CoreConfig, PolicyError
-
-    try:
-        core = CoreConfig(queue_order=queue_order, backfill=backfill, placement=placement)
-    except PolicyError as exc:
-        _fail(str(exc), 2)
-    try:
-        server = ControllerServer(
-            data_dir, host, port, db, core, auth=auth, tls_cert=tls_cert, tls_key=tls_key
-        )
-    except (OSError, ValueError) as exc:
-        _fail(str(exc))
-    err.print(f"fusesched controller at [bold]{server.url}[/] (data in {data_dir})")
-    if server.admin_token_path is not None:
-        err.print(f"a cluster-admin token was written to {server.admin_token_path} (mode 0600)")
-    if not auth:
-        err.print(
-            "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
-        )
-    _stop_on_signals()
-    with contextlib.suppress(KeyboardInterrupt):
-        server.serve_forever()
-
-
-def agent(
-    controller_url: Annotated[
-        str,
-        typer.Option(
-            "--controller", envvar="FUSESCHED_CONTROLLER", help="Controller URL to register with."
-        ),
-    ] = "http://127.0.0.1:8642",
-    config: Annotated[
-        Path | None, typer.Option(help="Agent config file (YAML): name, labels, resources…")
-    ] = None,
-    name: Annotated[str | None, typer.Option(help="Node name (default: the host name).")] = None,
-    work_dir: Annotated[
-        Path | None, typer.Option(help="Where task files and logs go on this node.")
-    ] = None,
-    join_token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="FUSESCHED_JOIN_TOKEN",
-            help="One-time join token (from `fusesched token create --join`); the node's own "
-            "credential is then kept in its work dir (mode 0600) and reused at restarts.",
-            show_default=False,
-            show_envvar=False,
-        ),
-    ] = None,
-    ca: CaOpt = None,
-) -> None:
-    """Run a node agent: register this node, then launch and watch the tasks it is given."""
-    import httpx
-
-    from fusesched.agent.client import JoinError
-    from fusesched.cli.local import start_agent
-
-    try:
-        handle = start_agent(
-            controller_url, config, name=name, work_dir=work_dir, join_token=join_token, ca=ca
-        )
-    except (ValueError, OSError, JoinError) as exc:
-        _fail(str(exc), 2)
-    except httpx.HTTPStatusError as exc:
-        _fail(f"the controller refused this node ({exc.response.status_code}): {exc.response.text}")
-    except httpx.HTTPError as exc:
-        _fail(f"cannot reach the controller at {controller_url}: {exc}")
-    err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
-    _stop_on_signals()
-    try:
-        while True:
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        handle.stop()
-
-
-def up(
-    data_dir: DataDirOpt = Path("fusesched-data"),
-    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
-    agents: Annotated[int, typer.Option(min=1, max=64, help="Local agents to start.")] = 1,
-    config: Annotated[
-        Path | None, typer.Option(help="Agent config file for the local agent(s).")
-    ] = None,
-    demo: Annotated[
-        bool, typer.Option(help="Submit a small mixed workload, show it live, then stop.")
-    ] = False,
-    auth: Annotated[
-        bool,
-        typer.Option(
-            "--auth/--no-auth",
-            help="Require API tokens (off by default for this embedded cluster).",
-        ),
-    ] = False,
-) -> None:
-    """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
-    from fusesched.cli.local import LocalCluster
-
-    try:
-        cluster = LocalCluster(
-            data_dir, port=port, agents=agents, agent_config=config, auth=auth
-        ).start()
-    except (ValueError, OSError) as exc:
-        _fail(str(exc), 2)
-    err.print(
-        f"fusesched is up at [bold]{cluster.url}[/] with {agents} agent(s); data in {data_dir}\n"
-        f"  export FUSESCHED_CONTROLLER={cluster.url}"
-    )
-    if auth:
-        path = cluster.server.admin_token_path or data_dir / "admin.token"
-        err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
-    _stop_on_signals()
-    try:
-        if demo:
-            from fusesched.cli.live_demo import run_demo
-
-            run_demo(cluster, console)
-        else:
-            while True:
-                time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
 
 
 # ---------------------------------------------------------------------- submission
@@ -534,143 +363,11 @@ def queues(
     console.print(table)
 
 
-# ---------------------------------------------------------------------- tokens
-
-token_app = typer.Typer(
-    name="token", help="Make, list and revoke API tokens (admins).", no_args_is_help=True
-)
-
-
-@token_app.command("create")
-def token_create(
-    user: Annotated[str, typer.Argument(help="Whose token (not for --join).")] = "",
-    role: Annotated[
-        str, typer.Option(help="user, tenant-admin or cluster-admin (people's tokens).")
-    ] = "user",
-    tenant: Annotated[str, typer.Option(help="Tenant (default: your own).")] = "",
-    join: Annotated[
-        bool, typer.Option("--join", help="A one-time join token for a node instead.")
-    ] = False,
-    node: Annotated[
-        str | None, typer.Option(help="With --join: only this node name may use it.")
-    ] = None,
-    expires: Annotated[
-        float | None, typer.Option(help="Seconds until the token expires (default: never).")
-    ] = None,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Make a token. It is printed once: only its hash is kept."""
-    if not join and not user:
-        _fail("name the user the token is for (or use --join for a node)", 2)
-    made = _call(
-        _client(controller_url, token, ca).create_token,
-        user,
-        tenant=tenant,
-        role=role,
-        kind="join" if join else "user",
-        node=node,
-        expires_in_s=expires,
-    )
-    if as_json:
-        _print_json(made)
-        return
-    sys.stdout.write(made["token"] + "\n")
-    what = f"join token for {node or 'any node'}" if join else f"{made['role']} {made['user']}"
-    err.print(f"token {made['id']} ({what}, tenant {made['tenant'] or '-'}); shown only once")
-
-
-@token_app.command("list")
-def token_list(
-    kind: Annotated[str | None, typer.Option(help="user, join, agent or job.")] = None,
-    revoked: Annotated[bool, typer.Option("--revoked", help="Include revoked tokens.")] = False,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """List tokens (never their secrets)."""
-    found = _call(_client(controller_url, token, ca).tokens, kind, revoked)
-    if as_json:
-        _print_json(found)
-        return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    for name in ("id", "kind", "user", "tenant", "role", "node/job", "created", "state"):
-        table.add_column(name)
-    for t in found:
-        state = "revoked" if t["revoked"] else ("used" if t.get("used_at") else "valid")
-        table.add_row(
-            t["id"],
-            t["kind"],
-            t["user"],
-            t["tenant"],
-            t["role"],
-            t.get("node") or t.get("job_id") or "",
-            _ago(t["created_at"]),
-            state,
-        )
-    console.print(table)
-
-
-@token_app.command("revoke")
-def token_revoke(
-    token_ids: Annotated[list[str], typer.Argument(help="Token ids (from `token list`).")],
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-) -> None:
-    """Revoke tokens: they stop working at once."""
-    client = _client(controller_url, token, ca)
-    for token_id in token_ids:
-        _call(client.revoke_token, token_id)
-        console.print(f"Revoked token {token_id}", highlight=False)
-
-
-# ---------------------------------------------------------------------- certificates
-
-ca_app = typer.Typer(
-    name="ca", help="The cluster's certificate authority, for TLS.", no_args_is_help=True
-)
-CaDirOpt = Annotated[Path, typer.Option("--dir", help="Folder of the CA's files.")]
-
-
-@ca_app.command("init")
-def ca_init(folder: CaDirOpt = Path("fusesched-ca")) -> None:
-    """Create the cluster's CA: DIR/ca.crt (give it to clients, --ca) and DIR/ca.key (0600)."""
-    from fusesched.tls import init_ca
-
-    try:
-        cert = init_ca(folder)
-    except OSError as exc:
-        _fail(str(exc), 2)
-    console.print(f"CA certificate {cert}; key {folder / 'ca.key'} (keep it private)")
-
-
-@ca_app.command("issue")
-def ca_issue(
-    folder: CaDirOpt = Path("fusesched-ca"),
-    name: Annotated[str, typer.Option(help="Certificate name (files DIR/NAME.crt, .key).")] = (
-        "controller"
-    ),
-    host: Annotated[
-        list[str] | None, typer.Option(help="Host name or IP address it is for (repeatable).")
-    ] = None,
-    days: Annotated[int, typer.Option(min=1, help="Validity in days.")] = 825,
-) -> None:
-    """Issue a server certificate signed by the CA (for `controller --tls-cert --tls-key`)."""
-    from fusesched.tls import issue
-
-    try:
-        cert, key = issue(folder, name, host or ["127.0.0.1", "localhost"], days)
-    except (OSError, ValueError) as exc:
-        _fail(str(exc), 2)
-    console.print(f"certificate {cert}; key {key} (mode 0600)")
-
-
 def register(app: typer.Typer) -> None:
     """Add the live commands to the ``fusesched`` command."""
+    from fusesched.cli.admin import ca_app
+    from fusesched.cli.servers import agent, controller, up
+
     for fn in (up, controller, agent):
         app.command(rich_help_panel="Run a cluster")(fn)
     app.add_typer(ca_app, rich_help_panel="Run a cluster")
@@ -679,6 +376,8 @@ def register(app: typer.Typer) -> None:
 
 def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
+    from fusesched.cli.admin import token_app
+
     for fn in (submit, jobs, show, logs, cancel, nodes, queues):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)

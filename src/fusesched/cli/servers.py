@@ -1,0 +1,181 @@
+"""The server commands: ``fusesched controller``, ``fusesched agent`` and ``fusesched up``."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (and SIGINT, even when a shell started us in the background with it ignored)
+    end a server command through KeyboardInterrupt, so it shuts down cleanly: agents kill
+    their tasks, the controller writes what it holds."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+
+
+def controller(
+    data_dir: DataDirOpt = Path("fusesched-data"),
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="Database URL (default: SQLite in --data-dir), e.g. postgresql+psycopg://"
+        ),
+    ] = None,
+    queue_order: Annotated[str, typer.Option(help="Queue-order policy.")] = "fcfs",
+    backfill: Annotated[str, typer.Option(help="Backfill: none, easy, conservative.")] = "easy",
+    placement: Annotated[str, typer.Option(help="Placement policy.")] = "best-fit",
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require API tokens (on by default; the first start writes a cluster-admin "
+            "token to DATA_DIR/admin.token).",
+        ),
+    ] = True,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS with this certificate (see `ca issue`).")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
+) -> None:
+    """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
+    from fusesched.controller.server import ControllerServer
+    from fusesched.policies.registry import CoreConfig, PolicyError
+
+    try:
+        core = CoreConfig(queue_order=queue_order, backfill=backfill, placement=placement)
+    except PolicyError as exc:
+        _fail(str(exc), 2)
+    try:
+        server = ControllerServer(
+            data_dir, host, port, db, core, auth=auth, tls_cert=tls_cert, tls_key=tls_key
+        )
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    err.print(f"fusesched controller at [bold]{server.url}[/] (data in {data_dir})")
+    if server.admin_token_path is not None:
+        err.print(f"a cluster-admin token was written to {server.admin_token_path} (mode 0600)")
+    if not auth:
+        err.print(
+            "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
+        )
+    _stop_on_signals()
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+
+
+def agent(
+    controller_url: Annotated[
+        str,
+        typer.Option(
+            "--controller", envvar="FUSESCHED_CONTROLLER", help="Controller URL to register with."
+        ),
+    ] = "http://127.0.0.1:8642",
+    config: Annotated[
+        Path | None, typer.Option(help="Agent config file (YAML): name, labels, resources…")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Node name (default: the host name).")] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Where task files and logs go on this node.")
+    ] = None,
+    join_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FUSESCHED_JOIN_TOKEN",
+            help="One-time join token (from `fusesched token create --join`); the node's own "
+            "credential is then kept in its work dir (mode 0600) and reused at restarts.",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    ca: CaOpt = None,
+) -> None:
+    """Run a node agent: register this node, then launch and watch the tasks it is given."""
+    import httpx
+
+    from fusesched.agent.client import JoinError
+    from fusesched.cli.local import start_agent
+
+    try:
+        handle = start_agent(
+            controller_url, config, name=name, work_dir=work_dir, join_token=join_token, ca=ca
+        )
+    except (ValueError, OSError, JoinError) as exc:
+        _fail(str(exc), 2)
+    except httpx.HTTPStatusError as exc:
+        _fail(f"the controller refused this node ({exc.response.status_code}): {exc.response.text}")
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the controller at {controller_url}: {exc}")
+    err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
+    _stop_on_signals()
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        handle.stop()
+
+
+def up(
+    data_dir: DataDirOpt = Path("fusesched-data"),
+    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    agents: Annotated[int, typer.Option(min=1, max=64, help="Local agents to start.")] = 1,
+    config: Annotated[
+        Path | None, typer.Option(help="Agent config file for the local agent(s).")
+    ] = None,
+    demo: Annotated[
+        bool, typer.Option(help="Submit a small mixed workload, show it live, then stop.")
+    ] = False,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth/--no-auth",
+            help="Require API tokens (off by default for this embedded cluster).",
+        ),
+    ] = False,
+) -> None:
+    """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
+    from fusesched.cli.local import LocalCluster
+
+    try:
+        cluster = LocalCluster(
+            data_dir, port=port, agents=agents, agent_config=config, auth=auth
+        ).start()
+    except (ValueError, OSError) as exc:
+        _fail(str(exc), 2)
+    err.print(
+        f"fusesched is up at [bold]{cluster.url}[/] with {agents} agent(s); data in {data_dir}\n"
+        f"  export FUSESCHED_CONTROLLER={cluster.url}"
+    )
+    if auth:
+        path = cluster.server.admin_token_path or data_dir / "admin.token"
+        err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
+    _stop_on_signals()
+    try:
+        if demo:
+            from fusesched.cli.live_demo import run_demo
+
+            run_demo(cluster, console)
+        else:
+            while True:
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
