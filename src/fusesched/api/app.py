@@ -35,12 +35,8 @@ from fusesched.api.schemas import (
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.controller.auth import Authenticator, AuthError, Principal, Role
-from fusesched.controller.service import (
-    Controller,
-    NotReadyError,
-    UnknownJobError,
-    UnknownNodeError,
-)
+from fusesched.controller.records import NotReadyError, UnknownJobError, UnknownNodeError
+from fusesched.controller.service import Controller
 from fusesched.model.resources import format_quantity
 from fusesched.store import EventRow, TokenKind, TokenRow
 from fusesched.store.records import JobState

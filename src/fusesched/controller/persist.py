@@ -29,7 +29,7 @@ from fusesched.store.store import Store
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
-    from fusesched.controller.service import LiveTask
+    from fusesched.controller.records import LiveTask
 
 
 #: Job numbers reserved from the store at a time.

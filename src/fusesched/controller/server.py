@@ -22,7 +22,8 @@ from fusesched.api.app import create_app
 from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
-from fusesched.controller.service import Controller, ControllerConfig
+from fusesched.controller.records import ControllerConfig
+from fusesched.controller.service import Controller
 from fusesched.policies.registry import CoreConfig
 from fusesched.store import TokenKind
 

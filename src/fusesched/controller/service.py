@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,8 +31,19 @@ from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, ta
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.pools import Grant, NodePool
-from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
-from fusesched.core.devices import TaskDevices
+from fusesched.controller.records import (
+    ControllerConfig,
+    LiveJob,
+    LiveNode,
+    LiveTask,
+    NotReadyError,
+    UnknownJobError,
+    UnknownNodeError,
+    array_size,
+    node_spec,
+    recovered_spec,
+    with_devices,
+)
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -48,10 +58,8 @@ from fusesched.model.events import (
     StopJob,
 )
 from fusesched.model.job import JobSpec
-from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.node import NodeState
 from fusesched.model.resources import CPU, Resources
-from fusesched.policies.registry import CoreConfig
-from fusesched.store.records import JobRow
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
@@ -63,66 +71,6 @@ JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
 
 #: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
 FINISHED_TASKS_KEPT = 10_000
-
-
-class UnknownJobError(KeyError):
-    pass
-
-
-class NotReadyError(RuntimeError):
-    """The request is valid but the controller cannot take it now (no nodes yet, say)."""
-
-
-@dataclass(frozen=True)
-class ControllerConfig:
-    core: CoreConfig = field(default_factory=lambda: CoreConfig(placement="best-fit"))
-    url: str = "http://127.0.0.1:8642"  # how tasks (and mpirun's launcher) reach the API
-    min_cycle_s: float = 0.005
-    long_poll_s: float = 1.0  # how long a heartbeat with nothing to say waits for work
-    node_timeout_s: float = 30.0
-    grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
-    kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
-
-
-@dataclass(slots=True)
-class LiveTask:
-    launch: TaskLaunch
-    node: str
-    grant: Grant
-    remote: bool = False  # started by mpirun's launcher, not part of the gang
-    state: str = "launching"  # launching -> delivered -> running -> exited
-    exit_code: int | None = None
-    reason: str = ""
-    pid: int | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-
-
-@dataclass(slots=True)
-class LiveJob:
-    """A job the controller is still responsible for (not yet finished)."""
-
-    id: str
-    seq: int
-    spec: JobSpec
-    request: JobRequest
-    tasks: dict[str, LiveTask] = field(default_factory=dict)
-    remote_count: int = 0
-    nodes: tuple[str, ...] = ()
-    stopping: str | None = None
-    first_failure: tuple[int, str] | None = None
-    exit_sent: bool = False
-
-
-@dataclass(slots=True)
-class LiveNode:
-    inventory: NodeInventory
-    spec: NodeSpec  # what the core was told at the first registration
-    pool: NodePool
-    last_seen: float
-    state: NodeState = NodeState.UP
-    outbox: list[TaskLaunch] = field(default_factory=list)
-    kills: list[KillTask] = field(default_factory=list)
 
 
 class Controller:
@@ -188,7 +136,7 @@ class Controller:
             self.persist.store.revoke_job_tokens()
         for seq, row in self.persist.pending_jobs():
             request = JobRequest.model_validate(row.request)
-            spec = _recovered_spec(request, row)
+            spec = recovered_spec(request, row)
             self.jobs[spec.id] = LiveJob(spec.id, seq, spec, request)
             self.events.append(JobSubmitted(spec))
 
@@ -202,7 +150,7 @@ class Controller:
             if not node_specs:
                 raise NotReadyError("no node has registered yet; start an agent first")
             requests = [r.identified() for r in requests]
-            sizes = [_array_size(r) for r in requests]
+            sizes = [array_size(r) for r in requests]
             first = self.persist.allocate_seqs(sum(sizes))
             prepared: list[tuple[int, JobRequest, JobSpec]] = []
             for request, size in zip(requests, sizes, strict=True):
@@ -263,7 +211,7 @@ class Controller:
         with self.lock:
             known = self.nodes.get(inventory.name)
             if known is None:
-                spec = self._node_spec(inventory)
+                spec = node_spec(inventory)
                 self.nodes[inventory.name] = LiveNode(inventory, spec, NodePool.of(inventory), now)
                 self.events.append(NodeAdded(spec))
             else:  # an agent restarted: whatever it ran is gone
@@ -413,9 +361,7 @@ class Controller:
             # the node pool pins CPUs; the devices are the core's decision
             cpus = self.nodes[slot.node].pool.take(Resources({CPU: per_task[slot.group].get(CPU)}))
             assigned = devices[slot.group]
-            grant = _with_devices(
-                cpus, assigned.tasks[slot.index] if assigned is not None else None
-            )
+            grant = with_devices(cpus, assigned.tasks[slot.index] if assigned is not None else None)
             env = dict(group.env)
             env.update(
                 task_env(
@@ -575,21 +521,6 @@ class Controller:
                 entry[1 if live.nodes else 0] += 1
         return [(name, p, r) for name, (p, r) in sorted(counts.items())]
 
-    @staticmethod
-    def _node_spec(inventory: NodeInventory) -> NodeSpec:
-        capacity = Resources.parse(inventory.resources)
-        devices: tuple[Device, ...] = ()
-        try:
-            devices = tuple(
-                Device(d.kind, d.index, d.model, d.uuid, d.mig_profile or "")
-                for d in inventory.devices
-            )
-            with_device_capacity(capacity, devices)
-        except DeviceError as exc:  # the agent's declared counts win; devices made up
-            log.warning("node %s: %s; its devices are counted, not listed", inventory.name, exc)
-            devices = ()
-        return NodeSpec(inventory.name, capacity, inventory.labels, devices=devices)
-
     def snapshot_nodes(self) -> list[tuple[NodeInventory, NodeState, float, Resources]]:
         """Each node with its state, last heartbeat and free resources (from the core)."""
         with self.lock:
@@ -604,33 +535,3 @@ class Controller:
                     )
                 out.append((node.inventory, node.state, node.last_seen, free))
             return out
-
-
-class UnknownNodeError(KeyError):
-    pass
-
-
-def _array_size(request: JobRequest) -> int:
-    a = request.array
-    return 1 if a is None else len(range(a.start, a.stop + 1, a.step))
-
-
-def _recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:
-    """The spec of a stored pending job (an array member is found in its parent's expansion)."""
-    if row.array_parent is None:
-        return request.to_job_spec(row.id, row.submit_time)
-    parent = request.to_job_spec(row.array_parent, row.submit_time)
-    for child in parent.expand_array():
-        if child.id == row.id:
-            return child
-    raise ValueError(f"stored job {row.id} is not a member of array {row.array_parent}")
-
-
-def _with_devices(grant: Grant, devices: TaskDevices | None) -> Grant:
-    """``grant`` (CPU ids) with the task's devices: MIG instances by UUID, others by index."""
-    if devices is None:
-        return grant
-    pairs = list(zip(devices.kinds, devices.indices, devices.uuids, strict=True))
-    indices = tuple(sorted(i for kind, i, _ in pairs if not kind.startswith(MIG_PREFIX)))
-    uuids = tuple(u for kind, _, u in pairs if kind.startswith(MIG_PREFIX))
-    return Grant(grant.cpu_ids, indices, uuids)

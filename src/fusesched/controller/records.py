@@ -1,0 +1,124 @@
+"""What the controller keeps about live jobs, tasks and nodes, and the small conversions
+between the wire, the store and the core (node specs, recovered specs, device grants)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from fusesched.api.wire import KillTask, NodeInventory, TaskLaunch
+from fusesched.controller.pools import Grant, NodePool
+from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
+from fusesched.core.devices import TaskDevices
+from fusesched.model.job import JobSpec
+from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.resources import Resources
+from fusesched.policies.registry import CoreConfig
+from fusesched.store.records import JobRow
+from fusesched.submit.request import JobRequest
+
+log = logging.getLogger("fusesched.controller")
+
+
+class UnknownJobError(KeyError):
+    pass
+
+
+class NotReadyError(RuntimeError):
+    """The request is valid but the controller cannot take it now (no nodes yet, say)."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    core: CoreConfig = field(default_factory=lambda: CoreConfig(placement="best-fit"))
+    url: str = "http://127.0.0.1:8642"  # how tasks (and mpirun's launcher) reach the API
+    min_cycle_s: float = 0.005
+    long_poll_s: float = 1.0  # how long a heartbeat with nothing to say waits for work
+    node_timeout_s: float = 30.0
+    grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
+    kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
+
+
+@dataclass(slots=True)
+class LiveTask:
+    launch: TaskLaunch
+    node: str
+    grant: Grant
+    remote: bool = False  # started by mpirun's launcher, not part of the gang
+    state: str = "launching"  # launching -> delivered -> running -> exited
+    exit_code: int | None = None
+    reason: str = ""
+    pid: int | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A job the controller is still responsible for (not yet finished)."""
+
+    id: str
+    seq: int
+    spec: JobSpec
+    request: JobRequest
+    tasks: dict[str, LiveTask] = field(default_factory=dict)
+    remote_count: int = 0
+    nodes: tuple[str, ...] = ()
+    stopping: str | None = None
+    first_failure: tuple[int, str] | None = None
+    exit_sent: bool = False
+
+
+@dataclass(slots=True)
+class LiveNode:
+    inventory: NodeInventory
+    spec: NodeSpec  # what the core was told at the first registration
+    pool: NodePool
+    last_seen: float
+    state: NodeState = NodeState.UP
+    outbox: list[TaskLaunch] = field(default_factory=list)
+    kills: list[KillTask] = field(default_factory=list)
+
+
+class UnknownNodeError(KeyError):
+    pass
+
+
+def array_size(request: JobRequest) -> int:
+    a = request.array
+    return 1 if a is None else len(range(a.start, a.stop + 1, a.step))
+
+
+def recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:
+    """The spec of a stored pending job (an array member is found in its parent's expansion)."""
+    if row.array_parent is None:
+        return request.to_job_spec(row.id, row.submit_time)
+    parent = request.to_job_spec(row.array_parent, row.submit_time)
+    for child in parent.expand_array():
+        if child.id == row.id:
+            return child
+    raise ValueError(f"stored job {row.id} is not a member of array {row.array_parent}")
+
+
+def with_devices(grant: Grant, devices: TaskDevices | None) -> Grant:
+    """``grant`` (CPU ids) with the task's devices: MIG instances by UUID, others by index."""
+    if devices is None:
+        return grant
+    pairs = list(zip(devices.kinds, devices.indices, devices.uuids, strict=True))
+    indices = tuple(sorted(i for kind, i, _ in pairs if not kind.startswith(MIG_PREFIX)))
+    uuids = tuple(u for kind, _, u in pairs if kind.startswith(MIG_PREFIX))
+    return Grant(grant.cpu_ids, indices, uuids)
+
+
+def node_spec(inventory: NodeInventory) -> NodeSpec:
+    capacity = Resources.parse(inventory.resources)
+    devices: tuple[Device, ...] = ()
+    try:
+        devices = tuple(
+            Device(d.kind, d.index, d.model, d.uuid, d.mig_profile or "") for d in inventory.devices
+        )
+        with_device_capacity(capacity, devices)
+    except DeviceError as exc:  # the agent's declared counts win; devices made up
+        log.warning("node %s: %s; its devices are counted, not listed", inventory.name, exc)
+        devices = ()
+    return NodeSpec(inventory.name, capacity, inventory.labels, devices=devices)
