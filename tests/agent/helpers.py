@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from fusesched.agent.runtime import ProcessRuntime, chunk_end
+from fusesched.agent.logtext import chunk_end
+from fusesched.agent.runtime import ProcessRuntime
 from fusesched.api.wire import TaskLaunch, TaskReport, TaskState
 
 

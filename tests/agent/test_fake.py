@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fusesched.agent.fake import FakeRuntime
-from fusesched.agent.runtime import chunk_end
+from fusesched.agent.logtext import chunk_end
 from fusesched.api.wire import TaskState
 
 from .helpers import launch

@@ -11,11 +11,11 @@ import pytest
 
 from fusesched.agent.cgroups import MemoryCgroups
 from fusesched.agent.images import ImageCache
+from fusesched.agent.logtext import chunk_end
 from fusesched.agent.runtime import (
     REASON_OOM,
     REASON_WALLTIME,
     ProcessRuntime,
-    chunk_end,
     cuda_visible_devices,
 )
 from fusesched.api.wire import TaskState

@@ -10,7 +10,8 @@ from fusesched.agent.config import AgentConfig, ConfigError, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.fake import FakeRuntime
 from fusesched.agent.images import ImageCache, ImageError
-from fusesched.agent.runtime import ProcessRuntime, chunk_end
+from fusesched.agent.logtext import chunk_end
+from fusesched.agent.runtime import ProcessRuntime
 
 __all__ = [
     "AgentConfig",

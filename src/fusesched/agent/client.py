@@ -18,6 +18,7 @@ from typing import Protocol
 
 import httpx
 
+from fusesched.agent.logtext import chunk_end
 from fusesched.api.wire import (
     Heartbeat,
     HeartbeatReply,
@@ -214,7 +215,7 @@ class AgentClient:
             sent = {id(r) for r in reports}
             self._outgoing = [r for r in self._outgoing if id(r) not in sent]
             for chunk in logs:
-                end = chunk.offset + len(chunk.data.encode())
+                end = chunk_end(chunk)
                 if self._offsets.get(chunk.task_id, end) < end:
                     self._offsets[chunk.task_id] = end
         self._obey(reply)

@@ -15,13 +15,8 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from fusesched.agent.runtime import (
-    MAX_LOG_CHUNK,
-    REASON_SHUTDOWN,
-    REASON_WALLTIME,
-    complete_utf8,
-    decode_log_bytes,
-)
+from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
+from fusesched.agent.runtime import REASON_SHUTDOWN, REASON_WALLTIME
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
 
 FAKE_DURATION_ENV = "FUSESCHED_FAKE_DURATION"

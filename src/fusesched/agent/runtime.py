@@ -35,6 +35,7 @@ from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
 from fusesched.agent.images import ImageCache, ImageError
+from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.users import (
     Identity,
     IdentityError,
@@ -53,20 +54,11 @@ PID_NAME = "pid"
 REASON_WALLTIME = "walltime exceeded"
 REASON_OOM = "memory limit exceeded (killed by the kernel's OOM killer)"
 REASON_SHUTDOWN = "agent shutdown"
-MAX_LOG_CHUNK = 256 * 1024
 
 # Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
 _SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-# surrogateescape turns each undecodable byte into one of these; each becomes one "?" (1 byte),
-# so a chunk's UTF-8 length always equals the number of log bytes it covers.
-_UNDECODABLE = {0xDC80 + i: "?" for i in range(128)}
-
-
-def chunk_end(chunk: LogChunk) -> int:
-    """The byte offset just after ``chunk``: where the next ``read_log`` should start."""
-    return chunk.offset + len(chunk.data.encode("utf-8"))
 
 
 def cuda_visible_devices(launch: TaskLaunch) -> str:
@@ -128,21 +120,6 @@ def _start_time(pid: int) -> int | None:
             return int(handle.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def decode_log_bytes(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="surrogateescape").translate(_UNDECODABLE)
-
-
-def complete_utf8(raw: bytes) -> bytes:
-    """``raw`` without a trailing, possibly unfinished multi-byte UTF-8 sequence."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 == 0x80:  # a continuation byte: keep looking for the lead byte
-            continue
-        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte >= 0xF0 else 1
-        return raw[: len(raw) - back] if need > back else raw
-    return raw
 
 
 class ProcessRuntime:
