@@ -34,17 +34,24 @@ if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
         | grep -q 1 || psql -h 127.0.0.1 -U postgres -c "CREATE DATABASE test" >/dev/null
 fi
 # Tasks run under unprivileged per-user uids (never root): the Python interpreter given as the
-# first argument (the project's venv) must be reachable by them. Add search permission (x, not
-# read) to each folder above it that lacks it — e.g. /root when Python comes from pyenv.
-if [ $# -ge 1 ] && [ -e "$1" ]; then
-    real="$(readlink -f "$1")"
-    dir="$(dirname "$real")"
+# first argument (the project's venv) must be reachable by them, both the path tasks use (inside
+# the checkout, which may sit in a private temporary folder) and the file it links to. Add
+# search permission (x, not read) to each folder above them that lacks it — e.g. /root when
+# Python comes from pyenv, or a mktemp -d folder holding the checkout.
+searchable() {
+    local dir="$1"
     while [ "$dir" != "/" ]; do
-        if [ "$(stat -c %A "$dir" | cut -c10)" != "x" ] && [ "$(stat -c %A "$dir" | cut -c10)" != "t" ]; then
+        local other
+        other="$(stat -c %A "$dir" | cut -c10)"
+        if [ "$other" != "x" ] && [ "$other" != "t" ]; then
             echo "system_deps: making $dir searchable for task users (o+x)"
             $SUDO chmod o+x "$dir"
         fi
         dir="$(dirname "$dir")"
     done
+}
+if [ $# -ge 1 ] && [ -e "$1" ]; then
+    searchable "$(cd "$(dirname "$1")" && pwd)"
+    searchable "$(dirname "$(readlink -f "$1")")"
 fi
 echo "system_deps: ok"
