@@ -122,6 +122,12 @@ class JobBuilder:
     def walltime(self, seconds: float | None) -> JobBuilder:
         return self._set("walltime_s", seconds)
 
+    def user(self, user: str) -> JobBuilder:
+        return self._set("user", user)
+
+    def checkpoint_every(self, seconds: float) -> JobBuilder:
+        return self._set("checkpoint_interval_s", seconds)
+
     def at(self, submit_time: float) -> JobBuilder:
         return self._set("submit_time", float(submit_time))
 

@@ -157,6 +157,25 @@ class Client:
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 
+    def usage(
+        self,
+        start: str | float = "-30d",
+        end: str | float = "now",
+        by: Sequence[str] = ("tenant", "user"),
+        tenant: str | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """Usage over a window (``GET /v1/usage``): times as epoch seconds, ISO dates or
+        times, ``now`` or ``-7d``; ``by`` any of tenant, user, queue. Returns ``{"rows":
+        [...], "total": {...}, ...}`` with CPU-hours, GPU-hours by model, estimated kWh."""
+        query = {"start": str(start), "end": str(end), "by": ",".join(by)}
+        query |= ({"tenant": tenant} if tenant else {}) | ({"user": user} if user else {})
+        return dict(self._call("GET", "/v1/usage?" + urllib.parse.urlencode(query)))
+
+    def priority(self, job_id: str) -> dict[str, Any]:
+        """A waiting job's multifactor priority, factor by factor."""
+        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/priority"))
+
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "/healthz"))
 

@@ -3,7 +3,8 @@
 Two threads: the *work* thread long-polls the controller for tasks to launch or kill and
 sends the full list of live tasks; the *report* thread sends task exits and new log output
 as soon as they happen, so a finished task is reported in milliseconds, not at the next
-long poll.
+long poll. With :class:`~fusesched.agent.sensing.Sensing`, a third thread samples the tasks
+and the node's health every ``interval_s``, and full beats carry the results.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import os
 import ssl
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 import httpx
 
 from fusesched.agent.logtext import chunk_end
+from fusesched.agent.sensing import Sensing
+from fusesched.agent.sensors import TaskWatch
 from fusesched.api.wire import (
     Heartbeat,
     HeartbeatReply,
@@ -97,6 +102,7 @@ class Runtime(Protocol):
     def kill(self, task_id: str, grace_s: float, reason: str) -> None: ...
     def running(self) -> list[str]: ...
     def read_log(self, task_id: str, offset: int) -> LogChunk | None: ...
+    def watches(self) -> list[TaskWatch]: ...
     def shutdown(self) -> None: ...
 
 
@@ -111,12 +117,14 @@ class AgentClient:
         token: str | None = None,
         verify: ssl.SSLContext | bool = True,
         ca_path: Path | None = None,
+        sensing: Sensing | None = None,
     ) -> None:
         self.url = controller.rstrip("/")
         self.ca_path = ca_path  # given to tasks as FUSESCHED_CA (mpirun's launcher needs it)
         self.inventory = inventory
         self.runtime = runtime
         self.long_poll_s = long_poll_s
+        self.sensing = sensing  # None: no task samples or node health in heartbeats
         self.stop_event = threading.Event()
         self._lock = threading.Lock()  # the runtime is used from both threads
         self._offsets: dict[str, int] = {}  # log bytes delivered, per task
@@ -131,7 +139,13 @@ class AgentClient:
 
     def start(self) -> None:
         self.register()
-        for target, name in ((self._work, "work"), (self._report, "report")):
+        targets: list[tuple[Callable[[], None], str]] = [
+            (self._work, "work"),
+            (self._report, "report"),
+        ]
+        if self.sensing is not None and self.sensing.interval_s > 0:
+            targets.append((partial(self.sensing.run, self.stop_event, self._watches), "sensors"))
+        for target, name in targets:
             thread = threading.Thread(
                 target=target, name=f"agent-{self.inventory.name}-{name}", daemon=True
             )
@@ -145,6 +159,8 @@ class AgentClient:
         if kill_tasks:
             with self._lock:
                 self.runtime.shutdown()
+        if self.sensing is not None:
+            self.sensing.close()
         self._http.close()
 
     def register(self, retry_s: float = 30.0) -> None:
@@ -192,6 +208,10 @@ class AgentClient:
                 log.warning("report failed (kept, sent again with the next beat): %s", exc)
                 self.stop_event.wait(0.5)
 
+    def _watches(self) -> list[TaskWatch]:
+        with self._lock:
+            return self.runtime.watches()
+
     def _beat(self, full: bool) -> None:
         """Send what is new; reports and log chunks count as delivered only once answered.
 
@@ -209,8 +229,18 @@ class AgentClient:
                 running = sorted(set(self.runtime.running()) | set(ended))
         if not full and not reports and not logs:
             return
-        beat = Heartbeat(node=self.inventory.name, reports=reports, logs=logs, running=running)
+        samples, health = self.sensing.pending() if full and self.sensing else ([], None)
+        beat = Heartbeat(
+            node=self.inventory.name,
+            reports=reports,
+            logs=logs,
+            running=running,
+            samples=samples,
+            health=health,
+        )
         reply = self._send(beat, self.long_poll_s if full else 0.0)
+        if self.sensing is not None:
+            self.sensing.delivered(samples)
         with self._lock:
             sent = {id(r) for r in reports}
             self._outgoing = [r for r in self._outgoing if id(r) not in sent]

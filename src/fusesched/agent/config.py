@@ -13,6 +13,11 @@ Unknown keys are errors, so a typo never passes silently::
       - {index: 0, model: H200, memory_bytes: 150754820096}
     work_dir: /var/lib/fusesched/work
     image_cache_dir: /var/lib/fusesched/images
+    sample_interval_s: 10       # task samples and node health every 10 s (0: no sensing)
+    health_check:               # as Slurm's HealthCheckProgram: exit 0 = healthy
+      argv: [/usr/local/sbin/node-check, --quick]
+      interval_s: 300
+      timeout_s: 60
 """
 
 from __future__ import annotations
@@ -52,6 +57,16 @@ class BindMount(BaseModel):
         return value
 
 
+class HealthCheckConfig(BaseModel):
+    """The node's health-check program (an argv list, never a shell line)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    argv: list[str] = Field(min_length=1)
+    interval_s: float = Field(default=300.0, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
 class AgentConfig(BaseModel):
     """What a node agent advertises and where it keeps its files."""
 
@@ -75,6 +90,8 @@ class AgentConfig(BaseModel):
     uid_map: dict[str, int] = Field(default_factory=dict)  # user -> uid, ahead of accounts
     uid_min: int = Field(default=UID_MIN, ge=1)  # users without an account get a derived uid
     uid_count: int = Field(default=UID_COUNT, ge=1)
+    sample_interval_s: float = Field(default=10.0, ge=0)  # task samples, node health; 0: off
+    health_check: HealthCheckConfig | None = None
 
     @field_validator("memory")
     @classmethod

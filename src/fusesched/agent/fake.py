@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.runtime import REASON_SHUTDOWN, REASON_WALLTIME
+from fusesched.agent.sensors import TaskWatch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
 
 FAKE_DURATION_ENV = "FUSESCHED_FAKE_DURATION"
@@ -132,6 +133,14 @@ class FakeRuntime:
 
     def running(self) -> list[str]:
         return sorted(self._tasks)
+
+    def watches(self) -> list[TaskWatch]:
+        """Each live task and its GPUs, with no process, log or checkpoint folder to look at
+        (scripted sensors, :class:`~fusesched.agent.fake_sensors.FakeSensors`, speak for it)."""
+        return [
+            TaskWatch(t.launch.task_id, gpu_indices=tuple(t.launch.gpu_indices))
+            for t in self._tasks.values()
+        ]
 
     def next_deadline(self) -> float | None:
         return min((t.end_at for t in self._tasks.values()), default=None)

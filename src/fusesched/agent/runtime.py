@@ -36,12 +36,20 @@ from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
+from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.users import (
     Identity,
     IdentityError,
     can_switch_users,
     check_reachable,
     resolve,
+)
+from fusesched.agent.watching import (
+    CHECKPOINT_ENV,
+    checkpoint_dir,
+    checkpoint_env,
+    prepare_checkpoint_dir,
+    task_watch,
 )
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER, LogChunk, TaskLaunch, TaskReport, TaskState
 
@@ -88,6 +96,7 @@ class _Task:
     started_at: float
     container: bool
     cgroup: TaskCgroup | None
+    checkpoint_dir: Path
     notes: list[str] = field(default_factory=list)
     kill_reason: str | None = None
     kill_deadline: float | None = None
@@ -257,6 +266,7 @@ class ProcessRuntime:
                 "FUSESCHED_CPU_IDS": _cpu_list(launch.cpu_ids),
                 "FUSESCHED_GPU_INDICES": ",".join(str(i) for i in launch.gpu_indices),
                 "CUDA_VISIBLE_DEVICES": cuda_visible_devices(launch),
+                CHECKPOINT_ENV: checkpoint_env(launch, task_dir),
             }
         )
         if memory_limit is not None:
@@ -342,6 +352,10 @@ class ProcessRuntime:
         command = self._command(launch, task_dir, inside)
         if who is not None:
             self._hand_over(task_dir, who)
+        try:
+            prepare_checkpoint_dir(checkpoint_dir(launch, task_dir), who)
+        except (OSError, IdentityError) as exc:
+            raise _StartFailure(f"cannot prepare the checkpoint folder: {exc}") from None
         notes: list[str] = []
         cgroup = self._memory(launch, notes)
         env = self._environment(launch, inside, launch.memory_bytes if cgroup else None)
@@ -434,6 +448,7 @@ class ProcessRuntime:
             started_at=self._clock(),
             container=launch.image is not None,
             cgroup=cgroup,
+            checkpoint_dir=checkpoint_dir(launch, task_dir),
             notes=notes,
         )
 
@@ -595,6 +610,13 @@ class ProcessRuntime:
     def running(self) -> list[str]:
         """Every task started and not yet reported as ended (including those being killed)."""
         return sorted(self._tasks)
+
+    def watches(self) -> list[TaskWatch]:
+        """What the sensors watch for each live task (:mod:`fusesched.agent.sensors`)."""
+        return [
+            task_watch(t.launch, t.pid, t.cgroup, t.log_path, t.checkpoint_dir)
+            for t in self._tasks.values()
+        ]
 
     def next_deadline(self) -> float | None:
         """The earliest clock time at which ``poll`` has a walltime or SIGKILL to enforce."""

@@ -16,11 +16,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fusesched import __version__
 from fusesched.api.schemas import (
     Cancelled,
+    FactorView,
     Health,
     JobView,
     Joined,
     JoinRequest,
     NodeView,
+    PriorityView,
     QueueView,
     RemoteLaunch,
     RemoteTask,
@@ -32,6 +34,8 @@ from fusesched.api.schemas import (
     TokenCreated,
     TokenRevoked,
     TokenView,
+    UsageView,
+    usage_view,
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.controller.auth import Authenticator, AuthError, Principal, Role
@@ -40,6 +44,14 @@ from fusesched.controller.service import Controller
 from fusesched.model.resources import format_quantity
 from fusesched.store import EventRow, TokenKind, TokenRow
 from fusesched.store.records import JobState
+from fusesched.store.usage import (
+    UsageForbidden,
+    UsageQueryError,
+    parse_by,
+    parse_time,
+    usage_report,
+    usage_scope,
+)
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.load import parse_submission
 from fusesched.submit.request import JobRequest
@@ -272,6 +284,32 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
             audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
         return Cancelled(cancelled=cancelled)
 
+    @app.get("/v1/jobs/{job_id}/priority", response_model=PriorityView, tags=["jobs"])
+    def priority(job_id: str, p: Caller) -> PriorityView:
+        """The job's multifactor priority now: age, fair share, size, QoS and job priority,
+        each with its weight and contribution (needs a tenancy configuration)."""
+        visible_job(p, job_id)
+        try:
+            breakdown = controller.priority(job_id)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id} is no longer known to the scheduler") from None
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from None
+        return PriorityView(
+            job_id=job_id,
+            total=breakdown.total,
+            factors=[
+                FactorView(
+                    name=f.name,
+                    value=f.value,
+                    weight=f.weight,
+                    contribution=f.contribution,
+                    detail=f.detail,
+                )
+                for f in breakdown.factors
+            ],
+        )
+
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"])
     def logs(
         job_id: str,
@@ -285,9 +323,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
             if task not in tasks:
                 raise HTTPException(404, f"job {job_id} has no log for task {task!r}")
             return controller.logs.read(task, offset)
-        if not tasks:
-            return ""
-        return controller.logs.read(tasks[0], offset)
+        return controller.logs.read_job(job_id, offset)
 
     # ----------------------------------------------------------------- cluster
 
@@ -318,6 +354,35 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
             QueueView(name=name, pending=pending, running=running)
             for name, pending, running in controller.queue_counts()
         ]
+
+    # ----------------------------------------------------------------- accounting
+
+    @app.get("/v1/usage", response_model=UsageView, tags=["cluster"])
+    def usage(
+        p: Caller,
+        start: Annotated[str, Query(description="ISO date/time, epoch s, now or -7d")] = "-30d",
+        end: Annotated[str, Query(description="ISO date/time, epoch s, now or -1d")] = "now",
+        by: Annotated[str, Query(description="comma-separated: tenant, user, queue")] = (
+            "tenant,user"
+        ),
+        tenant: str | None = None,
+        user: str | None = None,
+    ) -> UsageView:
+        """CPU-hours, GPU-hours by GPU model and estimated energy over a window (sreport).
+        Cluster-admins see all; tenant-admins their tenant; users their own usage."""
+        person(p)
+        now = time.time()
+        try:
+            fields = parse_by(by)
+            window = (parse_time(start, now), parse_time(end, now))
+            if checker.enabled:
+                tenant, user = usage_scope(p.role.value, p.user, p.tenant, tenant, user)
+            report = usage_report(controller.persist.store, *window, fields, tenant, user, now=now)
+        except UsageForbidden as exc:
+            raise _forbidden(str(exc)) from None
+        except UsageQueryError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return usage_view(report)
 
     # ----------------------------------------------------------------- agents
 

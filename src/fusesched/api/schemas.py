@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from fusesched.store.usage import UsageReport, UsageRow
 
 
 class _View(BaseModel):
@@ -154,3 +157,68 @@ class JoinRequest(BaseModel):
 class Joined(_View):
     node: str
     token: str  # the node's own credential (empty when the controller runs without auth)
+
+
+class UsageRowView(_View):
+    """The usage of one group: ``group`` maps the report's ``by`` fields to their values."""
+
+    group: dict[str, str]
+    jobs: int
+    cpu_hours: float
+    gpu_hours: dict[str, float]  # GPU model -> GPU-hours
+    gpu_hours_total: float
+    energy_kwh_est: float  # estimated from a power model, not measured
+    billing: float  # the fair-share charge: CPU-hours + weight x GPU-hours
+
+
+class UsageView(_View):
+    """``GET /v1/usage``: usage over ``[start, end]`` (epoch seconds) by ``by``."""
+
+    start: float
+    end: float
+    by: list[str]
+    tenant: str | None = None  # the filters applied (None: all the caller may see)
+    user: str | None = None
+    rows: list[UsageRowView]
+    total: UsageRowView
+
+
+def usage_view(report: UsageReport) -> UsageView:
+    """The API's view of a usage report."""
+
+    def row(r: UsageRow) -> UsageRowView:
+        return UsageRowView(
+            group=dict(zip(report.by, r.key, strict=False)),
+            jobs=r.jobs,
+            cpu_hours=r.cpu_hours,
+            gpu_hours=dict(r.gpu_hours),
+            gpu_hours_total=r.gpu_hours_total,
+            energy_kwh_est=r.energy_kwh_est,
+            billing=r.billing,
+        )
+
+    return UsageView(
+        start=report.start,
+        end=report.end,
+        by=list(report.by),
+        tenant=report.tenant,
+        user=report.user,
+        rows=[row(r) for r in report.rows],
+        total=row(report.total),
+    )
+
+
+class FactorView(_View):
+    name: str
+    value: float  # normalised, in [0, 1]
+    weight: float
+    contribution: float
+    detail: str = ""
+
+
+class PriorityView(_View):
+    """A waiting job's multifactor priority, factor by factor (``fusesched priority``)."""
+
+    job_id: str
+    total: float
+    factors: list[FactorView]

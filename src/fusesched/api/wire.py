@@ -10,6 +10,7 @@ again at the next heartbeat.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,6 +18,9 @@ from fusesched.model.resources import QuantityError, Resources
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
+
+#: A float that is never NaN or infinite (JSON has neither); unknown readings are ``None``.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class _Wire(BaseModel):
@@ -79,6 +83,8 @@ class TaskLaunch(_Wire):
     walltime_s: float | None = None  # the agent kills the task when it runs longer
     grace_s: float = 10.0  # SIGTERM -> SIGKILL delay on cancel or walltime
     files: dict[str, str] = Field(default_factory=dict)  # name -> text, written to the task dir
+    # the task's checkpoint folder (FUSESCHED_CHECKPOINT_DIR); None: <task dir>/checkpoints
+    checkpoint_dir: str | None = None
 
 
 class TaskState(StrEnum):
@@ -101,6 +107,70 @@ class LogChunk(_Wire):
     data: str
 
 
+#: Fields a task sample has alike on the agent (``TaskSample``) and on the wire.
+SAMPLE_COUNTERS = (
+    "task_id",
+    "time",
+    "cpu_seconds",
+    "rss_bytes",
+    "read_bytes",
+    "write_bytes",
+    "read_chars",
+    "write_chars",
+    "log_bytes",
+    "checkpoint_mtime",
+    "checkpoint_bytes",
+    "processes",
+)
+
+
+class TaskSampleWire(_Wire):
+    """One sample of a task's activity (see ``fusesched.agent.sensors.TaskSample``).
+
+    Counters are cumulative and never decrease; ``time`` is the agent's wall clock.
+    """
+
+    task_id: str
+    time: Finite
+    cpu_seconds: Finite = 0.0
+    rss_bytes: int = 0
+    read_bytes: int = 0  # storage I/O
+    write_bytes: int = 0
+    read_chars: int = 0  # every read()/write() syscall
+    write_chars: int = 0
+    log_bytes: int = 0  # size of the task's output log
+    checkpoint_mtime: Finite | None = None  # newest file in its checkpoint folder; None: none
+    checkpoint_bytes: int = 0
+    processes: int = 0  # live processes found (0: none left)
+    gpu_indices: list[int] = Field(default_factory=list)  # the task's GPUs
+    gpu_util_mean: Finite | None = None  # mean utilisation (%) of its GPUs; None: no reading
+    gpu_memory_bytes: int | None = None  # memory used on its GPUs, summed; None: no reading
+    gpus_lost: int = 0  # how many of its GPUs are lost
+
+
+class GpuHealthWire(_Wire):
+    """One GPU's health as the agent last saw it."""
+
+    index: int
+    uuid: str = ""
+    lost: bool = False
+    faulty: bool = False  # lost, a node-fatal XID since the agent started, or ECC errors
+    ecc_uncorrected: int = 0
+    xids: list[int] = Field(default_factory=list)  # XIDs seen since the agent started
+
+
+class NodeHealthWire(_Wire):
+    """The node's health: its health-check program and its GPUs."""
+
+    healthy: bool = True
+    reasons: list[str] = Field(default_factory=list)  # why not healthy
+    warnings: list[str] = Field(default_factory=list)
+    gpus: list[GpuHealthWire] = Field(default_factory=list)
+
+    def faulty_gpus(self) -> set[int]:
+        return {g.index for g in self.gpus if g.faulty}
+
+
 class Heartbeat(_Wire):
     node: str
     reports: list[TaskReport] = Field(default_factory=list)
@@ -108,6 +178,9 @@ class Heartbeat(_Wire):
     # every task id still alive here, or None when this beat does not say (a quick report
     # sent between two full beats); the controller checks for lost tasks only on full beats
     running: list[str] | None = None
+    # full beats only: each task's newest sample not yet delivered, and the node's health
+    samples: list[TaskSampleWire] = Field(default_factory=list)
+    health: NodeHealthWire | None = None
 
 
 class KillTask(_Wire):

@@ -363,6 +363,39 @@ def queues(
     console.print(table)
 
 
+def priority(
+    job_id: Annotated[str, typer.Argument(help="Job id (a waiting job).")],
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Explain a job's priority: age, fair share, size, QoS and job priority, weighted."""
+    found = _call(_client(controller_url, token, ca).priority, job_id)
+    if as_json:
+        _print_json(found)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title=f"priority of job {job_id}")
+    for name, justify in (
+        ("factor", "left"),
+        ("value", "right"),
+        ("weight", "right"),
+        ("contribution", "right"),
+        ("detail", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for f in found["factors"]:
+        table.add_row(
+            f["name"],
+            f"{f['value']:.4f}",
+            f"{f['weight']:g}",
+            f"{f['contribution']:.1f}",
+            f["detail"],
+        )
+    table.add_row("total", "", "", f"{found['total']:.1f}", "", style="bold")
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add the live commands to the ``fusesched`` command."""
     from fusesched.cli.admin import ca_app
@@ -378,7 +411,7 @@ def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
 
-    for fn in (submit, jobs, show, logs, cancel, nodes, queues):
+    for fn in (submit, jobs, show, logs, cancel, nodes, queues, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")

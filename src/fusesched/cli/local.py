@@ -16,6 +16,7 @@ from fusesched.agent.client import AgentClient, credential
 from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
+from fusesched.agent.sensing import Sensing
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.tls import client_context
@@ -68,6 +69,7 @@ def start_agent(
         token=token,
         verify=verify,
         ca_path=ca.absolute() if ca is not None else None,
+        sensing=Sensing.from_config(cfg),
     )
     client.start()
     return AgentHandle(inventory.name, client)

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fusesched import __version__
-from fusesched.cli import live
+from fusesched.cli import live, usage
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
     RunResult,
@@ -335,6 +335,7 @@ def demo() -> None:
 
 
 live.register(app)
+usage.register(app)
 
 
 def main() -> None:

@@ -6,9 +6,12 @@ import contextlib
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
 
@@ -23,6 +26,36 @@ def _stop_on_signals() -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
+
+
+TenancyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Tenancy configuration (YAML): organisations, tenants, queues with quotas, "
+        "cohorts, QoS tiers and a `scheduling:` section (docs/TENANCY.md)."
+    ),
+]
+
+
+def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
+    """The tenancy policy in ``path`` (None: none); a clear error and exit 2 if invalid."""
+    if path is None:
+        return None
+    import yaml
+
+    from fusesched.model.tenancy import TenancyError
+    from fusesched.policies.tenancy_policy import TenancyPolicy
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        _fail(f"cannot read the tenancy configuration {path}: {exc.strerror}", 2)
+    except yaml.YAMLError as exc:
+        _fail(f"{path}: not valid YAML: {exc}", 2)
+    try:
+        return TenancyPolicy.from_dict(data)
+    except TenancyError as exc:
+        _fail(f"{path}: {exc}", 2)
 
 
 def controller(
@@ -52,13 +85,19 @@ def controller(
         Path | None, typer.Option(help="Serve HTTPS with this certificate (see `ca issue`).")
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
+    tenancy: TenancyOpt = None,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from fusesched.controller.server import ControllerServer
     from fusesched.policies.registry import CoreConfig, PolicyError
 
     try:
-        core = CoreConfig(queue_order=queue_order, backfill=backfill, placement=placement)
+        core = CoreConfig(
+            queue_order=queue_order,
+            backfill=backfill,
+            placement=placement,
+            tenancy=_load_tenancy(tenancy),
+        )
     except PolicyError as exc:
         _fail(str(exc), 2)
     try:
@@ -149,13 +188,24 @@ def up(
             help="Require API tokens (off by default for this embedded cluster).",
         ),
     ] = False,
+    tenancy: TenancyOpt = None,
+    queue_order: Annotated[
+        str, typer.Option(help="Queue-order policy (multifactor: fair share and QoS).")
+    ] = "fcfs",
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
+    from fusesched.policies.registry import CoreConfig, PolicyError
 
     try:
+        core = CoreConfig(
+            queue_order=queue_order, placement="best-fit", tenancy=_load_tenancy(tenancy)
+        )
+    except PolicyError as exc:
+        _fail(str(exc), 2)
+    try:
         cluster = LocalCluster(
-            data_dir, port=port, agents=agents, agent_config=config, auth=auth
+            data_dir, port=port, agents=agents, agent_config=config, auth=auth, core=core
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

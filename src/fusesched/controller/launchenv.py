@@ -45,8 +45,12 @@ class TaskSlot:
     local_size: int  # the job's tasks on that node
 
 
-def task_slots(decision: StartJob) -> list[TaskSlot]:
-    """Every task of the job in rank order (groups in order, tasks in placement order)."""
+def task_slots(decision: StartJob, attempt: int = 0) -> list[TaskSlot]:
+    """Every task of the job in rank order (groups in order, tasks in placement order).
+
+    A restarted job's tasks (``attempt`` > 0) get fresh ids: ``<job>-r<attempt>.<group>.<i>``.
+    """
+    prefix = decision.job_id if attempt == 0 else f"{decision.job_id}-r{attempt}"
     placed = [(t.group, t.node, t.first_index + k) for t in decision.tasks for k in range(t.count)]
     node_order = list(dict.fromkeys(node for _, node, _ in placed))
     node_rank = {node: i for i, node in enumerate(node_order)}
@@ -60,7 +64,7 @@ def task_slots(decision: StartJob) -> list[TaskSlot]:
         seen[node] = local + 1
         out.append(
             TaskSlot(
-                task_id=f"{decision.job_id}.{group}.{index}",
+                task_id=f"{prefix}.{group}.{index}",
                 group=group,
                 index=index,
                 rank=rank,

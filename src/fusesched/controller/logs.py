@@ -26,8 +26,7 @@ class LogStore:
     def path(self, task_id: str) -> Path:
         if not _SAFE.match(task_id) or task_id.startswith("."):
             raise ValueError(f"bad task id {task_id!r}")
-        job_id = task_id.split(".", 1)[0]
-        return self.root / job_id / f"{task_id}.log"
+        return self.root / _job_of(task_id) / f"{task_id}.log"
 
     def write(self, chunk: LogChunk) -> None:
         path = self.path(chunk.task_id)
@@ -53,9 +52,31 @@ class LogStore:
             f.seek(offset)
             return f.read().decode(errors="replace")
 
+    def read_job(self, job_id: str, offset: int = 0) -> str:
+        """The job's log: its first task's, run after run (a requeued job's restarts append,
+        as a requeued Slurm job's output file does); ``offset`` counts over the whole."""
+        first: dict[int, str] = {}
+        for task_id in self.tasks(job_id):
+            remote, attempt, _, _ = _task_order(task_id)
+            if not remote:
+                first.setdefault(attempt, task_id)
+        data = b"".join(self.path(t).read_bytes() for _, t in sorted(first.items()))
+        return data[offset:].decode(errors="replace")
 
-def _task_order(task_id: str) -> tuple[int, str, int]:
+
+_RESTART = re.compile(r"-r(\d+)$")
+
+
+def _job_of(task_id: str) -> str:
+    """The job a task id belongs to (``<job>[-r<attempt>].<group>.<index>``)."""
+    return _RESTART.sub("", task_id.split(".", 1)[0])
+
+
+def _task_order(task_id: str) -> tuple[int, int, str, int]:
+    """Tasks in order: the gang's before remote helpers, then by run, group and index."""
     parts = task_id.split(".")
     remote = 1 if len(parts) > 1 and parts[1] == "remote" else 0
     index = int(parts[-1]) if parts[-1].isdigit() else 0
-    return remote, ".".join(parts[1:-1]), index
+    restart = _RESTART.search(parts[0])
+    attempt = int(restart.group(1)) if restart else 0
+    return remote, attempt, ".".join(parts[1:-1]), index

@@ -136,6 +136,21 @@ class Persistence:
             )
         )
 
+    def job_requeued(
+        self, job_id: str, phase: JobPhase, reason: str, attempt: int, now: float
+    ) -> None:
+        """A run ended by preemption or a retried failure: the job waits again (Pending)."""
+        self._job_changes.append(
+            JobChange(job_id, state=JobState.PENDING, phase=phase.value, reason=reason, nodes=())
+        )
+        self._events.append(
+            EventRow(now, "JobRequeued", job_id=job_id, data={"reason": reason, "attempt": attempt})
+        )
+
+    def job_event(self, job_id: str, kind: str, reason: str, now: float) -> None:
+        """Something happened to a job that does not change its state (a notice, a hang)."""
+        self._events.append(EventRow(now, kind, job_id=job_id, data={"reason": reason}))
+
     def job_finished(
         self,
         job_id: str,

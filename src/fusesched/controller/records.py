@@ -37,6 +37,8 @@ class ControllerConfig:
     node_timeout_s: float = 30.0
     grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
     kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
+    health_check_s: float = 1.0  # how often sensor findings (hangs, GPU faults) are acted on
+    hang_check_s: float = 60.0  # how often each running task is judged for a hang
 
 
 @dataclass(slots=True)
@@ -51,6 +53,7 @@ class LiveTask:
     pid: int | None = None
     start_time: float | None = None
     end_time: float | None = None
+    lost: bool = False  # declared lost (its node went silent): fenced if it shows up again
 
 
 @dataclass(slots=True)
@@ -67,6 +70,9 @@ class LiveJob:
     stopping: str | None = None
     first_failure: tuple[int, str] | None = None
     exit_sent: bool = False
+    # a failure the restart policy retries: (excluded nodes, not before, reason)
+    requeue: tuple[tuple[str, ...], float, str] | None = None
+    last_checkpoint: float = 0.0  # newest checkpoint time seen by the agents' sensors
 
 
 @dataclass(slots=True)

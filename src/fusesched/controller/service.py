@@ -26,9 +26,12 @@ from fusesched.api.wire import (
     TaskReport,
     TaskState,
 )
+from fusesched.controller import failures
 from fusesched.controller.auth import Authenticator
+from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
 from fusesched.controller.logs import LogStore
+from fusesched.controller.monitor import Monitor
 from fusesched.controller.persist import Persistence
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
@@ -49,17 +52,21 @@ from fusesched.model.events import (
     Decision,
     Event,
     JobCancelRequested,
+    JobCheckpointed,
     JobExited,
     JobSubmitted,
     NodeAdded,
     NodeStateChanged,
+    PreemptJob,
     RejectJob,
     StartJob,
     StopJob,
 )
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
+from fusesched.model.phases import JobPhase
 from fusesched.model.resources import CPU, Resources
+from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
@@ -103,6 +110,8 @@ class Controller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cycles = 0
+        self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
+        self._health_at = 0.0
         self._recover()
 
     # ------------------------------------------------------------------ lifecycle
@@ -127,6 +136,7 @@ class Controller:
             self._wake.clear()
             self.run_cycle()
             self._check_nodes()
+            self._check_health()
             time.sleep(self.config.min_cycle_s)
 
     def _recover(self) -> None:
@@ -162,6 +172,8 @@ class Controller:
                     if not known:
                         raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
                 reason = check_feasible(spec, node_specs)
+                if not reason and self.core.tenants is not None:
+                    reason = self.core.tenants.refuse(spec)
                 if reason:
                     raise SubmitError(reason)
                 prepared.append((first, request, spec))
@@ -232,10 +244,12 @@ class Controller:
             if node is None:
                 raise UnknownNodeError(beat.node)
             node.last_seen = now
-            if node.state is NodeState.DOWN:
-                node.state = NodeState.UP
-                self.events.append(NodeStateChanged(beat.node, NodeState.UP, "heartbeat"))
+            fenced = self._fence(beat) if beat.running is not None else 0
+            if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
+                failures.set_node_state(self, beat.node, NodeState.UP, "heartbeat", now)
                 self._wake.set()
+            if beat.samples or beat.health is not None:
+                self._observe(beat, now)
             # a node speaks only for its own tasks: it can neither write another node's task
             # logs nor end another node's tasks
             for chunk in beat.logs:
@@ -265,6 +279,46 @@ class Controller:
                 self.tasks[launch.task_id][1].state = "delivered"
             node.outbox, node.kills = [], []
         return reply
+
+    def _fence(self, beat: Heartbeat) -> int:
+        """Kill tasks this node still runs that were declared lost while it was silent
+        (their jobs were requeued); returns how many there are."""
+        node = self.nodes[beat.node]
+        stale = 0
+        for task_id in beat.running or ():
+            entry = self.tasks.get(task_id)
+            task = entry[1] if entry is not None else self.finished.get(task_id)
+            if task is not None and task.lost and task.node == beat.node:
+                stale += 1
+                node.kills.append(
+                    KillTask(task_id=task_id, grace_s=0.0, reason="fenced: declared lost")
+                )
+        return stale
+
+    def _observe(self, beat: Heartbeat, now: float) -> None:
+        """Feed the monitor; report checkpoints the sensors saw to the core."""
+        samples = [s for s in beat.samples if self._on_node(s.task_id, beat.node)]
+        self.monitor.observe(beat.node, samples, beat.health, now)
+        for sample in samples:
+            entry = self.tasks.get(sample.task_id)
+            mtime = sample.checkpoint_mtime
+            if entry is None or mtime is None:
+                continue
+            live = self.jobs.get(entry[0])
+            if live is not None and mtime > live.last_checkpoint:
+                live.last_checkpoint = mtime
+                self.events.append(JobCheckpointed(live.id, mtime))
+
+    def _check_health(self) -> None:
+        now = self.clock()
+        if now - self._health_at < self.config.health_check_s:
+            return
+        self._health_at = now
+        with self.lock:
+            findings = self.monitor.check(now, failures.running_tasks(self))
+            if findings:
+                failures.act_on(self, findings, now)
+                self._wake.set()
 
     def _on_node(self, task_id: str, node: str) -> bool:
         entry = self.tasks.get(task_id)
@@ -337,6 +391,11 @@ class Controller:
             self._start(decision, now)
         elif isinstance(decision, StopJob):
             self._stop_job(decision.job_id, decision.reason)
+        elif isinstance(decision, PreemptJob):
+            live = self.jobs.get(decision.job_id)
+            if live is not None:
+                self.persist.job_event(live.id, "JobPreemptNotice", decision.reason, now)
+                self.stop_tasks(live, decision.reason, decision.grace_s)
         elif isinstance(decision, RejectJob):
             self.jobs.pop(decision.job_id, None)
             rec = self.core.jobs[decision.job_id]
@@ -345,7 +404,8 @@ class Controller:
     def _start(self, decision: StartJob, now: float) -> None:
         live = self.jobs[decision.job_id]
         live.nodes = decision.nodes
-        slots = task_slots(decision)
+        attempt = self.core.jobs[live.id].attempts
+        slots = task_slots(decision, attempt)
         addresses = {name: node.inventory.address for name, node in self.nodes.items()}
         batch = self._batch_mode(live.request)
         launched = slots[:1] if batch else slots
@@ -377,6 +437,7 @@ class Controller:
                 )
             )
             env.update(secret)
+            env["FUSESCHED_RESTART_COUNT"] = str(attempt)
             launch = TaskLaunch(
                 task_id=slot.task_id,
                 job_id=live.id,
@@ -393,6 +454,7 @@ class Controller:
                 walltime_s=live.spec.walltime_s,
                 grace_s=self.config.grace_s,
                 files={HOSTFILE_NAME: hostfile(slots)},
+                checkpoint_dir=live.request.checkpoint_dir,
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task
@@ -416,7 +478,13 @@ class Controller:
         for task in live.tasks.values():
             self._kill(task, reason)
 
-    def _kill(self, task: LiveTask, reason: str) -> None:
+    def stop_tasks(self, live: LiveJob, reason: str, grace_s: float | None = None) -> None:
+        """Stop every task of a job that is not being cancelled (a preemption's notice, a
+        failure's restart): the exits are reported to the core as usual."""
+        for task in live.tasks.values():
+            self._kill(task, reason, grace_s)
+
+    def _kill(self, task: LiveTask, reason: str, grace_s: float | None = None) -> None:
         if task.state == "exited":
             return
         node = self.nodes.get(task.node)
@@ -426,9 +494,8 @@ class Controller:
             node.outbox = [t for t in node.outbox if t.task_id != task.launch.task_id]
             self._finish_task(task, -15, reason, self.clock())
             return
-        node.kills.append(
-            KillTask(task_id=task.launch.task_id, grace_s=self.config.grace_s, reason=reason)
-        )
+        grace = self.config.grace_s if grace_s is None else grace_s
+        node.kills.append(KillTask(task_id=task.launch.task_id, grace_s=grace, reason=reason))
 
     # ------------------------------------------------------------------ task reports
 
@@ -446,10 +513,18 @@ class Controller:
         self._finish_task(task, code, report.reason, now)
 
     def _lose_tasks(self, node: str, alive: set[str], reason: str, now: float) -> None:
-        for _, task in list(self.tasks.values()):
-            live = task.state in ("delivered", "running")
-            if live and task.node == node and task.launch.task_id not in alive:
+        for job_id, task in list(self.tasks.values()):
+            running = task.state in ("delivered", "running")
+            if running and task.node == node and task.launch.task_id not in alive:
+                live = self.jobs.get(job_id)
+                if live is not None and not task.remote:
+                    # no node blamed: its agent is alive and answering
+                    lost = Failure(FailureKind.TASK_LOST, None, f"task {reason}")
+                    failures.job_failed(self, live, lost, now)
                 self._finish_task(task, -1, reason, now)
+
+    def finish_task(self, task: LiveTask, code: int, reason: str, now: float) -> None:
+        self._finish_task(task, code, reason, now)
 
     def _finish_task(self, task: LiveTask, code: int, reason: str, now: float) -> None:
         if task.state == "exited":
@@ -475,9 +550,37 @@ class Controller:
             for other in live.tasks.values():  # stray orteds end with their job
                 self._kill(other, "job ended")
             code, why = live.first_failure or (0, "")
-            timed_out = "walltime" in why
-            self.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
+            if code != 0 and live.requeue is None and live.stopping is None:
+                self._retry_exit(live, code, why, now)
+            if live.requeue is not None:
+                exclude, not_before, why = live.requeue
+                self.events.append(
+                    JobExited(
+                        job_id,
+                        code or -1,
+                        why,
+                        requeue=True,
+                        exclude_nodes=exclude,
+                        not_before=not_before,
+                    )
+                )
+            else:
+                timed_out = "walltime" in why
+                self.events.append(
+                    JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out)
+                )
             self._wake.set()
+
+    def _retry_exit(self, live: LiveJob, code: int, why: str, now: float) -> None:
+        """A job that exited non-zero on its own: retried only if its policy says so."""
+        rec = self.core.jobs.get(live.id)
+        if not live.request.restart.retry_application_failures or rec is None:
+            return
+        if rec.preempt_reason is not None or "walltime" in why:
+            return
+        failures.job_failed(self, live, Failure(FailureKind.EXIT, None, why), now)
+        if live.requeue is None:
+            live.first_failure = (code, why)  # failed for good: keep the job's own reason
 
     def _settle_terminal(self, now: float) -> None:
         """Write every job the core finished (exits, cancels, failed dependencies) and forget it."""
@@ -485,6 +588,10 @@ class Controller:
         for job_id in list(self.jobs):
             rec = self.core.jobs.get(job_id)
             if rec is None or not rec.phase.terminal:
+                if rec is not None and rec.phase is JobPhase.QUEUED:
+                    live = self.jobs[job_id]
+                    if live.exit_sent:
+                        self._requeued(live, rec.history[-1].reason, rec.attempts, now)
                 continue
             live = self.jobs.pop(job_id)
             if live.tasks:
@@ -499,18 +606,42 @@ class Controller:
         if ended and self.auth is not None and self.auth.enabled:
             self.persist.store.revoke_job_tokens(ended)  # their helpers may call no more
 
+    def _requeued(self, live: LiveJob, reason: str, attempt: int, now: float) -> None:
+        """The core queued a job again after its run ended: forget the run's tasks."""
+        for task_id, task in live.tasks.items():
+            self.tasks.pop(task_id, None)
+            self.finished[task_id] = task
+            self.monitor.forget(task_id)
+        live.tasks = {}
+        live.nodes = ()
+        live.exit_sent = False
+        live.first_failure = None
+        live.requeue = None
+        live.stopping = None
+        self.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)
+        if self.auth is not None and self.auth.enabled:
+            self.persist.store.revoke_job_tokens([live.id])
+
     def _check_nodes(self) -> None:
         now = self.clock()
         with self.lock:
             for name, node in self.nodes.items():
                 late = now - node.last_seen > self.config.node_timeout_s
-                if late and node.state is NodeState.UP:
-                    node.state = NodeState.DOWN
-                    self.events.append(NodeStateChanged(name, NodeState.DOWN, "no heartbeat"))
-                    self.persist.node_state(name, NodeState.DOWN, now, "no heartbeat")
+                if late and node.state in (NodeState.UP, NodeState.DRAINING):
+                    failures.set_node_state(self, name, NodeState.DOWN, "no heartbeat", now)
+                    failures.node_lost(self, name, now)
                     self._wake.set()
 
     # ------------------------------------------------------------------ helpers
+
+    def priority(self, job_id: str) -> PriorityBreakdown:
+        """The job's multifactor priority now (raises UnknownJobError, or ValueError when
+        the controller runs without tenancy)."""
+        with self.lock:
+            try:
+                return self.core.priority(job_id, self.clock())
+            except KeyError:
+                raise UnknownJobError(job_id) from None
 
     def queue_counts(self) -> list[tuple[str, int, int]]:
         """(queue, pending, running) for every queue with live jobs, by name."""

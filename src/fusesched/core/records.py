@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from fusesched.core.cluster import IntArray
 from fusesched.core.placement import Allocation, GroupShape
+from fusesched.core.quota import Admission
 from fusesched.model.job import JobSpec
 from fusesched.model.phases import LEGAL, JobPhase, Transition, check_transition
 from fusesched.policies.queue_order import FactArrays, JobFacts, QueueOrder
@@ -42,6 +43,13 @@ class JobRecord:
     family: int = -1  # see Shape.family
     single_column: int = -1  # see SchedulerCore.fluid_column
     single_amount: int = 0
+    # tenancy and restarts (see core/tenants.py)
+    admission: Admission | None = None  # the quota check that let it start
+    preempt_reason: str | None = None  # asked to make room; requeued when it exits
+    attempts: int = 0  # runs that ended in a requeue (preemption or failure)
+    preemptions: int = 0
+    last_checkpoint: float | None = None  # reported by the shell (JobCheckpointed)
+    not_before: float = 0.0  # requeued with a backoff: not eligible before this time
 
     @property
     def id(self) -> str:
@@ -190,10 +198,20 @@ class WaitingQueue:
     def remove(self, rec: JobRecord) -> None:
         self.remove_at([self.records.index(rec)])
 
-    def reorder(self, now: float) -> None:
-        """Re-sort by the (time-dependent) policy key; ties by arrival sequence."""
+    def reorder(self, now: float, keys: tuple[npt.NDArray[np.float64], ...] | None = None) -> None:
+        """Re-sort by the (time-dependent) policy key, or by ``keys`` (one array per key
+        element, primary first, one entry per queued job) when given; ties by arrival."""
         if not self.order.dynamic or len(self) < 2:
             return
+        if keys is None:
+            keys = self._policy_keys(now)
+        seq = np.array([r.seq for r in self.records])
+        perm = np.lexsort((seq, *reversed(keys)))
+        self.records = [self.records[i] for i in perm]
+        self._keys = [self._keys[i] for i in perm]
+        self._rows.permute(perm)
+
+    def _policy_keys(self, now: float) -> tuple[npt.NDArray[np.float64], ...]:
         facts = FactArrays(
             submit=np.array([r.facts.submit for r in self.records]),
             estimate=np.array([r.facts.estimate for r in self.records]),
@@ -201,9 +219,4 @@ class WaitingQueue:
             priority=np.array([float(r.facts.priority) for r in self.records]),
             qos_rank=np.array([float(r.facts.qos_rank) for r in self.records]),
         )
-        keys = self.order.keys(facts, now)
-        seq = np.array([r.seq for r in self.records])
-        perm = np.lexsort((seq, *reversed(keys)))
-        self.records = [self.records[i] for i in perm]
-        self._keys = [self._keys[i] for i in perm]
-        self._rows.permute(perm)
+        return self.order.keys(facts, now)

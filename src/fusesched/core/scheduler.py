@@ -47,25 +47,31 @@ from fusesched.core.placement import (
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
+from fusesched.core.tenants import TenantGate
 from fusesched.core.topology import TopologyStatus, choose_domains
 from fusesched.model.events import (
     Decision,
     Event,
     GroupPlacement,
     JobCancelRequested,
+    JobCheckpointed,
     JobExited,
     JobSubmitted,
     NodeAdded,
     NodeStateChanged,
+    PreemptJob,
     RejectJob,
     StartJob,
     StopJob,
 )
-from fusesched.model.job import DependencyKind, JobSpec, QoS
+from fusesched.model.job import DependencyKind, JobSpec, LabelOp, LabelRequirement, QoS
+from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.model.phases import JobPhase
 from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.priority import PriorityBreakdown
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
 from fusesched.policies.registry import CoreConfig
+from fusesched.policies.tenancy_policy import TenancyPolicy
 
 
 class DuplicateJobId(ValueError):
@@ -122,6 +128,14 @@ class SchedulerCore:
         self.blocked_head: JobRecord | None = None
         self.reservation: object | None = None  # the backfill policy's cached reservation
         self.last_reservation: tuple[str, float] | None = None
+        # tenancy: quotas, fair share, preemption (None: one flat pool, no quotas)
+        tenancy = self.config.tenancy
+        if tenancy is None and self.order.multifactor:
+            tenancy = TenancyPolicy()  # the multifactor order without quotas
+        self.tenants = TenantGate(tenancy) if tenancy is not None else None
+        self._parked: dict[str, JobRecord] = {}  # queued, blocked by their queue's quota
+        self._delayed: dict[str, JobRecord] = {}  # requeued with a backoff (not_before)
+        self._capacity: IntArray | None = None  # column totals of the cluster (cached)
 
     # ================================================================== entry points
 
@@ -141,6 +155,13 @@ class SchedulerCore:
             return self._exited(event, now)
         if isinstance(event, JobCancelRequested):
             return self._cancel(event.job_id, event.reason, now)
+        if isinstance(event, JobCheckpointed):
+            rec = self.jobs.get(event.job_id)
+            if rec is None:
+                raise KeyError(f"unknown job {event.job_id!r}")
+            if rec.last_checkpoint is None or event.time > rec.last_checkpoint:
+                rec.last_checkpoint = event.time
+            return []
         if isinstance(event, NodeAdded):
             self._add_node(event)
             self._widen()
@@ -162,6 +183,12 @@ class SchedulerCore:
         least as many free resources, so they are not tried again.
         """
         self.stats.cycles += 1
+        if self._delayed:
+            self._wake_delayed(now)
+        if self.tenants is not None:
+            lifted = self.tenants.start_cycle(self, now)
+            if self._parked and (self._changed or lifted):
+                self._unpark(now)  # quota was freed: parked jobs may fit now
         queue = self.queue
         changed = self._changed or self.order.dynamic
         fresh = self._fresh
@@ -170,16 +197,19 @@ class SchedulerCore:
         if not len(queue) or not (changed or fresh):
             return []
         out: list[Decision] = []
-        queue.reorder(now)  # phase 1: order
-        for rec in queue.records:
-            if rec is self.blocked_head and not changed:
-                break  # failed before with more room
-            alloc = self.try_place(rec)  # phases 2-5: filter, score, reserve, permit
-            if alloc is None:
-                break
-            out.append(self.bind(rec, alloc, now, backfilled=False))  # phase 6: bind
-        if out:
-            queue.remove_prefix(len(out))
+        self._reorder(now)  # phase 1: order
+        if self.tenants is not None:
+            out.extend(self._start_admitted(now, changed))
+        else:
+            for rec in queue.records:
+                if rec is self.blocked_head and not changed:
+                    break  # failed before with more room
+                alloc = self.try_place(rec)  # phases 2-5: filter, score, reserve, permit
+                if alloc is None:
+                    break
+                out.append(self.bind(rec, alloc, now, backfilled=False))  # phase 6: bind
+            if out:
+                queue.remove_prefix(len(out))
         if not len(queue):
             self.blocked_head = None
             return out
@@ -193,6 +223,95 @@ class SchedulerCore:
             only = None if changed else fresh
             out.extend(BACKFILLERS[self.config.backfill](self, now, only))
         return out
+
+    def _start_admitted(self, now: float, changed: bool) -> list[Decision]:
+        """The in-order pass with quotas: a job its queue's quota blocks is parked (it blocks
+        no other queue) and may reclaim lent capacity; the first job blocked by room ends the
+        pass, after preempting lower QoS tiers if its tier may."""
+        gate = self.tenants
+        assert gate is not None
+        queue = self.queue
+        records = queue.records
+        # jobs whose victims have gone go first: the room was made for them
+        ready = [self.jobs[j] for j in gate.ready() if self.jobs[j].phase is JobPhase.QUEUED]
+        for rec in ready:
+            if self._parked.pop(rec.id, None) is not None:
+                self.queue.push(rec, now)
+        if ready:
+            first = {id(r) for r in ready}
+            records = [*ready, *(r for r in queue.records if id(r) not in first)]
+        out: list[Decision] = []
+        done: set[int] = set()
+        for rec in records:
+            if rec is self.blocked_head and not changed and not ready:
+                break
+            verdict = gate.admission(rec)
+            if verdict is not None and not verdict.ok:
+                done.add(id(rec))
+                self._parked[rec.id] = rec
+                victims = gate.reclaim(self, rec, verdict, now)
+                out.extend(self._preempt(victims or gate.priority_victims(self, rec, now)))
+                continue
+            rec.admission = verdict
+            alloc = self.try_place(rec, quota_checked=True)
+            if alloc is None:
+                if ready and rec in ready:
+                    continue
+                out.extend(self._preempt(gate.priority_victims(self, rec, now)))
+                break
+            out.append(self.bind(rec, alloc, now, backfilled=False))
+            done.add(id(rec))
+        if done:
+            queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
+        return out
+
+    def _preempt(self, victims: list[JobRecord]) -> list[Decision]:
+        gate = self.tenants
+        assert gate is not None
+        return [PreemptJob(v.id, v.preempt_reason or "preempted", gate.grace(v)) for v in victims]
+
+    def _unpark(self, now: float) -> None:
+        parked, self._parked = self._parked, {}
+        for rec in parked.values():
+            if not self.order.dynamic:
+                rec.key = self.order.key(rec.facts, now)
+            self.queue.push(rec, now)
+            self._fresh.append(rec)
+
+    def _wake_delayed(self, now: float) -> None:
+        due = [rec for rec in self._delayed.values() if rec.not_before <= now]
+        for rec in due:
+            del self._delayed[rec.id]
+            self._enqueue(rec, now, "backoff over")
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time a requeued job's backoff ends (a shell should run a cycle
+        then even if nothing else happens), or None."""
+        return min((r.not_before for r in self._delayed.values()), default=None)
+
+    def _reorder(self, now: float) -> None:
+        queue = self.queue
+        if self.order.multifactor and self.tenants is not None and len(queue) > 1:
+            queue.reorder(now, self.tenants.sort_keys(queue.records, now, self.capacity()))
+        else:
+            queue.reorder(now)
+
+    def capacity(self) -> IntArray:
+        """Column totals of the cluster's capacity (cached until the cluster changes)."""
+        if self._capacity is None:
+            self._capacity = self.cluster.capacity.sum(axis=0)
+        return self._capacity
+
+    def priority(self, job_id: str, now: float) -> PriorityBreakdown:
+        """The multifactor priority of a job, factor by factor (needs a tenancy config or
+        the ``multifactor`` order)."""
+        rec = self.jobs.get(job_id)
+        if rec is None:
+            raise KeyError(f"unknown job {job_id!r}")
+        if self.tenants is None:
+            raise ValueError("no multifactor priority: the core runs without tenancy")
+        capacity = {name: int(self.capacity()[k]) for name, k in self.cluster.columns.items()}
+        return self.tenants.breakdown(rec, now, capacity, self.queue.records)
 
     def _add_node(self, event: NodeAdded) -> None:
         """Register a node; its accelerators go into the device ledger one by one and count
@@ -212,6 +331,7 @@ class SchedulerCore:
 
     def _cluster_changed(self) -> None:
         self._changed = True
+        self._capacity = None
         self.shapes.clear()
         self._filters.clear()
 
@@ -226,6 +346,9 @@ class SchedulerCore:
         self.jobs[spec.id] = rec
         if rec.never_fits:
             return self._reject(rec, rec.never_fits, now)
+        refused = self.tenants.refuse(spec) if self.tenants is not None else ""
+        if refused:
+            return self._reject(rec, refused, now)
         for dep in spec.dependencies:
             other = self.jobs.get(dep.job_id)
             if other is None:
@@ -275,7 +398,8 @@ class SchedulerCore:
         )
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
-        rec.move(JobPhase.QUEUED, now, reason)
+        if rec.phase is not JobPhase.QUEUED:
+            rec.move(JobPhase.QUEUED, now, reason)
         spec = rec.spec
         parent = spec.array_parent
         if parent and spec.array and spec.array.max_parallel is not None:
@@ -300,9 +424,53 @@ class SchedulerCore:
             rec.move(JobPhase.TIMEOUT, now, event.reason or "walltime exceeded")
         elif event.exit_code == 0:
             rec.move(JobPhase.COMPLETED, now, event.reason or "exit 0")
+        elif rec.preempt_reason is not None or event.requeue:
+            return self._requeue(rec, event, now)
         else:
             rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
         return self._settle_dependents(rec, now)
+
+    def _requeue(self, rec: JobRecord, event: JobExited, now: float) -> list[Decision]:
+        """A run ended by preemption or by a failure the shell retries: back to the queue
+        (``running → preempted → queued``), off the excluded nodes, after the backoff."""
+        rec.attempts += 1
+        reason = rec.preempt_reason
+        rec.preempt_reason = None
+        if reason is not None:
+            rec.preemptions += 1
+            rec.move(JobPhase.PREEMPTED, now, reason)
+            budget = self.tenants.policy.max_preemptions if self.tenants is not None else 0
+            if rec.preemptions > budget:
+                why = f"preempted {rec.preemptions} times; the retry budget of {budget} is spent"
+                rec.move(JobPhase.CANCELLED, now, why)
+                return self._settle_dependents(rec, now)
+        else:
+            reason = event.reason or f"exit {event.exit_code}"
+        if event.exclude_nodes:
+            self._exclude(rec, event.exclude_nodes)
+            if rec.never_fits:
+                return self._reject(rec, f"{rec.never_fits} (after excluding failed nodes)", now)
+        rec.not_before = event.not_before
+        if event.not_before > now:
+            rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {event.not_before:g}")
+            self._delayed[rec.id] = rec
+            return []
+        self._enqueue(rec, now, f"requeued ({reason})")
+        return []
+
+    def _exclude(self, rec: JobRecord, nodes: Iterable[str]) -> None:
+        """Recompile ``rec`` so that it never lands on ``nodes`` again."""
+        spec = rec.spec
+        placement = spec.placement
+        avoid = LabelRequirement(LABEL_HOSTNAME, LabelOp.IN, tuple(sorted(set(nodes))))
+        spec = replace(
+            spec, placement=replace(placement, anti_affinity=(*placement.anti_affinity, avoid))
+        )
+        shape = self.shapes.shape_of(spec)
+        rec.spec = spec
+        rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
+        rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
+        rec.single_column, rec.single_amount = shape.single_column, shape.single_amount
 
     def _release(self, rec: JobRecord, now: float) -> None:
         assert rec.allocation is not None and rec.est_end is not None
@@ -315,6 +483,8 @@ class SchedulerCore:
             if devices is not None:
                 self.devices.release(devices)
         self.running.remove(rec.spec.id)
+        if self.tenants is not None:
+            self.tenants.release(rec, now)
         self._changed = True
         rec.end_time = now
         if rec.spec.array_parent is not None:
@@ -365,6 +535,13 @@ class SchedulerCore:
         return self._settle_dependents(rec, now)
 
     def _dequeue(self, rec: JobRecord, now: float) -> None:
+        if self.tenants is not None:
+            self.tenants.dequeued(rec.id)
+        if self._delayed.pop(rec.id, None) is not None:
+            return
+        if self._parked.pop(rec.id, None) is not None:
+            self._array_slot_freed(rec.spec.array_parent, now)
+            return
         parent = rec.spec.array_parent
         held = self._array_held.get(parent or "")
         if held and rec in held:
@@ -517,15 +694,22 @@ class SchedulerCore:
         limit: IntArray | None = None,
         view: IntArray | None = None,
         search: bool = True,
+        quota_checked: bool = False,
     ) -> Allocation | None:
         """Place the whole gang now (within ``limit`` per node if given) or not at all.
 
         ``view`` may pass ``np.minimum(cluster.free, limit)`` when the caller keeps it;
-        ``search`` as in :meth:`plan`.
+        ``search`` as in :meth:`plan`. With tenancy the job's queue quota must admit it
+        (``quota_checked``: the caller did that and set ``rec.admission``).
         """
         cluster = self.cluster
         if rec.groups is None:
             return None
+        if self.tenants is not None and not quota_checked:
+            verdict = self.tenants.admission(rec)
+            if verdict is not None and not verdict.ok:
+                return None
+            rec.admission = verdict
         if limit is None and self.placement.node_order and cluster.all_up:
             col = self.fluid_column(rec)
             if col >= 0:  # the job needs only this column, so its sum decides
@@ -593,6 +777,8 @@ class SchedulerCore:
         reason = "backfilled" if backfilled else "resources available"
         rec.move(JobPhase.RUNNING, now, reason)
         self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
+        if self.tenants is not None:
+            self.tenants.bind(rec, now)
         self.stats.started += 1
         self.stats.backfilled += backfilled
         return StartJob(rec.spec.id, self._placements(rec, alloc), backfilled)

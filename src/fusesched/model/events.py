@@ -44,15 +44,35 @@ class JobCancelRequested:
 
 @dataclass(frozen=True, slots=True)
 class JobExited:
-    """All tasks of a running job ended; ``exit_code`` 0 means success."""
+    """All tasks of a running job ended; ``exit_code`` 0 means success.
+
+    ``requeue``: the run failed for a reason outside the job (a node or GPU fault, a hang,
+    a lost agent) and the shell's restart policy wants it queued again instead of ended:
+    not on ``exclude_nodes``, and not before ``not_before`` (a backoff). A job the core asked
+    to preempt (:class:`PreemptJob`) is requeued without the flag unless it exited 0.
+    """
 
     job_id: str
     exit_code: int = 0
     reason: str = ""
     timed_out: bool = False
+    requeue: bool = False
+    exclude_nodes: tuple[str, ...] = ()
+    not_before: float = 0.0
 
 
-Event = NodeAdded | NodeStateChanged | JobSubmitted | JobCancelRequested | JobExited
+@dataclass(frozen=True, slots=True)
+class JobCheckpointed:
+    """A running job wrote a checkpoint at ``time`` (seen by the shell): preemption prefers
+    victims that lose the least work since their last one."""
+
+    job_id: str
+    time: float
+
+
+Event = (
+    NodeAdded | NodeStateChanged | JobSubmitted | JobCancelRequested | JobExited | JobCheckpointed
+)
 
 # --------------------------------------------------------------------------- decisions
 
@@ -146,6 +166,17 @@ class StopJob:
 
 
 @dataclass(frozen=True, slots=True)
+class PreemptJob:
+    """Preempt a running job: send it its notice (SIGTERM or its configured signal), give it
+    ``grace_s`` seconds to checkpoint, then stop it. The shell reports the exit as usual; the
+    core puts the job back in the queue (``running → preempted → queued``)."""
+
+    job_id: str
+    reason: str
+    grace_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class RejectJob:
     """The job can never run on this cluster as configured (or its dependency failed)."""
 
@@ -161,4 +192,4 @@ class ReserveJob:
     start_time: float
 
 
-Decision = StartJob | StopJob | RejectJob | ReserveJob
+Decision = StartJob | StopJob | PreemptJob | RejectJob | ReserveJob

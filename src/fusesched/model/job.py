@@ -195,6 +195,7 @@ class JobSpec:
     array_index: int | None = None  # set on the jobs an array expands into
     array_parent: str | None = None
     submit_time: float = 0.0
+    checkpoint_interval_s: float | None = None  # the job checkpoints about this often
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -206,6 +207,10 @@ class JobSpec:
             raise ValueError(f"job {self.id}: task group names must be unique")
         if self.walltime_s is not None and not (0 < self.walltime_s < math.inf):
             raise ValueError(f"job {self.id}: walltime must be positive (a number of seconds)")
+        if self.checkpoint_interval_s is not None and not (
+            0 < self.checkpoint_interval_s < math.inf
+        ):
+            raise ValueError(f"job {self.id}: checkpoint interval must be a positive number")
         if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
             raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
 

@@ -26,6 +26,18 @@ Account = tuple[str, ...]
 
 _LN2 = math.log(2.0)
 
+#: Billing units per GPU-hour; a CPU core-hour is one (as Slurm's ``TRESBillingWeights``).
+GPU_BILLING_WEIGHT = 10.0
+
+
+def billing_units(
+    cpu_hours: float, gpu_hours: float, gpu_weight: float = GPU_BILLING_WEIGHT
+) -> float:
+    """What an account is charged: ``CPU-hours + gpu_weight × GPU-hours``. The core charges
+    fair share at this rate while jobs run (``core/tenants.py``) and ``fusesched usage``
+    reports it from the stored job records, so both rest on the same arithmetic."""
+    return cpu_hours + gpu_weight * gpu_hours
+
 
 class UsageTracker:
     """Decayed usage per account path, charged incrementally. Time must not go backwards."""

@@ -49,6 +49,7 @@ class QueueOrder:
     description: str
     dynamic: bool
     hpc: HpcKey | None = None
+    multifactor: bool = False  # keys come from the tenancy's multifactor priority
 
     def key(self, facts: JobFacts, now: float) -> tuple[float, ...]:
         if self.hpc is not None:
@@ -70,6 +71,13 @@ def _build() -> dict[str, QueueOrder]:
         "priority",
         "QoS tier first (gold, silver, bronze), then job priority, then submit time",
         dynamic=False,
+    )
+    orders["multifactor"] = QueueOrder(
+        "multifactor",
+        "highest multifactor priority first: age, fair share, size, QoS and job priority "
+        "(Slurm's priority/multifactor; needs a tenancy configuration for fair share)",
+        dynamic=True,
+        multifactor=True,
     )
     return orders
 

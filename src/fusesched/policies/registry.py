@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
+from fusesched.policies.tenancy_policy import TenancyPolicy
 
 BACKFILL_MODES: Mapping[str, str] = {
     "none": "strict order: nothing overtakes a blocked job",
@@ -36,6 +37,7 @@ class CoreConfig:
     default_estimate_s: float = 3600.0  # for jobs that state no walltime
     reject_unschedulable: bool = True  # reject jobs no node of the cluster could ever hold
     conservative_depth: int = 64  # reservations made per cycle by conservative backfilling
+    tenancy: TenancyPolicy | None = None  # quotas, fair share, QoS preemption (docs/TENANCY.md)
 
     def __post_init__(self) -> None:
         _check("queue-order", self.queue_order, QUEUE_ORDERS)

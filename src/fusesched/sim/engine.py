@@ -23,6 +23,7 @@ from fusesched.model.events import (
     JobExited,
     JobSubmitted,
     NodeAdded,
+    PreemptJob,
     RejectJob,
     StartJob,
     StopJob,
@@ -34,6 +35,7 @@ from fusesched.policies.registry import CoreConfig
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
 KILLED_EXIT_CODE = -9  # what a job stopped at its walltime reports (as after SIGKILL)
+PREEMPTED_EXIT_CODE = 143  # what a preempted job reports (as after SIGTERM)
 
 
 @contextmanager
@@ -75,6 +77,8 @@ class JobOutcome:
     backfilled: bool = False
     rejected: str = ""
     timed_out: bool = False
+    preemptions: int = 0
+    lost_s: float = 0.0  # run time thrown away by preemptions (work since the last checkpoint)
 
 
 @dataclass(slots=True)
@@ -98,6 +102,8 @@ class Simulation:
         seed: int = 0,
         kill_at_walltime: bool = False,
         keep_log: bool = False,
+        checkpoint_on_notice: bool = False,
+        restart_overhead_s: float = 0.0,
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
@@ -107,8 +113,14 @@ class Simulation:
             for child in (job.spec.expand_array() if job.spec.array else (job.spec,))
         ]  # each array child runs as long as its template says
         self.jobs = sorted(expanded, key=lambda j: j.spec.submit_time)
+        self.jobs_by_id = {j.spec.id: j for j in self.jobs}
         self.kill_at_walltime = kill_at_walltime
         self.keep_log = keep_log
+        # preemption: a job that checkpoints (``checkpoint_interval_s``) keeps the work up to
+        # its last checkpoint, or all of it with ``checkpoint_on_notice``; a restart costs
+        # ``restart_overhead_s`` of extra run time
+        self.checkpoint_on_notice = checkpoint_on_notice
+        self.restart_overhead_s = restart_overhead_s
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Replay every job (with the cyclic garbage collector paused, see :func:`paused_gc`)."""
@@ -129,13 +141,20 @@ class Simulation:
         next_job = next(arrivals, None)
         log: list[Decision] = []
         decisions = 0
-        while heap or next_job is not None:
+        runs: dict[str, tuple[float, float, int]] = {}  # running job -> (start, end, heap seq)
+        done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
+        wakeup = None
+        while heap or next_job is not None or wakeup is not None:
             now = heap[0][0] if heap else float("inf")
             if next_job is not None and next_job.spec.submit_time < now:
                 now = next_job.spec.submit_time
+            if wakeup is not None and wakeup < now:
+                now = wakeup
             events: list[Event] = []
             while heap and heap[0][0] == now:
-                _, _, _, job_id, code, timed_out = heapq.heappop(heap)
+                _, _, entry, job_id, code, timed_out = heapq.heappop(heap)
+                if runs.pop(job_id)[2] != entry:  # pragma: no cover - superseded below
+                    raise RuntimeError(f"stale exit of {job_id}")
                 events.append(JobExited(job_id, code, "", timed_out))
             finished = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
@@ -147,13 +166,20 @@ class Simulation:
                 if isinstance(decision, StartJob):
                     outcome, runtime, code, killed = fates[decision.job_id]
                     outcome.timed_out = killed
-                    outcome.start = now
+                    if outcome.preemptions:  # a restart: the rest of the work, and its cost
+                        runtime = runtime - done[outcome.job_id] + self.restart_overhead_s
+                    else:
+                        outcome.start = now
                     outcome.end = now + runtime
                     outcome.nodes = _nodes_used(decision)
                     outcome.backfilled = decision.backfilled
                     seq += 1
                     exit_event = (now + runtime, EXIT, seq, outcome.job_id, code, killed)
                     heapq.heappush(heap, exit_event)
+                    runs[outcome.job_id] = (now, now + runtime, seq)
+                elif isinstance(decision, PreemptJob):
+                    seq += 1
+                    self._preempt(decision, now, runs, done, fates, heap, seq)
                 elif isinstance(decision, RejectJob):
                     fates[decision.job_id][0].rejected = decision.reason
                 elif isinstance(decision, StopJob):  # pragma: no cover - no cancels in replay
@@ -162,6 +188,7 @@ class Simulation:
                 log.extend(out)
             if progress is not None and finished:
                 progress(finished)
+            wakeup = core.next_wakeup()
         return SimResult(
             outcomes=[fate[0] for fate in fates.values()],
             total_cpus=total_cpus,
@@ -169,6 +196,44 @@ class Simulation:
             cycles=core.stats.cycles,
             log=log,
         )
+
+    def _preempt(
+        self,
+        decision: PreemptJob,
+        now: float,
+        runs: dict[str, tuple[float, float, int]],
+        done: dict[str, float],
+        fates: dict[str, tuple[JobOutcome, float, int, bool]],
+        heap: list[tuple[float, int, int, str, int, bool]],
+        seq: int,
+    ) -> None:
+        """The job gets its notice now and stops after its grace time, unless it ends first;
+        what it keeps of its work is up to its last checkpoint (or all with
+        ``checkpoint_on_notice``)."""
+        job_id = decision.job_id
+        start, end, entry = runs[job_id]
+        stop = now + decision.grace_s
+        if stop >= end:
+            return  # it ends on its own before the grace time is over
+        outcome, runtime, _, _ = fates[job_id]
+        kept_before = done.get(job_id, 0.0)
+        overhead = self.restart_overhead_s if outcome.preemptions else 0.0
+        ran = max(0.0, stop - start - overhead)  # useful work in this run
+        interval = self.jobs_by_id[job_id].spec.checkpoint_interval_s
+        if self.checkpoint_on_notice and interval is not None:
+            kept = ran
+        elif interval is not None:
+            kept = (kept_before + ran) // interval * interval - kept_before
+            kept = max(0.0, kept)
+        else:
+            kept = -kept_before  # no checkpoints: everything is lost, from zero again
+        done[job_id] = min(runtime, kept_before + kept)
+        outcome.preemptions += 1
+        outcome.lost_s += (stop - start) - max(0.0, kept)
+        heap.remove((end, EXIT, entry, job_id, *fates[job_id][2:4]))
+        heapq.heapify(heap)
+        heapq.heappush(heap, (stop, EXIT, seq, job_id, PREEMPTED_EXIT_CODE, False))
+        runs[job_id] = (start, stop, seq)
 
     def _fates(self) -> dict[str, tuple[JobOutcome, float, int, bool]]:
         """Per job id: its outcome record, and how long it runs, with which exit code and

@@ -199,6 +199,26 @@ class PlacementRequest(_Model):
         )
 
 
+class RestartRequest(_Model):
+    """What to do when a run fails for a reason outside the job (node or GPU fault, hang,
+    lost agent): ``requeue-excluding-node`` (default), ``restart-in-place`` or ``notify``."""
+
+    mode: Annotated[str, Field(pattern="^(notify|restart-in-place|requeue-excluding-node)$")] = (
+        "requeue-excluding-node"
+    )
+    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 3
+    backoff_s: Annotated[float, Field(ge=0, le=86400)] = 30.0
+    retry_application_failures: bool = False
+
+
+class HangRequest(_Model):
+    """Per-job hang detection: off, or a window other than the job type's default."""
+
+    enabled: bool = True
+    window_s: Annotated[float, Field(gt=0, le=7 * 86400)] | None = None
+    startup_s: Annotated[float, Field(ge=0, le=7 * 86400)] | None = None
+
+
 class TaskGroupRequest(_Model):
     """``replicas`` identical tasks, each needing ``resources`` and running argv or script."""
 
@@ -303,6 +323,12 @@ class JobRequest(_Model):
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)
     error: str | None = None  # path pattern for stderr; None: with stdout
+    # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
+    # restart) and about how often it writes one (lets preemption estimate lost work)
+    checkpoint_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    checkpoint_interval_s: Annotated[float, Field(gt=0)] | None = None
+    restart: RestartRequest = Field(default_factory=RestartRequest)
+    hang: HangRequest = Field(default_factory=HangRequest)
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("name")
@@ -368,6 +394,7 @@ class JobRequest(_Model):
                     self.array.start, self.array.stop, self.array.step, self.array.max_parallel
                 ),
                 submit_time=submit_time,
+                checkpoint_interval_s=self.checkpoint_interval_s,
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc

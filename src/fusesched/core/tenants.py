@@ -1,0 +1,373 @@
+"""Tenancy inside the scheduling core: quota admission with borrowing, fair share, the
+multifactor priority and preemption (quota reclaim and QoS). Pure: the core calls it with the
+time; see docs/TENANCY.md ("Wiring into the scheduling core").
+
+The core asks, per job it considers: :meth:`TenantGate.admission` (does its queue's quota
+allow it now?), then on start :meth:`bind` and on exit :meth:`release`. When a job is blocked
+by quota it may reclaim lent capacity (:meth:`reclaim`); when it is blocked by room and its
+QoS tier may preempt, :meth:`priority_victims` picks whom to stop. Preempted jobs are
+requeued by the core.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from fusesched.core.cluster import IntArray
+from fusesched.core.quota import Admission, QuotaLedger
+from fusesched.core.records import JobRecord
+from fusesched.model.job import JobSpec
+from fusesched.model.resources import CPU, GPU, GPU_MILLI
+from fusesched.model.tenancy import QoSTier
+from fusesched.policies.fairshare import (
+    FairShareResult,
+    UsageTracker,
+    billing_units,
+    fairshare_factors,
+)
+from fusesched.policies.priority import MultifactorPriority, PriorityBreakdown
+from fusesched.policies.tenancy_policy import TenancyPolicy
+from fusesched.policies.victims import VICTIM_ORDERS, VictimCandidate
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Fair-share factor of an account the configuration does not know (neither favoured nor not).
+NEUTRAL_FAIRSHARE = 0.5
+
+
+def billing_rate(spec: JobSpec, gpu_weight: float) -> float:
+    """Usage units per second a running job is charged: CPU cores + ``gpu_weight`` × GPUs
+    (GPU shares count their fraction). The same rate drives fair share and accounting."""
+    total = spec.total
+    gpus = total.get(GPU) + total.get(GPU_MILLI) / 1000.0
+    return billing_units(total.get(CPU) / 1000.0, gpus, gpu_weight)
+
+
+class TenantGate:
+    """The core's tenancy state: the quota ledger, decayed usage and pending preemptions."""
+
+    def __init__(self, policy: TenancyPolicy) -> None:
+        self.policy = policy
+        self.config = policy.config
+        self.ledger = QuotaLedger(policy.config)
+        self.tracker = UsageTracker(policy.half_life_s)
+        self.priority = MultifactorPriority(
+            policy.weights, qos=policy.config.qos, max_age_s=policy.max_age_s
+        )
+        self.victim_order = VICTIM_ORDERS[policy.victim_order]
+        self._queues = {q.name: q for q in policy.config.queues}
+        self._charged: dict[str, float] = {}  # running job -> charged up to this time
+        self._factors: FairShareResult | None = None
+        self._charged_at = -math.inf  # running jobs were last charged then
+        # preemptor job -> victims still running; and when the set emptied (cycle number)
+        self._pending: dict[str, set[str]] = {}
+        self._drained: dict[str, int] = {}
+        self._queue_of: dict[str, str] = {}  # preemptor -> its queue
+        self.preempted = 0  # victims asked to stop so far
+
+    # ------------------------------------------------------------------ configuration
+
+    def tier(self, spec: JobSpec) -> QoSTier:
+        tiers = self.config.qos
+        return tiers.get(str(spec.qos)) or tiers[self.config.default_qos]
+
+    def account(self, spec: JobSpec) -> tuple[str, ...]:
+        if spec.queue in self._queues:
+            return self.config.account_path(spec.queue, spec.user or None)
+        return ("", spec.tenant, spec.queue, spec.user)  # outside the configured tree
+
+    def refuse(self, spec: JobSpec) -> str:
+        """Why a job cannot be accepted at all (its queue is unknown), or ``""``."""
+        if self._queues and spec.queue not in self._queues:
+            known = ", ".join(sorted(self._queues))
+            return f"unknown queue {spec.queue!r}; queues: {known}"
+        if str(spec.qos) not in self.config.qos:
+            return f"unknown qos {spec.qos!s}; tiers: {', '.join(self.config.qos)}"
+        return ""
+
+    # ------------------------------------------------------------------ quota
+
+    def admission(self, rec: JobRecord) -> Admission | None:
+        """The quota verdict for starting ``rec`` now; ``None`` when its queue has no quota."""
+        spec = rec.spec
+        if spec.queue not in self._queues:
+            return None
+        tier = self.tier(spec)
+        may_borrow = tier.preemptible and not self._reclaiming(spec.queue)
+        return self.ledger.check(
+            spec.queue,
+            spec.total,
+            placement=spec.placement,
+            may_borrow=may_borrow,
+            user=spec.user or None,
+            qos=tier.name,
+        )
+
+    def _reclaiming(self, queue: str) -> bool:
+        """Another queue of ``queue``'s cohort is taking lent capacity back: no borrowing
+        meanwhile, so what the victims free goes to the lender."""
+        cohort = self._queues[queue].cohort
+        if cohort is None or not self._pending:
+            return False
+        for preemptor in self._pending:
+            other = self._queue_of.get(preemptor)
+            if other is not None and other != queue and self._queues[other].cohort == cohort:
+                return True
+        return False
+
+    def bind(self, rec: JobRecord, now: float) -> None:
+        """``rec`` starts: charge its quota and start its usage clock."""
+        verdict = rec.admission
+        spec = rec.spec
+        if verdict is not None and verdict.assignment is not None:
+            self.ledger.admit(
+                spec.id,
+                verdict.assignment,
+                user=spec.user or None,
+                qos=self.tier(spec).name,
+                check=False,  # checked in this cycle, nothing bound since
+            )
+        self._charged[spec.id] = now
+        self._forget_preemptor(spec.id)
+
+    def release(self, rec: JobRecord, now: float) -> None:
+        """``rec`` stopped: give back its quota and charge its last stretch of usage."""
+        spec = rec.spec
+        self.ledger.release(spec.id)
+        since = self._charged.pop(spec.id, None)
+        if since is not None and now > since:
+            rate = billing_rate(spec, self.policy.gpu_weight)
+            if rate > 0:
+                self.tracker.charge_interval(self.account(spec), rate, since, now)
+        rec.admission = None
+        for preemptor, victims in self._pending.items():
+            if spec.id in victims:
+                victims.discard(spec.id)
+                if not victims:
+                    self._drained.setdefault(preemptor, -1)
+
+    def ready(self) -> list[str]:
+        """Preemptors whose victims have all stopped: they should be tried first."""
+        return [job for job, victims in self._pending.items() if not victims]
+
+    def dequeued(self, job_id: str) -> None:
+        """A waiting job left the queue (cancelled): it reclaims nothing any more."""
+        self._forget_preemptor(job_id)
+
+    def _forget_preemptor(self, job_id: str) -> None:
+        self._pending.pop(job_id, None)
+        self._drained.pop(job_id, None)
+        self._queue_of.pop(job_id, None)
+
+    # ------------------------------------------------------------------ cycle
+
+    def start_cycle(self, core: SchedulerCore, now: float) -> bool:
+        """Once per cycle: end reclaims whose victims are gone (they had one cycle to use
+        what was freed), and every ``recalc_s`` charge running jobs and recompute fair share.
+        True when a reclaim ended (borrowing is allowed again)."""
+        cycle = core.stats.cycles
+        lifted = False
+        for preemptor, drained in list(self._drained.items()):
+            if drained < 0:
+                self._drained[preemptor] = cycle
+            elif drained < cycle:
+                self._forget_preemptor(preemptor)
+                lifted = True
+        if now - self._charged_at >= self.policy.recalc_s:
+            self._charge_running(core, now)
+            self._charged_at = now
+            self._factors = None
+        return lifted
+
+    def _charge_running(self, core: SchedulerCore, now: float) -> None:
+        weight = self.policy.gpu_weight
+        for job_id, since in self._charged.items():
+            if now > since:
+                spec = core.jobs[job_id].spec
+                rate = billing_rate(spec, weight)
+                if rate > 0:
+                    self.tracker.charge_interval(self.account(spec), rate, since, now)
+                self._charged[job_id] = now
+
+    def factors(self, records: Sequence[JobRecord], now: float) -> FairShareResult:
+        if self._factors is None:
+            users = {(r.spec.queue, r.spec.user) for r in records if r.spec.queue in self._queues}
+            self._factors = fairshare_factors(self.config, self.tracker, now, users=users)
+        return self._factors
+
+    def fairshare(self, spec: JobSpec, result: FairShareResult) -> float:
+        if spec.queue not in self._queues:
+            return NEUTRAL_FAIRSHARE
+        try:
+            return result.factor(self.account(spec))
+        except KeyError:
+            return NEUTRAL_FAIRSHARE
+
+    # ------------------------------------------------------------------ priority
+
+    def sort_keys(
+        self, records: Sequence[JobRecord], now: float, capacity: IntArray
+    ) -> tuple[FloatArray]:
+        """Queue keys for the ``multifactor`` order: the negated priority (highest first)."""
+        result = self.factors(records, now)
+        cap = np.where(capacity > 0, capacity, 1).astype(np.float64)
+        totals = np.array([r.total for r in records], dtype=np.float64)
+        share = (totals / cap).max(axis=1) if totals.size else np.zeros(len(records))
+        prio = self.priority.totals(
+            waited_s=now - np.array([r.spec.submit_time for r in records]),
+            fairshare=np.array([self.fairshare(r.spec, result) for r in records]),
+            size_share=share,
+            qos_priority=np.array([float(self.tier(r.spec).priority) for r in records]),
+            user_priority=np.array([float(r.spec.priority) for r in records]),
+        )
+        return (-prio,)
+
+    def breakdown(
+        self, rec: JobRecord, now: float, capacity: Mapping[str, int], queued: Sequence[JobRecord]
+    ) -> PriorityBreakdown:
+        """Every factor of ``rec``'s priority now (``fusesched priority JOB``)."""
+        result = self.factors([*queued, rec], now)
+        return self.priority.breakdown(
+            rec.spec, now, fairshare=self.fairshare(rec.spec, result), capacity=capacity
+        )
+
+    # ------------------------------------------------------------------ preemption
+
+    def _candidates(self, core: SchedulerCore, now: float) -> list[VictimCandidate]:
+        out: list[VictimCandidate] = []
+        weight = self.policy.gpu_weight
+        for job_id in core.running.ids():
+            rec = core.jobs[job_id]
+            if rec.preempt_reason is not None or rec.stop_requested is not None:
+                continue
+            assert rec.start_time is not None
+            tier = self.tier(rec.spec)
+            out.append(
+                VictimCandidate(
+                    job_id,
+                    rec.start_time,
+                    last_checkpoint(rec, now),
+                    float(rec.spec.priority),
+                    tier.name,
+                    tier.preemptible,
+                    max(billing_rate(rec.spec, weight), 1e-9),
+                )
+            )
+        return out
+
+    def reclaim(
+        self, core: SchedulerCore, rec: JobRecord, verdict: Admission, now: float
+    ) -> list[JobRecord]:
+        """Borrowers to preempt so that ``rec`` (blocked by quota) gets its queue's nominal
+        quota back; empty when it would not help or a reclaim for it is under way."""
+        if rec.id in self._pending or verdict.assignment is None:
+            return []
+        victims = self.ledger.reclaim_candidates(
+            rec.spec.queue,
+            verdict.assignment,
+            self._candidates(core, now),
+            now,
+            order=self.victim_order,
+        )
+        return self._preempt(core, rec, [core.jobs[v] for v in victims])
+
+    def priority_victims(self, core: SchedulerCore, rec: JobRecord, now: float) -> list[JobRecord]:
+        """Jobs of lower QoS tiers to preempt so that ``rec`` can start: the fewest, in victim
+        order, whose stopping gives it both quota (its queue's, when theirs counts there) and
+        room for a placement."""
+        tier = self.tier(rec.spec)
+        if not (self.policy.preempt_for_priority and tier.may_preempt) or rec.id in self._pending:
+            return []
+        allowed = tier.may_preempt
+        cands = [c for c in self._candidates(core, now) if c.preemptible and c.qos in allowed]
+        if not cands:
+            return []
+        free = core.cluster.free.copy()
+        released: dict[str, JobRecord] = {}
+
+        def drop(victim: JobRecord) -> None:
+            _give(free, victim)
+            if victim.admission is not None and self.ledger.release(victim.id):
+                released[victim.id] = victim
+
+        def restore(victim: JobRecord) -> None:
+            _give(free, victim, -1)
+            if released.pop(victim.id, None) is not None:
+                assignment = victim.admission.assignment if victim.admission else None
+                if assignment is not None:
+                    tier_name = self.tier(victim.spec).name
+                    user = victim.spec.user or None
+                    self.ledger.admit(victim.id, assignment, user=user, qos=tier_name, check=False)
+
+        def fits() -> bool:
+            verdict = self.admission(rec)
+            if verdict is not None and not verdict.ok:
+                return False
+            return core.plan(rec, free, search=False) is not None
+
+        taken: list[JobRecord] = []
+        try:
+            for cand in self.victim_order(cands, now):
+                victim = core.jobs[cand.job_id]
+                drop(victim)
+                taken.append(victim)
+                if fits():
+                    break
+            else:
+                return []
+            for victim in reversed(taken[:-1]):  # give back victims that were not needed
+                restore(victim)
+                if fits():
+                    taken.remove(victim)
+                else:
+                    drop(victim)
+        finally:
+            for victim in list(released.values()):
+                restore(victim)
+        return self._preempt(core, rec, taken)
+
+    def _preempt(
+        self, core: SchedulerCore, rec: JobRecord, victims: Iterable[JobRecord]
+    ) -> list[JobRecord]:
+        out = list(victims)
+        if not out:
+            return out
+        self._pending[rec.id] = {v.id for v in out}
+        self._queue_of[rec.id] = rec.spec.queue
+        for victim in out:
+            victim.preempt_reason = f"preempted for job {rec.id} ({rec.spec.queue}, {rec.spec.qos})"
+        self.preempted += len(out)
+        return out
+
+    def grace(self, rec: JobRecord) -> float:
+        return self.tier(rec.spec).grace_s
+
+
+def last_checkpoint(rec: JobRecord, now: float) -> float | None:
+    """The job's latest checkpoint: reported by the shell, or implied by its declared
+    interval (it checkpoints every ``checkpoint_interval_s`` of running)."""
+    best = rec.last_checkpoint
+    interval = rec.spec.checkpoint_interval_s
+    if interval is not None and rec.start_time is not None and now > rec.start_time:
+        implied = rec.start_time + math.floor((now - rec.start_time) / interval) * interval
+        if implied > rec.start_time and (best is None or implied > best):
+            best = implied
+    return best
+
+
+def _give(free: IntArray, rec: JobRecord, sign: int = 1) -> None:
+    """Add (or with ``sign`` −1 take back) what ``rec`` holds to a what-if free matrix."""
+    alloc = rec.allocation
+    assert alloc is not None
+    if alloc.rows is None and alloc.column_amounts is not None:
+        np.add.at(free[:, alloc.column], alloc.nodes, sign * alloc.column_amounts)
+    else:
+        np.add.at(free, alloc.nodes, sign * alloc.amounts)

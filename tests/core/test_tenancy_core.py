@@ -1,0 +1,312 @@
+"""Tenancy wired into the scheduling core: quota admission, borrowing and reclaim, QoS
+preemption, requeue after failures, the multifactor order — and the simulator around it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from builders import job, node
+from fusesched.core.scheduler import SchedulerCore
+from fusesched.model.events import (
+    Decision,
+    JobCheckpointed,
+    JobExited,
+    JobSubmitted,
+    NodeAdded,
+    PreemptJob,
+    RejectJob,
+    StartJob,
+)
+from fusesched.model.job import JobSpec
+from fusesched.model.phases import JobPhase
+from fusesched.model.tenancy import TenancyConfig, TenancyError
+from fusesched.policies.registry import CoreConfig
+from fusesched.policies.tenancy_policy import TenancyPolicy
+from fusesched.sim.engine import PREEMPTED_EXIT_CODE, SimJob, Simulation
+
+
+def tenancy(
+    queues: dict[str, tuple[int, int | None, int | None]], cohort: str | None = "c", **extra: Any
+) -> TenancyConfig:
+    """Queues of one tenant, each with a GPU quota (nominal, borrowing limit, lending limit)."""
+    specs = []
+    for name, (nominal, borrow, lend) in queues.items():
+        q: dict[str, Any] = {"nominal": nominal}
+        if borrow is not None:
+            q["borrowing_limit"] = borrow
+        if lend is not None:
+            q["lending_limit"] = lend
+        specs.append(
+            {
+                "name": name,
+                "cohort": cohort,
+                "flavors": [{"name": "gpu", "resources": {"nvidia.com/gpu": q}}],
+            }
+        )
+    return TenancyConfig.from_dict(
+        {
+            "flavors": [{"name": "gpu", "resources": ["nvidia.com/gpu"]}],
+            "cohorts": [cohort] if cohort else [],
+            "organisations": [{"name": "o", "tenants": [{"name": "t", "queues": specs}]}],
+            **extra,
+        }
+    )
+
+
+def core_with(config: TenancyConfig, gpus: int = 8, nodes: int = 1, **policy: Any) -> SchedulerCore:
+    core = SchedulerCore(
+        CoreConfig(queue_order="fcfs", backfill="none", tenancy=TenancyPolicy(config, **policy))
+    )
+    for i in range(nodes):
+        core.handle(NodeAdded(node(f"n{i}").cpu(64).gpu(gpus).build()), 0.0)
+    return core
+
+
+def gjob(job_id: str, queue: str, gpus: int, qos: str = "silver", at: float = 0.0) -> JobSpec:
+    return job(job_id).tasks(1, cpu=1, gpu=gpus).queue(queue).qos(qos).at(at).build()
+
+
+def started(decisions: list[Decision]) -> list[str]:
+    return [d.job_id for d in decisions if isinstance(d, StartJob)]
+
+
+def preempted(decisions: list[Decision]) -> list[str]:
+    return [d.job_id for d in decisions if isinstance(d, PreemptJob)]
+
+
+def test_quota_blocks_one_queue_without_blocking_another() -> None:
+    core = core_with(tenancy({"a": (2, None, None), "b": (4, None, None)}, cohort=None))
+    out = core.step(0, [JobSubmitted(gjob("a1", "a", 2)), JobSubmitted(gjob("a2", "a", 2))])
+    assert started(out) == ["a1"]  # a2 exceeds a's quota of 2 GPUs
+    out = core.step(1, [JobSubmitted(gjob("b1", "b", 4))])
+    assert started(out) == ["b1"]  # not stuck behind a2
+    assert core.jobs["a2"].phase is JobPhase.QUEUED
+    out = core.step(2, [JobExited("a1")])
+    assert started(out) == ["a2"]
+
+
+def test_unknown_queue_is_rejected_with_the_known_ones() -> None:
+    core = core_with(tenancy({"a": (2, None, None)}))
+    out = core.step(0, [JobSubmitted(gjob("x", "nope", 1))])
+    assert isinstance(out[0], RejectJob)
+    assert "unknown queue 'nope'; queues: a" in out[0].reason
+
+
+def test_borrow_then_reclaim_by_preemption() -> None:
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}))
+    # b is idle: a borrows b's 4 GPUs with a preemptible (silver) job
+    out = core.step(0, [JobSubmitted(gjob("a1", "a", 4)), JobSubmitted(gjob("a2", "a", 4))])
+    assert started(out) == ["a1", "a2"]
+    gate = core.tenants
+    assert gate is not None
+    assert gate.ledger.borrowed("a")
+    # b's own job arrives: the borrower is preempted, b's job waits for the room
+    out = core.step(10, [JobSubmitted(gjob("b1", "b", 4, at=10))])
+    victims = preempted(out)
+    assert victims in (["a1"], ["a2"])
+    victim = victims[0]
+    notice = next(d for d in out if isinstance(d, PreemptJob))
+    assert notice.grace_s == 120.0  # silver's grace time
+    assert not started(out)
+    # while the reclaim runs, a may not borrow again
+    out = core.step(11, [JobSubmitted(gjob("a3", "a", 1, at=11))])
+    assert not started(out)
+    # the victim exits after its notice: it is requeued, and b's job starts
+    out = core.step(40, [JobExited(victim, PREEMPTED_EXIT_CODE)])
+    assert started(out) == ["b1"]
+    a2 = core.jobs[victim]
+    assert a2.phase is JobPhase.QUEUED
+    assert [t.new for t in a2.history][-2:] == [JobPhase.PREEMPTED, JobPhase.QUEUED]
+    assert a2.preemptions == 1
+    gate.ledger.check_invariants()
+
+
+def test_gold_does_not_borrow() -> None:
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}))
+    out = core.step(
+        0, [JobSubmitted(gjob("g1", "a", 4, "gold")), JobSubmitted(gjob("g2", "a", 2, "gold"))]
+    )
+    assert started(out) == ["g1"]  # g2 would have to borrow: gold is not preemptible
+
+
+def test_qos_preemption_picks_the_least_lost_work() -> None:
+    config = tenancy({"a": (16, None, None)}, cohort=None)
+    core = core_with(config, gpus=4, nodes=2)
+    b1 = job("b1").tasks(1, cpu=1, gpu=4).queue("a").qos("bronze").at(0).build()
+    b2 = job("b2").tasks(1, cpu=1, gpu=4).queue("a").qos("bronze").at(0).build()
+    out = core.step(0, [JobSubmitted(b1), JobSubmitted(b2)])
+    assert started(out) == ["b1", "b2"]
+    # b1 checkpointed recently, b2 never: stopping b1 loses less
+    core.handle(JobCheckpointed("b1", 900.0), 900.0)
+    out = core.step(1000, [JobSubmitted(gjob("g", "a", 4, "gold", at=1000))])
+    assert preempted(out) == ["b1"]
+    out = core.step(1030, [JobExited("b1", PREEMPTED_EXIT_CODE)])
+    assert started(out) == ["g"]
+    assert core.jobs["b1"].phase is JobPhase.QUEUED
+
+
+def test_silver_does_not_preempt_silver() -> None:
+    core = core_with(tenancy({"a": (16, None, None)}, cohort=None), gpus=4)
+    out = core.step(0, [JobSubmitted(gjob("s1", "a", 4))])
+    out = core.step(1, [JobSubmitted(gjob("s2", "a", 4, at=1))])
+    assert not preempted(out) and not started(out)
+
+
+def test_preemption_budget_ends_the_job() -> None:
+    config = tenancy({"a": (16, None, None)}, cohort=None)
+    core = core_with(config, gpus=4, max_preemptions=1)
+    core.step(0, [JobSubmitted(gjob("b", "a", 4, "bronze"))])
+    for round_, t in enumerate((100.0, 300.0)):
+        out = core.step(t, [JobSubmitted(gjob(f"g{round_}", "a", 4, "gold", at=t))])
+        assert preempted(out) == ["b"]
+        core.step(t + 1, [JobExited("b", PREEMPTED_EXIT_CODE)])
+        core.step(t + 2, [JobExited(f"g{round_}")])  # the gold job ends; b runs again
+    b = core.jobs["b"]
+    assert b.phase is JobPhase.CANCELLED
+    assert "retry budget of 1 is spent" in b.history[-1].reason
+
+
+def test_preempted_job_that_exits_zero_completes() -> None:
+    core = core_with(tenancy({"a": (16, None, None)}, cohort=None), gpus=4)
+    core.step(0, [JobSubmitted(gjob("b", "a", 4, "bronze"))])
+    core.step(5, [JobSubmitted(gjob("g", "a", 4, "gold", at=5))])
+    out = core.step(6, [JobExited("b", 0)])
+    assert core.jobs["b"].phase is JobPhase.COMPLETED
+    assert started(out) == ["g"]
+
+
+def test_failure_requeue_excludes_the_node_and_waits_for_the_backoff() -> None:
+    core = SchedulerCore(CoreConfig(backfill="none"))
+    for name in ("n0", "n1"):
+        core.handle(NodeAdded(node(name).cpu(4).build()), 0.0)
+    out = core.step(0, [JobSubmitted(job("j").tasks(1, cpu=4).build())])
+    first = next(d for d in out if isinstance(d, StartJob))
+    bad = first.nodes[0]
+    out = core.step(
+        10, [JobExited("j", -1, "GPU fault", requeue=True, exclude_nodes=(bad,), not_before=40)]
+    )
+    assert not started(out)
+    assert core.jobs["j"].phase is JobPhase.QUEUED
+    assert core.next_wakeup() == 40
+    assert not started(core.step(39))
+    out = core.step(40)
+    again = next(d for d in out if isinstance(d, StartJob))
+    assert bad not in again.nodes
+    assert core.jobs["j"].attempts == 1
+    assert core.next_wakeup() is None
+
+
+def test_requeue_off_every_node_is_rejected() -> None:
+    core = SchedulerCore(CoreConfig(backfill="none"))
+    core.handle(NodeAdded(node("n0").cpu(4).build()), 0.0)
+    core.step(0, [JobSubmitted(job("j").tasks(1, cpu=4).build())])
+    out = core.step(1, [JobExited("j", -1, "node lost", requeue=True, exclude_nodes=("n0",))])
+    assert any(isinstance(d, RejectJob) for d in out)
+    assert core.jobs["j"].phase is JobPhase.CANCELLED
+
+
+def test_cancel_a_job_waiting_for_its_backoff() -> None:
+    core = SchedulerCore(CoreConfig(backfill="none"))
+    core.handle(NodeAdded(node("n0").cpu(4).build()), 0.0)
+    core.step(0, [JobSubmitted(job("j").tasks(1, cpu=4).build())])
+    core.step(1, [JobExited("j", -1, "hang", requeue=True, not_before=100)])
+    from fusesched.model.events import JobCancelRequested
+
+    core.step(2, [JobCancelRequested("j")])
+    assert core.jobs["j"].phase is JobPhase.CANCELLED
+    assert core.next_wakeup() is None
+
+
+def test_multifactor_order_favours_the_light_user() -> None:
+    config = TenancyConfig.from_dict(
+        {
+            "flavors": [{"name": "gpu", "resources": ["nvidia.com/gpu"]}],
+            "organisations": [
+                {
+                    "name": "o",
+                    "tenants": [
+                        {
+                            "name": "t",
+                            "queues": [
+                                {
+                                    "name": "q",
+                                    "users": {"heavy": 1, "light": 1},
+                                    "flavors": [
+                                        {
+                                            "name": "gpu",
+                                            "resources": {"nvidia.com/gpu": {"nominal": 100}},
+                                        }
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    core = SchedulerCore(
+        CoreConfig(
+            queue_order="multifactor", backfill="none", tenancy=TenancyPolicy(config, recalc_s=1)
+        )
+    )
+    core.handle(NodeAdded(node("n").cpu(8).gpu(1).build()), 0.0)
+
+    def gj(job_id: str, user: str, at: float) -> JobSpec:
+        return job(job_id).tasks(1, cpu=1, gpu=1).queue("q").user(user).at(at).build()
+
+    core.step(0, [JobSubmitted(gj("h0", "heavy", 0))])
+    core.step(3600, [JobExited("h0")])  # heavy used the GPU for an hour
+    core.step(3601, [JobSubmitted(gj("blocker", "heavy", 3601))])
+    out = core.step(
+        3602, [JobSubmitted(gj("h1", "heavy", 3602)), JobSubmitted(gj("l1", "light", 3603))]
+    )
+    core.step(4000, [JobExited("blocker")])
+    nxt = [j for j in ("h1", "l1") if core.jobs[j].phase is JobPhase.RUNNING]
+    assert nxt == ["l1"], out
+    breakdown = core.priority("h1", 4000)
+    assert breakdown.factor("fairshare").value < core.priority("l1", 4000).factor("fairshare").value
+    assert "fairshare" in breakdown.explain()
+
+
+def test_policy_from_dict_validates() -> None:
+    base = {"flavors": [{"name": "gpu", "resources": ["nvidia.com/gpu"]}]}
+    policy = TenancyPolicy.from_dict(
+        {**base, "scheduling": {"half_life_s": 3600, "weights": {"age": 5}}}
+    )
+    assert policy.half_life_s == 3600 and policy.weights.age == 5
+    with pytest.raises(TenancyError, match="unknown field"):
+        TenancyPolicy.from_dict({**base, "scheduling": {"half_life": 1}})
+    with pytest.raises(TenancyError, match="victim order"):
+        TenancyPolicy.from_dict({**base, "scheduling": {"victim_order": "random"}})
+
+
+# ----------------------------------------------------------------------------- simulator
+
+
+def test_simulated_reclaim_keeps_checkpointed_work() -> None:
+    config = tenancy({"a": (4, None, None), "b": (4, None, None)})
+    nodes = [node("n0").cpu(64).gpu(8).build()]
+
+    def sj(job_id: str, queue: str, at: float, runtime: float, interval: float | None) -> SimJob:
+        b = job(job_id).tasks(1, cpu=1, gpu=4).queue(queue).at(at).walltime(10 * runtime)
+        return SimJob((b.checkpoint_every(interval) if interval else b).build(), runtime)
+
+    jobs = [
+        sj("a1", "a", 0, 1000, None),
+        sj("a2", "a", 0, 1000, 300),  # borrows b's quota, checkpoints every 300 s
+        sj("b1", "b", 500, 100, None),  # b wants its quota back at 500
+    ]
+    cfg = CoreConfig(backfill="none", tenancy=TenancyPolicy(config))
+    result = Simulation(nodes, jobs, cfg).run()
+    out = {o.job_id: o for o in result.outcomes}
+    a2 = out["a2"]
+    assert a2.preemptions == 1
+    # notice at 500, killed at 620 (silver grace 120): work up to the checkpoint at 600 is kept
+    assert a2.lost_s == pytest.approx(20)
+    assert out["b1"].start == pytest.approx(620)
+    # a2 restarts when b1 ends (720) and runs its remaining 400 s
+    assert a2.end == pytest.approx(720 + 400)
+    assert out["a1"].end == pytest.approx(1000)
