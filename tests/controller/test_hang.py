@@ -112,7 +112,7 @@ def ended(fake: FakeSensors, i: int, now: float) -> None:
 CASES: list[tuple[str, Step, int, HangPolicy, bool, str]] = [
     # name, behaviour, GPUs, policy, hung?, a word of the reason
     ("NCCL stuck at 100 %", stuck_at(100.0), 2, TRAIN, True, "gpu_util quiet"),
-    ("stuck at 0 %", stuck_at(0.0), 2, TRAIN, True, "no progress for 30 min"),
+    ("stuck at 0 %", stuck_at(0.0), 2, TRAIN, True, "hung: no progress for 30 min"),
     ("checkpoint 3 h old", old_checkpoint, 2, TRAIN, True, "checkpoint quiet"),
     ("quiet training, GPU busy", healthy_quiet_training, 2, TRAIN, False, "gpu_util active"),
     ("logs a line now and then", with_log, 2, TRAIN, False, "log active"),

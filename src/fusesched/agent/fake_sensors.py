@@ -99,6 +99,9 @@ class FakeSensors:
             )
         return out
 
+    def close(self) -> None:
+        """Nothing to release (as :class:`~fusesched.agent.sensors.GpuSensor`)."""
+
     def sample_gpus(self, now: float) -> list[GpuSample]:
         xids, self._xids = self._xids, {}
         out = []

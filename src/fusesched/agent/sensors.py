@@ -109,6 +109,14 @@ class SensorBackend(Protocol):
     def sample_gpus(self, now: float) -> list[GpuSample]: ...
 
 
+class GpuSensor(Protocol):
+    """Per-GPU samples: NVML on real nodes, scripted GPUs in tests."""
+
+    def sample_gpus(self, now: float) -> list[GpuSample]: ...
+
+    def close(self) -> None: ...
+
+
 def attach_gpus(
     samples: Iterable[TaskSample], gpus: Sequence[GpuSample], watches: Sequence[TaskWatch]
 ) -> list[TaskSample]:
@@ -456,7 +464,7 @@ class Sensors:
     """The real back end: task samples from one sensor, GPU samples from another."""
 
     tasks: PsutilTaskSensor = field(default_factory=PsutilTaskSensor)
-    gpus: NvmlGpuSensor | None = None
+    gpus: GpuSensor | None = None
 
     def sample_tasks(self, watches: Sequence[TaskWatch], now: float) -> list[TaskSample]:
         return self.tasks.sample_tasks(watches, now)

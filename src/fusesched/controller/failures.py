@@ -48,12 +48,12 @@ def restart_policy(request: JobRequest) -> RestartPolicy:
 def hang_policy(live: LiveJob) -> HangPolicy | None:
     """The job's own hang thresholds, or None for its type's default."""
     h = live.request.hang
-    if h.enabled and h.window_s is None and h.startup_s is None:
+    if h.enabled is None and h.window_s is None and h.startup_s is None:
         return None
     base = DEFAULT_HANG_POLICIES[live.spec.type]
     return replace(
         base,
-        enabled=h.enabled,
+        enabled=base.enabled if h.enabled is None else h.enabled,
         window_s=base.window_s if h.window_s is None else h.window_s,
         startup_s=base.startup_s if h.startup_s is None else h.startup_s,
     )

@@ -130,7 +130,12 @@ def detect_hang(window: SampleWindow, policy: HangPolicy) -> Verdict:
         return Verdict(False, (), "not enough samples")
     if newest - oldest < policy.startup_s:
         return Verdict(False, (), f"sampled for {newest - oldest:.0f} s < start-up grace")
-    cols = window.last(since=newest - policy.window_s)
+    # from the newest sample at or before the window's start, so that the samples span the
+    # whole window (those inside it alone fall one sampling interval short)
+    start = newest - policy.window_s
+    times_all = window.column("time")
+    before = times_all[times_all <= start]
+    cols = window.last(since=float(before[-1]) if before.size else start)
     times = cols["time"]
     if times[-1] - times[0] < policy.coverage * policy.window_s:
         return Verdict(False, (), "the samples do not cover the window yet")
@@ -167,9 +172,18 @@ def detect_hang(window: SampleWindow, policy: HangPolicy) -> Verdict:
             tuple(signals),
             f"only {len(signals)} signals apply, {policy.min_signals} must agree",
         )
-    minutes = policy.window_s / 60
-    reason = f"no progress for {minutes:g} min: " + ", ".join(s.describe() for s in signals)
+    span = _duration(policy.window_s)
+    reason = f"hung: no progress for {span}: " + ", ".join(s.describe() for s in signals)
     return Verdict(True, tuple(signals), reason)
+
+
+def _duration(seconds: float) -> str:
+    """``30 min``, ``2 h``, ``4 s``: whole minutes or hours when they are, else seconds."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
 
 
 # --- restarts ----------------------------------------------------------------------------

@@ -403,6 +403,9 @@ class Controller:
 
     def _start(self, decision: StartJob, now: float) -> None:
         live = self.jobs[decision.job_id]
+        if live.exit_sent:  # requeued and started again in one cycle: settle the old run first
+            reason = live.requeue[2] if live.requeue is not None else "requeued"
+            self._requeued(live, reason, self.core.jobs[live.id].attempts, now)
         live.nodes = decision.nodes
         attempt = self.core.jobs[live.id].attempts
         slots = task_slots(decision, attempt)

@@ -214,7 +214,7 @@ class RestartRequest(_Model):
 class HangRequest(_Model):
     """Per-job hang detection: off, or a window other than the job type's default."""
 
-    enabled: bool = True
+    enabled: bool | None = None  # None: as the job type's default (off for services)
     window_s: Annotated[float, Field(gt=0, le=7 * 86400)] | None = None
     startup_s: Annotated[float, Field(ge=0, le=7 * 86400)] | None = None
 
