@@ -15,6 +15,13 @@ A controller with authentication wants a token: ``Client(url, token=...)``, else
 ``FUSESCHED_TOKEN`` variable, else the file ``~/.config/fusesched/token``. A controller that
 speaks TLS with the cluster's own CA: ``Client("https://...", ca="ca.crt")`` (or
 ``FUSESCHED_CA``).
+
+A controller with standbys (docs/LIVE.md, "Leader and standby"): give every URL,
+``Client("http://a:8642,http://b:8642")`` (or a list, or the same in ``FUSESCHED_CONTROLLER``).
+Requests go to the one that answered last; when it cannot be reached or answers 503
+``{"detail": "standby"}``, the next one is tried, round after round for up to ``failover_s``
+seconds (a take-over takes a few). A request is sent again elsewhere only when it cannot have
+been carried out (no connection, or a standby's refusal) or is a read (GET).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8642"
+#: With several controllers, how long to wait for a connection before trying the next one.
+CONNECT_TIMEOUT_S = 5.0
 FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
 
 
@@ -64,27 +73,50 @@ def default_token() -> str | None:
         return None
 
 
+def split_urls(urls: str | Sequence[str]) -> list[str]:
+    """Controller URLs from one URL, URLs separated by commas, or a sequence of either."""
+    items = [urls] if isinstance(urls, str) else list(urls)
+    out: list[str] = []
+    for item in items:
+        for part in item.split(","):
+            url = part.strip().rstrip("/")
+            if url and url not in out:
+                out.append(url)
+    return out
+
+
+class _Unreachable(ConnectionError):
+    """No connection could be made: the request was not sent."""
+
+
 class Client:
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         timeout: float = 30.0,
         token: str | None = None,
         ca: str | Path | None = None,
+        failover_s: float = 15.0,
     ) -> None:
-        self.url = (url or default_url()).rstrip("/")
+        self.urls = split_urls(url or default_url()) or [DEFAULT_URL]
+        self.url = self.urls[0]  # the controller requests go to (the leader, once found)
         self.timeout = timeout
+        self.failover_s = failover_s
         self.token = token or default_token()
         ca = ca or os.environ.get("FUSESCHED_CA") or None
         self._ssl = ssl.create_default_context(cafile=str(ca)) if ca else None
-        self._parts = urllib.parse.urlsplit(self.url)
-        if self._parts.scheme not in ("http", "https") or not self._parts.hostname:
-            raise ControllerError(0, f"not a controller URL: {self.url!r} (http://HOST:PORT)")
-        self._base_path = self._parts.path.rstrip("/")
+        self._split: dict[str, urllib.parse.SplitResult] = {}
+        for one in self.urls:
+            parts = urllib.parse.urlsplit(one)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ControllerError(0, f"not a controller URL: {one!r} (http://HOST:PORT)")
+            self._split[one] = parts
+        self._base_path = {one: parts.path.rstrip("/") for one, parts in self._split.items()}
+        self._failover = len(self.urls) > 1
         self._local = threading.local()  # one kept-alive connection per thread
 
     def __repr__(self) -> str:  # never shows the token
-        return f"Client({self.url!r})"
+        return f"Client({','.join(self.urls)!r})"
 
     # ------------------------------------------------------------------ jobs
 
@@ -213,16 +245,53 @@ class Client:
         headers = {"content-type": "application/json"} if data is not None else {}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
-        try:
-            status, payload = self._exchange(method, path, data, headers)
-        except (OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise ControllerError(
-                0, f"cannot reach the controller at {self.url}: {reason}"
-            ) from None
+        if self._failover:
+            status, payload = self._exchange_any(method, path, data, headers)
+        else:
+            try:
+                status, payload = self._exchange(method, path, data, headers)
+            except (OSError, http.client.HTTPException) as exc:
+                reason = getattr(exc, "reason", None) or exc
+                raise ControllerError(
+                    0, f"cannot reach the controller at {self.url}: {reason}"
+                ) from None
         if status >= 400:
             raise ControllerError(status, _detail(payload, status))
         return payload.decode() if raw else json.loads(payload)
+
+    def _exchange_any(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        """:meth:`_exchange` with the current controller, else the next ones (see the module
+        docstring), for up to ``failover_s``."""
+        deadline = time.monotonic() + self.failover_s
+        why: dict[str, str] = {}
+        while True:
+            for _ in self.urls:
+                url = self.url
+                try:
+                    status, payload = self._exchange(method, path, data, headers)
+                except _Unreachable as exc:
+                    why[url] = f"unreachable ({exc})"
+                except (OSError, http.client.HTTPException) as exc:
+                    if method != "GET":  # it may have been carried out: do not repeat it
+                        raise ControllerError(
+                            0,
+                            f"lost the controller at {url} during the request ({exc}); it may "
+                            "or may not have been carried out",
+                        ) from None
+                    why[url] = f"unreachable ({exc})"
+                else:
+                    if status != 503 or _detail(payload, status) != "standby":
+                        return status, payload
+                    why[url] = "standby"
+                index = self.urls.index(url)
+                if self.url == url:
+                    self.url = self.urls[(index + 1) % len(self.urls)]
+            if time.monotonic() >= deadline:
+                reasons = "; ".join(f"{u}: {w}" for u, w in why.items())
+                raise ControllerError(0, f"no controller leads ({reasons})")
+            time.sleep(0.2)
 
     def _exchange(
         self, method: str, path: str, data: bytes | None, headers: dict[str, str]
@@ -232,13 +301,17 @@ class Client:
         A connection the controller closed while it sat idle is noticed when it is used, before
         any answer: the request is then sent once more on a fresh connection.
         """
-        target = self._base_path + path
+        url = self.url
+        target = self._base_path[url] + path
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.conn_url != url:  # moved to another controller
+            conn.close()
+            conn = None
         for attempt in (0, 1):
             fresh = conn is None
             if conn is None:
-                conn = self._connect()
-                self._local.conn = conn
+                conn = self._connect(url)
+                self._local.conn, self._local.conn_url = conn, url
             try:
                 conn.request(method, target, body=data, headers=headers)
                 response = conn.getresponse()
@@ -259,17 +332,28 @@ class Client:
             return response.status, payload
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _connect(self) -> http.client.HTTPConnection:
-        if self._parts.scheme == "https":
-            return http.client.HTTPSConnection(
-                self._parts.hostname or "127.0.0.1",
-                self._parts.port,
-                timeout=self.timeout,
-                context=self._ssl,
+    def _connect(self, url: str) -> http.client.HTTPConnection:
+        """A connected connection to ``url``; :class:`_Unreachable` if none can be made."""
+        parts = self._split[url]
+        conn: http.client.HTTPConnection
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(
+                parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout, context=self._ssl
             )
-        return http.client.HTTPConnection(
-            self._parts.hostname or "127.0.0.1", self._parts.port, timeout=self.timeout
-        )
+        else:
+            conn = http.client.HTTPConnection(
+                parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout
+            )
+        if self._failover:  # a vanished host should not hold up the move to the next one
+            conn.timeout = min(self.timeout, CONNECT_TIMEOUT_S)
+        try:
+            conn.connect()
+            if conn.sock is not None:
+                conn.sock.settimeout(self.timeout)
+        except OSError as exc:
+            conn.close()
+            raise _Unreachable(str(exc)) from exc
+        return conn
 
     def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(request)

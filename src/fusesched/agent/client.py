@@ -14,7 +14,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -33,11 +33,14 @@ from fusesched.api.wire import (
     TaskReport,
     TaskState,
 )
+from fusesched.sdk import split_urls
 
 log = logging.getLogger("fusesched.agent")
 
 REPORT_PERIOD_S = 0.02
 LONG_POLL_S = 2.0
+#: With several controllers, how long one beat goes round them while none leads.
+FAILOVER_ROUNDS_S = 2.0
 #: The agent's own credential, in its work dir (mode 0600), kept across restarts.
 CREDENTIAL_FILE = "agent.token"
 
@@ -94,6 +97,20 @@ def credential(
     return token or None
 
 
+def controller_urls(controllers: str | Sequence[str]) -> list[str]:
+    """The controller URLs in ``controllers``: one URL, a comma-separated list, or a sequence
+    of either (a leader and its standbys, see docs/LIVE.md). Order is kept, repeats dropped."""
+    urls = split_urls(controllers)
+    if not urls:
+        raise ValueError("no controller URL given")
+    return urls
+
+
+def _standby(response: httpx.Response) -> bool:
+    """A standby controller's answer (503): the request should go to another controller."""
+    return response.status_code == 503
+
+
 class Runtime(Protocol):
     """What the agent needs from a task runtime (real processes or a fake clock)."""
 
@@ -103,13 +120,14 @@ class Runtime(Protocol):
     def running(self) -> list[str]: ...
     def read_log(self, task_id: str, offset: int) -> LogChunk | None: ...
     def watches(self) -> list[TaskWatch]: ...
+    def launches(self) -> list[TaskLaunch]: ...
     def shutdown(self) -> None: ...
 
 
 class AgentClient:
     def __init__(
         self,
-        controller: str,
+        controller: str | Sequence[str],
         inventory: NodeInventory,
         runtime: Runtime,
         *,
@@ -119,7 +137,12 @@ class AgentClient:
         ca_path: Path | None = None,
         sensing: Sensing | None = None,
     ) -> None:
-        self.url = controller.rstrip("/")
+        # several URLs: a leader and its standbys; requests go to ``self.url`` and move on to
+        # the next URL when it cannot be reached or answers 503 (a standby)
+        self.urls = controller_urls(controller)
+        self.url = self.urls[0]
+        self._failover = len(self.urls) > 1
+        self._url_lock = threading.Lock()
         self.ca_path = ca_path  # given to tasks as FUSESCHED_CA (mpirun's launcher needs it)
         self.inventory = inventory
         self.runtime = runtime
@@ -167,21 +190,29 @@ class AgentClient:
         """Register, retrying while the controller is still starting."""
         deadline = time.monotonic() + retry_s
         while True:
+            url = self.url
+            moved = False
             try:
                 response = self._http.post(
-                    f"{self.url}/v1/agents/register", json=self.inventory.model_dump(mode="json")
+                    f"{url}/v1/agents/register", json=self.inventory.model_dump(mode="json")
                 )
+                if self._failover and _standby(response):
+                    moved = self._move_on(url, "is a standby")
                 response.raise_for_status()
+                if self._failover:
+                    log.info("node %s registered with %s", self.inventory.name, url)
                 return
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code in (401, 403):  # retrying will not help
                     raise
                 if time.monotonic() > deadline or self.stop_event.is_set():
                     raise
-                time.sleep(0.2)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
+                if self._failover:
+                    moved = self._move_on(url, f"is unreachable ({exc})")
                 if time.monotonic() > deadline or self.stop_event.is_set():
                     raise
+            if not moved or self.url == self.urls[0]:  # a full round: pause
                 time.sleep(0.2)
 
     # ------------------------------------------------------------------ threads
@@ -251,20 +282,70 @@ class AgentClient:
         self._obey(reply)
 
     def _reregister(self) -> None:
+        """The controller forgot this node (it restarted): register again, with the tasks
+        still running here, which it adopts."""
+        with self._lock:
+            running = self.runtime.launches()
+        self.inventory = self.inventory.model_copy(update={"running": running})
         try:
             self.register(retry_s=5.0)
         except httpx.HTTPError:
             self.stop_event.wait(1.0)
 
     def _send(self, beat: Heartbeat, wait_s: float) -> HeartbeatReply:
-        response = self._http.post(
-            f"{self.url}/v1/agents/heartbeat",
-            params={"wait": wait_s},
-            content=beat.model_dump_json(),
-            headers={"content-type": "application/json"},
-        )
+        if self._failover:
+            response = self._send_anywhere(beat.model_dump_json(), wait_s)
+        else:
+            response = self._post_beat(self.url, beat.model_dump_json(), wait_s)
         response.raise_for_status()
         return HeartbeatReply.model_validate_json(response.content)
+
+    def _post_beat(self, url: str, content: str, wait_s: float) -> httpx.Response:
+        return self._http.post(
+            f"{url}/v1/agents/heartbeat",
+            params={"wait": wait_s},
+            content=content,
+            headers={"content-type": "application/json"},
+        )
+
+    def _send_anywhere(self, content: str, wait_s: float) -> httpx.Response:
+        """Send a beat to the current controller; when it is unreachable or a standby, to the
+        next ones (round after round for up to :data:`FAILOVER_ROUNDS_S`). A new leader answers
+        404 (it does not know this node yet), which makes the work thread register again, with
+        it. Beats are safe to send twice."""
+        deadline = time.monotonic() + FAILOVER_ROUNDS_S
+        while True:
+            outcome: httpx.Response | httpx.TransportError | None = None
+            for _ in self.urls:
+                url = self.url
+                try:
+                    outcome = self._post_beat(url, content, wait_s)
+                except httpx.TransportError as exc:
+                    outcome = exc
+                    if not self._move_on(url, f"is unreachable ({exc})"):
+                        break
+                    continue
+                if not _standby(outcome) or not self._move_on(url, "is a standby"):
+                    return outcome
+            # no controller leads right now (a take-over under way): go round again shortly
+            if time.monotonic() > deadline or self.stop_event.wait(0.1):
+                break
+        if isinstance(outcome, httpx.Response):
+            return outcome
+        assert outcome is not None  # there is at least one URL
+        raise outcome
+
+    def _move_on(self, failed: str, why: str) -> bool:
+        """Make the URL after ``failed`` the current one (unless another thread already moved
+        on); returns whether there is another URL to try."""
+        if not self._failover or self.stop_event.is_set():
+            return False
+        with self._url_lock:
+            if self.url == failed:
+                index = self.urls.index(failed)
+                self.url = self.urls[(index + 1) % len(self.urls)]
+                log.warning("controller %s %s; trying %s", failed, why, self.url)
+        return True
 
     def _obey(self, reply: HeartbeatReply) -> None:
         with self._lock:

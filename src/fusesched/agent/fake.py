@@ -134,6 +134,10 @@ class FakeRuntime:
     def running(self) -> list[str]:
         return sorted(self._tasks)
 
+    def launches(self) -> list[TaskLaunch]:
+        now = self._clock()
+        return [t.launch for t in self._tasks.values() if now < t.end_at]
+
     def watches(self) -> list[TaskWatch]:
         """Each live task and its GPUs, with no process, log or checkpoint folder to look at
         (scripted sensors, :class:`~fusesched.agent.fake_sensors.FakeSensors`, speak for it)."""

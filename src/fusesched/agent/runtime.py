@@ -611,6 +611,10 @@ class ProcessRuntime:
         """Every task started and not yet reported as ended (including those being killed)."""
         return sorted(self._tasks)
 
+    def launches(self) -> list[TaskLaunch]:
+        """The launch of every task still running (a restarted controller adopts them)."""
+        return [t.launch for t in self._tasks.values() if t.popen.poll() is None]
+
     def watches(self) -> list[TaskWatch]:
         """What the sensors watch for each live task (:mod:`fusesched.agent.sensors`)."""
         return [

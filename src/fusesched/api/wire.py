@@ -47,6 +47,9 @@ class NodeInventory(_Wire):
     labels: dict[str, str] = Field(default_factory=dict)
     devices: list[DeviceInfo] = Field(default_factory=list)
     cpu_ids: list[int] = Field(default_factory=list)  # logical CPUs tasks may be pinned to
+    # tasks it still runs from before (sent when it registers again with a restarted
+    # controller, which adopts them)
+    running: list[TaskLaunch] = Field(default_factory=list)
 
     @field_validator("resources")
     @classmethod
@@ -85,6 +88,9 @@ class TaskLaunch(_Wire):
     files: dict[str, str] = Field(default_factory=dict)  # name -> text, written to the task dir
     # the task's checkpoint folder (FUSESCHED_CHECKPOINT_DIR); None: <task dir>/checkpoints
     checkpoint_dir: str | None = None
+
+
+NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it
 
 
 class TaskState(StrEnum):

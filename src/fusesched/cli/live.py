@@ -28,7 +28,8 @@ ControllerOpt = Annotated[
     typer.Option(
         "--controller",
         envvar="FUSESCHED_CONTROLLER",
-        help="Controller URL (default: FUSESCHED_CONTROLLER, else http://127.0.0.1:8642).",
+        help="Controller URL, or several separated by commas (a leader and its standbys: the "
+        "one that leads answers) (default: FUSESCHED_CONTROLLER, else http://127.0.0.1:8642).",
         show_default=False,
     ),
 ]

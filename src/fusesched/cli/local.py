@@ -8,11 +8,14 @@ controller with several agents of distinct names and sizes.
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusesched.agent.client import AgentClient, credential
+import httpx
+
+from fusesched.agent.client import AgentClient, JoinError, controller_urls, credential
 from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
@@ -31,8 +34,30 @@ class AgentHandle:
         self.client.stop()
 
 
+def _credential(
+    urls: Sequence[str],
+    node: str,
+    work_dir: Path,
+    join_token: str | None,
+    verify: ssl.SSLContext | bool,
+) -> str | None:
+    """:func:`credential` from the first of ``urls`` that is up and leads (a standby answers
+    503; the other refusals are final)."""
+    for i, url in enumerate(urls):
+        last = i == len(urls) - 1
+        try:
+            return credential(url, node, work_dir, join_token, verify)
+        except httpx.TransportError:
+            if last:
+                raise
+        except JoinError as exc:
+            if last or "HTTP 503" not in str(exc):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def start_agent(
-    controller_url: str,
+    controller_url: str | Sequence[str],
     config: Path | AgentConfig | None,
     *,
     name: str | None = None,
@@ -47,7 +72,9 @@ def start_agent(
     The node's credential is ``token`` when given, else the one an earlier join stored in the
     work dir, else a new one from ``join_token`` (stored there, mode 0600), else none (a
     controller without authentication). ``ca`` is the CA to trust when the controller speaks
-    TLS."""
+    TLS. ``controller_url`` may name several controllers (a leader and its standbys: a list,
+    or URLs separated by commas); the agent follows whichever leads."""
+    urls = controller_urls(controller_url)
     cfg = config if isinstance(config, AgentConfig) else load_config(config)
     updates: dict[str, object] = {}
     if name is not None:
@@ -59,10 +86,10 @@ def start_agent(
     inventory = discover(cfg)
     verify = client_context(ca) or True
     if token is None:
-        token = credential(controller_url, inventory.name, cfg.work_dir, join_token, verify)
+        token = _credential(urls, inventory.name, cfg.work_dir, join_token, verify)
     runtime = ProcessRuntime.from_config(cfg)
     client = AgentClient(
-        controller_url,
+        urls,
         inventory,
         runtime,
         long_poll_s=long_poll_s,

@@ -86,8 +86,20 @@ def controller(
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     tenancy: TenancyOpt = None,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="Take part in leader election (needs a PostgreSQL --db): lead if no other "
+            "controller of this database does, else stand by (every route answers 503 "
+            '{"detail": "standby"}) and take over within seconds when the leader dies. Start '
+            "every controller of the database with it; give agents and clients all their URLs "
+            "(--controller URL1,URL2).",
+        ),
+    ] = False,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
+    from fusesched.controller.leader import StandbyUnsupported
     from fusesched.controller.server import ControllerServer
     from fusesched.policies.registry import CoreConfig, PolicyError
 
@@ -102,11 +114,22 @@ def controller(
         _fail(str(exc), 2)
     try:
         server = ControllerServer(
-            data_dir, host, port, db, core, auth=auth, tls_cert=tls_cert, tls_key=tls_key
+            data_dir,
+            host,
+            port,
+            db,
+            core,
+            auth=auth,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            standby=standby,
         )
+    except StandbyUnsupported as exc:
+        _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
-    err.print(f"fusesched controller at [bold]{server.url}[/] (data in {data_dir})")
+    role = " (standby until it leads)" if standby else ""
+    err.print(f"fusesched controller at [bold]{server.url}[/]{role} (data in {data_dir})")
     if server.admin_token_path is not None:
         err.print(f"a cluster-admin token was written to {server.admin_token_path} (mode 0600)")
     if not auth:
@@ -116,13 +139,18 @@ def controller(
     _stop_on_signals()
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
+    if server.fenced is not None:
+        _fail(f"lost leadership ({server.fenced}); exiting so that a restart stands by", 3)
 
 
 def agent(
     controller_url: Annotated[
         str,
         typer.Option(
-            "--controller", envvar="FUSESCHED_CONTROLLER", help="Controller URL to register with."
+            "--controller",
+            envvar="FUSESCHED_CONTROLLER",
+            help="Controller URL to register with; several separated by commas (a leader and "
+            "its standbys): the agent follows whichever leads.",
         ),
     ] = "http://127.0.0.1:8642",
     config: Annotated[
@@ -160,7 +188,7 @@ def agent(
         _fail(f"the controller refused this node ({exc.response.status_code}): {exc.response.text}")
     except httpx.HTTPError as exc:
         _fail(f"cannot reach the controller at {controller_url}: {exc}")
-    err.print(f"agent [bold]{handle.name}[/] registered with {controller_url}")
+    err.print(f"agent [bold]{handle.name}[/] registered with {handle.client.url}")
     _stop_on_signals()
     try:
         while True:

@@ -19,6 +19,7 @@ from fusesched.model.phases import JobPhase
 from fusesched.store.records import (
     EventRow,
     JobChange,
+    JobDetail,
     JobRow,
     JobState,
     NodeRow,
@@ -213,30 +214,16 @@ class Persistence:
 
     # ------------------------------------------------------------------ reads
 
-    def pending_jobs(self) -> list[tuple[int, JobRow]]:
-        """Jobs a previous controller accepted but did not start, oldest first.
-
-        Jobs it had running are marked Failed: their processes belonged to the old
-        controller's agents session (re-adopting them is future work, see docs/LIVE.md).
-        """
-        out = []
-        lost = []
+    def unfinished_jobs(self) -> tuple[list[JobDetail], list[JobDetail]]:
+        """What a previous controller left: jobs it accepted but did not start (oldest
+        first), and jobs it had running, with their tasks (a restarted controller adopts
+        them when their agents report in)."""
+        pending: list[JobDetail] = []
+        running: list[JobDetail] = []
         for detail in self.store.unfinished_jobs():
-            row = detail.job
-            if row.state is JobState.PENDING:
-                out.append((row.seq, row))
-            else:
-                lost.append(
-                    JobChange(
-                        row.id,
-                        state=JobState.FAILED,
-                        phase=JobPhase.FAILED.value,
-                        reason="the controller restarted while it ran",
-                    )
-                )
-        if lost:
-            self.store.update_jobs(lost)
-        return out
+            (pending if detail.job.state is JobState.PENDING else running).append(detail)
+        pending.sort(key=lambda d: d.job.seq)
+        return pending, running
 
     def job_exists(self, job_id: str) -> bool:
         return self.store.get_job(job_id) is not None

@@ -56,6 +56,21 @@ class NodePool:
                 indices.extend(d.index for d in taken)
         return Grant(cpu_ids, tuple(sorted(indices)), tuple(uuids))
 
+    def claim(self, grant: Grant) -> None:
+        """Mark what ``grant`` names as taken (a task found running after a restart)."""
+        taken = set(grant.cpu_ids)
+        self.cpu_free = [c for c in self.cpu_free if c not in taken]
+        for kind, free in self.devices_free.items():
+            self.devices_free[kind] = [
+                d
+                for d in free
+                if not (
+                    d.uuid in grant.gpu_uuids
+                    if kind.startswith("nvidia.com/mig-")
+                    else d.index in grant.gpu_indices
+                )
+            ]
+
     def give(self, grant: Grant, inventory: NodeInventory) -> None:
         self.cpu_free = sorted(set(self.cpu_free) | set(grant.cpu_ids))
         for device in inventory.devices:

@@ -73,6 +73,9 @@ class LiveJob:
     # a failure the restart policy retries: (excluded nodes, not before, reason)
     requeue: tuple[tuple[str, ...], float, str] | None = None
     last_checkpoint: float = 0.0  # newest checkpoint time seen by the agents' sensors
+    attempt_base: int = 0  # runs before the core's count (from the store, after a restart)
+    adopting: bool = False  # left running by a previous controller, not yet adopted
+    started_at: float = 0.0  # its run's start (for adoption)
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ task needs it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -17,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fusesched.api.app import create_app
 from fusesched.controller.auth import Authenticator, Role
+from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.records import ControllerConfig
@@ -54,10 +57,15 @@ class ControllerServer:
     auth: bool = False  # require API tokens (``fusesched controller`` turns it on)
     tls_cert: Path | None = None  # serve HTTPS with this certificate (PEM) ...
     tls_key: Path | None = None  # ... and its key
+    #: Take part in leader election (PostgreSQL only): wait as a standby until leading.
+    standby: bool = False
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and its key")
+        self.db_url = self.database_url or sqlite_url(self.data_dir)
+        if self.standby:
+            check_url(self.db_url)  # StandbyUnsupported (a ValueError) for SQLite
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) on accepted
         # connections only for sockets that say they are TCP. Without it every reply on a
@@ -71,10 +79,39 @@ class ControllerServer:
             raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
         self._sock.listen(2048)
         self.port = self._sock.getsockname()[1]
-        url = self.database_url or sqlite_url(self.data_dir)
-        self.persist = Persistence(url)
+        self.elector: Elector | None = None
+        self.fenced: str | None = None  # why leadership was lost (standby mode), else None
+        self._gate: StandbyGate | None = None
+        self._ready = False  # the controller exists (at once, or once a standby leads)
+        self.admin_token_path: Path | None = None
+        self._waiting = threading.Event()  # set: stop standing by
+        app: ASGIApp
+        if self.standby:
+            self.elector = Elector(
+                self.db_url, name=f"fusesched-controller {self.url}", on_lost=self._step_down
+            )
+            app = self._gate = StandbyGate()
+        else:
+            self._lead()
+            app = self.app
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # no request lines in logs (tokens ride in headers anyway)
+            ssl_certfile=str(self.tls_cert) if self.tls_cert else None,
+            ssl_keyfile=str(self.tls_key) if self.tls_key else None,
+            timeout_keep_alive=60,
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    def _lead(self) -> None:
+        """Open the store and build the controller (whose recovery loads the store's state)
+        and its API: at once, or for a standby once it holds leadership."""
+        self.persist = Persistence(self.db_url)
         self.authenticator = Authenticator(self.persist.store, enabled=self.auth, clock=self.clock)
-        self.admin_token_path: Path | None = self._bootstrap() if self.auth else None
+        self.admin_token_path = self._bootstrap() if self.auth else None
         self.controller = Controller(
             self.persist,
             LogStore(self.data_dir / "logs"),
@@ -88,17 +125,7 @@ class ControllerServer:
             auth=self.authenticator,
         )
         self.app = create_app(self.controller, self.authenticator)
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,  # no request lines in logs (tokens ride in headers anyway)
-            ssl_certfile=str(self.tls_cert) if self.tls_cert else None,
-            ssl_keyfile=str(self.tls_key) if self.tls_key else None,
-            timeout_keep_alive=60,
-            lifespan="off",
-        )
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        self._ready = True
 
     def _bootstrap(self) -> Path | None:
         """On the first start with authentication (no token stored yet), make a
@@ -124,8 +151,22 @@ class ControllerServer:
         return f"{scheme}://{host}:{self.port}"
 
     def start(self) -> ControllerServer:
+        """Serve the API. A standby first answers 503 ``{"detail": "standby"}`` on every route
+        and blocks here until it holds leadership, then builds the controller and serves."""
+        if not self._ready:
+            self._serve()  # the gate answers 503 while we wait
+            self._wait_for_leadership()
+            if self.auto_schedule:
+                self.controller.start()
+            assert self._gate is not None
+            self._gate.app = self.app
+            return self
         if self.auto_schedule:
             self.controller.start()
+        self._serve()
+        return self
+
+    def _serve(self) -> None:
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
         )
@@ -135,12 +176,38 @@ class ControllerServer:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the API server did not start")
             time.sleep(0.01)
-        return self
+
+    def _wait_for_leadership(self) -> None:
+        assert self.elector is not None
+        log.warning("controller at %s: standby, waiting for leadership", self.url)
+        self.elector.acquire(block=True, stop=self._waiting)
+        if not self.elector.is_leader:
+            raise RuntimeError("stopped while standing by")
+        started = time.monotonic()
+        self._lead()
+        log.warning(
+            "controller at %s: now the leader (state loaded from the store in %.2f s)",
+            self.url,
+            time.monotonic() - started,
+        )
+
+    def _step_down(self, reason: str) -> None:
+        """Fencing: leadership was lost (see :mod:`fusesched.controller.leader`). Stop acting
+        at once: every route answers 503 again, scheduling stops and the server exits (a
+        supervisor restarts the process, which then stands by)."""
+        self.fenced = reason
+        if self._gate is not None:
+            self._gate.app = None
+            self._gate.detail = "standby"
+        self._server.should_exit = True
+        if self._ready:
+            self.controller.stop()
 
     def serve_forever(self) -> None:
-        """Run until interrupted (Ctrl-C / SIGTERM) in the foreground."""
-        self.start()
+        """Run until interrupted (Ctrl-C / SIGTERM) in the foreground, or until a leader
+        loses leadership (then :attr:`fenced` says why)."""
         try:
+            self.start()
             while self._thread is not None and self._thread.is_alive():
                 self._thread.join(0.5)
         finally:
@@ -148,8 +215,46 @@ class ControllerServer:
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self.controller.stop()
-        if self._thread is not None:
+        self._waiting.set()
+        if self._ready:
+            self.controller.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
         self._sock.close()
-        self.persist.close()
+        if self._ready:
+            if self.fenced is None:
+                self.persist.close()
+            else:  # no last flush: another controller may lead by now
+                self.persist.store.close()
+        if self.elector is not None:  # after the last write: the next leader reads it all
+            self.elector.release()
+
+
+class StandbyGate:
+    """The ASGI app of a standby controller: 503 ``{"detail": "standby"}`` on every route
+    until :attr:`app` (the real API) is set, so clients and agents move on to the leader."""
+
+    def __init__(self) -> None:
+        self.app: ASGIApp | None = None
+        self.detail = "standby"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self.app
+        if app is not None:
+            await app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        body = json.dumps({"detail": self.detail}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", b"1"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})

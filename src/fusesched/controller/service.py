@@ -26,7 +26,7 @@ from fusesched.api.wire import (
     TaskReport,
     TaskState,
 )
-from fusesched.controller import failures
+from fusesched.controller import adoption, failures
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
@@ -112,6 +112,10 @@ class Controller:
         self.cycles = 0
         self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
         self._health_at = 0.0
+        self.adopt_until = 0.0  # jobs left running wait for their nodes until then
+        self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
+        self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
+        self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
         self._recover()
 
     # ------------------------------------------------------------------ lifecycle
@@ -140,15 +144,29 @@ class Controller:
             time.sleep(self.config.min_cycle_s)
 
     def _recover(self) -> None:
-        """Jobs left pending by a previous controller go back into the queue (jobs it had
-        running are failed, so their job tokens are revoked)."""
+        """Jobs left pending by a previous controller go back into the queue; jobs it had
+        running wait for their agents to report in and are adopted (controller/adoption.py)."""
+        pending, running = self.persist.unfinished_jobs()
         if self.auth is not None and self.auth.enabled:
-            self.persist.store.revoke_job_tokens()
-        for seq, row in self.persist.pending_jobs():
+            self.persist.store.revoke_job_tokens(keep=[d.job.id for d in running])
+        # queued jobs wait for the nodes to come back (else no node would fit them yet)
+        self.expected_nodes = {
+            n.name for n in self.persist.store.list_nodes() if n.state is not NodeState.DOWN
+        }
+        if pending and self.expected_nodes:
+            self.adopt_until = self.clock() + self.config.node_timeout_s
+        for detail in pending:
+            row = detail.job
             request = JobRequest.model_validate(row.request)
             spec = recovered_spec(request, row)
-            self.jobs[spec.id] = LiveJob(spec.id, seq, spec, request)
-            self.events.append(JobSubmitted(spec))
+            live = LiveJob(spec.id, row.seq, spec, request)
+            live.attempt_base = adoption.next_attempt(detail.tasks)
+            self.jobs[spec.id] = live
+            self.held.append(JobSubmitted(spec))
+        if not self.expected_nodes:
+            self._release_held()
+        if running:
+            adoption.recover_running(self, running, self.clock())
 
     # ------------------------------------------------------------------ submission
 
@@ -224,8 +242,12 @@ class Controller:
             known = self.nodes.get(inventory.name)
             if known is None:
                 spec = node_spec(inventory)
-                self.nodes[inventory.name] = LiveNode(inventory, spec, NodePool.of(inventory), now)
-                self.events.append(NodeAdded(spec))
+                node = LiveNode(inventory, spec, NodePool.of(inventory), now)
+                if adoption.holds(self, inventory.name):  # nothing new beside adopted tasks
+                    node.state = NodeState.DRAINING
+                    self.adopt_held.add(inventory.name)
+                self.nodes[inventory.name] = node
+                self.events.append(NodeAdded(spec, node.state))
             else:  # an agent restarted: whatever it ran is gone
                 known.inventory = inventory
                 known.last_seen = now
@@ -234,6 +256,10 @@ class Controller:
                     known.state = NodeState.UP
                     self.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
             self.persist.node_registered(inventory, now)
+            if known is None and self.adopt_held:
+                adoption.on_register(self, inventory, now)
+            if self.held and self.expected_nodes <= self.nodes.keys():
+                self._release_held()
         self._wake.set()
 
     def heartbeat(self, beat: Heartbeat, wait_s: float | None = None) -> HeartbeatReply:
@@ -407,7 +433,7 @@ class Controller:
             reason = live.requeue[2] if live.requeue is not None else "requeued"
             self._requeued(live, reason, self.core.jobs[live.id].attempts, now)
         live.nodes = decision.nodes
-        attempt = self.core.jobs[live.id].attempts
+        attempt = live.attempt_base + self.core.jobs[live.id].attempts
         slots = task_slots(decision, attempt)
         addresses = {name: node.inventory.address for name, node in self.nodes.items()}
         batch = self._batch_mode(live.request)
@@ -547,7 +573,18 @@ class Controller:
             if self.config.kill_on_bad_exit and live.stopping is None:
                 for other in live.tasks.values():
                     self._kill(other, f"task {task.launch.task_id} failed")
+        self.job_may_have_ended(live, now)
+
+    def kill_now(self, task: LiveTask, reason: str) -> KillTask:
+        return KillTask(task_id=task.launch.task_id, grace_s=0.0, reason=reason)
+
+    def job_may_have_ended(self, live: LiveJob, now: float) -> None:
+        """When every task of the gang has exited, tell the core how the run ended (not
+        before the core has it: a job waiting for adoption keeps its exits until then)."""
+        job_id = live.id
         main = [t for t in live.tasks.values() if not t.remote]
+        if live.adopting:
+            return
         if not live.exit_sent and main and all(t.state == "exited" for t in main):
             live.exit_sent = True
             for other in live.tasks.values():  # stray orteds end with their job
@@ -625,9 +662,18 @@ class Controller:
         if self.auth is not None and self.auth.enabled:
             self.persist.store.revoke_job_tokens([live.id])
 
+    def _release_held(self) -> None:
+        self.events.extend(self.held)
+        self.held = []
+        self._wake.set()
+
     def _check_nodes(self) -> None:
         now = self.clock()
         with self.lock:
+            if self.adopt_until and now >= self.adopt_until:
+                self.adopt_until = 0.0
+                adoption.expire(self, now)
+                self._release_held()
             for name, node in self.nodes.items():
                 late = now - node.last_seen > self.config.node_timeout_s
                 if late and node.state in (NodeState.UP, NodeState.DRAINING):

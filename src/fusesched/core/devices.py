@@ -281,14 +281,19 @@ class DeviceLedger:
 
     # ------------------------------------------------------------------ assignment
 
-    def assign(self, row: int, demand: DeviceDemand, count: int = 1) -> DeviceAssignment:
-        """Give ``count`` tasks of ``demand`` their devices on node ``row`` (all or none).
+    def assign(
+        self, row: int, demand: DeviceDemand, count: int = 1, only: BoolArray | None = None
+    ) -> DeviceAssignment:
+        """Give ``count`` tasks of ``demand`` their devices on node ``row`` (all or none),
+        among the slots ``only`` marks when given.
 
         Raises :class:`DevicesUnavailable` when they do not fit (the ledger is unchanged).
         """
         if count < 1:
             raise DeviceError("assign needs at least one task")
         matching = [self._matching(row, r) for r in demand.requests] if row < self.size else []
+        if only is not None:
+            matching = [ok & only for ok in matching]
         have = self._row_slots(row, demand, matching) if matching else 0
         if have < count:
             raise DevicesUnavailable(
@@ -400,6 +405,21 @@ class DeviceLedger:
         takes[-1] -= int(cum[last]) - count
         picked: IntArray = np.repeat(cand[: last + 1], takes)
         return [int(s) for s in picked]
+
+    def claim(
+        self, row: int, demand: DeviceDemand, indices: Sequence[int], uuids: Sequence[str]
+    ) -> TaskDevices:
+        """One task's devices as a restarted controller finds it running: ``demand`` taken
+        from the devices it was given (GPUs by index, MIG instances by UUID)."""
+        if row >= self.size:
+            raise DevicesUnavailable(f"node row {row} has no devices")
+        only = np.zeros(self.width, np.bool_)
+        for slot, device in enumerate(self._devices[row]):
+            if device.kind.startswith(MIG_PREFIX):
+                only[slot] = device.uuid in uuids
+            else:
+                only[slot] = device.index in indices
+        return self.assign(row, demand, 1, only=only).tasks[0]
 
     def release(self, assignment: DeviceAssignment) -> None:
         """Give back what :meth:`assign` handed out (all of it, or nothing on error)."""

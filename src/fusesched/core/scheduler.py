@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
 from fusesched.core.device_specs import (
@@ -53,6 +54,7 @@ from fusesched.model.events import (
     Decision,
     Event,
     GroupPlacement,
+    JobAdopted,
     JobCancelRequested,
     JobCheckpointed,
     JobExited,
@@ -155,6 +157,8 @@ class SchedulerCore:
             return self._exited(event, now)
         if isinstance(event, JobCancelRequested):
             return self._cancel(event.job_id, event.reason, now)
+        if isinstance(event, JobAdopted):
+            return adopt(self, event, now)
         if isinstance(event, JobCheckpointed):
             rec = self.jobs.get(event.job_id)
             if rec is None:
@@ -340,10 +344,7 @@ class SchedulerCore:
     def _submit(self, spec: JobSpec, now: float) -> list[Decision]:
         if spec.array is not None and spec.array_index is None:
             return self._submit_array(spec, now)
-        if spec.id in self.jobs:  # the shell must not reuse ids
-            raise DuplicateJobId(f"job id {spec.id!r} is already in use")
-        rec = self._compile(spec, now)
-        self.jobs[spec.id] = rec
+        rec = self.register_job(spec, now)
         if rec.never_fits:
             return self._reject(rec, rec.never_fits, now)
         refused = self.tenants.refuse(spec) if self.tenants is not None else ""
@@ -362,6 +363,14 @@ class SchedulerCore:
         if not rec.waiting_on:
             self._enqueue(rec, now, "submitted")
         return []
+
+    def register_job(self, spec: JobSpec, now: float) -> JobRecord:
+        """A new job's record (pending), compiled; its id must be new."""
+        if spec.id in self.jobs:  # the shell must not reuse ids
+            raise DuplicateJobId(f"job id {spec.id!r} is already in use")
+        rec = self._compile(spec, now)
+        self.jobs[spec.id] = rec
+        return rec
 
     def _submit_array(self, spec: JobSpec, now: float) -> list[Decision]:
         children = spec.expand_array()
@@ -782,6 +791,17 @@ class SchedulerCore:
         self.stats.started += 1
         self.stats.backfilled += backfilled
         return StartJob(rec.spec.id, self._placements(rec, alloc), backfilled)
+
+    def bind_adopted(self, rec: JobRecord, alloc: Allocation, start_time: float) -> None:
+        """Mark an adopted job running on ``alloc`` since ``start_time`` (no launch)."""
+        rec.allocation = alloc
+        rec.start_time = start_time
+        rec.est_end = start_time + rec.estimate
+        rec.move(JobPhase.RUNNING, start_time, "adopted after a controller restart")
+        self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
+        if self.tenants is not None:
+            rec.admission = self.tenants.admission(rec)
+            self.tenants.bind(rec, start_time)
 
     def _placements(self, rec: JobRecord, alloc: Allocation) -> tuple[GroupPlacement, ...]:
         """Where each task group went, in the order the job declared its groups."""

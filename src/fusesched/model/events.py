@@ -70,8 +70,36 @@ class JobCheckpointed:
     time: float
 
 
+@dataclass(frozen=True, slots=True)
+class AdoptedTask:
+    """One task of an adopted job: its group, node and the GPUs it holds (by index; MIG
+    instances by UUID), as its agent reports it."""
+
+    group: str
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    gpu_uuids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobAdopted:
+    """A job a previous controller started is still running (a restarted controller found
+    its tasks on their agents): the core takes it as running where it is, since
+    ``start_time``, without launching anything."""
+
+    job: JobSpec
+    tasks: tuple[AdoptedTask, ...]
+    start_time: float
+
+
 Event = (
-    NodeAdded | NodeStateChanged | JobSubmitted | JobCancelRequested | JobExited | JobCheckpointed
+    NodeAdded
+    | NodeStateChanged
+    | JobSubmitted
+    | JobCancelRequested
+    | JobExited
+    | JobCheckpointed
+    | JobAdopted
 )
 
 # --------------------------------------------------------------------------- decisions

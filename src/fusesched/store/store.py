@@ -399,13 +399,18 @@ class Store:
         with self._write() as conn:
             return bool(conn.execute(stmt).rowcount)
 
-    def revoke_job_tokens(self, job_ids: Collection[str] | None = None) -> int:
-        """Revoke the job tokens of these jobs (of every job when ``None``); the count."""
+    def revoke_job_tokens(
+        self, job_ids: Collection[str] | None = None, keep: Collection[str] = ()
+    ) -> int:
+        """Revoke the job tokens of these jobs (of every job when ``None``) but those of the
+        jobs in ``keep``; the count."""
         stmt = (
             update(tokens)
             .where(tokens.c.kind == TokenKind.JOB.value, tokens.c.revoked.is_(False))
             .values(revoked=True)
         )
+        if keep:
+            stmt = stmt.where(tokens.c.job_id.not_in(sorted(keep)))
         if job_ids is not None:
             if not job_ids:
                 return 0

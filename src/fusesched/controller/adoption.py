@@ -1,0 +1,175 @@
+"""Crash recovery: a restarted controller adopts the jobs its predecessor left running.
+
+At start (:func:`recover_running`) every job the store shows running gets its live record
+back, with a task per task the store shows running, and waits. Each node that registers
+again says which of its tasks still run and with what (CPU ids, GPUs: :func:`on_register`);
+a node holding tasks of a waiting job joins the core as ``DRAINING``, so nothing new lands
+on resources those tasks hold. When all of a job's nodes are back, the core gets
+``JobAdopted`` and books the job where it runs (:func:`try_adopt`); exits reported in the
+meantime are kept and passed on right after. A job whose node is still missing after
+``node_timeout_s`` is given up on that node: its tasks there are declared lost (fenced if
+the node returns), the others are killed, and the job goes back to the queue for a new run.
+
+Every function here runs with the controller's lock held.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from fusesched.api.wire import NodeInventory, TaskLaunch
+from fusesched.controller import failures
+from fusesched.controller.pools import Grant
+from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
+from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
+from fusesched.model.node import NodeState
+from fusesched.model.phases import JobPhase
+from fusesched.store import JobDetail
+from fusesched.store.records import JobState, TaskRow
+from fusesched.submit.request import JobRequest
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+_RESTART = re.compile(r"-r(\d+)$")
+
+
+def attempt_of(task_id: str) -> int:
+    """The run a task id belongs to (``<job>-r<attempt>.<group>.<i>``; 0 without suffix)."""
+    found = _RESTART.search(task_id.split(".", 1)[0])
+    return int(found.group(1)) if found else 0
+
+
+def next_attempt(tasks: tuple[TaskRow, ...]) -> int:
+    """The attempt number a stored job's next run takes (0 when it never ran)."""
+    return max((attempt_of(t.task_id) for t in tasks), default=-1) + 1
+
+
+def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> None:
+    """Give each job the store shows running its live record back; it waits for adoption."""
+    for detail in details:
+        row = detail.job
+        request = JobRequest.model_validate(row.request)
+        spec = recovered_spec(request, row)
+        live = LiveJob(spec.id, row.seq, spec, request)
+        live.attempt_base = next_attempt(detail.tasks) - 1 if detail.tasks else 0
+        live.started_at = row.start_time if row.start_time is not None else now
+        live.adopting = True
+        argv = {g.name: list(g.argv) for g in request.groups}
+        for t in detail.tasks:
+            if t.state is not JobState.RUNNING or t.node is None:
+                continue
+            if attempt_of(t.task_id) != live.attempt_base:
+                continue  # a task row of an earlier run the store still shows running
+            launch = TaskLaunch(
+                task_id=t.task_id,
+                job_id=spec.id,
+                user=spec.user,
+                argv=argv.get(t.group) or ["true"],
+                grace_s=ctl.config.grace_s,
+            )
+            task = LiveTask(
+                launch,
+                t.node,
+                _grant(t.devices),
+                remote=".remote." in t.task_id,
+                state="delivered",
+                start_time=t.start_time,
+            )
+            live.tasks[t.task_id] = task
+            ctl.tasks[t.task_id] = (spec.id, task)
+        ctl.jobs[spec.id] = live
+        if not any(not t.remote for t in live.tasks.values()):
+            requeue(ctl, live, "no task of it was running", now)
+    ctl.adopt_until = now + ctl.config.node_timeout_s
+
+
+def _grant(devices: tuple[str, ...]) -> Grant:
+    """The stored device names (``gpu:<index>``, MIG UUIDs) as a grant."""
+    indices = tuple(int(d[4:]) for d in devices if d.startswith("gpu:") and d[4:].isdigit())
+    uuids = tuple(d for d in devices if not d.startswith("gpu:"))
+    return Grant((), indices, uuids)
+
+
+def holds(ctl: Controller, node: str) -> bool:
+    """Whether a job waiting for adoption has a task on ``node``."""
+    return any(
+        live.adopting and any(t.node == node for t in live.tasks.values())
+        for live in ctl.jobs.values()
+    )
+
+
+def on_register(ctl: Controller, inventory: NodeInventory, now: float) -> None:
+    """A node is back: take its own account of the tasks it runs, then adopt what can be."""
+    node = ctl.nodes[inventory.name]
+    for launch in inventory.running:
+        entry = ctl.tasks.get(launch.task_id)
+        if entry is None or entry[1].node != inventory.name:
+            continue  # not ours: its next heartbeat lists it and it is killed
+        task = entry[1]
+        task.launch = launch
+        task.grant = Grant(
+            tuple(launch.cpu_ids), tuple(launch.gpu_indices), tuple(launch.gpu_uuids)
+        )
+        if not task.remote:
+            node.pool.claim(task.grant)
+    try_adopt(ctl, now)
+
+
+def try_adopt(ctl: Controller, now: float) -> None:
+    """Hand the core every waiting job whose nodes are all back."""
+    for live in list(ctl.jobs.values()):
+        if not live.adopting:
+            continue
+        nodes = [t.node for t in live.tasks.values() if not t.remote]
+        if all(n in ctl.nodes for n in nodes):
+            _adopt(ctl, live, now)
+    _release_held(ctl, now)
+
+
+def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
+    main = [t for t in live.tasks.values() if not t.remote]
+    tasks = tuple(
+        AdoptedTask(t.launch.task_id.split(".")[-2], t.node, t.grant.gpu_indices, t.grant.gpu_uuids)
+        for t in main
+    )
+    ctl.events.append(JobAdopted(live.spec, tasks, live.started_at))
+    live.adopting = False
+    live.nodes = tuple(dict.fromkeys(t.node for t in main))
+    ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
+    ctl.job_may_have_ended(live, now)  # exits reported while it waited
+
+
+def _release_held(ctl: Controller, now: float) -> None:
+    for name in list(ctl.adopt_held):
+        if not holds(ctl, name):
+            ctl.adopt_held.discard(name)
+            failures.set_node_state(ctl, name, NodeState.UP, "adopted its running tasks", now)
+
+
+def expire(ctl: Controller, now: float) -> None:
+    """Past the deadline, jobs still waiting for a node are run again elsewhere."""
+    if now < ctl.adopt_until:
+        return
+    for live in list(ctl.jobs.values()):
+        if not live.adopting:
+            continue
+        for task in live.tasks.values():
+            task.lost = True  # fenced wherever it shows up again
+            if task.node in ctl.nodes:
+                ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
+        requeue(ctl, live, "a node of it did not come back after a controller restart", now)
+    _release_held(ctl, now)
+
+
+def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
+    """A job left running that cannot be adopted: forget its old run, queue a new one."""
+    for task_id, task in live.tasks.items():
+        ctl.tasks.pop(task_id, None)
+        ctl.finished[task_id] = task
+    live.tasks = {}
+    live.adopting = False
+    live.attempt_base += 1
+    ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)
+    ctl.events.append(JobSubmitted(live.spec))
