@@ -30,6 +30,7 @@ import getpass
 import http.client
 import json
 import os
+import select
 import ssl
 import threading
 import time
@@ -63,8 +64,9 @@ def token_file() -> Path:
 
 
 def default_token() -> str | None:
-    """``FUSESCHED_TOKEN``, else the token file's content, else ``None``."""
-    token = os.environ.get("FUSESCHED_TOKEN")
+    """``FUSESCHED_TOKEN``, else (inside a job's task) the job's own ``FUSESCHED_JOB_TOKEN``,
+    else the token file's content, else ``None``."""
+    token = os.environ.get("FUSESCHED_TOKEN") or os.environ.get("FUSESCHED_JOB_TOKEN")
     if token:
         return token.strip()
     try:
@@ -204,6 +206,15 @@ class Client:
         query |= ({"tenant": tenant} if tenant else {}) | ({"user": user} if user else {})
         return dict(self._call("GET", "/v1/usage?" + urllib.parse.urlencode(query)))
 
+    def checkpoint(self, job_id: str | None = None, time: float | None = None) -> None:
+        """Report that the job wrote a checkpoint (now, or at ``time``): preemption then
+        prefers victims that lose less work. Inside a task, ``job_id`` defaults to
+        ``FUSESCHED_JOB_ID`` and the job's own credential is used."""
+        job = job_id or os.environ.get("FUSESCHED_JOB_ID")
+        if not job:
+            raise ValueError("no job id given and FUSESCHED_JOB_ID is not set")
+        self._call("POST", f"/v1/jobs/{_quote(job)}/checkpoint", {"time": time})
+
     def priority(self, job_id: str) -> dict[str, Any]:
         """A waiting job's multifactor priority, factor by factor."""
         return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/priority"))
@@ -250,7 +261,18 @@ class Client:
         else:
             try:
                 status, payload = self._exchange(method, path, data, headers)
+            except _Unreachable as exc:
+                reason = getattr(exc, "reason", None) or exc
+                raise ControllerError(
+                    0, f"cannot reach the controller at {self.url}: {reason}"
+                ) from None
             except (OSError, http.client.HTTPException) as exc:
+                if method != "GET":
+                    raise ControllerError(
+                        0,
+                        f"lost the controller at {self.url} during the request ({exc}); it "
+                        "may or may not have been carried out",
+                    ) from None
                 reason = getattr(exc, "reason", None) or exc
                 raise ControllerError(
                     0, f"cannot reach the controller at {self.url}: {reason}"
@@ -299,12 +321,17 @@ class Client:
         """One request on this thread's kept-alive connection (opened on first use).
 
         A connection the controller closed while it sat idle is noticed when it is used, before
-        any answer: the request is then sent once more on a fresh connection.
+        any answer: a ``GET`` is then sent once more on a fresh connection. Anything else is
+        sent only on a connection seen to be open just before, and never twice: a connection
+        lost after it was sent may have been carried out (a submission must not be doubled).
         """
         url = self.url
         target = self._base_path[url] + path
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.conn_url != url:  # moved to another controller
+            conn.close()
+            conn = None
+        if conn is not None and method != "GET" and _peer_closed(conn):
             conn.close()
             conn = None
         for attempt in (0, 1):
@@ -319,7 +346,7 @@ class Client:
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 conn.close()
                 self._local.conn = conn = None
-                if fresh or attempt:
+                if fresh or attempt or method != "GET":
                     raise
                 continue
             except BaseException:
@@ -360,6 +387,19 @@ class Client:
         if not out.get("user") and not self.token:  # with a token, the controller knows
             out["user"] = getpass.getuser()
         return out
+
+
+def _peer_closed(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection was closed by the other end (it is readable:
+    end of file, or bytes nobody asked for)."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _quote(job_id: str) -> str:

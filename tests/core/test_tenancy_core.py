@@ -3,6 +3,7 @@ preemption, requeue after failures, the multifactor order — and the simulator 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -310,3 +311,94 @@ def test_simulated_reclaim_keeps_checkpointed_work() -> None:
     # a2 restarts when b1 ends (720) and runs its remaining 400 s
     assert a2.end == pytest.approx(720 + 400)
     assert out["a1"].end == pytest.approx(1000)
+
+
+# ----------------------------------------------------------------------------- exclusive
+
+
+def test_an_exclusive_job_gets_whole_idle_nodes() -> None:
+    core = SchedulerCore(CoreConfig(backfill="easy"))
+    for name in ("n0", "n1", "n2"):
+        core.handle(NodeAdded(node(name).cpu(8).build()), 0.0)
+    out = core.step(0, [JobSubmitted(job("small").tasks(1, cpu=1).walltime(100).build())])
+    small_node = next(d for d in out if isinstance(d, StartJob)).nodes[0]
+    exclusive = job("x").tasks(2, cpu=1).walltime(100).build()
+    exclusive = replace(exclusive, placement=replace(exclusive.placement, exclusive=True))
+    out = core.step(1, [JobSubmitted(exclusive)])
+    placed = next(d for d in out if isinstance(d, StartJob))
+    assert small_node not in placed.nodes  # only idle nodes
+    # nothing else lands on its nodes while it runs, even though its tasks use 1 CPU each
+    out = core.step(2, [JobSubmitted(job("more").tasks(1, cpu=4).walltime(100).build())])
+    more = next(d for d in out if isinstance(d, StartJob))
+    assert more.nodes[0] not in placed.nodes
+    core.step(3, [JobExited("x")])
+    cpu = core.cluster.columns["cpu"]
+    free = {n: int(core.cluster.free[core.cluster.index[n], cpu]) for n in placed.nodes}
+    assert all(v == 8000 for v in free.values())  # everything given back
+
+
+def test_jobs_run_on_the_nodes_of_the_flavour_they_are_charged_to() -> None:
+    config = TenancyConfig.from_dict(
+        {
+            "flavors": [
+                {
+                    "name": "a100",
+                    "resources": ["nvidia.com/gpu"],
+                    "node_labels": {"fusesched.io/gpu-model": "A100"},
+                },
+                {
+                    "name": "h100",
+                    "resources": ["nvidia.com/gpu"],
+                    "node_labels": {"fusesched.io/gpu-model": "H100"},
+                },
+            ],
+            "organisations": [
+                {
+                    "name": "o",
+                    "tenants": [
+                        {
+                            "name": "t",
+                            "queues": [
+                                {
+                                    "name": "q",
+                                    "flavors": [
+                                        {
+                                            "name": "a100",
+                                            "resources": {"nvidia.com/gpu": {"nominal": 4}},
+                                        },
+                                        {
+                                            "name": "h100",
+                                            "resources": {"nvidia.com/gpu": {"nominal": 4}},
+                                        },
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    core = SchedulerCore(CoreConfig(backfill="none", tenancy=TenancyPolicy(config)))
+    # the H100 node comes first: placement alone would put the first job there
+    core.handle(
+        NodeAdded(node("h").cpu(8).gpu(4).label("fusesched.io/gpu-model", "H100").build()), 0
+    )
+    core.handle(
+        NodeAdded(node("a").cpu(8).gpu(4).label("fusesched.io/gpu-model", "A100").build()), 0
+    )
+    out = core.step(0, [JobSubmitted(gjob("first", "q", 4)), JobSubmitted(gjob("second", "q", 4))])
+    where = {d.job_id: d.nodes for d in out if isinstance(d, StartJob)}
+    assert where == {"first": ("a",), "second": ("h",)}  # A100 quota first, then H100
+    out = core.step(1, [JobSubmitted(gjob("third", "q", 1, at=1))])
+    assert not started(out)  # both flavours' quotas are used up
+
+
+def test_a_lender_behind_a_blocked_head_still_reclaims() -> None:
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}))
+    core.step(0, [JobSubmitted(gjob("a1", "a", 4)), JobSubmitted(gjob("a2", "a", 4))])
+    head = job("x").tasks(1, cpu=63, gpu=0).queue("a").at(1).build()
+    out = core.step(1, [JobSubmitted(head)])  # admitted by quota, blocked by room
+    assert not started(out)
+    out = core.step(2, [JobSubmitted(gjob("b1", "b", 4, at=2))])
+    assert preempted(out) in (["a1"], ["a2"])  # b reclaims at once, not when x has started

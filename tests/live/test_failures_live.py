@@ -161,7 +161,7 @@ def test_a_requeue_without_backoff_is_settled(make_cluster: Any) -> None:
     cluster.add_agent("gpu-2", cpu=2, gpus=1)
     job_id = cluster.client.submit(
         job(
-            ["sh", "-c", "sleep 3"],
+            ["sh", "-c", "sleep 6"],  # long enough to be sampled on a busy machine
             restart={"backoff_s": 0},
             group={"resources": {"cpu": "250m", "memory": "64Mi", "nvidia.com/gpu": "1"}},
         )
@@ -170,9 +170,9 @@ def test_a_requeue_without_backoff_is_settled(make_cluster: Any) -> None:
     gpus = cluster.agents[node].gpus
     assert gpus is not None
     # the controller has a sample of the task (GPU faults are matched to sampled tasks)
-    until(lambda: cluster.controller.monitor._tasks, 10, "no sample")
+    until(lambda: cluster.controller.monitor._tasks, 20, "no sample")
     gpus.lose_gpu(0)
-    done = cluster.client.wait(job_id, timeout=15)
+    done = cluster.client.wait(job_id, timeout=40)
     assert done["state"] == "Completed", (done, cluster.events(job_id))
     assert "JobRequeued" in cluster.event_kinds(job_id)
 

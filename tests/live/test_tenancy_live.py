@@ -28,9 +28,10 @@ ckpt = os.path.join(os.environ["FUSESCHED_CHECKPOINT_DIR"], "step")
 step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
 print(f"start step {step} restart {os.environ.get('FUSESCHED_RESTART_COUNT')}", flush=True)
 def save():
-    with open(ckpt + ".tmp", "w") as f:
+    tmp = f"{ckpt}.{os.getpid()}.tmp"  # ranks of a gang share the folder
+    with open(tmp, "w") as f:
         f.write(str(step))
-    os.replace(ckpt + ".tmp", ckpt)
+    os.replace(tmp, ckpt)
 def notice(signum, frame):
     save()
     print(f"notice at step {step}", flush=True)
@@ -140,10 +141,14 @@ def test_borrowed_capacity_is_reclaimed_and_the_borrower_resumes(
     # "big" wants its 6 CPUs: the borrower is preempted, checkpoints on the notice, requeued
     owner = client.submit(stepper(scratch, "owner", 10, cpu="2", replicas=3, queue="big"))
     done = client.wait(owner, timeout=60)
-    assert done["state"] == "Completed"
+    assert done["state"] == "Completed", (done, client.logs(owner))
     assert JobPhase.PREEMPTED in phases(tenant_cluster, borrower)
     final = client.wait(borrower, timeout=90)
-    assert final["state"] == "Completed", final
+    assert final["state"] == "Completed", (
+        final["reason"],
+        final["exit_code"],
+        client.logs(borrower),
+    )
     log = client.logs(borrower)
     assert "start step 0 restart 0" in log
     assert "notice at step" in log
@@ -200,3 +205,59 @@ def test_priority_explains_a_waiting_job(tenant_cluster: LocalCluster, scratch: 
     assert caught.value.status == 404
     client.cancel(blocker)
     client.cancel(waiting)
+
+
+REPORTER = """
+import sys, time
+from fusesched.sdk import Client
+client = Client()
+for _ in range(600):
+    time.sleep(0.2)
+    if sys.argv[1] == "report":
+        client.checkpoint()  # through the SDK, with the job's own id and credential
+"""
+
+
+def test_preemption_spares_the_job_that_would_lose_most(
+    tenant_cluster: LocalCluster, scratch: Path
+) -> None:
+    client = Client(tenant_cluster.url)
+    script = scratch / "reporter.py"
+    script.write_text(REPORTER)
+
+    def reporter(mode: str, user: str, qos: str) -> str:
+        return client.submit(
+            {
+                "name": f"{mode}-{user}",
+                "queue": "big",
+                "qos": qos,
+                "user": user,
+                "walltime_s": 300,
+                "placement": {"node_selector": {"fusesched.io/pool": "cpu"}},
+                "groups": [
+                    {
+                        "argv": [sys.executable, str(script), mode],
+                        "resources": {"cpu": "2", "memory": "64Mi"},
+                    }
+                ],
+            }
+        )
+
+    # the two 2-CPU nodes of pool "cpu", one bronze job each
+    quiet = reporter("quiet", "ann", "bronze")  # never checkpoints
+    busy = reporter("report", "bob", "bronze")  # reports a checkpoint every 0.2 s
+    for j in (quiet, busy):
+        wait_for(f"{j} to run", lambda j=j: client.show(j)["state"] == "Running")
+    time.sleep(1.5)  # the reporter's checkpoints arrive; the quiet one's work since start grows
+    gold = stepper(scratch, "gold2", 3, cpu="2", queue="big", qos="gold")
+    gold["placement"] = {"node_selector": {"fusesched.io/pool": "cpu"}}
+    gold_id = client.submit(gold)
+    assert client.wait(gold_id, timeout=60)["state"] == "Completed"
+    assert JobPhase.PREEMPTED in phases(tenant_cluster, busy)  # it loses ~0.2 s of work
+    with tenant_cluster.server.controller.lock:
+        story = [
+            (t.new, t.reason) for t in tenant_cluster.server.controller.core.jobs[quiet].history
+        ]
+    assert JobPhase.PREEMPTED not in phases(tenant_cluster, quiet), story  # it would lose all
+    for j in (quiet, busy):
+        client.cancel(j)

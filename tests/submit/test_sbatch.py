@@ -136,10 +136,11 @@ def test_constraint_becomes_label_selectors() -> None:
     ]
 
 
-def test_exclusive_is_kept_with_a_warning() -> None:
+def test_exclusive_asks_for_whole_nodes() -> None:
     parsed = parse_sbatch("#!/bin/sh\n#SBATCH --exclusive\n./a\n", source="x.sh")
     assert parsed.request.placement.exclusive
-    assert "x.sh:2: --exclusive is kept as placement.exclusive" in parsed.warnings[0]
+    assert parsed.request.to_job_spec("1", 0.0).placement.exclusive
+    assert not parsed.warnings
 
 
 def test_qos_account_chdir_and_names() -> None:

@@ -16,6 +16,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fusesched import __version__
 from fusesched.api.schemas import (
     Cancelled,
+    CheckpointNoted,
+    CheckpointReport,
     FactorView,
     Health,
     JobView,
@@ -39,6 +41,7 @@ from fusesched.api.schemas import (
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.controller.auth import Authenticator, AuthError, Principal, Role
+from fusesched.controller.logs import job_of
 from fusesched.controller.records import NotReadyError, UnknownJobError, UnknownNodeError
 from fusesched.controller.service import Controller
 from fusesched.model.resources import format_quantity
@@ -415,9 +418,30 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
             raise HTTPException(404, f"job {job_id!r} is not running") from None
         return RemoteTask(task_id=task_id, state="launching")
 
+    @app.post(
+        "/v1/jobs/{job_id}/checkpoint",
+        status_code=202,
+        response_model=CheckpointNoted,
+        tags=["jobs"],
+    )
+    def checkpoint(job_id: str, body: CheckpointReport, p: Caller) -> CheckpointNoted:
+        """A running job reports a checkpoint (its own credential, or someone who sees it)."""
+        if checker.enabled and p.role is Role.JOB:
+            if p.job_id != job_id:
+                raise _forbidden(f"this credential is job {p.job_id}'s, not job {job_id}'s")
+        elif checker.enabled and p.role is not Role.CLUSTER_ADMIN:
+            owner = controller.owner(job_id)
+            if owner is None or not sees(person(p), owner[1]):
+                raise HTTPException(404, f"no job {job_id!r}")
+        try:
+            at = controller.checkpointed(job_id, body.time)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id!r} is not running") from None
+        return CheckpointNoted(job_id=job_id, time=at)
+
     @app.get("/v1/tasks/{task_id}", response_model=RemoteTask, tags=["agents"])
     def task(task_id: str, p: Caller) -> RemoteTask:
-        job_id = task_id.split(".", 1)[0]
+        job_id = job_of(task_id)
         if checker.enabled and p.role is not Role.CLUSTER_ADMIN:
             if p.role is Role.JOB:
                 if p.job_id != job_id:

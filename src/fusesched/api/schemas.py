@@ -222,3 +222,15 @@ class PriorityView(_View):
     job_id: str
     total: float
     factors: list[FactorView]
+
+
+class CheckpointReport(BaseModel):
+    """A running job wrote a checkpoint (``time``: when; now when omitted)."""
+
+    model_config = ConfigDict(extra="forbid")
+    time: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class CheckpointNoted(_View):
+    job_id: str
+    time: float

@@ -26,7 +26,7 @@ class LogStore:
     def path(self, task_id: str) -> Path:
         if not _SAFE.match(task_id) or task_id.startswith("."):
             raise ValueError(f"bad task id {task_id!r}")
-        return self.root / _job_of(task_id) / f"{task_id}.log"
+        return self.root / job_of(task_id) / f"{task_id}.log"
 
     def write(self, chunk: LogChunk) -> None:
         path = self.path(chunk.task_id)
@@ -67,7 +67,7 @@ class LogStore:
 _RESTART = re.compile(r"-r(\d+)$")
 
 
-def _job_of(task_id: str) -> str:
+def job_of(task_id: str) -> str:
     """The job a task id belongs to (``<job>[-r<attempt>].<group>.<index>``)."""
     return _RESTART.sub("", task_id.split(".", 1)[0])
 

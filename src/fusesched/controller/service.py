@@ -683,6 +683,20 @@ class Controller:
 
     # ------------------------------------------------------------------ helpers
 
+    def checkpointed(self, job_id: str, at: float | None = None) -> float:
+        """A running job says it wrote a checkpoint at ``at`` (now when None, never later
+        than now); returns the time noted. UnknownJobError when it is not running."""
+        now = self.clock()
+        with self.lock:
+            live = self.jobs.get(job_id)
+            if live is None or not live.tasks:
+                raise UnknownJobError(job_id)
+            when = now if at is None else min(at, now)
+            if when > live.last_checkpoint:
+                live.last_checkpoint = when
+                self.events.append(JobCheckpointed(job_id, when))
+        return when
+
     def priority(self, job_id: str) -> PriorityBreakdown:
         """The job's multifactor priority now (raises UnknownJobError, or ValueError when
         the controller runs without tenancy)."""

@@ -45,6 +45,7 @@ from fusesched.core.placement import (
     search_placement,
     task_slots,
 )
+from fusesched.core.quota import Admission
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
@@ -246,8 +247,10 @@ class SchedulerCore:
             records = [*ready, *(r for r in queue.records if id(r) not in first)]
         out: list[Decision] = []
         done: set[int] = set()
-        for rec in records:
+        stop = len(records)
+        for pos, rec in enumerate(records):
             if rec is self.blocked_head and not changed and not ready:
+                stop = pos
                 break
             verdict = gate.admission(rec)
             if verdict is not None and not verdict.ok:
@@ -257,16 +260,51 @@ class SchedulerCore:
                 out.extend(self._preempt(victims or gate.priority_victims(self, rec, now)))
                 continue
             rec.admission = verdict
+            self._pin_flavours(rec, verdict)
             alloc = self.try_place(rec, quota_checked=True)
             if alloc is None:
                 if ready and rec in ready:
                     continue
-                out.extend(self._preempt(gate.priority_victims(self, rec, now)))
+                victims = gate.room_victims(self, rec, verdict, now)
+                out.extend(self._preempt(victims or gate.priority_victims(self, rec, now)))
+                stop = pos + 1
                 break
             out.append(self.bind(rec, alloc, now, backfilled=False))
             done.add(id(rec))
+        out.extend(self._reclaim_behind(records[stop:], done, now))
         if done:
             queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
+        return out
+
+    def _reclaim_behind(
+        self, records: list[JobRecord], done: set[int], now: float
+    ) -> list[Decision]:
+        """Jobs behind the one blocked by room that their own queue's quota blocks while it
+        is lent out: they start reclaiming now (and are parked), not when they reach the
+        head — lent capacity comes back within the reclaim bound."""
+        gate = self.tenants
+        assert gate is not None
+        lenders = gate.lenders()
+        if not lenders:
+            return []
+        out: list[Decision] = []
+        tried: set[str] = set()  # one room reclaim per queue and cycle (each is a what-if)
+        for rec in records:
+            queue = rec.spec.queue
+            if queue not in lenders or id(rec) in done:
+                continue
+            verdict = gate.admission(rec)
+            if verdict is not None and not verdict.ok:
+                victims = gate.reclaim(self, rec, verdict, now)
+                if victims:
+                    done.add(id(rec))
+                    self._parked[rec.id] = rec
+                    out.extend(self._preempt(victims))
+            elif queue not in tried:
+                tried.add(queue)
+                rec.admission = verdict
+                self._pin_flavours(rec, verdict)
+                out.extend(self._preempt(gate.room_victims(self, rec, verdict, now)))
         return out
 
     def _preempt(self, victims: list[JobRecord]) -> list[Decision]:
@@ -402,7 +440,8 @@ class SchedulerCore:
             never_fits=shape.never_fits,
             shape_id=shape.number,
             family=shape.family,
-            single_column=shape.single_column,
+            # an exclusive job's room is whole idle nodes: the column sum does not decide
+            single_column=-1 if spec.placement.exclusive else shape.single_column,
             single_amount=shape.single_amount,
         )
 
@@ -469,17 +508,39 @@ class SchedulerCore:
 
     def _exclude(self, rec: JobRecord, nodes: Iterable[str]) -> None:
         """Recompile ``rec`` so that it never lands on ``nodes`` again."""
-        spec = rec.spec
-        placement = spec.placement
         avoid = LabelRequirement(LABEL_HOSTNAME, LabelOp.IN, tuple(sorted(set(nodes))))
-        spec = replace(
-            spec, placement=replace(placement, anti_affinity=(*placement.anti_affinity, avoid))
-        )
+
+        def without(spec: JobSpec) -> JobSpec:
+            anti = (*spec.placement.anti_affinity, avoid)
+            return replace(spec, placement=replace(spec.placement, anti_affinity=anti))
+
+        if rec.base_spec is not None:
+            rec.base_spec = without(rec.base_spec)
+            rec.flavour_key = ()
+        self._reshape(rec, without(rec.spec))
+
+    def _pin_flavours(self, rec: JobRecord, verdict: Admission | None) -> None:
+        """Keep ``rec`` on nodes of the quota flavours it is admitted in (their labels join
+        its node selector), recompiled only when the flavours change."""
+        assert self.tenants is not None
+        key = self.tenants.node_labels(verdict)
+        if key == rec.flavour_key:
+            return
+        base = rec.base_spec if rec.base_spec is not None else rec.spec
+        spec = base
+        if key:
+            selector = {**base.placement.node_selector, **dict(key)}
+            spec = replace(base, placement=replace(base.placement, node_selector=selector))
+        rec.base_spec, rec.flavour_key = base, key
+        self._reshape(rec, spec)
+
+    def _reshape(self, rec: JobRecord, spec: JobSpec) -> None:
         shape = self.shapes.shape_of(spec)
         rec.spec = spec
         rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
         rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
-        rec.single_column, rec.single_amount = shape.single_column, shape.single_amount
+        single = -1 if spec.placement.exclusive else shape.single_column
+        rec.single_column, rec.single_amount = single, shape.single_amount
 
     def _release(self, rec: JobRecord, now: float) -> None:
         assert rec.allocation is not None and rec.est_end is not None
@@ -719,6 +780,7 @@ class SchedulerCore:
             if verdict is not None and not verdict.ok:
                 return None
             rec.admission = verdict
+            self._pin_flavours(rec, verdict)
         if limit is None and self.placement.node_order and cluster.all_up:
             col = self.fluid_column(rec)
             if col >= 0:  # the job needs only this column, so its sum decides
@@ -727,6 +789,13 @@ class SchedulerCore:
                 return self._first_fit_fluid(rec, col)
         if not (rec.bound <= cluster.free_total).all():
             return None
+        caller_limit = limit
+        exclusive = rec.spec.placement.exclusive
+        if exclusive:  # idle nodes only
+            idle = cluster.up & (cluster.free == cluster.capacity).all(axis=1)
+            only_idle = np.where(idle[:, None], cluster.free, 0)
+            limit = only_idle if limit is None else np.minimum(limit, only_idle)
+            view = None
         if limit is None:
             free = cluster.free
         else:
@@ -742,9 +811,26 @@ class SchedulerCore:
             statement.discard()
             return None
         alloc = statement.commit()
-        if limit is not None:
-            np.subtract.at(limit, alloc.nodes, alloc.amounts)
+        if exclusive:
+            alloc = self._whole_nodes(alloc)
+        if caller_limit is not None:
+            np.subtract.at(caller_limit, alloc.nodes, alloc.amounts)
         return alloc
+
+    def _whole_nodes(self, alloc: Allocation) -> Allocation:
+        """An exclusive job also holds what its tasks leave free on their nodes."""
+        nodes = np.unique(alloc.nodes)
+        rest = self.cluster.free[nodes].copy()
+        self.cluster.take(nodes, rest, unique=True)
+        return replace(
+            alloc,
+            nodes=np.concatenate([alloc.nodes, nodes]),
+            rows=np.concatenate([alloc.amounts, rest]),
+            unique=False,
+            total=alloc.total + rest.sum(axis=0),
+            column=-1,
+            column_amounts=None,
+        )
 
     def _first_fit_fluid(self, rec: JobRecord, col: int) -> Allocation:
         """Fast path of :meth:`try_place` for one group of one divisible resource, first fit.

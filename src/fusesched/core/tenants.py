@@ -64,6 +64,7 @@ class TenantGate:
         )
         self.victim_order = VICTIM_ORDERS[policy.victim_order]
         self._queues = {q.name: q for q in policy.config.queues}
+        self._flavour_labels = {f.name: dict(f.node_labels) for f in policy.config.flavors}
         self._charged: dict[str, float] = {}  # running job -> charged up to this time
         self._factors: FairShareResult | None = None
         self._charged_at = -math.inf  # running jobs were last charged then
@@ -71,6 +72,13 @@ class TenantGate:
         self._pending: dict[str, set[str]] = {}
         self._drained: dict[str, int] = {}
         self._queue_of: dict[str, str] = {}  # preemptor -> its queue
+        # preemptor -> the tiers it preempted for priority: their jobs wait until it starts,
+        # so that what its victims free goes to it (and not back to a victim)
+        self._yield_tiers: dict[str, frozenset[str]] = {}
+        self._lifted = False
+        self._rates: dict[str, float] = {}  # running job -> billing units per second
+        self._tier_running: dict[str, int] = {}  # running jobs per QoS tier
+        self._lenders: frozenset[str] | None = None  # cached until quota usage changes
         self.preempted = 0  # victims asked to stop so far
 
     # ------------------------------------------------------------------ configuration
@@ -98,6 +106,12 @@ class TenantGate:
     def admission(self, rec: JobRecord) -> Admission | None:
         """The quota verdict for starting ``rec`` now; ``None`` when its queue has no quota."""
         spec = rec.spec
+        if self._yield_tiers:
+            mine = self.tier(spec).name
+            for preemptor, tiers in self._yield_tiers.items():
+                if mine in tiers and preemptor != spec.id:
+                    why = f"waits while job {preemptor} takes the room it preempted for"
+                    return Admission(False, spec.queue, None, {}, why)
         if spec.queue not in self._queues:
             return None
         tier = self.tier(spec)
@@ -110,6 +124,16 @@ class TenantGate:
             user=spec.user or None,
             qos=tier.name,
         )
+
+    def node_labels(self, verdict: Admission | None) -> tuple[tuple[str, str], ...]:
+        """The node labels of the flavours ``verdict`` assigned (where the job must run for
+        the quota it is charged to be the right one), sorted."""
+        if verdict is None or verdict.assignment is None:
+            return ()
+        out: dict[str, str] = {}
+        for flavour in set(verdict.assignment.flavors.values()):
+            out.update(self._flavour_labels.get(flavour, {}))
+        return tuple(sorted(out.items()))
 
     def _reclaiming(self, queue: str) -> bool:
         """Another queue of ``queue``'s cohort is taking lent capacity back: no borrowing
@@ -136,16 +160,23 @@ class TenantGate:
                 check=False,  # checked in this cycle, nothing bound since
             )
         self._charged[spec.id] = now
+        self._rates[spec.id] = billing_rate(spec, self.policy.gpu_weight)
+        tier = self.tier(spec).name
+        self._tier_running[tier] = self._tier_running.get(tier, 0) + 1
+        self._lenders = None
         self._forget_preemptor(spec.id)
 
     def release(self, rec: JobRecord, now: float) -> None:
         """``rec`` stopped: give back its quota and charge its last stretch of usage."""
         spec = rec.spec
         self.ledger.release(spec.id)
+        self._lenders = None
         since = self._charged.pop(spec.id, None)
-        if since is not None and now > since:
-            rate = billing_rate(spec, self.policy.gpu_weight)
-            if rate > 0:
+        rate = self._rates.pop(spec.id, 0.0)
+        if since is not None:
+            tier = self.tier(spec).name
+            self._tier_running[tier] -= 1
+            if now > since and rate > 0:
                 self.tracker.charge_interval(self.account(spec), rate, since, now)
         rec.admission = None
         for preemptor, victims in self._pending.items():
@@ -163,6 +194,8 @@ class TenantGate:
         self._forget_preemptor(job_id)
 
     def _forget_preemptor(self, job_id: str) -> None:
+        if self._yield_tiers.pop(job_id, None):
+            self._lifted = True  # jobs that yielded to it may start again
         self._pending.pop(job_id, None)
         self._drained.pop(job_id, None)
         self._queue_of.pop(job_id, None)
@@ -174,7 +207,7 @@ class TenantGate:
         what was freed), and every ``recalc_s`` charge running jobs and recompute fair share.
         True when a reclaim ended (borrowing is allowed again)."""
         cycle = core.stats.cycles
-        lifted = False
+        lifted, self._lifted = self._lifted, False
         for preemptor, drained in list(self._drained.items()):
             if drained < 0:
                 self._drained[preemptor] = cycle
@@ -188,12 +221,11 @@ class TenantGate:
         return lifted
 
     def _charge_running(self, core: SchedulerCore, now: float) -> None:
-        weight = self.policy.gpu_weight
         for job_id, since in self._charged.items():
             if now > since:
-                spec = core.jobs[job_id].spec
-                rate = billing_rate(spec, weight)
+                rate = self._rates[job_id]
                 if rate > 0:
+                    spec = core.jobs[job_id].spec
                     self.tracker.charge_interval(self.account(spec), rate, since, now)
                 self._charged[job_id] = now
 
@@ -241,15 +273,25 @@ class TenantGate:
 
     # ------------------------------------------------------------------ preemption
 
-    def _candidates(self, core: SchedulerCore, now: float) -> list[VictimCandidate]:
+    def _candidates(
+        self,
+        core: SchedulerCore,
+        now: float,
+        tiers: frozenset[str] | None = None,
+        queues: frozenset[str] | None = None,
+    ) -> list[VictimCandidate]:
+        """Running jobs that may be asked to stop (of these tiers / queues when given)."""
         out: list[VictimCandidate] = []
-        weight = self.policy.gpu_weight
         for job_id in core.running.ids():
             rec = core.jobs[job_id]
             if rec.preempt_reason is not None or rec.stop_requested is not None:
                 continue
-            assert rec.start_time is not None
             tier = self.tier(rec.spec)
+            if tiers is not None and tier.name not in tiers:
+                continue
+            if queues is not None and rec.spec.queue not in queues:
+                continue
+            assert rec.start_time is not None
             out.append(
                 VictimCandidate(
                     job_id,
@@ -258,10 +300,23 @@ class TenantGate:
                     float(rec.spec.priority),
                     tier.name,
                     tier.preemptible,
-                    max(billing_rate(rec.spec, weight), 1e-9),
+                    max(self._rates.get(job_id, 0.0), 1e-9),
                 )
             )
         return out
+
+    def lenders(self) -> frozenset[str]:
+        """Queues whose jobs may reclaim: members of a cohort where another queue borrows."""
+        if self._lenders is None:
+            borrowing = {q for q in self._queues if self.ledger.borrowed(q)}
+            out: set[str] = set()
+            for name, queue in self._queues.items():
+                if queue.cohort is None:
+                    continue
+                if any(b != name and self._queues[b].cohort == queue.cohort for b in borrowing):
+                    out.add(name)
+            self._lenders = frozenset(out)
+        return self._lenders
 
     def reclaim(
         self, core: SchedulerCore, rec: JobRecord, verdict: Admission, now: float
@@ -270,10 +325,17 @@ class TenantGate:
         quota back; empty when it would not help or a reclaim for it is under way."""
         if rec.id in self._pending or verdict.assignment is None:
             return []
+        queue = rec.spec.queue
+        if queue not in self.lenders():
+            return []  # nobody borrows from its cohort
+        cohort = self._queues[queue].cohort
+        others = frozenset(
+            q for q, spec in self._queues.items() if spec.cohort == cohort and q != queue
+        )
         victims = self.ledger.reclaim_candidates(
-            rec.spec.queue,
+            queue,
             verdict.assignment,
-            self._candidates(core, now),
+            self._candidates(core, now, queues=others),
             now,
             order=self.victim_order,
         )
@@ -287,7 +349,36 @@ class TenantGate:
         if not (self.policy.preempt_for_priority and tier.may_preempt) or rec.id in self._pending:
             return []
         allowed = tier.may_preempt
-        cands = [c for c in self._candidates(core, now) if c.preemptible and c.qos in allowed]
+        if not any(self._tier_running.get(t) for t in allowed):
+            return []
+        cands = [c for c in self._candidates(core, now, tiers=allowed) if c.preemptible]
+        return self._preempt(core, rec, self._fewest(core, rec, cands, now), allowed)
+
+    def room_victims(
+        self, core: SchedulerCore, rec: JobRecord, verdict: Admission | None, now: float
+    ) -> list[JobRecord]:
+        """Borrowers to preempt so that ``rec`` — within its queue's nominal quota, but
+        blocked by room — can be placed: lent capacity must come back as places to run, not
+        only as quota (a gang may need whole nodes the borrowers hold)."""
+        queue = rec.spec.queue
+        if verdict is None or verdict.borrowing or rec.id in self._pending:
+            return []
+        if queue not in self.lenders():
+            return []
+        cohort = self._queues[queue].cohort
+        borrowing = frozenset(
+            q
+            for q, spec in self._queues.items()
+            if spec.cohort == cohort and q != queue and self.ledger.borrowed(q)
+        )
+        cands = [c for c in self._candidates(core, now, queues=borrowing) if c.preemptible]
+        return self._preempt(core, rec, self._fewest(core, rec, cands, now))
+
+    def _fewest(
+        self, core: SchedulerCore, rec: JobRecord, cands: list[VictimCandidate], now: float
+    ) -> list[JobRecord]:
+        """The fewest of ``cands``, in victim order, whose stopping lets ``rec`` start: its
+        quota admits it and a placement exists (a what-if on copies; nothing changes)."""
         if not cands:
             return []
         free = core.cluster.free.copy()
@@ -313,6 +404,8 @@ class TenantGate:
                 return False
             return core.plan(rec, free, search=False) is not None
 
+        if fits():
+            return []  # it can start as things are: nobody needs to go
         taken: list[JobRecord] = []
         try:
             for cand in self.victim_order(cands, now):
@@ -332,15 +425,20 @@ class TenantGate:
         finally:
             for victim in list(released.values()):
                 restore(victim)
-        return self._preempt(core, rec, taken)
+        return taken
 
     def _preempt(
-        self, core: SchedulerCore, rec: JobRecord, victims: Iterable[JobRecord]
+        self,
+        core: SchedulerCore,
+        rec: JobRecord,
+        victims: Iterable[JobRecord],
+        tiers: frozenset[str] = frozenset(),
     ) -> list[JobRecord]:
         out = list(victims)
         if not out:
             return out
         self._pending[rec.id] = {v.id for v in out}
+        self._yield_tiers[rec.id] = tiers
         self._queue_of[rec.id] = rec.spec.queue
         for victim in out:
             victim.preempt_reason = f"preempted for job {rec.id} ({rec.spec.queue}, {rec.spec.qos})"

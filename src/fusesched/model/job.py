@@ -86,7 +86,8 @@ class Placement:
     terms add to the node score (a negative weight expresses soft anti-affinity);
     ``anti_affinity`` lists hard conditions nodes must *not* meet; ``max_tasks_per_node``
     spreads a gang's tasks (1 = one task per node); ``topology`` keeps the tasks within one
-    domain of a node label (a switch, say), required or preferred.
+    domain of a node label (a switch, say), required or preferred; ``exclusive`` gives the job
+    whole nodes (placed on idle nodes only; nothing else runs beside it).
     """
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -95,6 +96,7 @@ class Placement:
     preferred: tuple[PreferredTerm, ...] = ()
     max_tasks_per_node: int | None = None
     topology: TopologyRequest | None = None
+    exclusive: bool = False  # whole nodes to itself: only idle nodes, shared with nobody
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))

@@ -88,7 +88,7 @@ class FailureModel:
     restart_overhead_s: float = 300.0  # requeue, start-up, loading the checkpoint
     manual_resubmit_s: float = 4 * HOUR  # NONE: until a person resubmits (no GPU held)
     hang_unnoticed_s: float = 24 * HOUR  # NONE: a hang without walltime holds this long
-    max_restarts: int = 10
+    max_restarts: int = 3  # as the controller's RestartPolicy
 
     def __post_init__(self) -> None:
         values = (
@@ -353,8 +353,10 @@ def _assess_job(
         cause = FailureType.HANG if hang_at < device_at else device_type
         done = fail_at - progress_start
         if cause is FailureType.HANG and mode is RecoveryMode.NONE:
-            limit = run.walltime_s if run.walltime_s is not None else model.hang_unnoticed_s
-            latency = max(0.0, t + limit - fail_at)
+            if run.walltime_s is not None:  # the walltime ends it, counted from the start
+                latency = max(0.0, t + run.walltime_s - fail_at)
+            else:  # nobody notices for hang_unnoticed_s after it hangs
+                latency = model.hang_unnoticed_s
         else:
             base = {
                 FailureType.NODE: model.node_detect_s,

@@ -186,7 +186,7 @@ class PlacementRequest(_Model):
     preferred: list[PreferredTermRequest] = Field(default_factory=list)
     max_tasks_per_node: Annotated[int, Field(ge=1)] | None = None
     topology: TopologyRequest | None = None
-    exclusive: bool = False  # whole nodes (sbatch --exclusive); kept for the placement layer
+    exclusive: bool = False  # whole nodes to itself (sbatch --exclusive)
 
     def to_model(self) -> Placement:
         return Placement(
@@ -196,6 +196,7 @@ class PlacementRequest(_Model):
             preferred=tuple(PreferredTerm(p.to_model(), p.weight) for p in self.preferred),
             max_tasks_per_node=self.max_tasks_per_node,
             topology=None if self.topology is None else self.topology.to_model(),
+            exclusive=self.exclusive,
         )
 
 
@@ -368,7 +369,7 @@ class JobRequest(_Model):
         """The core's view of this request (type identified when not given).
 
         Nothing is expanded: an array stays one ``JobSpec`` (see ``JobSpec.expand_array``).
-        ``placement.exclusive`` and the run fields (argv, script,
+        The run fields (argv, script,
         env, …) are not part of ``JobSpec``; they stay in the request.
         """
         from fusesched.submit.identify import identify_type

