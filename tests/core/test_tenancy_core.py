@@ -402,3 +402,58 @@ def test_a_lender_behind_a_blocked_head_still_reclaims() -> None:
     assert not started(out)
     out = core.step(2, [JobSubmitted(gjob("b1", "b", 4, at=2))])
     assert preempted(out) in (["a1"], ["a2"])  # b reclaims at once, not when x has started
+
+
+def test_a_tenants_dedicated_nodes_run_only_its_jobs() -> None:
+    def queue(name: str, flavours: list[str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "flavors": [
+                {"name": f, "resources": {"nvidia.com/gpu": {"nominal": 8}}} for f in flavours
+            ],
+        }
+
+    config = TenancyConfig.from_dict(
+        {
+            "flavors": [
+                {
+                    "name": "physics-own",
+                    "resources": ["nvidia.com/gpu"],
+                    "node_labels": {"fusesched.io/owner": "physics"},
+                    "dedicated": True,
+                },
+                {"name": "shared", "resources": ["nvidia.com/gpu"]},
+            ],
+            "organisations": [
+                {
+                    "name": "o",
+                    "tenants": [
+                        {"name": "physics", "queues": [queue("phys", ["physics-own", "shared"])]},
+                        {"name": "biology", "queues": [queue("bio", ["shared"])]},
+                    ],
+                }
+            ],
+        }
+    )
+    core = SchedulerCore(CoreConfig(backfill="easy", tenancy=TenancyPolicy(config)))
+    owned = node("owned").cpu(8).gpu(4).label("fusesched.io/owner", "physics").build()
+    core.handle(NodeAdded(owned), 0)
+    core.handle(NodeAdded(node("common").cpu(8).gpu(4).build()), 0)
+    out = core.step(0, [JobSubmitted(gjob("b1", "bio", 4)), JobSubmitted(gjob("b2", "bio", 4))])
+    assert {d.job_id: d.nodes for d in out if isinstance(d, StartJob)} == {"b1": ("common",)}
+    # b2 waits for "common" (it may not use physics' node); p1 goes past it onto "owned"
+    out = core.step(1, [JobSubmitted(gjob("p1", "phys", 4, at=1))])
+    assert {d.job_id: d.nodes for d in out if isinstance(d, StartJob)} == {"p1": ("owned",)}
+    with pytest.raises(TenancyError, match="exactly one"):
+        TenancyConfig.from_dict(
+            {
+                "flavors": [
+                    {
+                        "name": "x",
+                        "resources": ["nvidia.com/gpu"],
+                        "node_labels": {"a": "1", "b": "2"},
+                        "dedicated": True,
+                    }
+                ]
+            }
+        )

@@ -362,3 +362,36 @@ def test_a_restarted_agent_kills_what_it_left_running_and_its_node_is_up(
     (scratch / "go").touch()
     done = cluster.client.wait(job_id, timeout=20)
     assert done["state"] == "Completed", (done, cluster.events(job_id))
+
+
+# hangs on its first run only; the restart finds FUSESCHED_RESTART_COUNT=1 and finishes
+HANG_ONCE = [
+    "sh",
+    "-c",
+    'echo "run $FUSESCHED_RESTART_COUNT on $FUSESCHED_NODE"; '
+    '[ "$FUSESCHED_RESTART_COUNT" = 0 ] && exec sleep 600; echo finished',
+]
+
+
+def test_a_hung_job_restarts_in_place(make_cluster: Any) -> None:
+    cluster: FailureCluster = make_cluster(**FAST)
+    cluster.add_agent("cpu-1", cpu=2)
+    cluster.add_agent("cpu-2", cpu=2)
+    job_id = cluster.client.submit(
+        job(
+            HANG_ONCE,
+            hang={"window_s": 4, "startup_s": 1},
+            restart={"mode": "restart-in-place", "backoff_s": 1},
+        )
+    )
+    first = wait_state(cluster, job_id, "Running", 30)
+    done = cluster.client.wait(job_id, timeout=40)
+    assert done["state"] == "Completed", (done, cluster.events(job_id))
+    kinds = cluster.event_kinds(job_id)
+    assert "JobHang" in kinds and "JobRestartedInPlace" in kinds, kinds
+    assert "JobRequeued" not in kinds  # it kept its place: never went back to the queue
+    log = cluster.client.logs(job_id)
+    node = first["nodes"][0]
+    assert f"run 0 on {node}" in log and f"run 1 on {node}" in log and "finished" in log, log
+    assert done["nodes"] == first["nodes"]
+    assert [t["task_id"] for t in done["tasks"]] == [f"{job_id}.main.0", f"{job_id}-r1.main.0"]

@@ -61,10 +61,12 @@ def hang_policy(live: LiveJob) -> HangPolicy | None:
 
 def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> None:
     """Apply ``live``'s restart policy to ``failure``: notify, fail, or stop and requeue."""
-    if live.requeue is not None or live.stopping is not None or live.exit_sent:
-        return  # already being stopped or requeued
+    if live.requeue is not None or live.relaunch is not None:
+        return  # already being restarted
+    if live.stopping is not None or live.exit_sent:
+        return  # already ending
     rec = ctl.core.jobs.get(live.id)
-    attempts = rec.attempts if rec is not None else 0
+    attempts = (rec.attempts if rec is not None else 0) + live.in_place
     action = next_action(failure, attempts, restart_policy(live.request))
     ctl.persist.job_event(live.id, f"Job{failure.kind.value.title()}", action.reason, now)
     if action.kind is ActionKind.NOTIFY:
@@ -74,8 +76,10 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
             live.first_failure = (FAILED_BY_CONTROLLER, action.reason)
         ctl.stop_tasks(live, action.reason)
         return
-    # restart in place and requeue both go through the queue; in place keeps no exclusion
-    live.requeue = (action.exclude_nodes, now + action.delay_s, action.reason)
+    if action.kind is ActionKind.RESTART_IN_PLACE:  # same nodes, resources kept
+        live.relaunch = (now + action.delay_s, action.reason)
+    else:
+        live.requeue = (action.exclude_nodes, now + action.delay_s, action.reason)
     ctl.stop_tasks(live, action.reason)
 
 
@@ -112,7 +116,9 @@ def running_tasks(ctl: Controller) -> dict[str, JobInfo]:
         if task.state != "running" or task.remote:
             continue
         live = ctl.jobs.get(job_id)
-        if live is not None and live.requeue is None and live.stopping is None:
+        if live is None or live.stopping is not None:
+            continue
+        if live.requeue is None and live.relaunch is None:
             out[task_id] = (job_id, live.spec.type, hang_policy(live))
     return out
 

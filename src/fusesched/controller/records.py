@@ -74,6 +74,8 @@ class LiveJob:
     requeue: tuple[tuple[str, ...], float, str] | None = None
     last_checkpoint: float = 0.0  # newest checkpoint time seen by the agents' sensors
     attempt_base: int = 0  # runs before the core's count (from the store, after a restart)
+    in_place: int = 0  # restarts in place so far (the core does not count them)
+    relaunch: tuple[float, str] | None = None  # restart in place: (when, why) once all exited
     adopting: bool = False  # left running by a previous controller, not yet adopted
     started_at: float = 0.0  # its run's start (for adoption)
 

@@ -335,12 +335,52 @@ class Controller:
                 live.last_checkpoint = mtime
                 self.events.append(JobCheckpointed(live.id, mtime))
 
+    def _relaunch_due(self, now: float) -> None:
+        """Start again, on the same nodes and resources, the jobs restarting in place whose
+        tasks have all exited and whose delay is over."""
+        for live in list(self.jobs.values()):
+            if live.relaunch is None or live.relaunch[0] > now:
+                continue
+            main = [t for t in live.tasks.values() if not t.remote]
+            if not main or not all(t.state == "exited" for t in main):
+                continue
+            reason = live.relaunch[1]
+            live.relaunch = None
+            live.in_place += 1
+            rec = self.core.jobs[live.id]
+            attempt = live.attempt_base + rec.attempts + live.in_place
+            fresh: dict[str, LiveTask] = {}
+            for old in main:
+                _, group, index = old.launch.task_id.rsplit(".", 2)
+                task_id = f"{live.id}-r{attempt}.{group}.{index}"
+                env = old.launch.env | {
+                    "FUSESCHED_TASK_ID": task_id,
+                    "FUSESCHED_RESTART_COUNT": str(attempt),
+                }
+                launch = old.launch.model_copy(update={"task_id": task_id, "env": env})
+                node = self.nodes[old.node]
+                node.pool.claim(old.grant)
+                fresh[task_id] = LiveTask(launch, old.node, old.grant, start_time=now)
+                node.outbox.append(launch)
+            for task_id, task in live.tasks.items():
+                self.tasks.pop(task_id, None)
+                self.finished[task_id] = task
+                self.monitor.forget(task_id)
+            live.tasks = fresh
+            live.first_failure = None
+            for task_id, task in fresh.items():
+                self.tasks[task_id] = (live.id, task)
+            self.persist.tasks_started(live.id, list(fresh.values()), now)
+            self.persist.job_event(live.id, "JobRestartedInPlace", reason, now)
+            self.work.notify_all()
+
     def _check_health(self) -> None:
         now = self.clock()
         if now - self._health_at < self.config.health_check_s:
             return
         self._health_at = now
-        with self.lock:
+        with self.work:
+            self._relaunch_due(now)
             findings = self.monitor.check(now, failures.running_tasks(self))
             if findings:
                 failures.act_on(self, findings, now)
@@ -586,6 +626,11 @@ class Controller:
         if live.adopting:
             return
         if not live.exit_sent and main and all(t.state == "exited" for t in main):
+            if live.relaunch is not None:  # restarted in place once the delay is over
+                for other in live.tasks.values():
+                    self._kill(other, "restarting in place")
+                self._wake.set()
+                return
             live.exit_sent = True
             for other in live.tasks.values():  # stray orteds end with their job
                 self._kill(other, "job ended")

@@ -51,7 +51,7 @@ class JobRecord:
     last_checkpoint: float | None = None  # reported by the shell (JobCheckpointed)
     not_before: float = 0.0  # requeued with a backoff: not eligible before this time
     base_spec: JobSpec | None = None  # the spec before its quota flavours' node labels
-    flavour_key: tuple[tuple[str, str], ...] = ()  # the node labels it is pinned to now
+    flavour_key: tuple[tuple[str, str, str], ...] = ()  # its flavours' node terms now
 
     @property
     def id(self) -> str:

@@ -521,16 +521,26 @@ class SchedulerCore:
 
     def _pin_flavours(self, rec: JobRecord, verdict: Admission | None) -> None:
         """Keep ``rec`` on nodes of the quota flavours it is admitted in (their labels join
-        its node selector), recompiled only when the flavours change."""
+        its node selector) and off other flavours' dedicated nodes; recompiled only when
+        that changes."""
         assert self.tenants is not None
-        key = self.tenants.node_labels(verdict)
+        key = self.tenants.node_terms(verdict)
         if key == rec.flavour_key:
             return
         base = rec.base_spec if rec.base_spec is not None else rec.spec
         spec = base
         if key:
-            selector = {**base.placement.node_selector, **dict(key)}
-            spec = replace(base, placement=replace(base.placement, node_selector=selector))
+            placement = base.placement
+            selector = {**placement.node_selector, **{k: v for op, k, v in key if op == "="}}
+            avoid = tuple(LabelRequirement(k, LabelOp.IN, (v,)) for op, k, v in key if op == "!")
+            spec = replace(
+                base,
+                placement=replace(
+                    placement,
+                    node_selector=selector,
+                    anti_affinity=(*placement.anti_affinity, *avoid),
+                ),
+            )
         rec.base_spec, rec.flavour_key = base, key
         self._reshape(rec, spec)
 

@@ -65,6 +65,9 @@ class TenantGate:
         self.victim_order = VICTIM_ORDERS[policy.victim_order]
         self._queues = {q.name: q for q in policy.config.queues}
         self._flavour_labels = {f.name: dict(f.node_labels) for f in policy.config.flavors}
+        self._dedicated = {
+            f.name: next(iter(f.node_labels.items())) for f in policy.config.flavors if f.dedicated
+        }
         self._charged: dict[str, float] = {}  # running job -> charged up to this time
         self._factors: FairShareResult | None = None
         self._charged_at = -math.inf  # running jobs were last charged then
@@ -125,15 +128,22 @@ class TenantGate:
             qos=tier.name,
         )
 
-    def node_labels(self, verdict: Admission | None) -> tuple[tuple[str, str], ...]:
-        """The node labels of the flavours ``verdict`` assigned (where the job must run for
-        the quota it is charged to be the right one), sorted."""
-        if verdict is None or verdict.assignment is None:
-            return ()
-        out: dict[str, str] = {}
-        for flavour in set(verdict.assignment.flavors.values()):
-            out.update(self._flavour_labels.get(flavour, {}))
-        return tuple(sorted(out.items()))
+    def node_terms(self, verdict: Admission | None) -> tuple[tuple[str, str, str], ...]:
+        """Where the job may run for the quota it is charged to be the right one: ``("=",
+        key, value)`` for the labels of the flavours ``verdict`` assigned, ``("!", key,
+        value)`` for the nodes of dedicated flavours it is not charged to; sorted."""
+        used = (
+            set()
+            if verdict is None or verdict.assignment is None
+            else set(verdict.assignment.flavors.values())
+        )
+        terms: set[tuple[str, str, str]] = set()
+        for flavour in used:
+            terms.update(("=", k, v) for k, v in self._flavour_labels.get(flavour, {}).items())
+        for flavour, (key, value) in self._dedicated.items():
+            if flavour not in used:
+                terms.add(("!", key, value))
+        return tuple(sorted(terms))
 
     def _reclaiming(self, queue: str) -> bool:
         """Another queue of ``queue``'s cohort is taking lent capacity back: no borrowing

@@ -56,11 +56,16 @@ def _check_shares(where: str, shares: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Flavor:
-    """A named kind of capacity: the resources it covers on nodes carrying ``node_labels``."""
+    """A named kind of capacity: the resources it covers on nodes carrying ``node_labels``.
+
+    ``dedicated``: the nodes carrying its (single) label run only jobs charged to this
+    flavour — a tenant's own nodes, when only its queues list the flavour.
+    """
 
     name: str
     resources: frozenset[str]
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    dedicated: bool = False
 
     def __post_init__(self) -> None:
         _check_name("flavor", self.name)
@@ -72,6 +77,11 @@ class Flavor:
             raise TenancyError(f"flavor {self.name!r}: {exc}") from exc
         object.__setattr__(self, "resources", canon)
         object.__setattr__(self, "node_labels", _freeze(self.node_labels))
+        if self.dedicated and len(self.node_labels) != 1:
+            raise TenancyError(
+                f"flavor {self.name!r}: a dedicated flavor names its nodes by exactly one "
+                "label (e.g. fusesched.io/owner: physics)"
+            )
 
     def matches_node(self, labels: Mapping[str, str]) -> bool:
         """True when a node with ``labels`` provides this flavour."""
@@ -489,13 +499,19 @@ def _only(data: Mapping[str, Any], what: str, allowed: Iterable[str]) -> None:
 
 def _flavor(spec: object) -> Flavor:
     f = _mapping(spec, "flavor")
-    _only(f, "flavor", {"name", "resources", "node_labels"})
+    _only(f, "flavor", {"name", "resources", "node_labels", "dedicated"})
     resources = f.get("resources", [])
     if not isinstance(resources, list):
         raise TenancyError(f"flavor {f.get('name')!r}: resources must be a list of names")
     labels = _mapping(f.get("node_labels", {}) or {}, f"flavor {f.get('name')!r} node_labels")
+    dedicated = f.get("dedicated", False)
+    if not isinstance(dedicated, bool):
+        raise TenancyError(f"flavor {f.get('name')!r}: dedicated must be true or false")
     return Flavor(
-        f.get("name", ""), frozenset(resources), {str(k): str(v) for k, v in labels.items()}
+        f.get("name", ""),
+        frozenset(resources),
+        {str(k): str(v) for k, v in labels.items()},
+        dedicated,
     )
 
 
