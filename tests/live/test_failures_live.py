@@ -395,3 +395,23 @@ def test_a_hung_job_restarts_in_place(make_cluster: Any) -> None:
     assert f"run 0 on {node}" in log and f"run 1 on {node}" in log and "finished" in log, log
     assert done["nodes"] == first["nodes"]
     assert [t["task_id"] for t in done["tasks"]] == [f"{job_id}.main.0", f"{job_id}-r1.main.0"]
+
+
+def test_an_application_failure_is_retried_when_the_job_asks(make_cluster: Any) -> None:
+    cluster: FailureCluster = make_cluster()
+    cluster.add_agent("cpu-1", cpu=2)
+    crash_once = [
+        "sh",
+        "-c",
+        'echo "run $FUSESCHED_RESTART_COUNT"; [ "$FUSESCHED_RESTART_COUNT" = 0 ] && exit 3; '
+        "echo recovered",
+    ]
+    retried = cluster.client.submit(
+        job(crash_once, restart={"retry_application_failures": True, "backoff_s": 0})
+    )
+    plain = cluster.client.submit(job(["sh", "-c", "exit 3"]))
+    done = cluster.client.wait(retried, timeout=40)
+    assert done["state"] == "Completed", (done, cluster.events(retried))
+    assert "run 0" in cluster.client.logs(retried) and "recovered" in cluster.client.logs(retried)
+    failed = cluster.client.wait(plain, timeout=40)
+    assert failed["state"] == "Failed" and failed["exit_code"] == 3  # not retried by default

@@ -626,6 +626,10 @@ class Controller:
         if live.adopting:
             return
         if not live.exit_sent and main and all(t.state == "exited" for t in main):
+            code, why = live.first_failure or (0, "")
+            restarting = live.requeue is not None or live.relaunch is not None
+            if code != 0 and not restarting and live.stopping is None:
+                self._retry_exit(live, code, why, now)  # may set requeue or relaunch
             if live.relaunch is not None:  # restarted in place once the delay is over
                 for other in live.tasks.values():
                     self._kill(other, "restarting in place")
@@ -634,9 +638,6 @@ class Controller:
             live.exit_sent = True
             for other in live.tasks.values():  # stray orteds end with their job
                 self._kill(other, "job ended")
-            code, why = live.first_failure or (0, "")
-            if code != 0 and live.requeue is None and live.stopping is None:
-                self._retry_exit(live, code, why, now)
             if live.requeue is not None:
                 exclude, not_before, why = live.requeue
                 self.events.append(
