@@ -235,7 +235,7 @@ def test_memory_limit_through_a_cgroup(tmp_path: Path) -> None:
         report, text = run_one(rt, spec)
         assert (report.exit_code, report.reason) == (-9, REASON_OOM)
         assert "survived" not in text
-        assert not (cgroups.parent / "j16.0.0").exists()  # type: ignore[operator]
+        assert not list(cgroups.parent.glob("*.j16.0.0"))  # type: ignore[union-attr]
         small = launch(
             "j16.0.1",
             "sh",
@@ -247,9 +247,28 @@ def test_memory_limit_through_a_cgroup(tmp_path: Path) -> None:
         assert report.exit_code == 0
         limit, cgroup_line = text.splitlines()
         assert limit == str(64 * 1024 * 1024)
-        assert cgroup_line.endswith("/fusesched/j16.0.1")
+        assert cgroup_line.endswith(".j16.0.1") and "/fusesched/" in cgroup_line
     finally:
         rt.shutdown(grace_s=0.2)
+
+
+def test_agents_on_one_machine_keep_their_cgroups_apart(tmp_path: Path) -> None:
+    """Two agents (of two clusters) run a task of the same id: starting one must not kill the
+    other (they share the machine's cgroup parent)."""
+    cgroups = MemoryCgroups.detect()
+    if not cgroups.available:
+        pytest.skip(f"no writable cgroup v1 memory controller: {cgroups.unavailable_reason}")
+    first = ProcessRuntime(tmp_path / "a", None, memory_cgroups=cgroups)
+    second = ProcessRuntime(tmp_path / "b", None, memory_cgroups=cgroups)
+    try:
+        first.start(launch("7.main.0", "sleep", "30", memory_bytes=64 * 1024 * 1024))
+        report, _ = run_one(second, launch("7.main.0", "true", memory_bytes=64 * 1024 * 1024))
+        assert report.exit_code == 0
+        assert first.running() == ["7.main.0"]
+        assert not [r for r in first.poll() if r.state is not TaskState.RUNNING]
+    finally:
+        first.shutdown(grace_s=0.2)
+        second.shutdown(grace_s=0.2)
 
 
 def test_no_memory_cgroup_means_no_hard_limit_and_says_so(tmp_path: Path) -> None:

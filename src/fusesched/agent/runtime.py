@@ -20,6 +20,7 @@ How a task is started — without ``preexec_fn``, which is unsafe in a threaded 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -151,6 +152,9 @@ class ProcessRuntime:
         identities: Callable[[str], Identity] | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).absolute()  # task commands name files in it
+        # memory cgroups are named per agent: agents sharing a machine (and its cgroup
+        # parent) may run tasks of the same id for different controllers
+        self._cgroup_tag = hashlib.sha1(str(self.work_dir).encode()).hexdigest()[:10]
         self.identities = identities  # job user -> who its tasks run as; None: the agent
         self.image_cache = image_cache
         self.memory_cgroups = (
@@ -163,6 +167,9 @@ class ProcessRuntime:
         self._pending: list[TaskReport] = []
         self._stale_cgroups: list[TaskCgroup] = []
         self.orphans_killed = self._kill_orphans()
+
+    def _cgroup_name(self, task_id: str) -> str:
+        return f"{self._cgroup_tag}.{task_id}"
 
     def _kill_orphans(self) -> list[str]:
         """Kill what an earlier agent with this work dir left running; the task ids.
@@ -186,7 +193,8 @@ class ProcessRuntime:
                 except (ProcessLookupError, PermissionError):
                     pass
             if self.memory_cgroups.parent is not None:
-                self._retire(TaskCgroup(self.memory_cgroups.parent / pid_file.parent.name))
+                name = self._cgroup_name(pid_file.parent.name)
+                self._retire(TaskCgroup(self.memory_cgroups.parent / name))
             with contextlib.suppress(OSError):
                 pid_file.unlink()
         if killed:
@@ -325,7 +333,9 @@ class ProcessRuntime:
             notes.append(f"memory limit not enforced: {self.memory_cgroups.unavailable_reason}")
             return None
         try:
-            return self.memory_cgroups.create(launch.task_id, launch.memory_bytes)
+            return self.memory_cgroups.create(
+                self._cgroup_name(launch.task_id), launch.memory_bytes
+            )
         except OSError as exc:
             notes.append(f"memory limit not enforced: {exc}")
             return None
