@@ -18,6 +18,17 @@
    0) with ``FUSESCHED_RESTART_COUNT=1``, on CUDA with one visible device. ``--cpu`` runs this
    flow on the CPU (no GPU requested) so it can be verified on a machine without one.
 
+On the lent device machine (its ``python3`` has torch, nvidia-ml-py, psutil, httpx and pyyaml
+but not fusesched's other dependencies): carry them as Python 3.12 wheels in ``.whl``
+(fastapi, starlette, uvicorn, pydantic, pydantic-core, sqlalchemy, alembic, mako, typer, rich,
+psycopg, psycopg-binary, cryptography and what they need), then run with ``timeout_s`` 420::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit
+    export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1; set -o pipefail
+    python3 bench/device_check.py --out $OUT/device_check.json 2>&1 | tee $OUT/device_check.log
+
+Not run on a GPU yet (no device was lent to the sessions that wrote it).
+
 On a machine without GPUs (or without NVML, or without CUDA in torch) the GPU checks say why
 they were skipped and the script exits 0. Exit status 1 when a check that ran failed (a task
 saw other devices than given, utilisation did not rise, the job did not resume).
