@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fusesched.core.admission import pin_flavours, start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
@@ -45,7 +46,6 @@ from fusesched.core.placement import (
     search_placement,
     task_slots,
 )
-from fusesched.core.quota import Admission
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
@@ -62,7 +62,6 @@ from fusesched.model.events import (
     JobSubmitted,
     NodeAdded,
     NodeStateChanged,
-    PreemptJob,
     RejectJob,
     StartJob,
     StopJob,
@@ -204,7 +203,7 @@ class SchedulerCore:
         out: list[Decision] = []
         self._reorder(now)  # phase 1: order
         if self.tenants is not None:
-            out.extend(self._start_admitted(now, changed))
+            out.extend(start_admitted(self, now, changed))
         else:
             for rec in queue.records:
                 if rec is self.blocked_head and not changed:
@@ -228,89 +227,6 @@ class SchedulerCore:
             only = None if changed else fresh
             out.extend(BACKFILLERS[self.config.backfill](self, now, only))
         return out
-
-    def _start_admitted(self, now: float, changed: bool) -> list[Decision]:
-        """The in-order pass with quotas: a job its queue's quota blocks is parked (it blocks
-        no other queue) and may reclaim lent capacity; the first job blocked by room ends the
-        pass, after preempting lower QoS tiers if its tier may."""
-        gate = self.tenants
-        assert gate is not None
-        queue = self.queue
-        records = queue.records
-        # jobs whose victims have gone go first: the room was made for them
-        ready = [self.jobs[j] for j in gate.ready() if self.jobs[j].phase is JobPhase.QUEUED]
-        for rec in ready:
-            if self._parked.pop(rec.id, None) is not None:
-                self.queue.push(rec, now)
-        if ready:
-            first = {id(r) for r in ready}
-            records = [*ready, *(r for r in queue.records if id(r) not in first)]
-        out: list[Decision] = []
-        done: set[int] = set()
-        stop = len(records)
-        for pos, rec in enumerate(records):
-            if rec is self.blocked_head and not changed and not ready:
-                stop = pos
-                break
-            verdict = gate.admission(rec)
-            if verdict is not None and not verdict.ok:
-                done.add(id(rec))
-                self._parked[rec.id] = rec
-                victims = gate.reclaim(self, rec, verdict, now)
-                out.extend(self._preempt(victims or gate.priority_victims(self, rec, now)))
-                continue
-            rec.admission = verdict
-            self._pin_flavours(rec, verdict)
-            alloc = self.try_place(rec, quota_checked=True)
-            if alloc is None:
-                if ready and rec in ready:
-                    continue
-                victims = gate.room_victims(self, rec, verdict, now)
-                out.extend(self._preempt(victims or gate.priority_victims(self, rec, now)))
-                stop = pos + 1
-                break
-            out.append(self.bind(rec, alloc, now, backfilled=False))
-            done.add(id(rec))
-        out.extend(self._reclaim_behind(records[stop:], done, now))
-        if done:
-            queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
-        return out
-
-    def _reclaim_behind(
-        self, records: list[JobRecord], done: set[int], now: float
-    ) -> list[Decision]:
-        """Jobs behind the one blocked by room that their own queue's quota blocks while it
-        is lent out: they start reclaiming now (and are parked), not when they reach the
-        head — lent capacity comes back within the reclaim bound."""
-        gate = self.tenants
-        assert gate is not None
-        lenders = gate.lenders()
-        if not lenders:
-            return []
-        out: list[Decision] = []
-        tried: set[str] = set()  # one room reclaim per queue and cycle (each is a what-if)
-        for rec in records:
-            queue = rec.spec.queue
-            if queue not in lenders or id(rec) in done:
-                continue
-            verdict = gate.admission(rec)
-            if verdict is not None and not verdict.ok:
-                victims = gate.reclaim(self, rec, verdict, now)
-                if victims:
-                    done.add(id(rec))
-                    self._parked[rec.id] = rec
-                    out.extend(self._preempt(victims))
-            elif queue not in tried:
-                tried.add(queue)
-                rec.admission = verdict
-                self._pin_flavours(rec, verdict)
-                out.extend(self._preempt(gate.room_victims(self, rec, verdict, now)))
-        return out
-
-    def _preempt(self, victims: list[JobRecord]) -> list[Decision]:
-        gate = self.tenants
-        assert gate is not None
-        return [PreemptJob(v.id, v.preempt_reason or "preempted", gate.grace(v)) for v in victims]
 
     def _unpark(self, now: float) -> None:
         parked, self._parked = self._parked, {}
@@ -517,34 +433,9 @@ class SchedulerCore:
         if rec.base_spec is not None:
             rec.base_spec = without(rec.base_spec)
             rec.flavour_key = ()
-        self._reshape(rec, without(rec.spec))
+        self.reshape(rec, without(rec.spec))
 
-    def _pin_flavours(self, rec: JobRecord, verdict: Admission | None) -> None:
-        """Keep ``rec`` on nodes of the quota flavours it is admitted in (their labels join
-        its node selector) and off other flavours' dedicated nodes; recompiled only when
-        that changes."""
-        assert self.tenants is not None
-        key = self.tenants.node_terms(verdict)
-        if key == rec.flavour_key:
-            return
-        base = rec.base_spec if rec.base_spec is not None else rec.spec
-        spec = base
-        if key:
-            placement = base.placement
-            selector = {**placement.node_selector, **{k: v for op, k, v in key if op == "="}}
-            avoid = tuple(LabelRequirement(k, LabelOp.IN, (v,)) for op, k, v in key if op == "!")
-            spec = replace(
-                base,
-                placement=replace(
-                    placement,
-                    node_selector=selector,
-                    anti_affinity=(*placement.anti_affinity, *avoid),
-                ),
-            )
-        rec.base_spec, rec.flavour_key = base, key
-        self._reshape(rec, spec)
-
-    def _reshape(self, rec: JobRecord, spec: JobSpec) -> None:
+    def reshape(self, rec: JobRecord, spec: JobSpec) -> None:
         shape = self.shapes.shape_of(spec)
         rec.spec = spec
         rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
@@ -790,7 +681,7 @@ class SchedulerCore:
             if verdict is not None and not verdict.ok:
                 return None
             rec.admission = verdict
-            self._pin_flavours(rec, verdict)
+            pin_flavours(self, rec, verdict)
         if limit is None and self.placement.node_order and cluster.all_up:
             col = self.fluid_column(rec)
             if col >= 0:  # the job needs only this column, so its sum decides

@@ -1,0 +1,134 @@
+"""The in-order pass of a cycle with tenancy: quota admission, reclaim and preemption.
+
+With a tenancy configuration the core's cycle (:meth:`SchedulerCore.cycle`) runs
+:func:`start_admitted` instead of its plain in-order loop: each job's queue quota is checked
+first (jobs it blocks are parked and may reclaim lent capacity), jobs are kept on their
+quota flavours' nodes (:func:`pin_flavours`), and the first job blocked by room may preempt
+borrowers or lower QoS tiers. Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from fusesched.core.quota import Admission
+from fusesched.core.records import JobRecord
+from fusesched.model.events import Decision, PreemptJob
+from fusesched.model.job import LabelOp, LabelRequirement
+from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+
+def start_admitted(core: SchedulerCore, now: float, changed: bool) -> list[Decision]:
+    """The in-order pass with quotas: a job its queue's quota blocks is parked (it blocks
+    no other queue) and may reclaim lent capacity; the first job blocked by room ends the
+    pass, after preempting lower QoS tiers if its tier may."""
+    gate = core.tenants
+    assert gate is not None
+    queue = core.queue
+    records = queue.records
+    # jobs whose victims have gone go first: the room was made for them
+    ready = [core.jobs[j] for j in gate.ready() if core.jobs[j].phase is JobPhase.QUEUED]
+    for rec in ready:
+        if core._parked.pop(rec.id, None) is not None:
+            core.queue.push(rec, now)
+    if ready:
+        first = {id(r) for r in ready}
+        records = [*ready, *(r for r in queue.records if id(r) not in first)]
+    out: list[Decision] = []
+    done: set[int] = set()
+    stop = len(records)
+    for pos, rec in enumerate(records):
+        if rec is core.blocked_head and not changed and not ready:
+            stop = pos
+            break
+        verdict = gate.admission(rec)
+        if verdict is not None and not verdict.ok:
+            done.add(id(rec))
+            core._parked[rec.id] = rec
+            victims = gate.reclaim(core, rec, verdict, now)
+            out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
+            continue
+        rec.admission = verdict
+        pin_flavours(core, rec, verdict)
+        alloc = core.try_place(rec, quota_checked=True)
+        if alloc is None:
+            if ready and rec in ready:
+                continue
+            victims = gate.room_victims(core, rec, verdict, now)
+            out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
+            stop = pos + 1
+            break
+        out.append(core.bind(rec, alloc, now, backfilled=False))
+        done.add(id(rec))
+    out.extend(reclaim_behind(core, records[stop:], done, now))
+    if done:
+        queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
+    return out
+
+
+def reclaim_behind(
+    core: SchedulerCore, records: list[JobRecord], done: set[int], now: float
+) -> list[Decision]:
+    """Jobs behind the one blocked by room that their own queue's quota blocks while it
+    is lent out: they start reclaiming now (and are parked), not when they reach the
+    head — lent capacity comes back within the reclaim bound."""
+    gate = core.tenants
+    assert gate is not None
+    lenders = gate.lenders()
+    if not lenders:
+        return []
+    out: list[Decision] = []
+    tried: set[str] = set()  # one room reclaim per queue and cycle (each is a what-if)
+    for rec in records:
+        queue = rec.spec.queue
+        if queue not in lenders or id(rec) in done:
+            continue
+        verdict = gate.admission(rec)
+        if verdict is not None and not verdict.ok:
+            victims = gate.reclaim(core, rec, verdict, now)
+            if victims:
+                done.add(id(rec))
+                core._parked[rec.id] = rec
+                out.extend(preempt(core, victims))
+        elif queue not in tried:
+            tried.add(queue)
+            rec.admission = verdict
+            pin_flavours(core, rec, verdict)
+            out.extend(preempt(core, gate.room_victims(core, rec, verdict, now)))
+    return out
+
+
+def preempt(core: SchedulerCore, victims: list[JobRecord]) -> list[Decision]:
+    gate = core.tenants
+    assert gate is not None
+    return [PreemptJob(v.id, v.preempt_reason or "preempted", gate.grace(v)) for v in victims]
+
+
+def pin_flavours(core: SchedulerCore, rec: JobRecord, verdict: Admission | None) -> None:
+    """Keep ``rec`` on nodes of the quota flavours it is admitted in (their labels join
+    its node selector) and off other flavours' dedicated nodes; recompiled only when
+    that changes."""
+    assert core.tenants is not None
+    key = core.tenants.node_terms(verdict)
+    if key == rec.flavour_key:
+        return
+    base = rec.base_spec if rec.base_spec is not None else rec.spec
+    spec = base
+    if key:
+        placement = base.placement
+        selector = {**placement.node_selector, **{k: v for op, k, v in key if op == "="}}
+        avoid = tuple(LabelRequirement(k, LabelOp.IN, (v,)) for op, k, v in key if op == "!")
+        spec = replace(
+            base,
+            placement=replace(
+                placement,
+                node_selector=selector,
+                anti_affinity=(*placement.anti_affinity, *avoid),
+            ),
+        )
+    rec.base_spec, rec.flavour_key = base, key
+    core.reshape(rec, spec)
