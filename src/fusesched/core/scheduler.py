@@ -245,7 +245,9 @@ class SchedulerCore:
     def next_wakeup(self) -> float | None:
         """The earliest time a requeued job's backoff ends (a shell should run a cycle
         then even if nothing else happens), or None."""
-        return min((r.not_before for r in self._delayed.values()), default=None)
+        if not self._delayed:
+            return None
+        return min(r.not_before for r in self._delayed.values())
 
     def _reorder(self, now: float) -> None:
         queue = self.queue

@@ -141,7 +141,9 @@ class Simulation:
         next_job = next(arrivals, None)
         log: list[Decision] = []
         decisions = 0
-        runs: dict[str, tuple[float, float, int]] = {}  # running job -> (start, end, heap seq)
+        # with tenancy the core may preempt: keep each run's (start, end, heap seq)
+        preemptive = core.tenants is not None
+        runs: dict[str, tuple[float, float, int]] = {}
         done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
         wakeup = None
         while heap or next_job is not None or wakeup is not None:
@@ -152,9 +154,9 @@ class Simulation:
                 now = wakeup
             events: list[Event] = []
             while heap and heap[0][0] == now:
-                _, _, entry, job_id, code, timed_out = heapq.heappop(heap)
-                if runs.pop(job_id)[2] != entry:  # pragma: no cover - superseded below
-                    raise RuntimeError(f"stale exit of {job_id}")
+                _, _, _, job_id, code, timed_out = heapq.heappop(heap)
+                if preemptive:
+                    del runs[job_id]
                 events.append(JobExited(job_id, code, "", timed_out))
             finished = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
@@ -176,7 +178,8 @@ class Simulation:
                     seq += 1
                     exit_event = (now + runtime, EXIT, seq, outcome.job_id, code, killed)
                     heapq.heappush(heap, exit_event)
-                    runs[outcome.job_id] = (now, now + runtime, seq)
+                    if preemptive:
+                        runs[outcome.job_id] = (now, now + runtime, seq)
                 elif isinstance(decision, PreemptJob):
                     seq += 1
                     self._preempt(decision, now, runs, done, fates, heap, seq)
