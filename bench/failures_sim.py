@@ -33,7 +33,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,19 +158,8 @@ def sim_nodes(specs: Sequence[NodeSpec], gpus_per_node: int) -> list[SimNode]:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """A job's failure-free run: when, and on which nodes and GPUs."""
-
-    job_id: str
-    start: float
-    end: float
-    nodes: tuple[str, ...]
-    gpus: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Schedule:
-    placements: list[Placement]
+    placements: list[JobRun]  # failure-free runs: when, on which nodes and GPUs
     nodes: int
     gpus_per_node: int
     span_s: float  # the last job's end
@@ -214,7 +203,7 @@ def simulate(
         if o.rejected:
             raise RuntimeError(f"{o.job_id} rejected: {o.rejected}")
         used, gpus_used = where[o.job_id]
-        placements.append(Placement(o.job_id, o.start, o.end, used, gpus_used))
+        placements.append(JobRun(o.job_id, o.start, o.end, used, gpus_used))
         waits.append(o.start - o.submit)
     span = max((p.end for p in placements), default=0.0)
     util = 0.0
@@ -238,12 +227,10 @@ def simulate(
     )
 
 
-def job_runs(placements: Sequence[Placement], checkpoint_s: float | None) -> list[JobRun]:
+def job_runs(placements: Sequence[JobRun], checkpoint_s: float | None) -> list[JobRun]:
     """Failure-free runs with one checkpoint interval for every job; no walltime (Philly jobs
     state none, so an unnoticed hang holds its GPUs ``hang_unnoticed_s``)."""
-    return [
-        JobRun(p.job_id, p.start, p.end, p.nodes, p.gpus, checkpoint_s, None) for p in placements
-    ]
+    return [replace(p, checkpoint_interval_s=checkpoint_s, walltime_s=None) for p in placements]
 
 
 # --- pricing the failures -----------------------------------------------------------------
@@ -302,7 +289,7 @@ class Trial:
 
 
 def run_trial(
-    placements: Sequence[Placement],
+    placements: Sequence[JobRun],
     nodes: Sequence[SimNode],
     model: FailureModel,
     seeds: Sequence[int],
@@ -333,7 +320,7 @@ def run_trial(
 
 
 def check_against_compare(
-    placements: Sequence[Placement],
+    placements: Sequence[JobRun],
     nodes: Sequence[SimNode],
     model: FailureModel,
     trial: Trial,
@@ -402,7 +389,7 @@ def _stats(s: LatencyStats) -> dict[str, float]:
 
 
 def sweep(
-    placements: Sequence[Placement],
+    placements: Sequence[JobRun],
     nodes: Sequence[SimNode],
     seeds: Sequence[int],
     *,

@@ -299,16 +299,22 @@ def node_loss_job(scratch: Path) -> dict[str, Any]:
     )
 
 
-def test_a_silent_node_loses_its_job_and_its_stale_task_is_fenced_on_return(
-    make_cluster: Any, scratch: Path
-) -> None:
+def start_node_loss(make_cluster: Any, scratch: Path) -> tuple[FailureCluster, str, str, str, int]:
+    """Two 2-CPU nodes (3 s node timeout) and a running ``node_loss_job``: the cluster, the
+    job, the node it runs on, the other node and the pid of its task."""
     cluster: FailureCluster = make_cluster(node_timeout_s=3.0)
     cluster.add_agent("cpu-1", cpu=2)
     cluster.add_agent("cpu-2", cpu=2)
     job_id = cluster.client.submit(node_loss_job(scratch))
     lost_node = wait_state(cluster, job_id, "Running", 30)["nodes"][0]
     (other,) = {"cpu-1", "cpu-2"} - {lost_node}
-    stale_pid = _pid(scratch / "pid.0")
+    return cluster, job_id, lost_node, other, _pid(scratch / "pid.0")
+
+
+def test_a_silent_node_loses_its_job_and_its_stale_task_is_fenced_on_return(
+    make_cluster: Any, scratch: Path
+) -> None:
+    cluster, job_id, lost_node, other, stale_pid = start_node_loss(make_cluster, scratch)
 
     agent = cluster.agents[lost_node]
     cut_at = time.monotonic()
@@ -342,13 +348,7 @@ def test_a_silent_node_loses_its_job_and_its_stale_task_is_fenced_on_return(
 def test_a_restarted_agent_kills_what_it_left_running_and_its_node_is_up(
     make_cluster: Any, scratch: Path
 ) -> None:
-    cluster: FailureCluster = make_cluster(node_timeout_s=3.0)
-    cluster.add_agent("cpu-1", cpu=2)
-    cluster.add_agent("cpu-2", cpu=2)
-    job_id = cluster.client.submit(node_loss_job(scratch))
-    lost_node = wait_state(cluster, job_id, "Running", 30)["nodes"][0]
-    (other,) = {"cpu-1", "cpu-2"} - {lost_node}
-    stale_pid = _pid(scratch / "pid.0")
+    cluster, job_id, lost_node, other, stale_pid = start_node_loss(make_cluster, scratch)
 
     cluster.agents[lost_node].stop(kill_tasks=False)  # the agent dies, its task lives on
     until(lambda: cluster.node_state(lost_node) == "down", 15, "the stopped node is not DOWN")

@@ -10,6 +10,7 @@ import pytest
 
 from fusesched.sim.failures import (
     HOUR,
+    JobRun,
     RecoveryMode,
     SimNode,
     assess,
@@ -30,7 +31,7 @@ MODEL = fs.failure_model(
 SEEDS = range(6)
 
 
-def placements() -> list[fs.Placement]:
+def placements() -> list[JobRun]:
     """Twelve jobs of 1–16 GPUs, 3–20 h each, packed on four 8-GPU nodes without overlap."""
     out = []
     t = 0.0
@@ -42,7 +43,7 @@ def placements() -> list[fs.Placement]:
         else:
             nodes = (f"n{k % 4}",)
             gpus = tuple((nodes[0], i) for i in range(1 + k % 8))
-        out.append(fs.Placement(f"j{k}", t, t + hours * HOUR, nodes, gpus))
+        out.append(JobRun(f"j{k}", t, t + hours * HOUR, nodes, gpus))
         t += 21 * HOUR  # one job at a time: no two share a GPU
     return out
 

@@ -1,6 +1,7 @@
 """The controller's side of failures: what the agents' sensors found (hangs, GPU faults,
 unhealthy nodes), nodes that went silent and tasks that vanished, turned into the job's
-restart policy's action (docs/FAILURES.md).
+restart policy's action (docs/FAILURES.md); the fencing of tasks that reappear after their
+node was declared lost, and the relaunch of jobs restarting in place.
 
 Every function here runs with the controller's lock held. A retried failure stops the job's
 tasks and, once all have exited, reports ``JobExited(requeue=True, exclude_nodes=…,
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fusesched.api.wire import Heartbeat
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
     ActionKind,
@@ -23,7 +25,8 @@ from fusesched.controller.hang import (
     next_action,
 )
 from fusesched.controller.monitor import Finding, JobInfo
-from fusesched.model.events import NodeStateChanged
+from fusesched.controller.records import LiveTask
+from fusesched.model.events import JobCheckpointed, NodeStateChanged
 from fusesched.model.node import NodeState
 from fusesched.submit.request import JobRequest
 
@@ -135,3 +138,72 @@ def node_lost(ctl: Controller, name: str, now: float) -> None:
             job_failed(ctl, live, Failure(FailureKind.NODE, name, reason), now)
         task.lost = True
         ctl.finish_task(task, FAILED_BY_CONTROLLER, "node lost", now)
+
+
+def fence(ctl: Controller, beat: Heartbeat) -> int:
+    """Kill tasks this node still runs that were declared lost while it was silent
+    (their jobs were requeued); returns how many there are."""
+    node = ctl.nodes[beat.node]
+    stale = 0
+    for task_id in beat.running or ():
+        entry = ctl.tasks.get(task_id)
+        task = entry[1] if entry is not None else ctl.finished.get(task_id)
+        if task is not None and task.lost and task.node == beat.node:
+            stale += 1
+            node.kills.append(ctl.kill_now(task, "fenced: declared lost"))
+    return stale
+
+
+def observe(ctl: Controller, beat: Heartbeat, now: float) -> None:
+    """Feed the monitor; report checkpoints the sensors saw to the core."""
+    samples = [s for s in beat.samples if ctl.on_node(s.task_id, beat.node)]
+    ctl.monitor.observe(beat.node, samples, beat.health, now)
+    for sample in samples:
+        entry = ctl.tasks.get(sample.task_id)
+        mtime = sample.checkpoint_mtime
+        if entry is None or mtime is None:
+            continue
+        live = ctl.jobs.get(entry[0])
+        if live is not None and mtime > live.last_checkpoint:
+            live.last_checkpoint = mtime
+            ctl.events.append(JobCheckpointed(live.id, mtime))
+
+
+def relaunch_due(ctl: Controller, now: float) -> None:
+    """Start again, on the same nodes and resources, the jobs restarting in place whose
+    tasks have all exited and whose delay is over."""
+    for live in list(ctl.jobs.values()):
+        if live.relaunch is None or live.relaunch[0] > now:
+            continue
+        main = [t for t in live.tasks.values() if not t.remote]
+        if not main or not all(t.state == "exited" for t in main):
+            continue
+        reason = live.relaunch[1]
+        live.relaunch = None
+        live.in_place += 1
+        rec = ctl.core.jobs[live.id]
+        attempt = live.attempt_base + rec.attempts + live.in_place
+        fresh: dict[str, LiveTask] = {}
+        for old in main:
+            _, group, index = old.launch.task_id.rsplit(".", 2)
+            task_id = f"{live.id}-r{attempt}.{group}.{index}"
+            env = old.launch.env | {
+                "FUSESCHED_TASK_ID": task_id,
+                "FUSESCHED_RESTART_COUNT": str(attempt),
+            }
+            launch = old.launch.model_copy(update={"task_id": task_id, "env": env})
+            node = ctl.nodes[old.node]
+            node.pool.claim(old.grant)
+            fresh[task_id] = LiveTask(launch, old.node, old.grant, start_time=now)
+            node.outbox.append(launch)
+        for task_id, task in live.tasks.items():
+            ctl.tasks.pop(task_id, None)
+            ctl.finished[task_id] = task
+            ctl.monitor.forget(task_id)
+        live.tasks = fresh
+        live.first_failure = None
+        for task_id, task in fresh.items():
+            ctl.tasks[task_id] = (live.id, task)
+        ctl.persist.tasks_started(live.id, list(fresh.values()), now)
+        ctl.persist.job_event(live.id, "JobRestartedInPlace", reason, now)
+        ctl.work.notify_all()

@@ -270,19 +270,19 @@ class Controller:
             if node is None:
                 raise UnknownNodeError(beat.node)
             node.last_seen = now
-            fenced = self._fence(beat) if beat.running is not None else 0
+            fenced = failures.fence(self, beat) if beat.running is not None else 0
             if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
                 failures.set_node_state(self, beat.node, NodeState.UP, "heartbeat", now)
                 self._wake.set()
             if beat.samples or beat.health is not None:
-                self._observe(beat, now)
+                failures.observe(self, beat, now)
             # a node speaks only for its own tasks: it can neither write another node's task
             # logs nor end another node's tasks
             for chunk in beat.logs:
-                if self._on_node(chunk.task_id, beat.node):
+                if self.on_node(chunk.task_id, beat.node):
                     self.logs.write(chunk)
             for report in beat.reports:
-                if self._on_node(report.task_id, beat.node):
+                if self.on_node(report.task_id, beat.node):
                     self._task_report(report, now)
             if beat.running is not None:
                 alive = set(beat.running) | {r.task_id for r in beat.reports}
@@ -306,87 +306,19 @@ class Controller:
             node.outbox, node.kills = [], []
         return reply
 
-    def _fence(self, beat: Heartbeat) -> int:
-        """Kill tasks this node still runs that were declared lost while it was silent
-        (their jobs were requeued); returns how many there are."""
-        node = self.nodes[beat.node]
-        stale = 0
-        for task_id in beat.running or ():
-            entry = self.tasks.get(task_id)
-            task = entry[1] if entry is not None else self.finished.get(task_id)
-            if task is not None and task.lost and task.node == beat.node:
-                stale += 1
-                node.kills.append(
-                    KillTask(task_id=task_id, grace_s=0.0, reason="fenced: declared lost")
-                )
-        return stale
-
-    def _observe(self, beat: Heartbeat, now: float) -> None:
-        """Feed the monitor; report checkpoints the sensors saw to the core."""
-        samples = [s for s in beat.samples if self._on_node(s.task_id, beat.node)]
-        self.monitor.observe(beat.node, samples, beat.health, now)
-        for sample in samples:
-            entry = self.tasks.get(sample.task_id)
-            mtime = sample.checkpoint_mtime
-            if entry is None or mtime is None:
-                continue
-            live = self.jobs.get(entry[0])
-            if live is not None and mtime > live.last_checkpoint:
-                live.last_checkpoint = mtime
-                self.events.append(JobCheckpointed(live.id, mtime))
-
-    def _relaunch_due(self, now: float) -> None:
-        """Start again, on the same nodes and resources, the jobs restarting in place whose
-        tasks have all exited and whose delay is over."""
-        for live in list(self.jobs.values()):
-            if live.relaunch is None or live.relaunch[0] > now:
-                continue
-            main = [t for t in live.tasks.values() if not t.remote]
-            if not main or not all(t.state == "exited" for t in main):
-                continue
-            reason = live.relaunch[1]
-            live.relaunch = None
-            live.in_place += 1
-            rec = self.core.jobs[live.id]
-            attempt = live.attempt_base + rec.attempts + live.in_place
-            fresh: dict[str, LiveTask] = {}
-            for old in main:
-                _, group, index = old.launch.task_id.rsplit(".", 2)
-                task_id = f"{live.id}-r{attempt}.{group}.{index}"
-                env = old.launch.env | {
-                    "FUSESCHED_TASK_ID": task_id,
-                    "FUSESCHED_RESTART_COUNT": str(attempt),
-                }
-                launch = old.launch.model_copy(update={"task_id": task_id, "env": env})
-                node = self.nodes[old.node]
-                node.pool.claim(old.grant)
-                fresh[task_id] = LiveTask(launch, old.node, old.grant, start_time=now)
-                node.outbox.append(launch)
-            for task_id, task in live.tasks.items():
-                self.tasks.pop(task_id, None)
-                self.finished[task_id] = task
-                self.monitor.forget(task_id)
-            live.tasks = fresh
-            live.first_failure = None
-            for task_id, task in fresh.items():
-                self.tasks[task_id] = (live.id, task)
-            self.persist.tasks_started(live.id, list(fresh.values()), now)
-            self.persist.job_event(live.id, "JobRestartedInPlace", reason, now)
-            self.work.notify_all()
-
     def _check_health(self) -> None:
         now = self.clock()
         if now - self._health_at < self.config.health_check_s:
             return
         self._health_at = now
         with self.work:
-            self._relaunch_due(now)
+            failures.relaunch_due(self, now)
             findings = self.monitor.check(now, failures.running_tasks(self))
             if findings:
                 failures.act_on(self, findings, now)
                 self._wake.set()
 
-    def _on_node(self, task_id: str, node: str) -> bool:
+    def on_node(self, task_id: str, node: str) -> bool:
         entry = self.tasks.get(task_id)
         task = entry[1] if entry is not None else self.finished.get(task_id)
         return task is not None and task.node == node
