@@ -47,6 +47,7 @@ from fusesched.core.placement import (
     task_slots,
 )
 from fusesched.core.records import JobRecord, WaitingQueue
+from fusesched.core.requeue import requeue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
 from fusesched.core.tenants import TenantGate
@@ -66,8 +67,7 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import DependencyKind, JobSpec, LabelOp, LabelRequirement, QoS
-from fusesched.model.node import LABEL_HOSTNAME
+from fusesched.model.job import DependencyKind, JobSpec, QoS
 from fusesched.model.phases import JobPhase
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.priority import PriorityBreakdown
@@ -391,51 +391,10 @@ class SchedulerCore:
         elif event.exit_code == 0:
             rec.move(JobPhase.COMPLETED, now, event.reason or "exit 0")
         elif rec.preempt_reason is not None or event.requeue:
-            return self._requeue(rec, event, now)
+            return requeue(self, rec, event, now)
         else:
             rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
         return self._settle_dependents(rec, now)
-
-    def _requeue(self, rec: JobRecord, event: JobExited, now: float) -> list[Decision]:
-        """A run ended by preemption or by a failure the shell retries: back to the queue
-        (``running → preempted → queued``), off the excluded nodes, after the backoff."""
-        rec.attempts += 1
-        reason = rec.preempt_reason
-        rec.preempt_reason = None
-        if reason is not None:
-            rec.preemptions += 1
-            rec.move(JobPhase.PREEMPTED, now, reason)
-            budget = self.tenants.policy.max_preemptions if self.tenants is not None else 0
-            if rec.preemptions > budget:
-                why = f"preempted {rec.preemptions} times; the retry budget of {budget} is spent"
-                rec.move(JobPhase.CANCELLED, now, why)
-                return self._settle_dependents(rec, now)
-        else:
-            reason = event.reason or f"exit {event.exit_code}"
-        if event.exclude_nodes:
-            self._exclude(rec, event.exclude_nodes)
-            if rec.never_fits:
-                return self._reject(rec, f"{rec.never_fits} (after excluding failed nodes)", now)
-        rec.not_before = event.not_before
-        if event.not_before > now:
-            rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {event.not_before:g}")
-            self._delayed[rec.id] = rec
-            return []
-        self._enqueue(rec, now, f"requeued ({reason})")
-        return []
-
-    def _exclude(self, rec: JobRecord, nodes: Iterable[str]) -> None:
-        """Recompile ``rec`` so that it never lands on ``nodes`` again."""
-        avoid = LabelRequirement(LABEL_HOSTNAME, LabelOp.IN, tuple(sorted(set(nodes))))
-
-        def without(spec: JobSpec) -> JobSpec:
-            anti = (*spec.placement.anti_affinity, avoid)
-            return replace(spec, placement=replace(spec.placement, anti_affinity=anti))
-
-        if rec.base_spec is not None:
-            rec.base_spec = without(rec.base_spec)
-            rec.flavour_key = ()
-        self.reshape(rec, without(rec.spec))
 
     def reshape(self, rec: JobRecord, spec: JobSpec) -> None:
         shape = self.shapes.shape_of(spec)

@@ -1,0 +1,61 @@
+"""Requeue: a run ended by preemption or by a failure the shell retries goes back to the
+queue (``running → preempted → queued`` or ``running → queued``), off the nodes the shell
+excludes and not before its backoff ends. Pure, like the rest of the core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from fusesched.core.records import JobRecord
+from fusesched.model.events import Decision, JobExited
+from fusesched.model.job import JobSpec, LabelOp, LabelRequirement
+from fusesched.model.node import LABEL_HOSTNAME
+from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+
+def requeue(core: SchedulerCore, rec: JobRecord, event: JobExited, now: float) -> list[Decision]:
+    """A run ended by preemption or by a failure the shell retries: back to the queue
+    (``running → preempted → queued``), off the excluded nodes, after the backoff."""
+    rec.attempts += 1
+    reason = rec.preempt_reason
+    rec.preempt_reason = None
+    if reason is not None:
+        rec.preemptions += 1
+        rec.move(JobPhase.PREEMPTED, now, reason)
+        budget = core.tenants.policy.max_preemptions if core.tenants is not None else 0
+        if rec.preemptions > budget:
+            why = f"preempted {rec.preemptions} times; the retry budget of {budget} is spent"
+            rec.move(JobPhase.CANCELLED, now, why)
+            return core._settle_dependents(rec, now)
+    else:
+        reason = event.reason or f"exit {event.exit_code}"
+    if event.exclude_nodes:
+        exclude(core, rec, event.exclude_nodes)
+        if rec.never_fits:
+            return core._reject(rec, f"{rec.never_fits} (after excluding failed nodes)", now)
+    rec.not_before = event.not_before
+    if event.not_before > now:
+        rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {event.not_before:g}")
+        core._delayed[rec.id] = rec
+        return []
+    core._enqueue(rec, now, f"requeued ({reason})")
+    return []
+
+
+def exclude(core: SchedulerCore, rec: JobRecord, nodes: Iterable[str]) -> None:
+    """Recompile ``rec`` so that it never lands on ``nodes`` again."""
+    avoid = LabelRequirement(LABEL_HOSTNAME, LabelOp.IN, tuple(sorted(set(nodes))))
+
+    def without(spec: JobSpec) -> JobSpec:
+        anti = (*spec.placement.anti_affinity, avoid)
+        return replace(spec, placement=replace(spec.placement, anti_affinity=anti))
+
+    if rec.base_spec is not None:
+        rec.base_spec = without(rec.base_spec)
+        rec.flavour_key = ()
+    core.reshape(rec, without(rec.spec))
