@@ -269,10 +269,10 @@ BAD: list[tuple[str, str, str]] = [
         "no container requests any resource",
     ),
     (
-        "registry image",
-        JOB.replace("image: /images/pytorch.tar", "image: nvcr.io/nvidia/pytorch:24.01"),
+        "image neither path nor reference",
+        JOB.replace("image: /images/pytorch.tar", "image: nvcr.io/nvidia/pytorch::24"),
         "j.yaml:35: spec.template.spec.containers[0].image: image "
-        "'nvcr.io/nvidia/pytorch:24.01': give the absolute path",
+        "'nvcr.io/nvidia/pytorch::24': give the absolute path",
     ),
     (
         "no command",

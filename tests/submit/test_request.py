@@ -185,7 +185,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("blank script", minimal(groups=[{"resources": {"cpu": 1}, "script": "  "}]), "or script"),
     ("empty program", group(argv=[""]), "argv[0]) must not be empty"),
-    ("image not a path", group(image="ubuntu:22.04"), "registry images are not pulled"),
+    ("image neither path nor reference", group(image="Ubuntu::22"), "registry reference"),
     ("env name", group(env={"1X": "a"}), "invalid environment variable name '1X'"),
     ("port range", group(ports=[70000]), "groups[0].ports[0]: Input should be less than"),
     ("port twice", group(ports=[80, 80]), "ports must be unique"),

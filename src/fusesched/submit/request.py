@@ -57,6 +57,14 @@ Loc = tuple[str | int, ...]
 _PLAIN_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage", FPGA, RDMA})
 _ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TARBALL_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
+# an OCI image reference: [registry[:port]/]path[:tag][@digest], lower-case path components
+_IMAGE_REF_RE: Final = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+)
+_LABEL_KEY_RE: Final = re.compile(r"^(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE_RE: Final = re.compile(r"^(?:[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?)?$")
+_POOL_NAME_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def resource_name(name: str) -> str:
@@ -276,13 +284,18 @@ class TaskGroupRequest(_Model):
     @field_validator("image")
     @classmethod
     def _image(cls, image: str | None) -> str | None:
-        if image is not None and not image.startswith("/"):
+        if image is not None and not image.startswith("/") and not _IMAGE_REF_RE.match(image):
             raise ValueError(
                 f"image {image!r}: give the absolute path of a root filesystem directory or "
-                f"tarball ({', '.join(_TARBALL_SUFFIXES)}) on the nodes; registry images are "
-                "not pulled"
+                f"tarball ({', '.join(_TARBALL_SUFFIXES)}) on the nodes, or a registry "
+                "reference such as docker.io/library/python:3.11 (run only by Kubernetes pools)"
             )
         return image
+
+    @property
+    def registry_image(self) -> bool:
+        """True when ``image`` names a registry image (pulled by a Kubernetes pool only)."""
+        return self.image is not None and not self.image.startswith("/")
 
     @field_validator("ports")
     @classmethod
@@ -326,6 +339,8 @@ class JobRequest(_Model):
     error: str | None = None  # path pattern for stderr; None: with stdout
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
+    labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
+    pool: str | None = None  # run in this pool only (see docs/FEDERATION.md); None: routed
     checkpoint_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     checkpoint_interval_s: Annotated[float, Field(gt=0)] | None = None
     restart: RestartRequest = Field(default_factory=RestartRequest)
@@ -338,6 +353,23 @@ class JobRequest(_Model):
         if any(ch in name for ch in "\n\r\t"):
             raise ValueError("the job name must be one line")
         return name
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            if not _LABEL_KEY_RE.match(key):
+                raise ValueError(f"invalid label key {key!r} (as Kubernetes: [prefix/]name)")
+            if not _LABEL_VALUE_RE.match(value):
+                raise ValueError(f"label {key}: invalid value {value!r} (63 characters at most)")
+        return labels
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, pool: str | None) -> str | None:
+        if pool is not None and not _POOL_NAME_RE.match(pool):
+            raise ValueError(f"invalid pool name {pool!r} (lower-case letters, digits and -)")
+        return pool
 
     @model_validator(mode="after")
     def _consistent(self) -> JobRequest:
