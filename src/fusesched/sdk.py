@@ -206,6 +206,13 @@ class Client:
         query |= ({"tenant": tenant} if tenant else {}) | ({"user": user} if user else {})
         return dict(self._call("GET", "/v1/usage?" + urllib.parse.urlencode(query)))
 
+    def route(self, job: str | Mapping[str, Any]) -> dict[str, Any]:
+        """Which pools may take a job and why: a submitted job's id, or a request (a dict)
+        routed as if it were submitted now."""
+        if isinstance(job, str):
+            return dict(self._call("GET", f"/v1/jobs/{_quote(job)}/route"))
+        return dict(self._call("POST", "/v1/route", self._with_user(job)))
+
     def checkpoint(self, job_id: str | None = None, time: float | None = None) -> None:
         """Report that the job wrote a checkpoint (now, or at ``time``): preemption then
         prefers victims that lose less work. Inside a task, ``job_id`` defaults to

@@ -145,6 +145,8 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/jobs/{job_id}/cancel"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},
+        ("GET", "/v1/jobs/{job_id}/route"): {"path": {"job_id": bob_job}},
+        ("POST", "/v1/route"): {"json": job(["true"], user="bob", tenant="biology")},
         ("POST", "/v1/jobs/{job_id}/checkpoint"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/nodes"): {},
         ("GET", "/v1/queues"): {},

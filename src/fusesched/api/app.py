@@ -28,6 +28,7 @@ from fusesched.api.schemas import (
     QueueView,
     RemoteLaunch,
     RemoteTask,
+    RouteView,
     SubmissionFiles,
     Submitted,
     SubmittedFiles,
@@ -311,6 +312,33 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
                 )
                 for f in breakdown.factors
             ],
+        )
+
+    @app.get("/v1/jobs/{job_id}/route", response_model=RouteView, tags=["jobs"])
+    def job_route(job_id: str, p: Caller) -> RouteView:
+        """How the job's request is routed to pools now (the rules and loads of this moment),
+        and the pool it runs or ran in."""
+        view = visible_job(p, job_id)
+        detail = controller.persist.store.get_job(job_id)
+        if detail is None:
+            raise HTTPException(404, f"no job {job_id!r}")
+        request = JobRequest.model_validate(detail.job.request)
+        found = controller.route(request)
+        return RouteView(
+            job_id=job_id,
+            pools=list(found.pools),
+            rule=found.rule,
+            explanation=list(found.explanation),
+            pool=view.pool,
+        )
+
+    @app.post("/v1/route", response_model=RouteView, tags=["jobs"])
+    def dry_route(request: JobRequest, p: Caller) -> RouteView:
+        """Where a job would be routed if it were submitted now (nothing is submitted)."""
+        (request,) = owned(p, [request])
+        found = controller.route(request)
+        return RouteView(
+            pools=list(found.pools), rule=found.rule, explanation=list(found.explanation)
         )
 
     @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"])

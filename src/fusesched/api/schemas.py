@@ -24,6 +24,7 @@ class TaskView(_View):
     end_time: float | None = None
     cpu_ids: list[int] = Field(default_factory=list)
     gpu_indices: list[int] = Field(default_factory=list)
+    external_id: str | None = None  # the external cluster's id (a Slurm job id, …)
 
 
 class JobView(_View):
@@ -42,6 +43,7 @@ class JobView(_View):
     start_time: float | None = None
     end_time: float | None = None
     array_parent: str | None = None
+    pool: str | None = None  # the pool that runs or ran it (local agents' or a cluster's)
     tasks: list[TaskView] = Field(default_factory=list)
 
 
@@ -222,6 +224,16 @@ class PriorityView(_View):
     job_id: str
     total: float
     factors: list[FactorView]
+
+
+class RouteView(_View):
+    """Which pools may take a job, in order of preference, and why (``fusesched route``)."""
+
+    job_id: str | None = None
+    pools: list[str]
+    rule: str | None = None
+    explanation: list[str]
+    pool: str | None = None  # where it runs or ran, when it has started
 
 
 class CheckpointReport(BaseModel):

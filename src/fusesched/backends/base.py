@@ -143,6 +143,11 @@ class Backend(Protocol):
         an id left out has vanished without a record, which the caller treats as LOST)."""
         ...
 
+    def release(self, external_id: str) -> None:
+        """The job has ended and its final state and output are stored: free what the
+        cluster still keeps for it (Kubernetes objects); nothing for Slurm."""
+        ...
+
     def logs(self, external_id: str, job: RemoteJob) -> Mapping[str, bytes]:
         """The job's output so far, by stream name ("stdout", "stderr" or "<task>.stdout"):
         whole contents; the caller keeps what it has already stored."""

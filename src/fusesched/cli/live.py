@@ -108,7 +108,7 @@ STATE_STYLE = {
 
 def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
-    for name in ("id", "name", "user", "type", "queue", "state", "exit", "time", "nodes"):
+    for name in ("id", "name", "user", "type", "queue", "pool", "state", "exit", "time", "nodes"):
         table.add_column(name, justify="right" if name in ("exit", "time") else "left")
     for job in jobs:
         state = job["state"]
@@ -119,6 +119,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             job.get("user") or "",
             job.get("type") or "",
             job.get("queue") or "",
+            job.get("pool") or "",
             f"[{STATE_STYLE.get(state, 'white')}]{state}[/]",
             "" if code is None else str(code),
             _elapsed(job),

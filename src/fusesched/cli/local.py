@@ -20,6 +20,7 @@ from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
+from fusesched.backends.routing import FederationConfig
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.tls import client_context
@@ -119,6 +120,7 @@ class LocalCluster:
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
         ca: Path | None = None,
+        federation: FederationConfig | None = None,
     ) -> None:
         self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
@@ -130,6 +132,7 @@ class LocalCluster:
             auth=auth,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            federation=federation,
         )
         self.ca = ca
         if isinstance(agents, int):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from fusesched.backends.routing import FederationConfig
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
@@ -35,6 +36,30 @@ TenancyOpt = Annotated[
         "cohorts, QoS tiers and a `scheduling:` section (docs/TENANCY.md)."
     ),
 ]
+
+
+PoolsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--pools",
+        help="Federation file (YAML): pools (local agents, Slurm and Kubernetes clusters) and "
+        "the rules that route jobs to them (docs/FEDERATION.md).",
+    ),
+]
+
+
+def _load_federation(path: Path | None) -> FederationConfig | None:
+    """The pools and routing rules in ``path`` (None: none); a clear error, exit 2, if bad."""
+    if path is None:
+        return None
+    from fusesched.backends.routing import FederationError, load_federation
+
+    try:
+        return load_federation(path)
+    except OSError as exc:
+        _fail(f"cannot read the federation file {path}: {exc.strerror}", 2)
+    except FederationError as exc:
+        _fail(str(exc), 2)
 
 
 def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
@@ -86,6 +111,7 @@ def controller(
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     tenancy: TenancyOpt = None,
+    pools: PoolsOpt = None,
     standby: Annotated[
         bool,
         typer.Option(
@@ -123,6 +149,7 @@ def controller(
             tls_cert=tls_cert,
             tls_key=tls_key,
             standby=standby,
+            federation=_load_federation(pools),
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)
@@ -217,6 +244,7 @@ def up(
         ),
     ] = False,
     tenancy: TenancyOpt = None,
+    pools: PoolsOpt = None,
     queue_order: Annotated[
         str, typer.Option(help="Queue-order policy (multifactor: fair share and QoS).")
     ] = "fcfs",
@@ -233,7 +261,13 @@ def up(
         _fail(str(exc), 2)
     try:
         cluster = LocalCluster(
-            data_dir, port=port, agents=agents, agent_config=config, auth=auth, core=core
+            data_dir,
+            port=port,
+            agents=agents,
+            agent_config=config,
+            auth=auth,
+            core=core,
+            federation=_load_federation(pools),
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import NodeInventory, TaskLaunch
-from fusesched.controller import failures
+from fusesched.controller import failures, federation
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
 from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
@@ -77,6 +77,11 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
                 state="delivered",
                 start_time=t.start_time,
             )
+            if row.pool in ctl.pools:  # an external cluster runs it: follow it there again
+                if t.external_id is None:
+                    continue  # never confirmed by the cluster: run it again
+                task.pool, task.external_id, task.state = row.pool, t.external_id, "running"
+                live.pool = row.pool
             live.tasks[t.task_id] = task
             ctl.tasks[t.task_id] = (spec.id, task)
         ctl.jobs[spec.id] = live
@@ -123,7 +128,7 @@ def try_adopt(ctl: Controller, now: float) -> None:
         if not live.adopting:
             continue
         nodes = [t.node for t in live.tasks.values() if not t.remote]
-        if all(n in ctl.nodes for n in nodes):
+        if all(n in ctl.nodes or n in ctl.remote_specs for n in nodes):
             _adopt(ctl, live, now)
     _release_held(ctl, now)
 
@@ -138,6 +143,9 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     live.adopting = False
     live.nodes = tuple(dict.fromkeys(t.node for t in main))
     ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
+    for task in main:
+        if task.pool is not None and task.external_id is not None:
+            federation.follow(ctl, live, task)
     ctl.job_may_have_ended(live, now)  # exits reported while it waited
 
 

@@ -79,7 +79,7 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
             live.first_failure = (FAILED_BY_CONTROLLER, action.reason)
         ctl.stop_tasks(live, action.reason)
         return
-    if action.kind is ActionKind.RESTART_IN_PLACE:  # same nodes, resources kept
+    if action.kind is ActionKind.RESTART_IN_PLACE and live.pool is None:  # same nodes kept
         live.relaunch = (now + action.delay_s, action.reason)
     else:
         live.requeue = (action.exclude_nodes, now + action.delay_s, action.reason)
@@ -116,8 +116,8 @@ def running_tasks(ctl: Controller) -> dict[str, JobInfo]:
     """What the monitor needs to judge each running task."""
     out: dict[str, JobInfo] = {}
     for task_id, (job_id, task) in ctl.tasks.items():
-        if task.state != "running" or task.remote:
-            continue
+        if task.state != "running" or task.remote or task.pool is not None:
+            continue  # helpers, and jobs an external cluster runs, are not watched here
         live = ctl.jobs.get(job_id)
         if live is None or live.stopping is not None:
             continue

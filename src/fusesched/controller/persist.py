@@ -95,7 +95,12 @@ class Persistence:
         )
 
     def job_started(
-        self, job_id: str, nodes: Sequence[str], now: float, tasks: Sequence[LiveTask]
+        self,
+        job_id: str,
+        nodes: Sequence[str],
+        now: float,
+        tasks: Sequence[LiveTask],
+        pool: str | None = None,
     ) -> None:
         self._job_changes.append(
             JobChange(
@@ -104,10 +109,16 @@ class Persistence:
                 phase=JobPhase.RUNNING.value,
                 start_time=now,
                 nodes=tuple(nodes),
+                pool=pool,
             )
         )
         self.tasks_started(job_id, tasks, now)
         self._events.append(EventRow(now, "JobStarted", job_id=job_id, data={"nodes": nodes}))
+
+    def job_start_time(self, job_id: str, start: float) -> None:
+        """The run really began at ``start`` (an external cluster started it after queueing
+        it): usage is charged from then."""
+        self._job_changes.append(JobChange(job_id, start_time=start))
 
     def tasks_started(self, job_id: str, tasks: Sequence[LiveTask], now: float) -> None:
         for task in tasks:
@@ -124,6 +135,10 @@ class Persistence:
                     devices=_devices(task),
                 )
             )
+
+    def task_handed_over(self, task_id: str, external_id: str) -> None:
+        """An external cluster accepted the job this task stands for, as ``external_id``."""
+        self._task_changes.append(TaskChange(task_id, external_id=external_id))
 
     def task_ended(self, task: LiveTask, now: float) -> None:
         state = JobState.COMPLETED if task.exit_code == 0 else JobState.FAILED
@@ -147,6 +162,10 @@ class Persistence:
         self._events.append(
             EventRow(now, "JobRequeued", job_id=job_id, data={"reason": reason, "attempt": attempt})
         )
+
+    def job_reason(self, job_id: str, reason: str) -> None:
+        """Why a running job is where it is (waiting in an external cluster's queue)."""
+        self._job_changes.append(JobChange(job_id, reason=reason))
 
     def job_event(self, job_id: str, kind: str, reason: str, now: float) -> None:
         """Something happened to a job that does not change its state (a notice, a hang)."""
@@ -267,6 +286,7 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         exit_code=row.exit_code,
         reason=row.reason,
         nodes=list(row.nodes),
+        pool=row.pool,
         submit_time=row.submit_time,
         start_time=row.start_time,
         end_time=row.end_time,
@@ -280,6 +300,7 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
                 start_time=t.start_time,
                 end_time=t.end_time,
                 gpu_indices=[int(d[4:]) for d in t.devices if d.startswith("gpu:")],
+                external_id=t.external_id,
             )
             for t in tasks
         ],

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fusesched.api.wire import KillTask, NodeInventory, TaskLaunch
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
 from fusesched.model.job import JobSpec
-from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import Resources
 from fusesched.policies.registry import CoreConfig
 from fusesched.store.records import JobRow
 from fusesched.submit.request import JobRequest
+
+if TYPE_CHECKING:
+    from fusesched.backends.routing import FederationConfig
 
 log = logging.getLogger("fusesched.controller")
 
@@ -39,6 +44,8 @@ class ControllerConfig:
     kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
     health_check_s: float = 1.0  # how often sensor findings (hangs, GPU faults) are acted on
     hang_check_s: float = 60.0  # how often each running task is judged for a hang
+    federation: FederationConfig | None = None  # pools and routing rules (None: local only)
+    pools_dir: Path | None = None  # where external pools keep job scripts and output
 
 
 @dataclass(slots=True)
@@ -54,6 +61,10 @@ class LiveTask:
     start_time: float | None = None
     end_time: float | None = None
     lost: bool = False  # declared lost (its node went silent): fenced if it shows up again
+    pool: str | None = None  # run by this external pool (the task stands for the whole job)
+    external_id: str | None = None  # the external cluster's id for it, once accepted
+    remote_state: str = ""  # the cluster's last state for it (pending, running, …)
+    kill_requested: bool = False
 
 
 @dataclass(slots=True)
@@ -78,6 +89,7 @@ class LiveJob:
     relaunch: tuple[float, str] | None = None  # restart in place: (when, why) once all exited
     adopting: bool = False  # left running by a previous controller, not yet adopted
     started_at: float = 0.0  # its run's start (for adoption)
+    pool: str | None = None  # the external pool running it (None: local agents)
 
 
 @dataclass(slots=True)
@@ -132,4 +144,5 @@ def node_spec(inventory: NodeInventory) -> NodeSpec:
     except DeviceError as exc:  # the agent's declared counts win; devices made up
         log.warning("node %s: %s; its devices are counted, not listed", inventory.name, exc)
         devices = ()
-    return NodeSpec(inventory.name, capacity, inventory.labels, devices=devices)
+    labels = {LABEL_POOL: LOCAL_POOL, **inventory.labels}
+    return NodeSpec(inventory.name, capacity, labels, devices=devices)

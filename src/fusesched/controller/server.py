@@ -21,6 +21,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fusesched.api.app import create_app
+from fusesched.backends.routing import FederationConfig
 from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
@@ -59,6 +60,8 @@ class ControllerServer:
     tls_key: Path | None = None  # ... and its key
     #: Take part in leader election (PostgreSQL only): wait as a standby until leading.
     standby: bool = False
+    #: Pools and routing rules (``--pools FILE``); None: the local agents only.
+    federation: FederationConfig | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -120,6 +123,8 @@ class ControllerServer:
                 url=self.url,
                 long_poll_s=self.long_poll_s,
                 node_timeout_s=self.node_timeout_s,
+                federation=self.federation,
+                pools_dir=self.data_dir / "pools",
             ),
             clock=self.clock,
             auth=self.authenticator,

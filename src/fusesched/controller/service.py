@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -26,7 +27,8 @@ from fusesched.api.wire import (
     TaskReport,
     TaskState,
 )
-from fusesched.controller import adoption, failures
+from fusesched.backends.routing import Route
+from fusesched.controller import adoption, failures, federation
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
@@ -47,6 +49,7 @@ from fusesched.controller.records import (
     recovered_spec,
     with_devices,
 )
+from fusesched.controller.remote import RemotePool, Update
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -63,7 +66,7 @@ from fusesched.model.events import (
     StopJob,
 )
 from fusesched.model.job import JobSpec
-from fusesched.model.node import NodeState
+from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.priority import PriorityBreakdown
@@ -116,11 +119,21 @@ class Controller:
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
         self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
+        # federation: pools and routing; external clusters' workers and nodes
+        self.federation = self.config.federation or federation.default_config()
+        self.pools: dict[str, RemotePool] = {}
+        self.remote_nodes: dict[str, tuple[str, str, NodeState]] = {}  # name -> pool, own name
+        self.remote_specs: dict[str, NodeSpec] = {}
+        if self.config.federation is not None:
+            pools_dir = self.config.pools_dir or Path("fusesched-data") / "pools"
+            federation.build_pools(self, self.config.federation, pools_dir)
         self._recover()
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        for pool in self.pools.values():
+            pool.start()
         self._thread = threading.Thread(target=self._loop, name="fusesched-scheduler", daemon=True)
         self._thread.start()
 
@@ -129,6 +142,8 @@ class Controller:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        for pool in self.pools.values():
+            pool.stop()
         with self.work:
             self.work.notify_all()
 
@@ -150,8 +165,10 @@ class Controller:
         if self.auth is not None and self.auth.enabled:
             self.persist.store.revoke_job_tokens(keep=[d.job.id for d in running])
         # queued jobs wait for the nodes to come back (else no node would fit them yet)
-        self.expected_nodes = {
-            n.name for n in self.persist.store.list_nodes() if n.state is not NodeState.DOWN
+        self.expected_nodes = {  # local agents' nodes (external pools' are named pool:node)
+            n.name
+            for n in self.persist.store.list_nodes()
+            if n.state is not NodeState.DOWN and ":" not in n.name
         }
         if pending and self.expected_nodes:
             self.adopt_until = self.clock() + self.config.node_timeout_s
@@ -159,6 +176,10 @@ class Controller:
             row = detail.job
             request = JobRequest.model_validate(row.request)
             spec = recovered_spec(request, row)
+            try:
+                spec = federation.routed(self, request, spec)
+            except SubmitError as exc:  # the pools changed since: it may still fit somewhere
+                log.warning("job %s: %s; queued without a route", spec.id, exc)
             live = LiveJob(spec.id, row.seq, spec, request)
             live.attempt_base = adoption.next_attempt(detail.tasks)
             self.jobs[spec.id] = live
@@ -174,7 +195,7 @@ class Controller:
         """Validate, store and queue jobs; returns their ids (array parents for arrays)."""
         now = self.clock()
         with self.lock:
-            node_specs = [n.spec for n in self.nodes.values()]
+            node_specs = federation.node_specs(self)
             if not node_specs:
                 raise NotReadyError("no node has registered yet; start an agent first")
             requests = [r.identified() for r in requests]
@@ -184,7 +205,7 @@ class Controller:
             for request, size in zip(requests, sizes, strict=True):
                 if user and not request.user:
                     request = request.model_copy(update={"user": user})
-                spec = request.to_job_spec(str(first), now)
+                spec = federation.routed(self, request, request.to_job_spec(str(first), now))
                 for dep in spec.dependencies:
                     known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
                     if not known:
@@ -404,6 +425,11 @@ class Controller:
         if live.exit_sent:  # requeued and started again in one cycle: settle the old run first
             reason = live.requeue[2] if live.requeue is not None else "requeued"
             self._requeued(live, reason, self.core.jobs[live.id].attempts, now)
+        pool = federation.pool_of(self, decision)
+        if pool is not None:  # an external cluster runs it
+            federation.start(self, live, decision, pool, now)
+            return
+        live.pool = None
         live.nodes = decision.nodes
         attempt = live.attempt_base + self.core.jobs[live.id].attempts
         slots = task_slots(decision, attempt)
@@ -461,7 +487,8 @@ class Controller:
             live.tasks[slot.task_id] = task
             self.tasks[slot.task_id] = (live.id, task)
             self.nodes[slot.node].outbox.append(launch)
-        self.persist.job_started(live.id, decision.nodes, now, self._task_rows(live, slots))
+        pool = self.nodes[decision.nodes[0]].spec.labels.get(LABEL_POOL)
+        self.persist.job_started(live.id, decision.nodes, now, self._task_rows(live, slots), pool)
 
     @staticmethod
     def _batch_mode(request: JobRequest) -> bool:
@@ -487,6 +514,10 @@ class Controller:
 
     def _kill(self, task: LiveTask, reason: str, grace_s: float | None = None) -> None:
         if task.state == "exited":
+            return
+        if task.pool is not None:  # the cluster stops it; its exit comes back as a status
+            task.kill_requested = True
+            federation.cancel(self, task)
             return
         node = self.nodes.get(task.node)
         if node is None:
@@ -659,6 +690,24 @@ class Controller:
                     failures.node_lost(self, name, now)
                     self._wake.set()
 
+    # ------------------------------------------------------------------ external pools
+
+    def remote_update(self, updates: list[Update]) -> None:
+        """What an external pool's worker learned (called from its thread)."""
+        with self.work:
+            federation.apply(self, updates, self.clock())
+            self.persist.flush()
+        self._wake.set()
+
+    def route(self, request: JobRequest) -> Route:
+        """How ``request`` would be routed now (SubmitError when no pool can take it)."""
+        with self.lock:
+            return federation.explain(self, request.identified())
+
+    def node_spec(self, name: str) -> NodeSpec | None:
+        node = self.nodes.get(name)
+        return node.spec if node is not None else self.remote_specs.get(name)
+
     # ------------------------------------------------------------------ helpers
 
     def checkpointed(self, job_id: str, at: float | None = None) -> float:
@@ -706,4 +755,19 @@ class Controller:
                         {c: int(cluster.free[row, k]) for c, k in cluster.columns.items()}
                     )
                 out.append((node.inventory, node.state, node.last_seen, free))
+            for name, spec in self.remote_specs.items():
+                out.append(self._remote_snapshot(name, spec))
             return out
+
+    def _remote_snapshot(
+        self, name: str, spec: NodeSpec
+    ) -> tuple[NodeInventory, NodeState, float, Resources]:
+        cluster = self.core.cluster
+        row = cluster.index.get(name)
+        free = Resources()
+        if row is not None:
+            free = Resources({c: int(cluster.free[row, k]) for c, k in cluster.columns.items()})
+        inventory = NodeInventory(
+            name=name, address="", resources=spec.capacity.to_spec(), labels=dict(spec.labels)
+        )
+        return inventory, self.remote_nodes[name][2], self.clock(), free

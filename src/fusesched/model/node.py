@@ -19,6 +19,7 @@ LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 LABEL_ARCH: Final = "kubernetes.io/arch"
 LABEL_GPU_MODEL: Final = "fusesched.io/gpu-model"
 LABEL_POOL: Final = "fusesched.io/pool"
+LOCAL_POOL: Final = "local"  # the pool of local agents' nodes without a pool label
 LABEL_NVLINK: Final = "topology.fusesched.io/nvlink-domain"
 LABEL_SWITCH: Final = "topology.fusesched.io/switch"
 LABEL_RACK: Final = "topology.fusesched.io/rack"

@@ -30,6 +30,7 @@ def job_values(row: JobRow) -> dict[str, Any]:
         "request": _plain(row.request),
         "nodes": list(row.nodes),
         "array_parent": row.array_parent,
+        "pool": row.pool,
     }
 
 
@@ -47,6 +48,7 @@ def task_values(row: TaskRow) -> dict[str, Any]:
         "end_time": row.end_time,
         "devices": list(row.devices),
         "log_path": row.log_path,
+        "external_id": row.external_id,
     }
 
 

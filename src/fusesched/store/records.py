@@ -108,6 +108,7 @@ class JobRow:
     end_time: float | None = None
     nodes: tuple[str, ...] = ()
     array_parent: str | None = None
+    pool: str | None = None  # the pool that ran it: a local pool's or an external cluster's
 
     def __post_init__(self) -> None:
         _need(self.id, "a job id")
@@ -130,6 +131,7 @@ class JobChange:
     start_time: float | Unset | None = UNSET
     end_time: float | Unset | None = UNSET
     nodes: tuple[str, ...] | Unset = UNSET
+    pool: str | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:
@@ -162,6 +164,7 @@ class TaskRow:
     end_time: float | None = None
     devices: tuple[str, ...] = ()
     log_path: str | None = None
+    external_id: str | None = None  # the external cluster's id for the job this task stands for
 
     def __post_init__(self) -> None:
         _need(self.task_id, "a task id")
@@ -182,6 +185,7 @@ class TaskChange:
     end_time: float | Unset | None = UNSET
     devices: tuple[str, ...] | Unset = UNSET
     log_path: str | Unset | None = UNSET
+    external_id: str | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:

@@ -80,6 +80,7 @@ class Job(Base):
     request: Mapped[dict[str, Any]]
     nodes: Mapped[list[Any]]
     array_parent: Mapped[str | None] = mapped_column(String)
+    pool: Mapped[str | None] = mapped_column(String)  # the pool that ran it (federation)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
@@ -113,6 +114,7 @@ class Task(Base):
     end_time: Mapped[float | None] = mapped_column(Double)
     devices: Mapped[list[Any]]
     log_path: Mapped[str | None] = mapped_column(String)
+    external_id: Mapped[str | None] = mapped_column(String)  # an external cluster's job id
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),

@@ -1,0 +1,524 @@
+"""A Slurm cluster as a fusesched pool: ``sbatch`` in, ``squeue --json`` back, ``scancel`` out.
+
+fusesched has already scheduled the job (quota, fair share, placement on the cluster's nodes);
+the back end hands it to Slurm pinned to those nodes and follows it:
+
+===================  ==============================================================
+fusesched            sbatch
+===================  ==============================================================
+job id, name         ``--job-name`` (the name, else the id), ``--comment=fusesched:<id>``
+replicas             ``--ntasks``; the nodes the core chose: ``--nodelist``, ``--nodes``
+cpu per task         ``--cpus-per-task`` (whole CPUs, rounded up)
+memory per task      ``--mem-per-cpu`` (MiB, rounded up)
+nvidia.com/gpu       ``--gpus-per-task``
+walltime_s           ``--time`` (H:MM:SS, seconds rounded up to what Slurm keeps)
+placement.exclusive  ``--exclusive``
+user                 ``--uid``/``--gid`` of the user's account on the cluster (never root)
+workdir              ``--chdir`` (else the pool's log folder)
+stdout, stderr       ``--output``: one file in the pool's log folder (stderr merged, as
+                     Slurm does without ``--error``), read back as the job's log
+argv, 1 task         the batch script ``exec``\\ s it; several tasks: ``srun`` starts one per
+                     task, each with RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR set from Slurm's
+                     variables; launcher ``mpi`` or a script: run once, as ``sbatch`` does
+script              written to a file and executed (its own ``#SBATCH`` lines are ignored:
+                     fusesched's decision is what runs)
+===================  ==============================================================
+
+Commands are never pasted into a shell: argv items are quoted one by one into the generated
+script (``shlex.quote``), a user's script runs from its own file, and the environment is
+written as quoted ``export`` lines (``sbatch`` itself runs with a minimal environment, so the
+controller's own variables never leak into jobs).
+
+Job states come from ``squeue --json --states=all`` (Slurm keeps finished jobs there for
+``MinJobAge``, 300 s by default), with ``sacct --json`` as a fallback where accounting is
+enabled. Exit codes are Slurm's wait statuses (``exit_code >> 8``, or 128 + signal).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pwd
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from fusesched.backends.base import (
+    BackendRejected,
+    BackendUnavailable,
+    RemoteJob,
+    RemoteNode,
+    RemoteState,
+    RemoteStatus,
+)
+from fusesched.model.node import LABEL_ARCH
+from fusesched.model.resources import CPU, GPU, MEMORY, Resources
+from fusesched.submit.request import Launcher
+
+MIB: Final = 1024 * 1024
+LABEL_PARTITION: Final = "slurm.schedmd.com/partition"
+LABEL_FEATURE_PREFIX: Final = "slurm.schedmd.com/feature."
+
+#: Slurm job states → the one state model (anything else: PENDING while Slurm keeps it)
+_STATES: Final = {
+    "PENDING": RemoteState.PENDING,
+    "CONFIGURING": RemoteState.PENDING,
+    "REQUEUED": RemoteState.PENDING,
+    "REQUEUE_HOLD": RemoteState.PENDING,
+    "RESV_DEL_HOLD": RemoteState.PENDING,
+    "RUNNING": RemoteState.RUNNING,
+    "COMPLETING": RemoteState.RUNNING,
+    "SUSPENDED": RemoteState.RUNNING,
+    "STAGE_OUT": RemoteState.RUNNING,
+    "SIGNALING": RemoteState.RUNNING,
+    "COMPLETED": RemoteState.SUCCEEDED,
+    "FAILED": RemoteState.FAILED,
+    "TIMEOUT": RemoteState.FAILED,
+    "NODE_FAIL": RemoteState.FAILED,
+    "OUT_OF_MEMORY": RemoteState.FAILED,
+    "BOOT_FAIL": RemoteState.FAILED,
+    "DEADLINE": RemoteState.FAILED,
+    "PREEMPTED": RemoteState.FAILED,
+    "CANCELLED": RemoteState.CANCELLED,
+    "REVOKED": RemoteState.CANCELLED,
+}
+
+#: words in sbatch's error output that mean the cluster, not the job, is the problem
+_UNREACHABLE: Final = (
+    "unable to contact slurm controller",
+    "connection refused",
+    "socket timed out",
+    "communication connection failure",
+    "slurm_persist_conn_open",
+    "zero bytes were transmitted",
+    "temporarily unavailable",
+)
+
+Runner = Callable[[list[str], str | None, float], tuple[int, str, str]]
+
+
+def run_command(argv: list[str], stdin: str | None, timeout_s: float) -> tuple[int, str, str]:
+    """Run a Slurm command with a minimal environment; (exit status, stdout, stderr)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    try:
+        done = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise BackendUnavailable(f"{argv[0]} not found: is Slurm installed here?") from None
+    except subprocess.TimeoutExpired:
+        raise BackendUnavailable(f"{argv[0]} did not answer within {timeout_s:g} s") from None
+    return done.returncode, done.stdout, done.stderr
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """A Slurm pool's settings (the ``options`` of its entry in the federation file)."""
+
+    log_dir: Path
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    bin_dir: str | None = None  # where sbatch and friends live; None: on PATH
+    timeout_s: float = 30.0
+    users: Mapping[str, str] = field(default_factory=dict)  # fusesched user → cluster account
+    default_user: str | None = None  # account for users with none of their own
+    extra_args: tuple[str, ...] = ()  # site flags for every job (--reservation, --constraint)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, object], log_dir: Path) -> SlurmOptions:
+        known = {
+            "partition",
+            "account",
+            "qos",
+            "bin_dir",
+            "timeout_s",
+            "users",
+            "default_user",
+            "sbatch_args",
+        }
+        unknown = sorted(set(options) - known - {"log_dir"})
+        if unknown:
+            raise ValueError(
+                f"unknown Slurm pool option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+
+        def text(key: str) -> str | None:
+            value = options.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"Slurm pool option {key} must be a string")
+            return value
+
+        users = options.get("users", {})
+        if not isinstance(users, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in users.items()
+        ):
+            raise ValueError("Slurm pool option users must map user names to account names")
+        timeout = options.get("timeout_s", 30.0)
+        if not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError("Slurm pool option timeout_s must be a positive number")
+        extra = options.get("sbatch_args", [])
+        if not isinstance(extra, list) or not all(
+            isinstance(a, str) and a.startswith("--") for a in extra
+        ):
+            raise ValueError("Slurm pool option sbatch_args must be a list of --flag=value")
+        given = options.get("log_dir")
+        return cls(
+            log_dir=Path(given) if isinstance(given, str) else log_dir,
+            partition=text("partition"),
+            account=text("account"),
+            qos=text("qos"),
+            bin_dir=text("bin_dir"),
+            timeout_s=float(timeout),
+            users=dict(users),
+            default_user=text("default_user"),
+            extra_args=tuple(extra),
+        )
+
+
+# ---------------------------------------------------------------------- pure mapping
+
+
+def slurm_time(seconds: float) -> str:
+    """``--time`` value: H:MM:SS, rounded up to the next whole minute as Slurm keeps it."""
+    minutes = max(1, math.ceil(seconds / 60))
+    return f"{minutes // 60}:{minutes % 60:02d}:00"
+
+
+def account_for(user: str, options: SlurmOptions) -> str:
+    """The cluster account a fusesched user's jobs run under; BackendRejected when none."""
+    own = user if _has_account(user) and pwd.getpwnam(user).pw_uid != 0 else None
+    name = options.users.get(user) or own or options.default_user
+    if not name:
+        raise BackendRejected(
+            f"user {user or '(none)'!r} has no account on this Slurm cluster; map it in the "
+            "pool's users option or set default_user"
+        )
+    if name == "root" or (_has_account(name) and pwd.getpwnam(name).pw_uid == 0):
+        raise BackendRejected(f"user {user!r} maps to root: jobs never run as root")
+    return name
+
+
+def _has_account(name: str) -> bool:
+    if not name:
+        return False
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def resource_args(per_task: Resources) -> list[str]:
+    """sbatch options for one task's resources; BackendRejected for what Slurm cannot take."""
+    args: list[str] = []
+    cpus = max(1, math.ceil(per_task.get(CPU) / 1000))
+    args.append(f"--cpus-per-task={cpus}")
+    memory = per_task.get(MEMORY)
+    if memory > 0:
+        args.append(f"--mem-per-cpu={max(1, math.ceil(memory / cpus / MIB))}M")
+    gpus = per_task.get(GPU)
+    if gpus > 0:
+        args.append(f"--gpus-per-task={gpus}")
+    other = sorted(n for n, v in per_task.items() if v > 0 and n not in (CPU, MEMORY, GPU))
+    if other:
+        raise BackendRejected(
+            f"resource(s) {', '.join(other)} have no Slurm mapping in this pool; "
+            "route the job to a local or Kubernetes pool"
+        )
+    return args
+
+
+def sbatch_args(job: RemoteJob, options: SlurmOptions, script_path: Path) -> list[str]:
+    """The full ``sbatch`` argv for ``job`` (its batch script at ``script_path``)."""
+    if len(job.placements) != 1:
+        raise BackendRejected(
+            "jobs with several task groups are not mapped onto Slurm heterogeneous jobs; "
+            "route them to a local or Kubernetes pool"
+        )
+    placement = job.placements[0]
+    request = job.request
+    group = request.groups[0]
+    tasks = sum(placement.tasks_per_node.values())
+    nodes = list(placement.tasks_per_node)
+    sbatch = str(Path(options.bin_dir) / "sbatch") if options.bin_dir else "sbatch"
+    args = [
+        sbatch,
+        "--parsable",
+        f"--job-name={_job_name(job)}",
+        f"--comment=fusesched:{job.job_id}",
+        f"--ntasks={tasks}",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}",
+        *resource_args(placement.resources),
+        f"--output={log_path(options, job.job_id, 'out')}",
+        "--open-mode=append",
+        "--no-requeue",
+        f"--chdir={group.workdir or options.log_dir}",
+    ]
+    if len(set(placement.tasks_per_node.values())) == 1:
+        args.append(f"--ntasks-per-node={next(iter(placement.tasks_per_node.values()))}")
+    if request.walltime_s is not None:
+        args.append(f"--time={slurm_time(request.walltime_s)}")
+    if request.placement.exclusive:
+        args.append("--exclusive")
+    for flag, value in (
+        ("--partition", options.partition),
+        ("--account", options.account),
+        ("--qos", options.qos),
+    ):
+        if value:
+            args.append(f"{flag}={value}")
+    args.extend(options.extra_args)
+    if os.geteuid() == 0:
+        account = account_for(request.user, options)
+        entry = pwd.getpwnam(account) if _has_account(account) else None
+        args.append(f"--uid={entry.pw_uid if entry else account}")
+        if entry is not None:
+            args.append(f"--gid={entry.pw_gid}")
+    args.append(str(script_path))
+    return args
+
+
+def _job_name(job: RemoteJob) -> str:
+    name = job.request.name or f"fusesched-{job.job_id}"
+    return "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in name)[:128]
+
+
+def log_path(options: SlurmOptions, job_id: str, stream: str) -> Path:
+    return options.log_dir / f"{job_id}.{stream}"
+
+
+#: per-task variables for several tasks started by srun (torch.distributed, DeepSpeed)
+_TASK_WRAPPER: Final = """#!/bin/bash
+# fusesched: one task of a Slurm step; rendezvous variables from Slurm's own
+export RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID" WORLD_SIZE="$SLURM_NTASKS"
+export FUSESCHED_TASK_INDEX="$SLURM_PROCID"
+if [ -z "${MASTER_ADDR:-}" ]; then
+    MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+    export MASTER_ADDR
+fi
+export MASTER_PORT="${MASTER_PORT:-29500}"
+exec "$@"
+"""
+
+
+def batch_script(job: RemoteJob, files: Mapping[str, Path]) -> str:
+    """The generated batch script. ``files`` names where the user's script (``script``) and
+    the per-task wrapper (``wrapper``) were written."""
+    group = job.request.groups[0]
+    env = {**group.env, **job.env}
+    lines = ["#!/bin/bash", f"# generated by fusesched for job {job.job_id}; do not edit"]
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    tasks = sum(sum(p.tasks_per_node.values()) for p in job.placements)
+    once = group.script is not None or group.launcher is Launcher.MPI or tasks == 1
+    if group.script is not None:
+        script = files["script"]
+        runner = [str(script)] if group.script.startswith("#!") else ["/bin/bash", str(script)]
+        lines.append("exec " + shlex.join(runner))
+    elif once:
+        lines.append("exec " + shlex.join(group.argv))
+    else:
+        step = ["srun", f"--ntasks={tasks}", str(files["wrapper"]), *group.argv]
+        lines.append("exec " + shlex.join(step))
+    return "\n".join(lines) + "\n"
+
+
+def _epoch(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def exit_code(raw: object) -> int | None:
+    """Slurm's wait status → a shell-style exit code (128 + signal when killed)."""
+    if not isinstance(raw, int):
+        return None
+    signal = raw & 0x7F
+    return 128 + signal if signal else raw >> 8
+
+
+def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteStatus]:
+    """Statuses of the ``wanted`` job ids in ``squeue --json`` (or ``sacct --json``) output."""
+    want = set(wanted)
+    out: list[RemoteStatus] = []
+    for job in data.get("jobs", []):
+        external = str(job.get("job_id"))
+        if external not in want:
+            continue
+        raw_state = job.get("job_state")
+        if isinstance(raw_state, Mapping):  # sacct's layout
+            raw_state = raw_state.get("current")
+        name = str(raw_state or "").upper()
+        state = _STATES.get(name, RemoteState.PENDING)
+        code = exit_code(job.get("exit_code")) if state.terminal else None
+        if state is RemoteState.FAILED and code == 0:
+            code = 1  # failed without a non-zero status (node failure, time limit)
+        reason = str(job.get("state_reason") or "")
+        out.append(
+            RemoteStatus(
+                external_id=external,
+                state=state,
+                exit_code=code,
+                reason=f"slurm {name.lower()}"
+                + (f" ({reason})" if reason not in ("", "None") else ""),
+                start_time=_epoch(job.get("start_time")) if name != "PENDING" else None,
+                end_time=_epoch(job.get("end_time")) if state.terminal else None,
+                nodes=tuple(n for n in str(job.get("nodes") or "").split(",") if n),
+                timed_out=name == "TIMEOUT",
+            )
+        )
+    return out
+
+
+def parse_sinfo(data: Mapping[str, Any], partition: str | None) -> list[RemoteNode]:
+    """The nodes of ``sinfo --json`` (those in ``partition`` when given)."""
+    nodes: list[RemoteNode] = []
+    seen: set[str] = set()
+    for node in data.get("nodes", []):
+        name = str(node.get("name", ""))
+        partitions = [str(p) for p in node.get("partitions", [])]
+        if not name or name in seen or (partition and partition not in partitions):
+            continue
+        seen.add(name)
+        amounts = {
+            CPU: int(node.get("cpus", 0)) * 1000,
+            MEMORY: int(node.get("real_memory", 0)) * MIB,
+        }
+        gpus = _gres_gpus(str(node.get("gres", "")))
+        if gpus:
+            amounts[GPU] = gpus
+        labels = {LABEL_PARTITION: partition or (partitions[0] if partitions else "")}
+        arch = str(node.get("architecture", ""))
+        if arch:
+            labels[LABEL_ARCH] = {"x86_64": "amd64", "aarch64": "arm64"}.get(arch, arch)
+        for feature in str(node.get("active_features") or "").split(","):
+            if feature:
+                labels[LABEL_FEATURE_PREFIX + feature] = "true"
+        state = str(node.get("state", "")).lower()
+        flags = {str(f).upper() for f in node.get("state_flags", [])}
+        up = state in ("idle", "mixed", "allocated", "completing") and not flags & {
+            "DRAIN",
+            "DRAINING",
+            "DRAINED",
+            "NOT_RESPONDING",
+            "MAINTENANCE",
+        }
+        nodes.append(RemoteNode(name, Resources(amounts), labels, up))
+    return nodes
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in a node's Gres string (``gpu:a100:4(S:0-1),gpu:2``)."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and len(parts) >= 2 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+# ---------------------------------------------------------------------- the driver
+
+
+class SlurmBackend:
+    """Drives one Slurm cluster through its command-line tools (see the module docstring)."""
+
+    kind = "slurm"
+
+    def __init__(self, options: SlurmOptions, runner: Runner = run_command) -> None:
+        self.options = options
+        self._run = runner
+
+    def _tool(self, name: str) -> str:
+        return str(Path(self.options.bin_dir) / name) if self.options.bin_dir else name
+
+    def _call(self, argv: list[str]) -> str:
+        code, out, err = self._run(argv, None, self.options.timeout_s)
+        if code != 0:
+            message = (err or out).strip() or f"{argv[0]} exited with status {code}"
+            if any(word in message.lower() for word in _UNREACHABLE):
+                raise BackendUnavailable(f"Slurm unreachable: {message}")
+            raise BackendRejected(message)
+        return out
+
+    def nodes(self) -> list[RemoteNode]:
+        try:
+            data = json.loads(self._call([self._tool("sinfo"), "--json"]))
+        except BackendRejected as exc:  # sinfo failing at all means the cluster is unusable
+            raise BackendUnavailable(f"sinfo failed: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise BackendUnavailable(f"sinfo --json printed no JSON: {exc}") from None
+        return parse_sinfo(data, self.options.partition)
+
+    def submit(self, job: RemoteJob) -> str:
+        folder = self.options.log_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o1777)  # the job's own uid writes its output here, as in /tmp
+        files: dict[str, Path] = {}
+        group = job.request.groups[0]
+        if group.script is not None:
+            files["script"] = _write(folder / f"{job.job_id}.user-script", group.script, 0o755)
+        files["wrapper"] = _write(folder / f"{job.job_id}.task.sh", _TASK_WRAPPER, 0o755)
+        script = _write(folder / f"{job.job_id}.sbatch", batch_script(job, files), 0o644)
+        argv = sbatch_args(job, self.options, script)
+        out = self._call(argv).strip()
+        external = out.split(";")[0]
+        if not external.isdigit():
+            raise BackendRejected(f"sbatch printed no job id: {out!r}")
+        return external
+
+    def cancel(self, external_id: str) -> None:
+        try:
+            self._call([self._tool("scancel"), external_id])
+        except BackendRejected as exc:
+            if "invalid job id" not in str(exc).lower():
+                raise
+
+    def release(self, external_id: str) -> None:
+        """Slurm forgets finished jobs by itself (``MinJobAge``)."""
+
+    def poll(self, external_ids: Sequence[str]) -> list[RemoteStatus]:
+        if not external_ids:
+            return []
+        try:
+            data = json.loads(self._call([self._tool("squeue"), "--json", "--states=all"]))
+        except BackendRejected as exc:
+            raise BackendUnavailable(f"squeue failed: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise BackendUnavailable(f"squeue --json printed no JSON: {exc}") from None
+        found = parse_squeue(data, external_ids)
+        missing = sorted(set(external_ids) - {s.external_id for s in found})
+        if missing:
+            found.extend(self._from_accounting(missing))
+        return found
+
+    def _from_accounting(self, external_ids: Sequence[str]) -> list[RemoteStatus]:
+        """Jobs squeue forgot, from sacct where accounting is enabled (else none)."""
+        argv = [self._tool("sacct"), "--json", "-j", ",".join(external_ids)]
+        try:
+            data = json.loads(self._call(argv))
+        except (BackendRejected, BackendUnavailable, json.JSONDecodeError):
+            return []
+        return parse_squeue(data, external_ids)
+
+    def logs(self, external_id: str, job: RemoteJob) -> dict[str, bytes]:
+        try:
+            return {"stdout": log_path(self.options, job.job_id, "out").read_bytes()}
+        except FileNotFoundError:
+            return {}
+
+
+def _write(path: Path, text: str, mode: int) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path

@@ -1,0 +1,278 @@
+"""The Slurm back end's mapping (fusesched job → sbatch, squeue/sinfo JSON → states, nodes).
+
+Pure functions, no Slurm needed; tests/live/test_slurm_pool.py runs jobs through a real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusesched.backends.base import (
+    BackendRejected,
+    BackendUnavailable,
+    RemoteJob,
+    RemotePlacement,
+    RemoteState,
+)
+from fusesched.backends.slurm import (
+    LABEL_PARTITION,
+    SlurmBackend,
+    SlurmOptions,
+    account_for,
+    batch_script,
+    exit_code,
+    parse_sinfo,
+    parse_squeue,
+    sbatch_args,
+    slurm_time,
+)
+from fusesched.model.node import LABEL_ARCH
+from fusesched.model.resources import CPU, GPU, MEMORY, Resources
+from fusesched.submit.request import JobRequest
+
+GIB = 1024**3
+
+
+def job(
+    tasks: dict[str, int] | None = None,
+    per_task: dict[str, int] | None = None,
+    **fields: Any,
+) -> RemoteJob:
+    group = {"resources": {"cpu": 1}, "argv": ["echo", "hi"]}
+    group.update(fields.pop("group", {}))
+    request = JobRequest.model_validate(
+        {"name": "demo", "user": "alice", "groups": [group], **fields}
+    )
+    placement = RemotePlacement(
+        "main", tasks or {"n1": 1}, Resources(per_task or {CPU: 1000, MEMORY: GIB})
+    )
+    return RemoteJob("42", request, (placement,), {"FUSESCHED_JOB_ID": "42"})
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> SlurmOptions:
+    return SlurmOptions(log_dir=tmp_path, partition="debug", default_user="nobody")
+
+
+def flags(args: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+def test_single_task_options(options: SlurmOptions, tmp_path: Path) -> None:
+    args = sbatch_args(job(walltime_s=90), options, tmp_path / "42.sbatch")
+    f = flags(args)
+    assert args[0] == "sbatch" and "--parsable" in args and args[-1].endswith("42.sbatch")
+    assert f["job-name"] == "demo" and f["comment"] == "fusesched:42"
+    assert f["ntasks"] == "1" and f["nodes"] == "1" and f["nodelist"] == "n1"
+    assert f["cpus-per-task"] == "1" and f["mem-per-cpu"] == "1024M"
+    assert f["time"] == "0:02:00"  # 90 s rounded up to whole minutes
+    assert f["partition"] == "debug" and f["output"] == str(tmp_path / "42.out")
+    assert "--no-requeue" in args and "--exclusive" not in args
+
+
+def test_gang_gpus_and_exclusive(options: SlurmOptions, tmp_path: Path) -> None:
+    gang = job(
+        tasks={"n1": 2, "n2": 2},
+        per_task={CPU: 2500, MEMORY: 3 * GIB, GPU: 1},
+        placement={"exclusive": True},
+    )
+    f = flags(sbatch_args(gang, options, tmp_path / "s"))
+    assert f["ntasks"] == "4" and f["nodes"] == "2" and f["nodelist"] == "n1,n2"
+    assert f["ntasks-per-node"] == "2" and f["cpus-per-task"] == "3"
+    assert f["mem-per-cpu"] == "1024M" and f["gpus-per-task"] == "1"
+    assert "--exclusive" in sbatch_args(gang, options, tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    ("per_task", "message"),
+    [
+        ({CPU: 1000, "fpga": 1}, "fpga have no Slurm mapping"),
+        ({CPU: 1000, "nvidia.com/mig-1g.10gb": 1}, "mig-1g.10gb have no Slurm mapping"),
+    ],
+)
+def test_unmapped_resources_are_rejected(
+    options: SlurmOptions, tmp_path: Path, per_task: dict[str, int], message: str
+) -> None:
+    with pytest.raises(BackendRejected, match=message):
+        sbatch_args(job(per_task=per_task), options, tmp_path / "s")
+
+
+def test_several_groups_are_rejected(options: SlurmOptions, tmp_path: Path) -> None:
+    two = job()
+    two = RemoteJob(two.job_id, two.request, two.placements * 2)
+    with pytest.raises(BackendRejected, match="several task groups"):
+        sbatch_args(two, options, tmp_path / "s")
+
+
+def test_never_root(tmp_path: Path) -> None:
+    with pytest.raises(BackendRejected, match="never run as root"):
+        account_for("alice", SlurmOptions(log_dir=tmp_path, users={"alice": "root"}))
+    with pytest.raises(BackendRejected, match="no account on this Slurm cluster"):
+        account_for("nobody-such-user", SlurmOptions(log_dir=tmp_path))
+    assert account_for("nobody-such-user", SlurmOptions(log_dir=tmp_path, default_user="x")) == "x"
+
+
+def test_script_quotes_every_word(tmp_path: Path) -> None:
+    """Shell metacharacters in argv and env reach the program literally."""
+    nasty = job(
+        group={"argv": ["printf", "%s\\n", "a; rm -rf / $(id) `x` 'q'"], "env": {"V": "$(id)"}}
+    )
+    script = batch_script(nasty, {"wrapper": tmp_path / "w"})
+    path = tmp_path / "s.sh"
+    path.write_text(script.replace("exec printf", "exec printf"))
+    out = subprocess.run(["bash", str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout == "a; rm -rf / $(id) `x` 'q'\n"
+    assert "export V='$(id)'" in script
+
+
+def test_several_tasks_run_through_srun(tmp_path: Path) -> None:
+    gang = job(tasks={"n1": 2})
+    script = batch_script(gang, {"wrapper": tmp_path / "task.sh"})
+    last = shlex.split(script.strip().splitlines()[-1])
+    assert last[:4] == ["exec", "srun", "--ntasks=2", str(tmp_path / "task.sh")]
+    assert last[4:] == ["echo", "hi"]
+    once = job(tasks={"n1": 2}, group={"launcher": "mpi", "argv": ["mpirun", "a.out"]})
+    assert batch_script(once, {"wrapper": tmp_path / "t"}).strip().endswith("exec mpirun a.out")
+
+
+def test_user_script_runs_from_its_file(tmp_path: Path) -> None:
+    scripted = job(group={"argv": [], "script": "#!/bin/bash\n#SBATCH -N 9\necho x\n"})
+    script = batch_script(scripted, {"script": tmp_path / "u", "wrapper": tmp_path / "w"})
+    assert script.strip().endswith(f"exec {tmp_path / 'u'}")
+    assert "#SBATCH" not in script
+
+
+@pytest.mark.parametrize(
+    ("seconds", "value"), [(1, "0:01:00"), (60, "0:01:00"), (61, "0:02:00"), (7200, "2:00:00")]
+)
+def test_time(seconds: float, value: str) -> None:
+    assert slurm_time(seconds) == value
+
+
+@pytest.mark.parametrize(("raw", "code"), [(0, 0), (768, 3), (9, 137), (15, 143), (None, None)])
+def test_exit_codes(raw: int | None, code: int | None) -> None:
+    assert exit_code(raw) == code
+
+
+SQUEUE = {
+    "jobs": [
+        {"job_id": 1, "job_state": "PENDING", "state_reason": "Resources", "exit_code": 0},
+        {"job_id": 2, "job_state": "RUNNING", "start_time": 100, "nodes": "n1,n2", "exit_code": 0},
+        {"job_id": 3, "job_state": "COMPLETED", "start_time": 100, "end_time": 160, "exit_code": 0},
+        {"job_id": 4, "job_state": "FAILED", "state_reason": "NonZeroExitCode", "exit_code": 768},
+        {"job_id": 5, "job_state": "TIMEOUT", "exit_code": 0},
+        {"job_id": 6, "job_state": "CANCELLED", "exit_code": 15},
+        {"job_id": 7, "job_state": "NODE_FAIL", "exit_code": 0},
+        {"job_id": 99, "job_state": "RUNNING"},
+    ]
+}
+
+
+def test_squeue_states() -> None:
+    got = {s.external_id: s for s in parse_squeue(SQUEUE, [str(i) for i in range(1, 8)])}
+    assert "99" not in got
+    assert got["1"].state is RemoteState.PENDING and "Resources" in got["1"].reason
+    assert got["2"].state is RemoteState.RUNNING and got["2"].nodes == ("n1", "n2")
+    assert got["2"].start_time == 100 and got["2"].exit_code is None
+    assert (got["3"].state, got["3"].exit_code, got["3"].end_time) == (
+        RemoteState.SUCCEEDED,
+        0,
+        160,
+    )
+    assert (got["4"].state, got["4"].exit_code) == (RemoteState.FAILED, 3)
+    assert got["5"].timed_out and got["5"].exit_code == 1
+    assert got["6"].state is RemoteState.CANCELLED
+    assert got["7"].state is RemoteState.FAILED and got["7"].exit_code == 1
+
+
+def test_sacct_layout() -> None:
+    data = {"jobs": [{"job_id": 8, "job_state": {"current": "COMPLETED"}, "exit_code": 0}]}
+    assert parse_squeue(data, ["8"])[0].state is RemoteState.SUCCEEDED
+
+
+def test_sinfo_nodes() -> None:
+    data = {
+        "nodes": [
+            {
+                "name": "c1",
+                "cpus": 8,
+                "real_memory": 16000,
+                "gres": "gpu:a100:2(S:0-1)",
+                "partitions": ["gpu", "debug"],
+                "state": "mixed",
+                "architecture": "aarch64",
+                "active_features": "ib,fast",
+            },
+            {
+                "name": "c2",
+                "cpus": 4,
+                "real_memory": 8000,
+                "partitions": ["debug"],
+                "state": "down",
+            },
+            {
+                "name": "c3",
+                "cpus": 4,
+                "real_memory": 8000,
+                "partitions": ["debug"],
+                "state": "idle",
+                "state_flags": ["DRAIN"],
+            },
+            {
+                "name": "c4",
+                "cpus": 4,
+                "real_memory": 8000,
+                "partitions": ["other"],
+                "state": "idle",
+            },
+        ]
+    }
+    nodes = {n.name: n for n in parse_sinfo(data, "debug")}
+    assert sorted(nodes) == ["c1", "c2", "c3"]
+    c1 = nodes["c1"]
+    assert c1.capacity.get(CPU) == 8000 and c1.capacity.get(GPU) == 2
+    assert c1.capacity.get(MEMORY) == 16000 * 1024 * 1024 and c1.up
+    assert c1.labels[LABEL_PARTITION] == "debug" and c1.labels[LABEL_ARCH] == "arm64"
+    assert c1.labels["slurm.schedmd.com/feature.ib"] == "true"
+    assert not nodes["c2"].up and not nodes["c3"].up
+
+
+def test_errors_are_told_apart(tmp_path: Path) -> None:
+    def down(argv: list[str], stdin: str | None, timeout: float) -> tuple[int, str, str]:
+        return (
+            1,
+            "",
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller",
+        )
+
+    def refuses(argv: list[str], stdin: str | None, timeout: float) -> tuple[int, str, str]:
+        return 1, "", "sbatch: error: Batch job submission failed: Invalid partition name specified"
+
+    opts = SlurmOptions(log_dir=tmp_path / "logs", default_user="nobody")
+    with pytest.raises(BackendUnavailable, match="Unable to contact"):
+        SlurmBackend(opts, down).submit(job())
+    with pytest.raises(BackendRejected, match="Invalid partition"):
+        SlurmBackend(opts, refuses).submit(job())
+    with pytest.raises(BackendUnavailable):
+        SlurmBackend(opts, refuses).nodes()  # sinfo failing at all: the cluster is unusable
+
+
+def test_options_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown Slurm pool option"):
+        SlurmOptions.parse({"partitoin": "x"}, tmp_path)
+    with pytest.raises(ValueError, match="sbatch_args"):
+        SlurmOptions.parse({"sbatch_args": "--x"}, tmp_path)
+    parsed = SlurmOptions.parse({"partition": "p", "sbatch_args": ["--reservation=r"]}, tmp_path)
+    assert parsed.partition == "p" and parsed.extra_args == ("--reservation=r",)
+    if os.geteuid() == 0:
+        assert "--reservation=r" in sbatch_args(
+            job(),
+            SlurmOptions(log_dir=tmp_path, default_user="nobody", extra_args=("--reservation=r",)),
+            tmp_path / "s",
+        )
