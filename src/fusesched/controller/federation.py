@@ -33,6 +33,7 @@ from fusesched.backends.routing import (
     route,
     routed_placement,
 )
+from fusesched.controller.drivers import ClusterPool
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask
 from fusesched.controller.remote import RemotePool, Update
@@ -80,6 +81,7 @@ def build_pools(ctl: Controller, config: FederationConfig, data_dir: Path) -> No
             continue
         backend = make_backend(pool.kind, dict(pool.options), data_dir / "pools" / pool.name)
         ctl.pools[pool.name] = RemotePool(pool.name, backend, ctl.remote_update)
+        ctl.drivers[pool.name] = ClusterPool(ctl, pool.name)
 
 
 # ---------------------------------------------------------------------- routing

@@ -30,8 +30,8 @@ from fusesched.api.wire import (
 from fusesched.backends.routing import Route
 from fusesched.controller import adoption, failures, federation
 from fusesched.controller.auth import Authenticator
+from fusesched.controller.drivers import AgentPool, PoolDriver
 from fusesched.controller.hang import Failure, FailureKind
-from fusesched.controller.launchenv import HOSTFILE_NAME, TaskSlot, hostfile, task_env, task_slots
 from fusesched.controller.logs import LogStore
 from fusesched.controller.monitor import Monitor
 from fusesched.controller.persist import Persistence
@@ -47,7 +47,6 @@ from fusesched.controller.records import (
     array_size,
     node_spec,
     recovered_spec,
-    with_devices,
 )
 from fusesched.controller.remote import RemotePool, Update
 from fusesched.core.scheduler import SchedulerCore
@@ -66,18 +65,15 @@ from fusesched.model.events import (
     StopJob,
 )
 from fusesched.model.job import JobSpec
-from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
+from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
-from fusesched.model.resources import CPU, Resources
+from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
 
 log = logging.getLogger("fusesched.controller")
-
-#: The variable that carries a running job's credential to its tasks (mpirun's launcher).
-JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
 
 #: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
 FINISHED_TASKS_KEPT = 10_000
@@ -122,6 +118,8 @@ class Controller:
         # federation: pools and routing; external clusters' workers and nodes
         self.federation = self.config.federation or federation.default_config()
         self.pools: dict[str, RemotePool] = {}
+        self.agents = AgentPool(self)  # the local agents' pools
+        self.drivers: dict[str, PoolDriver] = {}  # external clusters' pools, by name
         self.remote_nodes: dict[str, tuple[str, str, NodeState]] = {}  # name -> pool, own name
         self.remote_specs: dict[str, NodeSpec] = {}
         if self.config.federation is not None:
@@ -425,78 +423,11 @@ class Controller:
         if live.exit_sent:  # requeued and started again in one cycle: settle the old run first
             reason = live.requeue[2] if live.requeue is not None else "requeued"
             self._requeued(live, reason, self.core.jobs[live.id].attempts, now)
-        pool = federation.pool_of(self, decision)
-        if pool is not None:  # an external cluster runs it
-            federation.start(self, live, decision, pool, now)
-            return
-        live.pool = None
-        live.nodes = decision.nodes
-        attempt = live.attempt_base + self.core.jobs[live.id].attempts
-        slots = task_slots(decision, attempt)
-        addresses = {name: node.inventory.address for name, node in self.nodes.items()}
-        batch = self._batch_mode(live.request)
-        launched = slots[:1] if batch else slots
-        secret: dict[str, str] = {}
-        if self.auth is not None and self.auth.enabled:
-            token = self.auth.issue_job(live.id, live.spec.user, live.spec.tenant)
-            secret[JOB_TOKEN_ENV] = token
-        group_of = {g.name: g for g in live.request.groups}
-        per_task = {g.group: g.resources for g in decision.groups}
-        devices = {g.group: g.devices for g in decision.groups}
-        for slot in launched:
-            group = group_of[slot.group]
-            # the node pool pins CPUs; the devices are the core's decision
-            cpus = self.nodes[slot.node].pool.take(Resources({CPU: per_task[slot.group].get(CPU)}))
-            assigned = devices[slot.group]
-            grant = with_devices(cpus, assigned.tasks[slot.index] if assigned is not None else None)
-            env = dict(group.env)
-            env.update(
-                task_env(
-                    job_id=live.id,
-                    job_name=live.request.name,
-                    slot=slot,
-                    slots=slots,
-                    addresses=addresses,
-                    seq=live.seq,
-                    controller_url=self.config.url,
-                    array_index=live.spec.array_index,
-                    batch=batch,
-                )
-            )
-            env.update(secret)
-            env["FUSESCHED_RESTART_COUNT"] = str(attempt)
-            launch = TaskLaunch(
-                task_id=slot.task_id,
-                job_id=live.id,
-                user=live.spec.user,
-                argv=list(group.argv),
-                script=group.script,
-                env=env,
-                workdir=group.workdir,
-                cpu_ids=list(grant.cpu_ids),
-                gpu_indices=list(grant.gpu_indices),
-                gpu_uuids=list(grant.gpu_uuids),
-                memory_bytes=per_task[slot.group].get("memory") or None,
-                image=group.image,
-                walltime_s=live.spec.walltime_s,
-                grace_s=self.config.grace_s,
-                files={HOSTFILE_NAME: hostfile(slots)},
-                checkpoint_dir=live.request.checkpoint_dir,
-            )
-            task = LiveTask(launch, slot.node, grant, start_time=now)
-            live.tasks[slot.task_id] = task
-            self.tasks[slot.task_id] = (live.id, task)
-            self.nodes[slot.node].outbox.append(launch)
-        pool = self.nodes[decision.nodes[0]].spec.labels.get(LABEL_POOL)
-        self.persist.job_started(live.id, decision.nodes, now, self._task_rows(live, slots), pool)
+        self.driver(federation.pool_of(self, decision)).start(live, decision, now)
 
-    @staticmethod
-    def _batch_mode(request: JobRequest) -> bool:
-        group = request.groups[0]
-        return len(request.groups) == 1 and (group.script is not None or group.launcher == "mpi")
-
-    def _task_rows(self, live: LiveJob, slots: Sequence[TaskSlot]) -> list[LiveTask]:
-        return [live.tasks[s.task_id] for s in slots if s.task_id in live.tasks]
+    def driver(self, pool: str | None) -> PoolDriver:
+        """How a pool runs jobs: an external cluster's worker, else the local agents."""
+        return self.drivers.get(pool or "", self.agents)
 
     def _stop_job(self, job_id: str, reason: str) -> None:
         live = self.jobs.get(job_id)
@@ -513,21 +444,8 @@ class Controller:
             self._kill(task, reason, grace_s)
 
     def _kill(self, task: LiveTask, reason: str, grace_s: float | None = None) -> None:
-        if task.state == "exited":
-            return
-        if task.pool is not None:  # the cluster stops it; its exit comes back as a status
-            task.kill_requested = True
-            federation.cancel(self, task)
-            return
-        node = self.nodes.get(task.node)
-        if node is None:
-            return
-        if task.state == "launching":  # never sent: drop it from the outbox
-            node.outbox = [t for t in node.outbox if t.task_id != task.launch.task_id]
-            self._finish_task(task, -15, reason, self.clock())
-            return
-        grace = self.config.grace_s if grace_s is None else grace_s
-        node.kills.append(KillTask(task_id=task.launch.task_id, grace_s=grace, reason=reason))
+        if task.state != "exited":
+            self.driver(task.pool).kill(task, reason, grace_s)
 
     # ------------------------------------------------------------------ task reports
 

@@ -1,0 +1,148 @@
+"""How the controller runs a job on a pool: one interface for every pool.
+
+The scheduling core decides where a job runs; a :class:`PoolDriver` makes it run there and
+stops it. Every pool has one: the local fusesched agents (:class:`AgentPool`, the default:
+tasks go out in heartbeat replies, their reports come back in heartbeats) and each external
+cluster (:class:`ClusterPool`: its worker thread hands the job to the cluster's back end —
+Slurm, Kubernetes — and reports back through ``Controller.remote_update``). Capacity reaches
+the core the same way for both (nodes registering, or the cluster's node list), and so do job
+states (task reports, or the cluster's statuses): the rest of the controller does not care
+which kind of pool a job is in.
+
+Both run with the controller's lock held.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from fusesched.api.wire import KillTask, TaskLaunch
+from fusesched.controller.launchenv import HOSTFILE_NAME, hostfile, task_env, task_slots
+from fusesched.controller.records import LiveJob, LiveTask, with_devices
+from fusesched.model.events import StartJob
+from fusesched.model.node import LABEL_POOL
+from fusesched.model.resources import CPU, Resources
+from fusesched.submit.request import JobRequest
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+#: The variable that carries a running job's credential to its tasks (mpirun's launcher).
+JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
+
+
+class PoolDriver(Protocol):
+    def start(self, live: LiveJob, decision: StartJob, now: float) -> None:
+        """Run the job where the core placed it (every node of ``decision`` is this pool's)."""
+        ...
+
+    def kill(self, task: LiveTask, reason: str, grace_s: float | None) -> None:
+        """Stop one task (for a cluster: the whole job it stands for); its exit is reported
+        back as usual."""
+        ...
+
+
+def batch_mode(request: JobRequest) -> bool:
+    """One task starts the job (a script or mpirun launches the rest), as sbatch does."""
+    group = request.groups[0]
+    return len(request.groups) == 1 and (group.script is not None or group.launcher == "mpi")
+
+
+class AgentPool:
+    """The local fusesched agents' nodes (every pool that is not an external cluster)."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    def start(self, live: LiveJob, decision: StartJob, now: float) -> None:
+        ctl = self.ctl
+        live.pool = None
+        live.nodes = decision.nodes
+        attempt = live.attempt_base + ctl.core.jobs[live.id].attempts
+        slots = task_slots(decision, attempt)
+        addresses = {name: node.inventory.address for name, node in ctl.nodes.items()}
+        batch = batch_mode(live.request)
+        launched = slots[:1] if batch else slots
+        secret: dict[str, str] = {}
+        if ctl.auth is not None and ctl.auth.enabled:
+            token = ctl.auth.issue_job(live.id, live.spec.user, live.spec.tenant)
+            secret[JOB_TOKEN_ENV] = token
+        group_of = {g.name: g for g in live.request.groups}
+        per_task = {g.group: g.resources for g in decision.groups}
+        devices = {g.group: g.devices for g in decision.groups}
+        for slot in launched:
+            group = group_of[slot.group]
+            # the node pool pins CPUs; the devices are the core's decision
+            cpus = ctl.nodes[slot.node].pool.take(Resources({CPU: per_task[slot.group].get(CPU)}))
+            assigned = devices[slot.group]
+            grant = with_devices(cpus, assigned.tasks[slot.index] if assigned is not None else None)
+            env = dict(group.env)
+            env.update(
+                task_env(
+                    job_id=live.id,
+                    job_name=live.request.name,
+                    slot=slot,
+                    slots=slots,
+                    addresses=addresses,
+                    seq=live.seq,
+                    controller_url=ctl.config.url,
+                    array_index=live.spec.array_index,
+                    batch=batch,
+                )
+            )
+            env.update(secret)
+            env["FUSESCHED_RESTART_COUNT"] = str(attempt)
+            launch = TaskLaunch(
+                task_id=slot.task_id,
+                job_id=live.id,
+                user=live.spec.user,
+                argv=list(group.argv),
+                script=group.script,
+                env=env,
+                workdir=group.workdir,
+                cpu_ids=list(grant.cpu_ids),
+                gpu_indices=list(grant.gpu_indices),
+                gpu_uuids=list(grant.gpu_uuids),
+                memory_bytes=per_task[slot.group].get("memory") or None,
+                image=group.image,
+                walltime_s=live.spec.walltime_s,
+                grace_s=ctl.config.grace_s,
+                files={HOSTFILE_NAME: hostfile(slots)},
+                checkpoint_dir=live.request.checkpoint_dir,
+            )
+            task = LiveTask(launch, slot.node, grant, start_time=now)
+            live.tasks[slot.task_id] = task
+            ctl.tasks[slot.task_id] = (live.id, task)
+            ctl.nodes[slot.node].outbox.append(launch)
+        pool = ctl.nodes[decision.nodes[0]].spec.labels.get(LABEL_POOL)
+        started = [live.tasks[s.task_id] for s in slots if s.task_id in live.tasks]
+        ctl.persist.job_started(live.id, decision.nodes, now, started, pool)
+
+    def kill(self, task: LiveTask, reason: str, grace_s: float | None) -> None:
+        ctl = self.ctl
+        node = ctl.nodes.get(task.node)
+        if node is None:
+            return
+        if task.state == "launching":  # never sent: drop it from the outbox
+            node.outbox = [t for t in node.outbox if t.task_id != task.launch.task_id]
+            ctl.finish_task(task, -15, reason, ctl.clock())
+            return
+        grace = ctl.config.grace_s if grace_s is None else grace_s
+        node.kills.append(KillTask(task_id=task.launch.task_id, grace_s=grace, reason=reason))
+
+
+class ClusterPool:
+    """An external cluster: its worker thread (controller/remote.py) runs the job there."""
+
+    def __init__(self, ctl: Controller, name: str) -> None:
+        self.ctl = ctl
+        self.name = name
+
+    def start(self, live: LiveJob, decision: StartJob, now: float) -> None:
+        from fusesched.controller import federation
+
+        federation.start(self.ctl, live, decision, self.name, now)
+
+    def kill(self, task: LiveTask, reason: str, grace_s: float | None) -> None:
+        task.kill_requested = True  # the cluster stops it; its exit comes back as a status
+        self.ctl.pools[self.name].cancel(task.launch.task_id)
