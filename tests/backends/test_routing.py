@@ -10,18 +10,20 @@ from typing import Any
 import pytest
 import yaml
 
-from fusesched.backends.routing import (
+from fusesched.backends.federation_config import (
     EXAMPLE_YAML,
     FederationConfig,
     FederationError,
     PoolConfig,
-    PoolLoad,
-    Route,
-    RouteError,
     RouteMatch,
     RouteRule,
     load_federation,
     parse_federation,
+)
+from fusesched.backends.routing import (
+    PoolLoad,
+    Route,
+    RouteError,
     pool_weights,
     route,
     routed_placement,

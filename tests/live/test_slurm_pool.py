@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fusesched.backends.routing import parse_federation
+from fusesched.backends.federation_config import parse_federation
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 

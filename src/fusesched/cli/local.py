@@ -20,7 +20,7 @@ from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
-from fusesched.backends.routing import FederationConfig
+from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.tls import client_context

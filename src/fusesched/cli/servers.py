@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from fusesched.backends.routing import FederationConfig
+    from fusesched.backends.federation_config import FederationConfig
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
@@ -52,7 +52,7 @@ def _load_federation(path: Path | None) -> FederationConfig | None:
     """The pools and routing rules in ``path`` (None: none); a clear error, exit 2, if bad."""
     if path is None:
         return None
-    from fusesched.backends.routing import FederationError, load_federation
+    from fusesched.backends.federation_config import FederationError, load_federation
 
     try:
         return load_federation(path)

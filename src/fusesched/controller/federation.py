@@ -24,15 +24,8 @@ from typing import TYPE_CHECKING
 
 from fusesched.api.wire import LogChunk, NodeInventory, TaskLaunch
 from fusesched.backends.base import Backend, RemoteJob, RemotePlacement, RemoteState
-from fusesched.backends.routing import (
-    FederationConfig,
-    PoolLoad,
-    Route,
-    RouteError,
-    parse_federation,
-    route,
-    routed_placement,
-)
+from fusesched.backends.federation_config import FederationConfig, parse_federation
+from fusesched.backends.routing import PoolLoad, Route, RouteError, route, routed_placement
 from fusesched.controller.drivers import ClusterPool
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask

@@ -20,7 +20,7 @@ from fusesched.store.records import JobRow
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
-    from fusesched.backends.routing import FederationConfig
+    from fusesched.backends.federation_config import FederationConfig
 
 log = logging.getLogger("fusesched.controller")
 

@@ -21,7 +21,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fusesched.api.app import create_app
-from fusesched.backends.routing import FederationConfig
+from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
