@@ -67,6 +67,19 @@ class HealthCheckConfig(BaseModel):
     timeout_s: float = Field(default=60.0, gt=0)
 
 
+class PowerHookConfig(BaseModel):
+    """How this node applies one kind of power cap (see docs/ENERGY.md): argv templates run
+    before a capped task starts (``apply``) and after it ends (``reset``), never through a
+    shell. Placeholders: ``{value}`` (the cap), ``{gpu}`` (one GPU index: the command runs once
+    per GPU of the task), ``{gpus}`` and ``{cpus}`` (comma-separated lists), ``{task}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    apply: list[str] = Field(min_length=1)
+    reset: list[str] | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+
+
 class AgentConfig(BaseModel):
     """What a node agent advertises and where it keeps its files."""
 
@@ -92,6 +105,8 @@ class AgentConfig(BaseModel):
     uid_count: int = Field(default=UID_COUNT, ge=1)
     sample_interval_s: float = Field(default=10.0, ge=0)  # task samples, node health; 0: off
     health_check: HealthCheckConfig | None = None
+    # power caps of QoS tiers, by kind (gpu_watts: e.g. nvidia-smi -i {gpu} -pl {value})
+    power_hooks: dict[str, PowerHookConfig] = Field(default_factory=dict)
 
     @field_validator("memory")
     @classmethod

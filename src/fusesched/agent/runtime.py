@@ -37,6 +37,7 @@ from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
+from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.users import (
     Identity,
@@ -150,6 +151,7 @@ class ProcessRuntime:
         binds: Sequence[Bind] = (),
         clock: Callable[[], float] = time.monotonic,
         identities: Callable[[str], Identity] | None = None,
+        power: PowerCaps | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).absolute()  # task commands name files in it
         # memory cgroups are named per agent: agents sharing a machine (and its cgroup
@@ -161,6 +163,7 @@ class ProcessRuntime:
             memory_cgroups if memory_cgroups is not None else MemoryCgroups.detect()
         )
         self.binds = tuple(binds)
+        self.power = power or PowerCaps({})
         self._clock = clock
         self._tasks: dict[str, _Task] = {}  # running (not yet reported as ended)
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?
@@ -224,6 +227,7 @@ class ProcessRuntime:
             memory_cgroups=cgroups,
             binds=binds,
             identities=identities,
+            power=PowerCaps(config.power_hooks),
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -236,15 +240,19 @@ class ProcessRuntime:
         if launch.task_id in self._tasks:
             log.info("task %s is already running; launch ignored", launch.task_id)
             return
+        capped = self.power.apply(launch)  # before the task draws power, not after
         try:
             task = self._spawn(launch)
         except _StartFailure as failure:
+            self.power.reset(launch)
             self._fail(launch, str(failure))
             return
         except Exception as exc:  # never out of the runtime
             log.exception("starting task %s failed", launch.task_id)
+            self.power.reset(launch)
             self._fail(launch, f"internal error while starting: {exc!r}")
             return
+        task.notes.extend(capped)
         self._tasks[launch.task_id] = task
         self._logs[launch.task_id] = (task.log_path, False)
         self._pending.append(
@@ -582,6 +590,7 @@ class ProcessRuntime:
                 self._stale_cgroups.append(task.cgroup)
         task_id = task.launch.task_id
         del self._tasks[task_id]
+        self.power.reset(task.launch)
         with contextlib.suppress(OSError):
             (task.task_dir / PID_NAME).unlink()
         self._logs[task_id] = (task.log_path, True)

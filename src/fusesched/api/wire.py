@@ -88,6 +88,8 @@ class TaskLaunch(_Wire):
     files: dict[str, str] = Field(default_factory=dict)  # name -> text, written to the task dir
     # the task's checkpoint folder (FUSESCHED_CHECKPOINT_DIR); None: <task dir>/checkpoints
     checkpoint_dir: str | None = None
+    # caps of the job's QoS tier ({"gpu_watts": 250}); the agent's power hooks apply them
+    power_cap: dict[str, float] = Field(default_factory=dict)
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it

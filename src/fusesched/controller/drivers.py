@@ -67,6 +67,8 @@ class AgentPool:
         if ctl.auth is not None and ctl.auth.enabled:
             token = ctl.auth.issue_job(live.id, live.spec.user, live.spec.tenant)
             secret[JOB_TOKEN_ENV] = token
+        tenants = ctl.core.tenants  # the job's QoS tier may cap its power
+        power_cap = dict(tenants.tier(live.spec).power_cap) if tenants is not None else {}
         group_of = {g.name: g for g in live.request.groups}
         per_task = {g.group: g.resources for g in decision.groups}
         devices = {g.group: g.devices for g in decision.groups}
@@ -109,6 +111,7 @@ class AgentPool:
                 grace_s=ctl.config.grace_s,
                 files={HOSTFILE_NAME: hostfile(slots)},
                 checkpoint_dir=live.request.checkpoint_dir,
+                power_cap=power_cap,
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

@@ -245,6 +245,9 @@ class QoSTier:
     tier may be stopped for others (only preemptible jobs may borrow quota, so that borrowed
     capacity can always be reclaimed); ``may_preempt`` names the tiers whose jobs this tier
     may preempt; ``grace_s`` is the notice a preempted job gets before it is killed.
+    ``power_cap`` caps the power its tasks may draw, by kind (``gpu_watts``: each of the
+    task's GPUs; ``cpu_mhz``: the task's CPUs' top frequency), applied by the node agents'
+    configured hooks (energy-efficiency tiers; docs/ENERGY.md).
     """
 
     name: str
@@ -254,6 +257,7 @@ class QoSTier:
     max_gpus_per_user: int | None = None
     grace_s: float = 60.0
     may_preempt: frozenset[str] = frozenset()
+    power_cap: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_name("qos", self.name)
@@ -273,9 +277,20 @@ class QoSTier:
         if not (0 <= self.grace_s < math.inf):
             raise TenancyError(f"{where}: grace_s must be a non-negative number of seconds")
         object.__setattr__(self, "may_preempt", frozenset(self.may_preempt))
+        for kind, value in self.power_cap.items():
+            if kind not in POWER_CAP_KINDS:
+                raise TenancyError(
+                    f"{where}: unknown power_cap {kind!r}; choose from {', '.join(POWER_CAP_KINDS)}"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise TenancyError(f"{where}: power_cap {kind} must be a positive number")
+        object.__setattr__(self, "power_cap", MappingProxyType(dict(self.power_cap)))
         if self.name in self.may_preempt:
             raise TenancyError(f"{where}: a tier cannot preempt itself")
 
+
+#: What a QoS tier may cap (see ``QoSTier.power_cap``).
+POWER_CAP_KINDS: Final = ("gpu_watts", "cpu_mhz")
 
 DEFAULT_QOS: Final[Mapping[str, QoSTier]] = MappingProxyType(
     {
@@ -470,7 +485,15 @@ _CONFIG_FIELDS: Final = frozenset(
     {"organisations", "flavors", "cohorts", "qos", "default_qos", "strict_resources"}
 )
 _QOS_FIELDS: Final = frozenset(
-    {"priority", "preemptible", "max_jobs_per_user", "max_gpus_per_user", "grace_s", "may_preempt"}
+    {
+        "priority",
+        "preemptible",
+        "max_jobs_per_user",
+        "max_gpus_per_user",
+        "grace_s",
+        "may_preempt",
+        "power_cap",
+    }
 )
 
 
@@ -584,6 +607,7 @@ def _qos(name: str, spec: object) -> QoSTier:
         s.get("max_gpus_per_user"),
         float(s.get("grace_s", 60.0)),
         frozenset(str(m) for m in may),
+        dict(_mapping(s.get("power_cap") or {}, f"qos {name!r}: power_cap")),
     )
 
 
