@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fusesched.policies.gpu_power import POWER_POLICIES
 from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
@@ -21,6 +22,7 @@ from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from fusesched.sim.engine import Simulation
 from fusesched.sim.metrics import per_queue, summarize
 from fusesched.sim.protocols.fgd import FgdResult, run_fgd
+from fusesched.sim.protocols.pwr import run_pwr
 from fusesched.sim.protocols.rlscheduler import default_batch_job_slice, run_rlscheduler
 from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
 from fusesched.traces.openb import load_openb_nodes, load_openb_pods
@@ -93,7 +95,7 @@ def parse_policies(text: str, protocol: str) -> list[str]:
     if protocol == "rlscheduler":
         allowed = RLSCHEDULER_POLICIES
     elif protocol == "fgd":
-        allowed = tuple(GPU_SCORERS)
+        allowed = (*GPU_SCORERS, *(p for p in POWER_POLICIES if p not in GPU_SCORERS))
     for name in names:
         if name not in allowed:
             raise UsageError(
@@ -241,7 +243,10 @@ def run_fgd_protocol(
     for policy in policies:
         runs = []
         for seed in seeds:
-            runs.append(run_fgd(nodes, pods, policy, seed))
+            if policy in GPU_SCORERS:
+                runs.append(run_fgd(nodes, pods, policy, seed))
+            else:  # a PWR policy (docs/PWR.md): same protocol, power also recorded
+                runs.append(run_pwr(nodes, pods, policy, seed).base)
             done += 1
             if progress is not None:
                 progress(done)
