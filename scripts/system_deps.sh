@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts the real system parts the tests use: bubblewrap and busybox (containers),
-# OpenMPI, Slurm + munge (the comparison benchmark) and PostgreSQL (the second store). Safe to run again: installs only what is missing, starts only what is down.
+# OpenMPI, Slurm + munge (the comparison benchmark), PostgreSQL (the second store) and
+# Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py). Safe to run
+# again: installs only what is missing, starts only what is down.
 set -euo pipefail
 
 need=()
@@ -10,6 +12,7 @@ command -v slurmctld >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql)
 command -v busybox >/dev/null || need+=(busybox-static)  # a tiny real image for container tests
+command -v prometheus >/dev/null || need+=(prometheus)  # scrapes /metrics in tests/live
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

@@ -87,7 +87,10 @@ def test_bronze_jobs_run_capped(tmp_path: Path) -> None:
                 ],
             }
             bronze = client.submit(job | {"qos": "bronze", "name": "eco"})
-            assert client.wait(bronze, timeout=60)["state"] == "Completed"
+            done = client.wait(bronze, timeout=60)
+            assert done["state"] == "Completed"
+            # its energy is kept: estimated (fake GPUs report no power)
+            assert done["energy_kwh"] > 0 and done["energy_measured_kwh"] == 0
             gold = client.submit(job | {"qos": "gold", "name": "fast"})
             assert client.wait(gold, timeout=60)["state"] == "Completed"
             deadline = time.monotonic() + 10

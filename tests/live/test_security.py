@@ -150,6 +150,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/jobs/{job_id}/checkpoint"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/nodes"): {},
         ("GET", "/v1/queues"): {},
+        ("GET", "/metrics"): {},
         ("GET", "/v1/usage"): {"params": {"tenant": "biology"}},
         ("POST", "/v1/agents/register"): {"json": inventory},
         ("POST", "/v1/agents/heartbeat"): {"json": {"node": "node-a", "running": []}},
@@ -220,7 +221,8 @@ def test_wrong_revoked_and_expired_tokens_get_401(secure: Secure) -> None:
 
 
 DENIED = {403, 404}
-SHARED = {("GET", "/v1/nodes"), ("GET", "/v1/queues")}  # cluster-wide, no tenant data
+# cluster-wide, no tenant data (/metrics: jobs by id and queue only, no user or tenant)
+SHARED = {("GET", "/v1/nodes"), ("GET", "/v1/queues"), ("GET", "/metrics")}
 LISTS = {("GET", "/v1/jobs"), ("GET", "/v1/tokens")}
 
 

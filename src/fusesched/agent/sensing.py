@@ -138,6 +138,10 @@ class Sensing:
             faulty=g.index in self._faulty,
             ecc_uncorrected=g.ecc_uncorrected,
             xids=list(seen),
+            utilization_pct=_reading(g.utilization_pct),
+            memory_used_bytes=g.memory_used_bytes if g.memory_used_bytes >= 0 else None,
+            power_w=_reading(g.power_w),
+            temperature_c=_reading(g.temperature_c),
         )
 
     def pending(self) -> tuple[list[TaskSampleWire], NodeHealthWire | None]:
@@ -166,3 +170,8 @@ class Sensing:
             except Exception:  # a sensor failure must not end the loop
                 log.exception("sensor round failed")
             stop.wait(self.interval_s)
+
+
+def _reading(value: float) -> float | None:
+    """A sensor reading for the wire: None where the device gave none (NaN or negative)."""
+    return None if math.isnan(value) or value < 0 else float(value)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from fusesched import __version__
@@ -43,6 +43,8 @@ from fusesched.api.schemas import (
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.controller.auth import Authenticator, AuthError, Principal, Role
 from fusesched.controller.logs import job_of
+from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from fusesched.controller.metrics import metrics_for
 from fusesched.controller.records import NotReadyError, UnknownJobError, UnknownNodeError
 from fusesched.controller.service import Controller
 from fusesched.model.resources import format_quantity
@@ -377,6 +379,14 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
                 )
             )
         return out
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["cluster"])
+    def metrics(p: Caller) -> Response:
+        """Prometheus metrics (text exposition format; docs/METRICS.md). Cluster-wide like
+        /v1/nodes and /v1/queues: any person's token (a user token made for the Prometheus
+        server is enough); machine credentials (agent, job, join) get 403."""
+        person(p)
+        return Response(metrics_for(controller).exposition(), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/v1/queues", response_model=list[QueueView], tags=["cluster"])
     def queues(p: Caller) -> list[QueueView]:

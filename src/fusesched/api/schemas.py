@@ -44,6 +44,8 @@ class JobView(_View):
     end_time: float | None = None
     array_parent: str | None = None
     pool: str | None = None  # the pool that runs or ran it (local agents' or a cluster's)
+    energy_kwh: float | None = None  # what its run drew, once ended (measured + estimated)
+    energy_measured_kwh: float | None = None  # the part measured (GPU power readings)
     tasks: list[TaskView] = Field(default_factory=list)
 
 

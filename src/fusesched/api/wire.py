@@ -165,6 +165,11 @@ class GpuHealthWire(_Wire):
     faulty: bool = False  # lost, a node-fatal XID since the agent started, or ECC errors
     ecc_uncorrected: int = 0
     xids: list[int] = Field(default_factory=list)  # XIDs seen since the agent started
+    # the latest readings (None where the device does not report them): metrics, job energy
+    utilization_pct: Finite | None = None
+    memory_used_bytes: int | None = None
+    power_w: Finite | None = None
+    temperature_c: Finite | None = None
 
 
 class NodeHealthWire(_Wire):

@@ -21,6 +21,7 @@ from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
 from fusesched.backends.federation_config import FederationConfig
+from fusesched.controller.power import PowerConfig
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.tls import client_context
@@ -121,6 +122,7 @@ class LocalCluster:
         tls_key: Path | None = None,
         ca: Path | None = None,
         federation: FederationConfig | None = None,
+        power: PowerConfig | None = None,
     ) -> None:
         self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
@@ -133,6 +135,7 @@ class LocalCluster:
             tls_cert=tls_cert,
             tls_key=tls_key,
             federation=federation,
+            power=power,
         )
         self.ca = ca
         if isinstance(agents, int):

@@ -12,6 +12,7 @@ import typer
 
 if TYPE_CHECKING:
     from fusesched.backends.federation_config import FederationConfig
+    from fusesched.controller.power import PowerConfig
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
@@ -46,6 +47,29 @@ PoolsOpt = Annotated[
         "the rules that route jobs to them (docs/FEDERATION.md).",
     ),
 ]
+
+
+PowerOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--power",
+        help="Power saving (YAML): suspend and resume command templates, the policy "
+        "(idle-timeout, forecast, always-on), idle threshold, rates, warm reserve, "
+        "exclusions (docs/ENERGY.md).",
+    ),
+]
+
+
+def _load_power(path: Path | None) -> PowerConfig | None:
+    """The power-saving settings in ``path`` (None: none); a clear error, exit 2, if bad."""
+    if path is None:
+        return None
+    from fusesched.controller.power import PowerConfig
+
+    try:
+        return PowerConfig.load(path)
+    except ValueError as exc:
+        _fail(str(exc), 2)
 
 
 def _load_federation(path: Path | None) -> FederationConfig | None:
@@ -112,6 +136,7 @@ def controller(
     tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     tenancy: TenancyOpt = None,
     pools: PoolsOpt = None,
+    power: PowerOpt = None,
     standby: Annotated[
         bool,
         typer.Option(
@@ -150,6 +175,7 @@ def controller(
             tls_key=tls_key,
             standby=standby,
             federation=_load_federation(pools),
+            power=_load_power(power),
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)
@@ -245,6 +271,7 @@ def up(
     ] = False,
     tenancy: TenancyOpt = None,
     pools: PoolsOpt = None,
+    power: PowerOpt = None,
     queue_order: Annotated[
         str, typer.Option(help="Queue-order policy (multifactor: fair share and QoS).")
     ] = "fcfs",
@@ -268,6 +295,7 @@ def up(
             auth=auth,
             core=core,
             federation=_load_federation(pools),
+            power=_load_power(power),
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

@@ -24,6 +24,7 @@ from fusesched.controller.hang import (
     RestartPolicy,
     next_action,
 )
+from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Finding, JobInfo
 from fusesched.controller.records import LiveTask
 from fusesched.model.events import JobCheckpointed, NodeStateChanged
@@ -158,6 +159,7 @@ def observe(ctl: Controller, beat: Heartbeat, now: float) -> None:
     """Feed the monitor; report checkpoints the sensors saw to the core."""
     samples = [s for s in beat.samples if ctl.on_node(s.task_id, beat.node)]
     ctl.monitor.observe(beat.node, samples, beat.health, now)
+    metrics_for(ctl).observe(beat, now)
     for sample in samples:
         entry = ctl.tasks.get(sample.task_id)
         mtime = sample.checkpoint_mtime

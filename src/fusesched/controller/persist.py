@@ -163,6 +163,10 @@ class Persistence:
             EventRow(now, "JobRequeued", job_id=job_id, data={"reason": reason, "attempt": attempt})
         )
 
+    def job_energy(self, job_id: str, total_j: float, measured_j: float) -> None:
+        """What the job's run drew (docs/METRICS.md: measured where GPUs report power)."""
+        self._job_changes.append(JobChange(job_id, energy_j=total_j, energy_measured_j=measured_j))
+
     def job_reason(self, job_id: str, reason: str) -> None:
         """Why a running job is where it is (waiting in an external cluster's queue)."""
         self._job_changes.append(JobChange(job_id, reason=reason))
@@ -287,6 +291,10 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         reason=row.reason,
         nodes=list(row.nodes),
         pool=row.pool,
+        energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,
+        energy_measured_kwh=None
+        if row.energy_measured_j is None
+        else row.energy_measured_j / 3.6e6,
         submit_time=row.submit_time,
         start_time=row.start_time,
         end_time=row.end_time,

@@ -21,6 +21,7 @@ from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.backends.federation_config import FederationConfig
+    from fusesched.controller.power import PowerConfig
 
 log = logging.getLogger("fusesched.controller")
 
@@ -46,6 +47,7 @@ class ControllerConfig:
     hang_check_s: float = 60.0  # how often each running task is judged for a hang
     federation: FederationConfig | None = None  # pools and routing rules (None: local only)
     pools_dir: Path | None = None  # where external pools keep job scripts and output
+    power: PowerConfig | None = None  # power saving (None: every node stays on)
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
+from fusesched.controller.power import PowerConfig
 from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
 from fusesched.policies.registry import CoreConfig
@@ -62,6 +63,8 @@ class ControllerServer:
     standby: bool = False
     #: Pools and routing rules (``--pools FILE``); None: the local agents only.
     federation: FederationConfig | None = None
+    #: Power saving (``--power FILE``); None: every node stays on.
+    power: PowerConfig | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -124,6 +127,7 @@ class ControllerServer:
                 long_poll_s=self.long_poll_s,
                 node_timeout_s=self.node_timeout_s,
                 federation=self.federation,
+                power=self.power,
                 pools_dir=self.data_dir / "pools",
             ),
             clock=self.clock,

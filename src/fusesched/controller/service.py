@@ -33,9 +33,11 @@ from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.logs import LogStore
+from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Monitor
 from fusesched.controller.persist import Persistence
 from fusesched.controller.pools import Grant, NodePool
+from fusesched.controller.power import PowerManager
 from fusesched.controller.records import (
     ControllerConfig,
     LiveJob,
@@ -120,6 +122,8 @@ class Controller:
         self.pools: dict[str, RemotePool] = {}
         self.agents = AgentPool(self)  # the local agents' pools
         self.drivers: dict[str, PoolDriver] = {}  # external clusters' pools, by name
+        power = self.config.power
+        self.power = PowerManager(power) if power is not None else None
         self.remote_nodes: dict[str, tuple[str, str, NodeState]] = {}  # name -> pool, own name
         self.remote_specs: dict[str, NodeSpec] = {}
         if self.config.federation is not None:
@@ -154,6 +158,7 @@ class Controller:
             self.run_cycle()
             self._check_nodes()
             self._check_health()
+            self._check_power()
             time.sleep(self.config.min_cycle_s)
 
     def _recover(self) -> None:
@@ -275,6 +280,8 @@ class Controller:
                     known.state = NodeState.UP
                     self.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
             self.persist.node_registered(inventory, now)
+            if self.power is not None:
+                self.power.heard(self, inventory.name, registered=True, now=now)
             if known is None and self.adopt_held:
                 adoption.on_register(self, inventory, now)
             if self.held and self.expected_nodes <= self.nodes.keys():
@@ -293,6 +300,8 @@ class Controller:
             if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
                 failures.set_node_state(self, beat.node, NodeState.UP, "heartbeat", now)
                 self._wake.set()
+            if self.power is not None:
+                self.power.heard(self, beat.node, registered=False, now=now)
             if beat.samples or beat.health is not None:
                 failures.observe(self, beat, now)
             # a node speaks only for its own tasks: it can neither write another node's task
@@ -324,6 +333,15 @@ class Controller:
                 self.tasks[launch.task_id][1].state = "delivered"
             node.outbox, node.kills = [], []
         return reply
+
+    def wake(self) -> None:
+        """Run a scheduling cycle soon (something changed outside the loop)."""
+        self._wake.set()
+
+    def _check_power(self) -> None:
+        if self.power is not None:
+            with self.lock:
+                self.power.tick(self, self.clock())
 
     def _check_health(self) -> None:
         now = self.clock()
@@ -382,7 +400,7 @@ class Controller:
     # ------------------------------------------------------------------ scheduling
 
     def run_cycle(self) -> list[Decision]:
-        with self.work:
+        with self.work, metrics_for(self).cycle_timer():
             now = self.clock()
             events, self.events = self.events, []
             decisions: list[Decision] = []
@@ -563,6 +581,9 @@ class Controller:
             live = self.jobs.pop(job_id)
             if live.tasks:
                 ended.append(job_id)
+                energy = metrics_for(self).job_energy(live, now)
+                total = energy.measured_j + energy.estimated_j
+                self.persist.job_energy(job_id, total, energy.measured_j)
             reason = rec.history[-1].reason if rec.history else ""
             self.persist.job_finished(job_id, rec.phase, rec.exit_code, reason, now)
             for task_id, task in live.tasks.items():

@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec
 from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
+
+if TYPE_CHECKING:
+    from fusesched.sim.power import PowerReport, PowerSim
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
 KILLED_EXIT_CODE = -9  # what a job stopped at its walltime reports (as after SIGKILL)
@@ -88,6 +92,7 @@ class SimResult:
     decisions: int
     cycles: int
     log: list[Decision] = field(default_factory=list)
+    power: PowerReport | None = None  # energy, when the simulation had a power hook
 
 
 class Simulation:
@@ -104,6 +109,7 @@ class Simulation:
         keep_log: bool = False,
         checkpoint_on_notice: bool = False,
         restart_overhead_s: float = 0.0,
+        power: PowerSim | None = None,
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
@@ -121,6 +127,8 @@ class Simulation:
         # ``restart_overhead_s`` of extra run time
         self.checkpoint_on_notice = checkpoint_on_notice
         self.restart_overhead_s = restart_overhead_s
+        # energy and power saving (sim/power.py); None: every node always on, not metered
+        self.power = power
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Replay every job (with the cyclic garbage collector paused, see :func:`paused_gc`)."""
@@ -131,6 +139,9 @@ class Simulation:
         core = self.core
         for node in self.nodes:
             core.handle(NodeAdded(node), 0.0)
+        power = self.power
+        if power is not None:
+            power.attach(core, self.nodes)
         total_cpus = float(core.cluster.capacity[:, core.cluster.columns["cpu"]].sum()) / 1000.0
         fates = self._fates()
         heap: list[
@@ -146,19 +157,29 @@ class Simulation:
         runs: dict[str, tuple[float, float, int]] = {}
         done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
         wakeup = None
-        while heap or next_job is not None or wakeup is not None:
+        now = 0.0
+        while (
+            heap
+            or next_job is not None
+            or wakeup is not None
+            or (power is not None and power.active())
+        ):
             now = heap[0][0] if heap else float("inf")
             if next_job is not None and next_job.spec.submit_time < now:
                 now = next_job.spec.submit_time
             if wakeup is not None and wakeup < now:
                 now = wakeup
             events: list[Event] = []
+            if power is not None:
+                now = min(now, power.next_time())
+                events.extend(power.due(now))
+            first_exit = len(events)
             while heap and heap[0][0] == now:
                 _, _, _, job_id, code, timed_out = heapq.heappop(heap)
                 if preemptive:
                     del runs[job_id]
                 events.append(JobExited(job_id, code, "", timed_out))
-            finished = len(events)
+            finished = len(events) - first_exit
             while next_job is not None and next_job.spec.submit_time == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
@@ -187,6 +208,9 @@ class Simulation:
                     fates[decision.job_id][0].rejected = decision.reason
                 elif isinstance(decision, StopJob):  # pragma: no cover - no cancels in replay
                     raise RuntimeError(f"unexpected stop of {decision.job_id}")
+            if power is not None:
+                exits = events[first_exit : first_exit + finished]
+                power.after_step(now, [e.job_id for e in exits if isinstance(e, JobExited)], out)
             if self.keep_log:
                 log.extend(out)
             if progress is not None and finished:
@@ -198,6 +222,7 @@ class Simulation:
             decisions=decisions,
             cycles=core.stats.cycles,
             log=log,
+            power=power.finish(now) if power is not None else None,
         )
 
     def _preempt(

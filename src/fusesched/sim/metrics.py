@@ -1,4 +1,5 @@
-"""Scheduling metrics: wait, response, bounded slowdown, utilisation, makespan, per queue."""
+"""Scheduling metrics: wait, response, bounded slowdown, utilisation, makespan, per queue;
+energy and its wait cost for simulations with a power hook."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fusesched.sim.engine import JobOutcome
+from fusesched.sim.engine import JobOutcome, SimResult
 
 BSLD_THRESHOLD_S = 10.0
 
@@ -68,3 +69,48 @@ def per_queue(outcomes: Sequence[JobOutcome], total_cpus: float) -> dict[str, Me
     for o in outcomes:
         queues.setdefault(o.queue, []).append(o)
     return {name: summarize(items, total_cpus) for name, items in sorted(queues.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyMetrics:
+    """Energy of a simulation with a power hook, and the waits it cost."""
+
+    kwh: float
+    kwh_per_month: float  # scaled to a 30-day month over the metering window
+    mean_power_kw: float
+    avg_wait_s: float
+    p95_wait_s: float
+    jobs: int  # jobs whose wait is counted
+    suspends: int
+    resumes: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def energy_summary(
+    result: SimResult, submitted: tuple[float, float] | None = None
+) -> EnergyMetrics:
+    """kWh and waits of ``result`` (which must come from a simulation with a power hook);
+    waits of the jobs submitted within ``submitted`` (all jobs that ran when None)."""
+    report = result.power
+    if report is None:
+        raise ValueError("the simulation had no power hook: no energy to report")
+    lo, hi = submitted if submitted is not None else (-np.inf, np.inf)
+    wait = np.array(
+        [
+            o.start - o.submit
+            for o in result.outcomes
+            if not o.rejected and o.start == o.start and lo <= o.submit < hi
+        ]
+    )
+    return EnergyMetrics(
+        kwh=report.energy_kwh,
+        kwh_per_month=report.kwh_per_month,
+        mean_power_kw=report.mean_power_kw,
+        avg_wait_s=float(wait.mean()) if wait.size else 0.0,
+        p95_wait_s=float(np.percentile(wait, 95)) if wait.size else 0.0,
+        jobs=int(wait.size),
+        suspends=report.suspends,
+        resumes=report.resumes,
+    )

@@ -31,6 +31,8 @@ def job_values(row: JobRow) -> dict[str, Any]:
         "nodes": list(row.nodes),
         "array_parent": row.array_parent,
         "pool": row.pool,
+        "energy_j": row.energy_j,
+        "energy_measured_j": row.energy_measured_j,
     }
 
 

@@ -109,6 +109,8 @@ class JobRow:
     nodes: tuple[str, ...] = ()
     array_parent: str | None = None
     pool: str | None = None  # the pool that ran it: a local pool's or an external cluster's
+    energy_j: float | None = None  # what its last run drew (measured + estimated), joules
+    energy_measured_j: float | None = None  # the part measured (GPU power), joules
 
     def __post_init__(self) -> None:
         _need(self.id, "a job id")
@@ -132,6 +134,8 @@ class JobChange:
     end_time: float | Unset | None = UNSET
     nodes: tuple[str, ...] | Unset = UNSET
     pool: str | Unset | None = UNSET
+    energy_j: float | Unset | None = UNSET
+    energy_measured_j: float | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:

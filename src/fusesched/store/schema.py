@@ -81,6 +81,8 @@ class Job(Base):
     nodes: Mapped[list[Any]]
     array_parent: Mapped[str | None] = mapped_column(String)
     pool: Mapped[str | None] = mapped_column(String)  # the pool that ran it (federation)
+    energy_j: Mapped[float | None] = mapped_column(Double)  # its runs' energy, joules
+    energy_measured_j: Mapped[float | None] = mapped_column(Double)  # the measured part
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),

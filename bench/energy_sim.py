@@ -1,0 +1,456 @@
+"""Energy on real traces: always-on vs idle-timeout vs forecast-driven power saving.
+
+For an SWF trace (Parallel Workloads Archive, default HPC2N) and the Philly GPU trace, a time
+window of jobs is replayed through the simulator (fusesched core, FCFS + EASY backfilling,
+first-fit) three times in one run, once per power-saving policy (``always-on``,
+``idle-timeout``, ``forecast``; see docs/ENERGY.md), on the same nodes with the same power
+model. Jobs submitted during ``--warmup`` days before the window are replayed too (the
+cluster is not empty when the window opens and the forecaster has history), but only the
+window is measured: energy metered from its first to its last second, waits of the jobs
+submitted in it.
+
+Per trace and policy it reports kWh (and kWh per 30-day month), the share saved against
+always-on, mean and p95 wait and the share of extra mean wait, suspends and resumes; a table
+(``table.md``), ``results.json`` and plots go to ``--out``.
+
+The ceiling printed per trace is what suspending every idle node-hour of always-on at no cost
+would save. ``--sweep`` adds idle-timeout at other thresholds and forecast at other margins
+(the energy/wait frontiers); ``--extra-util`` re-runs Philly on clusters of other sizes.
+
+Run (docs/ENERGY_RESULTS.md, ~11 min on 2 shared cores): ``nice -n 10 .venv/bin/python
+bench/energy_sim.py --extra-util 0.5 --sweep --out docs/figures/energy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fusesched.model.job import JobSpec, TaskGroup
+from fusesched.model.node import LABEL_POOL, NodeSpec
+from fusesched.model.resources import Resources
+from fusesched.policies.registry import CoreConfig
+from fusesched.power.model import DEFAULT_MODELS, PowerModel
+from fusesched.power.saving import SavingConfig
+from fusesched.sim.engine import SimJob, Simulation
+from fusesched.sim.power import PowerReport, PowerSetup, PowerSim, default_node_type
+from fusesched.sim.workload import swf_workload
+from fusesched.traces.philly import load_philly_jobs, task_shape
+from fusesched.traces.swf import load_swf
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+DEFAULT_SWF = TRACES / "pwa-swf" / "HPC2N-2002-2.2-cln.swf.gz"
+DEFAULT_PHILLY = TRACES / "philly"
+POLICIES = ("always-on", "idle-timeout", "forecast")
+DAY = 86400.0
+GOAL_SAVING = 0.20
+GOAL_WAIT = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One trace window: the cluster and the jobs (times from the start of the warm-up)."""
+
+    name: str
+    kind: str  # "swf" or "gpu"
+    nodes: tuple[NodeSpec, ...]
+    jobs: tuple[SimJob, ...]
+    meter: tuple[float, float]  # the measured window
+    description: str
+
+
+def _window(text: str) -> tuple[float, float]:
+    lo, hi = (float(x) for x in text.split(":"))
+    if hi <= lo:
+        raise argparse.ArgumentTypeError("window FROM:TO needs TO > FROM")
+    return lo, hi
+
+
+def _shift(job: SimJob, offset: float) -> SimJob:
+    moved = replace(job.spec, submit_time=job.spec.submit_time - offset)
+    return SimJob(moved, job.runtime, job.exit_code)
+
+
+def swf_case(path: Path, window: tuple[float, float], warmup_days: float) -> Case:
+    """The SWF trace's jobs submitted in ``window`` (days) and the warm-up before it, on the
+    machine its header describes (MaxNodes nodes sharing MaxProcs CPUs)."""
+    workload = swf_workload(load_swf(path))
+    lo = max(0.0, (window[0] - warmup_days) * DAY)
+    hi = window[1] * DAY
+    jobs = tuple(_shift(j, lo) for j in workload.jobs if lo <= j.spec.submit_time < hi)
+    meter = (window[0] * DAY - lo, hi - lo)
+    cpus = workload.total_cpus
+    desc = (
+        f"{path.name}, days {window[0]:g}-{window[1]:g} (+{(window[0] * DAY - lo) / DAY:g} d "
+        f"warm-up), {len(workload.nodes)} nodes / {cpus} CPUs"
+    )
+    return Case(path.name.split("-cln")[0], "swf", workload.nodes, jobs, meter, desc)
+
+
+def gpu_nodes(count: int, gpus_per_node: int) -> tuple[NodeSpec, ...]:
+    res = Resources.parse({"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": gpus_per_node})
+    return tuple(NodeSpec(f"g{i:04d}", res, {LABEL_POOL: "gpu"}) for i in range(count))
+
+
+def philly_case(
+    trace_dir: Path,
+    window: tuple[float, float],
+    warmup_days: float,
+    target_util: float,
+    gpus_per_node: int,
+) -> Case:
+    """Philly jobs submitted in ``window`` (days from the trace's first submission) and the
+    warm-up before it, on 8-GPU nodes sized so the window's offered load (GPU-seconds
+    submitted / window length) is ``target_util`` of the cluster."""
+    lo = max(0.0, (window[0] - warmup_days) * DAY)
+    hi = window[1] * DAY
+    raw = [j for j in load_philly_jobs(trace_dir / "philly.csv") if lo <= j.submit_s < hi]
+    in_window = [j for j in raw if j.submit_s >= window[0] * DAY]
+    offered = sum(max(j.duration_s, 1.0) * j.gpus for j in in_window) / (hi - window[0] * DAY)
+    largest = max((math.ceil(j.gpus / gpus_per_node) for j in raw), default=1)
+    count = max(math.ceil(offered / target_util / gpus_per_node), largest, 1)
+    jobs = []
+    for j in raw:
+        tasks, per = task_shape(j.gpus, gpus_per_node)
+        group = TaskGroup("main", tasks, Resources.parse({"cpu": 1, "nvidia.com/gpu": per}))
+        runtime = max(j.duration_s, 1.0)
+        spec = JobSpec(f"p{j.line}", (group,), walltime_s=runtime, submit_time=j.submit_s - lo)
+        jobs.append(SimJob(spec, runtime))
+    meter = (window[0] * DAY - lo, hi - lo)
+    desc = (
+        f"philly.csv, days {window[0]:g}-{window[1]:g} (+{(window[0] * DAY - lo) / DAY:g} d "
+        f"warm-up), {count} nodes × {gpus_per_node} GPUs (offered load {target_util:.0%})"
+    )
+    return Case("Philly", "gpu", gpu_nodes(count, gpus_per_node), tuple(jobs), meter, desc)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    case: str
+    policy: str
+    report: PowerReport
+    jobs: int
+    wait_mean_s: float
+    wait_p95_s: float
+    wall_s: float
+    samples: list[tuple[float, float, int, int]]
+
+
+def run_policy(
+    case: Case,
+    policy: str,
+    config: SavingConfig,
+    margin: float,
+    keep_s: float = 1800.0,
+    label: str | None = None,
+) -> Outcome:
+    power = PowerSim(
+        PowerSetup(
+            policy,
+            config,
+            meter=case.meter,
+            forecast_margin=margin,
+            keep_lookahead_s=keep_s,
+            record=True,
+        )
+    )
+    sim = Simulation(case.nodes, case.jobs, CoreConfig(), power=power)
+    t0 = time.perf_counter()
+    result = sim.run()
+    wall = time.perf_counter() - t0
+    assert result.power is not None
+    lo, hi = case.meter
+    waits = np.array(
+        [
+            o.start - o.submit
+            for o in result.outcomes
+            if lo <= o.submit < hi and not o.rejected and o.start == o.start
+        ]
+    )
+    return Outcome(
+        case.name,
+        label or policy,
+        result.power,
+        int(waits.size),
+        float(waits.mean()) if waits.size else 0.0,
+        float(np.percentile(waits, 95)) if waits.size else 0.0,
+        wall,
+        power.samples,
+    )
+
+
+def row(out: Outcome, base: Outcome) -> dict[str, Any]:
+    r = out.report
+    saved = 1.0 - r.energy_kwh / base.report.energy_kwh if base.report.energy_kwh else 0.0
+    more = out.wait_mean_s / base.wait_mean_s - 1.0 if base.wait_mean_s > 0 else 0.0
+    return {
+        "case": out.case,
+        "policy": out.policy,
+        "kwh": r.energy_kwh,
+        "kwh_per_month": r.kwh_per_month,
+        "mean_kw": r.mean_power_kw,
+        "saved": saved,
+        "wait_mean_s": out.wait_mean_s,
+        "wait_p95_s": out.wait_p95_s,
+        "more_wait": more,
+        "jobs": out.jobs,
+        "suspends": r.suspends,
+        "resumes": r.resumes,
+        "failed": r.failed,
+        "node_hours": dict(r.node_hours),
+        "wall_s": out.wall_s,
+    }
+
+
+def saving_ceiling(case: Case, always_on: PowerReport) -> float:
+    """The most any power saving could save: every idle node-hour of always-on suspended at
+    no cost (per node type: idle minus suspended watts)."""
+    model = PowerSetup().models[default_node_type(case.nodes[0])]
+    saved = always_on.node_hours["idle"] * (model.node_idle_w - model.suspended_w) / 1000.0
+    return saved / always_on.energy_kwh if always_on.energy_kwh else 0.0
+
+
+def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    """The issue's goal, for the three main runs (not the sweep's variants)."""
+    by = {r["policy"]: r for r in rows}
+    fc, it = by["forecast"], by["idle-timeout"]
+    return {
+        "saves_20pct": fc["saved"] >= GOAL_SAVING,
+        "wait_under_5pct": fc["more_wait"] < GOAL_WAIT,
+        "beats_idle_timeout_energy": fc["kwh"] < it["kwh"],
+        "beats_idle_timeout_wait": fc["wait_mean_s"] < it["wait_mean_s"],
+    }
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| trace | policy | kWh/month | saved vs always-on | mean wait | p95 wait "
+        "| more mean wait | suspends | resumes | ceiling |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['policy']} | {r['kwh_per_month']:,.0f} | {r['saved']:+.1%} "
+            f"| {r['wait_mean_s'] / 60:,.1f} min | {r['wait_p95_s'] / 60:,.1f} min "
+            f"| {r['more_wait']:+.1%} | {r['suspends']:,} | {r['resumes']:,} "
+            f"| {r['ceiling']:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(results)
+    colours = {"always-on": "#777777", "idle-timeout": "#1f77b4", "forecast": "#2ca02c"}
+    fig, axes = plt.subplots(1, len(cases), figsize=(5.5 * len(cases), 4.2), squeeze=False)
+    for ax, case in zip(axes[0], cases, strict=True):
+        mine = [r for r in rows if r["case"] == case]
+        for family, colour in colours.items():
+            line = sorted(
+                (r for r in mine if r["policy"].split()[0] == family),
+                key=lambda r: r["wait_mean_s"],
+            )
+            if len(line) > 1:
+                ax.plot(
+                    [r["wait_mean_s"] / 60 for r in line],
+                    [r["kwh_per_month"] / 1000 for r in line],
+                    color=colour,
+                    lw=0.8,
+                    alpha=0.6,
+                )
+        for r in mine:
+            main = r["policy"] in POLICIES
+            ax.scatter(
+                r["wait_mean_s"] / 60,
+                r["kwh_per_month"] / 1000,
+                s=80 if main else 25,
+                c=colours[r["policy"].split()[0]],
+                zorder=3,
+            )
+            text = (
+                f" {r['policy']}\n {r['saved']:+.1%} kWh, {r['more_wait']:+.1%} wait"
+                if main
+                else f" {r['policy'].split(' ', 1)[1]}"
+            )
+            ax.annotate(
+                text, (r["wait_mean_s"] / 60, r["kwh_per_month"] / 1000), fontsize=8 if main else 6
+            )
+        ax.set_title(case)
+        ax.set_xlabel("mean wait of jobs submitted in the window (min)")
+        ax.set_ylabel("energy (MWh per 30-day month)")
+        ax.grid(alpha=0.3)
+        ax.margins(x=0.35, y=0.15)
+    fig.suptitle("Energy against wait, per power-saving policy (lower left is better)")
+    fig.tight_layout()
+    fig.savefig(out / "energy_vs_wait.png", dpi=120)
+    plt.close(fig)
+    fig, axes = plt.subplots(len(cases), 1, figsize=(11, 3.2 * len(cases)), squeeze=False)
+    for ax, case in zip(axes[:, 0], cases, strict=True):
+        for o in results[case]:
+            if not o.samples or o.policy not in POLICIES:
+                continue
+            t = np.array([s[0] for s in o.samples]) / DAY
+            kw = np.array([s[1] for s in o.samples]) / 1000
+            ax.plot(t, kw, lw=0.7, label=o.policy, color=colours[o.policy])
+        lo, hi = results[case][0].report.start_s / DAY, results[case][0].report.end_s / DAY
+        ax.axvspan(lo, hi, color="#ffeeaa", alpha=0.3, lw=0)
+        ax.set_title(f"{case}: cluster power (shaded: the measured window)")
+        ax.set_xlabel("days from the start of the warm-up")
+        ax.set_ylabel("kW")
+        ax.legend(loc="upper right", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "power_over_time.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--swf", type=Path, default=DEFAULT_SWF)
+    p.add_argument("--swf-window", type=_window, default=(540.0, 570.0), help="days FROM:TO")
+    p.add_argument("--philly-dir", type=Path, default=DEFAULT_PHILLY)
+    p.add_argument("--gpu-window", type=_window, default=(28.0, 42.0), help="days FROM:TO")
+    p.add_argument("--warmup", type=float, default=3.0, help="days replayed before a window")
+    p.add_argument("--target-util", type=float, default=0.7, help="Philly cluster sizing")
+    p.add_argument(
+        "--extra-util",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also run Philly on clusters sized for these offered loads (sensitivity)",
+    )
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--idle-threshold", type=float, default=1800.0, help="idle-timeout (s)")
+    p.add_argument("--margin", type=float, default=0.5, help="forecast: error std added")
+    p.add_argument("--min-idle", type=float, default=300.0, help="forecast: hysteresis (s)")
+    p.add_argument("--rate", type=int, default=0, help="suspends/resumes per minute (0: any)")
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also run idle-timeout at 600/3600/7200 s and forecast at margin 0/1 (frontiers)",
+    )
+    p.add_argument("--skip", choices=("swf", "gpu"), default=None)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "energy")
+    p.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from machine_info import machine
+
+    info = machine()
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable), "
+        f"Python {info['python']}, git {info['git']}, src {info['src_sha256']}, "
+        f"load {info['loadavg_at_start']:.2f}",
+        flush=True,
+    )
+    config = SavingConfig(
+        idle_threshold_s=args.idle_threshold,
+        forecast_min_idle_s=args.min_idle,
+        max_suspends_per_min=args.rate,
+        max_resumes_per_min=args.rate,
+    )
+    t0 = time.perf_counter()
+    cases: list[Case] = []
+    if args.skip != "swf":
+        cases.append(swf_case(args.swf, args.swf_window, args.warmup))
+    if args.skip != "gpu":
+        for util in [args.target_util, *args.extra_util]:
+            case = philly_case(
+                args.philly_dir, args.gpu_window, args.warmup, util, args.gpus_per_node
+            )
+            if util != args.target_util:
+                case = replace(case, name=f"Philly@{util:.0%}")
+            cases.append(case)
+    print(f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
+    results: dict[str, list[Outcome]] = {}
+    rows: list[dict[str, Any]] = []
+    verdicts: dict[str, dict[str, bool]] = {}
+    for case in cases:
+        print(f"{case.name}: {case.description}, {len(case.jobs):,} jobs", flush=True)
+        outs = []
+        for policy in POLICIES:
+            out = run_policy(case, policy, config, args.margin)
+            outs.append(out)
+            r = out.report
+            print(
+                f"  {policy:>12}: {r.energy_kwh:,.0f} kWh ({r.kwh_per_month:,.0f}/month), "
+                f"mean wait {out.wait_mean_s / 60:.1f} min over {out.jobs:,} jobs, "
+                f"{r.suspends:,} suspends, {r.resumes:,} resumes, {out.wall_s:.1f} s",
+                flush=True,
+            )
+        if args.sweep:
+            variants = [
+                (f"idle-timeout T={t:g}s", "idle-timeout", replace(config, idle_threshold_s=t), 0.0)
+                for t in (600.0, 3600.0, 7200.0)
+            ] + [(f"forecast m={m:g}", "forecast", config, m) for m in (0.0, 1.0)]
+            for label, policy, variant, margin in variants:
+                out = run_policy(case, policy, variant, margin, label=label)
+                outs.append(out)
+                print(
+                    f"  {label:>22}: {out.report.energy_kwh:,.0f} kWh, "
+                    f"mean wait {out.wait_mean_s / 60:.1f} min, {out.wall_s:.1f} s",
+                    flush=True,
+                )
+        results[case.name] = outs
+        case_rows = [row(o, outs[0]) for o in outs]
+        ceiling = saving_ceiling(case, outs[0].report)
+        for r in case_rows:
+            r["ceiling"] = ceiling
+        rows.extend(case_rows)
+        verdicts[case.name] = verdict(case_rows)
+        print(
+            f"  ceiling (every idle node-hour suspended at no cost): {ceiling:.1%}; "
+            f"goal: {verdicts[case.name]}",
+            flush=True,
+        )
+    text = table(rows)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(text + "\n", encoding="utf-8")
+    models = {name: {**vars_of(m)} for name, m in DEFAULT_MODELS.items()}
+    payload = {
+        "command": " ".join(["bench/energy_sim.py", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": info,
+        "cases": [
+            {"name": c.name, "description": c.description, "jobs": len(c.jobs), "meter": c.meter}
+            for c in cases
+        ],
+        "config": {
+            "idle_threshold_s": args.idle_threshold,
+            "forecast_min_idle_s": args.min_idle,
+            "forecast_margin": args.margin,
+            "rate_per_min": args.rate,
+        },
+        "power_models": models,
+        "rows": rows,
+        "goal": verdicts,
+        "wall_s": time.perf_counter() - t0,
+    }
+    (args.out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", "utf-8")
+    if not args.no_plots:
+        plot(results, rows, args.out)
+    print(f"done in {time.perf_counter() - t0:.1f} s; wrote {args.out}", flush=True)
+    return 0
+
+
+def vars_of(model: PowerModel) -> dict[str, float]:
+    return {f.name: getattr(model, f.name) for f in fields(model)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""Power saving in the live controller: idle nodes suspended, resumed when the queue needs them.
+
+The decision is the pure policy the simulator uses (:func:`fusesched.power.saving.plan_power`);
+this module observes the local agents' nodes for it and carries its plan out through the
+site's own command templates (``suspend``, ``resume``: argv lists with ``{node}`` and
+``{address}``, run without a shell — IPMI, ``systemctl suspend`` over ssh, a cloud API's CLI,
+never hard-wired).
+
+A node being suspended leaves the scheduler at once (state ``suspended``: nothing new is placed
+there; it is not declared lost for its silence). A resumed node is ``resuming`` until its agent
+is heard again (a heartbeat or a new registration), then ``up``; one that stays silent longer
+than ``resume_timeout_s`` is marked ``down`` (failed). A suspend command that fails leaves the
+node up. Commands run in their own threads, so a slow BMC never holds the controller's lock.
+External clusters' nodes are left to those clusters.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeState
+from fusesched.model.phases import JobPhase
+from fusesched.power.forecast import DemandForecaster
+from fusesched.power.saving import (
+    SAVING_POLICIES,
+    NodeView,
+    PoolDemand,
+    PowerState,
+    RateHistory,
+    SavingConfig,
+    plan_power,
+)
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+log = logging.getLogger("fusesched.controller.power")
+
+#: settings of the pure policy (``SavingConfig``), then the controller's own
+_SAVING_FIELDS = frozenset(
+    {
+        "idle_threshold_s",
+        "max_suspends_per_min",
+        "max_resumes_per_min",
+        "resume_timeout_s",
+        "default_min_warm",
+        "min_warm",
+        "exclude_nodes",
+        "exclude_pools",
+        "forecast_min_idle_s",
+    }
+)
+_FIELDS = _SAVING_FIELDS | {
+    "policy",
+    "interval_s",
+    "suspend",
+    "resume",
+    "command_timeout_s",
+    "wake_latency_s",
+    "forecast_bin_s",
+}
+
+
+@dataclass(frozen=True)
+class PowerConfig:
+    """The ``--power FILE`` settings (docs/ENERGY.md)."""
+
+    suspend: tuple[str, ...]
+    resume: tuple[str, ...]
+    policy: str = "idle-timeout"
+    interval_s: float = 10.0
+    command_timeout_s: float = 60.0
+    saving: SavingConfig = field(default_factory=SavingConfig)
+    wake_latency_s: float = 300.0  # how long a node takes to resume: the forecast's look-ahead
+    forecast_bin_s: float = 600.0  # the forecast's resolution (Holt-Winters bins)
+
+    @classmethod
+    def parse(cls, data: object, source: str = "<power>") -> PowerConfig:
+        """From the file's YAML data; ``ValueError`` naming the file and field otherwise."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{source}: expected a mapping of power-saving settings")
+        unknown = sorted(set(data) - _FIELDS)
+        if unknown:
+            known = ", ".join(sorted(_FIELDS))
+            raise ValueError(f"{source}: unknown setting(s) {', '.join(unknown)}; known: {known}")
+        commands = {}
+        for key in ("suspend", "resume"):
+            argv = data.get(key)
+            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+                raise ValueError(f"{source}: {key} must be a command as a list of words (argv)")
+            commands[key] = tuple(argv)
+        policy = str(data.get("policy", "idle-timeout"))
+        if policy not in SAVING_POLICIES:
+            raise ValueError(
+                f"{source}: policy: unknown {policy!r}; choose from {', '.join(SAVING_POLICIES)}"
+            )
+        try:
+            saving = SavingConfig(
+                **{k: _value(k, v) for k, v in data.items() if k in _SAVING_FIELDS}
+            )
+            return cls(
+                commands["suspend"],
+                commands["resume"],
+                policy,
+                float(data.get("interval_s", 10.0)),
+                float(data.get("command_timeout_s", 60.0)),
+                saving,
+                float(data.get("wake_latency_s", 300.0)),
+                float(data.get("forecast_bin_s", 600.0)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{source}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> PowerConfig:
+        try:
+            data = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise ValueError(
+                f"cannot read the power configuration {path}: {exc.strerror}"
+            ) from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {exc}") from None
+        return cls.parse(data, str(path))
+
+
+def _value(key: str, value: Any) -> Any:
+    if key in ("exclude_nodes", "exclude_pools"):
+        if not isinstance(value, list):
+            raise ValueError(f"{key} must be a list of names")
+        return frozenset(str(v) for v in value)
+    if key == "min_warm":
+        if not isinstance(value, Mapping):
+            raise ValueError("min_warm must map pools to node counts")
+        return {str(k): int(v) for k, v in value.items()}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number")
+    return value
+
+
+@dataclass(slots=True)
+class _Node:
+    power: PowerState = PowerState.ON
+    since: float = 0.0  # in this power state since; for an idle ON node: idle since
+
+
+class PowerManager:
+    """The controller's power saving (every method runs with the controller's lock held)."""
+
+    def __init__(self, config: PowerConfig) -> None:
+        self.config = config
+        self.nodes: dict[str, _Node] = {}
+        self.history = RateHistory()
+        self._at = 0.0
+        # the forecast policy's model of each pool's demand, from what this controller saw
+        self.forecaster = DemandForecaster(bin_s=config.forecast_bin_s)
+
+    # ------------------------------------------------------------------ observation
+
+    def _busy(self, ctl: Controller) -> set[str]:
+        return {task.node for _, task in ctl.tasks.values() if task.state != "exited"}
+
+    def _views(self, ctl: Controller, now: float) -> list[NodeView]:
+        busy = self._busy(ctl)
+        views = []
+        for name, node in ctl.nodes.items():
+            entry = self.nodes.setdefault(name, _Node(since=now))
+            is_busy = name in busy
+            if entry.power is PowerState.ON and is_busy:
+                entry.since = now  # idle time counts from the end of the last task
+            schedulable = node.state is NodeState.UP or (
+                node.state is NodeState.SUSPENDED and entry.power is not PowerState.ON
+            )
+            views.append(
+                NodeView(
+                    name,
+                    node.spec.labels.get(LABEL_POOL, LOCAL_POOL),
+                    entry.power,
+                    busy=is_busy,
+                    since=entry.since,
+                    schedulable=schedulable,
+                )
+            )
+        return views
+
+    def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
+        """Waiting jobs, counted against the first pool with a sleeping node that fits them."""
+        sleeping = [
+            (name, ctl.nodes[name].spec)
+            for name, entry in self.nodes.items()
+            if entry.power in (PowerState.SUSPENDED, PowerState.SUSPENDING) and name in ctl.nodes
+        ]
+        counts: dict[str, float] = {}
+        for job_id in ctl.jobs:
+            rec = ctl.core.jobs.get(job_id)
+            if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
+                continue
+            for _, spec in sleeping:
+                if rec.spec.placement.allows(spec.labels) and all(
+                    g.resources.fits_in(spec.capacity) for g in rec.spec.task_groups
+                ):
+                    pool = spec.labels.get(LABEL_POOL, LOCAL_POOL)
+                    counts[pool] = counts.get(pool, 0.0) + 1.0
+                    break
+        return {pool: PoolDemand(queued_nodes=n) for pool, n in counts.items()}
+
+    def _forecast(
+        self, views: Sequence[NodeView], demand: dict[str, PoolDemand], now: float
+    ) -> dict[str, PoolDemand]:
+        """Feed each pool's nodes needed now (busy + waiting) to the forecaster and add its
+        upper estimate over the wake latency to the demand (the forecast policy uses it)."""
+        if self.config.policy != "forecast":
+            return demand
+        needed: dict[str, float] = {}
+        for view in views:
+            needed[view.pool] = needed.get(view.pool, 0.0) + (1.0 if view.busy else 0.0)
+        for pool, wanted in demand.items():
+            needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes
+        self.forecaster.observe(now, needed)
+        horizon = self.config.wake_latency_s + self.config.interval_s
+        out = {}
+        for pool in needed:
+            queued = demand.get(pool, PoolDemand()).queued_nodes
+            out[pool] = PoolDemand(queued, self.forecaster.upper(pool, now, horizon))
+        return out
+
+    # ------------------------------------------------------------------ the loop
+
+    def tick(self, ctl: Controller, now: float) -> None:
+        if now - self._at < self.config.interval_s:
+            return
+        self._at = now
+        views = self._views(ctl, now)
+        demand = self._forecast(views, self._demand(ctl), now)
+        plan = plan_power(self.config.policy, now, views, demand, self.config.saving, self.history)
+        self.history = plan.history
+        for name in plan.failed:
+            self.nodes[name] = _Node(PowerState.FAILED, now)
+            why = f"did not resume within {self.config.saving.resume_timeout_s:g} s"
+            _set_state(ctl, name, NodeState.DOWN, why, now)
+        for name in plan.suspend:
+            self._suspend(ctl, name, now)
+        for name in plan.resume:
+            self._resume(ctl, name, now)
+
+    def _suspend(self, ctl: Controller, name: str, now: float) -> None:
+        self.nodes[name] = _Node(PowerState.SUSPENDING, now)
+        _set_state(ctl, name, NodeState.SUSPENDED, "idle: power saving", now)
+        self._run(ctl, name, self.config.suspend, "suspend")
+
+    def _resume(self, ctl: Controller, name: str, now: float) -> None:
+        self.nodes[name] = _Node(PowerState.RESUMING, now)
+        log.info("resuming %s: jobs are waiting for it", name)
+        self._run(ctl, name, self.config.resume, "resume")
+
+    def _run(self, ctl: Controller, name: str, template: Sequence[str], what: str) -> None:
+        node = ctl.nodes[name]
+        argv = [
+            w.replace("{node}", name).replace("{address}", node.inventory.address) for w in template
+        ]
+        timeout = self.config.command_timeout_s
+
+        def run() -> None:
+            try:
+                done = subprocess.run(
+                    argv, capture_output=True, text=True, timeout=timeout, check=False
+                )
+                problem = (
+                    ""
+                    if done.returncode == 0
+                    else f"exited {done.returncode}: {done.stderr.strip()[:200]}"
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                problem = str(exc)
+            with ctl.lock:
+                self._done(ctl, name, what, problem)
+
+        threading.Thread(target=run, name=f"power-{what}-{name}", daemon=True).start()
+
+    def _done(self, ctl: Controller, name: str, what: str, problem: str) -> None:
+        entry = self.nodes.get(name)
+        now = ctl.clock()
+        if what == "suspend" and entry is not None and entry.power is PowerState.SUSPENDING:
+            if problem:  # it is still up: back to work
+                log.warning("suspending %s failed: %s", name, problem)
+                self.nodes[name] = _Node(PowerState.ON, now)
+                _set_state(ctl, name, NodeState.UP, f"suspend failed: {problem}", now)
+            else:
+                entry.power = PowerState.SUSPENDED
+        elif what == "resume" and problem:
+            log.warning("resuming %s: the command failed: %s", name, problem)
+        ctl.wake()
+
+    # ------------------------------------------------------------------ agents heard
+
+    def heard(self, ctl: Controller, name: str, registered: bool, now: float) -> None:
+        """A node's agent spoke: a resuming node is back (or any sleeping node that
+        registered again, having been started by other means)."""
+        entry = self.nodes.get(name)
+        if entry is None or entry.power is PowerState.ON:
+            return
+        back = entry.power in (PowerState.RESUMING, PowerState.FAILED)
+        if back or (registered and entry.power is not PowerState.SUSPENDING):
+            self.nodes[name] = _Node(PowerState.ON, now)
+            _set_state(ctl, name, NodeState.UP, "resumed", now)
+            ctl.wake()
+
+    def state_of(self, name: str) -> PowerState:
+        entry = self.nodes.get(name)
+        return PowerState.ON if entry is None else entry.power
+
+
+def _set_state(ctl: Controller, name: str, state: NodeState, reason: str, now: float) -> None:
+    from fusesched.controller import failures
+
+    failures.set_node_state(ctl, name, state, reason, now)

@@ -1,0 +1,182 @@
+"""Demand forecast per pool: additive Holt-Winters with a daily season, over fixed-width bins.
+
+**What is forecast**: per pool, the nodes the pool needs — busy nodes plus the node-equivalents
+of the waiting jobs — sampled by the shell at every control interval; each bin (default
+10 min) keeps the largest sample seen in it. The forecaster sees only this history (what a
+live controller has seen so far), never future jobs.
+
+**Why Holt-Winters** (triple exponential smoothing, additive season): cluster demand is
+dominated by a level that drifts (backlog, long jobs) and a daily rhythm (people submit in
+working hours); Holt-Winters models exactly these, updates in O(1) per bin with no training
+step, needs only a few days of history, is deterministic and is easy to explain and tune
+(three smoothing factors). Gradient boosting would need features, a training set and
+periodic refits for little gain at a horizon of one or two bins; ARIMA needs a refit as the
+level shifts. The forecast is used as an **upper estimate**: the largest point forecast over
+the look-ahead plus ``margin`` × the standard deviation of the recent one-step errors
+(exponentially weighted), floored by the largest sample of the last bin (sliding), so a rising
+edge is covered at once and a falling one is followed once it has lasted a bin.
+
+During the first season the model is plain exponential smoothing; at its end the level is
+set to the season's mean and the season terms to the deviations from it (the classic
+initialisation), and the full model runs from then on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class HoltWintersParams:
+    alpha: float = 0.5  # level: demand moves fast (a big job arrives), so follow it quickly
+    beta: float = 0.02  # trend: small, a trend over hours is rare and dangerous to extrapolate
+    gamma: float = 0.2  # season: learn a day's shape over a few days
+    season: int = 144  # bins per season (a day of 10-minute bins)
+    error_decay: float = 0.05  # weight of the newest squared error in the error variance
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta", "gamma", "error_decay"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1]")
+        if self.season < 1:
+            raise ValueError("season must be at least 1 bin")
+
+
+class HoltWinters:
+    """Incremental additive Holt-Winters: :meth:`update` one value per bin, then
+    :meth:`forecast` the next bins."""
+
+    def __init__(self, params: HoltWintersParams | None = None) -> None:
+        self.params = params or HoltWintersParams()
+        self.level = math.nan
+        self.trend = 0.0
+        self.season = np.zeros(self.params.season, dtype=np.float64)
+        self.count = 0  # values seen
+        self.error_var = 0.0
+        self.last = math.nan
+
+    def _season_at(self, step: int) -> float:
+        """Season term of the bin ``step`` bins after the last one seen (1 = next)."""
+        if self.count < self.params.season:
+            return 0.0
+        return float(self.season[(self.count - 1 + step) % self.params.season])
+
+    def update(self, value: float) -> None:
+        p = self.params
+        if self.count:
+            error = value - float(self.forecast(1)[0])
+            self.error_var = (1 - p.error_decay) * self.error_var + p.error_decay * error * error
+        if self.count < p.season:  # the first season: plain exponential smoothing, and keep it
+            self.season[self.count] = value
+            self.level = value if self.count == 0 else p.alpha * value + (1 - p.alpha) * self.level
+            self.count += 1
+            if self.count == p.season:  # initialise: level = its mean, season = deviations
+                self.level = float(self.season.mean())
+                self.season -= self.level
+        else:
+            slot = self.count % p.season
+            season = self.season[slot]
+            level = p.alpha * (value - season) + (1 - p.alpha) * (self.level + self.trend)
+            self.trend = p.beta * (level - self.level) + (1 - p.beta) * self.trend
+            self.level = level
+            self.season[slot] = p.gamma * (value - level) + (1 - p.gamma) * season
+            self.count += 1
+        self.last = value
+
+    def forecast(self, steps: int) -> npt.NDArray[np.float64]:
+        """Point forecasts of the next ``steps`` bins (empty before any value)."""
+        if self.count == 0:
+            return np.zeros(0, dtype=np.float64)
+        h = np.arange(1, steps + 1, dtype=np.float64)
+        season = np.array([self._season_at(k) for k in range(1, steps + 1)], dtype=np.float64)
+        out: npt.NDArray[np.float64] = self.level + h * self.trend + season
+        return out
+
+    @property
+    def error_std(self) -> float:
+        return math.sqrt(self.error_var)
+
+
+def holt_winters(
+    values: npt.ArrayLike, params: HoltWintersParams, steps: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Batch form: the one-step-ahead predictions of every value (NaN for the first) and the
+    forecast of the ``steps`` bins after the last."""
+    model = HoltWinters(params)
+    series = np.asarray(values, dtype=np.float64)
+    fitted = np.full(series.shape, np.nan)
+    for i, v in enumerate(series.tolist()):
+        if i:
+            fitted[i] = float(model.forecast(1)[0])
+        model.update(v)
+    return fitted, model.forecast(steps)
+
+
+class DemandForecaster:
+    """Per-pool demand forecast from samples ``(time, nodes needed)``, binned by maximum."""
+
+    def __init__(
+        self,
+        bin_s: float = 600.0,
+        season_s: float = DAY,
+        margin: float = 1.0,
+        params: HoltWintersParams | None = None,
+    ) -> None:
+        if bin_s <= 0 or season_s < bin_s:
+            raise ValueError("bin_s must be positive and at most season_s")
+        season = max(1, round(season_s / bin_s))
+        base = params or HoltWintersParams()
+        self.params = HoltWintersParams(base.alpha, base.beta, base.gamma, season, base.error_decay)
+        self.bin_s = bin_s
+        self.margin = margin
+        self._models: dict[str, HoltWinters] = {}
+        self._bins: dict[str, tuple[int, float]] = {}  # pool → (open bin, its max so far)
+        # pool → the samples of the last ``bin_s`` seconds (time, value), for the floor
+        self._recent: dict[str, deque[tuple[float, float]]] = {}
+
+    def observe(self, now: float, needed: dict[str, float]) -> None:
+        """Record each pool's nodes needed at ``now`` (times must not go backwards)."""
+        current = int(now // self.bin_s)
+        for pool, value in needed.items():
+            open_bin = self._bins.get(pool)
+            recent = self._recent.setdefault(pool, deque())
+            recent.append((now, value))
+            while recent[0][0] <= now - self.bin_s:
+                recent.popleft()
+            model = self._models.get(pool)
+            if model is None:
+                model = self._models[pool] = HoltWinters(self.params)
+            if open_bin is None:
+                self._bins[pool] = (current, value)
+                continue
+            index, peak = open_bin
+            if current == index:
+                self._bins[pool] = (index, max(peak, value))
+                continue
+            model.update(peak)
+            for _ in range(min(current - index - 1, self.params.season)):
+                model.update(peak)  # bins without samples: the demand stayed as it was
+            self._bins[pool] = (current, value)
+
+    def upper(self, pool: str, now: float, horizon_s: float) -> float | None:
+        """An upper estimate of the pool's nodes needed from ``now`` to ``now + horizon_s``:
+        the largest point forecast over the bins that span touches (the open bin included) +
+        ``margin`` × the error standard deviation, and at least the largest sample of the last
+        ``bin_s`` seconds (a sliding window, so the floor does not drop at a bin boundary).
+        None before any bin has closed."""
+        model = self._models.get(pool)
+        open_bin = self._bins.get(pool)
+        if model is None or model.count == 0 or open_bin is None:
+            return None
+        steps = max(1, int((now + horizon_s) // self.bin_s) - open_bin[0] + 1)
+        point = float(model.forecast(steps).max())
+        floor = max(v for _, v in self._recent[pool])
+        return max(point + self.margin * model.error_std, floor)

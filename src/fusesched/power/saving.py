@@ -1,0 +1,301 @@
+"""Power saving: which nodes to suspend and which to resume (pure: no I/O, no wall clock).
+
+The shell (the simulator's :mod:`fusesched.sim.power`, later the live controller) calls
+:func:`plan_power` every control interval with what it observes: each node's power state and
+since when it is in it (:class:`NodeView`), each pool's waiting demand and, for the
+``forecast`` policy, the forecast (:class:`PoolDemand`), the rules (:class:`SavingConfig`) and
+the recent actions that the rate limits count (:class:`RateHistory`). It gets back a
+:class:`PowerPlan`: nodes to suspend, nodes to resume, nodes whose resume timed out (to be
+marked failed), and the updated history. Same inputs, same plan.
+
+Per pool, the policy names a **target**: how many nodes should be awake (busy, idle and
+powered, or resuming), and how long a node must have been idle before it may be suspended.
+The shared machinery then
+
+1. marks failed every node resuming for longer than ``resume_timeout_s``;
+2. leaves alone excluded nodes (by name or pool) and nodes the scheduler does not use;
+3. suspends idle nodes (longest idle first) while more are awake than the target, never
+   below the pool's warm reserve nor below what the waiting jobs need;
+4. resumes suspended nodes (longest suspended first) while fewer are awake than the target;
+5. within the cluster-wide rate limits (actions per minute, as Slurm's ``SuspendRate`` and
+   ``ResumeRate``).
+
+Policies, registered by name in :data:`SAVING_POLICIES`:
+
+* ``always-on`` — every node awake (suspended ones are resumed); nothing is suspended;
+* ``idle-timeout`` — Slurm's ``SuspendTime``: a node idle for ``idle_threshold_s`` is
+  suspended; nodes are resumed only when jobs are waiting that cannot start (the target is
+  busy nodes + waiting demand + reserve);
+* ``forecast`` — keeps awake what the forecast says will be needed within the look-ahead
+  (wake latency + control interval) and suspends the rest once idle for ``forecast_min_idle_s``
+  (a short hysteresis).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class PowerState(StrEnum):
+    ON = "on"  # powered; takes work if the scheduler has it up
+    SUSPENDING = "suspending"  # shutting down (counts as off for the policy)
+    SUSPENDED = "suspended"
+    RESUMING = "resuming"  # booting; takes work when it is up
+    FAILED = "failed"  # a resume timed out: marked failed, left alone
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the policy needs to know about one node.
+
+    ``since``: when it entered its current power state, or for an ``ON`` node that is not
+    ``busy``, when it last became idle. ``schedulable``: the scheduler uses it (not drained or
+    down for another reason); only schedulable nodes are suspended.
+    """
+
+    name: str
+    pool: str
+    power: PowerState
+    busy: bool = False
+    since: float = 0.0
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDemand:
+    """Demand on one pool, in nodes.
+
+    ``queued_nodes``: node-equivalents of the jobs waiting that cannot start now.
+    ``forecast_nodes``: nodes the forecast says will be needed (busy + waiting) within the
+    look-ahead (an upper estimate; what to wake for); None when there is no forecast yet.
+    ``forecast_keep_nodes``: the same over a longer look-ahead (what not to switch off: a
+    node suspended now should stay down long enough to pay for its shut-down and boot);
+    None: ``forecast_nodes``.
+    """
+
+    queued_nodes: float = 0.0
+    forecast_nodes: float | None = None
+    forecast_keep_nodes: float | None = None
+
+
+@dataclass(frozen=True)
+class SavingConfig:
+    """The power-saving rules (Slurm's names in brackets).
+
+    ``min_warm``: per pool, the least number of idle powered nodes kept as a warm reserve
+    (``default_min_warm`` for pools not listed). Rates are nodes per minute over the whole
+    cluster, 0 = unlimited.
+    """
+
+    idle_threshold_s: float = 1800.0  # SuspendTime
+    max_suspends_per_min: int = 0  # SuspendRate
+    max_resumes_per_min: int = 0  # ResumeRate
+    resume_timeout_s: float = 900.0  # ResumeTimeout
+    default_min_warm: int = 0
+    min_warm: Mapping[str, int] = field(default_factory=dict)
+    exclude_nodes: frozenset[str] = frozenset()  # SuspendExcNodes
+    exclude_pools: frozenset[str] = frozenset()  # SuspendExcParts
+    forecast_min_idle_s: float = 300.0  # forecast: hysteresis before suspending an idle node
+
+    def __post_init__(self) -> None:
+        times = (self.idle_threshold_s, self.resume_timeout_s, self.forecast_min_idle_s)
+        if min(times) < 0:
+            raise ValueError("thresholds and timeouts must not be negative")
+        if min(self.max_suspends_per_min, self.max_resumes_per_min, self.default_min_warm) < 0:
+            raise ValueError("rates and reserves must not be negative")
+        if any(v < 0 for v in self.min_warm.values()):
+            raise ValueError("warm reserves must not be negative")
+        object.__setattr__(self, "min_warm", MappingProxyType(dict(self.min_warm)))
+        object.__setattr__(self, "exclude_nodes", frozenset(self.exclude_nodes))
+        object.__setattr__(self, "exclude_pools", frozenset(self.exclude_pools))
+
+    def reserve(self, pool: str) -> int:
+        return self.min_warm.get(pool, self.default_min_warm)
+
+    def excluded(self, node: NodeView) -> bool:
+        return node.name in self.exclude_nodes or node.pool in self.exclude_pools
+
+
+@dataclass(frozen=True, slots=True)
+class RateHistory:
+    """Times of the suspends and resumes of the last minute (what the rate limits count)."""
+
+    suspends: tuple[float, ...] = ()
+    resumes: tuple[float, ...] = ()
+
+    def recent(self, now: float) -> RateHistory:
+        cut = now - 60.0
+        return RateHistory(
+            tuple(t for t in self.suspends if t > cut), tuple(t for t in self.resumes if t > cut)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PowerPlan:
+    """What to do now: suspend these, resume these, mark these failed (resume timed out)."""
+
+    suspend: tuple[str, ...]
+    resume: tuple[str, ...]
+    failed: tuple[str, ...]
+    history: RateHistory
+    targets: Mapping[str, int] = field(default_factory=dict)  # pool → nodes wanted awake
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFacts:
+    """One pool as a policy sees it (counts over the nodes power saving may touch or not)."""
+
+    pool: str
+    busy: int
+    idle: int  # powered and idle
+    resuming: int
+    suspended: int  # suspended or suspending
+    demand: PoolDemand
+    reserve: int
+
+    @property
+    def awake(self) -> int:
+        return self.busy + self.idle + self.resuming
+
+    @property
+    def needed_now(self) -> int:
+        """Busy nodes plus what the waiting jobs need (rounded up)."""
+        return self.busy + math.ceil(self.demand.queued_nodes - 1e-9)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Resume while fewer than ``awake`` nodes are awake; suspend (idle nodes idle for
+    ``min_idle_s``) while more than ``max(awake, keep)`` are."""
+
+    awake: int  # nodes wanted awake (busy + idle + resuming)
+    min_idle_s: float  # an idle node may be suspended after this long
+    keep: int = 0  # nodes not to switch off, if more than ``awake``
+
+
+#: A policy: from a pool's facts and the rules, its target.
+SavingPolicy = Callable[[PoolFacts, SavingConfig], Target]
+
+
+def always_on(facts: PoolFacts, config: SavingConfig) -> Target:
+    return Target(facts.awake + facts.suspended, math.inf)
+
+
+def idle_timeout(facts: PoolFacts, config: SavingConfig) -> Target:
+    return Target(facts.needed_now + facts.reserve, config.idle_threshold_s)
+
+
+def forecast(facts: PoolFacts, config: SavingConfig) -> Target:
+    wanted = facts.needed_now + facts.reserve
+    predicted = facts.demand.forecast_nodes
+    if predicted is not None:
+        wanted = max(wanted, math.ceil(predicted - 1e-9))
+    keep = facts.demand.forecast_keep_nodes
+    kept = wanted if keep is None else max(wanted, math.ceil(keep - 1e-9))
+    return Target(wanted, config.forecast_min_idle_s, kept)
+
+
+SAVING_POLICIES: Mapping[str, SavingPolicy] = MappingProxyType(
+    {"always-on": always_on, "idle-timeout": idle_timeout, "forecast": forecast}
+)
+
+
+def get_policy(name: str) -> SavingPolicy:
+    try:
+        return SAVING_POLICIES[name]
+    except KeyError:
+        known = ", ".join(SAVING_POLICIES)
+        raise ValueError(f"unknown power-saving policy {name!r}; choose from: {known}") from None
+
+
+def plan_power(
+    policy: str,
+    now: float,
+    nodes: Sequence[NodeView],
+    demand: Mapping[str, PoolDemand],
+    config: SavingConfig,
+    history: RateHistory = RateHistory(),
+) -> PowerPlan:
+    """Decide which nodes to suspend, resume and mark failed now (see the module docstring).
+
+    Pools are handled in name order; within the rate limits, earlier pools go first.
+    """
+    choose = get_policy(policy)
+    history = history.recent(now)
+    suspends_left = _left(config.max_suspends_per_min, len(history.suspends))
+    resumes_left = _left(config.max_resumes_per_min, len(history.resumes))
+    failed: list[str] = []
+    by_pool: dict[str, list[NodeView]] = {}
+    for node in nodes:
+        if node.power is PowerState.RESUMING and now - node.since > config.resume_timeout_s:
+            failed.append(node.name)
+            continue
+        by_pool.setdefault(node.pool, []).append(node)
+    suspend: list[str] = []
+    resume: list[str] = []
+    targets: dict[str, int] = {}
+    for pool in sorted(by_pool):
+        members = by_pool[pool]
+        facts = _facts(pool, members, demand.get(pool, PoolDemand()), config)
+        target = choose(facts, config)
+        targets[pool] = target.awake
+        surplus = facts.awake - max(target.awake, target.keep)
+        if surplus > 0 and suspends_left > 0:
+            # never below the warm reserve, nor below what the waiting jobs need
+            keep_idle = facts.reserve + math.ceil(facts.demand.queued_nodes - 1e-9)
+            room = min(surplus, facts.idle - keep_idle, suspends_left)
+            if room > 0:
+                idle = sorted(
+                    (
+                        n
+                        for n in members
+                        if n.power is PowerState.ON
+                        and not n.busy
+                        and n.schedulable
+                        and not config.excluded(n)
+                        and now - n.since >= target.min_idle_s
+                    ),
+                    key=lambda n: (n.since, n.name),
+                )
+                chosen = [n.name for n in idle[:room]]
+                suspend.extend(chosen)
+                suspends_left -= len(chosen)
+        elif facts.awake < target.awake and resumes_left > 0:
+            asleep = sorted(
+                (n for n in members if n.power is PowerState.SUSPENDED and not config.excluded(n)),
+                key=lambda n: (n.since, n.name),
+            )
+            chosen = [n.name for n in asleep[: min(target.awake - facts.awake, resumes_left)]]
+            resume.extend(chosen)
+            resumes_left -= len(chosen)
+    history = replace(
+        history,
+        suspends=history.suspends + (now,) * len(suspend),
+        resumes=history.resumes + (now,) * len(resume),
+    )
+    return PowerPlan(tuple(suspend), tuple(resume), tuple(failed), history, targets)
+
+
+def _left(rate: int, used: int) -> int:
+    return max(0, rate - used) if rate > 0 else 1 << 62
+
+
+def _facts(
+    pool: str, members: Sequence[NodeView], demand: PoolDemand, cfg: SavingConfig
+) -> PoolFacts:
+    busy = idle = resuming = suspended = 0
+    for n in members:
+        if n.power is PowerState.ON:
+            if n.busy:
+                busy += 1
+            else:
+                idle += 1
+        elif n.power is PowerState.RESUMING:
+            resuming += 1
+        elif n.power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
+            suspended += 1
+    return PoolFacts(pool, busy, idle, resuming, suspended, demand, cfg.reserve(pool))

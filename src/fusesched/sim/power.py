@@ -1,0 +1,449 @@
+"""Energy in the simulator: node power states, power saving through the core, metered energy.
+
+:class:`PowerSim` is the optional power hook of :class:`~fusesched.sim.engine.Simulation`
+(``Simulation(..., power=PowerSim(PowerSetup(...)))``). It
+
+* tracks what every node runs (from the core's ``StartJob`` decisions and the exits), so each
+  node's CPU and GPU utilisation (allocated share of its capacity) is known at every instant;
+* every ``tick_s`` runs the pure power-saving policy (:func:`fusesched.power.saving.plan_power`)
+  on what a live controller would see: power states, idle times, the waiting jobs' demand and,
+  for ``forecast``, the demand forecast (:class:`fusesched.power.forecast.DemandForecaster`,
+  fed only with the demand seen so far);
+* applies its plan through the core: a suspended node is ``NodeStateChanged(SUSPENDED)`` at
+  once (it takes no jobs); a resumed node boots for its type's ``wake_s`` and is
+  ``NodeStateChanged(UP)`` then; a resume that times out marks the node ``DOWN``;
+* integrates each node's power (:class:`fusesched.power.model.PowerModel`) over time within the
+  metering window: a powered node by its utilisation, a booting or shutting-down one at idle
+  power, a suspended one at its standby power.
+
+With ``policy="always-on"`` nothing is ever suspended and the schedule is the same as without
+the hook (the ticks are extra core cycles that start nothing new).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from fusesched.model.events import Decision, Event, NodeStateChanged, StartJob
+from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
+from fusesched.model.resources import CPU, GPU
+from fusesched.power.forecast import DemandForecaster, HoltWintersParams
+from fusesched.power.model import CPU_NODE, DEFAULT_MODELS, GPU_NODE, PowerModel, kwh, per_month
+from fusesched.power.saving import (
+    NodeView,
+    PoolDemand,
+    PowerState,
+    RateHistory,
+    SavingConfig,
+    get_policy,
+    plan_power,
+)
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+LABEL_POWER_MODEL = "fusesched.io/power-model"  # a node's power model by name (optional)
+DEFAULT_POOL = "main"
+
+FloatArray = npt.NDArray[np.float64]
+
+# time categories of a node, for the report
+BUSY, IDLE, TRANSITION, SUSPENDED = 0, 1, 2, 3
+CATEGORIES = ("busy", "idle", "transition", "suspended")
+
+
+def default_node_type(spec: NodeSpec) -> str:
+    """The node's ``fusesched.io/power-model`` label, else ``gpu-node`` if it has GPUs, else
+    ``cpu-node``."""
+    label = spec.labels.get(LABEL_POWER_MODEL)
+    if label:
+        return label
+    return GPU_NODE if spec.capacity.get(GPU) > 0 else CPU_NODE
+
+
+@dataclass(frozen=True)
+class PowerSetup:
+    """How the simulated cluster uses power.
+
+    ``meter``: the window (seconds) whose energy is reported; None: from 0 to the end.
+    ``lookahead_s``: how far the forecast looks to wake nodes (None: the longest wake latency
+    + ``tick_s``); ``keep_lookahead_s``: how far it looks before switching one off.
+    ``wake_failure_rate``: share of resumes that never complete (they hit the resume
+    timeout and the node is marked failed); drawn from ``seed``.
+    """
+
+    policy: str = "always-on"
+    config: SavingConfig = field(default_factory=SavingConfig)
+    models: Mapping[str, PowerModel] = field(default_factory=lambda: DEFAULT_MODELS)
+    node_type: Callable[[NodeSpec], str] = default_node_type
+    tick_s: float = 60.0
+    meter: tuple[float, float] | None = None
+    forecast_bin_s: float = 600.0
+    forecast_margin: float = 0.5
+    forecast_params: HoltWintersParams = field(default_factory=HoltWintersParams)
+    lookahead_s: float | None = None
+    keep_lookahead_s: float = 1800.0
+    wake_failure_rate: float = 0.0
+    seed: int = 0
+    record: bool = False  # keep (time, watts, nodes awake, nodes busy) at every tick
+
+    def __post_init__(self) -> None:
+        get_policy(self.policy)  # raises for an unknown name
+        if self.tick_s <= 0:
+            raise ValueError("tick_s must be positive")
+        if not 0.0 <= self.wake_failure_rate <= 1.0:
+            raise ValueError("wake_failure_rate must be within [0, 1]")
+        if self.meter is not None and self.meter[1] < self.meter[0]:
+            raise ValueError("the metering window ends before it starts")
+
+
+@dataclass(frozen=True, slots=True)
+class PowerReport:
+    """Energy over the metering window and what power saving did."""
+
+    policy: str
+    start_s: float
+    end_s: float
+    energy_kwh: float
+    energy_by_type_kwh: Mapping[str, float]
+    node_hours: Mapping[str, float]  # busy, idle, transition, suspended
+    suspends: int
+    resumes: int
+    failed: int
+
+    @property
+    def span_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def kwh_per_month(self) -> float:
+        """Energy scaled to a 30-day month."""
+        return per_month(self.energy_kwh, self.span_s)
+
+    @property
+    def mean_power_kw(self) -> float:
+        return self.energy_kwh * 3600.0 / self.span_s if self.span_s > 0 else 0.0
+
+
+class PowerSim:
+    """The engine's power hook (see the module docstring)."""
+
+    def __init__(self, setup: PowerSetup | None = None) -> None:
+        self.setup = setup or PowerSetup()
+        self.policy = self.setup.policy
+        self._core: SchedulerCore | None = None
+        self._rng = np.random.default_rng(self.setup.seed)
+        self.history = RateHistory()
+        self.suspends = self.resumes = 0
+        self.failed: list[str] = []
+        self.samples: list[tuple[float, float, int, int]] = []
+
+    # ------------------------------------------------------------------ set-up
+
+    def attach(self, core: SchedulerCore, nodes: Sequence[NodeSpec]) -> None:
+        """Called once the nodes are added to the core (rows in the order of ``nodes``)."""
+        setup = self.setup
+        self._core = core
+        for row, spec in enumerate(nodes):
+            if core.cluster.index.get(spec.name) != row:
+                raise ValueError("the power hook needs the nodes in the core's row order")
+        self.names = [n.name for n in nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.pools = [n.labels.get(LABEL_POOL, DEFAULT_POOL) for n in nodes]
+        self.pool_names = sorted(set(self.pools))
+        self.pool_rows = {
+            p: np.array([i for i, q in enumerate(self.pools) if q == p], np.int64)
+            for p in self.pool_names
+        }
+        types = [setup.node_type(n) for n in nodes]
+        missing = sorted(set(types) - set(setup.models))
+        if missing:
+            raise ValueError(f"no power model for node type(s) {', '.join(missing)}")
+        self.types = types
+        self.models = [setup.models[t] for t in types]
+        size = len(nodes)
+        self.cpu_cap = np.array([n.capacity.get(CPU) for n in nodes], np.float64)
+        self.gpu_cap = np.array([n.capacity.get(GPU) for n in nodes], np.float64)
+        self.cpu_used = np.zeros(size)
+        self.gpu_used = np.zeros(size)
+        self.state = [PowerState.ON] * size
+        self.since = np.zeros(size)  # power state entered, or idle since (ON and idle)
+        self.watts = np.zeros(size)
+        self.category = np.full(size, IDLE, np.int64)
+        self.t_last = np.zeros(size)
+        self.energy = np.zeros(size)  # joules within the metering window
+        self.seconds = np.zeros((size, len(CATEGORIES)))
+        self._views: list[NodeView | None] = [None] * size
+        self._jobs: dict[str, tuple[npt.NDArray[np.int64], FloatArray, FloatArray]] = {}
+        self._transitions: list[tuple[float, int, int, str]] = []  # (time, seq, row, to)
+        self._seq = 0
+        self._next_tick = 0.0
+        self._due: list[Event] = []
+        wake = max((m.wake_s for m in self.models), default=0.0)
+        self.lookahead_s = (
+            setup.lookahead_s if setup.lookahead_s is not None else wake + setup.tick_s
+        )
+        self.forecaster = (
+            DemandForecaster(
+                setup.forecast_bin_s, margin=setup.forecast_margin, params=setup.forecast_params
+            )
+            if self.policy == "forecast"
+            else None
+        )
+        # queued demand in node-equivalents: per pool, the largest node capacity per column
+        cols = core.cluster.columns
+        self._demand_cols: dict[str, list[tuple[int, float]]] = {}
+        for pool, rows in self.pool_rows.items():
+            pairs = []
+            for name in (CPU, GPU):
+                col = cols.get(name)
+                if col is None:
+                    continue
+                cap = float(core.cluster.capacity[rows, col].max()) if len(rows) else 0.0
+                if cap > 0:
+                    pairs.append((col, cap))
+            self._demand_cols[pool] = pairs
+        self._refresh(np.arange(size, dtype=np.int64), 0.0)
+
+    # ------------------------------------------------------------------ engine calls
+
+    def next_time(self) -> float:
+        """The next instant the hook needs a step: a power transition or a control tick."""
+        t = self._next_tick
+        if self._transitions:
+            t = min(t, self._transitions[0][0])
+        return t
+
+    def active(self) -> bool:
+        """Whether the simulation must go on for power's sake: a node is booting or jobs wait
+        while some node is asleep."""
+        if any(s is PowerState.RESUMING for s in self.state):
+            return True
+        core = self._core
+        assert core is not None
+        if not len(core.queue):
+            return False
+        return any(s in (PowerState.SUSPENDED, PowerState.SUSPENDING) for s in self.state)
+
+    def due(self, now: float) -> list[Event]:
+        """Events for the core at ``now``: nodes that finished booting come up."""
+        out: list[Event] = []
+        heap = self._transitions
+        while heap and heap[0][0] <= now:
+            _, _, row, to = heapq.heappop(heap)
+            if to == "up":
+                if self.state[row] is not PowerState.RESUMING:
+                    continue
+                self._set_state(row, PowerState.ON, now)
+                out.append(NodeStateChanged(self.names[row], NodeState.UP, "resumed"))
+            elif self.state[row] is PowerState.SUSPENDING:
+                self._set_state(row, PowerState.SUSPENDED, now)
+        return out
+
+    def after_step(self, now: float, exited: Sequence[str], decisions: Sequence[Decision]) -> None:
+        """Account for the step's exits and starts, then run the policy if a tick is due."""
+        for job_id in exited:
+            placed = self._jobs.pop(job_id, None)
+            if placed is None:
+                continue
+            rows, cpu, gpu = placed
+            np.subtract.at(self.cpu_used, rows, cpu)
+            np.subtract.at(self.gpu_used, rows, gpu)
+            self._refresh(np.unique(rows), now)
+        for decision in decisions:
+            if isinstance(decision, StartJob):
+                self._start(decision, now)
+        if now >= self._next_tick:
+            self._control(now)
+            if self.setup.record:
+                awake = sum(1 for s in self.state if s in (PowerState.ON, PowerState.RESUMING))
+                busy = int(((self.cpu_used > 0) | (self.gpu_used > 0)).sum())
+                self.samples.append((now, float(self.watts.sum()), awake, busy))
+            self._next_tick = (math.floor(now / self.setup.tick_s) + 1) * self.setup.tick_s
+
+    def finish(self, now: float) -> PowerReport:
+        """Close the books at the end of the simulation (or of the metering window)."""
+        start, end = self._window(now)
+        self._advance(np.arange(len(self.names), dtype=np.int64), max(now, end))
+        by_type: dict[str, float] = {}
+        for t, e in zip(self.types, self.energy.tolist(), strict=True):
+            by_type[t] = by_type.get(t, 0.0) + kwh(e)
+        hours = self.seconds.sum(axis=0) / 3600.0
+        return PowerReport(
+            policy=self.policy,
+            start_s=start,
+            end_s=end,
+            energy_kwh=kwh(float(self.energy.sum())),
+            energy_by_type_kwh=MappingProxyType(by_type),
+            node_hours=MappingProxyType(dict(zip(CATEGORIES, hours.tolist(), strict=True))),
+            suspends=self.suspends,
+            resumes=self.resumes,
+            failed=len(self.failed),
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _window(self, now: float) -> tuple[float, float]:
+        meter = self.setup.meter
+        return meter if meter is not None else (0.0, now)
+
+    def _start(self, decision: StartJob, now: float) -> None:
+        rows_parts = []
+        cpu_parts = []
+        gpu_parts = []
+        for g in decision.groups:
+            counts = g.row_counts.astype(np.float64)
+            rows_parts.append(g.rows)
+            cpu_parts.append(counts * g.resources.get(CPU))
+            gpu_parts.append(counts * g.resources.get(GPU))
+        rows = np.concatenate(rows_parts) if len(rows_parts) > 1 else rows_parts[0]
+        cpu = np.concatenate(cpu_parts) if len(cpu_parts) > 1 else cpu_parts[0]
+        gpu = np.concatenate(gpu_parts) if len(gpu_parts) > 1 else gpu_parts[0]
+        self._jobs[decision.job_id] = (rows, cpu, gpu)
+        np.add.at(self.cpu_used, rows, cpu)
+        np.add.at(self.gpu_used, rows, gpu)
+        self._refresh(np.unique(rows), now)
+
+    def _advance(self, rows: npt.NDArray[np.int64], now: float) -> None:
+        """Add the energy and time of ``rows`` from their last change to ``now``."""
+        start, end = self.setup.meter if self.setup.meter is not None else (0.0, math.inf)
+        lo = np.maximum(self.t_last[rows], start)
+        hi = np.minimum(now, end)
+        span = np.maximum(0.0, hi - lo)
+        self.energy[rows] += self.watts[rows] * span
+        self.seconds[rows, self.category[rows]] += span
+        self.t_last[rows] = np.maximum(self.t_last[rows], now)
+
+    def _refresh(self, rows: npt.NDArray[np.int64], now: float) -> None:
+        """Recompute the power of ``rows`` after a change at ``now`` (books closed first)."""
+        self._advance(rows, now)
+        for row in rows.tolist():
+            model = self.models[row]
+            state = self.state[row]
+            busy = self.cpu_used[row] > 0 or self.gpu_used[row] > 0
+            if state is PowerState.ON:
+                cpu = self.cpu_used[row] / self.cpu_cap[row] if self.cpu_cap[row] else 0.0
+                gpu = self.gpu_used[row] / self.gpu_cap[row] if self.gpu_cap[row] else 0.0
+                if model.gpus:  # a GPU job drives its host (data loading, communication)
+                    cpu = max(cpu, gpu)
+                self.watts[row] = model.power(cpu, gpu)
+                was_busy = self.category[row] == BUSY
+                self.category[row] = BUSY if busy else IDLE
+                if was_busy and not busy:
+                    self.since[row] = now  # idle from now on
+            elif state in (PowerState.RESUMING, PowerState.SUSPENDING):
+                self.watts[row] = model.node_idle_w
+                self.category[row] = TRANSITION
+            else:
+                self.watts[row] = model.suspended_w
+                self.category[row] = SUSPENDED
+            self._views[row] = None
+
+    def _set_state(self, row: int, state: PowerState, now: float) -> None:
+        self._advance(np.array([row], np.int64), now)
+        self.state[row] = state
+        self.since[row] = now
+        self.category[row] = IDLE  # so that _refresh does not reset ``since`` again
+        self._refresh(np.array([row], np.int64), now)
+
+    def _view(self, row: int) -> NodeView:
+        view = self._views[row]
+        if view is None:
+            busy = bool(self.cpu_used[row] > 0 or self.gpu_used[row] > 0)
+            state = self.state[row]
+            core = self._core
+            assert core is not None
+            core_state = core.cluster.states[row]
+            schedulable = core_state is NodeState.UP or (
+                core_state is NodeState.SUSPENDED and state is not PowerState.ON
+            )
+            view = NodeView(
+                self.names[row],
+                self.pools[row],
+                state,
+                busy,
+                float(self.since[row]),
+                schedulable,
+            )
+            self._views[row] = view
+        return view
+
+    def queued_nodes(self) -> dict[str, float]:
+        """Per pool, node-equivalents of the waiting jobs: per job, the largest share of a
+        node's CPUs or GPUs it asks for, summed. A job without a pool selector counts for
+        every pool."""
+        core = self._core
+        assert core is not None
+        queue = core.queue
+        out = dict.fromkeys(self.pool_names, 0.0)
+        if not len(queue):
+            return out
+        if len(self.pool_names) == 1:
+            pool = self.pool_names[0]
+            out[pool] = self._node_equivalents(pool, queue.rows[:, 2:])
+            return out
+        for rec in queue.records:
+            wanted = rec.spec.placement.node_selector.get(LABEL_POOL)
+            for pool in self.pool_names if wanted is None else (wanted,):
+                if pool in out:
+                    out[pool] += self._node_equivalents(pool, rec.total[None, :])
+        return out
+
+    def _node_equivalents(
+        self, pool: str, totals: npt.NDArray[np.float64] | npt.NDArray[np.int64]
+    ) -> float:
+        shares = [totals[:, col] / cap for col, cap in self._demand_cols[pool]]
+        if not shares:
+            return 0.0
+        return float(np.max(np.stack(shares), axis=0).sum())
+
+    def _control(self, now: float) -> None:
+        core = self._core
+        assert core is not None
+        queued = self.queued_nodes()
+        forecasts: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        if self.forecaster is not None:
+            needed = {}
+            for pool, rows in self.pool_rows.items():
+                busy = int(((self.cpu_used[rows] > 0) | (self.gpu_used[rows] > 0)).sum())
+                needed[pool] = busy + queued[pool]
+            self.forecaster.observe(now, needed)
+            for pool in self.pool_names:
+                forecasts[pool] = self.forecaster.upper(pool, now, self.lookahead_s)
+                keeps[pool] = self.forecaster.upper(pool, now, self.setup.keep_lookahead_s)
+        demand = {p: PoolDemand(queued[p], forecasts[p], keeps[p]) for p in self.pool_names}
+        views = [self._view(row) for row in range(len(self.names))]
+        plan = plan_power(self.policy, now, views, demand, self.setup.config, self.history)
+        self.history = plan.history
+        for name in plan.failed:
+            row = self.index[name]
+            self._set_state(row, PowerState.FAILED, now)
+            self.failed.append(name)
+            core.handle(NodeStateChanged(name, NodeState.DOWN, "resume timed out"), now)
+        for name in plan.suspend:
+            row = self.index[name]
+            self._set_state(row, PowerState.SUSPENDING, now)
+            core.handle(NodeStateChanged(name, NodeState.SUSPENDED, "power saving"), now)
+            self._push(now + self.models[row].suspend_s, row, "suspended")
+            self.suspends += 1
+        for name in plan.resume:
+            row = self.index[name]
+            self._set_state(row, PowerState.RESUMING, now)
+            self.resumes += 1
+            rate = self.setup.wake_failure_rate
+            if rate > 0 and self._rng.random() < rate:
+                continue  # never comes up: the resume timeout will mark it failed
+            self._push(now + self.models[row].wake_s, row, "up")
+
+    def _push(self, when: float, row: int, to: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._transitions, (when, self._seq, row, to))
