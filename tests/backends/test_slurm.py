@@ -72,7 +72,8 @@ def test_single_task_options(options: SlurmOptions, tmp_path: Path) -> None:
     assert f["ntasks"] == "1" and f["nodes"] == "1" and f["nodelist"] == "n1"
     assert f["cpus-per-task"] == "1" and f["mem-per-cpu"] == "1024M"
     assert f["time"] == "0:02:00"  # 90 s rounded up to whole minutes
-    assert f["partition"] == "debug" and f["output"] == str(tmp_path / "42.out")
+    assert f["partition"] == "debug" and f["output"] == str(tmp_path / "42" / "out")
+    assert f["chdir"] == str(tmp_path / "42")  # the run's own folder
     assert "--no-requeue" in args and "--exclusive" not in args
 
 
@@ -276,3 +277,42 @@ def test_options_are_checked(tmp_path: Path) -> None:
             SlurmOptions(log_dir=tmp_path, default_user="nobody", extra_args=("--reservation=r",)),
             tmp_path / "s",
         )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another account needs root")
+def test_run_files_belong_to_the_job_and_links_are_not_followed(tmp_path: Path) -> None:
+    """Scripts are written fresh into a folder only the job's account can write; an output
+    file swapped for a link (to read another file through the job's log) is not read."""
+    import pwd
+
+    logs = tmp_path / "logs"
+    calls: list[list[str]] = []
+
+    def accept(argv: list[str], stdin: str | None, timeout: float) -> tuple[int, str, str]:
+        calls.append(argv)
+        return 0, "77\n", ""
+
+    opts = SlurmOptions(log_dir=logs, default_user="nobody")
+    backend = SlurmBackend(opts, accept)
+    scripted = job(group={"argv": [], "script": "echo hi\n"})
+    assert backend.submit(scripted) == "77"
+    nobody = pwd.getpwnam("nobody")
+    folder = logs / "42"
+    assert (logs.stat().st_mode & 0o777) == 0o755
+    assert (folder.stat().st_uid, folder.stat().st_mode & 0o777) == (nobody.pw_uid, 0o700)
+    assert (folder / "user-script").stat().st_uid == nobody.pw_uid
+    assert f"--uid={nobody.pw_uid}" in calls[0] and f"--gid={nobody.pw_gid}" in calls[0]
+    secret = tmp_path / "secret"
+    secret.write_text("root only")
+    (folder / "out").symlink_to(secret)
+    assert backend.logs("77", scripted) == {}
+    (folder / "out").unlink()
+    os.link(secret, folder / "out")  # a hard link: not the job's own file either
+    assert backend.logs("77", scripted) == {}
+
+
+def test_unknown_account_is_refused(tmp_path: Path) -> None:
+    from fusesched.backends.slurm import identity_for
+
+    with pytest.raises(BackendRejected, match="unknown on the controller's host"):
+        identity_for("alice", SlurmOptions(log_dir=tmp_path, default_user="no-such-account"))

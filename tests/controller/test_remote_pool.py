@@ -166,9 +166,18 @@ def test_cancel_waits_for_the_cluster() -> None:
         worker.submit("7.main.0", remote_job())
         got.wait("submitted")
         cluster.reachable = False
+        tries = 0
+        original = cluster.cancel
+
+        def counted(external_id: str) -> None:
+            nonlocal tries
+            tries += 1
+            original(external_id)
+
+        cluster.cancel = counted  # type: ignore[method-assign]
         worker.cancel("7.main.0")
-        time.sleep(0.2)
-        assert cluster.cancelled == []
+        time.sleep(0.3)
+        assert cluster.cancelled == [] and 1 <= tries <= 30  # once a poll, not in a busy loop
         cluster.reachable = True
         deadline = time.monotonic() + 3
         while not cluster.cancelled and time.monotonic() < deadline:

@@ -76,8 +76,11 @@ class PowerCaps:
                 done = subprocess.run(
                     argv, capture_output=True, text=True, timeout=timeout, check=False
                 )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                notes.append(f"power hook {argv[0]} failed: {exc}")
+            except subprocess.TimeoutExpired:  # (its text holds the argv, which may hold secrets)
+                notes.append(f"power hook {argv[0]} timed out after {timeout:g} s")
+                continue
+            except OSError as exc:
+                notes.append(f"power hook {argv[0]} failed: {exc.strerror}")
                 continue
             if done.returncode != 0:
                 detail = (done.stderr or done.stdout).strip()[:200]

@@ -77,6 +77,11 @@ class RemoteJob:
     placements: tuple[RemotePlacement, ...]
     env: Mapping[str, str] = field(default_factory=dict)  # FUSESCHED_* variables for the job
     log_dir: str | None = None
+    run: str = ""  # this run's id (``<job>`` or ``<job>-r<attempt>``): its files are its own
+
+    @property
+    def run_id(self) -> str:
+        return self.run or self.job_id
 
     @property
     def nodes(self) -> tuple[str, ...]:

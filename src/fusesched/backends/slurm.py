@@ -37,10 +37,13 @@ enabled. Exit codes are Slurm's wait statuses (``exit_code >> 8``, or 128 + sign
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import pwd
 import shlex
+import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +61,8 @@ from fusesched.backends.base import (
 from fusesched.model.node import LABEL_ARCH
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.submit.request import Launcher
+
+log = logging.getLogger("fusesched.backends.slurm")
 
 MIB: Final = 1024 * 1024
 LABEL_PARTITION: Final = "slurm.schedmd.com/partition"
@@ -196,6 +201,22 @@ def slurm_time(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:00"
 
 
+def identity_for(user: str, options: SlurmOptions) -> tuple[int, int]:
+    """(uid, gid) of the account ``user``'s jobs run under. The account must exist on the
+    controller's host too (as on a cluster sharing its accounts), so that both ids are known
+    and passed: ``--uid`` alone would leave the job in root's group."""
+    account = account_for(user, options)
+    if not _has_account(account):
+        raise BackendRejected(
+            f"account {account!r} is unknown on the controller's host: its uid and gid cannot "
+            "be passed to Slurm (share the cluster's accounts with this host)"
+        )
+    entry = pwd.getpwnam(account)
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise BackendRejected(f"account {account!r} is root's or in root's group: never")
+    return entry.pw_uid, entry.pw_gid
+
+
 def account_for(user: str, options: SlurmOptions) -> str:
     """The cluster account a fusesched user's jobs run under; BackendRejected when none."""
     own = user if _has_account(user) and pwd.getpwnam(user).pw_uid != 0 else None
@@ -240,8 +261,14 @@ def resource_args(per_task: Resources) -> list[str]:
     return args
 
 
-def sbatch_args(job: RemoteJob, options: SlurmOptions, script_path: Path) -> list[str]:
-    """The full ``sbatch`` argv for ``job`` (its batch script at ``script_path``)."""
+def sbatch_args(
+    job: RemoteJob,
+    options: SlurmOptions,
+    script_path: Path,
+    identity: tuple[int, int] | None = None,
+) -> list[str]:
+    """The full ``sbatch`` argv for ``job`` (its batch script at ``script_path``; run as
+    ``identity`` (uid, gid) when given, which a controller running as root must give)."""
     if len(job.placements) != 1:
         raise BackendRejected(
             "jobs with several task groups are not mapped onto Slurm heterogeneous jobs; "
@@ -262,10 +289,10 @@ def sbatch_args(job: RemoteJob, options: SlurmOptions, script_path: Path) -> lis
         f"--nodes={len(nodes)}",
         f"--nodelist={','.join(nodes)}",
         *resource_args(placement.resources),
-        f"--output={log_path(options, job.job_id, 'out')}",
+        f"--output={run_dir(options, job) / 'out'}",
         "--open-mode=append",
         "--no-requeue",
-        f"--chdir={group.workdir or options.log_dir}",
+        f"--chdir={group.workdir or run_dir(options, job)}",
     ]
     if len(set(placement.tasks_per_node.values())) == 1:
         args.append(f"--ntasks-per-node={next(iter(placement.tasks_per_node.values()))}")
@@ -281,12 +308,8 @@ def sbatch_args(job: RemoteJob, options: SlurmOptions, script_path: Path) -> lis
         if value:
             args.append(f"{flag}={value}")
     args.extend(options.extra_args)
-    if os.geteuid() == 0:
-        account = account_for(request.user, options)
-        entry = pwd.getpwnam(account) if _has_account(account) else None
-        args.append(f"--uid={entry.pw_uid if entry else account}")
-        if entry is not None:
-            args.append(f"--gid={entry.pw_gid}")
+    if identity is not None:
+        args += [f"--uid={identity[0]}", f"--gid={identity[1]}"]
     args.append(str(script_path))
     return args
 
@@ -296,8 +319,9 @@ def _job_name(job: RemoteJob) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in name)[:128]
 
 
-def log_path(options: SlurmOptions, job_id: str, stream: str) -> Path:
-    return options.log_dir / f"{job_id}.{stream}"
+def run_dir(options: SlurmOptions, job: RemoteJob) -> Path:
+    """The run's own folder: its scripts and output, owned by the job's account."""
+    return options.log_dir / job.run_id
 
 
 #: per-task variables for several tasks started by srun (torch.distributed, DeepSpeed)
@@ -461,21 +485,36 @@ class SlurmBackend:
         return parse_sinfo(data, self.options.partition)
 
     def submit(self, job: RemoteJob) -> str:
-        folder = self.options.log_dir
-        folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o1777)  # the job's own uid writes its output here, as in /tmp
-        files: dict[str, Path] = {}
-        group = job.request.groups[0]
-        if group.script is not None:
-            files["script"] = _write(folder / f"{job.job_id}.user-script", group.script, 0o755)
-        files["wrapper"] = _write(folder / f"{job.job_id}.task.sh", _TASK_WRAPPER, 0o755)
-        script = _write(folder / f"{job.job_id}.sbatch", batch_script(job, files), 0o644)
-        argv = sbatch_args(job, self.options, script)
-        out = self._call(argv).strip()
+        identity = identity_for(job.request.user, self.options) if os.geteuid() == 0 else None
+        try:
+            folder = self._run_folder(job, identity)
+            group = job.request.groups[0]
+            files: dict[str, Path] = {}
+            if group.script is not None:
+                files["script"] = _write(folder / "user-script", group.script, 0o700, identity)
+            files["wrapper"] = _write(folder / "task.sh", _TASK_WRAPPER, 0o700, identity)
+            script = _write(folder / "job.sbatch", batch_script(job, files), 0o600, None)
+        except OSError as exc:  # the shared folder is gone or full: not the job's fault
+            raise BackendUnavailable(f"cannot write the job's files: {exc}") from None
+        out = self._call(sbatch_args(job, self.options, script, identity)).strip()
         external = out.split(";")[0]
         if not external.isdigit():
             raise BackendRejected(f"sbatch printed no job id: {out!r}")
         return external
+
+    def _run_folder(self, job: RemoteJob, identity: tuple[int, int] | None) -> Path:
+        """A fresh folder for the run, made by the controller in its own (0755) folder, then
+        handed to the job's account: nobody else can plant or swap files in it."""
+        root = self.options.log_dir
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)
+        folder = run_dir(self.options, job)
+        if folder.exists():  # a hand-over that failed half-way: start again
+            shutil.rmtree(folder)
+        folder.mkdir(mode=0o700)
+        if identity is not None:
+            os.chown(folder, *identity)
+        return folder
 
     def cancel(self, external_id: str) -> None:
         try:
@@ -512,13 +551,29 @@ class SlurmBackend:
         return parse_squeue(data, external_ids)
 
     def logs(self, external_id: str, job: RemoteJob) -> dict[str, bytes]:
+        """The run's output file, read only if it is still the job's own plain file (not a
+        link a job swapped in to read someone else's file through its log)."""
+        path = run_dir(self.options, job) / "out"
         try:
-            return {"stdout": log_path(self.options, job.job_id, "out").read_bytes()}
-        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
             return {}
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            owner = identity_for(job.request.user, self.options)[0] if os.geteuid() == 0 else None
+            plain = stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+            if not plain or (owner is not None and st.st_uid not in (owner, 0)):
+                log.warning("job %s: %s is not its own output file; not read", job.job_id, path)
+                return {}
+            return {"stdout": f.read()}
 
 
-def _write(path: Path, text: str, mode: int) -> Path:
-    path.write_text(text)
-    path.chmod(mode)
+def _write(path: Path, text: str, mode: int, owner: tuple[int, int] | None) -> Path:
+    """A new file (never an existing one, never through a link) with ``mode``, given to
+    ``owner`` (uid, gid) when set."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    if owner is not None:
+        os.chown(path, *owner)
     return path

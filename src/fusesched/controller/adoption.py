@@ -163,6 +163,8 @@ def expire(ctl: Controller, now: float) -> None:
     for live in list(ctl.jobs.values()):
         if not live.adopting:
             continue
+        if live.pool is not None:  # its cluster still runs it: wait for the cluster to answer
+            continue  # (requeuing would run it twice; it is adopted when its nodes are listed)
         for task in live.tasks.values():
             task.lost = True  # fenced wherever it shows up again
             if task.node in ctl.nodes:

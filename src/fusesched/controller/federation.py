@@ -227,7 +227,8 @@ def start(ctl: Controller, live: LiveJob, decision: StartJob, pool: str, now: fl
     }
     if live.request.checkpoint_dir:
         env["FUSESCHED_CHECKPOINT_DIR"] = live.request.checkpoint_dir
-    job = RemoteJob(live.id, live.request, placements, env)
+    run = slots[0].task_id.split(".", 1)[0]  # <job> or <job>-r<attempt>: its own files
+    job = RemoteJob(live.id, live.request, placements, env, run=run)
     group = live.request.groups[0]
     launch = TaskLaunch(
         task_id=slots[0].task_id,
@@ -256,7 +257,7 @@ def follow(ctl: Controller, live: LiveJob, task: LiveTask) -> None:
     own = ctl.remote_nodes[task.node][1] if task.node in ctl.remote_nodes else task.node
     group = live.request.groups[0]
     placement = RemotePlacement(group.name, {own: 1}, group.resource_amounts)
-    job = RemoteJob(live.id, live.request, (placement,))
+    job = RemoteJob(live.id, live.request, (placement,), run=task.launch.task_id.split(".", 1)[0])
     ctl.pools[task.pool].adopt(task.launch.task_id, job, task.external_id)
 
 

@@ -17,6 +17,7 @@ External clusters' nodes are left to those clusters.
 from __future__ import annotations
 
 import logging
+import math
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeState
+from fusesched.model.job import JobSpec
+from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.power.forecast import DemandForecaster
 from fusesched.power.saving import (
@@ -192,23 +194,27 @@ class PowerManager:
         return views
 
     def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
-        """Waiting jobs, counted against the first pool with a sleeping node that fits them."""
-        sleeping = [
-            (name, ctl.nodes[name].spec)
-            for name, entry in self.nodes.items()
-            if entry.power in (PowerState.SUSPENDED, PowerState.SUSPENDING) and name in ctl.nodes
-        ]
+        """Waiting jobs, in node-equivalents, counted against the first pool whose sleeping
+        nodes could run them (a gang of two full nodes needs two nodes woken)."""
+        sleeping: dict[str, list[NodeSpec]] = {}
+        for name, entry in self.nodes.items():
+            if entry.power in (PowerState.SUSPENDED, PowerState.SUSPENDING) and name in ctl.nodes:
+                spec = ctl.nodes[name].spec
+                sleeping.setdefault(spec.labels.get(LABEL_POOL, LOCAL_POOL), []).append(spec)
         counts: dict[str, float] = {}
         for job_id in ctl.jobs:
             rec = ctl.core.jobs.get(job_id)
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
-            for _, spec in sleeping:
-                if rec.spec.placement.allows(spec.labels) and all(
-                    g.resources.fits_in(spec.capacity) for g in rec.spec.task_groups
-                ):
-                    pool = spec.labels.get(LABEL_POOL, LOCAL_POOL)
-                    counts[pool] = counts.get(pool, 0.0) + 1.0
+            for pool, specs in sorted(sleeping.items()):
+                fitting = [
+                    s
+                    for s in specs
+                    if rec.spec.placement.allows(s.labels)
+                    and all(g.resources.fits_in(s.capacity) for g in rec.spec.task_groups)
+                ]
+                if fitting:
+                    counts[pool] = counts.get(pool, 0.0) + _nodes_needed(rec.spec, fitting)
                     break
         return {pool: PoolDemand(queued_nodes=n) for pool, n in counts.items()}
 
@@ -278,8 +284,10 @@ class PowerManager:
                     if done.returncode == 0
                     else f"exited {done.returncode}: {done.stderr.strip()[:200]}"
                 )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                problem = str(exc)
+            except subprocess.TimeoutExpired:  # (its text holds the argv: secrets, say)
+                problem = f"{argv[0]} timed out after {timeout:g} s"
+            except OSError as exc:
+                problem = f"{argv[0]}: {exc.strerror}"
             with ctl.lock:
                 self._done(ctl, name, what, problem)
 
@@ -295,8 +303,11 @@ class PowerManager:
                 _set_state(ctl, name, NodeState.UP, f"suspend failed: {problem}", now)
             else:
                 entry.power = PowerState.SUSPENDED
-        elif what == "resume" and problem:
+        elif what == "resume" and problem and entry is not None:
+            # still asleep: let the policy pick it (or another node) again at the next tick
             log.warning("resuming %s: the command failed: %s", name, problem)
+            if entry.power is PowerState.RESUMING:
+                self.nodes[name] = _Node(PowerState.SUSPENDED, now)
         ctl.wake()
 
     # ------------------------------------------------------------------ agents heard
@@ -322,3 +333,16 @@ def _set_state(ctl: Controller, name: str, state: NodeState, reason: str, now: f
     from fusesched.controller import failures
 
     failures.set_node_state(ctl, name, state, reason, now)
+
+
+def _nodes_needed(spec: JobSpec, fitting: Sequence[NodeSpec]) -> float:
+    """Node-equivalents of a job on nodes like ``fitting``: its largest share of one node's
+    capacity over every resource it asks for (at least one node, at most those there)."""
+    node = fitting[0].capacity
+    share = 0.0
+    for group in spec.task_groups:
+        for name, amount in group.total.items():
+            have = node.get(name)
+            if have > 0:
+                share = max(share, amount / have)
+    return float(min(len(fitting), max(1, math.ceil(share - 1e-9))))

@@ -101,6 +101,7 @@ class RemotePool:
         self._thread: threading.Thread | None = None
         self._nodes_at = 0.0
         self._poll_at = 0.0
+        self._retry: set[str] = set()  # cancels waiting for the cluster to answer
         self.reachable = True
 
     # ------------------------------------------------------------------ controller side
@@ -158,12 +159,14 @@ class RemotePool:
                 break
             if kind == "submit" and job is not None:
                 self._submit(task_id, job, updates)
-            elif kind == "cancel":
-                self._cancel(task_id, updates)
+            elif kind == "cancel" and not self._cancel(task_id):
+                self._retry.add(task_id)  # the cluster is out of reach: at the next poll
             elif kind.startswith("adopt:") and job is not None:
                 self._runs[task_id] = _Run(job, external_id=kind.split(":", 1)[1])
         if now - self._poll_at >= self.poll_s:
             self._poll_at = now
+            retry, self._retry = self._retry, set()
+            self._retry = {task_id for task_id in sorted(retry) if not self._cancel(task_id)}
             self._poll(updates)
 
     def _list_nodes(self, updates: list[Update]) -> None:
@@ -185,38 +188,41 @@ class RemotePool:
     def _submit(self, task_id: str, job: RemoteJob, updates: list[Update]) -> None:
         try:
             external = self.backend.submit(job)
-        except BackendRejected as exc:
-            updates.append(
-                Update("failed", self.name, task_id, reason=f"{self.name} rejected the job: {exc}")
-            )
+        except BackendError as exc:
+            self._not_submitted(task_id, exc, updates)
             return
-        except BackendUnavailable as exc:
-            updates.append(
-                Update(
-                    "failed",
-                    self.name,
-                    task_id,
-                    reason=f"{self.name} unreachable at submission: {exc}",
-                    requeue=True,
-                )
-            )
-            self._unreachable(str(exc), updates)
+        except Exception as exc:  # a bug must not leave the job handed over to nobody
+            log.exception("pool %s: submitting %s failed", self.name, task_id)
+            self._not_submitted(task_id, BackendUnavailable(f"internal error: {exc!r}"), updates)
             return
         self._runs[task_id] = _Run(job, external_id=external)
-        updates.append(Update("submitted", self.name, task_id, external_id=external))
+        # at once, not with the rest of the step: a controller crash must find it recorded
+        self.deliver([Update("submitted", self.name, task_id, external_id=external)])
 
-    def _cancel(self, task_id: str, updates: list[Update]) -> None:
+    def _not_submitted(self, task_id: str, exc: BackendError, updates: list[Update]) -> None:
+        """A refusal fails the job with the cluster's reason; anything else (the cluster or
+        its shared folder out of reach) puts it back in the queue."""
+        if isinstance(exc, BackendRejected):
+            reason = f"{self.name} rejected the job: {exc}"
+            updates.append(Update("failed", self.name, task_id, reason=reason))
+            return
+        reason = f"{self.name} unreachable at submission: {exc}"
+        updates.append(Update("failed", self.name, task_id, reason=reason, requeue=True))
+        self._unreachable(str(exc), updates)
+
+    def _cancel(self, task_id: str) -> bool:
+        """Cancel a run; False when the cluster cannot be reached (try again later)."""
         run = self._runs.get(task_id)
         if run is None or run.external_id is None or run.done:
-            return
+            return True
         try:
             self.backend.cancel(run.external_id)
         except BackendUnavailable:
-            self._commands.put(("cancel", task_id, None))  # try again with the next step
-            return
+            return False
         except BackendRejected as exc:
             log.warning("pool %s: cancelling %s: %s", self.name, run.external_id, exc)
         run.cancel = True
+        return True
 
     def _poll(self, updates: list[Update]) -> None:
         live = {t: r for t, r in self._runs.items() if not r.done and r.external_id}

@@ -11,6 +11,7 @@ a cycle whenever something changed (at most every ``min_cycle_s``).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -71,6 +72,7 @@ from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
+from fusesched.power.saving import PowerState
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
@@ -261,6 +263,7 @@ class Controller:
     # ------------------------------------------------------------------ agents
 
     def register(self, inventory: NodeInventory) -> None:
+        _check_node_identity(inventory)
         now = self.clock()
         with self.lock:
             known = self.nodes.get(inventory.name)
@@ -276,7 +279,12 @@ class Controller:
                 known.inventory = inventory
                 known.last_seen = now
                 self._lose_tasks(inventory.name, set(), "agent restarted", now)
-                if known.state is not NodeState.UP:
+                asleep = self.power is not None and self.power.state_of(inventory.name) in (
+                    PowerState.SUSPENDING,
+                    PowerState.SUSPENDED,
+                    PowerState.RESUMING,
+                )
+                if known.state is not NodeState.UP and not asleep:  # power saving decides
                     known.state = NodeState.UP
                     self.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
             self.persist.node_registered(inventory, now)
@@ -476,6 +484,8 @@ class Controller:
             if task.state != "exited":
                 task.state = "running"
                 task.pid = report.pid
+                if report.reason:  # something the agent wants the user to know (a power cap)
+                    self.persist.job_event(entry[0], "TaskNote", report.reason, now)
             return
         code = report.exit_code if report.exit_code is not None else 127
         self._finish_task(task, code, report.reason, now)
@@ -710,3 +720,20 @@ class Controller:
             name=name, address="", resources=spec.capacity.to_spec(), labels=dict(spec.labels)
         )
         return inventory, self.remote_nodes[name][2], self.clock(), free
+
+
+#: what an agent may call its node and give as its address: they name things in commands
+#: (power-saving templates, mpirun's host list), so no option-like or template-like words;
+#: ":" is kept for external pools' nodes (``<pool>:<node>``)
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:%_-]{0,252}$")
+
+
+def _check_node_identity(inventory: NodeInventory) -> None:
+    if not _NODE_NAME.match(inventory.name):
+        raise SubmitError(
+            f"invalid node name {inventory.name!r}: letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    if not _ADDRESS.match(inventory.address):
+        raise SubmitError(f"invalid node address {inventory.address!r}: a host name or IP")

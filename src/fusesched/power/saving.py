@@ -292,7 +292,7 @@ def _facts(
         if n.power is PowerState.ON:
             if n.busy:
                 busy += 1
-            else:
+            elif n.schedulable:  # a drained or down node is no warm capacity
                 idle += 1
         elif n.power is PowerState.RESUMING:
             resuming += 1
