@@ -13,10 +13,10 @@ memory per task      ``--mem-per-cpu`` (MiB, rounded up)
 nvidia.com/gpu       ``--gpus-per-task``
 walltime_s           ``--time`` (H:MM:SS, seconds rounded up to what Slurm keeps)
 placement.exclusive  ``--exclusive``
-user                 ``--uid``/``--gid`` of the user's account on the cluster (never root)
-workdir              ``--chdir`` (else the pool's log folder)
-stdout, stderr       ``--output``: one file in the pool's log folder (stderr merged, as
-                     Slurm does without ``--error``), read back as the job's log
+user                 ``--uid`` and ``--gid`` of the user's account (never root)
+workdir              ``--chdir`` (else the run's own folder, owned by that account)
+stdout, stderr       ``--output``: a file in the run's folder (stderr merged, as Slurm does
+                     without ``--error``), read back as the job's log
 argv, 1 task         the batch script ``exec``\\ s it; several tasks: ``srun`` starts one per
                      task, each with RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR set from Slurm's
                      variables; launcher ``mpi`` or a script: run once, as ``sbatch`` does
