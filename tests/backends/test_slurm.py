@@ -316,3 +316,58 @@ def test_unknown_account_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(BackendRejected, match="unknown on the controller's host"):
         identity_for("alice", SlurmOptions(log_dir=tmp_path, default_user="no-such-account"))
+
+
+def test_later_slurm_and_sacct_layouts() -> None:
+    """Lists of state words and {"set", "number"} values (Slurm 23+), sacct's own keys."""
+    later = {
+        "jobs": [
+            {
+                "job_id": 1,
+                "job_state": ["COMPLETED"],
+                "exit_code": {"status": ["SUCCESS"], "return_code": {"set": True, "number": 0}},
+                "start_time": {"set": True, "number": 100},
+                "end_time": {"set": True, "number": 160},
+            },
+            {
+                "job_id": 2,
+                "job_state": ["FAILED", "REQUEUED"],
+                "exit_code": {"return_code": {"set": True, "number": 3}},
+            },
+            {"job_id": 3, "state": {"current": ["CANCELLED"]}, "time": {"start": 5, "end": 9}},
+            {"job_id": 4, "job_state": ["RUNNING"], "start_time": {"set": False, "number": 0}},
+            {"job_id": 5, "job_state": "FAILED", "exit_code": {"signal": {"id": {"number": 9}}}},
+        ]
+    }
+    got = {s.external_id: s for s in parse_squeue(later, ["1", "2", "3", "4", "5"])}
+    assert (got["1"].state, got["1"].exit_code, got["1"].end_time) == (
+        RemoteState.SUCCEEDED,
+        0,
+        160.0,
+    )
+    assert (got["2"].state, got["2"].exit_code) == (RemoteState.FAILED, 3)
+    assert (got["3"].state, got["3"].end_time) == (RemoteState.CANCELLED, 9.0)
+    assert got["4"].state is RemoteState.RUNNING and got["4"].start_time is None
+    assert got["5"].exit_code == 137
+    nodes = parse_sinfo(
+        {
+            "nodes": [
+                {
+                    "name": "a",
+                    "cpus": 4,
+                    "real_memory": 8000,
+                    "partitions": ["p"],
+                    "state": ["IDLE"],
+                },
+                {
+                    "name": "b",
+                    "cpus": 4,
+                    "real_memory": 8000,
+                    "partitions": ["p"],
+                    "state": ["IDLE", "DRAIN"],
+                },
+            ]
+        },
+        "p",
+    )
+    assert [n.up for n in nodes] == [True, False]

@@ -359,16 +359,47 @@ def batch_script(job: RemoteJob, files: Mapping[str, Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _number(value: object) -> float | None:
+    """A number as 22.05 writes it, or as later versions do (``{"set": …, "number": …}``)."""
+    if isinstance(value, Mapping):
+        if value.get("set") is False or value.get("infinite") is True:
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 def _epoch(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    number = _number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _state_name(raw: object) -> str:
+    """A job's state: a string (22.05), a list of state and flags (later), or sacct's
+    ``{"current": …}``."""
+    if isinstance(raw, Mapping):
+        raw = raw.get("current")
+    if isinstance(raw, list):
+        names = [str(x).upper() for x in raw]
+        return next((n for n in names if n in _STATES), names[0] if names else "")
+    return str(raw or "").upper()
 
 
 def exit_code(raw: object) -> int | None:
-    """Slurm's wait status → a shell-style exit code (128 + signal when killed)."""
-    if not isinstance(raw, int):
+    """Slurm's exit code → a shell-style one (128 + signal when killed): a wait status
+    (22.05), or ``{"return_code": …, "signal": {"id": …}}`` (later versions, sacct)."""
+    if isinstance(raw, Mapping):
+        signal = raw.get("signal")
+        number = _number(signal.get("id")) if isinstance(signal, Mapping) else None
+        if number:
+            return 128 + int(number)
+        code = _number(raw.get("return_code"))
+        return None if code is None else int(code)
+    if isinstance(raw, bool) or not isinstance(raw, int):
         return None
-    signal = raw & 0x7F
-    return 128 + signal if signal else raw >> 8
+    signal_number = raw & 0x7F
+    return 128 + signal_number if signal_number else raw >> 8
 
 
 def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteStatus]:
@@ -379,11 +410,13 @@ def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteS
         external = str(job.get("job_id"))
         if external not in want:
             continue
-        raw_state = job.get("job_state")
-        if isinstance(raw_state, Mapping):  # sacct's layout
-            raw_state = raw_state.get("current")
-        name = str(raw_state or "").upper()
+        name = _state_name(job.get("job_state", job.get("state")))
+        if name not in _STATES:
+            log.warning("slurm job %s: unknown state %r, taken as pending", external, name)
         state = _STATES.get(name, RemoteState.PENDING)
+        times = job.get("time") if isinstance(job.get("time"), Mapping) else {}  # sacct
+        start = job.get("start_time", times.get("start"))
+        end = job.get("end_time", times.get("end"))
         code = exit_code(job.get("exit_code")) if state.terminal else None
         if state is RemoteState.FAILED and code == 0:
             code = 1  # failed without a non-zero status (node failure, time limit)
@@ -395,8 +428,8 @@ def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteS
                 exit_code=code,
                 reason=f"slurm {name.lower()}"
                 + (f" ({reason})" if reason not in ("", "None") else ""),
-                start_time=_epoch(job.get("start_time")) if name != "PENDING" else None,
-                end_time=_epoch(job.get("end_time")) if state.terminal else None,
+                start_time=_epoch(start) if name != "PENDING" else None,
+                end_time=_epoch(end) if state.terminal else None,
                 nodes=tuple(n for n in str(job.get("nodes") or "").split(",") if n),
                 timed_out=name == "TIMEOUT",
             )
@@ -415,8 +448,8 @@ def parse_sinfo(data: Mapping[str, Any], partition: str | None) -> list[RemoteNo
             continue
         seen.add(name)
         amounts = {
-            CPU: int(node.get("cpus", 0)) * 1000,
-            MEMORY: int(node.get("real_memory", 0)) * MIB,
+            CPU: int(_number(node.get("cpus")) or 0) * 1000,
+            MEMORY: int(_number(node.get("real_memory")) or 0) * MIB,
         }
         gpus = _gres_gpus(str(node.get("gres", "")))
         if gpus:
@@ -428,8 +461,11 @@ def parse_sinfo(data: Mapping[str, Any], partition: str | None) -> list[RemoteNo
         for feature in str(node.get("active_features") or "").split(","):
             if feature:
                 labels[LABEL_FEATURE_PREFIX + feature] = "true"
-        state = str(node.get("state", "")).lower()
+        raw = node.get("state", "")
+        words = [str(w) for w in raw] if isinstance(raw, list) else [str(raw)]  # later: a list
+        state = words[0].lower() if words else ""
         flags = {str(f).upper() for f in node.get("state_flags", [])}
+        flags |= {w.upper() for w in words[1:]}
         up = state in ("idle", "mixed", "allocated", "completing") and not flags & {
             "DRAIN",
             "DRAINING",
