@@ -42,10 +42,14 @@ def test_apply_runs_once_per_gpu_and_reset_after(tmp_path: Path) -> None:
         }
     )
     assert caps.apply(launch(gpu_watts=250, cpu_mhz=1800.0)) == []
-    assert calls.read_text().splitlines() == ["freq 4,5 1800MHz", "pl -i 0 250", "pl -i 2 250"]
+    assert sorted(calls.read_text().splitlines()) == [
+        "freq 4,5 1800MHz",
+        "pl -i 0 250",
+        "pl -i 2 250",
+    ]
     calls.unlink()
     assert caps.reset(launch(gpu_watts=250, cpu_mhz=1800.0)) == []
-    assert calls.read_text().splitlines() == ["reset -i 0", "reset -i 2"]  # cpu: no reset
+    assert sorted(calls.read_text().splitlines()) == ["reset -i 0", "reset -i 2"]  # no cpu reset
 
 
 def test_no_cap_or_no_hook_runs_nothing(tmp_path: Path) -> None:
@@ -85,3 +89,16 @@ def test_config_and_tier_validation() -> None:
         QoSTier("eco", 5, power_cap={"gpu_amps": 2})
     with pytest.raises(TenancyError, match="must be a positive number"):
         QoSTier("eco", 5, power_cap={"gpu_watts": 0})
+
+
+def test_hooks_run_together_so_the_agent_waits_one_timeout(tmp_path: Path) -> None:
+    import time
+
+    slow = [sys.executable, "-c", "import time; time.sleep(5)", "{gpu}"]
+    caps = PowerCaps({"gpu_watts": PowerHookConfig(apply=slow, timeout_s=0.5)})
+    many = TaskLaunch(task_id="7.main.0", job_id="7", argv=["true"], gpu_indices=list(range(8)))
+    many = many.model_copy(update={"power_cap": {"gpu_watts": 100.0}})
+    began = time.monotonic()
+    notes = caps.apply(many)
+    assert len(notes) == 8 and all("timed out after 0.5 s" in n for n in notes)
+    assert time.monotonic() - began < 3.0  # not 8 x 0.5 s one after another (nor 8 x 5 s)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from fusesched.agent.config import PowerHookConfig
 from fusesched.api.wire import TaskLaunch
@@ -70,21 +71,27 @@ class PowerCaps:
 
     @staticmethod
     def _run(commands: list[tuple[list[str], float]]) -> list[str]:
-        notes = []
-        for argv, timeout in commands:
-            try:
-                done = subprocess.run(
-                    argv, capture_output=True, text=True, timeout=timeout, check=False
-                )
-            except subprocess.TimeoutExpired:  # (its text holds the argv, which may hold secrets)
-                notes.append(f"power hook {argv[0]} timed out after {timeout:g} s")
-                continue
-            except OSError as exc:
-                notes.append(f"power hook {argv[0]} failed: {exc.strerror}")
-                continue
-            if done.returncode != 0:
-                detail = (done.stderr or done.stdout).strip()[:200]
-                notes.append(f"power hook {argv[0]} exited {done.returncode}: {detail}")
+        """Run the commands at once (one per GPU, say), so the agent waits at most one hook's
+        timeout, not one per GPU, before it starts or reports the task."""
+        if not commands:
+            return []
+        with ThreadPoolExecutor(max_workers=min(16, len(commands))) as pool:
+            results = list(pool.map(lambda c: _run_one(*c), commands))
+        notes = [note for note in results if note]
         for note in notes:
             log.warning("%s", note)
         return notes
+
+
+def _run_one(argv: list[str], timeout: float) -> str:
+    """One hook; its problem as a note ("" when it went well)."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:  # (its text holds the argv, which may hold secrets)
+        return f"power hook {argv[0]} timed out after {timeout:g} s"
+    except OSError as exc:
+        return f"power hook {argv[0]} failed: {exc.strerror}"
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip()[:200]
+        return f"power hook {argv[0]} exited {done.returncode}: {detail}"
+    return ""
