@@ -182,4 +182,4 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     live.adopting = False
     live.attempt_base += 1
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)
-    ctl.events.append(JobSubmitted(live.spec))
+    ctl.resubmit(JobSubmitted(live.spec))

@@ -173,6 +173,8 @@ def _apply_nodes(ctl: Controller, update: Update, now: float) -> None:
             reason = f"{pool} reports it {'up' if node.up else 'down'}"
             ctl.events.append(NodeStateChanged(name, state, reason))
             ctl.persist.node_state(name, state, now, reason)
+    if ctl.waiting:
+        ctl.retry_waiting()  # recovered jobs these nodes may now hold
     if any(live.adopting for live in ctl.jobs.values()):
         from fusesched.controller import adoption
 

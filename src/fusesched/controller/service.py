@@ -119,6 +119,7 @@ class Controller:
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
         self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
+        self.waiting: list[Event] = []  # recovered jobs the nodes back so far cannot hold
         # federation: pools and routing; external clusters' workers and nodes
         self.federation = self.config.federation or federation.default_config()
         self.pools: dict[str, RemotePool] = {}
@@ -294,6 +295,8 @@ class Controller:
                 adoption.on_register(self, inventory, now)
             if self.held and self.expected_nodes <= self.nodes.keys():
                 self._release_held()
+            if self.waiting:
+                self.retry_waiting()
         self._wake.set()
 
     def heartbeat(self, beat: Heartbeat, wait_s: float | None = None) -> HeartbeatReply:
@@ -621,9 +624,26 @@ class Controller:
             self.persist.store.revoke_job_tokens([live.id])
 
     def _release_held(self) -> None:
-        self.events.extend(self.held)
+        for event in self.held:
+            self.resubmit(event)
         self.held = []
         self._wake.set()
+
+    def resubmit(self, event: Event) -> None:
+        """Hand the core a job recovered after a restart, unless the nodes back so far cannot
+        hold it (a gang while one of its nodes' agents is still restarting): the core would
+        reject it for good; it waits, pending, until a node registers that lets it fit."""
+        if isinstance(event, JobSubmitted) and check_feasible(
+            event.job, federation.node_specs(self)
+        ):
+            self.waiting.append(event)
+        else:
+            self.events.append(event)
+
+    def retry_waiting(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for event in waiting:
+            self.resubmit(event)
 
     def _check_nodes(self) -> None:
         now = self.clock()
