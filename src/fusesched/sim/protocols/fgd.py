@@ -189,6 +189,30 @@ def run_fgd_seeds(
     return FgdResult(policy, tuple(run_fgd(nodes, pods, policy, s, tune=tune) for s in seeds))
 
 
+def run_setup(
+    nodes: OpenbNodes, pods: OpenbPods, seed: int, tune: float, protocol: str
+) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64], TargetWorkload]:
+    """What every run of an openb protocol starts from, with its input checks: the GPU
+    capacity (milli), the seeded pod arrival sequence, the seeded node tie-break priority
+    and the target workload (the FGD protocol's; PWR's is the same)."""
+    if len(nodes) == 0 or nodes.total_gpus == 0:
+        raise ValueError(f"the {protocol} protocol needs at least one GPU node")
+    if int(nodes.gpus.max()) > MAX_GPUS:
+        raise ValueError(f"a node has more than {MAX_GPUS} GPUs")
+    if len(pods) == 0 or int(pods.gpu_request.sum()) == 0:
+        raise ValueError(f"the {protocol} protocol needs pods with a GPU request")
+    capacity = nodes.total_gpus * GPU_MILLI
+    rng = np.random.default_rng(seed)
+    sequence = arrival_sequence(pods, capacity, rng, tune)
+    by_name = sorted(range(len(nodes)), key=lambda i: nodes.names[i])
+    priority = np.empty(len(nodes), dtype=np.int64)
+    priority[np.array(by_name, dtype=np.int64)] = rng.permutation(len(nodes))
+    target = target_workload(
+        pods.cpu_milli.tolist(), pods.gpu_milli.tolist(), pods.num_gpu.tolist(), pods.gpu_spec
+    )
+    return capacity, sequence, priority, target
+
+
 def run_fgd(
     nodes: OpenbNodes,
     pods: OpenbPods,
@@ -205,21 +229,7 @@ def run_fgd(
     """
     if policy not in GPU_SCORERS:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(GPU_SCORERS)}")
-    if len(nodes) == 0 or nodes.total_gpus == 0:
-        raise ValueError("the FGD protocol needs at least one GPU node")
-    if int(nodes.gpus.max()) > MAX_GPUS:
-        raise ValueError(f"a node has more than {MAX_GPUS} GPUs")
-    if len(pods) == 0 or int(pods.gpu_request.sum()) == 0:
-        raise ValueError("the FGD protocol needs pods with a GPU request")
-    capacity = nodes.total_gpus * GPU_MILLI
-    rng = np.random.default_rng(seed)
-    sequence = arrival_sequence(pods, capacity, rng, tune)
-    by_name = sorted(range(len(nodes)), key=lambda i: nodes.names[i])
-    priority = np.empty(len(nodes), dtype=np.int64)
-    priority[np.array(by_name, dtype=np.int64)] = rng.permutation(len(nodes))
-    target = target_workload(
-        pods.cpu_milli.tolist(), pods.gpu_milli.tolist(), pods.num_gpu.tolist(), pods.gpu_spec
-    )
+    capacity, sequence, priority, target = run_setup(nodes, pods, seed, tune, "FGD")
     sim = _Cluster(
         nodes, target, policy, priority, np.random.default_rng([seed, 1]), incremental=incremental
     )

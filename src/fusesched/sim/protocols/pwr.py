@@ -38,7 +38,6 @@ from fusesched.policies.gpu_scores import (
     PodRequest,
     TargetWorkload,
     select_gpus,
-    target_workload,
 )
 from fusesched.sim.protocols.fgd import (
     DEFAULT_SEEDS,
@@ -46,7 +45,7 @@ from fusesched.sim.protocols.fgd import (
     FgdRun,
     _Cluster,
     _curves,
-    arrival_sequence,
+    run_setup,
 )
 from fusesched.traces.openb import OpenbNodes, OpenbPods
 
@@ -222,21 +221,7 @@ def run_pwr(
     """
     if policy not in POWER_POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POWER_POLICIES)}")
-    if len(nodes) == 0 or nodes.total_gpus == 0:
-        raise ValueError("the PWR protocol needs at least one GPU node")
-    if int(nodes.gpus.max()) > MAX_GPUS:
-        raise ValueError(f"a node has more than {MAX_GPUS} GPUs")
-    if len(pods) == 0 or int(pods.gpu_request.sum()) == 0:
-        raise ValueError("the PWR protocol needs pods with a GPU request")
-    capacity = nodes.total_gpus * GPU_MILLI
-    rng = np.random.default_rng(seed)
-    sequence = arrival_sequence(pods, capacity, rng, tune)
-    by_name = sorted(range(len(nodes)), key=lambda i: nodes.names[i])
-    priority = np.empty(len(nodes), dtype=np.int64)
-    priority[np.array(by_name, dtype=np.int64)] = rng.permutation(len(nodes))
-    target = target_workload(
-        pods.cpu_milli.tolist(), pods.gpu_milli.tolist(), pods.num_gpu.tolist(), pods.gpu_spec
-    )
+    capacity, sequence, priority, target = run_setup(nodes, pods, seed, tune, "PWR")
     sim = _PowerCluster(nodes, target, POWER_POLICIES[policy], priority, seed)
     stop = None if until is None else until * capacity
     n = len(sequence)
