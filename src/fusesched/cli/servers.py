@@ -80,9 +80,7 @@ def _load_federation(path: Path | None) -> FederationConfig | None:
 
     try:
         return load_federation(path)
-    except OSError as exc:
-        _fail(f"cannot read the federation file {path}: {exc.strerror}", 2)
-    except FederationError as exc:
+    except FederationError as exc:  # unreadable files too
         _fail(str(exc), 2)
 
 
