@@ -38,6 +38,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskSampleWire
+from fusesched.controller.metric_families import Families
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, MEMORY, Resources
 from fusesched.store.records import JobState
@@ -65,8 +66,6 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 #: Two power readings further apart than this are not integrated (the gap is not measured).
 MAX_GAP_S = 300.0
-_NODE = ["node", "pool"]
-_GPU = ["node", "pool", "gpu", "uuid", "model"]
 #: States a running task holds its resources in.
 _HOLDING = ("launching", "delivered", "running")
 
@@ -167,124 +166,6 @@ def _group_of(task_id: str) -> str:
     """The task group of ``<job>.<group>.<index>`` (job ids hold no dot)."""
     parts = task_id.split(".", 1)
     return parts[1].rsplit(".", 1)[0] if len(parts) == 2 else ""
-
-
-@dataclass(slots=True)
-class _Families:
-    """The node, pool and GPU metric families of one scrape."""
-
-    up: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_up",
-            "1 when the node takes work (state up), else 0; its state is a label.",
-            labels=["node", "pool", "state"],
-        )
-    )
-    age: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_heartbeat_age_seconds",
-            "Seconds since the node's agent last heartbeated.",
-            labels=_NODE,
-        )
-    )
-    capacity: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_capacity",
-            "Schedulable capacity (cpu in cores, memory in bytes, devices counted).",
-            labels=[*_NODE, "resource"],
-        )
-    )
-    allocated: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_allocated",
-            "Capacity allocated to running tasks (units as fusesched_node_capacity).",
-            labels=[*_NODE, "resource"],
-        )
-    )
-    used: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_used",
-            "Measured use by the node's tasks: cpu busy cores, memory resident bytes, "
-            "nvidia.com/gpu busy GPUs (sum of utilisation ratios).",
-            labels=[*_NODE, "resource"],
-        )
-    )
-    power: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_node_power_watts",
-            "Node power: measured (GPU power readings) and estimated (power model for the "
-            "CPU cores and the GPUs without a reading); sum both for the node's total.",
-            labels=[*_NODE, "source"],
-        )
-    )
-    pool_capacity: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_pool_capacity",
-            "Schedulable capacity of the pool's nodes that are up or draining.",
-            labels=["pool", "resource"],
-        )
-    )
-    pool_allocated: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_pool_allocated",
-            "Capacity allocated to running tasks on the pool's nodes that are up or draining.",
-            labels=["pool", "resource"],
-        )
-    )
-    pool_used: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_pool_used",
-            "Measured use in the pool (fusesched_node_used summed over its nodes).",
-            labels=["pool", "resource"],
-        )
-    )
-    gpu_util: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_gpu_utilization_ratio",
-            "GPU utilisation, 0-1 (the GPU's reading, else the mean its task reports).",
-            labels=_GPU,
-        )
-    )
-    gpu_memory: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_gpu_memory_used_bytes", "GPU memory in use (measured).", labels=_GPU
-        )
-    )
-    gpu_power: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_gpu_power_watts", "GPU power draw (measured).", labels=_GPU
-        )
-    )
-    gpu_temperature: GaugeMetricFamily = field(
-        default_factory=lambda: GaugeMetricFamily(
-            "fusesched_gpu_temperature_celsius", "GPU temperature (measured).", labels=_GPU
-        )
-    )
-    gpu_energy: CounterMetricFamily = field(
-        default_factory=lambda: CounterMetricFamily(
-            "fusesched_gpu_energy_joules",
-            "GPU energy measured since this controller first heard of the GPU.",
-            labels=_GPU,
-        )
-    )
-
-    def all(self) -> list[Metric]:
-        return [
-            self.up,
-            self.age,
-            self.capacity,
-            self.allocated,
-            self.used,
-            self.power,
-            self.pool_capacity,
-            self.pool_allocated,
-            self.pool_used,
-            self.gpu_util,
-            self.gpu_memory,
-            self.gpu_power,
-            self.gpu_temperature,
-            self.gpu_energy,
-        ]
 
 
 class ControllerMetrics:
@@ -474,7 +355,7 @@ class ControllerMetrics:
         return [queue, cycles, *self._nodes_metrics(ctl, now), self._jobs_energy(ctl, now)]
 
     def _nodes_metrics(self, ctl: Controller, now: float) -> list[Metric]:
-        f = _Families()
+        f = Families()
         pools: dict[tuple[str, str], list[float]] = {}  # (pool, resource) -> cap, alloc, used
         held = self._held_gpus(ctl)
         specs: list[tuple[NodeSpec, NodeState, float]] = [
@@ -543,7 +424,7 @@ class ControllerMetrics:
 
     def _gpus(
         self,
-        f: _Families,
+        f: Families,
         name: str,
         pool: str,
         inventory: NodeInventory,
