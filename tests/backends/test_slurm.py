@@ -21,17 +21,14 @@ from fusesched.backends.base import (
     RemoteState,
 )
 from fusesched.backends.slurm import (
-    LABEL_PARTITION,
     SlurmBackend,
     SlurmOptions,
     account_for,
     batch_script,
-    exit_code,
-    parse_sinfo,
-    parse_squeue,
     sbatch_args,
     slurm_time,
 )
+from fusesched.backends.slurm_json import LABEL_PARTITION, exit_code, parse_sinfo, parse_squeue
 from fusesched.model.node import LABEL_ARCH
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.submit.request import JobRequest
