@@ -26,7 +26,8 @@ def test_help_lists_the_commands() -> None:
 def test_policies_lists_every_registered_name() -> None:
     result = runner.invoke(app, ["policies"])
     assert result.exit_code == 0
-    for name in ("fcfs", "wfp3-textbook", "priority", "conservative", "best-fit"):
+    names = ("fcfs", "wfp3-textbook", "priority", "conservative", "best-fit", "user-last2")
+    for name in (*names, "default"):
         assert name in result.output
 
 
@@ -70,6 +71,18 @@ def test_simulate_a_small_swf_file_through_the_core(tmp_path: Path) -> None:
     assert run["metrics"]["jobs"] > 0
 
 
+def test_simulate_with_runtime_prediction_and_the_default_preset(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    args = ["simulate", str(SMALL_SWF), "-p", "sjf,default", "--backfill", "conservative"]
+    args += ["--runtime-prediction", "user-last2", "--json", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    sjf, default = json.loads(out.read_text())["results"]
+    assert sjf["backfill"] == "conservative"
+    assert default["backfill"] == "easy"  # the preset brings its own backfilling
+    assert default["metrics"]["jobs"] == sjf["metrics"]["jobs"] > 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -84,6 +97,18 @@ def test_simulate_a_small_swf_file_through_the_core(tmp_path: Path) -> None:
         ),
         (["simulate", "synthetic", "--protocol", "rlscheduler"], "needs an SWF trace"),
         (["simulate", "synthetic", "-p", "priority", "--protocol", "rlscheduler"], "unknown"),
+        (["simulate", "synthetic", "--runtime-prediction", "crystal-ball"], "unknown runtime"),
+        (
+            [
+                "simulate",
+                str(SMALL_SWF),
+                "--protocol",
+                "rlscheduler",
+                "--runtime-prediction",
+                "user-last2",
+            ],
+            "applies to --protocol full",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error_not_a_traceback(args: list[str], message: str) -> None:
@@ -149,3 +174,24 @@ def test_fgd_usage_errors(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="../shared (real traces) is absent")
+def test_rlscheduler_protocol_runs_the_default_preset_through_the_core(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    args = ["simulate", "lublin-1", "--protocol", "rlscheduler", "-p", "fcfs,default"]
+    result = runner.invoke(app, [*args, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    fcfs, default = json.loads(out.read_text())["results"]
+    assert default["backfill"] == "easy (core)"
+    starts = [s["start_job_index"] for s in default["sequences"]]
+    assert starts == [s["start_job_index"] for s in fcfs["sequences"]]  # the same sequences
+    assert default["metrics"]["avg_bounded_slowdown"] < 58.64  # below every published number
+
+
+def test_controller_rejects_an_unknown_runtime_prediction(tmp_path: Path) -> None:
+    args = ["controller", "--data-dir", str(tmp_path), "--runtime-prediction", "psychic"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "unknown runtime-prediction policy 'psychic'" in " ".join(result.output.split())
+    assert "Traceback" not in result.output

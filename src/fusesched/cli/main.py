@@ -42,8 +42,10 @@ from fusesched.cli.simulate import (
 )
 from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.presets import PRESETS
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import BACKFILL_MODES, PolicyError
+from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS
 from fusesched.traces.openb import OpenbFormatError
 from fusesched.traces.swf import TraceFormatError
 
@@ -122,8 +124,9 @@ def _compare(
     protocol: str,
     seed: int,
     limit: int | None,
+    runtime_prediction: str = "none",
 ) -> tuple[str, list[RunResult]]:
-    check_options(protocol, backfill, placement)
+    check_options(protocol, backfill, placement, runtime_prediction)
     names = parse_policies(policies, protocol)
     results: list[RunResult] = []
     if protocol == "rlscheduler":
@@ -152,7 +155,9 @@ def _compare(
             def finished(count: int, task: TaskID = task) -> None:
                 bar.advance(task, count)
 
-            result = run_full(workload, name, backfill, placement, seed, finished)
+            result = run_full(
+                workload, name, backfill, placement, seed, finished, runtime_prediction
+            )
             result.extra["seconds"] = time.perf_counter() - t0
             results.append(result)
     return label, results
@@ -227,6 +232,8 @@ def simulate(
             "-p",
             help="Policies, comma separated. Queue order (full, rlscheduler; default fcfs): "
             + ", ".join(QUEUE_ORDERS)
+            + ". Presets (queue order + backfilling + runtime prediction; full, rlscheduler): "
+            + ", ".join(PRESETS)
             + ". GPU placement (fgd; default best-fit,fgd): "
             + ", ".join(GPU_SCORERS),
         ),
@@ -237,6 +244,14 @@ def simulate(
     placement: Annotated[
         str, typer.Option(help="Node placement: " + ", ".join(PLACEMENT_POLICIES))
     ] = "first-fit",
+    runtime_prediction: Annotated[
+        str,
+        typer.Option(
+            "--runtime-prediction",
+            help="--protocol full: estimates for backfilling and shortest-first, learned from "
+            "finished jobs: " + ", ".join(RUNTIME_PREDICTORS),
+        ),
+    ] = "none",
     protocol: Annotated[
         str,
         typer.Option(
@@ -266,7 +281,14 @@ def simulate(
             raise UsageError(f"a second file ({pods}) is only taken by --protocol fgd")
         else:
             label, results = _compare(
-                trace, policy or "fcfs", backfill, placement, protocol, seed, limit
+                trace,
+                policy or "fcfs",
+                backfill,
+                placement,
+                protocol,
+                seed,
+                limit,
+                runtime_prediction,
             )
     except (
         UsageError,
@@ -306,6 +328,10 @@ def policies() -> None:
         table.add_row("backfill", name, text)
     for name, pol in PLACEMENT_POLICIES.items():
         table.add_row("placement", name, pol.description)
+    for name, entry in RUNTIME_PREDICTORS.items():
+        table.add_row("runtime prediction", name, entry.description)
+    for name, preset in PRESETS.items():
+        table.add_row("preset (--policy)", name, preset.description)
     console.print(table)
 
 

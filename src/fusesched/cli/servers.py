@@ -120,6 +120,15 @@ def controller(
     queue_order: Annotated[str, typer.Option(help="Queue-order policy.")] = "fcfs",
     backfill: Annotated[str, typer.Option(help="Backfill: none, easy, conservative.")] = "easy",
     placement: Annotated[str, typer.Option(help="Placement policy.")] = "best-fit",
+    runtime_prediction: Annotated[
+        str,
+        typer.Option(
+            "--runtime-prediction",
+            help="Estimate run times from each user's finished jobs instead of trusting "
+            "walltime requests (backfilling, shortest-first): none, user-last2, "
+            "user-last2-request. See `fusesched policies`.",
+        ),
+    ] = "none",
     auth: Annotated[
         bool,
         typer.Option(
@@ -158,6 +167,7 @@ def controller(
             backfill=backfill,
             placement=placement,
             tenancy=_load_tenancy(tenancy),
+            runtime_prediction=runtime_prediction,
         )
     except PolicyError as exc:
         _fail(str(exc), 2)

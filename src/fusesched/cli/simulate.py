@@ -17,13 +17,20 @@ import numpy as np
 from fusesched.policies.gpu_power import POWER_POLICIES
 from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.presets import PRESETS
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
+from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS
 from fusesched.sim.engine import Simulation
 from fusesched.sim.metrics import per_queue, summarize
 from fusesched.sim.protocols.fgd import FgdResult, run_fgd
 from fusesched.sim.protocols.pwr import run_pwr
-from fusesched.sim.protocols.rlscheduler import default_batch_job_slice, run_rlscheduler
+from fusesched.sim.protocols.rlscheduler import (
+    ProtocolResult,
+    default_batch_job_slice,
+    run_rlscheduler,
+)
+from fusesched.sim.protocols.rlscheduler_core import run_core_protocol
 from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
 from fusesched.traces.openb import load_openb_nodes, load_openb_pods
 from fusesched.traces.swf import load_swf, rlscheduler_jobs
@@ -91,9 +98,9 @@ def parse_policies(text: str, protocol: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
         raise UsageError("--policy needs at least one policy name")
-    allowed: tuple[str, ...] = tuple(QUEUE_ORDERS)
+    allowed: tuple[str, ...] = (*QUEUE_ORDERS, *PRESETS)
     if protocol == "rlscheduler":
-        allowed = RLSCHEDULER_POLICIES
+        allowed = (*RLSCHEDULER_POLICIES, *PRESETS)
     elif protocol == "fgd":
         allowed = (*GPU_SCORERS, *(p for p in POWER_POLICIES if p not in GPU_SCORERS))
     for name in names:
@@ -105,7 +112,9 @@ def parse_policies(text: str, protocol: str) -> list[str]:
     return names
 
 
-def check_options(protocol: str, backfill: str, placement: str) -> None:
+def check_options(
+    protocol: str, backfill: str, placement: str, runtime_prediction: str = "none"
+) -> None:
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r}; choose from: {', '.join(PROTOCOLS)}")
     if backfill not in BACKFILL_MODES:
@@ -120,6 +129,16 @@ def check_options(protocol: str, backfill: str, placement: str) -> None:
         raise UsageError(
             "the rlscheduler protocol has only its own EASY variant: use --backfill easy or none"
         )
+    if runtime_prediction not in RUNTIME_PREDICTORS:
+        raise UsageError(
+            f"unknown runtime prediction {runtime_prediction!r}; choose from: "
+            + ", ".join(RUNTIME_PREDICTORS)
+        )
+    if runtime_prediction != "none" and protocol != "full":
+        raise UsageError(
+            "--runtime-prediction applies to --protocol full; with --protocol rlscheduler "
+            "use --policy default (the core with prediction on the protocol's sequences)"
+        )
 
 
 def run_full(
@@ -129,9 +148,20 @@ def run_full(
     placement: str,
     seed: int,
     progress: Callable[[int], None] | None = None,
+    runtime_prediction: str = "none",
 ) -> RunResult:
-    """Replay the workload through the general scheduling core."""
-    config = CoreConfig(queue_order=policy, backfill=backfill, placement=placement)
+    """Replay the workload through the general scheduling core. A preset policy name
+    (``default``) brings its own backfilling and runtime prediction."""
+    if policy in PRESETS:
+        config = PRESETS[policy].config(placement)
+        backfill = config.backfill
+    else:
+        config = CoreConfig(
+            queue_order=policy,
+            backfill=backfill,
+            placement=placement,
+            runtime_prediction=runtime_prediction,
+        )
     result = Simulation(workload.nodes, workload.jobs, config, seed=seed).run(progress)
     metrics = summarize(result.outcomes, result.total_cpus)
     queues = per_queue(result.outcomes, result.total_cpus)
@@ -164,13 +194,27 @@ def run_protocol(
             if progress is not None:
                 progress(base + k)
 
-        res = run_rlscheduler(
-            jobs, policy, backfill == "easy", seed=seed, batch_job_slice=slice_, progress=advance
-        )
+        res: ProtocolResult
+        if policy in PRESETS:  # the general core on the protocol's sequences
+            config = PRESETS[policy].config()
+            res = run_core_protocol(
+                jobs, config, policy, seed=seed, batch_job_slice=slice_, progress=advance
+            )
+            label = f"{config.backfill} (core)"
+        else:
+            res = run_rlscheduler(
+                jobs,
+                policy,
+                backfill == "easy",
+                seed=seed,
+                batch_job_slice=slice_,
+                progress=advance,
+            )
+            label = backfill
         results.append(
             RunResult(
                 policy,
-                backfill,
+                label,
                 {
                     "avg_bounded_slowdown": res.mean_bounded_slowdown,
                     "avg_wait_s": res.mean_wait_s,

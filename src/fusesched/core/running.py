@@ -133,6 +133,18 @@ class RunningSet:
         self._free_slots.append(slot)
         self._view = None
 
+    def reestimate(self, job_id: str, est_end: float) -> None:
+        """A running job's estimated end changed (a prediction corrected); its start order
+        still breaks ties."""
+        slot = self._slot[job_id]
+        old = self._entry[slot]
+        del self._sorted[bisect.bisect_left(self._sorted, old)]
+        entry = self._entry[slot] = (est_end, old[1], slot)
+        self._sorted.insert(bisect.bisect_right(self._sorted, entry), entry)
+        if slot not in self._added:  # else the next view reads it from ``_entry``
+            self._ends[slot] = est_end
+        self._view = None
+
     def ids(self) -> list[str]:
         """The running job ids (in start order)."""
         return list(self._slot)

@@ -46,6 +46,7 @@ from fusesched.core.placement import (
     search_placement,
     task_slots,
 )
+from fusesched.core.prediction import Predictions
 from fusesched.core.records import JobRecord, WaitingQueue
 from fusesched.core.requeue import requeue
 from fusesched.core.running import RunningSet
@@ -73,6 +74,7 @@ from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
 from fusesched.policies.registry import CoreConfig
+from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS, make_predictor
 from fusesched.policies.tenancy_policy import TenancyPolicy
 
 
@@ -138,6 +140,17 @@ class SchedulerCore:
         self._parked: dict[str, JobRecord] = {}  # queued, blocked by their queue's quota
         self._delayed: dict[str, JobRecord] = {}  # requeued with a backoff (not_before)
         self._capacity: IntArray | None = None  # column totals of the cluster (cached)
+        # predicted run times instead of requests (None: the requests are the estimates)
+        predictor = make_predictor(self.config.runtime_prediction)
+        self.predictions = (
+            Predictions(
+                predictor,
+                RUNTIME_PREDICTORS[self.config.runtime_prediction].correction,
+                self.config.default_estimate_s,
+            )
+            if predictor is not None
+            else None
+        )
 
     # ================================================================== entry points
 
@@ -189,6 +202,8 @@ class SchedulerCore:
         self.stats.cycles += 1
         if self._delayed:
             self._wake_delayed(now)
+        if self.predictions is not None and self.predictions.correct(self.jobs, self.running, now):
+            self._changed = True  # later estimated ends: the head's reservation moves
         if self.tenants is not None:
             lifted = self.tenants.start_cycle(self, now)
             if self._parked and (self._changed or lifted):
@@ -243,11 +258,14 @@ class SchedulerCore:
             self._enqueue(rec, now, "backoff over")
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a requeued job's backoff ends (a shell should run a cycle
-        then even if nothing else happens), or None."""
+        """The earliest time a requeued job's backoff ends or a running job outlives its
+        predicted run time (a shell should run a cycle then even if nothing else happens),
+        or None."""
+        due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
         if not self._delayed:
-            return None
-        return min(r.not_before for r in self._delayed.values())
+            return due
+        backoff = min(r.not_before for r in self._delayed.values())
+        return backoff if due is None else min(backoff, due)
 
     def _reorder(self, now: float) -> None:
         queue = self.queue
@@ -342,9 +360,12 @@ class SchedulerCore:
         """The job's record, with its task groups in array form (compiled once per shape)."""
         self._seq += 1
         shape = self.shapes.shape_of(spec)
-        estimate = (
-            spec.walltime_s if spec.walltime_s is not None else self.config.default_estimate_s
-        )
+        if self.predictions is not None:
+            estimate = self.predictions.estimate(spec)
+        elif spec.walltime_s is not None:
+            estimate = spec.walltime_s
+        else:
+            estimate = self.config.default_estimate_s
         facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
         return JobRecord(
             spec=spec,
@@ -394,6 +415,8 @@ class SchedulerCore:
             return requeue(self, rec, event, now)
         else:
             rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
+        if self.predictions is not None:
+            self.predictions.ended(rec)
         return self._settle_dependents(rec, now)
 
     def reshape(self, rec: JobRecord, spec: JobSpec) -> None:
@@ -734,6 +757,8 @@ class SchedulerCore:
         reason = "backfilled" if backfilled else "resources available"
         rec.move(JobPhase.RUNNING, now, reason)
         self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
+        if self.predictions is not None:
+            self.predictions.started(rec)
         if self.tenants is not None:
             self.tenants.bind(rec, now)
         self.stats.started += 1
@@ -747,6 +772,8 @@ class SchedulerCore:
         rec.est_end = start_time + rec.estimate
         rec.move(JobPhase.RUNNING, start_time, "adopted after a controller restart")
         self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
+        if self.predictions is not None:
+            self.predictions.started(rec)
         if self.tenants is not None:
             rec.admission = self.tenants.admission(rec)
             self.tenants.bind(rec, start_time)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
+from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS
 from fusesched.policies.tenancy_policy import TenancyPolicy
 
 BACKFILL_MODES: Mapping[str, str] = {
@@ -38,11 +39,13 @@ class CoreConfig:
     reject_unschedulable: bool = True  # reject jobs no node of the cluster could ever hold
     conservative_depth: int = 64  # reservations made per cycle by conservative backfilling
     tenancy: TenancyPolicy | None = None  # quotas, fair share, QoS preemption (docs/TENANCY.md)
+    runtime_prediction: str = "none"  # estimates from finished jobs, see RUNTIME_PREDICTORS
 
     def __post_init__(self) -> None:
         _check("queue-order", self.queue_order, QUEUE_ORDERS)
         _check("backfill", self.backfill, BACKFILL_MODES)
         _check("placement", self.placement, PLACEMENT_POLICIES)
+        _check("runtime-prediction", self.runtime_prediction, RUNTIME_PREDICTORS)
         if self.default_estimate_s <= 0:
             raise PolicyError("default_estimate_s must be positive")
         if self.conservative_depth < 1:

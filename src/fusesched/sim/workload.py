@@ -81,7 +81,7 @@ def _swf_workload(trace: SwfTrace, limit: int | None) -> Workload:
             task_groups=group,
             type=JobType.HPC,
             queue=f"q{int(trace.queue[i])}" if trace.queue[i] >= 0 else "default",
-            user=str(int(trace.user[i])),
+            user=str(int(trace.user[i])) if trace.user[i] >= 0 else "",  # -1: unknown
             walltime_s=float(estimate[i]),
             submit_time=float(trace.submit[i]) - start,
         )

@@ -143,6 +143,7 @@ class RlJobs:
     max_nodes: int
     max_procs: int
     ppn: float
+    user: IntArray | None = None  # the user per job (-1: unknown); not used by the protocol
 
     def __len__(self) -> int:
         return int(self.job_id.shape[0])
@@ -191,11 +192,14 @@ def rlscheduler_jobs(trace: SwfTrace) -> RlJobs:
     run = np.where(trace.run < 0, 10, trace.run)
     keep = run != 0
     order = np.argsort(trace.job_id[keep], kind="stable")
-    arrays = [a[keep][order] for a in (trace.job_id, trace.submit, run, procs, estimate)]
+    columns = (trace.job_id, trace.submit, run, procs, estimate, trace.user)
+    arrays = [a[keep][order] for a in columns]
     for array in arrays:
         array.setflags(write=False)
-    job_id, submit, run, procs, estimate = arrays
-    return RlJobs(job_id, submit, run, procs, estimate, max_nodes, max_procs, max_procs / max_nodes)
+    job_id, submit, run, procs, estimate, user = arrays
+    return RlJobs(
+        job_id, submit, run, procs, estimate, max_nodes, max_procs, max_procs / max_nodes, user
+    )
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from fusesched.policies.hpc_keys import HPC_KEYS, HpcKey
 from fusesched.traces.swf import RlJobs
@@ -32,6 +33,7 @@ __all__ = [
     "default_batch_job_slice",
     "replay_whole_trace",
     "run_rlscheduler",
+    "score_sequence",
     "sequence_starts",
 ]
 
@@ -147,6 +149,32 @@ def _key(policy: str) -> HpcKey:
         return HPC_KEYS[policy]
     except KeyError:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(HPC_KEYS)}") from None
+
+
+def score_sequence(
+    index: int,
+    first: int,
+    submit: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    start: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    run: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    procs: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    max_procs: int,
+) -> SequenceResult:
+    """The metrics of section 5 for one schedule: per-job arrays in job order, the span of
+    the utilisation running from the first submit to the last start."""
+    wait = start - submit
+    bsld = np.maximum(1.0, (wait + run) / np.maximum(run, BSLD_THRESHOLD_S))
+    span = (start.max() - submit[0]) * max_procs
+    work = float(np.sum(run * procs))
+    return SequenceResult(
+        index=index,
+        start_job_index=first,
+        avg_bounded_slowdown=float(bsld.mean()),
+        utilization=work / float(span) if span else float("nan"),
+        avg_wait_s=float(wait.mean()),
+        makespan_s=float(np.max(start + run) - submit[0]),
+        jobs=len(submit),
+    )
 
 
 def _mean(values: list[float]) -> float:
@@ -380,19 +408,8 @@ class _Replay:
 
     def result(self, index: int, first: int) -> SequenceResult:
         """Bounded slowdown, utilisation, wait and makespan of the finished schedule."""
-        submit = self.submit_np
         run = self.jobs.run[first : first + self.count]
         start = np.array(self.start, dtype=np.int64)
-        wait = start - submit
-        bsld = np.maximum(1.0, (wait + run) / np.maximum(run, BSLD_THRESHOLD_S))
-        span = (self.last_start - int(submit[0])) * self.jobs.max_procs
-        work = float(np.sum(run * self.procs_np))
-        return SequenceResult(
-            index=index,
-            start_job_index=first,
-            avg_bounded_slowdown=float(bsld.mean()),
-            utilization=work / span if span else float("nan"),
-            avg_wait_s=float(wait.mean()),
-            makespan_s=float(np.max(start + run) - submit[0]),
-            jobs=self.count,
+        return score_sequence(
+            index, first, self.submit_np, start, run, self.procs_np, self.jobs.max_procs
         )

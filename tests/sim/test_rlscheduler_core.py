@@ -1,0 +1,75 @@
+"""The RLScheduler sequences replayed by the general core (``--policy default`` and friends)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fusesched.policies.presets import PRESETS
+from fusesched.policies.registry import CoreConfig
+from fusesched.sim.protocols.rlscheduler import run_rlscheduler
+from fusesched.sim.protocols.rlscheduler_core import run_core_protocol, sequence_jobs
+from fusesched.traces.swf import RlJobs
+
+from ._shared import needs_shared, rl_jobs
+
+
+def make_jobs(rows: list[tuple[int, int, int, int, int]], max_nodes: int) -> RlJobs:
+    """rows: (submit, run, estimate, procs, user)."""
+    columns = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    submit, run, estimate, procs, user = columns
+    job_id = np.arange(1, len(rows) + 1, dtype=np.int64)
+    return RlJobs(job_id, submit, run, procs, estimate, max_nodes, max_nodes, 1.0, user)
+
+
+def test_sequence_jobs_show_the_core_only_what_a_scheduler_knows() -> None:
+    jobs = make_jobs([(100, 50, 60, 2, 7), (110, 10, -1, 0, -1), (130, 5, 9, 1, 3)], 4)
+    a, b, c = sequence_jobs(jobs, 0, 3)
+    assert a.spec.submit_time == 0.0 and c.spec.submit_time == 30.0  # relative to the first
+    assert a.spec.walltime_s == 60.0 and a.runtime == 50.0
+    assert a.spec.task_groups[0].replicas == 2 and a.spec.user == "7"
+    assert b.spec.walltime_s is None  # no request: the core's default, never the true run time
+    assert b.spec.task_groups[0].replicas == 1  # n = 0 asks for one CPU
+    assert b.spec.user == ""  # -1: unknown user
+
+
+def _sequence_rows(count: int, seed: int) -> list[tuple[int, int, int, int, int]]:
+    rng = np.random.default_rng(seed)
+    submit = np.cumsum(rng.integers(0, 200, count))
+    run = rng.integers(1, 3000, count)
+    estimate = run * rng.integers(1, 5, count)
+    procs = rng.integers(1, 9, count)
+    user = rng.integers(0, 5, count)
+    return list(zip(*(a.tolist() for a in (submit, run, estimate, procs, user)), strict=True))
+
+
+def test_same_sequences_and_metrics_as_the_protocol_loop() -> None:
+    """FCFS without backfilling is one schedule in both loops, so every metric agrees."""
+    jobs = make_jobs(_sequence_rows(300, 3), 16)
+    config = CoreConfig(queue_order="fcfs", backfill="none")
+    core = run_core_protocol(jobs, config, "fcfs", sequence_length=64, iterations=3)
+    loop = run_rlscheduler(jobs, "fcfs", False, sequence_length=64, iterations=3)
+    assert [s.start_job_index for s in core.sequences] == [
+        s.start_job_index for s in loop.sequences
+    ]
+    for mine, theirs in zip(core.sequences, loop.sequences, strict=True):
+        assert mine.avg_bounded_slowdown == pytest.approx(theirs.avg_bounded_slowdown)
+        assert mine.avg_wait_s == pytest.approx(theirs.avg_wait_s)
+        assert mine.utilization == pytest.approx(theirs.utilization)
+
+
+def test_default_preset_runs_and_is_deterministic() -> None:
+    jobs = make_jobs(_sequence_rows(400, 5), 16)
+    config = PRESETS["default"].config()
+    first = run_core_protocol(jobs, config, "default", sequence_length=128, iterations=2)
+    again = run_core_protocol(jobs, config, "default", sequence_length=128, iterations=2)
+    assert first == again
+    assert first.policy == "default" and len(first.sequences) == 2
+
+
+@needs_shared
+def test_default_beats_every_published_number_on_sdsc_sp2() -> None:
+    """The RLScheduler README's best with backfilling on SDSC-SP2 is its RL agent, 397.82."""
+    jobs = rl_jobs("traces/pwa-swf/SDSC-SP2-1998-4.2-cln.swf.gz")
+    result = run_core_protocol(jobs, PRESETS["default"].config(), "default", batch_job_slice=10_000)
+    assert result.mean_bounded_slowdown < 397.82
