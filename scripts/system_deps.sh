@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts the real system parts the tests use: bubblewrap and busybox (containers),
-# OpenMPI, Slurm + munge (the comparison benchmark), PostgreSQL (the second store) and
-# Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py). Safe to run
+# OpenMPI, Slurm + munge (the comparison benchmark), PostgreSQL (the second store),
+# Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py) and Chromium
+# (Playwright drives it in tests/live/test_portal.py; no browser is downloaded). Safe to run
 # again: installs only what is missing, starts only what is down.
 set -euo pipefail
 
@@ -13,6 +14,7 @@ command -v munged >/dev/null || need+=(munge)
 command -v pg_ctlcluster >/dev/null || need+=(postgresql)
 command -v busybox >/dev/null || need+=(busybox-static)  # a tiny real image for container tests
 command -v prometheus >/dev/null || need+=(prometheus)  # scrapes /metrics in tests/live
+command -v chromium >/dev/null || need+=(chromium)  # the portal's browser tests (Playwright)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

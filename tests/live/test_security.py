@@ -163,6 +163,15 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/tokens"): {"json": {"user": "mallory", "tenant": "biology"}},
         ("GET", "/v1/tokens"): {},
         ("DELETE", "/v1/tokens/{token_id}"): {"path": {"token_id": sec.ids["bob"]}},
+        # the portal's routes (src/fusesched/portal/api.py)
+        ("GET", "/v1/portal/me"): {},
+        ("GET", "/v1/portal/jobs/{job_id}"): {"path": {"job_id": bob_job}},
+        ("GET", "/v1/portal/cluster"): {},
+        ("GET", "/v1/portal/queues"): {},
+        ("GET", "/v1/portal/history"): {},
+        ("GET", "/v1/portal/whatif"): {},
+        ("POST", "/v1/portal/whatif"): {"json": {"scale": 2}},
+        ("GET", "/v1/portal/whatif/{run_id}"): {"path": {"run_id": "w1"}},
     }
 
 
@@ -222,7 +231,12 @@ def test_wrong_revoked_and_expired_tokens_get_401(secure: Secure) -> None:
 
 DENIED = {403, 404}
 # cluster-wide, no tenant data (/metrics: jobs by id and queue only, no user or tenant)
-SHARED = {("GET", "/v1/nodes"), ("GET", "/v1/queues"), ("GET", "/metrics")}
+SHARED = {
+    ("GET", "/v1/nodes"),
+    ("GET", "/v1/queues"),
+    ("GET", "/metrics"),
+    ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role
+}
 LISTS = {("GET", "/v1/jobs"), ("GET", "/v1/tokens")}
 
 

@@ -591,4 +591,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
         audit(p, "token-revoke", token_id=token_id, kind=row.kind.value, user=row.user)
         return TokenRevoked(revoked=token_id)
 
+    from fusesched.portal import mount as mount_portal  # the portal's routes use Caller
+
+    mount_portal(app, controller, checker)
     return app

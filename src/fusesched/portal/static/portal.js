@@ -1,0 +1,1083 @@
+// fusesched portal: one page, plain JavaScript, no dependencies. It calls the controller's JSON
+// API with the user's bearer token (kept in sessionStorage), so every scoping rule is the
+// server's. Text from the server is only ever set as textContent, never parsed as HTML.
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "fusesched.token";
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const STATES = ["Pending", "Running", "Completed", "Failed", "Cancelled"];
+  const FINISHED = new Set(["Completed", "Failed", "Cancelled"]);
+  const JOB_TYPES = {
+    batch: "Batch (one task or a few independent ones)",
+    hpc: "HPC / MPI (a gang of tasks with an MPI host list)",
+    "ai-train": "AI training (torchrun rendezvous, GPUs)",
+    "ai-infer": "AI inference (a long-running server)",
+    service: "Service (runs until cancelled)",
+  };
+  const LAUNCHER_OF = { hpc: "mpi", "ai-train": "torchrun" };
+  const LOG_KEEP = 1000000; // characters of a followed log kept on the page
+
+  let me = null; // who is logged in (GET /v1/portal/me)
+  let timers = []; // polling of the current page
+  let page = 0; // bumps on every navigation: late answers of an old page are dropped
+  let loginMessage = ""; // why the user was logged out, shown on the login form
+
+  // ------------------------------------------------------------------ small helpers
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k === "text") el.textContent = v;
+      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined) continue;
+      if (k === "text") el.textContent = v;
+      else el.setAttribute(k, String(v));
+    }
+    for (const c of children.flat()) if (c) el.append(c);
+    return el;
+  }
+
+  const main = () => document.getElementById("main");
+  function status(text) { document.getElementById("status").textContent = text || ""; }
+
+  function fmtTime(t) {
+    if (t === null || t === undefined) return "—";
+    const d = new Date(t * 1000);
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+  function fmtDur(sec) {
+    if (sec === null || sec === undefined || !isFinite(sec)) return "—";
+    sec = Math.max(0, sec);
+    if (sec < 60) return `${sec.toFixed(sec < 10 ? 1 : 0)} s`;
+    if (sec < 3600) return `${Math.floor(sec / 60)} min ${Math.round(sec % 60)} s`;
+    if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
+    return `${(sec / 86400).toFixed(1)} d`;
+  }
+  function fmtNum(v) {
+    if (v === 0) return "0";
+    return Math.abs(v) >= 1000 || Math.abs(v) < 0.001 ? v.toExponential(1)
+      : String(+v.toPrecision(3));
+  }
+  function pct(x) { return `${Math.round((x || 0) * 100)}%`; }
+  function badge(state) { return h("span", { class: `badge ${state}`, text: state }); }
+  function now() { return Date.now() / 1000; }
+
+  // ------------------------------------------------------------------ the API
+
+  class ApiError extends Error {
+    constructor(status, detail) {
+      super(ApiError.text(detail) || `HTTP ${status}`);
+      this.status = status;
+      this.detail = detail;
+    }
+    static text(detail) {
+      if (typeof detail === "string") return detail;
+      if (Array.isArray(detail)) return detail.map(fieldMessage).join("; ");
+      return detail ? JSON.stringify(detail) : "";
+    }
+  }
+
+  function fieldMessage(item) {
+    const loc = (item.loc || []).filter((p) => p !== "body").join(" → ");
+    const msg = String(item.msg || "invalid").replace(/^Value error, /, "");
+    return loc ? `${loc}: ${msg}` : msg;
+  }
+
+  async function api(method, path, body, asText) {
+    const token = sessionStorage.getItem(TOKEN_KEY) || "";
+    const headers = { accept: asText ? "text/plain" : "application/json" };
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(path, {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new ApiError(0, `the controller cannot be reached (${err.message})`);
+    }
+    if (response.status === 401 && me) {
+      logout("Your token is no longer valid: log in again.");
+      throw new ApiError(401, "not logged in");
+    }
+    if (!response.ok) {
+      let detail = "";
+      try { detail = (await response.json()).detail; } catch (e) { detail = response.statusText; }
+      throw new ApiError(response.status, detail);
+    }
+    return asText ? response.text() : response.json();
+  }
+
+  // ------------------------------------------------------------------ session and routing
+
+  function every(ms, fn) {
+    const id = setInterval(fn, ms);
+    timers.push(id);
+  }
+
+  function stopTimers() {
+    for (const id of timers) clearInterval(id);
+    timers = [];
+  }
+
+  function logout(message) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    me = null;
+    document.body.classList.remove("operator");
+    document.getElementById("nav").hidden = true;
+    document.getElementById("who").hidden = true;
+    loginMessage = message || "";
+    if (location.hash !== "#/login") location.hash = "#/login";
+    else route();
+  }
+
+  async function ensureMe() {
+    if (me) return me;
+    if (!sessionStorage.getItem(TOKEN_KEY)) {
+      // a controller without authentication takes no token
+      try { me = await api("GET", "/v1/portal/me"); } catch (e) { return null; }
+    } else {
+      try { me = await api("GET", "/v1/portal/me"); } catch (e) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        return null;
+      }
+    }
+    document.body.classList.toggle("operator", me.operator);
+    document.getElementById("nav").hidden = false;
+    document.getElementById("who").hidden = false;
+    document.getElementById("who-text").textContent =
+      me.auth ? `${me.user} · ${me.tenant} · ${me.role}` : "authentication off";
+    return me;
+  }
+
+  const PAGES = {
+    login: viewLogin,
+    jobs: viewJobs,
+    job: viewJob,
+    submit: viewSubmit,
+    cluster: viewCluster,
+    queues: viewQueues,
+    charts: viewCharts,
+    whatif: viewWhatIf,
+  };
+  const OPERATOR_PAGES = new Set(["cluster", "queues", "charts", "whatif"]);
+
+  async function route() {
+    stopTimers();
+    page += 1;
+    const mine = page;
+    const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    let name = parts[0] || "jobs";
+    if (!(name in PAGES)) name = "jobs";
+    if (name !== "login" && !(await ensureMe())) {
+      if (mine !== page) return;
+      name = "login";
+      if (location.hash !== "#/login") history.replaceState(null, "", "#/login");
+    }
+    if (mine !== page) return;
+    if (name === "login" && me) { location.hash = "#/jobs"; return; }
+    if (OPERATOR_PAGES.has(name) && !me.operator) name = "jobs";
+    for (const a of document.querySelectorAll("#nav a")) {
+      if (a.dataset.page === name || (name === "job" && a.dataset.page === "jobs")) {
+        a.setAttribute("aria-current", "page");
+      } else a.removeAttribute("aria-current");
+    }
+    status("");
+    const root = main();
+    root.replaceChildren();
+    try {
+      await PAGES[name](root, parts.slice(1), () => mine === page);
+    } catch (err) {
+      if (mine === page) root.append(errorBox("This page could not be shown", [err.message]));
+    }
+    if (mine === page) {
+      const heading = root.querySelector("h1");
+      document.title = heading ? `${heading.textContent} · fusesched` : "fusesched";
+    }
+  }
+
+  function errorBox(title, messages) {
+    return h("div", { class: "errors", role: "alert" },
+      h("h2", { text: title }),
+      h("ul", {}, messages.map((m) => h("li", { text: m }))));
+  }
+
+  function focusHeading(root) {
+    const heading = root.querySelector("h1");
+    if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+  }
+
+  // ------------------------------------------------------------------ login
+
+  async function viewLogin(root) {
+    document.title = "Log in · fusesched";
+    const input = h("input", {
+      id: "token", name: "token", type: "password", autocomplete: "off", required: true,
+      "aria-describedby": "token-hint", spellcheck: "false",
+    });
+    const error = h("div", { id: "login-error", class: "errors", role: "alert",
+      hidden: !loginMessage, text: loginMessage });
+    loginMessage = "";
+    const form = h("form", { class: "panel login", "aria-labelledby": "login-title" },
+      h("h1", { id: "login-title", text: "Log in" }),
+      h("div", { class: "field" },
+        h("label", { for: "token", text: "API token" }),
+        input,
+        h("div", { id: "token-hint", class: "hint",
+          text: "Your token (fsk_…), from your admin or `fusesched token create`." })),
+      error,
+      h("button", { type: "submit", class: "primary", text: "Log in" }));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      error.hidden = true;
+      const token = input.value.trim();
+      if (!token) { error.textContent = "Enter a token."; error.hidden = false; input.focus(); return; }
+      sessionStorage.setItem(TOKEN_KEY, token);
+      me = null;
+      try {
+        await api("GET", "/v1/portal/me");
+      } catch (err) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        error.textContent = err.status === 401 ? `Not a valid token: ${err.message}` : err.message;
+        error.hidden = false;
+        input.focus();
+        return;
+      }
+      location.hash = "#/jobs";
+    });
+    root.append(form);
+    input.focus();
+  }
+
+  // ------------------------------------------------------------------ jobs
+
+  const filters = { state: "", queue: "", user: "", text: "" };
+
+  async function viewJobs(root, _args, alive) {
+    const stateSel = h("select", { id: "f-state", name: "state" },
+      h("option", { value: "", text: "Any state" }),
+      STATES.map((st) => h("option", { value: st, text: st })));
+    stateSel.value = filters.state;
+    const queueIn = h("input", { id: "f-queue", name: "queue", value: filters.queue, size: 10 });
+    const userIn = h("input", { id: "f-user", name: "user", value: filters.user, size: 10 });
+    const textIn = h("input", { id: "f-text", name: "text", value: filters.text, size: 14,
+      type: "search" });
+    const form = h("form", { class: "panel row", role: "search", "aria-label": "Filter jobs" },
+      h("div", {}, h("label", { for: "f-state", text: "State" }), stateSel),
+      h("div", {}, h("label", { for: "f-queue", text: "Queue" }), queueIn),
+      h("div", {}, h("label", { for: "f-user", text: "User" }), userIn),
+      h("div", {}, h("label", { for: "f-text", text: "Name or id contains" }), textIn),
+      h("div", {}, h("button", { type: "submit", text: "Apply" })));
+    const body = h("tbody");
+    const table = h("div", { class: "table-wrap" }, h("table", { id: "jobs" },
+      h("caption", { class: "muted", text: "Newest first; refreshed every 2 seconds." }),
+      h("thead", {}, h("tr", {},
+        ["Job", "Name", "User", "Tenant", "Queue", "Type", "State", "Submitted", "Waited / ran",
+          "Nodes"].map((t) => h("th", { scope: "col", text: t })))),
+      body));
+    root.append(h("h1", { text: "Jobs" }), form, table);
+
+    async function load() {
+      const q = new URLSearchParams({ limit: "200" });
+      if (filters.state) q.append("state", filters.state);
+      if (filters.queue) q.set("queue", filters.queue);
+      if (filters.user) q.set("user", filters.user);
+      let jobs;
+      try { jobs = await api("GET", `/v1/jobs?${q}`); } catch (err) {
+        if (alive()) status(`Could not load jobs: ${err.message}`);
+        return;
+      }
+      if (!alive()) return;
+      const needle = filters.text.toLowerCase();
+      const shown = jobs.filter((j) => !needle || j.id.includes(needle) ||
+        (j.name || "").toLowerCase().includes(needle));
+      body.replaceChildren(...shown.map(jobRow));
+      if (!shown.length) {
+        body.append(h("tr", {}, h("td", { colspan: 10, class: "muted", text: "No jobs." })));
+      }
+      status(`${shown.length} job(s) · updated ${fmtTime(now()).slice(11)}`);
+    }
+
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      filters.state = stateSel.value;
+      filters.queue = queueIn.value.trim();
+      filters.user = userIn.value.trim();
+      filters.text = textIn.value.trim();
+      load();
+    });
+    await load();
+    focusHeading(root);
+    every(2000, load);
+  }
+
+  function jobRow(j) {
+    const waited = j.start_time ? j.start_time - j.submit_time : now() - (j.submit_time || now());
+    const ran = j.start_time ? (j.end_time || now()) - j.start_time : null;
+    return h("tr", { "data-job": j.id, "data-state": j.state },
+      h("td", {}, h("a", { href: `#/job/${encodeURIComponent(j.id)}`, text: j.id })),
+      h("td", { text: j.name || "" }),
+      h("td", { text: j.user }),
+      h("td", { text: j.tenant }),
+      h("td", { text: j.queue }),
+      h("td", { text: j.type }),
+      h("td", {}, badge(j.state)),
+      h("td", { text: fmtTime(j.submit_time) }),
+      h("td", { text: `${fmtDur(waited)}${ran === null ? "" : ` / ${fmtDur(ran)}`}` }),
+      h("td", { text: (j.nodes || []).join(", ") }));
+  }
+
+  // ------------------------------------------------------------------ one job
+
+  async function viewJob(root, args, alive) {
+    const id = args[0] || "";
+    let detail;
+    try { detail = await api("GET", `/v1/portal/jobs/${encodeURIComponent(id)}`); } catch (err) {
+      root.append(h("h1", { text: `Job ${id}` }), errorBox("No such job", [err.message]));
+      return;
+    }
+    if (!alive()) return;
+    const title = h("span", {});
+    const stateHolder = h("span", { id: "job-state" });
+    const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel",
+      text: "Cancel job" });
+    const resubmitBtn = h("button", { type: "button", id: "resubmit", text: "Resubmit" });
+    const actionMsg = h("div", { id: "action-msg", role: "status" });
+    const facts = h("dl", { class: "facts" });
+    const placement = h("tbody");
+    const energy = h("dl", { class: "facts" });
+    const timeline = h("div", { id: "timeline" });
+    const events = h("tbody");
+    const spec = h("pre", { id: "spec", tabindex: "0" });
+    const logs = h("pre", { id: "logs", tabindex: "0", "aria-live": "off" });
+    const follow = h("input", { type: "checkbox", id: "follow", checked: true });
+    let offset = 0;
+    const decoder = new TextEncoder();
+
+    root.append(
+      h("h1", {}, title, " ", stateHolder),
+      h("div", { class: "actions" }, cancelBtn, resubmitBtn),
+      actionMsg,
+      h("div", { class: "grid2" },
+        h("section", { class: "panel", "aria-labelledby": "h-sum" },
+          h("h2", { id: "h-sum", text: "Summary" }), facts),
+        h("section", { class: "panel", "aria-labelledby": "h-energy" },
+          h("h2", { id: "h-energy", text: "Energy" }), energy)),
+      h("section", { class: "panel", "aria-labelledby": "h-place" },
+        h("h2", { id: "h-place", text: "Placement" }),
+        h("div", { class: "table-wrap" }, h("table", { id: "placement" },
+          h("thead", {}, h("tr", {}, ["Task", "Node", "GPU devices", "State", "Exit code",
+            "Started", "Ended"].map((t) => h("th", { scope: "col", text: t })))),
+          placement))),
+      h("section", { class: "panel", "aria-labelledby": "h-time" },
+        h("h2", { id: "h-time", text: "Timeline" }), timeline),
+      h("section", { class: "panel", "aria-labelledby": "h-logs" },
+        h("h2", { id: "h-logs", text: "Logs" }),
+        h("div", { class: "row" }, h("label", { for: "follow" }, follow, " Follow the log")),
+        logs),
+      h("section", { class: "panel", "aria-labelledby": "h-ev" },
+        h("h2", { id: "h-ev", text: "Events" }),
+        h("div", { class: "table-wrap" }, h("table", { id: "events" },
+          h("thead", {}, h("tr", {}, ["Time", "Event", "Node", "Details"].map(
+            (t) => h("th", { scope: "col", text: t })))),
+          events))),
+      h("section", { class: "panel", "aria-labelledby": "h-spec" },
+        h("h2", { id: "h-spec", text: "Specification (as submitted)" }), spec));
+
+    function render(d) {
+      const j = d.job;
+      title.textContent = `Job ${j.id}${j.name ? ` — ${j.name}` : ""}`;
+      stateHolder.replaceChildren(badge(j.state));
+      cancelBtn.disabled = FINISHED.has(j.state);
+      const rows = [
+        ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
+        ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
+        ["Exit code", j.exit_code === null ? "—" : j.exit_code],
+        ["Pool", j.pool || "—"], ["Nodes", (j.nodes || []).join(", ") || "—"],
+        ["Submitted", fmtTime(j.submit_time)], ["Started", fmtTime(j.start_time)],
+        ["Ended", fmtTime(j.end_time)],
+        ["Waited", j.start_time ? fmtDur(j.start_time - j.submit_time) : "—"],
+        ["Ran", j.start_time ? fmtDur((j.end_time || now()) - j.start_time) : "—"],
+      ];
+      facts.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }),
+        h("dd", { text: String(v) })]));
+      const kwh = j.energy_kwh;
+      energy.replaceChildren(
+        h("dt", { text: "Total" }),
+        h("dd", { id: "energy-total",
+          text: kwh === null || kwh === undefined ? "known when the job has ended"
+            : `${kwh.toFixed(6)} kWh` }),
+        h("dt", { text: "Measured" }),
+        h("dd", { text: j.energy_measured_kwh === null || j.energy_measured_kwh === undefined
+          ? "—" : `${j.energy_measured_kwh.toFixed(6)} kWh (GPU power readings)` }),
+        h("dt", { text: "Estimated" }),
+        h("dd", { text: kwh === null || kwh === undefined ? "—"
+          : `${(kwh - (j.energy_measured_kwh || 0)).toFixed(6)} kWh (power model)` }));
+      placement.replaceChildren(...(j.tasks.length ? j.tasks.map((t) => h("tr", {},
+        h("td", { text: t.task_id }), h("td", { text: t.node || "—" }),
+        h("td", { text: t.gpu_indices.length ? t.gpu_indices.join(", ") : "—" }),
+        h("td", {}, badge(t.state)),
+        h("td", { text: t.exit_code === null ? "—" : t.exit_code }),
+        h("td", { text: fmtTime(t.start_time) }), h("td", { text: fmtTime(t.end_time) })))
+        : [h("tr", {}, h("td", { colspan: 7, class: "muted", text: "Not placed yet." }))]));
+      timeline.replaceChildren(timelineSvg(d.timeline));
+      events.replaceChildren(...d.events.map((e) => h("tr", {},
+        h("td", { text: fmtTime(e.time) }), h("td", { text: e.kind }),
+        h("td", { text: e.node || "" }),
+        h("td", { text: Object.entries(e.data || {}).map(([k, v]) =>
+          `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ") }))));
+      spec.textContent = JSON.stringify(d.request, null, 2);
+    }
+
+    async function pollLogs() {
+      let text;
+      try {
+        text = await api("GET", `/v1/jobs/${encodeURIComponent(id)}/logs?offset=${offset}`,
+          undefined, true);
+      } catch (err) { return; }
+      if (!alive() || !text) return;
+      offset += decoder.encode(text).length;
+      logs.append(document.createTextNode(text));
+      if (logs.textContent.length > LOG_KEEP * 2) { // keep the page light on endless logs
+        logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
+      }
+      if (follow.checked) logs.scrollTop = logs.scrollHeight;
+    }
+
+    async function refresh() {
+      try { detail = await api("GET", `/v1/portal/jobs/${encodeURIComponent(id)}`); } catch (e) {
+        return;
+      }
+      if (!alive()) return;
+      render(detail);
+      await pollLogs();
+      status(`updated ${fmtTime(now()).slice(11)}`);
+    }
+
+    cancelBtn.addEventListener("click", async () => {
+      if (!window.confirm(`Cancel job ${id}?`)) return;
+      cancelBtn.disabled = true;
+      try {
+        const out = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`, {});
+        actionMsg.textContent = out.cancelled.length ? `Cancelling ${out.cancelled.join(", ")}.`
+          : "Nothing to cancel: the job has ended.";
+      } catch (err) {
+        actionMsg.replaceChildren(errorBox("Cancel failed", [err.message]));
+        cancelBtn.disabled = false;
+      }
+      refresh();
+    });
+    resubmitBtn.addEventListener("click", async () => {
+      const request = Object.assign({}, detail.request);
+      delete request.user; // resubmitted as the one who asks (the token's user)
+      try {
+        const out = await api("POST", "/v1/jobs", request);
+        location.hash = `#/job/${encodeURIComponent(out.id)}`;
+      } catch (err) {
+        actionMsg.replaceChildren(errorBox("Resubmit failed", [err.message]));
+      }
+    });
+
+    render(detail);
+    await pollLogs();
+    focusHeading(root);
+    let endedAt = null; // logs may still arrive for a few seconds after the end
+    every(1000, () => {
+      if (FINISHED.has(detail.job.state)) endedAt = endedAt || now();
+      else endedAt = null;
+      if (endedAt === null || now() - endedAt < 10) refresh();
+    });
+  }
+
+  function timelineSvg(spans) {
+    const width = 900;
+    const rowH = 22;
+    if (!spans.length) return h("p", { class: "muted", text: "No timeline yet." });
+    const t0 = Math.min(...spans.map((x) => x.start));
+    const t1 = Math.max(...spans.map((x) => x.end === null ? now() : x.end), t0 + 1);
+    const left = 180;
+    const scale = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - 20);
+    const height = spans.length * rowH + 30;
+    const svg = s("svg", { class: "timeline", viewBox: `0 0 ${width} ${height}`, role: "img",
+      "aria-labelledby": "tl-title" },
+    s("title", { id: "tl-title", text: "The job's timeline: waits, its run and each task" }));
+    spans.forEach((x, i) => {
+      const y = 5 + i * rowH;
+      const end = x.end === null ? now() : x.end;
+      const label = x.kind === "task" ? `${x.label}${x.node ? ` @ ${x.node}` : ""}` : x.label;
+      svg.append(s("text", { x: 4, y: y + 14, text: label.slice(0, 28) }));
+      const rect = s("rect", { x: scale(x.start), y, height: rowH - 6, class: x.kind,
+        width: Math.max(2, scale(end) - scale(x.start)) });
+      rect.append(s("title", { text: `${label}: ${fmtTime(x.start)} → ` +
+        `${x.end === null ? "now" : fmtTime(x.end)} (${fmtDur(end - x.start)})` }));
+      svg.append(rect);
+    });
+    const axisY = spans.length * rowH + 10;
+    svg.append(s("line", { x1: left, x2: width - 20, y1: axisY, y2: axisY, stroke: "#999" }));
+    svg.append(s("text", { x: left, y: axisY + 14, text: fmtTime(t0).slice(11) }));
+    svg.append(s("text", { x: width - 80, y: axisY + 14, text: `+${fmtDur(t1 - t0)}` }));
+    return svg;
+  }
+
+  // ------------------------------------------------------------------ submit
+
+  async function viewSubmit(root) {
+    const fields = {};
+    function field(name, label, input, hint) {
+      input.id = `s-${name}`;
+      input.name = name;
+      const err = h("div", { class: "err", id: `s-${name}-err`, hidden: true });
+      const describedBy = [hint ? `s-${name}-hint` : null, `s-${name}-err`].filter(Boolean);
+      input.setAttribute("aria-describedby", describedBy.join(" "));
+      fields[name] = { input, err };
+      return h("div", { class: "field" },
+        h("label", { for: input.id, text: label }),
+        input,
+        hint ? h("div", { class: "hint", id: `s-${name}-hint`, text: hint }) : null,
+        err);
+    }
+    const typeSel = h("select", {}, Object.entries(JOB_TYPES).map(
+      ([v, t]) => h("option", { value: v, text: t })));
+    const qosSel = h("select", {}, ["silver", "gold", "bronze"].map(
+      (v) => h("option", { value: v, text: v })));
+    const summary = h("div", { id: "submit-errors", tabindex: "-1" });
+    const preview = h("pre", { id: "preview", tabindex: "0" });
+    const form = h("form", { class: "panel", id: "submit-form", novalidate: true },
+      summary,
+      h("div", { class: "grid2" },
+        h("div", {},
+          field("type", "Job type", typeSel),
+          field("name", "Name", h("input", { maxlength: 200 }), "One line, for your own use."),
+          field("queue", "Queue", h("input", { value: "default" })),
+          field("qos", "QoS tier", qosSel),
+          field("walltime", "Time limit (minutes)", h("input", { type: "number", min: "0",
+            step: "any", value: "10" }), "Also the scheduler's runtime estimate.")),
+        h("div", {},
+          field("command", "Command", h("textarea", { rows: 3 }),
+            "Run by /bin/sh -c in each task, e.g. python train.py --epochs 3"),
+          field("replicas", "Tasks", h("input", { type: "number", min: "1", step: "1",
+            value: "1" }), "A gang: all start together."),
+          field("cpu", "CPU per task", h("input", { value: "1" }), "Cores: 1, 0.5 or 500m."),
+          field("memory", "Memory per task", h("input", { value: "256Mi" }), "e.g. 512Mi, 4Gi."),
+          field("gpu", "GPUs per task", h("input", { type: "number", min: "0", step: "1",
+            value: "0" })))),
+      h("details", {}, h("summary", { text: "The request that will be sent (JSON)" }), preview),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary",
+        text: "Submit job" })));
+    root.append(h("h1", { text: "Submit a job" }), form);
+
+    function build() {
+      const v = (n) => fields[n].input.value.trim();
+      const problems = {};
+      const type = v("type");
+      const name = fields.name.input.value;
+      if (/[\n\r\t]/.test(name)) problems.name = "The name must be one line.";
+      if (!v("queue")) problems.queue = "Give a queue (default: default).";
+      const minutes = Number(v("walltime"));
+      if (v("walltime") && (!isFinite(minutes) || minutes <= 0)) {
+        problems.walltime = "The time limit must be a positive number of minutes.";
+      }
+      if (!v("command")) problems.command = "Give a command to run.";
+      const replicas = Number(v("replicas"));
+      if (!Number.isInteger(replicas) || replicas < 1) {
+        problems.replicas = "Tasks must be a whole number, at least 1.";
+      }
+      if (!v("cpu")) problems.cpu = "Give the CPU each task needs, e.g. 1 or 500m.";
+      else if (!/^\d+(\.\d+)?m?$/.test(v("cpu"))) problems.cpu = "CPU is a number of cores (2, 0.5) or millicores (500m).";
+      if (v("memory") && !/^\d+(\.\d+)?([KMGTPE]i?|[kmgtpe])?$/.test(v("memory"))) {
+        problems.memory = "Memory is a quantity such as 512Mi or 4Gi.";
+      }
+      const gpus = Number(v("gpu") || "0");
+      if (!Number.isInteger(gpus) || gpus < 0) problems.gpu = "GPUs must be a whole number (0 or more).";
+      const resources = { cpu: v("cpu") };
+      if (v("memory")) resources.memory = v("memory");
+      if (gpus > 0) resources["nvidia.com/gpu"] = String(gpus);
+      const group = { name: "main", replicas, resources, argv: ["sh", "-c", v("command")] };
+      if (LAUNCHER_OF[type]) group.launcher = LAUNCHER_OF[type];
+      const request = { type, queue: v("queue"), qos: v("qos"), groups: [group] };
+      if (name.trim()) request.name = name.trim();
+      if (v("walltime") && !problems.walltime) request.walltime_s = minutes * 60;
+      return { request, problems };
+    }
+
+    function showProblems(problems, extra) {
+      for (const [n, f] of Object.entries(fields)) {
+        const msg = problems[n];
+        f.err.textContent = msg || "";
+        f.err.hidden = !msg;
+        if (msg) f.input.setAttribute("aria-invalid", "true");
+        else f.input.removeAttribute("aria-invalid");
+      }
+      const all = Object.entries(problems).map(([n, m]) => `${labelOf(n)}: ${m}`)
+        .concat(extra || []);
+      summary.replaceChildren(all.length ? errorBox("The job was not submitted", all) : "");
+      if (all.length) summary.focus();
+    }
+    const labelOf = (n) => (fields[n] ? document.querySelector(`label[for="s-${n}"]`).textContent
+      : n);
+
+    form.addEventListener("input", () => { preview.textContent = JSON.stringify(build().request, null, 2); });
+    preview.textContent = JSON.stringify(build().request, null, 2);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const { request, problems } = build();
+      if (Object.keys(problems).length) { showProblems(problems); return; }
+      showProblems({});
+      const button = form.querySelector("button[type=submit]");
+      button.disabled = true;
+      try {
+        const out = await api("POST", "/v1/jobs", request);
+        location.hash = `#/job/${encodeURIComponent(out.id)}`;
+      } catch (err) {
+        button.disabled = false;
+        const mapped = {};
+        const other = [];
+        if (Array.isArray(err.detail)) {
+          for (const item of err.detail) {
+            const key = fieldOfLoc(item.loc || []);
+            if (key && !mapped[key]) mapped[key] = fieldMessage({ msg: item.msg });
+            else other.push(fieldMessage(item));
+          }
+        } else other.push(`${err.status ? `${err.status}: ` : ""}${err.message}`);
+        showProblems(mapped, other);
+      }
+    });
+    focusHeading(root);
+  }
+
+  function fieldOfLoc(loc) {
+    const path = loc.filter((p) => p !== "body");
+    const last = path[path.length - 1];
+    if (path[0] === "groups") {
+      if (path.includes("resources")) {
+        return { cpu: "cpu", memory: "memory", "nvidia.com/gpu": "gpu", gpu: "gpu" }[last] ||
+          "cpu";
+      }
+      if (path.includes("replicas")) return "replicas";
+      if (path.includes("argv")) return "command";
+      return null;
+    }
+    return { walltime_s: "walltime", name: "name", queue: "queue", qos: "qos", type: "type" }[
+      path[0]] || null;
+  }
+
+  // ------------------------------------------------------------------ operators: cluster
+
+  function heatColour(f) {
+    // 0 → pale blue, 1 → deep red (through yellow): readable with its number on top
+    const x = Math.max(0, Math.min(1, f || 0));
+    const stops = [[232, 240, 250], [255, 214, 102], [207, 34, 46]];
+    const [a, b, t] = x < 0.5 ? [stops[0], stops[1], x * 2] : [stops[1], stops[2], (x - 0.5) * 2];
+    const c = a.map((v, i) => Math.round(v + (b[i] - v) * t));
+    return { bg: `rgb(${c.join(",")})`, ink: x > 0.75 ? "#fff" : "#1b1f24" };
+  }
+
+  function heatCell(fraction, text, label, extraClass) {
+    const { bg, ink } = heatColour(fraction);
+    const td = h("td", { class: `cell ${extraClass || ""}`, title: label, "aria-label": label },
+      text);
+    td.style.backgroundColor = bg;
+    td.style.color = ink;
+    return td;
+  }
+
+  function legend() {
+    return h("div", { class: "legend", "aria-hidden": "true" }, "0%",
+      [0, 0.25, 0.5, 0.75, 1].map((f) => {
+        const sw = h("span", { class: "swatch" });
+        sw.style.backgroundColor = heatColour(f).bg;
+        return sw;
+      }), "100% in use");
+  }
+
+  async function viewCluster(root, _args, alive) {
+    const poolsBox = h("div", { class: "grid2", id: "pools" });
+    const heat = h("div", { id: "heatmap" });
+    const bad = h("tbody");
+    root.append(h("h1", { text: "Cluster" }),
+      h("h2", { text: "Pools" }), poolsBox,
+      h("h2", { id: "h-heat", text: "Occupancy heat map" }),
+      h("p", { class: "muted", text: "Each cell: the share of a node's CPU, memory, GPUs in " +
+        "use; then each GPU or MIG instance, and the job holding it." }),
+      legend(), heat,
+      h("h2", { id: "h-bad", text: "Drained, failed and powered-down nodes" }),
+      h("div", { class: "table-wrap" }, h("table", { id: "unhealthy" },
+        h("thead", {}, h("tr", {}, ["Node", "Pool", "State", "Power", "Since", "Reason"].map(
+          (t) => h("th", { scope: "col", text: t })))), bad)));
+
+    async function load() {
+      let c;
+      try { c = await api("GET", "/v1/portal/cluster"); } catch (err) {
+        if (alive()) status(`Could not load the cluster: ${err.message}`);
+        return;
+      }
+      if (!alive()) return;
+      poolsBox.replaceChildren(...c.pools.map((p) => h("section", { class: "panel" },
+        h("h3", { text: `${p.name} · ${p.nodes} node(s)` }),
+        h("dl", { class: "facts" }, p.resources.flatMap((r) => [h("dt", { text: r.name }),
+          h("dd", {}, `${r.used} of ${r.capacity} (${pct(r.fraction)})`,
+            bar(r.fraction, false))])))));
+      const kinds = [];
+      for (const n of c.nodes) for (const r of n.resources) if (!kinds.includes(r.name)) kinds.push(r.name);
+      const maxDevices = Math.max(0, ...c.nodes.map((n) => n.devices.length));
+      const head = h("tr", {}, h("th", { scope: "col", text: "Node" }),
+        h("th", { scope: "col", text: "Pool" }), h("th", { scope: "col", text: "State" }),
+        kinds.map((k) => h("th", { scope: "col", class: "res", text: k })),
+        maxDevices ? h("th", { scope: "col", colspan: maxDevices, text: "GPU / MIG devices" }) : null);
+      const rows = c.nodes.map((n) => {
+        const byName = Object.fromEntries(n.resources.map((r) => [r.name, r]));
+        return h("tr", { "data-node": n.name },
+          h("th", { scope: "row", text: n.name }), h("td", { text: n.pool }),
+          h("td", { text: n.power === "on" ? n.state : `${n.state} (${n.power})` }),
+          kinds.map((k) => {
+            const r = byName[k];
+            if (!r) return h("td", { class: "muted", text: "—" });
+            return heatCell(r.fraction, pct(r.fraction),
+              `${n.name} ${k}: ${r.used} of ${r.capacity} in use`);
+          }),
+          n.devices.map((d) => {
+            const what = d.mig_profile ? `MIG ${d.mig_profile} on GPU ${d.index}` : `GPU ${d.index}`;
+            const name = d.mig_profile ? `${d.index}/${d.mig_profile}` : `GPU ${d.index}`;
+            return heatCell(d.job_id ? 1 : 0, d.job_id ? `${name}: #${d.job_id}` : name,
+              `${n.name} ${what}${d.model ? ` (${d.model})` : ""}: ` +
+              (d.job_id ? `held by job ${d.job_id}` : "free"), "dev");
+          }),
+          maxDevices > n.devices.length ? h("td", { colspan: maxDevices - n.devices.length }) : null);
+      });
+      heat.replaceChildren(h("div", { class: "table-wrap" }, h("table", { class: "heat",
+        "aria-labelledby": "h-heat" }, h("thead", {}, head), h("tbody", {}, rows))));
+      bad.replaceChildren(...(c.unhealthy.length ? c.unhealthy.map((n) => h("tr", {},
+        h("td", { text: n.name }), h("td", { text: n.pool }), h("td", { text: n.state }),
+        h("td", { text: n.power }), h("td", { text: fmtTime(n.since) }),
+        h("td", { text: n.reason || "—" })))
+        : [h("tr", {}, h("td", { colspan: 6, class: "muted",
+          text: "Every node is up and powered on." }))]));
+      status(`updated ${fmtTime(now()).slice(11)}${c.power_saving ? "" : " · power saving off"}`);
+    }
+    await load();
+    focusHeading(root);
+    every(3000, load);
+  }
+
+  function bar(fraction, borrow) {
+    const inner = h("span");
+    inner.style.width = `${Math.round(Math.max(0, Math.min(1, fraction || 0)) * 100)}%`;
+    return h("div", { class: borrow ? "bar borrow" : "bar", "aria-hidden": "true" }, inner);
+  }
+
+  // ------------------------------------------------------------------ operators: queues
+
+  async function viewQueues(root, _args, alive) {
+    const queues = h("tbody");
+    const fair = h("tbody");
+    const note = h("p", { class: "muted" });
+    root.append(h("h1", { text: "Queues and tenants" }), note,
+      h("div", { class: "table-wrap" }, h("table", { id: "queues" },
+        h("thead", {}, h("tr", {}, ["Queue", "Tenant", "Cohort", "Shares", "Pending", "Running",
+          "Quota (flavour / resource: used of nominal, borrowed, still available)"].map(
+          (t) => h("th", { scope: "col", text: t })))), queues)),
+      h("h2", { text: "Fair-share standing" }),
+      h("div", { class: "table-wrap" }, h("table", { id: "fairshare" },
+        h("thead", {}, h("tr", {}, ["Account", "Shares", "Share of siblings", "Usage",
+          "Usage of siblings", "Level FS", "Rank", "Factor"].map(
+          (t) => h("th", { scope: "col", text: t })))), fair)));
+
+    async function load() {
+      let q;
+      try { q = await api("GET", "/v1/portal/queues"); } catch (err) {
+        if (alive()) status(`Could not load queues: ${err.message}`);
+        return;
+      }
+      if (!alive()) return;
+      note.textContent = q.tenancy ? "Quotas and fair share from the tenancy configuration."
+        : "This controller runs without a tenancy configuration: no quotas or fair share.";
+      queues.replaceChildren(...(q.queues.length ? q.queues.map((x) => h("tr", {},
+        h("th", { scope: "row", text: x.name }), h("td", { text: x.tenant || "—" }),
+        h("td", { text: x.cohort || "—" }),
+        h("td", { class: "num", text: x.shares === null ? "—" : x.shares }),
+        h("td", { class: "num", text: x.pending }), h("td", { class: "num", text: x.running }),
+        h("td", {}, x.quota.length ? x.quota.map((c) => h("div", {},
+          `${c.flavor} / ${c.resource}: ${c.used} of ${c.nominal}` +
+          `${c.borrowed !== "0" ? `, borrowing ${c.borrowed}` : ""}, ${c.available} available`,
+          bar(c.fraction, c.borrowed !== "0"))) : "—")))
+        : [h("tr", {}, h("td", { colspan: 7, class: "muted", text: "No queue has jobs." }))]));
+      fair.replaceChildren(...(q.fairshare.length ? q.fairshare.map((f) => h("tr", {},
+        h("th", { scope: "row", text: f.account }), h("td", { class: "num", text: f.shares }),
+        h("td", { class: "num", text: pct(f.norm_shares) }),
+        h("td", { class: "num", text: f.usage.toFixed(2) }),
+        h("td", { class: "num", text: pct(f.norm_usage) }),
+        h("td", { class: "num", text: f.level_fs === null ? "∞" : f.level_fs.toFixed(3) }),
+        h("td", { class: "num", text: f.position === null ? "—" : f.position }),
+        h("td", { class: "num", text: f.factor === null ? "—" : f.factor.toFixed(3) })))
+        : [h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No accounts." }))]));
+      status(`updated ${fmtTime(now()).slice(11)}`);
+    }
+    await load();
+    focusHeading(root);
+    every(5000, load);
+  }
+
+  // ------------------------------------------------------------------ operators: charts
+
+  const WINDOWS = { "-15m": "last 15 minutes", "-1h": "last hour", "-6h": "last 6 hours",
+    "-24h": "last 24 hours", "-7d": "last 7 days" };
+  let chartWindow = "-1h";
+
+  async function viewCharts(root, _args, alive) {
+    const sel = h("select", { id: "window" }, Object.entries(WINDOWS).map(
+      ([v, t]) => h("option", { value: v, text: t })));
+    sel.value = chartWindow;
+    const boxes = { util: h("div", { id: "chart-util" }), wait: h("div", { id: "chart-wait" }),
+      energy: h("div", { id: "chart-energy" }) };
+    const table = h("details", {}, h("summary", { text: "The numbers (table)" }));
+    root.append(h("h1", { text: "Utilisation, waits and energy" }),
+      h("div", { class: "row panel" }, h("div", {}, h("label", { for: "window", text: "Window" }),
+        sel)),
+      h("section", { class: "panel", "aria-labelledby": "c1" },
+        h("h2", { id: "c1", text: "Utilisation (allocated share of today's capacity)" }),
+        boxes.util),
+      h("section", { class: "panel", "aria-labelledby": "c2" },
+        h("h2", { id: "c2", text: "Mean wait of the jobs that started" }), boxes.wait),
+      h("section", { class: "panel", "aria-labelledby": "c3" },
+        h("h2", { id: "c3", text: "Energy (estimated from the power model)" }), boxes.energy),
+      table);
+
+    async function load() {
+      let hist;
+      try {
+        hist = await api("GET", `/v1/portal/history?start=${encodeURIComponent(chartWindow)}` +
+          "&buckets=30");
+      } catch (err) {
+        if (alive()) status(`Could not load the history: ${err.message}`);
+        return;
+      }
+      if (!alive()) return;
+      const p = hist.points;
+      const xs = p.map((x) => (x.start + x.end) / 2);
+      boxes.util.replaceChildren(lineChart("util", xs, [
+        { name: "CPU", cls: "l1", ys: p.map((x) => x.cpu_util * 100) },
+        { name: "GPU", cls: "l2", ys: p.map((x) => x.gpu_util * 100) },
+      ], "%", 100));
+      boxes.wait.replaceChildren(barChart("wait", xs, p.map((x) => x.wait_s || 0), "s", "b1"));
+      const kwh = p.map((x) => x.energy_kwh);
+      const small = Math.max(...kwh) < 1; // Wh reads better than 0.0002 kWh
+      boxes.energy.replaceChildren(barChart("energy", xs, small ? kwh.map((v) => v * 1000) : kwh,
+        small ? "Wh" : "kWh", "b2"));
+      table.replaceChildren(h("summary", { text: "The numbers (table)" }),
+        h("div", { class: "table-wrap" }, h("table", {},
+          h("thead", {}, h("tr", {}, ["From", "To", "CPU", "GPU", "Mean wait", "Jobs started",
+            "Energy (kWh)"].map((t) => h("th", { scope: "col", text: t })))),
+          h("tbody", {}, p.map((x) => h("tr", {}, h("td", { text: fmtTime(x.start) }),
+            h("td", { text: fmtTime(x.end) }), h("td", { class: "num", text: pct(x.cpu_util) }),
+            h("td", { class: "num", text: pct(x.gpu_util) }),
+            h("td", { class: "num", text: x.wait_s === null ? "—" : fmtDur(x.wait_s) }),
+            h("td", { class: "num", text: x.started }),
+            h("td", { class: "num", text: fmtNum(x.energy_kwh) })))))));
+      status(`${hist.cpus} CPUs, ${hist.gpus} GPUs · updated ${fmtTime(now()).slice(11)}`);
+    }
+    sel.addEventListener("change", () => { chartWindow = sel.value; load(); });
+    await load();
+    focusHeading(root);
+    every(10000, load);
+  }
+
+  const CW = 900;
+  const CH = 220;
+  const PAD = { l: 84, r: 16, t: 14, b: 30 };
+
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = 10 ** Math.floor(Math.log10(v));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  function frame(id, xs, top, unit, title) {
+    const svg = s("svg", { class: "chart", id: `svg-${id}`, viewBox: `0 0 ${CW} ${CH}`,
+      role: "img", "aria-label": title });
+    svg.append(s("title", { text: title }));
+    const y = (v) => PAD.t + (1 - v / top) * (CH - PAD.t - PAD.b);
+    for (let i = 0; i <= 4; i += 1) {
+      const v = (top * i) / 4;
+      svg.append(s("line", { class: "axis", x1: PAD.l, x2: CW - PAD.r, y1: y(v), y2: y(v) }));
+      svg.append(s("text", { x: PAD.l - 6, y: y(v) + 4, "text-anchor": "end",
+        text: unit === "%" ? `${fmtNum(v)}%` : `${fmtNum(v)} ${unit}` }));
+    }
+    const x0 = xs[0];
+    const x1 = xs[xs.length - 1];
+    const x = (t) => PAD.l + (xs.length > 1 ? (t - x0) / (x1 - x0) : 0.5) * (CW - PAD.l - PAD.r);
+    const ticks = [[0, "start"], [Math.floor(xs.length / 2), "middle"], [xs.length - 1, "end"]];
+    for (const [i, anchor] of ticks) {
+      if (xs[i] === undefined) continue;
+      svg.append(s("text", { x: x(xs[i]), y: CH - 8, "text-anchor": anchor,
+        text: fmtTime(xs[i]).slice(5, 16) }));
+    }
+    return { svg, x, y };
+  }
+
+  function lineChart(id, xs, series, unit, fixedTop) {
+    const top = fixedTop || niceMax(Math.max(...series.flatMap((x) => x.ys)));
+    const { svg, x, y } = frame(id, xs, top, unit,
+      `${series.map((x) => x.name).join(" and ")} over time, in ${unit}`);
+    series.forEach((ser, k) => {
+      const d = ser.ys.map((v, i) => `${i ? "L" : "M"}${x(xs[i]).toFixed(1)},${y(v).toFixed(1)}`)
+        .join(" ");
+      svg.append(s("path", { d, class: ser.cls, "data-series": ser.name }));
+      ser.ys.forEach((v, i) => {
+        const dot = s("circle", { cx: x(xs[i]), cy: y(v), r: 2.5, class: ser.cls });
+        dot.append(s("title", { text: `${ser.name} ${fmtTime(xs[i])}: ${v.toFixed(1)}${unit}` }));
+        svg.append(dot);
+      });
+      svg.append(s("text", { x: CW - PAD.r - 60, y: PAD.t + 12 + 14 * k, class: `key ${ser.cls}`,
+        text: `— ${ser.name}` }));
+    });
+    return svg;
+  }
+
+  function barChart(id, xs, ys, unit, cls) {
+    const top = niceMax(Math.max(...ys));
+    const { svg, x, y } = frame(id, xs, top, unit, `${id} over time, in ${unit}`);
+    const w = Math.max(2, ((CW - PAD.l - PAD.r) / Math.max(1, xs.length)) * 0.7);
+    ys.forEach((v, i) => {
+      const rect = s("rect", { x: x(xs[i]) - w / 2, y: y(v), width: w,
+        height: Math.max(0, y(0) - y(v)), class: cls });
+      rect.append(s("title", { text: `${fmtTime(xs[i])}: ${fmtNum(v)} ${unit}` }));
+      svg.append(rect);
+    });
+    return svg;
+  }
+
+  // ------------------------------------------------------------------ operators: what-if
+
+  async function viewWhatIf(root, _args, alive) {
+    const info = await api("GET", "/v1/portal/whatif");
+    if (!alive()) return;
+    const sel = (name, values, current) => {
+      const el = h("select", { id: `w-${name}`, name },
+        h("option", { value: "", text: `as today (${current})` }),
+        values.map((v) => h("option", { value: v, text: v })));
+      return el;
+    };
+    const order = sel("queue_order", info.options.queue_order, info.current.queue_order);
+    const backfill = sel("backfill", info.options.backfill, info.current.backfill);
+    const placement = sel("placement", info.options.placement, info.current.placement);
+    const scale = h("input", { id: "w-scale", type: "number", min: "0.1", max: "16", step: "0.1",
+      value: "1" });
+    const recent = h("input", { id: "w-recent", type: "number", min: "0", max: "2000", step: "1",
+      value: "0" });
+    const result = h("div", { id: "whatif-result", "aria-live": "polite" });
+    const form = h("form", { class: "panel", id: "whatif-form" },
+      h("p", { class: "muted", text: "Replays the jobs waiting and running now (and, if you " +
+        "ask, the most recent ended ones) through the simulator, under today's policies and " +
+        `under yours. At most ${info.limits.jobs} jobs and ${info.limits.nodes} nodes.` }),
+      h("div", { class: "row" },
+        h("div", {}, h("label", { for: "w-queue_order", text: "Queue order" }), order),
+        h("div", {}, h("label", { for: "w-backfill", text: "Backfill" }), backfill),
+        h("div", {}, h("label", { for: "w-placement", text: "Placement" }), placement),
+        h("div", {}, h("label", { for: "w-scale" }, "Cluster size ",
+          h("span", { class: "hint", text: "(× today's nodes)" })), scale),
+        h("div", {}, h("label", { for: "w-recent", text: "Recent ended jobs to include" }),
+          recent),
+        h("div", {}, h("button", { type: "submit", class: "primary", text: "Run what-if" }))));
+    root.append(h("h1", { text: "What-if" }), form, result);
+
+    async function poll(id) {
+      for (;;) {
+        let run;
+        try { run = await api("GET", `/v1/portal/whatif/${encodeURIComponent(id)}`); } catch (e) {
+          result.replaceChildren(errorBox("The what-if was lost", [e.message]));
+          return;
+        }
+        if (!alive()) return;
+        showRun(run);
+        if (run.state !== "running") return;
+        await new Promise((r) => setTimeout(r, 400));
+      }
+    }
+
+    function showRun(run) {
+      if (run.state === "running") {
+        result.replaceChildren(h("p", { class: "notice", text: `Simulating ${run.jobs} job(s)` +
+          ` on ${run.nodes} and ${run.alternative_nodes} node(s)…` }));
+        return;
+      }
+      if (run.state === "failed") {
+        result.replaceChildren(errorBox("The simulation failed", [run.error]));
+        return;
+      }
+      const a = run.baseline_metrics;
+      const b = run.alternative_metrics;
+      const lowerBetter = { avg_wait_s: true, p95_wait_s: true, avg_bounded_slowdown: true,
+        makespan_s: true, rejected: true, utilization: false, jobs: null };
+      const names = { jobs: "Jobs run", rejected: "Rejected", avg_wait_s: "Mean wait",
+        p95_wait_s: "95th percentile wait", avg_bounded_slowdown: "Mean bounded slowdown",
+        utilization: "Utilisation", makespan_s: "Makespan" };
+      const fmt = (k, v) => (k.endsWith("_s") ? fmtDur(v) : k === "utilization" ? pct(v)
+        : k === "avg_bounded_slowdown" ? v.toFixed(2) : String(v));
+      const rows = Object.keys(names).map((k) => {
+        const delta = b[k] - a[k];
+        let cls = "";
+        if (lowerBetter[k] !== null && Math.abs(delta) > 1e-9) {
+          cls = (delta < 0) === lowerBetter[k] ? "better" : "worse";
+        }
+        const change = a[k] ? `${delta >= 0 ? "+" : ""}${((delta / a[k]) * 100).toFixed(1)}%`
+          : delta ? "new" : "0%";
+        return h("tr", {}, h("th", { scope: "row", text: names[k] }),
+          h("td", { class: "num", text: fmt(k, a[k]) }),
+          h("td", { class: "num", text: fmt(k, b[k]) }),
+          h("td", { class: `num ${cls}`, text: change }));
+      });
+      const describe = (c) => `${c.queue_order}, ${c.backfill} backfill, ${c.placement}, ` +
+        `× ${c.scale}`;
+      result.replaceChildren(h("section", { class: "panel" },
+        h("h2", { text: `Run ${run.id}: ${run.jobs} job(s)` }),
+        h("p", {}, `Today: ${describe(run.baseline)} (${run.nodes} nodes). What-if: ` +
+          `${describe(run.alternative)} (${run.alternative_nodes} nodes).`),
+        run.notes.map((n) => h("p", { class: "muted", text: n })),
+        h("div", { class: "table-wrap" }, h("table", { id: "whatif-table" },
+          h("thead", {}, h("tr", {}, ["Metric", "Today", "What-if", "Change"].map(
+            (t) => h("th", { scope: "col", text: t })))),
+          h("tbody", {}, rows)))));
+    }
+
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const body = { scale: Number(scale.value), include_finished: Number(recent.value || "0") };
+      if (order.value) body.queue_order = order.value;
+      if (backfill.value) body.backfill = backfill.value;
+      if (placement.value) body.placement = placement.value;
+      let run;
+      try { run = await api("POST", "/v1/portal/whatif", body); } catch (err) {
+        result.replaceChildren(errorBox("The what-if could not start", [err.message]));
+        return;
+      }
+      showRun(run);
+      poll(run.id);
+    });
+    if (info.runs.length) showRun(info.runs[0]);
+    focusHeading(root);
+  }
+
+  // ------------------------------------------------------------------ start
+
+  document.getElementById("logout").addEventListener("click", () => logout());
+  window.addEventListener("hashchange", route);
+  route();
+})();

@@ -1,0 +1,299 @@
+"""What the operator pages show, read from the live controller and the store.
+
+* :func:`cluster_view`: every node with its state (and why), power state, CPU, memory, GPU and
+  MIG occupancy, and which job holds each device (the heat map);
+* :func:`queue_view`: each queue with its pending and running jobs, its quota (nominal, in
+  use, borrowed, still available) and the fair-share standing of its accounts;
+* :func:`history_view`: utilisation, wait time and estimated energy per time bucket.
+
+Reads only: nothing here changes the controller's state.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import select
+
+from fusesched.model.node import LABEL_POOL, LOCAL_POOL
+from fusesched.model.resources import CPU, GPU, MEMORY, Resources, format_quantity
+from fusesched.portal.schemas import (
+    DeviceSlot,
+    FairShareRow,
+    HistoryPoint,
+    HistoryView,
+    NodeOccupancy,
+    PoolSummary,
+    QueueStanding,
+    QuotaCell,
+    ResourceUse,
+)
+from fusesched.store.schema import events, jobs
+from fusesched.store.usage import usage_report
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+    from fusesched.store import Store
+
+MIG_PREFIX: Final = "nvidia.com/mig-"
+#: Resources every node row shows, in this order (others follow by name).
+SHOWN_FIRST: Final = (CPU, MEMORY, GPU)
+#: At most this many job rows are read for the wait-time chart.
+MAX_WAIT_ROWS: Final = 200_000
+
+
+# --------------------------------------------------------------------------- node reasons
+
+
+class NodeReasons:
+    """The latest state change of each node and why, from the event log, read incrementally
+    (each call reads only the events added since the last one)."""
+
+    def __init__(self) -> None:
+        self.last_id = 0
+        self.latest: dict[str, tuple[str, str, float]] = {}  # node -> (state, why, time)
+        self.lock = threading.Lock()
+
+    def refresh(self, store: Store) -> Mapping[str, tuple[str, str, float]]:
+        with self.lock:
+            stmt = (
+                select(events.c.id, events.c.time, events.c.node, events.c.data)
+                .where(events.c.id > self.last_id, events.c.kind == "NodeStateChanged")
+                .order_by(events.c.id)
+            )
+            with store._read() as conn:  # the store has no public "events since" read
+                for event_id, at, node, data in conn.execute(stmt):
+                    self.last_id = max(self.last_id, int(event_id))
+                    if node:
+                        info = data if isinstance(data, dict) else {}
+                        state = str(info.get("state", ""))
+                        self.latest[str(node)] = (state, str(info.get("why", "")), float(at))
+            return dict(self.latest)
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def _use(name: str, capacity: int, free: int) -> ResourceUse:
+    used = max(0, capacity - max(0, free))
+    return ResourceUse(
+        name=name,
+        capacity=format_quantity(name, capacity),
+        used=format_quantity(name, used),
+        fraction=round(used / capacity, 4) if capacity > 0 else 0.0,
+    )
+
+
+def _order(names: Iterable[str]) -> list[str]:
+    first = [n for n in SHOWN_FIRST if n in names]
+    return first + sorted(n for n in names if n not in SHOWN_FIRST)
+
+
+def cluster_view(ctl: Controller, reasons: Mapping[str, tuple[str, str, float]]) -> dict[str, Any]:
+    """Nodes with their occupancy, devices and states; totals per pool."""
+    snapshot = ctl.snapshot_nodes()
+    with ctl.lock:
+        holders: dict[tuple[str, str], str] = {}  # (node, device key) -> job id
+        for job_id, task in ctl.tasks.values():
+            if task.state == "exited":
+                continue
+            for index in task.grant.gpu_indices:
+                holders[(task.node, f"gpu:{index}")] = job_id
+            for uuid in task.grant.gpu_uuids:
+                holders[(task.node, uuid)] = job_id
+        capacities = {name: node.spec.capacity for name, node in ctl.nodes.items()}
+        power = ctl.power
+        power_states = {name: power.state_of(name).value for name in ctl.nodes} if power else {}
+    nodes: list[NodeOccupancy] = []
+    pools: dict[str, dict[str, list[int]]] = {}
+    pool_nodes: dict[str, int] = {}
+    for inventory, state, _seen, free in snapshot:
+        capacity = capacities.get(inventory.name) or Resources.parse(inventory.resources)
+        pool = inventory.labels.get(LABEL_POOL, LOCAL_POOL)
+        use = [_use(n, capacity.get(n), free.get(n)) for n in _order(capacity)]
+        devices = []
+        for d in inventory.devices:
+            key = d.uuid if d.kind.startswith(MIG_PREFIX) else f"gpu:{d.index}"
+            devices.append(
+                DeviceSlot(
+                    index=d.index,
+                    kind=d.kind,
+                    model=d.model,
+                    mig_profile=d.mig_profile,
+                    uuid=d.uuid,
+                    job_id=holders.get((inventory.name, key)),
+                )
+            )
+        state_change = reasons.get(inventory.name)
+        why = state_change[1] if state_change is not None and state.value != "up" else ""
+        since = state_change[2] if state_change is not None else None
+        nodes.append(
+            NodeOccupancy(
+                name=inventory.name,
+                pool=pool,
+                state=state.value,
+                reason=why,
+                since=since,
+                power=power_states.get(inventory.name, "on"),
+                resources=use,
+                devices=devices,
+                labels=dict(inventory.labels),
+            )
+        )
+        pool_nodes[pool] = pool_nodes.get(pool, 0) + 1
+        totals = pools.setdefault(pool, {})
+        for name in capacity:
+            entry = totals.setdefault(name, [0, 0])
+            entry[0] += capacity.get(name)
+            entry[1] += max(0, capacity.get(name) - max(0, free.get(name)))
+    summaries = [
+        PoolSummary(
+            name=pool,
+            nodes=pool_nodes[pool],
+            resources=[
+                ResourceUse(
+                    name=n,
+                    capacity=format_quantity(n, totals[n][0]),
+                    used=format_quantity(n, totals[n][1]),
+                    fraction=round(totals[n][1] / totals[n][0], 4) if totals[n][0] > 0 else 0.0,
+                )
+                for n in _order(totals)
+            ],
+        )
+        for pool, totals in sorted(pools.items())
+    ]
+    nodes.sort(key=lambda n: (n.pool, n.name))
+    return {
+        "nodes": nodes,
+        "pools": summaries,
+        "power_saving": power is not None,
+        "unhealthy": [n for n in nodes if n.state != "up" or n.power != "on"],
+    }
+
+
+# --------------------------------------------------------------------------- queues
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def queue_view(ctl: Controller) -> dict[str, Any]:
+    """Queues with their jobs, quotas, borrowing and the fair-share standing of accounts."""
+    from fusesched.policies.fairshare import fairshare_factors
+
+    counts = {name: (p, r) for name, p, r in ctl.queue_counts()}
+    with ctl.lock:
+        gate = ctl.core.tenants
+        now = ctl.clock()
+        standings: list[QueueStanding] = []
+        fair: list[FairShareRow] = []
+        configured: set[str] = set()
+        if gate is not None:
+            ledger = gate.ledger
+            for queue in gate.config.queues:
+                configured.add(queue.name)
+                nominal, used = ledger.nominal(queue.name), ledger.usage(queue.name)
+                borrowed, available = ledger.borrowed(queue.name), ledger.available(queue.name)
+                cells = [
+                    QuotaCell(
+                        flavor=flavor,
+                        resource=resource,
+                        nominal=format_quantity(resource, amount),
+                        used=format_quantity(resource, used.get((flavor, resource), 0)),
+                        borrowed=format_quantity(resource, borrowed.get((flavor, resource), 0)),
+                        available=_amount(resource, available.get((flavor, resource), 0)),
+                        fraction=round(used.get((flavor, resource), 0) / amount, 4)
+                        if amount > 0
+                        else 0.0,
+                    )
+                    for (flavor, resource), amount in sorted(nominal.items())
+                ]
+                pending, running = counts.get(queue.name, (0, 0))
+                standings.append(
+                    QueueStanding(
+                        name=queue.name,
+                        tenant=queue.tenant,
+                        cohort=queue.cohort,
+                        shares=queue.shares,
+                        pending=pending,
+                        running=running,
+                        quota=cells,
+                        borrowing=any(c.borrowed not in ("0", "0m") for c in cells),
+                    )
+                )
+            try:
+                result = fairshare_factors(gate.config, gate.tracker, now)
+            except ValueError:
+                result = None
+            if result is not None:
+                for entry in sorted(result.entries.values(), key=lambda e: e.account):
+                    fair.append(
+                        FairShareRow(
+                            account="/".join(entry.account),
+                            depth=len(entry.account),
+                            shares=entry.shares,
+                            norm_shares=round(entry.norm_shares, 6),
+                            usage=round(entry.usage, 3),
+                            norm_usage=round(entry.norm_usage, 6),
+                            level_fs=_finite(entry.level_fs),
+                            position=entry.position,
+                            factor=entry.factor,
+                        )
+                    )
+    for name, (pending, running) in counts.items():
+        if name not in configured:
+            standings.append(QueueStanding(name=name, pending=pending, running=running))
+    standings.sort(key=lambda q: q.name)
+    return {"tenancy": gate is not None, "queues": standings, "fairshare": fair}
+
+
+def _amount(resource: str, amount: int) -> str:
+    return "unlimited" if amount >= 2**60 else format_quantity(resource, amount)
+
+
+# --------------------------------------------------------------------------- history
+
+
+def history_view(ctl: Controller, start: float, end: float, buckets: int) -> HistoryView:
+    """Utilisation (allocated over current capacity), mean wait of the jobs that started and
+    estimated energy, in ``buckets`` equal steps of ``[start, end]``."""
+    store = ctl.persist.store
+    cores = gpus = 0.0
+    for inventory, _state, _seen, _free in ctl.snapshot_nodes():
+        node = ctl.nodes.get(inventory.name)
+        capacity = node.spec.capacity if node is not None else Resources.parse(inventory.resources)
+        cores += capacity.get(CPU) / 1000.0
+        gpus += capacity.get(GPU)
+    step = (end - start) / buckets
+    waits: list[list[float]] = [[] for _ in range(buckets)]
+    stmt = (
+        select(jobs.c.submit_time, jobs.c.start_time)
+        .where(jobs.c.start_time.is_not(None), jobs.c.start_time >= start, jobs.c.start_time < end)
+        .limit(MAX_WAIT_ROWS)
+    )
+    with store._read() as conn:  # the store has no public read of start times by window
+        for submit, started in conn.execute(stmt):
+            k = min(buckets - 1, int((float(started) - start) / step))
+            waits[k].append(max(0.0, float(started) - float(submit)))
+    points = []
+    for k in range(buckets):
+        lo, hi = start + k * step, start + (k + 1) * step
+        report = usage_report(store, lo, hi, (), now=min(end, ctl.clock()))
+        hours = step / 3600.0
+        total = report.total
+        points.append(
+            HistoryPoint(
+                start=lo,
+                end=hi,
+                cpu_util=round(total.cpu_hours / (cores * hours), 4) if cores > 0 else 0.0,
+                gpu_util=round(total.gpu_hours_total / (gpus * hours), 4) if gpus > 0 else 0.0,
+                wait_s=round(sum(waits[k]) / len(waits[k]), 3) if waits[k] else None,
+                started=len(waits[k]),
+                energy_kwh=round(total.energy_kwh_est, 6),
+            )
+        )
+    return HistoryView(start=start, end=end, step_s=step, cpus=cores, gpus=gpus, points=points)
