@@ -328,3 +328,13 @@ def simulate(
                 took = runtime[spec.array_parent or spec.id]  # array children: the parent's
                 heapq.heappush(ends, (now + took, seq, decision.job_id))
     return run
+
+
+class Clock:
+    """A settable clock for a controller under test (starts at 1000 s)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

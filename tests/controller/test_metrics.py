@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.builders import Clock
 
 from fusesched.api.wire import (
     DeviceInfo,
@@ -44,14 +45,6 @@ class GpuWithReadings(GpuHealthWire):
     memory_used_bytes: int | None = None
     power_w: float | None = None
     temperature_c: float | None = None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -68,6 +68,14 @@ class NodeInventory(_Wire):
         return value
 
 
+class DatasetWire(_Wire):
+    """A dataset to give a task (at ``$FUSESCHED_DATA_<NAME>``) or to stage into the cache."""
+
+    name: str
+    source: str  # an absolute path or file:// URI on shared storage
+    size_bytes: int = 0
+
+
 class TaskLaunch(_Wire):
     """Start one task (an OS process, maybe in a container) on this node."""
 
@@ -90,6 +98,7 @@ class TaskLaunch(_Wire):
     checkpoint_dir: str | None = None
     # caps of the job's QoS tier ({"gpu_watts": 250}); the agent's power hooks apply them
     power_cap: dict[str, float] = Field(default_factory=dict)
+    datasets: list[DatasetWire] = Field(default_factory=list)  # FUSESCHED_DATA_<NAME> for each
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it
@@ -194,6 +203,8 @@ class Heartbeat(_Wire):
     # full beats only: each task's newest sample not yet delivered, and the node's health
     samples: list[TaskSampleWire] = Field(default_factory=list)
     health: NodeHealthWire | None = None
+    # full beats only: the datasets the node's cache holds complete (None: no cache, or not said)
+    datasets: list[str] | None = None
 
 
 class KillTask(_Wire):
@@ -205,4 +216,5 @@ class KillTask(_Wire):
 class HeartbeatReply(_Wire):
     launch: list[TaskLaunch] = Field(default_factory=list)
     kill: list[KillTask] = Field(default_factory=list)
+    stage: list[DatasetWire] = Field(default_factory=list)  # copy into the cache ahead of jobs
     interval_s: float = 1.0  # when to heartbeat next (the agent may long-poll sooner)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from fusesched.api.wire import KillTask, TaskLaunch
+from fusesched.controller.data import dataset_wires
 from fusesched.controller.launchenv import HOSTFILE_NAME, hostfile, task_env, task_slots
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.model.events import StartJob
@@ -112,6 +113,7 @@ class AgentPool:
                 files={HOSTFILE_NAME: hostfile(slots)},
                 checkpoint_dir=live.request.checkpoint_dir,
                 power_cap=power_cap,
+                datasets=dataset_wires(live.spec.datasets),
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fusesched.api.wire import KillTask, NodeInventory, TaskLaunch
+from fusesched.api.wire import DatasetWire, KillTask, NodeInventory, TaskLaunch
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
@@ -103,6 +103,9 @@ class LiveNode:
     state: NodeState = NodeState.UP
     outbox: list[TaskLaunch] = field(default_factory=list)
     kills: list[KillTask] = field(default_factory=list)
+    datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)
+    stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
+    staging: set[str] = field(default_factory=set)  # asked to stage, not reported held yet
 
 
 class UnknownNodeError(KeyError):

@@ -29,7 +29,7 @@ from fusesched.api.wire import (
     TaskState,
 )
 from fusesched.backends.routing import Route
-from fusesched.controller import adoption, failures, federation
+from fusesched.controller import adoption, data, failures, federation
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
 from fusesched.controller.hang import Failure, FailureKind
@@ -64,6 +64,7 @@ from fusesched.model.events import (
     NodeStateChanged,
     PreemptJob,
     RejectJob,
+    ReserveJob,
     StartJob,
     StopJob,
 )
@@ -315,6 +316,7 @@ class Controller:
                 self.power.heard(self, beat.node, registered=False, now=now)
             if beat.samples or beat.health is not None:
                 failures.observe(self, beat, now)
+            data.heard(self, beat)
             # a node speaks only for its own tasks: it can neither write another node's task
             # logs nor end another node's tasks
             for chunk in beat.logs:
@@ -337,12 +339,13 @@ class Controller:
                 return HeartbeatReply()
             if not node.outbox and not node.kills and not beat.reports and wait > 0:
                 self.work.wait_for(
-                    lambda: bool(node.outbox or node.kills) or self._stop.is_set(), timeout=wait
+                    lambda: bool(node.outbox or node.kills or node.stage) or self._stop.is_set(),
+                    timeout=wait,
                 )
-            reply = HeartbeatReply(launch=node.outbox, kill=node.kills)
+            reply = HeartbeatReply(launch=node.outbox, kill=node.kills, stage=node.stage)
             for launch in node.outbox:
                 self.tasks[launch.task_id][1].state = "delivered"
-            node.outbox, node.kills = [], []
+            node.outbox, node.kills, node.stage = [], [], []
         return reply
 
     def wake(self) -> None:
@@ -428,7 +431,7 @@ class Controller:
             self.persist.flush()
             if self.keep_decisions:
                 self.decisions.extend(decisions)
-            if any(n.outbox or n.kills for n in self.nodes.values()):
+            if any(n.outbox or n.kills or n.stage for n in self.nodes.values()):
                 self.work.notify_all()
             return decisions
 
@@ -442,6 +445,8 @@ class Controller:
             if live is not None:
                 self.persist.job_event(live.id, "JobPreemptNotice", decision.reason, now)
                 self.stop_tasks(live, decision.reason, decision.grace_s)
+        elif isinstance(decision, ReserveJob):
+            data.stage_for(self, decision)
         elif isinstance(decision, RejectJob):
             self.jobs.pop(decision.job_id, None)
             rec = self.core.jobs[decision.job_id]

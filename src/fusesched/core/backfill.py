@@ -48,6 +48,7 @@ class Reservation:
     column: int
     extra: int
     remaining: IntArray | None
+    nodes: tuple[int, ...] = ()  # node-exact: the rows the head would start on
 
 
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
@@ -84,16 +85,20 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
             if plan is not None:
                 for group, nodes, counts in plan:
                     np.subtract.at(free, nodes, counts[:, None] * group.per_task[None, :])
-                return Reservation(max(float(ends[last]), now), -1, 0, free)
+                rows = tuple(sorted({int(n) for _, nodes, _ in plan for n in nodes}))
+                return Reservation(max(float(ends[last]), now), -1, 0, free, rows)
         k = last + 1
     return Reservation(math.inf, -1, 0, None)
 
 
-def _announce(core: SchedulerCore, head: JobRecord, shadow: float) -> list[Decision]:
+def _announce(
+    core: SchedulerCore, head: JobRecord, shadow: float, rows: tuple[int, ...] = ()
+) -> list[Decision]:
     if math.isinf(shadow) or core.last_reservation == (head.id, shadow):
         return []
     core.last_reservation = (head.id, shadow)
-    return [ReserveJob(head.id, shadow)]
+    names = core.cluster.name_array
+    return [ReserveJob(head.id, shadow, tuple(str(names[row]) for row in rows))]
 
 
 def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[Decision]:
@@ -103,7 +108,7 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     res = core.reservation
     if not isinstance(res, Reservation):
         res = core.reservation = reserve_head(core, head, now)
-    out = _announce(core, head, res.shadow)
+    out = _announce(core, head, res.shadow, res.nodes)
     if len(queue) == 1:
         return out
     failed: set[int] = set()  # kinds that failed in this scan, see _scan

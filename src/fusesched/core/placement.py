@@ -15,9 +15,11 @@ from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, rows_with
 from fusesched.core.device_specs import DeviceDemand
 from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
 from fusesched.model.resources import Resources
-from fusesched.policies.placement import PlacementPolicy
+from fusesched.policies.placement import FloatArray, PlacementPolicy
 
-_PREFERENCE_SCALE = 1.0e6
+#: Weight of one unit of a preferred label term: far above any placement score, so label
+#: preferences order nodes first and the policy's score breaks their ties.
+PREFERENCE_SCALE = 1.0e6
 
 
 @dataclass(slots=True)
@@ -180,7 +182,7 @@ def plan_groups(
     partial: bool,
     policy: PlacementPolicy,
     cluster: ClusterArrays,
-    preference: IntArray | None,
+    preference: FloatArray | None,
     rows: IntArray | None = None,
     bounded: bool = False,
     ledger: DeviceLedger | None = None,
@@ -351,7 +353,7 @@ def choose_nodes(
     policy: PlacementPolicy,
     cluster: ClusterArrays,
     per_task: IntArray,
-    preference: IntArray | None,
+    preference: FloatArray | None,
     free: IntArray | None = None,
     rows: IntArray | None = None,
 ) -> tuple[IntArray, IntArray] | None:
@@ -382,8 +384,8 @@ def choose_nodes(
         source[cand], cluster.capacity[cand], per_task, np.minimum(cand_counts, wanted)
     )
     key = np.zeros(len(cand)) if scores is None else scores.astype(np.float64)
-    if preference is not None:
-        key = key - preference[cand] * _PREFERENCE_SCALE
+    if preference is not None:  # a bonus per node: higher goes first
+        key = key - preference[cand]
     k = min(len(cand), wanted)  # each candidate holds at least one task
     if k < len(cand):
         # only the k best can be needed; keep every candidate tied with the k-th

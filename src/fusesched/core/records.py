@@ -50,6 +50,7 @@ class JobRecord:
     preemptions: int = 0
     last_checkpoint: float | None = None  # reported by the shell (JobCheckpointed)
     not_before: float = 0.0  # requeued with a backoff: not eligible before this time
+    data_wait_until: float = 0.0  # until then, only nodes caching its data (delay scheduling)
     base_spec: JobSpec | None = None  # the spec before its quota flavours' node labels
     flavour_key: tuple[tuple[str, str, str], ...] = ()  # its flavours' node terms now
 

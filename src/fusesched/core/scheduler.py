@@ -19,6 +19,7 @@ When the first job in order cannot start, the backfill policy decides what may o
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -28,6 +29,7 @@ from fusesched.core.admission import pin_flavours, start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.datasets import DataIndex, FloatArray, node_bonus
 from fusesched.core.device_specs import (
     Device,
     devices_from_capacity,
@@ -63,6 +65,7 @@ from fusesched.model.events import (
     JobExited,
     JobSubmitted,
     NodeAdded,
+    NodeDatasets,
     NodeStateChanged,
     RejectJob,
     StartJob,
@@ -140,6 +143,11 @@ class SchedulerCore:
         self._parked: dict[str, JobRecord] = {}  # queued, blocked by their queue's quota
         self._delayed: dict[str, JobRecord] = {}  # requeued with a backoff (not_before)
         self._capacity: IntArray | None = None  # column totals of the cluster (cached)
+        # data-aware placement: which nodes cache which datasets, and the jobs that wait for
+        # a node holding their data until a deadline (heap of (deadline, job id))
+        self.data = DataIndex()
+        self._data_deadlines: list[tuple[float, str]] = []
+        self._now = 0.0
         # predicted run times instead of requests (None: the requests are the estimates)
         predictor = make_predictor(self.config.runtime_prediction)
         self.predictions = (
@@ -184,6 +192,13 @@ class SchedulerCore:
             self._widen()
             self._cluster_changed()
             return []
+        if isinstance(event, NodeDatasets):
+            row = self.cluster.index.get(event.node)
+            if row is None:
+                raise KeyError(f"unknown node {event.node!r}")
+            if self.data.report(row, event.datasets):
+                self._changed = True  # a job may now be placed with its data
+            return []
         if isinstance(event, NodeStateChanged):
             if event.node not in self.cluster.index:
                 raise KeyError(f"unknown node {event.node!r}")
@@ -200,8 +215,13 @@ class SchedulerCore:
         least as many free resources, so they are not tried again.
         """
         self.stats.cycles += 1
+        self._now = now
         if self._delayed:
             self._wake_delayed(now)
+        if self._data_deadlines and self._data_deadlines[0][0] <= now:
+            while self._data_deadlines and self._data_deadlines[0][0] <= now:
+                heapq.heappop(self._data_deadlines)
+            self._changed = True  # jobs that waited for their data may now go anywhere
         if self.predictions is not None and self.predictions.correct(self.jobs, self.running, now):
             self._changed = True  # later estimated ends: the head's reservation moves
         if self.tenants is not None:
@@ -262,6 +282,9 @@ class SchedulerCore:
         predicted run time (a shell should run a cycle then even if nothing else happens),
         or None."""
         due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
+        if self._data_deadlines:
+            deadline = self._data_deadlines[0][0]
+            due = deadline if due is None else min(due, deadline)
         if not self._delayed:
             return due
         backoff = min(r.not_before for r in self._delayed.values())
@@ -379,8 +402,9 @@ class SchedulerCore:
             never_fits=shape.never_fits,
             shape_id=shape.number,
             family=shape.family,
-            # an exclusive job's room is whole idle nodes: the column sum does not decide
-            single_column=-1 if spec.placement.exclusive else shape.single_column,
+            # an exclusive job's room is whole idle nodes, a data-aware one's depends on
+            # where its data is: the column sum does not decide
+            single_column=-1 if spec.placement.exclusive or spec.datasets else shape.single_column,
             single_amount=shape.single_amount,
         )
 
@@ -396,6 +420,10 @@ class SchedulerCore:
             self._array_running[parent] = self._array_running.get(parent, 0) + 1
         if not self.order.dynamic:
             rec.key = self.order.key(rec.facts, now)
+        wait = self.config.data_locality_wait_s
+        if spec.datasets and wait > 0:
+            rec.data_wait_until = now + wait
+            heapq.heappush(self._data_deadlines, (rec.data_wait_until, rec.id))
         self.queue.push(rec, now)
         self._fresh.append(rec)
 
@@ -424,7 +452,7 @@ class SchedulerCore:
         rec.spec = spec
         rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
         rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
-        single = -1 if spec.placement.exclusive else shape.single_column
+        single = -1 if spec.placement.exclusive or spec.datasets else shape.single_column
         rec.single_column, rec.single_amount = single, shape.single_amount
 
     def _release(self, rec: JobRecord, now: float) -> None:
@@ -566,8 +594,13 @@ class SchedulerCore:
         if filters is None:
             filters = self._filters[rec.shape_id] = cluster.filter(spec.placement)
         eligible, rows = filters
+        preference, holders = node_bonus(cluster, self.data, spec, self.config.data_locality_weight)
+        if holders is not None and rec.data_wait_until > self._now:
+            # delay scheduling: only nodes holding some of the data, until the deadline
+            eligible = holders if eligible is None else eligible & holders
+            rows = None
         if spec.placement.topology is not None and spec.min_member is None:
-            return self._plan_in_domain(rec, free, eligible, bounded)
+            return self._plan_in_domain(rec, free, eligible, bounded, preference)
         greedy = plan_groups(
             rec.groups,
             free,
@@ -578,7 +611,7 @@ class SchedulerCore:
             partial=spec.min_member is not None,
             policy=self.placement,
             cluster=cluster,
-            preference=cluster.preference(spec.placement),
+            preference=preference,
             rows=rows,
             bounded=bounded,
             ledger=self.devices if bounded else None,
@@ -598,7 +631,12 @@ class SchedulerCore:
             return None
 
     def _plan_in_domain(
-        self, rec: JobRecord, free: IntArray, eligible: BoolArray | None, bounded: bool
+        self,
+        rec: JobRecord,
+        free: IntArray,
+        eligible: BoolArray | None,
+        bounded: bool,
+        preference: FloatArray | None,
     ) -> Plan | None:
         """:meth:`plan` for a job with a topology request: the domain(s) ``choose_domains``
         picks among the eligible rows with room, then the placement policy inside them (the
@@ -634,7 +672,7 @@ class SchedulerCore:
                 partial=False,
                 policy=self.placement,
                 cluster=cluster,
-                preference=cluster.preference(spec.placement),
+                preference=preference,
                 rows=choice.rows,
                 ledger=ledger,
             )

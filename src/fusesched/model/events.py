@@ -92,9 +92,19 @@ class JobAdopted:
     start_time: float
 
 
+@dataclass(frozen=True, slots=True)
+class NodeDatasets:
+    """The datasets a node's local cache holds complete now (the whole set, replacing what
+    was known); placement prefers nodes that hold a job's datasets."""
+
+    node: str
+    datasets: frozenset[str]
+
+
 Event = (
     NodeAdded
     | NodeStateChanged
+    | NodeDatasets
     | JobSubmitted
     | JobCancelRequested
     | JobExited
@@ -214,10 +224,13 @@ class RejectJob:
 
 @dataclass(frozen=True, slots=True)
 class ReserveJob:
-    """Informational: the blocked head job holds a reservation starting at ``start_time``."""
+    """Informational: the blocked head job holds a reservation starting at ``start_time``;
+    ``nodes``, when the reservation is node-exact, are where it would start (a shell may
+    stage the job's datasets there ahead of time)."""
 
     job_id: str
     start_time: float
+    nodes: tuple[str, ...] = ()
 
 
 Decision = StartJob | StopJob | PreemptJob | RejectJob | ReserveJob

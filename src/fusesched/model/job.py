@@ -7,6 +7,7 @@ it starts only when at least ``min_member`` tasks (default: all of them) are pla
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -176,6 +177,38 @@ class ArraySpec:
         return range(self.start, self.stop + 1, self.step)
 
 
+#: A dataset name: letters, digits and underscores, so that FUSESCHED_DATA_<NAME> is an
+#: environment variable.
+DATASET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A dataset a job reads: its name, where it lives on shared storage, how big it is.
+
+    The job finds it at ``$FUSESCHED_DATA_<NAME>`` (the name upper-cased), a node-local cached
+    copy or the shared path itself; the scheduler prefers nodes that cache it."""
+
+    name: str
+    source: str  # a path (or file:// URI) on shared storage
+    size_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if not DATASET_NAME.match(self.name):
+            raise ValueError(
+                f"dataset name {self.name!r}: letters, digits and underscores, starting with "
+                "a letter (at most 63)"
+            )
+        if not self.source:
+            raise ValueError(f"dataset {self.name}: needs a source")
+        if self.size_bytes < 0:
+            raise ValueError(f"dataset {self.name}: size must not be negative")
+
+    @property
+    def env_name(self) -> str:
+        return f"FUSESCHED_DATA_{self.name.upper()}"
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What was asked for. Times are in seconds (simulated or wall clock)."""
@@ -198,10 +231,14 @@ class JobSpec:
     array_parent: str | None = None
     submit_time: float = 0.0
     checkpoint_interval_s: float | None = None  # the job checkpoints about this often
+    datasets: tuple[Dataset, ...] = ()  # what it reads (data-aware placement, docs/DATA.md)
 
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("a job needs an id")
+        data_names = [d.name.upper() for d in self.datasets]
+        if len(set(data_names)) != len(data_names):
+            raise ValueError(f"job {self.id}: dataset names must be unique (ignoring case)")
         if not self.task_groups:
             raise ValueError(f"job {self.id}: needs at least one task group")
         names = [g.name for g in self.task_groups]

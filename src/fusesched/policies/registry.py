@@ -40,6 +40,10 @@ class CoreConfig:
     conservative_depth: int = 64  # reservations made per cycle by conservative backfilling
     tenancy: TenancyPolicy | None = None  # quotas, fair share, QoS preemption (docs/TENANCY.md)
     runtime_prediction: str = "none"  # estimates from finished jobs, see RUNTIME_PREDICTORS
+    # data-aware placement (docs/DATA.md): the bonus of a node caching all of a job's data,
+    # in units of the placement score, and how long a job may wait for such a node
+    data_locality_weight: float = 1.0
+    data_locality_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check("queue-order", self.queue_order, QUEUE_ORDERS)
@@ -48,5 +52,9 @@ class CoreConfig:
         _check("runtime-prediction", self.runtime_prediction, RUNTIME_PREDICTORS)
         if self.default_estimate_s <= 0:
             raise PolicyError("default_estimate_s must be positive")
+        if not (0 <= self.data_locality_weight < float("inf")):
+            raise PolicyError("data_locality_weight must be a non-negative number")
+        if not (0 <= self.data_locality_wait_s < float("inf")):
+            raise PolicyError("data_locality_wait_s must be a non-negative number of seconds")
         if self.conservative_depth < 1:
             raise PolicyError("conservative_depth must be at least 1")

@@ -35,6 +35,7 @@ from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
 
 if TYPE_CHECKING:
+    from fusesched.sim.data import DataSim
     from fusesched.sim.power import PowerReport, PowerSim
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
@@ -110,6 +111,7 @@ class Simulation:
         checkpoint_on_notice: bool = False,
         restart_overhead_s: float = 0.0,
         power: PowerSim | None = None,
+        data: DataSim | None = None,
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
@@ -129,6 +131,8 @@ class Simulation:
         self.restart_overhead_s = restart_overhead_s
         # energy and power saving (sim/power.py); None: every node always on, not metered
         self.power = power
+        # datasets, node caches and transfer times (sim/data.py); None: no data model
+        self.data = data
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Replay every job (with the cyclic garbage collector paused, see :func:`paused_gc`)."""
@@ -193,6 +197,8 @@ class Simulation:
                         runtime = runtime - done[outcome.job_id] + self.restart_overhead_s
                     else:
                         outcome.start = now
+                    if self.data is not None:  # reading its data takes time too
+                        runtime = self.data.started(core, decision, now, runtime)
                     outcome.end = now + runtime
                     outcome.nodes = _nodes_used(decision)
                     outcome.backfilled = decision.backfilled

@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fusesched.core.topology import TopologyMode as CoreTopologyMode
 from fusesched.core.topology import TopologyRequest as CoreTopologyRequest
 from fusesched.model.job import (
+    DATASET_NAME,
     ArraySpec,
+    Dataset,
     Dependency,
     DependencyKind,
     JobSpec,
@@ -228,6 +230,38 @@ class HangRequest(_Model):
     startup_s: Annotated[float, Field(ge=0, le=7 * 86400)] | None = None
 
 
+class DatasetRequest(_Model):
+    """A dataset the job reads: ``name`` (→ ``$FUSESCHED_DATA_<NAME>``), ``source`` (an
+    absolute path or ``file://`` URI on shared storage) and ``size`` (bytes, or ``"50Gi"``)."""
+
+    name: Annotated[str, Field(pattern=DATASET_NAME.pattern)]
+    source: Annotated[str, Field(min_length=1, max_length=4096)]
+    size: str | int = 0
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, source: str) -> str:
+        path = source.removeprefix("file://")
+        if "://" in path:
+            scheme = source.split("://", 1)[0]
+            raise ValueError(f"no stager for {scheme}:// sources; give a shared path or file://")
+        if not path.startswith("/"):
+            raise ValueError(f"dataset source {source!r} must be an absolute path")
+        return source
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, size: str | int) -> str | int:
+        try:
+            parse_quantity(MEMORY, size)
+        except QuantityError as exc:
+            raise ValueError(f"dataset size: {exc}") from exc
+        return size
+
+    def to_model(self) -> Dataset:
+        return Dataset(self.name, self.source, parse_quantity(MEMORY, self.size))
+
+
 class TaskGroupRequest(_Model):
     """``replicas`` identical tasks, each needing ``resources`` and running argv or script."""
 
@@ -345,6 +379,7 @@ class JobRequest(_Model):
     checkpoint_interval_s: Annotated[float, Field(gt=0)] | None = None
     restart: RestartRequest = Field(default_factory=RestartRequest)
     hang: HangRequest = Field(default_factory=HangRequest)
+    datasets: list[DatasetRequest] = Field(default_factory=list)
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("name")
@@ -381,6 +416,10 @@ class JobRequest(_Model):
             raise ValueError(
                 f"min_member ({self.min_member}) exceeds the number of tasks ({self.task_count})"
             )
+        data = [d.name.upper() for d in self.datasets]
+        repeated = sorted({n for n in data if data.count(n) > 1})
+        if repeated:
+            raise ValueError(f"dataset names must be unique (ignoring case): {', '.join(repeated)}")
         return self
 
     @property
@@ -428,6 +467,7 @@ class JobRequest(_Model):
                 ),
                 submit_time=submit_time,
                 checkpoint_interval_s=self.checkpoint_interval_s,
+                datasets=tuple(d.to_model() for d in self.datasets),
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc
