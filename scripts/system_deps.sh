@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts the real system parts the tests use: bubblewrap and busybox (containers),
 # OpenMPI, Slurm + munge (the comparison benchmark), PostgreSQL (the second store),
-# Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py) and Chromium
-# (Playwright drives it in tests/live/test_portal.py; no browser is downloaded). Safe to run
+# Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py), Chromium
+# (Playwright drives it in tests/live/test_portal.py; no browser is downloaded) and rsync (the
+# dataset cache's rsync stager, tests/agent/test_datasets.py). Safe to run
 # again: installs only what is missing, starts only what is down.
 set -euo pipefail
 
@@ -15,6 +16,7 @@ command -v pg_ctlcluster >/dev/null || need+=(postgresql)
 command -v busybox >/dev/null || need+=(busybox-static)  # a tiny real image for container tests
 command -v prometheus >/dev/null || need+=(prometheus)  # scrapes /metrics in tests/live
 command -v chromium >/dev/null || need+=(chromium)  # the portal's browser tests (Playwright)
+command -v rsync >/dev/null || need+=(rsync)  # the dataset cache's rsync stager
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

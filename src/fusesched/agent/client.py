@@ -4,7 +4,9 @@ Two threads: the *work* thread long-polls the controller for tasks to launch or 
 sends the full list of live tasks; the *report* thread sends task exits and new log output
 as soon as they happen, so a finished task is reported in milliseconds, not at the next
 long poll. With :class:`~fusesched.agent.sensing.Sensing`, a third thread samples the tasks
-and the node's health every ``interval_s``, and full beats carry the results.
+and the node's health every ``interval_s``, and full beats carry the results. With a dataset
+cache (the runtime's ``data_cache``), full beats name the datasets it holds, and the datasets a
+reply asks to stage ahead are copied into it in the background.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Protocol
 
 import httpx
 
+from fusesched.agent.datasets import DatasetCache
 from fusesched.agent.logtext import chunk_end
 from fusesched.agent.sensing import Sensing
 from fusesched.agent.sensors import TaskWatch
@@ -136,6 +139,7 @@ class AgentClient:
         verify: ssl.SSLContext | bool = True,
         ca_path: Path | None = None,
         sensing: Sensing | None = None,
+        data_cache: DatasetCache | None = None,
     ) -> None:
         # several URLs: a leader and its standbys; requests go to ``self.url`` and move on to
         # the next URL when it cannot be reached or answers 503 (a standby)
@@ -148,6 +152,9 @@ class AgentClient:
         self.runtime = runtime
         self.long_poll_s = long_poll_s
         self.sensing = sensing  # None: no task samples or node health in heartbeats
+        # the node's dataset cache: given, else the runtime's (ProcessRuntime.data_cache)
+        found = getattr(runtime, "data_cache", None)
+        self.data_cache = data_cache or (found if isinstance(found, DatasetCache) else None)
         self.stop_event = threading.Event()
         self._lock = threading.Lock()  # the runtime is used from both threads
         self._offsets: dict[str, int] = {}  # log bytes delivered, per task
@@ -268,6 +275,7 @@ class AgentClient:
             running=running,
             samples=samples,
             health=health,
+            datasets=self.data_cache.cached() if full and self.data_cache is not None else None,
         )
         reply = self._send(beat, self.long_poll_s if full else 0.0)
         if self.sensing is not None:
@@ -348,6 +356,9 @@ class AgentClient:
         return True
 
     def _obey(self, reply: HeartbeatReply) -> None:
+        for dataset in reply.stage:  # queued: copied by the cache's own worker
+            if self.data_cache is not None:
+                self.data_cache.stage_ahead(dataset)
         with self._lock:
             for launch in reply.launch:
                 if self.ca_path is not None:

@@ -18,13 +18,18 @@ Unknown keys are errors, so a typo never passes silently::
       argv: [/usr/local/sbin/node-check, --quick]
       interval_s: 300
       timeout_s: 60
+    data_cache:                 # node-local copies of jobs' datasets (agent/datasets.py)
+      dir: /var/lib/fusesched/data
+      capacity: 500Gi
+      stager: rsync             # copy (default) or rsync
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -80,6 +85,46 @@ class PowerHookConfig(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0)
 
 
+class DataCacheConfig(BaseModel):
+    """The node-local dataset cache: a folder, its capacity, how datasets are copied in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dir: Path
+    capacity: str | int  # bytes, or a quantity such as "50Gi"
+    stager: Literal["copy", "rsync"] = "copy"
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise ValueError(f"must be an absolute path, not {str(value)!r}")
+        if value == Path("/"):
+            raise ValueError("must not be the root folder")
+        return value
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, value: str | int) -> str | int:
+        try:
+            amount = parse_quantity("memory", value)
+        except QuantityError as exc:
+            raise ValueError(str(exc).removeprefix("memory: ")) from None
+        if amount <= 0:
+            raise ValueError(f"must be more than 0 bytes, not {value!r}")
+        return value
+
+    @field_validator("stager")
+    @classmethod
+    def _stager(cls, value: str) -> str:
+        if value == "rsync" and shutil.which("rsync") is None:
+            raise ValueError("rsync is not installed on this node; install it or use 'copy'")
+        return value
+
+    def capacity_bytes(self) -> int:
+        return parse_quantity("memory", self.capacity)
+
+
 class AgentConfig(BaseModel):
     """What a node agent advertises and where it keeps its files."""
 
@@ -107,6 +152,7 @@ class AgentConfig(BaseModel):
     health_check: HealthCheckConfig | None = None
     # power caps of QoS tiers, by kind (gpu_watts: e.g. nvidia-smi -i {gpu} -pl {value})
     power_hooks: dict[str, PowerHookConfig] = Field(default_factory=dict)
+    data_cache: DataCacheConfig | None = None  # node-local copies of jobs' datasets
 
     @field_validator("memory")
     @classmethod

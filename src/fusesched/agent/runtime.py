@@ -35,6 +35,7 @@ from pathlib import Path
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
+from fusesched.agent.datasets import DataGrant, DatasetCache, DatasetError, TaskData, task_view
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.power_caps import PowerCaps
@@ -140,6 +141,9 @@ class ProcessRuntime:
     start). ``memory_cgroups``: how memory limits are enforced (default: detect the cgroup v1
     memory controller; ``MemoryCgroups.disabled(reason)`` for none). ``binds``: extra mounts in
     every container. ``clock``: monotonic seconds, for walltimes and grace periods.
+    ``data_cache``: the node-local dataset cache (``None``: tasks read datasets at their shared
+    source). A launch with datasets starts once they are ready (staged in the background); it
+    counts as running meanwhile.
     """
 
     def __init__(
@@ -152,6 +156,7 @@ class ProcessRuntime:
         clock: Callable[[], float] = time.monotonic,
         identities: Callable[[str], Identity] | None = None,
         power: PowerCaps | None = None,
+        data_cache: DatasetCache | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).absolute()  # task commands name files in it
         # memory cgroups are named per agent: agents sharing a machine (and its cgroup
@@ -164,6 +169,8 @@ class ProcessRuntime:
         )
         self.binds = tuple(binds)
         self.power = power or PowerCaps({})
+        self.data_cache = data_cache
+        self.data = TaskData(data_cache)  # datasets of launches being prepared and of tasks
         self._clock = clock
         self._tasks: dict[str, _Task] = {}  # running (not yet reported as ended)
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?
@@ -228,6 +235,7 @@ class ProcessRuntime:
             binds=binds,
             identities=identities,
             power=PowerCaps(config.power_hooks),
+            data_cache=DatasetCache.from_config(config.data_cache) if config.data_cache else None,
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -237,20 +245,25 @@ class ProcessRuntime:
 
         Starting a task id that is still running is ignored (a controller may resend a launch).
         """
-        if launch.task_id in self._tasks:
+        if launch.task_id in self._tasks or self.data.is_preparing(launch.task_id):
             log.info("task %s is already running; launch ignored", launch.task_id)
             return
+        if launch.datasets:
+            self.data.begin(launch)  # the task starts at the poll that finds them ready
+        else:
+            self._launch(launch, [])
+
+    def _launch(self, launch: TaskLaunch, data: list[DataGrant]) -> None:
         capped = self.power.apply(launch)  # before the task draws power, not after
         try:
-            task = self._spawn(launch)
-        except _StartFailure as failure:
+            task = self._spawn(launch, data)
+        except Exception as exc:
             self.power.reset(launch)
-            self._fail(launch, str(failure))
-            return
-        except Exception as exc:  # never out of the runtime
-            log.exception("starting task %s failed", launch.task_id)
-            self.power.reset(launch)
-            self._fail(launch, f"internal error while starting: {exc!r}")
+            self.data.release(launch.task_id)
+            if not isinstance(exc, _StartFailure):  # never out of the runtime
+                log.exception("starting task %s failed", launch.task_id)
+                exc = _StartFailure(f"internal error while starting: {exc!r}")
+            self._fail(launch, str(exc))
             return
         task.notes.extend(capped)
         self._tasks[launch.task_id] = task
@@ -348,7 +361,7 @@ class ProcessRuntime:
             notes.append(f"memory limit not enforced: {exc}")
             return None
 
-    def _spawn(self, launch: TaskLaunch) -> _Task:
+    def _spawn(self, launch: TaskLaunch, data: list[DataGrant]) -> _Task:
         if not _TASK_ID_RE.match(launch.task_id):
             raise _StartFailure(f"invalid task id {launch.task_id!r} (letters, digits, . _ -)")
         if launch.cpu_ids:
@@ -380,7 +393,12 @@ class ProcessRuntime:
         if who is not None:
             env.update({"USER": who.name, "LOGNAME": who.name})
         try:
-            return self._exec(launch, task_dir, command, env, cgroup, notes, who)
+            data_env, data_binds = task_view(data, container=container, who=who)
+        except DatasetError as exc:
+            raise _StartFailure(str(exc)) from None
+        env.update(data_env)
+        try:
+            return self._exec(launch, task_dir, command, env, cgroup, notes, who, data_binds)
         except BaseException:
             if cgroup is not None:
                 cgroup.kill_all()
@@ -396,6 +414,7 @@ class ProcessRuntime:
         cgroup: TaskCgroup | None,
         notes: list[str],
         who: Identity | None = None,
+        data_binds: Sequence[Bind] = (),
     ) -> _Task:
         if launch.image is not None:
             if self.image_cache is None:
@@ -413,7 +432,7 @@ class ProcessRuntime:
                 command,
                 task_dir=task_dir,
                 workdir=launch.workdir,
-                binds=self.binds,
+                binds=[*self.binds, *data_binds],
                 gpus=has_gpus,
                 bwrap=bwrap,
                 unshare_user=True if who is not None else None,
@@ -529,6 +548,12 @@ class ProcessRuntime:
         """
         task = self._tasks.get(task_id)
         if task is None:
+            if self.data.cancel(task_id):  # still waiting for its datasets: never started
+                self._pending.append(
+                    TaskReport(
+                        task_id=task_id, state=TaskState.EXITED, exit_code=-15, reason=reason
+                    )
+                )
             return
         first = task.kill_reason is None
         if first:
@@ -545,6 +570,11 @@ class ProcessRuntime:
 
     def poll(self) -> list[TaskReport]:
         """Enforce walltimes and grace periods, reap exits; the reports since the last call."""
+        for launch, data in self.data.ready():  # datasets staged (or failed): start now
+            if isinstance(data, str):
+                self._fail(launch, data)
+            else:
+                self._launch(launch, data)
         now = self._clock()
         for task in list(self._tasks.values()):
             walltime = task.walltime_deadline
@@ -591,6 +621,7 @@ class ProcessRuntime:
         task_id = task.launch.task_id
         del self._tasks[task_id]
         self.power.reset(task.launch)
+        self.data.release(task_id)
         with contextlib.suppress(OSError):
             (task.task_dir / PID_NAME).unlink()
         self._logs[task_id] = (task.log_path, True)
@@ -627,12 +658,14 @@ class ProcessRuntime:
     # -- queries ---------------------------------------------------------------------------
 
     def running(self) -> list[str]:
-        """Every task started and not yet reported as ended (including those being killed)."""
-        return sorted(self._tasks)
+        """Every task started and not yet reported as ended (including those being killed and
+        those waiting for their datasets)."""
+        return sorted([*self._tasks, *(launch.task_id for launch in self.data.preparing())])
 
     def launches(self) -> list[TaskLaunch]:
         """The launch of every task still running (a restarted controller adopts them)."""
-        return [t.launch for t in self._tasks.values() if t.popen.poll() is None]
+        live = [t.launch for t in self._tasks.values() if t.popen.poll() is None]
+        return live + self.data.preparing()
 
     def watches(self) -> list[TaskWatch]:
         """What the sensors watch for each live task (:mod:`fusesched.agent.sensors`)."""
@@ -689,8 +722,12 @@ class ProcessRuntime:
         Blocks until all have exited (or ``grace_s`` + 5 s). Their exit reports (and any others
         not yet collected) are returned by the next ``poll()``.
         """
+        for launch in self.data.preparing():
+            self.kill(launch.task_id, 0.0, REASON_SHUTDOWN)
         for task_id, task in list(self._tasks.items()):
             self.kill(task_id, min(grace_s, task.launch.grace_s), REASON_SHUTDOWN)
+        if self.data_cache is not None:
+            self.data_cache.close()
         reports: list[TaskReport] = []  # handed back to the next poll()
         escalate = time.monotonic() + grace_s  # real time: the runtime's clock may be a fake
         limit = escalate + 5.0

@@ -366,6 +366,8 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
         now = controller.clock()
         out = []
         for inventory, state, seen, free in controller.snapshot_nodes():
+            live = controller.nodes.get(inventory.name)
+            held = None if live is None or live.datasets is None else sorted(live.datasets)
             out.append(
                 NodeView(
                     name=inventory.name,
@@ -376,6 +378,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
                     labels=dict(inventory.labels),
                     devices=len(inventory.devices),
                     last_heartbeat_s_ago=round(max(0.0, now - seen), 3),
+                    datasets=held,
                 )
             )
         return out

@@ -89,6 +89,7 @@ class NodeView(_View):
     labels: dict[str, str]
     devices: int
     last_heartbeat_s_ago: float
+    datasets: list[str] | None = None  # what its dataset cache holds (None: no cache)
 
 
 class QueueView(_View):
