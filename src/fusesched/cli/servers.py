@@ -129,6 +129,23 @@ def controller(
             "user-last2-request. See `fusesched policies`.",
         ),
     ] = "none",
+    data_locality_weight: Annotated[
+        float,
+        typer.Option(
+            "--data-locality-weight",
+            min=0.0,
+            help="How much a node caching a job's datasets is preferred, against the placement "
+            "score (0: ignore where data is; docs/DATA.md).",
+        ),
+    ] = 1.0,
+    data_locality_wait: Annotated[
+        float,
+        typer.Option(
+            "--data-locality-wait",
+            min=0.0,
+            help="Seconds a job may wait for a node caching its datasets (0: never wait).",
+        ),
+    ] = 0.0,
     auth: Annotated[
         bool,
         typer.Option(
@@ -168,6 +185,8 @@ def controller(
             placement=placement,
             tenancy=_load_tenancy(tenancy),
             runtime_prediction=runtime_prediction,
+            data_locality_weight=data_locality_weight,
+            data_locality_wait_s=data_locality_wait,
         )
     except PolicyError as exc:
         _fail(str(exc), 2)
