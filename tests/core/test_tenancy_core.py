@@ -88,6 +88,29 @@ def test_quota_blocks_one_queue_without_blocking_another() -> None:
     assert started(out) == ["a2"]
 
 
+def test_a_guarantee_does_not_wait_behind_another_queues_head() -> None:
+    """Nominal quotas of 8 GPUs each on an 8-GPU node. a1 takes 6; a2 (4 more: a borrows)
+    is blocked by room and heads the queue. b1 fits in b's own quota and in the free room:
+    it starts at once (per-queue heads), not when a2 has gone; c1 (c has no quota: it would
+    borrow) and a3 (behind a2 in a's own order) wait their turn."""
+    core = core_with(tenancy({"a": (8, None, None), "b": (8, None, None), "c": (0, None, None)}))
+    out = core.step(0, [JobSubmitted(gjob("a1", "a", 6))])
+    assert started(out) == ["a1"]
+    out = core.step(1, [JobSubmitted(gjob("a2", "a", 4, at=1))])
+    assert not started(out)
+    assert core.blocked_head is core.jobs["a2"]
+    out = core.step(2, [JobSubmitted(gjob("c1", "c", 1, at=2))])
+    assert not started(out)
+    out = core.step(3, [JobSubmitted(gjob("a3", "a", 1, at=3))])
+    assert not started(out)
+    out = core.step(4, [JobSubmitted(gjob("b1", "b", 2, at=4))])
+    assert started(out) == ["b1"]
+    assert core.jobs["a2"].phase is JobPhase.QUEUED
+    out = core.step(5, [JobExited("a1")])
+    assert started(out)[0] == "a2"  # then a's order goes on
+    core.tenants.ledger.check_invariants()  # type: ignore[union-attr]
+
+
 def test_unknown_queue_is_rejected_with_the_known_ones() -> None:
     core = core_with(tenancy({"a": (2, None, None)}))
     out = core.step(0, [JobSubmitted(gjob("x", "nope", 1))])

@@ -9,6 +9,7 @@ borrowers or lower QoS tiers. Pure, like the rest of the core.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,10 +23,16 @@ if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
 
 
-def start_admitted(core: SchedulerCore, now: float, changed: bool) -> list[Decision]:
+def start_admitted(
+    core: SchedulerCore, now: float, changed: bool, fresh: Sequence[JobRecord] = ()
+) -> list[Decision]:
     """The in-order pass with quotas: a job its queue's quota blocks is parked (it blocks
-    no other queue) and may reclaim lent capacity; the first job blocked by room ends the
-    pass, after preempting lower QoS tiers if its tier may."""
+    no other queue) and may reclaim lent capacity; the first job blocked by room holds the
+    others back, after preempting lower QoS tiers if its tier may — except jobs of *other*
+    queues that fit within their queue's nominal quota: a guarantee does not wait behind
+    another queue's head (each queue keeps its own order: Kueue's per-queue heads).
+    ``fresh``: the jobs queued since the last cycle (with nothing ``changed``, only they can
+    start behind the head)."""
     gate = core.tenants
     assert gate is not None
     queue = core.queue
@@ -40,11 +47,21 @@ def start_admitted(core: SchedulerCore, now: float, changed: bool) -> list[Decis
         records = [*ready, *(r for r in queue.records if id(r) not in first)]
     out: list[Decision] = []
     done: set[int] = set()
-    stop = len(records)
+    stop: int | None = None  # the position after the first job blocked by room
+    held: set[str] = set()  # queues whose head is blocked by room: their order holds
+    new = {id(r) for r in fresh}
     for pos, rec in enumerate(records):
+        if stop is not None:
+            if rec.spec.queue not in held and (changed or ready or id(rec) in new):
+                if _start_guaranteed(core, rec, now, out):
+                    done.add(id(rec))
+                elif rec.admission is not None:
+                    held.add(rec.spec.queue)
+            continue
         if rec is core.blocked_head and not changed and not ready:
             stop = pos
-            break
+            held.add(rec.spec.queue)
+            continue
         verdict = gate.admission(rec)
         if verdict is not None and not verdict.ok:
             done.add(id(rec))
@@ -61,13 +78,34 @@ def start_admitted(core: SchedulerCore, now: float, changed: bool) -> list[Decis
             victims = gate.room_victims(core, rec, verdict, now)
             out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
             stop = pos + 1
-            break
+            held.add(rec.spec.queue)
+            continue
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))
-    out.extend(reclaim_behind(core, records[stop:], done, now))
+    if stop is not None:
+        out.extend(reclaim_behind(core, records[stop:], done, now))
     if done:
         queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
     return out
+
+
+def _start_guaranteed(core: SchedulerCore, rec: JobRecord, now: float, out: list[Decision]) -> bool:
+    """Start ``rec`` behind a blocked head if its queue's quota admits it without borrowing
+    and it fits now. ``rec.admission`` is left set when the quota admitted it (so a failure
+    to fit holds its queue's order), else None."""
+    gate = core.tenants
+    assert gate is not None
+    rec.admission = None
+    verdict = gate.admission(rec)
+    if verdict is None or not verdict.ok or verdict.borrowing:
+        return False  # no guarantee to honour: borrowed capacity keeps the global order
+    rec.admission = verdict
+    pin_flavours(core, rec, verdict)
+    alloc = core.try_place(rec, quota_checked=True)
+    if alloc is None:
+        return False
+    out.append(core.bind(rec, alloc, now, backfilled=False))
+    return True
 
 
 def reclaim_behind(

@@ -238,7 +238,7 @@ class SchedulerCore:
         out: list[Decision] = []
         self._reorder(now)  # phase 1: order
         if self.tenants is not None:
-            out.extend(start_admitted(self, now, changed))
+            out.extend(start_admitted(self, now, changed, fresh))
         else:
             for rec in queue.records:
                 if rec is self.blocked_head and not changed:
