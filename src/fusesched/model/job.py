@@ -236,9 +236,10 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("a job needs an id")
-        data_names = [d.name.upper() for d in self.datasets]
-        if len(set(data_names)) != len(data_names):
-            raise ValueError(f"job {self.id}: dataset names must be unique (ignoring case)")
+        if self.datasets:
+            data_names = [d.name.upper() for d in self.datasets]
+            if len(set(data_names)) != len(data_names):
+                raise ValueError(f"job {self.id}: dataset names must be unique (ignoring case)")
         if not self.task_groups:
             raise ValueError(f"job {self.id}: needs at least one task group")
         names = [g.name for g in self.task_groups]
