@@ -242,9 +242,10 @@ class JobSpec:
                 raise ValueError(f"job {self.id}: dataset names must be unique (ignoring case)")
         if not self.task_groups:
             raise ValueError(f"job {self.id}: needs at least one task group")
-        names = [g.name for g in self.task_groups]
-        if len(set(names)) != len(names):
-            raise ValueError(f"job {self.id}: task group names must be unique")
+        if len(self.task_groups) > 1:
+            names = [g.name for g in self.task_groups]
+            if len(set(names)) != len(names):
+                raise ValueError(f"job {self.id}: task group names must be unique")
         if self.walltime_s is not None and not (0 < self.walltime_s < math.inf):
             raise ValueError(f"job {self.id}: walltime must be positive (a number of seconds)")
         if self.checkpoint_interval_s is not None and not (

@@ -71,21 +71,23 @@ def _swf_workload(trace: SwfTrace, limit: int | None) -> Workload:
     groups: dict[int, tuple[TaskGroup, ...]] = {}
     jobs: list[SimJob] = []
     start = float(trace.submit[idx[0]]) if len(idx) else 0.0
-    for i in idx.tolist():
-        n = int(procs[i])
+    # plain Python numbers up front: indexing NumPy arrays one element at a time is slow
+    columns = (trace.job_id, procs, estimate, run, trace.submit, trace.queue, trace.user)
+    rows = zip(*(column[idx].tolist() for column in columns), strict=True)
+    for job_id, n, walltime, runtime, submit, queue, user in rows:
         group = groups.get(n)
         if group is None:
             group = groups[n] = (TaskGroup("main", n, Resources({CPU: 1000})),)
         spec = JobSpec(
-            id=str(int(trace.job_id[i])),
+            id=str(job_id),
             task_groups=group,
             type=JobType.HPC,
-            queue=f"q{int(trace.queue[i])}" if trace.queue[i] >= 0 else "default",
-            user=str(int(trace.user[i])) if trace.user[i] >= 0 else "",  # -1: unknown
-            walltime_s=float(estimate[i]),
-            submit_time=float(trace.submit[i]) - start,
+            queue=f"q{queue}" if queue >= 0 else "default",
+            user=str(user) if user >= 0 else "",  # -1: unknown
+            walltime_s=float(walltime),
+            submit_time=float(submit) - start,
         )
-        jobs.append(SimJob(spec, float(run[i])))
+        jobs.append(SimJob(spec, float(runtime)))
     return Workload(str(trace.path), nodes, tuple(jobs), dropped)
 
 
