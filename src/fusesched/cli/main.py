@@ -27,13 +27,16 @@ from fusesched.cli.simulate import (
     RunResult,
     UsageError,
     check_options,
+    dl_table,
     load_workload,
     parse_policies,
     parse_seeds,
     plot,
+    plot_dl,
     plot_fgd,
     resolve_openb,
     resolve_trace,
+    run_dl_protocol,
     run_fgd_protocol,
     run_full,
     run_protocol,
@@ -257,7 +260,9 @@ def simulate(
         typer.Option(
             help="'full': the whole trace through the fusesched core; 'rlscheduler': the "
             "RLScheduler evaluation (10 sampled 1,024-job sequences, seed 1); 'fgd': the FGD "
-            "GPU-placement evaluation on the Alibaba openb trace."
+            "GPU-placement evaluation on the Alibaba openb trace; 'dl': deep-learning jobs of "
+            "unknown length on a Philly or ITP job list (policies: fifo, sjf-oracle, las, "
+            "tiresias-2q, tiresias, gittins; docs/DL_SCHEDULING.md)."
         ),
     ] = "full",
     seed: Annotated[int, typer.Option(help="Random seed (sequence sampling, tie-breaks).")] = 1,
@@ -279,6 +284,8 @@ def simulate(
             label, results = _compare_fgd(trace, pods, policy or "best-fit,fgd", seeds)
         elif pods is not None:
             raise UsageError(f"a second file ({pods}) is only taken by --protocol fgd")
+        elif protocol == "dl":
+            label, results = run_dl_protocol(trace, policy, limit)
         else:
             label, results = _compare(
                 trace,
@@ -302,6 +309,8 @@ def simulate(
     title = f"{label} — protocol {protocol}"
     if protocol == "fgd":
         console.print(_fgd_table(title, results))
+    elif protocol == "dl":
+        console.print(dl_table(title, results))
     else:
         console.print(_table(title, results, protocol))
     if json_out is not None:
@@ -310,6 +319,8 @@ def simulate(
     if plot_out is not None:
         if protocol == "fgd":
             plot_fgd(plot_out, title, results)
+        elif protocol == "dl":
+            plot_dl(plot_out, title, results)
         else:
             plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
         console.print(f"wrote {plot_out}")

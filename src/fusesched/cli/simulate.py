@@ -35,7 +35,7 @@ from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
 from fusesched.traces.openb import load_openb_nodes, load_openb_pods
 from fusesched.traces.swf import load_swf, rlscheduler_jobs
 
-PROTOCOLS = ("full", "rlscheduler", "fgd")
+PROTOCOLS = ("full", "rlscheduler", "fgd", "dl")
 RLSCHEDULER_POLICIES = ("fcfs", "sjf", "f1", "wfp3", "unicep", "wfp3-textbook", "unicep-textbook")
 
 #: Short names for the traces that live in ../shared (paths relative to that folder).
@@ -392,3 +392,65 @@ def load_workload(trace: str, limit: int | None) -> tuple[str, Workload]:
     if path is None:
         return "synthetic", synthetic_workload()
     return str(path), swf_workload(load_swf(path), limit=limit)
+
+
+def run_dl_protocol(
+    trace: str, policies: str | None, limit: int | None
+) -> tuple[str, list[RunResult]]:
+    """``--protocol dl``: DL jobs of unknown length on a Philly or ITP trace, every policy side
+    by side (docs/DL_SCHEDULING.md)."""
+    from fusesched.sim.dl import compare
+
+    try:
+        names = compare.parse_dl_policies(policies or compare.DEFAULT_DL_POLICIES)
+        path = compare.resolve_dl_trace(trace, shared_dir())
+        jobs = compare.load_dl_jobs(path, limit)
+        cluster, runs = compare.compare_dl(jobs, names)
+    except ValueError as exc:  # bad policy names, malformed trace rows, impossible jobs
+        raise UsageError(str(exc)) from exc
+    label = f"{path} ({len(jobs):,} jobs, {cluster.nodes} nodes × {cluster.gpus_per_node} GPUs)"
+    return label, [RunResult(r.policy, "", r.metrics, r.extra) for r in runs]
+
+
+def dl_table(title: str, results: Sequence[RunResult]) -> Any:
+    """A rich table of the DL comparison: JCTs in hours, ratios against FIFO and tiresias."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("policy", "avg JCT h", "p50 h", "p99 h", "preemptions", "FIFO/x", "tiresias/x"):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    best = min(float(r.metrics["avg_jct_s"]) for r in results)
+    for r in results:
+        m, e = r.metrics, r.extra
+        avg = f"{float(m['avg_jct_s']) / 3600:.2f}"
+        table.add_row(
+            r.policy,
+            f"[bold green]{avg}[/]" if m["avg_jct_s"] == best else avg,
+            f"{float(m['p50_jct_s']) / 3600:.2f}",
+            f"{float(m['p99_jct_s']) / 3600:.1f}",
+            str(m["preemptions"]),
+            f"{e['fifo_over_this']:.2f}" if "fifo_over_this" in e else "",
+            f"{e['tiresias_over_this']:.3f}" if "tiresias_over_this" in e else "",
+        )
+    return table
+
+
+def plot_dl(path: Path, title: str, results: Sequence[RunResult]) -> None:
+    """Average JCT per DL policy (hours)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2 + 1.2 * len(results), 4.2))
+    values = [float(r.metrics["avg_jct_s"]) / 3600 for r in results]
+    bars = ax.bar(range(len(values)), values, color="#3b6ea8")
+    ax.set_xticks(range(len(values)), [r.policy for r in results], fontsize=8)
+    ax.bar_label(bars, fmt="%.3g", fontsize=7)
+    ax.set_ylabel("average JCT [h] (lower is better)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,189 @@
+"""``gittins``: fusesched's DL policy — an online-learned Gittins index on 2D attained service.
+
+Durations of DL jobs are unknown, but their *distribution* can be learned as the cluster runs.
+For a job that has attained ``a`` GPU-seconds, the Gittins index is the best achievable rate of
+finishing per unit of further service::
+
+    G(a) = max over b > a of  P(a < S <= b) / E[min(S, b) - a ; S > a]
+
+with S the (2D) service a job needs. Serving the highest index first minimises mean response
+time in a single-server queue with unknown sizes (Gittins; Aalto, Ayesta and Righter); it
+becomes LAS for heavy tails and FIFO for light ones, and it picks the right order between the
+two without thresholds. Tiresias has a discretised, offline variant; here it is online:
+
+* **learning without look-ahead**: S's survival function is a Kaplan-Meier estimate from the
+  total service of the jobs that *finished before now* (events) and the attained service of the
+  jobs still active (right-censored observations: a job that has run 10 GPU-hours so far needs
+  at least that); it is refitted after every ``refit_fraction`` growth of the finished set;
+* **table form**: S is evaluated on a log-spaced grid of service values, the index once per
+  grid point (an O(m²) vector operation), and a job's index is read at the grid point just
+  below its attained service;
+* **fewer costly preemptions**: a running job's index is multiplied by ``keep_factor`` when
+  compared with waiting jobs, so a waiting job must be clearly better to take its GPUs (each
+  preemption costs a restart); the protocol only preempts at checkpoint boundaries anyway;
+* **cold start**: until ``min_samples`` jobs have finished, order by plain 2D-LAS; jobs
+  beyond the largest service ever observed (index 0) are ordered among themselves by LAS.
+
+Ties go to the earlier arrival. The policy never reads a job's duration; only the attained
+service at completion of jobs that have completed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fusesched.policies.dl_base import (
+    RUNNING,
+    DlView,
+    FloatArray,
+    IntArray,
+    by_keys,
+)
+
+GRID_POINTS = 160
+GRID_MIN = 1.0  # GPU-seconds
+GRID_MAX = 1e10
+
+
+def service_grid(points: int = GRID_POINTS) -> FloatArray:
+    """0 followed by log-spaced service values (GPU-seconds)."""
+    return np.concatenate([[0.0], np.geomspace(GRID_MIN, GRID_MAX, points - 1)])
+
+
+def kaplan_meier(done: FloatArray, censored: FloatArray, grid: FloatArray) -> FloatArray:
+    """Survival P(S > x) at each grid point from completed sizes and right-censored ones.
+
+    At equal values completions are taken before censorings (the usual convention).
+    """
+    values = np.concatenate([done, censored])
+    if len(values) == 0:
+        return np.ones(len(grid))
+    events = np.concatenate([np.ones(len(done)), np.zeros(len(censored))])
+    order = np.lexsort((1.0 - events, values))
+    values, events = values[order], events[order]
+    at_risk = len(values) - np.arange(len(values), dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_factor = np.log1p(-events / at_risk)
+    log_surv = np.cumsum(log_factor)
+    # S(x) = product over completions with value <= x
+    idx = np.searchsorted(values, grid, side="right") - 1
+    surv = np.where(idx >= 0, np.exp(log_surv[np.maximum(idx, 0)]), 1.0)
+    return np.asarray(surv, dtype=np.float64)
+
+
+def gittins_table(grid: FloatArray, surv: FloatArray) -> FloatArray:
+    """Gittins index at each grid point a, with quanta ending at later grid points b.
+
+    numerator S(a) - S(b); denominator the integral of S from a to b (trapezoid rule on the
+    grid). Both omit the common factor 1 / S(a). Points where nothing survives get 0.
+    """
+    steps = np.diff(grid) * (surv[1:] + surv[:-1]) / 2.0
+    integral = np.concatenate([[0.0], np.cumsum(steps)])
+    num = surv[:, None] - surv[None, :]
+    den = integral[None, :] - integral[:, None]
+    valid = np.triu(np.ones((len(grid), len(grid)), dtype=bool), k=1) & (den > 0)
+    ratio = np.where(valid, num / np.where(valid, den, 1.0), 0.0)
+    table = ratio.max(axis=1)
+    table[surv <= 0] = 0.0
+    return np.asarray(table, dtype=np.float64)
+
+
+def gpu_bucket(gpus: IntArray) -> IntArray:
+    """Size class of a job: 0 = 1 GPU, 1 = 2-4, 2 = 5-8, 3 = more than 8."""
+    return np.searchsorted(np.array([1, 4, 8]), gpus, side="left").astype(np.int64)
+
+
+BUCKETS = 4
+
+
+@dataclass
+class GittinsPolicy:
+    """Online Gittins index on 2D service, learned from finished and censored jobs.
+
+    With ``by_class``, the service distribution is conditioned on what is known of a job at
+    submission — its virtual cluster (``view.group``) and its GPU-count class — whenever that
+    class has at least ``min_class_samples`` finished jobs; otherwise on the GPU-count class
+    alone, otherwise on all jobs.
+    """
+
+    keep_factor: float = 1.5
+    min_samples: int = 20
+    min_class_samples: int = 50
+    refit_fraction: float = 0.02
+    by_class: bool = True
+    name: str = "gittins"
+    preemptive: bool = True
+    strict: bool = False
+    refits: int = 0
+    _grid: FloatArray = field(default_factory=service_grid)
+    _tables: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    _row_of_class: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _row_of_bucket: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _done: list[float] = field(default_factory=list)
+    _done_class: list[int] = field(default_factory=list)
+    _fitted_at: int = 0
+
+    def __post_init__(self) -> None:
+        if self.keep_factor < 1.0:
+            raise ValueError("keep_factor must be at least 1")
+        if self.min_samples < 1 or not 0 < self.refit_fraction < 1:
+            raise ValueError("min_samples must be ≥ 1 and refit_fraction in (0, 1)")
+
+    def _classes(self, view: DlView, jobs: IntArray) -> IntArray:
+        return np.asarray(view.group[jobs] * BUCKETS + gpu_bucket(view.gpus[jobs]), np.int64)
+
+    def finished(self, now: float, view: DlView, job: int) -> None:
+        self._done.append(float(view.attained[job]))
+        self._done_class.append(int(self._classes(view, np.array([job]))[0]))
+
+    def index(self, view: DlView, jobs: IntArray) -> FloatArray:
+        """The current Gittins index of ``jobs`` at their attained service."""
+        if len(self._tables) == 0:
+            return np.zeros(len(jobs))
+        at = np.searchsorted(self._grid, view.attained[jobs], side="right") - 1
+        at = np.clip(at, 0, len(self._grid) - 1)
+        classes = self._classes(view, jobs)
+        known = classes < len(self._row_of_class)
+        row = np.where(known, self._row_of_class[np.where(known, classes, 0)], -1)
+        by_bucket = self._row_of_bucket[classes % BUCKETS]
+        row = np.where(row >= 0, row, np.where(by_bucket >= 0, by_bucket, 0))
+        return np.asarray(self._tables[row, at], dtype=np.float64)
+
+    def refit(self, view: DlView, active: IntArray) -> None:
+        done = np.asarray(self._done, dtype=np.float64)
+        done_class = np.asarray(self._done_class, dtype=np.int64)
+        censored = view.attained[active]
+        keep = censored > 0
+        cens, cens_class = censored[keep], self._classes(view, active[keep])
+        tables = [gittins_table(self._grid, kaplan_meier(done, cens, self._grid))]
+        n_classes = (int(view.group.max()) + 1) * BUCKETS
+        self._row_of_class = np.full(n_classes, -1, dtype=np.int64)
+        self._row_of_bucket = np.full(BUCKETS, -1, dtype=np.int64)
+        if self.by_class:
+            for bucket in range(BUCKETS):
+                sel, csel = done_class % BUCKETS == bucket, cens_class % BUCKETS == bucket
+                if np.count_nonzero(sel) >= self.min_class_samples:
+                    surv = kaplan_meier(done[sel], cens[csel], self._grid)
+                    self._row_of_bucket[bucket] = len(tables)
+                    tables.append(gittins_table(self._grid, surv))
+            counts = np.bincount(done_class, minlength=n_classes)
+            for cls in np.flatnonzero(counts >= self.min_class_samples).tolist():
+                surv = kaplan_meier(done[done_class == cls], cens[cens_class == cls], self._grid)
+                self._row_of_class[cls] = len(tables)
+                tables.append(gittins_table(self._grid, surv))
+        self._tables = np.stack(tables)
+        self._fitted_at = len(self._done)
+        self.refits += 1
+
+    def order(self, now: float, view: DlView, active: IntArray) -> IntArray:
+        attained = view.attained[active]
+        if len(self._done) < self.min_samples:
+            return by_keys(active, attained, view.submit[active])
+        grown = len(self._done) - self._fitted_at
+        if len(self._tables) == 0 or grown >= max(1.0, self.refit_fraction * len(self._done)):
+            self.refit(view, active)
+        idx = self.index(view, active)
+        idx = np.where(view.state[active] == RUNNING, idx * self.keep_factor, idx)
+        return by_keys(active, -idx, attained, view.submit[active])
