@@ -24,13 +24,14 @@ from fusesched.model.events import (
     JobExited,
     JobSubmitted,
     NodeAdded,
+    NodeStateChanged,
     PreemptJob,
     RejectJob,
     StartJob,
     StopJob,
 )
 from fusesched.model.job import JobSpec, TaskGroup
-from fusesched.model.node import NodeSpec
+from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
 
@@ -84,6 +85,23 @@ class JobOutcome:
     timed_out: bool = False
     preemptions: int = 0
     lost_s: float = 0.0  # run time thrown away by preemptions (work since the last checkpoint)
+    failures: int = 0  # runs ended by an injected node outage (see :class:`Outage`)
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """Nodes that fail at ``time`` and come back ``duration_s`` later (never: ``inf``).
+
+    The nodes go DOWN (they take no new jobs); every job running on one of them ends at once
+    and is queued again by the core (a node failure the shell retries), keeping its work up to
+    its last checkpoint (``checkpoint_interval_s``) or none; a restart costs the simulation's
+    ``restart_overhead_s``.
+    """
+
+    time: float
+    nodes: tuple[str, ...]
+    duration_s: float = float("inf")
+    reason: str = "node failure"
 
 
 @dataclass(slots=True)
@@ -111,6 +129,7 @@ class Simulation:
         checkpoint_on_notice: bool = False,
         restart_overhead_s: float = 0.0,
         power: PowerSim | None = None,
+        outages: Sequence[Outage] = (),
         data: DataSim | None = None,
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
@@ -131,6 +150,8 @@ class Simulation:
         self.restart_overhead_s = restart_overhead_s
         # energy and power saving (sim/power.py); None: every node always on, not metered
         self.power = power
+        # injected node failures (none: the replay below never looks at them)
+        self.outages = tuple(outages)
         # datasets, node caches and transfer times (sim/data.py); None: no data model
         self.data = data
 
@@ -158,6 +179,12 @@ class Simulation:
         decisions = 0
         # with tenancy the core may preempt: keep each run's (start, end, heap seq)
         preemptive = core.tenants is not None
+        # injected outages: (time, up?, nodes, reason) in time order, and each running job's
+        # node rows (kept only when there are outages)
+        outages = self._outage_timeline()
+        next_outage = 0
+        on_nodes: dict[str, frozenset[int]] = {}
+        tracked = preemptive or bool(outages)
         runs: dict[str, tuple[float, float, int]] = {}
         done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
         wakeup = None
@@ -167,12 +194,15 @@ class Simulation:
             or next_job is not None
             or wakeup is not None
             or (power is not None and power.active())
+            or (next_outage < len(outages) and len(core.queue) > 0)
         ):
             now = heap[0][0] if heap else float("inf")
             if next_job is not None and next_job.spec.submit_time < now:
                 now = next_job.spec.submit_time
             if wakeup is not None and wakeup < now:
                 now = wakeup
+            if next_outage < len(outages) and outages[next_outage][0] < now:
+                now = outages[next_outage][0]
             events: list[Event] = []
             if power is not None:
                 now = min(now, power.next_time())
@@ -180,10 +210,23 @@ class Simulation:
             first_exit = len(events)
             while heap and heap[0][0] == now:
                 _, _, _, job_id, code, timed_out = heapq.heappop(heap)
-                if preemptive:
+                if tracked:
                     del runs[job_id]
+                    on_nodes.pop(job_id, None)
                 events.append(JobExited(job_id, code, "", timed_out))
             finished = len(events) - first_exit
+            while next_outage < len(outages) and outages[next_outage][0] == now:
+                _, up, names, reason = outages[next_outage]
+                next_outage += 1
+                state = NodeState.UP if up else NodeState.DOWN
+                events.extend(NodeStateChanged(name, state, reason) for name in names)
+                if not up:
+                    rows = {core.cluster.index[name] for name in names}
+                    for job_id in [j for j, r in on_nodes.items() if not r.isdisjoint(rows)]:
+                        self._fail(job_id, now, runs, done, fates, heap)
+                        del on_nodes[job_id]
+                        events.append(JobExited(job_id, -1, reason, requeue=True))
+            exits_end = len(events)
             while next_job is not None and next_job.spec.submit_time == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
@@ -193,7 +236,8 @@ class Simulation:
                 if isinstance(decision, StartJob):
                     outcome, runtime, code, killed = fates[decision.job_id]
                     outcome.timed_out = killed
-                    if outcome.preemptions:  # a restart: the rest of the work, and its cost
+                    if outcome.preemptions or outcome.failures:
+                        # a restart: the rest of the work, and its cost
                         runtime = runtime - done[outcome.job_id] + self.restart_overhead_s
                     else:
                         outcome.start = now
@@ -205,8 +249,12 @@ class Simulation:
                     seq += 1
                     exit_event = (now + runtime, EXIT, seq, outcome.job_id, code, killed)
                     heapq.heappush(heap, exit_event)
-                    if preemptive:
+                    if tracked:
                         runs[outcome.job_id] = (now, now + runtime, seq)
+                        if outages:
+                            on_nodes[outcome.job_id] = frozenset(
+                                int(r) for g in decision.groups for r in g.rows.tolist()
+                            )
                 elif isinstance(decision, PreemptJob):
                     seq += 1
                     self._preempt(decision, now, runs, done, fates, heap, seq)
@@ -215,7 +263,7 @@ class Simulation:
                 elif isinstance(decision, StopJob):  # pragma: no cover - no cancels in replay
                     raise RuntimeError(f"unexpected stop of {decision.job_id}")
             if power is not None:
-                exits = events[first_exit : first_exit + finished]
+                exits = events[first_exit:exits_end]
                 power.after_step(now, [e.job_id for e in exits if isinstance(e, JobExited)], out)
             if self.keep_log:
                 log.extend(out)
@@ -268,6 +316,47 @@ class Simulation:
         heapq.heapify(heap)
         heapq.heappush(heap, (stop, EXIT, seq, job_id, PREEMPTED_EXIT_CODE, False))
         runs[job_id] = (start, stop, seq)
+
+    def _outage_timeline(self) -> list[tuple[float, bool, tuple[str, ...], str]]:
+        """(time, up?, nodes, reason) of every outage's start and end, in time order (at one
+        instant, recoveries before failures)."""
+        out: list[tuple[float, bool, tuple[str, ...], str]] = []
+        known = {n.name for n in self.nodes}
+        for o in self.outages:
+            unknown = [n for n in o.nodes if n not in known]
+            if unknown:
+                raise ValueError(f"outage at {o.time:g}: unknown node {unknown[0]!r}")
+            if o.time < 0 or not o.duration_s > 0:
+                raise ValueError(f"outage at {o.time:g}: bad time or duration")
+            out.append((o.time, False, o.nodes, o.reason))
+            if o.duration_s != float("inf"):
+                out.append((o.time + o.duration_s, True, o.nodes, "repaired"))
+        out.sort(key=lambda x: (x[0], not x[1]))
+        return out
+
+    def _fail(
+        self,
+        job_id: str,
+        now: float,
+        runs: dict[str, tuple[float, float, int]],
+        done: dict[str, float],
+        fates: dict[str, tuple[JobOutcome, float, int, bool]],
+        heap: list[tuple[float, int, int, str, int, bool]],
+    ) -> None:
+        """A running job's node failed at ``now``: its run ends; it keeps its work up to its
+        last checkpoint (none without checkpoints)."""
+        start, _, _ = runs.pop(job_id)
+        heap[:] = [e for e in heap if e[3] != job_id]
+        heapq.heapify(heap)
+        outcome, runtime, _, _ = fates[job_id]
+        kept_before = done.get(job_id, 0.0)
+        overhead = self.restart_overhead_s if (outcome.preemptions or outcome.failures) else 0.0
+        ran = max(0.0, now - start - overhead)
+        interval = self.jobs_by_id[job_id].spec.checkpoint_interval_s
+        kept = (kept_before + ran) // interval * interval if interval else 0.0
+        done[job_id] = min(runtime, kept)
+        outcome.failures += 1
+        outcome.lost_s += (now - start) - max(0.0, done[job_id] - kept_before)
 
     def _fates(self) -> dict[str, tuple[JobOutcome, float, int, bool]]:
         """Per job id: its outcome record, and how long it runs, with which exit code and

@@ -1,0 +1,78 @@
+"""The twin against the real thing: a workload of real processes on three real agents, then a
+snapshot of the store, replayed in the twin; per-job start times and overall metrics must be
+close to what happened (docs/TWIN.md has the measured figures).
+
+Set ``FUSESCHED_TWIN_VALIDATION_OUT`` to a file name to keep the snapshot beside it
+(``<name>.json.gz``) and the figures (``<name>``, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fusesched.cli.local import LocalCluster
+from fusesched.policies.registry import CoreConfig
+from fusesched.sdk import Client
+from fusesched.store.store import Store
+from fusesched.twin.snapshot import save, take_snapshot
+from fusesched.twin.validate import markdown, validate
+
+JOBS = 36
+
+
+def workload(seed: int) -> list[tuple[float, dict[str, Any]]]:
+    """(gap before submitting, request): short sleeps of 1–2 CPUs, some GPU jobs, bursts."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(JOBS):
+        gap = float(rng.choice([0.0, 0.05, 0.1, 0.3]))
+        seconds = float(rng.choice([0.6, 1.0, 1.5, 2.0]))
+        resources: dict[str, Any] = {"cpu": str(int(rng.integers(1, 3))), "memory": "64Mi"}
+        if i % 4 == 0:
+            resources["nvidia.com/gpu"] = "1"
+        request = {
+            "name": f"v{i}",
+            "walltime_s": 30,
+            "tenant": "research" if i % 4 == 0 else "ops",
+            "queue": "gpu" if i % 4 == 0 else "cpu",
+            "groups": [{"resources": resources, "argv": ["sleep", f"{seconds:g}"]}],
+        }
+        out.append((gap, request))
+    return out
+
+
+def test_the_twin_replays_a_live_run_closely(cluster: LocalCluster, client: Client) -> None:
+    started = time.monotonic()
+    ids = []
+    for gap, request in workload(7):
+        time.sleep(gap)
+        ids.append(client.submit(request))
+    for job_id in ids:
+        assert client.wait(job_id, timeout=60)["state"] == "Completed"
+    live_s = time.monotonic() - started
+    with Store(cluster.server.db_url, migrate=False) as store:
+        snap = take_snapshot(store, CoreConfig(placement="best-fit"), source="live test")
+    assert len(snap.jobs) == JOBS and len(snap.nodes) == 3
+
+    result, live, twin = validate(snap)
+    text = markdown(result)
+    print(f"\nlive run {live_s:.1f} s\n{text}")
+    out = os.environ.get("FUSESCHED_TWIN_VALIDATION_OUT")
+    if out:
+        save(snap, Path(out + ".json.gz"))
+        Path(out).write_text(json.dumps({"live_run_s": live_s, **result.as_dict()}, indent=1))
+
+    assert result.jobs == JOBS
+    assert live.overall["avg_wait_s"] > 1.0  # the workload queued: waits worth comparing
+    # goals (docs/TWIN.md): per-job start error under 5 % of the mean wait, aggregates
+    # within 2 %; asserted with headroom against a loaded test machine
+    assert result.start_error_share < 0.10, text
+    for name in ("avg_wait_s", "avg_response_s", "utilization", "makespan_s"):
+        assert result.aggregates[name][2] < 0.05, (name, text)
+    assert twin.overall["jobs"] == live.overall["jobs"]
