@@ -195,3 +195,24 @@ def test_controller_rejects_an_unknown_runtime_prediction(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert "unknown runtime-prediction policy 'psychic'" in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_simulate_runs_the_shipped_learned_policy(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = runner.invoke(app, ["simulate", str(SMALL_SWF), "-p", "learned", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads(out.read_text())["results"]
+    assert run["policy"] == "learned" and run["metrics"]["jobs"] > 0
+
+
+def test_a_bad_learned_policy_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = runner.invoke(app, ["simulate", str(SMALL_SWF), "-p", f"learned:{bad}"])
+    assert result.exit_code == 2
+    assert "bad.json" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    result = runner.invoke(
+        app, ["controller", "--data-dir", str(tmp_path), "--queue-order", f"learned:{bad}"]
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fusesched import __version__
-from fusesched.cli import live, route, twin, usage
+from fusesched.cli import live, route, train_policy, twin, usage
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
     RunResult,
@@ -374,6 +374,7 @@ def demo() -> None:
 live.register(app)
 usage.register(app)
 route.register(app)
+train_policy.register(app)
 twin.register(app)
 
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from fusesched.policies.gpu_power import POWER_POLICIES
 from fusesched.policies.gpu_scores import GPU_SCORERS
+from fusesched.policies.learned.model import LearnedPolicyError
+from fusesched.policies.learned.preset import is_learned, learned_config
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.presets import PRESETS
 from fusesched.policies.queue_order import QUEUE_ORDERS
@@ -104,6 +106,12 @@ def parse_policies(text: str, protocol: str) -> list[str]:
     elif protocol == "fgd":
         allowed = (*GPU_SCORERS, *(p for p in POWER_POLICIES if p not in GPU_SCORERS))
     for name in names:
+        if protocol in ("full", "rlscheduler") and is_learned(name):
+            try:
+                learned_config(name)
+            except LearnedPolicyError as exc:
+                raise UsageError(str(exc)) from None
+            continue
         if name not in allowed:
             raise UsageError(
                 f"unknown policy {name!r} for --protocol {protocol}; choose from: "
@@ -152,7 +160,10 @@ def run_full(
 ) -> RunResult:
     """Replay the workload through the general scheduling core. A preset policy name
     (``default``) brings its own backfilling and runtime prediction."""
-    if policy in PRESETS:
+    if is_learned(policy):  # trained with its own backfilling and prediction
+        config = learned_config(policy, placement)
+        backfill = config.backfill
+    elif policy in PRESETS:
         config = PRESETS[policy].config(placement)
         backfill = config.backfill
     else:
@@ -195,8 +206,8 @@ def run_protocol(
                 progress(base + k)
 
         res: ProtocolResult
-        if policy in PRESETS:  # the general core on the protocol's sequences
-            config = PRESETS[policy].config()
+        if policy in PRESETS or is_learned(policy):  # the core on the protocol's sequences
+            config = learned_config(policy) if is_learned(policy) else PRESETS[policy].config()
             res = run_core_protocol(
                 jobs, config, policy, seed=seed, batch_job_slice=slice_, progress=advance
             )

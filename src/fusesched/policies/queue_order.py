@@ -8,7 +8,7 @@ the RLScheduler protocol replay uses too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.policies.hpc_keys import HPC_KEYS, HpcKey
+from fusesched.policies.learned import model as learned
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,7 +80,41 @@ def _build() -> dict[str, QueueOrder]:
         dynamic=True,
         multifactor=True,
     )
+    shipped = learned.shipped_key()  # the model file is read on first use, not here
+    orders["learned"] = QueueOrder("learned", shipped.description, True, shipped)
     return orders
 
 
-QUEUE_ORDERS: Mapping[str, QueueOrder] = _build()
+class _Orders(Mapping[str, QueueOrder]):
+    """The registered orders, plus ``learned:PATH`` for a saved learned policy (a data file of
+    weights, validated when first looked up; see docs/LEARNED_POLICY.md). Iteration lists the
+    registered names only."""
+
+    def __init__(self, orders: dict[str, QueueOrder]) -> None:
+        self._orders = orders
+
+    def __getitem__(self, name: str) -> QueueOrder:
+        order = self._orders.get(name)
+        if order is not None:
+            return order
+        if isinstance(name, str) and name.startswith(learned.PREFIX):
+            key = learned.key_for_name(name)  # LearnedPolicyError for a bad file
+            return QueueOrder(name, key.description, True, key)
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        if name in self._orders:
+            return True
+        if isinstance(name, str) and name.startswith(learned.PREFIX):
+            self[name]  # a bad file raises LearnedPolicyError with its reason
+            return True
+        return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._orders)
+
+    def __len__(self) -> int:
+        return len(self._orders)
+
+
+QUEUE_ORDERS: Mapping[str, QueueOrder] = _Orders(_build())

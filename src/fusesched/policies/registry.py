@@ -24,7 +24,11 @@ class PolicyError(ValueError):
 
 
 def _check(kind: str, name: str, known: Mapping[str, object]) -> None:
-    if name not in known:
+    try:
+        present = name in known
+    except ValueError as exc:  # e.g. learned:FILE with a bad file: say why
+        raise PolicyError(f"{kind} policy {name!r}: {exc}") from exc
+    if not present:
         raise PolicyError(f"unknown {kind} policy {name!r}; choose from: {', '.join(known)}")
 
 

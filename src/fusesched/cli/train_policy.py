@@ -1,0 +1,187 @@
+"""``fusesched train-policy``: train a learned queue order in the simulator and save it.
+
+The saved JSON file is used without retraining as ``--policy learned:FILE.json`` (the shipped
+one is ``--policy learned``). Training and the model are in :mod:`fusesched.policies.learned`;
+docs/LEARNED_POLICY.md explains the objective and the results. Heavy modules are imported
+inside the command, so other commands start as quickly as before.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+console = Console()
+err = Console(stderr=True)
+
+#: ``--traces selection``: the SWF traces the project selects policies on (never the
+#: evaluation traces Lublin-1/2, SDSC-SP2 and HPC2N), relative to ../shared.
+SELECTION_TRACES = tuple(
+    "traces/pwa-swf/" + name
+    for name in (
+        "CTC-SP2-1996-3.1-cln.swf.gz",
+        "KTH-SP2-1996-2.1-cln.swf.gz",
+        "SDSC-Par-1996-3.1-cln.swf.gz",
+        "SDSC-DS-2004-2.1-cln.swf.gz",
+        "LLNL-Atlas-2006-2.1-cln.swf.gz",
+        "Sandia-Ross-2001-1.1-cln.swf.gz",
+        "LLNL-Thunder-2007-1.1-cln.swf.gz",
+        "NASA-iPSC-1993-3.1-cln.swf.gz",
+    )
+)
+#: File-name tags of the traces learned policies are evaluated on.
+EVALUATION_TAGS = ("SDSC-SP2", "HPC2N", "LUBLIN_256")
+
+
+def _fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def resolve_traces(text: str) -> list[Path]:
+    """Comma-separated SWF files, or ``selection`` for :data:`SELECTION_TRACES`."""
+    from fusesched.cli.simulate import shared_dir
+
+    paths: list[Path] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if item == "selection":
+            shared = shared_dir()
+            if shared is None:
+                _fail("--traces selection needs ../shared (the traces), which is absent here")
+            paths.extend(shared / rel for rel in SELECTION_TRACES)
+            continue
+        path = Path(item).expanduser()
+        if not path.is_file():
+            _fail(f"no such trace file: {item} (or use: selection)")
+        paths.append(path)
+    if not paths:
+        _fail("--traces needs at least one SWF file (or: selection)")
+    return paths
+
+
+def train_policy(
+    traces: Annotated[
+        str,
+        typer.Option(
+            "--traces",
+            help="SWF traces to train on, comma-separated, or 'selection' (the eight selection "
+            "traces in ../shared; never the evaluation traces).",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the policy (JSON).")],
+    lam: Annotated[
+        float,
+        typer.Option(
+            "--lambda",
+            min=0.0,
+            help="Weight of energy in the objective: J = mean log(bsld/bsld_default) + "
+            "λ·mean log(kWh/kWh_default). 0: slowdown only (fast; no power model).",
+        ),
+    ] = 0.0,
+    budget: Annotated[
+        int, typer.Option("--budget", min=1, help="Candidate policies to evaluate.")
+    ] = 96,
+    population: Annotated[
+        int, typer.Option("--population", min=2, help="Candidates per generation.")
+    ] = 12,
+    sequences: Annotated[
+        int, typer.Option("--sequences", min=1, help="Sampled job sequences per trace.")
+    ] = 2,
+    length: Annotated[
+        int, typer.Option("--length", min=2, help="Jobs per sampled sequence.")
+    ] = 1024,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the optimiser.")] = 0,
+    sequence_seed: Annotated[
+        int,
+        typer.Option(
+            "--sequence-seed",
+            help="Seed of the sequence starts (the RLScheduler evaluation uses 1).",
+        ),
+    ] = 2,
+) -> None:
+    """Train a learned queue order in the simulator and save it as JSON.
+
+    The policy scores each waiting job by a linear function of log estimate (predicted run
+    time), log size, log wait and slowdown-so-far, and is trained with the cross-entropy
+    method against the `default` preset on sampled 1,024-job sequences of the given traces.
+    Use the result with `fusesched simulate --policy learned:FILE.json`.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from fusesched.policies.learned.model import save_model
+    from fusesched.policies.learned.train import (
+        TrainSpec,
+        git_commit,
+        train,
+        training_sequences,
+    )
+    from fusesched.traces.swf import TraceFormatError
+
+    paths = resolve_traces(traces)
+    for path in paths:
+        if any(tag in path.name.upper() for tag in EVALUATION_TAGS):
+            err.print(
+                f"[yellow]warning:[/] {path.name} is an evaluation trace of "
+                "docs/LEARNED_POLICY.md; a policy trained on it cannot be judged on it"
+            )
+    try:
+        seqs = training_sequences(paths, sequences, seed=sequence_seed, length=length)
+    except (TraceFormatError, OSError) as exc:
+        _fail(str(exc))
+    except ValueError as exc:  # too few jobs for the sequence length
+        _fail(f"cannot sample sequences: {exc}")
+    command = "fusesched train-policy " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    spec = TrainSpec(
+        lam=lam,
+        budget=budget,
+        population=population,
+        seed=seed,
+        extra_meta={
+            "git_commit": git_commit(),
+            "command": command,
+            "sequence_seed": sequence_seed,
+        },
+    )
+    progress = Progress(
+        TextColumn("[bold]training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best J {task.fields[best]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    with progress:
+        task = progress.add_task("train", total=budget, best="–")
+
+        def advance(done: int, total: int, best: float) -> None:
+            progress.update(task, completed=done, best=f"{best:+.4f}")
+
+        model = train(seqs, spec, advance)
+    try:
+        save_model(model, out)
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc}")
+    best = model.meta["training"]["best_J"]
+    terms = ", ".join(f"{w:+.3f}" for w in model.weights)
+    console.print(f"trained on {len(seqs)} sequences of {len(paths)} traces; best J {best:+.4f}")
+    console.print(f"weights [{terms}]")
+    console.print(f"wrote {out} (use: --policy learned:{out})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train-policy", rich_help_panel="Simulate")(train_policy)
