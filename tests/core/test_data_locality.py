@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tests.builders import Run, exited, job, node, nodes, run_script, submit
+from tests.builders import Run, exited, job, node, node_state, nodes, run_script, submit
 
 from fusesched.core.datasets import DataIndex
 from fusesched.model.events import NodeDatasets, ReserveJob, StartJob
@@ -180,3 +180,37 @@ def test_dataset_names_are_unique_per_job() -> None:
     with pytest.raises(ValueError, match="unique"):
         with_data(job("a").build(), IMAGENET, Dataset("IMAGENET", "/elsewhere"))
     assert IMAGENET.env_name == "FUSESCHED_DATA_IMAGENET"
+
+
+def test_a_job_waiting_for_its_data_does_not_hold_back_its_shape_in_backfill() -> None:
+    """a waits for the busy n0 (its data's node); b, of the same shape and without data,
+    fits on n1 now and is backfilled although a failed before it in the scan."""
+    busy = job("busy").tasks(1, cpu=4).walltime(100).build()
+    big = job("big").tasks(3, cpu=4).walltime(100).build()
+    a = with_data(job("a").tasks(1, cpu=1).walltime(10).build(), IMAGENET)
+    b = job("b").tasks(1, cpu=1).walltime(10).build()
+    run = run_script(
+        nodes(3, cpu=4),
+        [
+            (0, [*submit(busy), NodeDatasets("n0", frozenset({"imagenet"}))]),
+            (1, submit(big)),
+            (2, submit(a, b)),
+        ],
+        backfill="easy",
+        data_locality_wait_s=60,
+    )
+    assert run.start_times()["b"] == 2
+    assert "a" not in run.start_times()
+
+
+def test_no_wait_for_data_on_a_node_that_is_down() -> None:
+    spec = with_data(job("a").tasks(1, cpu=1).at(1).build(), IMAGENET)
+    run = run_script(
+        nodes(2, cpu=4),
+        [
+            (0, [NodeDatasets("n0", frozenset({"imagenet"})), node_state("n0", "down")]),
+            (1, submit(spec)),
+        ],
+        data_locality_wait_s=60,
+    )
+    assert run.start_times()["a"] == 1 and placed_on(run, "a") == ["n1"]

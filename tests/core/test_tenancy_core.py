@@ -480,3 +480,29 @@ def test_a_tenants_dedicated_nodes_run_only_its_jobs() -> None:
                 ]
             }
         )
+
+
+def test_a_head_within_its_guarantee_is_not_overtaken_by_other_guarantees() -> None:
+    """a1 (8 GPUs, within a's quota) waits for room, reserved at t=100 on n0; b2 (within b's
+    quota, long) may only go where it does not delay that: a1 starts at 100."""
+    core = SchedulerCore(
+        CoreConfig(
+            queue_order="fcfs",
+            backfill="easy",
+            tenancy=TenancyPolicy(
+                tenancy({"a": (8, None, None), "b": (8, None, None), "c": (8, None, None)})
+            ),
+        )
+    )
+    for i in range(2):
+        core.handle(NodeAdded(node(f"n{i}").cpu(64).gpu(8).build()), 0.0)
+
+    def timed(job_id: str, queue: str, gpus: int, walltime: float, at: float) -> JobSpec:
+        return replace(gjob(job_id, queue, gpus, at=at), walltime_s=walltime)
+
+    out = core.step(0, [JobSubmitted(timed("b1", "b", 6, 100, 0))])
+    out += core.step(0, [JobSubmitted(timed("c1", "c", 6, 1000, 0))])
+    assert started(out) == ["b1", "c1"]
+    assert not started(core.step(1, [JobSubmitted(timed("a1", "a", 8, 100, 1))]))
+    core.step(2, [JobSubmitted(timed("b2", "b", 2, 10_000, 2))])
+    assert started(core.step(100, [JobExited("b1")])) == ["a1"]

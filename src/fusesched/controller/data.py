@@ -20,6 +20,9 @@ from fusesched.model.job import Dataset
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
+#: A stage request the node has not acted on (lost reply, failed copy) is sent again after this.
+STAGE_RETRY_S = 300.0
+
 
 def dataset_wires(datasets: Iterable[Dataset]) -> list[DatasetWire]:
     return [DatasetWire(name=d.name, source=d.source, size_bytes=d.size_bytes) for d in datasets]
@@ -34,16 +37,19 @@ def heard(ctl: Controller, beat: Heartbeat) -> None:
     if held == node.datasets:
         return
     node.datasets = held
-    node.staging -= held  # staged (or evicted again: it may be asked once more)
+    for name in held:  # staged
+        node.staging.pop(name, None)
     ctl.events.append(NodeDatasets(beat.node, held))
     ctl.wake()
 
 
 def stage_for(ctl: Controller, decision: ReserveJob) -> None:
-    """Ask the reserved nodes to stage the job's datasets they do not hold yet (once each)."""
+    """Ask the reserved nodes to stage the job's datasets they do not hold yet — once, or
+    again when :data:`STAGE_RETRY_S` has passed without the node reporting it held."""
     live = ctl.jobs.get(decision.job_id)
     if live is None or not live.spec.datasets or not decision.nodes:
         return
+    now = ctl.clock()
     for name in decision.nodes:
         node = ctl.nodes.get(name)
         if node is None or node.datasets is None:  # an external pool's, or no cache there
@@ -51,7 +57,8 @@ def stage_for(ctl: Controller, decision: ReserveJob) -> None:
         missing = [
             d
             for d in live.spec.datasets
-            if d.name not in node.datasets and d.name not in node.staging
+            if d.name not in node.datasets
+            and now - node.staging.get(d.name, -STAGE_RETRY_S) >= STAGE_RETRY_S
         ]
         node.stage.extend(dataset_wires(missing))
-        node.staging.update(d.name for d in missing)
+        node.staging.update((d.name, now) for d in missing)

@@ -105,7 +105,7 @@ class LiveNode:
     kills: list[KillTask] = field(default_factory=list)
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)
     stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
-    staging: set[str] = field(default_factory=set)  # asked to stage, not reported held yet
+    staging: dict[str, float] = field(default_factory=dict)  # asked to stage (when), not held yet
 
 
 class UnknownNodeError(KeyError):

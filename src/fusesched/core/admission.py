@@ -28,9 +28,11 @@ def start_admitted(
 ) -> list[Decision]:
     """The in-order pass with quotas: a job its queue's quota blocks is parked (it blocks
     no other queue) and may reclaim lent capacity; the first job blocked by room holds the
-    others back, after preempting lower QoS tiers if its tier may — except jobs of *other*
-    queues that fit within their queue's nominal quota: a guarantee does not wait behind
-    another queue's head (each queue keeps its own order: Kueue's per-queue heads).
+    others back, after preempting lower QoS tiers if its tier may — except, when that job
+    holds no guarantee itself (it would borrow, or its queue has no quota) and no preemption
+    is under way, jobs of *other* queues that fit within their queue's nominal quota: a
+    guarantee does not wait behind a borrower (each queue keeps its order for its own jobs
+    that hold a guarantee; Kueue's per-queue heads).
     ``fresh``: the jobs queued since the last cycle (with nothing ``changed``, only they can
     start behind the head)."""
     gate = core.tenants
@@ -50,8 +52,11 @@ def start_admitted(
     stop: int | None = None  # the position after the first job blocked by room
     held: set[str] = set()  # queues whose head is blocked by room: their order holds
     new = {id(r) for r in fresh}
+    bypass = False  # may guarantees start behind the job blocked by room?
     for pos, rec in enumerate(records):
         if stop is not None:
+            if not bypass:
+                break
             if rec.spec.queue not in held and (changed or ready or id(rec) in new):
                 if _start_guaranteed(core, rec, now, out):
                     done.add(id(rec))
@@ -61,6 +66,7 @@ def start_admitted(
         if rec is core.blocked_head and not changed and not ready:
             stop = pos
             held.add(rec.spec.queue)
+            bypass = not _guaranteed(rec.admission) and not gate.preempting()
             continue
         verdict = gate.admission(rec)
         if verdict is not None and not verdict.ok:
@@ -79,6 +85,7 @@ def start_admitted(
             out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
             stop = pos + 1
             held.add(rec.spec.queue)
+            bypass = not _guaranteed(verdict) and not gate.preempting()
             continue
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))
@@ -87,6 +94,11 @@ def start_admitted(
     if done:
         queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
     return out
+
+
+def _guaranteed(verdict: Admission | None) -> bool:
+    """Admitted within its queue's nominal quota (not borrowing)."""
+    return verdict is not None and verdict.ok and not verdict.borrowing
 
 
 def _start_guaranteed(core: SchedulerCore, rec: JobRecord, now: float, out: list[Decision]) -> bool:

@@ -94,9 +94,9 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
 def _announce(
     core: SchedulerCore, head: JobRecord, shadow: float, rows: tuple[int, ...] = ()
 ) -> list[Decision]:
-    if math.isinf(shadow) or core.last_reservation == (head.id, shadow):
-        return []
-    core.last_reservation = (head.id, shadow)
+    if math.isinf(shadow) or core.last_reservation == (head.id, shadow, rows):
+        return []  # said already (a change of nodes is news: they may stage its data)
+    core.last_reservation = (head.id, shadow, rows)
     names = core.cluster.name_array
     return [ReserveJob(head.id, shadow, tuple(str(names[row]) for row in rows))]
 
@@ -202,7 +202,8 @@ def _scan(
     Free resources only shrink during the scan, so once a job of some kind (shape, and short
     or long) fails, by the sums or by placement, every later job of that kind fails too: its
     kind goes into ``failed``. Likewise every later job of the same shape family (see
-    ``Shape.family``), equally short or long, with at least as many tasks.
+    ``Shape.family``), equally short or long, with at least as many tasks. (Not a job held to
+    the nodes caching its data: its failure says nothing of the others.)
     """
     records = core.queue.records
     cluster = core.cluster
@@ -237,9 +238,10 @@ def _scan(
                 long_view = np.minimum(cluster.free, res.remaining)
             alloc = core.try_place(rec, res.remaining, long_view, search=False)
         if alloc is None:
-            failed.add(kind)
-            if family >= 0:
-                fewest[family] = min(tasks, fewest.get(family, tasks))
+            if rec.data_wait_until <= now:  # a job waiting for its data's nodes says
+                failed.add(kind)  # nothing about its kind elsewhere
+                if family >= 0:
+                    fewest[family] = min(tasks, fewest.get(family, tasks))
             continue
         if long_view is not None and res.remaining is not None:
             rows = alloc.nodes

@@ -57,9 +57,14 @@ class Predictions:
             heapq.heappush(self._due, (rec.est_end, self._starts, rec.id))
 
     def ended(self, rec: JobRecord) -> None:
-        """``rec`` left the running set; learn its run time if it ended on its own."""
-        if rec.phase in LEARN_FROM and rec.start_time is not None and rec.end_time is not None:
+        """``rec`` left the running set; learn its run time if it ended on its own (a job
+        stopped at its walltime needed at least that: learned as its request)."""
+        if rec.start_time is None or rec.end_time is None:
+            return
+        if rec.phase in LEARN_FROM:
             self.predictor.observe(rec.spec, rec.end_time - rec.start_time)
+        elif rec.phase is JobPhase.TIMEOUT:
+            self.predictor.observe(rec.spec, self.request(rec.spec))
 
     def correct(self, jobs: dict[str, JobRecord], running: RunningSet, now: float) -> bool:
         """Move every running job whose predicted end has passed later (see

@@ -20,7 +20,8 @@ BULK_RELEASE = 64
 
 @dataclass(frozen=True, slots=True)
 class RunningView:
-    """Running jobs sorted by estimated end (ties: start order); valid until the running set
+    """Running jobs sorted by estimated end (ties: start order, or the previous view's order
+    after a re-estimate); valid until the running set
     changes."""
 
     ends: FloatArray

@@ -134,7 +134,7 @@ class SchedulerCore:
         self._fresh: list[JobRecord] = []
         self.blocked_head: JobRecord | None = None
         self.reservation: object | None = None  # the backfill policy's cached reservation
-        self.last_reservation: tuple[str, float] | None = None
+        self.last_reservation: tuple[str, float, tuple[int, ...]] | None = None
         # tenancy: quotas, fair share, preemption (None: one flat pool, no quotas)
         tenancy = self.config.tenancy
         if tenancy is None and self.order.multifactor:
@@ -596,9 +596,11 @@ class SchedulerCore:
         eligible, rows = filters
         preference, holders = node_bonus(cluster, self.data, spec, self.config.data_locality_weight)
         if holders is not None and rec.data_wait_until > self._now:
-            # delay scheduling: only nodes holding some of the data, until the deadline
-            eligible = holders if eligible is None else eligible & holders
-            rows = None
+            # delay scheduling: only nodes holding some of the data, until the deadline —
+            # unless none of them could ever take it (down, or ruled out by its labels)
+            usable = holders & (cluster.up if eligible is None else eligible)
+            if usable.any():
+                eligible, rows = usable, None
         if spec.placement.topology is not None and spec.min_member is None:
             return self._plan_in_domain(rec, free, eligible, bounded, preference)
         greedy = plan_groups(

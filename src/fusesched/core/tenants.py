@@ -195,6 +195,10 @@ class TenantGate:
                 if not victims:
                     self._drained.setdefault(preemptor, -1)
 
+    def preempting(self) -> bool:
+        """Whether some job waits for victims to stop (the room they free is its)."""
+        return bool(self._pending)
+
     def ready(self) -> list[str]:
         """Preemptors whose victims have all stopped: they should be tried first."""
         return [job for job, victims in self._pending.items() if not victims]
