@@ -2,8 +2,10 @@
 
 Two stages, one run:
 
-1. **Selection** on SWF traces that the RLScheduler table does not use (CTC-SP2, KTH-SP2,
-   SDSC-Par, SDSC-DS, LLNL-Atlas, Sandia-Ross, LLNL-Thunder, NASA-iPSC): every combination of
+1. **Selection** on SWF traces that the RLScheduler table does not use and whose jobs state
+   their requested time (CTC-SP2, KTH-SP2, SDSC-DS, Sandia-Ross, CEA-Curie, RICC; where a
+   request is missing the protocol's clean-up puts the actual run time in its place, which
+   would let predictions see the future): every combination of
    queue order (fcfs, sjf, f1, wfp3-textbook, unicep-textbook) and runtime prediction (none,
    user-last2, user-last2-request), with EASY backfilling in the general core, on the protocol's
    ten sampled 1,024-job sequences (seed 1, first 10,000 jobs). Score = geometric mean over the
@@ -42,15 +44,13 @@ from machine_info import describe, machine
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 PWA = "traces/pwa-swf/"
-SELECTION = [
+SELECTION = [  # traces whose jobs state their requested time (at most 0.6 % missing)
     PWA + "CTC-SP2-1996-3.1-cln.swf.gz",
     PWA + "KTH-SP2-1996-2.1-cln.swf.gz",
-    PWA + "SDSC-Par-1996-3.1-cln.swf.gz",
     PWA + "SDSC-DS-2004-2.1-cln.swf.gz",
-    PWA + "LLNL-Atlas-2006-2.1-cln.swf.gz",
     PWA + "Sandia-Ross-2001-1.1-cln.swf.gz",
-    PWA + "LLNL-Thunder-2007-1.1-cln.swf.gz",
-    PWA + "NASA-iPSC-1993-3.1-cln.swf.gz",
+    PWA + "CEA-Curie-2011-2.1-cln.swf.gz",
+    PWA + "RICC-2010-2.swf.gz",
 ]
 EVALUATION = {
     "Lublin-1": "traces/lublin-swf/lublin_256.swf",
@@ -72,17 +72,18 @@ PUBLISHED_BACKFILL = {
         "Lublin-2": (247.61, 318.35, 379.59, 91.99, 148.25, 118.79),
     }.items()
 }
-CORE_VARIANTS = [("fcfs", "none"), ("sjf", "none"), ("f1", "none")]
+CORE_VARIANTS = [("fcfs", "none"), ("sjf", "none"), ("f1", "none"), ("sjf", "user-last2")]
 
 
-def _core_run(path: str, order: str, prediction: str) -> dict[str, Any]:
+def _core_run(path: str, order: str, prediction: str, seed: int = 1) -> dict[str, Any]:
     jobs = rlscheduler_jobs(load_swf(SHARED / path))
     start = time.perf_counter()
     config = CoreConfig(queue_order=order, backfill="easy", runtime_prediction=prediction)
     eligible = default_batch_job_slice(path) or min(10_000, len(jobs))
-    res = run_core_protocol(jobs, config, order, batch_job_slice=eligible)
+    res = run_core_protocol(jobs, config, order, seed=seed, batch_job_slice=eligible)
     return {
         "trace": Path(path).name,
+        "seed": seed,
         "order": order,
         "prediction": prediction,
         "bsld": res.mean_bounded_slowdown,
@@ -118,20 +119,21 @@ def _preset_run(path: str, name: str) -> dict[str, Any]:
     }
 
 
-def select(pool: ProcessPoolExecutor) -> dict[str, Any]:
+def select(pool: ProcessPoolExecutor, seeds: list[int]) -> dict[str, Any]:
     futures = [
-        pool.submit(_core_run, path, order, pred)
+        pool.submit(_core_run, path, order, pred, seed)
         for path in SELECTION
+        for seed in seeds
         for order in ORDERS
         for pred in PREDICTIONS
     ]
     runs = [f.result() for f in futures]
-    by = {(r["trace"], r["order"], r["prediction"]): r["bsld"] for r in runs}
-    traces = sorted({r["trace"] for r in runs})
+    by = {(r["trace"], r["seed"], r["order"], r["prediction"]): r["bsld"] for r in runs}
+    cases = sorted({(r["trace"], r["seed"]) for r in runs})
     scores = {}
     for order in ORDERS:
         for pred in PREDICTIONS:
-            logs = [math.log(by[(t, order, pred)] / by[(t, "fcfs", "none")]) for t in traces]
+            logs = [math.log(by[(*c, order, pred)] / by[(*c, "fcfs", "none")]) for c in cases]
             scores[f"{order}/{pred}"] = math.exp(sum(logs) / len(logs))
     predicting = {k: v for k, v in scores.items() if not k.endswith("/none")}
     return {
@@ -142,7 +144,7 @@ def select(pool: ProcessPoolExecutor) -> dict[str, Any]:
     }
 
 
-def evaluate(pool: ProcessPoolExecutor) -> dict[str, Any]:
+def evaluate(pool: ProcessPoolExecutor, variants: list[tuple[str, str]]) -> dict[str, Any]:
     protocol = {
         (name, policy): pool.submit(_protocol_run, path, policy)
         for name, path in EVALUATION.items()
@@ -152,7 +154,7 @@ def evaluate(pool: ProcessPoolExecutor) -> dict[str, Any]:
     core = {
         (name, order, pred): pool.submit(_core_run, path, order, pred)
         for name, path in EVALUATION.items()
-        for order, pred in CORE_VARIANTS
+        for order, pred in variants
     }
     out: dict[str, Any] = {}
     for name in EVALUATION:
@@ -161,9 +163,7 @@ def evaluate(pool: ProcessPoolExecutor) -> dict[str, Any]:
             "published": published,
             "protocol_rerun": {p: protocol[(name, p)].result()["bsld"] for p in HEURISTICS},
             "default": preset[name].result(),
-            "core_variants": {
-                f"{o}/{p}": core[(name, o, p)].result()["bsld"] for o, p in CORE_VARIANTS
-            },
+            "core_variants": {f"{o}/{p}": core[(name, o, p)].result()["bsld"] for o, p in variants},
         }
         best_published = min(published.values())
         row["best_published"] = best_published
@@ -207,6 +207,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "hpc_default")
     parser.add_argument("--skip-selection", action="store_true")
+    parser.add_argument(
+        "--selection-seeds",
+        default="1,2,3",
+        help="sequence-sampling seeds per selection trace (10 sequences each)",
+    )
     args = parser.parse_args()
     if not (SHARED / "traces").is_dir():
         sys.exit(f"needs the real traces in {SHARED}/traces")
@@ -214,9 +219,14 @@ def main() -> None:
     print(describe(info), flush=True)
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        selection = None if args.skip_selection else select(pool)
+        seeds = [int(x) for x in args.selection_seeds.split(",")]
+        selection = None if args.skip_selection else select(pool, seeds)
+        variants = list(CORE_VARIANTS)
         if selection is not None:
-            print("selection (geometric mean of bsld / fcfs-none over 8 traces):")
+            print(
+                "selection (geometric mean of bsld / fcfs-none over "
+                f"{len(SELECTION)} traces x seeds {seeds}):"
+            )
             for key, score in sorted(selection["scores"].items(), key=lambda kv: kv[1]):
                 print(f"  {key:36s} {score:.3f}")
             print(f"  best overall: {selection['best_overall']}")
@@ -225,7 +235,9 @@ def main() -> None:
             chosen = f"{preset.queue_order}/{preset.runtime_prediction}"
             if chosen != selection["best_predicting"]:
                 print(f"  WARNING: the default preset is {chosen}, not the selection's choice")
-        evaluation = evaluate(pool)
+                order, pred = selection["best_predicting"].split("/")
+                variants.append((order, pred))  # evaluated too, side by side
+        evaluation = evaluate(pool, variants)
     for name, row in evaluation.items():
         print(
             f"{name:9s} default {row['default']['bsld']:9.2f}  best published "

@@ -186,7 +186,7 @@ def test_rlscheduler_protocol_runs_the_default_preset_through_the_core(tmp_path:
     assert default["backfill"] == "easy (core)"
     starts = [s["start_job_index"] for s in default["sequences"]]
     assert starts == [s["start_job_index"] for s in fcfs["sequences"]]  # the same sequences
-    assert default["metrics"]["avg_bounded_slowdown"] < 58.64  # below every published number
+    assert 1 <= default["metrics"]["avg_bounded_slowdown"] < fcfs["metrics"]["avg_bounded_slowdown"]
 
 
 def test_controller_rejects_an_unknown_runtime_prediction(tmp_path: Path) -> None:

@@ -34,11 +34,12 @@ class Preset:
 
 PRESETS: Mapping[str, Preset] = {
     "default": Preset(
-        "recommended for HPC traces: shortest predicted job first, EASY backfilling on "
-        "predicted run times (user-last2, overruns re-estimated by doubling)",
-        queue_order="sjf",
+        "recommended for HPC traces: UNICEP (wait over log2(size) x predicted run time) with "
+        "EASY backfilling on run times predicted from each user's finished jobs "
+        "(user-last2-request)",
+        queue_order="unicep-textbook",
         backfill="easy",
-        runtime_prediction="user-last2",
+        runtime_prediction="user-last2-request",
     ),
 }
 
