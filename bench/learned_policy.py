@@ -55,6 +55,7 @@ from fusesched.sim.protocols.rlscheduler import (
 from fusesched.sim.protocols.rlscheduler_core import run_core_protocol, sequence_jobs
 from fusesched.sim.workload import homogeneous_nodes
 from fusesched.traces.swf import load_swf, rlscheduler_jobs
+from hpc_default import EVALUATION, HEURISTICS, PUBLISHED_BACKFILL
 from machine_info import describe, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,24 +73,6 @@ SELECTION = [
 ]
 #: λ > 0 meters energy with the power model (slower): the smaller selection clusters only.
 ENERGY_SELECTION = [SELECTION[i] for i in (0, 1, 3, 7)]
-EVALUATION = {
-    "Lublin-1": "traces/lublin-swf/lublin_256.swf",
-    "SDSC-SP2": PWA + "SDSC-SP2-1998-4.2-cln.swf.gz",
-    "HPC2N": PWA + "HPC2N-2002-2.2-cln.swf.gz",
-    "Lublin-2": "anchors/rlscheduler/lublin_256_new2",
-}
-HEURISTICS = ["fcfs", "wfp3", "unicep", "sjf", "f1"]
-_POLICIES = ("fcfs", "wfp3", "unicep", "sjf", "f1", "rl")
-#: The RLScheduler README's numbers with backfilling (anchors/rlscheduler/PROTOCOL.md §7).
-PUBLISHED_BACKFILL = {
-    name: dict(zip(_POLICIES, values, strict=True))
-    for name, values in {
-        "Lublin-1": (235.82, 133.87, 307.23, 73.31, 75.07, 58.64),
-        "SDSC-SP2": (1595.12, 1083.12, 548.01, 2167.84, 1098.22, 397.82),
-        "HPC2N": (127.38, 97.39, 175.12, 122.04, 71.95, 86.14),
-        "Lublin-2": (247.61, 318.35, 379.59, 91.99, 148.25, 118.79),
-    }.items()
-}
 LAMBDAS = (0.0, 20.0, 50.0)
 MODEL_DIR = SHIPPED.parent
 

@@ -53,10 +53,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def describe(info: dict[str, Any]) -> str:
-    """The one-line machine description every benchmark prints first."""
+def describe(info: dict[str, Any], markup: bool = True) -> str:
+    """The one-line machine description every benchmark prints first (Rich markup, or plain
+    text for a report with ``markup=False``)."""
+    label = "[bold]machine[/]" if markup else "machine"
     return (
-        f"[bold]machine[/]: {info['cpu']}, {info['cores']} cores "
+        f"{label}: {info['cpu']}, {info['cores']} cores "
         f"({info['usable_cores']} usable), Python {info['python']}, NumPy {info['numpy']}, "
         f"fusesched {info['fusesched']} (git {info['git']}, src sha256 {info['src_sha256']}), "
         f"load average {info['loadavg_at_start']:.2f}"

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -32,6 +30,8 @@ from fusesched.twin.parallel import Task, default_workers, run_all
 from fusesched.twin.report import capacity_markdown, write_capacity, write_compare
 from fusesched.twin.scenario import parse_scenario
 from fusesched.twin.snapshot import SnapJob, SnapNode, Snapshot, save
+from machine_info import describe
+from machine_info import machine as machine_info
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly" / "philly.csv"
 DAY = 86400.0
@@ -114,15 +114,7 @@ SCENARIOS = {
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} × {model}, Python {platform.python_version()}"
+    return describe(machine_info(), markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

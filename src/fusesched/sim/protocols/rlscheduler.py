@@ -31,6 +31,7 @@ __all__ = [
     "ProtocolResult",
     "SequenceResult",
     "default_batch_job_slice",
+    "protocol_starts",
     "replay_whole_trace",
     "run_rlscheduler",
     "score_sequence",
@@ -125,18 +126,26 @@ def run_rlscheduler(
     ``progress`` is called with the number of sequences finished so far.
     """
     key = _key(policy)
-    if batch_job_slice > len(jobs):
-        raise ValueError(f"batch_job_slice {batch_job_slice} exceeds the {len(jobs)} jobs")
-    eligible = batch_job_slice or len(jobs)
-    starts = sequence_starts(
-        eligible, seed=seed, sequence_length=sequence_length, iterations=iterations
-    )
+    starts = protocol_starts(jobs, seed, sequence_length, iterations, batch_job_slice)
     results = []
     for index, first in enumerate(starts):
         results.append(_simulate(jobs, first, sequence_length, key, backfill, index))
         if progress is not None:
             progress(index + 1)
     return ProtocolResult(policy, backfill, tuple(results))
+
+
+def protocol_starts(
+    jobs: RlJobs, seed: int, sequence_length: int, iterations: int, batch_job_slice: int
+) -> list[int]:
+    """The first job of each sampled sequence, among the first ``batch_job_slice`` jobs (all
+    when 0)."""
+    if batch_job_slice > len(jobs):
+        raise ValueError(f"batch_job_slice {batch_job_slice} exceeds the {len(jobs)} jobs")
+    eligible = batch_job_slice or len(jobs)
+    return sequence_starts(
+        eligible, seed=seed, sequence_length=sequence_length, iterations=iterations
+    )
 
 
 def replay_whole_trace(jobs: RlJobs, policy: str, backfill: bool) -> SequenceResult:

@@ -30,8 +30,8 @@ from fusesched.sim.engine import JobOutcome, SimJob, Simulation
 from fusesched.sim.protocols.rlscheduler import (
     ProtocolResult,
     SequenceResult,
+    protocol_starts,
     score_sequence,
-    sequence_starts,
 )
 from fusesched.sim.workload import homogeneous_nodes
 from fusesched.traces.swf import RlJobs
@@ -79,10 +79,7 @@ def run_core_protocol(
 ) -> ProtocolResult:
     """Every sampled sequence through the core under ``config``; ``name`` labels the result
     (``backfill`` only labels it too: the config's backfilling is what runs)."""
-    eligible = batch_job_slice if batch_job_slice else len(jobs)
-    starts = sequence_starts(
-        eligible, seed=seed, sequence_length=sequence_length, iterations=iterations
-    )
+    starts = protocol_starts(jobs, seed, sequence_length, iterations, batch_job_slice)
     nodes = homogeneous_nodes(jobs.max_nodes, jobs.max_procs)
     results = []
     for index, first in enumerate(starts):
