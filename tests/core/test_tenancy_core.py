@@ -506,3 +506,28 @@ def test_a_head_within_its_guarantee_is_not_overtaken_by_other_guarantees() -> N
     assert not started(core.step(1, [JobSubmitted(timed("a1", "a", 8, 100, 1))]))
     core.step(2, [JobSubmitted(timed("b2", "b", 2, 10_000, 2))])
     assert started(core.step(100, [JobExited("b1")])) == ["a1"]
+
+
+def test_victims_do_not_take_back_the_room_freed_for_their_preemptor() -> None:
+    """b borrows a's half with 1-GPU jobs on both 4-GPU nodes; a1 (4 GPUs on one node, within
+    a's quota) reclaims, and the cheapest victims sit two on each node. When they have gone a1
+    still does not fit: the victims must not restart in that room (they would be preempted
+    again, round after round); a1 starts when a node is free."""
+    core = SchedulerCore(
+        CoreConfig(
+            queue_order="fcfs",
+            backfill="easy",
+            tenancy=TenancyPolicy(tenancy({"a": (4, None, None), "b": (4, None, None)})),
+        )
+    )
+    for i in range(2):
+        core.handle(NodeAdded(node(f"n{i}").cpu(64).gpu(4).build()), 0.0)
+    out = core.step(0, [JobSubmitted(gjob(f"b{i}", "b", 1)) for i in range(8)])
+    assert len(started(out)) == 8
+    core.step(50, [JobCheckpointed(f"b{i}", 50) for i in (0, 1, 4, 5)])
+    victims = preempted(core.step(60, [JobSubmitted(gjob("a1", "a", 4, at=60))]))
+    assert sorted(victims) == ["b0", "b1", "b4", "b5"]
+    out = core.step(180, [JobExited(v, PREEMPTED_EXIT_CODE) for v in victims])
+    assert not started(out)  # neither a1 (no place yet) nor the victims (the room is a1's)
+    out = core.step(300, [JobExited("b2"), JobExited("b3")])
+    assert started(out)[0] == "a1"

@@ -79,7 +79,13 @@ def start_admitted(
         pin_flavours(core, rec, verdict)
         alloc = core.try_place(rec, quota_checked=True)
         if alloc is None:
-            if ready and rec in ready:
+            if ready and rec in ready:  # its victims' room did not do: choose again at once
+                gate.choose_again(rec.id)
+                victims = gate.room_victims(core, rec, verdict, now)
+                victims = victims or gate.priority_victims(core, rec, now)
+                if not victims and _guaranteed(verdict):
+                    gate.hold(rec)  # nobody to preempt: keep the freed room from borrowers
+                out.extend(preempt(core, victims))
                 continue
             victims = gate.room_victims(core, rec, verdict, now)
             out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))

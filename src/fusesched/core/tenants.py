@@ -203,6 +203,20 @@ class TenantGate:
         """Preemptors whose victims have all stopped: they should be tried first."""
         return [job for job, victims in self._pending.items() if not victims]
 
+    def choose_again(self, job_id: str) -> None:
+        """A preemptor whose victims have all stopped still does not fit (what they freed was
+        not where its gang needs room): its reclaim starts over, so new victims can be chosen
+        (see :meth:`hold` when there are none)."""
+        self._pending.pop(job_id, None)
+        self._drained.pop(job_id, None)
+
+    def hold(self, rec: JobRecord) -> None:
+        """Keep ``rec``'s reclaim open without victims: no queue of its cohort may borrow until
+        it starts, so the room its victims freed is not handed back to them (who would be
+        preempted again) while it waits for the rest of its place."""
+        self._pending.setdefault(rec.id, set())
+        self._queue_of[rec.id] = rec.spec.queue
+
     def dequeued(self, job_id: str) -> None:
         """A waiting job left the queue (cancelled): it reclaims nothing any more."""
         self._forget_preemptor(job_id)
