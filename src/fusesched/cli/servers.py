@@ -210,6 +210,7 @@ def controller(
         _fail(str(exc))
     role = " (standby until it leads)" if standby else ""
     err.print(f"fusesched controller at [bold]{server.url}[/]{role} (data in {data_dir})")
+    err.print(f"  web portal: {server.url}/portal/")
     if server.admin_token_path is not None:
         err.print(f"a cluster-admin token was written to {server.admin_token_path} (mode 0600)")
     if not auth:
@@ -328,6 +329,7 @@ def up(
         _fail(str(exc), 2)
     err.print(
         f"fusesched is up at [bold]{cluster.url}[/] with {agents} agent(s); data in {data_dir}\n"
+        f"  web portal: {cluster.url}/portal/\n"
         f"  export FUSESCHED_CONTROLLER={cluster.url}"
     )
     if auth:
