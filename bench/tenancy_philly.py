@@ -481,6 +481,8 @@ def summarize_run(
         "jobs": len(measured),
         "started": len(done),
         "unfinished": len(measured) - len(jct),
+        # preempted more often than the tenancy policy's max_preemptions: ended, not completed
+        "cancelled": sum(1 for j in measured if run.end_phase.get(j) == "cancelled"),
         "util_window": util_window,
         "util_busy": gpu_s / (run.capacity * busy) if busy else 0.0,
         "busy_span_h": busy / 3600.0,
@@ -656,6 +658,7 @@ def table(summaries: Sequence[dict[str, Any]]) -> str:
             "pct",
         ),
         ("unfinished jobs", "unfinished", "{}"),
+        ("jobs cancelled (preempted > max_preemptions times)", "cancelled", "{}"),
         ("simulation wall time (s)", "sim_wall_s", "{:.1f}"),
     ]
     head = "| metric | " + " | ".join(s["mode"] for s in summaries) + " |"

@@ -508,26 +508,68 @@ def test_a_head_within_its_guarantee_is_not_overtaken_by_other_guarantees() -> N
     assert started(core.step(100, [JobExited("b1")])) == ["a1"]
 
 
-def test_victims_do_not_take_back_the_room_freed_for_their_preemptor() -> None:
-    """b borrows a's half with 1-GPU jobs on both 4-GPU nodes; a1 (4 GPUs on one node, within
-    a's quota) reclaims, and the cheapest victims sit two on each node. When they have gone a1
-    still does not fit: the victims must not restart in that room (they would be preempted
-    again, round after round); a1 starts when a node is free."""
+def two_by_four(placement: str = "first-fit") -> SchedulerCore:
+    """Queues a and b with 4 GPUs of nominal quota each, on two 4-GPU nodes."""
     core = SchedulerCore(
         CoreConfig(
             queue_order="fcfs",
             backfill="easy",
+            placement=placement,
             tenancy=TenancyPolicy(tenancy({"a": (4, None, None), "b": (4, None, None)})),
         )
     )
     for i in range(2):
         core.handle(NodeAdded(node(f"n{i}").cpu(64).gpu(4).build()), 0.0)
+    return core
+
+
+def test_a_reclaim_frees_a_place_in_one_round() -> None:
+    """b borrows a's half with 1-GPU jobs on both 4-GPU nodes; a1 (4 GPUs on one node, within
+    a's quota) reclaims. The cheapest victims (b0, b1 on n0; b4, b5 on n1: just checkpointed)
+    would give a's quota back but no node with 4 free GPUs, and a second round of notices (a
+    second grace period) would follow: the victims are chosen for quota and place at once."""
+    core = two_by_four()
     out = core.step(0, [JobSubmitted(gjob(f"b{i}", "b", 1)) for i in range(8)])
     assert len(started(out)) == 8
     core.step(50, [JobCheckpointed(f"b{i}", 50) for i in (0, 1, 4, 5)])
     victims = preempted(core.step(60, [JobSubmitted(gjob("a1", "a", 4, at=60))]))
-    assert sorted(victims) == ["b0", "b1", "b4", "b5"]
+    assert sorted(victims) == ["b0", "b1", "b2", "b3"]  # all of n0
+    out = core.step(180, [JobExited(v, PREEMPTED_EXIT_CODE) for v in victims])
+    assert started(out) == ["a1"]
+    core.tenants.ledger.check_invariants()  # type: ignore[union-attr]
+
+
+def test_victims_are_not_taken_beyond_what_their_queue_borrows() -> None:
+    """b uses 5 GPUs of its nominal 4 (n0: b0-b3, n1: b4), a 2 (n1: a0). a1 (2 GPUs, within
+    a's quota) is blocked by room. Preempting b0 and b1 (just checkpointed: the cheapest)
+    would make a place on n0 but take b below its own guarantee; b4 alone makes one on n1."""
+    core = two_by_four()
+    out = core.step(0, [JobSubmitted(gjob(f"b{i}", "b", 1)) for i in range(4)])
+    out += core.step(1, [JobSubmitted(gjob("a0", "a", 2, at=1))])
+    out += core.step(2, [JobSubmitted(gjob("b4", "b", 1, at=2))])
+    assert sorted(started(out)) == ["a0", "b0", "b1", "b2", "b3", "b4"]
+    core.step(50, [JobCheckpointed(f"b{i}", 50) for i in (0, 1)])
+    victims = preempted(core.step(60, [JobSubmitted(gjob("a1", "a", 2, at=60))]))
+    assert victims == ["b4"]
+    out = core.step(180, [JobExited("b4", PREEMPTED_EXIT_CODE)])
+    assert started(out) == ["a1"]
+    core.tenants.ledger.check_invariants()  # type: ignore[union-attr]
+
+
+def test_victims_do_not_take_back_the_room_freed_for_their_preemptor() -> None:
+    """Each node runs one of b's gold jobs (2 GPUs, within b's quota, not preemptible) and two
+    of its silver 1-GPU borrowers. a1 (4 GPUs on one node) can get its quota back but no place
+    until a gold job ends: the borrowers are preempted for the quota, and when they have gone
+    they must not restart in that room (they would be preempted again, round after round); a1
+    starts when a node is free."""
+    core = two_by_four(placement="worst-fit")
+    out = core.step(0, [JobSubmitted(gjob(f"g{i}", "b", 2, qos="gold")) for i in range(2)])
+    assert started(out) == ["g0", "g1"]
+    out = core.step(1, [JobSubmitted(gjob(f"b{i}", "b", 1, at=1)) for i in range(4)])
+    assert len(started(out)) == 4
+    victims = preempted(core.step(60, [JobSubmitted(gjob("a1", "a", 4, at=60))]))
+    assert sorted(victims) == ["b0", "b1", "b2", "b3"]
     out = core.step(180, [JobExited(v, PREEMPTED_EXIT_CODE) for v in victims])
     assert not started(out)  # neither a1 (no place yet) nor the victims (the room is a1's)
-    out = core.step(300, [JobExited("b2"), JobExited("b3")])
+    out = core.step(300, [JobExited("g0")])
     assert started(out)[0] == "a1"

@@ -150,8 +150,8 @@ def reclaim_behind(
                 done.add(id(rec))
                 core._parked[rec.id] = rec
                 out.extend(preempt(core, victims))
-        elif queue not in tried:
-            tried.add(queue)
+        elif queue not in tried and _guaranteed(verdict):
+            tried.add(queue)  # (a job that would borrow reclaims nothing: the next one may)
             rec.admission = verdict
             pin_flavours(core, rec, verdict)
             out.extend(preempt(core, gate.room_victims(core, rec, verdict, now)))

@@ -314,6 +314,8 @@ class TenantGate:
             rec = core.jobs[job_id]
             if rec.preempt_reason is not None or rec.stop_requested is not None:
                 continue
+            if rec.start_time is not None and rec.start_time >= now:
+                continue  # started in this cycle: not stopped before it has run
             tier = self.tier(rec.spec)
             if tiers is not None and tier.name not in tiers:
                 continue
@@ -360,14 +362,17 @@ class TenantGate:
         others = frozenset(
             q for q, spec in self._queues.items() if spec.cohort == cohort and q != queue
         )
-        victims = self.ledger.reclaim_candidates(
-            queue,
-            verdict.assignment,
-            self._candidates(core, now, queues=others),
-            now,
-            order=self.victim_order,
+        cands = self._candidates(core, now, queues=others)
+        chosen = self.ledger.reclaim_candidates(
+            queue, verdict.assignment, cands, now, order=self.victim_order
         )
-        return self._preempt(core, rec, [core.jobs[v] for v in victims])
+        if not chosen:
+            return []  # within its nominal quota there is nothing to take back
+        # victims that give back both the quota and a place to run, in one round, when such
+        # a set exists (else the quota now, and room victims once it has come back)
+        cands = [c for c in cands if c.preemptible]
+        victims = self._fewest(core, rec, cands, now, borrowers_only=True)
+        return self._preempt(core, rec, victims or [core.jobs[v] for v in chosen])
 
     def priority_victims(self, core: SchedulerCore, rec: JobRecord, now: float) -> list[JobRecord]:
         """Jobs of lower QoS tiers to preempt so that ``rec`` can start: the fewest, in victim
@@ -400,15 +405,30 @@ class TenantGate:
             if spec.cohort == cohort and q != queue and self.ledger.borrowed(q)
         )
         cands = [c for c in self._candidates(core, now, queues=borrowing) if c.preemptible]
-        return self._preempt(core, rec, self._fewest(core, rec, cands, now))
+        return self._preempt(core, rec, self._fewest(core, rec, cands, now, borrowers_only=True))
 
     def _fewest(
-        self, core: SchedulerCore, rec: JobRecord, cands: list[VictimCandidate], now: float
+        self,
+        core: SchedulerCore,
+        rec: JobRecord,
+        cands: list[VictimCandidate],
+        now: float,
+        *,
+        borrowers_only: bool = False,
     ) -> list[JobRecord]:
         """The fewest of ``cands``, in victim order, whose stopping lets ``rec`` start: its
-        quota admits it and a placement exists (a what-if on copies; nothing changes)."""
+        quota admits it and a placement exists (a what-if on copies; nothing changes).
+
+        ``borrowers_only``: ``rec`` must be admitted within its own nominal quota (victims are
+        never made to let it borrow), and no victim may be taken once its queue no longer
+        borrows (its remaining jobs run within their own guarantee). The victims are first
+        taken in plain victim order and pruned — which finds one large victim whose node
+        forms the place even behind many small ones. If that set takes from a queue beyond
+        what it borrows: the first single victim that is enough, else victims taken again
+        passing over queues that no longer borrow."""
         if not cands:
             return []
+        order = [core.jobs[c.job_id] for c in self.victim_order(cands, now)]
         free = core.cluster.free.copy()
         released: dict[str, JobRecord] = {}
 
@@ -426,33 +446,71 @@ class TenantGate:
                     user = victim.spec.user or None
                     self.ledger.admit(victim.id, assignment, user=user, qos=tier_name, check=False)
 
+        def reset() -> None:
+            """Undo every drop: the ledger and the free matrix as they really are."""
+            for victim in list(released.values()):
+                restore(victim)
+            free[:] = core.cluster.free
+
         def fits() -> bool:
             verdict = self.admission(rec)
-            if verdict is not None and not verdict.ok:
+            if verdict is not None and (not verdict.ok or (borrowers_only and verdict.borrowing)):
                 return False
             return core.plan(rec, free, search=False) is not None
 
+        def search(skip_lenders: bool) -> list[JobRecord]:
+            taken: list[JobRecord] = []
+            try:
+                for victim in order:
+                    if skip_lenders and not self.ledger.borrowed(victim.spec.queue):
+                        continue
+                    drop(victim)
+                    taken.append(victim)
+                    if fits():
+                        break
+                else:
+                    return []
+                for victim in reversed(taken[:-1]):  # give back victims that were not needed
+                    restore(victim)
+                    if fits():
+                        taken.remove(victim)
+                    else:
+                        drop(victim)
+                return taken
+            finally:
+                reset()
+
+        def borrows_throughout(taken: list[JobRecord]) -> bool:
+            """Each victim's queue still borrows when it is taken (in victim order)."""
+            kept = {v.id for v in taken}
+            try:
+                for victim in order:
+                    if victim.id in kept:
+                        if not self.ledger.borrowed(victim.spec.queue):
+                            return False
+                        drop(victim)
+                return True
+            finally:
+                reset()
+
+        def alone() -> list[JobRecord]:
+            """The first victim, in victim order, that is enough on its own."""
+            for victim in order:
+                if not self.ledger.borrowed(victim.spec.queue):
+                    continue
+                drop(victim)
+                try:
+                    if fits():
+                        return [victim]
+                finally:
+                    reset()
+            return []
+
         if fits():
             return []  # it can start as things are: nobody needs to go
-        taken: list[JobRecord] = []
-        try:
-            for cand in self.victim_order(cands, now):
-                victim = core.jobs[cand.job_id]
-                drop(victim)
-                taken.append(victim)
-                if fits():
-                    break
-            else:
-                return []
-            for victim in reversed(taken[:-1]):  # give back victims that were not needed
-                restore(victim)
-                if fits():
-                    taken.remove(victim)
-                else:
-                    drop(victim)
-        finally:
-            for victim in list(released.values()):
-                restore(victim)
+        taken = search(skip_lenders=False)
+        if borrowers_only and taken and not borrows_throughout(taken):
+            taken = alone() or search(skip_lenders=True)
         return taken
 
     def _preempt(
