@@ -573,3 +573,29 @@ def test_victims_do_not_take_back_the_room_freed_for_their_preemptor() -> None:
     assert not started(out)  # neither a1 (no place yet) nor the victims (the room is a1's)
     out = core.step(300, [JobExited("g0")])
     assert started(out)[0] == "a1"
+
+
+def test_a_job_held_by_its_users_limit_starts_when_the_user_frees_one_in_another_queue() -> None:
+    """Quota blocks are re-checked only where quota came back: in the job's own pool, or for
+    its user (QoS limits count per user across queues)."""
+    qos = {
+        "silver": {"priority": 5},
+        "bronze": {"priority": 1, "max_jobs_per_user": 1},
+    }
+    config = tenancy(
+        {"a": (4, None, None), "b": (4, None, None)}, cohort=None, qos=qos, default_qos="silver"
+    )
+    core = core_with(config)
+
+    def bronze(job_id: str, queue: str) -> JobSpec:
+        return job(job_id).tasks(1, cpu=1, gpu=1).queue(queue).qos("bronze").user("u").build()
+
+    out = core.step(0, [JobSubmitted(bronze("u1", "a")), JobSubmitted(bronze("u2", "b"))])
+    assert started(out) == ["u1"]  # u2: the user's one bronze job runs
+    out = core.step(1, [JobSubmitted(gjob("v1", "b", 1, at=1))])
+    assert started(out) == ["v1"]
+    out = core.step(2, [JobExited("v1")])  # b's quota comes back, not u's: u2 still waits
+    assert not started(out)
+    out = core.step(3, [JobExited("u1")])  # u frees its job in queue a
+    assert started(out) == ["u2"]
+    core.tenants.ledger.check_invariants()  # type: ignore[union-attr]

@@ -149,6 +149,7 @@ class QuotaLedger:
                 groups.setdefault(self._flavors[qq.flavor].resources, []).append(qq.flavor)
             self._groups.append(list(groups.items()))
         self._usage = np.zeros(shape, np.int64)
+        self.version = 0  # grows with every admit and release: a verdict holds until it does
         self._jobs: dict[str, _Held] = {}
         self._user_jobs: dict[tuple[str, str], int] = {}
         self._user_gpus: dict[tuple[str, str], int] = {}
@@ -401,6 +402,7 @@ class QuotaLedger:
         amounts = np.fromiter(assignment.amounts.values(), np.int64)
         gpus = _gpus(assignment)
         self._usage[qi, cols] += amounts
+        self.version += 1
         self._jobs[job_id] = _Held(qi, cols, amounts, assignment, user, qos, gpus)
         if user and qos:
             key = (user, qos)
@@ -413,6 +415,7 @@ class QuotaLedger:
         if held is None:
             return False
         self._usage[held.queue, held.cols] -= held.amounts
+        self.version += 1
         if held.user and held.qos:
             key = (held.user, held.qos)
             self._user_jobs[key] -= 1
@@ -420,6 +423,18 @@ class QuotaLedger:
         return True
 
     # ------------------------------------------------------------------ reclaim
+
+    def within_nominal(self, queue: str, assignment: FlavorAssignment) -> bool:
+        """Whether ``assignment`` fits in what ``queue`` leaves unused of its nominal quota:
+        only then can a reclaim give it room (a cheap test before choosing victims)."""
+        qi = self._q(queue)
+        if not assignment.amounts:
+            return False
+        for column, amount in assignment.amounts.items():
+            ci = self._cidx.get(column)
+            if ci is None or self._usage[qi, ci] + amount > self._nominal[qi, ci]:
+                return False
+        return True
 
     def reclaim_candidates(
         self,

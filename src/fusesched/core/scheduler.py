@@ -226,8 +226,10 @@ class SchedulerCore:
             self._changed = True  # later estimated ends: the head's reservation moves
         if self.tenants is not None:
             lifted = self.tenants.start_cycle(self, now)
-            if self._parked and (self._changed or lifted):
-                self._unpark(now)  # quota was freed: parked jobs may fit now
+            # jobs parked by their quota come back when quota was freed where they draw
+            freed = self.tenants.freed(self._parked.values(), everything=lifted)
+            if freed:
+                self._unpark(now, freed)
         queue = self.queue
         changed = self._changed or self.order.dynamic
         fresh = self._fresh
@@ -263,9 +265,9 @@ class SchedulerCore:
             out.extend(BACKFILLERS[self.config.backfill](self, now, only))
         return out
 
-    def _unpark(self, now: float) -> None:
-        parked, self._parked = self._parked, {}
-        for rec in parked.values():
+    def _unpark(self, now: float, records: list[JobRecord]) -> None:
+        for rec in records:
+            del self._parked[rec.id]
             if not self.order.dynamic:
                 rec.key = self.order.key(rec.facts, now)
             self.queue.push(rec, now)

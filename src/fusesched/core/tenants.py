@@ -22,7 +22,7 @@ from fusesched.core.cluster import IntArray
 from fusesched.core.quota import Admission, QuotaLedger
 from fusesched.core.records import JobRecord
 from fusesched.model.job import JobSpec
-from fusesched.model.resources import CPU, GPU, GPU_MILLI
+from fusesched.model.resources import CPU, GPU, GPU_MILLI, Resources
 from fusesched.model.tenancy import QoSTier
 from fusesched.policies.fairshare import (
     FairShareResult,
@@ -83,6 +83,14 @@ class TenantGate:
         self._tier_running: dict[str, int] = {}  # running jobs per QoS tier
         self._lenders: frozenset[str] | None = None  # cached until quota usage changes
         self.preempted = 0  # victims asked to stop so far
+        # waiting job -> (its spec, the spec's total): quota is checked every cycle
+        self._totals: dict[str, tuple[JobSpec, Resources]] = {}
+        # verdicts of plain jobs (no label constraints) for the ledger's current version
+        self._verdicts: dict[tuple[object, ...], Admission] = {}
+        self._verdicts_at = -1
+        # quota given back since the last cycle: cohorts (a queue alone is its own) and users
+        self._freed_groups: set[str] = set()
+        self._freed_users: set[str] = set()
 
     # ------------------------------------------------------------------ configuration
 
@@ -119,14 +127,32 @@ class TenantGate:
             return None
         tier = self.tier(spec)
         may_borrow = tier.preemptible and not self._reclaiming(spec.queue)
-        return self.ledger.check(
+        known = self._totals.get(spec.id)
+        if known is None or known[0] is not spec:
+            known = self._totals[spec.id] = (spec, spec.total)
+        # jobs alike get the same verdict until the ledger changes (parked jobs are checked
+        # again every time quota is freed: hundreds of them, of a few shapes)
+        placement = spec.placement
+        plain = not (placement.node_selector or placement.required or placement.anti_affinity)
+        key = (spec.queue, spec.user, tier.name, may_borrow, known[1])
+        if plain:
+            if self._verdicts_at != self.ledger.version:
+                self._verdicts.clear()
+                self._verdicts_at = self.ledger.version
+            hit = self._verdicts.get(key)
+            if hit is not None:
+                return hit
+        verdict = self.ledger.check(
             spec.queue,
-            spec.total,
-            placement=spec.placement,
+            known[1],
+            placement=placement,
             may_borrow=may_borrow,
             user=spec.user or None,
             qos=tier.name,
         )
+        if plain:
+            self._verdicts[key] = verdict
+        return verdict
 
     def node_terms(self, verdict: Admission | None) -> tuple[tuple[str, str, str], ...]:
         """Where the job may run for the quota it is charged to be the right one: ``("=",
@@ -175,12 +201,15 @@ class TenantGate:
         self._tier_running[tier] = self._tier_running.get(tier, 0) + 1
         self._lenders = None
         self._forget_preemptor(spec.id)
+        self._totals.pop(spec.id, None)
 
     def release(self, rec: JobRecord, now: float) -> None:
         """``rec`` stopped: give back its quota and charge its last stretch of usage."""
         spec = rec.spec
         self.ledger.release(spec.id)
         self._lenders = None
+        self._freed_groups.add(self._group(spec.queue))
+        self._freed_users.add(spec.user)
         since = self._charged.pop(spec.id, None)
         rate = self._rates.pop(spec.id, 0.0)
         if since is not None:
@@ -220,13 +249,32 @@ class TenantGate:
     def dequeued(self, job_id: str) -> None:
         """A waiting job left the queue (cancelled): it reclaims nothing any more."""
         self._forget_preemptor(job_id)
+        self._totals.pop(job_id, None)
 
     def _forget_preemptor(self, job_id: str) -> None:
         if self._yield_tiers.pop(job_id, None):
             self._lifted = True  # jobs that yielded to it may start again
-        self._pending.pop(job_id, None)
+        if self._pending.pop(job_id, None) is not None:
+            self._lifted = True  # its cohort may borrow again
         self._drained.pop(job_id, None)
         self._queue_of.pop(job_id, None)
+
+    def _group(self, queue: str) -> str:
+        """The quota pool a queue draws from: its cohort, else the queue alone."""
+        spec = self._queues.get(queue)
+        return f"cohort:{spec.cohort}" if spec is not None and spec.cohort else f"queue:{queue}"
+
+    def freed(self, parked: Iterable[JobRecord], everything: bool) -> list[JobRecord]:
+        """Of the jobs their quota blocked, those that may be admitted now: quota came back to
+        their queue's pool or to their user (QoS limits count per user) since the last call,
+        or ``everything`` (borrowing or yielding rules changed). Resets what it remembers."""
+        groups, users = self._freed_groups, self._freed_users
+        self._freed_groups, self._freed_users = set(), set()
+        if everything:
+            return list(parked)
+        if not groups and not users:
+            return []
+        return [r for r in parked if self._group(r.spec.queue) in groups or r.spec.user in users]
 
     # ------------------------------------------------------------------ cycle
 
@@ -358,6 +406,8 @@ class TenantGate:
         queue = rec.spec.queue
         if queue not in self.lenders():
             return []  # nobody borrows from its cohort
+        if not self.ledger.within_nominal(queue, verdict.assignment):
+            return []  # it would borrow: a reclaim restores nominal quota only
         cohort = self._queues[queue].cohort
         others = frozenset(
             q for q, spec in self._queues.items() if spec.cohort == cohort and q != queue
