@@ -49,6 +49,7 @@ from fusesched.model.resources import Resources
 from fusesched.model.tenancy import TenancyConfig
 from fusesched.policies.registry import CoreConfig
 from fusesched.policies.tenancy_policy import TenancyPolicy
+from fusesched.policies.victims import VICTIM_ORDERS
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.traces.philly import load_philly_jobs, load_philly_vcs, task_shape
 
@@ -202,6 +203,7 @@ def simulate(
     backfill: str = "easy",
     half_life_s: float = DAY,
     recalc_s: float = 300.0,
+    victim_order: str = "checkpoint-aware",
 ) -> Run:
     """Simulate ``jobs`` under ``mode`` (``none``, ``lend``, ``fair``), recording every step."""
     if mode not in MODES:
@@ -210,6 +212,7 @@ def simulate(
         tenancy_config(nominal, lending=mode != "none"),
         half_life_s=half_life_s,
         recalc_s=recalc_s,
+        victim_order=victim_order,
     )
     order = "multifactor" if mode == "fair" else "fcfs"
     config = CoreConfig(queue_order=order, backfill=backfill, tenancy=policy)
@@ -726,6 +729,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--half-life-h", type=float, default=24.0)
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--victim-order",
+        default="checkpoint-aware",
+        choices=sorted(VICTIM_ORDERS),
+        help="which borrowers a reclaim preempts first",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "tenancy")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
@@ -754,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkpoint_s=args.checkpoint_s or None,
             seed=args.seed,
             half_life_s=args.half_life_h * 3600.0,
+            victim_order=args.victim_order,
         )
         s = series(run)
         summ = summarize_run(run, s, window_end, warm)

@@ -273,9 +273,23 @@ def test_checkpoint_aware_order() -> None:
         "no-ckpt-long",
     ]
     assert VictimCandidate("big", 0.0, 900.0, size=8).lost_work(now) == 800.0
-    assert set(VICTIM_ORDERS) == {"checkpoint-aware", "lowest-priority"}
+    assert set(VICTIM_ORDERS) == {"checkpoint-aware", "fewest-preemptions", "lowest-priority"}
     lowest = [c.job_id for c in VICTIM_ORDERS["lowest-priority"](cands, now)]
     assert lowest[:2] == ["young", "old-ckpt"]  # priority 0, most recent start first
+
+
+def test_fewest_preemptions_order_spares_a_job_preempted_before() -> None:
+    """A job that has just restarted from its checkpoint loses the least work: by least lost
+    work alone it is the first victim again; by fewest preemptions, it is spared."""
+    now = 1000.0
+    cands = [
+        VictimCandidate("restarted", start_time=990.0, preemptions=3),  # loses 10
+        VictimCandidate("ckpt", start_time=0.0, last_checkpoint=900.0),  # loses 100
+        VictimCandidate("long", start_time=0.0),  # loses 1000
+    ]
+    assert checkpoint_aware_victims(cands, now)[0].job_id == "restarted"
+    order = [c.job_id for c in VICTIM_ORDERS["fewest-preemptions"](cands, now)]
+    assert order == ["ckpt", "long", "restarted"]
 
 
 def test_eligible_victims_follow_qos_tiers() -> None:

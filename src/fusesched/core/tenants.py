@@ -379,6 +379,7 @@ class TenantGate:
                     tier.name,
                     tier.preemptible,
                     max(self._rates.get(job_id, 0.0), 1e-9),
+                    rec.preemptions,
                 )
             )
         return out

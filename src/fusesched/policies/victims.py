@@ -30,6 +30,7 @@ class VictimCandidate:
     qos: str = "silver"
     preemptible: bool = True
     size: float = 1.0
+    preemptions: int = 0  # how often the job was preempted before
 
     def lost_work(self, now: float) -> float:
         """Work lost if stopped at ``now``: time since the later of start and checkpoint."""
@@ -49,6 +50,18 @@ def checkpoint_aware_victims(
     return sorted(
         candidates,
         key=lambda c: (c.lost_work(now), c.priority, -c.start_time, c.job_id),
+    )
+
+
+def fewest_preemptions_victims(
+    candidates: Sequence[VictimCandidate], now: float
+) -> list[VictimCandidate]:
+    """Jobs preempted fewer times first, then as ``checkpoint-aware``: a job that has just
+    restarted from its checkpoint loses little and would otherwise be the first victim again
+    and again, until its retry budget is spent."""
+    return sorted(
+        candidates,
+        key=lambda c: (c.preemptions, c.lost_work(now), c.priority, -c.start_time, c.job_id),
     )
 
 
@@ -72,5 +85,6 @@ def eligible_victims(
 
 VICTIM_ORDERS: Mapping[str, VictimOrder] = {
     "checkpoint-aware": checkpoint_aware_victims,
+    "fewest-preemptions": fewest_preemptions_victims,
     "lowest-priority": lowest_priority_victims,
 }
