@@ -11,7 +11,8 @@ started, then exits. Every system gets the same job, the same machine and the sa
 * **completed jobs/s** — N jobs, from the first submission until all N have finished
   (Slurm: the ``sbatch`` loop above; fusesched: one ``submit_many`` request, and also the
   one-by-one ``Client.submit`` loop for a like-for-like figure). Finished = every job has
-  written its start file and the scheduler lists none pending or running.
+  written its start file and the scheduler lists none pending or running. For fusesched, also
+  the CPU time ``fusesched up`` used per job meanwhile (controller, agent and the jobs' shells).
 * **submit-to-running latency** — M jobs one at a time on an idle system, each after a random
   pause (0–3 s, the same seeded pauses for every system, so that no submission is in step with
   a scheduler's periodic pass): from just before calling ``sbatch`` / ``Client.submit`` to the
@@ -291,6 +292,12 @@ class Fusesched:
         if bad:
             raise RuntimeError(f"fusesched jobs did not complete, e.g. {bad[0]}")
 
+    def cpu_s(self) -> float:
+        """CPU seconds `fusesched up` has used so far (controller, agent and the tasks it has
+        reaped: the jobs' own shells count too)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # `up` stops its agent and controller
@@ -436,18 +443,21 @@ def measure_fusesched(n: int, samples: int, work: Path) -> dict[str, Any]:
         # 5. batch API: submission rate and completed-jobs throughput
         folder = stamp_dir(work, "fs-batch")
         reqs = [fs_request(folder / f"f{i}", f"s{i}") for i in range(n)]
+        cpu0 = fs.cpu_s()
         t0 = time.monotonic()
         ids = client.submit_many(reqs)
         t_sub = time.monotonic() - t0
         drain(folder, n)
         t_done = time.monotonic() - t0
+        cpu_ms = (fs.cpu_s() - cpu0) * 1000 / n
         if len(ids) != n:
             raise RuntimeError("submit_many did not return N ids")
         out["submit_many"] = rate(n, t_sub)
         out["completed"] = rate(n, t_done)
+        out["completed"]["cpu_ms_per_job"] = cpu_ms  # controller + agent + the jobs' shells
         console.print(
             f"  submit_many({n}): {n / t_sub:.0f}/s; all finished after {t_done:.1f} s "
-            f"({n / t_done:.1f}/s)"
+            f"({n / t_done:.1f}/s; {cpu_ms:.1f} ms of CPU per job in `fusesched up`)"
         )
 
         # 6. latency, one job at a time on an idle controller

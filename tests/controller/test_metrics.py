@@ -48,11 +48,6 @@ class GpuWithReadings(GpuHealthWire):
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def ctl(tmp_path: Path, clock: Clock) -> Iterator[Controller]:
     persist = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
     controller = Controller(persist, LogStore(tmp_path / "logs"), clock=clock)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fusesched.model.node import NodeState
 from fusesched.store import (
     DuplicateTask,
     EventRecord,
+    JobChange,
     JobState,
     Store,
     TaskChange,
@@ -143,3 +146,51 @@ def test_events_are_kept_per_job_in_insertion_order(store: Store) -> None:
     assert all(isinstance(r, EventRecord) for r in found)
     assert found[0].id < found[1].id < found[2].id
     assert store.events_for_job("3") == []
+
+
+# --------------------------------------------------------------------------- several kinds at once
+
+
+def test_changes_of_every_kind_go_in_one_transaction(store: Store) -> None:
+    store.add_jobs([job(1), job(2)])
+    store.add_tasks([task("1", 0)])
+    store.write_changes(
+        new_tasks=[task("2", 0, state="Running", node="a")],
+        job_changes=[JobChange("2", state=JobState.RUNNING), JobChange("1", reason="x")],
+        task_changes=[TaskChange("1.main.0", state="Completed", exit_code=0, end_time=5.0)],
+        new_events=[event("JobStarted", "2")],
+    )
+    assert [t.state for t in store.tasks_for_job("2")] == [JobState.RUNNING]
+    (done,) = store.tasks_for_job("1")
+    assert (done.state, done.exit_code) == (JobState.COMPLETED, 0)
+    detail = store.get_job("2")
+    assert detail is not None and detail.job.state is JobState.RUNNING
+    assert [e.event.kind for e in store.events_for_job("2")] == ["JobStarted"]
+    store.write_changes()  # nothing to write: no transaction at all
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ({"new_tasks": [task("2", 1), task("1", 0)]}, DuplicateTask, r"1\.main\.0"),
+        ({"new_tasks": [task("9", 0)]}, UnknownJob, "9"),
+        ({"job_changes": [JobChange("9", reason="x")]}, UnknownJob, "9"),
+        ({"task_changes": [TaskChange("1.main.7")]}, UnknownTask, r"1\.main\.7"),
+    ],
+)
+def test_one_bad_change_writes_nothing(
+    store: Store, bad: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    store.add_jobs([job(1), job(2)])
+    store.add_tasks([task("1", 0)])
+    changes: dict[str, Any] = {
+        "new_tasks": [task("2", 0)],
+        "job_changes": [JobChange("2", state=JobState.RUNNING)],
+        "new_events": [event("JobStarted", "2")],
+    }
+    with pytest.raises(error, match=message):
+        store.write_changes(**(changes | bad))
+    assert store.tasks_for_job("2") == []
+    detail = store.get_job("2")
+    assert detail is not None and detail.job.state is JobState.PENDING
+    assert store.events_for_job("2") == []

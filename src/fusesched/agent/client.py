@@ -3,16 +3,26 @@
 Two threads: the *work* thread long-polls the controller for tasks to launch or kill and
 sends the full list of live tasks; the *report* thread sends task exits and new log output
 as soon as they happen, so a finished task is reported in milliseconds, not at the next
-long poll. With :class:`~fusesched.agent.sensing.Sensing`, a third thread samples the tasks
-and the node's health every ``interval_s``, and full beats carry the results. With a dataset
+long poll. The report thread sleeps in ``poll`` on a pidfd per live task (and a wake pipe),
+so an exit wakes it at once; it looks for new log output every :data:`LOG_PERIOD_S`. A quick
+report that carries an exit waits (at most :data:`QUICK_WAIT_S`) for the scheduling cycle that
+handles it, and its reply may carry the next launch (the ``launch`` query flag says this agent
+takes work on quick reports): one exchange per task turnover. A task's ``RUNNING`` report
+alone does not make a quick report; it goes with the next beat (an exit, new output, or a full
+beat), or after :data:`RUNNING_REPORT_DELAY_S`.
+
+With :class:`~fusesched.agent.sensing.Sensing`, a third thread samples the tasks and the node's
+health every ``interval_s``, and full beats carry the results. With a dataset
 cache (the runtime's ``data_cache``), full beats name the datasets it holds, and the datasets a
 reply asks to stage ahead are copied into it in the background.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
 import ssl
 import threading
 import time
@@ -40,7 +50,15 @@ from fusesched.sdk import split_urls
 
 log = logging.getLogger("fusesched.agent")
 
+#: How often the report thread looks for exits when the runtime gives no pidfds to wait on.
 REPORT_PERIOD_S = 0.02
+#: How often the report thread looks for new log output (exits wake it at once).
+LOG_PERIOD_S = 0.05
+#: How long a quick report carrying an exit waits for the cycle that handles it (and the
+#: launch that may take the freed room) before its reply comes back.
+QUICK_WAIT_S = 0.5
+#: How long a task's RUNNING report may wait for a beat to ride with before one is sent for it.
+RUNNING_REPORT_DELAY_S = 0.2
 LONG_POLL_S = 2.0
 #: With several controllers, how long one beat goes round them while none leads.
 FAILOVER_ROUNDS_S = 2.0
@@ -159,6 +177,10 @@ class AgentClient:
         self._lock = threading.Lock()  # the runtime is used from both threads
         self._offsets: dict[str, int] = {}  # log bytes delivered, per task
         self._outgoing: list[TaskReport] = []  # polled reports not yet answered
+        self._running_since: float | None = None  # oldest RUNNING report not yet sent
+        self._urls: dict[tuple[str, float, bool], httpx.URL] = {}  # heartbeat URLs, built once
+        # written to wake the report thread (a task started: a new pidfd to watch; stopping)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             timeout=httpx.Timeout(long_poll_s + 30.0, connect=5.0), headers=headers, verify=verify
@@ -184,6 +206,7 @@ class AgentClient:
 
     def stop(self, kill_tasks: bool = True) -> None:
         self.stop_event.set()
+        self._poke()
         for thread in self._threads:
             thread.join(timeout=self.long_poll_s + 5)
         if kill_tasks:
@@ -192,6 +215,10 @@ class AgentClient:
         if self.sensing is not None:
             self.sensing.close()
         self._http.close()
+        if not any(thread.is_alive() for thread in self._threads):
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def register(self, retry_s: float = 30.0) -> None:
         """Register, retrying while the controller is still starting."""
@@ -239,12 +266,44 @@ class AgentClient:
                 self.stop_event.wait(1.0)
 
     def _report(self) -> None:
-        while not self.stop_event.wait(REPORT_PERIOD_S):
+        while not self.stop_event.is_set():
+            self._sleep()
+            if self.stop_event.is_set():
+                return
             try:
                 self._beat(full=False)
             except httpx.HTTPError as exc:
                 log.warning("report failed (kept, sent again with the next beat): %s", exc)
                 self.stop_event.wait(0.5)
+
+    def _sleep(self) -> None:
+        """Wait until a task exits, the wake pipe is written, or it is time to look for log
+        output, a due RUNNING report or a runtime deadline (walltimes, grace periods)."""
+        exit_fds = getattr(self.runtime, "exit_fds", None)
+        until_deadline = getattr(self.runtime, "until_deadline", None)
+        with self._lock:
+            fds = exit_fds() if exit_fds is not None else None
+            left = until_deadline() if until_deadline is not None else None
+        timeout = REPORT_PERIOD_S if fds is None else LOG_PERIOD_S
+        if left is not None:
+            timeout = max(0.001, min(timeout, left))
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        for fd in fds or ():
+            poller.register(fd, select.POLLIN)
+        try:
+            ready = poller.poll(timeout * 1000)
+        except OSError:  # a pidfd closed meanwhile (the work thread reaped its task)
+            return
+        if any(fd == self._wake_r for fd, _ in ready):
+            with contextlib.suppress(OSError):
+                while os.read(self._wake_r, 512):
+                    pass
+
+    def _poke(self) -> None:
+        """Wake the report thread (a task started: its pidfd is to be watched)."""
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
 
     def _watches(self) -> list[TaskWatch]:
         with self._lock:
@@ -257,16 +316,24 @@ class AgentClient:
         as running in full beats, so the controller never takes it for lost while its report is
         on the way (the two threads' requests may arrive in either order).
         """
+        now = time.monotonic()
         with self._lock:
-            self._outgoing.extend(self.runtime.poll())
+            polled = self.runtime.poll()
+            self._outgoing.extend(polled)
+            if self._running_since is None and any(r.state is TaskState.RUNNING for r in polled):
+                self._running_since = now
             reports = list(self._outgoing)
             logs = self._new_logs()
             running = None
+            ended = [r.task_id for r in reports if r.state is not TaskState.RUNNING]
             if full:
-                ended = [r.task_id for r in reports if r.state is not TaskState.RUNNING]
                 running = sorted(set(self.runtime.running()) | set(ended))
-        if not full and not reports and not logs:
-            return
+            since = self._running_since
+        if not full:
+            # a task's start alone waits a little for an exit or output to ride with
+            due = since is not None and now - since >= RUNNING_REPORT_DELAY_S
+            if not ended and not logs and not due:
+                return
         samples, health = self.sensing.pending() if full and self.sensing else ([], None)
         beat = Heartbeat(
             node=self.inventory.name,
@@ -277,12 +344,17 @@ class AgentClient:
             health=health,
             datasets=self.data_cache.cached() if full and self.data_cache is not None else None,
         )
-        reply = self._send(beat, self.long_poll_s if full else 0.0)
+        # a quick report with an exit waits for the cycle that handles it: the reply may
+        # carry the launch that takes the room it freed
+        wait = self.long_poll_s if full else (min(QUICK_WAIT_S, self.long_poll_s) if ended else 0.0)
+        reply = self._send(beat, wait)
         if self.sensing is not None:
             self.sensing.delivered(samples)
         with self._lock:
             sent = {id(r) for r in reports}
             self._outgoing = [r for r in self._outgoing if id(r) not in sent]
+            if not any(r.state is TaskState.RUNNING for r in self._outgoing):
+                self._running_since = None
             for chunk in logs:
                 end = chunk_end(chunk)
                 if self._offsets.get(chunk.task_id, end) < end:
@@ -301,22 +373,33 @@ class AgentClient:
             self.stop_event.wait(1.0)
 
     def _send(self, beat: Heartbeat, wait_s: float) -> HeartbeatReply:
+        quick = beat.running is None
         if self._failover:
-            response = self._send_anywhere(beat.model_dump_json(), wait_s)
+            response = self._send_anywhere(beat.model_dump_json(), wait_s, quick)
         else:
-            response = self._post_beat(self.url, beat.model_dump_json(), wait_s)
+            response = self._post_beat(self.url, beat.model_dump_json(), wait_s, quick)
         response.raise_for_status()
         return HeartbeatReply.model_validate_json(response.content)
 
-    def _post_beat(self, url: str, content: str, wait_s: float) -> httpx.Response:
+    def _beat_url(self, url: str, wait_s: float, quick: bool) -> httpx.URL:
+        """The heartbeat URL (parsed once: httpx's URL parsing costs more than the request's
+        own work). Quick reports say ``launch=true``: this agent takes launches in their
+        replies (a controller that does not know the flag ignores it and answers none)."""
+        key = (url, wait_s, quick)
+        found = self._urls.get(key)
+        if found is None:
+            query = f"wait={wait_s}" + ("&launch=true" if quick else "")
+            found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")
+        return found
+
+    def _post_beat(self, url: str, content: str, wait_s: float, quick: bool) -> httpx.Response:
         return self._http.post(
-            f"{url}/v1/agents/heartbeat",
-            params={"wait": wait_s},
+            self._beat_url(url, wait_s, quick),
             content=content,
             headers={"content-type": "application/json"},
         )
 
-    def _send_anywhere(self, content: str, wait_s: float) -> httpx.Response:
+    def _send_anywhere(self, content: str, wait_s: float, quick: bool) -> httpx.Response:
         """Send a beat to the current controller; when it is unreachable or a standby, to the
         next ones (round after round for up to :data:`FAILOVER_ROUNDS_S`). A new leader answers
         404 (it does not know this node yet), which makes the work thread register again, with
@@ -327,7 +410,7 @@ class AgentClient:
             for _ in self.urls:
                 url = self.url
                 try:
-                    outcome = self._post_beat(url, content, wait_s)
+                    outcome = self._post_beat(url, content, wait_s, quick)
                 except httpx.TransportError as exc:
                     outcome = exc
                     if not self._move_on(url, f"is unreachable ({exc})"):
@@ -368,6 +451,8 @@ class AgentClient:
                 self.runtime.start(launch)
             for kill in reply.kill:
                 self.runtime.kill(kill.task_id, kill.grace_s, kill.reason)
+        if reply.launch:
+            self._poke()  # the report thread watches the new tasks' pidfds from now on
 
     def _new_logs(self) -> list[LogChunk]:
         """Output not yet delivered (offsets move on once a beat carrying it is answered)."""

@@ -88,15 +88,19 @@ def _allowed(st: os.stat_result, who: Identity, user_bit: int, group_bit: int, o
 def check_reachable(path: Path, who: Identity, *, execute: bool = False) -> None:
     """Raise :class:`IdentityError` unless ``who`` can reach ``path`` (every parent folder
     searchable) and, with ``execute``, execute it."""
-    resolved = path.resolve()
-    for folder in reversed(resolved.parents):
-        st = folder.stat()
+    # strings, not pathlib: this runs a few times for every task started
+    resolved = os.path.realpath(path)
+    folder = "/"
+    parts = [part for part in resolved.split("/") if part]
+    for part in ["", *parts[:-1]]:
+        folder = os.path.join(folder, part)
+        st = os.stat(folder)
         if not _allowed(st, who, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
             raise IdentityError(
                 f"{path} is not reachable by {who.name} (uid {who.uid}): "
                 f"{folder} is not searchable by it (mode {stat.filemode(st.st_mode)})"
             )
     if execute:
-        st = resolved.stat()
+        st = os.stat(resolved)
         if not _allowed(st, who, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
             raise IdentityError(f"{path} is not executable by {who.name} (uid {who.uid})")

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 
 from fusesched import __version__
 from fusesched.api.schemas import (
@@ -114,6 +115,13 @@ def _token_view(row: TokenRow) -> TokenView:
     )
 
 
+def _json(model: BaseModel, status: int = 200) -> Response:
+    """``model`` as the response, serialised once: the hottest routes (submissions, agents'
+    heartbeats) skip FastAPI's second validation of what they return (the route's
+    ``response_model`` still documents it)."""
+    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+
+
 def create_app(controller: Controller, auth: Authenticator | None = None) -> FastAPI:
     """The API of ``controller``. Without ``auth`` (or with it disabled) every caller may do
     everything; with it, every route but ``/healthz`` needs a valid bearer token."""
@@ -208,7 +216,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     # ----------------------------------------------------------------- jobs
 
     @app.post("/v1/jobs", status_code=201, response_model=Submitted, tags=["jobs"])
-    def submit(request: JobRequest, p: Caller) -> Submitted:
+    def submit(request: JobRequest, p: Caller) -> Response:
         (request,) = owned(p, [request])
         (job_id,) = controller.submit([request])
         spec_array = request.array
@@ -217,7 +225,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
             if spec_array is not None
             else []
         )
-        return Submitted(id=job_id, ids=ids)
+        return _json(Submitted(id=job_id, ids=ids), 201)
 
     @app.post("/v1/jobs/batch", status_code=201, response_model=SubmittedMany, tags=["jobs"])
     def submit_many(requests: list[JobRequest], p: Caller) -> SubmittedMany:
@@ -438,11 +446,14 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
 
     @app.post("/v1/agents/heartbeat", response_model=HeartbeatReply, tags=["agents"])
     def heartbeat(
-        beat: Heartbeat, p: Caller, wait: Annotated[float | None, Query(ge=0, le=30)] = None
-    ) -> HeartbeatReply:
+        beat: Heartbeat,
+        p: Caller,
+        wait: Annotated[float | None, Query(ge=0, le=30)] = None,
+        launch: bool = False,  # the agent takes work in replies to quick reports
+    ) -> Response:
         the_node(p, beat.node)
         try:
-            return controller.heartbeat(beat, wait)
+            return _json(controller.heartbeat(beat, wait, launch))
         except UnknownNodeError:
             raise HTTPException(404, f"node {beat.node!r} is not registered") from None
 

@@ -2,8 +2,8 @@
 
 Submissions are written at once (the id returned to the user is durable); the changes a
 scheduling cycle or a heartbeat makes (starts, exits, task rows, events) are collected and
-written together by :meth:`Persistence.flush`, one transaction per kind of row, so a busy
-cycle costs a handful of transactions instead of several per job.
+written together by :meth:`Persistence.flush` in one transaction, so a busy cycle (or a
+heartbeat) costs one commit instead of several per job.
 """
 
 from __future__ import annotations
@@ -221,19 +221,16 @@ class Persistence:
         )
 
     def flush(self) -> None:
-        """Write what the last cycle or heartbeat changed."""
-        if self._new_tasks:
-            self.store.add_tasks(self._new_tasks)
-            self._new_tasks = []
-        if self._job_changes:
-            self.store.update_jobs(self._job_changes)
-            self._job_changes = []
-        if self._task_changes:
-            self.store.update_tasks(self._task_changes)
-            self._task_changes = []
-        if self._events:
-            self.store.add_events(self._events)
-            self._events = []
+        """Write what the last cycle or heartbeat changed, in one transaction."""
+        if not (self._new_tasks or self._job_changes or self._task_changes or self._events):
+            return
+        self.store.write_changes(
+            new_tasks=self._new_tasks,
+            job_changes=self._job_changes,
+            task_changes=self._task_changes,
+            new_events=self._events,
+        )
+        self._new_tasks, self._job_changes, self._task_changes, self._events = [], [], [], []
 
     # ------------------------------------------------------------------ reads
 

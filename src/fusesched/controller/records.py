@@ -39,6 +39,8 @@ class ControllerConfig:
     core: CoreConfig = field(default_factory=lambda: CoreConfig(placement="best-fit"))
     url: str = "http://127.0.0.1:8642"  # how tasks (and mpirun's launcher) reach the API
     min_cycle_s: float = 0.005
+    # submissions alone run a cycle at most this often (the first after a quiet spell at once)
+    submit_cycle_s: float = 0.02
     long_poll_s: float = 1.0  # how long a heartbeat with nothing to say waits for work
     node_timeout_s: float = 30.0
     grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
@@ -67,6 +69,8 @@ class LiveTask:
     external_id: str | None = None  # the external cluster's id for it, once accepted
     remote_state: str = ""  # the cluster's last state for it (pending, running, …)
     kill_requested: bool = False
+    # delivered in reply to a quick report: not lost for missing from full beats until then
+    unconfirmed_until: float = 0.0
 
 
 @dataclass(slots=True)
@@ -106,6 +110,7 @@ class LiveNode:
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)
     stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
     staging: dict[str, float] = field(default_factory=dict)  # asked to stage (when), not held yet
+    cycle_waiters: int = 0  # its beats waiting for the cycle that handles the exits they report
 
 
 class UnknownNodeError(KeyError):

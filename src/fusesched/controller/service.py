@@ -5,7 +5,8 @@ submissions and cancels from the API, node registrations and task exits from the
 turns the core's decisions into work for the agents (:class:`TaskLaunch`, :class:`KillTask`)
 and writes every change through to the store. API handlers and the scheduling loop run in
 different threads; one lock guards the core and the live state, and the scheduling loop runs
-a cycle whenever something changed (at most every ``min_cycle_s``).
+a cycle whenever something changed (at most every ``min_cycle_s``; for submissions alone, at
+most every ``submit_cycle_s``, so that a stream of them is scheduled in shared cycles).
 """
 
 from __future__ import annotations
@@ -82,6 +83,53 @@ log = logging.getLogger("fusesched.controller")
 
 #: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
 FINISHED_TASKS_KEPT = 10_000
+#: A launch sent in reply to a quick report is not taken for lost, for this long, when a full
+#: beat does not list it: the agent's two threads send beats independently, so a full beat may
+#: list the node's tasks before the launch started, and arrive after it was sent. Past this, a
+#: task its agent never reports (a reply lost on the way) is lost as usual.
+UNCONFIRMED_GRACE_S = 10.0
+
+
+class _Wake:
+    """When the scheduling loop runs its next cycle: as soon as it may (:meth:`set`: an exit,
+    a node, a cancel), or at a given time (:meth:`set_at`: a submission, so that a stream of
+    them shares a cycle instead of paying for one each)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._now = False
+        self._at: float | None = None  # time.monotonic() of a cycle asked for later
+
+    def set(self) -> None:
+        with self._cv:
+            self._now = True
+            self._cv.notify_all()
+
+    def set_at(self, at: float) -> None:
+        with self._cv:
+            if self._at is None or at < self._at:
+                self._at = at
+                self._cv.notify_all()
+
+    def is_set(self) -> bool:
+        with self._cv:
+            return self._now
+
+    def clear(self) -> None:
+        with self._cv:
+            self._now = False
+            self._at = None
+
+    def wait(self, timeout: float) -> None:
+        """Until :meth:`set`, the time given to :meth:`set_at`, or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not self._now:
+                until = deadline if self._at is None else min(deadline, self._at)
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                self._cv.wait(left)
 
 
 class Controller:
@@ -110,10 +158,12 @@ class Controller:
         self.events: list[Event] = []
         self.decisions: list[Decision] = []  # every decision, for the parity test
         self.keep_decisions = False
-        self._wake = threading.Event()
+        self._wake = _Wake()
+        self._last_cycle = 0.0  # time.monotonic() at the end of the loop's last cycle
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cycles = 0
+        self._cycle_waiters = 0  # heartbeats waiting for the next cycle to end
         self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
         self._health_at = 0.0
         self.adopt_until = 0.0  # jobs left running wait for their nodes until then
@@ -163,6 +213,7 @@ class Controller:
             self._check_nodes()
             self._check_health()
             self._check_power()
+            self._last_cycle = time.monotonic()
             time.sleep(self.config.min_cycle_s)
 
     def _recover(self) -> None:
@@ -233,7 +284,9 @@ class Controller:
                     self.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
                 self.events.append(JobSubmitted(spec))
                 ids.append(spec.id)
-        self._wake.set()
+        # at once after a quiet spell; while submissions stream in, one cycle per
+        # ``submit_cycle_s`` takes all that came meanwhile
+        self._wake.set_at(self._last_cycle + self.config.submit_cycle_s)
         return ids
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
@@ -300,15 +353,28 @@ class Controller:
                 self.retry_waiting()
         self._wake.set()
 
-    def heartbeat(self, beat: Heartbeat, wait_s: float | None = None) -> HeartbeatReply:
+    def heartbeat(
+        self, beat: Heartbeat, wait_s: float | None = None, launch: bool = False
+    ) -> HeartbeatReply:
+        """Take what an agent reports; the reply carries its work (launches, kills, datasets
+        to stage).
+
+        A full beat (``beat.running`` set) waits up to ``wait_s`` for work (a long poll). A
+        quick report (``running`` None) gets work only when its agent says it takes some
+        (``launch``); then, if it reported an exit, it waits (up to ``wait_s``) for the
+        scheduling cycle that handles the exit, so the launch that takes the freed room comes
+        back in the same exchange. Either kind of beat that reported an exit waits for that
+        cycle, not for the whole long poll.
+        """
         now = self.clock()
         wait = self.config.long_poll_s if wait_s is None else wait_s
+        quick = beat.running is None
         with self.work:
             node = self.nodes.get(beat.node)
             if node is None:
                 raise UnknownNodeError(beat.node)
             node.last_seen = now
-            fenced = failures.fence(self, beat) if beat.running is not None else 0
+            fenced = failures.fence(self, beat) if not quick else 0
             if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
                 failures.set_node_state(self, beat.node, NodeState.UP, "heartbeat", now)
                 self._wake.set()
@@ -327,24 +393,56 @@ class Controller:
                     self._task_report(report, now)
             if beat.running is not None:
                 alive = set(beat.running) | {r.task_id for r in beat.reports}
-                self._lose_tasks(beat.node, alive, "lost by its agent", now)
+                self._lose_tasks(beat.node, alive, "lost by its agent", now, beat=True)
                 for task_id in alive - self.tasks.keys() - self.finished.keys():
                     node.kills.append(  # a stray from before a controller restart
                         KillTask(task_id=task_id, grace_s=self.config.grace_s, reason="unknown job")
                     )
             self.persist.flush()
-            if beat.running is None:
-                # a quick report: work goes only to full beats, whose sender starts it before
-                # it lists its live tasks again (else a task could look lost in between)
+            if quick and not launch:
+                # an agent that does not take work on quick reports starts work only from its
+                # full beats, before it lists its live tasks again (else a task could look
+                # lost in between)
                 return HeartbeatReply()
-            if not node.outbox and not node.kills and not beat.reports and wait > 0:
-                self.work.wait_for(
-                    lambda: bool(node.outbox or node.kills or node.stage) or self._stop.is_set(),
-                    timeout=wait,
-                )
+            # an exit reported (events to schedule): the next cycle may bring work
+            ended = any(r.state is not TaskState.RUNNING for r in beat.reports)
+            cycle = self.cycles + 1 if ended and self.events else None
+            if not (node.outbox or node.kills or node.stage) and wait > 0:
+                if cycle is not None:
+                    self._cycle_waiters += 1
+                    node.cycle_waiters += 1
+                    try:
+                        self.work.wait_for(
+                            lambda: (
+                                bool(node.outbox or node.kills or node.stage)
+                                or self.cycles >= cycle
+                                or self._stop.is_set()
+                            ),
+                            timeout=wait,
+                        )
+                    finally:
+                        self._cycle_waiters -= 1
+                        node.cycle_waiters -= 1
+                        self.work.notify_all()  # a long poll of this node may answer now
+                elif not quick:
+                    # while a report of this node waits for its cycle, that report takes the
+                    # work the cycle brings (one exchange, not two, per turnover)
+                    self.work.wait_for(
+                        lambda: (
+                            (
+                                bool(node.outbox or node.kills or node.stage)
+                                and not node.cycle_waiters
+                            )
+                            or self._stop.is_set()
+                        ),
+                        timeout=wait,
+                    )
             reply = HeartbeatReply(launch=node.outbox, kill=node.kills, stage=node.stage)
-            for launch in node.outbox:
-                self.tasks[launch.task_id][1].state = "delivered"
+            for sent in node.outbox:
+                task = self.tasks[sent.task_id][1]
+                task.state = "delivered"
+                # the agent's full beat may have listed its tasks before it started this one
+                task.unconfirmed_until = now + UNCONFIRMED_GRACE_S if quick else 0.0
             node.outbox, node.kills, node.stage = [], [], []
         return reply
 
@@ -431,7 +529,9 @@ class Controller:
             self.persist.flush()
             if self.keep_decisions:
                 self.decisions.extend(decisions)
-            if any(n.outbox or n.kills or n.stage for n in self.nodes.values()):
+            if self._cycle_waiters or any(
+                n.outbox or n.kills or n.stage for n in self.nodes.values()
+            ):
                 self.work.notify_all()
             return decisions
 
@@ -489,6 +589,8 @@ class Controller:
             return  # a task this controller does not know (from before a restart): ignore
         task = entry[1]
         if report.state is TaskState.RUNNING:
+            if task.state == "running" and task.pid == report.pid:
+                return  # said twice (a full beat and a quick report both carried it)
             if task.state != "exited":
                 task.state = "running"
                 task.pid = report.pid
@@ -498,10 +600,16 @@ class Controller:
         code = report.exit_code if report.exit_code is not None else 127
         self._finish_task(task, code, report.reason, now)
 
-    def _lose_tasks(self, node: str, alive: set[str], reason: str, now: float) -> None:
+    def _lose_tasks(
+        self, node: str, alive: set[str], reason: str, now: float, beat: bool = False
+    ) -> None:
+        """End the node's tasks not in ``alive`` as lost (``beat``: ``alive`` is what a full
+        beat listed, which may predate a launch sent on a quick report)."""
         for job_id, task in list(self.tasks.values()):
             running = task.state in ("delivered", "running")
             if running and task.node == node and task.launch.task_id not in alive:
+                if beat and task.state == "delivered" and now < task.unconfirmed_until:
+                    continue  # sent on a quick report after the beat listed the node's tasks
                 live = self.jobs.get(job_id)
                 if live is not None and not task.remote:
                     # no node blamed: its agent is alive and answering
@@ -701,7 +809,18 @@ class Controller:
     def priority(self, job_id: str) -> PriorityBreakdown:
         """The job's multifactor priority now (raises UnknownJobError, or ValueError when
         the controller runs without tenancy)."""
-        with self.lock:
+        with self.work:
+            if job_id in self.jobs and job_id not in self.core.jobs:
+                # submitted just now: the core learns of it at the next cycle (submissions
+                # share cycles), which runs at once for this question
+                self._wake.set()
+                self._cycle_waiters += 1
+                try:
+                    self.work.wait_for(
+                        lambda: job_id in self.core.jobs or self._stop.is_set(), timeout=2.0
+                    )
+                finally:
+                    self._cycle_waiters -= 1
             try:
                 return self.core.priority(job_id, self.clock())
             except KeyError:

@@ -261,14 +261,7 @@ class Store:
             with self._write() as conn:
                 conn.execute(insert(tasks), batch)
         except IntegrityError as error:
-            with self._read() as conn:
-                stored = existing(conn, tasks.c.task_id, [v["task_id"] for v in batch])
-                job_ids = {v["job_id"] for v in batch}
-                missing = job_ids - existing(conn, jobs.c.id, list(job_ids))
-            if stored:
-                raise DuplicateTask(stored) from error
-            if missing:
-                raise UnknownJob(missing) from error
+            self._task_conflict(batch, error)
             raise
         return len(batch)
 
@@ -280,6 +273,58 @@ class Store:
             if changed != len(merged):
                 raise UnknownTask(set(merged) - existing(conn, tasks.c.task_id, list(merged)))
         return changed
+
+    def write_changes(
+        self,
+        *,
+        new_tasks: Iterable[TaskRow] = (),
+        job_changes: Iterable[JobChange] = (),
+        task_changes: Iterable[TaskChange] = (),
+        new_events: Iterable[EventRow] = (),
+    ) -> None:
+        """:meth:`add_tasks`, :meth:`update_jobs`, :meth:`update_tasks` and
+        :meth:`add_events`, in this order, in one transaction: all of it or none of it (the
+        same errors as each of them). What a controller's cycle or heartbeat changed costs one
+        commit, not one per kind of row."""
+        task_batch = [task_values(r) for r in new_tasks]
+        no_repeats([v["task_id"] for v in task_batch], DuplicateTask)
+        job_merged = merge((c.id, c.values()) for c in job_changes)
+        task_merged = merge((c.task_id, c.values()) for c in task_changes)
+        event_batch = [event_values(r) for r in new_events]
+        if not (task_batch or job_merged or task_merged or event_batch):
+            return
+        try:
+            with self._write() as conn:
+                if task_batch:
+                    conn.execute(insert(tasks), task_batch)
+                if job_merged:
+                    changed = update_many(conn, jobs, jobs.c.id, job_merged)
+                    if changed != len(job_merged):
+                        unknown = set(job_merged) - existing(conn, jobs.c.id, list(job_merged))
+                        raise UnknownJob(unknown)
+                if task_merged:
+                    changed = update_many(conn, tasks, tasks.c.task_id, task_merged)
+                    if changed != len(task_merged):
+                        ids = list(task_merged)
+                        raise UnknownTask(set(task_merged) - existing(conn, tasks.c.task_id, ids))
+                if event_batch:
+                    conn.execute(insert(events), event_batch)
+        except IntegrityError as error:
+            if task_batch:
+                self._task_conflict(task_batch, error)
+            raise
+
+    def _task_conflict(self, batch: list[dict[str, Any]], error: IntegrityError) -> None:
+        """Raise :class:`DuplicateTask` or :class:`UnknownJob` for an insert of ``batch``
+        that failed with ``error``, if that is why it failed."""
+        with self._read() as conn:
+            stored = existing(conn, tasks.c.task_id, [v["task_id"] for v in batch])
+            job_ids = {v["job_id"] for v in batch}
+            missing = job_ids - existing(conn, jobs.c.id, list(job_ids))
+        if stored:
+            raise DuplicateTask(stored) from error
+        if missing:
+            raise UnknownJob(missing) from error
 
     def tasks_for_job(self, job_id: str) -> list[TaskRow]:
         """The job's tasks in (group, index) order; empty for an unknown job."""
