@@ -106,6 +106,19 @@ def test_a_launch_sent_on_a_quick_report_is_not_lost_to_an_older_full_beat(
     assert task is not None and task.state == "exited" and task.reason == "lost by its agent"
 
 
+def test_a_launch_reported_running_is_not_lost_to_an_older_full_beat(ctl: Controller) -> None:
+    """The task sent on a quick report says RUNNING on the next quick report, and only then
+    does the work thread's full beat (listed before it started) arrive."""
+    ctl.submit([request("a"), request("b")])
+    first = first_launch(ctl)
+    (second,) = [t.task_id for t in answered_after_a_cycle(ctl, exited(first), True).launch]
+    running = TaskReport(task_id=second, state=TaskState.RUNNING, pid=4321)
+    ctl.heartbeat(Heartbeat(node="n0", reports=[running]), wait_s=0, launch=True)
+    assert ctl.tasks[second][1].state == "running"
+    ctl.heartbeat(Heartbeat(node="n0", running=[]), wait_s=0)
+    assert ctl.tasks[second][1].state == "running"
+
+
 def test_a_task_started_in_the_full_beats_way_is_lost_at_once(ctl: Controller) -> None:
     ctl.submit([request("a")])
     first = first_launch(ctl)  # sent on a full beat: the next full beat must list it

@@ -16,12 +16,11 @@ How a task is started — without ``preexec_fn``, which is unsafe in a threaded 
 3. the agent writes one line to the pipe and the shim ``exec``\\ s the command (bare metal) or
    ``bwrap … -- command`` (container), so every process of the task inherits both.
 
-A task that runs under another identity (the agent runs as root) switches to it when the shim
-execs: through ``setpriv --reuid --regid --clear-groups`` (util-linux) where it is installed,
-so the shim itself is spawned as root with ``vfork`` (cheap whatever the agent's size);
-without ``setpriv``, ``subprocess`` switches in the child, which then needs a full ``fork`` of
-the agent (~10 ms of CPU per task for an agent of ~100 MiB). Either way the task's processes
-never hold root: the shim only reads its go-ahead and execs, by absolute path.
+A task that runs under another identity (the agent runs as root) switches to it in the child
+before the shim runs (``subprocess``'s ``user``/``group``/``extra_groups``), so nothing that
+sees the task's environment ever holds root. (Spawning the shim as root and switching at its
+exec through ``setpriv`` was tried for speed and removed: the root stages would honour
+``LD_PRELOAD`` and the like from the job's environment.)
 
 Each task's process gets a pidfd (``os.pidfd_open``, Linux 5.3+): :meth:`ProcessRuntime.exit_fds`
 lists them, so the agent can sleep in ``poll`` until a task exits and report the exit at once.
@@ -30,7 +29,6 @@ lists them, so the agent can sleep in ``poll`` until a task exits and report the
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import logging
 import os
@@ -79,33 +77,6 @@ REASON_SHUTDOWN = "agent shutdown"
 
 # Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
 _SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
-#: Where ``setpriv`` is looked for (absolute paths only: the shim runs as root with the task's
-#: environment, so it never searches the task's PATH).
-SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
-
-
-@functools.cache
-def find_setpriv() -> str | None:
-    """``setpriv`` (util-linux) if it is installed and can switch identities here."""
-    found = shutil.which("setpriv", path=SETPRIV_DIRS)
-    if found is None:
-        return None
-    try:
-        probe = subprocess.run(
-            [found, "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found if probe.returncode == 0 else None
-
-
-def setpriv_argv(setpriv: str, who: Identity) -> list[str]:
-    """The prefix that runs a command as ``who`` (no supplementary groups)."""
-    return [setpriv, f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups", "--"]
-
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -206,13 +177,8 @@ class ProcessRuntime:
         identities: Callable[[str], Identity] | None = None,
         power: PowerCaps | None = None,
         data_cache: DatasetCache | None = None,
-        setpriv: str | bool | None = True,
     ) -> None:
         self.work_dir = Path(work_dir).absolute()  # task commands name files in it
-        # how tasks switch identity: setpriv's path (True: find it), or None (subprocess)
-        if setpriv is True:
-            setpriv = find_setpriv() if identities is not None else None
-        self._setpriv = setpriv or None
         # memory cgroups are named per agent: agents sharing a machine (and its cgroup
         # parent) may run tasks of the same id for different controllers
         self._cgroup_tag = hashlib.sha1(str(self.work_dir).encode()).hexdigest()[:10]
@@ -506,11 +472,6 @@ class ProcessRuntime:
         log_path = task_dir / LOG_NAME
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         go_read, go_write = os.pipe()
-        # with setpriv the shim starts as root (vfork) and the identity switch happens at its
-        # exec; without it the child switches before the shim runs (a full fork)
-        switch_in_child = who is not None and self._setpriv is None
-        if who is not None and self._setpriv is not None:
-            command = [*setpriv_argv(self._setpriv, who), *command]
         try:
             popen = subprocess.Popen(
                 ["/bin/sh", "-c", _SHIM, "fusesched-task", *command],
@@ -520,9 +481,9 @@ class ProcessRuntime:
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
-                user=who.uid if switch_in_child and who is not None else None,
-                group=who.gid if switch_in_child and who is not None else None,
-                extra_groups=[] if switch_in_child else None,
+                user=who.uid if who is not None else None,
+                group=who.gid if who is not None else None,
+                extra_groups=[] if who is not None else None,
             )
         except OSError as exc:
             os.close(go_write)

@@ -607,9 +607,13 @@ class Controller:
         beat listed, which may predate a launch sent on a quick report)."""
         for job_id, task in list(self.tasks.values()):
             running = task.state in ("delivered", "running")
+            if beat and task.node == node and task.launch.task_id in alive:
+                task.unconfirmed_until = 0.0  # a full beat lists it: judged as usual from now
             if running and task.node == node and task.launch.task_id not in alive:
-                if beat and task.state == "delivered" and now < task.unconfirmed_until:
-                    continue  # sent on a quick report after the beat listed the node's tasks
+                if beat and now < task.unconfirmed_until:
+                    # sent on a quick report after the beat listed the node's tasks (it may
+                    # have reported RUNNING meanwhile, on another quick report)
+                    continue
                 live = self.jobs.get(job_id)
                 if live is not None and not task.remote:
                     # no node blamed: its agent is alive and answering
