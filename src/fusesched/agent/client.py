@@ -293,8 +293,8 @@ class AgentClient:
             poller.register(fd, select.POLLIN)
         try:
             ready = poller.poll(timeout * 1000)
-        except OSError:  # a pidfd closed meanwhile (the work thread reaped its task)
-            return
+        except OSError:  # e.g. interrupted; a pidfd the work thread closed meanwhile comes
+            return  # back as POLLNVAL instead: a spurious wake-up, harmless
         if any(fd == self._wake_r for fd, _ in ready):
             with contextlib.suppress(OSError):
                 while os.read(self._wake_r, 512):

@@ -43,14 +43,16 @@ class VictimCandidate:
 VictimOrder = Callable[[Sequence[VictimCandidate], float], list[VictimCandidate]]
 
 
+def _least_lost(c: VictimCandidate, now: float) -> tuple[float, float, float, str]:
+    """Least lost work first; ties: lower priority first, then the most recently started."""
+    return (c.lost_work(now), c.priority, -c.start_time, c.job_id)
+
+
 def checkpoint_aware_victims(
     candidates: Sequence[VictimCandidate], now: float
 ) -> list[VictimCandidate]:
     """Least lost work first; ties: lower priority first, then the most recently started."""
-    return sorted(
-        candidates,
-        key=lambda c: (c.lost_work(now), c.priority, -c.start_time, c.job_id),
-    )
+    return sorted(candidates, key=lambda c: _least_lost(c, now))
 
 
 def fewest_preemptions_victims(
@@ -59,10 +61,7 @@ def fewest_preemptions_victims(
     """Jobs preempted fewer times first, then as ``checkpoint-aware``: a job that has just
     restarted from its checkpoint loses little and would otherwise be the first victim again
     and again, until its retry budget is spent."""
-    return sorted(
-        candidates,
-        key=lambda c: (c.preemptions, c.lost_work(now), c.priority, -c.start_time, c.job_id),
-    )
+    return sorted(candidates, key=lambda c: (c.preemptions, *_least_lost(c, now)))
 
 
 def lowest_priority_victims(

@@ -17,7 +17,7 @@ from sqlalchemy import (
     update,
 )
 
-from fusesched.store.errors import DuplicateJob, DuplicateTask
+from fusesched.store.errors import DuplicateJob, DuplicateTask, UnknownJob, UnknownTask
 
 #: Ids per ``IN (...)`` list when looking up many ids at once.
 CHUNK: Final = 500
@@ -60,6 +60,21 @@ def update_many(
     stmt = update(table).where(key == bindparam("_key"))
     matched = sum(conn.execute(stmt, params).rowcount for params in groups.values())
     return matched + (len(existing(conn, key, empty)) if empty else 0)
+
+
+def update_known(
+    conn: Connection,
+    table: Table,
+    key: Column[str],
+    merged: dict[str, dict[str, Any]],
+    unknown: type[UnknownJob | UnknownTask],
+) -> int:
+    """:func:`update_many`, raising ``unknown`` with the keys that match no row (the caller's
+    transaction then rolls back)."""
+    changed = update_many(conn, table, key, merged)
+    if changed != len(merged):
+        raise unknown(set(merged) - existing(conn, key, list(merged)))
+    return changed
 
 
 def existing(conn: Connection, column: Column[Any], values: list[Any]) -> set[Any]:

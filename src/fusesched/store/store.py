@@ -26,7 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from fusesched.model.node import NodeState
-from fusesched.store.batch import existing, merge, no_repeats, unindexed, update_many
+from fusesched.store.batch import existing, merge, no_repeats, unindexed, update_known, update_many
 from fusesched.store.convert import (
     event_record,
     event_values,
@@ -170,10 +170,7 @@ class Store:
         unknown id raises :class:`UnknownJob` and changes nothing. Returns the jobs changed."""
         merged = merge((c.id, c.values()) for c in changes)
         with self._write() as conn:
-            changed = update_many(conn, jobs, jobs.c.id, merged)
-            if changed != len(merged):
-                raise UnknownJob(set(merged) - existing(conn, jobs.c.id, list(merged)))
-        return changed
+            return update_known(conn, jobs, jobs.c.id, merged, UnknownJob)
 
     def get_job(self, job_id: str) -> JobDetail | None:
         """One job with its tasks, or ``None`` when there is no such job."""
@@ -269,10 +266,7 @@ class Store:
         """Like :meth:`update_jobs`, for tasks (:class:`UnknownTask` for an unknown id)."""
         merged = merge((c.task_id, c.values()) for c in changes)
         with self._write() as conn:
-            changed = update_many(conn, tasks, tasks.c.task_id, merged)
-            if changed != len(merged):
-                raise UnknownTask(set(merged) - existing(conn, tasks.c.task_id, list(merged)))
-        return changed
+            return update_known(conn, tasks, tasks.c.task_id, merged, UnknownTask)
 
     def write_changes(
         self,
@@ -298,15 +292,9 @@ class Store:
                 if task_batch:
                     conn.execute(insert(tasks), task_batch)
                 if job_merged:
-                    changed = update_many(conn, jobs, jobs.c.id, job_merged)
-                    if changed != len(job_merged):
-                        unknown = set(job_merged) - existing(conn, jobs.c.id, list(job_merged))
-                        raise UnknownJob(unknown)
+                    update_known(conn, jobs, jobs.c.id, job_merged, UnknownJob)
                 if task_merged:
-                    changed = update_many(conn, tasks, tasks.c.task_id, task_merged)
-                    if changed != len(task_merged):
-                        ids = list(task_merged)
-                        raise UnknownTask(set(task_merged) - existing(conn, tasks.c.task_id, ids))
+                    update_known(conn, tasks, tasks.c.task_id, task_merged, UnknownTask)
                 if event_batch:
                     conn.execute(insert(events), event_batch)
         except IntegrityError as error:
