@@ -409,6 +409,9 @@ class Controller:
             cycle = self.cycles + 1 if ended and self.events else None
             if not (node.outbox or node.kills or node.stage) and wait > 0:
                 if cycle is not None:
+                    # some pending events (checkpoints, sensor findings) do not wake the loop
+                    # themselves: the cycle this beat waits for must come now
+                    self._wake.set()
                     self._cycle_waiters += 1
                     node.cycle_waiters += 1
                     try:
