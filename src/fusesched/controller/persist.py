@@ -8,14 +8,19 @@ heartbeat) costs one commit instead of several per job.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
+
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
+from fusesched.store.errors import StoreError
 from fusesched.store.records import (
     EventRow,
     JobChange,
@@ -32,6 +37,8 @@ from fusesched.submit.request import JobRequest
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveTask
 
+
+log = logging.getLogger(__name__)
 
 #: Job numbers reserved from the store at a time.
 SEQ_BLOCK = 1000
@@ -221,16 +228,63 @@ class Persistence:
         )
 
     def flush(self) -> None:
-        """Write what the last cycle or heartbeat changed, in one transaction."""
+        """Write what the last cycle or heartbeat changed, in one transaction.
+
+        When the database cannot be reached (or is locked) the changes are kept and written by
+        the next flush. When the store refuses the batch itself (a change names a row it does
+        not hold, a task row already exists), the changes are written one by one and those the
+        store refuses are logged and dropped: one bad change must not hold back every later
+        write."""
         if not (self._new_tasks or self._job_changes or self._task_changes or self._events):
             return
-        self.store.write_changes(
-            new_tasks=self._new_tasks,
-            job_changes=self._job_changes,
-            task_changes=self._task_changes,
-            new_events=self._events,
-        )
+        try:
+            self.store.write_changes(
+                new_tasks=self._new_tasks,
+                job_changes=self._job_changes,
+                task_changes=self._task_changes,
+                new_events=self._events,
+            )
+        except OperationalError as exc:
+            log.warning("store unavailable, %d changes kept for the next write: %s", self._n, exc)
+            return
+        except (StoreError, SQLAlchemyError) as exc:
+            log.error(
+                "store refused a batch of %d changes (%s); writing them one by one", self._n, exc
+            )
+            self._write_one_by_one()
+            return
         self._new_tasks, self._job_changes, self._task_changes, self._events = [], [], [], []
+
+    @property
+    def _n(self) -> int:
+        return (
+            len(self._new_tasks)
+            + len(self._job_changes)
+            + len(self._task_changes)
+            + len(self._events)
+        )
+
+    def _write_one_by_one(self) -> None:
+        """Each pending change in its own transaction, in the batch's order (new tasks before
+        the changes that name them); refused ones are dropped, and the rest are kept for the
+        next flush when the database goes away meanwhile."""
+        write = self.store.write_changes
+        steps: list[tuple[str, object, Callable[[], None]]] = [
+            *(("_new_tasks", r, partial(write, new_tasks=[r])) for r in self._new_tasks),
+            *(("_job_changes", c, partial(write, job_changes=[c])) for c in self._job_changes),
+            *(("_task_changes", c, partial(write, task_changes=[c])) for c in self._task_changes),
+            *(("_events", e, partial(write, new_events=[e])) for e in self._events),
+        ]
+        self._new_tasks, self._job_changes, self._task_changes, self._events = [], [], [], []
+        for pos, (_, _, step) in enumerate(steps):
+            try:
+                step()
+            except OperationalError:
+                for buffer, later, _ in steps[pos:]:
+                    getattr(self, buffer).append(later)
+                return
+            except (StoreError, SQLAlchemyError) as exc:
+                log.error("dropped a change the store refuses: %s", exc)
 
     # ------------------------------------------------------------------ reads
 

@@ -209,10 +209,13 @@ class Controller:
             if self._stop.is_set():
                 return
             self._wake.clear()
-            self.run_cycle()
-            self._check_nodes()
-            self._check_health()
-            self._check_power()
+            try:
+                self.run_cycle()
+                self._check_nodes()
+                self._check_health()
+                self._check_power()
+            except Exception:  # the loop must outlive one bad cycle: say so and go on
+                log.exception("scheduling cycle failed")
             self._last_cycle = time.monotonic()
             time.sleep(self.config.min_cycle_s)
 
@@ -817,7 +820,13 @@ class Controller:
         """The job's multifactor priority now (raises UnknownJobError, or ValueError when
         the controller runs without tenancy)."""
         with self.work:
-            if job_id in self.jobs and job_id not in self.core.jobs:
+            live = self.jobs.get(job_id)
+            if live is not None and job_id not in self.core.jobs:
+                if not self._submitting(live):
+                    raise ValueError(
+                        f"job {job_id} is not in the scheduler's queue yet (after a restart it "
+                        "waits for its nodes to come back); it has a priority once it is queued"
+                    )
                 # submitted just now: the core learns of it at the next cycle (submissions
                 # share cycles), which runs at once for this question
                 self._wake.set()
@@ -832,6 +841,12 @@ class Controller:
                 return self.core.priority(job_id, self.clock())
             except KeyError:
                 raise UnknownJobError(job_id) from None
+
+    def _submitting(self, live: LiveJob) -> bool:
+        """Whether ``live``'s submission waits for the next cycle (not a job recovered after
+        a restart that waits for its nodes); called with the lock held."""
+        ids = {live.id, live.spec.array_parent}
+        return any(isinstance(e, JobSubmitted) and e.job.id in ids for e in self.events)
 
     def queue_counts(self) -> list[tuple[str, int, int]]:
         """(queue, pending, running) for every queue with live jobs, by name."""
