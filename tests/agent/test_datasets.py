@@ -12,17 +12,11 @@ from pathlib import Path
 import pytest
 
 from fusesched.agent.config import ConfigError, parse_config
-from fusesched.agent.datasets import (
-    DATA_IN_CONTAINER,
-    META_NAME,
-    CopyStager,
-    DatasetCache,
-    DatasetError,
-    RsyncStager,
-    make_stager,
-)
+from fusesched.agent.dataset_staging import CopyStager, DatasetError, RsyncStager, make_stager
+from fusesched.agent.datasets import META_NAME, DatasetCache
 from fusesched.agent.images import ImageCache
 from fusesched.agent.runtime import ProcessRuntime
+from fusesched.agent.task_data import DATA_IN_CONTAINER
 from fusesched.api.wire import DatasetWire, TaskState
 
 from .conftest import make_rootfs

@@ -1,23 +1,15 @@
-"""The node-local dataset cache, and how a task gets its datasets.
-
-A job may declare datasets it reads (a name, a source on shared storage, a size). The agent
-gives each task ``$FUSESCHED_DATA_<NAME>``: a copy in its node-local cache when it has one
-(staged first if missing), else the shared source itself.
+"""The node-local dataset cache: datasets copied from shared storage, least recently used out.
 
 The cache (:class:`DatasetCache`) is a folder with a capacity in bytes. Each dataset lives
 complete in ``<dir>/<name>/``: the copy (a file or a folder, named as the source is) and a small
 metadata file (:data:`META_NAME`: source, size, last use). A dataset is copied into a hidden
-sibling (``.staging-…``) and renamed into place, so a half-copied one is never used; the index
-is rebuilt from the folder when the agent starts, and hidden leftovers are removed. Least
-recently used datasets are evicted to keep the total within the capacity, except those pinned
-by running tasks; a dataset that cannot fit even then is read from the shared source (logged).
-
-Copying is pluggable (:class:`Stager`): ``copy`` (Python's shutil) and ``rsync``. Sources are
-absolute paths or ``file://`` URIs. The cached copy is readable (not writable) by every user,
-as tasks run under unprivileged per-user uids.
-
-:class:`TaskData` prepares the datasets of each launch in a background thread, so a copy never
-holds up the agent's loop; the runtime starts the task when they are ready.
+sibling (``.staging-…``) with the cache's stager (:mod:`fusesched.agent.dataset_staging`) and
+renamed into place, so a half-copied one is never used; the index is rebuilt from the folder
+when the agent starts, and hidden leftovers are removed. Least recently used datasets are
+evicted to keep the total within the capacity, except those pinned by running tasks; a dataset
+that cannot fit even then is read from the shared source (logged). A dataset may also be
+staged ahead of a job that will probably need it. How tasks use the cache is
+:mod:`fusesched.agent.task_data`.
 """
 
 from __future__ import annotations
@@ -28,136 +20,30 @@ import logging
 import os
 import queue
 import shutil
-import stat
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from fusesched.agent.config import DataCacheConfig
-from fusesched.agent.containers import Bind
-from fusesched.agent.users import Identity, IdentityError, check_reachable
-from fusesched.api.wire import DatasetWire, TaskLaunch
-from fusesched.model.job import Dataset
+from fusesched.agent.dataset_staging import (
+    CopyStager,
+    DatasetError,
+    Stager,
+    make_readable,
+    make_stager,
+    source_path,
+    tree_size,
+)
+from fusesched.api.wire import DatasetWire
 
 log = logging.getLogger(__name__)
 
 META_NAME = ".fusesched-dataset.json"
 STAGING_PREFIX = ".staging-"
 EVICTING_PREFIX = ".evicting-"
-#: Where a container task sees its datasets (under the container's private /tmp).
-DATA_IN_CONTAINER = "/tmp/fusesched-data"
-
-
-class DatasetError(Exception):
-    """A dataset cannot be given to a task; the message names it and says why."""
-
-
-def source_path(dataset: DatasetWire) -> Path:
-    """The shared path of ``dataset``'s source (an absolute path or ``file://`` URI)."""
-    path = dataset.source.removeprefix("file://")
-    if "://" in path or not path.startswith("/"):
-        raise DatasetError(
-            f"dataset {dataset.name}: source {dataset.source!r} is not an absolute path "
-            "or file:// URI"
-        )
-    return Path(path)
-
-
-def env_name(dataset: DatasetWire) -> str:
-    """``FUSESCHED_DATA_<NAME>``; the name is checked as a job's dataset names are."""
-    try:
-        return Dataset(dataset.name, dataset.source, max(dataset.size_bytes, 0)).env_name
-    except ValueError as exc:
-        raise DatasetError(str(exc)) from None
-
-
-def tree_size(path: Path) -> int:
-    """Bytes of the files at ``path`` (a file or a folder; links followed, as copies do)."""
-    if not path.is_dir():
-        return path.stat().st_size
-    total = 0
-    for folder, _, files in os.walk(path, followlinks=True):
-        for name in files:
-            total += os.stat(os.path.join(folder, name)).st_size
-    return total
-
-
-def make_readable(path: Path) -> None:
-    """Folders 0755 and files 0644 (0755 when executable by their owner): every task user
-    can read the copy, none can change it."""
-
-    def fix(item: str) -> None:
-        mode = os.lstat(item).st_mode
-        if stat.S_ISLNK(mode):
-            return
-        wanted = 0o755 if stat.S_ISDIR(mode) or mode & stat.S_IXUSR else 0o644
-        os.chmod(item, wanted)
-
-    fix(str(path))
-    if path.is_dir() and not path.is_symlink():
-        for folder, dirs, files in os.walk(path):
-            for name in (*dirs, *files):
-                fix(os.path.join(folder, name))
-
-
-# -- stagers -------------------------------------------------------------------------------
-
-
-class Stager(Protocol):
-    """Copies a dataset's source (a file or a folder) to ``dest``, which does not exist yet."""
-
-    name: str
-
-    def stage(self, source: Path, dest: Path) -> None: ...
-
-
-class CopyStager:
-    """Python's shutil: works everywhere."""
-
-    name = "copy"
-
-    def stage(self, source: Path, dest: Path) -> None:
-        if source.is_dir():
-            shutil.copytree(source, dest)
-        else:
-            shutil.copyfile(source, dest)
-
-
-class RsyncStager:
-    """``rsync -rLt``: resumable, fast on large trees, and the usual tool of sites."""
-
-    name = "rsync"
-
-    def __init__(self, rsync: str | None = None) -> None:
-        found = rsync or shutil.which("rsync")
-        if found is None:
-            raise DatasetError("rsync is not installed on this node")
-        self.rsync = found
-
-    def stage(self, source: Path, dest: Path) -> None:
-        src = f"{source}/" if source.is_dir() else str(source)
-        done = subprocess.run(
-            [self.rsync, "-rLt", src, str(dest)], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            tail = done.stderr.strip().splitlines()[-1:] or [""]
-            raise OSError(f"rsync exited with status {done.returncode}: {tail[0]}")
-
-
-def make_stager(name: str) -> Stager:
-    if name == "copy":
-        return CopyStager()
-    if name == "rsync":
-        return RsyncStager()
-    raise DatasetError(f"unknown stager {name!r} (copy, rsync)")
-
-
-# -- the cache -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,133 +357,3 @@ def _read_meta(folder: Path) -> _Entry | None:
     if entry.name != folder.name or not (folder / entry.data).exists():
         return None
     return entry
-
-
-# -- tasks ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _Preparing:
-    launch: TaskLaunch
-    grants: list[DataGrant] = field(default_factory=list)
-    failure: str | None = None
-    done: bool = False
-    cancelled: bool = False
-
-
-class TaskData:
-    """The datasets of each task: prepared in a background thread per launch (when a cache
-    must stage), held while the task runs, released when it ends. Thread-safe."""
-
-    def __init__(self, cache: DatasetCache | None) -> None:
-        self.cache = cache
-        self._lock = threading.Lock()
-        self._preparing: dict[str, _Preparing] = {}
-        self._held: dict[str, list[DataGrant]] = {}
-
-    def begin(self, launch: TaskLaunch) -> None:
-        """Start preparing ``launch``'s datasets; :meth:`ready` hands them over when done."""
-        prep = _Preparing(launch)
-        with self._lock:
-            self._preparing[launch.task_id] = prep
-        if self.cache is None:  # the shared sources: nothing to copy, nothing to wait for
-            self._prepare(prep)
-            return
-        threading.Thread(
-            target=self._prepare, args=(prep,), name=f"data-{launch.task_id}", daemon=True
-        ).start()
-
-    def _prepare(self, prep: _Preparing) -> None:
-        grants: list[DataGrant] = []
-        failure = None
-        try:
-            for dataset in prep.launch.datasets:
-                env_name(dataset)
-                grants.append(self._grant(dataset))
-        except DatasetError as exc:
-            failure = str(exc)
-        except Exception as exc:  # never out of the thread: the task must hear why
-            log.exception("preparing the datasets of task %s failed", prep.launch.task_id)
-            failure = f"datasets: internal error: {exc!r}"
-        with self._lock:
-            prep.grants, prep.failure, prep.done = grants, failure, True
-            cancelled = prep.cancelled
-        if failure is not None or cancelled:
-            self._release_all(grants)
-
-    def _grant(self, dataset: DatasetWire) -> DataGrant:
-        if self.cache is not None:
-            return self.cache.acquire(dataset)
-        source = source_path(dataset)
-        if not source.exists():
-            raise DatasetError(f"dataset {dataset.name}: source {dataset.source} not found")
-        return DataGrant(dataset, source, cached=False)
-
-    def ready(self) -> list[tuple[TaskLaunch, list[DataGrant] | str]]:
-        """Launches whose datasets are ready (held until :meth:`release`) or failed (why)."""
-        out: list[tuple[TaskLaunch, list[DataGrant] | str]] = []
-        with self._lock:
-            for task_id, prep in list(self._preparing.items()):
-                if not prep.done:
-                    continue
-                del self._preparing[task_id]
-                if prep.failure is not None:
-                    out.append((prep.launch, prep.failure))
-                else:
-                    self._held[task_id] = prep.grants
-                    out.append((prep.launch, prep.grants))
-        return out
-
-    def preparing(self) -> list[TaskLaunch]:
-        with self._lock:
-            return [p.launch for p in self._preparing.values()]
-
-    def is_preparing(self, task_id: str) -> bool:
-        with self._lock:
-            return task_id in self._preparing
-
-    def cancel(self, task_id: str) -> bool:
-        """Forget a launch still being prepared (its copy goes on, into the cache); False
-        when it is not being prepared."""
-        with self._lock:
-            prep = self._preparing.pop(task_id, None)
-            if prep is None:
-                return False
-            prep.cancelled = True
-            grants = prep.grants if prep.done and prep.failure is None else []
-        self._release_all(grants)
-        return True
-
-    def release(self, task_id: str) -> None:
-        """The task ended (or failed to start): its cached datasets may be evicted again."""
-        with self._lock:
-            grants = self._held.pop(task_id, [])
-        self._release_all(grants)
-
-    def _release_all(self, grants: Sequence[DataGrant]) -> None:
-        if self.cache is not None:
-            for grant in grants:
-                self.cache.release(grant)
-
-
-def task_view(
-    grants: Sequence[DataGrant], *, container: bool, who: Identity | None
-) -> tuple[dict[str, str], list[Bind]]:
-    """The task's ``FUSESCHED_DATA_<NAME>`` variables and, in a container, the read-only
-    binds that show it its datasets under :data:`DATA_IN_CONTAINER`. Raises
-    :class:`DatasetError` when the task's user cannot reach one."""
-    env: dict[str, str] = {}
-    binds: list[Bind] = []
-    for grant in grants:
-        name = grant.dataset.name
-        if who is not None:
-            try:
-                check_reachable(grant.path, who)
-            except IdentityError as exc:
-                raise DatasetError(f"dataset {name}: {exc}") from None
-        path = str(grant.path)
-        if container:
-            path = f"{DATA_IN_CONTAINER}/{name}/{grant.path.name or 'data'}"
-            binds.append(Bind(grant.path, path, read_only=True))
-        env[env_name(grant.dataset)] = path
-    return env, binds

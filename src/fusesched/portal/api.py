@@ -15,7 +15,7 @@ from typing import Annotated, Final
 
 from fastapi import FastAPI, HTTPException, Query
 
-from fusesched.api.app import Caller
+from fusesched.api.access import Caller
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
 from fusesched.portal.schemas import (

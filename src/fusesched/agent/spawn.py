@@ -1,0 +1,342 @@
+"""How the runtime starts a task: its folder, environment, identity, cgroup and process.
+
+:meth:`TaskSpawner.spawn` turns a launch into a running :class:`TaskProcess` or raises
+:class:`StartFailure` saying why it cannot start. It works without ``preexec_fn``, which is
+unsafe in a threaded agent:
+
+1. ``/bin/sh`` (a three-line shim) is spawned in a new session (so the task is its own process
+   group), stdin a pipe, stdout+stderr the task's log file; it blocks reading the pipe;
+2. the agent pins it (``sched_setaffinity``) and moves it into the task's memory cgroup;
+3. the agent writes one line to the pipe and the shim ``exec``\\ s the command (bare metal) or
+   ``bwrap … -- command`` (container), so every process of the task inherits both.
+
+A task that runs under another identity (the agent runs as root) switches to it in the child
+before the shim runs (``subprocess``'s ``user``/``group``/``extra_groups``), so nothing that
+sees the task's environment ever holds root. (Spawning the shim as root and switching at its
+exec through ``setpriv`` was tried for speed and removed: the root stages would honour
+``LD_PRELOAD`` and the like from the job's environment.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
+from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
+from fusesched.agent.dataset_staging import DatasetError
+from fusesched.agent.datasets import DataGrant
+from fusesched.agent.images import ImageCache, ImageError
+from fusesched.agent.task_data import task_view
+from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
+from fusesched.agent.users import Identity, IdentityError, check_reachable
+from fusesched.agent.watching import (
+    CHECKPOINT_ENV,
+    checkpoint_dir,
+    checkpoint_env,
+    prepare_checkpoint_dir,
+)
+from fusesched.api.wire import TASK_DIR_PLACEHOLDER, TaskLaunch
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+LOG_NAME = "output.log"
+SCRIPT_NAME = "script.sh"
+
+# Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
+_SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
+
+_FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+class StartFailure(Exception):
+    """The task cannot start; the message says why (it becomes the ``FAILED_TO_START``
+    report's reason)."""
+
+
+def cuda_visible_devices(launch: TaskLaunch) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a launch: the UUIDs if any (MIG), else the indices.
+
+    Empty when the task has no GPUs, so it cannot use GPUs given to other tasks.
+    """
+    if launch.gpu_uuids:
+        return ",".join(launch.gpu_uuids)
+    return ",".join(str(index) for index in launch.gpu_indices)
+
+
+def _cpu_list(cpus: Sequence[int]) -> str:
+    return ",".join(str(cpu) for cpu in sorted(cpus))
+
+
+class TaskSpawner:
+    """Starts tasks under ``work_dir/tasks/<task id>/`` (see the module docstring).
+
+    ``image_cache``: where container images are unpacked (``None``: container tasks fail to
+    start). ``memory_cgroups``: how memory limits are enforced. ``binds``: extra mounts in every
+    container. ``identities``: job user -> who its tasks run as (``None``: the agent itself).
+    ``clock``: monotonic seconds, a task's ``started_at``.
+    """
+
+    def __init__(
+        self,
+        work_dir: Path,
+        image_cache: ImageCache | None,
+        memory_cgroups: MemoryCgroups,
+        binds: Sequence[Bind],
+        identities: Callable[[str], Identity] | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.work_dir = work_dir
+        self.image_cache = image_cache
+        self.memory_cgroups = memory_cgroups
+        self.binds = tuple(binds)
+        self.identities = identities
+        self._clock = clock
+        # memory cgroups are named per agent: agents sharing a machine (and its cgroup
+        # parent) may run tasks of the same id for different controllers
+        self._cgroup_tag = hashlib.sha1(str(work_dir).encode()).hexdigest()[:10]
+
+    def cgroup_name(self, task_id: str) -> str:
+        return f"{self._cgroup_tag}.{task_id}"
+
+    def spawn(self, launch: TaskLaunch, data: list[DataGrant]) -> TaskProcess:
+        """Start ``launch`` reading the datasets ``data``; raises :class:`StartFailure`."""
+        if not _TASK_ID_RE.match(launch.task_id):
+            raise StartFailure(f"invalid task id {launch.task_id!r} (letters, digits, . _ -)")
+        if launch.cpu_ids:
+            allowed = os.sched_getaffinity(0)
+            missing = sorted(set(launch.cpu_ids) - allowed)
+            if missing:
+                raise StartFailure(
+                    f"CPUs {_cpu_list(missing)} are not available here "
+                    f"(allowed: {_cpu_list(sorted(allowed))})"
+                )
+        who = self._identity(launch)
+        task_dir = self.work_dir / "tasks" / launch.task_id
+        if task_dir.exists():
+            shutil.rmtree(task_dir)
+        task_dir.mkdir(parents=True)
+        task_dir.chmod(0o700)  # the task's script, files and log: its user's (and the agent's)
+        container = launch.image is not None
+        inside = TASK_DIR_IN_CONTAINER if container else str(task_dir)
+        command = _command(launch, task_dir, inside)
+        if who is not None:
+            _hand_over(task_dir, who)
+        try:
+            prepare_checkpoint_dir(checkpoint_dir(launch, task_dir), who)
+        except (OSError, IdentityError) as exc:
+            raise StartFailure(f"cannot prepare the checkpoint folder: {exc}") from None
+        notes: list[str] = []
+        cgroup = self._memory(launch, notes)
+        env = _environment(launch, inside, launch.memory_bytes if cgroup else None)
+        if who is not None:
+            env.update({"USER": who.name, "LOGNAME": who.name})
+        try:
+            data_env, data_binds = task_view(data, container=container, who=who)
+        except DatasetError as exc:
+            raise StartFailure(str(exc)) from None
+        env.update(data_env)
+        try:
+            return self._exec(launch, task_dir, command, env, cgroup, notes, who, data_binds)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.kill_all()
+                cgroup.remove()
+            raise
+
+    def _identity(self, launch: TaskLaunch) -> Identity | None:
+        if self.identities is None:
+            return None
+        try:
+            return self.identities(launch.user)
+        except IdentityError as exc:
+            raise StartFailure(str(exc)) from None
+
+    def _memory(self, launch: TaskLaunch, notes: list[str]) -> TaskCgroup | None:
+        if launch.memory_bytes is None:
+            return None
+        if not self.memory_cgroups.available:
+            notes.append(f"memory limit not enforced: {self.memory_cgroups.unavailable_reason}")
+            return None
+        try:
+            return self.memory_cgroups.create(self.cgroup_name(launch.task_id), launch.memory_bytes)
+        except OSError as exc:
+            notes.append(f"memory limit not enforced: {exc}")
+            return None
+
+    def _exec(
+        self,
+        launch: TaskLaunch,
+        task_dir: Path,
+        command: list[str],
+        env: Mapping[str, str],
+        cgroup: TaskCgroup | None,
+        notes: list[str],
+        who: Identity | None = None,
+        data_binds: Sequence[Bind] = (),
+    ) -> TaskProcess:
+        if launch.image is not None:
+            if self.image_cache is None:
+                raise StartFailure("container images are not enabled on this agent")
+            bwrap = find_bwrap()
+            if bwrap is None:
+                raise StartFailure("cannot run images here: bubblewrap (bwrap) is not installed")
+            try:
+                rootfs = self.image_cache.resolve(launch.image)
+            except ImageError as exc:
+                raise StartFailure(str(exc)) from None
+            has_gpus = bool(launch.gpu_indices or launch.gpu_uuids)
+            command = bwrap_argv(
+                rootfs,
+                command,
+                task_dir=task_dir,
+                workdir=launch.workdir,
+                binds=[*self.binds, *data_binds],
+                gpus=has_gpus,
+                bwrap=bwrap,
+                unshare_user=True if who is not None else None,
+            )
+            cwd = task_dir
+        else:
+            cwd = task_dir / launch.workdir if launch.workdir else task_dir  # relative: to it
+            if not cwd.is_dir():
+                raise StartFailure(f"working directory does not exist: {cwd}")
+            program = _check_executable(command[0], cwd, env["PATH"])
+            if who is not None:
+                try:
+                    check_reachable(program, who, execute=True)
+                except IdentityError as exc:
+                    raise StartFailure(str(exc)) from None
+
+        log_path = task_dir / LOG_NAME
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        go_read, go_write = os.pipe()
+        try:
+            popen = subprocess.Popen(
+                ["/bin/sh", "-c", _SHIM, "fusesched-task", *command],
+                stdin=go_read,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+                user=who.uid if who is not None else None,
+                group=who.gid if who is not None else None,
+                extra_groups=[] if who is not None else None,
+            )
+        except OSError as exc:
+            os.close(go_write)
+            raise StartFailure(f"cannot start: {exc}") from None
+        finally:
+            os.close(go_read)
+            os.close(log_fd)
+        try:
+            cgroup = _place(launch, popen, task_dir, go_write, cgroup, notes)
+        except BaseException:
+            popen.kill()  # still the shim, waiting for its go-ahead
+            popen.wait()
+            raise
+        return TaskProcess(
+            launch=launch,
+            popen=popen,
+            task_dir=task_dir,
+            log_path=log_path,
+            started_at=self._clock(),
+            container=launch.image is not None,
+            cgroup=cgroup,
+            checkpoint_dir=checkpoint_dir(launch, task_dir),
+            notes=notes,
+            pidfd=open_pidfd(popen.pid),
+        )
+
+
+def _environment(launch: TaskLaunch, task_dir: str, memory_limit: int | None) -> dict[str, str]:
+    env = {"PATH": DEFAULT_PATH, "HOME": task_dir, "LANG": "C.UTF-8"}
+    env.update({k: v.replace(TASK_DIR_PLACEHOLDER, task_dir) for k, v in launch.env.items()})
+    env.update(
+        {
+            "FUSESCHED_TASK_ID": launch.task_id,
+            "FUSESCHED_JOB_ID": launch.job_id,
+            "FUSESCHED_TASK_DIR": task_dir,
+            "FUSESCHED_CPU_IDS": _cpu_list(launch.cpu_ids),
+            "FUSESCHED_GPU_INDICES": ",".join(str(i) for i in launch.gpu_indices),
+            "CUDA_VISIBLE_DEVICES": cuda_visible_devices(launch),
+            CHECKPOINT_ENV: checkpoint_env(launch, task_dir),
+        }
+    )
+    if memory_limit is not None:
+        env["FUSESCHED_MEMORY_LIMIT_BYTES"] = str(memory_limit)
+    return env
+
+
+def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
+    for name, text in launch.files.items():  # e.g. the hostfile of an MPI job
+        if not _FILE_NAME_RE.match(name) or name in (SCRIPT_NAME, LOG_NAME, PID_NAME):
+            raise StartFailure(f"bad file name {name!r} in the launch")
+        (task_dir / name).write_text(text, encoding="utf-8")
+    if launch.script is not None:
+        (task_dir / SCRIPT_NAME).write_text(launch.script, encoding="utf-8")
+        return ["bash", f"{inside}/{SCRIPT_NAME}", *launch.argv]
+    if launch.argv:
+        return list(launch.argv)
+    raise StartFailure("nothing to run: the launch has neither argv nor script")
+
+
+def _check_executable(command: str, cwd: Path, path_var: str) -> Path:
+    """The program ``command`` names (relative to ``cwd`` or on ``PATH``)."""
+    if "/" in command:
+        target = cwd / command
+        if not target.is_file():
+            raise StartFailure(f"executable not found: {command}")
+        if not os.access(target, os.X_OK):
+            raise StartFailure(f"not executable: {command}")
+        return target
+    found = shutil.which(command, path=path_var)
+    if found is None:
+        raise StartFailure(f"executable not found: {command} (PATH={path_var})")
+    return Path(found)
+
+
+def _hand_over(task_dir: Path, who: Identity) -> None:
+    """Give the task's folder (and the files written into it) to the task's identity."""
+    for path in (task_dir, *task_dir.iterdir()):
+        os.chown(path, who.uid, who.gid)
+    try:
+        check_reachable(task_dir, who)
+    except IdentityError as exc:
+        raise StartFailure(f"{exc}; make the agent's work dir reachable") from None
+
+
+def _place(
+    launch: TaskLaunch,
+    popen: subprocess.Popen[bytes],
+    task_dir: Path,
+    go_write: int,
+    cgroup: TaskCgroup | None,
+    notes: list[str],
+) -> TaskCgroup | None:
+    """Pin the waiting shim and put it in its cgroup, then let it exec the task."""
+    with os.fdopen(go_write, "wb") as go:
+        try:
+            if launch.cpu_ids:
+                os.sched_setaffinity(popen.pid, launch.cpu_ids)
+        except OSError as exc:
+            raise StartFailure(f"cannot pin to CPUs {_cpu_list(launch.cpu_ids)}: {exc}") from None
+        if cgroup is not None:
+            try:
+                cgroup.add(popen.pid)
+            except OSError as exc:
+                notes.append(f"memory limit not enforced: cannot join {cgroup.path}: {exc}")
+                cgroup.remove()
+                cgroup = None
+        start = start_time(popen.pid)  # for the next agent, should this one crash
+        (task_dir / PID_NAME).write_text(f"{popen.pid} {start or 0}\n")
+        with contextlib.suppress(BrokenPipeError):
+            go.write(b"go\n")
+    return cgroup

@@ -1,0 +1,116 @@
+"""Who is calling the API and what they may see and do.
+
+:data:`Caller` is the FastAPI dependency that authenticates a request's bearer token into a
+:class:`Principal`; :func:`person` and :func:`sees` are the basic checks, and :class:`Access`
+holds the scoping rules the routes share (a job's visibility, a submission's user and tenant, a
+node's own credential) and writes the audit log of admin actions and node joins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from fusesched.api.responses import forbidden
+from fusesched.api.schemas import JobView
+from fusesched.controller.auth import Authenticator, Principal, Role
+from fusesched.controller.service import Controller
+from fusesched.store import EventRow
+from fusesched.submit.request import JobRequest
+
+#: The tenant of a request that names none.
+DEFAULT_TENANT = JobRequest.model_fields["tenant"].default
+
+#: Event kind of the audit log (admin actions, node joins).
+AUDIT = "Audit"
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API token (fsk_...): a person's, a node's, or a running job's.",
+)
+
+
+def _principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller (a FastAPI dependency): 401 through :class:`AuthError` without a valid
+    bearer token, :data:`~fusesched.controller.auth.ANONYMOUS` when authentication is off."""
+    auth: Authenticator = request.app.state.auth
+    return auth.authenticate(credentials.credentials if credentials else None)
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+
+
+def person(p: Principal) -> Principal:
+    """``p`` if it is a person's credential; 403 for machine credentials (agent, job, join)."""
+    if not p.person:
+        raise forbidden(f"a {p.role.value} credential cannot use this endpoint")
+    return p
+
+
+def sees(p: Principal, tenant: str) -> bool:
+    """Whether ``p`` sees the jobs of ``tenant``."""
+    return p.role is Role.CLUSTER_ADMIN or (p.person and p.tenant == tenant)
+
+
+class Access:
+    """The scoping rules of ``controller``'s API under ``auth`` (everything is allowed when
+    authentication is off)."""
+
+    def __init__(self, controller: Controller, auth: Authenticator) -> None:
+        self.controller = controller
+        self.auth = auth
+
+    def audit(self, p: Principal, action: str, **data: Any) -> None:
+        if not self.auth.enabled:
+            return
+        job_id = data.pop("job_id", None)
+        node = data.pop("node", None)
+        row = EventRow(
+            time.time(),
+            AUDIT,
+            job_id=job_id,
+            node=node,
+            data={"action": action, "by": p.user, "role": p.role.value, "token": p.token_id} | data,
+        )
+        self.controller.persist.store.add_events([row])
+
+    def owned(self, p: Principal, requests: Sequence[JobRequest]) -> list[JobRequest]:
+        """The requests as ``p`` may submit them: user and tenant from the token."""
+        person(p)
+        if not self.auth.enabled:
+            return list(requests)
+        out = []
+        for request in requests:
+            user = request.user or p.user
+            # the tenant named, else the token's; for people below cluster-admin the default
+            # tenant's name means "mine" too (the CLI's parsers always write it out)
+            named = "tenant" in request.model_fields_set and not (
+                request.tenant == DEFAULT_TENANT and p.role is not Role.CLUSTER_ADMIN
+            )
+            tenant = request.tenant if named else p.tenant
+            if p.role is not Role.CLUSTER_ADMIN:
+                if tenant != p.tenant:
+                    raise forbidden(f"you cannot submit jobs for tenant {tenant!r}")
+                if p.role is Role.USER and user != p.user:
+                    raise forbidden(f"you cannot submit jobs as user {user!r}")
+            out.append(request.model_copy(update={"user": user, "tenant": tenant}))
+        return out
+
+    def visible_job(self, p: Principal, job_id: str) -> JobView:
+        """The job as ``p`` sees it; 404 when it does not exist or ``p`` may not see it."""
+        view = self.controller.persist.get_job(job_id)
+        if view is None or not sees(person(p), view.tenant):
+            raise HTTPException(404, f"no job {job_id!r}")
+        return view
+
+    def the_node(self, p: Principal, name: str) -> None:
+        """403 unless ``p`` is node ``name``'s own credential."""
+        if self.auth.enabled and (p.role is not Role.AGENT or p.node != name):
+            raise forbidden(f"this credential is not node {name!r}'s")

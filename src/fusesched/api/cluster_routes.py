@@ -1,0 +1,96 @@
+"""The cluster routes: nodes, queues, Prometheus metrics and usage accounting (sreport)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import PlainTextResponse, Response
+
+from fusesched.api.access import Access, Caller, person
+from fusesched.api.responses import forbidden
+from fusesched.api.schemas import NodeView, QueueView, UsageView, usage_view
+from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from fusesched.controller.metrics import metrics_for
+from fusesched.model.resources import format_quantity
+from fusesched.store.usage import (
+    UsageForbidden,
+    UsageQueryError,
+    parse_by,
+    parse_time,
+    usage_report,
+    usage_scope,
+)
+
+
+def add_cluster_routes(app: FastAPI, access: Access) -> None:
+    """Serve ``/v1/nodes``, ``/metrics``, ``/v1/queues`` and ``/v1/usage`` from ``app``."""
+    controller = access.controller
+    checker = access.auth
+
+    @app.get("/v1/nodes", response_model=list[NodeView], tags=["cluster"])
+    def nodes(p: Caller) -> list[NodeView]:
+        person(p)
+        now = controller.clock()
+        out = []
+        for inventory, state, seen, free in controller.snapshot_nodes():
+            live = controller.nodes.get(inventory.name)
+            held = None if live is None or live.datasets is None else sorted(live.datasets)
+            out.append(
+                NodeView(
+                    name=inventory.name,
+                    state=state.value,
+                    address=inventory.address,
+                    capacity=dict(inventory.resources),
+                    free={k: format_quantity(k, v) for k, v in free.items()},
+                    labels=dict(inventory.labels),
+                    devices=len(inventory.devices),
+                    last_heartbeat_s_ago=round(max(0.0, now - seen), 3),
+                    datasets=held,
+                )
+            )
+        return out
+
+    @app.get("/metrics", response_class=PlainTextResponse, tags=["cluster"])
+    def metrics(p: Caller) -> Response:
+        """Prometheus metrics (text exposition format; docs/METRICS.md). Cluster-wide like
+        /v1/nodes and /v1/queues: any person's token (a user token made for the Prometheus
+        server is enough); machine credentials (agent, job, join) get 403."""
+        person(p)
+        return Response(metrics_for(controller).exposition(), media_type=METRICS_CONTENT_TYPE)
+
+    @app.get("/v1/queues", response_model=list[QueueView], tags=["cluster"])
+    def queues(p: Caller) -> list[QueueView]:
+        person(p)
+        return [
+            QueueView(name=name, pending=pending, running=running)
+            for name, pending, running in controller.queue_counts()
+        ]
+
+    @app.get("/v1/usage", response_model=UsageView, tags=["cluster"])
+    def usage(
+        p: Caller,
+        start: Annotated[str, Query(description="ISO date/time, epoch s, now or -7d")] = "-30d",
+        end: Annotated[str, Query(description="ISO date/time, epoch s, now or -1d")] = "now",
+        by: Annotated[str, Query(description="comma-separated: tenant, user, queue")] = (
+            "tenant,user"
+        ),
+        tenant: str | None = None,
+        user: str | None = None,
+    ) -> UsageView:
+        """CPU-hours, GPU-hours by GPU model and estimated energy over a window (sreport).
+        Cluster-admins see all; tenant-admins their tenant; users their own usage."""
+        person(p)
+        now = time.time()
+        try:
+            fields = parse_by(by)
+            window = (parse_time(start, now), parse_time(end, now))
+            if checker.enabled:
+                tenant, user = usage_scope(p.role.value, p.user, p.tenant, tenant, user)
+            report = usage_report(controller.persist.store, *window, fields, tenant, user, now=now)
+        except UsageForbidden as exc:
+            raise forbidden(str(exc)) from None
+        except UsageQueryError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return usage_view(report)

@@ -1,0 +1,188 @@
+"""The job routes: submit (one, a batch, or submission files), list, show, cancel, and what the
+scheduler says of a job (its priority, its route to pools, its logs)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import PlainTextResponse, Response
+
+from fusesched.api.access import Access, Caller, person, sees
+from fusesched.api.responses import forbidden, json_response
+from fusesched.api.schemas import (
+    Cancelled,
+    FactorView,
+    JobView,
+    PriorityView,
+    RouteView,
+    SubmissionFiles,
+    Submitted,
+    SubmittedFiles,
+    SubmittedMany,
+)
+from fusesched.controller.auth import Role
+from fusesched.controller.records import UnknownJobError
+from fusesched.store.records import JobState
+from fusesched.submit.load import parse_submission
+from fusesched.submit.request import JobRequest
+
+MAX_BATCH = 10_000
+MAX_LIST = 1_000
+
+
+def add_job_routes(app: FastAPI, access: Access) -> None:
+    """Serve the ``/v1/jobs``, ``/v1/submissions`` and ``/v1/route`` routes from ``app``."""
+    controller = access.controller
+    checker = access.auth
+
+    @app.post("/v1/jobs", status_code=201, response_model=Submitted, tags=["jobs"])
+    def submit(request: JobRequest, p: Caller) -> Response:
+        (request,) = access.owned(p, [request])
+        (job_id,) = controller.submit([request])
+        spec_array = request.array
+        ids = (
+            [f"{job_id}_{i}" for i in range(spec_array.start, spec_array.stop + 1, spec_array.step)]
+            if spec_array is not None
+            else []
+        )
+        return json_response(Submitted(id=job_id, ids=ids), 201)
+
+    @app.post("/v1/jobs/batch", status_code=201, response_model=SubmittedMany, tags=["jobs"])
+    def submit_many(requests: list[JobRequest], p: Caller) -> SubmittedMany:
+        person(p)
+        if not requests:
+            raise HTTPException(400, "an empty batch submits nothing")
+        if len(requests) > MAX_BATCH:
+            raise HTTPException(400, f"at most {MAX_BATCH} jobs per batch")
+        return SubmittedMany(ids=controller.submit(access.owned(p, requests)))
+
+    @app.post("/v1/submissions", status_code=201, response_model=SubmittedFiles, tags=["jobs"])
+    def submit_files(files: SubmissionFiles, p: Caller) -> SubmittedFiles:
+        """Jobs from submission files parsed here (fusesched YAML, #SBATCH script, Kubernetes
+        YAML): what lets a client stay a small program that only sends the files' text."""
+        person(p)
+        requests: list[JobRequest] = []
+        warnings: list[str] = []
+        for item in files.files:
+            for parsed in parse_submission(item.text, source=item.name, sbatch_args=item.args):
+                request = parsed.request
+                if not checker.enabled and files.user and not request.user:
+                    request = request.model_copy(update={"user": files.user})
+                requests.append(request)
+                warnings.extend(parsed.warnings)
+        if not requests:
+            raise HTTPException(400, "the files hold no job")
+        if len(requests) > MAX_BATCH:
+            raise HTTPException(400, f"at most {MAX_BATCH} jobs per submission")
+        ids = controller.submit(access.owned(p, requests))
+        return SubmittedFiles(ids=ids, warnings=warnings)
+
+    @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
+    def list_jobs(
+        p: Caller,
+        user: str | None = None,
+        tenant: str | None = None,
+        state: Annotated[list[JobState] | None, Query()] = None,
+        queue: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 50,
+        before: Annotated[int | None, Query(ge=0, description="jobs older than this id")] = None,
+    ) -> list[JobView]:
+        person(p)
+        if p.role is not Role.CLUSTER_ADMIN:
+            if tenant is not None and tenant != p.tenant:
+                return []
+            tenant = p.tenant
+        states = [s.value for s in state] if state else None
+        return controller.persist.list_jobs(
+            user=user, states=states, queue=queue, limit=limit, before_seq=before, tenant=tenant
+        )
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
+    def show(job_id: str, p: Caller) -> JobView:
+        return access.visible_job(p, job_id)
+
+    @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])
+    def cancel(job_id: str, p: Caller) -> Cancelled:
+        person(p)
+        owner = controller.owner(job_id)
+        if owner is None or not sees(p, owner[1]):
+            raise HTTPException(404, f"no job {job_id!r}")
+        user, tenant = owner
+        if checker.enabled and user != p.user and p.role is Role.USER:
+            raise forbidden(f"job {job_id} is {user}'s; only they or an admin may cancel it")
+        try:
+            cancelled = controller.cancel(job_id)
+        except UnknownJobError:
+            raise HTTPException(404, f"no job {job_id!r}") from None
+        if checker.enabled and user != p.user:
+            access.audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
+        return Cancelled(cancelled=cancelled)
+
+    @app.get("/v1/jobs/{job_id}/priority", response_model=PriorityView, tags=["jobs"])
+    def priority(job_id: str, p: Caller) -> PriorityView:
+        """The job's multifactor priority now: age, fair share, size, QoS and job priority,
+        each with its weight and contribution (needs a tenancy configuration)."""
+        access.visible_job(p, job_id)
+        try:
+            breakdown = controller.priority(job_id)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id} is no longer known to the scheduler") from None
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from None
+        return PriorityView(
+            job_id=job_id,
+            total=breakdown.total,
+            factors=[
+                FactorView(
+                    name=f.name,
+                    value=f.value,
+                    weight=f.weight,
+                    contribution=f.contribution,
+                    detail=f.detail,
+                )
+                for f in breakdown.factors
+            ],
+        )
+
+    @app.get("/v1/jobs/{job_id}/route", response_model=RouteView, tags=["jobs"])
+    def job_route(job_id: str, p: Caller) -> RouteView:
+        """How the job's request is routed to pools now (the rules and loads of this moment),
+        and the pool it runs or ran in."""
+        view = access.visible_job(p, job_id)
+        detail = controller.persist.store.get_job(job_id)
+        if detail is None:
+            raise HTTPException(404, f"no job {job_id!r}")
+        request = JobRequest.model_validate(detail.job.request)
+        found = controller.route(request)
+        return RouteView(
+            job_id=job_id,
+            pools=list(found.pools),
+            rule=found.rule,
+            explanation=list(found.explanation),
+            pool=view.pool,
+        )
+
+    @app.post("/v1/route", response_model=RouteView, tags=["jobs"])
+    def dry_route(request: JobRequest, p: Caller) -> RouteView:
+        """Where a job would be routed if it were submitted now (nothing is submitted)."""
+        (request,) = access.owned(p, [request])
+        found = controller.route(request)
+        return RouteView(
+            pools=list(found.pools), rule=found.rule, explanation=list(found.explanation)
+        )
+
+    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"])
+    def logs(
+        job_id: str,
+        p: Caller,
+        task: str | None = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> str:
+        access.visible_job(p, job_id)
+        tasks = controller.logs.tasks(job_id)
+        if task is not None:
+            if task not in tasks:
+                raise HTTPException(404, f"job {job_id} has no log for task {task!r}")
+            return controller.logs.read(task, offset)
+        return controller.logs.read_job(job_id, offset)

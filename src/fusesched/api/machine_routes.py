@@ -1,0 +1,116 @@
+"""The routes machines call: node agents (register, heartbeat, join with a one-time token) and
+running jobs (launch a remote task, ask a task's state, report a checkpoint)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import FastAPI, HTTPException, Query
+from fastapi.responses import Response
+
+from fusesched.api.access import Access, Caller, person, sees
+from fusesched.api.responses import forbidden, json_response, unauthorized
+from fusesched.api.schemas import (
+    CheckpointNoted,
+    CheckpointReport,
+    Joined,
+    JoinRequest,
+    RemoteLaunch,
+    RemoteTask,
+)
+from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
+from fusesched.controller.auth import Role
+from fusesched.controller.logs import job_of
+from fusesched.controller.records import UnknownJobError, UnknownNodeError
+
+
+def add_machine_routes(app: FastAPI, access: Access) -> None:
+    """Serve ``/v1/agents/...``, ``/v1/jobs/{job_id}/remote``, ``/v1/jobs/{job_id}/checkpoint``
+    and ``/v1/tasks/{task_id}`` from ``app``."""
+    controller = access.controller
+    checker = access.auth
+
+    @app.post("/v1/agents/register", status_code=201, tags=["agents"])
+    def register(inventory: NodeInventory, p: Caller) -> dict[str, str]:
+        access.the_node(p, inventory.name)
+        controller.register(inventory)
+        return {"node": inventory.name}
+
+    @app.post("/v1/agents/heartbeat", response_model=HeartbeatReply, tags=["agents"])
+    def heartbeat(
+        beat: Heartbeat,
+        p: Caller,
+        wait: Annotated[float | None, Query(ge=0, le=30)] = None,
+        launch: bool = False,  # the agent takes work in replies to quick reports
+    ) -> Response:
+        access.the_node(p, beat.node)
+        try:
+            return json_response(controller.heartbeat(beat, wait, launch))
+        except UnknownNodeError:
+            raise HTTPException(404, f"node {beat.node!r} is not registered") from None
+
+    @app.post(
+        "/v1/jobs/{job_id}/remote", status_code=201, response_model=RemoteTask, tags=["agents"]
+    )
+    def remote(job_id: str, launch: RemoteLaunch, p: Caller) -> RemoteTask:
+        own_job = p.role is Role.JOB and p.job_id == job_id
+        if checker.enabled and p.role is not Role.CLUSTER_ADMIN and not own_job:
+            raise forbidden(f"only job {job_id}'s own credential may launch its tasks")
+        try:
+            task_id = controller.remote_launch(job_id, launch.node, launch.argv)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id!r} is not running") from None
+        return RemoteTask(task_id=task_id, state="launching")
+
+    @app.post(
+        "/v1/jobs/{job_id}/checkpoint",
+        status_code=202,
+        response_model=CheckpointNoted,
+        tags=["jobs"],
+    )
+    def checkpoint(job_id: str, body: CheckpointReport, p: Caller) -> CheckpointNoted:
+        """A running job reports a checkpoint (its own credential, or someone who sees it)."""
+        if checker.enabled and p.role is Role.JOB:
+            if p.job_id != job_id:
+                raise forbidden(f"this credential is job {p.job_id}'s, not job {job_id}'s")
+        elif checker.enabled and p.role is not Role.CLUSTER_ADMIN:
+            owner = controller.owner(job_id)
+            if owner is None or not sees(person(p), owner[1]):
+                raise HTTPException(404, f"no job {job_id!r}")
+        try:
+            at = controller.checkpointed(job_id, body.time)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id!r} is not running") from None
+        return CheckpointNoted(job_id=job_id, time=at)
+
+    @app.get("/v1/tasks/{task_id}", response_model=RemoteTask, tags=["agents"])
+    def task(task_id: str, p: Caller) -> RemoteTask:
+        job_id = job_of(task_id)
+        if checker.enabled and p.role is not Role.CLUSTER_ADMIN:
+            if p.role is Role.JOB:
+                if p.job_id != job_id:
+                    raise forbidden(f"task {task_id!r} is not of job {p.job_id}")
+            else:
+                owner = controller.owner(job_id)
+                if owner is None or not sees(person(p), owner[1]):
+                    raise HTTPException(404, f"no live task {task_id!r}")
+        try:
+            state, code, reason = controller.task_status(task_id)
+        except UnknownJobError:
+            raise HTTPException(404, f"no live task {task_id!r}") from None
+        return RemoteTask(task_id=task_id, state=state, exit_code=code, reason=reason)
+
+    @app.post("/v1/agents/join", status_code=201, response_model=Joined, tags=["agents"])
+    def join(body: JoinRequest, p: Caller) -> Joined:
+        """Exchange a one-time join token for the node's own credential."""
+        if not checker.enabled:
+            return Joined(node=body.node, token="")
+        if p.role is not Role.JOIN:
+            raise forbidden("a join token is needed to join a node")
+        if p.node and p.node != body.node:
+            raise forbidden(f"this join token is for node {p.node!r}")
+        token = checker.join(p, body.node)
+        if token is None:
+            raise unauthorized("the join token was already used")
+        access.audit(p, "node-join", node=body.node)
+        return Joined(node=body.node, token=token)
