@@ -204,6 +204,7 @@ def simulate(
     half_life_s: float = DAY,
     recalc_s: float = 300.0,
     victim_order: str = "checkpoint-aware",
+    borrow_backoff_s: float = 0.0,
 ) -> Run:
     """Simulate ``jobs`` under ``mode`` (``none``, ``lend``, ``fair``), recording every step."""
     if mode not in MODES:
@@ -213,6 +214,7 @@ def simulate(
         half_life_s=half_life_s,
         recalc_s=recalc_s,
         victim_order=victim_order,
+        borrow_backoff_s=borrow_backoff_s,
     )
     order = "multifactor" if mode == "fair" else "fcfs"
     config = CoreConfig(queue_order=order, backfill=backfill, tenancy=policy)
@@ -735,6 +737,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=sorted(VICTIM_ORDERS),
         help="which borrowers a reclaim preempts first",
     )
+    p.add_argument(
+        "--borrow-backoff-s",
+        type=float,
+        default=0.0,
+        help="a job preempted while borrowing may borrow again only after this long "
+        "(doubled each time); 0: no back-off",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "tenancy")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
@@ -764,6 +773,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             half_life_s=args.half_life_h * 3600.0,
             victim_order=args.victim_order,
+            borrow_backoff_s=args.borrow_backoff_s,
         )
         s = series(run)
         summ = summarize_run(run, s, window_end, warm)

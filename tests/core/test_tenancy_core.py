@@ -147,6 +147,44 @@ def test_borrow_then_reclaim_by_preemption() -> None:
     gate.ledger.check_invariants()
 
 
+def test_a_reclaimed_borrower_backs_off_before_borrowing_again() -> None:
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}), borrow_backoff_s=300)
+    out = core.step(0, [JobSubmitted(gjob("a1", "a", 4)), JobSubmitted(gjob("a2", "a", 4))])
+    out = core.step(10, [JobSubmitted(gjob("b1", "b", 4, at=10))])
+    (victim,) = preempted(out)
+    other = "a2" if victim == "a1" else "a1"
+    core.step(40, [JobExited(victim, PREEMPTED_EXIT_CODE)])
+    out = core.step(50, [JobExited("b1")])
+    assert not started(out)  # b's room is free again, but the victim may not borrow it yet
+    out = core.step(311, [])
+    assert started(out) == [victim]  # 300 s after it was preempted
+    # preempted again while borrowing: twice as long this time
+    out = core.step(320, [JobSubmitted(gjob("b2", "b", 4, at=320))])
+    assert preempted(out) == [victim]
+    core.step(330, [JobExited(victim, PREEMPTED_EXIT_CODE)])
+    out = core.step(340, [JobExited("b2")])
+    assert not started(out)
+    out = core.step(900, [])
+    assert not started(out)
+    # within its queue's own quota it need not wait
+    out = core.step(910, [JobExited(other)])
+    assert started(out) == [victim]
+    assert core.tenants is not None
+    core.tenants.ledger.check_invariants()
+
+
+def test_a_backing_off_job_may_top_up_its_queues_unused_guarantee() -> None:
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}), borrow_backoff_s=300)
+    out = core.step(0, [JobSubmitted(gjob("a1", "a", 2)), JobSubmitted(gjob("a2", "a", 6))])
+    assert started(out) == ["a1", "a2"]
+    out = core.step(10, [JobSubmitted(gjob("b1", "b", 4, at=10))])
+    assert preempted(out) == ["a2"]
+    core.step(40, [JobExited("a2", PREEMPTED_EXIT_CODE)])
+    # a uses 2 of its 4: a2 (6) may borrow the rest although it backs off
+    out = core.step(50, [JobExited("b1")])
+    assert started(out) == ["a2"]
+
+
 def test_gold_does_not_borrow() -> None:
     core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}))
     out = core.step(
@@ -305,6 +343,11 @@ def test_policy_from_dict_validates() -> None:
         TenancyPolicy.from_dict({**base, "scheduling": {"half_life": 1}})
     with pytest.raises(TenancyError, match="victim order"):
         TenancyPolicy.from_dict({**base, "scheduling": {"victim_order": "random"}})
+    with pytest.raises(TenancyError, match="borrow_backoff_s"):
+        TenancyPolicy.from_dict({**base, "scheduling": {"borrow_backoff_s": -1}})
+    assert TenancyPolicy.from_dict(
+        {**base, "scheduling": {"borrow_backoff_s": 300}}
+    ).borrow_backoff_s
 
 
 # ----------------------------------------------------------------------------- simulator

@@ -280,13 +280,16 @@ class SchedulerCore:
             self._enqueue(rec, now, "backoff over")
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a requeued job's backoff ends or a running job outlives its
-        predicted run time (a shell should run a cycle then even if nothing else happens),
-        or None."""
+        """The earliest time a requeued job's backoff ends, a job may borrow quota again or a
+        running job outlives its predicted run time (a shell should run a cycle then even if
+        nothing else happens), or None."""
         due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
         if self._data_deadlines:
             deadline = self._data_deadlines[0][0]
             due = deadline if due is None else min(due, deadline)
+        borrow = self.tenants.next_wakeup() if self.tenants is not None else None
+        if borrow is not None:
+            due = borrow if due is None else min(due, borrow)
         if not self._delayed:
             return due
         backoff = min(r.not_before for r in self._delayed.values())

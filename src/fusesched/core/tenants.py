@@ -91,6 +91,12 @@ class TenantGate:
         # quota given back since the last cycle: cohorts (a queue alone is its own) and users
         self._freed_groups: set[str] = set()
         self._freed_users: set[str] = set()
+        # job preempted while its queue borrowed -> (times so, may borrow again from then)
+        self._backoff: dict[str, tuple[int, float]] = {}
+        self._backoff_queue: dict[str, str] = {}  # ... and its queue
+        self._backoff_next = math.inf  # the earliest back-off still to end
+        self._backoff_ended_at = -math.inf  # back-offs that ended by then were announced
+        self._now = -math.inf  # the current cycle's time
 
     # ------------------------------------------------------------------ configuration
 
@@ -127,6 +133,12 @@ class TenantGate:
             return None
         tier = self.tier(spec)
         may_borrow = tier.preemptible and not self._reclaiming(spec.queue)
+        if may_borrow and self._backoff:
+            backoff = self._backoff.get(spec.id)
+            if backoff is not None and backoff[1] > self._now:
+                # backing off: it may borrow only to top up what is left of its queue's
+                # guarantee (a wait there would be a guarantee withheld)
+                may_borrow = self._nominal_left(spec.queue)
         known = self._totals.get(spec.id)
         if known is None or known[0] is not spec:
             known = self._totals[spec.id] = (spec, spec.total)
@@ -153,6 +165,11 @@ class TenantGate:
         if plain:
             self._verdicts[key] = verdict
         return verdict
+
+    def _nominal_left(self, queue: str) -> bool:
+        """Whether ``queue`` uses less than its nominal quota of some resource."""
+        usage = self.ledger.usage(queue)
+        return any(v > usage.get(c, 0) for c, v in self.ledger.nominal(queue).items())
 
     def node_terms(self, verdict: Admission | None) -> tuple[tuple[str, str, str], ...]:
         """Where the job may run for the quota it is charged to be the right one: ``("=",
@@ -218,6 +235,8 @@ class TenantGate:
             if now > since and rate > 0:
                 self.tracker.charge_interval(self.account(spec), rate, since, now)
         rec.admission = None
+        if rec.preempt_reason is None:
+            self._drop_backoff(spec.id)  # it ended of itself: nothing to back off from
         for preemptor, victims in self._pending.items():
             if spec.id in victims:
                 victims.discard(spec.id)
@@ -250,6 +269,11 @@ class TenantGate:
         """A waiting job left the queue (cancelled): it reclaims nothing any more."""
         self._forget_preemptor(job_id)
         self._totals.pop(job_id, None)
+        self._drop_backoff(job_id)
+
+    def _drop_backoff(self, job_id: str) -> None:
+        if self._backoff.pop(job_id, None) is not None:
+            del self._backoff_queue[job_id]
 
     def _forget_preemptor(self, job_id: str) -> None:
         if self._yield_tiers.pop(job_id, None):
@@ -284,6 +308,9 @@ class TenantGate:
         True when a reclaim ended (borrowing is allowed again)."""
         cycle = core.stats.cycles
         lifted, self._lifted = self._lifted, False
+        self._now = now
+        if now >= self._backoff_next:
+            self._backoffs_ended(now)
         for preemptor, drained in list(self._drained.items()):
             if drained < 0:
                 self._drained[preemptor] = cycle
@@ -295,6 +322,23 @@ class TenantGate:
             self._charged_at = now
             self._factors = None
         return lifted
+
+    def _backoffs_ended(self, now: float) -> None:
+        """Jobs whose borrowing back-off ended may borrow again: their queues' parked jobs
+        are checked again, as when quota is freed."""
+        later = math.inf
+        for job_id, (_, until) in self._backoff.items():
+            if until <= now:
+                if until > self._backoff_ended_at:
+                    self._freed_groups.add(self._group(self._backoff_queue[job_id]))
+            else:
+                later = min(later, until)
+        self._backoff_ended_at = now
+        self._backoff_next = later
+
+    def next_wakeup(self) -> float | None:
+        """When a borrowing back-off ends (a shell should run a cycle then), or None."""
+        return None if self._backoff_next == math.inf else self._backoff_next
 
     def _charge_running(self, core: SchedulerCore, now: float) -> None:
         for job_id, since in self._charged.items():
@@ -577,8 +621,15 @@ class TenantGate:
         self._pending[rec.id] = {v.id for v in out}
         self._yield_tiers[rec.id] = tiers
         self._queue_of[rec.id] = rec.spec.queue
+        backoff_s = self.policy.borrow_backoff_s
         for victim in out:
             victim.preempt_reason = f"preempted for job {rec.id} ({rec.spec.queue}, {rec.spec.qos})"
+            if backoff_s and self.ledger.borrowed(victim.spec.queue):
+                times = self._backoff.get(victim.id, (0, 0.0))[0] + 1
+                until = self._now + backoff_s * 2 ** (times - 1)
+                self._backoff[victim.id] = (times, until)
+                self._backoff_queue[victim.id] = victim.spec.queue
+                self._backoff_next = min(self._backoff_next, until)
         self.preempted += len(out)
         return out
 

@@ -24,7 +24,11 @@ class TenancyPolicy:
     one), so usage = core-seconds + ``gpu_weight`` × GPU-seconds; ``victim_order``: a name
     in :data:`VICTIM_ORDERS`; ``max_preemptions``: a job preempted more often than this is
     not requeued again but ends (cancelled, with the reason); ``preempt_for_priority``: jobs
-    of a tier with ``may_preempt`` stop lower tiers when they cannot be placed.
+    of a tier with ``may_preempt`` stop lower tiers when they cannot be placed;
+    ``borrow_backoff_s``: a job preempted while its queue borrowed may borrow again only
+    after this long, doubled at each such preemption (meanwhile it may still start within
+    its queue's nominal quota, or borrow while its queue uses less than its nominal quota);
+    0 turns the back-off off.
     """
 
     config: TenancyConfig = field(default_factory=TenancyConfig)
@@ -36,6 +40,7 @@ class TenancyPolicy:
     victim_order: str = "checkpoint-aware"
     max_preemptions: int = 10
     preempt_for_priority: bool = True
+    borrow_backoff_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.victim_order not in VICTIM_ORDERS:
@@ -47,6 +52,8 @@ class TenancyPolicy:
                 raise TenancyError(f"{name} must be positive")
         if not 0 <= self.gpu_weight < math.inf:
             raise TenancyError("gpu_weight must be a non-negative number")
+        if not 0 <= self.borrow_backoff_s < math.inf:
+            raise TenancyError("borrow_backoff_s must be a non-negative number of seconds")
         if self.max_preemptions < 0:
             raise TenancyError("max_preemptions must not be negative")
 
