@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core.cluster import BoolArray, IntArray, rows_within
+from fusesched.core.cluster import IntArray, rows_within
 from fusesched.model.events import Decision, ReserveJob
 
 if TYPE_CHECKING:
@@ -113,7 +113,10 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         return out
     failed: set[int] = set()  # kinds that failed in this scan, see _scan
     if only is None:
-        blocks = _queue_candidates(core, res, now, failed)
+        index = _queue_candidates(core, res, now)
+        if index is None:
+            return out
+        blocks = _blocks(core, res, now, index, failed)
     else:
         positions = _fresh_candidates(core, res, only)
         if not positions:
@@ -123,41 +126,44 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     return out
 
 
-#: Candidates per block in :func:`_queue_candidates` (doubling while no new kind fails).
+#: Candidates per block in :func:`_blocks` (doubling while no new kind fails).
 FIRST_BLOCK = 256
 
 
-def _queue_candidates(
-    core: SchedulerCore, res: Reservation, now: float, failed: set[int]
-) -> Iterator[list[int]]:
-    """The queue positions after the head of the jobs that the sums allow to start now.
-
-    They are read in blocks; each block after the first leaves out the kinds that
-    :func:`_scan` has put into ``failed`` by then, so a deep queue whose few kinds all fail
-    early is not walked job by job. A block in which no new kind failed doubles the next.
-    """
+def _queue_candidates(core: SchedulerCore, res: Reservation, now: float) -> IntArray | None:
+    """The queue positions after the head (counted from the job after it) of the jobs that
+    the sums allow to start now; None when there are none."""
     rows = core.queue.rows[1:]
     free_total = core.cluster.free_total
     col = res.column
-    short: BoolArray | None = None
     if col >= 0:
         # sums of the head's column only (a superset: _scan checks every column anyway)
         need = rows[:, 2 + col]
-        have = free_total[col]
-        if need.min() > have:
-            return  # nothing waiting is small enough for what is free (the common case)
+        have = free_total.item(col)
+        if need[need.argmin()] > have:  # (argmin: far cheaper than a NumPy reduction)
+            return None  # nothing waiting is small enough for what is free (the common case)
         candidates = need <= have
         if res.extra < have:  # else every job that fits now leaves the head enough
-            short = (now + rows[:, 0]) <= res.shadow
-            candidates &= short | (need <= res.extra)
+            candidates &= ((now + rows[:, 0]) <= res.shadow) | (need <= res.extra)
     else:
         candidates = rows_within(rows[:, 2:], free_total)
-    index = candidates.nonzero()[0]
+    index: IntArray = candidates.nonzero()[0]
+    return index if len(index) else None
+
+
+def _blocks(
+    core: SchedulerCore, res: Reservation, now: float, index: IntArray, failed: set[int]
+) -> Iterator[list[int]]:
+    """The candidates at ``index`` (see :func:`_queue_candidates`) as queue positions, in
+    blocks; each block after the first leaves out the kinds that :func:`_scan` has put into
+    ``failed`` by then, so a deep queue whose few kinds all fail early is not walked job by
+    job. A block in which no new kind failed doubles the next.
+    """
     yield (index[:FIRST_BLOCK] + 1).tolist()
     if len(index) <= FIRST_BLOCK:
         return
-    if short is None:
-        short = (now + rows[:, 0]) <= res.shadow
+    rows = core.queue.rows[1:]
+    short = (now + rows[:, 0]) <= res.shadow
     kinds = (rows[:, 1] * 2 + short).astype(np.int64)  # as _scan numbers them
     dead = np.zeros(int(kinds.max()) + 1, dtype=np.bool_)
     start, block = FIRST_BLOCK, FIRST_BLOCK
@@ -177,10 +183,10 @@ def _fresh_candidates(core: SchedulerCore, res: Reservation, only: list[JobRecor
     jobs that the head's column rules out by its sum are left out."""
     queue = core.queue
     col = res.column
-    have = core.cluster.free_total[col] if col >= 0 else 0
+    have = core.cluster.free_total.item(col) if col >= 0 else 0
     positions: list[int] = []
     for rec in only:
-        if col >= 0 and rec.total[col] > have:
+        if col >= 0 and rec.total.item(col) > have:
             continue
         pos = queue.position(rec)
         if pos:  # neither the head nor gone
@@ -225,8 +231,8 @@ def _scan(
             continue
         alloc: Allocation | None = None
         if res.column >= 0:
-            need = int(rec.total[res.column])
-            if need <= free_total[res.column] and (short_job or need <= res.extra):
+            need = rec.total.item(res.column)
+            if need <= free_total.item(res.column) and (short_job or need <= res.extra):
                 alloc = core.try_place(rec, search=False)
                 if alloc is not None and not short_job:
                     res.extra -= need

@@ -31,6 +31,12 @@ def rows_within(matrix: npt.NDArray[Any], limit: npt.NDArray[Any]) -> BoolArray:
     return out
 
 
+def covers(have: IntArray, need: IntArray) -> bool:
+    """``(need <= have).all()``: counting the shortfalls is several times cheaper than
+    NumPy's general reduction on rows this short."""
+    return not np.count_nonzero(need > have)
+
+
 def _resized(buf: IntArray, rows: int, cols: int) -> IntArray:
     """A zero-padded copy in column-major order: a resource column is contiguous in memory,
     which is what per-resource filtering over all nodes reads."""
@@ -54,6 +60,7 @@ class ClusterArrays:
         self._up_buf: BoolArray = np.zeros(0, dtype=np.bool_)
         self.capacity: IntArray = self._cap_buf
         self.free: IntArray = self._free_buf
+        self.free_columns: list[IntArray] = []  # views of free's columns (contiguous)
         self.up: BoolArray = self._up_buf
         self._name_array: npt.NDArray[np.object_] = np.array([], dtype=object)
         self.free_total: IntArray = np.zeros(0, dtype=np.int64)  # free on UP nodes, per column
@@ -128,7 +135,7 @@ class ClusterArrays:
     @property
     def name_array(self) -> npt.NDArray[np.object_]:
         """Node names as an (append-only) object array, for lookups by row."""
-        if len(self._name_array) != self.size:
+        if len(self._name_array) != len(self.names):
             self._name_array = np.array(self.names, dtype=object)
         return self._name_array
 
@@ -137,6 +144,7 @@ class ClusterArrays:
         self.capacity = self._cap_buf[:n]
         self.free = self._free_buf[:n]
         self.up = self._up_buf[:n]
+        self.free_columns = [self.free[:, col] for col in range(self.free.shape[1])]
 
     def _refresh_masks(self) -> None:
         self._first_free.clear()
@@ -257,16 +265,17 @@ class ClusterArrays:
     def take_prefix(self, col: int, start: int, last: int, left: int, amount: int) -> None:
         """First fit's allocation of ``amount`` of column ``col`` (every node up): the rows
         from ``start`` to ``last - 1`` give all they have free, row ``last`` keeps ``left``."""
-        column = self.free[:, col]
+        column = self.free_columns[col]
         column[start:last] = 0
         column[last] = left
         self.free_total[col] -= amount
-        self.note_full_before(col, last)
+        if last > self._first_free.get(col, 0):  # see note_full_before
+            self._first_free[col] = last
 
     def give_column(self, nodes: IntArray, col: int, amounts: IntArray, total: IntArray) -> None:
         """:meth:`give` for an allocation of one column (distinct nodes in ascending order;
         ``total`` its sums)."""
-        self.free[:, col][nodes] += amounts
+        self.free_columns[col][nodes] += amounts
         if self.all_up:
             self.free_total[col] += int(total[col])
         else:
@@ -298,7 +307,7 @@ class ClusterArrays:
     def _rows_with_free(self, col: int) -> IntArray:
         rows = self._free_rows.get(col)
         if rows is None:
-            rows = self._free_rows[col] = self.free[:, col].nonzero()[0]
+            rows = self._free_rows[col] = self.free_columns[col].nonzero()[0]
         return rows
 
     def first_free(self, col: int) -> int:

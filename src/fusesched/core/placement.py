@@ -213,8 +213,7 @@ def plan_groups(
         if max_per_node is not None:
             room = max_per_node if used is None else max_per_node - _at(used, cand)
             counts = np.minimum(counts, room)
-        available = int(counts.sum())
-        wanted = min(group.replicas, available) if partial else group.replicas
+        wanted = min(group.replicas, int(counts.sum())) if partial else group.replicas
         if wanted == 0:
             continue
         pick = choose_nodes(
@@ -335,10 +334,13 @@ def task_slots(
     ``rows``, only those rows are read and the result is aligned with them."""
     if cols is None:
         cols = per_task.nonzero()[0]
-    col = int(cols[0])
-    counts: IntArray = (free[:, col] if rows is None else free[rows, col]) // per_task[col]
-    for col in cols[1:].tolist():
-        room = (free[:, col] if rows is None else free[rows, col]) // per_task[col]
+    first, *others = cols.tolist()
+    # one column at a time, read as a column view first (much cheaper than free[rows, col])
+    column = free[:, first]
+    counts: IntArray = (column if rows is None else column[rows]) // per_task[first]
+    for col in others:
+        column = free[:, col]
+        room = (column if rows is None else column[rows]) // per_task[col]
         np.minimum(counts, room, out=counts)
     if eligible is not None:
         counts = np.where(eligible, counts, 0)

@@ -43,6 +43,7 @@ class JobRecord:
     family: int = -1  # see Shape.family
     single_column: int = -1  # see SchedulerCore.fluid_column
     single_amount: int = 0
+    single_total: int = 0  # what the job needs of ``single_column`` in all
     # tenancy and restarts (see core/tenants.py)
     admission: Admission | None = None  # the quota check that let it start
     preempt_reason: str | None = None  # asked to make room; requeued when it exits
@@ -91,25 +92,26 @@ class RowBuffer:
 
     def insert(self, pos: int, first: float, second: float, rest: IntArray) -> None:
         """Insert the row ``[first, second, *rest, 0...]`` before row ``pos``."""
-        if self._start + self._n == len(self._buf):  # no room at the end: compact or grow
-            live = self._buf[self._start : self._start + self._n]
-            if self._n + 1 > len(self._buf) // 2:
+        n = self._n
+        if self._start + n == len(self._buf):  # no room at the end: compact or grow
+            live = self._buf[self._start : self._start + n]
+            if n + 1 > len(self._buf) // 2:
                 self._buf = np.zeros((2 * len(self._buf), self._buf.shape[1]), np.float64)
-            self._buf[: self._n] = live.copy()
+            self._buf[:n] = live.copy()
             self._start = 0
-        at = self._start + pos
-        end = self._start + self._n
         buf = self._buf
-        if pos < self._n:
+        at = self._start + pos
+        if pos < n:
+            end = self._start + n
             buf[at + 1 : end + 1] = buf[at:end].copy()
         row = buf[at]
         row[0] = first
         row[1] = second
         filled = 2 + len(rest)
         row[2:filled] = rest
-        if filled < len(row):
+        if filled < buf.shape[1]:
             row[filled:] = 0.0
-        self._n += 1
+        self._n = n + 1
 
     def delete(self, positions: list[int]) -> None:
         """Remove rows at ``positions`` (sorted ascending, distinct)."""

@@ -28,7 +28,7 @@ import numpy as np
 from fusesched.core.admission import pin_flavours, start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
-from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, covers
 from fusesched.core.datasets import DataIndex, FloatArray, node_bonus
 from fusesched.core.device_specs import (
     Device,
@@ -165,9 +165,15 @@ class SchedulerCore:
     def step(self, now: float, events: Iterable[Event] = ()) -> list[Decision]:
         """Apply every event, then run one scheduling cycle."""
         out: list[Decision] = []
+        handle = self.handle
         for event in events:
-            out.extend(self.handle(event, now))
-        out.extend(self.cycle(now))
+            forced = handle(event, now)
+            if forced:
+                out.extend(forced)
+        started = self.cycle(now)
+        if not out:
+            return started
+        out.extend(started)
         return out
 
     def handle(self, event: Event, now: float) -> list[Decision]:
@@ -235,10 +241,11 @@ class SchedulerCore:
         fresh = self._fresh
         self._changed = False
         self._fresh = []
-        if not len(queue) or not (changed or fresh):
+        if not queue.records or not (changed or fresh):
             return []
         out: list[Decision] = []
-        self._reorder(now)  # phase 1: order
+        if self.order.dynamic:  # (a static order keeps the queue sorted as it goes)
+            self._reorder(now)  # phase 1: order
         if self.tenants is not None:
             out.extend(start_admitted(self, now, changed, fresh))
         else:
@@ -251,7 +258,7 @@ class SchedulerCore:
                 out.append(self.bind(rec, alloc, now, backfilled=False))  # phase 6: bind
             if out:
                 queue.remove_prefix(len(out))
-        if not len(queue):
+        if not queue.records:
             self.blocked_head = None
             return out
         head = queue.records[0]
@@ -411,6 +418,7 @@ class SchedulerCore:
             # where its data is: the column sum does not decide
             single_column=-1 if spec.placement.exclusive or spec.datasets else shape.single_column,
             single_amount=shape.single_amount,
+            single_total=shape.single_total,
         )
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
@@ -459,6 +467,7 @@ class SchedulerCore:
         rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
         single = -1 if spec.placement.exclusive or spec.datasets else shape.single_column
         rec.single_column, rec.single_amount = single, shape.single_amount
+        rec.single_total = shape.single_total
 
     def _release(self, rec: JobRecord, now: float) -> None:
         assert rec.allocation is not None and rec.est_end is not None
@@ -711,13 +720,15 @@ class SchedulerCore:
                 return None
             rec.admission = verdict
             pin_flavours(self, rec, verdict)
-        if limit is None and self.placement.node_order and cluster.all_up:
-            col = self.fluid_column(rec)
-            if col >= 0:  # the job needs only this column, so its sum decides
-                if rec.total[col] > cluster.free_total[col]:
+        col = rec.single_column
+        if col >= 0 and limit is None and cluster.all_up and self.placement.node_order:
+            quantum = cluster.quantum[col]
+            if quantum > 0 and quantum % rec.single_amount == 0:  # see fluid_column
+                # the job needs only this column, so its sum decides
+                if rec.single_total > cluster.free_total.item(col):
                     return None
                 return self._first_fit_fluid(rec, col)
-        if not (rec.bound <= cluster.free_total).all():
+        if not covers(cluster.free_total, rec.bound):
             return None
         caller_limit = limit
         exclusive = rec.spec.placement.exclusive
@@ -774,19 +785,19 @@ class SchedulerCore:
         """
         assert rec.groups is not None
         cluster = self.cluster
-        column = cluster.free[:, col]
-        need = int(rec.total[col])
+        column = cluster.free_columns[col]
+        need = rec.single_total
         start = cluster.first_free(col)
         width = FIRST_FIT_CHUNK
         cum = column[start : start + width].cumsum()
-        while cum[-1] < need:  # a busy cluster: read further ahead
+        while cum.item(-1) < need:  # a busy cluster: read further ahead
             width *= 2
             cum = column[start : start + width].cumsum()
         last = int(cum.searchsorted(need))
         window = column[start : start + last + 1]
         nodes = window.nonzero()[0]
         held = window[nodes]
-        left = int(cum[last]) - need
+        left = cum.item(last) - need
         if left:
             held[-1] -= left
         nodes += start

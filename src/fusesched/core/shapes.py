@@ -47,6 +47,7 @@ class Shape:
     never_fits: str  # why no node of the empty cluster could hold it; "" if one could
     single_column: int  # see SchedulerCore.fluid_column; -1 if not a candidate
     single_amount: int
+    single_total: int  # what the whole request holds of ``single_column``
     number: int  # unique for the compiler's lifetime
     cpus: float  # CPUs of the whole request (for queue-order keys)
     family: int  # shared by the one-group shapes that differ only in task count; -1 if not
@@ -146,11 +147,15 @@ class ShapeCompiler:
             if spec.min_member is not None:  # lower bound of what min_member tasks need
                 bound = np.min([g.per_task for g in groups], axis=0) * spec.min_member
         column, amount = self._single_column(spec, groups)
+        single_total = amount * groups[0].replicas if column >= 0 and groups else 0
         self._count += 1
         cpu = cluster.columns.get(CPU)
         cpus = float(total[cpu]) / 1000.0 if cpu is not None else 0.0
         never_fits = invalid or self._never_fits(spec, groups)
-        return Shape(groups, total, bound, never_fits, column, amount, self._count, cpus, family)
+        number = self._count
+        return Shape(
+            groups, total, bound, never_fits, column, amount, single_total, number, cpus, family
+        )
 
     def _most_constrained_first(self, spec: JobSpec, groups: list[GroupShape]) -> list[GroupShape]:
         """Place groups that fewer nodes can hold first (then bigger tasks first), so a greedy

@@ -50,7 +50,12 @@ def paused_gc() -> Iterator[None]:
 
     The replay creates no reference cycles (reference counting frees everything), but the
     collector would rescan the hundreds of thousands of live job records again and again:
-    about a quarter of a whole-trace replay's time.
+    about a quarter of a whole-trace replay's time. When it is enabled again, what the pause
+    left in the young generation (everything it allocated, mostly records that outlive the
+    replay) is moved to the oldest generation as it is (``gc.freeze`` then ``gc.unfreeze``)
+    rather than scanned by one young collection over all of it; it is looked at by the
+    next full collection like any other old object. (Not when someone else froze objects:
+    unfreezing would undo that.)
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -58,6 +63,9 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
@@ -183,39 +191,48 @@ class Simulation:
         # node rows (kept only when there are outages)
         outages = self._outage_timeline()
         next_outage = 0
+        n_outages = len(outages)
         on_nodes: dict[str, frozenset[int]] = {}
         tracked = preemptive or bool(outages)
         runs: dict[str, tuple[float, float, int]] = {}
         done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
         wakeup = None
         now = 0.0
+        inf = float("inf")
+        heappush, heappop = heapq.heappush, heapq.heappop
+        step = core.step
+        data = self.data
+        keep_log = self.keep_log
+        restart_overhead_s = self.restart_overhead_s
+        submit_at = next_job.spec.submit_time if next_job is not None else inf
         while (
             heap
             or next_job is not None
             or wakeup is not None
             or (power is not None and power.active())
-            or (next_outage < len(outages) and len(core.queue) > 0)
+            or (next_outage < n_outages and len(core.queue) > 0)
         ):
-            now = heap[0][0] if heap else float("inf")
-            if next_job is not None and next_job.spec.submit_time < now:
-                now = next_job.spec.submit_time
+            now = heap[0][0] if heap else inf
+            if submit_at < now:
+                now = submit_at
             if wakeup is not None and wakeup < now:
                 now = wakeup
-            if next_outage < len(outages) and outages[next_outage][0] < now:
+            if next_outage < n_outages and outages[next_outage][0] < now:
                 now = outages[next_outage][0]
             events: list[Event] = []
+            first_exit = 0
             if power is not None:
                 now = min(now, power.next_time())
                 events.extend(power.due(now))
-            first_exit = len(events)
+                first_exit = len(events)
             while heap and heap[0][0] == now:
-                _, _, _, job_id, code, timed_out = heapq.heappop(heap)
+                _, _, _, job_id, code, timed_out = heappop(heap)
                 if tracked:
                     del runs[job_id]
                     on_nodes.pop(job_id, None)
                 events.append(JobExited(job_id, code, "", timed_out))
             finished = len(events) - first_exit
-            while next_outage < len(outages) and outages[next_outage][0] == now:
+            while next_outage < n_outages and outages[next_outage][0] == now:
                 _, up, names, reason = outages[next_outage]
                 next_outage += 1
                 state = NodeState.UP if up else NodeState.DOWN
@@ -227,10 +244,11 @@ class Simulation:
                         del on_nodes[job_id]
                         events.append(JobExited(job_id, -1, reason, requeue=True))
             exits_end = len(events)
-            while next_job is not None and next_job.spec.submit_time == now:
+            while next_job is not None and submit_at == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
-            out = core.step(now, events)
+                submit_at = next_job.spec.submit_time if next_job is not None else inf
+            out = step(now, events)
             decisions += len(out)
             for decision in out:
                 if isinstance(decision, StartJob):
@@ -238,19 +256,24 @@ class Simulation:
                     outcome.timed_out = killed
                     if outcome.preemptions or outcome.failures:
                         # a restart: the rest of the work, and its cost
-                        runtime = runtime - done[outcome.job_id] + self.restart_overhead_s
+                        runtime = runtime - done[outcome.job_id] + restart_overhead_s
                     else:
                         outcome.start = now
-                    if self.data is not None:  # reading its data takes time too
-                        runtime = self.data.started(core, decision, now, runtime)
-                    outcome.end = now + runtime
-                    outcome.nodes = _nodes_used(decision)
+                    if data is not None:  # reading its data takes time too
+                        runtime = data.started(core, decision, now, runtime)
+                    end = now + runtime
+                    outcome.end = end
+                    groups = decision.groups
+                    outcome.nodes = (
+                        len(groups[0].rows)
+                        if len(groups) == 1
+                        else sum(len(g.rows) for g in groups)
+                    )
                     outcome.backfilled = decision.backfilled
                     seq += 1
-                    exit_event = (now + runtime, EXIT, seq, outcome.job_id, code, killed)
-                    heapq.heappush(heap, exit_event)
+                    heappush(heap, (end, EXIT, seq, outcome.job_id, code, killed))
                     if tracked:
-                        runs[outcome.job_id] = (now, now + runtime, seq)
+                        runs[outcome.job_id] = (now, end, seq)
                         if outages:
                             on_nodes[outcome.job_id] = frozenset(
                                 int(r) for g in decision.groups for r in g.rows.tolist()
@@ -265,7 +288,7 @@ class Simulation:
             if power is not None:
                 exits = events[first_exit:exits_end]
                 power.after_step(now, [e.job_id for e in exits if isinstance(e, JobExited)], out)
-            if self.keep_log:
+            if keep_log:
                 log.extend(out)
             if progress is not None and finished:
                 progress(finished)
@@ -378,12 +401,6 @@ class Simulation:
             else:
                 fates[spec.id] = (outcome, job.runtime, job.exit_code, False)
         return fates
-
-
-def _nodes_used(decision: StartJob) -> int:
-    """Node rows over the job's groups (usually one group: no generator then)."""
-    groups = decision.groups
-    return len(groups[0].rows) if len(groups) == 1 else sum(len(g.rows) for g in groups)
 
 
 def replay(

@@ -68,27 +68,43 @@ def _swf_workload(trace: SwfTrace, limit: int | None) -> Workload:
     max_procs = header.max_procs or int(procs.max())
     max_nodes = header.max_nodes or max_procs
     nodes = homogeneous_nodes(max_nodes, max_procs)
-    groups: dict[int, tuple[TaskGroup, ...]] = {}
-    jobs: list[SimJob] = []
     start = float(trace.submit[idx[0]]) if len(idx) else 0.0
-    # plain Python numbers up front: indexing NumPy arrays one element at a time is slow
-    columns = (trace.job_id, procs, estimate, run, trace.submit, trace.queue, trace.user)
-    rows = zip(*(column[idx].tolist() for column in columns), strict=True)
-    for job_id, n, walltime, runtime, submit, queue, user in rows:
-        group = groups.get(n)
-        if group is None:
-            group = groups[n] = (TaskGroup("main", n, Resources({CPU: 1000})),)
-        spec = JobSpec(
-            id=str(job_id),
-            task_groups=group,
-            type=JobType.HPC,
-            queue=f"q{queue}" if queue >= 0 else "default",
-            user=str(user) if user >= 0 else "",  # -1: unknown
-            walltime_s=float(walltime),
-            submit_time=float(submit) - start,
+    # plain Python values up front, each distinct group, queue and user name built once:
+    # indexing NumPy arrays one element at a time is slow
+    groups = {
+        n: (TaskGroup("main", n, Resources({CPU: 1000})),) for n in np.unique(procs[idx]).tolist()
+    }
+    queue_codes = trace.queue[idx].tolist()
+    queues = {q: f"q{q}" if q >= 0 else "default" for q in set(queue_codes)}
+    user_codes = trace.user[idx].tolist()
+    users = {u: str(u) if u >= 0 else "" for u in set(user_codes)}  # -1: unknown
+    rows = zip(
+        map(str, trace.job_id[idx].tolist()),
+        map(groups.__getitem__, procs[idx].tolist()),
+        map(queues.__getitem__, queue_codes),
+        map(users.__getitem__, user_codes),
+        estimate[idx].tolist(),
+        (trace.submit[idx].astype(np.float64) - start).tolist(),
+        run[idx].tolist(),
+        strict=True,
+    )
+    hpc = JobType.HPC
+    jobs = tuple(
+        SimJob(
+            JobSpec(
+                id=job_id,
+                task_groups=group,
+                type=hpc,
+                queue=queue,
+                user=user,
+                walltime_s=walltime,
+                submit_time=submit,
+            ),
+            runtime,
         )
-        jobs.append(SimJob(spec, float(runtime)))
-    return Workload(str(trace.path), nodes, tuple(jobs), dropped)
+        for job_id, group, queue, user, walltime, submit, runtime in rows
+    )
+    return Workload(str(trace.path), nodes, jobs, dropped)
 
 
 def synthetic_workload(jobs: int = 2000, nodes: int = 64, seed: int = 1) -> Workload:
