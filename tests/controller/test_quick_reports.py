@@ -13,9 +13,10 @@ import pytest
 from tests.builders import Clock
 
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory, TaskReport, TaskState
+from fusesched.controller.agents import UNCONFIRMED_GRACE_S
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
-from fusesched.controller.service import UNCONFIRMED_GRACE_S, Controller
+from fusesched.controller.service import Controller
 from fusesched.submit.request import JobRequest
 
 

@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import NodeInventory, TaskLaunch
-from fusesched.controller import failures, federation
+from fusesched.controller import endings, failures, federation
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
 from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
@@ -146,7 +146,7 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     for task in main:
         if task.pool is not None and task.external_id is not None:
             federation.follow(ctl, live, task)
-    ctl.job_may_have_ended(live, now)  # exits reported while it waited
+    endings.job_may_have_ended(ctl, live, now)  # exits reported while it waited
 
 
 def _release_held(ctl: Controller, now: float) -> None:

@@ -5,7 +5,7 @@ node was declared lost, and the relaunch of jobs restarting in place.
 
 Every function here runs with the controller's lock held. A retried failure stops the job's
 tasks and, once all have exited, reports ``JobExited(requeue=True, exclude_nodes=…,
-not_before=…)`` to the core, which queues the job again (see ``Controller._finish_task``).
+not_before=…)`` to the core, which queues the job again (see :func:`endings.job_may_have_ended`).
 """
 
 from __future__ import annotations

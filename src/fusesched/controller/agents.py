@@ -1,0 +1,230 @@
+"""The controller's side of the exchange with the node agents: a node registering
+(:func:`register`), its heartbeats with their reports and the work sent back in the reply
+(:func:`heartbeat`, a long poll), and what a running job's helpers ask of it (mpirun's
+orteds: :func:`remote_launch`, :func:`task_status`). The API layer reaches these through the
+:class:`~fusesched.controller.service.Controller` methods of the same names.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from fusesched.api.wire import (
+    Heartbeat,
+    HeartbeatReply,
+    KillTask,
+    NodeInventory,
+    TaskLaunch,
+    TaskState,
+)
+from fusesched.controller import adoption, data, endings, failures
+from fusesched.controller.pools import Grant, NodePool
+from fusesched.controller.records import (
+    LiveNode,
+    LiveTask,
+    UnknownJobError,
+    UnknownNodeError,
+    node_spec,
+)
+from fusesched.model.events import NodeAdded, NodeStateChanged
+from fusesched.model.node import NodeState
+from fusesched.power.saving import PowerState
+from fusesched.submit.errors import SubmitError
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+#: A launch sent in reply to a quick report is not taken for lost, for this long, when a full
+#: beat does not list it: the agent's two threads send beats independently, so a full beat may
+#: list the node's tasks before the launch started, and arrive after it was sent. Past this, a
+#: task its agent never reports (a reply lost on the way) is lost as usual.
+UNCONFIRMED_GRACE_S = 10.0
+
+#: what an agent may call its node and give as its address: they name things in commands
+#: (power-saving templates, mpirun's host list), so no option-like or template-like words;
+#: ":" is kept for external pools' nodes (``<pool>:<node>``)
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:%_-]{0,252}$")
+
+
+def register(ctl: Controller, inventory: NodeInventory) -> None:
+    """A node's agent (re)starts: a new node joins the core; a known one's tasks are gone."""
+    _check_node_identity(inventory)
+    now = ctl.clock()
+    with ctl.lock:
+        known = ctl.nodes.get(inventory.name)
+        if known is None:
+            spec = node_spec(inventory)
+            node = LiveNode(inventory, spec, NodePool.of(inventory), now)
+            if adoption.holds(ctl, inventory.name):  # nothing new beside adopted tasks
+                node.state = NodeState.DRAINING
+                ctl.adopt_held.add(inventory.name)
+            ctl.nodes[inventory.name] = node
+            ctl.events.append(NodeAdded(spec, node.state))
+        else:  # an agent restarted: whatever it ran is gone
+            known.inventory = inventory
+            known.last_seen = now
+            endings.lose_tasks(ctl, inventory.name, set(), "agent restarted", now)
+            asleep = ctl.power is not None and ctl.power.state_of(inventory.name) in (
+                PowerState.SUSPENDING,
+                PowerState.SUSPENDED,
+                PowerState.RESUMING,
+            )
+            if known.state is not NodeState.UP and not asleep:  # power saving decides
+                known.state = NodeState.UP
+                ctl.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
+        ctl.persist.node_registered(inventory, now)
+        if ctl.power is not None:
+            ctl.power.heard(ctl, inventory.name, registered=True, now=now)
+        if known is None and ctl.adopt_held:
+            adoption.on_register(ctl, inventory, now)
+        if ctl.held and ctl.expected_nodes <= ctl.nodes.keys():
+            ctl.release_held()
+        if ctl.waiting:
+            ctl.retry_waiting()
+    ctl.wake()
+
+
+def heartbeat(
+    ctl: Controller, beat: Heartbeat, wait_s: float | None = None, launch: bool = False
+) -> HeartbeatReply:
+    """Take what an agent reports; the reply carries its work (launches, kills, datasets
+    to stage).
+
+    A full beat (``beat.running`` set) waits up to ``wait_s`` for work (a long poll). A
+    quick report (``running`` None) gets work only when its agent says it takes some
+    (``launch``); then, if it reported an exit, it waits (up to ``wait_s``) for the
+    scheduling cycle that handles the exit, so the launch that takes the freed room comes
+    back in the same exchange. Either kind of beat that reported an exit waits for that
+    cycle, not for the whole long poll.
+    """
+    now = ctl.clock()
+    wait = ctl.config.long_poll_s if wait_s is None else wait_s
+    quick = beat.running is None
+    with ctl.work:
+        node = ctl.nodes.get(beat.node)
+        if node is None:
+            raise UnknownNodeError(beat.node)
+        node.last_seen = now
+        fenced = failures.fence(ctl, beat) if not quick else 0
+        if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
+            failures.set_node_state(ctl, beat.node, NodeState.UP, "heartbeat", now)
+            ctl.wake()
+        if ctl.power is not None:
+            ctl.power.heard(ctl, beat.node, registered=False, now=now)
+        if beat.samples or beat.health is not None:
+            failures.observe(ctl, beat, now)
+        data.heard(ctl, beat)
+        # a node speaks only for its own tasks: it can neither write another node's task
+        # logs nor end another node's tasks
+        for chunk in beat.logs:
+            if ctl.on_node(chunk.task_id, beat.node):
+                ctl.logs.write(chunk)
+        for report in beat.reports:
+            if ctl.on_node(report.task_id, beat.node):
+                endings.task_report(ctl, report, now)
+        if beat.running is not None:
+            alive = set(beat.running) | {r.task_id for r in beat.reports}
+            endings.lose_tasks(ctl, beat.node, alive, "lost by its agent", now, beat=True)
+            for task_id in alive - ctl.tasks.keys() - ctl.finished.keys():
+                node.kills.append(  # a stray from before a controller restart
+                    KillTask(task_id=task_id, grace_s=ctl.config.grace_s, reason="unknown job")
+                )
+        ctl.persist.flush()
+        if quick and not launch:
+            # an agent that does not take work on quick reports starts work only from its
+            # full beats, before it lists its live tasks again (else a task could look
+            # lost in between)
+            return HeartbeatReply()
+        # an exit reported (events to schedule): the next cycle may bring work
+        ended = any(r.state is not TaskState.RUNNING for r in beat.reports)
+        cycle = ctl.cycles + 1 if ended and ctl.events else None
+        if not (node.outbox or node.kills or node.stage) and wait > 0:
+            if cycle is not None:
+                # some pending events (checkpoints, sensor findings) do not wake the loop
+                # themselves: the cycle this beat waits for must come now
+                ctl.wake()
+                ctl.cycle_waiters += 1
+                node.cycle_waiters += 1
+                try:
+                    ctl.work.wait_for(
+                        lambda: (
+                            bool(node.outbox or node.kills or node.stage)
+                            or ctl.cycles >= cycle
+                            or ctl.stopped.is_set()
+                        ),
+                        timeout=wait,
+                    )
+                finally:
+                    ctl.cycle_waiters -= 1
+                    node.cycle_waiters -= 1
+                    ctl.work.notify_all()  # a long poll of this node may answer now
+            elif not quick:
+                # while a report of this node waits for its cycle, that report takes the
+                # work the cycle brings (one exchange, not two, per turnover)
+                ctl.work.wait_for(
+                    lambda: (
+                        (bool(node.outbox or node.kills or node.stage) and not node.cycle_waiters)
+                        or ctl.stopped.is_set()
+                    ),
+                    timeout=wait,
+                )
+        reply = HeartbeatReply(launch=node.outbox, kill=node.kills, stage=node.stage)
+        for sent in node.outbox:
+            task = ctl.tasks[sent.task_id][1]
+            task.state = "delivered"
+            # the agent's full beat may have listed its tasks before it started this one
+            task.unconfirmed_until = now + UNCONFIRMED_GRACE_S if quick else 0.0
+        node.outbox, node.kills, node.stage = [], [], []
+    return reply
+
+
+def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> str:
+    """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
+    with ctl.work:
+        live = ctl.jobs.get(job_id)
+        if live is None or not live.tasks:
+            raise UnknownJobError(job_id)
+        if node not in live.nodes:
+            raise SubmitError(f"node {node!r} is not allocated to job {job_id}")
+        live.remote_count += 1
+        task_id = f"{job_id}.remote.{live.remote_count}"
+        base = next(iter(live.tasks.values())).launch
+        launch = TaskLaunch(
+            task_id=task_id,
+            job_id=job_id,
+            user=base.user,
+            argv=argv,
+            env={k: v for k, v in base.env.items() if not k.startswith("OMPI_MCA_")}
+            | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
+            grace_s=ctl.config.grace_s,
+            image=base.image,
+        )
+        task = LiveTask(launch, node, Grant(), remote=True, start_time=ctl.clock())
+        live.tasks[task_id] = task
+        ctl.tasks[task_id] = (job_id, task)
+        ctl.persist.tasks_started(job_id, [task], task.start_time or 0.0)
+        ctl.nodes[node].outbox.append(launch)
+        ctl.work.notify_all()
+    return task_id
+
+
+def task_status(ctl: Controller, task_id: str) -> tuple[str, int | None, str]:
+    """(state, exit code, reason) of a live or recently finished task."""
+    with ctl.lock:
+        entry = ctl.tasks.get(task_id)
+        task = entry[1] if entry is not None else ctl.finished.get(task_id)
+        if task is None:
+            raise UnknownJobError(task_id)
+        return task.state, task.exit_code, task.reason
+
+
+def _check_node_identity(inventory: NodeInventory) -> None:
+    if not _NODE_NAME.match(inventory.name):
+        raise SubmitError(
+            f"invalid node name {inventory.name!r}: letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    if not _ADDRESS.match(inventory.address):
+        raise SubmitError(f"invalid node address {inventory.address!r}: a host name or IP")

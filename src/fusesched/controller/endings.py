@@ -1,0 +1,186 @@
+"""How tasks and jobs end: what the agents report of their tasks (:func:`task_report`), tasks
+they no longer list (:func:`lose_tasks`), a task's end (:func:`finish_task`) and, once the
+whole gang has exited, the ``JobExited`` the core gets (:func:`job_may_have_ended`, with the
+retry of an application failure its restart policy asks for); after a cycle, the jobs the
+core finished or queued again are written and their runs forgotten (:func:`settle_terminal`,
+:func:`requeued`).
+
+Every function here runs with the controller's lock held.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fusesched.api.wire import TaskReport, TaskState
+from fusesched.controller import failures
+from fusesched.controller.hang import Failure, FailureKind
+from fusesched.controller.metrics import metrics_for
+from fusesched.model.events import JobExited
+from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.controller.records import LiveJob, LiveTask
+    from fusesched.controller.service import Controller
+
+#: Tasks of finished jobs whose status stays queryable (mpirun's launcher asks after the end).
+FINISHED_TASKS_KEPT = 10_000
+
+
+def task_report(ctl: Controller, report: TaskReport, now: float) -> None:
+    """A task's agent says it runs (with its pid) or has exited."""
+    entry = ctl.tasks.get(report.task_id)
+    if entry is None:
+        return  # a task this controller does not know (from before a restart): ignore
+    task = entry[1]
+    if report.state is TaskState.RUNNING:
+        if task.state == "running" and task.pid == report.pid:
+            return  # said twice (a full beat and a quick report both carried it)
+        if task.state != "exited":
+            task.state = "running"
+            task.pid = report.pid
+            if report.reason:  # something the agent wants the user to know (a power cap)
+                ctl.persist.job_event(entry[0], "TaskNote", report.reason, now)
+        return
+    code = report.exit_code if report.exit_code is not None else 127
+    finish_task(ctl, task, code, report.reason, now)
+
+
+def lose_tasks(
+    ctl: Controller, node: str, alive: set[str], reason: str, now: float, beat: bool = False
+) -> None:
+    """End the node's tasks not in ``alive`` as lost (``beat``: ``alive`` is what a full
+    beat listed, which may predate a launch sent on a quick report)."""
+    for job_id, task in list(ctl.tasks.values()):
+        running = task.state in ("delivered", "running")
+        if beat and task.node == node and task.launch.task_id in alive:
+            task.unconfirmed_until = 0.0  # a full beat lists it: judged as usual from now
+        if running and task.node == node and task.launch.task_id not in alive:
+            if beat and now < task.unconfirmed_until:
+                # sent on a quick report after the beat listed the node's tasks (it may
+                # have reported RUNNING meanwhile, on another quick report)
+                continue
+            live = ctl.jobs.get(job_id)
+            if live is not None and not task.remote:
+                # no node blamed: its agent is alive and answering
+                lost = Failure(FailureKind.TASK_LOST, None, f"task {reason}")
+                failures.job_failed(ctl, live, lost, now)
+            finish_task(ctl, task, -1, reason, now)
+
+
+def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: float) -> None:
+    """``task`` exited with ``code``: give its resources back, write it, and see whether its
+    job ended (the first failure of a gang kills the rest with ``kill_on_bad_exit``)."""
+    if task.state == "exited":
+        return
+    job_id = ctl.tasks[task.launch.task_id][0]
+    task.state, task.exit_code, task.reason, task.end_time = "exited", code, reason, now
+    live = ctl.jobs.get(job_id)
+    if live is None:
+        return
+    if not task.remote:
+        node = ctl.nodes.get(task.node)
+        if node is not None:
+            node.pool.give(task.grant, node.inventory)
+    ctl.persist.task_ended(task, now)
+    if code != 0 and live.first_failure is None and not task.remote:
+        live.first_failure = (code, reason)
+        if ctl.config.kill_on_bad_exit and live.stopping is None:
+            for other in live.tasks.values():
+                ctl.kill_task(other, f"task {task.launch.task_id} failed")
+    job_may_have_ended(ctl, live, now)
+
+
+def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
+    """When every task of the gang has exited, tell the core how the run ended (not
+    before the core has it: a job waiting for adoption keeps its exits until then)."""
+    job_id = live.id
+    main = [t for t in live.tasks.values() if not t.remote]
+    if live.adopting:
+        return
+    if not live.exit_sent and main and all(t.state == "exited" for t in main):
+        code, why = live.first_failure or (0, "")
+        restarting = live.requeue is not None or live.relaunch is not None
+        if code != 0 and not restarting and live.stopping is None:
+            _retry_exit(ctl, live, code, why, now)  # may set requeue or relaunch
+        if live.relaunch is not None:  # restarted in place once the delay is over
+            for other in live.tasks.values():
+                ctl.kill_task(other, "restarting in place")
+            ctl.wake()
+            return
+        live.exit_sent = True
+        for other in live.tasks.values():  # stray orteds end with their job
+            ctl.kill_task(other, "job ended")
+        if live.requeue is not None:
+            exclude, not_before, why = live.requeue
+            ctl.events.append(
+                JobExited(
+                    job_id,
+                    code or -1,
+                    why,
+                    requeue=True,
+                    exclude_nodes=exclude,
+                    not_before=not_before,
+                )
+            )
+        else:
+            timed_out = "walltime" in why
+            ctl.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
+        ctl.wake()
+
+
+def _retry_exit(ctl: Controller, live: LiveJob, code: int, why: str, now: float) -> None:
+    """A job that exited non-zero on its own: retried only if its policy says so."""
+    rec = ctl.core.jobs.get(live.id)
+    if not live.request.restart.retry_application_failures or rec is None:
+        return
+    if rec.preempt_reason is not None or "walltime" in why:
+        return
+    failures.job_failed(ctl, live, Failure(FailureKind.EXIT, None, why), now)
+    if live.requeue is None:
+        live.first_failure = (code, why)  # failed for good: keep the job's own reason
+
+
+def settle_terminal(ctl: Controller, now: float) -> None:
+    """Write every job the core finished (exits, cancels, failed dependencies) and forget it."""
+    ended: list[str] = []
+    for job_id in list(ctl.jobs):
+        rec = ctl.core.jobs.get(job_id)
+        if rec is None or not rec.phase.terminal:
+            if rec is not None and rec.phase is JobPhase.QUEUED:
+                live = ctl.jobs[job_id]
+                if live.exit_sent:
+                    requeued(ctl, live, rec.history[-1].reason, rec.attempts, now)
+            continue
+        live = ctl.jobs.pop(job_id)
+        if live.tasks:
+            ended.append(job_id)
+            energy = metrics_for(ctl).job_energy(live, now)
+            total = energy.measured_j + energy.estimated_j
+            ctl.persist.job_energy(job_id, total, energy.measured_j)
+        reason = rec.history[-1].reason if rec.history else ""
+        ctl.persist.job_finished(job_id, rec.phase, rec.exit_code, reason, now)
+        for task_id, task in live.tasks.items():
+            ctl.tasks.pop(task_id, None)
+            ctl.finished[task_id] = task
+        while len(ctl.finished) > FINISHED_TASKS_KEPT:
+            del ctl.finished[next(iter(ctl.finished))]
+    if ended and ctl.auth is not None and ctl.auth.enabled:
+        ctl.persist.store.revoke_job_tokens(ended)  # their helpers may call no more
+
+
+def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: float) -> None:
+    """The core queued a job again after its run ended: forget the run's tasks."""
+    for task_id, task in live.tasks.items():
+        ctl.tasks.pop(task_id, None)
+        ctl.finished[task_id] = task
+        ctl.monitor.forget(task_id)
+    live.tasks = {}
+    live.nodes = ()
+    live.exit_sent = False
+    live.first_failure = None
+    live.requeue = None
+    live.stopping = None
+    ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)
+    if ctl.auth is not None and ctl.auth.enabled:
+        ctl.persist.store.revoke_job_tokens([live.id])
