@@ -10,16 +10,26 @@ unsafe in a threaded agent:
 3. the agent writes one line to the pipe and the shim ``exec``\\ s the command (bare metal) or
    ``bwrap … -- command`` (container), so every process of the task inherits both.
 
-A task that runs under another identity (the agent runs as root) switches to it in the child
-before the shim runs (``subprocess``'s ``user``/``group``/``extra_groups``), so nothing that
-sees the task's environment ever holds root. (Spawning the shim as root and switching at its
-exec through ``setpriv`` was tried for speed and removed: the root stages would honour
-``LD_PRELOAD`` and the like from the job's environment.)
+A task that runs under another identity (the agent runs as root) must never let anything
+that sees the job's environment hold root (``LD_PRELOAD`` and the like are honoured by the
+dynamic loader of every program root runs). Two ways, same result:
+
+* **quick** (``setpriv`` from util-linux installed and usable): the agent spawns
+  ``setpriv --reuid --regid --clear-groups -- /bin/sh …`` with an environment of its own (no
+  variable of the job's), which ``subprocess`` can start with ``vfork`` (a full ``fork`` of the
+  agent copies its page tables and makes its every later write fault: tens of milliseconds
+  per task here). The job's environment goes to the shim, which already runs as the task's
+  identity, as a file of ``export 'NAME=value'`` lines (the task folder's, mode 0600, owned
+  by that identity; the shim deletes it once read);
+* **subprocess** (no ``setpriv``, or a variable name a shell cannot export): the child
+  switches identity before the shim runs (``subprocess``'s ``user``/``group``/
+  ``extra_groups``), which needs a full ``fork``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -50,6 +60,16 @@ SCRIPT_NAME = "script.sh"
 
 # Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
 _SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
+# The same, run as the task's identity by setpriv: first takes the job's environment from
+# the file named by its first argument (and deletes it).
+_SHIM_ENV = (
+    'read -r _ || exit 125\n. "$1" || exit 125\ncommand -p rm -f -- "$1"\nshift\n'
+    'exec "$@" </dev/null\n'
+)
+ENV_NAME = ".fusesched-env"
+#: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
+SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
+_SHELL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -58,6 +78,33 @@ _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 class StartFailure(Exception):
     """The task cannot start; the message says why (it becomes the ``FAILED_TO_START``
     report's reason)."""
+
+
+@functools.cache
+def find_setpriv() -> str | None:
+    """``setpriv`` (util-linux) if it is installed and can switch identities here (probed
+    once: it switches to ``nobody`` and runs ``/bin/true``)."""
+    found = shutil.which("setpriv", path=SETPRIV_DIRS)
+    if found is None or os.geteuid() != 0:
+        return None
+    try:
+        probe = subprocess.run(
+            [found, "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            env={},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if probe.returncode == 0 else None
+
+
+def _exports(env: Mapping[str, str]) -> str:
+    """``env`` as lines a POSIX shell sources: ``export 'NAME=value'`` (single quotes keep
+    every byte literal; a quote inside is closed, escaped and reopened)."""
+    quoted = (f"{name}={value}".replace("'", "'\\''") for name, value in env.items())
+    return "".join(f"export '{item}'\n" for item in quoted)
 
 
 def cuda_visible_devices(launch: TaskLaunch) -> str:
@@ -215,23 +262,39 @@ class TaskSpawner:
                     raise StartFailure(str(exc)) from None
 
         log_path = task_dir / LOG_NAME
+        argv = ["/bin/sh", "-c", _SHIM, "fusesched-task", *command]
+        # how the child becomes ``who`` (module docstring): by setpriv, or by subprocess
+        switch = who
+        setpriv = find_setpriv() if who is not None else None
+        if who is not None and setpriv is not None and all(map(_SHELL_NAME_RE.match, env)):
+            env_file = task_dir / ENV_NAME
+            fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                os.fchown(out.fileno(), who.uid, who.gid)
+                out.write(_exports(env))
+            ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
+            argv = [setpriv, *ids, "--", "/bin/sh", "-c", _SHIM_ENV, "fusesched-task"]
+            argv += [str(env_file), *command]
+            env = {}  # nothing of the job's reaches a program that runs as root
+            switch = None
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         go_read, go_write = os.pipe()
         try:
             popen = subprocess.Popen(
-                ["/bin/sh", "-c", _SHIM, "fusesched-task", *command],
+                argv,
                 stdin=go_read,
                 stdout=log_fd,
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
-                user=who.uid if who is not None else None,
-                group=who.gid if who is not None else None,
-                extra_groups=[] if who is not None else None,
+                user=switch.uid if switch is not None else None,
+                group=switch.gid if switch is not None else None,
+                extra_groups=[] if switch is not None else None,
             )
         except OSError as exc:
             os.close(go_write)
+            (task_dir / ENV_NAME).unlink(missing_ok=True)
             raise StartFailure(f"cannot start: {exc}") from None
         finally:
             os.close(go_read)
@@ -241,6 +304,7 @@ class TaskSpawner:
         except BaseException:
             popen.kill()  # still the shim, waiting for its go-ahead
             popen.wait()
+            (task_dir / ENV_NAME).unlink(missing_ok=True)  # never read: the job's secrets
             raise
         return TaskProcess(
             launch=launch,

@@ -1,0 +1,100 @@
+"""A task under another identity is started without anything of the job's environment reaching
+a program that runs as root: a real ``LD_PRELOAD`` library (compiled here) records the uid of
+every process that loads it, and the job's variables reach the task byte for byte."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusesched.agent.runtime import ProcessRuntime
+from fusesched.agent.spawn import ENV_NAME, find_setpriv
+from fusesched.agent.users import Identity
+
+from .helpers import launch, run_one
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root switches users")
+
+WHO = Identity("someone", 234567, 234568)
+
+RECORDER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void record(void) {
+    const char *path = getenv("UID_RECORD");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (f) { fprintf(f, "%d\n", (int)geteuid()); fclose(f); }
+}
+"""
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="fusesched-identity-"))
+    folder.chmod(0o755)  # pytest's own folders are private to root
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def recorder(folder: Path) -> Path:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the LD_PRELOAD probe")
+    source = folder / "record.c"
+    source.write_text(RECORDER)
+    library = folder / "record.so"
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-o", str(library), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    library.chmod(0o755)
+    return library
+
+
+def test_no_root_stage_loads_the_jobs_preload_library(shared: Path) -> None:
+    library = recorder(shared)
+    record = shared / "uids"
+    record.touch()
+    record.chmod(0o666)
+    rt = ProcessRuntime(shared / "work", identities=lambda _user: WHO)
+    env = {"LD_PRELOAD": str(library), "UID_RECORD": str(record)}
+    try:
+        report, text = run_one(rt, launch("j1.0.0", "id", "-u", env=env))
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert report.exit_code == 0, text
+    uids = [int(line) for line in record.read_text().split()]
+    assert uids, "the task itself never loaded the library: LD_PRELOAD did not reach it"
+    assert 0 not in uids, f"a program running as root loaded the job's library: {uids}"
+    assert set(uids) == {WHO.uid}
+
+
+def test_the_jobs_variables_reach_the_task_literally(shared: Path) -> None:
+    rt = ProcessRuntime(shared / "work", identities=lambda _user: WHO)
+    tricky = 'it\'s "quoted" $HOME `id` \\ and\na second line'
+    try:
+        report, text = run_one(
+            rt,
+            launch(
+                "j2.0.0",
+                "sh",
+                "-c",
+                'printf "%s|" "$TRICKY" "$EMPTY"',
+                env={"TRICKY": tricky, "EMPTY": ""},
+            ),
+        )
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert report.exit_code == 0, text
+    assert text == f"{tricky}||"
+    if find_setpriv() is not None:  # the quick start's file is gone once read
+        assert not (shared / "work" / "tasks" / "j2.0.0" / ENV_NAME).exists()
