@@ -173,12 +173,12 @@ class TaskSpawner:
         container = launch.image is not None
         inside = TASK_DIR_IN_CONTAINER if container else str(task_dir)
         command = _command(launch, task_dir, inside)
+        try:
+            prepare_checkpoint_dir(checkpoint_dir(launch, task_dir), who, task_dir)
+        except (OSError, IdentityError, subprocess.SubprocessError) as exc:
+            raise StartFailure(f"cannot prepare the checkpoint folder: {exc}") from None
         if who is not None:
             _hand_over(task_dir, who)
-        try:
-            prepare_checkpoint_dir(checkpoint_dir(launch, task_dir), who)
-        except (OSError, IdentityError) as exc:
-            raise StartFailure(f"cannot prepare the checkpoint folder: {exc}") from None
         notes: list[str] = []
         cgroup = self._memory(launch, notes)
         env = _environment(launch, inside, launch.memory_bytes if cgroup else None)
@@ -268,7 +268,11 @@ class TaskSpawner:
         setpriv = find_setpriv() if who is not None else None
         if who is not None and setpriv is not None and all(map(_SHELL_NAME_RE.match, env)):
             env_file = task_dir / ENV_NAME
-            fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            try:
+                fd = os.open(env_file, flags, 0o600)  # never one the task's user put there
+            except OSError as exc:
+                raise StartFailure(f"cannot write the task's environment: {exc}") from None
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 os.fchown(out.fileno(), who.uid, who.gid)
                 out.write(_exports(env))
@@ -277,7 +281,13 @@ class TaskSpawner:
             argv += [str(env_file), *command]
             env = {}  # nothing of the job's reaches a program that runs as root
             switch = None
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        # the folder is the task's user's by now: a link planted there is never followed
+        log_flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND
+        try:
+            log_fd = os.open(log_path, log_flags, 0o600)
+        except OSError as exc:
+            (task_dir / ENV_NAME).unlink(missing_ok=True)
+            raise StartFailure(f"cannot create the task's log {log_path}: {exc}") from None
         go_read, go_write = os.pipe()
         try:
             popen = subprocess.Popen(
@@ -368,9 +378,12 @@ def _check_executable(command: str, cwd: Path, path_var: str) -> Path:
 
 
 def _hand_over(task_dir: Path, who: Identity) -> None:
-    """Give the task's folder (and the files written into it) to the task's identity."""
-    for path in (task_dir, *task_dir.iterdir()):
-        os.chown(path, who.uid, who.gid)
+    """Give the task's folder (and all the agent wrote into it) to the task's identity.
+    Links are not followed: only what the agent itself created is handed over."""
+    for folder, dirs, files in os.walk(task_dir):
+        os.chown(folder, who.uid, who.gid, follow_symlinks=False)
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), who.uid, who.gid, follow_symlinks=False)
     try:
         check_reachable(task_dir, who)
     except IdentityError as exc:

@@ -9,6 +9,7 @@ latest checkpoint (see :mod:`fusesched.agent.sensors`).
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 from fusesched.agent.cgroups import TaskCgroup
@@ -34,13 +35,42 @@ def checkpoint_env(launch: TaskLaunch, inside: str) -> str:
     return str(Path(inside) / (launch.checkpoint_dir or CHECKPOINT_DIR_NAME))
 
 
-def prepare_checkpoint_dir(path: Path, who: Identity | None) -> None:
-    """Create the folder (kept when it exists: a restarted job resumes from it) and give it to
-    ``who``; raises ``OSError`` or ``IdentityError`` when it cannot be made usable."""
-    path.mkdir(parents=True, exist_ok=True)
-    if who is not None:
-        os.chown(path, who.uid, who.gid)
-        check_reachable(path, who)
+def prepare_checkpoint_dir(path: Path, who: Identity | None, task_dir: Path) -> None:
+    """Create the folder (kept when it exists: a restarted job resumes from it) so that
+    ``who`` can use it; raises ``OSError`` or ``IdentityError`` when it cannot be made usable.
+
+    The agent runs as root and the path is the job's choice, so for a task under another
+    identity root never creates or hands over anything outside the task's own folder: a folder
+    elsewhere is created by ``mkdir -p`` running as ``who`` (where ``who`` may create it, as
+    anywhere else). Inside the task folder it is created while that folder is still the
+    agent's (call this before the folder is handed over), so nothing in it can be a link the
+    task's user planted."""
+    if who is None:
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    if _inside(path, task_dir):
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    done = subprocess.run(
+        ["/bin/mkdir", "-p", "--", str(path)],
+        user=who.uid,
+        group=who.gid,
+        extra_groups=[],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise OSError(done.stderr.strip() or f"mkdir -p {path} failed as {who.name}")
+    check_reachable(path, who)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` names something within ``folder`` (lexically: ``..`` is resolved)."""
+    normal = os.path.normpath(path)
+    return normal.startswith(os.path.normpath(folder) + os.sep)
 
 
 def task_watch(
