@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +18,8 @@ from fusesched.agent.dataset_staging import CopyStager, DatasetError, RsyncStage
 from fusesched.agent.datasets import META_NAME, DatasetCache
 from fusesched.agent.images import ImageCache
 from fusesched.agent.runtime import ProcessRuntime
-from fusesched.agent.task_data import DATA_IN_CONTAINER
+from fusesched.agent.task_data import DATA_IN_CONTAINER, TaskData
+from fusesched.agent.users import Identity
 from fusesched.api.wire import DatasetWire, TaskState
 
 from .conftest import make_rootfs
@@ -402,3 +405,33 @@ def test_a_container_task_sees_its_datasets_read_only(
         "yyyyy",
         "read-only",
     ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root switches users")
+def test_a_dataset_its_user_may_not_read_is_refused_before_any_copy(tmp_path: Path) -> None:
+    who = Identity("reader", 234_600, 234_600)
+    secret = tmp_path / "secret"  # pytest's folders are root's alone (0700)
+    secret.write_text("root only")
+    open_dir = Path(tempfile.mkdtemp(prefix="fusesched-data-"))
+    try:
+        open_dir.chmod(0o755)
+        (open_dir / "public").write_text("anyone")
+        (open_dir / "public").chmod(0o644)
+        cache = DatasetCache(open_dir / "cache", 1 << 20)
+        data = TaskData(cache, identities=lambda _user: who)
+        for name, source in (("secret", secret), ("public", open_dir / "public")):
+            data.begin(
+                launch(f"{name}.0.0", "true", datasets=[{"name": "d", "source": str(source)}])
+            )
+        deadline = time.monotonic() + 10
+        results: dict[str, object] = {}
+        while len(results) < 2 and time.monotonic() < deadline:
+            results.update((spec.task_id, outcome) for spec, outcome in data.ready())
+            time.sleep(0.02)
+        assert isinstance(results["secret.0.0"], str)
+        assert "may not read" in results["secret.0.0"]
+        assert isinstance(results["public.0.0"], list)  # granted
+        copies = [p for p in (open_dir / "cache").rglob("*") if p.is_file()]
+        assert all("root only" not in p.read_text(errors="ignore") for p in copies)
+    finally:
+        shutil.rmtree(open_dir, ignore_errors=True)

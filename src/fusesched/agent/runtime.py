@@ -80,7 +80,8 @@ class ProcessRuntime:
         )
         self.power = power or PowerCaps({})
         self.data_cache = data_cache
-        self.data = TaskData(data_cache)  # datasets of launches being prepared and of tasks
+        # datasets of launches being prepared and of tasks
+        self.data = TaskData(data_cache, identities)
         self._clock = clock
         self._tasks: dict[str, TaskProcess] = {}  # running (not yet reported as ended)
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?

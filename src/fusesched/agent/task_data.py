@@ -12,8 +12,9 @@ read-only mounts).
 from __future__ import annotations
 
 import logging
+import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fusesched.agent.containers import Bind
@@ -50,8 +51,13 @@ class TaskData:
     """The datasets of each task: prepared in a background thread per launch (when a cache
     must stage), held while the task runs, released when it ends. Thread-safe."""
 
-    def __init__(self, cache: DatasetCache | None) -> None:
+    def __init__(
+        self,
+        cache: DatasetCache | None,
+        identities: Callable[[str], Identity] | None = None,
+    ) -> None:
         self.cache = cache
+        self.identities = identities  # job user -> who its tasks run as; None: the agent
         self._lock = threading.Lock()
         self._preparing: dict[str, _Preparing] = {}
         self._held: dict[str, list[DataGrant]] = {}
@@ -72,8 +78,16 @@ class TaskData:
         grants: list[DataGrant] = []
         failure = None
         try:
+            who = None
+            if self.identities is not None and prep.launch.datasets:
+                try:
+                    who = self.identities(prep.launch.user)
+                except IdentityError as exc:
+                    raise DatasetError(str(exc)) from None
             for dataset in prep.launch.datasets:
                 env_name(dataset)
+                if who is not None:
+                    may_read(dataset, who)  # before root copies it anywhere
                 grants.append(self._grant(dataset))
         except DatasetError as exc:
             failure = str(exc)
@@ -139,6 +153,34 @@ class TaskData:
         if self.cache is not None:
             for grant in grants:
                 self.cache.release(grant)
+
+
+def may_read(dataset: DatasetWire, who: Identity) -> None:
+    """Raise :class:`DatasetError` unless ``who`` may read all of ``dataset``'s source (every
+    file readable, every folder searchable): the agent copies it as root, so it must never
+    hand a task what its user could not read itself. Checked by ``find`` running as ``who``."""
+    source = source_path(dataset)
+    denied = "( ! -readable -o -type d ! -executable )"
+    try:
+        done = subprocess.run(
+            ["/usr/bin/find", "-L", "--", str(source), *denied.split(), "-print", "-quit"],
+            user=who.uid,
+            group=who.gid,
+            extra_groups=[],
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DatasetError(f"dataset {dataset.name}: cannot check access: {exc}") from None
+    if done.returncode != 0 or done.stdout.strip():
+        what = done.stdout.strip() or done.stderr.strip().splitlines()[-1:] or [str(source)]
+        shown = what if isinstance(what, str) else what[0]
+        raise DatasetError(
+            f"dataset {dataset.name}: {who.name} (uid {who.uid}) may not read {shown}"
+        )
 
 
 def task_view(
