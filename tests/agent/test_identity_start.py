@@ -7,15 +7,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from fusesched.agent.images import ImageCache
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.spawn import ENV_NAME, find_setpriv
 from fusesched.agent.users import Identity
+from fusesched.api.wire import TaskState
 
 from .helpers import launch, run_one
 
@@ -98,3 +101,21 @@ def test_the_jobs_variables_reach_the_task_literally(shared: Path) -> None:
     assert text == f"{tricky}||"
     if find_setpriv() is not None:  # the quick start's file is gone once read
         assert not (shared / "work" / "tasks" / "j2.0.0" / ENV_NAME).exists()
+
+
+def test_an_image_tarball_its_user_may_not_read_is_refused(shared: Path, tmp_path: Path) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    tarball = tmp_path / "private.tar"  # pytest's folders are root's alone (0700)
+    with tarfile.open(tarball, "w") as tar:
+        tar.add(shared, arcname=".", recursive=False)
+    rt = ProcessRuntime(
+        shared / "work", ImageCache(shared / "images"), identities=lambda _user: WHO
+    )
+    try:
+        report, _ = run_one(rt, launch("j3.0.0", "true", image=str(tarball)))
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert report.state is TaskState.FAILED_TO_START
+    assert "may not read" in (report.reason or "")
+    assert not any((shared / "images").rglob("rootfs"))  # nothing was unpacked

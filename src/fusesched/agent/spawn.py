@@ -45,7 +45,7 @@ from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
-from fusesched.agent.users import Identity, IdentityError, check_reachable
+from fusesched.agent.users import Identity, IdentityError, check_reachable, check_readable
 from fusesched.agent.watching import (
     CHECKPOINT_ENV,
     checkpoint_dir,
@@ -235,9 +235,13 @@ class TaskSpawner:
             if bwrap is None:
                 raise StartFailure("cannot run images here: bubblewrap (bwrap) is not installed")
             try:
+                if who is not None and Path(launch.image).is_file():
+                    check_readable(launch.image, who)  # root unpacks it: its user must read it
                 rootfs = self.image_cache.resolve(launch.image)
             except ImageError as exc:
                 raise StartFailure(str(exc)) from None
+            except IdentityError as exc:
+                raise StartFailure(f"image {launch.image}: {exc}") from None
             has_gpus = bool(launch.gpu_indices or launch.gpu_uuids)
             command = bwrap_argv(
                 rootfs,

@@ -12,7 +12,6 @@ read-only mounts).
 from __future__ import annotations
 
 import logging
-import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from fusesched.agent.containers import Bind
 from fusesched.agent.dataset_staging import DatasetError, source_path
 from fusesched.agent.datasets import DataGrant, DatasetCache
-from fusesched.agent.users import Identity, IdentityError, check_reachable
+from fusesched.agent.users import Identity, IdentityError, check_reachable, check_readable
 from fusesched.api.wire import DatasetWire, TaskLaunch
 from fusesched.model.job import Dataset
 
@@ -156,31 +155,12 @@ class TaskData:
 
 
 def may_read(dataset: DatasetWire, who: Identity) -> None:
-    """Raise :class:`DatasetError` unless ``who`` may read all of ``dataset``'s source (every
-    file readable, every folder searchable): the agent copies it as root, so it must never
-    hand a task what its user could not read itself. Checked by ``find`` running as ``who``."""
-    source = source_path(dataset)
-    denied = "( ! -readable -o -type d ! -executable )"
+    """Raise :class:`DatasetError` unless ``who`` may read all of ``dataset``'s source: the
+    agent copies it as root, so it must never hand a task what its user could not read."""
     try:
-        done = subprocess.run(
-            ["/usr/bin/find", "-L", "--", str(source), *denied.split(), "-print", "-quit"],
-            user=who.uid,
-            group=who.gid,
-            extra_groups=[],
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise DatasetError(f"dataset {dataset.name}: cannot check access: {exc}") from None
-    if done.returncode != 0 or done.stdout.strip():
-        what = done.stdout.strip() or done.stderr.strip().splitlines()[-1:] or [str(source)]
-        shown = what if isinstance(what, str) else what[0]
-        raise DatasetError(
-            f"dataset {dataset.name}: {who.name} (uid {who.uid}) may not read {shown}"
-        )
+        check_readable(source_path(dataset), who)
+    except IdentityError as exc:
+        raise DatasetError(f"dataset {dataset.name}: {exc}") from None
 
 
 def task_view(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import subprocess
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -104,3 +105,33 @@ def check_reachable(path: Path, who: Identity, *, execute: bool = False) -> None
         st = os.stat(resolved)
         if not _allowed(st, who, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
             raise IdentityError(f"{path} is not executable by {who.name} (uid {who.uid})")
+
+
+#: ``find`` tests for what a user may not read: a file it cannot read, a folder it cannot search.
+_UNREADABLE = ("(", "!", "-readable", "-o", "-type", "d", "!", "-executable", ")")
+
+
+def check_readable(path: Path | str, who: Identity) -> None:
+    """Raise :class:`IdentityError` unless ``who`` may read all of ``path`` (every file
+    readable, every folder searchable; links followed). The agent reads as root what a job
+    names (a dataset's source, an image tarball), so it must check that the job's own user
+    could: ``find -L PATH ( ! -readable -o -type d ! -executable )`` runs as ``who`` and must
+    find nothing."""
+    try:
+        done = subprocess.run(
+            ["/usr/bin/find", "-L", "--", str(path), *_UNREADABLE, "-print", "-quit"],
+            user=who.uid,
+            group=who.gid,
+            extra_groups=[],
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise IdentityError(f"cannot check whether {who.name} may read {path}: {exc}") from None
+    if done.returncode != 0 or done.stdout.strip():
+        errors = done.stderr.strip().splitlines()
+        what = done.stdout.strip() or (errors[-1] if errors else str(path))
+        raise IdentityError(f"{who.name} (uid {who.uid}) may not read {what}")
