@@ -119,3 +119,17 @@ def test_an_image_tarball_its_user_may_not_read_is_refused(shared: Path, tmp_pat
     assert report.state is TaskState.FAILED_TO_START
     assert "may not read" in (report.reason or "")
     assert not any((shared / "images").rglob("rootfs"))  # nothing was unpacked
+
+
+def test_a_link_put_in_place_of_the_log_is_not_read(shared: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"  # pytest's folders are root's alone (0700)
+    secret.write_text("TOP SECRET\n")
+    rt = ProcessRuntime(shared / "work", identities=lambda _user: WHO)
+    script = f"echo before; rm -f output.log; ln -s {secret} output.log; echo after"
+    try:
+        report, text = run_one(rt, launch("j4.0.0", "sh", "-c", script))
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert report.exit_code == 0
+    assert (shared / "work" / "tasks" / "j4.0.0" / "output.log").is_symlink()
+    assert "TOP SECRET" not in text

@@ -20,9 +20,11 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
@@ -304,8 +306,8 @@ class ProcessRuntime:
     def _bwrap_error(log_path: Path) -> str:
         """bwrap's own message when it failed before or at ``exec`` (exit status 1)."""
         try:
-            with log_path.open("rb") as handle:
-                handle.seek(max(0, log_path.stat().st_size - 4096))
+            with open_log(log_path) as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
                 tail = handle.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
@@ -375,7 +377,7 @@ class ProcessRuntime:
             return None
         path, ended = entry
         try:
-            with path.open("rb") as handle:
+            with open_log(path) as handle:
                 handle.seek(offset)
                 raw = handle.read(max(4, max_bytes))
                 at_end = not handle.read(1)
@@ -417,3 +419,15 @@ class ProcessRuntime:
         for task in list(self._tasks.values()):  # pragma: no cover - unkillable (D state)
             log.warning("task %s (pid %d) did not exit at shutdown", task.launch.task_id, task.pid)
         self._pending = reports + self._pending
+
+
+def open_log(path: Path) -> BinaryIO:
+    """Open a task's log for reading as the agent (root). The log lies in the task's folder,
+    which its user owns: a link or a FIFO put in its place is refused (``OSError``), so the
+    agent never reads another file on the user's behalf (hard links to others' files are
+    refused by the kernel's ``fs.protected_hardlinks``, on by default)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
