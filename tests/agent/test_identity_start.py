@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,3 +134,27 @@ def test_a_link_put_in_place_of_the_log_is_not_read(shared: Path, tmp_path: Path
     assert report.exit_code == 0
     assert (shared / "work" / "tasks" / "j4.0.0" / "output.log").is_symlink()
     assert "TOP SECRET" not in text
+
+
+def test_a_pid_file_the_tasks_user_forged_kills_nothing(shared: Path) -> None:
+    victim = subprocess.Popen(["sleep", "30"], start_new_session=True)  # someone else's
+    rt = ProcessRuntime(shared / "work", identities=lambda _user: WHO)
+    try:
+        with open(f"/proc/{victim.pid}/stat") as handle:
+            start = handle.read().rsplit(")", 1)[1].split()[19]
+        script = f'rm -f pid; echo "{victim.pid} {start}" > pid; sleep 30'
+        rt.start(launch("j5.0.0", "sh", "-c", script))
+        pid_file = shared / "work" / "tasks" / "j5.0.0" / "pid"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the task replaced the agent's pid file
+            if pid_file.exists() and pid_file.stat().st_uid == WHO.uid:
+                break
+            time.sleep(0.05)
+        assert pid_file.stat().st_uid == WHO.uid
+        fresh = ProcessRuntime(shared / "work", identities=lambda _user: WHO)  # agent restart
+        assert "j5.0.0" not in fresh.orphans_killed
+        assert victim.poll() is None  # still alive
+    finally:
+        rt.shutdown(grace_s=0.2)
+        victim.kill()
+        victim.wait()

@@ -113,8 +113,7 @@ class ProcessRuntime:
         killed = []
         for pid_file in sorted((self.work_dir / "tasks").glob(f"*/{PID_NAME}")):
             try:
-                pid_text, start_text = pid_file.read_text().split()
-                pid, start = int(pid_text), int(start_text)
+                pid, start = _read_pid_file(pid_file)
             except (OSError, ValueError):
                 continue
             now_start = start_time(pid)
@@ -306,7 +305,7 @@ class ProcessRuntime:
     def _bwrap_error(log_path: Path) -> str:
         """bwrap's own message when it failed before or at ``exec`` (exit status 1)."""
         try:
-            with open_log(log_path) as handle:
+            with open_task_file(log_path) as handle:
                 handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
                 tail = handle.read().decode("utf-8", errors="replace")
         except OSError:
@@ -377,7 +376,7 @@ class ProcessRuntime:
             return None
         path, ended = entry
         try:
-            with open_log(path) as handle:
+            with open_task_file(path) as handle:
                 handle.seek(offset)
                 raw = handle.read(max(4, max_bytes))
                 at_end = not handle.read(1)
@@ -421,13 +420,26 @@ class ProcessRuntime:
         self._pending = reports + self._pending
 
 
-def open_log(path: Path) -> BinaryIO:
-    """Open a task's log for reading as the agent (root). The log lies in the task's folder,
-    which its user owns: a link or a FIFO put in its place is refused (``OSError``), so the
-    agent never reads another file on the user's behalf (hard links to others' files are
-    refused by the kernel's ``fs.protected_hardlinks``, on by default)."""
+def open_task_file(path: Path) -> BinaryIO:
+    """Open a file of a task's folder (its log, its pid file) for reading as the agent (root).
+    The folder is the task user's: a link or a FIFO put in the file's place is refused
+    (``OSError``), so the agent never reads another file on the user's behalf (hard links
+    to others' files are refused by the kernel's ``fs.protected_hardlinks``, on by
+    default)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(f"{path} is not a regular file")
     return os.fdopen(fd, "rb")
+
+
+def _read_pid_file(path: Path) -> tuple[int, int]:
+    """(pid, start time) from a task's pid file, only if this agent's user wrote it: the
+    file lies in the task user's folder, and a file that user made (or a link) must not
+    make the agent kill someone else's processes (``ValueError`` / ``OSError``)."""
+    with open_task_file(path) as handle:
+        st = os.fstat(handle.fileno())
+        if st.st_uid != os.geteuid() or st.st_nlink != 1:
+            raise ValueError(f"{path} was not written by the agent")
+        pid_text, start_text = handle.read().decode().split()
+    return int(pid_text), int(start_text)

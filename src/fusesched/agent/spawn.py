@@ -417,7 +417,12 @@ def _place(
                 cgroup.remove()
                 cgroup = None
         start = start_time(popen.pid)  # for the next agent, should this one crash
-        (task_dir / PID_NAME).write_text(f"{popen.pid} {start or 0}\n")
+        try:  # the folder is the task user's: never through a link, never a file it made
+            fd = os.open(task_dir / PID_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise StartFailure(f"cannot write the task's pid file: {exc}") from None
+        with os.fdopen(fd, "w") as out:
+            out.write(f"{popen.pid} {start or 0}\n")
         with contextlib.suppress(BrokenPipeError):
             go.write(b"go\n")
     return cgroup
