@@ -160,6 +160,9 @@ def may_read(dataset: DatasetWire, who: Identity) -> None:
     try:
         check_readable(source_path(dataset), who)
     except IdentityError as exc:
+        if "No such file or directory" in str(exc):  # as the user itself would see it
+            missing = f"dataset {dataset.name}: source {dataset.source} not found"
+            raise DatasetError(missing) from None
         raise DatasetError(f"dataset {dataset.name}: {exc}") from None
 
 
