@@ -107,6 +107,22 @@ def check_reachable(path: Path, who: Identity, *, execute: bool = False) -> None
             raise IdentityError(f"{path} is not executable by {who.name} (uid {who.uid})")
 
 
+def run_as(who: Identity, argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as ``who`` (no supplementary groups, a bare ``PATH``), its output
+    captured as text; raises ``OSError`` or ``subprocess.SubprocessError``."""
+    return subprocess.run(
+        argv,
+        user=who.uid,
+        group=who.gid,
+        extra_groups=[],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 #: ``find`` tests for what a user may not read: a file it cannot read, a folder it cannot search.
 _UNREADABLE = ("(", "!", "-readable", "-o", "-type", "d", "!", "-executable", ")")
 
@@ -118,17 +134,8 @@ def check_readable(path: Path | str, who: Identity) -> None:
     could: ``find -L PATH ( ! -readable -o -type d ! -executable )`` runs as ``who`` and must
     find nothing."""
     try:
-        done = subprocess.run(
-            ["/usr/bin/find", "-L", "--", str(path), *_UNREADABLE, "-print", "-quit"],
-            user=who.uid,
-            group=who.gid,
-            extra_groups=[],
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        argv = ["/usr/bin/find", "-L", "--", str(path), *_UNREADABLE, "-print", "-quit"]
+        done = run_as(who, argv, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
         raise IdentityError(f"cannot check whether {who.name} may read {path}: {exc}") from None
     if done.returncode != 0 or done.stdout.strip():

@@ -9,12 +9,11 @@ latest checkpoint (see :mod:`fusesched.agent.sensors`).
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from fusesched.agent.cgroups import TaskCgroup
 from fusesched.agent.sensors import TaskWatch
-from fusesched.agent.users import Identity, check_reachable
+from fusesched.agent.users import Identity, check_reachable, run_as
 from fusesched.api.wire import TaskLaunch
 
 CHECKPOINT_DIR_NAME = "checkpoints"
@@ -45,23 +44,10 @@ def prepare_checkpoint_dir(path: Path, who: Identity | None, task_dir: Path) -> 
     anywhere else). Inside the task folder it is created while that folder is still the
     agent's (call this before the folder is handed over), so nothing in it can be a link the
     task's user planted."""
-    if who is None:
+    if who is None or _inside(path, task_dir):
         path.mkdir(parents=True, exist_ok=True)
         return
-    if _inside(path, task_dir):
-        path.mkdir(parents=True, exist_ok=True)
-        return
-    done = subprocess.run(
-        ["/bin/mkdir", "-p", "--", str(path)],
-        user=who.uid,
-        group=who.gid,
-        extra_groups=[],
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = run_as(who, ["/bin/mkdir", "-p", "--", str(path)], timeout=30)
     if done.returncode != 0:
         raise OSError(done.stderr.strip() or f"mkdir -p {path} failed as {who.name}")
     check_reachable(path, who)
