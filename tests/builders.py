@@ -338,3 +338,16 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def one_queue_tenancy(nominal: Mapping[str, int], **extra: object) -> dict[str, object]:
+    """A tenancy configuration (``TenancyConfig.from_dict`` input) with one queue, ``lab`` →
+    ``ml`` → ``train``, whose one flavour ``any`` covers the resources of ``nominal`` with
+    those nominal quotas; ``extra`` adds top-level keys (``qos``, ``default_qos``…)."""
+    flavour = {"name": "any", "resources": {r: {"nominal": n} for r, n in nominal.items()}}
+    queue = {"name": "train", "flavors": [flavour]}
+    return {
+        "flavors": [{"name": "any", "resources": list(nominal)}],
+        "organisations": [{"name": "lab", "tenants": [{"name": "ml", "queues": [queue]}]}],
+        **extra,
+    }

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.builders import Clock
+from tests.builders import Clock, one_queue_tenancy
 
 from fusesched.api.wire import NodeInventory
 from fusesched.controller.logs import LogStore
@@ -19,25 +19,7 @@ from fusesched.policies.registry import CoreConfig
 from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.submit.request import JobRequest
 
-TENANCY = {
-    "flavors": [{"name": "any", "resources": ["cpu"]}],
-    "organisations": [
-        {
-            "name": "lab",
-            "tenants": [
-                {
-                    "name": "ml",
-                    "queues": [
-                        {
-                            "name": "train",
-                            "flavors": [{"name": "any", "resources": {"cpu": {"nominal": 2}}}],
-                        }
-                    ],
-                }
-            ],
-        }
-    ],
-}
+TENANCY = one_queue_tenancy({"cpu": 2})
 
 
 def controller(tmp_path: Path, clock: Clock) -> tuple[Controller, Persistence]:

@@ -9,6 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.builders import one_queue_tenancy
+
 from fusesched.agent.config import AgentConfig, PowerHookConfig
 from fusesched.api.wire import DeviceInfo
 from fusesched.cli.local import LocalCluster
@@ -19,38 +21,11 @@ from fusesched.sdk import Client
 
 RECORD = "import sys; open(sys.argv[1], 'a').write(' '.join(sys.argv[2:]) + '\\n')"
 
-TENANCY = {
-    "flavors": [{"name": "any", "resources": ["cpu", "nvidia.com/gpu"]}],
-    "organisations": [
-        {
-            "name": "lab",
-            "tenants": [
-                {
-                    "name": "ml",
-                    "queues": [
-                        {
-                            "name": "train",
-                            "flavors": [
-                                {
-                                    "name": "any",
-                                    "resources": {
-                                        "cpu": {"nominal": 8},
-                                        "nvidia.com/gpu": {"nominal": 4},
-                                    },
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-        }
-    ],
-    "qos": {
-        "gold": {"priority": 100},
-        "bronze": {"priority": 10, "power_cap": {"gpu_watts": 200}},
-    },
-    "default_qos": "gold",
-}
+TENANCY = one_queue_tenancy(
+    {"cpu": 8, "nvidia.com/gpu": 4},
+    qos={"gold": {"priority": 100}, "bronze": {"priority": 10, "power_cap": {"gpu_watts": 200}}},
+    default_qos="gold",
+)
 
 
 def test_bronze_jobs_run_capped(tmp_path: Path) -> None:

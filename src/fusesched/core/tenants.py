@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from fusesched.core.borrow_backoff import BorrowBackoff
 from fusesched.core.cluster import IntArray
 from fusesched.core.quota import Admission, QuotaLedger
 from fusesched.core.records import JobRecord
+from fusesched.core.victim_search import fewest_victims, last_checkpoint
 from fusesched.model.job import JobSpec
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, Resources
 from fusesched.model.tenancy import QoSTier
@@ -92,10 +94,7 @@ class TenantGate:
         self._freed_groups: set[str] = set()
         self._freed_users: set[str] = set()
         # job preempted while its queue borrowed -> (times so, may borrow again from then)
-        self._backoff: dict[str, tuple[int, float]] = {}
-        self._backoff_queue: dict[str, str] = {}  # ... and its queue
-        self._backoff_next = math.inf  # the earliest back-off still to end
-        self._backoff_ended_at = -math.inf  # back-offs that ended by then were announced
+        self._backoff = BorrowBackoff(policy.borrow_backoff_s)
         self._now = -math.inf  # the current cycle's time
 
     # ------------------------------------------------------------------ configuration
@@ -133,12 +132,10 @@ class TenantGate:
             return None
         tier = self.tier(spec)
         may_borrow = tier.preemptible and not self._reclaiming(spec.queue)
-        if may_borrow and self._backoff:
-            backoff = self._backoff.get(spec.id)
-            if backoff is not None and backoff[1] > self._now:
-                # backing off: it may borrow only to top up what is left of its queue's
-                # guarantee (a wait there would be a guarantee withheld)
-                may_borrow = self._nominal_left(spec.queue)
+        if may_borrow and self._backoff and self._backoff.active(spec.id, self._now):
+            # backing off: it may borrow only to top up what is left of its queue's
+            # guarantee (a wait there would be a guarantee withheld)
+            may_borrow = self._nominal_left(spec.queue)
         known = self._totals.get(spec.id)
         if known is None or known[0] is not spec:
             known = self._totals[spec.id] = (spec, spec.total)
@@ -236,7 +233,7 @@ class TenantGate:
                 self.tracker.charge_interval(self.account(spec), rate, since, now)
         rec.admission = None
         if rec.preempt_reason is None:
-            self._drop_backoff(spec.id)  # it ended of itself: nothing to back off from
+            self._backoff.drop(spec.id)  # it ended of itself: nothing to back off from
         for preemptor, victims in self._pending.items():
             if spec.id in victims:
                 victims.discard(spec.id)
@@ -269,11 +266,7 @@ class TenantGate:
         """A waiting job left the queue (cancelled): it reclaims nothing any more."""
         self._forget_preemptor(job_id)
         self._totals.pop(job_id, None)
-        self._drop_backoff(job_id)
-
-    def _drop_backoff(self, job_id: str) -> None:
-        if self._backoff.pop(job_id, None) is not None:
-            del self._backoff_queue[job_id]
+        self._backoff.drop(job_id)
 
     def _forget_preemptor(self, job_id: str) -> None:
         if self._yield_tiers.pop(job_id, None):
@@ -309,8 +302,10 @@ class TenantGate:
         cycle = core.stats.cycles
         lifted, self._lifted = self._lifted, False
         self._now = now
-        if now >= self._backoff_next:
-            self._backoffs_ended(now)
+        if self._backoff.due(now):
+            # back-offs that ended: their queues' parked jobs are checked again, as when
+            # quota is freed
+            self._freed_groups.update(self._group(q) for q in self._backoff.ended(now))
         for preemptor, drained in list(self._drained.items()):
             if drained < 0:
                 self._drained[preemptor] = cycle
@@ -323,22 +318,9 @@ class TenantGate:
             self._factors = None
         return lifted
 
-    def _backoffs_ended(self, now: float) -> None:
-        """Jobs whose borrowing back-off ended may borrow again: their queues' parked jobs
-        are checked again, as when quota is freed."""
-        later = math.inf
-        for job_id, (_, until) in self._backoff.items():
-            if until <= now:
-                if until > self._backoff_ended_at:
-                    self._freed_groups.add(self._group(self._backoff_queue[job_id]))
-            else:
-                later = min(later, until)
-        self._backoff_ended_at = now
-        self._backoff_next = later
-
     def next_wakeup(self) -> float | None:
         """When a borrowing back-off ends (a shell should run a cycle then), or None."""
-        return None if self._backoff_next == math.inf else self._backoff_next
+        return self._backoff.next_wakeup()
 
     def _charge_running(self, core: SchedulerCore, now: float) -> None:
         for job_id, since in self._charged.items():
@@ -466,7 +448,7 @@ class TenantGate:
         # victims that give back both the quota and a place to run, in one round, when such
         # a set exists (else the quota now, and room victims once it has come back)
         cands = [c for c in cands if c.preemptible]
-        victims = self._fewest(core, rec, cands, now, borrowers_only=True)
+        victims = fewest_victims(self, core, rec, cands, now, borrowers_only=True)
         return self._preempt(core, rec, victims or [core.jobs[v] for v in chosen])
 
     def priority_victims(self, core: SchedulerCore, rec: JobRecord, now: float) -> list[JobRecord]:
@@ -480,7 +462,7 @@ class TenantGate:
         if not any(self._tier_running.get(t) for t in allowed):
             return []
         cands = [c for c in self._candidates(core, now, tiers=allowed) if c.preemptible]
-        return self._preempt(core, rec, self._fewest(core, rec, cands, now), allowed)
+        return self._preempt(core, rec, fewest_victims(self, core, rec, cands, now), allowed)
 
     def room_victims(
         self, core: SchedulerCore, rec: JobRecord, verdict: Admission | None, now: float
@@ -500,113 +482,8 @@ class TenantGate:
             if spec.cohort == cohort and q != queue and self.ledger.borrowed(q)
         )
         cands = [c for c in self._candidates(core, now, queues=borrowing) if c.preemptible]
-        return self._preempt(core, rec, self._fewest(core, rec, cands, now, borrowers_only=True))
-
-    def _fewest(
-        self,
-        core: SchedulerCore,
-        rec: JobRecord,
-        cands: list[VictimCandidate],
-        now: float,
-        *,
-        borrowers_only: bool = False,
-    ) -> list[JobRecord]:
-        """The fewest of ``cands``, in victim order, whose stopping lets ``rec`` start: its
-        quota admits it and a placement exists (a what-if on copies; nothing changes).
-
-        ``borrowers_only``: ``rec`` must be admitted within its own nominal quota (victims are
-        never made to let it borrow), and no victim may be taken once its queue no longer
-        borrows (its remaining jobs run within their own guarantee). The victims are first
-        taken in plain victim order and pruned — which finds one large victim whose node
-        forms the place even behind many small ones. If that set takes from a queue beyond
-        what it borrows: the first single victim that is enough, else victims taken again
-        passing over queues that no longer borrow."""
-        if not cands:
-            return []
-        order = [core.jobs[c.job_id] for c in self.victim_order(cands, now)]
-        free = core.cluster.free.copy()
-        released: dict[str, JobRecord] = {}
-
-        def drop(victim: JobRecord) -> None:
-            _give(free, victim)
-            if victim.admission is not None and self.ledger.release(victim.id):
-                released[victim.id] = victim
-
-        def restore(victim: JobRecord) -> None:
-            _give(free, victim, -1)
-            if released.pop(victim.id, None) is not None:
-                assignment = victim.admission.assignment if victim.admission else None
-                if assignment is not None:
-                    tier_name = self.tier(victim.spec).name
-                    user = victim.spec.user or None
-                    self.ledger.admit(victim.id, assignment, user=user, qos=tier_name, check=False)
-
-        def reset() -> None:
-            """Undo every drop: the ledger and the free matrix as they really are."""
-            for victim in list(released.values()):
-                restore(victim)
-            free[:] = core.cluster.free
-
-        def fits() -> bool:
-            verdict = self.admission(rec)
-            if verdict is not None and (not verdict.ok or (borrowers_only and verdict.borrowing)):
-                return False
-            return core.plan(rec, free, search=False) is not None
-
-        def search(skip_lenders: bool) -> list[JobRecord]:
-            taken: list[JobRecord] = []
-            try:
-                for victim in order:
-                    if skip_lenders and not self.ledger.borrowed(victim.spec.queue):
-                        continue
-                    drop(victim)
-                    taken.append(victim)
-                    if fits():
-                        break
-                else:
-                    return []
-                for victim in reversed(taken[:-1]):  # give back victims that were not needed
-                    restore(victim)
-                    if fits():
-                        taken.remove(victim)
-                    else:
-                        drop(victim)
-                return taken
-            finally:
-                reset()
-
-        def borrows_throughout(taken: list[JobRecord]) -> bool:
-            """Each victim's queue still borrows when it is taken (in victim order)."""
-            kept = {v.id for v in taken}
-            try:
-                for victim in order:
-                    if victim.id in kept:
-                        if not self.ledger.borrowed(victim.spec.queue):
-                            return False
-                        drop(victim)
-                return True
-            finally:
-                reset()
-
-        def alone() -> list[JobRecord]:
-            """The first victim, in victim order, that is enough on its own."""
-            for victim in order:
-                if not self.ledger.borrowed(victim.spec.queue):
-                    continue
-                drop(victim)
-                try:
-                    if fits():
-                        return [victim]
-                finally:
-                    reset()
-            return []
-
-        if fits():
-            return []  # it can start as things are: nobody needs to go
-        taken = search(skip_lenders=False)
-        if borrowers_only and taken and not borrows_throughout(taken):
-            taken = alone() or search(skip_lenders=True)
-        return taken
+        victims = fewest_victims(self, core, rec, cands, now, borrowers_only=True)
+        return self._preempt(core, rec, victims)
 
     def _preempt(
         self,
@@ -625,35 +502,9 @@ class TenantGate:
         for victim in out:
             victim.preempt_reason = f"preempted for job {rec.id} ({rec.spec.queue}, {rec.spec.qos})"
             if backoff_s and self.ledger.borrowed(victim.spec.queue):
-                times = self._backoff.get(victim.id, (0, 0.0))[0] + 1
-                until = self._now + backoff_s * 2 ** (times - 1)
-                self._backoff[victim.id] = (times, until)
-                self._backoff_queue[victim.id] = victim.spec.queue
-                self._backoff_next = min(self._backoff_next, until)
+                self._backoff.preempted(victim.id, victim.spec.queue, self._now)
         self.preempted += len(out)
         return out
 
     def grace(self, rec: JobRecord) -> float:
         return self.tier(rec.spec).grace_s
-
-
-def last_checkpoint(rec: JobRecord, now: float) -> float | None:
-    """The job's latest checkpoint: reported by the shell, or implied by its declared
-    interval (it checkpoints every ``checkpoint_interval_s`` of running)."""
-    best = rec.last_checkpoint
-    interval = rec.spec.checkpoint_interval_s
-    if interval is not None and rec.start_time is not None and now > rec.start_time:
-        implied = rec.start_time + math.floor((now - rec.start_time) / interval) * interval
-        if implied > rec.start_time and (best is None or implied > best):
-            best = implied
-    return best
-
-
-def _give(free: IntArray, rec: JobRecord, sign: int = 1) -> None:
-    """Add (or with ``sign`` −1 take back) what ``rec`` holds to a what-if free matrix."""
-    alloc = rec.allocation
-    assert alloc is not None
-    if alloc.rows is None and alloc.column_amounts is not None:
-        np.add.at(free[:, alloc.column], alloc.nodes, sign * alloc.column_amounts)
-    else:
-        np.add.at(free, alloc.nodes, sign * alloc.amounts)
