@@ -39,52 +39,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_URL = "http://127.0.0.1:8642"
+from fusesched.client_base import (
+    DEFAULT_URL,
+    ControllerError,
+    default_token,
+    default_url,
+    refusal,
+    split_urls,
+    token_file,
+)
+
 #: With several controllers, how long to wait for a connection before trying the next one.
 CONNECT_TIMEOUT_S = 5.0
 FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
 
-
-class ControllerError(RuntimeError):
-    """The controller refused a request (``status`` is the HTTP status, 0 if unreachable)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def default_url() -> str:
-    return os.environ.get("FUSESCHED_CONTROLLER", DEFAULT_URL)
-
-
-def token_file() -> Path:
-    """``$XDG_CONFIG_HOME/fusesched/token`` (``~/.config/fusesched/token``)."""
-    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "fusesched" / "token"
-
-
-def default_token() -> str | None:
-    """``FUSESCHED_TOKEN``, else (inside a job's task) the job's own ``FUSESCHED_JOB_TOKEN``,
-    else the token file's content, else ``None``."""
-    token = os.environ.get("FUSESCHED_TOKEN") or os.environ.get("FUSESCHED_JOB_TOKEN")
-    if token:
-        return token.strip()
-    try:
-        return token_file().read_text().strip() or None
-    except OSError:
-        return None
-
-
-def split_urls(urls: str | Sequence[str]) -> list[str]:
-    """Controller URLs from one URL, URLs separated by commas, or a sequence of either."""
-    items = [urls] if isinstance(urls, str) else list(urls)
-    out: list[str] = []
-    for item in items:
-        for part in item.split(","):
-            url = part.strip().rstrip("/")
-            if url and url not in out:
-                out.append(url)
-    return out
+__all__ = [
+    "DEFAULT_URL",
+    "FINISHED",
+    "Client",
+    "ControllerError",
+    "default_token",
+    "default_url",
+    "split_urls",
+    "token_file",
+]
 
 
 class _Unreachable(ConnectionError):
@@ -285,7 +263,7 @@ class Client:
                     0, f"cannot reach the controller at {self.url}: {reason}"
                 ) from None
         if status >= 400:
-            raise ControllerError(status, _detail(payload, status))
+            raise ControllerError(status, refusal(payload, status))
         return payload.decode() if raw else json.loads(payload)
 
     def _exchange_any(
@@ -311,7 +289,7 @@ class Client:
                         ) from None
                     why[url] = f"unreachable ({exc})"
                 else:
-                    if status != 503 or _detail(payload, status) != "standby":
+                    if status != 503 or refusal(payload, status) != "standby":
                         return status, payload
                     why[url] = "standby"
                 index = self.urls.index(url)
@@ -411,18 +389,3 @@ def _peer_closed(conn: http.client.HTTPConnection) -> bool:
 
 def _quote(job_id: str) -> str:
     return urllib.parse.quote(job_id, safe="")
-
-
-def _detail(payload: bytes, status: int) -> str:
-    """The controller's reason for refusing, made readable (FastAPI's 422 lists fields)."""
-    try:
-        detail = json.loads(payload).get("detail", payload.decode())
-    except (ValueError, AttributeError):
-        return f"HTTP {status}: {payload.decode(errors='replace')[:500]}"
-    if isinstance(detail, list):  # pydantic validation errors
-        parts = []
-        for item in detail:
-            loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
-            parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
-        return "invalid request: " + "; ".join(parts)
-    return str(detail)

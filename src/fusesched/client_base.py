@@ -1,0 +1,71 @@
+"""What every client of a controller shares, importable in a few milliseconds (standard
+library ``os`` and ``json`` only): where the controller is, which token to send, the error a
+refusal becomes and how it reads. :mod:`fusesched.sdk` builds the full client on it, and the
+CLI's quick path (:mod:`fusesched.cli.fast`) its one-request submission.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+DEFAULT_URL = "http://127.0.0.1:8642"
+
+
+class ControllerError(RuntimeError):
+    """The controller refused a request (``status`` is the HTTP status, 0 if unreachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def default_url() -> str:
+    return os.environ.get("FUSESCHED_CONTROLLER", DEFAULT_URL)
+
+
+def token_file() -> str:
+    """``$XDG_CONFIG_HOME/fusesched/token`` (``~/.config/fusesched/token``)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config, "fusesched", "token")
+
+
+def default_token() -> str | None:
+    """``FUSESCHED_TOKEN``, else (inside a job's task) the job's own ``FUSESCHED_JOB_TOKEN``,
+    else the token file's content, else ``None``."""
+    token = os.environ.get("FUSESCHED_TOKEN") or os.environ.get("FUSESCHED_JOB_TOKEN")
+    if token:
+        return token.strip()
+    try:
+        with open(token_file(), encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def split_urls(urls: str | Sequence[str]) -> list[str]:
+    """Controller URLs from one URL, URLs separated by commas, or a sequence of either."""
+    items = [urls] if isinstance(urls, str) else list(urls)
+    out: list[str] = []
+    for item in items:
+        for part in item.split(","):
+            url = part.strip().rstrip("/")
+            if url and url not in out:
+                out.append(url)
+    return out
+
+
+def refusal(payload: bytes, status: int) -> str:
+    """The controller's reason for refusing, made readable (FastAPI's 422 lists fields)."""
+    try:
+        detail = json.loads(payload).get("detail", payload.decode())
+    except (ValueError, AttributeError):
+        return f"HTTP {status}: {payload.decode(errors='replace')[:500]}"
+    if isinstance(detail, list):  # pydantic validation errors
+        parts = []
+        for item in detail:
+            loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
+            parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
+        return "invalid request: " + "; ".join(parts)
+    return str(detail)

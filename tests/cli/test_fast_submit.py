@@ -1,0 +1,188 @@
+"""The quick path of ``fusesched submit`` / ``sbatch`` (one POST on a socket of its own)
+against a real HTTP server that records what it receives and answers as told."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fusesched.cli import fast
+from fusesched.client_base import ControllerError
+
+
+@dataclass
+class Script:
+    """What the server answers next, and what it has received."""
+
+    status: int = 200
+    body: bytes = b'{"ids": ["7"], "warnings": []}'
+    chunked: bool = False
+    received: list[dict[str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers["content-length"])
+            script.received.append(
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": json.loads(self.rfile.read(length)),
+                }
+            )
+            self.send_response(script.status)
+            self.send_header("content-type", "application/json")
+            if script.chunked:
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                half = len(script.body) // 2
+                for piece in (script.body[:half], script.body[half:], b""):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            else:
+                self.send_header("content-length", str(len(script.body)))
+                self.end_headers()
+                self.wfile.write(script.body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", script
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("FUSESCHED_TOKEN", "FUSESCHED_JOB_TOKEN", "FUSESCHED_CA", "FUSESCHED_CONTROLLER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+FILES: list[dict[str, object]] = [{"name": "a.sh", "text": "#!/bin/sh\ntrue\n", "args": []}]
+
+
+def test_the_files_go_to_submissions_with_the_user(server: tuple[str, Script]) -> None:
+    url, script = server
+    assert fast.submit_files(FILES, {"--controller": url}) == {"ids": ["7"], "warnings": []}
+    (request,) = script.received
+    assert request["path"] == "/v1/submissions"
+    assert request["body"]["files"] == FILES
+    assert request["body"]["user"]  # no token: submitted as the user running the command
+    assert "authorization" not in request["headers"]
+
+
+def test_a_token_is_sent_and_no_user_is_named(server: tuple[str, Script], tmp_path: Path) -> None:
+    url, script = server
+    fast.submit_files(FILES, {"--controller": url, "--token": "secret-1"})
+    token_file = tmp_path / "config" / "fusesched" / "token"
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text("secret-2\n")
+    fast.submit_files(FILES, {"--controller": url})
+    first, second = script.received
+    assert first["headers"]["authorization"] == "Bearer secret-1"
+    assert second["headers"]["authorization"] == "Bearer secret-2"
+    assert "user" not in first["body"] and "user" not in second["body"]
+
+
+def test_a_base_path_and_a_chunked_answer(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.chunked = True
+    script.body = b'{"ids": ["8", "9"], "warnings": ["w"]}'
+    assert fast.submit_files(FILES, {"--controller": url + "/prefix/"})["ids"] == ["8", "9"]
+    assert script.received[0]["path"] == "/prefix/v1/submissions"
+
+
+def test_a_refusal_keeps_its_status_and_reason(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.status = 422
+    script.body = b'{"detail": [{"loc": ["body", "files"], "msg": "field required"}]}'
+    with pytest.raises(ControllerError) as caught:
+        fast.submit_files(FILES, {"--controller": url})
+    assert caught.value.status == 422
+    assert str(caught.value) == "invalid request: files: field required"
+
+
+def test_an_answer_that_is_not_a_controllers(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.body = b"<html>hello</html>"
+    with pytest.raises(ControllerError, match="did not answer as a fusesched controller"):
+        fast.submit_files(FILES, {"--controller": url})
+
+
+def test_a_server_that_closes_without_answering() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def close_at_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()
+
+    thread = threading.Thread(target=close_at_once, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ControllerError, match="may or may not have been carried out"):
+            fast.submit_files(FILES, {"--controller": f"http://127.0.0.1:{port}"})
+    finally:
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    ("controller", "message"),
+    [
+        ("http://127.0.0.1:9", "cannot reach the controller at http://127.0.0.1:9"),
+        ("http://localhost:x", "not a controller URL"),
+        ("http://[::1", "not a controller URL"),
+    ],
+)
+def test_unreachable_or_malformed_controllers(controller: str, message: str) -> None:
+    with pytest.raises(ControllerError, match=message.replace("[", r"\[")):
+        fast.submit_files(FILES, {"--controller": controller})
+
+
+def test_the_command_imports_no_http_framework(server: tuple[str, Script], tmp_path: Path) -> None:
+    """The point of the quick path: a submission process loads neither http.client nor the
+    SDK, nor anything of the simulator."""
+    url, _ = server
+    job = tmp_path / "job.sh"
+    job.write_text("#!/bin/sh\n#SBATCH -n 1\ntrue\n")
+    probe = (
+        "import sys, runpy; sys.argv = ['fusesched', 'sbatch', '--json', sys.argv[1]];"
+        "from fusesched.cli.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m in ('http.client', 'ssl', 'fusesched.sdk',"
+        " 'numpy', 'typer', 'pydantic')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(job)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"FUSESCHED_CONTROLLER": url, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    first, loaded = result.stdout.splitlines()
+    assert json.loads(first) == {"id": "7"}
+    assert loaded == "[]"
