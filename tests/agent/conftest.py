@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,15 @@ from fusesched.agent.images import ImageCache
 from fusesched.agent.runtime import ProcessRuntime
 
 HOST_USR = Path("/usr")
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A folder outside pytest's own (which are private to root), reachable by task users."""
+    folder = Path(tempfile.mkdtemp(prefix="fusesched-agent-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv
-from fusesched.agent.images import ImageCache, ImageError
+from fusesched.agent.images import ImageCache, ImageError, file_sha256
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.api.wire import TaskState
 
@@ -136,7 +136,7 @@ def test_a_tarball_is_unpacked_once_for_concurrent_starts(
     assert cache.unpacked == 1
     assert len(set(results)) == 1
     rootfs = results[0]
-    assert rootfs.parent.name == cache._digest(tarball)
+    assert rootfs.parent.name == file_sha256(tarball)
     # a second agent on the same node (another ImageCache instance) reuses it too
     other = ImageCache(cache.cache_dir)
     assert other.resolve(str(tarball)) == rootfs and other.unpacked == 0

@@ -8,9 +8,7 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,14 +36,6 @@ __attribute__((constructor)) static void record(void) {
     if (f) { fprintf(f, "%d\n", (int)geteuid()); fclose(f); }
 }
 """
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="fusesched-identity-"))
-    folder.chmod(0o755)  # pytest's own folders are private to root
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def recorder(folder: Path) -> Path:

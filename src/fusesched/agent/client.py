@@ -24,6 +24,7 @@ import logging
 import os
 import select
 import ssl
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -105,17 +106,29 @@ def credential(
     new one obtained with ``join_token`` and stored there (mode 0600), else ``None`` (a
     controller without authentication)."""
     path = work_dir / CREDENTIAL_FILE
-    if path.exists():
-        return path.read_text().strip() or None
+    if os.path.lexists(path):
+        return _read_own(path).strip() or None
     if join_token is None:
         return None
     token = join(controller, node, join_token, verify)
     if token:
         work_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW  # never one planted there
+        fd = os.open(path, flags, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
     return token or None
+
+
+def _read_own(path: Path) -> str:
+    """The text of ``path`` if it is a regular file of the agent's own uid that only it can
+    read; ``OSError`` for a link, a FIFO (never waited on) or a file someone else put there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "r") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise OSError(f"{path} is not the agent's own private file (mode 0600)")
+        return handle.read()
 
 
 def controller_urls(controllers: str | Sequence[str]) -> list[str]:

@@ -5,6 +5,12 @@ Copying is pluggable (:class:`Stager`): ``copy`` (Python's shutil) and ``rsync``
 made readable (not writable) by every user (:func:`make_readable`), as tasks run under
 unprivileged per-user uids. :class:`DatasetError` is what every part of the agent's dataset
 handling raises when a dataset cannot be given to a task.
+
+An agent running as root never reads a source itself (a link in the source, swapped after
+any check, would make root copy whatever it points to): :class:`ReaderStager` has ``tar``
+read it as an unprivileged identity (:data:`READER`, ``nobody``) and unpacks the stream, so
+the kernel checks that identity's rights on every file as it is read; device nodes and FIFOs
+are never read (skipped), links never kept pointing out, and the copy is root's.
 """
 
 from __future__ import annotations
@@ -13,10 +19,18 @@ import os
 import shutil
 import stat
 import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from fusesched.agent.users import READER_UID, Identity, run_as
 from fusesched.api.wire import DatasetWire
+
+#: Who reads a source for a root agent's cache: what it may read, every user may read (the
+#: copies are readable by all), and no task runs as it (:func:`fusesched.agent.users.resolve`).
+READER = Identity("nobody", READER_UID, READER_UID)
 
 
 class DatasetError(Exception):
@@ -102,6 +116,77 @@ class RsyncStager:
         if done.returncode != 0:
             tail = done.stderr.strip().splitlines()[-1:] or [""]
             raise OSError(f"rsync exited with status {done.returncode}: {tail[0]}")
+
+
+class ReaderStager:
+    """``tar --dereference`` running as ``reader`` streams the source; the agent unpacks it
+    (see the module docstring). For agents running as root, whatever ``stager`` says."""
+
+    name = "tar"
+
+    def __init__(self, reader: Identity = READER) -> None:
+        found = shutil.which("tar", path="/usr/bin:/bin")
+        if found is None:
+            raise DatasetError("tar is not installed on this node")
+        self.tar = found
+        self.reader = reader
+
+    def size(self, source: Path) -> int:
+        """Bytes of ``source`` as the reader sees it (``du``, links followed)."""
+        done = run_as(self.reader, ["/usr/bin/du", "-sbL", "--", str(source)], timeout=600)
+        words = done.stdout.split()
+        if done.returncode != 0 or not words or not words[0].isdigit():
+            raise OSError(f"cannot measure {source}: {done.stderr.strip()[-200:]}")
+        return int(words[0])
+
+    def stage(self, source: Path, dest: Path) -> None:
+        if not source.name or dest.name != source.name:
+            raise OSError(f"cannot copy {source} to {dest}")
+        argv = [self.tar, "--create", "--file=-", "--dereference", "-C", str(source.parent)]
+        argv += ["--", source.name]
+        with tempfile.TemporaryFile() as errors:
+            tar = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+                user=self.reader.uid,
+                group=self.reader.gid,
+                extra_groups=[],
+            )
+            assert tar.stdout is not None
+            try:
+                with tarfile.open(fileobj=tar.stdout, mode="r|") as archive:
+                    archive.extractall(dest.parent, filter=_copy_filter(source.name))
+                while tar.stdout.read(1 << 20):
+                    pass
+            except BaseException:
+                tar.kill()
+                raise
+            finally:
+                tar.stdout.close()
+                code = tar.wait()
+            if code != 0:
+                errors.seek(0)
+                tail = errors.read().decode(errors="replace").strip().splitlines()[-1:] or [""]
+                raise OSError(f"tar (as {self.reader.name}) exited with status {code}: {tail[0]}")
+
+
+def _copy_filter(top: str) -> Callable[[tarfile.TarInfo, str], tarfile.TarInfo | None]:
+    """tarfile's ``data`` filter (no absolute or escaping names or links, no set-uid bits,
+    the agent's ownership), devices and FIFOs skipped, nothing outside ``top``."""
+
+    def keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        if member.isdev() or member.isfifo() or member.issym():  # (links: dereferenced)
+            return None
+        name = os.path.normpath(member.name)
+        if name != top and not name.startswith(top + "/"):
+            return None
+        return tarfile.data_filter(member, dest)
+
+    return keep
 
 
 def make_stager(name: str) -> Stager:

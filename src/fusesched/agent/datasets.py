@@ -31,12 +31,14 @@ from fusesched.agent.config import DataCacheConfig
 from fusesched.agent.dataset_staging import (
     CopyStager,
     DatasetError,
+    ReaderStager,
     Stager,
     make_readable,
     make_stager,
     source_path,
     tree_size,
 )
+from fusesched.agent.users import IdentityError, check_readable
 from fusesched.api.wire import DatasetWire
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,11 @@ class DatasetCache:
         self._rebuild()
 
     @classmethod
-    def from_config(cls, config: DataCacheConfig) -> DatasetCache:
-        return cls(config.dir, config.capacity_bytes(), make_stager(config.stager))
+    def from_config(cls, config: DataCacheConfig, *, as_root: bool = False) -> DatasetCache:
+        """``as_root``: the agent runs tasks under other uids; it then never reads a source
+        itself (:class:`~fusesched.agent.dataset_staging.ReaderStager`, whatever ``stager``)."""
+        stager = ReaderStager() if as_root else make_stager(config.stager)
+        return cls(config.dir, config.capacity_bytes(), stager)
 
     # -- index ---------------------------------------------------------------------------
 
@@ -173,8 +178,13 @@ class DatasetCache:
                     return hit
             if not source.exists():
                 raise DatasetError(f"dataset {name}: source {dataset.source} not found")
+            if not self._readable_by_all(dataset, source):
+                return DataGrant(dataset, source, cached=False)
             try:
-                size = tree_size(source)
+                if isinstance(self.stager, ReaderStager):
+                    size = self.stager.size(source)  # root does not walk the source either
+                else:
+                    size = tree_size(source)
             except OSError as exc:
                 raise DatasetError(f"dataset {name}: cannot read {dataset.source}: {exc}") from None
             with self._lock:
@@ -192,6 +202,19 @@ class DatasetCache:
                     return DataGrant(dataset, source, cached=False)
                 self._staging[name] = size
             return self._stage(dataset, source, size, pin)
+
+    def _readable_by_all(self, dataset: DatasetWire, source: Path) -> bool:
+        """With a :class:`ReaderStager`, whether its reader may read all of ``source``: the
+        copies are readable by every user, so only what every user may read is copied (a
+        task whose own user may read the rest reads it at its shared source)."""
+        if not isinstance(self.stager, ReaderStager):
+            return True
+        try:
+            check_readable(source, self.stager.reader)
+        except IdentityError as exc:
+            log.info("dataset %s is not cached (not readable by every user): %s", dataset.name, exc)
+            return False
+        return True
 
     def _hit(self, dataset: DatasetWire, pin: bool) -> DataGrant | None:
         """The cached copy of ``dataset`` (pinned), if held from the same source; a copy from

@@ -34,10 +34,10 @@ from fusesched.agent.images import ImageCache
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.sensors import TaskWatch
-from fusesched.agent.spawn import StartFailure, TaskSpawner
+from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.task_data import TaskData
 from fusesched.agent.task_process import PID_NAME, TaskProcess, start_time
-from fusesched.agent.users import Identity, can_switch_users, resolve
+from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
 
@@ -89,6 +89,13 @@ class ProcessRuntime:
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?
         self._pending: list[TaskReport] = []
         self._stale_cgroups: list[TaskCgroup] = []
+        if identities is not None:  # root, for others: its own folders must be its alone
+            folders = [self.work_dir / "tasks"]
+            folders += [image_cache.cache_dir] if image_cache is not None else []
+            folders += [data_cache.root] if data_cache is not None else []
+            for folder in folders:
+                folder.mkdir(parents=True, exist_ok=True)
+                check_private(folder)
         self.orphans_killed = self._kill_orphans()
 
     @property
@@ -156,7 +163,11 @@ class ProcessRuntime:
             binds=binds,
             identities=identities,
             power=PowerCaps(config.power_hooks),
-            data_cache=DatasetCache.from_config(config.data_cache) if config.data_cache else None,
+            data_cache=(
+                DatasetCache.from_config(config.data_cache, as_root=identities is not None)
+                if config.data_cache
+                else None
+            ),
         )
 
     # -- start -----------------------------------------------------------------------------
@@ -175,6 +186,10 @@ class ProcessRuntime:
             self._launch(launch, [])
 
     def _launch(self, launch: TaskLaunch, data: list[DataGrant]) -> None:
+        if not valid_task_id(launch.task_id):  # before it reaches a power hook (root's argv)
+            self.data.release(launch.task_id)
+            self._fail(launch, f"invalid task id {launch.task_id!r} (letters, digits, . _ -)")
+            return
         capped = self.power.apply(launch)  # before the task draws power, not after
         try:
             task = self._spawner.spawn(launch, data)

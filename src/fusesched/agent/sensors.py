@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -143,36 +144,53 @@ def collect(
 def _file_size(path: Path | None) -> int:
     if path is None:
         return 0
-    try:
-        return path.stat().st_size
+    try:  # not through a link: the log lies in the task user's folder
+        st = os.lstat(path)
     except OSError:
         return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def newest_file(
     folder: Path | None, limit: int = MAX_CHECKPOINT_ENTRIES
 ) -> tuple[float | None, int]:
-    """(mtime, size) of the newest regular file below ``folder``; (None, 0) when none."""
-    if folder is None:
-        return None, 0
+    """(mtime, size) of the newest regular file below ``folder``; (None, 0) when none.
+
+    The folder is the task user's and this runs as root: no link is followed, neither one in
+    the folder's place nor one swapped for a subfolder while it is walked (each subfolder is
+    opened relative to its parent's descriptor, ``O_NOFOLLOW``)."""
     best: tuple[float | None, int] = (None, 0)
-    stack, seen = [folder], 0
-    while stack and seen < limit:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
+    if folder is None:
+        return best
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        top = os.open(folder, flags)
+    except OSError:
+        return best
+    stack, seen = [top], 0
+    try:
+        while stack and seen < limit:
+            fd = stack.pop()
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    if best[0] is None or st.st_mtime > best[0]:
-                        best = (st.st_mtime, st.st_size)
+                entries = list(os.scandir(fd))
+                for entry in entries:
+                    seen += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(os.open(entry.name, flags, dir_fd=fd))
+                        elif entry.is_file(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                            if best[0] is None or st.st_mtime > best[0]:
+                                best = (st.st_mtime, st.st_size)
+                    except OSError:
+                        continue
             except OSError:
                 continue
+            finally:
+                os.close(fd)
+    finally:
+        for fd in stack:
+            os.close(fd)
     return best
 
 

@@ -9,6 +9,12 @@ unsafe in a threaded agent:
 2. the agent pins it (``sched_setaffinity``) and moves it into the task's memory cgroup;
 3. the agent writes one line to the pipe and the shim ``exec``\\ s the command (bare metal) or
    ``bwrap … -- command`` (container), so every process of the task inherits both.
+   A task under another identity is started in ``/`` and its shim, already that identity,
+   enters the working directory (``subprocess`` would enter it as root, before switching).
+
+The task's folder is made and filled while it is root's alone (mode 0700), then handed over
+bottom-up, the folder itself last, without following links; what the agent creates in it
+later is opened ``O_EXCL | O_NOFOLLOW`` (docs/AGENT.md, "Security").
 
 A task that runs under another identity (the agent runs as root) must never let anything
 that sees the job's environment hold root (``LD_PRELOAD`` and the like are honoured by the
@@ -45,7 +51,7 @@ from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
-from fusesched.agent.users import Identity, IdentityError, check_reachable, check_readable
+from fusesched.agent.users import Identity, IdentityError, check_reachable
 from fusesched.agent.watching import (
     CHECKPOINT_ENV,
     checkpoint_dir,
@@ -60,11 +66,15 @@ SCRIPT_NAME = "script.sh"
 
 # Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
 _SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
+# The same for a task under another identity: it enters its working directory (the first
+# argument) itself, as that identity, never root: the kernel checks the user's own right to
+# reach it, at the moment it enters.
+_SHIM_CD = 'read -r _ || exit 125\ncd -- "$1" || exit 125\nshift\nexec "$@" </dev/null\n'
 # The same, run as the task's identity by setpriv: first takes the job's environment from
-# the file named by its first argument (and deletes it).
+# the file named by its first argument (and deletes it); the second is the working directory.
 _SHIM_ENV = (
-    'read -r _ || exit 125\n. "$1" || exit 125\ncommand -p rm -f -- "$1"\nshift\n'
-    'exec "$@" </dev/null\n'
+    'read -r _ || exit 125\n. "$1" || exit 125\ncommand -p rm -f -- "$1"\n'
+    'cd -- "$2" || exit 125\nshift 2\nexec "$@" </dev/null\n'
 )
 ENV_NAME = ".fusesched-env"
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
@@ -73,6 +83,12 @@ _SHELL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def valid_task_id(task_id: str) -> bool:
+    """Whether ``task_id`` may name a folder (and reach the agent's hooks): letters, digits,
+    ``.``, ``_`` and ``-``, starting with a letter or digit."""
+    return bool(_TASK_ID_RE.match(task_id))
 
 
 class StartFailure(Exception):
@@ -234,10 +250,8 @@ class TaskSpawner:
             bwrap = find_bwrap()
             if bwrap is None:
                 raise StartFailure("cannot run images here: bubblewrap (bwrap) is not installed")
-            try:
-                if who is not None and Path(launch.image).is_file():
-                    check_readable(launch.image, who)  # root unpacks it: its user must read it
-                rootfs = self.image_cache.resolve(launch.image)
+            try:  # root unpacks a tarball: its user must read that very file
+                rootfs = self.image_cache.resolve(launch.image, who)
             except ImageError as exc:
                 raise StartFailure(str(exc)) from None
             except IdentityError as exc:
@@ -264,9 +278,20 @@ class TaskSpawner:
                     check_reachable(program, who, execute=True)
                 except IdentityError as exc:
                     raise StartFailure(str(exc)) from None
+                try:  # the shim enters it as ``who``; this only makes the failure clear
+                    check_reachable(cwd, who, execute=True)
+                except IdentityError:
+                    raise StartFailure(
+                        f"working directory {cwd} is not reachable by {who.name} (uid {who.uid})"
+                    ) from None
 
         log_path = task_dir / LOG_NAME
         argv = ["/bin/sh", "-c", _SHIM, "fusesched-task", *command]
+        argv_tail = command
+        if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
+            argv_tail = [str(cwd.absolute()), *command]
+            argv = ["/bin/sh", "-c", _SHIM_CD, "fusesched-task", *argv_tail]
+            cwd = Path("/")
         # how the child becomes ``who`` (module docstring): by setpriv, or by subprocess
         switch = who
         setpriv = find_setpriv() if who is not None else None
@@ -282,7 +307,7 @@ class TaskSpawner:
                 out.write(_exports(env))
             ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
             argv = [setpriv, *ids, "--", "/bin/sh", "-c", _SHIM_ENV, "fusesched-task"]
-            argv += [str(env_file), *command]
+            argv += [str(env_file), *argv_tail]
             env = {}  # nothing of the job's reaches a program that runs as root
             switch = None
         # the folder is the task's user's by now: a link planted there is never followed
@@ -328,10 +353,22 @@ class TaskSpawner:
             started_at=self._clock(),
             container=launch.image is not None,
             cgroup=cgroup,
-            checkpoint_dir=checkpoint_dir(launch, task_dir),
+            checkpoint_dir=_watched_checkpoints(launch, task_dir, who),
             notes=notes,
             pidfd=open_pidfd(popen.pid),
         )
+
+
+def _watched_checkpoints(launch: TaskLaunch, task_dir: Path, who: Identity | None) -> Path | None:
+    """The checkpoint folder the sensors (root) may watch: one outside the task's folder only
+    if it is the task user's own (root must not report on a folder the user cannot list)."""
+    folder = checkpoint_dir(launch, task_dir)
+    if who is None or os.path.normpath(folder).startswith(os.path.normpath(task_dir) + os.sep):
+        return folder
+    try:
+        return folder if os.stat(folder).st_uid == who.uid else None
+    except OSError:
+        return None
 
 
 def _environment(launch: TaskLaunch, task_dir: str, memory_limit: int | None) -> dict[str, str]:
@@ -383,11 +420,14 @@ def _check_executable(command: str, cwd: Path, path_var: str) -> Path:
 
 def _hand_over(task_dir: Path, who: Identity) -> None:
     """Give the task's folder (and all the agent wrote into it) to the task's identity.
-    Links are not followed: only what the agent itself created is handed over."""
-    for folder, dirs, files in os.walk(task_dir):
-        os.chown(folder, who.uid, who.gid, follow_symlinks=False)
+    Links are not followed, and the folder itself (root's, mode 0700, until then) is handed
+    over last: until everything in it is the user's, none of the user's processes can get in
+    to swap a folder the walk is about to enter for a link (which would make root chown
+    whatever the link points into)."""
+    for folder, dirs, files in os.walk(task_dir, topdown=False):
         for name in (*dirs, *files):
             os.chown(os.path.join(folder, name), who.uid, who.gid, follow_symlinks=False)
+    os.chown(task_dir, who.uid, who.gid, follow_symlinks=False)
     try:
         check_reachable(task_dir, who)
     except IdentityError as exc:

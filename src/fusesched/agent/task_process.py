@@ -33,7 +33,7 @@ class TaskProcess:
     started_at: float
     container: bool
     cgroup: TaskCgroup | None
-    checkpoint_dir: Path
+    checkpoint_dir: Path | None  # None: not watched (another user's folder)
     notes: list[str] = field(default_factory=list)
     pidfd: int | None = None  # readable once the task's process has exited
     kill_reason: str | None = None

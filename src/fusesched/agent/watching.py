@@ -64,7 +64,7 @@ def task_watch(
     pgid: int,
     cgroup: TaskCgroup | None,
     log_path: Path,
-    checkpoints: Path,
+    checkpoints: Path | None,
 ) -> TaskWatch:
     """The sensors' view of a live task: its process group, cgroup, log, checkpoints, GPUs."""
     return TaskWatch(
