@@ -91,8 +91,9 @@ def test_quota_blocks_one_queue_without_blocking_another() -> None:
 def test_a_guarantee_does_not_wait_behind_another_queues_head() -> None:
     """Nominal quotas of 8 GPUs each on an 8-GPU node. a1 takes 6; a2 (4 more: a borrows)
     is blocked by room and heads the queue. b1 fits in b's own quota and in the free room:
-    it starts at once (per-queue heads), not when a2 has gone; c1 (c has no quota: it would
-    borrow) and a3 (behind a2 in a's own order) wait their turn."""
+    it starts at once (per-queue heads), not when a2 has gone. So does a3, within a's own
+    quota: a guarantee does not wait behind a borrower, not even its own queue's. c1 (c has
+    no quota: it would borrow) waits its turn."""
     core = core_with(tenancy({"a": (8, None, None), "b": (8, None, None), "c": (0, None, None)}))
     out = core.step(0, [JobSubmitted(gjob("a1", "a", 6))])
     assert started(out) == ["a1"]
@@ -102,12 +103,12 @@ def test_a_guarantee_does_not_wait_behind_another_queues_head() -> None:
     out = core.step(2, [JobSubmitted(gjob("c1", "c", 1, at=2))])
     assert not started(out)
     out = core.step(3, [JobSubmitted(gjob("a3", "a", 1, at=3))])
-    assert not started(out)
-    out = core.step(4, [JobSubmitted(gjob("b1", "b", 2, at=4))])
+    assert started(out) == ["a3"]
+    out = core.step(4, [JobSubmitted(gjob("b1", "b", 1, at=4))])
     assert started(out) == ["b1"]
     assert core.jobs["a2"].phase is JobPhase.QUEUED
     out = core.step(5, [JobExited("a1")])
-    assert started(out)[0] == "a2"  # then a's order goes on
+    assert started(out)[0] == "a2"  # then the global order goes on
     core.tenants.ledger.check_invariants()  # type: ignore[union-attr]
 
 
@@ -183,6 +184,48 @@ def test_a_backing_off_job_may_top_up_its_queues_unused_guarantee() -> None:
     # a uses 2 of its 4: a2 (6) may borrow the rest although it backs off
     out = core.step(50, [JobExited("b1")])
     assert started(out) == ["a2"]
+
+
+def test_a_guarantee_waiting_in_the_same_cycle_goes_before_a_borrower() -> None:
+    """b's jobs come first in FCFS order, but a's job fits within a's own quota: the room it
+    needs is not lent to b in the same cycle (to be reclaimed a grace period later)."""
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}), gpus=4, nodes=2)
+    batch = [gjob(f"b{i}", "b", 1) for i in range(8)] + [gjob("a1", "a", 4)]
+    out = core.step(0, [JobSubmitted(s) for s in batch])
+    assert sorted(started(out)) == ["a1", "b0", "b1", "b2", "b3"]
+    assert not preempted(out)
+    # once a's guarantee is served, b borrows what is left as soon as it frees
+    out = core.step(10, [JobExited("a1")])
+    assert sorted(started(out)) == ["b4", "b5", "b6", "b7"]
+
+
+def test_borrowers_go_after_the_guarantees_in_the_same_cycle() -> None:
+    """A borrower passed over for a claim starts in the same cycle once the claim is served
+    and room is left."""
+    core = core_with(tenancy({"a": (8, None, None), "b": (4, None, None)}), gpus=4, nodes=3)
+    batch = [gjob("b0", "b", 4), gjob("b1", "b", 2), gjob("a1", "a", 4)]
+    out = core.step(0, [JobSubmitted(s) for s in batch])
+    assert started(out) == ["b0", "a1", "b1"]
+
+
+def test_a_claim_holds_borrowing_back_in_backfilling_too() -> None:
+    """Backfilling places jobs through ``try_place``, which asks the gate for admission: while
+    a claim stands (set for the rest of the cycle) a borrower of the cohort is refused there,
+    with the reason; a job within its own quota is not."""
+    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}), gpus=4, nodes=3)
+    core.step(0, [JobSubmitted(gjob("b0", "b", 4))])
+    gate = core.tenants
+    assert gate is not None
+    for spec in (gjob("b2", "b", 2, at=2), gjob("a1", "a", 4, at=2)):
+        core.handle(JobSubmitted(spec), 2)
+    claim = gate.claimants(core.queue.records, core.cluster.free_total)
+    assert claim == {"c": {"a"}}
+    gate.set_claims(claim)
+    verdict = gate.admission(core.jobs["b2"])
+    assert verdict is not None and verdict.outranked and not verdict.ok
+    assert "queue a has jobs waiting within its guarantee" in verdict.reason
+    assert core.try_place(core.jobs["b2"]) is None
+    assert core.try_place(core.jobs["a1"]) is not None
 
 
 def test_gold_does_not_borrow() -> None:
