@@ -20,11 +20,15 @@ POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 def agent_configs(root: Path) -> list[AgentConfig]:
     def config(name: str, **extra: object) -> AgentConfig:
+        tmp = root / "tmp" / name  # each node its own /tmp, as on separate machines
+        tmp.mkdir(parents=True, exist_ok=True)
+        tmp.chmod(0o1777)
         return AgentConfig(
             name=name,
             address="127.0.0.1",
             work_dir=root / "agents" / name,
             image_cache_dir=root / "images",
+            tmp_dir=tmp,
             nvml=False,
             **extra,  # type: ignore[arg-type]
         )

@@ -259,6 +259,11 @@ def test_mpi_across_two_agents_without_ssh(client: Client, scratch: Path) -> Non
     )
     done = client.wait(job_id, timeout=120)
     output = client.logs(job_id)
+    if done["state"] != "Completed":  # what the remote daemons said, to tell why
+        for task in done["tasks"]:
+            if ".remote." in task["task_id"]:
+                remote_log = client.logs(job_id, task=task["task_id"])
+                output += f"\n--- {task['task_id']} on {task['node']}: {task}\n{remote_log}"
     assert done["state"] == "Completed", output
     lines = sorted(line for line in output.splitlines() if line.startswith("rank "))
     assert len(lines) == 2, output

@@ -56,8 +56,9 @@ class ProcessRuntime:
     memory controller; ``MemoryCgroups.disabled(reason)`` for none). ``binds``: extra mounts in
     every container. ``clock``: monotonic seconds, for walltimes and grace periods.
     ``data_cache``: the node-local dataset cache (``None``: tasks read datasets at their shared
-    source). A launch with datasets starts once they are ready (staged in the background); it
-    counts as running meanwhile.
+    source). ``tmp_dir``: the ``TMPDIR`` of bare-metal tasks (``None``: not set). A launch
+    with datasets starts once they are ready (staged in the background); it counts as running
+    meanwhile.
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class ProcessRuntime:
         identities: Callable[[str], Identity] | None = None,
         power: PowerCaps | None = None,
         data_cache: DatasetCache | None = None,
+        tmp_dir: Path | None = None,
     ) -> None:
         self._spawner = TaskSpawner(
             Path(work_dir).absolute(),  # task commands name files in it
@@ -79,6 +81,7 @@ class ProcessRuntime:
             binds,
             identities,  # job user -> who its tasks run as; None: the agent
             clock,
+            tmp_dir=tmp_dir,
         )
         self.power = power or PowerCaps({})
         self.data_cache = data_cache
@@ -168,6 +171,7 @@ class ProcessRuntime:
                 if config.data_cache
                 else None
             ),
+            tmp_dir=config.tmp_dir,
         )
 
     # -- start -----------------------------------------------------------------------------

@@ -143,7 +143,8 @@ class TaskSpawner:
     ``image_cache``: where container images are unpacked (``None``: container tasks fail to
     start). ``memory_cgroups``: how memory limits are enforced. ``binds``: extra mounts in every
     container. ``identities``: job user -> who its tasks run as (``None``: the agent itself).
-    ``clock``: monotonic seconds, a task's ``started_at``.
+    ``clock``: monotonic seconds, a task's ``started_at``. ``tmp_dir``: the ``TMPDIR`` of
+    bare-metal tasks (the job's own ``TMPDIR`` wins; ``None``: not set).
     """
 
     def __init__(
@@ -154,8 +155,11 @@ class TaskSpawner:
         binds: Sequence[Bind],
         identities: Callable[[str], Identity] | None,
         clock: Callable[[], float],
+        *,
+        tmp_dir: Path | None = None,
     ) -> None:
         self.work_dir = work_dir
+        self.tmp_dir = tmp_dir
         self.image_cache = image_cache
         self.memory_cgroups = memory_cgroups
         self.binds = tuple(binds)
@@ -197,7 +201,8 @@ class TaskSpawner:
             _hand_over(task_dir, who)
         notes: list[str] = []
         cgroup = self._memory(launch, notes)
-        env = _environment(launch, inside, launch.memory_bytes if cgroup else None)
+        tmp = None if container or self.tmp_dir is None else str(self.tmp_dir)
+        env = _environment(launch, inside, launch.memory_bytes if cgroup else None, tmp)
         if who is not None:
             env.update({"USER": who.name, "LOGNAME": who.name})
         try:
@@ -371,8 +376,12 @@ def _watched_checkpoints(launch: TaskLaunch, task_dir: Path, who: Identity | Non
         return None
 
 
-def _environment(launch: TaskLaunch, task_dir: str, memory_limit: int | None) -> dict[str, str]:
+def _environment(
+    launch: TaskLaunch, task_dir: str, memory_limit: int | None, tmp_dir: str | None = None
+) -> dict[str, str]:
     env = {"PATH": DEFAULT_PATH, "HOME": task_dir, "LANG": "C.UTF-8"}
+    if tmp_dir is not None:
+        env["TMPDIR"] = tmp_dir
     env.update({k: v.replace(TASK_DIR_PLACEHOLDER, task_dir) for k, v in launch.env.items()})
     env.update(
         {
