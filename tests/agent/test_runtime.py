@@ -70,6 +70,20 @@ def test_workdir(runtime: ProcessRuntime, tmp_path: Path) -> None:
     assert text == f"{tmp_path}\n"
 
 
+def test_tmp_dir_is_the_tasks_tmpdir_unless_the_job_sets_one(tmp_path: Path) -> None:
+    tmp = tmp_path / "node-tmp"
+    tmp.mkdir()
+    rt = ProcessRuntime(tmp_path / "work", ImageCache(tmp_path / "images"), tmp_dir=tmp)
+    try:
+        report, text = run_one(rt, launch("t1", "sh", "-c", 'echo "$TMPDIR"'))
+        assert (report.exit_code, text.strip()) == (0, str(tmp))
+        own = launch("t2", "sh", "-c", 'echo "$TMPDIR"', env={"TMPDIR": "/job/own"})
+        report, text = run_one(rt, own)
+        assert text.strip() == "/job/own"
+    finally:
+        rt.shutdown(grace_s=0.2)
+
+
 def test_cpu_affinity_seen_by_the_child(runtime: ProcessRuntime) -> None:
     cpu = max(os.sched_getaffinity(0))
     spec = launch(
