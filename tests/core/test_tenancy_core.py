@@ -228,6 +228,20 @@ def test_a_claim_holds_borrowing_back_in_backfilling_too() -> None:
     assert core.try_place(core.jobs["a1"]) is not None
 
 
+def test_a_reclaim_under_way_does_not_use_up_its_queues_turn() -> None:
+    """b borrows 8 of a's 12 GPUs. a1 and a2 reclaim 4 each; a3, arriving while those
+    reclaims run, reclaims the last 4 at once — not when a2's victims are gone."""
+    core = core_with(tenancy({"a": (12, None, None), "b": (4, None, None)}), gpus=4, nodes=3)
+    out = core.step(0, [JobSubmitted(gjob(f"b{i}", "b", 4)) for i in range(3)])
+    assert len(started(out)) == 3
+    out = core.step(1, [JobSubmitted(gjob(j, "a", 4, at=1)) for j in ("a1", "a2")])
+    first = preempted(out)
+    assert len(first) == 2
+    out = core.step(2, [JobSubmitted(gjob("a3", "a", 4, at=2))])
+    (last,) = {"b0", "b1", "b2"} - set(first)
+    assert preempted(out) == [last]
+
+
 def test_gold_does_not_borrow() -> None:
     core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}))
     out = core.step(

@@ -183,6 +183,8 @@ def reclaim_behind(
         queue = rec.spec.queue
         if queue not in lenders or id(rec) in done:
             continue
+        if gate.preempting_for(rec.id):
+            continue  # its reclaim is under way: the queue's turn goes to its next job
         verdict = gate.admission(rec)
         if verdict is not None and not verdict.ok:
             victims = gate.reclaim(core, rec, verdict, now)

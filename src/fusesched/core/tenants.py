@@ -305,6 +305,10 @@ class TenantGate:
         """Whether some job waits for victims to stop (the room they free is its)."""
         return bool(self._pending)
 
+    def preempting_for(self, job_id: str) -> bool:
+        """Whether victims are (or were just) stopping so that ``job_id`` can start."""
+        return job_id in self._pending
+
     def ready(self) -> list[str]:
         """Preemptors whose victims have all stopped: they should be tried first."""
         return [job for job, victims in self._pending.items() if not victims]
