@@ -8,6 +8,7 @@ import pytest
 
 from fusesched.agent.config import AgentConfig, ConfigError, load_config
 from fusesched.agent.runtime import ProcessRuntime
+from fusesched.cli.local import LocalCluster
 
 GOOD = """\
 name: gpu-7
@@ -77,3 +78,15 @@ def test_errors_say_where_and_what(tmp_path: Path, text: str, message: str) -> N
 def test_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read agent configuration: No such file"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_local_agents_on_one_machine_get_a_tmp_dir_each(tmp_path: Path) -> None:
+    """``fusesched up --agents N``: each agent's tasks get their own TMPDIR (OpenMPI daemons of
+    two "nodes" on one host otherwise race for the same session folders); one agent keeps the
+    system's."""
+    many = LocalCluster(tmp_path / "many", port=0, agents=2).agent_configs
+    tmps = [c.tmp_dir for c in many]
+    assert None not in tmps and len(set(tmps)) == 2
+    assert all(str(t).startswith(str(tmp_path / "many")) for t in tmps)
+    (one,) = LocalCluster(tmp_path / "one", port=0, agents=1).agent_configs
+    assert one.tmp_dir is None

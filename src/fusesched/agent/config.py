@@ -143,7 +143,8 @@ class AgentConfig(BaseModel):
     image_cache_dir: Path = _DEFAULT_ROOT / "images"  # unpacked images, by content hash
     # TMPDIR of bare-metal tasks: a node-local /tmp (sticky and world-writable, like /tmp);
     # several agents on one machine each need their own, or MPI daemons of "different nodes"
-    # race for the same session folders. Default: unset (the system's /tmp).
+    # race for the same session folders (``fusesched up --agents N`` gives each one). Made
+    # sticky and world-writable if missing. Default: unset (the system's /tmp).
     tmp_dir: Path | None = None
     memory_cgroup: bool = True  # enforce memory limits with a cgroup v1 memory cgroup
     container_binds: list[BindMount] = Field(default_factory=list)  # e.g. GPU driver libraries

@@ -83,6 +83,9 @@ class ProcessRuntime:
             clock,
             tmp_dir=tmp_dir,
         )
+        if tmp_dir is not None and not tmp_dir.exists():  # made like /tmp: sticky, for all
+            tmp_dir.mkdir(parents=True)
+            tmp_dir.chmod(0o1777)
         self.power = power or PowerCaps({})
         self.data_cache = data_cache
         # datasets of launches being prepared and of tasks

@@ -158,6 +158,8 @@ class LocalCluster:
                 "address": base.address or "127.0.0.1",
                 "work_dir": root / "work",
                 "image_cache_dir": self.data_dir / "images",
+                # several agents on one machine: each its own /tmp, as on separate nodes
+                "tmp_dir": base.tmp_dir or (root / "tmp" if count > 1 else None),
             }
         )
 
