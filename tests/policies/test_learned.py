@@ -196,7 +196,10 @@ def test_training_is_deterministic_and_never_worse_than_its_start(trace: Path) -
     spec = TrainSpec(budget=5, population=2, seed=7)
     a, b = train(seqs, spec), train(seqs, spec)
     assert a.weights == b.weights
-    assert a.meta["training"]["best_J"] <= 0.0  # the start (SJF, J = 0) is evaluated first
+    start = train(seqs, TrainSpec(budget=1, population=2, seed=7))  # the start (SJF) only
+    assert start.weights == (1.0, 0.0, 0.0, 0.0, 0.0)
+    assert a.meta["training"]["best_J"] <= start.meta["training"]["best_J"]  # evaluated first
+    assert a.meta["objective"]["reference"] == "heuristic"
     assert a.meta["training"]["traces"] == ["tiny.swf"]
     assert math.isclose(float(np.linalg.norm(a.weights)), 1.0)
 
@@ -231,3 +234,27 @@ def test_learned_config_uses_the_trained_setting(tmp_path: Path) -> None:
     assert is_learned("learned") and not is_learned("sjf")
     with pytest.raises(LearnedPolicyError, match="cannot be read"):
         learned_config(f"learned:{tmp_path / 'absent.json'}")
+
+
+def test_training_sequences_can_skip_the_protocols_jobs(tmp_path: Path) -> None:
+    trace = synthetic_swf(tmp_path / "long.swf", jobs=600)
+    seqs = training_sequences([trace], 4, length=64, skip=300)
+    assert len(seqs) == 4
+    # every start leaves the first 300 jobs (and a sequence length) behind
+    assert all(s.start >= 300 + 64 for s in seqs)
+    assert all(len(s.jobs) == 64 for s in seqs)
+    with pytest.raises(ValueError, match="none after the first"):
+        training_sequences([trace], 1, length=64, skip=600)
+    with pytest.raises(ValueError, match="non-negative"):
+        training_sequences([trace], 1, length=64, skip=-1)
+
+
+def test_selection_traces_state_their_requests_and_exclude_evaluation() -> None:
+    from fusesched.cli.train_policy import EVALUATION_TAGS, SELECTION_TRACES
+
+    names = [Path(t).name.upper() for t in SELECTION_TRACES]
+    assert len(names) == 6
+    assert not any(tag in n for n in names for tag in EVALUATION_TAGS)
+    # traces without requests would let predictions see the run time (HPC_DEFAULT.md)
+    for absent in ("SDSC-PAR", "NASA-IPSC", "LLNL-THUNDER", "LLNL-ATLAS", "LUBLIN", "HPC2N"):
+        assert not any(absent in n for n in names)

@@ -2,8 +2,10 @@
 
 A preset fixes the queue order, the backfilling and the runtime prediction together, so a
 recommendation can be run by one name. ``default`` is the combination the project recommends
-for HPC traces; how it was chosen (on other traces than the ones it is judged on) is in
-docs/HPC_DEFAULT.md.
+for HPC traces — the shipped learned queue order, which won against ``heuristic`` (the best
+heuristic combination) on held-out sequences of the selection traces; how both were chosen
+(on other traces than the ones they are judged on) is in docs/HPC_DEFAULT.md and
+docs/LEARNED_POLICY.md.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from fusesched.policies.registry import CoreConfig
 
-__all__ = ["PRESETS", "Preset"]
+__all__ = ["HEURISTIC", "PRESETS", "Preset"]
 
 
 @dataclass(frozen=True)
@@ -32,15 +34,30 @@ class Preset:
         )
 
 
+#: The hand-made recommendation, chosen among the heuristics on the selection traces
+#: (bench/hpc_default.py); the learned policy was trained against it.
+HEURISTIC = Preset(
+    "the best heuristic on the selection traces: UNICEP (wait over log2(size) x predicted run "
+    "time) with EASY backfilling on run times predicted from each user's finished jobs "
+    "(user-last2-request)",
+    queue_order="unicep-textbook",
+    backfill="easy",
+    runtime_prediction="user-last2-request",
+)
+
 PRESETS: Mapping[str, Preset] = {
+    # the shipped learned queue order (policies/learned/learned.json, trained on the selection
+    # traces against `heuristic`), adopted because it beat `heuristic` on held-out sequences of
+    # those traces (docs/LEARNED_POLICY.md); EASY and user-last2-request, as it was trained
     "default": Preset(
-        "recommended for HPC traces: UNICEP (wait over log2(size) x predicted run time) with "
-        "EASY backfilling on run times predicted from each user's finished jobs "
-        "(user-last2-request)",
-        queue_order="unicep-textbook",
+        "recommended for HPC traces: the learned linear priority (policies/learned/"
+        "learned.json; log estimate, size, wait, slowdown so far) with EASY backfilling on run "
+        "times predicted from each user's finished jobs (user-last2-request)",
+        queue_order="learned",
         backfill="easy",
         runtime_prediction="user-last2-request",
     ),
+    "heuristic": HEURISTIC,
 }
 
 # every preset names registered policies (checked once, at import)

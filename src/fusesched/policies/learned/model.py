@@ -59,7 +59,8 @@ FEATURES: tuple[str, ...] = (
 DEFAULT_SCALES: tuple[float, ...] = (5.0, 10.0, 5.0, 3.0, 8.0)
 BOUND_S = 10.0  # the bounded-slowdown threshold used by the slowdown-now feature
 
-#: The trained policy that ships with fusesched (``--policy learned``).
+#: The trained policy that ships with fusesched (``--policy learned``, and the queue order of
+#: ``--policy default``: policies/presets.py).
 SHIPPED = Path(__file__).with_name("learned.json")
 
 

@@ -3,21 +3,21 @@
 The policy is a direction ``w`` over the features of :mod:`.model` (only the direction
 matters: the order is the same for any positive multiple). Each candidate is scored by
 replaying sampled job sequences of the training traces through the general scheduling core
-(EASY backfilling, run times predicted by ``user-last2`` — the same setting as the ``default``
-preset, so only the queue order differs) and comparing with the ``default`` preset on the same
-sequences:
+with the reference preset's backfilling and runtime prediction (``heuristic``: EASY and
+``user-last2-request``; so only the queue order differs) and comparing with that preset on the
+same sequences:
 
-    J(w) = mean over sequences of  log(bsld(w) / bsld(default))
-           + λ · mean over sequences of  log(kWh(w) / kWh(default))
+    J(w) = mean over sequences of  log(bsld(w) / bsld(ref))
+           + λ · mean over sequences of  log(kWh(w) / kWh(ref))
 
 where bsld is the average bounded slowdown (10 s threshold) and kWh the energy of the
 simulated cluster under Slurm-style power saving (``idle-timeout``; computed only when
-λ > 0, since it needs the slower power hook). Lower is better; J = 0 is the default itself.
+λ > 0, since it needs the slower power hook). Lower is better; J = 0 is the reference.
 
 The cross-entropy method samples a population around a mean direction, keeps the best
-quarter and moves the mean and spread to them. It starts at SJF on predicted run times
-(``w`` = log-estimate only, which orders exactly as ``default``), evaluates that start first,
-and returns the best candidate seen, so the training score is never worse than the default's.
+quarter and moves the mean and spread to them. It starts at SJF on the predicted run time
+(``w`` = log-estimate only), evaluates that start first, and returns the best candidate seen,
+so the result is never worse than SJF on the training sequences.
 Everything is seeded: the same traces, budget and seed give the same weights.
 """
 
@@ -100,7 +100,7 @@ class TrainSpec:
     init: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0)  # SJF on the (predicted) estimate
     sigma0: float = 0.5
     min_sigma: float = 0.05
-    reference: str = "default"  # the preset the objective compares with
+    reference: str = "heuristic"  # the preset the objective compares with
     extra_meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,15 +120,24 @@ def training_sequences(
     *,
     seed: int = 2,
     length: int = 1024,
+    skip: int = 0,
 ) -> list[TrainSequence]:
     """``per_trace`` sampled sequences of ``length`` jobs from each SWF trace (cleaned as the
-    RLScheduler protocol does; starts drawn with ``seed`` over the whole trace)."""
+    RLScheduler protocol does; starts drawn with ``seed`` over the trace's jobs after the first
+    ``skip``, so that with ``skip`` = 10,000 no training sequence shares a job with the
+    protocol's sequences, which lie in the first 10,000 jobs)."""
+    if skip < 0:
+        raise ValueError("skip must be non-negative")
     out: list[TrainSequence] = []
     for path in paths:
         jobs = rlscheduler_jobs(load_swf(path))
         nodes = homogeneous_nodes(jobs.max_nodes, jobs.max_procs)
-        starts = sequence_starts(len(jobs), seed=seed, sequence_length=length, iterations=per_trace)
-        for first in starts:
+        if skip >= len(jobs):
+            raise ValueError(f"{Path(path).name} has {len(jobs)} jobs, none after the first {skip}")
+        starts = sequence_starts(
+            len(jobs) - skip, seed=seed, sequence_length=length, iterations=per_trace
+        )
+        for first in (skip + s for s in starts):
             out.append(
                 TrainSequence(
                     Path(path).name, first, nodes, tuple(sequence_jobs(jobs, first, length))
