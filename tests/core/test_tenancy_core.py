@@ -11,7 +11,9 @@ import pytest
 from builders import job, node
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
+    AdoptedTask,
     Decision,
+    JobAdopted,
     JobCheckpointed,
     JobExited,
     JobSubmitted,
@@ -208,24 +210,63 @@ def test_borrowers_go_after_the_guarantees_in_the_same_cycle() -> None:
     assert started(out) == ["b0", "a1", "b1"]
 
 
-def test_a_claim_holds_borrowing_back_in_backfilling_too() -> None:
-    """Backfilling places jobs through ``try_place``, which asks the gate for admission: while
-    a claim stands (set for the rest of the cycle) a borrower of the cohort is refused there,
-    with the reason; a job within its own quota is not."""
-    core = core_with(tenancy({"a": (4, None, None), "b": (4, None, None)}), gpus=4, nodes=3)
-    core.step(0, [JobSubmitted(gjob("b0", "b", 4))])
-    gate = core.tenants
-    assert gate is not None
-    for spec in (gjob("b2", "b", 2, at=2), gjob("a1", "a", 4, at=2)):
-        core.handle(JobSubmitted(spec), 2)
-    claim = gate.claimants(core.queue.records, core.cluster.free_total)
-    assert claim == {"c": {"a"}}
-    gate.set_claims(claim)
-    verdict = gate.admission(core.jobs["b2"])
-    assert verdict is not None and verdict.outranked and not verdict.ok
-    assert "queue a has jobs waiting within its guarantee" in verdict.reason
-    assert core.try_place(core.jobs["b2"]) is None
-    assert core.try_place(core.jobs["a1"]) is not None
+def _fragmented() -> SchedulerCore:
+    """2 nodes of 4 GPUs; queues a (2), b (3), d (3); b0 and d0 (3 each) run, one per node:
+    1 + 1 GPUs free."""
+    config = tenancy({"a": (2, None, None), "b": (3, None, None), "d": (3, None, None)})
+    core = core_with(config, gpus=4, nodes=2)
+    out = core.step(0, [JobSubmitted(gjob("b0", "b", 3)), JobSubmitted(gjob("d0", "d", 3))])
+    assert sorted(started(out)) == ["b0", "d0"]
+    return core
+
+
+def test_a_guarantee_that_cannot_be_placed_does_not_keep_borrowers_out() -> None:
+    """a1 fits in a's quota and in the free capacity in total, but not on one node: b1, ahead
+    of it, borrows a free GPU (a1 may reclaim it later) instead of both waiting."""
+    core = _fragmented()
+    out = core.step(
+        1, [JobSubmitted(gjob("b1", "b", 1, at=1)), JobSubmitted(gjob("a1", "a", 2, at=1))]
+    )
+    assert "b1" in started(out)
+
+
+def _easy_core() -> SchedulerCore:
+    config = tenancy({"a": (8, None, None), "b": (8, None, None), "e": (0, None, None)})
+    core = SchedulerCore(
+        CoreConfig(queue_order="fcfs", backfill="easy", tenancy=TenancyPolicy(config))
+    )
+    core.handle(NodeAdded(node("n0").cpu(64).gpu(8).build()), 0.0)
+    assert started(core.step(0, [JobSubmitted(_walled("b0", "b", 6, 0, 1000))])) == ["b0"]
+    return core
+
+
+def _walled(job_id: str, queue: str, gpus: int, at: float, walltime: float) -> JobSpec:
+    return (
+        job(job_id).tasks(1, cpu=1, gpu=gpus).queue(queue).qos("silver").at(at).walltime(walltime)
+    ).build()
+
+
+@pytest.mark.parametrize("order", [("e1", "a2"), ("a2", "e1")])
+def test_backfilling_behind_a_blocked_guarantee_starts_borrowers_and_guarantees(
+    order: tuple[str, str],
+) -> None:
+    """H (a, 4 GPUs) is blocked by room behind b0; the short e1 (e borrows) and a2 (within
+    a's quota) behind it both backfill, whichever comes first."""
+    core = _easy_core()
+    jobs = {"e1": _walled("e1", "e", 1, 2, 10), "a2": _walled("a2", "a", 1, 2, 10)}
+    specs = [_walled("H", "a", 4, 1, 1000), *(jobs[j] for j in order)]
+    out = core.step(1, [JobSubmitted(s) for s in specs])
+    assert sorted(started(out)) == ["a2", "e1"]
+
+
+def test_an_adopted_borrower_is_charged_to_its_queue() -> None:
+    core = _fragmented()
+    core.step(1, [JobSubmitted(gjob("a1", "a", 2, at=1))])  # waits: not on one node
+    task = AdoptedTask("main", "n0", (3,))
+    core.handle(JobAdopted(gjob("old", "b", 1), (task,), 0.5), 2)
+    assert core.jobs["old"].phase is JobPhase.RUNNING
+    assert core.tenants is not None
+    assert sum(core.tenants.ledger.usage("b").values()) == 4
 
 
 def test_a_reclaim_under_way_does_not_use_up_its_queues_turn() -> None:

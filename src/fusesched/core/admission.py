@@ -44,21 +44,18 @@ def start_admitted(
     for rec in ready:
         if core._parked.pop(rec.id, None) is not None:
             core.queue.push(rec, now)
+    first = {id(r) for r in ready}  # (a ready preemptor takes its room even if it borrows)
     if ready:
-        first = {id(r) for r in ready}
         records = [*ready, *(r for r in queue.records if id(r) not in first)]
-    # queues with jobs waiting within their guarantee keep the rest of their cohort from
-    # borrowing: such borrowers are passed over now and tried after the others
-    gate.set_claims(gate.claimants(records, core.cluster.free_total))
-    skipped: list[JobRecord] = []
+    # jobs that would borrow go after those within their guarantee (in order, once the
+    # pass is done): a guarantee that could start now does not see its room lent out first
+    deferred: list[JobRecord] = []
     out: list[Decision] = []
     done: set[int] = set()
     stop: int | None = None  # the position after the first job blocked by room
     held: set[str] = set()  # queues whose head is blocked by room: their order holds
     new = {id(r) for r in fresh}
-    # may guarantees start behind the job blocked by room? (yes behind a borrower, and behind
-    # a guarantee that borrowers passed over stood ahead of, as they would have without claims)
-    bypass = False
+    bypass = False  # may guarantees start behind the job blocked by room?
     for pos, rec in enumerate(records):
         if stop is not None:
             if not bypass:
@@ -73,11 +70,11 @@ def start_admitted(
             stop = pos
             if _guaranteed(rec.admission):  # (its queue's guarantees do not wait for a borrower)
                 held.add(rec.spec.queue)
-            bypass = (bool(skipped) or not _guaranteed(rec.admission)) and not gate.preempting()
+            bypass = not _guaranteed(rec.admission) and not gate.preempting()
             continue
         verdict = gate.admission(rec)
-        if verdict is not None and verdict.outranked:
-            skipped.append(rec)
+        if verdict is not None and verdict.ok and verdict.borrowing and id(rec) not in first:
+            deferred.append(rec)
             continue
         if verdict is not None and not verdict.ok:
             done.add(id(rec))
@@ -102,35 +99,36 @@ def start_admitted(
             stop = pos + 1
             if _guaranteed(verdict):
                 held.add(rec.spec.queue)
-            bypass = (bool(skipped) or not _guaranteed(verdict)) and not gate.preempting()
+            bypass = not _guaranteed(verdict) and not gate.preempting()
             continue
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))
     if stop is not None:
         out.extend(reclaim_behind(core, records[stop:], done, now))
-    if out or skipped:  # what started may have ended claims: borrowers of those cohorts go
-        passed = {id(r) for r in skipped}
-        waiting = [r for r in records if id(r) not in done and id(r) not in passed]
-        gate.set_claims(gate.claimants(waiting, core.cluster.free_total))
-        if skipped:
-            out.extend(_start_borrowers(core, skipped, done, now))
+    if deferred:
+        out.extend(_start_borrowers(core, deferred, done, now))
     if done:
         queue.remove_at([i for i, r in enumerate(queue.records) if id(r) in done])
     return out
 
 
 def _start_borrowers(
-    core: SchedulerCore, skipped: list[JobRecord], done: set[int], now: float
+    core: SchedulerCore, deferred: list[JobRecord], done: set[int], now: float
 ) -> list[Decision]:
-    """The borrowers the in-order pass passed over for claimed guarantees, in order, once
-    their cohort has no claim left; the first that does not fit holds the others."""
+    """The jobs that would borrow, deferred by the in-order pass (all stood ahead of where it
+    stopped), in order, with a fresh verdict (a reclaim started meanwhile stops borrowing in
+    its cohort: such a job is parked as any job its quota blocks); the first that does not
+    fit holds the others back."""
     gate = core.tenants
     assert gate is not None
     out: list[Decision] = []
-    for rec in skipped:
+    for rec in deferred:
         verdict = gate.admission(rec)
-        if verdict is None or not verdict.ok:
-            continue  # still outranked, or its quota changed: the next cycle sees to it
+        if verdict is not None and not verdict.ok:
+            done.add(id(rec))
+            core._parked[rec.id] = rec
+            out.extend(preempt(core, gate.priority_victims(core, rec, now)))
+            continue
         rec.admission = verdict
         pin_flavours(core, rec, verdict)
         alloc = core.try_place(rec, quota_checked=True)

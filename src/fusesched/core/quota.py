@@ -80,9 +80,6 @@ class Admission:
     assignment: FlavorAssignment | None
     borrowed: Mapping[Column, int] = field(default_factory=dict)
     reason: str = ""
-    #: refused only because it would borrow while another queue of its cohort has jobs
-    #: waiting within their guarantee (set by the core's tenancy gate, not by the ledger)
-    outranked: bool = False
 
     @property
     def borrowing(self) -> bool:

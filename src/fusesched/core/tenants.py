@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.core.borrow_backoff import BorrowBackoff
-from fusesched.core.cluster import IntArray, covers
+from fusesched.core.cluster import IntArray
 from fusesched.core.quota import Admission, QuotaLedger
 from fusesched.core.records import JobRecord
 from fusesched.core.victim_search import fewest_victims, last_checkpoint
@@ -96,8 +96,6 @@ class TenantGate:
         # job preempted while its queue borrowed -> (times so, may borrow again from then)
         self._backoff = BorrowBackoff(policy.borrow_backoff_s)
         self._now = -math.inf  # the current cycle's time
-        # cohort -> queues with jobs waiting within their guarantee (this cycle; claimants())
-        self._claims: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ configuration
 
@@ -135,13 +133,7 @@ class TenantGate:
             # backing off: it may borrow only to top up what is left of its queue's
             # guarantee (a wait there would be a guarantee withheld)
             may_borrow = self._nominal_left(spec.queue)
-        verdict = self._verdict(rec, tier, may_borrow)
-        if verdict.borrowing and self._claims:
-            claimant = self._outranked_by(spec.queue)
-            if claimant is not None:
-                why = f"would borrow while queue {claimant} has jobs waiting within its guarantee"
-                return Admission(False, spec.queue, None, {}, why, outranked=True)
-        return verdict
+        return self._verdict(rec, tier, may_borrow)
 
     def _yielding(self, spec: JobSpec) -> str:
         """Why ``spec`` waits for a priority preemptor to take its room, or ``""``."""
@@ -180,49 +172,6 @@ class TenantGate:
         if plain:
             self._verdicts[key] = verdict
         return verdict
-
-    # ------------------------------------------------------------------ claims
-
-    def claimants(self, records: Iterable[JobRecord], free_total: IntArray) -> dict[str, set[str]]:
-        """Per cohort, the queues that have a waiting job (among ``records``) which their own
-        nominal quota admits without borrowing and whose needs the free capacity covers in
-        total. While a queue claims so, the other queues of its cohort may not borrow
-        (:meth:`set_claims`): room a guarantee could use now is not lent out, to be reclaimed
-        a grace period later (Kueue likewise admits non-borrowing workloads first)."""
-        candidates = {
-            name
-            for name, queue in self._queues.items()
-            if queue.cohort is not None and self._nominal_left(name)
-        }
-        out: dict[str, set[str]] = {}
-        for rec in records:
-            if not candidates:
-                break
-            spec = rec.spec
-            queue = spec.queue
-            if queue not in candidates or not covers(free_total, rec.bound):
-                continue
-            if self._yielding(spec):
-                continue
-            verdict = self._verdict(rec, self.tier(spec), False)
-            if verdict.ok:
-                candidates.discard(queue)
-                cohort = self._queues[queue].cohort
-                assert cohort is not None
-                out.setdefault(cohort, set()).add(queue)
-        return out
-
-    def set_claims(self, claims: Mapping[str, set[str]]) -> None:
-        """The claims (:meth:`claimants`) that hold borrowing back for the rest of the cycle."""
-        self._claims = {cohort: frozenset(queues) for cohort, queues in claims.items()}
-
-    def _outranked_by(self, queue: str) -> str | None:
-        """Another queue of ``queue``'s cohort that claims its guarantee now, or None."""
-        cohort = self._queues[queue].cohort
-        for other in sorted(self._claims.get(cohort, ())) if cohort is not None else ():
-            if other != queue:
-                return other
-        return None
 
     def _nominal_left(self, queue: str) -> bool:
         """Whether ``queue`` uses less than its nominal quota of some resource."""
@@ -367,7 +316,6 @@ class TenantGate:
         cycle = core.stats.cycles
         lifted, self._lifted = self._lifted, False
         self._now = now
-        self._claims = {}
         if self._backoff.due(now):
             # back-offs that ended: their queues' parked jobs are checked again, as when
             # quota is freed
