@@ -90,3 +90,24 @@ def test_local_agents_on_one_machine_get_a_tmp_dir_each(tmp_path: Path) -> None:
     assert all(str(t).startswith(str(tmp_path / "many")) for t in tmps)
     (one,) = LocalCluster(tmp_path / "one", port=0, agents=1).agent_configs
     assert one.tmp_dir is None
+
+
+def test_a_configured_tmp_dir_is_split_between_local_agents(tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text(f"tmp_dir: {tmp_path / 'scratch'}\n")
+    many = LocalCluster(tmp_path / "many", port=0, agents=2, agent_config=config).agent_configs
+    assert len({c.tmp_dir for c in many}) == 2
+    (one,) = LocalCluster(tmp_path / "one", port=0, agents=1, agent_config=config).agent_configs
+    assert one.tmp_dir == tmp_path / "scratch"
+
+
+def test_a_relative_tmp_dir_is_made_absolute_and_like_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    rt = ProcessRuntime(tmp_path / "work", None, tmp_dir=Path("scratch"))
+    try:
+        assert rt._spawner.tmp_dir == tmp_path / "scratch"
+        assert (tmp_path / "scratch").stat().st_mode & 0o7777 == 0o1777
+    finally:
+        rt.shutdown(grace_s=0.2)

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -130,6 +131,53 @@ def test_an_answer_that_is_not_a_controllers(server: tuple[str, Script]) -> None
         fast.submit_files(FILES, {"--controller": url})
 
 
+def test_an_empty_list_of_ids_is_not_an_answer(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.body = b'{"ids": [], "warnings": []}'
+    with pytest.raises(ControllerError, match="did not answer as a fusesched controller"):
+        fast.submit_files(FILES, {"--controller": url})
+
+
+def test_the_answer_is_taken_when_complete_even_if_the_server_keeps_the_connection() -> None:
+    """A server that ignores ``Connection: close``: the answer is read by its length, not
+    until the connection closes (which would look like a lost request)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    done = threading.Event()
+
+    def answer_and_linger() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        body = b'{"ids": ["5"], "warnings": []}'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        done.wait(10)
+        conn.close()
+
+    thread = threading.Thread(target=answer_and_linger, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        answer = fast.submit_files(FILES, {"--controller": f"http://127.0.0.1:{port}"})
+        assert answer["ids"] == ["5"]
+        assert time.monotonic() - started < 5  # not when the server gives up (10 s)
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+
+
+@pytest.mark.parametrize("token", ["with\r\nInjected: header", "naïve"])
+def test_a_token_that_cannot_be_sent_is_refused_before_sending(token: str) -> None:
+    with pytest.raises(ControllerError, match="characters a token cannot have"):
+        fast.submit_files(FILES, {"--controller": "http://127.0.0.1:9", "--token": token})
+
+
+def test_a_missing_ca_file_is_a_message(tmp_path: Path) -> None:
+    own = {"--controller": "https://127.0.0.1:9", "--ca": str(tmp_path / "nope.pem")}
+    with pytest.raises(ControllerError, match=r"cannot submit to https://127\.0\.0\.1:9"):
+        fast.submit_files(FILES, own)
+
+
 def test_a_server_that_closes_without_answering() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -155,6 +203,7 @@ def test_a_server_that_closes_without_answering() -> None:
         ("http://127.0.0.1:9", "cannot reach the controller at http://127.0.0.1:9"),
         ("http://localhost:x", "not a controller URL"),
         ("http://[::1", "not a controller URL"),
+        ("http://a..b:80", "cannot reach the controller at http://a..b:80"),
     ],
 )
 def test_unreachable_or_malformed_controllers(controller: str, message: str) -> None:

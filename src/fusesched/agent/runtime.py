@@ -74,6 +74,9 @@ class ProcessRuntime:
         data_cache: DatasetCache | None = None,
         tmp_dir: Path | None = None,
     ) -> None:
+        if tmp_dir is not None:
+            tmp_dir = tmp_dir.absolute()  # (tasks start in their own folders)
+            _make_tmp(tmp_dir)
         self._spawner = TaskSpawner(
             Path(work_dir).absolute(),  # task commands name files in it
             image_cache,
@@ -83,9 +86,6 @@ class ProcessRuntime:
             clock,
             tmp_dir=tmp_dir,
         )
-        if tmp_dir is not None and not tmp_dir.exists():  # made like /tmp: sticky, for all
-            tmp_dir.mkdir(parents=True)
-            tmp_dir.chmod(0o1777)
         self.power = power or PowerCaps({})
         self.data_cache = data_cache
         # datasets of launches being prepared and of tasks
@@ -465,3 +465,17 @@ def _read_pid_file(path: Path) -> tuple[int, int]:
             raise ValueError(f"{path} was not written by the agent")
         pid_text, start_text = handle.read().decode().split()
     return int(pid_text), int(start_text)
+
+
+def _make_tmp(folder: Path) -> None:
+    """Make a missing TMPDIR folder like /tmp (sticky, writable by all), without following a
+    link put in its place."""
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:
+        return  # (made already, by this agent before or another one now)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, 0o1777)
+    finally:
+        os.close(fd)

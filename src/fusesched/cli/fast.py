@@ -109,30 +109,55 @@ def run(command: str, argv: Sequence[str]) -> int:
 
 
 def submit_files(files: list[dict[str, object]], own: Mapping[str, str]) -> dict[str, Any]:
-    """``Client.submit_files`` — on a socket of its own when that is enough (module doc)."""
+    """``Client.submit_files`` — on a socket of its own when that is enough (module doc).
+    Every failure is a :class:`ControllerError` with a readable message."""
     urls = split_urls(own.get("--controller") or default_url())
     ca = own.get("--ca") or os.environ.get("FUSESCHED_CA")
+    where = urls[0] if urls else "the controller"
     if len(urls) != 1 or not urls[0].startswith("http://") or ca:
         from fusesched.sdk import Client
 
-        client = Client(urls, token=own.get("--token"), ca=ca)
-        return client.submit_files(files)
+        try:
+            answer = Client(urls, token=own.get("--token"), ca=ca).submit_files(files)
+        except ControllerError:
+            raise
+        except (OSError, ValueError) as exc:  # an unreadable CA file, a garbled answer
+            raise ControllerError(0, f"cannot submit to {where}: {exc}") from None
+        return _checked(answer, where)
     token = own.get("--token") or default_token()
     body: dict[str, object] = {"files": files}
     if not token:
-        import getpass
-
-        body["user"] = getpass.getuser()
+        body["user"] = _user_name()
     status, payload = post_once(urls[0], "/v1/submissions", json.dumps(body).encode(), token)
     if status >= 400:
         raise ControllerError(status, refusal(payload, status))
     try:
-        answer = json.loads(payload)
-        if isinstance(answer, dict) and isinstance(answer.get("ids"), list):
-            return answer
+        decoded: object = json.loads(payload)
     except ValueError:
-        pass
-    raise ControllerError(0, f"{urls[0]} did not answer as a fusesched controller")
+        decoded = None
+    return _checked(decoded, where)
+
+
+def _checked(answer: object, where: str) -> dict[str, Any]:
+    """A submission's answer, if it is one (ids: a non-empty list)."""
+    if isinstance(answer, dict):
+        ids = answer.get("ids")
+        if isinstance(ids, list) and ids:
+            return answer
+    raise ControllerError(0, f"{where} did not answer as a fusesched controller")
+
+
+def _user_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a uid with no account and no USER/LOGNAME
+        raise ControllerError(
+            0,
+            f"cannot tell who is submitting (uid {os.getuid()} has no user name): set USER "
+            "or use a token (FUSESCHED_TOKEN)",
+        ) from None
 
 
 def post_once(url: str, path: str, body: bytes, token: str | None) -> tuple[int, bytes]:
@@ -141,9 +166,11 @@ def post_once(url: str, path: str, body: bytes, token: str | None) -> tuple[int,
     reached, or is lost during the request (which may then have been carried out)."""
     where, _, base = url[len("http://") :].partition("/")
     host, port = _host_port(where, url)
+    if token is not None and (not token.isprintable() or not token.isascii()):
+        raise ControllerError(0, "the token has characters a token cannot have")
     try:
         sock = socket.create_connection((host, port), timeout=TIMEOUT_S)
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:
         raise ControllerError(0, f"cannot reach the controller at {url}: {exc}") from None
     head = [
         f"POST {'/' + base if base else ''}{path} HTTP/1.1",
@@ -157,10 +184,13 @@ def post_once(url: str, path: str, body: bytes, token: str | None) -> tuple[int,
     try:
         with sock:
             sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-            chunks = []
+            data = b""
             while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        return _response(b"".join(chunks))
+                data += chunk
+                whole = _complete(data)  # (a server may keep the connection open)
+                if whole is not None:
+                    return whole
+        return _response(data)
     except (OSError, ValueError) as exc:
         raise ControllerError(
             0,
@@ -179,6 +209,21 @@ def _host_port(where: str, url: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ControllerError(0, f"not a controller URL: {url!r} (http://HOST:PORT)")
     return host, int(port)
+
+
+def _complete(raw: bytes) -> tuple[int, bytes] | None:
+    """The response, if ``raw`` already holds all of it (by Content-Length or the last
+    chunk); None while more is to come (or when only the end of the stream tells)."""
+    head, sep, _ = raw.partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    lower = head.lower()
+    if b"\r\ncontent-length:" not in lower and b"\r\ntransfer-encoding:" not in lower:
+        return None
+    try:
+        return _response(raw)
+    except ValueError:
+        return None
 
 
 def _response(raw: bytes) -> tuple[int, bytes]:

@@ -158,8 +158,7 @@ class LocalCluster:
                 "address": base.address or "127.0.0.1",
                 "work_dir": root / "work",
                 "image_cache_dir": self.data_dir / "images",
-                # several agents on one machine: each its own /tmp, as on separate nodes
-                "tmp_dir": base.tmp_dir or (root / "tmp" if count > 1 else None),
+                "tmp_dir": _own_tmp(base.tmp_dir, root, name, count),
             }
         )
 
@@ -202,3 +201,11 @@ class LocalCluster:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _own_tmp(configured: Path | None, root: Path, name: str, count: int) -> Path | None:
+    """Several agents on one machine get a TMPDIR each, as on separate nodes (one subfolder
+    per agent of a configured one); a single agent keeps what is configured."""
+    if count == 1:
+        return configured
+    return configured / name if configured is not None else root / "tmp"
