@@ -54,12 +54,12 @@ class Reservation:
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
     """Compute the head's earliest start from the running jobs' estimated ends."""
     cluster = core.cluster
-    if not len(core.running):
+    if not core.running:
         return Reservation(math.inf, -1, 0, None)
     col = core.fluid_column(head)
     if col >= 0:
-        need = int(head.total[col])
-        have = int(cluster.free_total[col])
+        need = head.total.item(col)
+        have = cluster.free_total.item(col)
         found = core.running.release_time(col, need - have)
         if found is None:
             return Reservation(math.inf, col, 0, None)
@@ -94,9 +94,12 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
 def _announce(
     core: SchedulerCore, head: JobRecord, shadow: float, rows: tuple[int, ...] = ()
 ) -> list[Decision]:
-    if math.isinf(shadow) or core.last_reservation == (head.id, shadow, rows):
+    if shadow == math.inf:
+        return []
+    said = (head.spec.id, shadow, rows)
+    if core.last_reservation == said:
         return []  # said already (a change of nodes is news: they may stage its data)
-    core.last_reservation = (head.id, shadow, rows)
+    core.last_reservation = said
     names = core.cluster.name_array
     return [ReserveJob(head.id, shadow, tuple(str(names[row]) for row in rows))]
 
@@ -109,7 +112,7 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     if not isinstance(res, Reservation):
         res = core.reservation = reserve_head(core, head, now)
     out = _announce(core, head, res.shadow, res.nodes)
-    if len(queue) == 1:
+    if len(queue.records) == 1:
         return out
     failed: set[int] = set()  # kinds that failed in this scan, see _scan
     if only is None:
@@ -131,9 +134,9 @@ FIRST_BLOCK = 256
 
 
 def _queue_candidates(core: SchedulerCore, res: Reservation, now: float) -> IntArray | None:
-    """The queue positions after the head (counted from the job after it) of the jobs that
-    the sums allow to start now; None when there are none."""
-    rows = core.queue.rows[1:]
+    """The queue positions after the head of the jobs that the sums allow to start now;
+    None when there are none."""
+    rows = core.queue.rows
     free_total = core.cluster.free_total
     col = res.column
     if col >= 0:
@@ -147,6 +150,7 @@ def _queue_candidates(core: SchedulerCore, res: Reservation, now: float) -> IntA
             candidates &= ((now + rows[:, 0]) <= res.shadow) | (need <= res.extra)
     else:
         candidates = rows_within(rows[:, 2:], free_total)
+    candidates[0] = False  # the head
     index: IntArray = candidates.nonzero()[0]
     return index if len(index) else None
 
@@ -159,10 +163,10 @@ def _blocks(
     ``failed`` by then, so a deep queue whose few kinds all fail early is not walked job by
     job. A block in which no new kind failed doubles the next.
     """
-    yield (index[:FIRST_BLOCK] + 1).tolist()
+    yield index[:FIRST_BLOCK].tolist()
     if len(index) <= FIRST_BLOCK:
         return
-    rows = core.queue.rows[1:]
+    rows = core.queue.rows
     short = (now + rows[:, 0]) <= res.shadow
     kinds = (rows[:, 1] * 2 + short).astype(np.int64)  # as _scan numbers them
     dead = np.zeros(int(kinds.max()) + 1, dtype=np.bool_)
@@ -173,7 +177,7 @@ def _blocks(
         if known:
             dead[list(failed)] = True
             part = part[~dead[kinds[part]]]
-        yield (part + 1).tolist()
+        yield part.tolist()
         start += block
         block = FIRST_BLOCK if len(failed) > known else 2 * block
 
@@ -218,9 +222,11 @@ def _scan(
     fewest: dict[int, int] = {}  # family (and short or long) -> fewest tasks that failed
     started: list[int] = []
     out: list[Decision] = []
+    shadow, col = res.shadow, res.column
+    try_place, bind = core.try_place, core.bind
     for pos in chain.from_iterable(blocks):
         rec = records[pos]
-        short_job = now + rec.estimate <= res.shadow
+        short_job = now + rec.estimate <= shadow
         kind = rec.shape_id * 2 + short_job
         if kind in failed:
             continue
@@ -230,19 +236,19 @@ def _scan(
             failed.add(kind)
             continue
         alloc: Allocation | None = None
-        if res.column >= 0:
-            need = rec.total.item(res.column)
-            if need <= free_total.item(res.column) and (short_job or need <= res.extra):
-                alloc = core.try_place(rec, search=False)
+        if col >= 0:
+            need = rec.total.item(col)
+            if need <= free_total.item(col) and (short_job or need <= res.extra):
+                alloc = try_place(rec, search=False)
                 if alloc is not None and not short_job:
                     res.extra -= need
         elif short_job:
-            alloc = core.try_place(rec, search=False)
+            alloc = try_place(rec, search=False)
         else:
             assert res.remaining is not None
             if long_view is None:
                 long_view = np.minimum(cluster.free, res.remaining)
-            alloc = core.try_place(rec, res.remaining, long_view, search=False)
+            alloc = try_place(rec, res.remaining, long_view, search=False)
         if alloc is None:
             if rec.data_wait_until <= now:  # a job waiting for its data's nodes says
                 failed.add(kind)  # nothing about its kind elsewhere
@@ -253,7 +259,7 @@ def _scan(
             rows = alloc.nodes
             long_view[rows] = np.minimum(cluster.free[rows], res.remaining[rows])
         started.append(pos)
-        out.append(core.bind(rec, alloc, now, backfilled=True))
+        out.append(bind(rec, alloc, now, True))
     core.queue.remove_at(started)
     return out
 

@@ -37,6 +37,19 @@ def covers(have: IntArray, need: IntArray) -> bool:
     return not np.count_nonzero(need > have)
 
 
+_ONES: list[IntArray] = []  # one shared read-only array of ones (grown when needed)
+
+
+def ones(n: int) -> IntArray:
+    """``np.ones(n, np.int64)``, read-only: a view of one shared array (a slice is several
+    times cheaper than a new array)."""
+    if not _ONES or len(_ONES[0]) < n:
+        grown = np.ones(max(n, 4096), dtype=np.int64)
+        grown.setflags(write=False)
+        _ONES[:] = [grown]
+    return _ONES[0][:n]
+
+
 def _resized(buf: IntArray, rows: int, cols: int) -> IntArray:
     """A zero-padded copy in column-major order: a resource column is contiguous in memory,
     which is what per-resource filtering over all nodes reads."""
@@ -62,7 +75,7 @@ class ClusterArrays:
         self.free: IntArray = self._free_buf
         self.free_columns: list[IntArray] = []  # views of free's columns (contiguous)
         self.up: BoolArray = self._up_buf
-        self._name_array: npt.NDArray[np.object_] = np.array([], dtype=object)
+        self._name_array: npt.NDArray[np.object_] | None = None  # built when asked for
         self.free_total: IntArray = np.zeros(0, dtype=np.int64)  # free on UP nodes, per column
         # gcd of every capacity and every per-task amount seen, per column: when a request
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
@@ -118,6 +131,7 @@ class ClusterArrays:
         self._up_buf[row] = state is NodeState.UP
         self.index[spec.name] = row
         self.names.append(spec.name)
+        self._name_array = None
         self.specs.append(spec)
         self.states.append(state)
         self._views()
@@ -135,9 +149,10 @@ class ClusterArrays:
     @property
     def name_array(self) -> npt.NDArray[np.object_]:
         """Node names as an (append-only) object array, for lookups by row."""
-        if len(self._name_array) != len(self.names):
-            self._name_array = np.array(self.names, dtype=object)
-        return self._name_array
+        names = self._name_array
+        if names is None:
+            names = self._name_array = np.array(self.names, dtype=object)
+        return names
 
     def _views(self) -> None:
         n = len(self.names)
@@ -277,19 +292,22 @@ class ClusterArrays:
         ``total`` its sums)."""
         self.free_columns[col][nodes] += amounts
         if self.all_up:
-            self.free_total[col] += int(total[col])
+            self.free_total[col] += total.item(col)
         else:
             self.free_total[col] += int(amounts[self.up[nodes]].sum())
-        self._released(int(nodes[0]) if len(nodes) else self.size)
+        self._released(nodes.item(0) if len(nodes) else self.size)
 
     def _released(self, low: int) -> None:
         """Resources came back on rows ``low`` and after: the per-column row bounds may be
         too tight."""
-        self._free_rows.clear()
-        self._free_rows_within.clear()
-        for col, first in self._first_free.items():
+        if self._free_rows:
+            self._free_rows.clear()
+        if self._free_rows_within:
+            self._free_rows_within.clear()
+        first_free = self._first_free
+        for col, first in first_free.items():
             if low < first:
-                self._first_free[col] = low
+                first_free[col] = low
 
     def rows_with_free(self, cols: IntArray, mask: BoolArray | None = None) -> IntArray:
         """Ascending rows (within ``mask`` if given) that may have some of every column in

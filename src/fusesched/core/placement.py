@@ -10,12 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
-from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, rows_within
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, ones, rows_within
 from fusesched.core.device_specs import DeviceDemand
 from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
+from fusesched.model.events import GroupPlacement
 from fusesched.model.resources import Resources
 from fusesched.policies.placement import FloatArray, PlacementPolicy
+
+#: Nodes read first by first fit on one column (more while more are needed).
+FIRST_FIT_CHUNK = 256
+
+#: First fit on one column reads its rows from row 0 when it starts at most this far in (the
+#: rows before its start have none free): cheaper than shifting the rows it found.
+FROM_ZERO = 256
 
 #: Weight of one unit of a preferred label term: far above any placement score, so label
 #: preferences order nodes first and the policy's score breaks their ties.
@@ -404,3 +413,72 @@ def choose_nodes(
     takes = ordered_counts[: last + 1].copy()
     takes[-1] -= int(cum[last]) - wanted
     return nodes, takes
+
+
+def first_fit_column(
+    cluster: ClusterArrays,
+    group: GroupShape,
+    col: int,
+    need: int,
+    amount: int,
+    total: IntArray,
+) -> Allocation:
+    """First fit of a job of one task group that asks for one divisible resource only
+    (column ``col``, ``amount`` per task, ``need`` in all, ``total`` its request row): the
+    fast path of ``SchedulerCore.try_place``, allocated on the cluster.
+
+    The caller has checked that every node is up and that the free sum suffices, which for
+    such a job means it fits; the result is what planning + :class:`Statement` would
+    produce. Every node's free amount is a multiple of the task size, so the nodes taken are
+    the shortest run from the first node with any of the resource free whose free amounts
+    add up to the need; it is found by a cumulative sum over a window that grows until it
+    holds the need, so a small job on a big cluster does not read every node.
+    """
+    column = cluster.free_columns[col]
+    start = cluster.first_free(col)
+    width = FIRST_FIT_CHUNK
+    cum = column[start : start + width].cumsum()
+    have = cum.item(-1)
+    while have < need:  # a busy cluster: read further ahead, at least twice as far and
+        # as far as the free amount seen so far suggests (with a quarter to spare)
+        width = max(2 * width, width * need // max(have, 1) * 5 // 4)
+        cum = column[start : start + width].cumsum()
+        have = cum.item(-1)
+    last = int(cum.searchsorted(need))
+    stop = start + last + 1
+    if start <= FROM_ZERO:
+        nodes = column[:stop].nonzero()[0]
+        held = column[nodes]
+    else:
+        window = column[start:stop]
+        nodes = window.nonzero()[0]
+        held = window[nodes]
+        nodes += start
+    left = cum.item(last) - need
+    if left:
+        held[-1] -= left
+    cluster.take_prefix(col, start, start + last, left, need)
+    # one task per node (each holds at least one): no division needed
+    counts = ones(len(nodes)) if len(nodes) == group.replicas else held // amount
+    return Allocation(nodes, None, True, total, [(group, nodes, counts)], col, held)
+
+
+def group_placements(
+    alloc: Allocation, declared: list[str], names: npt.NDArray[np.object_]
+) -> tuple[GroupPlacement, ...]:
+    """Where each task group of ``alloc`` went, in the order the job declared its groups
+    (``declared``: their names); ``names`` is the cluster's table of node names."""
+    placed = alloc.groups
+    devices: list[DeviceAssignment | None] = alloc.devices or [None] * len(placed)
+    order = sorted(range(len(placed)), key=lambda k: declared.index(placed[k][0].name))
+    return tuple(
+        GroupPlacement(
+            placed[k][0].name,
+            placed[k][0].resources,
+            placed[k][1],
+            placed[k][2],
+            names,
+            devices[k],
+        )
+        for k in order
+    )

@@ -60,10 +60,15 @@ class JobRecord:
         return self.spec.id
 
     def move(self, new: JobPhase, now: float, reason: str) -> None:
-        if (self.phase, new) not in LEGAL:
-            check_transition(self.id, self.phase, new)  # raises with the full story
-        self.history.append(Transition(now, self.phase, new, reason))
+        old = self.phase
+        if (old, new) not in LEGAL:
+            check_transition(self.id, old, new)  # raises with the full story
+        self.history.append(_transition(Transition, (now, old, new, reason)))
         self.phase = new
+
+
+#: ``Transition(*fields)`` without the Python-level ``__new__`` of a named tuple.
+_transition = tuple.__new__
 
 
 class RowBuffer:
@@ -125,11 +130,13 @@ class RowBuffer:
             else:
                 end = self._start + self._n
                 self._buf[at : end - 1] = self._buf[at + 1 : end]
-        else:
-            keep = np.ones(self._n, dtype=np.bool_)
-            keep[positions] = False
-            live = self.rows[keep]
-            self._buf[self._start : self._start + len(live)] = live
+        else:  # close the gaps: only the rows after the first one removed move
+            first = positions[0]
+            keep = np.ones(self._n - first, dtype=np.bool_)
+            keep[[pos - first for pos in positions]] = False
+            at = self._start + first
+            live = self._buf[at : self._start + self._n][keep]
+            self._buf[at : at + len(live)] = live
         self._n -= len(positions)
 
     def permute(self, order: npt.NDArray[np.int64]) -> None:
@@ -179,7 +186,7 @@ class WaitingQueue:
             return
         positions = sorted(positions)
         for pos in reversed(positions):  # a shift of pointers each: cheaper than copying
-            del self.records[pos]
+            del self.records[pos]  # (a copy would touch every record's reference count)
             del self._keys[pos]
         self._rows.delete(positions)
 

@@ -118,7 +118,7 @@ class RunningSet:
         self._amounts[slot] = total.tolist()
         self._started += 1
         entry = self._entry[slot] = (est_end, self._started, slot)
-        self._sorted.insert(bisect.bisect_right(self._sorted, entry), entry)
+        bisect.insort_right(self._sorted, entry)
         self._added[slot] = None
         self._ledger.started(slot, alloc)
         self._view = None
@@ -156,14 +156,19 @@ class RunningSet:
         time included); None if all of them together release less."""
         amounts = self._amounts
         released = 0
-        found: float | None = None
-        for end, _, slot in self._sorted:
-            if found is not None and end != found:
+        entries = iter(self._sorted)
+        for entry in entries:
+            released += amounts[entry[2]][col]
+            if released >= deficit:
+                found = entry[0]
+                break
+        else:
+            return None
+        for end, _, slot in entries:  # the jobs ending at that very time too
+            if end != found:
                 break
             released += amounts[slot][col]
-            if found is None and released >= deficit:
-                found = end
-        return None if found is None else (found, released)
+        return found, released
 
     def view(self) -> RunningView:
         """The running jobs sorted by (estimated end, start order)."""

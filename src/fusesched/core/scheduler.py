@@ -37,13 +37,15 @@ from fusesched.core.device_specs import (
     is_device_kind,
     with_device_capacity,
 )
-from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
+from fusesched.core.devices import DeviceLedger, DevicesUnavailable
 from fusesched.core.placement import (
     Allocation,
     Plan,
     SearchBudgetExceeded,
     Statement,
     device_slots,
+    first_fit_column,
+    group_placements,
     plan_groups,
     search_placement,
     task_slots,
@@ -85,9 +87,6 @@ class DuplicateJobId(ValueError):
     """A submitted job (or array child) reuses the id of a job the core already knows."""
 
 
-#: Nodes read first by the first-fit fast path (doubling while more are needed).
-FIRST_FIT_CHUNK = 256
-
 #: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
 SEARCH_BUDGET = 2_000
 
@@ -96,6 +95,9 @@ TOPOLOGY_TRIES = 3
 
 #: ``QoS.rank`` looked up once per tier rather than computed per job.
 QOS_RANK = {qos: qos.rank for qos in QoS}
+
+# (module globals: cheaper to read than the enum's attributes)
+RUNNING, QUEUED, COMPLETED = JobPhase.RUNNING, JobPhase.QUEUED, JobPhase.COMPLETED
 
 
 @dataclass(slots=True)
@@ -422,8 +424,8 @@ class SchedulerCore:
         )
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
-        if rec.phase is not JobPhase.QUEUED:
-            rec.move(JobPhase.QUEUED, now, reason)
+        if rec.phase is not QUEUED:
+            rec.move(QUEUED, now, reason)
         spec = rec.spec
         parent = spec.array_parent
         if parent and spec.array and spec.array.max_parallel is not None:
@@ -442,7 +444,7 @@ class SchedulerCore:
 
     def _exited(self, event: JobExited, now: float) -> list[Decision]:
         rec = self.jobs.get(event.job_id)
-        if rec is None or rec.phase is not JobPhase.RUNNING:
+        if rec is None or rec.phase is not RUNNING:
             raise KeyError(f"job {event.job_id!r} is not running")
         self._release(rec, now)
         rec.exit_code = event.exit_code
@@ -451,7 +453,7 @@ class SchedulerCore:
         elif event.timed_out:
             rec.move(JobPhase.TIMEOUT, now, event.reason or "walltime exceeded")
         elif event.exit_code == 0:
-            rec.move(JobPhase.COMPLETED, now, event.reason or "exit 0")
+            rec.move(COMPLETED, now, event.reason or "exit 0")
         elif rec.preempt_reason is not None or event.requeue:
             return requeue(self, rec, event, now)
         else:
@@ -476,16 +478,18 @@ class SchedulerCore:
             self.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
         else:
             self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
-        for devices in alloc.devices:
-            if devices is not None:
-                self.devices.release(devices)
-        self.running.remove(rec.spec.id)
+        if alloc.devices:
+            for devices in alloc.devices:
+                if devices is not None:
+                    self.devices.release(devices)
+        spec = rec.spec
+        self.running.remove(spec.id)
         if self.tenants is not None:
             self.tenants.release(rec, now)
         self._changed = True
         rec.end_time = now
-        if rec.spec.array_parent is not None:
-            self._array_slot_freed(rec.spec.array_parent, now)
+        if spec.array_parent is not None:
+            self._array_slot_freed(spec.array_parent, now)
 
     def _array_slot_freed(self, parent: str | None, now: float) -> None:
         """A child of a throttled array left the queue or ended: admit the next held one."""
@@ -503,7 +507,10 @@ class SchedulerCore:
 
     def _settle_dependents(self, rec: JobRecord, now: float) -> list[Decision]:
         out: list[Decision] = []
-        for dep_id in self._dependents.pop(rec.id, []):
+        waiting = self._dependents.pop(rec.spec.id, None)
+        if waiting is None:
+            return out
+        for dep_id in waiting:
             dep = self.jobs[dep_id]
             if dep.phase is not JobPhase.PENDING:
                 continue
@@ -727,7 +734,10 @@ class SchedulerCore:
                 # the job needs only this column, so its sum decides
                 if rec.single_total > cluster.free_total.item(col):
                     return None
-                return self._first_fit_fluid(rec, col)
+                groups = rec.groups
+                return first_fit_column(
+                    cluster, groups[0], col, rec.single_total, rec.single_amount, rec.total
+                )
         if not covers(cluster.free_total, rec.bound):
             return None
         caller_limit = limit
@@ -773,53 +783,33 @@ class SchedulerCore:
             column_amounts=None,
         )
 
-    def _first_fit_fluid(self, rec: JobRecord, col: int) -> Allocation:
-        """Fast path of :meth:`try_place` for one group of one divisible resource, first fit.
-
-        The caller has checked that the free sum suffices, which for such a job means it fits;
-        the result is what :meth:`plan` + :class:`Statement` would produce. Every node's free
-        amount is a multiple of the task size, so the nodes taken are the shortest run from
-        the first node with any of the resource free whose free amounts add up to the need;
-        it is found by a cumulative sum over a window that doubles until it holds the need,
-        so a small job on a big cluster does not read every node.
-        """
-        assert rec.groups is not None
-        cluster = self.cluster
-        column = cluster.free_columns[col]
-        need = rec.single_total
-        start = cluster.first_free(col)
-        width = FIRST_FIT_CHUNK
-        cum = column[start : start + width].cumsum()
-        while cum.item(-1) < need:  # a busy cluster: read further ahead
-            width *= 2
-            cum = column[start : start + width].cumsum()
-        last = int(cum.searchsorted(need))
-        window = column[start : start + last + 1]
-        nodes = window.nonzero()[0]
-        held = window[nodes]
-        left = cum.item(last) - need
-        if left:
-            held[-1] -= left
-        nodes += start
-        cluster.take_prefix(col, start, start + last, left, need)
-        groups = [(rec.groups[0], nodes, held // rec.single_amount)]
-        return Allocation(nodes, None, True, rec.total, groups, col, held)
-
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""
         rec.allocation = alloc
         rec.start_time = now
-        rec.est_end = now + rec.estimate
-        reason = "backfilled" if backfilled else "resources available"
-        rec.move(JobPhase.RUNNING, now, reason)
-        self.running.add(rec.spec.id, rec.est_end, alloc.total, alloc)
+        est_end = rec.est_end = now + rec.estimate
+        rec.move(RUNNING, now, "backfilled" if backfilled else "resources available")
+        job_id = rec.spec.id
+        self.running.add(job_id, est_end, alloc.total, alloc)
         if self.predictions is not None:
             self.predictions.started(rec)
         if self.tenants is not None:
             self.tenants.bind(rec, now)
-        self.stats.started += 1
-        self.stats.backfilled += backfilled
-        return StartJob(rec.spec.id, self._placements(rec, alloc), backfilled)
+        stats = self.stats
+        stats.started += 1
+        if backfilled:
+            stats.backfilled += 1
+        placed = alloc.groups
+        if len(placed) == 1:  # (the common case of group_placements, inline)
+            group, nodes, counts = placed[0]
+            device = alloc.devices[0] if alloc.devices else None
+            names = self.cluster.name_array
+            one = GroupPlacement(group.name, group.resources, nodes, counts, names, device)
+            return StartJob(job_id, (one,), backfilled)
+        declared = [g.name for g in rec.spec.task_groups]
+        return StartJob(
+            job_id, group_placements(alloc, declared, self.cluster.name_array), backfilled
+        )
 
     def bind_adopted(self, rec: JobRecord, alloc: Allocation, start_time: float) -> None:
         """Mark an adopted job running on ``alloc`` since ``start_time`` (no launch)."""
@@ -833,25 +823,3 @@ class SchedulerCore:
         if self.tenants is not None:
             rec.admission = self.tenants.admission(rec)
             self.tenants.bind(rec, start_time)
-
-    def _placements(self, rec: JobRecord, alloc: Allocation) -> tuple[GroupPlacement, ...]:
-        """Where each task group went, in the order the job declared its groups."""
-        names = self.cluster.name_array
-        placed = alloc.groups
-        devices: list[DeviceAssignment | None] = alloc.devices or [None] * len(placed)
-        if len(placed) == 1:
-            group, nodes, counts = placed[0]
-            return (GroupPlacement(group.name, group.resources, nodes, counts, names, devices[0]),)
-        declared = [g.name for g in rec.spec.task_groups]
-        order = sorted(range(len(placed)), key=lambda k: declared.index(placed[k][0].name))
-        return tuple(
-            GroupPlacement(
-                placed[k][0].name,
-                placed[k][0].resources,
-                placed[k][1],
-                placed[k][2],
-                names,
-                devices[k],
-            )
-            for k in order
-        )

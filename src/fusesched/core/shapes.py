@@ -36,6 +36,9 @@ from fusesched.policies.placement import PlacementPolicy
 #: Steps of exhaustive search allowed when deciding at submission that a job can never fit.
 NEVER_FITS_SEARCH_BUDGET = 50_000
 
+#: Shapes remembered by the identity of their request objects (see ``ShapeCompiler``).
+BY_ID_LIMIT = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class Shape:
@@ -68,12 +71,17 @@ class ShapeCompiler:
         self.placement = placement
         self.reject_unschedulable = reject_unschedulable
         self._cache: dict[tuple[object, ...], Shape] = {}
+        # shapes by the identity of (task groups, placement) and min_member: workloads share
+        # those objects between jobs, and hashing them by value is not free (each entry
+        # holds its objects, so an id is not reused while it is here; bounded in size)
+        self._by_id: dict[tuple[int, int, int | None], tuple[object, object, Shape]] = {}
         self._count = 0
         self._families: dict[tuple[object, ...], int] = {}
         self._domains: dict[str, DomainCodes] = {}
 
     def clear(self) -> None:
         self._cache.clear()
+        self._by_id.clear()
         self._families.clear()
         self._domains.clear()
 
@@ -86,7 +94,12 @@ class ShapeCompiler:
         return found
 
     def shape_of(self, spec: JobSpec) -> Shape:
+        groups = spec.task_groups
         placement = spec.placement
+        ident = (id(groups), id(placement), spec.min_member)
+        known = self._by_id.get(ident)
+        if known is not None and known[0] is groups and known[1] is placement:
+            return known[2]
         key = (
             spec.task_groups,
             placement.cache_key() if placement.constrained else None,
@@ -98,6 +111,9 @@ class ShapeCompiler:
         shape = self._cache.get(key)
         if shape is None:
             shape = self._cache[key] = self._compile(spec, self._family(spec, key))
+        if len(self._by_id) >= BY_ID_LIMIT:
+            self._by_id.clear()
+        self._by_id[ident] = (groups, placement, shape)
         return shape
 
     def _family(self, spec: JobSpec, key: tuple[object, ...]) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.model.job import JobSpec
+from fusesched.model.job import JobSpec, fast_init
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import Resources
 
@@ -31,6 +31,7 @@ class NodeStateChanged:
     reason: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JobSubmitted:
     job: JobSpec
@@ -42,6 +43,7 @@ class JobCancelRequested:
     reason: str = "cancelled by user"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class JobExited:
     """All tasks of a running job ended; ``exit_code`` 0 means success.
@@ -129,6 +131,7 @@ class TaskPlacement:
     resources: Resources
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, eq=False)
 class GroupPlacement:
     """Where one task group went: ``counts[k]`` tasks on node ``nodes[k]``, in task order.
@@ -177,6 +180,7 @@ class GroupPlacement:
         return tuple(out)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StartJob:
     """Launch every task of the job where the core placed it (the gang is complete)."""
@@ -222,6 +226,7 @@ class RejectJob:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReserveJob:
     """Informational: the blocked head job holds a reservation starting at ``start_time``;

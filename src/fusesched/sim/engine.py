@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +31,7 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import JobSpec, TaskGroup
+from fusesched.model.job import JobSpec, TaskGroup, fast_init
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
@@ -69,6 +70,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SimJob:
     """A job as the simulator sees it: the spec the core gets, and the truth it does not."""
@@ -142,12 +144,16 @@ class Simulation:
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
-        expanded = [
-            SimJob(child, job.runtime, job.exit_code) if job.spec.array else job
-            for job in jobs
-            for child in (job.spec.expand_array() if job.spec.array else (job.spec,))
-        ]  # each array child runs as long as its template says
-        self.jobs = sorted(expanded, key=lambda j: j.spec.submit_time)
+        expanded = (
+            [
+                SimJob(child, job.runtime, job.exit_code) if job.spec.array else job
+                for job in jobs
+                for child in (job.spec.expand_array() if job.spec.array else (job.spec,))
+            ]  # each array child runs as long as its template says
+            if any(job.spec.array for job in jobs)
+            else jobs
+        )
+        self.jobs = sorted(expanded, key=attrgetter("spec.submit_time"))
         self.jobs_by_id = {j.spec.id: j for j in self.jobs}
         self.kill_at_walltime = kill_at_walltime
         self.keep_log = keep_log
@@ -251,7 +257,7 @@ class Simulation:
             out = step(now, events)
             decisions += len(out)
             for decision in out:
-                if isinstance(decision, StartJob):
+                if type(decision) is StartJob:
                     outcome, runtime, code, killed = fates[decision.job_id]
                     outcome.timed_out = killed
                     if outcome.preemptions or outcome.failures:
@@ -384,14 +390,19 @@ class Simulation:
     def _fates(self) -> dict[str, tuple[JobOutcome, float, int, bool]]:
         """Per job id: its outcome record, and how long it runs, with which exit code and
         whether it is stopped at its walltime once started (``kill_at_walltime``)."""
-        cpus: dict[tuple[TaskGroup, ...], float] = {}  # jobs of one shape share their groups
+        # jobs of one shape often share their groups' tuple: count its CPUs once (by
+        # identity, cheaper than hashing the groups; the entry holds the tuple alive)
+        cpus: dict[int, tuple[tuple[TaskGroup, ...], float]] = {}
         fates: dict[str, tuple[JobOutcome, float, int, bool]] = {}
         for job in self.jobs:
             spec = job.spec
             groups = spec.task_groups
-            count = cpus.get(groups)
-            if count is None:
-                count = cpus[groups] = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
+            known = cpus.get(id(groups))
+            if known is not None and known[0] is groups:
+                count = known[1]
+            else:
+                count = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
+                cpus[id(groups)] = (groups, count)
             outcome = JobOutcome(
                 spec.id, spec.queue, spec.submit_time, runtime=job.runtime, cpus=count
             )
