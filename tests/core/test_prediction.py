@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
-from tests.builders import Run, cancel, exited, job, nodes, run_script, submit
+from tests.builders import Run, cancel, exited, job, make_core, nodes, run_script, submit
 
 from fusesched.core.prediction import Predictions
-from fusesched.model.events import ReserveJob, StartJob, StopJob
+from fusesched.core.scheduler import SchedulerCore
+from fusesched.model.events import JobSubmitted, ReserveJob, StartJob, StopJob
 from fusesched.model.job import JobSpec
 from fusesched.model.phases import JobPhase
 from fusesched.policies.registry import CoreConfig, PolicyError
@@ -192,3 +195,147 @@ def test_start_decisions_unchanged_without_prediction() -> None:
     run = run_script(nodes(1, cpu=1), [(0, submit(spec("a")))])
     assert isinstance(run.decisions[0][1], StartJob)
     assert run.core.predictions is None and run.core.next_wakeup() is None
+
+
+# ----------------------------------------------------------------------------- re-prediction
+
+
+def _waiting_script() -> Run:
+    """Two CPUs. a (ann) and x (bob) run; b (ann, two CPUs) waits behind them; x ends after
+    50 s, y (bob) backfills into its CPU; a ends after 100 s while b still waits."""
+    return run_script(
+        nodes(1, cpu=2),
+        [
+            (0, submit(spec("a"), spec("x", user="bob"))),
+            (1, submit(job("b").tasks(2, cpu=1).user("ann").walltime(1000.0).at(1).build())),
+            (50, [exited("x")]),
+            (60, submit(spec("y", user="bob", at=60))),
+        ],
+        runtime_prediction="user-last2-request",
+    )
+
+
+def test_a_waiting_jobs_estimate_follows_its_users_history() -> None:
+    """b was predicted at submission (ann had no history: the request). Bob's exit changes
+    nothing of it; a's exit (ann's first finished job, 100 s) re-predicts it, to exactly what a
+    fresh prediction gives then — from jobs finished before that moment only."""
+    run = _waiting_script()
+    core = run.core
+    b = core.jobs["b"]
+    assert run.phase("b") is JobPhase.QUEUED and run.phase("y") is JobPhase.RUNNING
+    assert b.estimate == b.facts.estimate == 1000.0  # bob's exit (x) did not touch it
+    assert core.predictions is not None and core.predictions.repredicted == 0
+    run.step(100, [exited("a")])
+    assert run.phase("b") is JobPhase.QUEUED  # y still holds a CPU
+    assert b.estimate == b.facts.estimate == 100.0
+    assert b.estimate == core.predictions.estimate(b.spec)  # a fresh prediction, now
+    assert core.queue.rows[0, 0] == 100.0  # what backfilling reads
+    assert core.predictions.repredicted == 1
+    assert run.reservations()[-1] == ("b", 110.0)  # y's predicted end (bob: x ran 50 s)
+
+
+def test_repredicted_jobs_are_rekeyed_in_a_static_order() -> None:
+    """SJF: c (ann, asks 900 s) waits behind d (bob, asks 500 s); when ann's first job ends
+    after 100 s, c's estimate falls to 100 s and it moves ahead of d."""
+    run = run_script(
+        nodes(1, cpu=1),
+        [
+            (0, submit(spec("a"))),
+            (1, submit(spec("c", walltime=900.0, at=1), spec("d", user="bob", walltime=500.0))),
+        ],
+        queue_order="sjf",
+        runtime_prediction="user-last2",
+    )
+    queue = run.core.queue
+    assert [r.id for r in queue.records] == ["d", "c"]
+    run.step(100, [exited("a")])  # c starts at once: it is first now
+    assert run.start_times()["c"] == 100.0 and run.core.jobs["c"].estimate == 100.0
+    assert [r.id for r in queue.records] == ["d"]
+
+
+def _check_queue(core: SchedulerCore) -> None:
+    predictions = core.predictions
+    assert predictions is not None
+    queue = core.queue
+    for i, rec in enumerate(queue.records):
+        assert rec.estimate == rec.facts.estimate == queue.rows[i, 0]
+        assert rec.estimate == predictions.estimate(rec.spec)  # never stale
+    if not core.order.dynamic:
+        keys = [(r.key, r.seq) for r in queue.records]
+        assert keys == sorted(keys)
+        assert all(r.key == core.order.key(r.facts, 0.0) for r in queue.records)
+
+
+@pytest.mark.parametrize("order", ["sjf", "f1", "wfp3-textbook", "learned"])
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+def test_waiting_estimates_are_always_fresh_predictions(order: str, backfill: str) -> None:
+    """A random workload stepped by hand: after every step, every queued job's estimate (its
+    record, its facts, its queue row, its place in a static order) is what a fresh prediction
+    gives at that moment; a predictor that saw a job before it ended would fail the run."""
+    rng = np.random.default_rng(11)
+    run = Run(
+        make_core(
+            nodes(4, cpu=4),
+            queue_order=order,
+            backfill=backfill,
+            runtime_prediction="user-last2-request",
+        )
+    )
+    core = run.core
+    ended: set[str] = set()
+    predictions = core.predictions
+    assert predictions is not None
+    observe = predictions.predictor.observe
+
+    def checked_observe(spec_: JobSpec, runtime: float) -> None:
+        assert spec_.id in ended  # learned only from a job that has ended
+        observe(spec_, runtime)
+
+    predictions.predictor.observe = checked_observe  # type: ignore[method-assign]
+    runtimes: dict[str, float] = {}
+    events: list[tuple[float, int, str, str]] = []  # (time, order, kind, job id)
+    for i in range(150):
+        runtime = float(rng.integers(5, 400))
+        runtimes[str(i)] = runtime
+        heapq.heappush(events, (float(i * 7), i, "submit", str(i)))
+    seq = 1000
+    specs = {
+        jid: job(jid)
+        .tasks(int(rng.integers(1, 9)), cpu=1)
+        .user(f"u{int(rng.integers(0, 4))}")
+        .walltime(runtimes[jid] * float(rng.uniform(1.0, 6.0)))
+        .at(float(int(jid) * 7))
+        .build()
+        for jid in runtimes
+    }
+    while events:
+        now = events[0][0]
+        batch = []
+        while events and events[0][0] == now:
+            _, _, kind, jid = heapq.heappop(events)
+            if kind == "submit":
+                batch.append(JobSubmitted(specs[jid]))
+            else:
+                ended.add(jid)
+                batch.append(exited(jid))
+        for decision in run.step(now, batch):
+            if isinstance(decision, StartJob):
+                seq += 1
+                heapq.heappush(
+                    events, (now + runtimes[decision.job_id], seq, "end", decision.job_id)
+                )
+        _check_queue(core)
+    assert all(rec.phase is JobPhase.COMPLETED for rec in core.jobs.values())
+    assert predictions.repredicted > 0
+
+
+def test_a_job_cancelled_or_rejected_before_it_ran_is_forgotten() -> None:
+    """The per-user index of waiting jobs does not keep jobs that will never run (a
+    long-running controller would otherwise grow with every cancelled job)."""
+    core = make_core(nodes(1, cpu=2), queue_order="sjf", runtime_prediction="user-last2")
+    big = job("big").tasks(1, cpu=2).walltime(1000).user("u").at(0).build()
+    waiting = job("w").tasks(1, cpu=2).walltime(1000).user("u").at(0).build()
+    core.step(0, submit(big, waiting))
+    core.step(1, [cancel("w")])
+    assert core.predictions is not None
+    assert "w" not in core.predictions._by_user.get("u", {})

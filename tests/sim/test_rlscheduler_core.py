@@ -7,8 +7,10 @@ import pytest
 
 from fusesched.policies.presets import PRESETS
 from fusesched.policies.registry import CoreConfig
+from fusesched.sim.engine import Simulation
 from fusesched.sim.protocols.rlscheduler import run_rlscheduler
 from fusesched.sim.protocols.rlscheduler_core import run_core_protocol, sequence_jobs
+from fusesched.sim.workload import homogeneous_nodes
 from fusesched.traces.swf import RlJobs
 
 from ._shared import needs_shared, rl_jobs
@@ -81,3 +83,22 @@ def test_predicted_run_times_rescue_shortest_first_on_sdsc_sp2() -> None:
     fcfs, sjf = bsld("fcfs", "none"), bsld("sjf", "none")
     predicted = bsld("sjf", "user-last2")
     assert sjf > fcfs > 2 * predicted
+
+
+def test_a_burst_waiting_for_its_first_job_is_re_predicted() -> None:
+    """SDSC-SP2's pattern in small: one user submits a burst of whole-machine jobs that ask for
+    10,000 s and run 10 s, all before the first has finished. Each waits with the request as
+    its estimate only until the first ends: from then on it is predicted from that run (the
+    core re-predicts waiting jobs at each exit of their user), so each starts on a 10 s
+    estimate; none is predicted from a job that had not finished."""
+    rows = [(t, 10, 10_000, 16, 7) for t in range(5)]
+    jobs = make_jobs(rows, 16)
+    sim_jobs = sequence_jobs(jobs, 0, len(rows))
+    config = CoreConfig(queue_order="sjf", runtime_prediction="user-last2-request")
+    sim = Simulation(homogeneous_nodes(16, 16), sim_jobs, config)
+    result = sim.run()
+    starts = sorted(o.start for o in result.outcomes)
+    assert starts == [0.0, 10.0, 20.0, 30.0, 40.0]
+    estimates = [sim.core.jobs[j.spec.id].estimate for j in sim_jobs]
+    assert estimates == [10_000.0, 10.0, 10.0, 10.0, 10.0]
+    assert sim.core.predictions is not None and sim.core.predictions.repredicted == 4

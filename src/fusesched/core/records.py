@@ -210,6 +210,21 @@ class WaitingQueue:
     def remove(self, rec: JobRecord) -> None:
         self.remove_at([self.records.index(rec)])
 
+    def reestimate(self, rec: JobRecord, now: float) -> bool:
+        """``rec``'s estimate (``rec.estimate`` and ``rec.facts``) changed while it waits: its
+        row takes the new estimate and, in a static order, it moves to its new key's place
+        (found by its old ``rec.key``). Returns whether it is in the queue."""
+        pos = self.position(rec)
+        if pos is None:
+            return False
+        if self.order.dynamic:  # re-sorted at the next cycle
+            self._rows.rows[pos, 0] = rec.estimate
+        else:
+            self.remove_at([pos])
+            rec.key = self.order.key(rec.facts, now)
+            self.push(rec, now)
+        return True
+
     def reorder(self, now: float, keys: tuple[npt.NDArray[np.float64], ...] | None = None) -> None:
         """Re-sort by the (time-dependent) policy key, or by ``keys`` (one array per key
         element, primary first, one entry per queued job) when given; ties by arrival."""

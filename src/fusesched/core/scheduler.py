@@ -404,7 +404,7 @@ class SchedulerCore:
         else:
             estimate = self.config.default_estimate_s
         facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
-        return JobRecord(
+        rec = JobRecord(
             spec=spec,
             seq=self._seq,
             phase=JobPhase.PENDING,
@@ -422,6 +422,9 @@ class SchedulerCore:
             single_amount=shape.single_amount,
             single_total=shape.single_total,
         )
+        if self.predictions is not None:
+            self.predictions.watch(rec)  # re-predicted while it waits
+        return rec
 
     def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
         if rec.phase is not QUEUED:
@@ -458,9 +461,22 @@ class SchedulerCore:
             return requeue(self, rec, event, now)
         else:
             rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
-        if self.predictions is not None:
-            self.predictions.ended(rec)
+        if self.predictions is not None and self.predictions.ended(rec):
+            self._repredict(rec.spec.user, now)
         return self._settle_dependents(rec, now)
+
+    def _repredict(self, user: str, now: float) -> None:
+        """``user``'s history grew: predict their waiting jobs again; a changed estimate
+        moves the job's queue row (and, in a static order, its place), and the head's
+        reservation is recomputed."""
+        assert self.predictions is not None
+        changed = self.predictions.repredict(user)
+        if changed:
+            for rec in changed:
+                if rec.phase is QUEUED:  # (parked, delayed or held jobs are keyed when queued)
+                    self.queue.reestimate(rec, now)
+            self._changed = True
+            self.reservation = None
 
     def reshape(self, rec: JobRecord, spec: JobSpec) -> None:
         shape = self.shapes.shape_of(spec)
@@ -536,6 +552,8 @@ class SchedulerCore:
         if rec.phase.terminal:
             return []
         rec.move(JobPhase.CANCELLED, now, reason)
+        if self.predictions is not None:
+            self.predictions.ended(rec)  # (never ran: forgotten, nothing learned)
         return self._settle_dependents(rec, now)
 
     def _dequeue(self, rec: JobRecord, now: float) -> None:
@@ -557,6 +575,8 @@ class SchedulerCore:
     def _reject(self, rec: JobRecord, reason: str, now: float) -> list[Decision]:
         self.stats.rejected += 1
         rec.move(JobPhase.CANCELLED, now, f"rejected: {reason}")
+        if self.predictions is not None:
+            self.predictions.ended(rec)
         return [RejectJob(rec.id, reason), *self._settle_dependents(rec, now)]
 
     def _widen(self) -> None:
