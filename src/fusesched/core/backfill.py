@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core.cluster import IntArray, rows_within
+from fusesched.core.cluster import ClusterArrays, IntArray, rows_within
+from fusesched.core.placement import slot_bound
 from fusesched.model.events import Decision, ReserveJob
 
 if TYPE_CHECKING:
@@ -224,6 +225,10 @@ def _scan(
     out: list[Decision] = []
     shadow, col = res.shadow, res.column
     try_place, bind = core.try_place, core.bind
+    free = cluster.free
+    # with tenancy, try_place asks the queue's quota first (and notes its verdict on the
+    # job), so every candidate goes to it
+    bounds = _SlotBounds(cluster) if core.tenants is None else None
     for pos in chain.from_iterable(blocks):
         rec = records[pos]
         short_job = now + rec.estimate <= shadow
@@ -238,17 +243,23 @@ def _scan(
         alloc: Allocation | None = None
         if col >= 0:
             need = rec.total.item(col)
-            if need <= free_total.item(col) and (short_job or need <= res.extra):
+            if (
+                need <= free_total.item(col)
+                and (short_job or need <= res.extra)
+                and (bounds is None or rec.single_column >= 0 or bounds.may_fit(rec, free, 0))
+            ):
                 alloc = try_place(rec, search=False)
                 if alloc is not None and not short_job:
                     res.extra -= need
         elif short_job:
-            alloc = try_place(rec, search=False)
+            if bounds is None or rec.single_column >= 0 or bounds.may_fit(rec, free, 0):
+                alloc = try_place(rec, search=False)
         else:
             assert res.remaining is not None
             if long_view is None:
                 long_view = np.minimum(cluster.free, res.remaining)
-            alloc = try_place(rec, res.remaining, long_view, search=False)
+            if bounds is None or bounds.may_fit(rec, long_view, 1):
+                alloc = try_place(rec, res.remaining, long_view, search=False)
         if alloc is None:
             if rec.data_wait_until <= now:  # a job waiting for its data's nodes says
                 failed.add(kind)  # nothing about its kind elsewhere
@@ -258,10 +269,60 @@ def _scan(
         if long_view is not None and res.remaining is not None:
             rows = alloc.nodes
             long_view[rows] = np.minimum(cluster.free[rows], res.remaining[rows])
+        if bounds is not None:
+            bounds.version += 1  # free resources shrank: the bounds so far still hold, but
+            # a fresh one is tighter
         started.append(pos)
         out.append(bind(rec, alloc, now, True))
     core.queue.remove_at(started)
     return out
+
+
+class _SlotBounds:
+    """A necessary condition for a gang to fit, cheaper than a placement attempt: every task
+    group's :func:`~fusesched.core.placement.slot_bound` on the free matrix the attempt would
+    see must reach the group's size. The bounds are kept per (view, eligible rows, per-task
+    request, cap per node); free resources only shrink during a scan, so a bound stays an
+    upper bound after a job starts (``version`` counts the starts), only a looser one: one
+    below a group's size is used as it is, a bigger one is computed again. A failed attempt
+    changes nothing. A job that fails this test would fail the attempt too, so the scan's
+    decisions are the same."""
+
+    __slots__ = ("_counts", "cluster", "version")
+
+    def __init__(self, cluster: ClusterArrays) -> None:
+        self.cluster = cluster
+        self.version = 0
+        self._counts: dict[tuple[int, int, bytes, int | None], tuple[int, int]] = {}
+
+    def may_fit(self, rec: JobRecord, free: IntArray, view: int) -> bool:
+        """False if ``rec`` cannot be placed on ``free`` (``view`` numbers that matrix)."""
+        groups = rec.groups
+        spec = rec.spec
+        if groups is None or spec.min_member is not None:  # (partial gangs: no bound)
+            return True
+        cluster = self.cluster
+        eligible = cluster.shape_filter(rec.shape_id, spec.placement)[0]
+        cap = spec.placement.max_tasks_per_node
+        version = self.version
+        counts = self._counts
+        for group in groups:
+            if not len(group.cols):
+                continue
+            key = (view, id(eligible), group.key, cap)
+            found = counts.get(key)
+            if found is not None and (found[0] == version or found[1] < group.replicas):
+                bound = found[1]  # (an old bound still bounds: free resources only shrank)
+            else:
+                rows = cluster.rows_with_free(group.cols, eligible)
+                if 2 * len(rows) >= len(free):
+                    continue  # room on most nodes (a cluster filling up): the attempt is
+                    # likely to succeed, and reading that many rows would cost as much
+                bound = slot_bound(group, free, rows, cap)
+                counts[key] = (version, bound)
+            if bound < group.replicas:
+                return False
+        return True
 
 
 class Profile:

@@ -82,6 +82,7 @@ class ClusterArrays:
         self.quantum: list[int] = []
         self._mask_cache: dict[tuple[object, ...], npt.NDArray[Any]] = {}
         self._filters: dict[tuple[object, ...], tuple[BoolArray, IntArray]] = {}
+        self._shape_filters: dict[int, tuple[BoolArray | None, IntArray | None]] = {}
         # per column, a row before which every node has none of it free (a lower bound)
         self._first_free: dict[int, int] = {}
         # see rows_with_free: per column, and per (mask id, columns...)
@@ -170,6 +171,7 @@ class ClusterArrays:
         self.all_up = bool(self.up.all())
         self._mask_cache.clear()
         self._filters.clear()
+        self._shape_filters.clear()
 
     # ------------------------------------------------------------------ requests
 
@@ -214,6 +216,16 @@ class ClusterArrays:
         if found is None:
             mask = self.eligible(placement)
             found = self._filters[key] = (mask, mask.nonzero()[0])
+        return found
+
+    def shape_filter(
+        self, number: int, placement: Placement
+    ) -> tuple[BoolArray | None, IntArray | None]:
+        """:meth:`filter` of a job shape's placement, cached by the shape's number (unique
+        for its compiler's lifetime: no placement is hashed again)."""
+        found = self._shape_filters.get(number)
+        if found is None:
+            found = self._shape_filters[number] = self.filter(placement)
         return found
 
     def eligible(self, placement: Placement) -> BoolArray:

@@ -41,9 +41,11 @@ class GroupShape:
     resources: Resources
     demand: DeviceDemand | None = None  # per task, what the device ledger must hold
     cols: IntArray = field(init=False)  # the requested columns
+    key: bytes = field(init=False)  # ``per_task`` as bytes: equal requests, equal keys
 
     def __post_init__(self) -> None:
         self.cols = self.per_task.nonzero()[0]
+        self.key = self.per_task.tobytes()
 
 
 @dataclass(slots=True)
@@ -240,6 +242,18 @@ def plan_groups(
                 used = np.zeros(len(free), np.int64) if used is None else used
                 used[pick[0]] += pick[1]
     return plan if placed >= min_tasks else None
+
+
+def slot_bound(group: GroupShape, free: IntArray, rows: IntArray, max_per_node: int | None) -> int:
+    """How many tasks of ``group`` the ``rows`` of ``free`` hold together, each node capped
+    at ``max_per_node``: with ``rows`` every row that may hold one of its tasks (a superset
+    is fine), an upper bound of what :func:`plan_groups` can place of the group on ``free``
+    (device demands, data locality, other groups and topology only narrow it), so a gang
+    whose bound is below its size cannot be placed there."""
+    if not len(group.cols):
+        return group.replicas  # asks for nothing: no bound
+    counts = task_slots(free, None, group.per_task, max_per_node, group.cols, rows=rows)
+    return int(counts.sum())
 
 
 def _at(values: IntArray, rows: IntArray | None) -> IntArray:
