@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -149,45 +146,36 @@ def test_config_enables_the_health_check() -> None:
     assert sensing.sample([]).healthy
 
 
-@pytest.fixture
-def shared_work() -> Iterator[Path]:
-    """A work dir tasks of other uids can reach (pytest's temporary folders are 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="fusesched-sensing-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting tasks under another uid needs root")
-def test_checkpoint_folder_belongs_to_the_task(shared_work: Path) -> None:
+def test_checkpoint_folder_belongs_to_the_task(shared: Path) -> None:
     who = Identity("ckpt-user", 231_000, 231_000)
-    rt = ProcessRuntime(shared_work / "work", identities=lambda user: who)
+    rt = ProcessRuntime(shared / "work", identities=lambda user: who)
     try:
         script = 'echo x > "$FUSESCHED_CHECKPOINT_DIR/1"; echo "$FUSESCHED_CHECKPOINT_DIR"'
         report, out = run_one(rt, launch("j4.0.0", "sh", "-c", script))
-        folder = shared_work / "work" / "tasks" / "j4.0.0" / "checkpoints"
+        folder = shared / "work" / "tasks" / "j4.0.0" / "checkpoints"
         assert (report.state, report.exit_code, out.strip()) == (TaskState.EXITED, 0, str(folder))
         assert (folder / "1").stat().st_uid == who.uid
         # a folder elsewhere is made by the task's user, where that user may make folders
-        (shared_work / "ckpt").mkdir(mode=0o1777)
-        (shared_work / "ckpt").chmod(0o1777)
-        custom = shared_work / "ckpt" / "j5"
+        (shared / "ckpt").mkdir(mode=0o1777)
+        (shared / "ckpt").chmod(0o1777)
+        custom = shared / "ckpt" / "j5"
         spec = launch("j5.0.0", "sh", "-c", script, checkpoint_dir=str(custom))
         report, out = run_one(rt, spec)
         assert (report.exit_code, out.strip()) == (0, str(custom))
         assert custom.stat().st_uid == who.uid and (custom / "1").exists()
         # ... and nowhere root alone may: the agent (root) neither creates nor hands over
         # anything the job names outside its task folder
-        (shared_work / "rootonly").mkdir(mode=0o755)
-        for name, path in (("j7", shared_work / "rootonly" / "new"), ("j8", shared_work)):
+        (shared / "rootonly").mkdir(mode=0o755)
+        for name, path in (("j7", shared / "rootonly" / "new"), ("j8", shared)):
             spec = launch(f"{name}.0.0", "true", checkpoint_dir=str(path))
             report, out = run_one(rt, spec)
             assert report.state is TaskState.FAILED_TO_START or report.exit_code == 0, out
-            assert not (shared_work / "rootonly" / "new").exists()
+            assert not (shared / "rootonly" / "new").exists()
             assert path.stat().st_uid == 0 if path.exists() else True
         spec = launch("j9.0.0", "true", checkpoint_dir="../../../rootonly")
         report, _ = run_one(rt, spec)
-        assert (shared_work / "rootonly").stat().st_uid == 0
+        assert (shared / "rootonly").stat().st_uid == 0
     finally:
         rt.shutdown(grace_s=0.2)
 

@@ -77,10 +77,7 @@ def start_admitted(
             deferred.append(rec)
             continue
         if verdict is not None and not verdict.ok:
-            done.add(id(rec))
-            core._parked[rec.id] = rec
-            victims = gate.reclaim(core, rec, verdict, now)
-            out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
+            out.extend(_park(core, rec, verdict, done, now))
             continue
         rec.admission = verdict
         pin_flavours(core, rec, verdict)
@@ -117,17 +114,15 @@ def _start_borrowers(
 ) -> list[Decision]:
     """The jobs that would borrow, deferred by the in-order pass (all stood ahead of where it
     stopped), in order, with a fresh verdict (a reclaim started meanwhile stops borrowing in
-    its cohort: such a job is parked as any job its quota blocks); the first that does not
-    fit holds the others back."""
+    its cohort: such a job is parked as any job its quota blocks, and reclaims nothing since
+    it would borrow); the first that does not fit holds the others back."""
     gate = core.tenants
     assert gate is not None
     out: list[Decision] = []
     for rec in deferred:
         verdict = gate.admission(rec)
         if verdict is not None and not verdict.ok:
-            done.add(id(rec))
-            core._parked[rec.id] = rec
-            out.extend(preempt(core, gate.priority_victims(core, rec, now)))
+            out.extend(_park(core, rec, verdict, done, now))
             continue
         rec.admission = verdict
         pin_flavours(core, rec, verdict)
@@ -138,6 +133,19 @@ def _start_borrowers(
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))
     return out
+
+
+def _park(
+    core: SchedulerCore, rec: JobRecord, verdict: Admission, done: set[int], now: float
+) -> list[Decision]:
+    """``rec``'s quota blocks it: park it (it blocks no other queue) and let it reclaim lent
+    capacity, or else preempt lower QoS tiers if its tier may."""
+    gate = core.tenants
+    assert gate is not None
+    done.add(id(rec))
+    core._parked[rec.id] = rec
+    victims = gate.reclaim(core, rec, verdict, now)
+    return preempt(core, victims or gate.priority_victims(core, rec, now))
 
 
 def _guaranteed(verdict: Admission | None) -> bool:
