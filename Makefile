@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean system
+.PHONY: run test lint typecheck unit bench clean system front
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The embedded default: a controller (SQLite) and two local agents run a small mixed workload.
-run: $(STAMP) system
+run: $(STAMP) system front
 	rm -rf .run && $(BIN)/fusesched up --demo --agents 2 --data-dir .run --port 0
 
 lint: $(STAMP)
@@ -26,7 +26,17 @@ typecheck: $(STAMP)
 system: $(STAMP)
 	bash scripts/system_deps.sh $(BIN)/python
 
-unit: $(STAMP) system
+# The native front of the `fusesched` command (src/fusesched/cli/front.c; docs/SUBMIT.md): one
+# process per `fusesched submit`/`sbatch` in about 2 ms, everything else handed to the Python
+# command. Without a C compiler the Python console script stays.
+front: $(STAMP) system
+	@if command -v cc >/dev/null; then \
+	    cc -O2 -std=c11 -Wall -Wextra -Werror -o $(BIN)/fusesched.front src/fusesched/cli/front.c \
+	        -DFUSESCHED_PYTHON='"$(abspath $(BIN))/python"' \
+	    && mv -f $(BIN)/fusesched.front $(BIN)/fusesched; \
+	else echo "front: no C compiler; $(BIN)/fusesched stays the Python script"; fi
+
+unit: $(STAMP) system front
 	$(BIN)/python -m pytest
 
 test: lint typecheck unit

@@ -6,8 +6,10 @@ started, then exits. Every system gets the same job, the same machine and the sa
 * **submit jobs/s** — N submissions in a tight loop, timed until the last one is accepted:
   Slurm: ``sbatch`` (a C program) once per job from Python via ``subprocess``;
   fusesched: the SDK's ``Client.submit`` in a loop (REST API), the same with 4 client threads,
-  ``fusesched submit job.yaml --json`` once per job (the CLI is a *Python* process per call),
-  one ``fusesched submit`` with N files, and ``Client.submit_many`` (one request for N jobs).
+  ``fusesched submit job.yaml --json`` once per job — with the installed command (``make``'s
+  native front, a C program like ``sbatch``, src/fusesched/cli/front.c) and with the Python
+  command (a Python process per call) — one ``fusesched submit`` with N files, and
+  ``Client.submit_many`` (one request for N jobs).
 * **completed jobs/s** — N jobs, from the first submission until all N have finished
   (Slurm: the ``sbatch`` loop above; fusesched: one ``submit_many`` request, and also the
   one-by-one ``Client.submit`` loop for a like-for-like figure). Finished = every job has
@@ -309,6 +311,18 @@ class Fusesched:
         self.log.close()
 
 
+FRONT = ROOT / ".venv" / "bin" / "fusesched"
+
+
+def native_front() -> Path | None:
+    """``make``'s native front of the ``fusesched`` command, if that is what is installed."""
+    try:
+        with FRONT.open("rb") as handle:
+            return FRONT if handle.read(4) == b"\x7fELF" else None
+    except OSError:
+        return None
+
+
 def fs_request(path: Path, name: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -327,6 +341,19 @@ def fs_yaml(path: Path, name: str) -> str:
         f"resources: {{cpu: 1, memory: {JOB_MEM_MB}Mi}}\n"
         f"command: [sh, -c, {json.dumps(job_command(path))}]\n"
     )
+
+
+def fs_yaml_files(work: Path, name: str, n: int, prefix: str) -> tuple[Path, list[Path]]:
+    """(the stamp folder, ``n`` job files writing into it) under ``work``."""
+    folder = stamp_dir(work, name)
+    yaml_dir = work / f"{name}-yaml"
+    yaml_dir.mkdir()
+    files = []
+    for i in range(n):
+        f = yaml_dir / f"job{i}.yaml"
+        f.write_text(fs_yaml(folder / f"f{i}", f"{prefix}{i}"))
+        files.append(f)
+    return folder, files
 
 
 def measure_fusesched(n: int, samples: int, work: Path) -> dict[str, Any]:
@@ -395,38 +422,37 @@ def measure_fusesched(n: int, samples: int, work: Path) -> dict[str, Any]:
         out["submit_api_4_threads"] = rate(n, t_sub)
         console.print(f"  Client.submit ×{n}, 4 threads: {n / t_sub:.0f}/s")
 
-        # 3. CLI, one `fusesched submit job.yaml --json` process per job
-        folder = stamp_dir(work, "fs-cli")
-        yaml_dir = work / "fs-cli-yaml"
-        yaml_dir.mkdir()
-        files = []
-        for i in range(n):
-            f = yaml_dir / f"job{i}.yaml"
-            f.write_text(fs_yaml(folder / f"f{i}", f"c{i}"))
-            files.append(f)
+        # 3. CLI, one `fusesched submit job.yaml --json` process per job: the installed command
+        # (make's native front, src/fusesched/cli/front.c) and the Python command
         env = dict(os.environ, FUSESCHED_CONTROLLER=fs.url)
         cli = [sys.executable, "-m", "fusesched", "submit"]
-        t0 = time.monotonic()
-        for f in files:
-            proc = subprocess.run(
-                [*cli, str(f), "--json"], capture_output=True, text=True, env=env, check=False
+        commands = [("submit_cli_python", cli, "Python command")]
+        if native_front() is not None:
+            commands.insert(0, ("submit_cli", [str(native_front()), "submit"], "native front"))
+        else:
+            console.print(f"  [yellow]{FRONT} is not the native front (no C compiler?)[/]")
+        for key, command, label in commands:
+            folder, files = fs_yaml_files(work, f"fs-{key}", n, "c")
+            t0 = time.monotonic()
+            for f in files:
+                proc = subprocess.run(
+                    [*command, str(f), "--json"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    raise RuntimeError(f"fusesched submit failed: {proc.stderr.strip()}")
+            t_sub = time.monotonic() - t0
+            drain(folder, n)
+            out[key] = rate(n, t_sub)
+            console.print(
+                f"  fusesched submit, {label}, one process per job ×{n}: {n / t_sub:.1f}/s"
             )
-            if proc.returncode != 0:
-                raise RuntimeError(f"fusesched submit failed: {proc.stderr.strip()}")
-        t_sub = time.monotonic() - t0
-        drain(folder, n)
-        out["submit_cli"] = rate(n, t_sub)
-        console.print(f"  fusesched submit (one process per job) ×{n}: {n / t_sub:.1f}/s")
 
         # 4. CLI, one call with N files
-        folder = stamp_dir(work, "fs-cli-n")
-        yaml_dir = work / "fs-cli-n-yaml"
-        yaml_dir.mkdir()
-        files = []
-        for i in range(n):
-            f = yaml_dir / f"job{i}.yaml"
-            f.write_text(fs_yaml(folder / f"f{i}", f"m{i}"))
-            files.append(f)
+        folder, files = fs_yaml_files(work, "fs-cli-n", n, "m")
         t0 = time.monotonic()
         proc = subprocess.run(
             [*cli, *map(str, files), "--json"], capture_output=True, text=True, env=env, check=False
@@ -509,6 +535,7 @@ def ratios(fs: dict[str, Any], slurm: dict[str, Any]) -> dict[str, float | None]
     return {
         "submit_api_vs_sbatch": div(_get(fs, "submit_api"), sb),
         "submit_cli_vs_sbatch": div(_get(fs, "submit_cli"), sb),
+        "submit_cli_python_vs_sbatch": div(_get(fs, "submit_cli_python"), sb),
         "completed": div(_get(fs, "completed"), _get(slurm, "completed")),
         "completed_one_by_one": div(_get(fs, "completed_one_by_one"), _get(slurm, "completed")),
         # latency: how many times shorter fusesched's is (above 1: fusesched is faster)
@@ -523,7 +550,7 @@ def table(results: list[dict[str, Any]], n: int, samples: int) -> Table:
         f"latency over {samples} jobs, one at a time",
         title_justify="left",
         caption="submit/s API: fusesched's REST API through the SDK (Slurm: no slurmrestd here); "
-        "submit/s CLI: one process per job (sbatch is C, fusesched submit is Python)",
+        "submit/s CLI: one process per job (sbatch and fusesched's native front are C)",
         caption_justify="left",
     )
     t.add_column("system / config")
@@ -549,14 +576,18 @@ def table(results: list[dict[str, Any]], n: int, samples: int) -> Table:
             )
             continue
         t.add_row(
-            "fusesched (Client.submit; submit_many for completed)",
+            "fusesched (Client.submit; native CLI; submit_many for completed)",
             _fmt(_get(r, "submit_api"), 0),
             _fmt(_get(r, "submit_cli"), 1),
             _fmt(_get(r, "completed"), 2),
             ms(r, "median_s"),
             ms(r, "p90_s"),
         )
-        t.add_row("  fusesched, 4 client threads", _fmt(_get(r, "submit_api_4_threads"), 0))
+        t.add_row(
+            "  fusesched, 4 client threads; CLI: the Python command",
+            _fmt(_get(r, "submit_api_4_threads"), 0),
+            _fmt(_get(r, "submit_cli_python"), 1),
+        )
         t.add_row(
             "  fusesched, submit_many / one CLI call with N files",
             _fmt(_get(r, "submit_many"), 0),

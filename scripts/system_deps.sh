@@ -2,8 +2,9 @@
 # Installs and starts the real system parts the tests use: bubblewrap and busybox (containers),
 # OpenMPI, Slurm + munge (the comparison benchmark), PostgreSQL (the second store),
 # Prometheus (scrapes the controller's /metrics in tests/live/test_prometheus.py), Chromium
-# (Playwright drives it in tests/live/test_portal.py; no browser is downloaded) and rsync (the
-# dataset cache's rsync stager, tests/agent/test_datasets.py). Safe to run
+# (Playwright drives it in tests/live/test_portal.py; no browser is downloaded), rsync (the
+# dataset cache's rsync stager, tests/agent/test_datasets.py) and a C compiler (the native
+# front of `fusesched submit`, src/fusesched/cli/front.c). Safe to run
 # again: installs only what is missing, starts only what is down.
 set -euo pipefail
 
@@ -17,6 +18,7 @@ command -v busybox >/dev/null || need+=(busybox-static)  # a tiny real image for
 command -v prometheus >/dev/null || need+=(prometheus)  # scrapes /metrics in tests/live
 command -v chromium >/dev/null || need+=(chromium)  # the portal's browser tests (Playwright)
 command -v rsync >/dev/null || need+=(rsync)  # the dataset cache's rsync stager
+command -v cc >/dev/null || need+=(gcc libc6-dev)  # the native front of `fusesched submit`
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

@@ -9,76 +9,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests.cli.conftest import Script
 
 from fusesched.cli import fast
 from fusesched.client_base import ControllerError
-
-
-@dataclass
-class Script:
-    """What the server answers next, and what it has received."""
-
-    status: int = 200
-    body: bytes = b'{"ids": ["7"], "warnings": []}'
-    chunked: bool = False
-    received: list[dict[str, Any]] = field(default_factory=list)
-
-
-@pytest.fixture
-def server() -> Iterator[tuple[str, Script]]:
-    script = Script()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            length = int(self.headers["content-length"])
-            script.received.append(
-                {
-                    "path": self.path,
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "body": json.loads(self.rfile.read(length)),
-                }
-            )
-            self.send_response(script.status)
-            self.send_header("content-type", "application/json")
-            if script.chunked:
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                half = len(script.body) // 2
-                for piece in (script.body[:half], script.body[half:], b""):
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            else:
-                self.send_header("content-length", str(len(script.body)))
-                self.end_headers()
-                self.wfile.write(script.body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-@pytest.fixture(autouse=True)
-def no_ambient_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("FUSESCHED_TOKEN", "FUSESCHED_JOB_TOKEN", "FUSESCHED_CA", "FUSESCHED_CONTROLLER"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-
 
 FILES: list[dict[str, object]] = [{"name": "a.sh", "text": "#!/bin/sh\ntrue\n", "args": []}]
 

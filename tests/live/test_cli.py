@@ -8,14 +8,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
+PYTHON = [sys.executable, "-m", "fusesched"]
 
-def fusesched(cluster: LocalCluster | None, *args: str) -> subprocess.CompletedProcess[str]:
+
+@pytest.fixture(params=["python", "native"])
+def command(request: pytest.FixtureRequest) -> list[str]:
+    """The ``fusesched`` command: the Python one, and the native front (``make``'s
+    .venv/bin/fusesched; submit and sbatch answered in C, the rest handed to Python)."""
+    if request.param == "python":
+        return PYTHON
+    return [str(request.getfixturevalue("native_front"))]
+
+
+def fusesched(
+    cluster: LocalCluster | None, *args: str, command: list[str] = PYTHON
+) -> subprocess.CompletedProcess[str]:
     url = cluster.url if cluster is not None else "http://127.0.0.1:9"
     return subprocess.run(
-        [sys.executable, "-m", "fusesched", *args],
+        [*command, *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -61,10 +76,14 @@ spec:
 """
 
 
-def test_sbatch_show_logs_and_listing(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_sbatch_show_logs_and_listing(
+    cluster: LocalCluster, tmp_path: Path, command: list[str]
+) -> None:
     script = tmp_path / "job.sh"
     script.write_text(SCRIPT)
-    submitted = as_json(fusesched(cluster, "sbatch", "--time=1:00", str(script), "--json"))
+    submitted = as_json(
+        fusesched(cluster, "sbatch", "--time=1:00", str(script), "--json", command=command)
+    )
     job_id = submitted["id"]
     Client(cluster.url).wait(job_id, timeout=30)
     shown = as_json(fusesched(cluster, "show", job_id, "--json"))
@@ -81,12 +100,16 @@ def test_sbatch_show_logs_and_listing(cluster: LocalCluster, tmp_path: Path) -> 
     assert "cli-test" in table.stdout and "Completed" in table.stdout
 
 
-def test_yaml_and_kubernetes_files(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_yaml_and_kubernetes_files(
+    cluster: LocalCluster, tmp_path: Path, command: list[str]
+) -> None:
     own = tmp_path / "job.yaml"
     own.write_text(OWN_YAML)
     kube = tmp_path / "kube.yaml"
     kube.write_text(KUBE_YAML.replace("image: /nonexistent-is-not-used\n          ", ""))
-    ids = as_json(fusesched(cluster, "submit", str(own), str(kube), "--json"))["ids"]
+    ids = as_json(fusesched(cluster, "submit", str(own), str(kube), "--json", command=command))[
+        "ids"
+    ]
     assert len(ids) == 2
     client = Client(cluster.url)
     assert [client.wait(i, timeout=30)["state"] for i in ids] == ["Completed", "Completed"]
@@ -108,15 +131,17 @@ def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
     assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
 
 
-def test_bad_input_is_refused_with_a_clear_message(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_bad_input_is_refused_with_a_clear_message(
+    cluster: LocalCluster, tmp_path: Path, command: list[str]
+) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: x\nresources: {cpu: 1\ncommand: [true]\n")
-    result = fusesched(cluster, "submit", str(broken))
+    result = fusesched(cluster, "submit", str(broken), command=command)
     assert result.returncode == 2
     assert "broken.yaml" in result.stderr and "Traceback" not in result.stderr
     greedy = tmp_path / "greedy.yaml"
     greedy.write_text('name: g\nresources: {cpu: 1, gpu: 64}\ncommand: ["true"]\n')
-    result = fusesched(cluster, "submit", str(greedy))
+    result = fusesched(cluster, "submit", str(greedy), command=command)
     assert result.returncode == 2
     assert "nvidia.com/gpu" in result.stderr and "Traceback" not in result.stderr
     missing = fusesched(cluster, "show", "999999")

@@ -15,6 +15,11 @@ CLIENT_COMMANDS = frozenset(
 )
 
 
+#: The name in usage lines, also when run as ``python -m fusesched`` (as the native front
+#: hands over: src/fusesched/cli/front.c).
+PROG = "fusesched"
+
+
 #: Commands with a quick path that needs no command framework (see :mod:`fusesched.cli.fast`).
 FAST_COMMANDS = frozenset({"submit", "sbatch"})
 
@@ -32,7 +37,7 @@ def main() -> None:
 
         app = typer.Typer(name="fusesched", add_completion=False, pretty_exceptions_enable=False)
         register_clients(app)
-        app()
+        app(prog_name=PROG)
         return
     from fusesched.cli.main import main as full
 

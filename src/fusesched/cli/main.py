@@ -380,7 +380,7 @@ twin.register(app)
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="fusesched")
     except KeyboardInterrupt:  # pragma: no cover
         err.print("interrupted")
         sys.exit(130)
