@@ -15,6 +15,11 @@ A scheduling cycle runs in named phases:
 
 When the first job in order cannot start, the backfill policy decides what may overtake it
 (see :mod:`fusesched.core.backfill`).
+
+This module holds the state, the event dispatch, the cycle and *bind*. Phases 2–5 for one job
+are in :mod:`fusesched.core.planning`, job intake (submit, dependencies, cancel, reject) in
+:mod:`fusesched.core.intake`, exits and release in :mod:`fusesched.core.exits`: functions that
+take the core, bound as :class:`SchedulerCore` methods in its class body.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fusesched.core.admission import pin_flavours, start_admitted
+from fusesched.core import exits, intake, planning
+from fusesched.core.admission import start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
-from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, covers
-from fusesched.core.datasets import DataIndex, FloatArray, node_bonus
+from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
+from fusesched.core.datasets import DataIndex
 from fusesched.core.device_specs import (
     Device,
     devices_from_capacity,
@@ -37,26 +43,14 @@ from fusesched.core.device_specs import (
     is_device_kind,
     with_device_capacity,
 )
-from fusesched.core.devices import DeviceLedger, DevicesUnavailable
-from fusesched.core.placement import (
-    Allocation,
-    Plan,
-    SearchBudgetExceeded,
-    Statement,
-    device_slots,
-    first_fit_column,
-    group_placements,
-    plan_groups,
-    search_placement,
-    task_slots,
-)
+from fusesched.core.devices import DeviceLedger
+from fusesched.core.intake import DuplicateJobId as DuplicateJobId
+from fusesched.core.placement import Allocation, group_placements
 from fusesched.core.prediction import Predictions
 from fusesched.core.records import JobRecord, WaitingQueue
-from fusesched.core.requeue import requeue
 from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
 from fusesched.core.tenants import TenantGate
-from fusesched.core.topology import TopologyStatus, choose_domains
 from fusesched.model.events import (
     Decision,
     Event,
@@ -69,35 +63,18 @@ from fusesched.model.events import (
     NodeAdded,
     NodeDatasets,
     NodeStateChanged,
-    RejectJob,
     StartJob,
-    StopJob,
 )
-from fusesched.model.job import DependencyKind, JobSpec, QoS
 from fusesched.model.phases import JobPhase
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.priority import PriorityBreakdown
-from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
+from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import CoreConfig
 from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS, make_predictor
 from fusesched.policies.tenancy_policy import TenancyPolicy
 
-
-class DuplicateJobId(ValueError):
-    """A submitted job (or array child) reuses the id of a job the core already knows."""
-
-
-#: Steps of exhaustive search tried when greedy placement of a multi-group gang fails.
-SEARCH_BUDGET = 2_000
-
-#: Domains tried for a job with a topology request before it waits.
-TOPOLOGY_TRIES = 3
-
-#: ``QoS.rank`` looked up once per tier rather than computed per job.
-QOS_RANK = {qos: qos.rank for qos in QoS}
-
-# (module globals: cheaper to read than the enum's attributes)
-RUNNING, QUEUED, COMPLETED = JobPhase.RUNNING, JobPhase.QUEUED, JobPhase.COMPLETED
+# (a module global: cheaper to read than the enum's attribute)
+RUNNING = JobPhase.RUNNING
 
 
 @dataclass(slots=True)
@@ -350,235 +327,6 @@ class SchedulerCore:
         self.shapes.clear()
         self._filters.clear()
 
-    # ================================================================== events
-
-    def _submit(self, spec: JobSpec, now: float) -> list[Decision]:
-        if spec.array is not None and spec.array_index is None:
-            return self._submit_array(spec, now)
-        rec = self.register_job(spec, now)
-        if rec.never_fits:
-            return self._reject(rec, rec.never_fits, now)
-        refused = self.tenants.refuse(spec) if self.tenants is not None else ""
-        if refused:
-            return self._reject(rec, refused, now)
-        for dep in spec.dependencies:
-            other = self.jobs.get(dep.job_id)
-            if other is None:
-                return self._reject(rec, f"dependency on unknown job {dep.job_id!r}", now)
-            if other.phase.terminal:
-                if dep.kind is DependencyKind.AFTER_OK and other.phase is not JobPhase.COMPLETED:
-                    return self._reject(rec, f"dependency {dep.job_id} did not succeed", now)
-                continue
-            rec.waiting_on.add(dep.job_id)
-            self._dependents.setdefault(dep.job_id, []).append(spec.id)
-        if not rec.waiting_on:
-            self._enqueue(rec, now, "submitted")
-        return []
-
-    def register_job(self, spec: JobSpec, now: float) -> JobRecord:
-        """A new job's record (pending), compiled; its id must be new."""
-        if spec.id in self.jobs:  # the shell must not reuse ids
-            raise DuplicateJobId(f"job id {spec.id!r} is already in use")
-        rec = self._compile(spec, now)
-        self.jobs[spec.id] = rec
-        return rec
-
-    def _submit_array(self, spec: JobSpec, now: float) -> list[Decision]:
-        children = spec.expand_array()
-        taken = [child.id for child in children if child.id in self.jobs]
-        if taken:  # refuse before touching any state
-            raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
-        out: list[Decision] = []
-        for child in children:
-            out.extend(self._submit(child, now))
-        return out
-
-    def _compile(self, spec: JobSpec, now: float) -> JobRecord:
-        """The job's record, with its task groups in array form (compiled once per shape)."""
-        self._seq += 1
-        shape = self.shapes.shape_of(spec)
-        if self.predictions is not None:
-            estimate = self.predictions.estimate(spec)
-        elif spec.walltime_s is not None:
-            estimate = spec.walltime_s
-        else:
-            estimate = self.config.default_estimate_s
-        facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
-        rec = JobRecord(
-            spec=spec,
-            seq=self._seq,
-            phase=JobPhase.PENDING,
-            groups=shape.groups,
-            total=shape.total,
-            bound=shape.bound,
-            estimate=estimate,
-            facts=facts,
-            never_fits=shape.never_fits,
-            shape_id=shape.number,
-            family=shape.family,
-            # an exclusive job's room is whole idle nodes, a data-aware one's depends on
-            # where its data is: the column sum does not decide
-            single_column=-1 if spec.placement.exclusive or spec.datasets else shape.single_column,
-            single_amount=shape.single_amount,
-            single_total=shape.single_total,
-        )
-        if self.predictions is not None:
-            self.predictions.watch(rec)  # re-predicted while it waits
-        return rec
-
-    def _enqueue(self, rec: JobRecord, now: float, reason: str) -> None:
-        if rec.phase is not QUEUED:
-            rec.move(QUEUED, now, reason)
-        spec = rec.spec
-        parent = spec.array_parent
-        if parent and spec.array and spec.array.max_parallel is not None:
-            if self._array_running.get(parent, 0) >= spec.array.max_parallel:
-                self._array_held.setdefault(parent, []).append(rec)
-                return
-            self._array_running[parent] = self._array_running.get(parent, 0) + 1
-        if not self.order.dynamic:
-            rec.key = self.order.key(rec.facts, now)
-        wait = self.config.data_locality_wait_s
-        if spec.datasets and wait > 0:
-            rec.data_wait_until = now + wait
-            heapq.heappush(self._data_deadlines, (rec.data_wait_until, rec.id))
-        self.queue.push(rec, now)
-        self._fresh.append(rec)
-
-    def _exited(self, event: JobExited, now: float) -> list[Decision]:
-        rec = self.jobs.get(event.job_id)
-        if rec is None or rec.phase is not RUNNING:
-            raise KeyError(f"job {event.job_id!r} is not running")
-        self._release(rec, now)
-        rec.exit_code = event.exit_code
-        if rec.stop_requested:
-            rec.move(JobPhase.CANCELLED, now, rec.stop_requested)
-        elif event.timed_out:
-            rec.move(JobPhase.TIMEOUT, now, event.reason or "walltime exceeded")
-        elif event.exit_code == 0:
-            rec.move(COMPLETED, now, event.reason or "exit 0")
-        elif rec.preempt_reason is not None or event.requeue:
-            return requeue(self, rec, event, now)
-        else:
-            rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
-        if self.predictions is not None and self.predictions.ended(rec):
-            self._repredict(rec.spec.user, now)
-        return self._settle_dependents(rec, now)
-
-    def _repredict(self, user: str, now: float) -> None:
-        """``user``'s history grew: predict their waiting jobs again; a changed estimate
-        moves the job's queue row (and, in a static order, its place), and the head's
-        reservation is recomputed."""
-        assert self.predictions is not None
-        changed = self.predictions.repredict(user)
-        if changed:
-            for rec in changed:
-                if rec.phase is QUEUED:  # (parked, delayed or held jobs are keyed when queued)
-                    self.queue.reestimate(rec, now)
-            self._changed = True
-            self.reservation = None
-
-    def reshape(self, rec: JobRecord, spec: JobSpec) -> None:
-        shape = self.shapes.shape_of(spec)
-        rec.spec = spec
-        rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
-        rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
-        single = -1 if spec.placement.exclusive or spec.datasets else shape.single_column
-        rec.single_column, rec.single_amount = single, shape.single_amount
-        rec.single_total = shape.single_total
-
-    def _release(self, rec: JobRecord, now: float) -> None:
-        assert rec.allocation is not None and rec.est_end is not None
-        alloc = rec.allocation
-        if alloc.column_amounts is not None and alloc.rows is None:
-            self.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
-        else:
-            self.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
-        if alloc.devices:
-            for devices in alloc.devices:
-                if devices is not None:
-                    self.devices.release(devices)
-        spec = rec.spec
-        self.running.remove(spec.id)
-        if self.tenants is not None:
-            self.tenants.release(rec, now)
-        self._changed = True
-        rec.end_time = now
-        if spec.array_parent is not None:
-            self._array_slot_freed(spec.array_parent, now)
-
-    def _array_slot_freed(self, parent: str | None, now: float) -> None:
-        """A child of a throttled array left the queue or ended: admit the next held one."""
-        if parent is None or parent not in self._array_running:
-            return
-        self._array_running[parent] -= 1
-        held = self._array_held.get(parent)
-        if held:
-            nxt = held.pop(0)
-            self._array_running[parent] += 1
-            if not self.order.dynamic:
-                nxt.key = self.order.key(nxt.facts, now)
-            self.queue.push(nxt, now)
-            self._fresh.append(nxt)
-
-    def _settle_dependents(self, rec: JobRecord, now: float) -> list[Decision]:
-        out: list[Decision] = []
-        waiting = self._dependents.pop(rec.spec.id, None)
-        if waiting is None:
-            return out
-        for dep_id in waiting:
-            dep = self.jobs[dep_id]
-            if dep.phase is not JobPhase.PENDING:
-                continue
-            kinds = {d.kind for d in dep.spec.dependencies if d.job_id == rec.id}
-            if DependencyKind.AFTER_OK in kinds and rec.phase is not JobPhase.COMPLETED:
-                out.extend(self._reject(dep, f"dependency {rec.id} ended {rec.phase}", now))
-                continue
-            dep.waiting_on.discard(rec.id)
-            if not dep.waiting_on:
-                self._enqueue(dep, now, f"dependencies met ({rec.id} {rec.phase})")
-        return out
-
-    def _cancel(self, job_id: str, reason: str, now: float) -> list[Decision]:
-        rec = self.jobs.get(job_id)
-        if rec is None:
-            raise KeyError(f"unknown job {job_id!r}")
-        if rec.phase is JobPhase.RUNNING:
-            rec.stop_requested = reason
-            return [StopJob(job_id, reason)]
-        if rec.phase is JobPhase.QUEUED:
-            self._dequeue(rec, now)
-            self._changed = True
-        if rec.phase.terminal:
-            return []
-        rec.move(JobPhase.CANCELLED, now, reason)
-        if self.predictions is not None:
-            self.predictions.ended(rec)  # (never ran: forgotten, nothing learned)
-        return self._settle_dependents(rec, now)
-
-    def _dequeue(self, rec: JobRecord, now: float) -> None:
-        if self.tenants is not None:
-            self.tenants.dequeued(rec.id)
-        if self._delayed.pop(rec.id, None) is not None:
-            return
-        if self._parked.pop(rec.id, None) is not None:
-            self._array_slot_freed(rec.spec.array_parent, now)
-            return
-        parent = rec.spec.array_parent
-        held = self._array_held.get(parent or "")
-        if held and rec in held:
-            held.remove(rec)
-            return
-        self.queue.remove(rec)
-        self._array_slot_freed(parent, now)
-
-    def _reject(self, rec: JobRecord, reason: str, now: float) -> list[Decision]:
-        self.stats.rejected += 1
-        rec.move(JobPhase.CANCELLED, now, f"rejected: {reason}")
-        if self.predictions is not None:
-            self.predictions.ended(rec)
-        return [RejectJob(rec.id, reason), *self._settle_dependents(rec, now)]
-
     def _widen(self) -> None:
         """A node brought a new resource column: pad every array that has one row per column."""
         width = len(self.cluster.columns)
@@ -605,203 +353,24 @@ class SchedulerCore:
                     alloc.rows = pad(alloc.rows)
                 alloc.total = pad(alloc.total)
 
-    # ================================================================== placement
+    # ================================================================== jobs and placement
+    # Functions of fusesched.core.intake (submit, queue, cancel, reject),
+    # fusesched.core.exits (exit, release) and fusesched.core.planning (filter, score, reserve,
+    # permit), bound here as methods: a call costs what a method call costs.
 
-    def fluid_column(self, rec: JobRecord) -> int:
-        """The single column whose free sum decides exactly if ``rec`` fits, or -1.
+    register_job = intake.register_job
+    reshape = intake.reshape
+    _submit = intake.submit
+    _enqueue = intake.enqueue
+    _cancel = intake.cancel
+    _reject = intake.reject
+    _settle_dependents = intake.settle_dependents
+    _exited = exits.exited
+    fluid_column = planning.fluid_column
+    plan = planning.plan
+    try_place = planning.try_place
 
-        That holds for one task group of one resource, without label constraints, whose task
-        size divides the column's quantum (so every node's free amount is a multiple of it).
-        """
-        col = rec.single_column
-        if col < 0 or not self.cluster.all_up:  # sums would count nodes that are not up
-            return -1
-        quantum = self.cluster.quantum[col]
-        return col if quantum > 0 and quantum % rec.single_amount == 0 else -1
-
-    def plan(
-        self, rec: JobRecord, free: IntArray, search: bool = True, bounded: bool = False
-    ) -> Plan | None:
-        """Filter and score for every group on ``free`` (not applied); None if the gang fails.
-
-        ``search``: when greedy placement of several groups fails, try a bounded exhaustive
-        search (done for jobs in order, not for backfill candidates, to bound cycle time).
-        ``bounded``: ``free`` is at most the cluster's free matrix (see :func:`plan_groups`).
-        """
-        assert rec.groups is not None
-        spec = rec.spec
-        cluster = self.cluster
-        filters = self._filters.get(rec.shape_id)  # a function of the shape
-        if filters is None:
-            filters = self._filters[rec.shape_id] = cluster.filter(spec.placement)
-        eligible, rows = filters
-        preference, holders = node_bonus(cluster, self.data, spec, self.config.data_locality_weight)
-        if holders is not None and rec.data_wait_until > self._now:
-            # delay scheduling: only nodes holding some of the data, until the deadline —
-            # unless none of them could ever take it (down, or ruled out by its labels)
-            usable = holders & (cluster.up if eligible is None else eligible)
-            if usable.any():
-                eligible, rows = usable, None
-        if spec.placement.topology is not None and spec.min_member is None:
-            return self._plan_in_domain(rec, free, eligible, bounded, preference)
-        greedy = plan_groups(
-            rec.groups,
-            free,
-            eligible,
-            max_per_node=spec.placement.max_tasks_per_node,
-            # without min_member every group is placed whole, which is the whole gang
-            min_tasks=spec.min_member or 0,
-            partial=spec.min_member is not None,
-            policy=self.placement,
-            cluster=cluster,
-            preference=preference,
-            rows=rows,
-            bounded=bounded,
-            ledger=self.devices if bounded else None,
-        )
-        if greedy is not None or len(rec.groups) < 2 or spec.min_member is not None or not search:
-            return greedy
-        # several groups competing for nodes: greedy can miss a placement that exists
-        try:
-            return search_placement(
-                rec.groups,
-                free,
-                cluster.eligible(spec.placement),
-                spec.placement.max_tasks_per_node,
-                budget=SEARCH_BUDGET,
-            )
-        except SearchBudgetExceeded:
-            return None
-
-    def _plan_in_domain(
-        self,
-        rec: JobRecord,
-        free: IntArray,
-        eligible: BoolArray | None,
-        bounded: bool,
-        preference: FloatArray | None,
-    ) -> Plan | None:
-        """:meth:`plan` for a job with a topology request: the domain(s) ``choose_domains``
-        picks among the eligible rows with room, then the placement policy inside them (the
-        next domain when the gang does not fit in the chosen one, a few times at most)."""
-        assert rec.groups is not None
-        spec = rec.spec
-        request = spec.placement.topology
-        assert request is not None
-        cluster = self.cluster
-        ledger = self.devices if bounded else None
-        cand = (cluster.up if eligible is None else eligible).nonzero()[0]
-        slots = np.zeros((len(rec.groups), len(cand)), np.int64)
-        for k, group in enumerate(rec.groups):
-            counts = task_slots(free, None, group.per_task, None, group.cols, rows=cand)
-            if ledger is not None and group.demand is not None:
-                counts = device_slots(ledger, group.demand, counts, cand)
-            slots[k] = counts
-        domains = self.shapes.domains(request.key)
-        wanted = [g.replicas for g in rec.groups]
-        tried: list[int] = []
-        for _ in range(TOPOLOGY_TRIES):
-            choice = choose_domains(request, domains, cand, slots, wanted, skip=tried)
-            if choice.status is not TopologyStatus.FITS:
-                return None
-            mask = np.zeros(cluster.size, np.bool_)
-            mask[choice.rows] = True
-            found = plan_groups(
-                rec.groups,
-                free,
-                mask,
-                max_per_node=spec.placement.max_tasks_per_node,
-                min_tasks=0,
-                partial=False,
-                policy=self.placement,
-                cluster=cluster,
-                preference=preference,
-                rows=choice.rows,
-                ledger=ledger,
-            )
-            if found is not None or not choice.single:
-                return found
-            tried.extend(choice.codes)
-        return None
-
-    def try_place(
-        self,
-        rec: JobRecord,
-        limit: IntArray | None = None,
-        view: IntArray | None = None,
-        search: bool = True,
-        quota_checked: bool = False,
-    ) -> Allocation | None:
-        """Place the whole gang now (within ``limit`` per node if given) or not at all.
-
-        ``view`` may pass ``np.minimum(cluster.free, limit)`` when the caller keeps it;
-        ``search`` as in :meth:`plan`. With tenancy the job's queue quota must admit it
-        (``quota_checked``: the caller did that and set ``rec.admission``).
-        """
-        cluster = self.cluster
-        if rec.groups is None:
-            return None
-        if self.tenants is not None and not quota_checked:
-            verdict = self.tenants.admission(rec)
-            if verdict is not None and not verdict.ok:
-                return None
-            rec.admission = verdict
-            pin_flavours(self, rec, verdict)
-        col = rec.single_column
-        if col >= 0 and limit is None and cluster.all_up and self.placement.node_order:
-            quantum = cluster.quantum[col]
-            if quantum > 0 and quantum % rec.single_amount == 0:  # see fluid_column
-                # the job needs only this column, so its sum decides
-                if rec.single_total > cluster.free_total.item(col):
-                    return None
-                groups = rec.groups
-                return first_fit_column(
-                    cluster, groups[0], col, rec.single_total, rec.single_amount, rec.total
-                )
-        if not covers(cluster.free_total, rec.bound):
-            return None
-        caller_limit = limit
-        exclusive = rec.spec.placement.exclusive
-        if exclusive:  # idle nodes only
-            idle = cluster.up & (cluster.free == cluster.capacity).all(axis=1)
-            only_idle = np.where(idle[:, None], cluster.free, 0)
-            limit = only_idle if limit is None else np.minimum(limit, only_idle)
-            view = None
-        if limit is None:
-            free = cluster.free
-        else:
-            free = np.minimum(cluster.free, limit) if view is None else view
-        plan = self.plan(rec, free, search, bounded=True)
-        if plan is None:
-            return None
-        statement = Statement(cluster, self.devices)
-        try:
-            for group, nodes, counts in plan:
-                statement.allocate(group, nodes, counts)
-        except DevicesUnavailable:  # groups of one job competing for one node's devices
-            statement.discard()
-            return None
-        alloc = statement.commit()
-        if exclusive:
-            alloc = self._whole_nodes(alloc)
-        if caller_limit is not None:
-            np.subtract.at(caller_limit, alloc.nodes, alloc.amounts)
-        return alloc
-
-    def _whole_nodes(self, alloc: Allocation) -> Allocation:
-        """An exclusive job also holds what its tasks leave free on their nodes."""
-        nodes = np.unique(alloc.nodes)
-        rest = self.cluster.free[nodes].copy()
-        self.cluster.take(nodes, rest, unique=True)
-        return replace(
-            alloc,
-            nodes=np.concatenate([alloc.nodes, nodes]),
-            rows=np.concatenate([alloc.amounts, rest]),
-            unique=False,
-            total=alloc.total + rest.sum(axis=0),
-            column=-1,
-            column_amounts=None,
-        )
+    # ================================================================== bind
 
     def bind(self, rec: JobRecord, alloc: Allocation, now: float, backfilled: bool) -> StartJob:
         """Mark the job running on ``alloc`` and return the launch decision."""

@@ -1,0 +1,220 @@
+"""Job intake: a submitted job (or job array) is compiled, checked and queued — or waits for
+its dependencies, or is rejected — and a job that has not started can be cancelled.
+
+The functions take the core (``core``); :class:`~fusesched.core.scheduler.SchedulerCore` binds
+those it exposes as methods in its class body, so a call costs what a method call costs.
+Queued children of a throttled array (``max_parallel``) are held here until a slot frees up.
+Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from fusesched.core.records import JobRecord
+from fusesched.model.events import Decision, RejectJob, StopJob
+from fusesched.model.job import DependencyKind, JobSpec, QoS
+from fusesched.model.phases import JobPhase
+from fusesched.policies.queue_order import JobFacts
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+
+class DuplicateJobId(ValueError):
+    """A submitted job (or array child) reuses the id of a job the core already knows."""
+
+
+#: ``QoS.rank`` looked up once per tier rather than computed per job.
+QOS_RANK = {qos: qos.rank for qos in QoS}
+
+QUEUED = JobPhase.QUEUED  # (a module global: cheaper to read than the enum's attribute)
+
+
+def submit(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
+    """A submitted job (or array): rejected, waiting for its dependencies, or queued."""
+    if spec.array is not None and spec.array_index is None:
+        return submit_array(core, spec, now)
+    rec = register_job(core, spec, now)
+    if rec.never_fits:
+        return reject(core, rec, rec.never_fits, now)
+    refused = core.tenants.refuse(spec) if core.tenants is not None else ""
+    if refused:
+        return reject(core, rec, refused, now)
+    for dep in spec.dependencies:
+        other = core.jobs.get(dep.job_id)
+        if other is None:
+            return reject(core, rec, f"dependency on unknown job {dep.job_id!r}", now)
+        if other.phase.terminal:
+            if dep.kind is DependencyKind.AFTER_OK and other.phase is not JobPhase.COMPLETED:
+                return reject(core, rec, f"dependency {dep.job_id} did not succeed", now)
+            continue
+        rec.waiting_on.add(dep.job_id)
+        core._dependents.setdefault(dep.job_id, []).append(spec.id)
+    if not rec.waiting_on:
+        enqueue(core, rec, now, "submitted")
+    return []
+
+
+def register_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
+    """A new job's record (pending), compiled; its id must be new."""
+    if spec.id in core.jobs:  # the shell must not reuse ids
+        raise DuplicateJobId(f"job id {spec.id!r} is already in use")
+    rec = compile_job(core, spec, now)
+    core.jobs[spec.id] = rec
+    return rec
+
+
+def submit_array(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
+    """Every child of an array, submitted in index order (all ids checked first)."""
+    children = spec.expand_array()
+    taken = [child.id for child in children if child.id in core.jobs]
+    if taken:  # refuse before touching any state
+        raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
+    out: list[Decision] = []
+    for child in children:
+        out.extend(submit(core, child, now))
+    return out
+
+
+def compile_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
+    """The job's record, with its task groups in array form (compiled once per shape)."""
+    core._seq += 1
+    shape = core.shapes.shape_of(spec)
+    if core.predictions is not None:
+        estimate = core.predictions.estimate(spec)
+    elif spec.walltime_s is not None:
+        estimate = spec.walltime_s
+    else:
+        estimate = core.config.default_estimate_s
+    facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
+    rec = JobRecord(
+        spec=spec,
+        seq=core._seq,
+        phase=JobPhase.PENDING,
+        groups=shape.groups,
+        total=shape.total,
+        bound=shape.bound,
+        estimate=estimate,
+        facts=facts,
+        never_fits=shape.never_fits,
+        shape_id=shape.number,
+        family=shape.family,
+        # an exclusive job's room is whole idle nodes, a data-aware one's depends on
+        # where its data is: the column sum does not decide
+        single_column=-1 if spec.placement.exclusive or spec.datasets else shape.single_column,
+        single_amount=shape.single_amount,
+        single_total=shape.single_total,
+    )
+    if core.predictions is not None:
+        core.predictions.watch(rec)  # re-predicted while it waits
+    return rec
+
+
+def enqueue(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -> None:
+    """Into the waiting queue (or held, when its array runs ``max_parallel`` children)."""
+    if rec.phase is not QUEUED:
+        rec.move(QUEUED, now, reason)
+    spec = rec.spec
+    parent = spec.array_parent
+    if parent and spec.array and spec.array.max_parallel is not None:
+        if core._array_running.get(parent, 0) >= spec.array.max_parallel:
+            core._array_held.setdefault(parent, []).append(rec)
+            return
+        core._array_running[parent] = core._array_running.get(parent, 0) + 1
+    if not core.order.dynamic:
+        rec.key = core.order.key(rec.facts, now)
+    wait = core.config.data_locality_wait_s
+    if spec.datasets and wait > 0:
+        rec.data_wait_until = now + wait
+        heapq.heappush(core._data_deadlines, (rec.data_wait_until, rec.id))
+    core.queue.push(rec, now)
+    core._fresh.append(rec)
+
+
+def array_slot_freed(core: SchedulerCore, parent: str | None, now: float) -> None:
+    """A child of a throttled array left the queue or ended: admit the next held one."""
+    if parent is None or parent not in core._array_running:
+        return
+    core._array_running[parent] -= 1
+    held = core._array_held.get(parent)
+    if held:
+        nxt = held.pop(0)
+        core._array_running[parent] += 1
+        if not core.order.dynamic:
+            nxt.key = core.order.key(nxt.facts, now)
+        core.queue.push(nxt, now)
+        core._fresh.append(nxt)
+
+
+def reshape(core: SchedulerCore, rec: JobRecord, spec: JobSpec) -> None:
+    shape = core.shapes.shape_of(spec)
+    rec.spec = spec
+    rec.groups, rec.total, rec.bound = shape.groups, shape.total, shape.bound
+    rec.never_fits, rec.shape_id, rec.family = shape.never_fits, shape.number, shape.family
+    single = -1 if spec.placement.exclusive or spec.datasets else shape.single_column
+    rec.single_column, rec.single_amount = single, shape.single_amount
+    rec.single_total = shape.single_total
+
+
+def settle_dependents(core: SchedulerCore, rec: JobRecord, now: float) -> list[Decision]:
+    out: list[Decision] = []
+    waiting = core._dependents.pop(rec.spec.id, None)
+    if waiting is None:
+        return out
+    for dep_id in waiting:
+        dep = core.jobs[dep_id]
+        if dep.phase is not JobPhase.PENDING:
+            continue
+        kinds = {d.kind for d in dep.spec.dependencies if d.job_id == rec.id}
+        if DependencyKind.AFTER_OK in kinds and rec.phase is not JobPhase.COMPLETED:
+            out.extend(reject(core, dep, f"dependency {rec.id} ended {rec.phase}", now))
+            continue
+        dep.waiting_on.discard(rec.id)
+        if not dep.waiting_on:
+            enqueue(core, dep, now, f"dependencies met ({rec.id} {rec.phase})")
+    return out
+
+
+def cancel(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Decision]:
+    rec = core.jobs.get(job_id)
+    if rec is None:
+        raise KeyError(f"unknown job {job_id!r}")
+    if rec.phase is JobPhase.RUNNING:
+        rec.stop_requested = reason
+        return [StopJob(job_id, reason)]
+    if rec.phase is JobPhase.QUEUED:
+        dequeue(core, rec, now)
+        core._changed = True
+    if rec.phase.terminal:
+        return []
+    rec.move(JobPhase.CANCELLED, now, reason)
+    if core.predictions is not None:
+        core.predictions.ended(rec)  # (never ran: forgotten, nothing learned)
+    return settle_dependents(core, rec, now)
+
+
+def dequeue(core: SchedulerCore, rec: JobRecord, now: float) -> None:
+    if core.tenants is not None:
+        core.tenants.dequeued(rec.id)
+    if core._delayed.pop(rec.id, None) is not None:
+        return
+    if core._parked.pop(rec.id, None) is not None:
+        array_slot_freed(core, rec.spec.array_parent, now)
+        return
+    parent = rec.spec.array_parent
+    held = core._array_held.get(parent or "")
+    if held and rec in held:
+        held.remove(rec)
+        return
+    core.queue.remove(rec)
+    array_slot_freed(core, parent, now)
+
+
+def reject(core: SchedulerCore, rec: JobRecord, reason: str, now: float) -> list[Decision]:
+    core.stats.rejected += 1
+    rec.move(JobPhase.CANCELLED, now, f"rejected: {reason}")
+    if core.predictions is not None:
+        core.predictions.ended(rec)
+    return [RejectJob(rec.id, reason), *settle_dependents(core, rec, now)]
