@@ -9,6 +9,7 @@ The simulator's fast path is compared with its from-scratch path on whole runs.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,24 +31,26 @@ from fusesched.traces.openb import OpenbNodes, OpenbPods
 from sim.test_fgd_protocol import _nodes, _pods, gpu_cases
 
 SHAPES = [
-    PodRequest(4000, 0, 0),
+    PodRequest(4000, 0, 0, 8_192),
     PodRequest(0, 0, 0),
-    PodRequest(8000, 500, 1),
-    PodRequest(2000, 230, 1),
-    PodRequest(12000, 810, 1),
-    PodRequest(16000, 1000, 1),
-    PodRequest(32000, 1000, 2),
-    PodRequest(64000, 1000, 8),
+    PodRequest(8000, 500, 1, 16_384),
+    PodRequest(2000, 230, 1, 4_096),
+    PodRequest(12000, 810, 1, 65_536),
+    PodRequest(16000, 1000, 1, 32_768),
+    PodRequest(32000, 1000, 2, 131_072),
+    PodRequest(64000, 1000, 8, 98_304),
 ]
 
 
-def _target() -> TargetWorkload:
+def _target(memory: bool = False) -> TargetWorkload:
+    """FGD's kind of target; with ``memory`` the kind ``default`` learns (classes by memory)."""
     return target_workload(
         [4000, 8000, 8000, 2000, 16000, 32000, 12000],
         [0, 500, 500, 230, 1000, 1000, 810],
         [0, 1, 1, 1, 1, 2, 1],
         [(), (), (), ("T4",), (), (), ()],
         popularity=100,
+        memory_mib=[0, 16_384, 65_536, 4_096, 32_768, 131_072, 65_536] if memory else None,
     )
 
 
@@ -64,6 +67,7 @@ def _scratch_scores(index: FragIndex, pod: PodRequest) -> np.ndarray:
         index.free_gpu.copy(),
         (index.free_gpu > 0).sum(axis=1),
         type_ok=index.type_ok,
+        free_mem=None if index.free_mem is None else index.free_mem.copy(),
     )
     return GPU_SCORERS["fgd"](cand, pod, ScoreContext(target=index.target))
 
@@ -76,24 +80,28 @@ def _scratch_scores(index: FragIndex, pod: PodRequest) -> np.ndarray:
         max_size=40,
     ),
     reads=st.lists(st.integers(0, len(SHAPES) - 1), min_size=1, max_size=40),
+    memory=st.booleans(),
 )
 def test_incremental_scores_equal_scratch_after_random_placements(
-    gpus: list[int], steps: list[tuple[int, int, int]], reads: list[int]
+    gpus: list[int], steps: list[tuple[int, int, int]], reads: list[int], memory: bool
 ) -> None:
-    target = _target()
+    target = _target(memory)
     models = ["T4" if i % 2 else "G2" for i in range(len(gpus))]
     free_cpu, free_gpu = _cluster(gpus, [96_000] * len(gpus))
-    index = FragIndex(free_cpu, free_gpu, target.type_ok(models), target)
+    free_mem = np.full(len(gpus), 393_216, dtype=np.int64)
+    index = FragIndex(free_cpu, free_gpu, target.type_ok(models), target, free_mem)
     for (node, shape, gpu), read in zip(steps, reads * len(steps), strict=False):
         node %= len(gpus)
         pod = SHAPES[shape]
         # read a shape (fills or refreshes its cache), then place something somewhere
         pod_r = SHAPES[read]
-        units, score = index.drops(pod_r.score_cpu, pod_r.gpu_milli, pod_r.num_gpu)
+        units, score = index.drops(
+            pod_r.score_cpu, pod_r.gpu_milli, pod_r.num_gpu, pod_r.memory_mib
+        )
         expected = _scratch_scores(index, pod_r)
         fits = units != NO_FIT
         assert score[fits].tolist() == expected[fits].tolist()
-        if free_cpu[node] < pod.cpu_milli:
+        if free_cpu[node] < pod.cpu_milli or free_mem[node] < pod.memory_mib:
             continue
         if pod.sharing:
             col = gpu % MAX_GPUS
@@ -106,16 +114,18 @@ def test_incremental_scores_equal_scratch_after_random_placements(
                 continue
             free_gpu[node, full[: pod.num_gpu]] = 0
         free_cpu[node] -= pod.cpu_milli
+        free_mem[node] -= pod.memory_mib
         index.update(node)
     # the per-node state equals a fresh computation
     fit, sub = fragment_counts(free_gpu, target)
     assert (index.fit_count == fit).all() and (index.sub_sum == sub).all()
     assert (index.idle == free_gpu.sum(axis=1)).all()
-    units = frag_units(free_gpu.sum(axis=1), free_cpu, fit, sub, index.type_ok, target)
+    mem = free_mem if memory else None
+    units = frag_units(free_gpu.sum(axis=1), free_cpu, fit, sub, index.type_ok, target, mem)
     assert index.units.tolist() == units.tolist()
     assert index.total_units == int(units.sum())
     for pod in SHAPES:
-        units, score = index.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+        units, score = index.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
         fits = units != NO_FIT
         assert score[fits].tolist() == _scratch_scores(index, pod)[fits].tolist()
 
@@ -136,6 +146,28 @@ def test_units_are_exact_and_match_the_float_measure() -> None:
         2000.0,
     ]
     assert sigmoid_score(np.array([0, NO_FIT + 1]), 3).tolist() == [50, 0]
+
+
+def test_memory_enters_the_measure_only_when_the_target_has_it() -> None:
+    cpu, gpu, count, spec = [4000, 8000, 8000, 8000], [0, 500, 500, 500], [0, 1, 1, 1], [()] * 4
+    plain = target_workload(cpu, gpu, count, spec)
+    assert plain.memory_mib is None and plain.weight.tolist() == [3, 1]
+    # GPU classes are split by memory, the CPU-only class is not
+    target = target_workload(cpu, gpu, count, spec, memory_mib=[1, 4096, 4096, 65_536])
+    assert target.weight.tolist() == [2, 1, 1]
+    assert target.memory_mib is not None
+    assert target.memory_mib.tolist() == [4096, 65_536, 0]
+    free_cpu, free_gpu = _cluster([4, 2], [32_000, 32_000])
+    free_gpu[0, :4] = [500, 1000, 1000, 200]
+    free_mem = np.array([8192, 131_072], dtype=np.int64)
+    fit, sub = fragment_counts(free_gpu, target)
+    idle = free_gpu.sum(axis=1)
+    ok = np.ones((2, 3), dtype=np.bool_)
+    # node 0: the 4 GiB class leaves 200 (×2), the 64 GiB class lacks memory: all 2700 idle
+    # (×1), CPU-only 2700 (×1); node 1 has the memory for both: only CPU-only's 2000
+    assert frag_units(idle, free_cpu, fit, sub, ok, target, free_mem).tolist() == [5800, 2000]
+    with pytest.raises(ValueError, match="free memory"):
+        frag_units(idle, free_cpu, fit, sub, ok, target)
 
 
 def _run_pair(nodes: OpenbNodes, pods: OpenbPods, policy: str, seed: int) -> None:

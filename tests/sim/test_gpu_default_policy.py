@@ -154,6 +154,29 @@ def _pad8(free: list[int]) -> list[int]:
     return free + [0] * (MAX_GPUS - len(free))
 
 
+def test_default_keeps_memory_for_the_learned_mix() -> None:
+    """With memory in the learned target, a whole-GPU pod leaves the node whose remaining
+    memory still fits the mix's GPU pods; without it (FGD's measure) the nodes tie."""
+    free = np.zeros((2, MAX_GPUS), dtype=np.int64)
+    free[:, :2] = 1000
+    cand = Candidates(
+        np.array([32_000, 32_000], dtype=np.int64),
+        free,
+        np.array([2, 2], dtype=np.int64),
+        free_mem=np.array([102_400, 204_800], dtype=np.int64),
+    )
+    pod = PodRequest(4000, 1000, 1, 65_536)
+    mix = ([4000], [1000], [1], [()])
+    plain = ScoreContext(target=target_workload(*mix))
+    aware = ScoreContext(target=target_workload(*mix, memory_mib=[65_536]))
+    # X keeps 36 GiB < 64 GiB after the pod: its other GPU becomes fragment (ΔF −1000)
+    assert GPU_SCORERS["fgd"](cand, pod, aware).tolist() == [26, 50]
+    assert GPU_SCORERS["default"](cand, pod, aware).tolist() == [0, 100]
+    assert GPU_SCORERS["default"](cand, pod, plain).tolist() == [100, 100]
+    with pytest.raises(ValueError, match="free_mem"):
+        GPU_SCORERS["default"](Candidates(cand.free_cpu, free, cand.gpu_count), pod, aware)
+
+
 def test_default_learns_the_job_mix_only_from_arrivals() -> None:
     """``default`` ignores the pod-list target that FGD is given: only arrivals count."""
     nodes = _nodes([64_000] * 6, [262_144] * 6, [8, 4, 2, 2, 1, 8], ["G2", "T4"] * 3)
@@ -175,4 +198,6 @@ def test_default_learns_the_job_mix_only_from_arrivals() -> None:
         # refreshed at 1, 2, 4, …, 32 arrivals: the last target counts the first 32 pods
         assert sim.frag.target.total == 32
         assert sim.frag.target.weight.tolist() == [8, 8, 8, 8]
+        assert sim.frag.target.memory_mib is not None  # memory passed to ``place`` is learned
+        assert sim.frag.target.memory_mib.tolist() == [1024, 1024, 1024, 0]
     assert runs[0] == runs[1]

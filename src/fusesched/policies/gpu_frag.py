@@ -59,6 +59,10 @@ class TargetWorkload:
     num_gpu: IntArray  # (M,)
     gpu_types: tuple[tuple[str, ...], ...]  # allowed models; () = any
     weight: IntArray  # (M,) pod count of each class, all > 0
+    #: (M,) memory (MiB) of each class, or None: memory is not part of the measure (FGD's
+    #: definition). When given, a GPU class whose memory the node lacks counts all idle GPU
+    #: as fragment, like a class whose CPU it lacks.
+    memory_mib: IntArray | None = None
 
     def __len__(self) -> int:
         return len(self.gpu_types)
@@ -111,25 +115,31 @@ def target_workload(
     gpu_spec: Sequence[tuple[str, ...]],
     *,
     popularity: int = 95,
+    memory_mib: Sequence[int] | None = None,
 ) -> TargetWorkload:
     """Group pods by (CPU, per-GPU milli, count, type string) and keep the popular groups.
 
     Groups are taken by count descending (ties: larger CPU, GPU milli, count, type string first)
     while the cumulative count is below ``popularity``·N/100; CPU-only pods form groups with
-    per-GPU 0, count 0 and an empty type string.
+    per-GPU 0, count 0 and an empty type string. With ``memory_mib`` the GPU classes are also
+    split by memory (CPU-only classes are not: their fragment is all idle GPU anyway) and the
+    target carries it (:attr:`TargetWorkload.memory_mib`).
     """
-    keys: Counter[tuple[int, int, int, str]] = Counter()
-    for cpu, milli, count, spec in zip(cpu_milli, gpu_milli, num_gpu, gpu_spec, strict=True):
+    memory = [0] * len(cpu_milli) if memory_mib is None else memory_mib
+    keys: Counter[tuple[int, int, int, str, int]] = Counter()
+    for cpu, milli, count, spec, mem in zip(
+        cpu_milli, gpu_milli, num_gpu, gpu_spec, memory, strict=True
+    ):
         cpu = int(cpu) if cpu > 0 else 100
         if count == 0:
-            keys[(cpu, 0, 0, "")] += 1
+            keys[(cpu, 0, 0, "", 0)] += 1
         else:
-            keys[(cpu, int(milli), int(count), "|".join(spec))] += 1
+            keys[(cpu, int(milli), int(count), "|".join(spec), int(mem))] += 1
     total = sum(keys.values())
     if total == 0:
         raise ValueError("the target workload needs at least one pod")
     order = sorted(keys.items(), key=lambda kv: (kv[1], *kv[0]), reverse=True)
-    kept: list[tuple[tuple[int, int, int, str], int]] = []
+    kept: list[tuple[tuple[int, int, int, str, int], int]] = []
     covered = 0
     for key, n in order:
         if covered * 100 >= popularity * total:
@@ -142,6 +152,7 @@ def target_workload(
         np.array([k[2] for k, _ in kept], dtype=np.int64),
         tuple(tuple(k[3].split("|")) if k[3] else () for k, _ in kept),
         np.array([n for _, n in kept], dtype=np.int64),
+        None if memory_mib is None else np.array([k[4] for k, _ in kept], dtype=np.int64),
     )
 
 
@@ -162,13 +173,15 @@ def frag_units(
     sub_sum: IntArray,
     type_ok: BoolArray,
     target: TargetWorkload,
+    free_mem: IntArray | None = None,
 ) -> IntArray:
     """W·F_n = Σ_m w_m · frag_n(m) per node, exact (int64).
 
     All inputs are per node (first axis); ``fit_count``, ``sub_sum`` and ``type_ok`` are
     (nodes, M). A class is "satisfied" (fragment = sub-threshold GPUs only) when it is a GPU
     class, its type is allowed, CPU suffices and enough GPUs fit; otherwise all idle GPU is
-    fragment.
+    fragment. A target with :attr:`TargetWorkload.memory_mib` also needs the nodes'
+    ``free_mem`` (MiB): a class whose memory does not fit is not satisfied either.
     """
     ok = (
         type_ok
@@ -176,6 +189,10 @@ def frag_units(
         & (free_cpu[:, None] >= target.cpu_milli[None, :])
         & (fit_count >= target.num_gpu[None, :])
     )
+    if target.memory_mib is not None:
+        if free_mem is None:
+            raise ValueError("a target workload with memory needs the nodes' free memory")
+        ok &= free_mem[:, None] >= target.memory_mib[None, :]
     frag = np.where(ok, sub_sum, idle[:, None])
     out: IntArray = (frag * target.weight[None, :]).sum(axis=1, dtype=np.int64)
     return out
@@ -213,15 +230,18 @@ def whole_drop_units(
     score_cpu: int,
     num_gpu: int,
     before: IntArray | None = None,
+    free_mem: IntArray | None = None,
+    memory: int = 0,
 ) -> IntArray:
     """W·(F_before − F_after) per node of a whole-GPU (``num_gpu`` ≥ 1) or CPU-only pod.
 
     ``before`` (the nodes' current units) is computed when not given. Taking k fully free GPUs
     lowers every class's fitting count by k (each class has g_m ≤ 1000) and leaves the
-    sub-threshold sums alone.
+    sub-threshold sums alone. ``free_mem`` and the pod's ``memory`` (MiB) are read only by a
+    target with memory.
     """
     if before is None:
-        before = frag_units(idle, free_cpu, fit_count, sub_sum, type_ok, target)
+        before = frag_units(idle, free_cpu, fit_count, sub_sum, type_ok, target, free_mem)
     after = frag_units(
         idle - GPU_MILLI * num_gpu,
         free_cpu - score_cpu,
@@ -229,6 +249,7 @@ def whole_drop_units(
         sub_sum,
         type_ok,
         target,
+        _less(free_mem, memory),
     )
     out: IntArray = before - after
     return out
@@ -245,20 +266,29 @@ def share_drop_units(
     gpu_milli: int,
     f: IntArray,
     before: IntArray | None = None,
+    free_mem: IntArray | None = None,
+    memory: int = 0,
 ) -> IntArray:
     """W·(F_before − F_after) of a sharing pod put on a GPU with free milli ``f`` (≥ the pod).
 
     One row per (node, GPU) pair: the node arrays are already gathered to the pairs' rows.
+    ``free_mem`` and ``memory`` as for :func:`whole_drop_units`.
     """
     if before is None:
-        before = frag_units(idle, free_cpu, fit_count, sub_sum, type_ok, target)
+        before = frag_units(idle, free_cpu, fit_count, sub_sum, type_ok, target, free_mem)
     gm = target.gpu_milli[None, :]
     fc, fa = f[:, None], (f - gpu_milli)[:, None]
     cnt = fit_count - (fc >= gm) + (fa >= gm)
     sub = sub_sum - np.where(fc < gm, fc, 0) + np.where(fa < gm, fa, 0)
-    after = frag_units(idle - gpu_milli, free_cpu - score_cpu, cnt, sub, type_ok, target)
+    after = frag_units(
+        idle - gpu_milli, free_cpu - score_cpu, cnt, sub, type_ok, target, _less(free_mem, memory)
+    )
     out: IntArray = before - after
     return out
+
+
+def _less(free_mem: IntArray | None, memory: int) -> IntArray | None:
+    return None if free_mem is None else free_mem - memory
 
 
 @dataclass
@@ -273,8 +303,9 @@ class _Shape:
 class FragIndex:
     """Per-node FGD fragmentation state, updated one node at a time, with per-shape caches.
 
-    The index *shares* (does not copy) ``free_cpu`` and ``free_gpu`` with its owner: the owner
-    mutates a node's row, then calls :meth:`update` for that node.
+    The index *shares* (does not copy) ``free_cpu``, ``free_gpu`` and ``free_mem`` with its
+    owner: the owner mutates a node's row, then calls :meth:`update` for that node.
+    ``free_mem`` is needed (and read) only for a target with memory.
     """
 
     def __init__(
@@ -283,17 +314,21 @@ class FragIndex:
         free_gpu: IntArray,
         type_ok: BoolArray,
         target: TargetWorkload,
+        free_mem: IntArray | None = None,
     ) -> None:
         self.target = target
         self.free_cpu = free_cpu
         self.free_gpu = free_gpu
+        self.free_mem = free_mem if target.memory_mib is not None else None
         self.type_ok = type_ok
         self.idle: IntArray = free_gpu.sum(axis=1).astype(np.int64)
         self.fit_count, self.sub_sum = fragment_counts(free_gpu, target)
-        self.units = frag_units(self.idle, free_cpu, self.fit_count, self.sub_sum, type_ok, target)
+        self.units = frag_units(
+            self.idle, free_cpu, self.fit_count, self.sub_sum, type_ok, target, self.free_mem
+        )
         self.total_units = int(self.units.sum())
         self.version = np.zeros(len(free_cpu), dtype=np.int64)
-        self._shapes: dict[tuple[int, int, int], _Shape] = {}
+        self._shapes: dict[tuple[int, int, int, int], _Shape] = {}
 
     def __len__(self) -> int:
         return int(self.free_cpu.shape[0])
@@ -315,31 +350,36 @@ class FragIndex:
         self.idle[node] = int(self.free_gpu[node].sum())
         fit, sub = fragment_counts(self.free_gpu[s], self.target)
         self.fit_count[node], self.sub_sum[node] = fit[0], sub[0]
-        units = int(
-            frag_units(self.idle[s], self.free_cpu[s], fit, sub, self.type_ok[s], self.target)[0]
-        )
+        mem = None if self.free_mem is None else self.free_mem[s]
+        ok = self.type_ok[s]
+        units = int(frag_units(self.idle[s], self.free_cpu[s], fit, sub, ok, self.target, mem)[0])
         self.total_units += units - int(self.units[node])
         self.units[node] = units
         self.version[node] += 1
 
-    def drops(self, score_cpu: int, gpu_milli: int, num_gpu: int) -> tuple[IntArray, IntArray]:
+    def drops(
+        self, score_cpu: int, gpu_milli: int, num_gpu: int, memory: int = 0
+    ) -> tuple[IntArray, IntArray]:
         """(W·ΔF, FGD score) of every node for a pod of this shape; read-only views.
 
         Whole-GPU and CPU-only pods: the node's drop (meaningless where the pod does not fit).
         Sharing pods (``num_gpu`` 1, ``gpu_milli`` < 1000): the best drop over the GPUs that
-        fit, :data:`NO_FIT` (score −1) where none does.
+        fit, :data:`NO_FIT` (score −1) where none does. ``memory`` (MiB) is part of the shape
+        only for a target with memory.
         """
-        key = (score_cpu, gpu_milli, num_gpu)
+        if self.free_mem is None:
+            memory = 0
+        key = (score_cpu, gpu_milli, num_gpu, memory)
         shape = self._shapes.get(key)
         if shape is None:
             rows = np.arange(len(self), dtype=np.int64)
-            units = self._compute(rows, score_cpu, gpu_milli, num_gpu)
+            units = self._compute(rows, score_cpu, gpu_milli, num_gpu, memory)
             shape = _Shape(units, self._score(units), self.version.copy())
             self._shapes[key] = shape
         else:
             stale = np.flatnonzero(shape.seen != self.version)
             if len(stale):
-                units = self._compute(stale, score_cpu, gpu_milli, num_gpu)
+                units = self._compute(stale, score_cpu, gpu_milli, num_gpu, memory)
                 shape.units[stale] = units
                 shape.score[stale] = self._score(units)
                 shape.seen[stale] = self.version[stale]
@@ -350,13 +390,18 @@ class FragIndex:
         out[units == NO_FIT] = -1
         return out
 
-    def _compute(self, rows: IntArray, score_cpu: int, gpu_milli: int, num_gpu: int) -> IntArray:
+    def _compute(
+        self, rows: IntArray, score_cpu: int, gpu_milli: int, num_gpu: int, memory: int
+    ) -> IntArray:
         t = self.target
         idle, cpu = self.idle[rows], self.free_cpu[rows]
         fit, sub, ok = self.fit_count[rows], self.sub_sum[rows], self.type_ok[rows]
+        mem = None if self.free_mem is None else self.free_mem[rows]
         before = self.units[rows]
         if not (num_gpu == 1 and gpu_milli < GPU_MILLI):
-            return whole_drop_units(idle, cpu, fit, sub, ok, t, score_cpu, num_gpu, before)
+            return whole_drop_units(
+                idle, cpu, fit, sub, ok, t, score_cpu, num_gpu, before, mem, memory
+            )
         free = self.free_gpu[rows]
         r, c = np.nonzero(free >= gpu_milli)
         out = np.full(len(rows), NO_FIT, dtype=np.int64)
@@ -365,7 +410,8 @@ class FragIndex:
             key = np.unique(r * (GPU_MILLI + 1) + free[r, c])
             r, f = key // (GPU_MILLI + 1), key % (GPU_MILLI + 1)
             pair = share_drop_units(
-                idle[r], cpu[r], fit[r], sub[r], ok[r], t, score_cpu, gpu_milli, f, before[r]
-            )
+                idle[r], cpu[r], fit[r], sub[r], ok[r], t, score_cpu, gpu_milli, f, before[r],
+                None if mem is None else mem[r], memory,
+            )  # fmt: skip
             np.maximum.at(out, r, pair)
         return out

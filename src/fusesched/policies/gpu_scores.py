@@ -15,7 +15,10 @@ other nodes are scored with it).
 A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD's
 integer score ⌊100·σ(ΔF/1000)⌋ first, computed against a target workload *learned online* from
 the pods that have arrived so far (:class:`fusesched.sim.protocols.fgd` refreshes it at 1, 2,
-4, … arrivals; never from the pod list), then :func:`default_keys` among FGD's ties: whole-GPU
+4, … arrivals; never from the pod list) whose GPU classes also carry their memory, so that a
+node left without the memory of a typical GPU pod counts its idle GPUs as fragment (FGD's
+measure looks at CPU only; needs :attr:`PodRequest.memory_mib` and
+:attr:`Candidates.free_mem`), then :func:`default_keys` among FGD's ties: whole-GPU
 pods least CPU + GPU left (BestFit's s), CPU-only pods least idle GPU then s, sharing pods the
 least look-ahead waste (:func:`waste_delta`: how much the pod raises the milli-GPU its GPU is
 expected to leave idle once filled by later pods of the learned mix, in 20-milli steps), and
@@ -84,6 +87,7 @@ class PodRequest:
     cpu_milli: int
     gpu_milli: int  # per-GPU share; 0 for CPU-only pods
     num_gpu: int
+    memory_mib: int = 0  # read only by a target workload with memory (``default``'s)
 
     @property
     def score_cpu(self) -> int:
@@ -114,6 +118,7 @@ class Candidates:
     type_ok: BoolArray | None = None
     fit_count: IntArray | None = None
     sub_sum: IntArray | None = None
+    free_mem: IntArray | None = None  # (n,) MiB; only for a target workload with memory
 
     def __len__(self) -> int:
         return int(self.free_cpu.shape[0])
@@ -134,6 +139,7 @@ class Candidates:
             _cut(self.type_ok, s),
             _cut(self.fit_count, s),
             _cut(self.sub_sum, s),
+            _cut(self.free_mem, s),
         )
 
 
@@ -274,6 +280,8 @@ def _fgd_share_units(
         pod.score_cpu,
         pod.gpu_milli,
         f,
+        free_mem=_mem(cand, target, rows),
+        memory=pod.memory_mib,
     )
 
 
@@ -282,8 +290,17 @@ def _fgd_whole_units(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> In
     target, fit_count, sub_sum, type_ok = _fgd_parts(cand, ctx)
     return whole_drop_units(
         cand.idle_gpu, cand.free_cpu, fit_count, sub_sum, type_ok, target,
-        pod.score_cpu, pod.num_gpu,
+        pod.score_cpu, pod.num_gpu, free_mem=_mem(cand, target, None), memory=pod.memory_mib,
     )  # fmt: skip
+
+
+def _mem(cand: Candidates, target: TargetWorkload, rows: IntArray | None) -> IntArray | None:
+    """The candidates' free memory (gathered to ``rows``) when the target reads it."""
+    if target.memory_mib is None:
+        return None
+    if cand.free_mem is None:
+        raise ValueError("a target workload with memory needs Candidates.free_mem")
+    return cand.free_mem if rows is None else cand.free_mem[rows]
 
 
 def fgd_drop_units(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:

@@ -20,13 +20,13 @@ and the number of fully free GPUs; FGD and ``default`` read a
 and sub-threshold sum, and per pod shape the cached integer score of every node). A placement
 refreshes one node; a decision is a filter, a cache refresh of the nodes changed since that pod
 shape was last seen, and an argmax, all vector operations over the nodes. ``default`` keeps a
-second index against the target it learns from the arrivals; the fragmentation metric always
-uses the protocol's fixed target.
+second index against the target it learns from the arrivals (its classes also by memory); the
+fragmentation metric always uses the protocol's fixed target.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -241,8 +241,11 @@ def run_fgd(
     frag = np.zeros(n, dtype=np.float64)
     total_arrived = total_alloc = 0
     for step, p in enumerate(sequence.tolist()):
-        pod = PodRequest(int(pods.cpu_milli[p]), int(pods.gpu_milli[p]), int(pods.num_gpu[p]))
-        node, taken = sim.place(pod, int(pods.memory_mib[p]), pods.gpu_spec[p])
+        memory = int(pods.memory_mib[p])
+        pod = PodRequest(
+            int(pods.cpu_milli[p]), int(pods.gpu_milli[p]), int(pods.num_gpu[p]), memory
+        )
+        node, taken = sim.place(pod, memory, pods.gpu_spec[p])
         total_arrived += pod.total_gpu
         if node >= 0:
             placed[step] = node
@@ -344,7 +347,7 @@ class _Cluster:
         # what the policy reads: FGD the fixed target; default one learned from the arrivals
         self.frag = self.metric
         self.online = policy == "default"
-        self.arrivals: list[tuple[int, int, int, tuple[str, ...]]] = []  # default only
+        self.arrivals: list[tuple[int, int, int, tuple[str, ...], int]] = []  # default only
         self.fast = incremental and policy in ("fgd", "default")
         self._spec_masks: dict[tuple[str, ...], BoolArray] = {}
         self._has_gpu = self.gpu_count > 0
@@ -368,6 +371,7 @@ class _Cluster:
             type_ok=self.frag.type_ok[rows] if fgd else None,
             fit_count=self.frag.fit_count[rows] if fgd else None,
             sub_sum=self.frag.sub_sum[rows] if fgd else None,
+            free_mem=self.free_mem[rows] if self.online else None,
         )
 
     def _feasible(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> BoolArray:
@@ -383,6 +387,8 @@ class _Cluster:
     def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
         """Filter, score, pick and bind one pod; (-1, []) when no node is feasible."""
         if self.online:
+            if pod.memory_mib != memory:  # default's learned target also weighs memory
+                pod = replace(pod, memory_mib=memory)
             self._learn(pod, spec)
         cands = np.flatnonzero(self._feasible(pod, memory, spec))
         if len(cands) == 0:
@@ -390,7 +396,7 @@ class _Cluster:
         if len(cands) == 1:
             node = int(cands[0])
         elif self.fast:
-            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
             cand_score = score[cands]
             top = cands[cand_score == cand_score.max()]
             if self.policy == "default" and len(top) > 1:
@@ -433,13 +439,16 @@ class _Cluster:
 
         ``default`` looks ahead on the job mix only through the pods that have arrived so
         far (every class seen, weighted by its count; FGD's 95 % cut is left out because on
-        a growing sample it swaps rare classes in and out), never through the pod list.
+        a growing sample it swaps rare classes in and out), never through the pod list. Its
+        GPU classes carry their memory, so its fragmentation also counts the GPUs a node can
+        no longer use for lack of memory (FGD's counts only those it lacks the CPU for).
         """
-        self.arrivals.append((pod.cpu_milli, pod.gpu_milli, pod.num_gpu, spec))
+        self.arrivals.append((pod.cpu_milli, pod.gpu_milli, pod.num_gpu, spec, pod.memory_mib))
         seen = len(self.arrivals)
         if seen & (seen - 1):
             return  # not a power of two
-        cpu, milli, count, specs = zip(*self.arrivals, strict=True)
-        target = target_workload(cpu, milli, count, specs, popularity=100)
-        self.frag = FragIndex(self.free_cpu, self.free_gpu, target.type_ok(self.models), target)
+        cpu, milli, count, specs, mem = zip(*self.arrivals, strict=True)
+        target = target_workload(cpu, milli, count, specs, popularity=100, memory_mib=mem)
+        ok = target.type_ok(self.models)
+        self.frag = FragIndex(self.free_cpu, self.free_gpu, ok, target, self.free_mem)
         self.ctx = ScoreContext(rng=self.ctx.rng, target=target)
