@@ -1,5 +1,6 @@
 """The replay's fast paths against the general code they stand in for: first fit on one
-column, batched queue removals, shapes found by identity, and the model's fast ``__init__``."""
+column, batched queue removals, shapes found by identity, the model's fast ``__init__`` and
+``step``'s own dispatch of submits and exits."""
 
 from __future__ import annotations
 
@@ -15,14 +16,24 @@ from fusesched.core import placement
 from fusesched.core.cluster import ClusterArrays, ones
 from fusesched.core.placement import GroupShape, Statement, first_fit_column, plan_groups
 from fusesched.core.records import JobRecord, WaitingQueue
+from fusesched.core.scheduler import SchedulerCore
 from fusesched.core.shapes import ShapeCompiler
-from fusesched.model.events import GroupPlacement, JobExited, JobSubmitted, ReserveJob, StartJob
-from fusesched.model.job import JobSpec, TaskGroup
+from fusesched.model.events import (
+    Event,
+    GroupPlacement,
+    JobExited,
+    JobSubmitted,
+    NodeAdded,
+    ReserveJob,
+    StartJob,
+)
+from fusesched.model.job import Dependency, DependencyKind, JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
+from fusesched.policies.registry import CoreConfig
 
 
 def _cluster(free_cpus: list[int], per_node: int) -> ClusterArrays:
@@ -189,3 +200,33 @@ def test_fast_init_objects_behave_as_before() -> None:
     assert spec.placement.node_selector == {} and spec.dependencies == ()
     with pytest.raises(TypeError):
         JobExited()  # type: ignore[call-arg]
+
+
+def test_step_dispatch_matches_handle_then_cycle() -> None:
+    """``step`` hands submits and exits to their handlers itself; the same events through
+    ``handle`` one by one and then ``cycle`` give the same decisions and job phases
+    (dependents settled after a failure and a success, a rejection, backfilling)."""
+
+    def spec(name: str, cpus: int, walltime: float, after: str = "") -> JobSpec:
+        deps = (Dependency(DependencyKind.AFTER_OK, after),) if after else ()
+        group = TaskGroup("main", cpus, Resources({CPU: 1000}))
+        return JobSpec(id=name, task_groups=(group,), walltime_s=walltime, dependencies=deps)
+
+    script: list[tuple[float, list[Event]]] = [
+        (0.0, [NodeAdded(NodeSpec(f"n{k}", Resources({CPU: 4000}))) for k in range(3)]),
+        (1.0, [JobSubmitted(spec("a", 8, 100)), JobSubmitted(spec("big", 64, 10))]),
+        (2.0, [JobSubmitted(spec("b", 8, 50)), JobSubmitted(spec("c", 2, 20, after="a"))]),
+        (3.0, [JobSubmitted(spec("d", 2, 30, after="b")), JobSubmitted(spec("e", 4, 5))]),
+        (8.0, [JobExited("e"), JobSubmitted(spec("f", 4, 60))]),
+        (100.0, [JobExited("a")]),
+        (150.0, [JobExited("b", 1), JobExited("f")]),
+        (160.0, [JobExited("c")]),
+    ]
+    config = CoreConfig(queue_order="fcfs", backfill="easy")
+    fast, slow = SchedulerCore(config), SchedulerCore(config)
+    for now, events in script:
+        expected = [d for e in events for d in slow.handle(e, now)] + slow.cycle(now)
+        assert fast.step(now, events) == expected
+    assert {i: r.phase for i, r in fast.jobs.items()} == {i: r.phase for i, r in slow.jobs.items()}
+    assert fast.jobs["d"].phase is JobPhase.CANCELLED  # its dependency failed
+    assert fast.jobs["c"].phase is JobPhase.COMPLETED

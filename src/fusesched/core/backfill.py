@@ -110,9 +110,11 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
     queue = core.queue
     head = queue.records[0]
     res = core.reservation
-    if not isinstance(res, Reservation):
+    if isinstance(res, Reservation):
+        out: list[Decision] = []  # a kept reservation (same head) was announced when made
+    else:
         res = core.reservation = reserve_head(core, head, now)
-    out = _announce(core, head, res.shadow, res.nodes)
+        out = _announce(core, head, res.shadow, res.nodes)
     if len(queue.records) == 1:
         return out
     failed: set[int] = set()  # kinds that failed in this scan, see _scan
@@ -274,7 +276,8 @@ def _scan(
             # a fresh one is tighter
         started.append(pos)
         out.append(bind(rec, alloc, now, True))
-    core.queue.remove_at(started)
+    if started:
+        core.queue.remove_at(started)
     return out
 
 

@@ -42,7 +42,8 @@ def exited(core: SchedulerCore, event: JobExited, now: float) -> list[Decision]:
         rec.move(JobPhase.FAILED, now, event.reason or f"exit {event.exit_code}")
     if core.predictions is not None and core.predictions.ended(rec):
         repredict(core, rec.spec.user, now)
-    return settle_dependents(core, rec, now)
+    # (no job waits on any other in most workloads: then there is nothing to settle)
+    return settle_dependents(core, rec, now) if core._dependents else []
 
 
 def repredict(core: SchedulerCore, user: str, now: float) -> None:

@@ -31,6 +31,9 @@ QOS_RANK = {qos: qos.rank for qos in QoS}
 
 QUEUED = JobPhase.QUEUED  # (a module global: cheaper to read than the enum's attribute)
 
+#: ``JobFacts(*fields)`` without the Python-level ``__new__`` of a named tuple.
+_facts = tuple.__new__
+
 
 def submit(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
     """A submitted job (or array): rejected, waiting for its dependencies, or queued."""
@@ -88,7 +91,9 @@ def compile_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
         estimate = spec.walltime_s
     else:
         estimate = core.config.default_estimate_s
-    facts = JobFacts(spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
+    facts = _facts(
+        JobFacts, (spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
+    )
     rec = JobRecord(
         spec=spec,
         seq=core._seq,

@@ -90,7 +90,9 @@ class RunningSet:
         self._in_order: BoolArray = np.zeros(0, dtype=np.bool_)  # still valid in ``_order``
         self._added: dict[int, None] = {}  # slots started since the last view, in start order
         self._ended: list[int] = []  # slots whose jobs ended since the last view
-        self._ledger = Ledger(width)
+        # made by the first view (a workload whose heads are all fluid never asks for one):
+        # until then a start or an exit does not touch it
+        self._ledger: Ledger | None = None
         self._view: RunningView | None = None
 
     def __len__(self) -> int:
@@ -105,7 +107,8 @@ class RunningSet:
             self._totals = np.pad(self._totals, [(0, 0), (0, extra)])
             for amounts in self._amounts:
                 amounts.extend([0] * (width - len(amounts)))
-            self._ledger.widen(width)
+            if self._ledger is not None:
+                self._ledger.widen(width)
             self._view = None
 
     def add(self, job_id: str, est_end: float, total: IntArray, alloc: Allocation) -> None:
@@ -120,7 +123,8 @@ class RunningSet:
         entry = self._entry[slot] = (est_end, self._started, slot)
         bisect.insort_right(self._sorted, entry)
         self._added[slot] = None
-        self._ledger.started(slot, alloc)
+        if self._ledger is not None:
+            self._ledger.started(slot, alloc)
         self._view = None
 
     def remove(self, job_id: str) -> None:
@@ -128,7 +132,8 @@ class RunningSet:
         del self._sorted[bisect.bisect_left(self._sorted, self._entry[slot])]
         self._ended.append(slot)
         self._added.pop(slot, None)
-        self._ledger.ended(slot)
+        if self._ledger is not None:
+            self._ledger.ended(slot)
         self._ids[slot] = None
         self._allocs[slot] = None
         self._free_slots.append(slot)
@@ -187,8 +192,15 @@ class RunningSet:
             self._order = order
             self._in_order[order] = True
             self._added.clear()
+            ledger = self._ledger
+            if ledger is None:  # the first view: every running job, in start order
+                ledger = self._ledger = Ledger(self._totals.shape[1])
+                for slot in self._slot.values():
+                    alloc = self._allocs[slot]
+                    assert alloc is not None  # (a running job's slot holds its allocation)
+                    ledger.started(slot, alloc)
             self._view = RunningView(
-                self._ends[order], order, self._ids, self._allocs, self._totals, self._ledger
+                self._ends[order], order, self._ids, self._allocs, self._totals, ledger
             )
         return self._view
 

@@ -144,9 +144,15 @@ class SchedulerCore:
     def step(self, now: float, events: Iterable[Event] = ()) -> list[Decision]:
         """Apply every event, then run one scheduling cycle."""
         out: list[Decision] = []
-        handle = self.handle
+        handle, submit, exited = self.handle, self._submit, self._exited
         for event in events:
-            forced = handle(event, now)
+            # the two events of every job go straight to their handler (as handle would)
+            if type(event) is JobSubmitted:
+                forced = submit(event.job, now)
+            elif type(event) is JobExited:
+                forced = exited(event, now)
+            else:
+                forced = handle(event, now)
             if forced:
                 out.extend(forced)
         started = self.cycle(now)

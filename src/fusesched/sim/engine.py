@@ -237,7 +237,8 @@ class Simulation:
                     del runs[job_id]
                     on_nodes.pop(job_id, None)
                 events.append(JobExited(job_id, code, "", timed_out))
-            finished = len(events) - first_exit
+            # (counted only for those who read them: two calls per cycle otherwise)
+            finished = len(events) - first_exit if progress is not None else 0
             while next_outage < n_outages and outages[next_outage][0] == now:
                 _, up, names, reason = outages[next_outage]
                 next_outage += 1
@@ -249,7 +250,7 @@ class Simulation:
                         self._fail(job_id, now, runs, done, fates, heap)
                         del on_nodes[job_id]
                         events.append(JobExited(job_id, -1, reason, requeue=True))
-            exits_end = len(events)
+            exits_end = len(events) if power is not None else 0
             while next_job is not None and submit_at == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
