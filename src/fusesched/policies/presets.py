@@ -49,7 +49,8 @@ HEURISTIC = Preset(
 PRESETS: Mapping[str, Preset] = {
     # the rule of bench/learned_policy.py adopts the shipped learned order only while it beats
     # `heuristic` on held-out sequences of the selection traces; with waiting jobs re-predicted
-    # it does not (validation 1.068), so `default` is the heuristic (docs/LEARNED_POLICY.md)
+    # it does not (validation 1.041 after retraining with re-prediction), so `default` is the
+    # heuristic (docs/LEARNED_POLICY.md)
     "default": Preset(
         "recommended for HPC traces: UNICEP (wait over log2(size) x predicted run time) with "
         "EASY backfilling on run times predicted from each user's finished jobs "
