@@ -427,8 +427,9 @@ def measure_fusesched(n: int, samples: int, work: Path) -> dict[str, Any]:
         env = dict(os.environ, FUSESCHED_CONTROLLER=fs.url)
         cli = [sys.executable, "-m", "fusesched", "submit"]
         commands = [("submit_cli_python", cli, "Python command")]
-        if native_front() is not None:
-            commands.insert(0, ("submit_cli", [str(native_front()), "submit"], "native front"))
+        front = native_front()
+        if front is not None:
+            commands.insert(0, ("submit_cli", [str(front), "submit"], "native front"))
         else:
             console.print(f"  [yellow]{FRONT} is not the native front (no C compiler?)[/]")
         for key, command, label in commands:

@@ -35,7 +35,7 @@ def main() -> None:
 
         from fusesched.cli.live import register_clients
 
-        app = typer.Typer(name="fusesched", add_completion=False, pretty_exceptions_enable=False)
+        app = typer.Typer(name=PROG, add_completion=False, pretty_exceptions_enable=False)
         register_clients(app)
         app(prog_name=PROG)
         return

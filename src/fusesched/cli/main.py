@@ -22,6 +22,7 @@ from rich.table import Table
 
 from fusesched import __version__
 from fusesched.cli import live, route, train_policy, twin, usage
+from fusesched.cli.entry import PROG
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
     RunResult,
@@ -53,7 +54,7 @@ from fusesched.traces.openb import OpenbFormatError
 from fusesched.traces.swf import TraceFormatError
 
 app = typer.Typer(
-    name="fusesched",
+    name=PROG,
     help="fusesched — the fused scheduler for HPC, AI and general workloads on one pool.",
     no_args_is_help=True,
     add_completion=False,
@@ -380,7 +381,7 @@ twin.register(app)
 
 def main() -> None:
     try:
-        app(prog_name="fusesched")
+        app(prog_name=PROG)
     except KeyboardInterrupt:  # pragma: no cover
         err.print("interrupted")
         sys.exit(130)
