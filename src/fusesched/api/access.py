@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from fusesched.api.responses import forbidden
 from fusesched.api.schemas import JobView
@@ -34,14 +35,20 @@ _bearer = HTTPBearer(
 )
 
 
-def _principal(
+async def _principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The caller (a FastAPI dependency): 401 through :class:`AuthError` without a valid
-    bearer token, :data:`~fusesched.controller.auth.ANONYMOUS` when authentication is off."""
+    bearer token, :data:`~fusesched.controller.auth.ANONYMOUS` when authentication is off.
+
+    A coroutine, so that a request without authentication costs no trip through the thread
+    pool; looking a token up in the store does go there."""
     auth: Authenticator = request.app.state.auth
-    return auth.authenticate(credentials.credentials if credentials else None)
+    token = credentials.credentials if credentials else None
+    if not auth.enabled:
+        return auth.authenticate(token)
+    return await run_in_threadpool(auth.authenticate, token)
 
 
 Caller = Annotated[Principal, Depends(_principal)]

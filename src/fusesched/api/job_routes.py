@@ -58,7 +58,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         return SubmittedMany(ids=controller.submit(access.owned(p, requests)))
 
     @app.post("/v1/submissions", status_code=201, response_model=SubmittedFiles, tags=["jobs"])
-    def submit_files(files: SubmissionFiles, p: Caller) -> SubmittedFiles:
+    def submit_files(files: SubmissionFiles, p: Caller) -> Response:
         """Jobs from submission files parsed here (fusesched YAML, #SBATCH script, Kubernetes
         YAML): what lets a client stay a small program that only sends the files' text."""
         person(p)
@@ -76,7 +76,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         if len(requests) > MAX_BATCH:
             raise HTTPException(400, f"at most {MAX_BATCH} jobs per submission")
         ids = controller.submit(access.owned(p, requests))
-        return SubmittedFiles(ids=ids, warnings=warnings)
+        return json_response(SubmittedFiles(ids=ids, warnings=warnings), 201)
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     def list_jobs(

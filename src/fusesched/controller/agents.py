@@ -131,16 +131,20 @@ def heartbeat(
                 node.kills.append(  # a stray from before a controller restart
                     KillTask(task_id=task_id, grace_s=ctl.config.grace_s, reason="unknown job")
                 )
-        ctl.persist.flush()
+        # an exit reported (events to schedule): the next cycle may bring work
+        ended = any(r.state is not TaskState.RUNNING for r in beat.reports)
+        cycle = ctl.cycles + 1 if ended and ctl.events else None
+        busy = bool(node.outbox or node.kills or node.stage)
+        if cycle is None or busy or wait <= 0 or (quick and not launch):
+            ctl.persist.flush()  # what the beat reported is stored before it is answered
+        # else the cycle this beat waits for writes it, in the same transaction as what the
+        # cycle decides (the flush below covers a wait that ends first)
         if quick and not launch:
             # an agent that does not take work on quick reports starts work only from its
             # full beats, before it lists its live tasks again (else a task could look
             # lost in between)
             return HeartbeatReply()
-        # an exit reported (events to schedule): the next cycle may bring work
-        ended = any(r.state is not TaskState.RUNNING for r in beat.reports)
-        cycle = ctl.cycles + 1 if ended and ctl.events else None
-        if not (node.outbox or node.kills or node.stage) and wait > 0:
+        if not busy and wait > 0:
             if cycle is not None:
                 # some pending events (checkpoints, sensor findings) do not wake the loop
                 # themselves: the cycle this beat waits for must come now
@@ -170,6 +174,7 @@ def heartbeat(
                     ),
                     timeout=wait,
                 )
+        ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
         reply = HeartbeatReply(launch=node.outbox, kill=node.kills, stage=node.stage)
         for sent in node.outbox:
             task = ctl.tasks[sent.task_id][1]

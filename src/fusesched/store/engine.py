@@ -14,10 +14,12 @@ a pooled psycopg 3 engine.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any, Final
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 #: Execution option that marks an engine (or connection) as a writer.
@@ -74,4 +76,11 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
         immediate = connection.get_execution_options().get(WRITE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+        # straight to the driver: through SQLAlchemy's statement path this one line cost as
+        # much as the transaction's own statements; its errors are wrapped as that path
+        # would (a locked database is an OperationalError to the callers)
+        try:
+            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,16 +36,45 @@ class Document:
         return SubmitError(message, source=self.source, line=self.line_of(loc), field=field)
 
 
+#: libyaml's loader where PyYAML was built with it (several times faster), else the pure one.
+_FAST_LOADER: type[yaml.SafeLoader] | None = getattr(yaml, "CSafeLoader", None)
+
+#: What libyaml may read: printable ASCII and line feeds. Beyond it (tabs, carriage returns,
+#: byte-order marks, Unicode line separators) the two readers disagree on a few texts.
+_NOT_PLAIN = re.compile(r"[^\x20-\x7e\n]")
+
+
 def load_documents(text: str, source: str) -> list[Document]:
     """Every non-empty document of a YAML stream, each with its line map.
 
-    Malformed YAML and duplicate keys raise :class:`SubmitError` with the line.
+    Malformed YAML and duplicate keys raise :class:`SubmitError` with the line. Plain ASCII
+    text is read with libyaml when it is there; when libyaml finds any fault, and for other
+    text, the pure-Python reader reads it, so that what is accepted and every message are the
+    pure reader's.
     """
-    docs: list[Document] = []
+    if _FAST_LOADER is not None and not _NOT_PLAIN.search(text):
+        try:
+            return _read(_FAST_LOADER(text), source)
+        except (yaml.YAMLError, SubmitError):
+            pass
     try:
         loader = yaml.SafeLoader(text)  # checks the characters already
     except yaml.YAMLError as exc:
         raise SubmitError(f"malformed YAML: {exc}", source=source) from exc
+    try:
+        return _read(loader, source)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "cannot parse"
+        raise SubmitError(f"malformed YAML: {problem}", source=source, line=line) from exc
+    except yaml.YAMLError as exc:
+        raise SubmitError(f"malformed YAML: {exc}", source=source) from exc
+
+
+def _read(loader: yaml.SafeLoader, source: str) -> list[Document]:
+    """The documents ``loader`` reads (it is disposed of afterwards)."""
+    docs: list[Document] = []
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -57,13 +87,6 @@ def load_documents(text: str, source: str) -> list[Document]:
             raw: dict[Loc, str] = {}
             _walk(node, (), lines, raw, source)
             docs.append(Document(data, source, node.start_mark.line + 1, lines, raw))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or exc.context or "cannot parse"
-        raise SubmitError(f"malformed YAML: {problem}", source=source, line=line) from exc
-    except yaml.YAMLError as exc:
-        raise SubmitError(f"malformed YAML: {exc}", source=source) from exc
     finally:
         loader.dispose()
     return docs
