@@ -29,7 +29,7 @@ from fusesched.model.events import (
 )
 from fusesched.model.job import Dependency, DependencyKind, JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec, NodeState
-from fusesched.model.phases import JobPhase
+from fusesched.model.phases import IllegalTransition, JobPhase, Transition
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS, JobFacts
@@ -230,3 +230,69 @@ def test_step_dispatch_matches_handle_then_cycle() -> None:
     assert {i: r.phase for i, r in fast.jobs.items()} == {i: r.phase for i, r in slow.jobs.items()}
     assert fast.jobs["d"].phase is JobPhase.CANCELLED  # its dependency failed
     assert fast.jobs["c"].phase is JobPhase.COMPLETED
+
+
+def test_free_sums_follow_every_change() -> None:
+    """The cluster's per-column free sums (a list, changed in place) and their array form
+    agree with the free matrix on UP nodes after takes, gives, first-fit allocations and
+    releases, a node going down and a node added."""
+    cluster = _cluster([4, 2, 0, 3, 4], per_node=4)
+    sums = cluster.free_sums  # held across the changes: it is changed in place
+
+    def check() -> None:
+        expected = cluster.free[cluster.up].sum(axis=0).tolist()
+        assert sums == expected and cluster.free_total.tolist() == expected
+
+    check()
+    col = cluster.columns[CPU]
+    group = GroupShape("main", 5, np.array([1000]), Resources({CPU: 1000}))
+    alloc = first_fit_column(cluster, group, col, 5000, 1000, np.array([5000]))
+    check()
+    cluster.give_column(alloc.nodes, col, alloc.column_amounts, alloc.total)  # type: ignore[arg-type]
+    check()
+    row = np.array([[3000]])
+    cluster.take(np.array([4]), row, unique=True)
+    check()
+    cluster.set_state("n1", NodeState.DOWN)
+    check()
+    cluster.give(np.array([4]), row, unique=True)
+    check()
+    cluster.add_node(NodeSpec("n5", Resources({CPU: 2000, "fpga": 1})), NodeState.UP)
+    check()
+    assert len(sums) == 2 and sums[cluster.columns["fpga"]] == 1
+
+
+def test_record_fields_from_the_shape_by_position() -> None:
+    """Intake builds a job's record by position: each field holds what its name says."""
+    core = SchedulerCore(CoreConfig())
+    core.handle(NodeAdded(NodeSpec("n0", Resources({CPU: 8000}))), 0.0)
+    spec = JobSpec(id="j", task_groups=(TaskGroup("main", 3, Resources({CPU: 2000})),))
+    core.step(1.0, [JobSubmitted(spec)])
+    rec = core.jobs["j"]
+    shape = core.shapes.shape_of(spec)
+    assert (rec.spec, rec.seq, rec.groups, rec.estimate) == (spec, 1, shape.groups, 3600.0)
+    assert rec.total is shape.total and rec.bound is shape.bound and rec.facts.procs == 6.0
+    assert (rec.never_fits, rec.shape_id, rec.family) == ("", shape.number, shape.family)
+    assert (rec.single_column, rec.single_amount, rec.single_total) == (0, 2000, 6000)
+    assert (rec.fluid, rec.waiting_on, rec.key) == (False, set(), (0.0,))  # (submitted at 0)
+    assert rec.phase is JobPhase.RUNNING and rec.start_time == 1.0 and rec.allocation
+
+
+def test_history_is_told_from_the_recorded_steps() -> None:
+    """A record keeps its phase changes as plain tuples and tells them as ``Transition``s;
+    an illegal change still raises."""
+    core = SchedulerCore(CoreConfig())
+    core.handle(NodeAdded(NodeSpec("n0", Resources({CPU: 1000}))), 0.0)
+    spec = JobSpec(id="j", task_groups=(TaskGroup("main", 1, Resources({CPU: 1000})),))
+    core.step(1.0, [JobSubmitted(spec)])
+    core.step(5.0, [JobExited("j")])
+    history = core.jobs["j"].history
+    assert [type(t) for t in history] == [Transition] * 3
+    assert [(t.time, t.old, t.new, t.reason) for t in history] == [
+        (1.0, JobPhase.PENDING, JobPhase.QUEUED, "submitted"),
+        (1.0, JobPhase.QUEUED, JobPhase.RUNNING, "resources available"),
+        (5.0, JobPhase.RUNNING, JobPhase.COMPLETED, "exit 0"),
+    ]
+    with pytest.raises(IllegalTransition):
+        core.jobs["j"].move(JobPhase.RUNNING, 6.0, "again")
+    assert len(core.jobs["j"].history) == 3

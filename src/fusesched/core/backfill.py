@@ -26,11 +26,16 @@ import numpy as np
 from fusesched.core.cluster import ClusterArrays, IntArray, rows_within
 from fusesched.core.placement import slot_bound
 from fusesched.model.events import Decision, ReserveJob
+from fusesched.model.fast import builder
 
 if TYPE_CHECKING:
     from fusesched.core.placement import Allocation, Plan
     from fusesched.core.records import JobRecord
     from fusesched.core.scheduler import SchedulerCore
+
+#: A new reservation's announcement (one per change of the head's reservation): built without
+#: calling the class (see fusesched.model.fast.builder).
+_reserve_job: Callable[[str, float, tuple[str, ...]], ReserveJob] = builder(ReserveJob)
 
 #: A job that overran its estimate is assumed to end this long after "now".
 OVERRUN_GRACE_S = 1e-6
@@ -59,8 +64,8 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
         return Reservation(math.inf, -1, 0, None)
     col = core.fluid_column(head)
     if col >= 0:
-        need = head.total.item(col)
-        have = cluster.free_total.item(col)
+        need = head.single_total  # (its need of that column: it is fluid in it)
+        have = cluster.free_sums[col]
         found = core.running.release_time(col, need - have)
         if found is None:
             return Reservation(math.inf, col, 0, None)
@@ -102,7 +107,7 @@ def _announce(
         return []  # said already (a change of nodes is news: they may stage its data)
     core.last_reservation = said
     names = core.cluster.name_array
-    return [ReserveJob(head.id, shadow, tuple(str(names[row]) for row in rows))]
+    return [_reserve_job(head.id, shadow, tuple(str(names[row]) for row in rows))]
 
 
 def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[Decision]:
@@ -140,19 +145,19 @@ def _queue_candidates(core: SchedulerCore, res: Reservation, now: float) -> IntA
     """The queue positions after the head of the jobs that the sums allow to start now;
     None when there are none."""
     rows = core.queue.rows
-    free_total = core.cluster.free_total
+    cluster = core.cluster
     col = res.column
     if col >= 0:
         # sums of the head's column only (a superset: _scan checks every column anyway)
         need = rows[:, 2 + col]
-        have = free_total.item(col)
-        if need[need.argmin()] > have:  # (argmin: far cheaper than a NumPy reduction)
+        have = cluster.free_sums[col]
+        if need.item(need.argmin()) > have:  # (argmin: far cheaper than a NumPy reduction)
             return None  # nothing waiting is small enough for what is free (the common case)
         candidates = need <= have
         if res.extra < have:  # else every job that fits now leaves the head enough
             candidates &= ((now + rows[:, 0]) <= res.shadow) | (need <= res.extra)
     else:
-        candidates = rows_within(rows[:, 2:], free_total)
+        candidates = rows_within(rows[:, 2:], cluster.free_total)
     candidates[0] = False  # the head
     index: IntArray = candidates.nonzero()[0]
     return index if len(index) else None
@@ -190,11 +195,14 @@ def _fresh_candidates(core: SchedulerCore, res: Reservation, only: list[JobRecor
     jobs that the head's column rules out by its sum are left out."""
     queue = core.queue
     col = res.column
-    have = core.cluster.free_total.item(col) if col >= 0 else 0
+    have = core.cluster.free_sums[col] if col >= 0 else 0
     positions: list[int] = []
     for rec in only:
-        if col >= 0 and rec.total.item(col) > have:
-            continue
+        if col >= 0:
+            # (a job fluid in that column: its single-column total, cheaper than an array's)
+            need = rec.single_total if rec.single_column == col else rec.total.item(col)
+            if need > have:
+                continue
         pos = queue.position(rec)
         if pos:  # neither the head nor gone
             positions.append(pos)
@@ -220,7 +228,7 @@ def _scan(
     """
     records = core.queue.records
     cluster = core.cluster
-    free_total = cluster.free_total
+    free_sums = cluster.free_sums  # (changed in place: current all along)
     long_view: IntArray | None = None  # min(free now, free at the shadow time) per node
     fewest: dict[int, int] = {}  # family (and short or long) -> fewest tasks that failed
     started: list[int] = []
@@ -229,8 +237,9 @@ def _scan(
     try_place, bind = core.try_place, core.bind
     free = cluster.free
     # with tenancy, try_place asks the queue's quota first (and notes its verdict on the
-    # job), so every candidate goes to it
-    bounds = _SlotBounds(cluster) if core.tenants is None else None
+    # job), so every candidate goes to it; else a job that may need them makes the bounds
+    bounded = core.tenants is None
+    bounds: _SlotBounds | None = None
     for pos in chain.from_iterable(blocks):
         rec = records[pos]
         short_job = now + rec.estimate <= shadow
@@ -242,11 +251,13 @@ def _scan(
         if family >= 0 and tasks >= fewest.get(family, tasks + 1):
             failed.add(kind)
             continue
+        if bounded and bounds is None and (rec.single_column < 0 or (col < 0 and not short_job)):
+            bounds = _SlotBounds(cluster)
         alloc: Allocation | None = None
         if col >= 0:
-            need = rec.total.item(col)
+            need = rec.single_total if rec.single_column == col else rec.total.item(col)
             if (
-                need <= free_total.item(col)
+                need <= free_sums[col]
                 and (short_job or need <= res.extra)
                 and (bounds is None or rec.single_column >= 0 or bounds.may_fit(rec, free, 0))
             ):
@@ -379,7 +390,7 @@ class SumProfile:
 
     def __init__(self, core: SchedulerCore, now: float, col: int) -> None:
         self.times: list[float] = [now]
-        self.frees: list[int] = [int(core.cluster.free_total[col])]
+        self.frees: list[int] = [core.cluster.free_sums[col]]
         run = core.running.view()
         released = run.column(col).tolist()
         for k, end in enumerate(run.ends.tolist()):

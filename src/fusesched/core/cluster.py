@@ -77,6 +77,9 @@ class ClusterArrays:
         self.up: BoolArray = self._up_buf
         self._name_array: npt.NDArray[np.object_] | None = None  # built when asked for
         self.free_total: IntArray = np.zeros(0, dtype=np.int64)  # free on UP nodes, per column
+        # the same as Python ints, kept in step (changed in place: a caller may hold it):
+        # reading one column of a list is several times cheaper than of an array
+        self.free_sums: list[int] = []
         # gcd of every capacity and every per-task amount seen, per column: when a request
         # divides it, "sum of free" is an exact fit test (no per-node fragmentation).
         self.quantum: list[int] = []
@@ -108,6 +111,7 @@ class ClusterArrays:
             self._cap_buf = _resized(self._cap_buf, len(self._cap_buf), col + 1)
             self._free_buf = _resized(self._free_buf, len(self._free_buf), col + 1)
             self.free_total = np.append(self.free_total, 0)
+            self.free_sums.append(0)
             self.quantum.append(0)
             self._views()
         return col
@@ -138,6 +142,7 @@ class ClusterArrays:
         self._views()
         if state is NodeState.UP:
             self.free_total += self.free[row]
+            self.free_sums[:] = self.free_total.tolist()
         self._refresh_masks()
 
     def set_state(self, name: str, state: NodeState) -> None:
@@ -145,6 +150,7 @@ class ClusterArrays:
         self.states[i] = state
         self.up[i] = state is NodeState.UP
         self.free_total = self.free[self.up].sum(axis=0)
+        self.free_sums[:] = self.free_total.tolist()
         self._refresh_masks()
 
     @property
@@ -288,14 +294,18 @@ class ClusterArrays:
         else:
             np.add.at(self.free, nodes, delta)
         self.free_total += self._up_sum(nodes, delta, total)
+        self.free_sums[:] = self.free_total.tolist()
 
     def take_prefix(self, col: int, start: int, last: int, left: int, amount: int) -> None:
         """First fit's allocation of ``amount`` of column ``col`` (every node up): the rows
         from ``start`` to ``last - 1`` give all they have free, row ``last`` keeps ``left``."""
         column = self.free_columns[col]
-        column[start:last] = 0
+        if last > start:
+            column[start:last] = 0
         column[last] = left
-        self.free_total[col] -= amount
+        sums = self.free_sums
+        sums[col] -= amount
+        self.free_total[col] = sums[col]  # (setting an element: cheaper than subtracting)
         if last > self._first_free.get(col, 0):  # see note_full_before
             self._first_free[col] = last
 
@@ -303,10 +313,12 @@ class ClusterArrays:
         """:meth:`give` for an allocation of one column (distinct nodes in ascending order;
         ``total`` its sums)."""
         self.free_columns[col][nodes] += amounts
+        sums = self.free_sums
         if self.all_up:
-            self.free_total[col] += total.item(col)
+            sums[col] += total.item(col)
         else:
-            self.free_total[col] += int(amounts[self.up[nodes]].sum())
+            sums[col] += int(amounts[self.up[nodes]].sum())
+        self.free_total[col] = sums[col]
         self._released(nodes.item(0) if len(nodes) else self.size)
 
     def _released(self, low: int) -> None:

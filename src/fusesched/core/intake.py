@@ -29,7 +29,8 @@ class DuplicateJobId(ValueError):
 #: ``QoS.rank`` looked up once per tier rather than computed per job.
 QOS_RANK = {qos: qos.rank for qos in QoS}
 
-QUEUED = JobPhase.QUEUED  # (a module global: cheaper to read than the enum's attribute)
+# (module globals: cheaper to read than the enum's attributes)
+PENDING, QUEUED = JobPhase.PENDING, JobPhase.QUEUED
 
 #: ``JobFacts(*fields)`` without the Python-level ``__new__`` of a named tuple.
 _facts = tuple.__new__
@@ -94,23 +95,23 @@ def compile_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
     facts = _facts(
         JobFacts, (spec.submit_time, estimate, shape.cpus, spec.priority, QOS_RANK[spec.qos])
     )
-    rec = JobRecord(
-        spec=spec,
-        seq=core._seq,
-        phase=JobPhase.PENDING,
-        groups=shape.groups,
-        total=shape.total,
-        bound=shape.bound,
-        estimate=estimate,
-        facts=facts,
-        never_fits=shape.never_fits,
-        shape_id=shape.number,
-        family=shape.family,
+    rec = JobRecord(  # (by position: see the order of JobRecord's fields)
+        spec,
+        core._seq,
+        PENDING,
+        shape.groups,
+        shape.total,
+        shape.bound,
+        estimate,
+        facts,
+        shape.never_fits,
+        shape.number,
+        shape.family,
         # an exclusive job's room is whole idle nodes, a data-aware one's depends on
         # where its data is: the column sum does not decide
-        single_column=-1 if spec.placement.exclusive or spec.datasets else shape.single_column,
-        single_amount=shape.single_amount,
-        single_total=shape.single_total,
+        -1 if spec.placement.exclusive or spec.datasets else shape.single_column,
+        shape.single_amount,
+        shape.single_total,
     )
     if core.predictions is not None:
         core.predictions.watch(rec)  # re-predicted while it waits

@@ -7,6 +7,7 @@ of its resources.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,10 @@ FIRST_FIT_CHUNK = 256
 #: First fit on one column reads its rows from row 0 when it starts at most this far in (the
 #: rows before its start have none free): cheaper than shifting the rows it found.
 FROM_ZERO = 256
+
+#: ``np.add.accumulate``: the cumulative sum without the ``cumsum`` method's dispatch (about a
+#: third cheaper on the short windows of first fit).
+_accumulate = np.add.accumulate
 
 #: Weight of one unit of a preferred label term: far above any placement score, so label
 #: preferences order nodes first and the policy's score breaks their ties.
@@ -64,8 +69,9 @@ class Allocation:
     # (group, node rows, task counts) for the launch decision
     column: int = -1
     column_amounts: IntArray | None = None
-    # per entry of ``groups``, the devices of its tasks (None: the group asks for none)
-    devices: list[DeviceAssignment | None] = field(default_factory=list)
+    # per entry of ``groups``, the devices of its tasks (None: the group asks for none;
+    # empty: no group asks for any)
+    devices: Sequence[DeviceAssignment | None] = ()
 
     @property
     def amounts(self) -> IntArray:
@@ -451,12 +457,13 @@ def first_fit_column(
     column = cluster.free_columns[col]
     start = cluster.first_free(col)
     width = FIRST_FIT_CHUNK
-    cum = column[start : start + width].cumsum()
-    have = cum.item(-1)
+    cum = _accumulate(column[start : start + width])
+    # (a window to the last row holds the need: the caller checked the sum)
+    have = cum.item(-1) if start + width < len(column) else need
     while have < need:  # a busy cluster: read further ahead, at least twice as far and
         # as far as the free amount seen so far suggests (with a quarter to spare)
         width = max(2 * width, width * need // max(have, 1) * 5 // 4)
-        cum = column[start : start + width].cumsum()
+        cum = _accumulate(column[start : start + width])
         have = cum.item(-1)
     last = int(cum.searchsorted(need))
     stop = start + last + 1
@@ -483,7 +490,7 @@ def group_placements(
     """Where each task group of ``alloc`` went, in the order the job declared its groups
     (``declared``: their names); ``names`` is the cluster's table of node names."""
     placed = alloc.groups
-    devices: list[DeviceAssignment | None] = alloc.devices or [None] * len(placed)
+    devices: Sequence[DeviceAssignment | None] = alloc.devices or [None] * len(placed)
     order = sorted(range(len(placed)), key=lambda k: declared.index(placed[k][0].name))
     return tuple(
         GroupPlacement(

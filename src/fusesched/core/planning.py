@@ -193,7 +193,7 @@ def try_place(
         quantum = cluster.quantum[col]
         if quantum > 0 and quantum % rec.single_amount == 0:  # see fluid_column
             # the job needs only this column, so its sum decides
-            if rec.single_total > cluster.free_total.item(col):
+            if rec.single_total > cluster.free_sums[col]:
                 return None
             groups = rec.groups
             return first_fit_column(

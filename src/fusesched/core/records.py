@@ -12,7 +12,7 @@ from fusesched.core.cluster import IntArray
 from fusesched.core.placement import Allocation, GroupShape
 from fusesched.core.quota import Admission
 from fusesched.model.job import JobSpec
-from fusesched.model.phases import LEGAL, JobPhase, Transition, check_transition
+from fusesched.model.phases import TRANSITIONS, JobPhase, Transition, check_transition
 from fusesched.policies.queue_order import FactArrays, JobFacts, QueueOrder
 
 
@@ -28,8 +28,17 @@ class JobRecord:
     bound: IntArray  # what it needs at least to start (total, or less with min_member)
     estimate: float
     facts: JobFacts
+    # what its compiled shape says (first, so that intake passes them by position: a call
+    # with keywords costs about twice as much)
+    never_fits: str = ""
+    shape_id: int = 0  # jobs with the same id have the same feasibility everywhere
+    family: int = -1  # see Shape.family
+    single_column: int = -1  # see SchedulerCore.fluid_column
+    single_amount: int = 0
+    single_total: int = 0  # what the job needs of ``single_column`` in all
     fluid: bool = False
-    history: list[Transition] = field(default_factory=list)
+    # its phase changes as (time, old, new, reason), as they happen (see :attr:`history`)
+    steps: list[tuple[float, JobPhase, JobPhase, str]] = field(default_factory=list)
     waiting_on: set[str] = field(default_factory=set)
     key: tuple[float, ...] = ()
     start_time: float | None = None
@@ -38,12 +47,6 @@ class JobRecord:
     allocation: Allocation | None = None
     exit_code: int | None = None
     stop_requested: str | None = None
-    never_fits: str = ""
-    shape_id: int = 0  # jobs with the same id have the same feasibility everywhere
-    family: int = -1  # see Shape.family
-    single_column: int = -1  # see SchedulerCore.fluid_column
-    single_amount: int = 0
-    single_total: int = 0  # what the job needs of ``single_column`` in all
     # tenancy and restarts (see core/tenants.py)
     admission: Admission | None = None  # the quota check that let it start
     preempt_reason: str | None = None  # asked to make room; requeued when it exits
@@ -59,11 +62,19 @@ class JobRecord:
     def id(self) -> str:
         return self.spec.id
 
+    @property
+    def history(self) -> list[Transition]:
+        """Every phase change so far, oldest first, each with its time and reason (a new
+        list: reading it changes nothing)."""
+        return [_transition(Transition, step) for step in self.steps]
+
     def move(self, new: JobPhase, now: float, reason: str) -> None:
         old = self.phase
-        if (old, new) not in LEGAL:
+        if new not in TRANSITIONS[old]:
             check_transition(self.id, old, new)  # raises with the full story
-        self.history.append(_transition(Transition, (now, old, new, reason)))
+        # (a plain tuple: a Transition costs several times more to make, and is made when
+        # the history is read)
+        self.steps.append((now, old, new, reason))
         self.phase = new
 
 
@@ -122,6 +133,8 @@ class RowBuffer:
         """Remove rows at ``positions`` (sorted ascending, distinct)."""
         if positions[-1] == len(positions) - 1:
             self._start += len(positions)  # a prefix: just move the start
+        elif positions[0] == self._n - len(positions):
+            pass  # a suffix: just drop it (below)
         elif len(positions) == 1:  # one row: move the shorter side over it
             at = self._start + positions[0]
             if positions[0] < self._n // 2:
@@ -175,8 +188,13 @@ class WaitingQueue:
             self._keys.append(((), rec.seq))
         else:
             sort_key = (rec.key, rec.seq)
-            pos = bisect.bisect_right(self._keys, sort_key)
-            self._keys.insert(pos, sort_key)
+            keys = self._keys
+            if not keys or keys[-1] < sort_key:  # after every waiting job (as in FCFS): no
+                pos = len(keys)  # binary search needed
+                keys.append(sort_key)
+            else:
+                pos = bisect.bisect_right(keys, sort_key)
+                keys.insert(pos, sort_key)
         self.records.insert(pos, rec)
         self._rows.insert(pos, rec.estimate, rec.shape_id, rec.bound)
 
@@ -199,6 +217,9 @@ class WaitingQueue:
 
     def position(self, rec: JobRecord) -> int | None:
         """Where ``rec`` is in the queue (None if it is not queued)."""
+        records = self.records
+        if records and records[-1] is rec:  # (the last one queued, as often)
+            return len(records) - 1
         if not self.order.dynamic:  # the keys are sorted: binary search
             pos = bisect.bisect_left(self._keys, (rec.key, rec.seq))
             return pos if pos < len(self.records) and self.records[pos] is rec else None

@@ -130,9 +130,9 @@ class RunningSet:
     def remove(self, job_id: str) -> None:
         slot = self._slot.pop(job_id)
         del self._sorted[bisect.bisect_left(self._sorted, self._entry[slot])]
-        self._ended.append(slot)
         self._added.pop(slot, None)
-        if self._ledger is not None:
+        if self._ledger is not None:  # (made by the first view: before it, nothing to note)
+            self._ended.append(slot)
             self._ledger.ended(slot)
         self._ids[slot] = None
         self._allocs[slot] = None

@@ -25,10 +25,11 @@ take the core, bound as :class:`SchedulerCore` methods in its class body.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from fusesched.core import exits, intake, planning
 from fusesched.core.admission import start_admitted
@@ -43,7 +44,7 @@ from fusesched.core.device_specs import (
     is_device_kind,
     with_device_capacity,
 )
-from fusesched.core.devices import DeviceLedger
+from fusesched.core.devices import DeviceAssignment, DeviceLedger
 from fusesched.core.intake import DuplicateJobId as DuplicateJobId
 from fusesched.core.placement import Allocation, group_placements
 from fusesched.core.prediction import Predictions
@@ -65,7 +66,9 @@ from fusesched.model.events import (
     NodeStateChanged,
     StartJob,
 )
+from fusesched.model.fast import builder
 from fusesched.model.phases import JobPhase
+from fusesched.model.resources import Resources
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.policies.queue_order import QUEUE_ORDERS
@@ -75,6 +78,14 @@ from fusesched.policies.tenancy_policy import TenancyPolicy
 
 # (a module global: cheaper to read than the enum's attribute)
 RUNNING = JobPhase.RUNNING
+
+# the launch decision's objects, made per started job: built without calling their classes
+# (see fusesched.model.fast.builder)
+_group_placement: Callable[
+    [str, Resources, IntArray, IntArray, npt.NDArray[np.object_], DeviceAssignment | None],
+    GroupPlacement,
+] = builder(GroupPlacement)
+_start_job: Callable[[str, tuple[GroupPlacement, ...], bool], StartJob] = builder(StartJob)
 
 
 @dataclass(slots=True)
@@ -92,6 +103,8 @@ class SchedulerCore:
         self.config = config or CoreConfig()
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.order = QUEUE_ORDERS[self.config.queue_order]
+        backfill = self.config.backfill
+        self._backfill = BACKFILLERS[backfill] if backfill != "none" else None
         self.placement = PLACEMENT_POLICIES[self.config.placement]
         self.cluster = ClusterArrays()
         self.devices = DeviceLedger()  # per-device accounting of the nodes' accelerators
@@ -252,9 +265,8 @@ class SchedulerCore:
             self.blocked_head = head
         if changed or out:  # something freed, a new head, or jobs started ahead of the head
             self.reservation = None
-        if self.config.backfill != "none":
-            only = None if changed else fresh
-            out.extend(BACKFILLERS[self.config.backfill](self, now, only))
+        if self._backfill is not None:
+            out.extend(self._backfill(self, now, None if changed else fresh))
         return out
 
     def _unpark(self, now: float, records: list[JobRecord]) -> None:
@@ -399,10 +411,10 @@ class SchedulerCore:
             group, nodes, counts = placed[0]
             device = alloc.devices[0] if alloc.devices else None
             names = self.cluster.name_array
-            one = GroupPlacement(group.name, group.resources, nodes, counts, names, device)
-            return StartJob(job_id, (one,), backfilled)
+            one = _group_placement(group.name, group.resources, nodes, counts, names, device)
+            return _start_job(job_id, (one,), backfilled)
         declared = [g.name for g in rec.spec.task_groups]
-        return StartJob(
+        return _start_job(
             job_id, group_placements(alloc, declared, self.cluster.name_array), backfilled
         )
 

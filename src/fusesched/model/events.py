@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.model.job import JobSpec, fast_init
+from fusesched.model.fast import fast_init
+from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import Resources
 

@@ -6,61 +6,19 @@ it starts only when at least ``min_member`` tasks (default: all of them) are pla
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
+from fusesched.model.fast import fast_init
 from fusesched.model.resources import Resources
 
 if TYPE_CHECKING:
     from fusesched.core.topology import TopologyRequest
-
-_C = TypeVar("_C", bound=type)
-_NOT_GIVEN: Any = object()  # stands for a default_factory's value in a fast __init__
-
-
-def fast_init(cls: _C) -> _C:
-    """Give a frozen, slotted dataclass an ``__init__`` with the same signature, defaults and
-    ``__post_init__`` call that sets each field through its slot's descriptor.
-
-    The generated one goes through ``object.__setattr__`` per field (two name lookups and a
-    generic attribute set each), which makes building a model object of several fields cost
-    2–3 times what it needs; the replay builds several of these per job. The object is as
-    frozen as before: only this ``__init__`` writes the slots.
-    """
-    params: list[str] = []
-    lines: list[str] = []
-    env: dict[str, Any] = {"_NOT_GIVEN": _NOT_GIVEN}
-    for f in dataclasses.fields(cls):
-        if not f.init or f.kw_only or f.name.startswith("_"):  # pragma: no cover - not used
-            raise TypeError(f"fast_init: unsupported field {cls.__name__}.{f.name}")
-        name = f.name
-        env[f"_set_{name}"] = cls.__dict__[name].__set__
-        value = name
-        if f.default is not dataclasses.MISSING:
-            env[f"_default_{name}"] = f.default
-            params.append(f"{name}=_default_{name}")
-        elif f.default_factory is not dataclasses.MISSING:
-            env[f"_factory_{name}"] = f.default_factory
-            params.append(f"{name}=_NOT_GIVEN")
-            value = f"_factory_{name}() if {name} is _NOT_GIVEN else {name}"
-        else:
-            params.append(name)
-        lines.append(f"    _set_{name}(self, {value})\n")
-    if hasattr(cls, "__post_init__"):
-        lines.append("    self.__post_init__()\n")
-    source = f"def __init__(self, {', '.join(params)}):\n{''.join(lines) or '    pass'}"
-    exec(source, env)  # as dataclasses builds its own __init__
-    init = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    cls.__init__ = init  # type: ignore[misc]
-    return cls
 
 
 class JobType(StrEnum):

@@ -31,7 +31,8 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import JobSpec, TaskGroup, fast_init
+from fusesched.model.fast import builder, fast_init
+from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import CPU
 from fusesched.policies.registry import CoreConfig
@@ -41,8 +42,13 @@ if TYPE_CHECKING:
     from fusesched.sim.power import PowerReport, PowerSim
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
+NAN = float("nan")
 KILLED_EXIT_CODE = -9  # what a job stopped at its walltime reports (as after SIGKILL)
 PREEMPTED_EXIT_CODE = 143  # what a preempted job reports (as after SIGTERM)
+
+#: A job's exit, made per replayed job: built without calling the class (see
+#: fusesched.model.fast.builder).
+_job_exited: Callable[[str, int, str, bool], JobExited] = builder(JobExited)
 
 
 @contextmanager
@@ -236,7 +242,7 @@ class Simulation:
                 if tracked:
                     del runs[job_id]
                     on_nodes.pop(job_id, None)
-                events.append(JobExited(job_id, code, "", timed_out))
+                events.append(_job_exited(job_id, code, "", timed_out))
             # (counted only for those who read them: two calls per cycle otherwise)
             finished = len(events) - first_exit if progress is not None else 0
             while next_outage < n_outages and outages[next_outage][0] == now:
@@ -259,11 +265,13 @@ class Simulation:
             decisions += len(out)
             for decision in out:
                 if type(decision) is StartJob:
-                    outcome, runtime, code, killed = fates[decision.job_id]
-                    outcome.timed_out = killed
+                    job_id = decision.job_id
+                    outcome, runtime, code, killed = fates[job_id]
+                    if killed:
+                        outcome.timed_out = True
                     if outcome.preemptions or outcome.failures:
                         # a restart: the rest of the work, and its cost
-                        runtime = runtime - done[outcome.job_id] + restart_overhead_s
+                        runtime = runtime - done[job_id] + restart_overhead_s
                     else:
                         outcome.start = now
                     if data is not None:  # reading its data takes time too
@@ -278,11 +286,11 @@ class Simulation:
                     )
                     outcome.backfilled = decision.backfilled
                     seq += 1
-                    heappush(heap, (end, EXIT, seq, outcome.job_id, code, killed))
+                    heappush(heap, (end, EXIT, seq, job_id, code, killed))
                     if tracked:
-                        runs[outcome.job_id] = (now, end, seq)
+                        runs[job_id] = (now, end, seq)
                         if outages:
-                            on_nodes[outcome.job_id] = frozenset(
+                            on_nodes[job_id] = frozenset(
                                 int(r) for g in decision.groups for r in g.rows.tolist()
                             )
                 elif isinstance(decision, PreemptJob):
@@ -404,8 +412,9 @@ class Simulation:
             else:
                 count = sum(g.replicas * g.resources.get(CPU) for g in groups) / 1000
                 cpus[id(groups)] = (groups, count)
+            # (by position, start and end not yet known: cheaper than by keyword)
             outcome = JobOutcome(
-                spec.id, spec.queue, spec.submit_time, runtime=job.runtime, cpus=count
+                spec.id, spec.queue, spec.submit_time, NAN, NAN, job.runtime, count
             )
             walltime = spec.walltime_s
             if self.kill_at_walltime and walltime is not None and job.runtime > walltime:
