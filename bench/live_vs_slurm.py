@@ -24,12 +24,14 @@ Slurm runs twice, started fresh each time by ``scripts/slurm_local.sh`` (slurmct
 this machine, the node = this machine's CPUs): with the default config of
 /work/shared/ENVIRONMENT.md and tuned from Slurm's high-throughput guide (see the script and
 docs/BENCHMARKS.md, section 4). fusesched runs as ``python -m fusesched up`` (controller with
-SQLite + one local agent advertising this machine's CPUs) in a subprocess. Everything started
-here is stopped at the end, also on errors.
+SQLite + one local agent advertising this machine's CPUs) in a subprocess, once per
+``--agent-links`` value: ``direct`` (``up``'s default: the local agent calls the controller in
+the same process) and ``http`` (the agent goes through the REST API, as agents on other
+machines do). Everything started here is stopped at the end, also on errors.
 
 Run (as root, after scripts/system_deps.sh):
 ``.venv/bin/python bench/live_vs_slurm.py [--jobs 300] [--latency-samples 20] [--skip-slurm]
-[--json OUT]``.
+[--agent-links direct,http] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -256,12 +258,13 @@ def free_port() -> int:
 class Fusesched:
     """``python -m fusesched up`` in a subprocess: a controller and one local agent."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, link: str = "direct") -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (data_dir.parent / "fusesched-up.log").open("w")
         cmd = [sys.executable, "-m", "fusesched", "up", "--data-dir", str(data_dir)]
+        cmd += ["--agent-link", link]
         self.proc = subprocess.Popen(
             [*cmd, "--port", str(self.port)],
             stdout=self.log,
@@ -356,10 +359,19 @@ def fs_yaml_files(work: Path, name: str, n: int, prefix: str) -> tuple[Path, lis
     return folder, files
 
 
-def measure_fusesched(n: int, samples: int, work: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"system": "fusesched", "mode": "up (SQLite, 1 local agent)"}
-    console.print("[bold]fusesched[/]: starting `python -m fusesched up` …")
-    fs = Fusesched(work / "fusesched-data")
+def measure_fusesched(n: int, samples: int, work: Path, link: str = "direct") -> dict[str, Any]:
+    """Every fusesched figure against one ``fusesched up --agent-link LINK``."""
+    system = "fusesched" if link == "direct" else f"fusesched, agent link {link}"
+    out: dict[str, Any] = {
+        "system": system,
+        "mode": f"up (SQLite, 1 local agent, --agent-link {link})",
+        "agent_link": link,
+    }
+    console.print(f"[bold]{system}[/]: starting `python -m fusesched up --agent-link {link}` …")
+    work = work / f"fs-{link}"
+    work.mkdir()
+    work.chmod(0o755)  # the tasks' uid writes stamps below
+    fs = Fusesched(work / "fusesched-data", link)
     try:
         fs.wait_ready()
         client = fs.client
@@ -570,7 +582,7 @@ def table(results: list[dict[str, Any]], n: int, samples: int) -> Table:
         return "—" if lat is None else f"{lat[key] * 1000:,.0f} ms"
 
     for r in results:
-        if r["system"] != "fusesched":
+        if not r["system"].startswith("fusesched"):
             t.add_row(
                 f"{r['system']} (sbatch)",
                 "—",
@@ -581,7 +593,7 @@ def table(results: list[dict[str, Any]], n: int, samples: int) -> Table:
             )
             continue
         t.add_row(
-            "fusesched (Client.submit; native CLI; submit_many for completed)",
+            f"{r['system']} (Client.submit; native CLI; submit_many for completed)",
             _fmt(_get(r, "submit_api"), 0),
             _fmt(_get(r, "submit_cli"), 1),
             _fmt(_get(r, "completed"), 2),
@@ -607,10 +619,11 @@ def table(results: list[dict[str, Any]], n: int, samples: int) -> Table:
     return t
 
 
-def ratio_table(rat: dict[str, float | None]) -> Table:
+def ratio_table(rats: dict[str, dict[str, float | None]]) -> Table:
     t = Table(
         title="fusesched ÷ Slurm tuned, same run (above 1: fusesched ahead)", title_justify="left"
     )
+    t.add_column("fusesched")
     for col in (
         "submit: API vs sbatch",
         "submit: CLI vs sbatch",
@@ -620,19 +633,21 @@ def ratio_table(rat: dict[str, float | None]) -> Table:
         "latency p90",
     ):
         t.add_column(col, justify="right")
-    t.add_row(
-        *(
-            "—" if rat[k] is None else f"{rat[k]:.2f}×"
-            for k in (
-                "submit_api_vs_sbatch",
-                "submit_cli_vs_sbatch",
-                "completed",
-                "completed_one_by_one",
-                "latency_median",
-                "latency_p90",
-            )
+    for system, rat in rats.items():
+        t.add_row(
+            system,
+            *(
+                "—" if rat[k] is None else f"{rat[k]:.2f}×"
+                for k in (
+                    "submit_api_vs_sbatch",
+                    "submit_cli_vs_sbatch",
+                    "completed",
+                    "completed_one_by_one",
+                    "latency_median",
+                    "latency_p90",
+                )
+            ),
         )
-    )
     return t
 
 
@@ -643,10 +658,19 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-samples", type=int, default=20, help="jobs for the latency figures (20)"
     )
     parser.add_argument("--skip-slurm", action="store_true", help="measure fusesched only")
+    parser.add_argument(
+        "--agent-links",
+        default="direct,http",
+        help="`fusesched up --agent-link` values to measure, one fusesched run each "
+        "(direct,http): direct is up's default, http is how agents on other machines talk",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.latency_samples < 1:
         parser.error("--jobs and --latency-samples must be at least 1")
+    links = [x for x in args.agent_links.split(",") if x]
+    if not links or any(x not in ("direct", "http") for x in links) or len(set(links)) < len(links):
+        parser.error("--agent-links: direct and/or http, comma-separated, each once")
 
     info = machine()
     info["nproc"] = len(os.sched_getaffinity(0))
@@ -671,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_slurm:
             for mode in ("default", "tuned"):
                 results.append(measure_slurm(mode, args.jobs, args.latency_samples, work))
-        results.append(measure_fusesched(args.jobs, args.latency_samples, work))
+        for link in links:
+            results.append(measure_fusesched(args.jobs, args.latency_samples, work, link))
     finally:
         if not args.skip_slurm:
             try:
@@ -682,10 +707,12 @@ def main(argv: list[str] | None = None) -> int:
 
     console.print(table(results, args.jobs, args.latency_samples))
     by_system = {r["system"]: r for r in results}
-    rat = None
+    rats: dict[str, dict[str, float | None]] = {}
     if "Slurm tuned" in by_system:
-        rat = ratios(by_system["fusesched"], by_system["Slurm tuned"])
-        console.print(ratio_table(rat))
+        for r in results:
+            if r["system"].startswith("fusesched"):
+                rats[r["system"]] = ratios(r, by_system["Slurm tuned"])
+        console.print(ratio_table(rats))
     console.print(f"wall time of the run: {time.time() - started:.0f} s")
     if args.json:
         report = {
@@ -695,7 +722,9 @@ def main(argv: list[str] | None = None) -> int:
             "machine": info,
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "results": results,
-            "ratios_vs_slurm_tuned": rat,
+            # per fusesched run (by system name); "fusesched" is `up`'s default link
+            "ratios_vs_slurm_tuned": rats.get("fusesched"),
+            "ratios_by_system": rats,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")
         console.print(f"wrote {args.json}")

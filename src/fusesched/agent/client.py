@@ -71,6 +71,24 @@ class JoinError(RuntimeError):
     """The controller refused to let this node join."""
 
 
+class LinkError(httpx.HTTPError):
+    """A call through an in-process :class:`ControllerLink` failed; handled as a failed
+    request is (the beat is kept and sent again)."""
+
+
+class NodeForgotten(LinkError):
+    """The controller does not know this node (it restarted): register again, as after a 404."""
+
+
+class ControllerLink(Protocol):
+    """A controller in the agent's own process, called directly instead of over HTTP (the
+    embedded ``fusesched up``): no request to encode, send, route and decode per beat. Calls
+    raise :class:`LinkError` (:class:`NodeForgotten` for an unknown node)."""
+
+    def register(self, inventory: NodeInventory) -> None: ...
+    def heartbeat(self, beat: Heartbeat, wait_s: float, launch: bool) -> HeartbeatReply: ...
+
+
 def join(
     controller: str,
     node: str,
@@ -171,6 +189,7 @@ class AgentClient:
         ca_path: Path | None = None,
         sensing: Sensing | None = None,
         data_cache: DatasetCache | None = None,
+        link: ControllerLink | None = None,
     ) -> None:
         # several URLs: a leader and its standbys; requests go to ``self.url`` and move on to
         # the next URL when it cannot be reached or answers 503 (a standby)
@@ -199,6 +218,7 @@ class AgentClient:
             timeout=httpx.Timeout(long_poll_s + 30.0, connect=5.0), headers=headers, verify=verify
         )
         self._threads: list[threading.Thread] = []
+        self._link = link  # set: register and beat through it, not over HTTP
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -235,6 +255,9 @@ class AgentClient:
 
     def register(self, retry_s: float = 30.0) -> None:
         """Register, retrying while the controller is still starting."""
+        if self._link is not None:
+            self._link.register(self.inventory)
+            return
         deadline = time.monotonic() + retry_s
         while True:
             url = self.url
@@ -268,6 +291,8 @@ class AgentClient:
         while not self.stop_event.is_set():
             try:
                 self._beat(full=True)
+            except NodeForgotten:
+                self._reregister()
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code == 404:  # the controller forgot us: register again
                     self._reregister()
@@ -387,6 +412,8 @@ class AgentClient:
 
     def _send(self, beat: Heartbeat, wait_s: float) -> HeartbeatReply:
         quick = beat.running is None
+        if self._link is not None:
+            return self._link.heartbeat(beat, wait_s, quick)
         if self._failover:
             response = self._send_anywhere(beat.model_dump_json(), wait_s, quick)
         else:

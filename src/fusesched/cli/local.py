@@ -3,28 +3,81 @@
 One controller (SQLite in the data folder unless a database URL is given) and one or more
 node agents that start real processes on this machine. Tests use the same class to run a
 controller with several agents of distinct names and sizes.
+
+The agents reach the controller over its HTTP API, as agents on other machines do, or, with
+``agent_link="direct"`` (what ``fusesched up`` uses), through :class:`DirectLink`: they call the
+controller in this process, so a heartbeat costs no request to encode, send, route and decode.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 import httpx
 
-from fusesched.agent.client import AgentClient, JoinError, controller_urls, credential
+from fusesched.agent.client import (
+    AgentClient,
+    ControllerLink,
+    JoinError,
+    LinkError,
+    NodeForgotten,
+    controller_urls,
+    credential,
+)
 from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
+from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.power import PowerConfig
+from fusesched.controller.records import UnknownNodeError
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.tls import client_context
+
+log = logging.getLogger("fusesched.local")
+
+AgentLink = Literal["http", "direct"]
+AGENT_LINKS: Final = ("http", "direct")
+
+
+class DirectLink:
+    """A local agent's :class:`~fusesched.agent.client.ControllerLink` to the controller of
+    ``server``, in the same process. It stands for the API's agent routes without their
+    authentication (the caller is this process); the controller does the same work as for an
+    HTTP beat. A controller that stepped down (:attr:`ControllerServer.fenced`) refuses."""
+
+    def __init__(self, server: ControllerServer) -> None:
+        self._server = server
+
+    def register(self, inventory: NodeInventory) -> None:
+        self._leading()
+        try:
+            self._server.controller.register(inventory)
+        except Exception as exc:  # as the API would answer 4xx/5xx: the caller retries
+            log.exception("registering node %s failed", inventory.name)
+            raise LinkError(f"registering node {inventory.name!r} failed: {exc}") from exc
+
+    def heartbeat(self, beat: Heartbeat, wait_s: float, launch: bool) -> HeartbeatReply:
+        self._leading()
+        try:
+            return self._server.controller.heartbeat(beat, wait_s, launch)
+        except UnknownNodeError:
+            raise NodeForgotten(f"node {beat.node!r} is not registered") from None
+        except Exception as exc:  # as the API would answer 500: the beat is sent again
+            log.exception("heartbeat of node %s failed", beat.node)
+            raise LinkError(f"heartbeat of node {beat.node!r} failed: {exc}") from exc
+
+    def _leading(self) -> None:
+        if self._server.fenced is not None:
+            raise LinkError(f"the controller stepped down: {self._server.fenced}")
 
 
 @dataclass
@@ -68,6 +121,7 @@ def start_agent(
     token: str | None = None,
     join_token: str | None = None,
     ca: Path | None = None,
+    link: ControllerLink | None = None,
 ) -> AgentHandle:
     """Discover this node, register it with the controller and start serving tasks.
 
@@ -75,7 +129,9 @@ def start_agent(
     work dir, else a new one from ``join_token`` (stored there, mode 0600), else none (a
     controller without authentication). ``ca`` is the CA to trust when the controller speaks
     TLS. ``controller_url`` may name several controllers (a leader and its standbys: a list,
-    or URLs separated by commas); the agent follows whichever leads."""
+    or URLs separated by commas); the agent follows whichever leads. With ``link`` (a
+    controller in this process) it registers and beats through that instead of HTTP; the URL
+    is still what its tasks are told."""
     urls = controller_urls(controller_url)
     cfg = config if isinstance(config, AgentConfig) else load_config(config)
     updates: dict[str, object] = {}
@@ -87,7 +143,7 @@ def start_agent(
         cfg = cfg.model_copy(update=updates)
     inventory = discover(cfg)
     verify = client_context(ca) or True
-    if token is None:
+    if token is None and link is None:
         token = _credential(urls, inventory.name, cfg.work_dir, join_token, verify)
     runtime = ProcessRuntime.from_config(cfg)
     client = AgentClient(
@@ -99,6 +155,7 @@ def start_agent(
         verify=verify,
         ca_path=ca.absolute() if ca is not None else None,
         sensing=Sensing.from_config(cfg),
+        link=link,
     )
     client.start()
     return AgentHandle(inventory.name, client)
@@ -123,7 +180,11 @@ class LocalCluster:
         ca: Path | None = None,
         federation: FederationConfig | None = None,
         power: PowerConfig | None = None,
+        agent_link: AgentLink = "http",
     ) -> None:
+        if agent_link not in AGENT_LINKS:
+            raise ValueError(f"unknown agent link {agent_link!r}; choose from: http, direct")
+        self.agent_link = agent_link
         self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
             self.data_dir,
@@ -180,9 +241,15 @@ class LocalCluster:
                 # with authentication, local agents get their credential directly (no join)
                 name = cfg.name or socket.gethostname()  # as discovery names the node
                 token = authenticator.issue_agent(name) if authenticator.enabled else None
+                link = DirectLink(self.server) if self.agent_link == "direct" else None
                 self.agents.append(
                     start_agent(
-                        self.url, cfg, long_poll_s=self.long_poll_s, token=token, ca=self.ca
+                        self.url,
+                        cfg,
+                        long_poll_s=self.long_poll_s,
+                        token=token,
+                        ca=self.ca,
+                        link=link,
                     )
                 )
         except BaseException:

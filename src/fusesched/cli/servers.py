@@ -12,6 +12,7 @@ import typer
 
 if TYPE_CHECKING:
     from fusesched.backends.federation_config import FederationConfig
+    from fusesched.cli.local import AgentLink
     from fusesched.controller.power import PowerConfig
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
@@ -280,6 +281,14 @@ def agent(
         handle.stop()
 
 
+def _agent_link(name: str) -> AgentLink:
+    from fusesched.cli.local import AGENT_LINKS
+
+    if name not in AGENT_LINKS:
+        _fail(f"unknown --agent-link {name!r}; choose from: {', '.join(AGENT_LINKS)}", 2)
+    return "direct" if name == "direct" else "http"
+
+
 def up(
     data_dir: DataDirOpt = Path("fusesched-data"),
     port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
@@ -303,6 +312,13 @@ def up(
     queue_order: Annotated[
         str, typer.Option(help="Queue-order policy (multifactor: fair share and QoS).")
     ] = "fcfs",
+    agent_link: Annotated[
+        str,
+        typer.Option(
+            help="How the local agents reach the controller: 'direct' (calls in this process) "
+            "or 'http' (its REST API, as agents on other machines do)."
+        ),
+    ] = "direct",
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
@@ -324,6 +340,7 @@ def up(
             core=core,
             federation=_load_federation(pools),
             power=_load_power(power),
+            agent_link=_agent_link(agent_link),
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)
