@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fusesched import __version__
 from fusesched.api.access import Access
 from fusesched.api.cluster_routes import add_cluster_routes
+from fusesched.api.hot_path import SubmissionsHotPath
 from fusesched.api.job_routes import add_job_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.responses import add_error_handlers
@@ -51,4 +52,5 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_machine_routes(app, access)
     add_token_routes(app, access)
     mount_portal(app, controller, auth)
+    app.add_middleware(SubmissionsHotPath, access=access)  # accepted submissions skip routing
     return app

@@ -21,7 +21,7 @@ from fusesched.api.schemas import (
     SubmittedFiles,
     SubmittedMany,
 )
-from fusesched.controller.auth import Role
+from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
 from fusesched.submit.load import parse_submission
@@ -29,6 +29,28 @@ from fusesched.submit.request import JobRequest
 
 MAX_BATCH = 10_000
 MAX_LIST = 1_000
+
+
+def accept_files(access: Access, files: SubmissionFiles, p: Principal) -> SubmittedFiles:
+    """``POST /v1/submissions``: parse the files, submit their jobs as ``p``. Every refusal
+    (:class:`HTTPException`, :class:`SubmitError`, :class:`NotReadyError`) is raised before
+    anything is stored. Also called by :mod:`fusesched.api.hot_path`."""
+    person(p)
+    requests: list[JobRequest] = []
+    warnings: list[str] = []
+    for item in files.files:
+        for parsed in parse_submission(item.text, source=item.name, sbatch_args=item.args):
+            request = parsed.request
+            if not access.auth.enabled and files.user and not request.user:
+                request = request.model_copy(update={"user": files.user})
+            requests.append(request)
+            warnings.extend(parsed.warnings)
+    if not requests:
+        raise HTTPException(400, "the files hold no job")
+    if len(requests) > MAX_BATCH:
+        raise HTTPException(400, f"at most {MAX_BATCH} jobs per submission")
+    ids = access.controller.submit(access.owned(p, requests))
+    return SubmittedFiles(ids=ids, warnings=warnings)
 
 
 def add_job_routes(app: FastAPI, access: Access) -> None:
@@ -61,22 +83,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     def submit_files(files: SubmissionFiles, p: Caller) -> Response:
         """Jobs from submission files parsed here (fusesched YAML, #SBATCH script, Kubernetes
         YAML): what lets a client stay a small program that only sends the files' text."""
-        person(p)
-        requests: list[JobRequest] = []
-        warnings: list[str] = []
-        for item in files.files:
-            for parsed in parse_submission(item.text, source=item.name, sbatch_args=item.args):
-                request = parsed.request
-                if not checker.enabled and files.user and not request.user:
-                    request = request.model_copy(update={"user": files.user})
-                requests.append(request)
-                warnings.extend(parsed.warnings)
-        if not requests:
-            raise HTTPException(400, "the files hold no job")
-        if len(requests) > MAX_BATCH:
-            raise HTTPException(400, f"at most {MAX_BATCH} jobs per submission")
-        ids = controller.submit(access.owned(p, requests))
-        return json_response(SubmittedFiles(ids=ids, warnings=warnings), 201)
+        return json_response(accept_files(access, files, p), 201)
 
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     def list_jobs(
