@@ -2,9 +2,9 @@
 
 For an SWF trace (Parallel Workloads Archive, default HPC2N) and the Philly GPU trace, a time
 window of jobs is replayed through the simulator (fusesched core, FCFS + EASY backfilling,
-first-fit) three times in one run, once per power-saving policy (``always-on``,
-``idle-timeout``, ``forecast``; see docs/ENERGY.md), on the same nodes with the same power
-model. Jobs submitted during ``--warmup`` days before the window are replayed too (the
+first-fit) four times in one run, once per power-saving policy (``always-on``,
+``idle-timeout``, ``forecast``, ``predictive``; see docs/ENERGY.md), on the same nodes with the
+same power model. Jobs submitted during ``--warmup`` days before the window are replayed too (the
 cluster is not empty when the window opens and the forecaster has history), but only the
 window is measured: energy metered from its first to its last second, waits of the jobs
 submitted in it.
@@ -17,8 +17,10 @@ The ceiling printed per trace is what suspending every idle node-hour of always-
 would save. ``--sweep`` adds idle-timeout at other thresholds and forecast at other margins
 (the energy/wait frontiers); ``--extra-util`` re-runs Philly on clusters of other sizes.
 
-Run (docs/ENERGY_RESULTS.md, ~11 min on 2 shared cores): ``nice -n 10 .venv/bin/python
-bench/energy_sim.py --extra-util 0.5 --sweep --out docs/figures/energy``.
+Run (docs/ENERGY_RESULTS.md, 4-11 min on 2 shared cores): ``nice -n 19 .venv/bin/python
+bench/energy_sim.py --extra-util 0.5 --sweep --out docs/figures/energy``. The development
+windows the forecast-driven policies were tuned on: ``--swf-window 480:487 --gpu-window
+21:28 --target-util 0.6``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
 DEFAULT_SWF = TRACES / "pwa-swf" / "HPC2N-2002-2.2-cln.swf.gz"
 DEFAULT_PHILLY = TRACES / "philly"
-POLICIES = ("always-on", "idle-timeout", "forecast")
+POLICIES = ("always-on", "idle-timeout", "forecast", "predictive")
+RISE_WAKE, RISE_KEEP = PowerSetup().rise_margin, PowerSetup().rise_keep_margin
 DAY = 86400.0
 GOAL_SAVING = 0.20
 GOAL_WAIT = 0.05
@@ -153,6 +156,7 @@ def run_policy(
     margin: float,
     keep_s: float = 1800.0,
     label: str | None = None,
+    rise: tuple[float | None, float | None] = (RISE_WAKE, RISE_KEEP),
 ) -> Outcome:
     power = PowerSim(
         PowerSetup(
@@ -161,6 +165,8 @@ def run_policy(
             meter=case.meter,
             forecast_margin=margin,
             keep_lookahead_s=keep_s,
+            rise_margin=rise[0],
+            rise_keep_margin=rise[1],
             record=True,
         )
     )
@@ -220,15 +226,18 @@ def saving_ceiling(case: Case, always_on: PowerReport) -> float:
     return saved / always_on.energy_kwh if always_on.energy_kwh else 0.0
 
 
-def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
-    """The issue's goal, for the three main runs (not the sweep's variants)."""
+def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, bool]]:
+    """The issue's goal for each forecast-driven policy's main run (not the sweep's variants)."""
     by = {r["policy"]: r for r in rows}
-    fc, it = by["forecast"], by["idle-timeout"]
+    it = by["idle-timeout"]
     return {
-        "saves_20pct": fc["saved"] >= GOAL_SAVING,
-        "wait_under_5pct": fc["more_wait"] < GOAL_WAIT,
-        "beats_idle_timeout_energy": fc["kwh"] < it["kwh"],
-        "beats_idle_timeout_wait": fc["wait_mean_s"] < it["wait_mean_s"],
+        name: {
+            "saves_20pct": by[name]["saved"] >= GOAL_SAVING,
+            "wait_under_5pct": by[name]["more_wait"] < GOAL_WAIT,
+            "beats_idle_timeout_energy": by[name]["kwh"] < it["kwh"],
+            "beats_idle_timeout_wait": by[name]["wait_mean_s"] < it["wait_mean_s"],
+        }
+        for name in ("forecast", "predictive")
     }
 
 
@@ -255,7 +264,12 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
     import matplotlib.pyplot as plt
 
     cases = list(results)
-    colours = {"always-on": "#777777", "idle-timeout": "#1f77b4", "forecast": "#2ca02c"}
+    colours = {
+        "always-on": "#777777",
+        "idle-timeout": "#1f77b4",
+        "forecast": "#2ca02c",
+        "predictive": "#d62728",
+    }
     fig, axes = plt.subplots(1, len(cases), figsize=(5.5 * len(cases), 4.2), squeeze=False)
     for ax, case in zip(axes[0], cases, strict=True):
         mine = [r for r in rows if r["case"] == case]
@@ -337,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--idle-threshold", type=float, default=1800.0, help="idle-timeout (s)")
     p.add_argument("--margin", type=float, default=0.5, help="forecast: error std added")
     p.add_argument("--min-idle", type=float, default=300.0, help="forecast: hysteresis (s)")
+    p.add_argument("--short-idle", type=float, default=120.0, help="predictive: early (s)")
+    p.add_argument("--rise-margin", type=float, default=RISE_WAKE, help="predictive: wake")
+    p.add_argument("--rise-keep-margin", type=float, default=RISE_KEEP, help="predictive: keep")
     p.add_argument("--rate", type=int, default=0, help="suspends/resumes per minute (0: any)")
     p.add_argument(
         "--sweep",
@@ -361,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = SavingConfig(
         idle_threshold_s=args.idle_threshold,
         forecast_min_idle_s=args.min_idle,
+        predictive_min_idle_s=args.short_idle,
         max_suspends_per_min=args.rate,
         max_resumes_per_min=args.rate,
     )
@@ -379,12 +397,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
     results: dict[str, list[Outcome]] = {}
     rows: list[dict[str, Any]] = []
-    verdicts: dict[str, dict[str, bool]] = {}
+    verdicts: dict[str, dict[str, dict[str, bool]]] = {}
     for case in cases:
         print(f"{case.name}: {case.description}, {len(case.jobs):,} jobs", flush=True)
         outs = []
         for policy in POLICIES:
-            out = run_policy(case, policy, config, args.margin)
+            rise = (args.rise_margin, args.rise_keep_margin)
+            out = run_policy(case, policy, config, args.margin, rise=rise)
             outs.append(out)
             r = out.report
             print(
@@ -434,6 +453,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "idle_threshold_s": args.idle_threshold,
             "forecast_min_idle_s": args.min_idle,
             "forecast_margin": args.margin,
+            "predictive_min_idle_s": args.short_idle,
+            "rise_margin": args.rise_margin,
+            "rise_keep_margin": args.rise_keep_margin,
             "rate_per_min": args.rate,
         },
         "power_models": models,

@@ -49,7 +49,7 @@ def until(what: object, timeout: float, message: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("policy", ["idle-timeout", "forecast"])
+@pytest.mark.parametrize("policy", ["idle-timeout", "forecast", "predictive"])
 def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: str) -> None:
     shared = Path(tempfile.mkdtemp(prefix="fusesched-power-"))
     shared.chmod(0o755)
@@ -64,6 +64,7 @@ def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: st
         saving=SavingConfig(
             idle_threshold_s=2.0,
             forecast_min_idle_s=2.0,
+            predictive_min_idle_s=2.0,
             resume_timeout_s=60.0,
             exclude_nodes=frozenset({"node-a"}),
         ),

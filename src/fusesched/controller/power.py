@@ -30,7 +30,12 @@ import yaml
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
-from fusesched.power.forecast import DemandForecaster
+from fusesched.power.forecast import (
+    RISE_KEEP_MARGIN,
+    RISE_WAKE_MARGIN,
+    DemandForecaster,
+    RiseForecaster,
+)
 from fusesched.power.saving import (
     SAVING_POLICIES,
     NodeView,
@@ -58,6 +63,7 @@ _SAVING_FIELDS = frozenset(
         "exclude_nodes",
         "exclude_pools",
         "forecast_min_idle_s",
+        "predictive_min_idle_s",
     }
 )
 _FIELDS = _SAVING_FIELDS | {
@@ -164,6 +170,8 @@ class PowerManager:
         self._at = 0.0
         # the forecast policy's model of each pool's demand, from what this controller saw
         self.forecaster = DemandForecaster(bin_s=config.forecast_bin_s)
+        # the predictive policy's: how much each pool's demand rises (arrivals)
+        self.riser = RiseForecaster(bin_s=config.forecast_bin_s)
 
     # ------------------------------------------------------------------ observation
 
@@ -222,17 +230,27 @@ class PowerManager:
         self, views: Sequence[NodeView], demand: dict[str, PoolDemand], now: float
     ) -> dict[str, PoolDemand]:
         """Feed each pool's nodes needed now (busy + waiting) to the forecaster and add its
-        upper estimate over the wake latency to the demand (the forecast policy uses it)."""
-        if self.config.policy != "forecast":
+        upper estimate over the wake latency to the demand (the forecast policy uses it), or for
+        the predictive policy the forecast rise of demand (arrivals)."""
+        if self.config.policy not in ("forecast", "predictive"):
             return demand
         needed: dict[str, float] = {}
         for view in views:
             needed[view.pool] = needed.get(view.pool, 0.0) + (1.0 if view.busy else 0.0)
         for pool, wanted in demand.items():
             needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes
-        self.forecaster.observe(now, needed)
         horizon = self.config.wake_latency_s + self.config.interval_s
         out = {}
+        if self.config.policy == "predictive":  # the rise over the wake latency and SuspendTime
+            self.riser.observe(now, needed)
+            keep = self.config.saving.idle_threshold_s
+            for pool in needed:
+                queued = demand.get(pool, PoolDemand()).queued_nodes
+                wake = self.riser.upper(pool, now, horizon, RISE_WAKE_MARGIN)
+                kept = self.riser.upper(pool, now, keep, RISE_KEEP_MARGIN)
+                out[pool] = PoolDemand(queued, rise_nodes=wake, rise_keep_nodes=kept)
+            return out
+        self.forecaster.observe(now, needed)
         for pool in needed:
             queued = demand.get(pool, PoolDemand()).queued_nodes
             out[pool] = PoolDemand(queued, self.forecaster.upper(pool, now, horizon))

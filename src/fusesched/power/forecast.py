@@ -31,6 +31,10 @@ import numpy as np
 import numpy.typing as npt
 
 DAY = 86400.0
+#: ``RiseForecaster`` margins (error standard deviations) for the ``predictive`` policy: what to
+#: wake ahead for and what to keep awake; chosen on development windows (docs/ENERGY.md)
+RISE_WAKE_MARGIN = -1.0
+RISE_KEEP_MARGIN = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +124,17 @@ def holt_winters(
     return fitted, model.forecast(steps)
 
 
+def _binned_params(
+    bin_s: float, season_s: float, params: HoltWintersParams | None
+) -> HoltWintersParams:
+    """``params`` (or the defaults) with a season of ``season_s`` in bins of ``bin_s``."""
+    if bin_s <= 0 or season_s < bin_s:
+        raise ValueError("bin_s must be positive and at most season_s")
+    season = max(1, round(season_s / bin_s))
+    base = params or HoltWintersParams()
+    return HoltWintersParams(base.alpha, base.beta, base.gamma, season, base.error_decay)
+
+
 class DemandForecaster:
     """Per-pool demand forecast from samples ``(time, nodes needed)``, binned by maximum."""
 
@@ -130,11 +145,7 @@ class DemandForecaster:
         margin: float = 1.0,
         params: HoltWintersParams | None = None,
     ) -> None:
-        if bin_s <= 0 or season_s < bin_s:
-            raise ValueError("bin_s must be positive and at most season_s")
-        season = max(1, round(season_s / bin_s))
-        base = params or HoltWintersParams()
-        self.params = HoltWintersParams(base.alpha, base.beta, base.gamma, season, base.error_decay)
+        self.params = _binned_params(bin_s, season_s, params)
         self.bin_s = bin_s
         self.margin = margin
         self._models: dict[str, HoltWinters] = {}
@@ -180,3 +191,71 @@ class DemandForecaster:
         point = float(model.forecast(steps).max())
         floor = max(v for _, v in self._recent[pool])
         return max(point + self.margin * model.error_std, floor)
+
+
+class RiseForecaster:
+    """Per-pool forecast of how much the nodes needed **rise** within a horizon: the arrivals
+    a booted headroom must absorb while a suspended node wakes.
+
+    From samples ``(time, nodes needed)`` each rise between consecutive samples (never a
+    fall) is summed per bin; a Holt-Winters model with a daily season forecasts the bins'
+    sums. :meth:`upper` scales the largest point forecast over the bins a horizon touches
+    (+ ``margin`` × the error standard deviation, at least 0) to the horizon's length. The
+    ``predictive`` policy wakes for the rise over the wake look-ahead with a negative margin
+    (:data:`RISE_WAKE_MARGIN`: only the part of the arrivals the forecast is sure of, as an
+    unused wake costs a boot and a shut-down) and keeps awake the rise over the keep look-ahead
+    at the point forecast (:data:`RISE_KEEP_MARGIN`).
+    """
+
+    def __init__(
+        self,
+        bin_s: float = 600.0,
+        season_s: float = DAY,
+        margin: float = RISE_WAKE_MARGIN,
+        params: HoltWintersParams | None = None,
+    ) -> None:
+        self.params = _binned_params(bin_s, season_s, params)
+        self.bin_s = bin_s
+        self.margin = margin
+        self._models: dict[str, HoltWinters] = {}
+        self._bins: dict[str, tuple[int, float]] = {}  # pool → (open bin, rise summed so far)
+        self._last: dict[str, float] = {}  # pool → the last sample
+
+    def observe(self, now: float, needed: dict[str, float]) -> None:
+        """Record each pool's nodes needed at ``now`` (times must not go backwards)."""
+        current = int(now // self.bin_s)
+        for pool, value in needed.items():
+            previous = self._last.get(pool)
+            self._last[pool] = value
+            rise = 0.0 if previous is None else max(0.0, value - previous)
+            model = self._models.get(pool)
+            if model is None:
+                model = self._models[pool] = HoltWinters(self.params)
+            open_bin = self._bins.get(pool)
+            if open_bin is None:
+                self._bins[pool] = (current, rise)
+                continue
+            index, total = open_bin
+            if current == index:
+                self._bins[pool] = (index, total + rise)
+                continue
+            model.update(total)
+            for _ in range(min(current - index - 1, self.params.season)):
+                model.update(0.0)  # bins without samples: nothing rose
+            self._bins[pool] = (current, rise)
+
+    def upper(
+        self, pool: str, now: float, horizon_s: float, margin: float | None = None
+    ) -> float | None:
+        """An upper estimate of the rise of the pool's nodes needed from ``now`` to
+        ``now + horizon_s`` (``margin``: this one instead of the forecaster's); None before any
+        bin has closed."""
+        model = self._models.get(pool)
+        open_bin = self._bins.get(pool)
+        if model is None or model.count == 0 or open_bin is None:
+            return None
+        steps = max(1, int((now + horizon_s) // self.bin_s) - open_bin[0] + 1)
+        point = float(model.forecast(steps).max())
+        spread = self.margin if margin is None else margin
+        per_bin = max(0.0, point + spread * model.error_std)
+        return per_bin * horizon_s / self.bin_s

@@ -28,7 +28,12 @@ Policies, registered by name in :data:`SAVING_POLICIES`:
   busy nodes + waiting demand + reserve);
 * ``forecast`` — keeps awake what the forecast says will be needed within the look-ahead
   (wake latency + control interval) and suspends the rest once idle for ``forecast_min_idle_s``
-  (a short hysteresis).
+  (a short hysteresis);
+* ``predictive`` — idle-timeout with a forecast of the **arrivals** (the rise of demand,
+  :class:`fusesched.power.forecast.RiseForecaster`) on both ends: it wakes ahead a headroom
+  for the arrivals expected within the wake look-ahead, and an idle node beyond what the
+  arrivals of the next ``idle_threshold_s`` can use goes after ``predictive_min_idle_s``
+  instead of ``idle_threshold_s``.
 """
 
 from __future__ import annotations
@@ -75,11 +80,18 @@ class PoolDemand:
     ``forecast_keep_nodes``: the same over a longer look-ahead (what not to switch off: a
     node suspended now should stay down long enough to pay for its shut-down and boot);
     None: ``forecast_nodes``.
+    ``rise_nodes``: how much the pool's demand (busy + waiting) may rise within the wake
+    look-ahead (an upper estimate of the arrivals; the headroom the ``predictive`` policy keeps
+    booted); None when there is no forecast yet. ``rise_keep_nodes``: the same over the
+    longer keep look-ahead (idle nodes beyond it are not expected to be used before an
+    idle timeout would switch them off anyway); None: no early suspends.
     """
 
     queued_nodes: float = 0.0
     forecast_nodes: float | None = None
     forecast_keep_nodes: float | None = None
+    rise_nodes: float | None = None
+    rise_keep_nodes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,9 +112,15 @@ class SavingConfig:
     exclude_nodes: frozenset[str] = frozenset()  # SuspendExcNodes
     exclude_pools: frozenset[str] = frozenset()  # SuspendExcParts
     forecast_min_idle_s: float = 300.0  # forecast: hysteresis before suspending an idle node
+    predictive_min_idle_s: float = 120.0  # predictive: idle before a node no arrival needs goes
 
     def __post_init__(self) -> None:
-        times = (self.idle_threshold_s, self.resume_timeout_s, self.forecast_min_idle_s)
+        times = (
+            self.idle_threshold_s,
+            self.resume_timeout_s,
+            self.forecast_min_idle_s,
+            self.predictive_min_idle_s,
+        )
         if min(times) < 0:
             raise ValueError("thresholds and timeouts must not be negative")
         if min(self.max_suspends_per_min, self.max_resumes_per_min, self.default_min_warm) < 0:
@@ -170,11 +188,13 @@ class PoolFacts:
 @dataclass(frozen=True, slots=True)
 class Target:
     """Resume while fewer than ``awake`` nodes are awake; suspend (idle nodes idle for
-    ``min_idle_s``) while more than ``max(awake, keep)`` are."""
+    ``min_idle_s``) while more than ``max(awake, keep)`` are, and (idle nodes idle for
+    ``keep_idle_s``) while more than ``awake`` are."""
 
     awake: int  # nodes wanted awake (busy + idle + resuming)
     min_idle_s: float  # an idle node may be suspended after this long
     keep: int = 0  # nodes not to switch off, if more than ``awake``
+    keep_idle_s: float = math.inf  # ... unless idle for this long
 
 
 #: A policy: from a pool's facts and the rules, its target.
@@ -199,8 +219,30 @@ def forecast(facts: PoolFacts, config: SavingConfig) -> Target:
     return Target(wanted, config.forecast_min_idle_s, kept)
 
 
+def predictive(facts: PoolFacts, config: SavingConfig) -> Target:
+    """idle-timeout with a forecast on both ends: wake a booted headroom for the arrivals
+    expected within the wake look-ahead (``rise_nodes``) before they wait, and switch off after
+    only ``predictive_min_idle_s`` the idle nodes beyond what the arrivals of the keep
+    look-ahead (``rise_keep_nodes``) can use; the rest go after ``idle_threshold_s`` as with
+    idle-timeout. Without a forecast yet it is idle-timeout."""
+    demand = facts.demand
+    headroom = facts.reserve
+    if demand.rise_nodes is not None:
+        headroom = max(headroom, math.ceil(demand.rise_nodes - 1e-9))
+    awake = facts.needed_now + headroom
+    if demand.rise_keep_nodes is None:
+        return Target(awake, config.idle_threshold_s)
+    keep = facts.needed_now + max(headroom, math.ceil(demand.rise_keep_nodes - 1e-9))
+    return Target(awake, config.predictive_min_idle_s, keep, config.idle_threshold_s)
+
+
 SAVING_POLICIES: Mapping[str, SavingPolicy] = MappingProxyType(
-    {"always-on": always_on, "idle-timeout": idle_timeout, "forecast": forecast}
+    {
+        "always-on": always_on,
+        "idle-timeout": idle_timeout,
+        "forecast": forecast,
+        "predictive": predictive,
+    }
 )
 
 
@@ -243,12 +285,15 @@ def plan_power(
         facts = _facts(pool, members, demand.get(pool, PoolDemand()), config)
         target = choose(facts, config)
         targets[pool] = target.awake
-        surplus = facts.awake - max(target.awake, target.keep)
+        surplus = facts.awake - target.awake
         if surplus > 0 and suspends_left > 0:
             # never below the warm reserve, nor below what the waiting jobs need
             keep_idle = facts.reserve + math.ceil(facts.demand.queued_nodes - 1e-9)
             room = min(surplus, facts.idle - keep_idle, suspends_left)
+            # nodes idle for min_idle_s only down to ``keep``; those idle for keep_idle_s further
+            short_room = min(room, facts.awake - max(target.awake, target.keep))
             if room > 0:
+                shortest = min(target.min_idle_s, target.keep_idle_s)
                 idle = sorted(
                     (
                         n
@@ -257,11 +302,19 @@ def plan_power(
                         and not n.busy
                         and n.schedulable
                         and not config.excluded(n)
-                        and now - n.since >= target.min_idle_s
+                        and now - n.since >= shortest
                     ),
                     key=lambda n: (n.since, n.name),
                 )
-                chosen = [n.name for n in idle[:room]]
+                chosen: list[str] = []
+                for n in idle:  # longest idle first
+                    if len(chosen) >= room:
+                        break
+                    idle_for = now - n.since
+                    if idle_for >= target.keep_idle_s or (
+                        idle_for >= target.min_idle_s and len(chosen) < short_room
+                    ):
+                        chosen.append(n.name)
                 suspend.extend(chosen)
                 suspends_left -= len(chosen)
         elif facts.awake < target.awake and resumes_left > 0:

@@ -8,7 +8,8 @@
 * every ``tick_s`` runs the pure power-saving policy (:func:`fusesched.power.saving.plan_power`)
   on what a live controller would see: power states, idle times, the waiting jobs' demand and,
   for ``forecast``, the demand forecast (:class:`fusesched.power.forecast.DemandForecaster`,
-  fed only with the demand seen so far);
+  fed only with the demand seen so far), for ``predictive`` the forecast rise of demand
+  (:class:`fusesched.power.forecast.RiseForecaster`);
 * applies its plan through the core: a suspended node is ``NodeStateChanged(SUSPENDED)`` at
   once (it takes no jobs); a resumed node boots for its type's ``wake_s`` and is
   ``NodeStateChanged(UP)`` then; a resume that times out marks the node ``DOWN``;
@@ -35,7 +36,13 @@ import numpy.typing as npt
 from fusesched.model.events import Decision, Event, NodeStateChanged, StartJob
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU
-from fusesched.power.forecast import DemandForecaster, HoltWintersParams
+from fusesched.power.forecast import (
+    RISE_KEEP_MARGIN,
+    RISE_WAKE_MARGIN,
+    DemandForecaster,
+    HoltWintersParams,
+    RiseForecaster,
+)
 from fusesched.power.model import CPU_NODE, DEFAULT_MODELS, GPU_NODE, PowerModel, kwh, per_month
 from fusesched.power.saving import (
     NodeView,
@@ -76,6 +83,9 @@ class PowerSetup:
     ``meter``: the window (seconds) whose energy is reported; None: from 0 to the end.
     ``lookahead_s``: how far the forecast looks to wake nodes (None: the longest wake latency
     + ``tick_s``); ``keep_lookahead_s``: how far it looks before switching one off.
+    ``rise_margin``, ``rise_keep_margin``: the ``predictive`` policy's margins over the forecast
+    rise of demand within ``lookahead_s`` (what it wakes for) and within the idle threshold
+    ``config.idle_threshold_s`` (what it keeps); None: that part of the policy off.
     ``wake_failure_rate``: share of resumes that never complete (they hit the resume
     timeout and the node is marked failed); drawn from ``seed``.
     """
@@ -91,6 +101,8 @@ class PowerSetup:
     forecast_params: HoltWintersParams = field(default_factory=HoltWintersParams)
     lookahead_s: float | None = None
     keep_lookahead_s: float = 1800.0
+    rise_margin: float | None = RISE_WAKE_MARGIN
+    rise_keep_margin: float | None = RISE_KEEP_MARGIN
     wake_failure_rate: float = 0.0
     seed: int = 0
     record: bool = False  # keep (time, watts, nodes awake, nodes busy) at every tick
@@ -196,6 +208,11 @@ class PowerSim:
                 setup.forecast_bin_s, margin=setup.forecast_margin, params=setup.forecast_params
             )
             if self.policy == "forecast"
+            else None
+        )
+        self.riser = (
+            RiseForecaster(setup.forecast_bin_s, params=setup.forecast_params)
+            if self.policy == "predictive"
             else None
         )
         # queued demand in node-equivalents: per pool, the largest node capacity per column
@@ -411,16 +428,34 @@ class PowerSim:
         queued = self.queued_nodes()
         forecasts: dict[str, float | None] = dict.fromkeys(self.pool_names)
         keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
-        if self.forecaster is not None:
+        rises: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        rise_keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        if self.forecaster is not None or self.riser is not None:
             needed = {}
             for pool, rows in self.pool_rows.items():
                 busy = int(((self.cpu_used[rows] > 0) | (self.gpu_used[rows] > 0)).sum())
                 needed[pool] = busy + queued[pool]
-            self.forecaster.observe(now, needed)
-            for pool in self.pool_names:
-                forecasts[pool] = self.forecaster.upper(pool, now, self.lookahead_s)
-                keeps[pool] = self.forecaster.upper(pool, now, self.setup.keep_lookahead_s)
-        demand = {p: PoolDemand(queued[p], forecasts[p], keeps[p]) for p in self.pool_names}
+            if self.forecaster is not None:
+                self.forecaster.observe(now, needed)
+                for pool in self.pool_names:
+                    forecasts[pool] = self.forecaster.upper(pool, now, self.lookahead_s)
+                    keeps[pool] = self.forecaster.upper(pool, now, self.setup.keep_lookahead_s)
+            if self.riser is not None:  # arrivals over the wake look-ahead and SuspendTime
+                self.riser.observe(now, needed)
+                keep_s = self.setup.config.idle_threshold_s
+                for pool in self.pool_names:
+                    if self.setup.rise_margin is not None:
+                        rises[pool] = self.riser.upper(
+                            pool, now, self.lookahead_s, self.setup.rise_margin
+                        )
+                    if self.setup.rise_keep_margin is not None:
+                        rise_keeps[pool] = self.riser.upper(
+                            pool, now, keep_s, self.setup.rise_keep_margin
+                        )
+        demand = {
+            p: PoolDemand(queued[p], forecasts[p], keeps[p], rises[p], rise_keeps[p])
+            for p in self.pool_names
+        }
         views = [self._view(row) for row in range(len(self.names))]
         plan = plan_power(self.policy, now, views, demand, self.setup.config, self.history)
         self.history = plan.history
