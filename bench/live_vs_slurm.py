@@ -31,7 +31,7 @@ machines do). Everything started here is stopped at the end, also on errors.
 
 Run (as root, after scripts/system_deps.sh):
 ``.venv/bin/python bench/live_vs_slurm.py [--jobs 300] [--latency-samples 20] [--skip-slurm]
-[--agent-links direct,http] [--json OUT]``.
+[--slurm-configs default,tuned] [--agent-links direct,http] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -659,6 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-slurm", action="store_true", help="measure fusesched only")
     parser.add_argument(
+        "--slurm-configs",
+        default="default,tuned",
+        help="Slurm configurations to run, in order (default,tuned); the ratios need tuned",
+    )
+    parser.add_argument(
         "--agent-links",
         default="direct,http",
         help="`fusesched up --agent-link` values to measure, one fusesched run each "
@@ -668,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.latency_samples < 1:
         parser.error("--jobs and --latency-samples must be at least 1")
+    configs = [x for x in args.slurm_configs.split(",") if x]
+    if not configs or any(x not in ("default", "tuned") for x in configs):
+        parser.error("--slurm-configs: default and/or tuned, comma-separated")
     links = [x for x in args.agent_links.split(",") if x]
     if not links or any(x not in ("direct", "http") for x in links) or len(set(links)) < len(links):
         parser.error("--agent-links: direct and/or http, comma-separated, each once")
@@ -693,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         if not args.skip_slurm:
-            for mode in ("default", "tuned"):
+            for mode in configs:
                 results.append(measure_slurm(mode, args.jobs, args.latency_samples, work))
         for link in links:
             results.append(measure_fusesched(args.jobs, args.latency_samples, work, link))
