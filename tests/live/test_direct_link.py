@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 
 from fusesched.agent.client import LinkError, NodeForgotten
 from fusesched.agent.config import AgentConfig
-from fusesched.api.wire import Heartbeat
+from fusesched.api.wire import Heartbeat, NodeInventory
 from fusesched.cli.local import DirectLink, LocalCluster
 from fusesched.controller.records import UnknownNodeError
 from fusesched.sdk import Client
@@ -98,7 +99,9 @@ def test_link_errors_are_the_clients_kind() -> None:
         raise RuntimeError("boom")
 
     beat = Heartbeat(node="ghost")
-    server: Any = SimpleNamespace(fenced=None, controller=SimpleNamespace(heartbeat=refuse))
+    server: Any = SimpleNamespace(
+        fenced=None, controller=SimpleNamespace(heartbeat=refuse, stopped=threading.Event())
+    )
     with pytest.raises(NodeForgotten, match="ghost"):
         DirectLink(server).heartbeat(beat, 0.0, False)
     server.controller.heartbeat = crash
@@ -107,6 +110,21 @@ def test_link_errors_are_the_clients_kind() -> None:
     server.fenced = "lost the lease"
     with pytest.raises(LinkError, match="stepped down"):
         DirectLink(server).heartbeat(beat, 0.0, False)
+    server.fenced = None
+    server.controller.stopped.set()  # a stopped controller answers no beat: the agent backs off
+    with pytest.raises(LinkError, match="has stopped"):
+        DirectLink(server).heartbeat(beat, 0.0, False)
+
+
+def test_an_invalid_inventory_is_the_callers_error() -> None:
+    def refuse(_: object) -> None:
+        raise ValueError("bad node name")
+
+    server: Any = SimpleNamespace(
+        fenced=None, controller=SimpleNamespace(register=refuse, stopped=threading.Event())
+    )
+    with pytest.raises(ValueError, match="bad node name"):
+        DirectLink(server).register(NodeInventory(name="n", resources={"cpu": "1"}))
 
 
 def test_unknown_link_is_refused(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
-"""``POST /v1/submissions`` on the API's hot path (:mod:`fusesched.api.hot_path`): accepted
-submissions are answered without FastAPI's routing; every refusal, another content type and
-an invalid body get exactly the answers of the route itself."""
+"""``POST /v1/submissions`` on the API's hot path (:mod:`fusesched.api.hot_path`): valid
+bodies are answered without FastAPI's routing, refusals in the app's own words and status and
+without a second attempt; another content type and an invalid body go to the route itself."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,14 +20,13 @@ GOOD = "name: hot\nresources: {cpu: 1, memory: 100Mi}\ncommand: [/bin/true]\n"
 
 @pytest.fixture
 def answered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The submissions the hot path itself answered (it hands them to the thread pool)."""
+    """The submissions the hot path itself took on (it hands them to the thread pool)."""
     calls: list[str] = []
     real = hot_path.run_in_threadpool
 
     async def counting(func: Any, *args: Any) -> Any:
-        result = await real(func, *args)
         calls.append(func.__name__)
-        return result
+        return await real(func, *args)
 
     monkeypatch.setattr(hot_path, "run_in_threadpool", counting)
     return calls
@@ -74,9 +74,33 @@ def test_refusals_are_the_routes_own(
 ) -> None:
     response = post(cluster, body)
     assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
     assert detail in str(response.json()["detail"])
-    assert answered == []  # the app answered, not the hot path
+    # a refusal is answered by the hot path, once; an invalid body by FastAPI itself
+    assert answered == (["accept_files"] if status == 400 else [])
     assert Client(cluster.url).jobs() == []  # nothing stored
+
+
+def test_a_refused_submission_is_tried_once(cluster: LocalCluster, answered: list[str]) -> None:
+    files = [{"name": "a.yaml", "text": GOOD}]
+    first = post(cluster, {"files": files}).json()["ids"][0]
+    # an array of 100 jobs no node can hold: the controller numbers it, then refuses it
+    text = "name: b\narray: 0-99\nresources: {cpu: 64}\ncommand: [/bin/true]\n"
+    big = {"files": [{"name": "big.yaml", "text": text}]}
+    refused = post(cluster, big)
+    assert refused.status_code == 400, refused.text
+    after = post(cluster, {"files": files}).json()["ids"][0]
+    # the refused array took 100 numbers, as through the route: not 100 per attempt
+    assert int(after) == int(first) + 101
+    assert answered == ["accept_files"] * 3
+
+
+def test_no_node_yet_is_a_503(tmp_path: Path, answered: list[str]) -> None:
+    with LocalCluster(tmp_path / "data", port=0, agents=[]) as empty:
+        response = post(empty, {"files": [{"name": "a.yaml", "text": GOOD}]})
+    assert response.status_code == 503
+    assert "no node has registered yet" in response.json()["detail"]
+    assert answered == ["accept_files"]
 
 
 def test_other_content_types_and_routes_go_to_the_app(

@@ -52,5 +52,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_machine_routes(app, access)
     add_token_routes(app, access)
     mount_portal(app, controller, auth)
-    app.add_middleware(SubmissionsHotPath, access=access)  # accepted submissions skip routing
+    # accepted submissions skip routing; added last, so it is the outermost user middleware:
+    # a middleware added before it would not see them
+    app.add_middleware(SubmissionsHotPath, access=access)
     return app

@@ -4,32 +4,31 @@ submit`` and ``sbatch`` send, one request per command).
 FastAPI spends about as much CPU routing a request, solving its dependencies and wrapping
 its answer as the submission's own parsing and storing. :class:`SubmissionsHotPath` sits in
 the middleware stack (inside Starlette's server-error handler, so an unexpected exception is
-the same 500 as anywhere) and answers the common case itself: authentication off, a JSON
-body that is valid :class:`SubmissionFiles`, and jobs the controller accepts. It calls the
-route's own :func:`~fusesched.api.job_routes.accept_files` in the thread pool, as the route
-would, and answers 201 with the same body.
+the same 500 as anywhere) and answers the common case itself: authentication off and a JSON
+body that is valid :class:`SubmissionFiles`. It calls the route's own
+:func:`~fusesched.api.job_routes.accept_files` in the thread pool, as the route would, and
+answers as the route and the app's error handlers do: 201 with the same body, or the
+refusal's status and ``{"detail": ...}`` (:func:`~fusesched.api.responses.refusal`, which the
+app's handlers use too).
 
-Anything else goes to the app unchanged: other routes, authentication on, another content
-type, an invalid body. A refusal (:class:`HTTPException`, :class:`SubmitError`,
-:class:`NotReadyError`, all raised before anything is stored) sends the request, with the
-body already read, through the app again, which refuses it in its usual words and status. A
-refused submission costs its parsing twice; an accepted one half the API's work.
+Everything else goes to the app unchanged: other routes, authentication on, another content
+type, and a body that is not valid :class:`SubmissionFiles` (handed over with the body
+already read; nothing has been done with it, and FastAPI answers its usual 422).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from fastapi import HTTPException
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fusesched.api.access import Access
 from fusesched.api.job_routes import accept_files
-from fusesched.api.schemas import SubmissionFiles, SubmittedFiles
-from fusesched.controller.records import NotReadyError
-from fusesched.submit.errors import SubmitError
+from fusesched.api.responses import REFUSALS, refusal
+from fusesched.api.schemas import SubmissionFiles
 
 PATH: Final = "/v1/submissions"
 _JSON: Final = b"application/json"
@@ -55,23 +54,22 @@ class SubmissionsHotPath:
         body = await _read_body(receive)
         if body is None:  # the client went away before sending it all: nothing to answer
             return
-        answer = await self._accept(body)
-        if answer is not None:
-            await _send_json(send, 201, answer.model_dump_json().encode())
-            return
-        await self.app(scope, _replay(body, receive), send)
-
-    async def _accept(self, body: bytes) -> SubmittedFiles | None:
-        """The submission's answer, or None when the app should answer (a refusal)."""
         try:
             files = SubmissionFiles.model_validate_json(body)
-        except ValidationError:
-            return None
+        except ValidationError:  # FastAPI's own 422, from the app
+            await self.app(scope, _replay(body, receive), send)
+            return
+        response = await self._answer(files)
+        await response(scope, receive, send)
+
+    async def _answer(self, files: SubmissionFiles) -> Response:
+        """The route's answer to ``files``, refusals answered as the app's handlers do."""
         principal = self.access.auth.authenticate(None)  # authentication is off: anonymous
         try:
-            return await run_in_threadpool(accept_files, self.access, files, principal)
-        except (HTTPException, SubmitError, NotReadyError):
-            return None
+            accepted = await run_in_threadpool(accept_files, self.access, files, principal)
+        except REFUSALS as exc:
+            return refusal(exc)
+        return Response(accepted.model_dump_json(), 201, media_type="application/json")
 
 
 def _json_body(scope: Scope) -> bool:
@@ -105,17 +103,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
-
-
-async def _send_json(send: Send, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", _JSON),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})

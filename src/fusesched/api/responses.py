@@ -27,19 +27,30 @@ def forbidden(message: str) -> HTTPException:
     return HTTPException(403, message)
 
 
+#: The refusals :func:`refusal` answers (the app's handlers for the last three).
+REFUSALS = (HTTPException, SubmitError, NotReadyError, AuthError)
+
+
+def refusal(exc: Exception) -> JSONResponse:
+    """The answer to a refused request: an :class:`HTTPException` as FastAPI answers it, a bad
+    submission 400, a controller still starting 503, a bad token 401."""
+    if isinstance(exc, HTTPException):
+        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+    if isinstance(exc, SubmitError):
+        return JSONResponse({"detail": str(exc)}, 400)
+    if isinstance(exc, NotReadyError):
+        return JSONResponse({"detail": str(exc)}, 503)
+    if isinstance(exc, AuthError):
+        return JSONResponse({"detail": str(exc)}, 401, headers={"WWW-Authenticate": "Bearer"})
+    raise TypeError(f"not a refusal: {exc!r}")
+
+
 def add_error_handlers(app: FastAPI) -> None:
-    """A bad submission is a 400, a controller still starting a 503, a bad token a 401."""
+    """A bad submission is a 400, a controller still starting a 503, a bad token a 401
+    (:func:`refusal`)."""
 
-    @app.exception_handler(SubmitError)
-    async def _submit_error(_: Request, exc: SubmitError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": str(exc)})
+    async def handle(_: Request, exc: Exception) -> JSONResponse:
+        return refusal(exc)
 
-    @app.exception_handler(NotReadyError)
-    async def _not_ready(_: Request, exc: NotReadyError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(exc)})
-
-    @app.exception_handler(AuthError)
-    async def _auth_error(_: Request, exc: AuthError) -> JSONResponse:
-        return JSONResponse(
-            status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"}
-        )
+    for kind in (SubmitError, NotReadyError, AuthError):
+        app.add_exception_handler(kind, handle)

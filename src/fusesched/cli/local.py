@@ -17,7 +17,7 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NoReturn
 
 import httpx
 
@@ -51,33 +51,55 @@ AGENT_LINKS: Final = ("http", "direct")
 class DirectLink:
     """A local agent's :class:`~fusesched.agent.client.ControllerLink` to the controller of
     ``server``, in the same process. It stands for the API's agent routes without their
-    authentication (the caller is this process); the controller does the same work as for an
-    HTTP beat. A controller that stepped down (:attr:`ControllerServer.fenced`) refuses."""
+    authentication (the caller is this process: nothing outside it can reach the link); the
+    controller does the same work as for an HTTP beat. A stopped controller, or one that
+    stepped down (:attr:`ControllerServer.fenced`), refuses with :class:`LinkError`, so the
+    agent backs off as from an unreachable one.
+
+    The objects passed each way are the frozen wire models themselves, shared, not copies:
+    neither side may change what they hold (their lists and dicts included).
+    """
 
     def __init__(self, server: ControllerServer) -> None:
         self._server = server
+        self._failing = False  # the last call failed: its traceback was logged already
 
     def register(self, inventory: NodeInventory) -> None:
         self._leading()
         try:
             self._server.controller.register(inventory)
-        except Exception as exc:  # as the API would answer 4xx/5xx: the caller retries
-            log.exception("registering node %s failed", inventory.name)
-            raise LinkError(f"registering node {inventory.name!r} failed: {exc}") from exc
+        except ValueError:  # an invalid inventory (name, address, resources): for the caller
+            raise
+        except Exception as exc:  # as the API would answer 5xx: the caller retries
+            self._failed(exc, f"registering node {inventory.name!r}")
+        self._failing = False
 
     def heartbeat(self, beat: Heartbeat, wait_s: float, launch: bool) -> HeartbeatReply:
         self._leading()
         try:
-            return self._server.controller.heartbeat(beat, wait_s, launch)
+            reply = self._server.controller.heartbeat(beat, wait_s, launch)
         except UnknownNodeError:
             raise NodeForgotten(f"node {beat.node!r} is not registered") from None
         except Exception as exc:  # as the API would answer 500: the beat is sent again
-            log.exception("heartbeat of node %s failed", beat.node)
-            raise LinkError(f"heartbeat of node {beat.node!r} failed: {exc}") from exc
+            self._failed(exc, f"heartbeat of node {beat.node!r}")
+        self._failing = False
+        return reply
 
     def _leading(self) -> None:
         if self._server.fenced is not None:
             raise LinkError(f"the controller stepped down: {self._server.fenced}")
+        if self._server.controller.stopped.is_set():
+            raise LinkError("the controller has stopped")
+
+    def _failed(self, exc: Exception, what: str) -> NoReturn:
+        """Log a failure (its traceback once per run of failures) and raise it as a
+        :class:`LinkError`."""
+        if self._failing:
+            log.warning("%s failed again: %s", what, exc)
+        else:
+            log.exception("%s failed", what)
+        self._failing = True
+        raise LinkError(f"{what} failed: {exc}") from exc
 
 
 @dataclass
@@ -238,10 +260,13 @@ class LocalCluster:
         try:
             authenticator = self.server.authenticator
             for cfg in self.agent_configs:
-                # with authentication, local agents get their credential directly (no join)
+                # with authentication, local agents over HTTP get their credential directly
+                # (no join); agents on the direct link need none: they call no route
                 name = cfg.name or socket.gethostname()  # as discovery names the node
-                token = authenticator.issue_agent(name) if authenticator.enabled else None
                 link = DirectLink(self.server) if self.agent_link == "direct" else None
+                token = None
+                if authenticator.enabled and link is None:
+                    token = authenticator.issue_agent(name)
                 self.agents.append(
                     start_agent(
                         self.url,
