@@ -2,10 +2,12 @@
 
 The hand-made cluster is the one of ``test_fgd_protocol.py`` (nodes A, B, C; target: half
 CPU-only 4,000 milli-CPU pods, half 500 milli-GPU / 8,000 milli-CPU sharing pods), whose FGD
-scores are hand-computed there. ``default`` dense-ranks (FGD score, −left) into 0-100 (CPU-only
-pods: (FGD score, −idle GPU, −left); sharing pods: (FGD score, −look-ahead waste)): the best
-key gets 100, the worst 0, equal keys equal scores. With that target the waste table is
-W(r) = r below 500 and W(r − 500) above.
+scores are hand-computed there. ``default`` dense-ranks (within 1 FGD point of the best,
+−newly stranded milli-GPU, FGD score, −left) into 0-100 (CPU-only pods: (…, FGD score, −idle
+GPU, −left); sharing pods: (…, FGD score, −look-ahead waste)): the best key gets 100, the worst
+0, equal keys equal scores. With that target the waste table is W(r) = r below 500 and
+W(r − 500) above, and the CPU per GPU is 8,000 / 0.5 = 16,000 milli: A (64,000 milli-CPU,
+8,000 idle) strands 4,000 milli-GPU, B (32,000, 2,700) 700, C (80,000, 300) none.
 """
 
 from __future__ import annotations
@@ -65,17 +67,19 @@ def _spare() -> Candidates:
     [
         # FGD [53, 53, 57]: C alone is best (the waste key only breaks FGD's ties)
         (_candidates, SHARE_300, [0, 0, 100]),
-        # FGD [52, 54, 54]: B and C tie, also on the look-ahead waste (B's GPU 200 → 0:
-        # W 0 − 200; C's 300 → 100: W 100 − 300), so the seeded node order decides
-        (_candidates, SHARE_200, [0, 100, 100]),
+        # FGD [52, 54, 54]: B and C are within the window (A is 2 points below); the pod
+        # (16,000 milli-CPU, 200 milli-GPU) strands 800 more milli-GPU on B (2,500 idle,
+        # 16,000 CPU serves 1,000) and none on C, so C; B ranks above A (outside the window)
+        (_candidates, SHARE_200, [0, 50, 100]),
         # FGD [50, 22, 50]; CPU-only pods: least idle GPU first (A 8000, C 300 → C first),
         # then left = ½(c − 30000)/128000 + ½·L/8000; B is the tightest fit but its FGD score
         # is lower, and the FGD score comes first
         (_candidates, CPU_30, [50, 0, 100]),
         # FGD [50, 50] (ΔF = 0 on both); left X 0.098 < Y 0.387, but Y has no idle GPU → Y
         (_cpu_pair, CPU_1, [0, 100]),
-        # FGD [73, 73]; left A 0.5625, B 0.106 → B
-        (_two_node, TWO_GPUS, [0, 100]),
+        # FGD [73, 73]; stranded A 4,000 → 3,000 (6 GPUs, 48,000 CPU serves 3), B 700 → 0:
+        # A relieves more (1,000 vs 700 milli), so A although B is the tighter fit (left)
+        (_two_node, TWO_GPUS, [100, 0]),
         # a single candidate always scores 100
         (_spare, SHARE_100, [100]),
     ],

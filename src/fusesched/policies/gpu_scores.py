@@ -13,18 +13,21 @@ FGD's fragmentation measure and its incremental index live in
 other nodes are scored with it).
 
 A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD's
-integer score ⌊100·σ(ΔF/1000)⌋ first, computed against a target workload *learned online* from
+integer score ⌊100·σ(ΔF/1000)⌋, computed against a target workload *learned online* from
 the pods that have arrived so far (:class:`fusesched.sim.protocols.fgd` refreshes it at 1, 2,
 4, … arrivals; never from the pod list) whose GPU classes also carry their memory, so that a
 node left without the memory of a typical GPU pod counts its idle GPUs as fragment (FGD's
 measure looks at CPU only; needs :attr:`PodRequest.memory_mib` and
-:attr:`Candidates.free_mem`), then :func:`default_keys` among FGD's ties: whole-GPU
-pods least CPU + GPU left (BestFit's s), CPU-only pods least idle GPU then s, sharing pods the
-least look-ahead waste (:func:`waste_delta`: how much the pod raises the milli-GPU its GPU is
-expected to leave idle once filled by later pods of the learned mix, in 20-milli steps), and
-the remaining ties to the seeded node order, which consolidates. Sharing pods take, on the
-chosen node, the GPU with FGD's best score and then the least look-ahead waste. What was tried
-and measured is in ``docs/FGD.md``.
+:attr:`Candidates.free_mem`). :func:`default_keys` then decides among the nodes within
+:data:`FGD_WINDOW` (1) point of FGD's best score: first the fewest newly *stranded* milli-GPU
+(:func:`strand_delta`: idle GPU that the node's free CPU can no longer serve at the learned
+mix's CPU per GPU), then FGD's score, then whole-GPU pods least CPU + GPU left (BestFit's s),
+CPU-only pods least idle GPU then s, sharing pods the least look-ahead waste
+(:func:`waste_delta`: how much the pod raises the milli-GPU its GPU is expected to leave idle
+once filled by later pods of the learned mix, in 20-milli steps), and the remaining ties to the
+seeded node order, which consolidates. Sharing pods take, on the chosen node, the GPU with
+FGD's best score and then the least look-ahead waste. What was tried and measured is in
+``docs/FGD.md``.
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ from fusesched.policies.gpu_frag import (
     target_workload,
     whole_drop_units,
 )
+from fusesched.policies.gpu_power import cpu_need_per_gpu
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 __all__ = [
+    "FGD_WINDOW",
     "GPU_MILLI",
     "GPU_SCORERS",
     "MAX_CPU_MILLI",
@@ -71,6 +76,8 @@ __all__ = [
     "node_fragmentation",
     "pod_tag",
     "select_gpus",
+    "strand_delta",
+    "stranded_units",
     "target_workload",
     "waste_delta",
 ]
@@ -364,6 +371,36 @@ def waste_delta(free_gpu: IntArray, gpu_milli: int, table: FloatArray) -> FloatA
     return out
 
 
+#: FGD score points below the best within which ``default``'s own keys decide: one truncated
+#: point is ≈ 40 milli-GPU of fragmentation change near ΔF = 0, about FGD's own resolution.
+FGD_WINDOW = 1
+
+
+def stranded_units(free_cpu: IntArray, idle: IntArray, need: int) -> IntArray:
+    """need · (stranded milli-GPU): idle milli-GPU that the free CPU cannot serve at ``need``.
+
+    ``need`` is milli-CPU per whole GPU (:func:`~fusesched.policies.gpu_power.cpu_need_per_gpu`
+    of the learned target); the node's free CPU serves ``free_cpu · 1000 / need`` milli-GPU,
+    the rest of its idle GPU is stranded: max(0, idle·need − free_cpu·1000), exact.
+    """
+    out: IntArray = np.maximum(0, idle * need - np.maximum(free_cpu, 0) * GPU_MILLI)
+    return out
+
+
+def strand_delta(pod: PodRequest, free_cpu: IntArray, idle: IntArray, need: int) -> IntArray:
+    """Milli-GPU (rounded down) the pod newly strands on each node (negative: frees).
+
+    The change of :func:`stranded_units` when the pod takes its CPU and GPU: a CPU-heavy pod
+    on a node short of CPU strands more, a CPU-light one eases it; 0 where the CPU is ample
+    before and after. No GPU in the mix (``need`` 0): 0 everywhere.
+    """
+    if need <= 0:
+        return np.zeros(len(free_cpu), dtype=np.int64)
+    after = stranded_units(free_cpu - pod.cpu_milli, idle - pod.total_gpu, need)
+    out: IntArray = (after - stranded_units(free_cpu, idle, need)) // need
+    return out
+
+
 def default_keys(
     pod: PodRequest,
     fgd: IntArray,
@@ -372,25 +409,30 @@ def default_keys(
     free_gpu: IntArray,
     target: TargetWorkload,
 ) -> list[IntArray]:
-    """``default``'s lexicographic node keys (each higher-better), FGD's integer score first.
+    """``default``'s lexicographic node keys (each higher-better).
 
-    Whole-GPU pods: least CPU + GPU left (BestFit's s ∝ free CPU + 16·idle GPU milli);
-    CPU-only pods: least idle GPU, then least s; sharing pods: least look-ahead waste
-    (:func:`waste_delta` of the node's best GPU, in steps of :data:`WASTE_STEP` milli).
-    Arguments are per candidate node; ``target`` is the workload ``default`` learned online.
+    (1) FGD's integer score within :data:`FGD_WINDOW` of the best among the given nodes;
+    (2) the fewest newly stranded milli-GPU (:func:`strand_delta` at the learned mix's CPU per
+    GPU); (3) FGD's score; then whole-GPU pods least CPU + GPU left (BestFit's
+    s ∝ free CPU + 16·idle GPU milli), CPU-only pods least idle GPU, then least s, sharing
+    pods least look-ahead waste (:func:`waste_delta` of the node's best GPU, in steps of
+    :data:`WASTE_STEP` milli). Arguments are per candidate node (including the best-scored
+    one); ``target`` is the workload ``default`` learned online.
     """
+    window = (fgd >= fgd.max() - FGD_WINDOW).astype(np.int64)
+    strand = -strand_delta(pod, free_cpu, idle, cpu_need_per_gpu(target))
     if pod.sharing:
         best = waste_delta(free_gpu, pod.gpu_milli, target.waste_table).min(axis=1)
         steps = np.where(np.isfinite(best), np.round(best / WASTE_STEP), 1e9)
-        return [fgd, -steps.astype(np.int64)]
+        return [window, strand, fgd, -steps.astype(np.int64)]
     left = -(free_cpu + (MAX_CPU_MILLI // MAX_GPU_MILLI) * idle)
     if pod.num_gpu == 0:
-        return [fgd, -idle, left]
-    return [fgd, left]
+        return [window, strand, fgd, -idle, left]
+    return [window, strand, fgd, left]
 
 
 def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
-    """fusesched's policy: FGD's integer score first, then :func:`default_keys`.
+    """fusesched's policy: :func:`default_keys` (FGD's integer score within a window first).
 
     The key tuple is dense-ranked into 0-100 so the secondary keys survive truncation.
     """

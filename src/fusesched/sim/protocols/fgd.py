@@ -20,8 +20,10 @@ and the number of fully free GPUs; FGD and ``default`` read a
 and sub-threshold sum, and per pod shape the cached integer score of every node). A placement
 refreshes one node; a decision is a filter, a cache refresh of the nodes changed since that pod
 shape was last seen, and an argmax, all vector operations over the nodes. ``default`` keeps a
-second index against the target it learns from the arrivals (its classes also by memory); the
-fragmentation metric always uses the protocol's fixed target.
+second index against the target it learns from the arrivals (its classes also by memory) and
+applies :func:`~fusesched.policies.gpu_scores.default_keys` (stranding first) to the nodes
+within ``FGD_WINDOW`` points of the best score; the fragmentation metric always uses the
+protocol's fixed target.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.policies.gpu_frag import FragIndex
+from fusesched.policies.gpu_power import lexicographic_best
 from fusesched.policies.gpu_scores import (
+    FGD_WINDOW,
     GPU_MILLI,
     GPU_SCORERS,
     MAX_GPUS,
@@ -398,19 +402,20 @@ class _Cluster:
         elif self.fast:
             _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
             cand_score = score[cands]
-            top = cands[cand_score == cand_score.max()]
-            if self.policy == "default" and len(top) > 1:
-                keys = default_keys(
-                    pod,
-                    score[top],
-                    self.free_cpu[top],
-                    self.frag.idle[top],
-                    self.free_gpu[top],
-                    self.frag.target,
-                )
-                for i in range(1, len(keys)):  # keys[0] is FGD's score, equal on ``top``
-                    best = keys[i] == keys[i].max()
-                    top, keys = top[best], [k[best] for k in keys]
+            if self.policy == "default":  # its keys decide within FGD's score window
+                top = cands[cand_score >= cand_score.max() - FGD_WINDOW]
+                if len(top) > 1:
+                    keys = default_keys(
+                        pod,
+                        score[top],
+                        self.free_cpu[top],
+                        self.frag.idle[top],
+                        self.free_gpu[top],
+                        self.frag.target,
+                    )
+                    top = top[lexicographic_best(keys)]
+            else:
+                top = cands[cand_score == cand_score.max()]
             node = int(top[np.argmin(self.priority[top])])
         else:
             scores = self.scorer(self._candidates(cands), pod, self.ctx)
