@@ -124,18 +124,42 @@ def holt_winters(
     return fitted, model.forecast(steps)
 
 
-def _binned_params(
-    bin_s: float, season_s: float, params: HoltWintersParams | None
-) -> HoltWintersParams:
-    """``params`` (or the defaults) with a season of ``season_s`` in bins of ``bin_s``."""
-    if bin_s <= 0 or season_s < bin_s:
-        raise ValueError("bin_s must be positive and at most season_s")
-    season = max(1, round(season_s / bin_s))
-    base = params or HoltWintersParams()
-    return HoltWintersParams(base.alpha, base.beta, base.gamma, season, base.error_decay)
+class _BinnedForecaster:
+    """Per-pool Holt-Winters models over bins of ``bin_s`` seconds with a season of
+    ``season_s``: what :class:`DemandForecaster` and :class:`RiseForecaster` share."""
+
+    def __init__(
+        self, bin_s: float, season_s: float, margin: float, params: HoltWintersParams | None
+    ) -> None:
+        if bin_s <= 0 or season_s < bin_s:
+            raise ValueError("bin_s must be positive and at most season_s")
+        season = max(1, round(season_s / bin_s))
+        base = params or HoltWintersParams()
+        self.params = HoltWintersParams(base.alpha, base.beta, base.gamma, season, base.error_decay)
+        self.bin_s = bin_s
+        self.margin = margin
+        self._models: dict[str, HoltWinters] = {}
+        self._bins: dict[str, tuple[int, float]] = {}  # pool → (open bin, its value so far)
+
+    def _model(self, pool: str) -> HoltWinters:
+        model = self._models.get(pool)
+        if model is None:
+            model = self._models[pool] = HoltWinters(self.params)
+        return model
+
+    def _peak(self, pool: str, now: float, horizon_s: float) -> tuple[float, float] | None:
+        """(the largest point forecast over the bins from ``now`` to ``now + horizon_s``, the
+        open bin included; the model's error standard deviation); None before any bin has
+        closed."""
+        model = self._models.get(pool)
+        open_bin = self._bins.get(pool)
+        if model is None or model.count == 0 or open_bin is None:
+            return None
+        steps = max(1, int((now + horizon_s) // self.bin_s) - open_bin[0] + 1)
+        return float(model.forecast(steps).max()), model.error_std
 
 
-class DemandForecaster:
+class DemandForecaster(_BinnedForecaster):
     """Per-pool demand forecast from samples ``(time, nodes needed)``, binned by maximum."""
 
     def __init__(
@@ -145,11 +169,7 @@ class DemandForecaster:
         margin: float = 1.0,
         params: HoltWintersParams | None = None,
     ) -> None:
-        self.params = _binned_params(bin_s, season_s, params)
-        self.bin_s = bin_s
-        self.margin = margin
-        self._models: dict[str, HoltWinters] = {}
-        self._bins: dict[str, tuple[int, float]] = {}  # pool → (open bin, its max so far)
+        super().__init__(bin_s, season_s, margin, params)  # bins hold their maximum
         # pool → the samples of the last ``bin_s`` seconds (time, value), for the floor
         self._recent: dict[str, deque[tuple[float, float]]] = {}
 
@@ -162,9 +182,7 @@ class DemandForecaster:
             recent.append((now, value))
             while recent[0][0] <= now - self.bin_s:
                 recent.popleft()
-            model = self._models.get(pool)
-            if model is None:
-                model = self._models[pool] = HoltWinters(self.params)
+            model = self._model(pool)
             if open_bin is None:
                 self._bins[pool] = (current, value)
                 continue
@@ -183,17 +201,15 @@ class DemandForecaster:
         ``margin`` × the error standard deviation, and at least the largest sample of the last
         ``bin_s`` seconds (a sliding window, so the floor does not drop at a bin boundary).
         None before any bin has closed."""
-        model = self._models.get(pool)
-        open_bin = self._bins.get(pool)
-        if model is None or model.count == 0 or open_bin is None:
+        peak = self._peak(pool, now, horizon_s)
+        if peak is None:
             return None
-        steps = max(1, int((now + horizon_s) // self.bin_s) - open_bin[0] + 1)
-        point = float(model.forecast(steps).max())
+        point, error_std = peak
         floor = max(v for _, v in self._recent[pool])
-        return max(point + self.margin * model.error_std, floor)
+        return max(point + self.margin * error_std, floor)
 
 
-class RiseForecaster:
+class RiseForecaster(_BinnedForecaster):
     """Per-pool forecast of how much the nodes needed **rise** within a horizon: the arrivals
     a booted headroom must absorb while a suspended node wakes.
 
@@ -214,11 +230,7 @@ class RiseForecaster:
         margin: float = RISE_WAKE_MARGIN,
         params: HoltWintersParams | None = None,
     ) -> None:
-        self.params = _binned_params(bin_s, season_s, params)
-        self.bin_s = bin_s
-        self.margin = margin
-        self._models: dict[str, HoltWinters] = {}
-        self._bins: dict[str, tuple[int, float]] = {}  # pool → (open bin, rise summed so far)
+        super().__init__(bin_s, season_s, margin, params)  # bins hold the rises summed
         self._last: dict[str, float] = {}  # pool → the last sample
 
     def observe(self, now: float, needed: dict[str, float]) -> None:
@@ -228,9 +240,7 @@ class RiseForecaster:
             previous = self._last.get(pool)
             self._last[pool] = value
             rise = 0.0 if previous is None else max(0.0, value - previous)
-            model = self._models.get(pool)
-            if model is None:
-                model = self._models[pool] = HoltWinters(self.params)
+            model = self._model(pool)
             open_bin = self._bins.get(pool)
             if open_bin is None:
                 self._bins[pool] = (current, rise)
@@ -250,12 +260,10 @@ class RiseForecaster:
         """An upper estimate of the rise of the pool's nodes needed from ``now`` to
         ``now + horizon_s`` (``margin``: this one instead of the forecaster's); None before any
         bin has closed."""
-        model = self._models.get(pool)
-        open_bin = self._bins.get(pool)
-        if model is None or model.count == 0 or open_bin is None:
+        peak = self._peak(pool, now, horizon_s)
+        if peak is None:
             return None
-        steps = max(1, int((now + horizon_s) // self.bin_s) - open_bin[0] + 1)
-        point = float(model.forecast(steps).max())
+        point, error_std = peak
         spread = self.margin if margin is None else margin
-        per_bin = max(0.0, point + spread * model.error_std)
+        per_bin = max(0.0, point + spread * error_std)
         return per_bin * horizon_s / self.bin_s
