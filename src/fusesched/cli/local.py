@@ -205,7 +205,8 @@ class LocalCluster:
         agent_link: AgentLink = "http",
     ) -> None:
         if agent_link not in AGENT_LINKS:
-            raise ValueError(f"unknown agent link {agent_link!r}; choose from: http, direct")
+            known = ", ".join(AGENT_LINKS)
+            raise ValueError(f"unknown agent link {agent_link!r}; choose from: {known}")
         self.agent_link = agent_link
         self.data_dir = data_dir.absolute()
         self.server = ControllerServer(
