@@ -73,6 +73,14 @@ class Persistence:
         self._seq_left -= n
         return first
 
+    def release_seqs(self, first: int, n: int) -> None:
+        """Give back the numbers of the last :meth:`allocate_seqs` (a refused submission), so
+        that the next job takes them and refusals leave no gaps."""
+        if first + n != self._seq_next:
+            raise ValueError(f"job numbers {first}..{first + n - 1} are not the last allocated")
+        self._seq_next = first
+        self._seq_left += n
+
     def jobs_submitted(
         self, seqs: Sequence[int], request: JobRequest, specs: Sequence[JobSpec], now: float
     ) -> None:

@@ -204,23 +204,13 @@ class Controller:
                 raise NotReadyError("no node has registered yet; start an agent first")
             requests = [r.identified() for r in requests]
             sizes = [array_size(r) for r in requests]
-            first = self.persist.allocate_seqs(sum(sizes))
-            prepared: list[tuple[int, JobRequest, JobSpec]] = []
-            for request, size in zip(requests, sizes, strict=True):
-                if user and not request.user:
-                    request = request.model_copy(update={"user": user})
-                spec = federation.routed(self, request, request.to_job_spec(str(first), now))
-                for dep in spec.dependencies:
-                    known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
-                    if not known:
-                        raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
-                reason = check_feasible(spec, node_specs)
-                if not reason and self.core.tenants is not None:
-                    reason = self.core.tenants.refuse(spec)
-                if reason:
-                    raise SubmitError(reason)
-                prepared.append((first, request, spec))
-                first += size
+            total = sum(sizes)
+            start = self.persist.allocate_seqs(total)
+            try:
+                prepared = self._prepare(requests, sizes, start, user, node_specs, now)
+            except BaseException:
+                self.persist.release_seqs(start, total)  # a refusal takes no job numbers
+                raise
             ids: list[str] = []
             for seq, request, spec in prepared:
                 children = spec.expand_array()
@@ -234,6 +224,35 @@ class Controller:
         # ``submit_cycle_s`` takes all that came meanwhile
         self._wake.set_at(self._last_cycle + self.config.submit_cycle_s)
         return ids
+
+    def _prepare(
+        self,
+        requests: Sequence[JobRequest],
+        sizes: Sequence[int],
+        first: int,
+        user: str,
+        node_specs: Sequence[NodeSpec],
+        now: float,
+    ) -> list[tuple[int, JobRequest, JobSpec]]:
+        """Number and check every request (all or none): (first number, request, spec) each;
+        raises :class:`SubmitError` on the first refusal."""
+        prepared: list[tuple[int, JobRequest, JobSpec]] = []
+        for request, size in zip(requests, sizes, strict=True):
+            if user and not request.user:
+                request = request.model_copy(update={"user": user})
+            spec = federation.routed(self, request, request.to_job_spec(str(first), now))
+            for dep in spec.dependencies:
+                known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
+                if not known:
+                    raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
+            reason = check_feasible(spec, node_specs)
+            if not reason and self.core.tenants is not None:
+                reason = self.core.tenants.refuse(spec)
+            if reason:
+                raise SubmitError(reason)
+            prepared.append((first, request, spec))
+            first += size
+        return prepared
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
         """Cancel a job (or every member of an array); returns the ids affected."""
