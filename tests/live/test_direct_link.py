@@ -24,7 +24,7 @@ import pytest
 
 from fusesched.agent.client import LinkError, NodeForgotten
 from fusesched.agent.config import AgentConfig
-from fusesched.api.wire import Heartbeat, NodeInventory
+from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.cli.local import DirectLink, LocalCluster
 from fusesched.controller.records import UnknownNodeError
 from fusesched.sdk import Client
@@ -109,6 +109,15 @@ def test_link_errors_are_the_clients_kind() -> None:
         DirectLink(server).heartbeat(beat, 0.0, False)
     server.fenced = "lost the lease"
     with pytest.raises(LinkError, match="stepped down"):
+        DirectLink(server).heartbeat(beat, 0.0, False)
+    server.fenced = None
+
+    def step_down(*_: object) -> HeartbeatReply:
+        server.fenced = "lost the lease during the long poll"
+        return HeartbeatReply()
+
+    server.controller.heartbeat = step_down  # its reply, given after it stepped down, is dropped
+    with pytest.raises(LinkError, match="during the long poll"):
         DirectLink(server).heartbeat(beat, 0.0, False)
     server.fenced = None
     server.controller.stopped.set()  # a stopped controller answers no beat: the agent backs off

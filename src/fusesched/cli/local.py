@@ -54,7 +54,8 @@ class DirectLink:
     authentication (the caller is this process: nothing outside it can reach the link); the
     controller does the same work as for an HTTP beat. A stopped controller, or one that
     stepped down (:attr:`ControllerServer.fenced`), refuses with :class:`LinkError`, so the
-    agent backs off as from an unreachable one.
+    agent backs off as from an unreachable one; so does a heartbeat whose long poll ends after
+    the controller stepped down (its reply, launches included, is dropped).
 
     The objects passed each way are the frozen wire models themselves, shared, not copies:
     neither side may change what they hold (their lists and dicts included).
@@ -83,6 +84,7 @@ class DirectLink:
         except Exception as exc:  # as the API would answer 500: the beat is sent again
             self._failed(exc, f"heartbeat of node {beat.node!r}")
         self._failing = False
+        self._leading()  # it stepped down during the long poll: its reply does not count
         return reply
 
     def _leading(self) -> None:
