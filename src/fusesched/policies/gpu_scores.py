@@ -18,8 +18,12 @@ the pods that have arrived so far (:class:`fusesched.sim.protocols.fgd` refreshe
 4, … arrivals; never from the pod list) whose GPU classes also carry their memory, so that a
 node left without the memory of a typical GPU pod counts its idle GPUs as fragment (FGD's
 measure looks at CPU only; needs :attr:`PodRequest.memory_mib` and
-:attr:`Candidates.free_mem`). :func:`default_keys` then decides among the nodes within
-:data:`FGD_WINDOW` (1) point of FGD's best score: first the fewest newly *stranded* milli-GPU
+:attr:`Candidates.free_mem`). A GPU pod first takes the nodes of least *scarce pressure*
+(:func:`scarce_pressure`, :func:`scarce_tier`): GPUs that a scarce pod class seen so far (one
+that only nodes with at most :data:`SCARCE_SHARE` % of the GPUs could host: a GPU-model
+constraint, or a size too big for most nodes) will want are left to it, unless the pod eases
+the node's stranding. :func:`default_keys` then decides among those nodes within
+:data:`FGD_WINDOW` (1) point of their best FGD score: first the fewest newly *stranded* milli-GPU
 (:func:`strand_delta`: idle GPU that the node's free CPU can no longer serve at the learned
 mix's CPU per GPU), then FGD's score, then whole-GPU pods least CPU + GPU left (BestFit's s),
 CPU-only pods least idle GPU then s, sharing pods the least look-ahead waste
@@ -64,6 +68,7 @@ __all__ = [
     "MAX_CPU_MILLI",
     "MAX_GPUS",
     "MAX_GPU_MILLI",
+    "SCARCE_SHARE",
     "TAG_COLUMNS",
     "WASTE_STEP",
     "Candidates",
@@ -75,6 +80,8 @@ __all__ = [
     "fragment_counts",
     "node_fragmentation",
     "pod_tag",
+    "scarce_pressure",
+    "scarce_tier",
     "select_gpus",
     "strand_delta",
     "stranded_units",
@@ -126,6 +133,7 @@ class Candidates:
     fit_count: IntArray | None = None
     sub_sum: IntArray | None = None
     free_mem: IntArray | None = None  # (n,) MiB; only for a target workload with memory
+    pressure: IntArray | None = None  # (n,) %; only ``default`` (:func:`scarce_pressure`)
 
     def __len__(self) -> int:
         return int(self.free_cpu.shape[0])
@@ -147,6 +155,7 @@ class Candidates:
             _cut(self.fit_count, s),
             _cut(self.sub_sum, s),
             _cut(self.free_mem, s),
+            _cut(self.pressure, s),
         )
 
 
@@ -401,6 +410,50 @@ def strand_delta(pod: PodRequest, free_cpu: IntArray, idle: IntArray, need: int)
     return out
 
 
+#: A GPU pod class is *scarce* when the nodes that could ever host it (a GPU model its spec
+#: allows, at least its GPU count, total CPU and memory at least its request) hold at most this
+#: share (%) of the cluster's GPUs: a model-constrained class, or one too big for most nodes.
+SCARCE_SHARE = 25
+
+
+def scarce_pressure(eligible: BoolArray, demand: IntArray, gpu_count: IntArray) -> IntArray:
+    """Per node (%): how much of the node's GPUs the scarce pod classes seen so far will want.
+
+    ``eligible`` (classes × nodes) marks the nodes that could host each GPU class when empty,
+    ``demand`` (classes) the milli-GPU its arrivals asked for (every GPU class, so that the sum
+    is all the GPU demand seen). A scarce class (its nodes hold at most :data:`SCARCE_SHARE` %
+    of the GPUs) adds ⌊100 · (its share of the demand) / (its nodes' share of the GPUs)⌋ to
+    each node it can use: 100 means its pods alone fill those nodes by the time the arrivals
+    equal the cluster's capacity. Other classes add nothing; exact integers.
+    """
+    n = len(gpu_count)
+    total = int(demand.sum())
+    cap = int(gpu_count.sum())
+    if total == 0 or cap == 0 or len(demand) == 0:
+        return np.zeros(n, dtype=np.int64)
+    cap_c = eligible.astype(np.int64) @ gpu_count
+    scarce = (cap_c > 0) & (cap_c * 100 <= SCARCE_SHARE * cap)
+    share = (demand[scarce] * cap * 100) // (total * cap_c[scarce])
+    out: IntArray = share @ eligible[scarce].astype(np.int64)
+    return out
+
+
+def scarce_tier(
+    pod: PodRequest, pressure: IntArray, free_cpu: IntArray, idle: IntArray, need: int
+) -> IntArray:
+    """Per node: the scarce pressure a GPU pod meets there (``default`` takes the least).
+
+    The node's :func:`scarce_pressure`, except 0 where the pod eases the node's stranding
+    (:func:`strand_delta` < 0): those idle GPUs lack the CPU for the mix's pods, scarce ones
+    included, so a CPU-light pod may use them. CPU-only pods: 0 everywhere.
+    """
+    if pod.num_gpu == 0:
+        return np.zeros(len(free_cpu), dtype=np.int64)
+    eased = strand_delta(pod, free_cpu, idle, need) < 0
+    out: IntArray = np.where(eased, 0, pressure)
+    return out
+
+
 def default_keys(
     pod: PodRequest,
     fgd: IntArray,
@@ -408,37 +461,48 @@ def default_keys(
     idle: IntArray,
     free_gpu: IntArray,
     target: TargetWorkload,
+    tier: IntArray | None = None,
 ) -> list[IntArray]:
     """``default``'s lexicographic node keys (each higher-better).
 
-    (1) FGD's integer score within :data:`FGD_WINDOW` of the best among the given nodes;
-    (2) the fewest newly stranded milli-GPU (:func:`strand_delta` at the learned mix's CPU per
-    GPU); (3) FGD's score; then whole-GPU pods least CPU + GPU left (BestFit's
-    s ∝ free CPU + 16·idle GPU milli), CPU-only pods least idle GPU, then least s, sharing
-    pods least look-ahead waste (:func:`waste_delta` of the node's best GPU, in steps of
-    :data:`WASTE_STEP` milli). Arguments are per candidate node (including the best-scored
+    (0) With ``tier`` (:func:`scarce_tier`), the least scarce pressure; (1) FGD's integer score
+    within :data:`FGD_WINDOW` of the best among the nodes of that least pressure (all nodes
+    without ``tier``); (2) the fewest newly stranded milli-GPU (:func:`strand_delta` at the
+    learned mix's CPU per GPU); (3) FGD's score; then whole-GPU pods least CPU + GPU left
+    (BestFit's s ∝ free CPU + 16·idle GPU milli), CPU-only pods least idle GPU, then least s,
+    sharing pods least look-ahead waste (:func:`waste_delta` of the node's best GPU, in steps
+    of :data:`WASTE_STEP` milli). Arguments are per candidate node (including the best-scored
     one); ``target`` is the workload ``default`` learned online.
     """
-    window = (fgd >= fgd.max() - FGD_WINDOW).astype(np.int64)
+    first = np.ones(len(fgd), dtype=np.bool_) if tier is None else tier == tier.min()
+    window = (first & (fgd >= fgd[first].max() - FGD_WINDOW)).astype(np.int64)
     strand = -strand_delta(pod, free_cpu, idle, cpu_need_per_gpu(target))
+    lead = [window] if tier is None else [-tier, window]
     if pod.sharing:
         best = waste_delta(free_gpu, pod.gpu_milli, target.waste_table).min(axis=1)
         steps = np.where(np.isfinite(best), np.round(best / WASTE_STEP), 1e9)
-        return [window, strand, fgd, -steps.astype(np.int64)]
+        return [*lead, strand, fgd, -steps.astype(np.int64)]
     left = -(free_cpu + (MAX_CPU_MILLI // MAX_GPU_MILLI) * idle)
     if pod.num_gpu == 0:
-        return [window, strand, fgd, -idle, left]
-    return [window, strand, fgd, left]
+        return [*lead, strand, fgd, -idle, left]
+    return [*lead, strand, fgd, left]
 
 
 def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:
-    """fusesched's policy: :func:`default_keys` (FGD's integer score within a window first).
+    """fusesched's policy: :func:`default_keys` (least scarce pressure, then FGD's integer
+    score within a window). ``Candidates.pressure`` absent: no scarce classes.
 
     The key tuple is dense-ranked into 0-100 so the secondary keys survive truncation.
     """
     target, *_ = _fgd_parts(cand, ctx)
     fgd = fgd_score(cand, pod, ctx)
-    return _rank_score(default_keys(pod, fgd, cand.free_cpu, cand.idle_gpu, cand.free_gpu, target))
+    idle = cand.idle_gpu
+    tier = None
+    if cand.pressure is not None:
+        need = cpu_need_per_gpu(target)
+        tier = scarce_tier(pod, cand.pressure, cand.free_cpu, idle, need)
+    keys = default_keys(pod, fgd, cand.free_cpu, idle, cand.free_gpu, target, tier)
+    return _rank_score(keys)
 
 
 Scorer = Callable[[Candidates, PodRequest, ScoreContext], IntArray]

@@ -21,9 +21,11 @@ and sub-threshold sum, and per pod shape the cached integer score of every node)
 refreshes one node; a decision is a filter, a cache refresh of the nodes changed since that pod
 shape was last seen, and an argmax, all vector operations over the nodes. ``default`` keeps a
 second index against the target it learns from the arrivals (its classes also by memory) and
-applies :func:`~fusesched.policies.gpu_scores.default_keys` (stranding first) to the nodes
-within ``FGD_WINDOW`` points of the best score; the fragmentation metric always uses the
-protocol's fixed target.
+the scarce classes' pressure per node (learned at the same arrivals), keeps a GPU pod to the
+nodes of least pressure (:func:`~fusesched.policies.gpu_scores.scarce_tier`) and applies
+:func:`~fusesched.policies.gpu_scores.default_keys` (stranding first) to those within
+``FGD_WINDOW`` points of their best score; the fragmentation metric always uses the protocol's
+fixed target.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.policies.gpu_frag import FragIndex
-from fusesched.policies.gpu_power import lexicographic_best
+from fusesched.policies.gpu_power import cpu_need_per_gpu, lexicographic_best
 from fusesched.policies.gpu_scores import (
     FGD_WINDOW,
     GPU_MILLI,
@@ -47,6 +49,8 @@ from fusesched.policies.gpu_scores import (
     TargetWorkload,
     default_keys,
     pod_tag,
+    scarce_pressure,
+    scarce_tier,
     select_gpus,
     target_workload,
 )
@@ -355,6 +359,11 @@ class _Cluster:
         self.fast = incremental and policy in ("fgd", "default")
         self._spec_masks: dict[tuple[str, ...], BoolArray] = {}
         self._has_gpu = self.gpu_count > 0
+        # default only: per node the scarce classes' learned pressure (%), and the node sizes
+        # that decide which classes a node could ever host
+        self.pressure = np.zeros(n, dtype=np.int64)
+        self.cpu_size = nodes.cpu_milli.astype(np.int64).copy()
+        self.mem_size = nodes.memory_mib.astype(np.int64).copy()
 
     def _spec_mask(self, spec: tuple[str, ...]) -> BoolArray:
         mask = self._spec_masks.get(spec)
@@ -376,6 +385,7 @@ class _Cluster:
             fit_count=self.frag.fit_count[rows] if fgd else None,
             sub_sum=self.frag.sub_sum[rows] if fgd else None,
             free_mem=self.free_mem[rows] if self.online else None,
+            pressure=self.pressure[rows] if self.online else None,
         )
 
     def _feasible(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> BoolArray:
@@ -401,6 +411,13 @@ class _Cluster:
             node = int(cands[0])
         elif self.fast:
             _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
+            if self.policy == "default" and pod.num_gpu > 0 and self.pressure.any():
+                # the nodes where the pod meets the least scarce pressure
+                need = cpu_need_per_gpu(self.frag.target)
+                tier = scarce_tier(
+                    pod, self.pressure[cands], self.free_cpu[cands], self.frag.idle[cands], need
+                )
+                cands = cands[tier == tier.min()]
             cand_score = score[cands]
             if self.policy == "default":  # its keys decide within FGD's score window
                 top = cands[cand_score >= cand_score.max() - FGD_WINDOW]
@@ -446,7 +463,8 @@ class _Cluster:
         far (every class seen, weighted by its count; FGD's 95 % cut is left out because on
         a growing sample it swaps rare classes in and out), never through the pod list. Its
         GPU classes carry their memory, so its fragmentation also counts the GPUs a node can
-        no longer use for lack of memory (FGD's counts only those it lacks the CPU for).
+        no longer use for lack of memory (FGD's counts only those it lacks the CPU for). The
+        scarce classes' pressure per node is relearned at the same arrivals.
         """
         self.arrivals.append((pod.cpu_milli, pod.gpu_milli, pod.num_gpu, spec, pod.memory_mib))
         seen = len(self.arrivals)
@@ -457,3 +475,30 @@ class _Cluster:
         ok = target.type_ok(self.models)
         self.frag = FragIndex(self.free_cpu, self.free_gpu, ok, target, self.free_mem)
         self.ctx = ScoreContext(rng=self.ctx.rng, target=target)
+        self.pressure = self._scarce_pressure()
+
+    def _scarce_pressure(self) -> IntArray:
+        """:func:`scarce_pressure` of the GPU classes that have arrived so far.
+
+        A class (CPU, memory, GPU count, spec) could be hosted by the nodes of an allowed
+        model with at least its GPU count, CPU and memory when empty.
+        """
+        demand: dict[tuple[int, int, int, tuple[str, ...]], int] = {}
+        for cpu, milli, count, spec, mem in self.arrivals:
+            if count > 0:
+                key = (cpu, mem, count, tuple(sorted(set(spec))))
+                demand[key] = demand.get(key, 0) + count * milli
+        if not demand:
+            return np.zeros(len(self.gpu_count), dtype=np.int64)
+        classes = list(demand)
+        c_cpu, c_mem, c_count = (
+            np.array([c[i] for c in classes], dtype=np.int64) for i in range(3)
+        )
+        eligible = (
+            np.stack([self._spec_mask(c[3]) for c in classes])
+            & (self.gpu_count[None, :] >= c_count[:, None])
+            & (self.cpu_size[None, :] >= c_cpu[:, None])
+            & (self.mem_size[None, :] >= c_mem[:, None])
+        )
+        weights = np.array(list(demand.values()), dtype=np.int64)
+        return scarce_pressure(eligible, weights, self.gpu_count)
