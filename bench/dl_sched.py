@@ -38,8 +38,8 @@ from fusesched.traces.philly import load_philly_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-DEFAULT_POLICIES = "fifo,sjf-oracle,las,tiresias-2q,tiresias,gittins"
-OURS, FIFO, TIRESIAS = "gittins", "fifo", "tiresias"
+DEFAULT_POLICIES = "fifo,sjf-oracle,las,tiresias-2q,tiresias,tiresias-mig,gittins"
+OURS, FIFO, TIRESIAS, TIRESIAS_MIG = "gittins", "fifo", "tiresias", "tiresias-mig"
 
 
 def traces(args: argparse.Namespace) -> list[tuple[str, list[DlJob]]]:
@@ -105,8 +105,8 @@ def run_trace(name: str, jobs: list[DlJob], policies: list[str], load: float) ->
 
 def table(entries: list[dict[str, Any]], policies: list[str]) -> str:
     head = "| trace | jobs | GPUs | " + " | ".join(policies)
-    head += " | FIFO / ours | Tiresias / ours |\n"
-    head += "|---" * (len(policies) + 5) + "|\n"
+    head += " | FIFO / ours | Tiresias / ours | Tiresias-mig / ours |\n"
+    head += "|---" * (len(policies) + 6) + "|\n"
     rows = []
     for e in entries:
         res = e["results"]
@@ -114,12 +114,14 @@ def table(entries: list[dict[str, Any]], policies: list[str]) -> str:
         ratios = e.get("ratios", {})
         fifo = ratios.get(f"{FIFO}/{OURS}")
         tir = ratios.get(f"{TIRESIAS}/{OURS}")
+        mig = ratios.get(f"{TIRESIAS_MIG}/{OURS}")
         fifo_text = "" if fifo is None else f"{fifo:.2f}×"
         tir_text = "" if tir is None else f"{tir:.3f}×"
+        mig_text = "" if mig is None else f"{mig:.3f}×"
         rows.append(
             f"| {e['trace']} | {e['jobs']:,} | {e['cluster']['total_gpus']} | "
             + " | ".join(cells)
-            + f" | {fifo_text} | {tir_text} |"
+            + f" | {fifo_text} | {tir_text} | {mig_text} |"
         )
     return head + "\n".join(rows) + "\n"
 

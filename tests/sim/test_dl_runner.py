@@ -121,6 +121,45 @@ def test_a_spread_job_runs_slower() -> None:
     assert result.finish.tolist() == [100.0, 100.0, 201.0]  # 1+1 GPUs on two nodes: half speed
 
 
+def _spread_case(*extra: tuple[float, float, int]) -> list[DlJob]:
+    # j0, j1 take 3 of 4 GPUs on each node; j2 (2 GPUs) gets one on each: spread, half speed
+    return jobs_of((0.0, 150.0, 3), (0.0, 1000.0, 3), (1.0, 1000.0, 2), *extra)
+
+
+SPREAD_CLUSTER = DlCluster(nodes=2, gpus_per_node=4, spread_speed=0.5, checkpoint_s=100.0)
+
+
+@pytest.mark.parametrize("name", ["gittins", "tiresias-mig"])
+def test_a_spread_job_moves_to_a_consolidated_placement_at_its_checkpoint(name: str) -> None:
+    cluster = dataclasses.replace(SPREAD_CLUSTER, restart_s=10.0)
+    result = run(name, _spread_case(), cluster)
+    events = [(t, what, job) for t, what, job, _ in result.log]
+    # j0 ends at 150: node 0 now has room for j2; j2 is at 74.5 s of progress, so it moves at
+    # its checkpoint (100 s of progress, t = 1 + 100 / 0.5 = 201), restarts for 10 s and does
+    # the other 900 s at full speed
+    assert (150.0, "plan-move", 2) in events
+    assert (201.0, "move", 2) in events
+    assert result.finish.tolist() == [150.0, 1000.0, 1111.0]
+    assert result.migrations == 1 and result.preemptions.sum() == 0
+    assert result.restart_gpu_s == 20.0
+    # without re-consolidation (every baseline) it stays spread: 1 + 1000 / 0.5
+    assert run("tiresias", _spread_case(), cluster).finish[2] == 2001.0
+    assert run("fifo", _spread_case(), cluster).migrations == 0
+
+
+def test_a_move_is_cancelled_when_the_place_is_taken_before_the_checkpoint() -> None:
+    # j3 (3 GPUs) arrives at 160 and takes node 0's free GPUs before j2's checkpoint at 201
+    result = run("gittins", _spread_case((160.0, 500.0, 3)), SPREAD_CLUSTER)
+    events = [(t, what, job) for t, what, job, _ in result.log]
+    assert (150.0, "plan-move", 2) in events
+    assert (201.0, "move-cancelled", 2) in events  # no restart paid, still spread
+    # j3 ends at 660 (progress of j2: 329.5 s): j2 moves at its next checkpoint, 400 s at
+    # t = 801, restarts for 60 s and does the last 600 s at full speed
+    assert (660.0, "plan-move", 2) in events and (801.0, "move", 2) in events
+    assert result.migrations == 1
+    assert result.finish[2] == 1461.0
+
+
 # ----------------------------------------------------------------------------- look-ahead
 
 

@@ -8,7 +8,10 @@ as an explicit upper-bound reference.
 
 A policy answers with an order of the active (waiting or running) jobs, best first. A
 preemptive policy's order decides which jobs *should* run; the protocol preempts the others at
-their next checkpoint boundary. A non-preemptive policy only orders the waiting jobs.
+their next checkpoint boundary. A non-preemptive policy only orders the waiting jobs. A policy
+may also carry ``consolidate = True``: the runner then moves its jobs that run on a spread
+placement to a consolidated one at a checkpoint when one is free (placement, not order, so it
+is an attribute the runner reads, not part of the protocol below).
 """
 
 from __future__ import annotations

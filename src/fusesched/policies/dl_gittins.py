@@ -21,6 +21,10 @@ two without thresholds. Tiresias has a discretised, offline variant; here it is 
 * **fewer costly preemptions**: a running job's index is multiplied by ``keep_factor`` when
   compared with waiting jobs, so a waiting job must be clearly better to take its GPUs (each
   preemption costs a restart); the protocol only preempts at checkpoint boundaries anyway;
+* **re-consolidation** (``consolidate``): a job that had to start on a spread placement (more
+  nodes than it needs, so it runs slower) moves to a consolidated one at its next checkpoint
+  boundary as soon as one is free, paying the restart cost once (the protocol runner carries
+  the move out: :meth:`fusesched.sim.dl.runner._Run.plan_moves`);
 * **cold start**: until ``min_samples`` jobs have finished, order by plain 2D-LAS; jobs
   beyond the largest service ever observed (index 0) are ordered among themselves by LAS.
 
@@ -105,7 +109,8 @@ class GittinsPolicy:
     With ``by_class``, the service distribution is conditioned on what is known of a job at
     submission — its virtual cluster (``view.group``) and its GPU-count class — whenever that
     class has at least ``min_class_samples`` finished jobs; otherwise on the GPU-count class
-    alone, otherwise on all jobs.
+    alone, otherwise on all jobs. With ``consolidate``, the protocol runner moves a job that runs
+    on a spread placement to a consolidated one at its next checkpoint when one is free.
     """
 
     keep_factor: float = 1.5
@@ -113,6 +118,7 @@ class GittinsPolicy:
     min_class_samples: int = 50
     refit_fraction: float = 0.02
     by_class: bool = True
+    consolidate: bool = True
     name: str = "gittins"
     preemptive: bool = True
     strict: bool = False

@@ -78,6 +78,7 @@ class DlResult:
     total_gpus: int
     passes: int
     wall_s: float = 0.0
+    migrations: int = 0  # moves of spread jobs to a consolidated placement (at a checkpoint)
     log: list[tuple[float, str, int, float]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -98,6 +99,7 @@ class DlResult:
             "jobs_preempted": int(np.count_nonzero(self.preemptions)),
             "restart_gpu_h": self.restart_gpu_s / 3600.0,
             "spread_starts": self.spread_starts,
+            "migrations": self.migrations,
             "starts": self.starts,
             "passes": self.passes,
             "wall_s": self.wall_s,

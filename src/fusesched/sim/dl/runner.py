@@ -13,12 +13,16 @@ wait. At each event time the runner performs one *scheduling pass*:
    finish first is left alone); marked jobs that are desired again are unmarked;
 4. place and start — waiting desired jobs (non-preemptive policies: waiting jobs in order; a
    strict policy stops at the first that does not fit) are placed with GPU locality
-   (:mod:`fusesched.sim.dl.placement`) as GPUs allow.
+   (:mod:`fusesched.sim.dl.placement`) as GPUs allow;
+5. re-consolidate — only for a policy with a true ``consolidate`` attribute: a running job on a
+   spread placement for which a consolidated placement is free (counting its own GPUs) is moved
+   there at its next checkpoint boundary, if that placement is still free then, and pays the
+   restart cost once (:meth:`_Run.plan_moves`, :meth:`_Run.move`).
 
 A job that resumes after a preemption holds its GPUs ``restart_s`` before it progresses; a job
 on a spread placement progresses at ``spread_speed``. Event order at equal times is
-(completions and stops by sequence, then arrivals in trace order), so a run is a pure function
-of its inputs: no randomness, no wall clock.
+(completions, stops and moves by sequence, then arrivals in trace order), so a run is a pure
+function of its inputs: no randomness, no wall clock.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from fusesched.policies.dl_base import (
 from fusesched.sim.dl.model import DlCluster, DlJob, DlResult
 from fusesched.sim.dl.placement import Allocation, place
 
-_FINISH, _STOP = 0, 1
+_FINISH, _STOP, _MOVE = 0, 1, 2
 
 
 class _Run:
@@ -66,6 +70,7 @@ class _Run:
         n = len(jobs)
         self.cluster = cluster
         self.policy = policy
+        self.consolidate = bool(getattr(policy, "consolidate", False))
         self.record = record
         self.log: list[tuple[float, str, int, float]] = []
         self.submit = np.array(submits, dtype=np.float64)
@@ -96,6 +101,8 @@ class _Run:
         self.speed = np.ones(n)
         self.exec_base = np.zeros(n)
         self.marked = np.zeros(n, dtype=bool)
+        self.spread = np.zeros(n, dtype=bool)  # running on a spread placement
+        self.moving = np.zeros(n, dtype=bool)  # to re-consolidate at its next checkpoint
         self.version = np.zeros(n, dtype=np.int64)
         self.alloc: dict[int, Allocation] = {}
         self.finish = np.full(n, np.nan)
@@ -109,6 +116,8 @@ class _Run:
         self.done = 0
         self.restart_gpu_s = 0.0
         self.spread_starts = 0
+        self.migrations = 0
+        self.spots_changed = True  # GPUs released (or a move candidate returned) since last check
         self.starts = 0
         self.busy_gpu_s = 0.0
         self.passes = 0
@@ -129,6 +138,8 @@ class _Run:
         return float(self.progress[job] + max(0.0, now - self.ready[job]) * self.speed[job])
 
     def _release(self, job: int, now: float) -> None:
+        self.spread[job] = False
+        self.spots_changed = True
         for node, count in self.alloc.pop(job):
             self.free[node] += count
         held = now - self.seg_start[job]
@@ -185,6 +196,8 @@ class _Run:
         self.seg_start[job] = now
         self.ready[job] = now + (self.cluster.restart_s if resumed else 0.0)
         self.speed[job] = 1.0 if consolidated else self.cluster.spread_speed
+        self.spread[job] = not consolidated
+        self.moving[job] = False
         self.spread_starts += 0 if consolidated else 1
         self.version[job] += 1
         left = self._dur[job] - self.progress[job]
@@ -200,6 +213,7 @@ class _Run:
         if boundary >= self._dur[job]:
             return  # it finishes before its next checkpoint: let it
         self.marked[job] = True
+        self.moving[job] = False
         self.n_marked += 1
         self.version[job] += 1
         if boundary <= now_progress + 1e-9:
@@ -214,11 +228,74 @@ class _Run:
 
     def unmark(self, job: int, now: float) -> None:
         self.marked[job] = False
+        self.spots_changed = True
         self.n_marked -= 1
         self.version[job] += 1
         left = self._dur[job] - self.progress[job]
         self._push(self.ready[job] + left / self.speed[job], _FINISH, job)
         self._note(now, "unmark", job)
+
+    def _consolidated_spot(self, job: int) -> bool:
+        """Would the job fit on the minimum number of nodes if it gave back its own GPUs?"""
+        free = self.free.copy()
+        for node, count in self.alloc[job]:
+            free[node] += count
+        placed = place(free, int(self.gpus[job]), self.cluster.gpus_per_node)
+        return placed is not None and placed[1]
+
+    def plan_moves(self, now: float) -> None:
+        """Re-consolidation (policies with ``consolidate``): a running job on a spread placement
+        for which a consolidated one is now free moves there at its next checkpoint boundary,
+        paying the restart cost once, unless it would finish first or is marked for preemption.
+        """
+        if not self.consolidate or not self.spots_changed:
+            return  # a consolidated place only appears when GPUs are released
+        self.spots_changed = False
+        if not self.spread.any():
+            return
+        step = self.cluster.checkpoint_s
+        candidates = np.flatnonzero(self.spread & ~self.moving & ~self.marked)
+        for job in candidates.tolist():
+            if not self._consolidated_spot(job):
+                continue
+            now_progress = self._progress_at(job, now)
+            boundary = math.ceil(now_progress / step - 1e-9) * step
+            if boundary >= self._dur[job]:
+                continue
+            self.moving[job] = True
+            if boundary <= now_progress + 1e-9:
+                at = now
+            else:
+                at = self.ready[job] + (boundary - self.progress[job]) / self.speed[job]
+            self._push(at, _MOVE, job)  # same version: the completion event stays valid
+            self._note(now, "plan-move", job)
+
+    def move(self, job: int, now: float) -> None:
+        """At a checkpoint: take a consolidated placement if one is still free, else stay."""
+        self.moving[job] = False
+        self.spots_changed = True  # a candidate again
+        if not self._consolidated_spot(job):
+            self._note(now, "move-cancelled", job)
+            return
+        self.progress[job] = self._progress_at(job, now)
+        self.attained[job] = self.progress[job] * self.gpus[job]
+        self._release(job, now)
+        placed = place(self.free, int(self.gpus[job]), self.cluster.gpus_per_node)
+        assert placed is not None and placed[1]
+        alloc, _ = placed
+        for node, count in alloc:
+            self.free[node] -= count
+        self.alloc[job] = alloc
+        self.runs[job] += 1
+        self.migrations += 1
+        self.seg_start[job] = now
+        self.ready[job] = now + self.cluster.restart_s
+        self.speed[job] = 1.0
+        self.spread[job] = False
+        self.version[job] += 1
+        left = self._dur[job] - self.progress[job]
+        self._push(self.ready[job] + left / self.speed[job], _FINISH, job)
+        self._note(now, "move", job)
 
     # ------------------------------------------------------------------ scheduling pass
 
@@ -234,6 +311,7 @@ class _Run:
             if self.n_marked:  # nobody needs their GPUs any more
                 for job in np.flatnonzero(self.marked).tolist():
                     self.unmark(job, now)
+            self.plan_moves(now)
             return
         self.passes += 1
         active = self.active()
@@ -244,6 +322,7 @@ class _Run:
             self.executed[running] = self.exec_base[running] + (now - self.seg_start[running])
         if not self.policy.preemptive:
             self._start_in_order(now, active[self.state[active] == WAITING])
+            self.plan_moves(now)
             return
         order = self.policy.order(now, self.view, active)
         desired = self._desired(order)
@@ -258,6 +337,7 @@ class _Run:
         for job in chosen.tolist():
             if self.state[job] == WAITING and self.gpus[job] <= free and self.start(job, now):
                 free -= int(self.gpus[job])
+        self.plan_moves(now)
 
     def _start_in_order(self, now: float, waiting: IntArray) -> None:
         free = int(self.free.sum())
@@ -309,6 +389,9 @@ class _Run:
                     continue
                 if kind == _FINISH:
                     self.complete(job, now)
+                elif kind == _MOVE:
+                    if self.moving[job]:
+                        self.move(job, now)
                 elif self.marked[job]:
                     self.stop(job, now)
             while self.next_arrival < n and self.submit[self.next_arrival] <= now:
@@ -334,6 +417,7 @@ def run_dl(
         preemptions=sim.preemptions,
         restart_gpu_s=sim.restart_gpu_s,
         spread_starts=sim.spread_starts,
+        migrations=sim.migrations,
         starts=sim.starts,
         busy_gpu_s=sim.busy_gpu_s,
         makespan_s=float(np.nanmax(sim.finish)) - first,
