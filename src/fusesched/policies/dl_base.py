@@ -37,8 +37,9 @@ class DlView:
     ``attained`` is 2D attained service, GPU-seconds of useful progress (GPUs × progress
     seconds), current at the time of the call for running jobs. ``executed`` is the wall time
     the job has held GPUs so far (progress plus restart time). ``wait_since`` is when the job
-    last became runnable (arrival or preemption). ``runs`` counts starts. ``group`` numbers the
-    virtual cluster (Philly VC, ITP cluster) a job was submitted to, in order of appearance.
+    last became runnable (arrival or preemption). ``runs`` counts starts (a re-consolidating
+    move counts as one). ``group`` numbers the virtual cluster (Philly VC, ITP cluster) a job
+    was submitted to, in order of appearance.
     """
 
     submit: FloatArray

@@ -433,7 +433,7 @@ def scarce_pressure(eligible: BoolArray, demand: IntArray, gpu_count: IntArray) 
         return np.zeros(n, dtype=np.int64)
     cap_c = eligible.astype(np.int64) @ gpu_count
     scarce = (cap_c > 0) & (cap_c * 100 <= SCARCE_SHARE * cap)
-    share = (demand[scarce] * cap * 100) // (total * cap_c[scarce])
+    share = (demand[scarce].astype(np.int64) * cap * 100) // (total * cap_c[scarce])
     out: IntArray = share @ eligible[scarce].astype(np.int64)
     return out
 
