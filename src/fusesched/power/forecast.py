@@ -24,7 +24,9 @@ initialisation), and the full model runs from then on.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,6 +149,33 @@ class _BinnedForecaster:
             model = self._models[pool] = HoltWinters(self.params)
         return model
 
+    def _bin(
+        self,
+        pool: str,
+        now: float,
+        value: float,
+        combine: Callable[[float, float], float],
+        empty: Callable[[float], float],
+    ) -> None:
+        """Put ``value`` in the pool's bin at ``now``: ``combine``-d into the open bin if it is
+        that one; else the open bin closes into the pool's model, followed by one ``empty(its
+        value)`` for each bin without samples in between (at most a season), and this bin
+        opens."""
+        current = int(now // self.bin_s)
+        model = self._model(pool)
+        open_bin = self._bins.get(pool)
+        if open_bin is None:
+            self._bins[pool] = (current, value)
+            return
+        index, held = open_bin
+        if current == index:
+            self._bins[pool] = (index, combine(held, value))
+            return
+        model.update(held)
+        for _ in range(min(current - index - 1, self.params.season)):
+            model.update(empty(held))
+        self._bins[pool] = (current, value)
+
     def _peak(self, pool: str, now: float, horizon_s: float) -> tuple[float, float] | None:
         """(the largest point forecast over the bins from ``now`` to ``now + horizon_s``, the
         open bin included; the model's error standard deviation); None before any bin has
@@ -175,25 +204,13 @@ class DemandForecaster(_BinnedForecaster):
 
     def observe(self, now: float, needed: dict[str, float]) -> None:
         """Record each pool's nodes needed at ``now`` (times must not go backwards)."""
-        current = int(now // self.bin_s)
         for pool, value in needed.items():
-            open_bin = self._bins.get(pool)
             recent = self._recent.setdefault(pool, deque())
             recent.append((now, value))
             while recent[0][0] <= now - self.bin_s:
                 recent.popleft()
-            model = self._model(pool)
-            if open_bin is None:
-                self._bins[pool] = (current, value)
-                continue
-            index, peak = open_bin
-            if current == index:
-                self._bins[pool] = (index, max(peak, value))
-                continue
-            model.update(peak)
-            for _ in range(min(current - index - 1, self.params.season)):
-                model.update(peak)  # bins without samples: the demand stayed as it was
-            self._bins[pool] = (current, value)
+            # bins without samples: the demand stayed as it was
+            self._bin(pool, now, value, max, lambda peak: peak)
 
     def upper(self, pool: str, now: float, horizon_s: float) -> float | None:
         """An upper estimate of the pool's nodes needed from ``now`` to ``now + horizon_s``:
@@ -235,24 +252,12 @@ class RiseForecaster(_BinnedForecaster):
 
     def observe(self, now: float, needed: dict[str, float]) -> None:
         """Record each pool's nodes needed at ``now`` (times must not go backwards)."""
-        current = int(now // self.bin_s)
         for pool, value in needed.items():
             previous = self._last.get(pool)
             self._last[pool] = value
             rise = 0.0 if previous is None else max(0.0, value - previous)
-            model = self._model(pool)
-            open_bin = self._bins.get(pool)
-            if open_bin is None:
-                self._bins[pool] = (current, rise)
-                continue
-            index, total = open_bin
-            if current == index:
-                self._bins[pool] = (index, total + rise)
-                continue
-            model.update(total)
-            for _ in range(min(current - index - 1, self.params.season)):
-                model.update(0.0)  # bins without samples: nothing rose
-            self._bins[pool] = (current, rise)
+            # rises summed; bins without samples: nothing rose
+            self._bin(pool, now, rise, operator.add, lambda _: 0.0)
 
     def upper(
         self, pool: str, now: float, horizon_s: float, margin: float | None = None
