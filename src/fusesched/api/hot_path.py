@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fusesched.api.access import Access
 from fusesched.api.job_routes import accept_files
-from fusesched.api.responses import REFUSALS, refusal
+from fusesched.api.responses import REFUSALS, json_response, refusal
 from fusesched.api.schemas import SubmissionFiles
 
 PATH: Final = "/v1/submissions"
@@ -69,7 +69,7 @@ class SubmissionsHotPath:
             accepted = await run_in_threadpool(accept_files, self.access, files, principal)
         except REFUSALS as exc:
             return refusal(exc)
-        return Response(accepted.model_dump_json(), 201, media_type="application/json")
+        return json_response(accepted, 201)
 
 
 def _json_body(scope: Scope) -> bool:

@@ -27,8 +27,10 @@ def forbidden(message: str) -> HTTPException:
     return HTTPException(403, message)
 
 
-#: The refusals :func:`refusal` answers (the app's handlers for the last three).
-REFUSALS = (HTTPException, SubmitError, NotReadyError, AuthError)
+#: The refusals the app's exception handlers answer with :func:`refusal`.
+HANDLED = (SubmitError, NotReadyError, AuthError)
+#: The refusals :func:`refusal` answers: those and FastAPI's own.
+REFUSALS = (HTTPException, *HANDLED)
 
 
 def refusal(exc: Exception) -> JSONResponse:
@@ -52,5 +54,5 @@ def add_error_handlers(app: FastAPI) -> None:
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         return refusal(exc)
 
-    for kind in (SubmitError, NotReadyError, AuthError):
+    for kind in HANDLED:
         app.add_exception_handler(kind, handle)
