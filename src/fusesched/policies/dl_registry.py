@@ -7,47 +7,21 @@ so no other policy can read them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 
-from fusesched.policies.dl_base import DlPolicy, DlView, FloatArray, IntArray
+from fusesched.policies.dl_base import DlPolicy, FloatArray
 from fusesched.policies.dl_baselines import FifoPolicy, LasPolicy, OracleSrtfPolicy
 from fusesched.policies.dl_gittins import GittinsPolicy
 from fusesched.policies.las_queues import MANY_QUEUES, TiresiasPolicy
-
-
-@dataclass
-class Consolidating:
-    """``inner``'s order, plus re-consolidation of spread jobs by the runner (``consolidate``):
-    gives a baseline the placement mechanism that ``gittins`` uses, for a like-for-like check."""
-
-    inner: DlPolicy
-    name: str
-    consolidate: bool = True
-    preemptive: bool = field(init=False)
-    strict: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.preemptive = self.inner.preemptive
-        self.strict = self.inner.strict
-
-    def order(self, now: float, view: DlView, active: IntArray) -> IntArray:
-        return self.inner.order(now, view, active)
-
-    def finished(self, now: float, view: DlView, job: int) -> None:
-        self.inner.finished(now, view, job)
-
-
-def _tiresias_consolidating() -> DlPolicy:
-    return Consolidating(TiresiasPolicy(thresholds=MANY_QUEUES), "tiresias-mig")
-
 
 _PLAIN: Mapping[str, Callable[[], DlPolicy]] = {
     "fifo": FifoPolicy,
     "las": LasPolicy,
     "tiresias-2q": partial(TiresiasPolicy, name="tiresias-2q"),
     "tiresias": partial(TiresiasPolicy, thresholds=MANY_QUEUES),
-    "tiresias-mig": _tiresias_consolidating,
+    "tiresias-mig": partial(
+        TiresiasPolicy, thresholds=MANY_QUEUES, name="tiresias-mig", consolidate=True
+    ),
     "gittins": GittinsPolicy,
 }
 

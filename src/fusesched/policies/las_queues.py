@@ -62,13 +62,16 @@ def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
 
 @dataclass
 class TiresiasPolicy:
-    """Discretised 2D-LAS with K queues, FIFO within a queue, and starvation promotion."""
+    """Discretised 2D-LAS with K queues, FIFO within a queue, and starvation promotion.
+    ``consolidate``: the protocol runner re-consolidates spread jobs at checkpoints, as for
+    ``gittins`` (the ``tiresias-mig`` baseline)."""
 
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
     promote_knob: float = DEFAULT_PROMOTE_KNOB
     name: str = "tiresias"
     preemptive: bool = True
     strict: bool = False
+    consolidate: bool = False
     promotions: int = 0
     # attained service at the job's last promotion (grown on demand to the workload's size)
     _base: FloatArray = field(default_factory=lambda: np.zeros(0))
