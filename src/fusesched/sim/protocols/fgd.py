@@ -362,8 +362,8 @@ class _Cluster:
         # default only: per node the scarce classes' learned pressure (%), and the node sizes
         # that decide which classes a node could ever host
         self.pressure = np.zeros(n, dtype=np.int64)
-        self.cpu_size = nodes.cpu_milli.astype(np.int64).copy()
-        self.mem_size = nodes.memory_mib.astype(np.int64).copy()
+        self.cpu_size = nodes.cpu_milli.astype(np.int64)
+        self.mem_size = nodes.memory_mib.astype(np.int64)
 
     def _spec_mask(self, spec: tuple[str, ...]) -> BoolArray:
         mask = self._spec_masks.get(spec)
