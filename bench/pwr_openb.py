@@ -13,7 +13,8 @@ run times, the comparison with the protocol's section 7.2 and the goal check of 
 arrived load). Run:
 
     nice -n 10 .venv/bin/python bench/pwr_openb.py [--pods default] [--seeds 42-51]
-        [--policies fgd,pwr,pwr+fgd,pwr+fgd-100,pwr+fgd-50,pwr-guard] [--out docs/figures/pwr]
+        [--policies fgd,pwr,pwr+fgd,pwr+fgd-100,pwr+fgd-50,pwr-guard-v1,pwr-guard]
+        [--out docs/figures/pwr]
         [--tag PREFIX]
 """
 
@@ -30,9 +31,10 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from fusesched.policies.gpu_power import POWER_POLICIES
+from fusesched.policies.gpu_frag import GPU_MILLI, MAX_GPUS
+from fusesched.policies.gpu_power import POWER_POLICIES, NodePower
 from fusesched.sim.protocols.pwr import GRID, PwrResult, run_pwr, savings_pct
-from fusesched.traces.openb import load_openb_nodes, load_openb_pods
+from fusesched.traces.openb import OpenbNodes, OpenbPods, load_openb_nodes, load_openb_pods
 from machine_info import describe, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +74,8 @@ def _seeds(text: str) -> list[int]:
 
 
 def run_all(
-    policies: list[str], seeds: list[int], pods_name: str
+    policies: list[str], seeds: list[int], nodes: OpenbNodes, pods: OpenbPods
 ) -> tuple[dict[str, PwrResult], dict[str, float]]:
-    nodes = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
-    pods = load_openb_pods(OPENB / f"openb_pod_list_{pods_name}.csv")
     results: dict[str, PwrResult] = {}
     seconds: dict[str, float] = {}
     total = len(policies) * len(seeds)
@@ -121,6 +121,50 @@ def goal_check(res: dict[str, PwrResult], own: str, refs: list[str]) -> dict[str
             "first_x_above": (
                 float(GRID[int(np.argmax(excess > 1e-9))]) if (excess > 1e-9).any() else None
             ),
+        }
+    return out
+
+
+def end_state(res: dict[str, PwrResult], nodes: OpenbNodes, pods: OpenbPods) -> dict[str, Any]:
+    """Where each policy's watts are at the end of its runs (x = 1), seed means, by GPU model.
+
+    Per model: fully free GPUs (each draws idle watts, not TDP), the free milli-GPU left in
+    partly used GPUs (fragments), and the CPU and GPU watts of those nodes; plus GPUs allocated.
+    Rebuilt from each run's placements.
+    """
+    models = np.array(nodes.model)
+    names = sorted({m for m, g in zip(models, nodes.gpus, strict=True) if g > 0})
+    slots = np.arange(MAX_GPUS)[None, :] < nodes.gpus[:, None]
+    power = NodePower.of(nodes.cpu_milli, nodes.gpus, nodes.model)
+    out: dict[str, Any] = {}
+    for name, r in res.items():
+        acc: dict[str, dict[str, list[float]]] = {m: {} for m in names}
+        for run in r.runs:
+            free_gpu = np.where(slots, GPU_MILLI, 0).astype(np.int64)
+            free_cpu = nodes.cpu_milli.astype(np.int64).copy()
+            b = run.base
+            for step in np.flatnonzero(b.node >= 0):
+                p, n = int(b.sequence[step]), int(b.node[step])
+                free_cpu[n] -= int(pods.cpu_milli[p])
+                free_gpu[n, b.gpus[step]] -= int(pods.gpu_milli[p])
+            cpu_w, gpu_w = power.cpu(free_cpu), power.gpu(free_gpu)
+            for m in names:
+                rows = models == m
+                f = free_gpu[rows][slots[rows]]
+                for key, value in (
+                    ("gpus", float(slots[rows].sum())),
+                    ("fully_free", float((f == GPU_MILLI).sum())),
+                    ("fragment_gpus", float(f[f < GPU_MILLI].sum()) / GPU_MILLI),
+                    ("cpu_kw", float(cpu_w[rows].sum()) / 1e3),
+                    ("gpu_kw", float(gpu_w[rows].sum()) / 1e3),
+                ):
+                    acc[m].setdefault(key, []).append(value)
+        out[name] = {
+            "used_gpus": float(np.mean([x.base.allocated_milli[-1] for x in r.runs])) / 1e3,
+            "power_kw": float(np.mean([x.power_w[-1] for x in r.runs])) / 1e3,
+            "by_model": {
+                m: {k: round(float(np.mean(v)), 1) for k, v in acc[m].items()} for m in names
+            },
         }
     return out
 
@@ -238,7 +282,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", default="default", help="openb pod list short name")
     parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--policies", default="fgd,pwr,pwr+fgd,pwr+fgd-100,pwr+fgd-50,pwr-guard")
+    parser.add_argument(
+        "--policies",
+        default="fgd,pwr,pwr+fgd,pwr+fgd-100,pwr+fgd-50,pwr-guard-v1,pwr-guard",
+    )
     parser.add_argument("--own", default="pwr-guard", help="the policy checked against the goal")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "pwr")
     parser.add_argument("--tag", default="", help="prefix for the file names written")
@@ -254,7 +301,9 @@ def main() -> None:
     Console().print(describe(info))
     print(f"PWR protocol, openb {args.pods}, seeds {args.seeds}: {', '.join(policies)}", flush=True)
     started = time.perf_counter()
-    res, seconds = run_all(policies, seeds, args.pods)
+    nodes = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
+    pods = load_openb_pods(OPENB / f"openb_pod_list_{args.pods}.csv")
+    res, seconds = run_all(policies, seeds, nodes, pods)
     wall = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out, res, args.tag)
@@ -288,6 +337,13 @@ def main() -> None:
                 )
             )
     print(json.dumps(goal, indent=2))
+    ends = end_state(res, nodes, pods)
+    print("at x = 1: power kW, GPUs used; per model fully free GPUs / fragments (GPUs)")
+    for name, e in ends.items():
+        per = "  ".join(
+            f"{m} {v['fully_free']:.0f}/{v['fragment_gpus']:.0f}" for m, v in e["by_model"].items()
+        )
+        print(f"{name:13s} {e['power_kw']:7.1f} {e['used_gpus']:7.1f}  {per}")
     (args.out / f"{args.tag}summary.json").write_text(
         json.dumps(
             {
@@ -299,6 +355,7 @@ def main() -> None:
                 "wall_s": wall,
                 "at_x": table,
                 "goal": goal,
+                "end_state": ends,
             },
             indent=2,
         )

@@ -20,6 +20,7 @@ from fusesched.policies.gpu_power import (
     cpu_power,
     gpu_power,
     guard_keys,
+    guard_window,
     lexicographic_best,
     normalise_scores,
     pwr_gpu_choice,
@@ -190,6 +191,14 @@ def test_guard_keys_and_stranding() -> None:
     assert lexicographic_best(cpu_only).tolist() == [False, False, True, False]
 
 
+def test_guard_window_is_wide_only_on_a_mostly_empty_cluster() -> None:
+    # 1 point, plus up to 25 that shrink linearly to 0 at half the GPUs allocated
+    allocated = (0.0, 0.1, 0.25, 0.49, 0.5, 0.9, 1.0)
+    expected = [26, 21, 13, 1, 1, 1, 1]
+    assert [guard_window(1, 25, a) for a in allocated] == expected
+    assert guard_window(1, 0, 0.0) == 1 and guard_window(0, 10, 0.2) == 6
+
+
 # --- registry ----------------------------------------------------------------------------
 
 
@@ -201,7 +210,9 @@ def test_policies_registered_by_name() -> None:
     assert (POWER_POLICIES["pwr+fgd"].alpha, POWER_POLICIES["pwr+fgd"].gpu_rule) == (200, "fgd")
     assert POWER_POLICIES["pwr+fgd-50"].alpha == 50
     assert POWER_POLICIES["fgd"].alpha == 0 and not POWER_POLICIES["fgd"].guard
-    assert POWER_POLICIES["pwr-guard"].guard
+    guard, first = POWER_POLICIES["pwr-guard"], POWER_POLICIES["pwr-guard-v1"]
+    assert guard.guard and guard.learn and guard.wide == 25 and guard.window == 1
+    assert first.guard and not first.learn and first.wide == 0
 
 
 # --- curves ------------------------------------------------------------------------------
@@ -232,7 +243,7 @@ def _tiny() -> tuple[OpenbNodes, OpenbPods]:
     return nodes, _pods([shapes[i % 5] for i in range(36)])
 
 
-@pytest.mark.parametrize("policy", ["fgd", "pwr", "pwr+fgd", "pwr-guard"])
+@pytest.mark.parametrize("policy", ["fgd", "pwr", "pwr+fgd", "pwr-guard", "pwr-guard-v1"])
 def test_tiny_run_is_deterministic_and_accounts_power(policy: str) -> None:
     nodes, pods = _tiny()
     a, b = run_pwr(nodes, pods, policy, 42), run_pwr(nodes, pods, policy, 42)

@@ -45,6 +45,7 @@ __all__ = [
     "cpu_power",
     "gpu_power",
     "guard_keys",
+    "guard_window",
     "lexicographic_best",
     "normalise_scores",
     "pwr_gpu_choice",
@@ -303,6 +304,23 @@ def guard_keys(
     return [cheap.astype(np.int64), -strand_delta, -delta_w]
 
 
+#: ``pwr-guard``'s window is widest on an empty cluster and back to its base once this fraction
+#: of the GPU capacity is allocated.
+WIDE_UNTIL = 0.5
+
+
+def guard_window(window: int, wide: int, allocated: float) -> int:
+    """FGD points ``pwr-guard`` may give up for power with ``allocated`` (0-1) of the GPUs used.
+
+    ``window`` + ⌊``wide`` · (1 − allocated / :data:`WIDE_UNTIL`)⌋, never below ``window``: while
+    the cluster is mostly empty a fragment costs little (the pods that would need it are far
+    off), so power may outweigh more of FGD's score; near saturation only FGD's resolution.
+    """
+    if wide <= 0 or allocated >= WIDE_UNTIL:
+        return window
+    return window + int(wide * (1.0 - allocated / WIDE_UNTIL))
+
+
 def lexicographic_best(keys: Sequence[IntArray]) -> BoolArray:
     """Mask of the entries whose key tuple is the largest (keys compared in order)."""
     best = np.ones(len(keys[0]), dtype=np.bool_)
@@ -318,15 +336,25 @@ class PowerPolicy:
 
     ``alpha`` is PWR's weight (FGD gets 1000 − α); ``gpu_rule`` "fgd" or "pwr" picks a sharing
     pod's GPU. ``guard`` makes it fusesched's ``pwr-guard`` (α unused): only nodes whose FGD
-    score is within ``window`` points of the best are admissible, and :func:`guard_keys` picks
-    among them.
+    score is within :func:`guard_window` (``window``, ``wide``) points of the best are
+    admissible, and :func:`guard_keys` picks among them. ``learn`` scores fragmentation against
+    the job mix learned from the arrivals, as the FGD protocol's ``default`` does (instead of
+    FGD's fixed target), breaks the ties of :func:`guard_keys` with ``default``'s keys and
+    places a sharing pod on ``default``'s GPU.
     """
 
     alpha: int
     gpu_rule: str
     guard: bool = False
     window: int = 1
+    wide: int = 0
+    learn: bool = False
     description: str = ""
+
+
+#: How many FGD points beyond its window ``pwr-guard`` gives up on an empty cluster: as many as
+#: PWR+FGD 200/800 can (PWR's 0-100 score weighs 200, one FGD point 800: 25 points).
+GUARD_WIDE = 25
 
 
 def _policies() -> dict[str, PowerPolicy]:
@@ -343,7 +371,17 @@ def _policies() -> dict[str, PowerPolicy]:
         0,
         "fgd",
         guard=True,
-        description="fusesched: FGD within 1 point, then cheap GPU, no stranding, least ΔP",
+        wide=GUARD_WIDE,
+        learn=True,
+        description="fusesched: learned-mix FGD within 1 point (up to 26 on an empty cluster), "
+        "then cheap GPU, no stranding, least ΔP",
+    )
+    out["pwr-guard-v1"] = PowerPolicy(
+        0,
+        "fgd",
+        guard=True,
+        description="pwr-guard's first version: FGD within 1 point, then cheap GPU, "
+        "no stranding, least ΔP",
     )
     return out
 

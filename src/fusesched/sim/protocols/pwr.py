@@ -17,7 +17,7 @@ are computed on those means (:func:`savings_pct`, :attr:`PwrResult.grar`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ from fusesched.policies.gpu_power import (
     PowerPolicy,
     cpu_need_per_gpu,
     guard_keys,
+    guard_window,
     lexicographic_best,
     normalise_scores,
     pwr_gpu_choice,
@@ -37,6 +38,7 @@ from fusesched.policies.gpu_power import (
 from fusesched.policies.gpu_scores import (
     PodRequest,
     TargetWorkload,
+    default_keys,
     select_gpus,
 )
 from fusesched.sim.protocols.fgd import (
@@ -274,7 +276,8 @@ class _PowerCluster(_Cluster):
     """The FGD protocol's cluster (FGD through its incremental index) plus per-node watts.
 
     ``place`` filters as FGD does, then scores by the policy's weights: α·PWR (normalised −ΔP)
-    + (1000 − α)·FGD, or ``pwr-guard``'s rule; one feasible node is taken unscored.
+    + (1000 − α)·FGD, or ``pwr-guard``'s rule; one feasible node is taken unscored. A policy
+    with ``learn`` runs on the cluster of ``default`` (its job mix learned from the arrivals).
     """
 
     def __init__(
@@ -285,8 +288,10 @@ class _PowerCluster(_Cluster):
         priority: IntArray,
         seed: int,
     ) -> None:
-        super().__init__(nodes, target, "fgd", priority, np.random.default_rng([seed, 1]))
+        base = "default" if spec.learn else "fgd"
+        super().__init__(nodes, target, base, priority, np.random.default_rng([seed, 1]))
         self.spec = spec
+        self.capacity = int(self.gpu_count.sum()) * GPU_MILLI
         self.watts = NodePower.of(nodes.cpu_milli, nodes.gpus, nodes.model)
         self.node_cpu_w = self.watts.cpu(self.free_cpu)
         self.node_gpu_w = self.watts.gpu(self.free_gpu)
@@ -296,6 +301,10 @@ class _PowerCluster(_Cluster):
         self.need = cpu_need_per_gpu(target)
 
     def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
+        if self.online:
+            if pod.memory_mib != memory:
+                pod = replace(pod, memory_mib=memory)
+            self._learn(pod, spec)
         cands = np.flatnonzero(self._feasible(pod, memory, spec))
         if len(cands) == 0:
             return -1, np.zeros(0, dtype=np.int64)
@@ -316,12 +325,27 @@ class _PowerCluster(_Cluster):
         )
 
     def _choose(self, cands: IntArray, pod: PodRequest) -> int:
-        _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+        if self.online:
+            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
+        else:
+            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
         fgd = score[cands]
         alpha = self.spec.alpha
         if self.spec.guard:
-            near = cands[fgd >= fgd.max() - self.spec.window]
-            top = near[lexicographic_best(self._guard_keys(near, pod))]
+            allocated = 1.0 - int(self.free_gpu.sum()) / self.capacity
+            window = guard_window(self.spec.window, self.spec.wide, allocated)
+            near = cands[fgd >= fgd.max() - window]
+            keys = self._guard_keys(near, pod)
+            if self.online:  # ties: default's keys after its window
+                keys += default_keys(
+                    pod,
+                    score[near],
+                    self.free_cpu[near],
+                    self.frag.idle[near],
+                    self.free_gpu[near],
+                    self.frag.target,
+                )[1:]
+            top = near[lexicographic_best(keys)]
         elif alpha == 0:
             top = cands[fgd == fgd.max()]
         else:
@@ -350,7 +374,7 @@ class _PowerCluster(_Cluster):
             gpu = pwr_gpu_choice(self.free_gpu[node], int(self.gpu_count[node]), pod.gpu_milli)
             return np.array([gpu], dtype=np.int64)
         row = np.array([node], dtype=np.int64)
-        return select_gpus("fgd", self._candidates(row), pod, self.ctx)
+        return select_gpus(self.policy, self._candidates(row), pod, self.ctx)
 
     def _repower(self, node: int) -> None:
         row = np.array([node], dtype=np.int64)
