@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,7 @@ def _table(title: str, results: list[RunResult], protocol: str) -> Table:
     )
     for name in ("policy", "backfill", "bsld", "avg wait s", "util", "makespan s"):
         table.add_column(name, justify="left" if name in ("policy", "backfill") else "right")
+    table.columns[0].min_width = max(len(r.policy) for r in results)  # names are never cut
     if protocol == "full":
         table.add_column("backfilled", justify="right")
     best = min(r.metrics["avg_bounded_slowdown"] for r in results)
@@ -197,6 +199,7 @@ def _fgd_table(title: str, results: list[RunResult]) -> Table:
         "frag % @130",
     ):
         table.add_column(name, justify="left" if name == "policy" else "right")
+    table.columns[0].min_width = max(len(r.policy) for r in results)  # names are never cut
     best = max(r.metrics["gpu_alloc_pct_at_130"] for r in results)
     for r in results:
         m = r.metrics
@@ -205,7 +208,7 @@ def _fgd_table(title: str, results: list[RunResult]) -> Table:
             r.policy,
             f"{m['gpu_alloc_pct_at_100']:.2f}",
             f"[bold green]{at130}[/]" if m["gpu_alloc_pct_at_130"] == best else at130,
-            f"{m['sd_gpu_alloc_pct_at_130']:.2f}",
+            "–" if math.isnan(sd := m["sd_gpu_alloc_pct_at_130"]) else f"{sd:.2f}",  # one seed
             f"{m['unallocated_gpus_at_130']:.1f}",
             f"{m['frag_pct_at_130']:.2f}",
         )

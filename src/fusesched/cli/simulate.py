@@ -431,6 +431,7 @@ def dl_table(title: str, results: Sequence[RunResult]) -> Any:
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("policy", "avg JCT h", "p50 h", "p99 h", "preemptions", "FIFO/x", "tiresias/x"):
         table.add_column(name, justify="left" if name == "policy" else "right")
+    table.columns[0].min_width = max(len(r.policy) for r in results)  # names are never cut
     best = min(float(r.metrics["avg_jct_s"]) for r in results)
     for r in results:
         m, e = r.metrics, r.extra
