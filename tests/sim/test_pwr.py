@@ -26,7 +26,8 @@ from fusesched.policies.gpu_power import (
     pwr_gpu_choice,
     stranded,
 )
-from fusesched.policies.gpu_scores import target_workload
+from fusesched.policies.gpu_scores import PodRequest, target_workload
+from fusesched.sim.protocols import pwr as pwr_module
 from fusesched.sim.protocols.fgd import run_fgd
 from fusesched.sim.protocols.pwr import GRID, PwrResult, resample, run_pwr, savings_pct
 from fusesched.traces.openb import OpenbNodes, OpenbPods, load_openb_nodes
@@ -193,10 +194,11 @@ def test_guard_keys_and_stranding() -> None:
 
 def test_guard_window_is_wide_only_on_a_mostly_empty_cluster() -> None:
     # 1 point, plus up to 25 that shrink linearly to 0 at half the GPUs allocated
-    allocated = (0.0, 0.1, 0.25, 0.49, 0.5, 0.9, 1.0)
-    expected = [26, 21, 13, 1, 1, 1, 1]
-    assert [guard_window(1, 25, a) for a in allocated] == expected
-    assert guard_window(1, 0, 0.0) == 1 and guard_window(0, 10, 0.2) == 6
+    used = (0, 100, 250, 280, 490, 500, 900, 1000)
+    expected = [26, 21, 13, 12, 1, 1, 1, 1]  # 280: 25 · 0.44 = 11 exactly, no float rounding
+    assert [guard_window(1, 25, u, 1000) for u in used] == expected
+    assert guard_window(1, 0, 0, 1000) == 1 and guard_window(0, 10, 200, 1000) == 6
+    assert guard_window(1, 25, 0, 0) == 1  # no GPU at all: the base window
 
 
 # --- registry ----------------------------------------------------------------------------
@@ -263,6 +265,39 @@ def test_tiny_run_is_deterministic_and_accounts_power(policy: str) -> None:
     assert a.power_w[-1] == a.power_cpu_w[-1] + a.power_gpu_w[-1]
     result = PwrResult(policy, (a,))
     assert result.power.shape == (201,) and np.isfinite(result.grar).all()
+
+
+@pytest.mark.parametrize("policy", ["pwr-guard", "pwr-guard-v1"])
+def test_guard_picks_within_its_window_and_v2_uses_the_wide_one(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decisions: list[tuple[int, int, int, int]] = []  # best score, chosen score, used, capacity
+
+    class Probe(pwr_module._PowerCluster):
+        def _choose(self, cands: np.ndarray, pod: PodRequest) -> int:
+            node = super()._choose(cands, pod)
+            args = (pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+            _, score = (
+                self.frag.drops(*args, pod.memory_mib) if self.online else self.frag.drops(*args)
+            )
+            used = self.capacity - int(self.free_gpu.sum())
+            decisions.append((int(score[cands].max()), int(score[node]), used, self.capacity))
+            assert (self.frag is not self.metric) == (policy == "pwr-guard")  # learned mix
+            return node
+
+    monkeypatch.setattr(pwr_module, "_PowerCluster", Probe)
+    nodes, pods = _tiny()
+    for seed in (42, 43, 44):
+        run_pwr(nodes, pods, policy, seed)
+    spec = POWER_POLICIES[policy]
+    assert decisions
+    for best, chosen, used, capacity in decisions:
+        assert chosen >= best - guard_window(spec.window, spec.wide, used, capacity)
+    beyond = [d for d in decisions if d[1] < d[0] - spec.window]
+    if policy == "pwr-guard":  # the wide window is used, and only while under half allocated
+        assert beyond and all(2 * used < capacity for _, _, used, capacity in beyond)
+    else:
+        assert not beyond
 
 
 def test_fgd_in_the_pwr_runner_places_like_the_fgd_runner() -> None:

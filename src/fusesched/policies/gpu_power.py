@@ -304,21 +304,18 @@ def guard_keys(
     return [cheap.astype(np.int64), -strand_delta, -delta_w]
 
 
-#: ``pwr-guard``'s window is widest on an empty cluster and back to its base once this fraction
-#: of the GPU capacity is allocated.
-WIDE_UNTIL = 0.5
+def guard_window(window: int, wide: int, used: int, capacity: int) -> int:
+    """FGD points ``pwr-guard`` may give up for power with ``used`` of ``capacity`` milli-GPU
+    allocated.
 
-
-def guard_window(window: int, wide: int, allocated: float) -> int:
-    """FGD points ``pwr-guard`` may give up for power with ``allocated`` (0-1) of the GPUs used.
-
-    ``window`` + ⌊``wide`` · (1 − allocated / :data:`WIDE_UNTIL`)⌋, never below ``window``: while
-    the cluster is mostly empty a fragment costs little (the pods that would need it are far
-    off), so power may outweigh more of FGD's score; near saturation only FGD's resolution.
+    ``window`` + ⌊``wide`` · (1 − 2·used / capacity)⌋ while less than half the GPUs are
+    allocated, ``window`` from then on (integer arithmetic, exact at every boundary): while the
+    cluster is mostly empty a fragment costs little (the pods that would need it are far off),
+    so power may outweigh more of FGD's score; near saturation only FGD's resolution.
     """
-    if wide <= 0 or allocated >= WIDE_UNTIL:
+    if wide <= 0 or capacity <= 0 or 2 * used >= capacity:
         return window
-    return window + int(wide * (1.0 - allocated / WIDE_UNTIL))
+    return window + wide * (capacity - 2 * used) // capacity
 
 
 def lexicographic_best(keys: Sequence[IntArray]) -> BoolArray:

@@ -332,8 +332,10 @@ class _PowerCluster(_Cluster):
         fgd = score[cands]
         alpha = self.spec.alpha
         if self.spec.guard:
-            allocated = 1.0 - int(self.free_gpu.sum()) / self.capacity
-            window = guard_window(self.spec.window, self.spec.wide, allocated)
+            window = self.spec.window
+            if self.spec.wide > 0:
+                used = self.capacity - int(self.free_gpu.sum())
+                window = guard_window(window, self.spec.wide, used, self.capacity)
             near = cands[fgd >= fgd.max() - window]
             keys = self._guard_keys(near, pod)
             if self.online:  # ties: default's keys after its window
@@ -363,8 +365,10 @@ class _PowerCluster(_Cluster):
         # a sharing pod is counted as taking no whole GPU
         took = 0 if pod.sharing else pod.num_gpu
         full = self.full[rows]
-        strand = stranded(free_cpu - pod.score_cpu, full - took, self.need) - stranded(
-            free_cpu, full, self.need
+        # the learned mix's CPU per GPU when learning (nothing read from pods still to come)
+        need = cpu_need_per_gpu(self.frag.target) if self.online else self.need
+        strand = stranded(free_cpu - pod.score_cpu, full - took, need) - stranded(
+            free_cpu, full, need
         )
         idle = self.frag.idle[rows]
         return guard_keys(pod.num_gpu, cheap, strand, delta, delta_cpu, idle)
