@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -187,6 +188,7 @@ class PowerSim:
         self.cpu_used = np.zeros(size)
         self.gpu_used = np.zeros(size)
         self.state = [PowerState.ON] * size
+        self._in_state: Counter[PowerState] = Counter({PowerState.ON: size})
         self.since = np.zeros(size)  # power state entered, or idle since (ON and idle)
         self.watts = np.zeros(size)
         self.category = np.full(size, IDLE, np.int64)
@@ -194,6 +196,7 @@ class PowerSim:
         self.energy = np.zeros(size)  # joules within the metering window
         self.seconds = np.zeros((size, len(CATEGORIES)))
         self._views: list[NodeView | None] = [None] * size
+        self._stale: set[int] = set(range(size))  # rows whose view must be rebuilt
         self._jobs: dict[str, tuple[npt.NDArray[np.int64], FloatArray, FloatArray]] = {}
         self._transitions: list[tuple[float, int, int, str]] = []  # (time, seq, row, to)
         self._seq = 0
@@ -242,13 +245,14 @@ class PowerSim:
     def active(self) -> bool:
         """Whether the simulation must go on for power's sake: a node is booting or jobs wait
         while some node is asleep."""
-        if any(s is PowerState.RESUMING for s in self.state):
+        count = self._in_state
+        if count[PowerState.RESUMING]:
             return True
         core = self._core
         assert core is not None
         if not len(core.queue):
             return False
-        return any(s in (PowerState.SUSPENDED, PowerState.SUSPENDING) for s in self.state)
+        return count[PowerState.SUSPENDED] + count[PowerState.SUSPENDING] > 0
 
     def due(self, now: float) -> list[Event]:
         """Events for the core at ``now``: nodes that finished booting come up."""
@@ -281,7 +285,7 @@ class PowerSim:
         if now >= self._next_tick:
             self._control(now)
             if self.setup.record:
-                awake = sum(1 for s in self.state if s in (PowerState.ON, PowerState.RESUMING))
+                awake = self._in_state[PowerState.ON] + self._in_state[PowerState.RESUMING]
                 busy = int(((self.cpu_used > 0) | (self.gpu_used > 0)).sum())
                 self.samples.append((now, float(self.watts.sum()), awake, busy))
             self._next_tick = (math.floor(now / self.setup.tick_s) + 1) * self.setup.tick_s
@@ -363,9 +367,12 @@ class PowerSim:
                 self.watts[row] = model.suspended_w
                 self.category[row] = SUSPENDED
             self._views[row] = None
+            self._stale.add(row)
 
     def _set_state(self, row: int, state: PowerState, now: float) -> None:
         self._advance(np.array([row], np.int64), now)
+        self._in_state[self.state[row]] -= 1
+        self._in_state[state] += 1
         self.state[row] = state
         self.since[row] = now
         self.category[row] = IDLE  # so that _refresh does not reset ``since`` again
@@ -456,7 +463,10 @@ class PowerSim:
             p: PoolDemand(queued[p], forecasts[p], keeps[p], rises[p], rise_keeps[p])
             for p in self.pool_names
         }
-        views = [self._view(row) for row in range(len(self.names))]
+        for row in self._stale:  # the other rows' views are still current
+            self._view(row)
+        self._stale.clear()
+        views = [v for v in self._views if v is not None]
         plan = plan_power(self.policy, now, views, demand, self.setup.config, self.history)
         self.history = plan.history
         for name in plan.failed:
