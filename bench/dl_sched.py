@@ -38,7 +38,7 @@ from fusesched.traces.philly import load_philly_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
-DEFAULT_POLICIES = "fifo,sjf-oracle,las,tiresias-2q,tiresias,tiresias-mig,gittins"
+DEFAULT_POLICIES = "fifo,sjf-oracle,las,tiresias-2q,tiresias,tiresias-mig,gittins,gittins-burst"
 OURS, FIFO, TIRESIAS, TIRESIAS_MIG = "gittins", "fifo", "tiresias", "tiresias-mig"
 
 

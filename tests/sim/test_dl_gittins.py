@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,47 @@ def test_gpu_classes() -> None:
 def test_bad_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         GittinsPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def _burst_view(submit: list[float], gpus: list[int], attained: list[float]) -> DlView:
+    n = len(submit)
+    return DlView(
+        submit=np.array(submit, dtype=np.float64),
+        gpus=np.array(gpus, dtype=np.int64),
+        state=np.full(n, WAITING, dtype=np.int8),
+        attained=np.array(attained, dtype=np.float64),
+        executed=np.array(attained, dtype=np.float64),
+        wait_since=np.zeros(n),
+        runs=np.zeros(n, dtype=np.int64),
+        group=np.zeros(n, dtype=np.int64),
+        total_gpus=8,
+    )
+
+
+def test_bursts_chain_submissions_of_one_gpu_count_within_the_gap() -> None:
+    policy = GittinsPolicy(siblings=True, burst_gap_s=60.0)
+    # 0,1,2 chained (gaps 50, 50); 3 is 2 GPUs; 4 comes 61 s after 3; 5 joins 4
+    v = _burst_view([0, 50, 100, 110, 171, 200], [1, 1, 1, 2, 2, 2], [0.0] * 6)
+    policy._assign_bursts(v, 5)
+    assert policy._burst.tolist() == [0, 0, 0, 1, 2, 2]
+    # the same submissions to two virtual clusters: a change of VC starts a new burst
+    other = GittinsPolicy(siblings=True, burst_gap_s=60.0)
+    split = replace(v, group=np.array([0, 0, 1, 1, 1, 1], dtype=np.int64))
+    other._assign_bursts(split, 5)
+    assert other._burst.tolist() == [0, 0, 1, 2, 3, 3]
+
+
+def test_finished_siblings_make_a_job_one_of_their_size() -> None:
+    policy = GittinsPolicy(siblings=True, min_samples=1, min_class_samples=100)
+    # jobs 0-2 are one burst, jobs 3 and 4 are alone; job 0 finished after 100 GPU-s
+    v = _burst_view([0, 10, 20, 500, 900], [1, 1, 1, 1, 1], [100.0, 30.0, 0.0, 10.0, 0.0])
+    policy.finished(0.0, v, 0)
+    active = np.array([1, 2, 3, 4])
+    idx = policy._sibling_index(v, active, np.full(4, 1e-4))
+    # siblings of a 100 GPU-s job: 70 and 100 left, floored at one restart (60 s × 1 GPU)
+    assert idx.tolist() == pytest.approx([1 / 70, 1 / 100, 1e-4, 1e-4])
+    beyond = _burst_view([0, 10, 20, 500, 900], [1, 1, 1, 1, 1], [100.0, 150.0, 95.0, 0, 0])
+    idx = policy._sibling_index(beyond, active, np.full(4, 1e-4))
+    assert idx.tolist() == pytest.approx([1e-4, 1 / 60, 1e-4, 1e-4])  # 150 > 100: class index
+    # in the order, the sibling with the least predicted service left goes first
+    assert policy.order(0.0, v, active).tolist()[0] == 1

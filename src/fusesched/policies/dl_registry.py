@@ -23,6 +23,7 @@ _PLAIN: Mapping[str, Callable[[], DlPolicy]] = {
         TiresiasPolicy, thresholds=MANY_QUEUES, name="tiresias-mig", consolidate=True
     ),
     "gittins": GittinsPolicy,
+    "gittins-burst": partial(GittinsPolicy, siblings=True, name="gittins-burst"),
 }
 
 #: name → one-line description
@@ -39,6 +40,8 @@ DL_POLICIES: Mapping[str, str] = {
     "gittins": "ours: online Gittins index on 2D service (Kaplan-Meier from finished and "
     "running jobs, per VC and GPU-count class), preemption hysteresis, re-consolidation of "
     "spread jobs at checkpoints",
+    "gittins-burst": "ours: `gittins`, and a job whose burst siblings (same GPU count, "
+    "submitted within 60 s of each other) have finished is treated as one of their median size",
 }
 
 
