@@ -11,8 +11,8 @@ from fusesched.model.node import NodeState
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.registry import CoreConfig
 from fusesched.power.model import CPU_NODE, PowerModel
-from fusesched.power.saving import SavingConfig
-from fusesched.sim.engine import SimJob, Simulation
+from fusesched.power.saving import PowerState, SavingConfig
+from fusesched.sim.engine import Outage, SimJob, Simulation
 from fusesched.sim.metrics import energy_summary
 from fusesched.sim.power import PowerSetup, PowerSim
 from fusesched.sim.workload import homogeneous_nodes, synthetic_workload
@@ -130,3 +130,25 @@ def test_unknown_policy_or_node_type() -> None:
     )
     with pytest.raises(ValueError, match="no power model"):
         sim.run()
+
+
+def test_a_node_down_in_an_outage_is_not_suspended_and_states_agree_after() -> None:
+    # node 1 is out from 120 s to 1,320 s; idle-timeout (600 s) must not suspend it while it is
+    # down (it is no warm capacity), and once it is back, core and power states must agree
+    nodes = homogeneous_nodes(2, 8)
+    setup = PowerSetup("idle-timeout", SavingConfig(idle_threshold_s=600), models=MODELS)
+    power = PowerSim(setup)
+    sim = Simulation(
+        nodes,
+        [job("a", 4, 3600.0)],
+        CoreConfig(),
+        power=power,
+        outages=[Outage(120.0, (nodes[1].name,), 1200.0)],
+    )
+    result = sim.run()
+    assert result.power is not None and result.power.suspends == 1
+    assert power.since[1] >= 1320.0  # suspended only after the outage
+    core = sim.core.cluster.states
+    for row in range(2):
+        suspended = power.state[row] is PowerState.SUSPENDED
+        assert suspended == (core[row] is NodeState.SUSPENDED)

@@ -250,6 +250,8 @@ class Simulation:
                 next_outage += 1
                 state = NodeState.UP if up else NodeState.DOWN
                 events.extend(NodeStateChanged(name, state, reason) for name in names)
+                if power is not None:  # its views of these nodes are stale from now on
+                    power.nodes_changed(names)
                 if not up:
                     rows = {core.cluster.index[name] for name in names}
                     for job_id in [j for j, r in on_nodes.items() if not r.isdisjoint(rows)]:

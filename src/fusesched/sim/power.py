@@ -290,6 +290,14 @@ class PowerSim:
                 self.samples.append((now, float(self.watts.sum()), awake, busy))
             self._next_tick = (math.floor(now / self.setup.tick_s) + 1) * self.setup.tick_s
 
+    def nodes_changed(self, names: Sequence[str]) -> None:
+        """The engine changed these nodes' core state itself (an injected outage): their
+        views, which say whether a node is schedulable, are rebuilt at the next tick."""
+        for name in names:
+            row = self.index[name]
+            self._views[row] = None
+            self._stale.add(row)
+
     def finish(self, now: float) -> PowerReport:
         """Close the books at the end of the simulation (or of the metering window)."""
         start, end = self._window(now)
@@ -467,6 +475,7 @@ class PowerSim:
             self._view(row)
         self._stale.clear()
         views = [v for v in self._views if v is not None]
+        assert len(views) == len(self.names), "a node view was dropped without being rebuilt"
         plan = plan_power(self.policy, now, views, demand, self.setup.config, self.history)
         self.history = plan.history
         for name in plan.failed:
