@@ -64,6 +64,8 @@ def test_survey_window_rule_and_offered_load(tmp_path: Path) -> None:
     assert survey.offered_load(case) == pytest.approx(0.25)
     short = _swf(tmp_path / "short.swf", 10)
     assert survey.window_of(short) == (survey.WARMUP_DAYS, 9.0)  # whole span after the warm-up
+    # 50 days: the middle 30 would run past the end, so the whole span is measured too
+    assert survey.window_of(_swf(tmp_path / "mid.swf", 51)) == (survey.WARMUP_DAYS, 50.0)
 
 
 def test_survey_table_names_the_policies_that_meet_the_goal() -> None:

@@ -40,7 +40,7 @@ DL_POLICIES: Mapping[str, str] = {
     "gittins": "ours: online Gittins index on 2D service (Kaplan-Meier from finished and "
     "running jobs, per VC and GPU-count class), preemption hysteresis, re-consolidation of "
     "spread jobs at checkpoints",
-    "gittins-burst": "ours: `gittins`, and a job whose burst siblings (same GPU count, "
+    "gittins-burst": "ours: `gittins`, and a job whose burst siblings (same VC and GPU count, "
     "submitted within 60 s of each other) have finished is treated as one of their median size",
 }
 
