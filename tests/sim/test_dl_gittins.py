@@ -89,18 +89,8 @@ def test_bad_settings(kwargs: dict[str, float]) -> None:
 
 
 def _burst_view(submit: list[float], gpus: list[int], attained: list[float]) -> DlView:
-    n = len(submit)
-    return DlView(
-        submit=np.array(submit, dtype=np.float64),
-        gpus=np.array(gpus, dtype=np.int64),
-        state=np.full(n, WAITING, dtype=np.int8),
-        attained=np.array(attained, dtype=np.float64),
-        executed=np.array(attained, dtype=np.float64),
-        wait_since=np.zeros(n),
-        runs=np.zeros(n, dtype=np.int64),
-        group=np.zeros(n, dtype=np.int64),
-        total_gpus=8,
-    )
+    waiting = [WAITING] * len(submit)
+    return replace(view(attained, waiting, gpus), submit=np.array(submit, dtype=np.float64))
 
 
 def test_bursts_chain_submissions_of_one_gpu_count_within_the_gap() -> None:

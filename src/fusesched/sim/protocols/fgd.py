@@ -400,10 +400,7 @@ class _Cluster:
 
     def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
         """Filter, score, pick and bind one pod; (-1, []) when no node is feasible."""
-        if self.online:
-            if pod.memory_mib != memory:  # default's learned target also weighs memory
-                pod = replace(pod, memory_mib=memory)
-            self._learn(pod, spec)
+        pod = self._observe(pod, memory, spec)
         cands = np.flatnonzero(self._feasible(pod, memory, spec))
         if len(cands) == 0:
             return -1, np.zeros(0, dtype=np.int64)
@@ -455,6 +452,16 @@ class _Cluster:
         self.metric.update(node)
         if self.frag is not self.metric:
             self.frag.update(node)
+
+    def _observe(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> PodRequest:
+        """The pod as the policy sees it, recorded first when the policy learns online
+        (``default``'s learned target also weighs memory, so the pod carries it)."""
+        if not self.online:
+            return pod
+        if pod.memory_mib != memory:
+            pod = replace(pod, memory_mib=memory)
+        self._learn(pod, spec)
+        return pod
 
     def _learn(self, pod: PodRequest, spec: tuple[str, ...]) -> None:
         """Record an arrival; at 1, 2, 4, … arrivals rebuild the target from those seen.

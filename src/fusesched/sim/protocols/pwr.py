@@ -17,7 +17,7 @@ are computed on those means (:func:`savings_pct`, :attr:`PwrResult.grar`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -298,13 +298,10 @@ class _PowerCluster(_Cluster):
         self.cpu_total = int(self.node_cpu_w.sum())
         self.gpu_total = int(self.node_gpu_w.sum())
         self.median_wake = self.watts.median_wake_w()
-        self.need = cpu_need_per_gpu(target)
+        self.need = cpu_need_per_gpu(target)  # with ``learn``: the learned mix's (``_learn``)
 
     def place(self, pod: PodRequest, memory: int, spec: tuple[str, ...]) -> tuple[int, IntArray]:
-        if self.online:
-            if pod.memory_mib != memory:
-                pod = replace(pod, memory_mib=memory)
-            self._learn(pod, spec)
+        pod = self._observe(pod, memory, spec)
         cands = np.flatnonzero(self._feasible(pod, memory, spec))
         if len(cands) == 0:
             return -1, np.zeros(0, dtype=np.int64)
@@ -325,10 +322,8 @@ class _PowerCluster(_Cluster):
         )
 
     def _choose(self, cands: IntArray, pod: PodRequest) -> int:
-        if self.online:
-            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
-        else:
-            _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu)
+        # (FGD's fixed-target index has no memory and ignores the pod's)
+        _, score = self.frag.drops(pod.score_cpu, pod.gpu_milli, pod.num_gpu, pod.memory_mib)
         fgd = score[cands]
         alpha = self.spec.alpha
         if self.spec.guard:
@@ -365,13 +360,19 @@ class _PowerCluster(_Cluster):
         # a sharing pod is counted as taking no whole GPU
         took = 0 if pod.sharing else pod.num_gpu
         full = self.full[rows]
-        # the learned mix's CPU per GPU when learning (nothing read from pods still to come)
-        need = cpu_need_per_gpu(self.frag.target) if self.online else self.need
-        strand = stranded(free_cpu - pod.score_cpu, full - took, need) - stranded(
-            free_cpu, full, need
+        strand = stranded(free_cpu - pod.score_cpu, full - took, self.need) - stranded(
+            free_cpu, full, self.need
         )
         idle = self.frag.idle[rows]
         return guard_keys(pod.num_gpu, cheap, strand, delta, delta_cpu, idle)
+
+    def _learn(self, pod: PodRequest, spec: tuple[str, ...]) -> None:
+        """Learn as ``default`` does; the stranding key then uses the learned mix's CPU per GPU
+        (nothing read from pods still to come), recomputed only when the mix was rebuilt."""
+        learned = self.frag
+        super()._learn(pod, spec)
+        if self.frag is not learned:
+            self.need = cpu_need_per_gpu(self.frag.target)
 
     def _gpus(self, node: int, pod: PodRequest) -> IntArray:
         if pod.sharing and self.spec.gpu_rule == "pwr":
