@@ -2,20 +2,23 @@
 
 For an SWF trace (Parallel Workloads Archive, default HPC2N) and the Philly GPU trace, a time
 window of jobs is replayed through the simulator (fusesched core, FCFS + EASY backfilling,
-first-fit) four times in one run, once per power-saving policy (``always-on``,
-``idle-timeout``, ``forecast``, ``predictive``; see docs/ENERGY.md), on the same nodes with the
-same power model. Jobs submitted during ``--warmup`` days before the window are replayed too (the
-cluster is not empty when the window opens and the forecaster has history), but only the
-window is measured: energy metered from its first to its last second, waits of the jobs
-submitted in it.
+first-fit) five times in one run, once per power-saving policy (``always-on``,
+``idle-timeout``, ``forecast``, ``predictive``, ``surge``; see docs/ENERGY.md), on the same
+nodes with the same power model. Philly runs twice: on one pool sized for an offered load
+(``--target-util``) and as Helios' simulator partitions it into 11 virtual clusters
+(``Philly-VC``, 352 nodes, ``philly_vc.csv``). Jobs submitted during ``--warmup`` days before
+the window are replayed too (the cluster is not empty when the window opens and the forecaster
+has history), but only the window is measured: energy metered from its first to its last
+second, waits of the jobs submitted in it.
 
 Per trace and policy it reports kWh (and kWh per 30-day month), the share saved against
 always-on, mean and p95 wait and the share of extra mean wait, suspends and resumes; a table
 (``table.md``), ``results.json`` and plots go to ``--out``.
 
 The ceiling printed per trace is what suspending every idle node-hour of always-on at no cost
-would save. ``--sweep`` adds idle-timeout at other thresholds and forecast at other margins
-(the energy/wait frontiers); ``--extra-util`` re-runs Philly on clusters of other sizes.
+would save. ``--sweep`` adds idle-timeout at other thresholds, forecast at other margins and
+surge with a shorter memory (the energy/wait frontiers); ``--extra-util`` re-runs Philly on
+clusters of other sizes; ``--skip`` leaves cases out.
 
 Run (docs/ENERGY_RESULTS.md, 4-11 min on 2 shared cores): ``nice -n 19 .venv/bin/python
 bench/energy_sim.py --extra-util 0.5 --sweep --out docs/figures/energy``. The development
@@ -37,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from fusesched.model.job import JobSpec, TaskGroup
+from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
 from fusesched.model.resources import Resources
 from fusesched.policies.registry import CoreConfig
@@ -46,14 +49,16 @@ from fusesched.power.saving import SavingConfig
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.sim.power import PowerReport, PowerSetup, PowerSim, default_node_type
 from fusesched.sim.workload import swf_workload
-from fusesched.traces.philly import load_philly_jobs, task_shape
+from fusesched.traces.philly import load_philly_jobs, load_philly_vcs, task_shape
 from fusesched.traces.swf import load_swf
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces"
 DEFAULT_SWF = TRACES / "pwa-swf" / "HPC2N-2002-2.2-cln.swf.gz"
 DEFAULT_PHILLY = TRACES / "philly"
-POLICIES = ("always-on", "idle-timeout", "forecast", "predictive")
+POLICIES = ("always-on", "idle-timeout", "forecast", "predictive", "surge")
+#: the policies the issue's goal is checked for (idle-timeout is the baseline)
+CANDIDATES = ("forecast", "predictive", "surge")
 RISE_WAKE, RISE_KEEP = PowerSetup().rise_margin, PowerSetup().rise_keep_margin
 DAY = 86400.0
 GOAL_SAVING = 0.20
@@ -137,6 +142,44 @@ def philly_case(
     return Case("Philly", "gpu", gpu_nodes(count, gpus_per_node), tuple(jobs), meter, desc)
 
 
+def philly_vc_case(trace_dir: Path, window: tuple[float, float], warmup_days: float) -> Case:
+    """Philly jobs of ``window`` (and the warm-up) on the cluster as the Helios authors'
+    simulator partitions it (``philly_vc.csv``: 11 virtual clusters, 352 nodes, taken as 8-GPU
+    nodes): each VC is a pool of its own and each job may only run in its VC, so one VC's jobs
+    queue while another's nodes are idle. Jobs of the VCs the file does not size (18 of the
+    trace's 82,247) are left out."""
+    sizes = load_philly_vcs(trace_dir / "philly_vc.csv")
+    lo = max(0.0, (window[0] - warmup_days) * DAY)
+    hi = window[1] * DAY
+    res = Resources.parse({"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 8})
+    nodes = tuple(
+        NodeSpec(f"{vc}-{i:03d}", res, {LABEL_POOL: vc})
+        for vc in sorted(sizes)
+        for i in range(sizes[vc])
+    )
+    jobs = []
+    for j in load_philly_jobs(trace_dir / "philly.csv"):
+        if not lo <= j.submit_s < hi or j.vc not in sizes:
+            continue
+        tasks, per = task_shape(j.gpus, 8)
+        group = TaskGroup("main", tasks, Resources.parse({"cpu": 1, "nvidia.com/gpu": per}))
+        runtime = max(j.duration_s, 1.0)
+        spec = JobSpec(
+            f"p{j.line}",
+            (group,),
+            walltime_s=runtime,
+            submit_time=j.submit_s - lo,
+            placement=Placement(node_selector={LABEL_POOL: j.vc}),
+        )
+        jobs.append(SimJob(spec, runtime))
+    meter = (window[0] * DAY - lo, hi - lo)
+    desc = (
+        f"philly.csv, days {window[0]:g}-{window[1]:g} (+{(window[0] * DAY - lo) / DAY:g} d "
+        f"warm-up), Helios' VC partition: {len(sizes)} VCs, {len(nodes)} nodes × 8 GPUs"
+    )
+    return Case("Philly-VC", "gpu", nodes, tuple(jobs), meter, desc)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     case: str
@@ -157,6 +200,7 @@ def run_policy(
     keep_s: float = 1800.0,
     label: str | None = None,
     rise: tuple[float | None, float | None] = (RISE_WAKE, RISE_KEEP),
+    surge_days: int = PowerSetup().surge_memory_days,
 ) -> Outcome:
     power = PowerSim(
         PowerSetup(
@@ -167,6 +211,7 @@ def run_policy(
             keep_lookahead_s=keep_s,
             rise_margin=rise[0],
             rise_keep_margin=rise[1],
+            surge_memory_days=surge_days,
             record=True,
         )
     )
@@ -246,7 +291,7 @@ def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, bool]]:
             "beats_idle_timeout_energy": by[name]["kwh"] < it["kwh"],
             "beats_idle_timeout_wait": by[name]["wait_mean_s"] < it["wait_mean_s"],
         }
-        for name in ("forecast", "predictive")
+        for name in CANDIDATES
     }
 
 
@@ -278,9 +323,14 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
         "idle-timeout": "#1f77b4",
         "forecast": "#2ca02c",
         "predictive": "#d62728",
+        "surge": "#9467bd",
     }
-    fig, axes = plt.subplots(1, len(cases), figsize=(5.5 * len(cases), 4.2), squeeze=False)
-    for ax, case in zip(axes[0], cases, strict=True):
+    ncols = min(len(cases), 2)
+    nrows = math.ceil(len(cases) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.6 * nrows), squeeze=False)
+    for ax in axes.flat[len(cases) :]:
+        ax.set_visible(False)
+    for ax, case in zip(axes.flat, cases, strict=False):
         mine = [r for r in rows if r["case"] == case]
         for family, colour in colours.items():
             line = sorted(
@@ -367,9 +417,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--sweep",
         action="store_true",
-        help="also run idle-timeout at 600/3600/7200 s and forecast at margin 0/1 (frontiers)",
+        help="also run idle-timeout at 600/3600/7200 s, forecast at margin 0/1 and surge with 1 "
+        "and 3 days of memory (frontiers)",
     )
-    p.add_argument("--skip", choices=("swf", "gpu"), default=None)
+    p.add_argument(
+        "--skip",
+        choices=("swf", "gpu", "vc"),
+        nargs="*",
+        default=[],
+        help="cases to leave out: the SWF trace, Philly sized by load, Philly in Helios' VCs",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "energy")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
@@ -393,9 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     cases: list[Case] = []
-    if args.skip != "swf":
+    if "swf" not in args.skip:
         cases.append(swf_case(args.swf, args.swf_window, args.warmup))
-    if args.skip != "gpu":
+    if "gpu" not in args.skip:
         for util in [args.target_util, *args.extra_util]:
             case = philly_case(
                 args.philly_dir, args.gpu_window, args.warmup, util, args.gpus_per_node
@@ -403,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if util != args.target_util:
                 case = replace(case, name=f"Philly@{util:.0%}")
             cases.append(case)
+    if "vc" not in args.skip:
+        cases.append(philly_vc_case(args.philly_dir, args.gpu_window, args.warmup))
     print(f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
     results: dict[str, list[Outcome]] = {}
     rows: list[dict[str, Any]] = []
@@ -414,20 +473,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             rise = (args.rise_margin, args.rise_keep_margin)
             out = run_policy(case, policy, config, args.margin, rise=rise)
             outs.append(out)
-            r = out.report
+            rep = out.report
             print(
-                f"  {policy:>12}: {r.energy_kwh:,.0f} kWh ({r.kwh_per_month:,.0f}/month), "
+                f"  {policy:>12}: {rep.energy_kwh:,.0f} kWh ({rep.kwh_per_month:,.0f}/month), "
                 f"mean wait {out.wait_mean_s / 60:.1f} min over {out.jobs:,} jobs, "
-                f"{r.suspends:,} suspends, {r.resumes:,} resumes, {out.wall_s:.1f} s",
+                f"{rep.suspends:,} suspends, {rep.resumes:,} resumes, {out.wall_s:.1f} s",
                 flush=True,
             )
         if args.sweep:
-            variants = [
-                (f"idle-timeout T={t:g}s", "idle-timeout", replace(config, idle_threshold_s=t), 0.0)
-                for t in (600.0, 3600.0, 7200.0)
-            ] + [(f"forecast m={m:g}", "forecast", config, m) for m in (0.0, 1.0)]
-            for label, policy, variant, margin in variants:
-                out = run_policy(case, policy, variant, margin, label=label)
+            days = PowerSetup().surge_memory_days
+            variants = (
+                [
+                    (
+                        f"idle-timeout T={t:g}s",
+                        "idle-timeout",
+                        replace(config, idle_threshold_s=t),
+                        0.0,
+                        days,
+                    )
+                    for t in (600.0, 3600.0, 7200.0)
+                ]
+                + [(f"forecast m={m:g}", "forecast", config, m, days) for m in (0.0, 1.0)]
+                + [(f"surge {d}d", "surge", config, args.margin, d) for d in (1, 3)]
+            )
+            for label, policy, variant, margin, memory in variants:
+                out = run_policy(case, policy, variant, margin, label=label, surge_days=memory)
                 outs.append(out)
                 print(
                     f"  {label:>22}: {out.report.energy_kwh:,.0f} kWh, "
@@ -466,6 +536,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rise_margin": args.rise_margin,
             "rise_keep_margin": args.rise_keep_margin,
             "rate_per_min": args.rate,
+            "surge_min_idle_s": config.surge_min_idle_s,
+            "surge_memory_days": PowerSetup().surge_memory_days,
+            "surge_warm_s": PowerSetup().surge_warm_s,
         },
         "power_models": models,
         "rows": rows,

@@ -1,7 +1,7 @@
 """Power saving on every SWF trace in ``../shared``: where can it save 20 %?
 
 ``bench/energy_sim.py`` measures always-on, idle-timeout, ``forecast`` and ``predictive`` on
-one SWF window (HPC2N) and Philly. This survey runs the same four policies, with the same
+one SWF window (HPC2N) and Philly. This survey runs the same five policies, with the same
 settings (those of ``energy_sim.py``'s defaults, tuned on HPC2N and Philly development windows
 only), on **every** trace of ``../shared/traces/pwa-swf`` and Lublin-256, one window each,
 chosen by a rule fixed before any of them was run:
@@ -12,7 +12,7 @@ chosen by a rule fixed before any of them was run:
   power model, FCFS + EASY backfilling, first-fit, walltime = the job's request (a trace whose
   middle 30 days would run past its end is measured whole, after the warm-up);
 * traces of more than ``--max-nodes`` nodes (2,000) are listed as skipped: the power
-  controller looks at every node every minute in Python, about 30 minutes for the four policies
+  controller looks at every node every minute in Python, about 30 minutes for four policies
   on CEA-Curie's 5,544 nodes here.
 
 Per trace it reports the offered load of the window, the ceiling (every idle node-hour of
@@ -91,8 +91,8 @@ def offered_load(case: Case) -> float:
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| trace | nodes | jobs | offered load | ceiling | idle-timeout saved / more wait "
-        "| forecast | predictive | mean wait always-on / predictive | goal met by |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| forecast | predictive | surge | mean wait always-on / surge | goal met by |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         by = {p["policy"]: p for p in r["policies"]}
@@ -101,8 +101,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['trace']} | {r['nodes']:,} | {r['jobs']:,} | {r['offered_load']:.2f} "
             f"| {r['ceiling']:.1%} | {cell['idle-timeout']} | {cell['forecast']} "
-            f"| {cell['predictive']} | {by['always-on']['wait_mean_s'] / 60:,.1f} / "
-            f"{by['predictive']['wait_mean_s'] / 60:,.1f} min "
+            f"| {cell['predictive']} | {cell.get('surge', '–')} "
+            f"| {by['always-on']['wait_mean_s'] / 60:,.1f} / "
+            f"{by.get('surge', by['predictive'])['wait_mean_s'] / 60:,.1f} min "
             f"| {', '.join(met) or '–'} |"
         )
     return "\n".join(lines)
@@ -115,10 +116,12 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    marks = {"idle-timeout": "o", "forecast": "s", "predictive": "^"}
+    marks = {"idle-timeout": "o", "forecast": "s", "predictive": "^", "surge": "D"}
     for i, r in enumerate(rows):
         by = {p["policy"]: p for p in r["policies"]}
         for name, mark in marks.items():
+            if name not in by:  # a results file from before the policy existed
+                continue
             extra = by[name]["more_wait"]  # None: no wait always-on, drawn at the right edge
             more = NO_BASE_WAIT if extra is None else extra * 100
             label = r["trace"] if name == "idle-timeout" else None
@@ -133,7 +136,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     ax.set_xlabel("more mean wait than always-on (%), symlog")
     ax.set_ylabel("energy saved vs always-on (%)")
     title = (
-        "every SWF trace, middle 30 days: ○ idle-timeout  □ forecast  △ predictive\n"
+        "every SWF trace, middle 30 days: ○ idle-timeout  □ forecast  △ predictive  ◇ surge\n"
         "goal: above the dotted line at 20 %, left of the one at 5 %"
     )
     ax.set_title(title, fontsize=10)

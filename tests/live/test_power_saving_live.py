@@ -49,7 +49,7 @@ def until(what: object, timeout: float, message: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("policy", ["idle-timeout", "forecast", "predictive"])
+@pytest.mark.parametrize("policy", ["idle-timeout", "forecast", "predictive", "surge"])
 def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: str) -> None:
     shared = Path(tempfile.mkdtemp(prefix="fusesched-power-"))
     shared.chmod(0o755)
@@ -65,11 +65,13 @@ def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: st
             idle_threshold_s=2.0,
             forecast_min_idle_s=2.0,
             predictive_min_idle_s=2.0,
+            surge_min_idle_s=2.0,
             resume_timeout_s=60.0,
             exclude_nodes=frozenset({"node-a"}),
         ),
         wake_latency_s=1.0,
         forecast_bin_s=1.0,  # the forecaster's bins close within the test
+        surge_warm_s=0.0,  # surge: suspend from the start (no history to wait for)
     )
     awake = AgentConfig(
         name="node-a",

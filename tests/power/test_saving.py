@@ -232,7 +232,7 @@ def test_history_forgets_after_a_minute_and_records_actions() -> None:
 
 
 def test_registry_and_config_validation() -> None:
-    assert set(SAVING_POLICIES) == {"always-on", "idle-timeout", "forecast", "predictive"}
+    assert set(SAVING_POLICIES) == {"always-on", "idle-timeout", "forecast", "predictive", "surge"}
     with pytest.raises(ValueError, match="unknown power-saving policy"):
         get_policy("solar")
     with pytest.raises(ValueError):

@@ -23,21 +23,28 @@ def _outcome(policy: str, kwh: float, wait_s: float) -> es.Outcome:
     return es.Outcome("t", policy, report, 10, wait_s, wait_s, 0.0, [])
 
 
-def _rows(waits: tuple[float, float, float, float]) -> list[dict[str, object]]:
-    kwh = (100.0, 80.0, 75.0, 70.0)
+def _rows(waits: tuple[float, float, float, float, float]) -> list[dict[str, object]]:
+    kwh = (100.0, 80.0, 75.0, 70.0, 85.0)
     outs = [_outcome(p, k, w) for p, k, w in zip(es.POLICIES, kwh, waits, strict=True)]
     return [es.row(o, outs[0]) for o in outs]
 
 
 def test_extra_wait_is_relative_and_infinite_when_nobody_waited_always_on() -> None:
-    rows = _rows((100.0, 104.0, 103.0, 110.0))
-    assert [round(float(r["more_wait"]), 3) for r in rows] == [0.0, 0.04, 0.03, 0.1]
-    assert [round(float(r["saved"]), 2) for r in rows] == [0.0, 0.2, 0.25, 0.3]
+    rows = _rows((100.0, 104.0, 103.0, 110.0, 101.0))
+    assert [round(float(r["more_wait"]), 3) for r in rows] == [0.0, 0.04, 0.03, 0.1, 0.01]
+    assert [round(float(r["saved"]), 2) for r in rows] == [0.0, 0.2, 0.25, 0.3, 0.15]
     goal = es.verdict(rows)
     assert all(goal["forecast"].values())  # 25 % saved, +3 % wait, beats idle-timeout on both
     assert goal["predictive"]["wait_under_5pct"] is False
+    # surge: little extra wait, but it saves less than 20 % and more energy than idle-timeout
+    assert goal["surge"] == {
+        "saves_20pct": False,
+        "wait_under_5pct": True,
+        "beats_idle_timeout_energy": False,
+        "beats_idle_timeout_wait": True,
+    }
     # always-on without any wait: a policy that makes jobs wait cannot pass "< 5 % more"
-    rows = _rows((0.0, 0.0, 60.0, 0.0))
+    rows = _rows((0.0, 0.0, 60.0, 0.0, 0.0))
     assert rows[2]["more_wait"] is None and rows[3]["more_wait"] == 0.0
     goal = es.verdict(rows)
     assert goal["forecast"]["wait_under_5pct"] is False
@@ -69,7 +76,7 @@ def test_survey_window_rule_and_offered_load(tmp_path: Path) -> None:
 
 
 def test_survey_table_names_the_policies_that_meet_the_goal() -> None:
-    rows = _rows((100.0, 104.0, 103.0, 110.0))
+    rows = _rows((100.0, 104.0, 103.0, 110.0, 101.0))
     entry = {
         "trace": "T",
         "nodes": 4,
@@ -81,3 +88,21 @@ def test_survey_table_names_the_policies_that_meet_the_goal() -> None:
     }
     text = survey.table([entry])
     assert "| T | 4 | 10 | 0.30 | 50.0% |" in text and text.rstrip().endswith("| forecast |")
+
+
+def test_philly_in_helios_virtual_clusters(tmp_path: Path) -> None:
+    (tmp_path / "philly_vc.csv").write_text("vc,node num\nva,2\nvb,1\n")
+    (tmp_path / "philly.csv").write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-01 00:00:00,600,1,600,va\n"
+        "2017-10-02 00:00:00,600,16,9600,va\n"  # two whole nodes of its VC
+        "2017-10-02 06:00:00,60,1,60,vz\n"  # a VC the file does not size: left out
+        "2017-10-03 00:00:00,60,2,120,vb\n"
+    )
+    case = es.philly_vc_case(tmp_path, (1.0, 3.0), 1.0)
+    assert case.name == "Philly-VC" and len(case.nodes) == 3
+    assert sorted(n.labels["fusesched.io/pool"] for n in case.nodes) == ["va", "va", "vb"]
+    pools = [j.spec.placement.node_selector["fusesched.io/pool"] for j in case.jobs]
+    assert pools == ["va", "va", "vb"]  # each job only in its own VC
+    assert [sum(g.replicas for g in j.spec.task_groups) for j in case.jobs] == [1, 2, 1]
+    assert case.meter == (DAY, 3 * DAY)

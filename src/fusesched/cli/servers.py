@@ -55,8 +55,8 @@ PowerOpt = Annotated[
     typer.Option(
         "--power",
         help="Power saving (YAML): suspend and resume command templates, the policy "
-        "(idle-timeout, forecast, always-on), idle threshold, rates, warm reserve, "
-        "exclusions (docs/ENERGY.md).",
+        "(idle-timeout, predictive, surge, forecast, always-on), idle threshold, rates, warm "
+        "reserve, exclusions (docs/ENERGY.md).",
     ),
 ]
 

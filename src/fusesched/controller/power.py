@@ -35,6 +35,7 @@ from fusesched.power.forecast import (
     RISE_WAKE_MARGIN,
     DemandForecaster,
     RiseForecaster,
+    SurgeTracker,
 )
 from fusesched.power.saving import (
     SAVING_POLICIES,
@@ -64,6 +65,7 @@ _SAVING_FIELDS = frozenset(
         "exclude_pools",
         "forecast_min_idle_s",
         "predictive_min_idle_s",
+        "surge_min_idle_s",
     }
 )
 _FIELDS = _SAVING_FIELDS | {
@@ -74,6 +76,8 @@ _FIELDS = _SAVING_FIELDS | {
     "command_timeout_s",
     "wake_latency_s",
     "forecast_bin_s",
+    "surge_memory_days",
+    "surge_warm_s",
 }
 
 
@@ -89,6 +93,16 @@ class PowerConfig:
     saving: SavingConfig = field(default_factory=SavingConfig)
     wake_latency_s: float = 300.0  # how long a node takes to resume: the forecast's look-ahead
     forecast_bin_s: float = 600.0  # the forecast's resolution (Holt-Winters bins)
+    surge_memory_days: int = 7  # surge: how many days of rises it remembers
+    surge_warm_s: float = 86400.0  # surge: history needed before it suspends anything
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.forecast_bin_s <= 0:
+            raise ValueError("interval_s and forecast_bin_s must be positive")
+        if min(self.wake_latency_s, self.command_timeout_s, self.surge_warm_s) < 0:
+            raise ValueError(
+                "wake_latency_s, command_timeout_s and surge_warm_s must not be negative"
+            )
 
     @classmethod
     def parse(cls, data: object, source: str = "<power>") -> PowerConfig:
@@ -123,6 +137,8 @@ class PowerConfig:
                 saving,
                 float(data.get("wake_latency_s", 300.0)),
                 float(data.get("forecast_bin_s", 600.0)),
+                _whole(data.get("surge_memory_days", 7), "surge_memory_days"),
+                float(data.get("surge_warm_s", 86400.0)),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{source}: {exc}") from None
@@ -138,6 +154,12 @@ class PowerConfig:
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not valid YAML: {exc}") from None
         return cls.parse(data, str(path))
+
+
+def _whole(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} must be a whole number of at least 1")
+    return value
 
 
 def _value(key: str, value: Any) -> Any:
@@ -172,6 +194,13 @@ class PowerManager:
         self.forecaster = DemandForecaster(bin_s=config.forecast_bin_s)
         # the predictive policy's: how much each pool's demand rises (arrivals)
         self.riser = RiseForecaster(bin_s=config.forecast_bin_s)
+        # the surge policy's: the largest rise of each pool's demand over the wake latency
+        self.surger = SurgeTracker(
+            config.wake_latency_s + config.interval_s,
+            config.surge_memory_days,
+            config.forecast_bin_s,
+            config.surge_warm_s,
+        )
 
     # ------------------------------------------------------------------ observation
 
@@ -231,8 +260,9 @@ class PowerManager:
     ) -> dict[str, PoolDemand]:
         """Feed each pool's nodes needed now (busy + waiting) to the forecaster and add its
         upper estimate over the wake latency to the demand (the forecast policy uses it), or for
-        the predictive policy the forecast rise of demand (arrivals)."""
-        if self.config.policy not in ("forecast", "predictive"):
+        the predictive policy the forecast rise of demand (arrivals), or for the surge policy the
+        largest recent rise."""
+        if self.config.policy not in ("forecast", "predictive", "surge"):
             return demand
         needed: dict[str, float] = {}
         for view in views:
@@ -249,6 +279,12 @@ class PowerManager:
                 wake = self.riser.upper(pool, now, horizon, RISE_WAKE_MARGIN)
                 kept = self.riser.upper(pool, now, keep, RISE_KEEP_MARGIN)
                 out[pool] = PoolDemand(queued, rise_nodes=wake, rise_keep_nodes=kept)
+            return out
+        if self.config.policy == "surge":
+            self.surger.observe(now, needed)
+            for pool in needed:
+                queued = demand.get(pool, PoolDemand()).queued_nodes
+                out[pool] = PoolDemand(queued, surge_nodes=self.surger.upper(pool, now))
             return out
         self.forecaster.observe(now, needed)
         for pool in needed:

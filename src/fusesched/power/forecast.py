@@ -272,3 +272,71 @@ class RiseForecaster(_BinnedForecaster):
         spread = self.margin if margin is None else margin
         per_bin = max(0.0, point + spread * error_std)
         return per_bin * horizon_s / self.bin_s
+
+
+class SurgeTracker:
+    """Per pool, the largest **surge** seen recently: the most the nodes needed (busy +
+    waiting) rose within any span of ``horizon_s`` (the wake look-ahead) over the last
+    ``memory_days`` days.
+
+    Not a forecast of the mean but a record of the worst case: a booted headroom of that size
+    absorbs any burst of arrivals no larger than the largest seen, so the ``surge`` policy
+    suspends idle nodes without making the next jobs wait for a boot. From samples ``(time,
+    nodes needed)``: each sample's rise is its value minus the smallest sample of the
+    ``horizon_s`` before it (a sliding minimum, amortised O(1)); the rises are kept as the
+    largest per bin of ``bin_s`` in a ring of ``memory_days`` days, and :meth:`upper` is the
+    largest of the ring. It is None until ``warm_s`` of samples have been seen (too little
+    history to know the worst case: the policy keeps every node awake).
+    """
+
+    def __init__(
+        self, horizon_s: float, memory_days: int = 7, bin_s: float = 600.0, warm_s: float = DAY
+    ) -> None:
+        if horizon_s <= 0 or bin_s <= 0 or warm_s < 0:
+            raise ValueError("horizon_s and bin_s must be positive, warm_s not negative")
+        if memory_days < 1:
+            raise ValueError("memory_days must be at least 1")
+        self.horizon_s = horizon_s
+        self.bin_s = bin_s
+        self.warm_s = warm_s
+        self.size = max(1, math.ceil(memory_days * DAY / bin_s))
+        self._first: dict[str, float] = {}
+        # pool → samples (time, value) of the last horizon_s, values increasing (sliding minimum)
+        self._lows: dict[str, deque[tuple[float, float]]] = {}
+        # pool → ring of (absolute bin index, -1: empty) and the largest rise in each bin
+        self._bins: dict[str, npt.NDArray[np.int64]] = {}
+        self._rises: dict[str, npt.NDArray[np.float64]] = {}
+
+    def observe(self, now: float, needed: dict[str, float]) -> None:
+        """Record each pool's nodes needed at ``now`` (times must not go backwards)."""
+        current = int(now // self.bin_s)
+        slot = current % self.size
+        for pool, value in needed.items():
+            self._first.setdefault(pool, now)
+            lows = self._lows.setdefault(pool, deque())
+            while lows and lows[-1][1] >= value:
+                lows.pop()
+            lows.append((now, value))
+            while lows[0][0] < now - self.horizon_s:
+                lows.popleft()
+            rise = value - lows[0][1]
+            bins = self._bins.get(pool)
+            if bins is None:
+                bins = self._bins[pool] = np.full(self.size, -1, np.int64)
+                self._rises[pool] = np.zeros(self.size)
+            rises = self._rises[pool]
+            if bins[slot] != current:
+                bins[slot] = current
+                rises[slot] = rise
+            elif rise > rises[slot]:
+                rises[slot] = rise
+
+    def upper(self, pool: str, now: float) -> float | None:
+        """The largest rise within ``horizon_s`` of the pool's nodes needed over the last
+        ``memory_days`` days; None before ``warm_s`` of samples."""
+        first = self._first.get(pool)
+        if first is None or now - first < self.warm_s:
+            return None
+        bins = self._bins[pool]
+        kept = (bins >= 0) & (bins > int(now // self.bin_s) - self.size)
+        return float(self._rises[pool][kept].max()) if kept.any() else 0.0

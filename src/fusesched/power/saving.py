@@ -33,7 +33,14 @@ Policies, registered by name in :data:`SAVING_POLICIES`:
   :class:`fusesched.power.forecast.RiseForecaster`) on both ends: it wakes ahead a headroom
   for the arrivals expected within the wake look-ahead, and an idle node beyond what the
   arrivals of the next ``idle_threshold_s`` can use goes after ``predictive_min_idle_s``
-  instead of ``idle_threshold_s``.
+  instead of ``idle_threshold_s``;
+* ``surge`` — a warm reserve learned from the history instead of configured: it keeps booted,
+  beyond the busy nodes and the waiting demand, as many idle nodes as the largest rise of
+  demand within the wake look-ahead seen over the last week
+  (:class:`fusesched.power.forecast.SurgeTracker`), and suspends every idle node beyond that
+  after ``surge_min_idle_s``. Made for power saving that must not make jobs wait for a boot:
+  it saves what the worst recent burst leaves idle. Until the tracker has a day of history
+  every node stays awake.
 """
 
 from __future__ import annotations
@@ -85,6 +92,8 @@ class PoolDemand:
     booted); None when there is no forecast yet. ``rise_keep_nodes``: the same over the
     longer keep look-ahead (idle nodes beyond it are not expected to be used before an
     idle timeout would switch them off anyway); None: no early suspends.
+    ``surge_nodes``: the largest rise of the pool's demand within the wake look-ahead seen
+    recently (the ``surge`` policy's booted headroom); None while there is too little history.
     """
 
     queued_nodes: float = 0.0
@@ -92,6 +101,7 @@ class PoolDemand:
     forecast_keep_nodes: float | None = None
     rise_nodes: float | None = None
     rise_keep_nodes: float | None = None
+    surge_nodes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,7 @@ class SavingConfig:
     exclude_pools: frozenset[str] = frozenset()  # SuspendExcParts
     forecast_min_idle_s: float = 300.0  # forecast: hysteresis before suspending an idle node
     predictive_min_idle_s: float = 120.0  # predictive: idle before a node no arrival needs goes
+    surge_min_idle_s: float = 120.0  # surge: idle before a node beyond the headroom goes
 
     def __post_init__(self) -> None:
         times = (
@@ -120,6 +131,7 @@ class SavingConfig:
             self.resume_timeout_s,
             self.forecast_min_idle_s,
             self.predictive_min_idle_s,
+            self.surge_min_idle_s,
         )
         if min(times) < 0:
             raise ValueError("thresholds and timeouts must not be negative")
@@ -236,12 +248,23 @@ def predictive(facts: PoolFacts, config: SavingConfig) -> Target:
     return Target(awake, config.predictive_min_idle_s, keep, config.idle_threshold_s)
 
 
+def surge(facts: PoolFacts, config: SavingConfig) -> Target:
+    """A booted headroom of the largest recent surge of demand (``surge_nodes``, at least the
+    warm reserve) beyond the busy nodes and the waiting demand; idle nodes beyond it go after
+    ``surge_min_idle_s``. Without enough history yet, every node stays awake."""
+    if facts.demand.surge_nodes is None:
+        return always_on(facts, config)
+    headroom = max(facts.reserve, math.ceil(facts.demand.surge_nodes - 1e-9))
+    return Target(facts.needed_now + headroom, config.surge_min_idle_s)
+
+
 SAVING_POLICIES: Mapping[str, SavingPolicy] = MappingProxyType(
     {
         "always-on": always_on,
         "idle-timeout": idle_timeout,
         "forecast": forecast,
         "predictive": predictive,
+        "surge": surge,
     }
 )
 

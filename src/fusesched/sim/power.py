@@ -43,6 +43,7 @@ from fusesched.power.forecast import (
     DemandForecaster,
     HoltWintersParams,
     RiseForecaster,
+    SurgeTracker,
 )
 from fusesched.power.model import CPU_NODE, DEFAULT_MODELS, GPU_NODE, PowerModel, kwh, per_month
 from fusesched.power.saving import (
@@ -87,6 +88,8 @@ class PowerSetup:
     ``rise_margin``, ``rise_keep_margin``: the ``predictive`` policy's margins over the forecast
     rise of demand within ``lookahead_s`` (what it wakes for) and within the idle threshold
     ``config.idle_threshold_s`` (what it keeps); None: that part of the policy off.
+    ``surge_memory_days``, ``surge_warm_s``: how many days back the ``surge`` policy looks for
+    the largest rise of demand, and how much history it needs before it suspends anything.
     ``wake_failure_rate``: share of resumes that never complete (they hit the resume
     timeout and the node is marked failed); drawn from ``seed``.
     """
@@ -104,6 +107,8 @@ class PowerSetup:
     keep_lookahead_s: float = 1800.0
     rise_margin: float | None = RISE_WAKE_MARGIN
     rise_keep_margin: float | None = RISE_KEEP_MARGIN
+    surge_memory_days: int = 7
+    surge_warm_s: float = 86400.0
     wake_failure_rate: float = 0.0
     seed: int = 0
     record: bool = False  # keep (time, watts, nodes awake, nodes busy) at every tick
@@ -216,6 +221,16 @@ class PowerSim:
         self.riser = (
             RiseForecaster(setup.forecast_bin_s, params=setup.forecast_params)
             if self.policy == "predictive"
+            else None
+        )
+        self.surger = (
+            SurgeTracker(
+                self.lookahead_s,
+                setup.surge_memory_days,
+                setup.forecast_bin_s,
+                setup.surge_warm_s,
+            )
+            if self.policy == "surge"
             else None
         )
         # queued demand in node-equivalents: per pool, the largest node capacity per column
@@ -445,7 +460,8 @@ class PowerSim:
         keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
         rises: dict[str, float | None] = dict.fromkeys(self.pool_names)
         rise_keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
-        if self.forecaster is not None or self.riser is not None:
+        surges: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        if self.forecaster is not None or self.riser is not None or self.surger is not None:
             needed = {}
             for pool, rows in self.pool_rows.items():
                 busy = int(((self.cpu_used[rows] > 0) | (self.gpu_used[rows] > 0)).sum())
@@ -467,8 +483,12 @@ class PowerSim:
                         rise_keeps[pool] = self.riser.upper(
                             pool, now, keep_s, self.setup.rise_keep_margin
                         )
+            if self.surger is not None:  # the largest recent rise over the wake look-ahead
+                self.surger.observe(now, needed)
+                for pool in self.pool_names:
+                    surges[pool] = self.surger.upper(pool, now)
         demand = {
-            p: PoolDemand(queued[p], forecasts[p], keeps[p], rises[p], rise_keeps[p])
+            p: PoolDemand(queued[p], forecasts[p], keeps[p], rises[p], rise_keeps[p], surges[p])
             for p in self.pool_names
         }
         for row in self._stale:  # the other rows' views are still current

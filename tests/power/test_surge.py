@@ -1,0 +1,193 @@
+"""The ``surge`` power-saving policy: its tracker, its plan, the simulator and the controller."""
+
+from __future__ import annotations
+
+import pytest
+from tests.power.test_predictive import NOW, ON, busy, idle
+
+from fusesched.controller.power import PowerConfig, PowerManager
+from fusesched.model.job import JobSpec, TaskGroup
+from fusesched.model.resources import CPU, Resources
+from fusesched.policies.registry import CoreConfig
+from fusesched.power.forecast import DAY, SurgeTracker
+from fusesched.power.model import CPU_NODE, PowerModel
+from fusesched.power.saving import NodeView, PoolDemand, PowerState, SavingConfig, plan_power
+from fusesched.sim.engine import SimJob, Simulation
+from fusesched.sim.power import PowerSetup, PowerSim
+from fusesched.sim.workload import homogeneous_nodes
+
+CFG = SavingConfig(idle_threshold_s=1800, surge_min_idle_s=120)
+
+
+def asleep(name: str) -> NodeView:
+    return NodeView(name, "a", PowerState.SUSPENDED, since=0.0)
+
+
+def plan(nodes: list[NodeView], demand: PoolDemand, config: SavingConfig = CFG) -> tuple:
+    p = plan_power("surge", NOW, nodes, {"a": demand}, config)
+    assert plan_power("surge", NOW, nodes, {"a": demand}, config) == p  # pure
+    return p.suspend, p.resume, p.targets["a"]
+
+
+# ---------------------------------------------------------------- the tracker
+
+
+def feed(tracker: SurgeTracker, samples: list[tuple[float, float]]) -> None:
+    for t, v in samples:
+        tracker.observe(t, {"a": v})
+
+
+def test_tracker_keeps_the_largest_rise_within_the_horizon() -> None:
+    tracker = SurgeTracker(horizon_s=300, memory_days=1, bin_s=600, warm_s=0)
+    # +3 within 120 s, then a slow climb of +1 per 400 s (never 2 within 300 s), then a fall
+    feed(tracker, [(0, 2), (60, 3), (120, 5), (520, 6), (920, 7), (1320, 8), (1380, 1)])
+    assert tracker.upper("a", 1400) == 3.0
+    # a fall followed by a rise counts from the low point: 1 → 6 within 240 s
+    feed(tracker, [(1500, 4), (1620, 6)])
+    assert tracker.upper("a", 1700) == 5.0
+    assert tracker.upper("b", 1700) is None  # a pool never seen
+
+
+def test_tracker_forgets_after_its_memory_and_waits_until_warm() -> None:
+    tracker = SurgeTracker(horizon_s=600, memory_days=2, bin_s=600, warm_s=DAY)
+    feed(tracker, [(0, 0), (300, 10)])  # a surge of 10 on day 0
+    assert tracker.upper("a", 3600) is None  # not warm yet: the policy keeps all awake
+    quiet = [(300 + k * 600.0, float(k % 2)) for k in range(1, 4 * 144)]  # +1 rises after it
+    feed(tracker, [s for s in quiet if s[0] <= DAY + 600])
+    assert tracker.upper("a", DAY + 600) == 10.0  # remembered on day 1
+    feed(tracker, [s for s in quiet if DAY + 600 < s[0] <= 2 * DAY + 1200])
+    assert tracker.upper("a", 2 * DAY + 1200) == 1.0  # forgotten after two days
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"horizon_s": 0},
+        {"horizon_s": 60, "bin_s": 0},
+        {"horizon_s": 60, "warm_s": -1},
+        {"horizon_s": 60, "memory_days": 0},
+    ],
+)
+def test_tracker_rejects_bad_settings(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        SurgeTracker(**kwargs)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def test_without_history_every_node_stays_awake() -> None:
+    nodes = [busy("b"), idle("i", 5000), asleep("s1"), asleep("s2")]
+    suspend, resume, target = plan(nodes, PoolDemand(surge_nodes=None))
+    assert suspend == () and set(resume) == {"s1", "s2"} and target == 4
+
+
+def test_keeps_a_headroom_of_the_largest_surge_and_suspends_the_rest_early() -> None:
+    nodes = [busy("b"), idle("i1", 4000), idle("i2", 3000), idle("i3", 200), idle("i4", 60)]
+    # headroom 2: busy 1 + 2 = 3 awake; of the four idle nodes two go, longest idle first
+    suspend, resume, target = plan(nodes, PoolDemand(surge_nodes=1.5))
+    assert target == 3 and suspend == ("i1", "i2") and resume == ()
+    # a node idle for less than surge_min_idle_s stays even beyond the headroom
+    suspend, _, _ = plan(nodes, PoolDemand(surge_nodes=0.0))
+    assert suspend == ("i1", "i2", "i3")
+
+
+def test_wakes_nodes_when_the_headroom_is_used() -> None:
+    nodes = [busy("b1"), busy("b2"), idle("i", 300), asleep("s1"), asleep("s2")]
+    # a surge of 3 expected, one idle node left: two are woken
+    suspend, resume, target = plan(nodes, PoolDemand(surge_nodes=3.0))
+    assert target == 5 and suspend == () and resume == ("s1", "s2")
+    # waiting jobs add to it, and the warm reserve is a floor
+    reserve = SavingConfig(surge_min_idle_s=120, default_min_warm=2)
+    assert plan(nodes[:3], PoolDemand(queued_nodes=1.0, surge_nodes=0.0), reserve)[2] == 5
+
+
+def test_short_threshold_is_validated() -> None:
+    with pytest.raises(ValueError):
+        SavingConfig(surge_min_idle_s=-1)
+
+
+# ---------------------------------------------------------------- in the simulator
+
+MODEL = PowerModel(idle_w=100, peak_w=300, suspended_w=10, wake_s=120, suspend_s=0)
+
+
+def test_in_the_simulator_jobs_no_longer_wait_and_energy_is_saved() -> None:
+    # a 2-node job (8 CPUs) every hour for 10 minutes on an 8-node cluster of 4-CPU nodes:
+    # idle-timeout (15 min) suspends the nodes between jobs and every job waits for a wake;
+    # surge learns on day one that demand jumps by two nodes, keeps two booted (two more while
+    # a job runs) and switches the rest off: after its first day no job waits, and it saves
+    # energy
+    group = TaskGroup("main", 8, Resources({CPU: 1000}))
+    jobs = [
+        SimJob(JobSpec(f"j{k}", (group,), walltime_s=600.0, submit_time=k * 3600.0 + 30), 600.0)
+        for k in range(48)
+    ]
+
+    def once(policy: str) -> tuple[list[float], float]:
+        setup = PowerSetup(
+            policy,
+            SavingConfig(idle_threshold_s=900, surge_min_idle_s=120),
+            models={CPU_NODE: MODEL},
+            surge_warm_s=DAY,
+        )
+        sim = Simulation(homogeneous_nodes(8, 32), jobs, CoreConfig(), power=PowerSim(setup))
+        result = sim.run()
+        assert result.power is not None
+        out = {o.job_id: o.start - o.submit for o in result.outcomes}
+        return [out[f"j{k}"] for k in range(25, 48)], result.power.energy_kwh
+
+    on_waits, on_kwh = once("always-on")
+    timeout_waits = once("idle-timeout")[0]
+    surge_waits, surge_kwh = once("surge")
+    assert max(on_waits) == 0.0 and max(surge_waits) == 0.0
+    assert min(timeout_waits) >= MODEL.wake_s
+    assert surge_kwh < 0.8 * on_kwh
+    assert once("surge") == (surge_waits, surge_kwh)  # deterministic
+
+
+# ---------------------------------------------------------------- the live controller
+
+
+def test_the_controller_reads_the_settings_and_feeds_the_tracker() -> None:
+    cfg = PowerConfig.parse(
+        {
+            "policy": "surge",
+            "suspend": ["true"],
+            "resume": ["true"],
+            "interval_s": 60,
+            "wake_latency_s": 240,
+            "surge_min_idle_s": 90,
+            "surge_memory_days": 2,
+            "surge_warm_s": 600,
+        }
+    )
+    assert cfg.saving.surge_min_idle_s == 90 and cfg.surge_memory_days == 2
+    manager = PowerManager(cfg)
+    out: dict[str, PoolDemand] = {}
+    for step in range(15):  # two nodes become busy at minute 8
+        views = [
+            NodeView(f"n{i}", "gpu", ON, busy=i < (2 if step >= 8 else 0), since=0.0)
+            for i in range(6)
+        ]
+        out = manager._forecast(views, {}, step * 60.0)
+        if step < 10:
+            assert out["gpu"].surge_nodes is None  # not warm before 600 s
+    assert out["gpu"].surge_nodes == 2.0 and out["gpu"].rise_nodes is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"surge_memory_days": 0}, "surge_memory_days must be a whole number of at least 1"),
+        ({"surge_memory_days": 1.5}, "surge_memory_days must be a whole number"),
+        ({"surge_warm_s": -5}, "surge_warm_s must not be negative"),
+        ({"surge_min_idle_s": -5}, "must not be negative"),
+        ({"interval_s": 0}, "interval_s and forecast_bin_s must be positive"),
+    ],
+)
+def test_bad_surge_settings_are_named(change: dict[str, object], message: str) -> None:
+    base = {"policy": "surge", "suspend": ["true"], "resume": ["true"]}
+    with pytest.raises(ValueError) as error:
+        PowerConfig.parse(base | change, "power.yaml")
+    assert str(error.value).startswith("power.yaml: ") and message in str(error.value)
