@@ -98,12 +98,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         by = {p["policy"]: p for p in r["policies"]}
         cell = {n: f"{p['saved']:.1%} / {more_text(p['more_wait'])}" for n, p in by.items()}
         met = [n for n, v in r["goal"].items() if all(v.values())]
+        surge = by.get("surge")  # absent from results files older than the policy
+        surge_wait = "–" if surge is None else f"{surge['wait_mean_s'] / 60:,.1f} min"
         lines.append(
             f"| {r['trace']} | {r['nodes']:,} | {r['jobs']:,} | {r['offered_load']:.2f} "
             f"| {r['ceiling']:.1%} | {cell['idle-timeout']} | {cell['forecast']} "
             f"| {cell['predictive']} | {cell.get('surge', '–')} "
-            f"| {by['always-on']['wait_mean_s'] / 60:,.1f} / "
-            f"{by.get('surge', by['predictive'])['wait_mean_s'] / 60:,.1f} min "
+            f"| {by['always-on']['wait_mean_s'] / 60:,.1f} / {surge_wait} "
             f"| {', '.join(met) or '–'} |"
         )
     return "\n".join(lines)

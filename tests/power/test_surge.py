@@ -48,6 +48,17 @@ def test_tracker_keeps_the_largest_rise_within_the_horizon() -> None:
     assert tracker.upper("b", 1700) is None  # a pool never seen
 
 
+def test_tracker_forgets_what_is_older_than_its_memory_even_after_a_gap() -> None:
+    tracker = SurgeTracker(horizon_s=600, memory_days=1, bin_s=600, warm_s=0)
+    feed(tracker, [(0, 0), (300, 10)])  # a surge of 10 in bin 0
+    # the ring holds 144 bins: bin 0 counts up to the end of bin 143, not from bin 144 on
+    assert tracker.upper("a", 143 * 600 + 599) == 10.0
+    assert tracker.upper("a", 144 * 600) == 0.0
+    # a sample after a silence longer than the memory: the old surge is not in it
+    feed(tracker, [(2 * DAY, 3.0)])
+    assert tracker.upper("a", 2 * DAY) == 0.0
+
+
 def test_tracker_forgets_after_its_memory_and_waits_until_warm() -> None:
     tracker = SurgeTracker(horizon_s=600, memory_days=2, bin_s=600, warm_s=DAY)
     feed(tracker, [(0, 0), (300, 10)])  # a surge of 10 on day 0
@@ -76,10 +87,14 @@ def test_tracker_rejects_bad_settings(kwargs: dict[str, float]) -> None:
 # ---------------------------------------------------------------- the policy
 
 
-def test_without_history_every_node_stays_awake() -> None:
+def test_without_history_the_pool_is_held_as_it_is() -> None:
     nodes = [busy("b"), idle("i", 5000), asleep("s1"), asleep("s2")]
+    # nothing suspended, however long idle; the sleeping nodes are not woken for nothing
     suspend, resume, target = plan(nodes, PoolDemand(surge_nodes=None))
-    assert suspend == () and set(resume) == {"s1", "s2"} and target == 4
+    assert suspend == () and resume == () and target == 2
+    # ... but they are for jobs that wait
+    suspend, resume, target = plan(nodes, PoolDemand(queued_nodes=2.0, surge_nodes=None))
+    assert suspend == () and resume == ("s1",) and target == 3
 
 
 def test_keeps_a_headroom_of_the_largest_surge_and_suspends_the_rest_early() -> None:
@@ -179,11 +194,18 @@ def test_the_controller_reads_the_settings_and_feeds_the_tracker() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"surge_memory_days": 0}, "surge_memory_days must be a whole number of at least 1"),
+        ({"surge_memory_days": 0}, "surge_memory_days must be a whole number from 1 to 366"),
         ({"surge_memory_days": 1.5}, "surge_memory_days must be a whole number"),
         ({"surge_warm_s": -5}, "surge_warm_s must not be negative"),
         ({"surge_min_idle_s": -5}, "must not be negative"),
-        ({"interval_s": 0}, "interval_s and forecast_bin_s must be positive"),
+        ({"interval_s": 0}, "interval_s must be positive"),
+        ({"interval_s": True}, "interval_s must be a number"),
+        ({"wake_latency_s": float("nan")}, "must be finite numbers"),
+        ({"surge_warm_s": float("inf")}, "must be finite numbers"),
+        ({"forecast_bin_s": 0.5}, "forecast_bin_s must be between 1 s and a day"),
+        ({"forecast_bin_s": 90_000}, "forecast_bin_s must be between 1 s and a day"),
+        ({"surge_memory_days": 10_000_000}, "surge_memory_days must be a whole number from 1"),
+        ({"surge_min_idle_s": float("nan")}, "nor NaN"),
     ],
 )
 def test_bad_surge_settings_are_named(change: dict[str, object], message: str) -> None:
@@ -191,3 +213,33 @@ def test_bad_surge_settings_are_named(change: dict[str, object], message: str) -
     with pytest.raises(ValueError) as error:
         PowerConfig.parse(base | change, "power.yaml")
     assert str(error.value).startswith("power.yaml: ") and message in str(error.value)
+
+
+def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -> None:
+    # pool "cpu": three powered nodes (one busy, two idle); pool "gpu": one asleep. A job that
+    # needs two whole "cpu" nodes waits (one is busy): it must count as demand on "cpu", or
+    # surge's short threshold would suspend the two idle nodes under it
+    from types import SimpleNamespace
+
+    from fusesched.model.job import Placement
+    from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
+    from fusesched.model.phases import JobPhase
+
+    def node(name: str, pool: str) -> SimpleNamespace:
+        spec = NodeSpec(name, Resources({CPU: 4000}), {LABEL_POOL: pool})
+        return SimpleNamespace(spec=spec, state=NodeState.UP)
+
+    nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
+    nodes["g1"] = node("g1", "gpu")
+    group = TaskGroup("main", 8, Resources({CPU: 1000}))
+    spec = JobSpec("wide", (group,), placement=Placement(node_selector={LABEL_POOL: "cpu"}))
+    rec = SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)
+    core = SimpleNamespace(jobs={"wide": rec})
+    ctl = SimpleNamespace(nodes=nodes, jobs=["wide"], core=core, tasks={})
+    manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
+    manager._views(ctl, 0.0)  # type: ignore[arg-type]
+    manager.nodes["g1"].power = PowerState.SUSPENDED
+    assert manager._demand(ctl) == {"cpu": PoolDemand(queued_nodes=2.0)}  # type: ignore[arg-type]
+    # a job the sleeping pool could run counts there, as before (to wake it)
+    rec.spec = JobSpec("any", (TaskGroup("main", 1, Resources({CPU: 1000})),))
+    assert manager._demand(ctl) == {"gpu": PoolDemand(queued_nodes=1.0)}  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.power.forecast import (
+    DAY,
     RISE_KEEP_MARGIN,
     RISE_WAKE_MARGIN,
     DemandForecaster,
@@ -94,15 +95,27 @@ class PowerConfig:
     wake_latency_s: float = 300.0  # how long a node takes to resume: the forecast's look-ahead
     forecast_bin_s: float = 600.0  # the forecast's resolution (Holt-Winters bins)
     surge_memory_days: int = 7  # surge: how many days of rises it remembers
-    surge_warm_s: float = 86400.0  # surge: history needed before it suspends anything
+    surge_warm_s: float = DAY  # surge: history needed before it suspends anything
 
     def __post_init__(self) -> None:
-        if self.interval_s <= 0 or self.forecast_bin_s <= 0:
-            raise ValueError("interval_s and forecast_bin_s must be positive")
+        times = [self.interval_s, self.forecast_bin_s, self.wake_latency_s]
+        times += [self.command_timeout_s, self.surge_warm_s]
+        if not all(math.isfinite(t) for t in times):
+            raise ValueError(
+                "interval_s, forecast_bin_s, wake_latency_s, command_timeout_s and surge_warm_s "
+                "must be finite numbers"
+            )
+        if self.interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        if not 1.0 <= self.forecast_bin_s <= DAY:
+            raise ValueError("forecast_bin_s must be between 1 s and a day (86400 s)")
         if min(self.wake_latency_s, self.command_timeout_s, self.surge_warm_s) < 0:
             raise ValueError(
                 "wake_latency_s, command_timeout_s and surge_warm_s must not be negative"
             )
+        days = self.surge_memory_days
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 366:
+            raise ValueError("surge_memory_days must be a whole number from 1 to 366")
 
     @classmethod
     def parse(cls, data: object, source: str = "<power>") -> PowerConfig:
@@ -132,13 +145,13 @@ class PowerConfig:
                 commands["suspend"],
                 commands["resume"],
                 policy,
-                float(data.get("interval_s", 10.0)),
-                float(data.get("command_timeout_s", 60.0)),
+                _number(data, "interval_s", 10.0),
+                _number(data, "command_timeout_s", 60.0),
                 saving,
-                float(data.get("wake_latency_s", 300.0)),
-                float(data.get("forecast_bin_s", 600.0)),
-                _whole(data.get("surge_memory_days", 7), "surge_memory_days"),
-                float(data.get("surge_warm_s", 86400.0)),
+                _number(data, "wake_latency_s", 300.0),
+                _number(data, "forecast_bin_s", 600.0),
+                data.get("surge_memory_days", 7),
+                _number(data, "surge_warm_s", DAY),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{source}: {exc}") from None
@@ -156,10 +169,11 @@ class PowerConfig:
         return cls.parse(data, str(path))
 
 
-def _whole(value: Any, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{key} must be a whole number of at least 1")
-    return value
+def _number(data: Mapping[str, Any], key: str, default: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number")
+    return float(value)
 
 
 def _value(key: str, value: Any) -> Any:
@@ -232,18 +246,25 @@ class PowerManager:
 
     def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
         """Waiting jobs, in node-equivalents, counted against the first pool whose sleeping
-        nodes could run them (a gang of two full nodes needs two nodes woken)."""
+        nodes could run them (a gang of two full nodes needs two nodes woken); a job no
+        sleeping node could run counts against the first pool whose powered nodes could, so
+        that the idle nodes it waits for are not suspended under it."""
         sleeping: dict[str, list[NodeSpec]] = {}
-        for name, entry in self.nodes.items():
-            if entry.power in (PowerState.SUSPENDED, PowerState.SUSPENDING) and name in ctl.nodes:
-                spec = ctl.nodes[name].spec
-                sleeping.setdefault(spec.labels.get(LABEL_POOL, LOCAL_POOL), []).append(spec)
+        powered: dict[str, list[NodeSpec]] = {}
+        for name, node in ctl.nodes.items():
+            entry = self.nodes.get(name)
+            power = entry.power if entry is not None else PowerState.ON
+            pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
+            if power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
+                sleeping.setdefault(pool, []).append(node.spec)
+            elif power in (PowerState.ON, PowerState.RESUMING):
+                powered.setdefault(pool, []).append(node.spec)
         counts: dict[str, float] = {}
         for job_id in ctl.jobs:
             rec = ctl.core.jobs.get(job_id)
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
-            for pool, specs in sorted(sleeping.items()):
+            for pool, specs in [*sorted(sleeping.items()), *sorted(powered.items())]:
                 fitting = [
                     s
                     for s in specs

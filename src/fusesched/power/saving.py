@@ -40,7 +40,7 @@ Policies, registered by name in :data:`SAVING_POLICIES`:
   (:class:`fusesched.power.forecast.SurgeTracker`), and suspends every idle node beyond that
   after ``surge_min_idle_s``. Made for power saving that must not make jobs wait for a boot:
   it saves what the worst recent burst leaves idle. Until the tracker has a day of history
-  every node stays awake.
+  nothing is suspended (suspended nodes are resumed only for waiting jobs).
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ class SavingConfig:
             self.predictive_min_idle_s,
             self.surge_min_idle_s,
         )
-        if min(times) < 0:
-            raise ValueError("thresholds and timeouts must not be negative")
+        if min(times) < 0 or any(math.isnan(t) for t in times):
+            raise ValueError("thresholds and timeouts must not be negative (nor NaN)")
         if min(self.max_suspends_per_min, self.max_resumes_per_min, self.default_min_warm) < 0:
             raise ValueError("rates and reserves must not be negative")
         if any(v < 0 for v in self.min_warm.values()):
@@ -251,9 +251,11 @@ def predictive(facts: PoolFacts, config: SavingConfig) -> Target:
 def surge(facts: PoolFacts, config: SavingConfig) -> Target:
     """A booted headroom of the largest recent surge of demand (``surge_nodes``, at least the
     warm reserve) beyond the busy nodes and the waiting demand; idle nodes beyond it go after
-    ``surge_min_idle_s``. Without enough history yet, every node stays awake."""
+    ``surge_min_idle_s``. Without enough history yet it holds the pool as it is: nothing is
+    suspended, and suspended nodes are resumed only for waiting jobs (after a controller
+    restart the nodes asleep stay asleep)."""
     if facts.demand.surge_nodes is None:
-        return always_on(facts, config)
+        return Target(max(facts.awake, facts.needed_now + facts.reserve), math.inf)
     headroom = max(facts.reserve, math.ceil(facts.demand.surge_nodes - 1e-9))
     return Target(facts.needed_now + headroom, config.surge_min_idle_s)
 
