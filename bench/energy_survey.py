@@ -44,6 +44,7 @@ from energy_sim import (
     saving_ceiling,
     swf_case,
     verdict,
+    zero_wait_bound,
 )
 from fusesched.model.resources import CPU
 from fusesched.power.saving import SavingConfig
@@ -90,9 +91,10 @@ def offered_load(case: Case) -> float:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| trace | nodes | jobs | offered load | ceiling | idle-timeout saved / more wait "
+        "| trace | nodes | jobs | offered load | ceiling | zero-wait bound "
+        "| idle-timeout saved / more wait "
         "| forecast | predictive | surge | mean wait always-on / surge | goal met by |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         by = {p["policy"]: p for p in r["policies"]}
@@ -100,9 +102,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         met = [n for n, v in r["goal"].items() if all(v.values())]
         surge = by.get("surge")  # absent from results files older than the policy
         surge_wait = "–" if surge is None else f"{surge['wait_mean_s'] / 60:,.1f} min"
+        bound = f"{r['zero_wait_bound']:.1%}" if "zero_wait_bound" in r else "–"
         lines.append(
             f"| {r['trace']} | {r['nodes']:,} | {r['jobs']:,} | {r['offered_load']:.2f} "
-            f"| {r['ceiling']:.1%} | {cell['idle-timeout']} | {cell['forecast']} "
+            f"| {r['ceiling']:.1%} | {bound} | {cell['idle-timeout']} | {cell['forecast']} "
             f"| {cell['predictive']} | {cell.get('surge', '–')} "
             f"| {by['always-on']['wait_mean_s'] / 60:,.1f} / {surge_wait} "
             f"| {', '.join(met) or '–'} |"
@@ -215,12 +218,14 @@ def main(argv: list[str] | None = None) -> int:
             "jobs": outs[0].jobs,
             "offered_load": offered_load(case),
             "ceiling": saving_ceiling(case, outs[0].report),
+            "zero_wait_bound": zero_wait_bound(case, outs[0]),
             "policies": policy_rows,
             "goal": goal,
         }
         rows.append(entry)
         print(
-            f"  load {entry['offered_load']:.2f}, ceiling {entry['ceiling']:.1%}, goal {goal}",
+            f"  load {entry['offered_load']:.2f}, ceiling {entry['ceiling']:.1%}, zero-wait "
+            f"bound {entry['zero_wait_bound']:.1%}, goal {goal}",
             flush=True,
         )
     write_table(rows, skipped, args.max_nodes, args.out, no_plots=True)

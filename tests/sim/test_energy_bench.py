@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,18 @@ def test_philly_in_helios_virtual_clusters(tmp_path: Path) -> None:
     assert pools == ["va", "va", "vb"]  # each job only in its own VC
     assert [sum(g.replicas for g in j.spec.task_groups) for j in case.jobs] == [1, 2, 1]
     assert case.meter == (DAY, 3 * DAY)
+
+
+def test_zero_wait_bound_keeps_awake_what_the_next_boot_time_needs() -> None:
+    from fusesched.model.node import NodeSpec
+    from fusesched.model.resources import Resources
+
+    nodes = tuple(NodeSpec(f"n{i}", Resources.parse({"cpu": 4}), {}) for i in range(4))
+    case = es.Case("t", "swf", nodes, (), (0.0, 660.0), "")
+    base = _outcome("always-on", 1.0, 0.0)
+    # two nodes busy at t = 300 only; a cpu-node boots in 300 s, so from t = 0 to 300 both
+    # must be powered or booting; the other node-time (1,680 node-s) can be suspended
+    busy = [(k * 60.0, (2 if k == 5 else 0,)) for k in range(11)]
+    bound = es.zero_wait_bound(case, replace(base, pool_busy=busy))
+    assert bound == pytest.approx(1680 * (110 - 8) / 3.6e6)
+    assert es.zero_wait_bound(case, base) == 0.0  # nothing recorded

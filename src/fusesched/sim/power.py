@@ -111,7 +111,7 @@ class PowerSetup:
     surge_warm_s: float = 86400.0
     wake_failure_rate: float = 0.0
     seed: int = 0
-    record: bool = False  # keep (time, watts, nodes awake, nodes busy) at every tick
+    record: bool = False  # keep (time, watts, nodes awake, nodes busy) and busy per pool
 
     def __post_init__(self) -> None:
         get_policy(self.policy)  # raises for an unknown name
@@ -163,6 +163,8 @@ class PowerSim:
         self.suspends = self.resumes = 0
         self.failed: list[str] = []
         self.samples: list[tuple[float, float, int, int]] = []
+        # with ``record``: busy nodes per pool (``pool_names`` order) at every tick
+        self.pool_busy: list[tuple[float, tuple[int, ...]]] = []
 
     # ------------------------------------------------------------------ set-up
 
@@ -303,6 +305,9 @@ class PowerSim:
                 awake = self._in_state[PowerState.ON] + self._in_state[PowerState.RESUMING]
                 busy = int(((self.cpu_used > 0) | (self.gpu_used > 0)).sum())
                 self.samples.append((now, float(self.watts.sum()), awake, busy))
+                used = (self.cpu_used > 0) | (self.gpu_used > 0)
+                per_pool = tuple(int(used[rows].sum()) for rows in self.pool_rows.values())
+                self.pool_busy.append((now, per_pool))
             self._next_tick = (math.floor(now / self.setup.tick_s) + 1) * self.setup.tick_s
 
     def nodes_changed(self, names: Sequence[str]) -> None:
