@@ -291,11 +291,15 @@ def saving_ceiling(case: Case, always_on: PowerReport) -> float:
 
 
 def zero_wait_bound(case: Case, always_on: Outcome) -> float:
-    """The most a power saving that never makes a job wait longer than always-on could save:
-    a node busy at time t' must be powered or booting from t' − wake_s on, so at every tick at
-    least the largest busy count of the next wake_s is awake in each pool (always-on's busy
-    counts per pool, ``Outcome.pool_busy``); every other node is taken as suspended at no cost
-    (no boot or shut-down energy). A clairvoyant bound: it knows every arrival."""
+    """The most a power saving that keeps always-on's schedule (its start times and busy nodes
+    per pool) could save: a node busy at time t' must be powered or booting from t' − wake_s
+    on, so at every tick at least the largest busy count of the next wake_s is awake in each
+    pool (always-on's busy counts per pool, ``Outcome.pool_busy``); every other node is taken
+    as suspended at no cost (no boot or shut-down energy). A clairvoyant bound: it knows every
+    arrival. (A policy that packs jobs onto fewer nodes than always-on, or moves energy out of
+    the window, is not bound by it.)"""
+    if always_on.policy != "always-on":
+        raise ValueError(f"the zero-wait bound is computed from always-on, not {always_on.policy}")
     if not always_on.pool_busy or not always_on.report.energy_kwh:
         return 0.0
     model = PowerSetup().models[default_node_type(case.nodes[0])]
@@ -307,9 +311,11 @@ def zero_wait_bound(case: Case, always_on: Outcome) -> float:
     ahead = np.searchsorted(times, times + model.wake_s, side="right")
     needed = np.array([busy[k : max(k + 1, j)].max(axis=0) for k, j in enumerate(ahead)])
     lo, hi = case.meter
-    step = np.diff(np.append(times, times[-1]))  # each tick stands for the time to the next
-    inside = (times >= lo) & (times < hi)
-    off_node_s = float(((size - needed)[inside] * step[inside, None]).sum())
+    # each tick stands for the time to the next (the last one to the window's end), clipped
+    # to the metering window
+    ends = np.append(times[1:], max(times[-1], hi))
+    step = np.clip(ends, lo, hi) - np.clip(times, lo, hi)
+    off_node_s = float(((size - needed) * step[:, None]).sum())
     saved_kwh = off_node_s * (model.node_idle_w - model.suspended_w) / 3.6e6
     return saved_kwh / always_on.report.energy_kwh
 

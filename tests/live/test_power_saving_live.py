@@ -72,6 +72,7 @@ def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: st
         wake_latency_s=1.0,
         forecast_bin_s=1.0,  # the forecaster's bins close within the test
         surge_warm_s=0.0,  # surge: suspend from the start (no history to wait for)
+        surge_memory_days=1,  # a day of 1-second bins
     )
     awake = AgentConfig(
         name="node-a",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.power.test_predictive import NOW, ON, busy, idle
 
@@ -117,9 +119,11 @@ def test_wakes_nodes_when_the_headroom_is_used() -> None:
     assert plan(nodes[:3], PoolDemand(queued_nodes=1.0, surge_nodes=0.0), reserve)[2] == 5
 
 
-def test_short_threshold_is_validated() -> None:
+def test_short_threshold_is_validated_and_whole_floats_are_counts() -> None:
     with pytest.raises(ValueError):
         SavingConfig(surge_min_idle_s=-1)
+    config = SavingConfig(default_min_warm=2.0, min_warm={"a": 1.0})  # type: ignore[arg-type]
+    assert config.reserve("a") == 1 and type(config.reserve("b")) is int
 
 
 # ---------------------------------------------------------------- in the simulator
@@ -206,6 +210,10 @@ def test_the_controller_reads_the_settings_and_feeds_the_tracker() -> None:
         ({"forecast_bin_s": 90_000}, "forecast_bin_s must be between 1 s and a day"),
         ({"surge_memory_days": 10_000_000}, "surge_memory_days must be a whole number from 1"),
         ({"surge_min_idle_s": float("nan")}, "nor NaN"),
+        ({"default_min_warm": float("nan")}, "rates and warm reserves must be whole numbers"),
+        ({"default_min_warm": 2.5}, "rates and warm reserves must be whole numbers"),
+        ({"max_resumes_per_min": float("inf")}, "must be whole numbers"),
+        ({"forecast_bin_s": 1, "surge_memory_days": 366}, "must be at most 100,000 bins"),
     ],
 )
 def test_bad_surge_settings_are_named(change: dict[str, object], message: str) -> None:
@@ -217,29 +225,48 @@ def test_bad_surge_settings_are_named(change: dict[str, object], message: str) -
 
 def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -> None:
     # pool "cpu": three powered nodes (one busy, two idle); pool "gpu": one asleep. A job that
-    # needs two whole "cpu" nodes waits (one is busy): it must count as demand on "cpu", or
-    # surge's short threshold would suspend the two idle nodes under it
+    # needs two whole "cpu" nodes waits (one is busy): it is held on "cpu" (nothing to wake),
+    # so surge's short threshold does not suspend the two idle nodes under it
     from types import SimpleNamespace
 
     from fusesched.model.job import Placement
     from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
     from fusesched.model.phases import JobPhase
 
-    def node(name: str, pool: str) -> SimpleNamespace:
-        spec = NodeSpec(name, Resources({CPU: 4000}), {LABEL_POOL: pool})
+    def node(name: str, pool: str, **labels: str) -> SimpleNamespace:
+        spec = NodeSpec(name, Resources({CPU: 4000}), {LABEL_POOL: pool, **labels})
         return SimpleNamespace(spec=spec, state=NodeState.UP)
+
+    def job(tasks: int, **selector: str) -> SimpleNamespace:
+        group = TaskGroup("main", tasks, Resources({CPU: 1000}))
+        spec = JobSpec("j", (group,), placement=Placement(node_selector=selector))
+        return SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)
 
     nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
     nodes["g1"] = node("g1", "gpu")
-    group = TaskGroup("main", 8, Resources({CPU: 1000}))
-    spec = JobSpec("wide", (group,), placement=Placement(node_selector={LABEL_POOL: "cpu"}))
-    rec = SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)
-    core = SimpleNamespace(jobs={"wide": rec})
-    ctl = SimpleNamespace(nodes=nodes, jobs=["wide"], core=core, tasks={})
+    core = SimpleNamespace(jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})})
+    ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
     manager.nodes["g1"].power = PowerState.SUSPENDED
-    assert manager._demand(ctl) == {"cpu": PoolDemand(queued_nodes=2.0)}  # type: ignore[arg-type]
-    # a job the sleeping pool could run counts there, as before (to wake it)
-    rec.spec = JobSpec("any", (TaskGroup("main", 1, Resources({CPU: 1000})),))
+    demand = manager._demand(ctl)  # type: ignore[arg-type]
+    assert demand == {"cpu": PoolDemand(held_nodes=2.0)}
+    views = [busy("c1"), idle("c2", 5000), idle("c3", 5000)]
+    views = [NodeView(v.name, "cpu", v.power, v.busy, v.since) for v in views]
+    held = plan_power("surge", NOW, views, {"cpu": replace(demand["cpu"], surge_nodes=0.0)}, CFG)
+    assert held.suspend == () and held.resume == ()
+    # a job a sleeping node could run counts there, as before (to wake it)
+    core.jobs["j"] = job(1)
     assert manager._demand(ctl) == {"gpu": PoolDemand(queued_nodes=1.0)}  # type: ignore[arg-type]
+    # a node that cannot run the job is not woken for it: "cpu" gets a sleeping node without
+    # the label the job asks for, and the job is held on the powered one that has it
+    nodes["c1"] = node("c1", "cpu", ib="yes")
+    manager._views(ctl, 0.0)  # type: ignore[arg-type]
+    manager.nodes["c2"].power = PowerState.SUSPENDED
+    core.jobs["j"] = job(4, ib="yes")
+    demand = manager._demand(ctl)  # type: ignore[arg-type]
+    assert demand == {"cpu": PoolDemand(held_nodes=1.0)}
+    asleep_c2 = NodeView("c2", "cpu", PowerState.SUSPENDED, since=0.0)
+    views = [NodeView("c1", "cpu", ON, busy=True), asleep_c2]
+    plan = plan_power("idle-timeout", NOW, views, demand, CFG)
+    assert plan.resume == ()

@@ -116,9 +116,17 @@ def test_zero_wait_bound_keeps_awake_what_the_next_boot_time_needs() -> None:
     nodes = tuple(NodeSpec(f"n{i}", Resources.parse({"cpu": 4}), {}) for i in range(4))
     case = es.Case("t", "swf", nodes, (), (0.0, 660.0), "")
     base = _outcome("always-on", 1.0, 0.0)
-    # two nodes busy at t = 300 only; a cpu-node boots in 300 s, so from t = 0 to 300 both
-    # must be powered or booting; the other node-time (1,680 node-s) can be suspended
+    # two nodes busy at t = 300 only; a cpu-node boots in 300 s, so from t = 0 to 360 both
+    # must be powered or booting; the other node-time of the window (4 × 660 − 2 × 360 =
+    # 1,920 node-s) can be suspended
     busy = [(k * 60.0, (2 if k == 5 else 0,)) for k in range(11)]
     bound = es.zero_wait_bound(case, replace(base, pool_busy=busy))
-    assert bound == pytest.approx(1680 * (110 - 8) / 3.6e6)
+    assert bound == pytest.approx(1920 * (110 - 8) / 3.6e6)
+    # only the metering window counts: from t = 120 on, 4 × 540 − 2 × 240 = 1,680 node-s
+    later = replace(case, meter=(120.0, 660.0))
+    assert es.zero_wait_bound(later, replace(base, pool_busy=busy)) == pytest.approx(
+        1680 * (110 - 8) / 3.6e6
+    )
     assert es.zero_wait_bound(case, base) == 0.0  # nothing recorded
+    with pytest.raises(ValueError, match="from always-on"):
+        es.zero_wait_bound(case, replace(base, policy="surge", pool_busy=busy))

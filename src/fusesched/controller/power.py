@@ -21,7 +21,7 @@ import math
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +82,10 @@ _FIELDS = _SAVING_FIELDS | {
 }
 
 
+#: the most bins the surge tracker may keep per pool (a year of 10-minute bins is 52,704)
+MAX_SURGE_BINS = 100_000
+
+
 @dataclass(frozen=True)
 class PowerConfig:
     """The ``--power FILE`` settings (docs/ENERGY.md)."""
@@ -116,6 +120,11 @@ class PowerConfig:
         days = self.surge_memory_days
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 366:
             raise ValueError("surge_memory_days must be a whole number from 1 to 366")
+        if self.policy == "surge" and days * DAY / self.forecast_bin_s > MAX_SURGE_BINS:
+            raise ValueError(
+                f"surge_memory_days × 86400 / forecast_bin_s must be at most {MAX_SURGE_BINS:,} "
+                "bins (the surge tracker keeps one per bin): fewer days or wider bins"
+            )
 
     @classmethod
     def parse(cls, data: object, source: str = "<power>") -> PowerConfig:
@@ -246,9 +255,11 @@ class PowerManager:
 
     def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
         """Waiting jobs, in node-equivalents, counted against the first pool whose sleeping
-        nodes could run them (a gang of two full nodes needs two nodes woken); a job no
-        sleeping node could run counts against the first pool whose powered nodes could, so
-        that the idle nodes it waits for are not suspended under it."""
+        nodes could run them (a gang of two full nodes needs two nodes woken: ``queued_nodes``,
+        what the policy resumes nodes for). A job no sleeping node could run is counted, as
+        ``held_nodes``, against the first pool whose powered nodes could: nothing is woken for
+        it, but the idle nodes it waits for (a gang for which one node is still busy) are not
+        suspended under it."""
         sleeping: dict[str, list[NodeSpec]] = {}
         powered: dict[str, list[NodeSpec]] = {}
         for name, node in ctl.nodes.items():
@@ -257,24 +268,23 @@ class PowerManager:
             pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
             if power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
                 sleeping.setdefault(pool, []).append(node.spec)
-            elif power in (PowerState.ON, PowerState.RESUMING):
+            elif power is PowerState.ON and node.state is NodeState.UP:
                 powered.setdefault(pool, []).append(node.spec)
-        counts: dict[str, float] = {}
+        queued: dict[str, float] = {}
+        held: dict[str, float] = {}
         for job_id in ctl.jobs:
             rec = ctl.core.jobs.get(job_id)
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
-            for pool, specs in [*sorted(sleeping.items()), *sorted(powered.items())]:
-                fitting = [
-                    s
-                    for s in specs
-                    if rec.spec.placement.allows(s.labels)
-                    and all(g.resources.fits_in(s.capacity) for g in rec.spec.task_groups)
-                ]
-                if fitting:
-                    counts[pool] = counts.get(pool, 0.0) + _nodes_needed(rec.spec, fitting)
+            for counts, pools in ((queued, sleeping), (held, powered)):
+                found = _first_fit(rec.spec, pools)
+                if found is not None:
+                    counts[found[0]] = counts.get(found[0], 0.0) + found[1]
                     break
-        return {pool: PoolDemand(queued_nodes=n) for pool, n in counts.items()}
+        return {
+            pool: PoolDemand(queued_nodes=queued.get(pool, 0.0), held_nodes=held.get(pool, 0.0))
+            for pool in sorted(set(queued) | set(held))
+        }
 
     def _forecast(
         self, views: Sequence[NodeView], demand: dict[str, PoolDemand], now: float
@@ -289,28 +299,28 @@ class PowerManager:
         for view in views:
             needed[view.pool] = needed.get(view.pool, 0.0) + (1.0 if view.busy else 0.0)
         for pool, wanted in demand.items():
-            needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes
+            needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes + wanted.held_nodes
         horizon = self.config.wake_latency_s + self.config.interval_s
         out = {}
         if self.config.policy == "predictive":  # the rise over the wake latency and SuspendTime
             self.riser.observe(now, needed)
             keep = self.config.saving.idle_threshold_s
             for pool in needed:
-                queued = demand.get(pool, PoolDemand()).queued_nodes
                 wake = self.riser.upper(pool, now, horizon, RISE_WAKE_MARGIN)
                 kept = self.riser.upper(pool, now, keep, RISE_KEEP_MARGIN)
-                out[pool] = PoolDemand(queued, rise_nodes=wake, rise_keep_nodes=kept)
+                base = demand.get(pool, PoolDemand())
+                out[pool] = replace(base, rise_nodes=wake, rise_keep_nodes=kept)
             return out
         if self.config.policy == "surge":
             self.surger.observe(now, needed)
             for pool in needed:
-                queued = demand.get(pool, PoolDemand()).queued_nodes
-                out[pool] = PoolDemand(queued, surge_nodes=self.surger.upper(pool, now))
+                surge = self.surger.upper(pool, now)
+                out[pool] = replace(demand.get(pool, PoolDemand()), surge_nodes=surge)
             return out
         self.forecaster.observe(now, needed)
         for pool in needed:
-            queued = demand.get(pool, PoolDemand()).queued_nodes
-            out[pool] = PoolDemand(queued, self.forecaster.upper(pool, now, horizon))
+            level = self.forecaster.upper(pool, now, horizon)
+            out[pool] = replace(demand.get(pool, PoolDemand()), forecast_nodes=level)
         return out
 
     # ------------------------------------------------------------------ the loop
@@ -408,6 +418,21 @@ def _set_state(ctl: Controller, name: str, state: NodeState, reason: str, now: f
     from fusesched.controller import failures
 
     failures.set_node_state(ctl, name, state, reason, now)
+
+
+def _first_fit(spec: JobSpec, pools: Mapping[str, list[NodeSpec]]) -> tuple[str, float] | None:
+    """The first pool (by name) with nodes that could run ``spec``, and its node-equivalents
+    there; None if no pool has one."""
+    for pool, specs in sorted(pools.items()):
+        fitting = [
+            s
+            for s in specs
+            if spec.placement.allows(s.labels)
+            and all(g.resources.fits_in(s.capacity) for g in spec.task_groups)
+        ]
+        if fitting:
+            return pool, _nodes_needed(spec, fitting)
+    return None
 
 
 def _nodes_needed(spec: JobSpec, fitting: Sequence[NodeSpec]) -> float:

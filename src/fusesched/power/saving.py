@@ -94,6 +94,9 @@ class PoolDemand:
     idle timeout would switch them off anyway); None: no early suspends.
     ``surge_nodes``: the largest rise of the pool's demand within the wake look-ahead seen
     recently (the ``surge`` policy's booted headroom); None while there is too little history.
+    ``held_nodes``: node-equivalents of waiting jobs that only this pool's powered nodes could
+    run (none of its sleeping ones): they wake nothing, but that many idle nodes are not
+    suspended under them.
     """
 
     queued_nodes: float = 0.0
@@ -102,6 +105,7 @@ class PoolDemand:
     rise_nodes: float | None = None
     rise_keep_nodes: float | None = None
     surge_nodes: float | None = None
+    held_nodes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -135,11 +139,17 @@ class SavingConfig:
         )
         if min(times) < 0 or any(math.isnan(t) for t in times):
             raise ValueError("thresholds and timeouts must not be negative (nor NaN)")
-        if min(self.max_suspends_per_min, self.max_resumes_per_min, self.default_min_warm) < 0:
+        counts = (self.max_suspends_per_min, self.max_resumes_per_min, self.default_min_warm)
+        if not all(_whole(v) for v in (*counts, *self.min_warm.values())):
+            raise ValueError("rates and warm reserves must be whole numbers")
+        if min(counts) < 0:
             raise ValueError("rates and reserves must not be negative")
         if any(v < 0 for v in self.min_warm.values()):
             raise ValueError("warm reserves must not be negative")
-        object.__setattr__(self, "min_warm", MappingProxyType(dict(self.min_warm)))
+        for name in ("max_suspends_per_min", "max_resumes_per_min", "default_min_warm"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        warm = {pool: int(v) for pool, v in self.min_warm.items()}
+        object.__setattr__(self, "min_warm", MappingProxyType(warm))
         object.__setattr__(self, "exclude_nodes", frozenset(self.exclude_nodes))
         object.__setattr__(self, "exclude_pools", frozenset(self.exclude_pools))
 
@@ -148,6 +158,13 @@ class SavingConfig:
 
     def excluded(self, node: NodeView) -> bool:
         return node.name in self.exclude_nodes or node.pool in self.exclude_pools
+
+
+def _whole(value: object) -> bool:
+    """An int, or a float with no fraction (not NaN, not infinite, not a bool)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +330,8 @@ def plan_power(
         surplus = facts.awake - target.awake
         if surplus > 0 and suspends_left > 0:
             # never below the warm reserve, nor below what the waiting jobs need
-            keep_idle = facts.reserve + math.ceil(facts.demand.queued_nodes - 1e-9)
+            waiting = facts.demand.queued_nodes + facts.demand.held_nodes
+            keep_idle = facts.reserve + math.ceil(waiting - 1e-9)
             room = min(surplus, facts.idle - keep_idle, suspends_left)
             # nodes idle for min_idle_s only down to ``keep``; those idle for keep_idle_s further
             short_room = min(room, facts.awake - max(target.awake, target.keep))
