@@ -282,10 +282,15 @@ def more_text(more: float | None) -> str:
     return "+∞ (no wait always-on)" if more is None else f"{more:+.1%}"
 
 
+def node_model(case: Case) -> PowerModel:
+    """The power model of the case's nodes (every case has one node type)."""
+    return PowerSetup().models[default_node_type(case.nodes[0])]
+
+
 def saving_ceiling(case: Case, always_on: PowerReport) -> float:
     """The most any power saving could save: every idle node-hour of always-on suspended at
     no cost (per node type: idle minus suspended watts)."""
-    model = PowerSetup().models[default_node_type(case.nodes[0])]
+    model = node_model(case)
     saved = always_on.node_hours["idle"] * (model.node_idle_w - model.suspended_w) / 1000.0
     return saved / always_on.energy_kwh if always_on.energy_kwh else 0.0
 
@@ -302,7 +307,7 @@ def zero_wait_bound(case: Case, always_on: Outcome) -> float:
         raise ValueError(f"the zero-wait bound is computed from always-on, not {always_on.policy}")
     if not always_on.pool_busy or not always_on.report.energy_kwh:
         return 0.0
-    model = PowerSetup().models[default_node_type(case.nodes[0])]
+    model = node_model(case)
     sizes = Counter(n.labels.get(LABEL_POOL, DEFAULT_POOL) for n in case.nodes)
     size = np.array([sizes[p] for p in sorted(sizes)], dtype=np.float64)
     times = np.array([t for t, _ in always_on.pool_busy])

@@ -179,10 +179,7 @@ class PowerConfig:
 
 
 def _number(data: Mapping[str, Any], key: str, default: float) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{key} must be a number")
-    return float(value)
+    return float(_value(key, data.get(key, default)))
 
 
 def _value(key: str, value: Any) -> Any:

@@ -286,7 +286,7 @@ class SurgeTracker:
     ``horizon_s`` before it (a sliding minimum, amortised O(1)); the rises are kept as the
     largest per bin of ``bin_s`` in a ring of ``memory_days`` days, and :meth:`upper` is the
     largest of the ring. It is None until ``warm_s`` of samples have been seen (too little
-    history to know the worst case: the policy keeps every node awake).
+    history to know the worst case: the policy suspends nothing).
     """
 
     def __init__(

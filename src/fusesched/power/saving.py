@@ -40,7 +40,7 @@ Policies, registered by name in :data:`SAVING_POLICIES`:
   (:class:`fusesched.power.forecast.SurgeTracker`), and suspends every idle node beyond that
   after ``surge_min_idle_s``. Made for power saving that must not make jobs wait for a boot:
   it saves what the worst recent burst leaves idle. Until the tracker has a day of history
-  nothing is suspended (suspended nodes are resumed only for waiting jobs).
+  nothing is suspended (suspended nodes are resumed only for waiting jobs or the reserve).
 """
 
 from __future__ import annotations
@@ -269,8 +269,7 @@ def surge(facts: PoolFacts, config: SavingConfig) -> Target:
     """A booted headroom of the largest recent surge of demand (``surge_nodes``, at least the
     warm reserve) beyond the busy nodes and the waiting demand; idle nodes beyond it go after
     ``surge_min_idle_s``. Without enough history yet it holds the pool as it is: nothing is
-    suspended, and suspended nodes are resumed only for waiting jobs (after a controller
-    restart the nodes asleep stay asleep)."""
+    suspended, and suspended nodes are resumed only for waiting jobs or the warm reserve."""
     if facts.demand.surge_nodes is None:
         return Target(max(facts.awake, facts.needed_now + facts.reserve), math.inf)
     headroom = max(facts.reserve, math.ceil(facts.demand.surge_nodes - 1e-9))

@@ -38,6 +38,7 @@ from fusesched.model.events import Decision, Event, NodeStateChanged, StartJob
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU
 from fusesched.power.forecast import (
+    DAY,
     RISE_KEEP_MARGIN,
     RISE_WAKE_MARGIN,
     DemandForecaster,
@@ -108,7 +109,7 @@ class PowerSetup:
     rise_margin: float | None = RISE_WAKE_MARGIN
     rise_keep_margin: float | None = RISE_KEEP_MARGIN
     surge_memory_days: int = 7
-    surge_warm_s: float = 86400.0
+    surge_warm_s: float = DAY
     wake_failure_rate: float = 0.0
     seed: int = 0
     record: bool = False  # keep (time, watts, nodes awake, nodes busy) and busy per pool
@@ -303,12 +304,16 @@ class PowerSim:
             self._control(now)
             if self.setup.record:
                 awake = self._in_state[PowerState.ON] + self._in_state[PowerState.RESUMING]
-                busy = int(((self.cpu_used > 0) | (self.gpu_used > 0)).sum())
+                per_pool = self._busy_by_pool()
+                busy = sum(per_pool.values())
                 self.samples.append((now, float(self.watts.sum()), awake, busy))
-                used = (self.cpu_used > 0) | (self.gpu_used > 0)
-                per_pool = tuple(int(used[rows].sum()) for rows in self.pool_rows.values())
-                self.pool_busy.append((now, per_pool))
+                self.pool_busy.append((now, tuple(per_pool.values())))
             self._next_tick = (math.floor(now / self.setup.tick_s) + 1) * self.setup.tick_s
+
+    def _busy_by_pool(self) -> dict[str, int]:
+        """Per pool (``pool_names`` order), the nodes running something."""
+        used = (self.cpu_used > 0) | (self.gpu_used > 0)
+        return {pool: int(used[rows].sum()) for pool, rows in self.pool_rows.items()}
 
     def nodes_changed(self, names: Sequence[str]) -> None:
         """The engine changed these nodes' core state itself (an injected outage): their
@@ -467,10 +472,7 @@ class PowerSim:
         rise_keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
         surges: dict[str, float | None] = dict.fromkeys(self.pool_names)
         if self.forecaster is not None or self.riser is not None or self.surger is not None:
-            needed = {}
-            for pool, rows in self.pool_rows.items():
-                busy = int(((self.cpu_used[rows] > 0) | (self.gpu_used[rows] > 0)).sum())
-                needed[pool] = busy + queued[pool]
+            needed = {pool: busy + queued[pool] for pool, busy in self._busy_by_pool().items()}
             if self.forecaster is not None:
                 self.forecaster.observe(now, needed)
                 for pool in self.pool_names:
