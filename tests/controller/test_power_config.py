@@ -40,6 +40,11 @@ def test_a_full_file_parses(tmp_path: Path) -> None:
         ({"idle_threshold_s": "soon"}, "idle_threshold_s must be a number"),
         ({"idle_threshold_s": -1}, "must not be negative"),
         ({"exclude_pools": "gpu"}, "exclude_pools must be a list"),
+        ({"min_warm": [1]}, "min_warm must map pools to node counts"),
+        ({"min_warm": {"gpu": 2.5}}, "warm reserves must be whole numbers"),
+        ({"min_warm": {"gpu": "two"}}, "min_warm.gpu must be a number"),
+        ({"min_warm": {"gpu": True}}, "min_warm.gpu must be a number"),
+        ({"min_warm": {"gpu": -1}}, "must not be negative"),
     ],
 )
 def test_bad_settings_are_named(change: dict[str, object], message: str) -> None:
@@ -55,3 +60,8 @@ def test_unreadable_or_not_yaml(tmp_path: Path) -> None:
     bad.write_text("suspend: [a\n")
     with pytest.raises(ValueError, match="not valid YAML"):
         PowerConfig.load(bad)
+
+
+def test_a_whole_float_reserve_is_taken_as_a_count() -> None:
+    config = PowerConfig.parse(GOOD | {"min_warm": {"gpu": 2.0}}, "power.yaml")
+    assert config.saving.reserve("gpu") == 2 and isinstance(config.saving.reserve("gpu"), int)

@@ -190,7 +190,8 @@ def _value(key: str, value: Any) -> Any:
     if key == "min_warm":
         if not isinstance(value, Mapping):
             raise ValueError("min_warm must map pools to node counts")
-        return {str(k): int(v) for k, v in value.items()}
+        # numbers as written: SavingConfig rejects a fractional reserve instead of rounding it
+        return {str(k): _value(f"min_warm.{k}", v) for k, v in value.items()}
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} must be a number")
     return value
