@@ -109,6 +109,16 @@ def test_simulate_with_runtime_prediction_and_the_default_preset(tmp_path: Path)
             ],
             "applies to --protocol full",
         ),
+        (["simulate", str(Path(__file__).parent)], "is a folder, not a trace file"),
+        (
+            ["simulate", "synthetic", "--limit", "5", "--json", "/nonexistent-folder/out.json"],
+            "cannot write /nonexistent-folder/out.json: No such file or directory",
+        ),
+        (["simulate", str(SMALL_SWF), "--protocol", "rlscheduler"], "jobs are too few"),
+        (["controller", "--port", "99999"], "less than or equal to 65535"),
+        (["usage", "--db", "sqlite:////nonexistent-folder/x.db"], "cannot read the store"),
+        (["jobs", "--controller", "not-a-url"], "not a controller URL"),
+        (["jobs", "--controller", "https://127.0.0.1:1", "--ca", "/nonexistent.pem"], "CA"),
     ],
 )
 def test_bad_input_is_a_clear_error_not_a_traceback(args: list[str], message: str) -> None:
@@ -168,6 +178,14 @@ def test_fgd_protocol_writes_the_required_metrics(tmp_path: Path) -> None:
         ),
         (["simulate", str(OPENB_NODES), "nothing", "--protocol", "fgd"], "no such pod list"),
         (["simulate", "synthetic", str(OPENB_PODS)], "only taken by --protocol fgd"),
+        (
+            ["simulate", str(OPENB_NODES), str(OPENB_PODS), "--protocol", "fgd", "--seeds", "5-1"],
+            "--seeds: empty range '5-1'",
+        ),
+        (
+            ["simulate", "gpu_node", "default", "--protocol", "fgd", "--seeds", "1-99999999999"],
+            "--seeds: at most 10,000 seeds",  # not a list of 10^11 seeds first
+        ),
     ],
 )
 def test_fgd_usage_errors(args: list[str], message: str) -> None:
@@ -203,6 +221,23 @@ def test_simulate_runs_the_shipped_learned_policy(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     (run,) = json.loads(out.read_text())["results"]
     assert run["policy"] == "learned" and run["metrics"]["jobs"] > 0
+
+
+def test_unreadable_configuration_files_are_a_clear_error(tmp_path: Path) -> None:
+    binary = tmp_path / "tenancy.yaml"
+    binary.write_bytes(b"\xa5\x00\xff" * 100)
+    result = runner.invoke(
+        app, ["controller", "--data-dir", str(tmp_path), "--tenancy", str(binary)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "not UTF-8 text" in " ".join(result.output.split())
+    result = runner.invoke(
+        app,
+        ["controller", "--data-dir", str(tmp_path), "--port", "0", "--db", f"sqlite:///{binary}"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "file is not a database" in " ".join(result.output.split())
+    assert binary.read_bytes() == b"\xa5\x00\xff" * 100  # left as it was
 
 
 def test_a_bad_learned_policy_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -172,3 +172,12 @@ def test_the_command_imports_no_http_framework(server: tuple[str, Script], tmp_p
     first, loaded = result.stdout.splitlines()
     assert json.loads(first) == {"id": "7"}
     assert loaded == "[]"
+
+
+def test_a_batch_script_that_is_not_a_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(fast.UsageError, match=r"missing\.sh: no such file"):
+        fast._files("sbatch", ["-N", "2", str(tmp_path / "missing.sh")])
+    with pytest.raises(fast.UsageError, match="a folder, not a batch script"):
+        fast._files("sbatch", [str(tmp_path)])
+    with pytest.raises(fast.UsageError, match="no batch script given"):
+        fast._files("sbatch", ["--exclusive"])

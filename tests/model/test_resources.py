@@ -83,6 +83,10 @@ def test_parse_quantity(name: str, value: str | int | float, expected: int) -> N
         ("memory", "1.5", "bytes"),
         ("fpga", "1.5", "units"),
         ("fpga", "500m", "units"),
+        ("cpu", "99999999999999999999999", "too large"),  # more than a core's array holds
+        ("memory", "1e400", "too large"),
+        ("memory", "1e999999999", "too large"),  # beyond Decimal's exponent, not a crash
+        ("nvidia.com/gpu", 10**30, "too large"),
     ],
 )
 def test_parse_quantity_rejects(name: str, value: object, message: str) -> None:

@@ -119,6 +119,7 @@ def test_arrays(text: str, expected: tuple[int, int, int, int | None]) -> None:
         ("a-b", "cannot read 'a-b'"),
         ("", "cannot read ''"),
         ("0-2000000,2000001", "more than 1000000 indices"),
+        ("0-999999999999", "more than 1000000 indices"),  # one range too: not a billion jobs
     ],
 )
 def test_bad_arrays(text: str, message: str) -> None:

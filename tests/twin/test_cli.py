@@ -146,6 +146,8 @@ def test_run_compare_plan_and_validate(snap_file: Path, tmp_path: Path) -> None:
         (["compare", "{snap}", "{bad}", "--ray", "127.0.0.1:1"], "bad.yaml"),
         (["snapshot", "--data-dir", "nowhere"], "no store in nowhere"),
         (["snapshot", "--data-dir", ".", "--placement", "odd"], "unknown placement policy"),
+        (["run", "{snap}", "--seeds", "0-99999999999"], "--seeds: at most 10,000 seeds"),
+        (["snapshot", "--power", "{binary}"], "not UTF-8 text"),
     ],
 )
 def test_bad_input_is_a_clear_error(
@@ -155,7 +157,9 @@ def test_bad_input_is_a_clear_error(
     bad.write_text("failures: [{at_s: 1}]\n")
     unfit = tmp_path / "unfit.yaml"
     unfit.write_text("nodes: {add: [{like: x}]}\n")
-    paths = {"snap": str(snap_file), "bad": str(bad), "unfit": str(unfit)}
+    binary = tmp_path / "power.bin"
+    binary.write_bytes(b"\xa5\x00\xff" * 100)
+    paths = {"snap": str(snap_file), "bad": str(bad), "unfit": str(unfit), "binary": str(binary)}
     code, output = invoke(*[a.format(**paths) for a in args])
     assert code == 2, output
     assert expected in " ".join(output.split()), output

@@ -93,7 +93,9 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         state: Annotated[list[JobState] | None, Query()] = None,
         queue: str | None = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 50,
-        before: Annotated[int | None, Query(ge=0, description="jobs older than this id")] = None,
+        before: Annotated[
+            int | None, Query(ge=0, le=2**63 - 1, description="jobs older than this id")
+        ] = None,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:

@@ -3,7 +3,12 @@ routes raise, and the handlers that turn the domain's exceptions into HTTP statu
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
@@ -47,12 +52,30 @@ def refusal(exc: Exception) -> JSONResponse:
     raise TypeError(f"not a refusal: {exc!r}")
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float written as a string (``"inf"``): JSON has no
+    such numbers, and a request may carry them (Python's JSON reads ``NaN``, ``1e400``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 def add_error_handlers(app: FastAPI) -> None:
     """A bad submission is a 400, a controller still starting a 503, a bad token a 401
-    (:func:`refusal`)."""
+    (:func:`refusal`); a request that fails validation FastAPI's 422, also when the input it
+    echoes holds a number JSON cannot write."""
 
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         return refusal(exc)
 
+    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse({"detail": finite(jsonable_encoder(exc.errors()))}, 422)
+
     for kind in HANDLED:
         app.add_exception_handler(kind, handle)
+    app.add_exception_handler(RequestValidationError, invalid)

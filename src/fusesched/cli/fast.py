@@ -80,6 +80,10 @@ def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
                     f"arguments after the script are not supported: {' '.join(rest[k + 1 :])}"
                 )
             return [{"name": os.path.basename(arg), "text": _read(arg), "args": rest[:k]}]
+    last = rest[-1] if rest else ""
+    if last and not last.startswith("-"):  # most likely the script, which is not a file
+        why = "a folder, not a batch script" if os.path.isdir(last) else "no such file"
+        raise UsageError(f"{last}: {why} (usage: fusesched sbatch [OPTIONS] SCRIPT)")
     raise UsageError("no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT)")
 
 

@@ -10,6 +10,7 @@ modules are imported inside the commands, so ``fusesched submit`` starts quickly
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -65,9 +66,14 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _client(url: str | None, token: str | None = None, ca: Path | None = None) -> Any:
-    from fusesched.sdk import Client
+    from fusesched.sdk import Client, ControllerError
 
-    return Client(url, token=token, ca=ca)
+    try:
+        return Client(url, token=token, ca=ca)
+    except ControllerError as exc:  # not a controller URL
+        _fail(str(exc), 2)
+    except OSError as exc:  # --ca / FUSESCHED_CA missing, unreadable or no certificate
+        _fail(f"cannot use the CA certificate {ca or os.environ.get('FUSESCHED_CA')}: {exc}", 2)
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -145,7 +145,10 @@ def _compare(
             def advance(done: int) -> None:
                 bar.update(task, completed=done)
 
-            results = run_protocol(path, names, backfill, seed, advance)
+            try:
+                results = run_protocol(path, names, backfill, seed, advance)
+            except ValueError as exc:  # a trace the protocol cannot sample: too short, no header
+                raise UsageError(f"--protocol rlscheduler: {exc}") from exc
         return str(path), results
     started = time.perf_counter()
     label, workload = load_workload(trace, limit)
@@ -306,7 +309,7 @@ def simulate(
         PolicyError,
         TraceFormatError,
         OpenbFormatError,
-        FileNotFoundError,
+        OSError,  # a trace that is missing, a folder or unreadable
     ) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
@@ -317,17 +320,21 @@ def simulate(
         console.print(dl_table(title, results))
     else:
         console.print(_table(title, results, protocol))
-    if json_out is not None:
-        write_json(json_out, label, protocol, results)
-        console.print(f"wrote {json_out}")
-    if plot_out is not None:
-        if protocol == "fgd":
-            plot_fgd(plot_out, title, results)
-        elif protocol == "dl":
-            plot_dl(plot_out, title, results)
-        else:
-            plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
-        console.print(f"wrote {plot_out}")
+    try:
+        if json_out is not None:
+            write_json(json_out, label, protocol, results)
+            console.print(f"wrote {json_out}")
+        if plot_out is not None:
+            if protocol == "fgd":
+                plot_fgd(plot_out, title, results)
+            elif protocol == "dl":
+                plot_dl(plot_out, title, results)
+            else:
+                plot(plot_out, f"{Path(label).name} — protocol {protocol}", results)
+            console.print(f"wrote {plot_out}")
+    except OSError as exc:  # --json or --plot in a missing folder, on a folder, read-only
+        err.print(f"[red]error:[/] cannot write {exc.filename}: {exc.strerror or exc}")
+        raise typer.Exit(2) from exc
 
 
 @app.command(rich_help_panel="Simulate")

@@ -98,6 +98,8 @@ def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         _fail(f"cannot read the tenancy configuration {path}: {exc.strerror}", 2)
+    except UnicodeDecodeError:
+        _fail(f"cannot read the tenancy configuration {path}: not UTF-8 text", 2)
     except yaml.YAMLError as exc:
         _fail(f"{path}: not valid YAML: {exc}", 2)
     try:
@@ -111,7 +113,7 @@ def controller(
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port of the REST API.")] = 8642,
     db: Annotated[
         str | None,
         typer.Option(
@@ -175,6 +177,8 @@ def controller(
     ] = False,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from fusesched.controller.leader import StandbyUnsupported
     from fusesched.controller.server import ControllerServer
     from fusesched.policies.registry import CoreConfig, PolicyError
@@ -209,6 +213,8 @@ def controller(
         _fail(str(exc), 2)
     except (OSError, ValueError) as exc:
         _fail(str(exc))
+    except SQLAlchemyError as exc:  # --db: a URL it cannot parse, a file that is no database
+        _fail(f"cannot open the store {db or data_dir}: {exc.__class__.__name__}: {exc.args[0]}")
     role = " (standby until it leads)" if standby else ""
     err.print(f"fusesched controller at [bold]{server.url}[/]{role} (data in {data_dir})")
     err.print(f"  web portal: {server.url}/portal/")
@@ -291,7 +297,7 @@ def _agent_link(name: str) -> AgentLink:
 
 def up(
     data_dir: DataDirOpt = Path("fusesched-data"),
-    port: Annotated[int, typer.Option(help="Port of the REST API.")] = 8642,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port of the REST API.")] = 8642,
     agents: Annotated[int, typer.Option(min=1, max=64, help="Local agents to start.")] = 1,
     config: Annotated[
         Path | None, typer.Option(help="Agent config file for the local agent(s).")

@@ -85,6 +85,8 @@ def resolve_trace(name: str) -> Path | None:
     if name == "synthetic":
         return None
     path = Path(name)
+    if path.is_dir():
+        raise UsageError(f"{name} is a folder, not a trace file")
     if path.exists():
         return path
     if name in KNOWN_TRACES:
@@ -247,20 +249,24 @@ def run_protocol(
     return results
 
 
+#: Most seeds one ``--seeds`` may name (each is a whole run of every policy).
+MAX_SEEDS = 10_000
+
+
 def parse_seeds(text: str) -> list[int]:
     """``42-51`` or ``42,43,50`` (or a mix) → the list of seeds."""
     seeds: list[int] = []
-    try:
-        for part in (p.strip() for p in text.split(",") if p.strip()):
-            if "-" in part[1:]:
-                low, high = part.split("-", 1)
-                if int(high) < int(low):
-                    raise UsageError(f"--seeds: empty range {part!r}")
-                seeds.extend(range(int(low), int(high) + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError as exc:
-        raise UsageError(f"--seeds: expected e.g. 42-51 or 42,43, not {text!r}") from exc
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            low, high = part.split("-", 1) if "-" in part[1:] else (part, part)
+            first, last = int(low), int(high)
+        except ValueError as exc:
+            raise UsageError(f"--seeds: expected e.g. 42-51 or 42,43, not {text!r}") from exc
+        if last < first:
+            raise UsageError(f"--seeds: empty range {part!r}")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UsageError(f"--seeds: at most {MAX_SEEDS:,} seeds")
+        seeds.extend(range(first, last + 1))
     if not seeds:
         raise UsageError("--seeds needs at least one seed")
     return seeds

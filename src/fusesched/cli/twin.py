@@ -42,6 +42,10 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+#: Most seeds one ``--seeds`` may name (each is a whole replay).
+MAX_SEEDS = 10_000
+
+
 def _seeds(text: str | None) -> list[int] | None:
     if text is None:
         return None
@@ -50,6 +54,8 @@ def _seeds(text: str | None) -> list[int] | None:
         for part in text.split(","):
             if "-" in part:
                 lo, hi = part.split("-", 1)
+                if int(hi) - int(lo) + 1 + len(out) > MAX_SEEDS:
+                    _fail(f"--seeds: at most {MAX_SEEDS:,} seeds")
                 out.extend(range(int(lo), int(hi) + 1))
             elif part.strip():
                 out.append(int(part))
@@ -69,6 +75,8 @@ def _yaml_file(path: Path | None, what: str) -> dict[str, Any] | None:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         _fail(f"cannot read the {what} {path}: {exc.strerror}")
+    except UnicodeDecodeError:
+        _fail(f"cannot read the {what} {path}: not UTF-8 text")
     except yaml.YAMLError:
         _fail(f"{path}: not valid YAML")
     if not isinstance(data, dict):

@@ -80,6 +80,8 @@ def _from_store(
     user: str | None,
     now: float,
 ) -> dict[str, Any]:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from fusesched.api.schemas import usage_view
     from fusesched.store import Store
     from fusesched.store.usage import UsageQueryError, usage_report
@@ -89,6 +91,8 @@ def _from_store(
             found = usage_report(store, *window, fields, tenant, user, now=now)
     except (UsageQueryError, ValueError) as exc:
         _fail(str(exc), 2)
+    except SQLAlchemyError as exc:  # a URL it cannot parse, a store it cannot open or read
+        _fail(f"cannot read the store {url}: {exc.__class__.__name__}: {exc.args[0]}", 2)
     return usage_view(found).model_dump(mode="json")
 
 

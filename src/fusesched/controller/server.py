@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -69,6 +70,15 @@ class ControllerServer:
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("TLS needs both a certificate and its key")
+        if self.tls_cert is not None and self.tls_key is not None:
+            try:  # what the server thread would fail on, said here
+                ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                    self.tls_cert, self.tls_key
+                )
+            except OSError as exc:  # ssl.SSLError too: not PEM, key and certificate differ
+                raise ValueError(
+                    f"cannot use the TLS certificate {self.tls_cert} and key {self.tls_key}: {exc}"
+                ) from None
         self.db_url = self.database_url or sqlite_url(self.data_dir)
         if self.standby:
             check_url(self.db_url)  # StandbyUnsupported (a ValueError) for SQLite

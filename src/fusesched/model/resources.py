@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Final
 
 CPU: Final = "cpu"
@@ -60,6 +60,9 @@ _QUANTITY_RE: Final = re.compile(
     r"^\s*(?P<num>[+]?(\d+(\.\d*)?|\.\d+))"
     r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>[KMGTPE]i|[mkMGTPE]))?\s*$"
 )
+#: The largest quantity in a base unit: what the core's 64-bit arrays hold, with room to spare
+#: (4 EiB of memory, 4.6·10^15 cores).
+MAX_QUANTITY: Final = 2**62
 _NAME_RE: Final = re.compile(
     r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
@@ -107,13 +110,18 @@ def parse_quantity(name: str, value: str | int | float) -> int:
             )
         try:
             amount = Decimal(match["num"] + (match["exp"] or "")) * _SUFFIX[match["suffix"] or ""]
-        except InvalidOperation as exc:  # pragma: no cover - regex already guards the format
-            raise QuantityError(f"{canon}: cannot parse quantity {value!r}") from exc
+        except DecimalException as exc:  # an exponent beyond what Decimal holds (1e999999999)
+            raise QuantityError(f"{canon}: quantity {value!r} is too large") from exc
     else:
         raise QuantityError(f"{canon}: a quantity must be a number or a string, not {value!r}")
     if amount < 0:
         raise QuantityError(f"{canon}: quantity must not be negative ({value!r})")
-    scaled = amount * base_unit_scale(canon)
+    try:
+        scaled = amount * base_unit_scale(canon)
+    except DecimalException as exc:
+        raise QuantityError(f"{canon}: quantity {value!r} is too large") from exc
+    if scaled > MAX_QUANTITY:
+        raise QuantityError(f"{canon}: quantity {value!r} is too large")
     if scaled != scaled.to_integral_value():
         unit = (
             "milli-cores" if canon in _MILLI_UNIT else ("bytes" if canon in _BYTE_UNIT else "units")

@@ -450,7 +450,19 @@ def parse_by(by: str | Sequence[str]) -> tuple[str, ...]:
 def parse_time(text: str, now: float) -> float:
     """Epoch seconds from ``now``, a relative time (``-7d``, ``-12h``, ``-30m``, ``-2w``,
     ``-90s``), an ISO date (``2026-11-01``, midnight UTC), an ISO date and time (``…T08:00``,
-    UTC unless it names an offset) or epoch seconds. :class:`UsageQueryError` otherwise."""
+    UTC unless it names an offset) or epoch seconds. :class:`UsageQueryError` otherwise, also
+    for a time outside the years 1 to 9999."""
+    seconds = _parse_time(text, now)
+    if not _FIRST_TIME <= seconds <= _LAST_TIME:
+        raise UsageQueryError(f"not a time: {text!r} (outside the years 1 to 9999)")
+    return seconds
+
+
+_FIRST_TIME: Final = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+_LAST_TIME: Final = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+
+
+def _parse_time(text: str, now: float) -> float:
     value = text.strip()
     if value.lower() == "now":
         return now

@@ -67,6 +67,11 @@ _IMAGE_REF_RE: Final = re.compile(
 _LABEL_KEY_RE: Final = re.compile(r"^(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE_RE: Final = re.compile(r"^(?:[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?)?$")
 _POOL_NAME_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: Most indices one job array may have (every index is a job the controller keeps).
+MAX_ARRAY_INDICES: Final = 1_000_000
+#: A job's priority fits a 32-bit integer, as the store's column (and Slurm's, Kubernetes').
+PRIORITY_MIN: Final = -(2**31)
+PRIORITY_MAX: Final = 2**31 - 1
 
 
 def resource_name(name: str) -> str:
@@ -143,6 +148,8 @@ class ArrayRequest(_Model):
     def _ordered(self) -> ArrayRequest:
         if self.stop < self.start:
             raise ValueError(f"array stop ({self.stop}) is below start ({self.start})")
+        if (self.stop - self.start) // self.step + 1 > MAX_ARRAY_INDICES:
+            raise ValueError(f"an array may have at most {MAX_ARRAY_INDICES:,} indices")
         return self
 
 
@@ -362,7 +369,7 @@ class JobRequest(_Model):
     user: str = ""
     tenant: Annotated[str, Field(min_length=1)] = "default"
     queue: Annotated[str, Field(min_length=1)] = "default"
-    priority: int = 0
+    priority: Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)] = 0
     qos: QoS = QoS.SILVER
     walltime_s: Annotated[float, Field(gt=0)] | None = None
     min_member: Annotated[int, Field(ge=1)] | None = None

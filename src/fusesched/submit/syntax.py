@@ -9,9 +9,7 @@ import re
 from typing import Final
 
 from fusesched.model.job import DependencyKind
-from fusesched.submit.request import ArrayRequest, DependencyRequest
-
-MAX_ARRAY_INDICES: Final = 1_000_000
+from fusesched.submit.request import MAX_ARRAY_INDICES, ArrayRequest, DependencyRequest
 
 _SLURM_TIME_RE: Final = re.compile(
     r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$"
@@ -118,12 +116,12 @@ def parse_array(text: str) -> ArrayRequest:
         if step < 1:
             raise ValueError(f"array {text!r}: the step in {piece!r} must be at least 1")
         ranges.append((start, stop, step))
+    if sum((stop - start) // step + 1 for start, stop, step in ranges) > MAX_ARRAY_INDICES:
+        raise ValueError(f"array {text!r} has more than {MAX_ARRAY_INDICES} indices")
     if len(ranges) == 1:
         start, stop, step = ranges[0]
         stop = start + (stop - start) // step * step
         return ArrayRequest(start=start, stop=stop, step=step, max_parallel=max_parallel)
-    if sum((stop - start) // step + 1 for start, stop, step in ranges) > MAX_ARRAY_INDICES:
-        raise ValueError(f"array {text!r} has more than {MAX_ARRAY_INDICES} indices")
     indices = sorted({i for start, stop, step in ranges for i in range(start, stop + 1, step)})
     steps = {b - a for a, b in itertools.pairwise(indices)}
     if len(steps) > 1:

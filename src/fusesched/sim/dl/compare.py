@@ -70,6 +70,8 @@ def load_dl_jobs(path: Path, limit: int | None = None) -> list[DlJob]:
             header = handle.readline()
     except OSError as exc:
         raise FileNotFoundError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text (a Philly or ITP job list)") from None
     if header.startswith("timestamp"):
         jobs = philly_dl_jobs(load_philly_jobs(path))
     else:
