@@ -80,6 +80,13 @@ def test_a_missing_file(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml")
 
 
+def test_a_binary_file_is_named(tmp_path: Path) -> None:
+    binary = tmp_path / "agent.bin"
+    binary.write_bytes(b"\xa5\x00\xff" * 100)
+    with pytest.raises(ConfigError, match=f"{binary}: cannot read agent configuration: not UTF-8"):
+        load_config(binary)
+
+
 def test_local_agents_on_one_machine_get_a_tmp_dir_each(tmp_path: Path) -> None:
     """``fusesched up --agents N``: each agent's tasks get their own TMPDIR (OpenMPI daemons of
     two "nodes" on one host otherwise race for the same session folders); one agent keeps the

@@ -116,8 +116,14 @@ def test_simulate_with_runtime_prediction_and_the_default_preset(tmp_path: Path)
         ),
         (["simulate", str(SMALL_SWF), "--protocol", "rlscheduler"], "jobs are too few"),
         (["controller", "--port", "99999"], "less than or equal to 65535"),
-        (["usage", "--db", "sqlite:////nonexistent-folder/x.db"], "cannot read the store"),
+        (
+            ["usage", "--db", "sqlite:////nonexistent-folder/x.db"],
+            "no store at /nonexistent-folder",
+        ),
         (["jobs", "--controller", "not-a-url"], "not a controller URL"),
+        (["agent", "--controller", "notaurl"], "not a controller URL: 'notaurl'"),
+        (["agent", "--controller", "http://127.0.0.1:99999"], "not a controller URL"),
+        (["simulate", "synthetic", "--plot", "out.foo"], "cannot draw a .foo file"),
         (["jobs", "--controller", "https://127.0.0.1:1", "--ca", "/nonexistent.pem"], "CA"),
     ],
 )
@@ -238,6 +244,53 @@ def test_unreadable_configuration_files_are_a_clear_error(tmp_path: Path) -> Non
     assert result.exit_code == 1, result.output
     assert "file is not a database" in " ".join(result.output.split())
     assert binary.read_bytes() == b"\xa5\x00\xff" * 100  # left as it was
+
+
+def test_binary_power_and_agent_configurations_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # short paths: messages are not wrapped inside them
+    Path("binary.yaml").write_bytes(b"\xa5\x00\xff" * 100)
+    result = runner.invoke(app, ["controller", "--port", "0", "--power", "binary.yaml"])
+    assert result.exit_code == 2, result.output
+    assert "cannot read the power configuration binary.yaml: not UTF-8 text" in " ".join(
+        result.output.split()
+    )
+    result = runner.invoke(app, ["agent", "--config", "binary.yaml"])
+    assert result.exit_code == 2, result.output
+    assert "binary.yaml: cannot read agent configuration: not UTF-8 text" in " ".join(
+        result.output.split()
+    )
+
+
+@pytest.mark.parametrize("command", ["controller", "up"])
+@pytest.mark.parametrize("data_dir", ["plain", "plain/data"])
+def test_a_data_dir_that_is_a_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, data_dir: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("plain").write_text("not a folder\n")
+    result = runner.invoke(app, [command, "--data-dir", data_dir, "--port", "0"])
+    assert result.exit_code == 2, result.output
+    assert "plain is a file, not a folder" in result.output
+    assert Path("plain").read_text() == "not a folder\n"
+
+
+def test_usage_on_a_store_that_does_not_exist_creates_none(tmp_path: Path) -> None:
+    missing = tmp_path / "new.db"
+    result = runner.invoke(app, ["usage", "--db", f"sqlite:///{missing}"])
+    assert result.exit_code == 2, result.output
+    assert "no store at" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_prints_the_file_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["simulate", "synthetic", "--limit", "20", "--plot", "chart"])
+    assert result.exit_code == 0, result.output
+    assert "wrote chart.png" in result.output
+    assert Path("chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not Path("chart").exists()
 
 
 def test_a_bad_learned_policy_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -60,6 +60,10 @@ def test_unreadable_or_not_yaml(tmp_path: Path) -> None:
     bad.write_text("suspend: [a\n")
     with pytest.raises(ValueError, match="not valid YAML"):
         PowerConfig.load(bad)
+    binary = tmp_path / "power.bin"
+    binary.write_bytes(b"\xa5\x00\xff" * 100)
+    with pytest.raises(ValueError, match=f"power configuration {binary}: not UTF-8 text"):
+        PowerConfig.load(binary)
 
 
 def test_a_whole_float_reserve_is_taken_as_a_count() -> None:

@@ -8,8 +8,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from fusesched.store import Store, current_revision, head_revision, upgrade
-from fusesched.store.engine import make_engine
+from fusesched.store import NoStore, Store, current_revision, head_revision, upgrade
+from fusesched.store.engine import make_engine, sqlite_file
 from fusesched.store.migrate import alembic_config
 from fusesched.store.schema import Base
 from store.rows import job
@@ -68,6 +68,24 @@ def test_downgrade_to_empty_and_back(url: str) -> None:
 def test_a_store_opened_without_migrate_leaves_the_database_alone(url: str) -> None:
     Store(url, migrate=False).close()
     assert table_names(url) == set()
+
+
+def test_an_existing_store_is_opened_as_it_is_and_a_missing_one_is_not_created(
+    url: str,
+) -> None:
+    file = sqlite_file(url)
+    if file is not None:  # SQLite: no file yet, and opening it to read creates none
+        with pytest.raises(NoStore, match=f"no store at {file}"):
+            Store.existing(url)
+        assert not file.exists()
+        file.touch()
+    with pytest.raises(NoStore, match="holds no fusesched tables"):
+        Store.existing(url)
+    assert table_names(url) == set()
+    with Store(url) as store:
+        store.add_jobs([job(1)])
+    with Store.existing(url) as store:
+        assert store.get_job("1") is not None
 
 
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: object) -> None:

@@ -241,6 +241,18 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("max tasks", minimal(placement={"max_tasks_per_node": 0}), "max_tasks_per_node"),
     ("launcher", group(launcher="horovod"), "groups[0].launcher: Input should be 'none'"),
     ("name lines", minimal(name="a\nb"), "the job name must be one line"),
+    ("NUL in user", minimal(user="a\0"), "user: a NUL character (\\u0000) is not allowed"),
+    (
+        "NUL in an env value",
+        group(env={"A": "x\0"}),
+        "groups[0].env: a NUL character (\\u0000) is not allowed (in ['A'])",
+    ),
+    (
+        "NUL in a label key",
+        minimal(labels={"a\0": "b"}),
+        "labels: a NUL character (\\u0000) is not allowed (in the key 'a\\x00')",
+    ),
+    ("NUL in argv", group(argv=["x", "\0"]), "groups[0].argv: a NUL character"),
 ]
 
 

@@ -148,6 +148,7 @@ def test_run_compare_plan_and_validate(snap_file: Path, tmp_path: Path) -> None:
         (["snapshot", "--data-dir", ".", "--placement", "odd"], "unknown placement policy"),
         (["run", "{snap}", "--seeds", "0-99999999999"], "--seeds: at most 10,000 seeds"),
         (["snapshot", "--power", "{binary}"], "not UTF-8 text"),
+        (["snapshot", "--db", "sqlite:///{missing}"], "no store at"),
     ],
 )
 def test_bad_input_is_a_clear_error(
@@ -159,7 +160,15 @@ def test_bad_input_is_a_clear_error(
     unfit.write_text("nodes: {add: [{like: x}]}\n")
     binary = tmp_path / "power.bin"
     binary.write_bytes(b"\xa5\x00\xff" * 100)
-    paths = {"snap": str(snap_file), "bad": str(bad), "unfit": str(unfit), "binary": str(binary)}
+    missing = tmp_path / "missing.db"
+    paths = {
+        "snap": str(snap_file),
+        "bad": str(bad),
+        "unfit": str(unfit),
+        "binary": str(binary),
+        "missing": str(missing),
+    }
     code, output = invoke(*[a.format(**paths) for a in args])
     assert code == 2, output
     assert expected in " ".join(output.split()), output
+    assert not missing.exists()  # a snapshot of a store that is not there creates none

@@ -27,6 +27,7 @@ import ssl
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -151,10 +152,23 @@ def _read_own(path: Path) -> str:
 
 def controller_urls(controllers: str | Sequence[str]) -> list[str]:
     """The controller URLs in ``controllers``: one URL, a comma-separated list, or a sequence
-    of either (a leader and its standbys, see docs/LIVE.md). Order is kept, repeats dropped."""
+    of either (a leader and its standbys, see docs/LIVE.md). Order is kept, repeats dropped.
+
+    ``ValueError`` for none, or for one that is not ``http(s)://HOST[:PORT]`` (a path after it
+    is kept): retrying could never reach it."""
     urls = split_urls(controllers)
     if not urls:
         raise ValueError("no controller URL given")
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        try:
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:  # not a number, or outside 0..65535
+            port_ok = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+            raise ValueError(
+                f"not a controller URL: {url!r} (give http://HOST:PORT or https://HOST:PORT)"
+            )
     return urls
 
 

@@ -222,6 +222,8 @@ def load_config(path: Path | str | None) -> AgentConfig:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read agent configuration: {exc.strerror}") from None
+    except UnicodeDecodeError:  # a binary file
+        raise ConfigError(f"{source}: cannot read agent configuration: not UTF-8 text") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

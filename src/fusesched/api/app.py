@@ -19,6 +19,7 @@ from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.responses import add_error_handlers
 from fusesched.api.schemas import Health
 from fusesched.api.token_routes import add_token_routes
+from fusesched.api.url_text import NulInUrl
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.service import Controller
 from fusesched.portal import mount as mount_portal
@@ -52,7 +53,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_machine_routes(app, access)
     add_token_routes(app, access)
     mount_portal(app, controller, auth)
-    # accepted submissions skip routing; added last, so it is the outermost user middleware:
-    # a middleware added before it would not see them
+    # accepted submissions skip routing: a middleware added before this one would not see them
     app.add_middleware(SubmissionsHotPath, access=access)
+    app.add_middleware(NulInUrl)  # outermost: a NUL in a path or query is a 422 before all else
     return app

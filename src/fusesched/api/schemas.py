@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fusesched.model.text import refuse_nul
 
 if TYPE_CHECKING:
     from fusesched.store.usage import UsageReport, UsageRow
@@ -12,6 +14,18 @@ if TYPE_CHECKING:
 
 class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class _Input(BaseModel):
+    """A request body: unknown fields are errors, and no text holds a NUL character (the
+    store cannot keep one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        return refuse_nul(value)
 
 
 class TaskView(_View):
@@ -61,12 +75,16 @@ class SubmittedMany(_View):
 class SubmissionFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="<file>", max_length=4096)  # for messages: "job.sh:3: ..."
-    text: str = Field(max_length=4_000_000)
+    text: str = Field(max_length=4_000_000)  # its parser says what a NUL in it means
     args: list[str] = Field(default_factory=list, max_length=200)  # sbatch options
 
+    @field_validator("name", "args")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        return refuse_nul(value)
 
-class SubmissionFiles(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+class SubmissionFiles(_Input):
     files: list[SubmissionFile] = Field(min_length=1, max_length=10_000)
     user: str = Field(default="", max_length=200)  # without authentication: who submits
 
@@ -98,8 +116,7 @@ class QueueView(_View):
     running: int
 
 
-class RemoteLaunch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RemoteLaunch(_Input):
     node: str
     argv: list[str] = Field(min_length=1)
 
@@ -118,10 +135,9 @@ class Health(_View):
     cycles: int
 
 
-class TokenCreate(BaseModel):
+class TokenCreate(_Input):
     """A new token: ``user`` tokens for people (with a role), ``join`` tokens for nodes."""
 
-    model_config = ConfigDict(extra="forbid")
     kind: Literal["user", "join"] = "user"
     user: str = Field(default="", max_length=200)
     tenant: str = Field(default="", max_length=200)  # default: the caller's tenant
@@ -154,8 +170,7 @@ class TokenRevoked(_View):
     revoked: str
 
 
-class JoinRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class JoinRequest(_Input):
     node: str = Field(min_length=1, max_length=253)
 
 

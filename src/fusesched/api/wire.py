@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.resources import QuantityError, Resources
+from fusesched.model.text import refuse_nul
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
@@ -37,6 +38,12 @@ class DeviceInfo(_Wire):
     memory_bytes: int = 0
     mig_profile: str | None = None  # e.g. "1g.10gb" for a MIG instance
 
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        """No text holds a NUL character (the store keeps the node's devices)."""
+        return refuse_nul(value)
+
 
 class NodeInventory(_Wire):
     """What an agent discovered about its node, sent at registration."""
@@ -50,6 +57,12 @@ class NodeInventory(_Wire):
     # tasks it still runs from before (sent when it registers again with a restarted
     # controller, which adopts them)
     running: list[TaskLaunch] = Field(default_factory=list)
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        """No text holds a NUL character (the store keeps name, address, labels, resources)."""
+        return refuse_nul(value)
 
     @field_validator("resources")
     @classmethod

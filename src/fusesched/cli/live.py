@@ -54,9 +54,24 @@ CaOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _folder(path: Path) -> Path:
+    """``path`` for a folder that may not exist yet; a usage error (exit 2) when it, or what
+    would hold it, is a file."""
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise typer.BadParameter(f"{part} is a file, not a folder")
+            break
+    return path
+
+
 DataDirOpt = Annotated[
     Path,
-    typer.Option("--data-dir", help="Where the database, logs and task files live."),
+    typer.Option(
+        "--data-dir", help="Where the database, logs and task files live.", callback=_folder
+    ),
 ]
 
 

@@ -36,6 +36,7 @@ from fusesched.cli.simulate import (
     plot,
     plot_dl,
     plot_fgd,
+    plot_file,
     resolve_openb,
     resolve_trace,
     run_dl_protocol,
@@ -281,11 +282,16 @@ def simulate(
     ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     plot_out: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the comparison as a PNG.")
+        Path | None,
+        typer.Option(
+            "--plot", help="Draw the comparison as a PNG (or .pdf, .svg; no suffix: .png added)."
+        ),
     ] = None,
 ) -> None:
     """Replay a trace through one or more policies in one run and compare them."""
     try:
+        if plot_out is not None:  # the file it will be (X: X.png), checked before the run
+            plot_out = plot_file(plot_out)
         if protocol == "fgd":
             check_options(protocol, backfill, placement)
             label, results = _compare_fgd(trace, pods, policy or "best-fit,fgd", seeds)

@@ -330,6 +330,23 @@ def run_fgd_protocol(
     return results
 
 
+def plot_file(path: Path) -> Path:
+    """The file a plot asked for at ``path`` is written to: ``path`` itself when its suffix
+    names a format matplotlib draws (``.png``, ``.pdf``, ``.svg``, …), ``path`` with ``.png``
+    added when it has no suffix (as matplotlib adds it); :class:`UsageError` otherwise."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    kind = path.suffix[1:].lower()
+    if kind not in FigureCanvasBase.get_supported_filetypes():
+        raise UsageError(
+            f"--plot {path}: cannot draw a .{kind} file; name it .png, .pdf or .svg "
+            "(or give no suffix: .png is added)"
+        )
+    return path
+
+
 def plot_fgd(path: Path, title: str, results: Sequence[RunResult]) -> None:
     """GPU allocation ratio against arrived load (mean over seeds), one line per policy."""
     import matplotlib

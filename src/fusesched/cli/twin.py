@@ -139,7 +139,7 @@ def snapshot(
     """Export the cluster's nodes, policies, quotas and job history into one file."""
     from fusesched.controller.server import sqlite_url
     from fusesched.policies.registry import CoreConfig, PolicyError
-    from fusesched.store.store import Store
+    from fusesched.store import NoStore, Store
     from fusesched.twin.snapshot import SnapshotError, save, take_snapshot
 
     try:
@@ -158,10 +158,12 @@ def snapshot(
             _fail(f"no store in {data_dir} (fusesched.db); give --data-dir or --db")
         db = sqlite_url(data_dir)
     try:
-        with Store(db, migrate=False) as store:
+        with Store.existing(db) as store:  # a snapshot creates no database
             snap = take_snapshot(
                 store, core, tenancy=tenancy_data, power=power_data, source=str(db)
             )
+    except NoStore as exc:
+        _fail(str(exc))
     except Exception as exc:  # a store that cannot be read: say why, no traceback
         _fail(f"cannot read the store {db}: {exc}")
     try:

@@ -83,13 +83,13 @@ def _from_store(
     from sqlalchemy.exc import SQLAlchemyError
 
     from fusesched.api.schemas import usage_view
-    from fusesched.store import Store
+    from fusesched.store import NoStore, Store
     from fusesched.store.usage import UsageQueryError, usage_report
 
     try:
-        with Store(url, migrate=False) as store:
+        with Store.existing(url) as store:  # a report creates no database
             found = usage_report(store, *window, fields, tenant, user, now=now)
-    except (UsageQueryError, ValueError) as exc:
+    except (UsageQueryError, ValueError, NoStore) as exc:
         _fail(str(exc), 2)
     except SQLAlchemyError as exc:  # a URL it cannot parse, a store it cannot open or read
         _fail(f"cannot read the store {url}: {exc.__class__.__name__}: {exc.args[0]}", 2)

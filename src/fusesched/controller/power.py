@@ -173,6 +173,10 @@ class PowerConfig:
             raise ValueError(
                 f"cannot read the power configuration {path}: {exc.strerror}"
             ) from None
+        except UnicodeDecodeError:  # a binary file
+            raise ValueError(
+                f"cannot read the power configuration {path}: not UTF-8 text"
+            ) from None
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not valid YAML: {exc}") from None
         return cls.parse(data, str(path))

@@ -15,6 +15,7 @@ a pooled psycopg 3 engine.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import Engine, create_engine, event
@@ -50,6 +51,15 @@ def make_engine(url: str) -> Engine:
             parsed = parsed.set(drivername="postgresql+psycopg")
         return create_engine(parsed, pool_pre_ping=True)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql+psycopg://")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite ``url`` names (connecting creates it when missing); None for an
+    in-memory SQLite database or another database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
 
 
 def writer(engine: Engine) -> Engine:

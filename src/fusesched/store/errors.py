@@ -9,6 +9,10 @@ class StoreError(RuntimeError):
     """Base class of every error the store raises on purpose."""
 
 
+class NoStore(StoreError):
+    """A store opened to be read (:meth:`~fusesched.store.Store.existing`) is not there."""
+
+
 class _IdsError(StoreError):
     noun = "record"
     problem = "is wrong"

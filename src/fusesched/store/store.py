@@ -18,6 +18,7 @@ from sqlalchemy import (
     Connection,
     func,
     insert,
+    inspect,
     select,
     update,
 )
@@ -39,11 +40,12 @@ from fusesched.store.convert import (
     token_row,
     token_values,
 )
-from fusesched.store.engine import make_engine, writer
+from fusesched.store.engine import make_engine, sqlite_file, writer
 from fusesched.store.errors import (
     DuplicateJob,
     DuplicateTask,
     DuplicateToken,
+    NoStore,
     UnknownJob,
     UnknownNode,
     UnknownTask,
@@ -90,6 +92,25 @@ class Store:
         self._writer = writer(self._engine)
         if migrate:
             upgrade_engine(self._engine)
+
+    @classmethod
+    def existing(cls, url: str) -> Store:
+        """The store at ``url`` as it is, to read (reports): :class:`NoStore` when there is
+        none, and nothing is created (no SQLite file, no tables) or upgraded."""
+        path = sqlite_file(url)
+        if path is not None and not path.is_file():
+            raise NoStore(f"no store at {path}")
+        store = cls(url, migrate=False)
+        try:
+            with store._read() as conn:
+                found = inspect(conn).has_table(jobs.name)
+        except BaseException:
+            store.close()
+            raise
+        if not found:
+            store.close()
+            raise NoStore(f"no store at {url} (the database holds no fusesched tables)")
+        return store
 
     def close(self) -> None:
         self._engine.dispose()

@@ -52,6 +52,7 @@ from fusesched.model.resources import (
     canonical_name,
     parse_quantity,
 )
+from fusesched.model.text import refuse_nul
 from fusesched.submit.errors import SubmitError
 
 Loc = tuple[str | int, ...]
@@ -115,6 +116,12 @@ def _unknown_resource(name: str) -> str:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        """No field holds a NUL character (the store cannot keep one)."""
+        return refuse_nul(value)
 
 
 class Launcher(StrEnum):
