@@ -87,7 +87,10 @@ TRAIN_SEEDS = (0, 1, 2)
 PER_TRACE = 6
 BUDGET = 96
 POPULATION = 12
-#: The energy-weighted files shipped earlier (not retrained here), shown on the front.
+#: The energy-weighted files (not trained by this script), shown on the front. Trained in the
+#: same set-up as the λ = 0 candidates but smaller, since a replay that meters energy is ~12×
+#: slower: ``fusesched train-policy --traces selection --lambda L --budget 48 --population 8
+#: --sequences 2 --skip-jobs 10000 --seed 0`` (L = 20, 50; 43 min each on a shared core).
 ENERGY_MODELS = {"learned λ=20": "learned-lambda20.json", "learned λ=50": "learned-lambda50.json"}
 RULE = (
     "The candidate (optimiser seed) with the lowest validation score is the learned policy; it "
