@@ -287,7 +287,7 @@ class AgentClient:
                     log.info("node %s registered with %s", self.inventory.name, url)
                 return
             except httpx.HTTPStatusError as exc:
-                if exc.response.status_code in (401, 403):  # retrying will not help
+                if exc.response.status_code in (401, 403, 409):  # retrying will not help
                     raise
                 if time.monotonic() > deadline or self.stop_event.is_set():
                     raise

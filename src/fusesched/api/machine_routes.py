@@ -21,7 +21,7 @@ from fusesched.api.schemas import (
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.controller.auth import Role
 from fusesched.controller.logs import job_of
-from fusesched.controller.records import UnknownJobError, UnknownNodeError
+from fusesched.controller.records import NodeChangedError, UnknownJobError, UnknownNodeError
 
 
 def add_machine_routes(app: FastAPI, access: Access) -> None:
@@ -33,7 +33,10 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
     @app.post("/v1/agents/register", status_code=201, tags=["agents"])
     def register(inventory: NodeInventory, p: Caller) -> dict[str, str]:
         access.the_node(p, inventory.name)
-        controller.register(inventory)
+        try:
+            controller.register(inventory)
+        except NodeChangedError as exc:
+            raise HTTPException(409, str(exc)) from None
         return {"node": inventory.name}
 
     @app.post("/v1/agents/heartbeat", response_model=HeartbeatReply, tags=["agents"])

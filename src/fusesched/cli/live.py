@@ -322,17 +322,31 @@ def cancel(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace period)."""
+    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace period).
+
+    Each id is tried, a refused one (unknown, not yours) reported, the others still cancelled;
+    the exit status is then that of the last refusal."""
+    from fusesched.sdk import ControllerError
+
     client = _client(controller_url, token, ca)
-    done = {job_id: _call(client.cancel, job_id) for job_id in job_ids}
+    done: dict[str, list[str]] = {}
+    code = 0
+    for job_id in job_ids:
+        try:
+            done[job_id] = client.cancel(job_id)
+        except ControllerError as exc:
+            err.print(f"[red]error:[/] {exc}", highlight=False)
+            code = 2 if 400 <= exc.status < 500 else 1
     if as_json:
         _print_json({"cancelled": [j for ids in done.values() for j in ids]})
-        return
-    for job_id, ids in done.items():
-        console.print(
-            f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished",
-            highlight=False,
-        )
+    else:
+        for job_id, ids in done.items():
+            console.print(
+                f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished",
+                highlight=False,
+            )
+    if code:
+        raise typer.Exit(code)
 
 
 def nodes(

@@ -23,6 +23,7 @@ from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
     LiveNode,
     LiveTask,
+    NodeChangedError,
     UnknownJobError,
     UnknownNodeError,
     node_spec,
@@ -63,6 +64,7 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
             ctl.nodes[inventory.name] = node
             ctl.events.append(NodeAdded(spec, node.state))
         else:  # an agent restarted: whatever it ran is gone
+            _check_unchanged(known, inventory)
             known.inventory = inventory
             known.last_seen = now
             endings.lose_tasks(ctl, inventory.name, set(), "agent restarted", now)
@@ -193,6 +195,11 @@ def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> s
             raise UnknownJobError(job_id)
         if node not in live.nodes:
             raise SubmitError(f"node {node!r} is not allocated to job {job_id}")
+        if node not in ctl.nodes:  # an external pool's node: no agent of ours runs there
+            raise SubmitError(
+                f"node {node!r} of job {job_id} is in pool {live.pool}, not run by an agent: "
+                "its tasks start through that pool"
+            )
         live.remote_count += 1
         task_id = f"{job_id}.remote.{live.remote_count}"
         base = next(iter(live.tasks.values())).launch
@@ -223,6 +230,27 @@ def task_status(ctl: Controller, task_id: str) -> tuple[str, int | None, str]:
         if task is None:
             raise UnknownJobError(task_id)
         return task.state, task.exit_code, task.reason
+
+
+def _check_unchanged(known: LiveNode, inventory: NodeInventory) -> None:
+    """Refuse (before anything changes) a node registering again with another size: the core
+    and the node's pool keep what its first registration said until the controller restarts."""
+    spec = node_spec(inventory)
+    changed = [
+        what
+        for what, old, new in (
+            ("resources", known.spec.capacity, spec.capacity),
+            ("devices", known.spec.devices, spec.devices),
+            ("labels", known.spec.labels, spec.labels),
+            ("cpu_ids", sorted(known.inventory.cpu_ids), sorted(inventory.cpu_ids)),
+        )
+        if old != new
+    ]
+    if changed:
+        raise NodeChangedError(
+            f"node {inventory.name!r} is registered with other {', '.join(changed)}; a node "
+            "keeps them until the controller restarts (or register it under a new name)"
+        )
 
 
 def _check_node_identity(inventory: NodeInventory) -> None:

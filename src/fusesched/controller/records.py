@@ -117,6 +117,11 @@ class UnknownNodeError(KeyError):
     pass
 
 
+class NodeChangedError(ValueError):
+    """A known node registers again with other resources, devices, CPU ids or labels than
+    the scheduler was told: they are fixed for the controller's lifetime."""
+
+
 def array_size(request: JobRequest) -> int:
     a = request.array
     return 1 if a is None else len(range(a.start, a.stop + 1, a.step))

@@ -243,6 +243,13 @@ class Controller:
             spec = federation.routed(self, request, request.to_job_spec(str(first), now))
             for dep in spec.dependencies:
                 known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
+                if not known and any(
+                    live.spec.array_parent == dep.job_id for live in self.jobs.values()
+                ):
+                    raise SubmitError(
+                        f"dependency on array job {dep.job_id}: a job depends on array "
+                        f"members ({dep.job_id}_<index>), one by one"
+                    )
                 if not known:
                     raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
             reason = check_feasible(spec, node_specs)
