@@ -311,19 +311,22 @@ def plan_power(
     history = history.recent(now)
     suspends_left = _left(config.max_suspends_per_min, len(history.suspends))
     resumes_left = _left(config.max_resumes_per_min, len(history.resumes))
-    failed: list[str] = []
-    by_pool: dict[str, list[NodeView]] = {}
-    for node in nodes:
-        if node.power is PowerState.RESUMING and now - node.since > config.resume_timeout_s:
-            failed.append(node.name)
-            continue
-        by_pool.setdefault(node.pool, []).append(node)
+    failed, by_pool = _tally(now, nodes, config.resume_timeout_s)
     suspend: list[str] = []
     resume: list[str] = []
     targets: dict[str, int] = {}
     for pool in sorted(by_pool):
-        members = by_pool[pool]
-        facts = _facts(pool, members, demand.get(pool, PoolDemand()), config)
+        tally = by_pool[pool]
+        members = tally.members
+        facts = PoolFacts(
+            pool,
+            tally.busy,
+            tally.idle,
+            tally.resuming,
+            tally.suspended,
+            demand.get(pool, PoolDemand()),
+            config.reserve(pool),
+        )
         target = choose(facts, config)
         targets[pool] = target.awake
         surplus = facts.awake - target.awake
@@ -379,18 +382,42 @@ def _left(rate: int, used: int) -> int:
     return max(0, rate - used) if rate > 0 else 1 << 62
 
 
-def _facts(
-    pool: str, members: Sequence[NodeView], demand: PoolDemand, cfg: SavingConfig
-) -> PoolFacts:
-    busy = idle = resuming = suspended = 0
-    for n in members:
-        if n.power is PowerState.ON:
-            if n.busy:
-                busy += 1
-            elif n.schedulable:  # a drained or down node is no warm capacity
-                idle += 1
-        elif n.power is PowerState.RESUMING:
-            resuming += 1
-        elif n.power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
-            suspended += 1
-    return PoolFacts(pool, busy, idle, resuming, suspended, demand, cfg.reserve(pool))
+@dataclass(slots=True)
+class _Tally:
+    """One pool's nodes and the counts of :class:`PoolFacts`, gathered in one pass."""
+
+    members: list[NodeView] = field(default_factory=list)
+    busy: int = 0
+    idle: int = 0  # powered, idle and schedulable (a drained or down node is no warm capacity)
+    resuming: int = 0
+    suspended: int = 0  # suspended or suspending
+
+
+def _tally(
+    now: float, nodes: Sequence[NodeView], resume_timeout_s: float
+) -> tuple[list[str], dict[str, _Tally]]:
+    """The nodes whose resume timed out, and every other node by pool with its pool's counts
+    (one pass: this runs every control step over every node)."""
+    on, resuming, asleep = PowerState.ON, PowerState.RESUMING, PowerState.SUSPENDED
+    suspending = PowerState.SUSPENDING
+    failed: list[str] = []
+    by_pool: dict[str, _Tally] = {}
+    for node in nodes:
+        power = node.power
+        if power is resuming and now - node.since > resume_timeout_s:
+            failed.append(node.name)
+            continue
+        tally = by_pool.get(node.pool)
+        if tally is None:
+            tally = by_pool[node.pool] = _Tally()
+        tally.members.append(node)
+        if power is on:
+            if node.busy:
+                tally.busy += 1
+            elif node.schedulable:
+                tally.idle += 1
+        elif power is resuming:
+            tally.resuming += 1
+        elif power is asleep or power is suspending:
+            tally.suspended += 1
+    return failed, by_pool
