@@ -10,8 +10,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from fusesched.submit.errors import SubmitError
-
-Loc = tuple[str | int, ...]
+from fusesched.submit.problems import Loc
 
 
 @dataclass(frozen=True, slots=True)

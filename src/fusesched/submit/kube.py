@@ -40,8 +40,9 @@ from fusesched.submit._kube_fields import (
     POD_USED,
     POD_WARN,
 )
-from fusesched.submit._yamldoc import Document, Loc, load_documents
+from fusesched.submit._yamldoc import Document, load_documents
 from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.problems import Loc
 from fusesched.submit.request import ParsedJob, parse_request, resource_name
 
 SCHEDULER_NAME: Final = "fused-scheduler"

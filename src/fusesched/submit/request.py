@@ -15,10 +15,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -54,8 +54,7 @@ from fusesched.model.resources import (
 )
 from fusesched.model.text import refuse_nul
 from fusesched.submit.errors import SubmitError
-
-Loc = tuple[str | int, ...]
+from fusesched.submit.problems import Loc, submit_error_from
 
 _PLAIN_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage", FPGA, RDMA})
 _ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -502,17 +501,6 @@ class JobRequest(_Model):
         return parse_request(data, source=source)
 
 
-def format_loc(loc: Iterable[str | int]) -> str:
-    """``("groups", 0, "resources")`` → ``groups[0].resources``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 _ALL_FIELDS: Final = sorted(
     {
         name
@@ -531,55 +519,6 @@ _ALL_FIELDS: Final = sorted(
 )
 
 
-def _message(error: Mapping[str, Any]) -> str:
-    kind = error.get("type")
-    loc = tuple(error.get("loc", ()))
-    if kind == "extra_forbidden" and loc:
-        field = str(loc[-1])
-        close = difflib.get_close_matches(field, _ALL_FIELDS, n=1, cutoff=0.6)
-        return f"unknown field {field!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-    if kind == "missing":
-        return "required field is missing"
-    message = str(error.get("msg", "invalid value"))
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
-    return message
-
-
-def submit_error_from(
-    exc: ValidationError,
-    *,
-    source: str | None = None,
-    locate: Callable[[Loc], int | None] | None = None,
-    rename: Callable[[Loc], Loc] | None = None,
-) -> SubmitError:
-    """One :class:`SubmitError` for a pydantic error: the first problem with its field and line,
-    the others listed after it (unknown fields first: they often explain the rest).
-
-    ``rename`` maps a request field path to the path as the user wrote it; ``locate`` maps
-    that path to a line of ``source``.
-    """
-    problems: list[tuple[bool, Loc, str]] = []
-    for error in exc.errors():
-        loc: Loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
-        if rename is not None:
-            loc = rename(loc)
-        problems.append((error.get("type") != "extra_forbidden", loc, _message(error)))
-    problems.sort(key=lambda p: p[0])
-    (_, first_loc, message), rest = problems[0], problems[1:]
-    for _, loc, msg in rest:
-        line = locate(loc) if locate else None
-        where = f" (line {line})" if line is not None else ""
-        message += f"; also {format_loc(loc) or 'the job'}{where}: {msg}"
-    return SubmitError(
-        message,
-        source=source,
-        line=locate(first_loc) if locate else None,
-        field=format_loc(first_loc) or None,
-    )
-
-
 def parse_request(
     data: Mapping[str, object],
     *,
@@ -595,7 +534,9 @@ def parse_request(
     try:
         return JobRequest.model_validate(dict(data))
     except ValidationError as exc:
-        raise submit_error_from(exc, source=source, locate=locate, rename=rename) from None
+        raise submit_error_from(
+            exc, _ALL_FIELDS, source=source, locate=locate, rename=rename
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

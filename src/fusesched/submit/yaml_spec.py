@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from fusesched.submit._yamldoc import Document, Loc, load_documents
+from fusesched.submit._yamldoc import Document, load_documents
 from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.problems import Loc
 from fusesched.submit.request import JobRequest, TaskGroupRequest, parse_request
 from fusesched.submit.syntax import parse_array, parse_dependencies, parse_duration
 
