@@ -28,7 +28,17 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DeviceInfo(_Wire):
+class _Stored(_Wire):
+    """A part of a node's registration, which the store keeps: no text holds a NUL character
+    (heartbeats are not checked, so a task's output cannot lock its agent out)."""
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        return refuse_nul(value)
+
+
+class DeviceInfo(_Stored):
     """One accelerator (or one MIG instance of one) on the node."""
 
     kind: str = "nvidia.com/gpu"  # resource name it counts towards (MIG: nvidia.com/mig-1g.10gb)
@@ -38,14 +48,8 @@ class DeviceInfo(_Wire):
     memory_bytes: int = 0
     mig_profile: str | None = None  # e.g. "1g.10gb" for a MIG instance
 
-    @field_validator("*")
-    @classmethod
-    def _no_nul(cls, value: object) -> object:
-        """No text holds a NUL character (the store keeps the node's devices)."""
-        return refuse_nul(value)
 
-
-class NodeInventory(_Wire):
+class NodeInventory(_Stored):
     """What an agent discovered about its node, sent at registration."""
 
     name: str
@@ -57,12 +61,6 @@ class NodeInventory(_Wire):
     # tasks it still runs from before (sent when it registers again with a restarted
     # controller, which adopts them)
     running: list[TaskLaunch] = Field(default_factory=list)
-
-    @field_validator("*")
-    @classmethod
-    def _no_nul(cls, value: object) -> object:
-        """No text holds a NUL character (the store keeps name, address, labels, resources)."""
-        return refuse_nul(value)
 
     @field_validator("resources")
     @classmethod
