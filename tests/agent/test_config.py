@@ -64,7 +64,7 @@ def test_empty_or_no_file_means_defaults(tmp_path: Path) -> None:
         ("fake_devices: [{model: H200}]\n", "fake_devices.0.index: Field required"),
         ("container_binds: [{src: /a, dst: rel}]\n", "container_binds.0.dst: must be an absolute"),
         ("- just\n- a list\n", "expected a mapping of settings, got list"),
-        ("name: [unclosed\n", "not valid YAML (line 2, column 1)"),
+        ("name: [unclosed\n", ":2: not valid YAML: expected ',' or ']'"),
     ],
 )
 def test_errors_say_where_and_what(tmp_path: Path, text: str, message: str) -> None:
@@ -76,14 +76,14 @@ def test_errors_say_where_and_what(tmp_path: Path, text: str, message: str) -> N
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read agent configuration: No such file"):
+    with pytest.raises(ConfigError, match=r"cannot read the agent configuration .*nope\.yaml: No such file"):
         load_config(tmp_path / "nope.yaml")
 
 
 def test_a_binary_file_is_named(tmp_path: Path) -> None:
     binary = tmp_path / "agent.bin"
     binary.write_bytes(b"\xa5\x00\xff" * 100)
-    with pytest.raises(ConfigError, match=f"{binary}: cannot read agent configuration: not UTF-8"):
+    with pytest.raises(ConfigError, match=f"cannot read the agent configuration {binary}: not UTF-8"):
         load_config(binary)
 
 

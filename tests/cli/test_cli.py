@@ -258,7 +258,7 @@ def test_binary_power_and_agent_configurations_are_named(
     )
     result = runner.invoke(app, ["agent", "--config", "binary.yaml"])
     assert result.exit_code == 2, result.output
-    assert "binary.yaml: cannot read agent configuration: not UTF-8 text" in " ".join(
+    assert "cannot read the agent configuration binary.yaml: not UTF-8 text" in " ".join(
         result.output.split()
     )
 

@@ -31,12 +31,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fusesched.agent.users import UID_COUNT, UID_MIN
 from fusesched.api.wire import DeviceInfo
 from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
+from fusesched.yamlfile import YamlFileError, read_yaml
 
 _DEFAULT_ROOT = Path(tempfile.gettempdir()) / "fusesched"
 
@@ -217,18 +217,8 @@ def load_config(path: Path | str | None) -> AgentConfig:
     """Read the YAML configuration file at ``path`` (``None``: all defaults)."""
     if path is None:
         return AgentConfig()
-    source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read agent configuration: {exc.strerror}") from None
-    except UnicodeDecodeError:  # a binary file
-        raise ConfigError(f"{source}: cannot read agent configuration: not UTF-8 text") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{source}: not valid YAML{where}: {problem}") from None
-    return parse_config(data, source)
+        data = read_yaml(path, "agent configuration")
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_config(data, str(path))

@@ -14,14 +14,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from os import PathLike
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeVar, get_args
 
-import yaml
-
 from fusesched.model.job import JobType
 from fusesched.submit.errors import SubmitError
+from fusesched.yamlfile import YamlFileError, read_yaml
 
 PoolKind = Literal["local", "slurm", "kubernetes"]
 POOL_KINDS: Final[tuple[str, ...]] = get_args(PoolKind)
@@ -306,16 +304,11 @@ def load_federation(path: str | PathLike[str]) -> FederationConfig:
     """Read and validate a federation YAML file; every problem is a :class:`FederationError`."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FederationError(f"cannot read the federation config: {exc}", source=source) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = None if mark is None else int(mark.line) + 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise FederationError(f"not valid YAML: {problem}", source=source, line=line) from None
+        data = read_yaml(path, "federation config")
+    except YamlFileError as exc:
+        if exc.line is None:  # the message names the file already
+            raise FederationError(str(exc)) from None
+        raise FederationError(exc.reason, source=source, line=exc.line) from None
     return parse_federation(data, source)
 
 

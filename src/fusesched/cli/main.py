@@ -24,6 +24,7 @@ from rich.table import Table
 from fusesched import __version__
 from fusesched.cli import live, route, train_policy, twin, usage
 from fusesched.cli.entry import PROG
+from fusesched.cli.seeds import SeedsError, parse_seeds
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
     RunResult,
@@ -32,7 +33,6 @@ from fusesched.cli.simulate import (
     dl_table,
     load_workload,
     parse_policies,
-    parse_seeds,
     plot,
     plot_dl,
     plot_fgd,
@@ -179,7 +179,10 @@ def _compare_fgd(
     if pods is None:
         raise UsageError("the fgd protocol needs a node list and a pod list: NODES.csv PODS.csv")
     names = parse_policies(policies, "fgd")
-    seed_list = parse_seeds(seeds)
+    try:
+        seed_list = parse_seeds(seeds)
+    except SeedsError as exc:
+        raise UsageError(str(exc)) from None
     nodes_path = resolve_openb(nodes, "node")
     pods_path = resolve_openb(pods, "pod")
     with _progress(len(names) * len(seed_list)) as bar:

@@ -89,19 +89,14 @@ def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
     """The tenancy policy in ``path`` (None: none); a clear error and exit 2 if invalid."""
     if path is None:
         return None
-    import yaml
-
     from fusesched.model.tenancy import TenancyError
     from fusesched.policies.tenancy_policy import TenancyPolicy
+    from fusesched.yamlfile import YamlFileError, read_yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        _fail(f"cannot read the tenancy configuration {path}: {exc.strerror}", 2)
-    except UnicodeDecodeError:
-        _fail(f"cannot read the tenancy configuration {path}: not UTF-8 text", 2)
-    except yaml.YAMLError as exc:
-        _fail(f"{path}: not valid YAML: {exc}", 2)
+        data = read_yaml(path, "tenancy configuration")
+    except YamlFileError as exc:
+        _fail(str(exc), 2)
     try:
         return TenancyPolicy.from_dict(data)
     except TenancyError as exc:

@@ -249,29 +249,6 @@ def run_protocol(
     return results
 
 
-#: Most seeds one ``--seeds`` may name (each is a whole run of every policy).
-MAX_SEEDS = 10_000
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``42-51`` or ``42,43,50`` (or a mix) → the list of seeds."""
-    seeds: list[int] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        try:
-            low, high = part.split("-", 1) if "-" in part[1:] else (part, part)
-            first, last = int(low), int(high)
-        except ValueError as exc:
-            raise UsageError(f"--seeds: expected e.g. 42-51 or 42,43, not {text!r}") from exc
-        if last < first:
-            raise UsageError(f"--seeds: empty range {part!r}")
-        if len(seeds) + last - first + 1 > MAX_SEEDS:
-            raise UsageError(f"--seeds: at most {MAX_SEEDS:,} seeds")
-        seeds.extend(range(first, last + 1))
-    if not seeds:
-        raise UsageError("--seeds needs at least one seed")
-    return seeds
-
-
 def resolve_openb(name: str, kind: str) -> Path:
     """A node or pod list: a path, or a short name (``gpu_node``, ``default``, ``multigpu50``…)."""
     path = Path(name)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from fusesched.cli.seeds import SeedsError, parse_seeds
+
 if TYPE_CHECKING:
     from fusesched.twin.scenario import Scenario
     from fusesched.twin.snapshot import Snapshot
@@ -42,43 +44,24 @@ def _fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-#: Most seeds one ``--seeds`` may name (each is a whole replay).
-MAX_SEEDS = 10_000
-
-
 def _seeds(text: str | None) -> list[int] | None:
     if text is None:
         return None
-    out: list[int] = []
     try:
-        for part in text.split(","):
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                if int(hi) - int(lo) + 1 + len(out) > MAX_SEEDS:
-                    _fail(f"--seeds: at most {MAX_SEEDS:,} seeds")
-                out.extend(range(int(lo), int(hi) + 1))
-            elif part.strip():
-                out.append(int(part))
-    except ValueError:
-        _fail(f"--seeds: cannot read {text!r} (e.g. 0,1,2 or 0-4)")
-    if not out or min(out) < 0:
-        _fail("--seeds: give at least one seed, none negative")
-    return out
+        return parse_seeds(text)
+    except SeedsError as exc:
+        _fail(str(exc))
 
 
 def _yaml_file(path: Path | None, what: str) -> dict[str, Any] | None:
     if path is None:
         return None
-    import yaml
+    from fusesched.yamlfile import YamlFileError, read_yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        _fail(f"cannot read the {what} {path}: {exc.strerror}")
-    except UnicodeDecodeError:
-        _fail(f"cannot read the {what} {path}: not UTF-8 text")
-    except yaml.YAMLError:
-        _fail(f"{path}: not valid YAML")
+        data = read_yaml(path, what)
+    except YamlFileError as exc:
+        _fail(str(exc))
     if not isinstance(data, dict):
         _fail(f"{path}: the {what} must be a mapping")
     return data

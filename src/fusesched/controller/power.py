@@ -25,8 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
@@ -47,6 +45,7 @@ from fusesched.power.saving import (
     SavingConfig,
     plan_power,
 )
+from fusesched.yamlfile import read_yaml
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -167,19 +166,8 @@ class PowerConfig:
 
     @classmethod
     def load(cls, path: Path) -> PowerConfig:
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise ValueError(
-                f"cannot read the power configuration {path}: {exc.strerror}"
-            ) from None
-        except UnicodeDecodeError:  # a binary file
-            raise ValueError(
-                f"cannot read the power configuration {path}: not UTF-8 text"
-            ) from None
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML: {exc}") from None
-        return cls.parse(data, str(path))
+        # a YamlFileError is a ValueError: its message names the file
+        return cls.parse(read_yaml(path, "power configuration"), str(path))
 
 
 def _number(data: Mapping[str, Any], key: str, default: float) -> float:

@@ -42,6 +42,8 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
+from fusesched.yamlfile import read_yaml
+
 CPU_NODE = "cpu-node"
 GPU_NODE = "gpu-node"
 HOUR = 3600.0
@@ -150,7 +152,7 @@ def load_power_models(source: Mapping[str, Any] | str | Path) -> dict[str, Power
     Each entry may name ``base`` (a default type) and override some of its fields.
     """
     if isinstance(source, Path):
-        data: Any = yaml.safe_load(source.read_text(encoding="utf-8"))
+        data: Any = read_yaml(source, "power models")
     elif isinstance(source, str):
         data = yaml.safe_load(source)
     else:

@@ -31,10 +31,10 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
+from fusesched.yamlfile import YamlFileError, read_yaml
 
 
 class ScenarioError(ValueError):
@@ -216,16 +216,9 @@ def parse_scenario(data: object, source: str = "<scenario>") -> Scenario:
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ScenarioError(f"cannot read the scenario {path}: {why}") from None
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"{path}{where}: not valid YAML") from None
+        data: Any = read_yaml(path, "scenario")
+    except YamlFileError as exc:
+        raise ScenarioError(str(exc)) from None
     scenario = parse_scenario(data, str(path))
     if scenario.name == "baseline" and "name" not in (data or {}):
         scenario = scenario.model_copy(update={"name": path.stem})
