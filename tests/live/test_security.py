@@ -514,6 +514,19 @@ def test_token_management_is_audited(secure: Secure) -> None:
         assert all(token not in str(r["data"]) for token in secure.issued)
 
 
+def test_revoking_a_token_twice_is_audited_once(secure: Secure) -> None:
+    admin = secure.client("admin")
+    made = admin.create_token("fay", tenant="physics")
+    secure.issued.append(made["token"])
+    assert admin.revoke_token(made["id"]) == made["id"]
+    assert admin.revoke_token(made["id"]) == made["id"]  # DELETE is idempotent
+    store = secure.cluster.server.persist.store
+    with store._read() as conn:
+        rows = conn.execute(select(events).where(events.c.kind == "Audit")).mappings().all()
+    mine = [r["data"]["action"] for r in rows if r["data"].get("token_id") == made["id"]]
+    assert sorted(mine) == ["token-create", "token-revoke"]
+
+
 # ---------------------------------------------------------------------- bootstrap, CLI
 
 

@@ -43,3 +43,29 @@ def test_a_nul_character_is_refused_before_the_store(ctl: Controller) -> None:
     assert [n.name for n in ctl.persist.store.list_nodes()] == ["n0"]
     answer = client.post("/v1/jobs", content=f'{{"groups": [{GROUP}]}}', headers=JSON)
     assert answer.status_code == 201, answer.text
+
+
+def test_nul_in_an_agents_reports_is_kept_as_a_replacement_character(ctl: Controller) -> None:
+    """Heartbeat texts come from the node (a task's failure reason, the health check's
+    output): a NUL there is replaced, not refused, so the agent is never locked out."""
+    client = TestClient(create_app(ctl), raise_server_exceptions=False)
+    answer = client.post("/v1/jobs", content=f'{{"groups": [{GROUP}]}}', headers=JSON)
+    assert answer.status_code == 201, answer.text
+    job = answer.json()["id"]
+    ctl.run_cycle()
+    beat = client.post("/v1/agents/heartbeat?wait_s=0", json={"node": "n0", "running": []})
+    assert beat.status_code == 200, beat.text
+    task = beat.json()["launch"][0]["task_id"]
+    report = {"task_id": task, "state": "failed-to-start", "reason": "no such image: a\u0000b"}
+    health = {"healthy": False, "reasons": ["check said \u0000"], "warnings": ["w\u0000"]}
+    body = {"node": "n0", "reports": [report], "running": [], "health": health}
+    beat = client.post("/v1/agents/heartbeat?wait_s=0", json=body)
+    assert beat.status_code == 200, beat.text
+    ctl.run_cycle()
+    ctl.persist.flush()
+    shown = client.get(f"/v1/jobs/{job}").json()
+    assert shown["state"] == "Failed"
+    assert "no such image: a\ufffdb" in str(shown), shown
+    stored = ctl.persist.store.get_job(job)
+    assert stored is not None and stored.job.state.value == "Failed"
+    assert stored.job.reason == "no such image: a\ufffdb"

@@ -109,6 +109,7 @@ def add_token_routes(app: FastAPI, access: Access) -> None:
         )
         if row is None or not mine:
             raise HTTPException(404, f"no token {token_id!r}")
-        controller.persist.store.revoke_token(token_id)
-        access.audit(p, "token-revoke", token_id=token_id, kind=row.kind.value, user=row.user)
+        if not row.revoked:  # revoking again changes nothing and is not audited again
+            controller.persist.store.revoke_token(token_id)
+            access.audit(p, "token-revoke", token_id=token_id, kind=row.kind.value, user=row.user)
         return TokenRevoked(revoked=token_id)

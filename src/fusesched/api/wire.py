@@ -12,10 +12,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.resources import QuantityError, Resources
-from fusesched.model.text import refuse_nul
+from fusesched.model.text import NUL, refuse_nul
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
@@ -24,13 +24,19 @@ TASK_DIR_PLACEHOLDER = "{task_dir}"
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
+#: Free text an agent reports (a task's failure reason, the health check's output): a NUL
+#: character, which the store cannot keep, becomes U+FFFD instead of refusing the heartbeat.
+NodeText = Annotated[str, AfterValidator(lambda text: text.replace(NUL, "\ufffd"))]
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class _Stored(_Wire):
     """A part of a node's registration, which the store keeps: no text holds a NUL character
-    (heartbeats are not checked, so a task's output cannot lock its agent out)."""
+    (heartbeats are not refused for one, so a task's output cannot lock its agent out: their
+    free texts are :data:`NodeText`)."""
 
     @field_validator("*")
     @classmethod
@@ -125,7 +131,7 @@ class TaskReport(_Wire):
     task_id: str
     state: TaskState
     exit_code: int | None = None  # for EXITED: the code, or -signal when killed by a signal
-    reason: str = ""  # e.g. "cancelled", "walltime exceeded", "image not found: ..."
+    reason: NodeText = ""  # e.g. "cancelled", "walltime exceeded", "image not found: ..."
     pid: int | None = None
 
 
@@ -196,8 +202,8 @@ class NodeHealthWire(_Wire):
     """The node's health: its health-check program and its GPUs."""
 
     healthy: bool = True
-    reasons: list[str] = Field(default_factory=list)  # why not healthy
-    warnings: list[str] = Field(default_factory=list)
+    reasons: list[NodeText] = Field(default_factory=list)  # why not healthy
+    warnings: list[NodeText] = Field(default_factory=list)
     gpus: list[GpuHealthWire] = Field(default_factory=list)
 
     def faulty_gpus(self) -> set[int]:
