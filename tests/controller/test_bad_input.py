@@ -4,34 +4,12 @@ for the controller, times outside the calendar, NUL characters (which PostgreSQL
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fastapi.testclient import TestClient
-from tests.builders import Clock
 
-from fusesched.api.app import create_app
-from fusesched.api.wire import NodeInventory
-from fusesched.controller.logs import LogStore
-from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
 
 GROUP = '{"resources": {"cpu": "1"}, "argv": ["true"]}'
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, clock: Clock) -> Iterator[Controller]:
-    persist = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    controller = Controller(persist, LogStore(tmp_path / "logs"), clock=clock)
-    controller.register(NodeInventory(name="n0", resources={"cpu": "4", "memory": "4Gi"}))
-    yield controller
-    persist.close()
-
-
-@pytest.fixture
-def client(ctl: Controller) -> TestClient:
-    return TestClient(create_app(ctl), raise_server_exceptions=False)
 
 
 def post(client: TestClient, path: str, body: str) -> tuple[int, str]:

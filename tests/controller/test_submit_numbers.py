@@ -3,16 +3,8 @@ one would have had, and an all-or-none batch refused on its last request leaves 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from tests.builders import Clock
 
-from fusesched.api.wire import NodeInventory
-from fusesched.controller.logs import LogStore
-from fusesched.controller.persist import Persistence
-from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import JobRequest
@@ -22,15 +14,6 @@ def request(cpu: str = "1", **extra: object) -> JobRequest:
     return JobRequest.model_validate(
         {"groups": [{"resources": {"cpu": cpu}, "argv": ["true"]}], **extra}
     )
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, clock: Clock) -> Iterator[Controller]:
-    persist = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    controller = Controller(persist, LogStore(tmp_path / "logs"), ControllerConfig(), clock=clock)
-    controller.register(NodeInventory(name="n0", resources={"cpu": "4", "memory": "4Gi"}))
-    yield controller
-    persist.close()
 
 
 def test_refused_requests_leave_no_gap_in_the_job_numbers(ctl: Controller) -> None:

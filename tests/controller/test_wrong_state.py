@@ -4,36 +4,15 @@ another size, a dependency on an array job, a helper launched on an external poo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
-from tests.builders import Clock
 
-from fusesched.api.app import create_app
-from fusesched.api.wire import Heartbeat, NodeInventory, TaskReport, TaskState
-from fusesched.controller.logs import LogStore
-from fusesched.controller.persist import Persistence
+from fusesched.api.wire import Heartbeat, TaskReport, TaskState
 from fusesched.controller.service import Controller
 
 NODE = {"name": "n0", "resources": {"cpu": "4", "memory": "4Gi"}, "cpu_ids": [0, 1, 2, 3]}
 GROUP = {"resources": {"cpu": "1"}, "argv": ["true"]}
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, clock: Clock) -> Iterator[Controller]:
-    persist = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    controller = Controller(persist, LogStore(tmp_path / "logs"), clock=clock)
-    controller.register(NodeInventory.model_validate(NODE))
-    yield controller
-    persist.close()
-
-
-@pytest.fixture
-def client(ctl: Controller) -> TestClient:
-    return TestClient(create_app(ctl), raise_server_exceptions=False)
 
 
 def submit(client: TestClient, **fields: Any) -> dict[str, Any]:

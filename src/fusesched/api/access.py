@@ -57,7 +57,9 @@ Caller = Annotated[Principal, Depends(_principal)]
 def person(p: Principal) -> Principal:
     """``p`` if it is a person's credential; 403 for machine credentials (agent, job, join)."""
     if not p.person:
-        raise forbidden(f"a {p.role.value} credential cannot use this endpoint")
+        kind = p.role.value
+        article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+        raise forbidden(f"{article} {kind} credential cannot use this endpoint")
     return p
 
 
@@ -111,11 +113,37 @@ class Access:
         return out
 
     def visible_job(self, p: Principal, job_id: str) -> JobView:
-        """The job as ``p`` sees it; 404 when it does not exist or ``p`` may not see it."""
+        """The job as ``p`` sees it; 404 when it does not exist or ``p`` may not see it (for
+        an array's own id, the 404 names its members' ids)."""
         view = self.controller.persist.get_job(job_id)
         if view is None or not sees(person(p), view.tenant):
+            member = self.array_member(p, job_id)
+            if member is not None:
+                raise HTTPException(
+                    404,
+                    f"no job {job_id!r}: {job_id} is an array, whose members have ids "
+                    f"{job_id}_<index> (the first is {member.id}; `fusesched jobs` lists them)",
+                )
             raise HTTPException(404, f"no job {job_id!r}")
         return view
+
+    def array_member(self, p: Principal, job_id: str) -> JobView | None:
+        """The first member of the array ``job_id`` when it is one that ``p`` sees, else
+        ``None``."""
+        members = self.array_members(p, job_id, 1)
+        return members[0] if members else None
+
+    def array_members(self, p: Principal, job_id: str, limit: int) -> list[JobView]:
+        """The first ``limit`` members of the array ``job_id`` when it is one that ``p`` sees
+        (else none). An array has no row of its own: its members hold the numbers from its
+        own on (``<id>_<index>``), so this reads them by number, never by scanning."""
+        if not job_id.isdigit() or len(job_id) > 18:
+            return []
+        rows = self.controller.persist.list_jobs(None, None, None, limit, int(job_id) + limit)
+        members = [r for r in reversed(rows) if r.array_parent == job_id]
+        if not members or not sees(person(p), members[0].tenant):
+            return []
+        return members
 
     def the_node(self, p: Principal, name: str) -> None:
         """403 unless ``p`` is node ``name``'s own credential."""

@@ -115,13 +115,18 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     def cancel(job_id: str, p: Caller) -> Cancelled:
         person(p)
         owner = controller.owner(job_id)
+        ended_array = False  # an array whose members have all ended: cancels nothing
+        if owner is None:
+            member = access.array_member(p, job_id)
+            if member is not None:
+                owner, ended_array = (member.user, member.tenant), True
         if owner is None or not sees(p, owner[1]):
             raise HTTPException(404, f"no job {job_id!r}")
         user, tenant = owner
         if checker.enabled and user != p.user and p.role is Role.USER:
             raise forbidden(f"job {job_id} is {user}'s; only they or an admin may cancel it")
         try:
-            cancelled = controller.cancel(job_id)
+            cancelled = [] if ended_array else controller.cancel(job_id)
         except UnknownJobError:
             raise HTTPException(404, f"no job {job_id!r}") from None
         if checker.enabled and user != p.user:

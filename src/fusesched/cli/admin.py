@@ -87,7 +87,7 @@ def token_list(
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("id", "kind", "user", "tenant", "role", "node/job", "created", "state"):
-        table.add_column(name)
+        table.add_column(name, no_wrap=name == "id")  # the id is what `token revoke` takes
     for t in found:
         state = "revoked" if t["revoked"] else ("used" if t.get("used_at") else "valid")
         table.add_row(

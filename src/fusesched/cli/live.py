@@ -127,10 +127,20 @@ STATE_STYLE = {
 }
 
 
+#: Columns of the jobs table printed whole however narrow the terminal: an id or a state cut
+#: to "Comple…" is no use.
+NEVER_CUT = frozenset({"id", "state", "exit", "time"})
+
+
 def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("id", "name", "user", "type", "queue", "pool", "state", "exit", "time", "nodes"):
-        table.add_column(name, justify="right" if name in ("exit", "time") else "left")
+        table.add_column(
+            name,
+            justify="right" if name in ("exit", "time") else "left",
+            # on a narrow terminal the free-text columns are cut short ("defau…"), never these
+            no_wrap=name in NEVER_CUT,
+        )
     for job in jobs:
         state = job["state"]
         code = job.get("exit_code")
@@ -280,7 +290,7 @@ def show(
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         for name in ("task", "node", "state", "exit", "gpus"):
-            table.add_column(name)
+            table.add_column(name, no_wrap=name in ("task", "state"))  # what `logs --task` takes
         for t in job["tasks"]:
             code = t.get("exit_code")
             gpus = ",".join(str(i) for i in t.get("gpu_indices") or [])

@@ -160,7 +160,10 @@ class ControllerServer:
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         os.chmod(path, 0o600)
-        log.warning("first start: a cluster-admin token was written to %s", path)
+        # a standby makes it only once it leads, long after its caller could print
+        # ``admin_token_path``; otherwise the caller shows it (the CLI does), so only info
+        level = logging.WARNING if self.standby else logging.INFO
+        log.log(level, "first start: a cluster-admin token was written to %s", path)
         return path
 
     @property

@@ -237,24 +237,14 @@ class Controller:
         """Number and check every request (all or none): (first number, request, spec) each;
         raises :class:`SubmitError` on the first refusal."""
         prepared: list[tuple[int, JobRequest, JobSpec]] = []
-        for request, size in zip(requests, sizes, strict=True):
+        for k, (request, size) in enumerate(zip(requests, sizes, strict=True)):
             if user and not request.user:
                 request = request.model_copy(update={"user": user})
             spec = federation.routed(self, request, request.to_job_spec(str(first), now))
-            for dep in spec.dependencies:
-                known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
-                if not known and any(
-                    live.spec.array_parent == dep.job_id for live in self.jobs.values()
-                ):
-                    raise SubmitError(
-                        f"dependency on array job {dep.job_id}: a job depends on array "
-                        f"members ({dep.job_id}_<index>), one by one"
-                    )
-                if not known:
-                    raise SubmitError(f"dependency on unknown job {dep.job_id!r}")
-            reason = check_feasible(spec, node_specs)
-            if not reason and self.core.tenants is not None:
-                reason = self.core.tenants.refuse(spec)
+            reason = self._refusal(spec, node_specs)
+            if reason and len(requests) > 1:  # all or none: say which job it was
+                name = f" ({request.name!r})" if request.name else ""
+                reason = f"job {k + 1} of {len(requests)}{name}: {reason}"
             if reason:
                 raise SubmitError(reason)
             prepared.append((first, request, spec))
@@ -269,6 +259,25 @@ class Controller:
                 targets = [j for j, live in self.jobs.items() if live.spec.array_parent == job_id]
             if not targets:
                 if self.persist.job_exists(job_id):
+    def _refusal(self, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> str | None:
+        """Why ``spec`` cannot be accepted (its dependencies, the nodes, the quotas), or
+        ``None``."""
+        for dep in spec.dependencies:
+            known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
+            if not known and any(
+                live.spec.array_parent == dep.job_id for live in self.jobs.values()
+            ):
+                return (
+                    f"dependency on array job {dep.job_id}: a job depends on array "
+                    f"members ({dep.job_id}_<index>), one by one"
+                )
+            if not known:
+                return f"dependency on unknown job {dep.job_id!r}"
+        reason = check_feasible(spec, node_specs)
+        if not reason and self.core.tenants is not None:
+            reason = self.core.tenants.refuse(spec)
+        return reason or None
+
                     return []  # already finished: nothing to do
                 raise UnknownJobError(job_id)
             for target in targets:

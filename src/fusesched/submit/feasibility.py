@@ -89,7 +89,7 @@ def _gang_reason(spec: JobSpec, nodes: Sequence[NodeSpec], where: str) -> str | 
         return (
             f"the job's {gang} tasks must run at once with at most {per_node} per node, so "
             f"they need {math.ceil(gang / per_node)} nodes, but only {len(nodes)} {where}"
-            f"{plural} exist"
+            f"{plural} {'exist' if plural else 'exists'}"
         )
     if spec.min_member is not None:
         return None  # which tasks form the gang is not fixed; the per-task check stands
@@ -109,6 +109,7 @@ def _gang_reason(spec: JobSpec, nodes: Sequence[NodeSpec], where: str) -> str | 
         if amount > capacity.get(name, 0):
             return (
                 f"the job asks for {format_quantity(name, amount)} {name} in all but the "
-                f"{len(nodes)} {where}{plural} have {format_quantity(name, capacity.get(name, 0))}"
+                f"{len(nodes)} {where}{plural} {'have' if plural else 'has'} "
+                f"{format_quantity(name, capacity.get(name, 0))}"
             )
     return None
