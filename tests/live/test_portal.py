@@ -28,15 +28,8 @@ from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.sdk import Client
 from live.conftest import agent_configs
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
-LAPTOP = {"width": 1280, "height": 800}
+from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP
+
 #: Quotas for the queues page: "physics" may borrow what "default" does not use.
 TENANCY = """\
 flavors:

@@ -380,3 +380,40 @@ def test_power_states_and_why(tmp_path: Path) -> None:
     assert (n2["name"], n2["state"], n2["power"]) == ("n2", "suspended", "suspended")
     assert n2["reason"] == "idle: power saving"
     assert {n["name"]: n["power"] for n in view["nodes"]} == {"n1": "on", "n2": "suspended"}
+
+
+# ------------------------------------------------------------------ audit findings
+
+
+def test_a_machine_credential_is_refused_in_plain_english(site: Site) -> None:
+    """The login form shows this message as it is: "a agent credential" read as a typo."""
+    refused = site.get("agent", "/v1/portal/me")
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == "an agent credential cannot use the portal"
+
+
+def test_an_array_job_id_names_its_members(site: Site) -> None:
+    """Submitting an array answers the array's id, which has no job of its own: its page
+    said only "no job '4'" although the user had just submitted it. It names the members
+    (to those who may see them)."""
+    array = {
+        "name": "sweep",
+        "walltime_s": 60,
+        "array": {"start": 0, "stop": 5},
+        "groups": [{"resources": {"cpu": "1", "memory": "64Mi"}, "argv": ["true"]}],
+    }
+    made = site.post("alice", "/v1/jobs", array)
+    assert made.status_code == 201, made.text
+    parent, members = made.json()["id"], made.json()["ids"]
+    site.server.controller.run_cycle()  # records the submission
+    for who in ("alice", "admin"):
+        response = site.get(who, f"/v1/portal/jobs/{parent}")
+        assert response.status_code == 404
+        detail = response.json()["detail"]
+        assert f"job {parent} is a job array" in detail, detail
+        assert ", ".join(members[:3]) in detail and members[3] not in detail, detail
+    assert site.get("alice", f"/v1/portal/jobs/{members[0]}").status_code == 200
+    hidden = site.get("bob", f"/v1/portal/jobs/{parent}")
+    assert hidden.status_code == 404
+    assert hidden.json()["detail"] == f"no job {parent!r}"  # nothing of alice's array
+    assert site.get("alice", "/v1/portal/jobs/12345").json()["detail"] == "no job '12345'"

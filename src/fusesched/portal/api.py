@@ -15,7 +15,7 @@ from typing import Annotated, Final
 
 from fastapi import FastAPI, HTTPException, Query
 
-from fusesched.api.access import Caller
+from fusesched.api.access import Access, Caller
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
 from fusesched.portal.schemas import (
@@ -46,7 +46,8 @@ HISTORY_TTL_S: Final = 5.0
 
 def _person(p: Principal) -> Principal:
     if not p.person:
-        raise HTTPException(403, f"a {p.role.value} credential cannot use the portal")
+        article = "an" if p.role.value[:1] in "aeiou" else "a"
+        raise HTTPException(403, f"{article} {p.role.value} credential cannot use the portal")
     return p
 
 
@@ -82,6 +83,19 @@ def timeline(
     return spans
 
 
+def _no_job(access: Access, p: Principal, job_id: str) -> HTTPException:
+    """The 404 for ``job_id``: an array (which has no page of its own) names its members."""
+    members = [m.id for m in access.array_members(p, job_id, 4)]
+    if not members:
+        return HTTPException(404, f"no job {job_id!r}")
+    more = ", …" if len(members) > 3 else ""
+    return HTTPException(
+        404,
+        f"job {job_id} is a job array: each of its members is a job of its own "
+        f"({', '.join(members[:3])}{more}); open one of them from the job list",
+    )
+
+
 def _event(record: EventRecord) -> EventView:
     e = record.event
     return EventView(time=e.time, kind=e.kind, node=e.node, data=dict(e.data))
@@ -96,6 +110,7 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
     history_cache: dict[tuple[str, str, int], tuple[float, HistoryView]] = {}
     history_lock = threading.Lock()
     whatif = WhatIfRunner(controller)
+    access = Access(controller, auth)
 
     @app.get(f"{PREFIX}/me", tags=tags, response_model=Me)
     def me(p: Caller) -> Me:
@@ -117,7 +132,7 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
         view = controller.persist.get_job(job_id)
         admin = p.role is Role.CLUSTER_ADMIN
         if detail is None or view is None or not (admin or p.tenant == view.tenant):
-            raise HTTPException(404, f"no job {job_id!r}")
+            raise _no_job(access, p, job_id)
         records = controller.persist.store.events_for_job(job_id)[-MAX_EVENTS:]
         shown = [_event(r) for r in records if admin or r.event.kind not in ADMIN_EVENTS]
         requeues = [e.time for e in shown if e.kind == "JobRequeued"]

@@ -127,6 +127,11 @@
 
   // ------------------------------------------------------------------ session and routing
 
+  function decodePart(part) {
+    // a hand-typed or truncated link may hold a bad %-escape ("%ZZ"): show it as it is
+    try { return decodeURIComponent(part); } catch (e) { return part; }
+  }
+
   function every(ms, fn) {
     const id = setInterval(fn, ms);
     timers.push(id);
@@ -150,20 +155,18 @@
 
   async function ensureMe() {
     if (me) return me;
-    if (!sessionStorage.getItem(TOKEN_KEY)) {
-      // a controller without authentication takes no token
-      try { me = await api("GET", "/v1/portal/me"); } catch (e) { return null; }
-    } else {
-      try { me = await api("GET", "/v1/portal/me"); } catch (e) {
-        sessionStorage.removeItem(TOKEN_KEY);
-        return null;
-      }
+    try { me = await api("GET", "/v1/portal/me"); } catch (e) {
+      // unreachable (status 0): keep the token and say so; refused: log in (again)
+      if (e.status === 0) throw e;
+      sessionStorage.removeItem(TOKEN_KEY);
+      return null;
     }
     document.body.classList.toggle("operator", me.operator);
     document.getElementById("nav").hidden = false;
     document.getElementById("who").hidden = false;
     document.getElementById("who-text").textContent =
       me.auth ? `${me.user} · ${me.tenant} · ${me.role}` : "authentication off";
+    document.getElementById("logout").hidden = !me.auth; // nothing to log out of
     return me;
   }
 
@@ -183,10 +186,17 @@
     stopTimers();
     page += 1;
     const mine = page;
-    const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodePart);
     let name = parts[0] || "jobs";
     if (!(name in PAGES)) name = "jobs";
-    if (name !== "login" && !(await ensureMe())) {
+    let who;
+    try { who = name === "login" ? null : await ensureMe(); } catch (err) {
+      if (mine !== page) return;
+      main().replaceChildren(h("h1", { text: "fusesched" }), errorBox(
+        "The controller cannot be reached", [err.message, "Reload the page to try again."]));
+      return;
+    }
+    if (name !== "login" && !who) {
       if (mine !== page) return;
       name = "login";
       if (location.hash !== "#/login") history.replaceState(null, "", "#/login");
@@ -249,6 +259,15 @@
       error.hidden = true;
       const token = input.value.trim();
       if (!token) { error.textContent = "Enter a token."; error.hidden = false; input.focus(); return; }
+      const odd = token.match(/[^\x21-\x7e]/u); // a token is printable ASCII (fsk_…)
+      if (odd) {
+        const code = odd[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+        error.textContent = "Not a valid token: it contains a space, an invisible or a " +
+          `non-ASCII character (U+${code}), perhaps pasted along with it.`;
+        error.hidden = false;
+        input.focus();
+        return;
+      }
       sessionStorage.setItem(TOKEN_KEY, token);
       me = null;
       try {
@@ -403,13 +422,14 @@
 
     function render(d) {
       const j = d.job;
-      title.textContent = `Job ${j.id}${j.name ? ` — ${j.name}` : ""}`;
+      title.replaceChildren(`Job ${j.id}`, ...(j.name ? [" — ", h("bdi", { text: j.name })] : []));
       stateHolder.replaceChildren(badge(j.state));
       cancelBtn.disabled = FINISHED.has(j.state);
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
         ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
         ["Exit code", j.exit_code === null ? "—" : j.exit_code],
+        ["Array", j.array_parent ? `member of job array ${j.array_parent}` : "—"],
         ["Pool", j.pool || "—"], ["Nodes", (j.nodes || []).join(", ") || "—"],
         ["Submitted", fmtTime(j.submit_time)], ["Started", fmtTime(j.start_time)],
         ["Ended", fmtTime(j.end_time)],
@@ -487,9 +507,12 @@
     resubmitBtn.addEventListener("click", async () => {
       const request = Object.assign({}, detail.request);
       delete request.user; // resubmitted as the one who asks (the token's user)
+      const arr = request.array;
+      if (arr && !window.confirm("This job is a member of an array: Resubmit submits the " +
+        `whole array again (indices ${arr.start} to ${arr.stop}). Go on?`)) return;
       try {
         const out = await api("POST", "/v1/jobs", request);
-        location.hash = `#/job/${encodeURIComponent(out.id)}`;
+        location.hash = submittedHash(out);
       } catch (err) {
         actionMsg.replaceChildren(errorBox("Resubmit failed", [err.message]));
       }
@@ -504,6 +527,12 @@
       else endedAt = null;
       if (endedAt === null || now() - endedAt < 10) refresh();
     });
+  }
+
+  function submittedHash(out) {
+    // an array has no page of its own: show its first member
+    const id = out.ids && out.ids.length ? out.ids[0] : out.id;
+    return `#/job/${encodeURIComponent(id)}`;
   }
 
   function timelineSvg(spans) {
@@ -591,12 +620,13 @@
       if (/[\n\r\t]/.test(name)) problems.name = "The name must be one line.";
       if (!v("queue")) problems.queue = "Give a queue (default: default).";
       const minutes = Number(v("walltime"));
-      if (v("walltime") && (!isFinite(minutes) || minutes <= 0)) {
-        problems.walltime = "The time limit must be a positive number of minutes.";
+      if (v("walltime") && (!isFinite(minutes * 60) || minutes <= 0)) {
+        problems.walltime = "The time limit must be a positive number of minutes " +
+          "(and not astronomically large).";
       }
       if (!v("command")) problems.command = "Give a command to run.";
       const replicas = Number(v("replicas"));
-      if (!Number.isInteger(replicas) || replicas < 1) {
+      if (!Number.isSafeInteger(replicas) || replicas < 1) {
         problems.replicas = "Tasks must be a whole number, at least 1.";
       }
       if (!v("cpu")) problems.cpu = "Give the CPU each task needs, e.g. 1 or 500m.";
@@ -605,7 +635,7 @@
         problems.memory = "Memory is a quantity such as 512Mi or 4Gi.";
       }
       const gpus = Number(v("gpu") || "0");
-      if (!Number.isInteger(gpus) || gpus < 0) problems.gpu = "GPUs must be a whole number (0 or more).";
+      if (!Number.isSafeInteger(gpus) || gpus < 0) problems.gpu = "GPUs must be a whole number (0 or more).";
       const resources = { cpu: v("cpu") };
       if (v("memory")) resources.memory = v("memory");
       if (gpus > 0) resources["nvidia.com/gpu"] = String(gpus);
@@ -644,14 +674,14 @@
       button.disabled = true;
       try {
         const out = await api("POST", "/v1/jobs", request);
-        location.hash = `#/job/${encodeURIComponent(out.id)}`;
+        location.hash = submittedHash(out);
       } catch (err) {
         button.disabled = false;
         const mapped = {};
         const other = [];
         if (Array.isArray(err.detail)) {
           for (const item of err.detail) {
-            const key = fieldOfLoc(item.loc || []);
+            const key = fieldOfLoc(item.loc || [], item.msg);
             if (key && !mapped[key]) mapped[key] = fieldMessage({ msg: item.msg });
             else other.push(fieldMessage(item));
           }
@@ -662,13 +692,16 @@
     focusHeading(root);
   }
 
-  function fieldOfLoc(loc) {
+  const RESOURCE_FIELDS = { cpu: "cpu", memory: "memory", "nvidia.com/gpu": "gpu", gpu: "gpu" };
+
+  function fieldOfLoc(loc, msg) {
     const path = loc.filter((p) => p !== "body");
     const last = path[path.length - 1];
     if (path[0] === "groups") {
       if (path.includes("resources")) {
-        return { cpu: "cpu", memory: "memory", "nvidia.com/gpu": "gpu", gpu: "gpu" }[last] ||
-          "cpu";
+        // the check of the whole mapping names the resource first: "memory: quantity …"
+        const named = String(msg || "").replace(/^Value error, /, "").split(":")[0];
+        return RESOURCE_FIELDS[last] || RESOURCE_FIELDS[named] || "cpu";
       }
       if (path.includes("replicas")) return "replicas";
       if (path.includes("argv")) return "command";
@@ -761,6 +794,14 @@
           }),
           maxDevices > n.devices.length ? h("td", { colspan: maxDevices - n.devices.length }) : null);
       });
+      if (!c.nodes.length) {
+        const none = "No node has registered yet: start an agent (fusesched agent) or join one.";
+        poolsBox.replaceChildren(h("p", { class: "muted", id: "no-nodes", text: none }));
+        heat.replaceChildren(h("p", { class: "muted", text: "No nodes." }));
+        bad.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted", text: "No nodes." })));
+        status(`updated ${fmtTime(now()).slice(11)}`);
+        return;
+      }
       heat.replaceChildren(h("div", { class: "table-wrap" }, h("table", { class: "heat",
         "aria-labelledby": "h-heat" }, h("thead", {}, head), h("tbody", {}, rows))));
       bad.replaceChildren(...(c.unhealthy.length ? c.unhealthy.map((n) => h("tr", {},
@@ -1059,7 +1100,22 @@
 
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
-      const body = { scale: Number(scale.value), include_finished: Number(recent.value || "0") };
+      const size = Number(scale.value);
+      const ended = Number(recent.value || "0");
+      const wrong = [];
+      if (!scale.value.trim() || !(size > 0 && size <= 16)) {
+        wrong.push("Cluster size: a number of times today's nodes, more than 0 and at most 16.");
+      }
+      if (!Number.isInteger(ended) || ended < 0 || ended > info.limits.jobs) {
+        wrong.push(`Recent ended jobs to include: a whole number from 0 to ${info.limits.jobs}.`);
+      }
+      scale.setAttribute("aria-invalid", String(wrong.some((w) => w.startsWith("Cluster"))));
+      recent.setAttribute("aria-invalid", String(wrong.some((w) => w.startsWith("Recent"))));
+      if (wrong.length) {
+        result.replaceChildren(errorBox("The what-if could not start", wrong));
+        return;
+      }
+      const body = { scale: size, include_finished: ended };
       if (order.value) body.queue_order = order.value;
       if (backfill.value) body.backfill = backfill.value;
       if (placement.value) body.placement = placement.value;
