@@ -56,7 +56,8 @@ from fusesched.model.node import (
     NodeSpec,
 )
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources
-from fusesched.policies.registry import CoreConfig
+from fusesched.policies.placement import PLACEMENT_POLICIES
+from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from machine_info import describe, machine
 
 GI = 2**30
@@ -351,8 +352,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1200, 10_000])
     parser.add_argument("--jobs", type=int, default=50_000)
-    parser.add_argument("--placement", nargs="+", default=["first-fit", "best-fit"])
-    parser.add_argument("--backfill", nargs="+", default=["easy", "none"])
+    parser.add_argument(
+        "--placement", nargs="+", default=["first-fit", "best-fit"], choices=PLACEMENT_POLICIES
+    )
+    parser.add_argument("--backfill", nargs="+", default=["easy", "none"], choices=BACKFILL_MODES)
     parser.add_argument("--exits", type=int, default=100, help="job exits per steady cycle")
     parser.add_argument("--rounds", type=int, default=40, help="steady-state cycles at most")
     parser.add_argument(

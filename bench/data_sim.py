@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from cli_args import day_window
 from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
 from fusesched.model.resources import Resources
@@ -44,6 +45,8 @@ def workload(
 ) -> tuple[tuple[NodeSpec, ...], list[SimJob], str]:
     lo, hi = window[0] * DAY, window[1] * DAY
     raw = [j for j in load_philly_jobs(PHILLY) if lo <= j.submit_s < hi]
+    if not raw:
+        raise ValueError(f"no Philly jobs submitted in days {window[0]:g}-{window[1]:g}")
     offered = sum(max(j.duration_s, 1.0) * j.gpus for j in raw) / (hi - lo)
     largest = max(math.ceil(j.gpus / gpus_per_node) for j in raw)
     count = max(math.ceil(offered / util / gpus_per_node), largest)
@@ -126,9 +129,11 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--window", default="28:42", help="days of the Philly trace (from:to)")
+    p.add_argument(
+        "--window", default="28:42", type=day_window, help="days of the Philly trace (from:to)"
+    )
     p.add_argument("--util", type=float, default=0.7, help="offered GPU load of the cluster")
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--datasets", type=int, default=200)
@@ -137,13 +142,22 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=3, help="times a job reads its dataset")
     p.add_argument("--wait", type=float, default=600.0, help="locality wait (s)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "data")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if not args.util > 0:
+        p.error(f"--util must be above 0, not {args.util:g}")
     if not PHILLY.exists():
-        sys.exit(f"needs {PHILLY}")
-    lo, hi = (float(x) for x in args.window.split(":"))
+        print(f"error: needs {PHILLY}", file=sys.stderr)
+        return 2
+    lo, hi = args.window
     info = machine()
-    print(describe(info), flush=True)
-    nodes, jobs, desc = workload((lo, hi), args.util, args.gpus_per_node, args.datasets, args.seed)
+    print(describe(info, markup=False), flush=True)
+    try:
+        nodes, jobs, desc = workload(
+            (lo, hi), args.util, args.gpus_per_node, args.datasets, args.seed
+        )
+    except ValueError as exc:  # an empty window, a malformed trace row
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(desc, flush=True)
     cache = DataModel(mode="cache", cache_bytes=int(args.cache_tib * TIB), passes=args.passes)
     none = DataModel(mode="none", cache_bytes=0, passes=args.passes)
@@ -165,11 +179,16 @@ def main() -> None:
             flush=True,
         )
     args.out.mkdir(parents=True, exist_ok=True)
-    doc = {"machine": info, "workload": desc, "args": vars(args) | {"out": str(args.out)}}
+    doc = {
+        "machine": info,
+        "workload": desc,
+        "args": vars(args) | {"out": str(args.out), "window": f"{lo:g}:{hi:g}"},
+    }
     (args.out / "results.json").write_text(json.dumps(doc | {"rows": rows}, indent=1) + "\n")
     plot(rows, args.out / "data.png", desc)
     print(f"wrote {args.out / 'results.json'} and {args.out / 'data.png'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from cli_args import day_window
 from fusesched.policies.dl_registry import DL_POLICIES, make_dl_policy
 from fusesched.sim.dl.model import DlJob
 from fusesched.sim.dl.runner import run_dl
@@ -45,9 +46,11 @@ OURS, FIFO, TIRESIAS, TIRESIAS_MIG = "gittins", "fifo", "tiresias", "tiresias-mi
 def traces(args: argparse.Namespace) -> list[tuple[str, list[DlJob]]]:
     out: list[tuple[str, list[DlJob]]] = []
     if "philly" in args.traces:
-        window = None if args.philly_window == "all" else _window(args.philly_window)
+        window = None if args.philly_window == "all" else day_window(args.philly_window)
         jobs = load_philly_jobs(args.shared / "traces" / "philly" / "philly.csv")
         out.append(("philly", philly_dl_jobs(jobs, window)))
+    if args.traces == ["philly"]:
+        return out
     files = itp_cluster_files(args.shared / "traces" / "microsoft-itp-elasticflow" / "raw-traces")
     for name, path in files.items():
         if "itp" in args.traces or name in args.traces:
@@ -55,9 +58,10 @@ def traces(args: argparse.Namespace) -> list[tuple[str, list[DlJob]]]:
     return out
 
 
-def _window(text: str) -> tuple[float, float]:
-    low, high = text.split(":")
-    return float(low), float(high)
+def _philly_window(text: str) -> str:
+    if text != "all":
+        day_window(text)
+    return text
 
 
 def run_trace(name: str, jobs: list[DlJob], policies: list[str], load: float) -> dict[str, Any]:
@@ -168,9 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         help="comma separated: philly, itp (all ITP clusters) or clusterNN",
     )
     parser.add_argument(
-        "--philly-window", default="all", help="'all' or START:END in days, e.g. 14:42"
+        "--philly-window",
+        default="all",
+        type=_philly_window,
+        help="'all' or START:END in days, e.g. 14:42",
     )
     args = parser.parse_args(argv)
+    if not args.load > 0:
+        parser.error(f"--load must be above 0, not {args.load:g}")
     args.traces = [t.strip() for t in args.traces.split(",") if t.strip()]
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in DL_POLICIES]
@@ -179,8 +188,23 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.shared / "traces").is_dir():
         print(f"{args.shared}/traces is absent: nothing to run", file=sys.stderr)
         return 2
+    itp_dir = args.shared / "traces" / "microsoft-itp-elasticflow" / "raw-traces"
+    try:
+        clusters = list(itp_cluster_files(itp_dir))
+    except ValueError:  # no ITP folder here: only philly can run
+        clusters = []
+    known = ["philly", "itp", *clusters]
+    unknown = [t for t in args.traces if t not in known]
+    if unknown or not args.traces:
+        what = f"unknown trace {unknown[0]!r}" if unknown else "none given"
+        parser.error(f"--traces: {what}; choose from {', '.join(known)}")
+    try:
+        workloads = traces(args)
+    except (OSError, ValueError) as exc:  # a missing or malformed trace, an empty window
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
-    entries = [run_trace(name, jobs, policies, args.load) for name, jobs in traces(args)]
+    entries = [run_trace(name, jobs, policies, args.load) for name, jobs in workloads]
     elapsed = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     doc = {

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from cli_args import day_window
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
 from fusesched.model.resources import Resources
@@ -86,11 +87,10 @@ class Case:
     description: str
 
 
-def _window(text: str) -> tuple[float, float]:
-    lo, hi = (float(x) for x in text.split(":"))
-    if hi <= lo:
-        raise argparse.ArgumentTypeError("window FROM:TO needs TO > FROM")
-    return lo, hi
+def measured_jobs(case: Case) -> int:
+    """Jobs submitted inside the case's measured window (the warm-up's are not counted)."""
+    lo, hi = case.meter
+    return sum(1 for j in case.jobs if lo <= j.spec.submit_time < hi)
 
 
 def _shift(job: SimJob, offset: float) -> SimJob:
@@ -440,9 +440,9 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--swf", type=Path, default=DEFAULT_SWF)
-    p.add_argument("--swf-window", type=_window, default=(540.0, 570.0), help="days FROM:TO")
+    p.add_argument("--swf-window", type=day_window, default=(540.0, 570.0), help="days FROM:TO")
     p.add_argument("--philly-dir", type=Path, default=DEFAULT_PHILLY)
-    p.add_argument("--gpu-window", type=_window, default=(28.0, 42.0), help="days FROM:TO")
+    p.add_argument("--gpu-window", type=day_window, default=(28.0, 42.0), help="days FROM:TO")
     p.add_argument("--warmup", type=float, default=3.0, help="days replayed before a window")
     p.add_argument("--target-util", type=float, default=0.7, help="Philly cluster sizing")
     p.add_argument(
@@ -496,18 +496,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     t0 = time.perf_counter()
     cases: list[Case] = []
-    if "swf" not in args.skip:
-        cases.append(swf_case(args.swf, args.swf_window, args.warmup))
-    if "gpu" not in args.skip:
-        for util in [args.target_util, *args.extra_util]:
-            case = philly_case(
-                args.philly_dir, args.gpu_window, args.warmup, util, args.gpus_per_node
-            )
-            if util != args.target_util:
-                case = replace(case, name=f"Philly@{util:.0%}")
-            cases.append(case)
-    if "vc" not in args.skip:
-        cases.append(philly_vc_case(args.philly_dir, args.gpu_window, args.warmup))
+    try:
+        if "swf" not in args.skip:
+            cases.append(swf_case(args.swf, args.swf_window, args.warmup))
+        if "gpu" not in args.skip:
+            for util in [args.target_util, *args.extra_util]:
+                case = philly_case(
+                    args.philly_dir, args.gpu_window, args.warmup, util, args.gpus_per_node
+                )
+                if util != args.target_util:
+                    case = replace(case, name=f"Philly@{util:.0%}")
+                cases.append(case)
+        if "vc" not in args.skip:
+            cases.append(philly_vc_case(args.philly_dir, args.gpu_window, args.warmup))
+    except (OSError, ValueError) as exc:  # a missing or malformed trace file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    empty = [case.name for case in cases if measured_jobs(case) == 0]
+    if empty:  # nothing to measure: every policy would report the same idle cluster
+        print(
+            f"error: no jobs submitted in the window of {', '.join(empty)} "
+            "(--swf-window / --gpu-window, days from the trace's first submission)",
+            file=sys.stderr,
+        )
+        return 2
     print(f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
     results: dict[str, list[Outcome]] = {}
     rows: list[dict[str, Any]] = []

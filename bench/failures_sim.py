@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from cli_args import day_window
 from fusesched.model.events import StartJob
 from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import NodeSpec
@@ -671,14 +672,6 @@ def _dur(s: float) -> str:
 # --- command line -------------------------------------------------------------------------
 
 
-def _window(text: str) -> tuple[float, float]:
-    lo, _, hi = text.partition(":")
-    a, b = float(lo), float(hi)
-    if not 0 <= a < b:
-        raise argparse.ArgumentTypeError("window is FROM:TO in days, 0 ≤ FROM < TO")
-    return a, b
-
-
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
@@ -688,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--trace-dir", type=Path, default=DEFAULT_TRACE_DIR)
     p.add_argument(
         "--window",
-        type=_window,
+        type=day_window,
         default=(28.0, 42.0),
         help="FROM:TO, days from the trace's first submission (default 28:42)",
     )

@@ -88,7 +88,12 @@ def main() -> None:
     pods = load_openb_pods(OPENB / "openb_pod_list_default.csv")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     first, _, last = args.seeds.partition("-")
-    seeds = tuple(range(int(first), int(last or first) + 1)) if args.seeds else DEFAULT_SEEDS
+    try:
+        seeds = tuple(range(int(first), int(last or first) + 1)) if args.seeds else DEFAULT_SEEDS
+    except ValueError:
+        parser.error(f"--seeds: expected FIRST-LAST or one seed, e.g. 42-51, not {args.seeds!r}")
+    if not seeds:
+        parser.error(f"--seeds: empty range {args.seeds!r}")
     results = []
     started = time.perf_counter()
     for policy in policies:

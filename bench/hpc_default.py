@@ -224,7 +224,7 @@ def main() -> None:
     if not (SHARED / "traces").is_dir():
         sys.exit(f"needs the real traces in {SHARED}/traces")
     info = machine()
-    print(describe(info), flush=True)
+    print(describe(info, markup=False), flush=True)
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         seeds = [int(x) for x in args.selection_seeds.split(",")]

@@ -303,7 +303,7 @@ def main() -> int:
         return 1
     seeds = [int(x) for x in args.train_seeds.split(",") if x.strip()]
     info = machine()
-    print(describe(info), flush=True)
+    print(describe(info, markup=False), flush=True)
     print(f"adoption rule: {RULE}", flush=True)
     start = time.perf_counter()
     result: dict[str, Any] = {"machine": info, "rule": RULE}

@@ -296,13 +296,24 @@ def main() -> None:
     unknown = [p for p in policies if p not in POWER_POLICIES]
     if unknown or "fgd" not in policies:
         sys.exit(f"policies must include fgd and be among {', '.join(POWER_POLICIES)}")
-    seeds = _seeds(args.seeds)
+    try:
+        seeds = _seeds(args.seeds)
+    except ValueError:
+        parser.error(f"--seeds: expected FIRST-LAST or one seed, e.g. 42-51, not {args.seeds!r}")
+    if not seeds:
+        parser.error(f"--seeds: empty range {args.seeds!r}")
+    pod_file = OPENB / f"openb_pod_list_{args.pods}.csv"
+    if not pod_file.is_file():
+        known = sorted(
+            f.name[len("openb_pod_list_") : -4] for f in OPENB.glob("openb_pod_list_*.csv")
+        )
+        parser.error(f"--pods: no openb pod list {args.pods!r}; choose from {', '.join(known)}")
     info = machine()
     Console().print(describe(info))
     print(f"PWR protocol, openb {args.pods}, seeds {args.seeds}: {', '.join(policies)}", flush=True)
     started = time.perf_counter()
     nodes = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
-    pods = load_openb_pods(OPENB / f"openb_pod_list_{args.pods}.csv")
+    pods = load_openb_pods(pod_file)
     res, seconds = run_all(policies, seeds, nodes, pods)
     wall = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from cli_args import day_window
 from fusesched.model.events import (
     Decision,
     Event,
@@ -635,11 +636,6 @@ def plot(
 # ----------------------------------------------------------------------------- CLI
 
 
-def _window(text: str) -> tuple[float, float]:
-    lo, _, hi = text.partition(":")
-    return float(lo), float(hi)
-
-
 def table(summaries: Sequence[dict[str, Any]]) -> str:
     rows: list[tuple[str, Any, str]] = [
         ("GPU utilisation, submission window", "util_window", "{:.1%}"),
@@ -707,7 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--trace-dir", type=Path, default=DEFAULT_TRACE_DIR)
     p.add_argument(
         "--window",
-        type=_window,
+        type=day_window,
         default=None,
         metavar="FROM:TO",
         help="days from the trace's first submission, e.g. 21:35",

@@ -130,8 +130,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray", default=None)
     ap.add_argument("--out", type=Path, default=Path("twin-philly"))
     args = ap.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    snap = philly_snapshot(args.trace, args.start_day, args.days, args.nodes)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(
+            f"--seeds: expected whole numbers separated by commas, e.g. 0,1,2, not {args.seeds!r}"
+        )
+    if not args.days > 0 or args.start_day < 0 or args.nodes < 1:
+        ap.error("needs --start-day >= 0, --days > 0 and --nodes >= 1")
+    try:
+        snap = philly_snapshot(args.trace, args.start_day, args.days, args.nodes)
+    except (OSError, ValueError) as exc:  # a missing or malformed trace
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not snap.jobs:
+        print(
+            f"error: no jobs submitted in days {args.start_day:g} to "
+            f"{args.start_day + args.days:g} of {args.trace}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.queue and args.queue not in {job.queue for job in snap.jobs}:
+        print(
+            f"error: --queue {args.queue!r} has no jobs in days {args.start_day:g} to "
+            f"{args.start_day + args.days:g} ('' plans for all jobs)",
+            file=sys.stderr,
+        )
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "philly.json.gz"
         save(snap, path)

@@ -44,26 +44,48 @@ def _fail(message: str) -> NoReturn:
 
 
 def resolve_traces(text: str) -> list[Path]:
-    """Comma-separated SWF files, or ``selection`` for :data:`SELECTION_TRACES`."""
-    from fusesched.cli.simulate import shared_dir
+    """Comma-separated SWF files or short names (those of ``fusesched simulate``, e.g.
+    ``sdsc-sp2``), or ``selection`` for :data:`SELECTION_TRACES`."""
+    from fusesched.cli.simulate import KNOWN_TRACES, shared_dir
 
     paths: list[Path] = []
     for item in (t.strip() for t in text.split(",")):
         if not item:
             continue
-        if item == "selection":
+        if item == "selection" or (item in KNOWN_TRACES and not Path(item).exists()):
             shared = shared_dir()
             if shared is None:
-                _fail("--traces selection needs ../shared (the traces), which is absent here")
-            paths.extend(shared / rel for rel in SELECTION_TRACES)
+                _fail(f"--traces {item} needs ../shared (the traces), which is absent here")
+            if item == "selection":
+                paths.extend(shared / rel for rel in SELECTION_TRACES)
+            else:
+                paths.append(shared / KNOWN_TRACES[item])
             continue
         path = Path(item).expanduser()
         if not path.is_file():
-            _fail(f"no such trace file: {item} (or use: selection)")
+            names = ", ".join(["selection", *KNOWN_TRACES])
+            _fail(f"no such trace file: {item} (or use one of: {names})")
         paths.append(path)
     if not paths:
         _fail("--traces needs at least one SWF file (or: selection)")
     return paths
+
+
+def check_out(out: Path) -> None:
+    """Fail before training (which takes minutes) when ``out`` cannot be written: a folder, a
+    file as its folder, a folder that cannot be made or written to."""
+    import os
+
+    if out.is_dir():
+        _fail(f"cannot write {out}: it is a folder (name the JSON file, e.g. {out}/policy.json)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        _fail(f"cannot write {out}: a file stands where its folder should be")
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        _fail(f"cannot write {out}: permission denied")
 
 
 def train_policy(
@@ -71,8 +93,9 @@ def train_policy(
         str,
         typer.Option(
             "--traces",
-            help="SWF traces to train on, comma-separated, or 'selection' (the six selection "
-            "traces in ../shared; never the evaluation traces).",
+            help="SWF traces to train on, comma-separated (files or the short names of "
+            "`fusesched simulate`), or 'selection' (the six selection traces in ../shared; "
+            "never the evaluation traces).",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the policy (JSON).")],
@@ -140,6 +163,7 @@ def train_policy(
     from fusesched.traces.swf import TraceFormatError
 
     paths = resolve_traces(traces)
+    check_out(out)
     for path in paths:
         if any(tag in path.name.upper() for tag in EVALUATION_TAGS):
             err.print(

@@ -252,6 +252,11 @@ def _parse_slow(path: Path, lines: list[bytes]) -> FloatArray:
         if not tokens or tokens[0].startswith(b";"):
             continue
         where = f"{path}:{index + 1}"
+        if len(tokens) < _MIN_FIELDS and b"," in line:
+            raise TraceFormatError(
+                f"{where}: this looks like a CSV file (comma-separated), not SWF, whose "
+                f"records are {len(FIELD_NAMES)} whitespace-separated numbers"
+            )
         if len(tokens) < _MIN_FIELDS:
             raise TraceFormatError(
                 f"{where}: too few fields ({len(tokens)}; an SWF record needs at least "

@@ -184,6 +184,12 @@ def write_compare(
     return path
 
 
+def _seconds(value: float) -> str:
+    """A wait in seconds: whole seconds from 10 s up, else three significant digits, so that
+    a p95 of 0.3 s against a target of 0 s does not print as a passing-looking 0."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
 def capacity_markdown(answer: Answer, what: str) -> str:
     q = answer.question
     queue = f"queue {q.queue!r}" if q.queue else "all jobs"
@@ -198,7 +204,7 @@ def capacity_markdown(answer: Answer, what: str) -> str:
         step = answer.step(answer.added)
         lines.append(
             f"**Answer: add {answer.added} node(s)**: {step.nodes} nodes, {step.gpus} GPUs, "
-            f"p95 wait {step.p95:.0f} s."
+            f"p95 wait {_seconds(step.p95)} s."
         )
     lines += [
         "",
@@ -206,9 +212,9 @@ def capacity_markdown(answer: Answer, what: str) -> str:
         "|---:|---:|---:|---:|---|:---:|",
     ]
     for s in answer.steps:
-        per = ", ".join(f"{v:.0f}" for v in s.p95_by_seed)
+        per = ", ".join(_seconds(v) for v in s.p95_by_seed)
         mark = "yes" if s.p95 <= q.target_s else "no"
-        lines.append(f"| {s.added} | {s.nodes} | {s.gpus} | {s.p95:.0f} | {per} | {mark} |")
+        lines.append(f"| {s.added} | {s.nodes} | {s.gpus} | {_seconds(s.p95)} | {per} | {mark} |")
     return "\n".join(lines)
 
 
