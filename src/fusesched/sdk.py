@@ -166,6 +166,16 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/nodes"))
 
+    def drain_node(self, name: str, reason: str) -> dict[str, Any]:
+        """Drain a node (cluster-admins): nothing new is placed there. The node's state and
+        drain reason afterwards."""
+        body = {"reason": reason}
+        return dict(self._call("POST", f"/v1/nodes/{_quote(name)}/drain", body))
+
+    def undrain_node(self, name: str) -> dict[str, Any]:
+        """Lift a node's drain (cluster-admins); its state afterwards."""
+        return dict(self._call("POST", f"/v1/nodes/{_quote(name)}/undrain", {}))
+
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 

@@ -131,6 +131,30 @@ def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
     assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
 
 
+def test_drain_and_undrain_nodes(cluster: LocalCluster, tmp_path: Path) -> None:
+    drained = fusesched(cluster, "drain", "node-a", "node-b", "--reason", "kernel update")
+    assert drained.returncode == 0, drained.stderr
+    assert "node-a: drained (kernel update)" in drained.stdout
+    listing = fusesched(cluster, "nodes")
+    assert "drain reason" in listing.stdout and "kernel update" in listing.stdout
+    own = tmp_path / "job.yaml"
+    own.write_text(OWN_YAML)
+    job_id = as_json(fusesched(cluster, "submit", str(own), "--json"))["id"]
+    assert Client(cluster.url).wait(job_id, timeout=30)["nodes"] == ["node-c"]
+    refused = fusesched(cluster, "drain", "node-z", "node-c", "--reason", "x")
+    assert refused.returncode == 2 and "no node 'node-z'" in refused.stderr
+    assert "node-c: draining" in refused.stdout or "node-c: drained" in refused.stdout
+    missing = fusesched(cluster, "drain", "node-c")
+    assert missing.returncode == 2 and "--reason" in missing.stderr
+    back = as_json(fusesched(cluster, "undrain", "node-a", "node-b", "node-c", "--json"))
+    assert [(n["node"], n["state"], n["drain_reason"]) for n in back] == [
+        ("node-a", "up", None),
+        ("node-b", "up", None),
+        ("node-c", "up", None),
+    ]
+    assert "drain reason" not in fusesched(cluster, "nodes").stdout
+
+
 def test_bad_input_is_refused_with_a_clear_message(
     cluster: LocalCluster, tmp_path: Path, command: list[str]
 ) -> None:

@@ -125,6 +125,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
     """One request per route, aimed at the biology tenant's things (job, task, token, node)."""
     bob_job = sec.bob_job
     inventory = {"name": "node-a", "resources": {"cpu": "2", "memory": "2Gi"}}
+    node = sec.cluster.server.persist.store.list_nodes()[0].name
     return {
         ("GET", "/healthz"): {},
         ("POST", "/v1/jobs"): {"json": job(["true"], user="bob", tenant="biology")},
@@ -149,6 +150,9 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/route"): {"json": job(["true"], user="bob", tenant="biology")},
         ("POST", "/v1/jobs/{job_id}/checkpoint"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/nodes"): {},
+        # a real node: a drain that got through would show as 200, not as a 404
+        ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
+        ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
         ("GET", "/metrics"): {},
         ("GET", "/v1/usage"): {"params": {"tenant": "biology"}},
@@ -512,6 +516,26 @@ def test_token_management_is_audited(secure: Secure) -> None:
     assert {"token-create", "token-revoke", "node-join"} <= actions
     for r in rows:
         assert all(token not in str(r["data"]) for token in secure.issued)
+
+
+def test_only_cluster_admins_drain_nodes_and_it_is_audited(secure: Secure) -> None:
+    store = secure.cluster.server.persist.store
+    node = store.list_nodes()[0].name
+    for who in ("alice", "physics-admin"):
+        assert status_of(secure.client(who).drain_node, node, "mine now") == 403
+        assert status_of(secure.client(who).undrain_node, node) == 403
+    admin = secure.client("admin")
+    drained = admin.drain_node(node, "memory test")
+    assert drained["drain_reason"] == "memory test"
+    assert drained["state"] in ("draining", "drained")
+    assert admin.undrain_node(node) == {"node": node, "state": "up", "drain_reason": None}
+    with store._read() as conn:
+        rows = conn.execute(select(events).where(events.c.kind == "Audit")).mappings().all()
+    mine = [(r["node"], r["data"]["action"], r["data"]["by"]) for r in rows if r["node"] == node]
+    assert [m for m in mine if m[1] != "node-join"] == [
+        (node, "node-drain", "admin"),
+        (node, "node-undrain", "admin"),
+    ]
 
 
 def test_revoking_a_token_twice_is_audited_once(secure: Secure) -> None:

@@ -16,6 +16,7 @@ from fusesched.api.cluster_routes import add_cluster_routes
 from fusesched.api.hot_path import SubmissionsHotPath
 from fusesched.api.job_routes import add_job_routes
 from fusesched.api.machine_routes import add_machine_routes
+from fusesched.api.node_routes import add_node_routes
 from fusesched.api.responses import add_error_handlers
 from fusesched.api.schemas import Health
 from fusesched.api.token_routes import add_token_routes
@@ -50,6 +51,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     access = Access(controller, auth)
     add_job_routes(app, access)
     add_cluster_routes(app, access)
+    add_node_routes(app, access)
     add_machine_routes(app, access)
     add_token_routes(app, access)
     mount_portal(app, controller, auth)

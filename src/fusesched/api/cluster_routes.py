@@ -48,6 +48,7 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
                     devices=len(inventory.devices),
                     last_heartbeat_s_ago=round(max(0.0, now - seen), 3),
                     datasets=held,
+                    drain_reason=None if live is None else live.drain,
                 )
             )
         return out

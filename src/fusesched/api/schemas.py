@@ -108,6 +108,19 @@ class NodeView(_View):
     devices: int
     last_heartbeat_s_ago: float
     datasets: list[str] | None = None  # what its dataset cache holds (None: no cache)
+    drain_reason: str | None = None  # why an operator drained it (None: not drained)
+
+
+class NodeDrain(_Input):
+    reason: str = Field(min_length=1, max_length=1_000)
+
+
+class NodeDrained(_View):
+    """A node after a drain or undrain: its state and the operator's drain (None: none)."""
+
+    node: str
+    state: str
+    drain_reason: str | None
 
 
 class QueueView(_View):

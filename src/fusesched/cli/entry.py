@@ -11,7 +11,19 @@ from __future__ import annotations
 import sys
 
 CLIENT_COMMANDS = frozenset(
-    {"submit", "sbatch", "jobs", "show", "logs", "cancel", "nodes", "queues", "token"}
+    {
+        "submit",
+        "sbatch",
+        "jobs",
+        "show",
+        "logs",
+        "cancel",
+        "nodes",
+        "drain",
+        "undrain",
+        "queues",
+        "token",
+    }
 )
 
 

@@ -371,7 +371,9 @@ def nodes(
         _print_json(found)
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    for name in ("node", "state", "cpu", "memory", "gpus", "free cpu", "seen", "labels"):
+    drained = any(n.get("drain_reason") for n in found)
+    columns = ("node", "state", "cpu", "memory", "gpus", "free cpu", "seen", "labels")
+    for name in columns + (("drain reason",) if drained else ()):
         table.add_column(name)
     for n in found:
         cap, free = n["capacity"], n["free"]
@@ -387,6 +389,7 @@ def nodes(
             free.get("cpu", "0"),
             f"{n['last_heartbeat_s_ago']:.1f}s ago",
             labels,
+            *((n.get("drain_reason") or "",) if drained else ()),
         )
     console.print(table)
 
@@ -457,8 +460,9 @@ def register(app: typer.Typer) -> None:
 def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
+    from fusesched.cli.node_admin import drain, undrain
 
-    for fn in (submit, jobs, show, logs, cancel, nodes, queues, priority):
+    for fn in (submit, jobs, show, logs, cancel, nodes, drain, undrain, queues, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")

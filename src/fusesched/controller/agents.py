@@ -18,7 +18,7 @@ from fusesched.api.wire import (
     TaskLaunch,
     TaskState,
 )
-from fusesched.controller import adoption, data, endings, failures
+from fusesched.controller import adoption, data, drains, endings, failures
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
     LiveNode,
@@ -58,9 +58,12 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
         if known is None:
             spec = node_spec(inventory)
             node = LiveNode(inventory, spec, NodePool.of(inventory), now)
+            node.drain = drains.stored_drain(ctl, inventory.name)  # outlives restarts
             if adoption.holds(ctl, inventory.name):  # nothing new beside adopted tasks
                 node.state = NodeState.DRAINING
                 ctl.adopt_held.add(inventory.name)
+            elif node.drain is not None:
+                node.state = NodeState.DRAINING
             ctl.nodes[inventory.name] = node
             ctl.events.append(NodeAdded(spec, node.state))
         else:  # an agent restarted: whatever it ran is gone
@@ -73,10 +76,11 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
                 PowerState.SUSPENDED,
                 PowerState.RESUMING,
             )
-            if known.state is not NodeState.UP and not asleep:  # power saving decides
-                known.state = NodeState.UP
-                ctl.events.append(NodeStateChanged(inventory.name, NodeState.UP, "back"))
-        ctl.persist.node_registered(inventory, now)
+            back = NodeState.UP if known.drain is None else NodeState.DRAINING
+            if known.state is not back and not asleep:  # power saving decides
+                known.state = back
+                ctl.events.append(NodeStateChanged(inventory.name, back, "back"))
+        ctl.persist.node_registered(inventory, now, ctl.nodes[inventory.name].state)
         if ctl.power is not None:
             ctl.power.heard(ctl, inventory.name, registered=True, now=now)
         if known is None and ctl.adopt_held:

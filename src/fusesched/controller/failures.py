@@ -105,8 +105,14 @@ def act_on(ctl: Controller, findings: list[Finding], now: float) -> None:
 
 
 def set_node_state(ctl: Controller, name: str, state: NodeState, reason: str, now: float) -> None:
+    """Change a node's state for the core and the store; a node an operator drained comes
+    back (health, power saving, adoption) as DRAINING, not UP."""
     node = ctl.nodes.get(name)
-    if node is None or node.state is state:
+    if node is None:
+        return
+    if state is NodeState.UP and node.drain is not None:
+        state, reason = NodeState.DRAINING, f"{reason}; drained by an operator: {node.drain}"
+    if node.state is state:
         return
     node.state = state
     ctl.events.append(NodeStateChanged(name, state, reason))

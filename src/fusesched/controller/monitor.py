@@ -97,6 +97,10 @@ class Monitor:
         self._node_findings: list[Finding] = []
         self._gpu_faults: dict[str, str] = {}  # task -> reason, not yet reported
 
+    def healthy(self, node: str) -> bool:
+        """Whether ``node`` last reported itself healthy (True when it never said)."""
+        return self._healthy.get(node, True)
+
     def observe(
         self,
         node: str,

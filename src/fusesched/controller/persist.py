@@ -214,7 +214,9 @@ class Persistence:
             EventRow(now, f"Job{state.value}", job_id=job_id, data={"reason": reason})
         )
 
-    def node_registered(self, inventory: NodeInventory, now: float) -> None:
+    def node_registered(
+        self, inventory: NodeInventory, now: float, state: NodeState = NodeState.UP
+    ) -> None:
         self.store.upsert_node(
             NodeRow(
                 name=inventory.name,
@@ -223,7 +225,7 @@ class Persistence:
                 capacity=dict(inventory.resources),
                 labels=dict(inventory.labels),
                 devices=tuple(d.model_dump(mode="json") for d in inventory.devices),
-                state=NodeState.UP,
+                state=state,
                 last_heartbeat=now,
             )
         )

@@ -105,6 +105,7 @@ class LiveNode:
     pool: NodePool
     last_seen: float
     state: NodeState = NodeState.UP
+    drain: str | None = None  # why an operator drained it (controller/drains.py); None: not
     outbox: list[TaskLaunch] = field(default_factory=list)
     kills: list[KillTask] = field(default_factory=list)
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)

@@ -27,7 +27,15 @@ import numpy as np
 
 from fusesched.api.wire import Heartbeat, HeartbeatReply, KillTask, NodeInventory
 from fusesched.backends.routing import Route
-from fusesched.controller import adoption, agents, data, endings, failures, federation
+from fusesched.controller import (
+    adoption,
+    agents,
+    data,
+    drains,
+    endings,
+    failures,
+    federation,
+)
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
 from fusesched.controller.logs import LogStore
@@ -251,14 +259,6 @@ class Controller:
             first += size
         return prepared
 
-    def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
-        """Cancel a job (or every member of an array); returns the ids affected."""
-        with self.lock:
-            targets = [job_id] if job_id in self.jobs else []
-            if not targets:
-                targets = [j for j, live in self.jobs.items() if live.spec.array_parent == job_id]
-            if not targets:
-                if self.persist.job_exists(job_id):
     def _refusal(self, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> str | None:
         """Why ``spec`` cannot be accepted (its dependencies, the nodes, the quotas), or
         ``None``."""
@@ -278,6 +278,14 @@ class Controller:
             reason = self.core.tenants.refuse(spec)
         return reason or None
 
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
+        """Cancel a job (or every member of an array); returns the ids affected."""
+        with self.lock:
+            targets = [job_id] if job_id in self.jobs else []
+            if not targets:
+                targets = [j for j, live in self.jobs.items() if live.spec.array_parent == job_id]
+            if not targets:
+                if self.persist.job_exists(job_id):
                     return []  # already finished: nothing to do
                 raise UnknownJobError(job_id)
             for target in targets:
@@ -536,7 +544,8 @@ class Controller:
         return [(name, p, r) for name, (p, r) in sorted(counts.items())]
 
     def snapshot_nodes(self) -> list[tuple[NodeInventory, NodeState, float, Resources]]:
-        """Each node with its state, last heartbeat and free resources (from the core)."""
+        """Each node with its state, last heartbeat and free resources (from the core); a
+        draining node on which nothing runs any more is shown DRAINED."""
         with self.lock:
             cluster = self.core.cluster
             out = []
@@ -547,7 +556,7 @@ class Controller:
                     free = Resources(
                         {c: int(cluster.free[row, k]) for c, k in cluster.columns.items()}
                     )
-                out.append((node.inventory, node.state, node.last_seen, free))
+                out.append((node.inventory, drains.shown_state(self, name), node.last_seen, free))
             for name, spec in self.remote_specs.items():
                 out.append(self._remote_snapshot(name, spec))
             return out

@@ -64,6 +64,7 @@ def node_values(row: NodeRow) -> dict[str, Any]:
         "state": row.state.value,
         "last_heartbeat": row.last_heartbeat,
         "registered_at": row.registered_at,
+        "drain_reason": row.drain_reason,
     }
 
 

@@ -215,7 +215,8 @@ class JobDetail:
 @dataclass(frozen=True, slots=True)
 class NodeRow:
     """One registered node. ``capacity`` maps resource names to quantity strings (``"64Gi"``);
-    ``devices`` describes its accelerators (one JSON object each)."""
+    ``devices`` describes its accelerators (one JSON object each). ``drain_reason``: why an
+    operator drained it (None: not drained); a re-registration keeps it."""
 
     name: str
     address: str
@@ -225,6 +226,7 @@ class NodeRow:
     devices: tuple[Mapping[str, Any], ...] = ()
     state: NodeState = NodeState.UP
     last_heartbeat: float | None = None
+    drain_reason: str | None = None
 
     def __post_init__(self) -> None:
         _need(self.name, "a node name")

@@ -136,6 +136,7 @@ class Node(Base):
     state: Mapped[str] = mapped_column(String)
     last_heartbeat: Mapped[float | None] = mapped_column(Double)
     registered_at: Mapped[float] = mapped_column(Double)
+    drain_reason: Mapped[str | None] = mapped_column(String)  # an operator's drain
 
 
 class EventLog(Base):

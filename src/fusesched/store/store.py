@@ -354,13 +354,14 @@ class Store:
     # ----------------------------------------------------------------------- nodes
 
     def upsert_node(self, row: NodeRow) -> None:
-        """Register a node, or replace every field of the stored one (re-registration)."""
+        """Register a node, or replace every field of the stored one (re-registration) but
+        its operator drain (:meth:`set_node_drain`), which outlives agent restarts."""
         values = node_values(row)
         dialect_insert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
         stmt = dialect_insert(nodes).values(values)
         stmt = stmt.on_conflict_do_update(
             index_elements=[nodes.c.name],
-            set_={k: stmt.excluded[k] for k in values if k != "name"},
+            set_={k: stmt.excluded[k] for k in values if k not in ("name", "drain_reason")},
         )
         with self._write() as conn:
             conn.execute(stmt)
@@ -380,6 +381,14 @@ class Store:
     def set_node_state(self, name: str, state: NodeState | str) -> None:
         """Change a node's state; :class:`UnknownNode` when it is not registered."""
         stmt = update(nodes).where(nodes.c.name == name).values(state=node_state(state).value)
+        with self._write() as conn:
+            if conn.execute(stmt).rowcount != 1:
+                raise UnknownNode([name])
+
+    def set_node_drain(self, name: str, reason: str | None) -> None:
+        """Record an operator's drain of ``name`` (``None``: undrained); :class:`UnknownNode`
+        when it is not registered."""
+        stmt = update(nodes).where(nodes.c.name == name).values(drain_reason=reason)
         with self._write() as conn:
             if conn.execute(stmt).rowcount != 1:
                 raise UnknownNode([name])

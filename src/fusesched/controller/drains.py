@@ -1,0 +1,109 @@
+"""Operator drains: take a node out of scheduling for maintenance, and give it back.
+
+A drained node runs what it runs to the end but is given nothing new (``DRAINING`` for the
+core; shown as ``drained`` once nothing runs there), like Slurm's ``scontrol update
+NodeName=… State=DRAIN Reason=…`` or Kubernetes' ``kubectl cordon``. The reason is stored with
+the node (``nodes.drain_reason``), so the drain outlives agent restarts, the node going
+silent and coming back, and controller restarts. While a drain stands, whatever else would
+bring the node back UP (a health check passing again, power saving resuming it, the adoption
+of its tasks after a restart) brings it back DRAINING (:func:`failures.set_node_state`).
+
+Undraining makes the node UP again unless something else still holds it out: it reports
+itself unhealthy, or it still waits for its tasks to be adopted after a restart.
+
+Nodes of external pools (``pool:node``, run by Slurm or Kubernetes) are drained in their own
+cluster (``scontrol``, ``kubectl cordon``); fusesched follows what that cluster reports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fusesched.controller import failures
+from fusesched.controller.records import UnknownNodeError
+from fusesched.model.node import NodeState
+from fusesched.store import EventRow
+
+if TYPE_CHECKING:
+    from fusesched.controller.records import LiveNode
+    from fusesched.controller.service import Controller
+
+#: longest reason kept (Slurm's ``Reason=`` is a short text too)
+MAX_REASON = 1_000
+
+
+class DrainRefused(ValueError):
+    """A drain or undrain that cannot be done; the message says why (a 400)."""
+
+
+def shown_state(ctl: Controller, name: str) -> NodeState:
+    """``name``'s state as users see it: a draining node on which nothing runs any more is
+    DRAINED (Slurm's ``drain`` against ``draining``). The caller holds the lock."""
+    state = ctl.nodes[name].state
+    cluster = ctl.core.cluster
+    row = cluster.index.get(name)
+    idle = row is not None and bool((cluster.free[row] == cluster.capacity[row]).all())
+    return NodeState.DRAINED if state is NodeState.DRAINING and idle else state
+
+
+def stored_drain(ctl: Controller, name: str) -> str | None:
+    """The drain the store holds for ``name`` (None: not drained, or not stored yet)."""
+    row = ctl.persist.store.get_node(name)
+    return None if row is None else row.drain_reason
+
+
+def drain(ctl: Controller, name: str, reason: str) -> bool:
+    """Drain ``name`` for ``reason``; False when it was drained already (the reason is then
+    replaced). :class:`UnknownNodeError` for a node that never registered,
+    :class:`DrainRefused` for an external pool's node or an empty reason."""
+    reason = " ".join(reason.split())
+    if not reason:
+        raise DrainRefused("give a reason for the drain (e.g. 'disk replacement')")
+    if len(reason) > MAX_REASON:
+        raise DrainRefused(f"the reason is longer than {MAX_REASON:,} characters")
+    now = ctl.clock()
+    with ctl.lock:
+        node = _local_node(ctl, name)
+        first = node.drain is None
+        node.drain = reason
+        ctl.persist.store.set_node_drain(name, reason)
+        if node.state is NodeState.UP:
+            failures.set_node_state(ctl, name, NodeState.DRAINING, f"drained: {reason}", now)
+        ctl.persist.store.add_events([EventRow(now, "NodeDrained", node=name, data=_why(reason))])
+    return first
+
+
+def undrain(ctl: Controller, name: str) -> NodeState:
+    """Lift the operator's drain of ``name``; the node's state afterwards (still DRAINING when
+    it is unhealthy or waits for adoption; DOWN or SUSPENDED ones stay so until they are back).
+    Undraining a node that is not drained changes nothing."""
+    now = ctl.clock()
+    with ctl.lock:
+        node = _local_node(ctl, name)
+        if node.drain is not None:
+            node.drain = None
+            ctl.persist.store.set_node_drain(name, None)
+            ctl.persist.store.add_events([EventRow(now, "NodeUndrained", node=name)])
+        held = name in ctl.adopt_held or not ctl.monitor.healthy(name)
+        if node.state is NodeState.DRAINING and not held:
+            failures.set_node_state(ctl, name, NodeState.UP, "undrained", now)
+        state = node.state
+    ctl.wake()
+    return state
+
+
+def _why(reason: str) -> dict[str, str]:
+    return {"reason": reason}
+
+
+def _local_node(ctl: Controller, name: str) -> LiveNode:
+    node = ctl.nodes.get(name)
+    if node is not None:
+        return node
+    owner = ctl.remote_nodes.get(name)
+    if owner is not None:
+        raise DrainRefused(
+            f"node {name!r} belongs to the external pool {owner[0]!r}: drain it in that "
+            "cluster (scontrol, kubectl cordon); fusesched follows what it reports"
+        )
+    raise UnknownNodeError(name)
