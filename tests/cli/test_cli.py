@@ -192,6 +192,27 @@ def test_fgd_protocol_writes_the_required_metrics(tmp_path: Path) -> None:
             ["simulate", "gpu_node", "default", "--protocol", "fgd", "--seeds", "1-99999999999"],
             "--seeds: at most 10,000 seeds",  # not a list of 10^11 seeds first
         ),
+        # options a protocol does not read are refused, not silently ignored
+        (
+            ["simulate", "gpu_node", "default", "--protocol", "fgd", "--limit", "5"],
+            "--protocol fgd does not use --limit: drop it",
+        ),
+        (
+            ["simulate", "gpu_node", "default", "--protocol", "fgd", "--placement", "best-fit"],
+            "--protocol fgd does not use --placement",
+        ),
+        (
+            ["simulate", "philly", "--protocol", "dl", "--placement", "foo"],
+            "--protocol dl does not use --placement",
+        ),
+        (
+            ["simulate", "philly", "--protocol", "dl", "--runtime-prediction", "user-last2"],
+            "--protocol dl does not use --runtime-prediction",
+        ),
+        (
+            ["simulate", "synthetic", "--seeds", "1-3"],
+            "--protocol full does not use --seeds: drop it (use --seed)",
+        ),
     ],
 )
 def test_fgd_usage_errors(args: list[str], message: str) -> None:

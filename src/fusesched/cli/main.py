@@ -37,6 +37,7 @@ from fusesched.cli.simulate import (
     plot_dl,
     plot_fgd,
     plot_file,
+    refuse_unused,
     resolve_openb,
     resolve_trace,
     run_dl_protocol,
@@ -293,6 +294,14 @@ def simulate(
 ) -> None:
     """Replay a trace through one or more policies in one run and compare them."""
     try:
+        given = {
+            "--backfill": backfill,
+            "--placement": placement,
+            "--runtime-prediction": runtime_prediction,
+            "--limit": limit,
+            "--seeds": seeds,
+        }
+        refuse_unused(protocol, given)
         if plot_out is not None:  # the file it will be (X: X.png), checked before the run
             plot_out = plot_file(plot_out)
         if protocol == "fgd":

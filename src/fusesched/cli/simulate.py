@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,30 @@ def parse_policies(text: str, protocol: str) -> list[str]:
                 + ", ".join(allowed)
             )
     return names
+
+
+#: The options each protocol does not read, and their defaults: set to anything else they
+#: are refused instead of silently ignored.
+UNUSED_OPTIONS: dict[str, dict[str, object]] = {
+    "fgd": {"--placement": "first-fit", "--runtime-prediction": "none", "--limit": None},
+    "dl": {
+        "--backfill": "easy",
+        "--placement": "first-fit",
+        "--runtime-prediction": "none",
+        "--seeds": "42-51",
+    },
+    "full": {"--seeds": "42-51"},
+    "rlscheduler": {"--seeds": "42-51"},
+}
+
+
+def refuse_unused(protocol: str, given: Mapping[str, object]) -> None:
+    """A usage error naming the first option in ``given`` (option → value) that
+    ``protocol`` does not read but was set away from its default."""
+    for option, default in UNUSED_OPTIONS.get(protocol, {}).items():
+        if option in given and given[option] != default:
+            hint = " (use --seed)" if option == "--seeds" else ""
+            raise UsageError(f"--protocol {protocol} does not use {option}: drop it{hint}")
 
 
 def check_options(
