@@ -143,6 +143,7 @@ def test_run_compare_plan_and_validate(snap_file: Path, tmp_path: Path) -> None:
         (["run", "{snap}", "--seeds", "a"], "--seeds: expected e.g. 42-51"),
         (["run", "{snap}", "--seeds", "-3"], "whole numbers ≥ 0"),
         (["plan", "{snap}", "--p95-below", "5"], "name the node type"),
+        (["plan", "{snap}", "--p95-below", "5", "--like", "a", "--gpu-model", "H200"], "not both"),
         (["plan", "{snap}", "--p95-below", "5", "--like", "zz", "--workers", "1"], "no node 'zz'"),
         (["compare", "{snap}", "{bad}", "--ray", "127.0.0.1:1"], "bad.yaml"),
         (["snapshot", "--data-dir", "nowhere"], "no store in nowhere"),

@@ -259,7 +259,12 @@ def plan(
     base: Annotated[
         Path | None, typer.Option("--base", help="Scenario to start from (YAML).")
     ] = None,
-    seeds: SeedsOpt = "0,1,2",
+    seeds: Annotated[
+        str,
+        typer.Option(
+            "--seeds", help="Seeds, e.g. 0,1,2 or 0-4: each size is replayed once per seed."
+        ),
+    ] = "0,1,2",
     max_add: Annotated[int, typer.Option("--max-add", min=1, help="Most nodes to add.")] = 256,
     out: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path("twin-capacity"),
     workers: WorkersOpt = None,
@@ -275,8 +280,10 @@ def plan(
 
     snap, data = _load_snapshot(snapshot_path)
     start = _load_scenarios([base])[0] if base is not None else Scenario(name="now")
-    if (like is None) == (gpu_model is None):
+    if like is None and gpu_model is None:
         _fail("name the node type: --like NODE or --gpu-model MODEL")
+    if like is not None and gpu_model is not None:
+        _fail("give one of --like or --gpu-model, not both")
     try:
         question = Question(
             target_s=target,
