@@ -76,14 +76,16 @@ def test_errors_say_where_and_what(tmp_path: Path, text: str, message: str) -> N
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"cannot read the agent configuration .*nope\.yaml: No such file"):
+    missing = r"cannot read the agent configuration .*nope\.yaml: No such file"
+    with pytest.raises(ConfigError, match=missing):
         load_config(tmp_path / "nope.yaml")
 
 
 def test_a_binary_file_is_named(tmp_path: Path) -> None:
     binary = tmp_path / "agent.bin"
     binary.write_bytes(b"\xa5\x00\xff" * 100)
-    with pytest.raises(ConfigError, match=f"cannot read the agent configuration {binary}: not UTF-8"):
+    message = f"cannot read the agent configuration {binary}: not UTF-8"
+    with pytest.raises(ConfigError, match=message):
         load_config(binary)
 
 
