@@ -12,6 +12,10 @@ from collections.abc import Sequence
 
 DEFAULT_URL = "http://127.0.0.1:8642"
 
+#: The log route's answer header: the byte offset to ask for next (its text's length in bytes
+#: is not: bytes that are not UTF-8 come as U+FFFD, a character half written is held back).
+NEXT_OFFSET = "X-Next-Offset"
+
 
 class ControllerError(RuntimeError):
     """The controller refused a request (``status`` is the HTTP status, 0 if unreachable)."""

@@ -41,6 +41,7 @@ from typing import Any
 
 from fusesched.client_base import (
     DEFAULT_URL,
+    NEXT_OFFSET,
     ControllerError,
     default_token,
     default_url,
@@ -144,9 +145,18 @@ class Client:
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
 
     def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
+        """The job's output (of its first task, or of ``task``) from byte ``offset`` on."""
+        return self.logs_from(job_id, task, offset)[0]
+
+    def logs_from(self, job_id: str, task: str | None = None, offset: int = 0) -> tuple[str, int]:
+        """The job's output from byte ``offset`` on, and the offset to ask for next (to follow
+        a log: not the text's length, see ``GET /v1/jobs/{id}/logs``)."""
         query = {"offset": str(offset)} | ({"task": task} if task else {})
         path = f"/v1/jobs/{_quote(job_id)}/logs?" + urllib.parse.urlencode(query)
-        return str(self._call("GET", path, raw=True))
+        payload, answer = self._request("GET", path)
+        text = payload.decode(errors="replace")
+        after = answer.get(NEXT_OFFSET)
+        return text, int(after) if after is not None else offset + len(payload)
 
     def wait(
         self, job_id: str, timeout: float | None = None, poll_s: float = 0.1
@@ -247,15 +257,23 @@ class Client:
     # ------------------------------------------------------------------ transport
 
     def _call(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
+        payload, _ = self._request(method, path, body)
+        return payload.decode() if raw else json.loads(payload)
+
+    def _request(
+        self, method: str, path: str, body: Any = None
+    ) -> tuple[bytes, http.client.HTTPMessage]:
+        """The answer's body and headers; :class:`ControllerError` for a refusal or when no
+        controller answers."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"content-type": "application/json"} if data is not None else {}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
         if self._failover:
-            status, payload = self._exchange_any(method, path, data, headers)
+            status, payload, answer = self._exchange_any(method, path, data, headers)
         else:
             try:
-                status, payload = self._exchange(method, path, data, headers)
+                status, payload, answer = self._exchange(method, path, data, headers)
             except _Unreachable as exc:
                 reason = getattr(exc, "reason", None) or exc
                 raise ControllerError(
@@ -274,11 +292,11 @@ class Client:
                 ) from None
         if status >= 400:
             raise ControllerError(status, refusal(payload, status))
-        return payload.decode() if raw else json.loads(payload)
+        return payload, answer
 
     def _exchange_any(
         self, method: str, path: str, data: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, bytes, http.client.HTTPMessage]:
         """:meth:`_exchange` with the current controller, else the next ones (see the module
         docstring), for up to ``failover_s``."""
         deadline = time.monotonic() + self.failover_s
@@ -287,7 +305,7 @@ class Client:
             for _ in self.urls:
                 url = self.url
                 try:
-                    status, payload = self._exchange(method, path, data, headers)
+                    status, payload, answer = self._exchange(method, path, data, headers)
                 except _Unreachable as exc:
                     why[url] = f"unreachable ({exc})"
                 except (OSError, http.client.HTTPException) as exc:
@@ -300,7 +318,7 @@ class Client:
                     why[url] = f"unreachable ({exc})"
                 else:
                     if status != 503 or refusal(payload, status) != "standby":
-                        return status, payload
+                        return status, payload, answer
                     why[url] = "standby"
                 index = self.urls.index(url)
                 if self.url == url:
@@ -312,7 +330,7 @@ class Client:
 
     def _exchange(
         self, method: str, path: str, data: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, bytes, http.client.HTTPMessage]:
         """One request on this thread's kept-alive connection (opened on first use).
 
         A connection the controller closed while it sat idle is noticed when it is used, before
@@ -351,7 +369,7 @@ class Client:
             if response.will_close:
                 conn.close()
                 self._local.conn = None
-            return response.status, payload
+            return response.status, payload, response.headers
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect(self, url: str) -> http.client.HTTPConnection:

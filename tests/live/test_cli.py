@@ -131,6 +131,24 @@ def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
     assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
 
 
+BYTES_YAML = r"""name: bytes
+walltime: 1m
+resources: {cpu: 500m, memory: 64Mi}
+command: [sh, -c, "printf 'a\\377b\\n'; sleep 2; printf 'second line\\n'"]
+"""
+
+
+def test_logs_follow_past_bytes_that_are_not_utf8(cluster: LocalCluster, tmp_path: Path) -> None:
+    """`logs -f` follows a task that writes a byte that is not UTF-8 (the agent sends it as
+    one "?") and goes on writing: nothing skipped, nothing twice."""
+    own = tmp_path / "bytes.yaml"
+    own.write_text(BYTES_YAML)
+    job_id = as_json(fusesched(cluster, "submit", str(own), "--json"))["id"]
+    followed = fusesched(cluster, "logs", job_id, "-f")
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout == "a?b\nsecond line\n", followed.stdout
+
+
 def test_drain_and_undrain_nodes(cluster: LocalCluster, tmp_path: Path) -> None:
     drained = fusesched(cluster, "drain", "node-a", "node-b", "--reason", "kernel update")
     assert drained.returncode == 0, drained.stderr

@@ -21,6 +21,7 @@ from fusesched.api.schemas import (
     SubmittedFiles,
     SubmittedMany,
 )
+from fusesched.client_base import NEXT_OFFSET
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -191,12 +192,18 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         job_id: str,
         p: Caller,
         task: str | None = None,
-        offset: Annotated[int, Query(ge=0)] = 0,
-    ) -> str:
-        access.visible_job(p, job_id)
+        offset: Annotated[int, Query(ge=0, le=1 << 62)] = 0,
+    ) -> Response:
+        """The job's output from byte ``offset`` on; the ``X-Next-Offset`` header is the
+        offset to ask for next (the text's length in bytes is not: bytes that are not UTF-8
+        are shown as U+FFFD, and a character not yet wholly written is held back)."""
+        view = access.visible_job(p, job_id)
+        final = view.state in ("Completed", "Failed", "Cancelled")
         tasks = controller.logs.tasks(job_id)
         if task is not None:
             if task not in tasks:
                 raise HTTPException(404, f"job {job_id} has no log for task {task!r}")
-            return controller.logs.read(task, offset)
-        return controller.logs.read_job(job_id, offset)
+            text, after = controller.logs.read(task, offset, final)
+        else:
+            text, after = controller.logs.read_job(job_id, offset, final)
+        return PlainTextResponse(text, headers={NEXT_OFFSET: str(after)})

@@ -314,10 +314,9 @@ def logs(
     client = _client(controller_url, token, ca)
     offset = 0
     while True:
-        text = _call(client.logs, job_id, task, offset)
+        text, offset = _call(client.logs_from, job_id, task, offset)
         sys.stdout.write(text)
         sys.stdout.flush()
-        offset += len(text.encode())
         if not follow:
             return
         if not text and _call(client.show, job_id)["state"] in ("Completed", "Failed", "Cancelled"):

@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from fusesched.agent.logtext import complete_utf8
 from fusesched.api.wire import LogChunk
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -44,15 +45,17 @@ class LogStore:
         names = [p.stem for p in folder.glob("*.log")]
         return sorted(names, key=_task_order)
 
-    def read(self, task_id: str, offset: int = 0) -> str:
+    def read(self, task_id: str, offset: int = 0, final: bool = False) -> tuple[str, int]:
+        """The task's log from byte ``offset`` on, and the offset to read from next
+        (:func:`complete_text`)."""
         path = self.path(task_id)
         if not path.exists():
-            return ""
+            return "", offset
         with open(path, "rb") as f:
             f.seek(offset)
-            return f.read().decode(errors="replace")
+            return complete_text(f.read(), offset, final)
 
-    def read_job(self, job_id: str, offset: int = 0) -> str:
+    def read_job(self, job_id: str, offset: int = 0, final: bool = False) -> tuple[str, int]:
         """The job's log: its first task's, run after run (a requeued job's restarts append,
         as a requeued Slurm job's output file does); ``offset`` counts over the whole."""
         first: dict[int, str] = {}
@@ -61,7 +64,19 @@ class LogStore:
             if not remote:
                 first.setdefault(attempt, task_id)
         data = b"".join(self.path(t).read_bytes() for _, t in sorted(first.items()))
-        return data[offset:].decode(errors="replace")
+        return complete_text(data[offset:], offset, final)
+
+
+def complete_text(data: bytes, offset: int, final: bool = False) -> tuple[str, int]:
+    """``data`` (read from byte ``offset``) as text, and the byte offset after what the text
+    covers: a reader that follows a log asks for that offset next.
+
+    A character whose last bytes have not been written yet (a chunk being written while it is
+    read) is held back for the next read instead of being shown as U+FFFD and then skipped;
+    once the log is ``final`` everything is shown. Agents send valid UTF-8 (agent/logtext.py),
+    but a reader must not count on the text's length in bytes for the offset."""
+    whole = data if final else complete_utf8(data)
+    return whole.decode(errors="replace"), offset + len(whole)
 
 
 _RESTART = re.compile(r"-r(\d+)$")

@@ -122,6 +122,10 @@
       try { detail = (await response.json()).detail; } catch (e) { detail = response.statusText; }
       throw new ApiError(response.status, detail);
     }
+    if (asText === "chunk") { // a log's text and the byte offset to ask for next
+      const next = Number(response.headers.get("x-next-offset"));
+      return { text: await response.text(), next: Number.isFinite(next) ? next : null };
+    }
     return asText ? response.text() : response.json();
   }
 
@@ -467,13 +471,15 @@
     }
 
     async function pollLogs() {
-      let text;
+      let chunk;
       try {
-        text = await api("GET", `/v1/jobs/${encodeURIComponent(id)}/logs?offset=${offset}`,
-          undefined, true);
+        chunk = await api("GET", `/v1/jobs/${encodeURIComponent(id)}/logs?offset=${offset}`,
+          undefined, "chunk");
       } catch (err) { return; }
+      const text = chunk.text;
       if (!alive() || !text) return;
-      offset += decoder.encode(text).length;
+      // the server says where the text ends in bytes: not UTF-8 bytes come as U+FFFD
+      offset = chunk.next !== null ? chunk.next : offset + decoder.encode(text).length;
       logs.append(document.createTextNode(text));
       if (logs.textContent.length > LOG_KEEP * 2) { // keep the page light on endless logs
         logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
