@@ -144,6 +144,15 @@ class Client:
     def cancel(self, job_id: str) -> list[str]:
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
 
+    def hold(self, job_id: str, reason: str = "") -> list[str]:
+        """Keep a waiting job (or an array's waiting members) from starting; the ids held."""
+        path = f"/v1/jobs/{_quote(job_id)}/hold"
+        return list(self._call("POST", path, {"reason": reason})["held"])
+
+    def release(self, job_id: str) -> list[str]:
+        """Let a held job (or an array's held members) start again; the ids released."""
+        return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/release", {})["released"])
+
     def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
         """The job's output (of its first task, or of ``task``) from byte ``offset`` on."""
         return self.logs_from(job_id, task, offset)[0]

@@ -131,6 +131,27 @@ def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
     assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
 
 
+def test_hold_and_release(cluster: LocalCluster, tmp_path: Path) -> None:
+    long = tmp_path / "long.yaml"
+    long.write_text(OWN_YAML.replace("echo yaml job", "sleep 600").replace("1m", "1h"))
+    first = as_json(fusesched(cluster, "submit", str(long), "--json"))["id"]
+    after = tmp_path / "after.yaml"
+    after.write_text(OWN_YAML + f"dependencies: [{{kind: afterany, job_id: '{first}'}}]\n")
+    second = as_json(fusesched(cluster, "submit", str(after), "--json"))["id"]
+    held = fusesched(cluster, "hold", second, "--reason", "check the input", "--json")
+    assert as_json(held) == {"held": [second]}
+    listing = fusesched(cluster, "jobs")
+    assert "Pending (held)" in listing.stdout, listing.stdout
+    refused = fusesched(cluster, "hold", first, "999999")
+    assert refused.returncode == 2
+    assert "only a waiting job can be held" in refused.stderr or "Pending" in refused.stderr
+    assert "no job '999999'" in refused.stderr
+    assert "reason: held: check the input" in fusesched(cluster, "show", second).stdout
+    assert fusesched(cluster, "release", second).stdout.strip() == f"Released {second}"
+    assert fusesched(cluster, "cancel", first).returncode == 0
+    assert Client(cluster.url).wait(second, timeout=60)["state"] == "Completed"
+
+
 BYTES_YAML = r"""name: bytes
 walltime: 1m
 resources: {cpu: 500m, memory: 64Mi}

@@ -3,6 +3,7 @@ scheduler says of a job (its priority, its route to pools, its logs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query
@@ -13,6 +14,8 @@ from fusesched.api.responses import forbidden, json_response
 from fusesched.api.schemas import (
     Cancelled,
     FactorView,
+    Held,
+    JobHold,
     JobView,
     PriorityView,
     RouteView,
@@ -22,6 +25,7 @@ from fusesched.api.schemas import (
     SubmittedMany,
 )
 from fusesched.client_base import NEXT_OFFSET
+from fusesched.controller import holds
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -133,6 +137,46 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         if checker.enabled and user != p.user:
             access.audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
         return Cancelled(cancelled=cancelled)
+
+    def may_change(job_id: str, p: Principal, what: str) -> tuple[str, str]:
+        """(user, tenant) of a job ``p`` may ``what`` (hold, release): its own user, an admin
+        of its tenant or a cluster-admin; 404 when ``p`` does not see it, 403 otherwise."""
+        person(p)
+        owner = controller.owner(job_id)
+        if owner is None or not sees(p, owner[1]):
+            raise HTTPException(404, f"no job {job_id!r}")
+        user, _ = owner
+        if checker.enabled and user != p.user and p.role is Role.USER:
+            raise forbidden(f"job {job_id} is {user}'s; only they or an admin may {what} it")
+        return owner
+
+    def holding(change: Callable[[], list[str]], job_id: str) -> list[str]:
+        """A hold or release: 404 for an unknown job, 409 for one that runs or ended."""
+        try:
+            return change()
+        except UnknownJobError:
+            raise HTTPException(404, f"no job {job_id!r}") from None
+        except holds.HoldRefused as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    @app.post("/v1/jobs/{job_id}/hold", response_model=Held, tags=["jobs"])
+    def hold(job_id: str, body: JobHold, p: Caller) -> Held:
+        """Keep a waiting job (or an array's waiting members) from starting until released
+        (Slurm's scontrol hold); 409 for a running or ended job."""
+        user, tenant = may_change(job_id, p, "hold")
+        held = holding(lambda: holds.hold(controller, job_id, body.reason), job_id)
+        if checker.enabled and user != p.user:
+            access.audit(p, "hold", job_id=job_id, owner=user, tenant=tenant, held=held)
+        return Held(held=held)
+
+    @app.post("/v1/jobs/{job_id}/release", response_model=Held, tags=["jobs"])
+    def release(job_id: str, p: Caller) -> Held:
+        """Let a held job (or an array's held members) start again."""
+        user, tenant = may_change(job_id, p, "release")
+        released = holding(lambda: holds.release(controller, job_id), job_id)
+        if checker.enabled and user != p.user:
+            access.audit(p, "release", job_id=job_id, owner=user, tenant=tenant, released=released)
+        return Held(released=released)
 
     @app.get("/v1/jobs/{job_id}/priority", response_model=PriorityView, tags=["jobs"])
     def priority(job_id: str, p: Caller) -> PriorityView:

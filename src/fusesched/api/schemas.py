@@ -98,6 +98,17 @@ class Cancelled(_View):
     cancelled: list[str]
 
 
+class JobHold(_Input):
+    reason: str = Field("", max_length=1_000)  # empty: "held by user"
+
+
+class Held(_View):
+    """The jobs a hold or release changed (array members one by one)."""
+
+    held: list[str] = Field(default_factory=list)
+    released: list[str] = Field(default_factory=list)
+
+
 class NodeView(_View):
     name: str
     state: str

@@ -18,6 +18,8 @@ CLIENT_COMMANDS = frozenset(
         "show",
         "logs",
         "cancel",
+        "hold",
+        "release",
         "nodes",
         "drain",
         "undrain",

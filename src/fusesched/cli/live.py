@@ -100,6 +100,49 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
 
 
+def call_each(client: Any, names: list[str], noun: str, call: Any) -> tuple[dict[str, Any], int]:
+    """``call(client, name)`` for every name: a refused one (or an empty name) is reported and
+    the others still done. The answers by name, and the exit status (that of the last
+    refusal: 2 for a 4xx, 1 when the controller failed; 0 when none)."""
+    from fusesched.sdk import ControllerError
+
+    done: dict[str, Any] = {}
+    code = 0
+    for name in names:
+        if not name.strip():
+            err.print(f"[red]error:[/] a {noun} must not be empty", highlight=False)
+            code = 2
+            continue
+        try:
+            done[name] = call(client, name)
+        except ControllerError as exc:
+            err.print(f"[red]error:[/] {exc}", highlight=False)
+            code = 2 if 400 <= exc.status < 500 else 1
+    return done, code
+
+
+def run_each(
+    client: Any,
+    names: list[str],
+    noun: str,
+    call: Any,
+    as_json: bool,
+    to_json: Any,
+    to_line: Any,
+) -> None:
+    """A command that acts on each of ``names`` (:func:`call_each`): prints ``to_json`` of
+    the answers by name with ``--json``, else ``to_line(name, answer)`` for each; exits with
+    the status of the last refusal."""
+    done, code = call_each(client, names, noun, call)
+    if as_json:
+        _print_json(to_json(done))
+    else:
+        for name, answer in done.items():
+            console.print(to_line(name, answer), highlight=False)
+    if code:
+        raise typer.Exit(code)
+
+
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
@@ -143,6 +186,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
         )
     for job in jobs:
         state = job["state"]
+        held = " (held)" if job.get("phase") == "held" else ""
         code = job.get("exit_code")
         table.add_row(
             job["id"],
@@ -151,7 +195,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             job.get("type") or "",
             job.get("queue") or "",
             job.get("pool") or "",
-            f"[{STATE_STYLE.get(state, 'white')}]{state}[/]",
+            f"[{STATE_STYLE.get(state, 'white')}]{state}{held}[/]",
             "" if code is None else str(code),
             _elapsed(job),
             ",".join(job.get("nodes") or []),
@@ -335,27 +379,18 @@ def cancel(
 
     Each id is tried, a refused one (unknown, not yours) reported, the others still cancelled;
     the exit status is then that of the last refusal."""
-    from fusesched.sdk import ControllerError
-
     client = _client(controller_url, token, ca)
-    done: dict[str, list[str]] = {}
-    code = 0
-    for job_id in job_ids:
-        try:
-            done[job_id] = client.cancel(job_id)
-        except ControllerError as exc:
-            err.print(f"[red]error:[/] {exc}", highlight=False)
-            code = 2 if 400 <= exc.status < 500 else 1
-    if as_json:
-        _print_json({"cancelled": [j for ids in done.values() for j in ids]})
-    else:
-        for job_id, ids in done.items():
-            console.print(
-                f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished",
-                highlight=False,
-            )
-    if code:
-        raise typer.Exit(code)
+    run_each(
+        client,
+        job_ids,
+        "job id",
+        lambda c, j: c.cancel(j),
+        as_json,
+        lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
+        lambda job_id, ids: (
+            f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished"
+        ),
+    )
 
 
 def nodes(
@@ -459,9 +494,11 @@ def register(app: typer.Typer) -> None:
 def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
+    from fusesched.cli.job_holds import hold, release
     from fusesched.cli.node_admin import drain, undrain
 
-    for fn in (submit, jobs, show, logs, cancel, nodes, drain, undrain, queues, priority):
+    commands = (submit, jobs, show, logs, cancel, hold, release, nodes, drain, undrain)
+    for fn in (*commands, queues, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")

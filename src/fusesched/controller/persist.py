@@ -186,6 +186,18 @@ class Persistence:
         """Why a running job is where it is (waiting in an external cluster's queue)."""
         self._job_changes.append(JobChange(job_id, reason=reason))
 
+    def job_held(self, job_id: str, reason: str | None, phase: str, now: float) -> None:
+        """A waiting job held for ``reason``, or released (``None``), now in ``phase``."""
+        if reason is not None:
+            why = f"held: {reason}"
+            change = JobChange(job_id, state=JobState.PENDING, phase=phase, reason=why)
+            event = EventRow(now, "JobHeld", job_id=job_id, data={"reason": reason})
+        else:
+            change = JobChange(job_id, phase=phase, reason="released")
+            event = EventRow(now, "JobReleased", job_id=job_id)
+        self._job_changes.append(change)
+        self._events.append(event)
+
     def job_event(self, job_id: str, kind: str, reason: str, now: float) -> None:
         """Something happened to a job that does not change its state (a notice, a hang)."""
         self._events.append(EventRow(now, kind, job_id=job_id, data={"reason": reason}))

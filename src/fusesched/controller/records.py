@@ -96,6 +96,7 @@ class LiveJob:
     adopting: bool = False  # left running by a previous controller, not yet adopted
     started_at: float = 0.0  # its run's start (for adoption)
     pool: str | None = None  # the external pool running it (None: local agents)
+    hold: str | None = None  # why it is held (controller/holds.py); None: not held
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from fusesched.controller import (
     endings,
     failures,
     federation,
+    holds,
 )
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
@@ -436,6 +437,7 @@ class Controller:
             except SubmitError as exc:  # the pools changed since: it may still fit somewhere
                 log.warning("job %s: %s; queued without a route", spec.id, exc)
             live = LiveJob(spec.id, row.seq, spec, request)
+            live.hold = holds.stored_hold(row.phase, row.reason)
             live.attempt_base = adoption.next_attempt(detail.tasks)
             self.jobs[spec.id] = live
             self.held.append(JobSubmitted(spec))
@@ -461,6 +463,9 @@ class Controller:
             self.waiting.append(event)
         else:
             self.events.append(event)
+            held = isinstance(event, JobSubmitted) and holds.after_resubmit(self, event.job.id)
+            if held:  # held before the restart: held again before any cycle
+                self.events.append(held)
 
     def retry_waiting(self) -> None:
         """Offer again the recovered jobs that waited for more nodes (:meth:`resubmit`)."""

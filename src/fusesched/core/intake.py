@@ -178,9 +178,40 @@ def settle_dependents(core: SchedulerCore, rec: JobRecord, now: float) -> list[D
             out.extend(reject(core, dep, f"dependency {rec.id} ended {rec.phase}", now))
             continue
         dep.waiting_on.discard(rec.id)
-        if not dep.waiting_on:
+        if not dep.waiting_on and dep.held is None:
             enqueue(core, dep, now, f"dependencies met ({rec.id} {rec.phase})")
     return out
+
+
+def hold(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Decision]:
+    """Keep a waiting job from starting (:class:`JobHoldRequested`); holding a held job again
+    replaces the reason."""
+    rec = core.jobs.get(job_id)
+    if rec is None:
+        raise KeyError(f"unknown job {job_id!r}")
+    if rec.phase not in (JobPhase.QUEUED, JobPhase.PENDING):
+        raise ValueError(f"job {job_id} is {rec.phase}: only a waiting job can be held")
+    if rec.phase is JobPhase.QUEUED:
+        dequeue(core, rec, now)
+        rec.move(JobPhase.PENDING, now, f"held: {reason}")
+        core._changed = True
+    rec.held = reason
+    return []
+
+
+def release(core: SchedulerCore, job_id: str, now: float) -> list[Decision]:
+    """Let a held job start again (:class:`JobReleaseRequested`); releasing a job that is
+    not held changes nothing."""
+    rec = core.jobs.get(job_id)
+    if rec is None:
+        raise KeyError(f"unknown job {job_id!r}")
+    if rec.held is None:
+        return []
+    rec.held = None
+    if rec.phase is JobPhase.PENDING and not rec.waiting_on:
+        enqueue(core, rec, now, "released")
+        core._changed = True
+    return []
 
 
 def cancel(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Decision]:

@@ -40,6 +40,7 @@ class JobRecord:
     # its phase changes as (time, old, new, reason), as they happen (see :attr:`history`)
     steps: list[tuple[float, JobPhase, JobPhase, str]] = field(default_factory=list)
     waiting_on: set[str] = field(default_factory=set)
+    held: str | None = None  # why it is held (JobHoldRequested); None: not held
     key: tuple[float, ...] = ()
     start_time: float | None = None
     est_end: float | None = None

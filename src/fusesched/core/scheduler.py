@@ -60,6 +60,8 @@ from fusesched.model.events import (
     JobCancelRequested,
     JobCheckpointed,
     JobExited,
+    JobHoldRequested,
+    JobReleaseRequested,
     JobSubmitted,
     NodeAdded,
     NodeDatasets,
@@ -182,6 +184,10 @@ class SchedulerCore:
             return self._exited(event, now)
         if isinstance(event, JobCancelRequested):
             return self._cancel(event.job_id, event.reason, now)
+        if isinstance(event, JobHoldRequested):
+            return intake.hold(self, event.job_id, event.reason, now)
+        if isinstance(event, JobReleaseRequested):
+            return intake.release(self, event.job_id, now)
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
         if isinstance(event, JobCheckpointed):

@@ -44,6 +44,24 @@ class JobCancelRequested:
     reason: str = "cancelled by user"
 
 
+@dataclass(frozen=True, slots=True)
+class JobHoldRequested:
+    """Keep a waiting job from starting until it is released (Slurm's ``scontrol hold``).
+    A queued job leaves the queue (pending, ``held``); a job waiting for its dependencies
+    stays pending once they are met. Holding a running or ended job is a ``ValueError``."""
+
+    job_id: str
+    reason: str = "held by user"
+
+
+@dataclass(frozen=True, slots=True)
+class JobReleaseRequested:
+    """Let a held job start again: back into the queue (its place by the queue order, as if
+    submitted now for orders that count age), or on to wait for its dependencies."""
+
+    job_id: str
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class JobExited:
@@ -110,6 +128,8 @@ Event = (
     | NodeDatasets
     | JobSubmitted
     | JobCancelRequested
+    | JobHoldRequested
+    | JobReleaseRequested
     | JobExited
     | JobCheckpointed
     | JobAdopted

@@ -1,0 +1,52 @@
+"""``fusesched hold`` and ``fusesched release``: keep waiting jobs from starting and let them
+go again (Slurm's ``scontrol hold`` / ``scontrol release``; docs/LIVE.md, "Holding jobs")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, _client, run_each
+
+JobsArg = Annotated[list[str], typer.Argument(help="Job ids (an array's id: its members).")]
+
+
+def hold(
+    job_ids: JobsArg,
+    reason: Annotated[
+        str, typer.Option("--reason", "-r", help="Why (`show` gives it as the job's reason).")
+    ] = "",
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Hold waiting jobs: they stay pending and do not start until released. A running job
+    cannot be held (cancel it)."""
+    client = _client(controller_url, token, ca)
+    run_each(client, job_ids, "job id", lambda c, j: c.hold(j, reason), as_json, *_shown("held"))
+
+
+def release(
+    job_ids: JobsArg,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release held jobs: they queue again."""
+    client = _client(controller_url, token, ca)
+    run_each(client, job_ids, "job id", lambda c, j: c.release(j), as_json, *_shown("released"))
+
+
+def _shown(what: str) -> tuple[Any, Any]:
+    """How ``hold``/``release`` print their answers: JSON, and a line per id."""
+
+    def to_json(done: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {what: [j for ids in done.values() for j in ids]}
+
+    def to_line(job_id: str, ids: list[str]) -> str:
+        return f"{what.capitalize()} {', '.join(ids)}" if ids else f"Job {job_id}: no change"
+
+    return to_json, to_line

@@ -1,0 +1,124 @@
+"""Holding and releasing jobs through the API (controller/holds.py, POST /v1/jobs/{id}/hold
+and /release): a held job stays pending and never starts until released; the hold outlives a
+controller restart; running and ended jobs are refused with a 409."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.builders import Clock
+from tests.controller.conftest import one_node_controller
+
+from fusesched.api.app import create_app
+from fusesched.api.wire import Heartbeat, TaskReport, TaskState
+from fusesched.controller.service import Controller
+
+WHOLE = {"resources": {"cpu": "4"}, "argv": ["true"]}  # the whole node
+
+
+def submit(client: TestClient, **extra: Any) -> dict[str, Any]:
+    answer = client.post("/v1/jobs", json={"groups": [WHOLE], **extra})
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
+def launched(ctl: Controller, running: tuple[str, ...] = ()) -> dict[str, str]:
+    ctl.run_cycle()
+    reply = ctl.heartbeat(Heartbeat(node="n0", running=list(running)), wait_s=0)
+    return {launch.job_id: launch.task_id for launch in reply.launch}
+
+
+def finish(ctl: Controller, task: str) -> None:
+    report = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=0)
+    ctl.heartbeat(Heartbeat(node="n0", reports=[report], running=[]), wait_s=0)
+    ctl.run_cycle()
+
+
+def view(client: TestClient, job_id: str) -> dict[str, Any]:
+    return dict(client.get(f"/v1/jobs/{job_id}").json())
+
+
+def test_a_held_job_does_not_start_until_released(ctl: Controller, client: TestClient) -> None:
+    first = submit(client)["id"]
+    task = launched(ctl)[first]
+    second = submit(client)["id"]
+    third = submit(client)["id"]
+    answer = client.post(f"/v1/jobs/{second}/hold", json={"reason": "  input not ready "})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"held": [second], "released": []}
+    shown = view(client, second)
+    assert (shown["state"], shown["phase"], shown["reason"]) == (
+        "Pending",
+        "held",
+        "held: input not ready",
+    )
+    finish(ctl, task)
+    assert list(launched(ctl)) == [third]  # the job behind the held one takes the room
+    assert client.post(f"/v1/jobs/{second}/release").json() == {"held": [], "released": [second]}
+    assert view(client, second)["phase"] == "queued"
+    assert client.post(f"/v1/jobs/{second}/release").json()["released"] == []  # not held
+
+
+def test_the_hold_outlives_a_controller_restart(tmp_path: Path, clock: Clock) -> None:
+    ctl = one_node_controller(tmp_path, clock)
+    client = TestClient(create_app(ctl), raise_server_exceptions=False)
+    job = submit(client)["id"]
+    assert client.post(f"/v1/jobs/{job}/hold", json={}).json()["held"] == [job]
+    assert view(client, job)["reason"] == "held: held by user"
+    ctl.persist.close()
+    again = one_node_controller(tmp_path, clock)  # recovers the pending job, held
+    try:
+        client = TestClient(create_app(again), raise_server_exceptions=False)
+        assert launched(again) == {}
+        assert view(client, job)["phase"] == "held"
+        assert client.post(f"/v1/jobs/{job}/release").json()["released"] == [job]
+        assert list(launched(again)) == [job]
+    finally:
+        again.persist.close()
+
+
+def test_holding_an_array_holds_its_waiting_members(ctl: Controller, client: TestClient) -> None:
+    made = submit(client, array={"start": 0, "stop": 2})
+    parent, members = made["id"], made["ids"]
+    task = launched(ctl)[members[0]]  # the first member runs, the others wait
+    held = client.post(f"/v1/jobs/{parent}/hold", json={"reason": "x"}).json()["held"]
+    assert held == members[1:]
+    finish(ctl, task)
+    assert launched(ctl) == {}
+    assert client.post(f"/v1/jobs/{parent}/release").json()["released"] == members[1:]
+    assert list(launched(ctl)) == [members[1]]
+
+
+@pytest.mark.parametrize(
+    ("which", "body", "status", "message"),
+    [
+        ("running", {}, 409, "is running: only a waiting job can be held (cancel it instead)"),
+        ("ended", {}, 409, "has ended"),
+        ("unknown", {}, 404, "no job '999'"),
+        ("pending", {"reason": "x" * 1001}, 422, "reason"),
+        ("pending", {"reason": "a\u0000b"}, 422, "NUL"),
+        ("pending", {"why": "x"}, 422, "why"),
+    ],
+)
+def test_bad_holds_are_refused_and_change_nothing(
+    ctl: Controller,
+    client: TestClient,
+    which: str,
+    body: dict[str, str],
+    status: int,
+    message: str,
+) -> None:
+    done = submit(client)["id"]
+    finish(ctl, launched(ctl)[done])
+    running = submit(client)["id"]
+    launched(ctl)
+    pending = submit(client)["id"]
+    target = {"running": running, "ended": done, "unknown": "999", "pending": pending}[which]
+    answer = client.post(f"/v1/jobs/{target}/hold", json=body)
+    assert answer.status_code == status, answer.text
+    assert message in answer.text
+    assert view(client, pending)["phase"] != "held"
+    assert view(client, running)["state"] == "Running"
