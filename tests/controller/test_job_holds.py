@@ -122,3 +122,13 @@ def test_bad_holds_are_refused_and_change_nothing(
     assert message in answer.text
     assert view(client, pending)["phase"] != "held"
     assert view(client, running)["state"] == "Running"
+
+
+def test_a_job_submitted_held_waits_until_released(ctl: Controller, client: TestClient) -> None:
+    made = submit(client, hold=True, array={"start": 0, "stop": 1})
+    members = made["ids"]
+    assert [view(client, m)["phase"] for m in members] == ["held", "held"]
+    assert view(client, members[0])["reason"] == "held: submitted held"
+    assert launched(ctl) == {}
+    assert client.post(f"/v1/jobs/{members[1]}/release").json()["released"] == [members[1]]
+    assert list(launched(ctl)) == [members[1]]

@@ -143,6 +143,15 @@ def test_exclusive_asks_for_whole_nodes() -> None:
     assert not parsed.warnings
 
 
+@pytest.mark.parametrize("written", ["#SBATCH -H", "#SBATCH --hold"])
+def test_hold_submits_the_job_held(written: str) -> None:
+    parsed = parse_sbatch(f"#!/bin/sh\n{written}\n./a\n", source="x.sh")
+    assert parsed.request.hold and not parsed.warnings
+    assert not parse_sbatch("#!/bin/sh\n./a\n", source="x.sh").request.hold
+    with pytest.raises(SubmitError, match="--hold takes no value"):
+        parse_sbatch("#!/bin/sh\n#SBATCH --hold=yes\n./a\n", source="x.sh")
+
+
 def test_qos_account_chdir_and_names() -> None:
     req = parse("#SBATCH -q bronze -A physics -D /scratch/run1 -J sim")
     assert (req.qos, req.tenant, req.groups[0].workdir, req.name) == (

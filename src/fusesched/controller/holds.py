@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 HELD = "held"
 #: longest reason kept
 MAX_REASON = 1_000
+#: the reason of a job submitted held (``hold: true``, ``sbatch --hold``)
+AT_SUBMIT = "submitted held"
 
 
 class HoldRefused(ValueError):
@@ -84,6 +86,13 @@ def release(ctl: Controller, job_id: str) -> list[str]:
         ctl.persist.flush()
     ctl.wake()
     return released
+
+
+def at_submit(ctl: Controller, job_ids: list[str]) -> list[JobHoldRequested]:
+    """The holds of jobs submitted held (their stored phase is ``held`` already)."""
+    for job_id in job_ids:
+        ctl.jobs[job_id].hold = AT_SUBMIT
+    return [JobHoldRequested(job_id, AT_SUBMIT) for job_id in job_ids]
 
 
 def after_resubmit(ctl: Controller, job_id: str) -> JobHoldRequested | None:

@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
+from fusesched.controller.holds import AT_SUBMIT, HELD
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -91,7 +92,8 @@ class Persistence:
                 seq=seq,
                 user=spec.user,
                 state=JobState.PENDING,
-                phase=JobPhase.PENDING.value,
+                phase=HELD if request.hold else JobPhase.PENDING.value,
+                reason=f"held: {AT_SUBMIT}" if request.hold else "",
                 submit_time=now,
                 request=data,
                 name=spec.name,

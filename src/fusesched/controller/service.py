@@ -228,6 +228,8 @@ class Controller:
                 for child_seq, child in zip(seqs, children, strict=True):
                     self.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
                 self.events.append(JobSubmitted(spec))
+                if request.hold:  # submitted held: held as soon as the core takes it
+                    self.events.extend(holds.at_submit(self, [c.id for c in children]))
                 ids.append(spec.id)
         # at once after a quiet spell; while submissions stream in, one cycle per
         # ``submit_cycle_s`` takes all that came meanwhile

@@ -380,6 +380,7 @@ class JobRequest(_Model):
     walltime_s: Annotated[float, Field(gt=0)] | None = None
     min_member: Annotated[int, Field(ge=1)] | None = None
     dependencies: list[DependencyRequest] = Field(default_factory=list)
+    hold: bool = False  # submitted held: it waits until released (sbatch --hold)
     array: ArrayRequest | None = None
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)

@@ -60,6 +60,7 @@ SHORT_OPTIONS: Final = {
     "d": "dependency",
     "e": "error",
     "G": "gpus",
+    "H": "hold",
     "J": "job-name",
     "N": "nodes",
     "n": "ntasks",
@@ -79,7 +80,7 @@ VALUE_OPTIONS: Final = frozenset(
         "gpus-per-task",
     }
 )
-FLAG_OPTIONS: Final = frozenset({"exclusive"})  # may also take a value (--exclusive=user)
+FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
 QOS_NAMES: Final = {
     "gold": QoS.GOLD,
     "high": QoS.GOLD,
@@ -282,12 +283,16 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
         placement["required"] = required
     if "exclusive" in reader.options:
         placement["exclusive"] = True  # whole nodes (--exclusive=user/mcs: the same here)
+    if "hold" in reader.options and reader.value("hold"):
+        raise reader.fail("hold", "--hold takes no value")
 
     group: dict[str, object] = {"name": "main", "replicas": replicas, "resources": resources}
     group["script"] = script
     if reader.value("chdir") is not None:
         group["workdir"] = reader.value("chdir")
     data: dict[str, object] = {"groups": [group], "placement": placement}
+    if "hold" in reader.options:
+        data["hold"] = True  # submitted held: fusesched release lets it go
     default_name = "" if reader.source.startswith("<") else reader.source
     data["name"] = reader.value("job-name") or default_name
     if reader.value("account"):
