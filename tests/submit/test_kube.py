@@ -311,3 +311,14 @@ def test_errors_name_file_line_and_field(text: str, message: str) -> None:
     with pytest.raises(SubmitError) as caught:
         parse_kube_yaml(text, "j.yaml")
     assert message in str(caught.value)
+
+
+def test_a_suspended_job_is_submitted_held() -> None:
+    (parsed,) = parse_kube_yaml(JOB.replace("  backoffLimit: 0\n", "  suspend: true\n"))
+    assert parsed.request.hold and not parsed.warnings
+    (parsed,) = parse_kube_yaml(JOB.replace("  backoffLimit: 0\n", "  suspend: false\n"))
+    assert not parsed.request.hold
+    (parsed,) = parse_kube_yaml(JOB)
+    assert not parsed.request.hold
+    with pytest.raises(SubmitError, match=r"spec\.suspend: must be true or false"):
+        parse_kube_yaml(JOB.replace("  backoffLimit: 0\n", "  suspend: yes please\n"))

@@ -85,7 +85,14 @@ CONTAINER_WARN: Final = frozenset(
     }
 )
 JOB_USED: Final = frozenset(
-    {"template", "parallelism", "completions", "completionMode", "activeDeadlineSeconds"}
+    {
+        "template",
+        "parallelism",
+        "completions",
+        "completionMode",
+        "activeDeadlineSeconds",
+        "suspend",
+    }
 )
 JOB_QUIET: Final = frozenset({"backoffLimit", "ttlSecondsAfterFinished", "selector"})
 JOB_WARN: Final = frozenset(
@@ -97,6 +104,5 @@ JOB_WARN: Final = frozenset(
         "podReplacementPolicy",
         "successPolicy",
         "managedBy",
-        "suspend",
     }
 )

@@ -12,9 +12,10 @@ Mapping (docs/SUBMIT.md has the table):
   ``matchExpressions``, and preferred terms) → placement;
 * Job ``parallelism``/``completions`` → replicas (a gang); completions above parallelism →
   an array of single-task jobs, ``parallelism`` at a time; ``activeDeadlineSeconds`` →
-  walltime; ``metadata.namespace`` → tenant; annotations ``fusesched.io/queue``, ``/qos``,
-  ``/type``, ``/priority``, ``/min-member`` and label ``kueue.x-k8s.io/queue-name`` → the
-  fields of the same name.
+  walltime; ``suspend: true`` → submitted held (``fusesched release`` resumes it);
+  ``metadata.namespace`` → tenant; annotations ``fusesched.io/queue``, ``/qos``, ``/type``,
+  ``/priority``, ``/min-member`` and label ``kueue.x-k8s.io/queue-name`` → the fields of the
+  same name.
 
 Fields that would change where or how the pod runs but are not supported (tolerations, pod
 (anti-)affinity, volumes, probes, …) are returned as warnings; unknown fields are errors.
@@ -174,6 +175,10 @@ class _KubeReader:
             replicas = self.job_counts(spec, data)
             if "activeDeadlineSeconds" in spec:
                 data["walltime_s"] = self.seconds(spec, ("spec", "activeDeadlineSeconds"))
+            if "suspend" in spec:  # a suspended Job waits for its release, as Kueue's do
+                if not isinstance(spec["suspend"], bool):
+                    raise self.error("must be true or false", ("spec", "suspend"))
+                data["hold"] = spec["suspend"]
             template = _mapping(spec.get("template"), doc, ("spec", "template"), "template")
             if not template:
                 raise self.error("a Job needs spec.template", ("spec",))
