@@ -75,6 +75,7 @@ from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
+from fusesched.submit.gpu_model import resolve_gpu_model
 from fusesched.submit.request import JobRequest
 
 log = logging.getLogger("fusesched.controller")
@@ -251,6 +252,7 @@ class Controller:
         for k, (request, size) in enumerate(zip(requests, sizes, strict=True)):
             if user and not request.user:
                 request = request.model_copy(update={"user": user})
+            request = resolve_gpu_model(request, node_specs)  # gpu:h100 → H100-80GB-HBM3
             spec = federation.routed(self, request, request.to_job_spec(str(first), now))
             reason = self._refusal(spec, node_specs)
             if reason and len(requests) > 1:  # all or none: say which job it was
