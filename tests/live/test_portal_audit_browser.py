@@ -195,6 +195,30 @@ def test_resubmitting_an_array_member_lands_on_a_job(clean: Audit) -> None:
     page.context.close()
 
 
+def test_a_held_job_is_released_and_held_from_its_page(clean: Audit) -> None:
+    """The job page holds a waiting job and releases a held one (the prompt for the reason
+    is accepted empty)."""
+    page = clean.login("alice")
+    post = """async (body) => (await fetch('/v1/jobs', {method: 'POST', headers: {
+        authorization: 'Bearer ' + sessionStorage.getItem('fusesched.token'),
+        'content-type': 'application/json'}, body: JSON.stringify(body)})).json()"""
+    group = {"resources": {"cpu": "1", "memory": "64Mi"}, "argv": ["true"]}
+    first = page.evaluate(post, {"name": "first", "walltime_s": 60, "groups": [group]})
+    after = [{"kind": "afterany", "job_id": first["id"]}]  # no agent: first never ends
+    body = {"name": "later", "walltime_s": 60, "hold": True, "dependencies": after}
+    made = page.evaluate(post, {**body, "groups": [group]})
+    page.goto(f"{clean.url}/portal/#/job/{made['id']}")
+    facts = page.locator("dl.facts").first
+    expect(facts).to_contain_text("Pending (held)")
+    page.get_by_role("button", name="Release").click()
+    expect(page.locator("#action-msg")).to_have_text(f"Released {made['id']}.")
+    expect(facts).not_to_contain_text("(held)")
+    page.get_by_role("button", name="Hold").click()
+    expect(page.locator("#action-msg")).to_have_text(f"Held {made['id']}.")
+    expect(facts).to_contain_text("held: held by user")
+    page.context.close()
+
+
 def test_whatif_checks_the_cluster_size_it_is_given(clean: Audit) -> None:
     """A cleared size was sent as 0 and answered "scale: Input should be greater than 0",
     naming a field the page does not have."""

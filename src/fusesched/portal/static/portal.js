@@ -382,6 +382,8 @@
     const cancelBtn = h("button", { type: "button", class: "danger", id: "cancel",
       text: "Cancel job" });
     const resubmitBtn = h("button", { type: "button", id: "resubmit", text: "Resubmit" });
+    // hold (a waiting job) or release (a held one); hidden once the job runs or has ended
+    const holdBtn = h("button", { type: "button", id: "hold", text: "Hold" });
     const actionMsg = h("div", { id: "action-msg", role: "status" });
     const facts = h("dl", { class: "facts" });
     const placement = h("tbody");
@@ -396,7 +398,7 @@
 
     root.append(
       h("h1", {}, title, " ", stateHolder),
-      h("div", { class: "actions" }, cancelBtn, resubmitBtn),
+      h("div", { class: "actions" }, cancelBtn, holdBtn, resubmitBtn),
       actionMsg,
       h("div", { class: "grid2" },
         h("section", { class: "panel", "aria-labelledby": "h-sum" },
@@ -429,6 +431,8 @@
       title.replaceChildren(`Job ${j.id}`, ...(j.name ? [" — ", h("bdi", { text: j.name })] : []));
       stateHolder.replaceChildren(badge(j.state));
       cancelBtn.disabled = FINISHED.has(j.state);
+      holdBtn.hidden = j.state !== "Pending";
+      holdBtn.textContent = j.phase === "held" ? "Release" : "Hold";
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
         ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
@@ -510,9 +514,28 @@
       }
       refresh();
     });
+    holdBtn.addEventListener("click", async () => {
+      const release = holdBtn.textContent === "Release";
+      const reason = release ? null : window.prompt(`Hold job ${id}: why? (optional)`, "");
+      if (reason === null && !release) return; // the prompt was dismissed
+      holdBtn.disabled = true;
+      const path = `/v1/jobs/${encodeURIComponent(id)}/${release ? "release" : "hold"}`;
+      try {
+        const out = await api("POST", path, release ? {} : { reason });
+        const ids = release ? out.released : out.held;
+        actionMsg.textContent = ids.length
+          ? `${release ? "Released" : "Held"} ${ids.join(", ")}.` : "Nothing changed.";
+      } catch (err) {
+        actionMsg.replaceChildren(errorBox(release ? "Release failed" : "Hold failed",
+          [err.message]));
+      }
+      holdBtn.disabled = false;
+      refresh();
+    });
     resubmitBtn.addEventListener("click", async () => {
       const request = Object.assign({}, detail.request);
       delete request.user; // resubmitted as the one who asks (the token's user)
+      delete request.hold; // a resubmission runs when it can, even of a job submitted held
       const arr = request.array;
       if (arr && !window.confirm("This job is a member of an array: Resubmit submits the " +
         `whole array again (indices ${arr.start} to ${arr.stop}). Go on?`)) return;
