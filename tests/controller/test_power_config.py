@@ -35,6 +35,8 @@ def test_a_full_file_parses(tmp_path: Path) -> None:
     [
         ({"suspend": "ipmitool power soft"}, "suspend must be a command as a list of words"),
         ({"resume": []}, "resume must be a command"),
+        ({"resume": ["ipmitool", "power", True]}, "resume[2] is the boolean True (YAML reads"),
+        ({"suspend": ["sleep", 5]}, 'suspend[1] is 5: quote it ("5")'),
         ({"policy": "sometimes"}, "policy: unknown 'sometimes'; choose from"),
         ({"idle_treshold_s": 5}, "unknown setting(s) idle_treshold_s"),
         ({"idle_threshold_s": "soon"}, "idle_threshold_s must be a number"),

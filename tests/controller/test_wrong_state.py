@@ -109,3 +109,11 @@ def test_a_helper_on_an_external_pools_node_is_refused_and_adds_no_task(
     assert live.tasks == tasks and live.remote_count == 0
     stored = ctl.persist.store.get_job(job)
     assert stored is not None and [t.task_id for t in stored.tasks] == list(tasks)
+
+
+def test_priority_without_tenancy_says_how_to_have_one(ctl: Controller, client: TestClient) -> None:
+    job = submit(client)["id"]
+    ctl.run_cycle()
+    answer = client.get(f"/v1/jobs/{job}/priority")
+    assert answer.status_code == 409
+    assert "start the controller with --tenancy FILE" in answer.json()["detail"]

@@ -418,7 +418,7 @@ def nodes(
             n["name"],
             n["state"],
             cap.get("cpu", "0"),
-            cap.get("memory", "0"),
+            _memory(cap.get("memory", "0")),
             cap.get("nvidia.com/gpu", "0"),
             free.get("cpu", "0"),
             f"{n['last_heartbeat_s_ago']:.1f}s ago",
@@ -426,6 +426,21 @@ def nodes(
             *((n.get("drain_reason") or "",) if drained else ()),
         )
     console.print(table)
+
+
+def _memory(text: str) -> str:
+    """A memory size to read at a glance: ``24683784Ki`` → ``23.5Gi`` (as given if odd)."""
+    from fusesched.model.resources import QuantityError, parse_quantity
+
+    try:
+        amount = parse_quantity("memory", text)
+    except (QuantityError, ValueError):
+        return text
+    for suffix, scale in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if amount >= scale:
+            shown = f"{amount / scale:.1f}".removesuffix(".0")
+            return f"{shown}{suffix}"
+    return text
 
 
 def queues(

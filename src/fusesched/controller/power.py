@@ -137,8 +137,16 @@ class PowerConfig:
         commands = {}
         for key in ("suspend", "resume"):
             argv = data.get(key)
-            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            if not isinstance(argv, list) or not argv:
                 raise ValueError(f"{source}: {key} must be a command as a list of words (argv)")
+            for k, word in enumerate(argv):
+                if isinstance(word, bool):  # YAML reads a bare on, off, yes, no so
+                    raise ValueError(
+                        f"{source}: {key}[{k}] is the boolean {word} (YAML reads a bare on, off, "
+                        'yes or no so): quote the word, e.g. "on"'
+                    )
+                if not isinstance(word, str):
+                    raise ValueError(f'{source}: {key}[{k}] is {word!r}: quote it ("{word}")')
             commands[key] = tuple(argv)
         policy = str(data.get("policy", "idle-timeout"))
         if policy not in SAVING_POLICIES:

@@ -536,6 +536,11 @@ class Controller:
                 return self.core.priority(job_id, self.clock())
             except KeyError:
                 raise UnknownJobError(job_id) from None
+            except ValueError as exc:
+                if self.core.tenants is None:  # say how to have one
+                    hint = "start the controller with --tenancy FILE (docs/TENANCY.md)"
+                    raise ValueError(f"{exc}; {hint}") from None
+                raise
 
     def _submitting(self, live: LiveJob) -> bool:
         """Whether ``live``'s submission waits for the next cycle (not a job recovered after
