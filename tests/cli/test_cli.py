@@ -27,7 +27,8 @@ def test_policies_lists_every_registered_name() -> None:
     result = runner.invoke(app, ["policies"])
     assert result.exit_code == 0
     names = ("fcfs", "wfp3-textbook", "priority", "conservative", "best-fit", "user-last2")
-    for name in (*names, "default"):
+    more = ("fgd", "dot-product", "pwr+fgd", "pwr-guard", "tiresias", "gittins-burst")
+    for name in (*names, *more, "default"):
         assert name in result.output
 
 

@@ -47,6 +47,8 @@ from fusesched.cli.simulate import (
     shared_dir,
     write_json,
 )
+from fusesched.policies.dl_registry import DL_POLICIES
+from fusesched.policies.gpu_power import POWER_POLICIES
 from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.presets import PRESETS
@@ -250,7 +252,10 @@ def simulate(
             + ". Presets (queue order + backfilling + runtime prediction; full, rlscheduler): "
             + ", ".join(PRESETS)
             + ". GPU placement (fgd; default best-fit,fgd): "
-            + ", ".join(GPU_SCORERS),
+            + ", ".join([*GPU_SCORERS, *(p for p in POWER_POLICIES if p not in GPU_SCORERS)])
+            + ". Deep learning (dl): "
+            + ", ".join(DL_POLICIES)
+            + ". `fusesched policies` says what each does.",
         ),
     ] = None,
     backfill: Annotated[
@@ -372,6 +377,14 @@ def policies() -> None:
         table.add_row("runtime prediction", name, entry.description)
     for name, preset in PRESETS.items():
         table.add_row("preset (--policy)", name, preset.description)
+    for name, scorer in GPU_SCORERS.items():  # their docstrings say how they score
+        first = (scorer.__doc__ or "").strip().splitlines()
+        table.add_row("GPU placement (--protocol fgd)", name, first[0] if first else "")
+    for name, power in POWER_POLICIES.items():
+        if name not in GPU_SCORERS:
+            table.add_row("power-aware GPU placement (fgd)", name, power.description)
+    for name, text in DL_POLICIES.items():
+        table.add_row("deep learning (--protocol dl)", name, text)
     console.print(table)
 
 
