@@ -153,6 +153,12 @@ class Client:
         """Let a held job (or an array's held members) start again; the ids released."""
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/release", {})["released"])
 
+    def requeue(self, job_id: str, reason: str = "", hold: bool = False) -> list[str]:
+        """Stop a running job (or an array's running members) and queue it again; with
+        ``hold``, held once queued. The ids requeued."""
+        path = f"/v1/jobs/{_quote(job_id)}/requeue"
+        return list(self._call("POST", path, {"reason": reason, "hold": hold})["requeued"])
+
     def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
         """The job's output (of its first task, or of ``task``) from byte ``offset`` on."""
         return self.logs_from(job_id, task, offset)[0]

@@ -37,6 +37,15 @@ def finish(ctl: Controller, task: str) -> None:
     ctl.run_cycle()
 
 
+def ended_running_pending(ctl: Controller, client: TestClient) -> tuple[str, str, str]:
+    """Three whole-node jobs: one ended, one running, one waiting behind it."""
+    done = submit(client)["id"]
+    finish(ctl, launched(ctl)[done])
+    running = submit(client)["id"]
+    launched(ctl)
+    return done, running, submit(client)["id"]
+
+
 def view(client: TestClient, job_id: str) -> dict[str, Any]:
     return dict(client.get(f"/v1/jobs/{job_id}").json())
 
@@ -48,7 +57,7 @@ def test_a_held_job_does_not_start_until_released(ctl: Controller, client: TestC
     third = submit(client)["id"]
     answer = client.post(f"/v1/jobs/{second}/hold", json={"reason": "  input not ready "})
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"held": [second], "released": []}
+    assert answer.json() == {"held": [second], "released": [], "requeued": []}
     shown = view(client, second)
     assert (shown["state"], shown["phase"], shown["reason"]) == (
         "Pending",
@@ -57,7 +66,7 @@ def test_a_held_job_does_not_start_until_released(ctl: Controller, client: TestC
     )
     finish(ctl, task)
     assert list(launched(ctl)) == [third]  # the job behind the held one takes the room
-    assert client.post(f"/v1/jobs/{second}/release").json() == {"held": [], "released": [second]}
+    assert client.post(f"/v1/jobs/{second}/release").json()["released"] == [second]
     assert view(client, second)["phase"] == "queued"
     assert client.post(f"/v1/jobs/{second}/release").json()["released"] == []  # not held
 
@@ -111,11 +120,7 @@ def test_bad_holds_are_refused_and_change_nothing(
     status: int,
     message: str,
 ) -> None:
-    done = submit(client)["id"]
-    finish(ctl, launched(ctl)[done])
-    running = submit(client)["id"]
-    launched(ctl)
-    pending = submit(client)["id"]
+    done, running, pending = ended_running_pending(ctl, client)
     target = {"running": running, "ended": done, "unknown": "999", "pending": pending}[which]
     answer = client.post(f"/v1/jobs/{target}/hold", json=body)
     assert answer.status_code == status, answer.text
@@ -132,3 +137,65 @@ def test_a_job_submitted_held_waits_until_released(ctl: Controller, client: Test
     assert launched(ctl) == {}
     assert client.post(f"/v1/jobs/{members[1]}/release").json()["released"] == [members[1]]
     assert list(launched(ctl)) == [members[1]]
+
+
+def stop(ctl: Controller, task: str) -> None:
+    """The agent reports the task killed (as after a requeue's SIGTERM)."""
+    report = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=-15)
+    ctl.heartbeat(Heartbeat(node="n0", reports=[report], running=[]), wait_s=0)
+    ctl.run_cycle()
+
+
+def test_a_running_job_is_requeued_and_starts_again(ctl: Controller, client: TestClient) -> None:
+    job = submit(client)["id"]
+    task = launched(ctl)[job]
+    answer = client.post(f"/v1/jobs/{job}/requeue", json={"reason": "bad node suspected"})
+    assert answer.json() == {"held": [], "released": [], "requeued": [job]}
+    reply = ctl.heartbeat(Heartbeat(node="n0", running=[task]), wait_s=0)
+    assert [k.task_id for k in reply.kill] == [task]
+    stop(ctl, task)
+    again = launched(ctl)
+    assert list(again) == [job] and again[job] != task  # a new run
+    shown = view(client, job)
+    assert shown["state"] == "Running"
+    events = ctl.persist.store.events_for_job(job)
+    kinds = [e.event.kind for e in events]
+    assert "JobRequeueRequested" in kinds and "JobRequeued" in kinds
+
+
+def test_requeue_and_hold_keeps_it_waiting(ctl: Controller, client: TestClient) -> None:
+    job = submit(client)["id"]
+    task = launched(ctl)[job]
+    body = {"reason": "wait for the fix", "hold": True}
+    assert client.post(f"/v1/jobs/{job}/requeue", json=body).json()["requeued"] == [job]
+    stop(ctl, task)
+    assert launched(ctl) == {}
+    shown = view(client, job)
+    assert (shown["state"], shown["phase"], shown["reason"]) == (
+        "Pending",
+        "held",
+        "held: wait for the fix",
+    )
+    assert client.post(f"/v1/jobs/{job}/release").json()["released"] == [job]
+    assert list(launched(ctl)) == [job]
+
+
+@pytest.mark.parametrize(
+    ("which", "status", "message"),
+    [
+        ("pending", 409, "only a running job is requeued"),
+        ("ended", 409, "has ended"),
+        ("unknown", 404, "no job '999'"),
+        ("twice", 409, "is already stopping"),
+    ],
+)
+def test_bad_requeues_are_refused(
+    ctl: Controller, client: TestClient, which: str, status: int, message: str
+) -> None:
+    done, running, pending = ended_running_pending(ctl, client)
+    if which == "twice":
+        assert client.post(f"/v1/jobs/{running}/requeue", json={}).status_code == 200
+    target = {"pending": pending, "ended": done, "unknown": "999", "twice": running}[which]
+    answer = client.post(f"/v1/jobs/{target}/requeue", json={})
+    assert answer.status_code == status, answer.text
+    assert message in answer.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +149,17 @@ def test_hold_and_release(cluster: LocalCluster, tmp_path: Path) -> None:
     assert "no job '999999'" in refused.stderr
     assert "reason: held: check the input" in fusesched(cluster, "show", second).stdout
     assert fusesched(cluster, "release", second).stdout.strip() == f"Released {second}"
+    client = Client(cluster.url)
+    until = time.monotonic() + 30
+    while client.show(first)["state"] != "Running" and time.monotonic() < until:
+        time.sleep(0.1)
+    requeued = fusesched(cluster, "requeue", first, "--hold", "--reason", "node check")
+    assert requeued.stdout.strip() == f"Requeued {first}", requeued.stderr
+    while client.show(first)["phase"] != "held" and time.monotonic() < until + 30:
+        time.sleep(0.1)
+    assert client.show(first)["reason"] == "held: node check"
     assert fusesched(cluster, "cancel", first).returncode == 0
-    assert Client(cluster.url).wait(second, timeout=60)["state"] == "Completed"
+    assert client.wait(second, timeout=60)["state"] == "Completed"
 
 
 BYTES_YAML = r"""name: bytes

@@ -146,6 +146,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/jobs/{job_id}/cancel"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/hold"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/release"): {"path": {"job_id": bob_job}, "json": {}},
+        ("POST", "/v1/jobs/{job_id}/requeue"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/route"): {"path": {"job_id": bob_job}},

@@ -16,6 +16,7 @@ from fusesched.api.schemas import (
     FactorView,
     Held,
     JobHold,
+    JobRequeue,
     JobView,
     PriorityView,
     RouteView,
@@ -25,7 +26,7 @@ from fusesched.api.schemas import (
     SubmittedMany,
 )
 from fusesched.client_base import NEXT_OFFSET
-from fusesched.controller import holds
+from fusesched.controller import holds, requeues
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -151,7 +152,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         return owner
 
     def holding(change: Callable[[], list[str]], job_id: str) -> list[str]:
-        """A hold or release: 404 for an unknown job, 409 for one that runs or ended."""
+        """A hold, release or requeue: 404 for an unknown job, 409 for one in the wrong state."""
         try:
             return change()
         except UnknownJobError:
@@ -177,6 +178,18 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         if checker.enabled and user != p.user:
             access.audit(p, "release", job_id=job_id, owner=user, tenant=tenant, released=released)
         return Held(released=released)
+
+    @app.post("/v1/jobs/{job_id}/requeue", response_model=Held, tags=["jobs"])
+    def requeue(job_id: str, body: JobRequeue, p: Caller) -> Held:
+        """Stop a running job and queue it again (Slurm's scontrol requeue; with ``hold``,
+        requeuehold); 409 for a job that does not run here."""
+        user, tenant = may_change(job_id, p, "requeue")
+        requeued = holding(
+            lambda: requeues.requeue(controller, job_id, body.reason, body.hold), job_id
+        )
+        if checker.enabled and user != p.user:
+            access.audit(p, "requeue", job_id=job_id, owner=user, tenant=tenant, requeued=requeued)
+        return Held(requeued=requeued)
 
     @app.get("/v1/jobs/{job_id}/priority", response_model=PriorityView, tags=["jobs"])
     def priority(job_id: str, p: Caller) -> PriorityView:

@@ -103,10 +103,16 @@ class JobHold(_Input):
 
 
 class Held(_View):
-    """The jobs a hold or release changed (array members one by one)."""
+    """The jobs a hold, release or requeue changed (array members one by one)."""
 
     held: list[str] = Field(default_factory=list)
     released: list[str] = Field(default_factory=list)
+    requeued: list[str] = Field(default_factory=list)
+
+
+class JobRequeue(_Input):
+    reason: str = Field("", max_length=1_000)  # empty: "requeued by user"
+    hold: bool = False  # held once queued again (scontrol requeuehold)
 
 
 class NodeView(_View):

@@ -20,6 +20,7 @@ CLIENT_COMMANDS = frozenset(
         "cancel",
         "hold",
         "release",
+        "requeue",
         "nodes",
         "drain",
         "undrain",

@@ -1,5 +1,6 @@
-"""``fusesched hold`` and ``fusesched release``: keep waiting jobs from starting and let them
-go again (Slurm's ``scontrol hold`` / ``scontrol release``; docs/LIVE.md, "Holding jobs")."""
+"""``fusesched hold``, ``release`` and ``requeue``: keep waiting jobs from starting, let them
+go again, and send running ones back to the queue (Slurm's ``scontrol hold`` / ``release`` /
+``requeue``; docs/LIVE.md, "Holding and requeueing jobs")."""
 
 from __future__ import annotations
 
@@ -38,6 +39,24 @@ def release(
     """Release held jobs: they queue again."""
     client = _client(controller_url, token, ca)
     run_each(client, job_ids, "job id", lambda c, j: c.release(j), as_json, *_shown("released"))
+
+
+def requeue(
+    job_ids: JobsArg,
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why (in the job's events).")] = "",
+    hold: Annotated[
+        bool, typer.Option("--hold", help="Hold it once queued again (scontrol requeuehold).")
+    ] = False,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Requeue running jobs: their tasks are stopped (SIGTERM, then SIGKILL) and the job
+    queues again, to start afresh (or from its checkpoint)."""
+    client = _client(controller_url, token, ca)
+    act = lambda c, j: c.requeue(j, reason, hold)  # noqa: E731
+    run_each(client, job_ids, "job id", act, as_json, *_shown("requeued"))
 
 
 def _shown(what: str) -> tuple[Any, Any]:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import failures
 from fusesched.controller.hang import Failure, FailureKind
+from fusesched.controller.holds import HELD
 from fusesched.controller.metrics import metrics_for
-from fusesched.model.events import JobExited
+from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
                     not_before=not_before,
                 )
             )
+            if live.hold_after_requeue is not None:  # held before the cycle could start it
+                live.hold, live.hold_after_requeue = live.hold_after_requeue, None
+                ctl.events.append(JobHoldRequested(job_id, live.hold))
         else:
             timed_out = "walltime" in why
             ctl.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
@@ -147,8 +151,8 @@ def settle_terminal(ctl: Controller, now: float) -> None:
     for job_id in list(ctl.jobs):
         rec = ctl.core.jobs.get(job_id)
         if rec is None or not rec.phase.terminal:
-            if rec is not None and rec.phase is JobPhase.QUEUED:
-                live = ctl.jobs[job_id]
+            if rec is not None and rec.phase in (JobPhase.QUEUED, JobPhase.PENDING):
+                live = ctl.jobs[job_id]  # (pending: requeued and held at once)
                 if live.exit_sent:
                     requeued(ctl, live, rec.history[-1].reason, rec.attempts, now)
             continue
@@ -182,5 +186,7 @@ def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: flo
     live.requeue = None
     live.stopping = None
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)
+    if live.hold is not None:  # requeued and held (scontrol requeuehold)
+        ctl.persist.job_held(live.id, live.hold, HELD, now)
     if ctl.auth is not None and ctl.auth.enabled:
         ctl.persist.store.revoke_job_tokens([live.id])

@@ -40,7 +40,7 @@ def hold(ctl: Controller, job_id: str, reason: str) -> list[str]:
         raise HoldRefused(f"the reason is longer than {MAX_REASON:,} characters")
     now = ctl.clock()
     with ctl.work:
-        targets = _targets(ctl, job_id)
+        targets = job_targets(ctl, job_id)
         if len(targets) > 1:  # an array: its members that still wait
             targets = [t for t in targets if _waiting(ctl, t)]
             if not targets:
@@ -69,7 +69,7 @@ def release(ctl: Controller, job_id: str) -> list[str]:
     now = ctl.clock()
     with ctl.work:
         released = []
-        for target in _targets(ctl, job_id):
+        for target in job_targets(ctl, job_id):
             live = ctl.jobs[target]
             if live.hold is None:
                 continue
@@ -106,7 +106,9 @@ def stored_hold(phase: str, reason: str) -> str | None:
     return reason.removeprefix("held: ") if phase == HELD else None
 
 
-def _targets(ctl: Controller, job_id: str) -> list[str]:
+def job_targets(ctl: Controller, job_id: str) -> list[str]:
+    """``job_id`` if the controller still has it, else its array's members; an ended job is
+    a :class:`HoldRefused`, an unknown one an :class:`UnknownJobError`."""
     if job_id in ctl.jobs:
         return [job_id]
     members = [j for j, live in ctl.jobs.items() if live.spec.array_parent == job_id]

@@ -97,6 +97,7 @@ class LiveJob:
     started_at: float = 0.0  # its run's start (for adoption)
     pool: str | None = None  # the external pool running it (None: local agents)
     hold: str | None = None  # why it is held (controller/holds.py); None: not held
+    hold_after_requeue: str | None = None  # requeued on request, to be held once queued
 
 
 @dataclass(slots=True)

@@ -1,0 +1,62 @@
+"""Requeueing a running job on request (Slurm's ``scontrol requeue``; ``requeuehold`` with
+``hold``).
+
+The job's tasks are stopped as for a failure's restart (SIGTERM, then SIGKILL after the grace
+period) and, once all have exited, the core queues it again: it starts afresh (a job that
+checkpoints resumes from its checkpoint folder), counts one more attempt, and the run's tasks
+stay in its history. With ``hold`` it is held once queued (controller/holds.py). Only a running
+job of the local agents can be requeued: a waiting one has nothing to requeue, and a job an
+external cluster runs is requeued there.
+
+Every function here takes the controller's lock itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fusesched.controller.holds import HoldRefused, job_targets
+from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+
+class RequeueRefused(HoldRefused):
+    """A requeue that cannot be done (the job is not running here); a 409."""
+
+
+def requeue(ctl: Controller, job_id: str, reason: str, hold: bool = False) -> list[str]:
+    """Requeue ``job_id`` (an array's running members); the ids requeued."""
+    why = " ".join(reason.split()) or "requeued by user"
+    now = ctl.clock()
+    with ctl.work:
+        targets = job_targets(ctl, job_id)
+        if len(targets) > 1:  # an array: its running members
+            targets = [t for t in targets if _running(ctl, t)]
+            if not targets:
+                raise RequeueRefused(f"no member of array {job_id} is running: nothing to requeue")
+        for target in targets:
+            live = ctl.jobs[target]
+            if not _running(ctl, target):
+                rec = ctl.core.jobs.get(target)
+                phase = rec.phase if rec is not None else JobPhase.PENDING
+                raise RequeueRefused(f"job {target} is {phase}: only a running job is requeued")
+            if live.pool is not None:
+                raise RequeueRefused(
+                    f"job {target} runs in the external pool {live.pool!r}: requeue it there"
+                )
+            if live.stopping is not None or live.requeue is not None or live.exit_sent:
+                raise RequeueRefused(f"job {target} is already stopping")
+            live.requeue = ((), now, why)
+            live.hold_after_requeue = why if hold else None
+            ctl.persist.job_event(target, "JobRequeueRequested", why, now)
+            ctl.stop_tasks(live, why)
+        ctl.persist.flush()
+    ctl.wake()
+    return targets
+
+
+def _running(ctl: Controller, job_id: str) -> bool:
+    rec = ctl.core.jobs.get(job_id)
+    return rec is not None and rec.phase is JobPhase.RUNNING
