@@ -41,16 +41,19 @@ class Audit:
     browser: Any
     errors: list[str]  # uncaught exceptions in any page
 
-    def page(self, viewport: dict[str, int] | None = None) -> Any:
+    def page(self, viewport: dict[str, int] | None = None, prompt: str | None = None) -> Any:
+        """A new page whose dialogs are accepted (a prompt with ``prompt`` typed in)."""
         context = self.browser.new_context(viewport=viewport or LAPTOP)
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("dialog", lambda dialog: dialog.accept())
+        page.on("dialog", lambda dialog: dialog.accept(prompt))
         return page
 
-    def login(self, who: str, viewport: dict[str, int] | None = None) -> Any:
-        page = self.page(viewport)
+    def login(
+        self, who: str, viewport: dict[str, int] | None = None, prompt: str | None = None
+    ) -> Any:
+        page = self.page(viewport, prompt)
         page.goto(f"{self.url}/portal/")
         page.get_by_label("API token").fill(self.tokens[who])
         page.get_by_role("button", name="Log in").click()
@@ -216,6 +219,22 @@ def test_a_held_job_is_released_and_held_from_its_page(clean: Audit) -> None:
     page.get_by_role("button", name="Hold").click()
     expect(page.locator("#action-msg")).to_have_text(f"Held {made['id']}.")
     expect(facts).to_contain_text("held: held by user")
+    page.context.close()
+
+
+def test_an_operator_drains_and_undrains_a_node_from_the_cluster_page(clean: Audit) -> None:
+    """The heat map's Drain button asks the reason; the row then shows the node drained;
+    Undrain gives it back."""
+    page = clean.login("admin", prompt="disk swap")
+    page.goto(f"{clean.url}/portal/#/cluster")
+    row = page.locator('#heatmap tr[data-node="n1"]')
+    row.get_by_role("button", name="Drain n1").click()
+    expect(page.locator("#drain-msg")).to_contain_text("n1: drain")
+    expect(page.locator("#drain-msg")).to_contain_text("(disk swap)")
+    expect(row).to_contain_text("drain")
+    row.get_by_role("button", name="Undrain n1").click()
+    expect(page.locator("#drain-msg")).to_have_text("n1: up.")
+    expect(row.get_by_role("button", name="Drain n1")).to_be_visible()
     page.context.close()
 
 

@@ -70,6 +70,8 @@ class NodeOccupancy(_View):
     reason: str = ""  # why it is not up (its last state change)
     since: float | None = None
     power: str = "on"
+    drain_reason: str | None = None  # an operator's drain (None: none; external: None)
+    drainable: bool = False  # a local agent's node, which operators may drain here
     resources: list[ResourceUse]
     devices: list[DeviceSlot]
     labels: dict[str, str] = Field(default_factory=dict)

@@ -105,6 +105,7 @@ def cluster_view(ctl: Controller, reasons: Mapping[str, tuple[str, str, float]])
             for uuid in task.grant.gpu_uuids:
                 holders[(task.node, uuid)] = job_id
         capacities = {name: node.spec.capacity for name, node in ctl.nodes.items()}
+        drains = {name: node.drain for name, node in ctl.nodes.items()}
         power = ctl.power
         power_states = {name: power.state_of(name).value for name in ctl.nodes} if power else {}
     nodes: list[NodeOccupancy] = []
@@ -138,6 +139,8 @@ def cluster_view(ctl: Controller, reasons: Mapping[str, tuple[str, str, float]])
                 reason=why,
                 since=since,
                 power=power_states.get(inventory.name, "on"),
+                drain_reason=drains.get(inventory.name),
+                drainable=inventory.name in drains,
                 resources=use,
                 devices=devices,
                 labels=dict(inventory.labels),

@@ -773,12 +773,13 @@
     const poolsBox = h("div", { class: "grid2", id: "pools" });
     const heat = h("div", { id: "heatmap" });
     const bad = h("tbody");
+    const drainMsg = h("div", { id: "drain-msg", role: "status" });
     root.append(h("h1", { text: "Cluster" }),
       h("h2", { text: "Pools" }), poolsBox,
       h("h2", { id: "h-heat", text: "Occupancy heat map" }),
       h("p", { class: "muted", text: "Each cell: the share of a node's CPU, memory, GPUs in " +
         "use; then each GPU or MIG instance, and the job holding it." }),
-      legend(), heat,
+      legend(), heat, drainMsg,
       h("h2", { id: "h-bad", text: "Drained, failed and powered-down nodes" }),
       h("div", { class: "table-wrap" }, h("table", { id: "unhealthy" },
         h("thead", {}, h("tr", {}, ["Node", "Pool", "State", "Power", "Since", "Reason"].map(
@@ -802,7 +803,8 @@
       const head = h("tr", {}, h("th", { scope: "col", text: "Node" }),
         h("th", { scope: "col", text: "Pool" }), h("th", { scope: "col", text: "State" }),
         kinds.map((k) => h("th", { scope: "col", class: "res", text: k })),
-        maxDevices ? h("th", { scope: "col", colspan: maxDevices, text: "GPU / MIG devices" }) : null);
+        maxDevices ? h("th", { scope: "col", colspan: maxDevices, text: "GPU / MIG devices" }) : null,
+        h("th", { scope: "col", text: "Drain" }));
       const rows = c.nodes.map((n) => {
         const byName = Object.fromEntries(n.resources.map((r) => [r.name, r]));
         return h("tr", { "data-node": n.name },
@@ -821,7 +823,8 @@
               `${n.name} ${what}${d.model ? ` (${d.model})` : ""}: ` +
               (d.job_id ? `held by job ${d.job_id}` : "free"), "dev");
           }),
-          maxDevices > n.devices.length ? h("td", { colspan: maxDevices - n.devices.length }) : null);
+          maxDevices > n.devices.length ? h("td", { colspan: maxDevices - n.devices.length }) : null,
+          h("td", {}, n.drainable ? drainButton(n) : ""));
       });
       if (!c.nodes.length) {
         const none = "No node has registered yet: start an agent (fusesched agent) or join one.";
@@ -841,6 +844,35 @@
           text: "Every node is up and powered on." }))]));
       status(`updated ${fmtTime(now()).slice(11)}${c.power_saving ? "" : " · power saving off"}`);
     }
+    function drainButton(n) {
+      // an operator drain (docs/LIVE.md "Draining nodes"): nothing new is placed there
+      const undrain = n.drain_reason !== null && n.drain_reason !== undefined;
+      const button = h("button", { type: "button", class: "small",
+        "aria-label": `${undrain ? "Undrain" : "Drain"} ${n.name}`,
+        title: undrain ? `drained: ${n.drain_reason}` : "", text: undrain ? "Undrain" : "Drain" });
+      button.addEventListener("click", async () => {
+        let body = {};
+        if (!undrain) {
+          const reason = window.prompt(`Drain ${n.name}: why? (shown with the node)`,
+            "maintenance");
+          if (reason === null || !reason.trim()) return; // dismissed, or no reason given
+          body = { reason };
+        }
+        button.disabled = true;
+        const path = `/v1/nodes/${encodeURIComponent(n.name)}/${undrain ? "undrain" : "drain"}`;
+        try {
+          const out = await api("POST", path, body);
+          drainMsg.textContent =
+            `${out.node}: ${out.state}${out.drain_reason ? ` (${out.drain_reason})` : ""}.`;
+        } catch (err) {
+          drainMsg.replaceChildren(errorBox(undrain ? "Undrain failed" : "Drain failed",
+            [err.message]));
+        }
+        load();
+      });
+      return button;
+    }
+
     await load();
     focusHeading(root);
     every(3000, load);
