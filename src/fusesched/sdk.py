@@ -302,8 +302,9 @@ class Client:
                         "may or may not have been carried out",
                     ) from None
                 reason = getattr(exc, "reason", None) or exc
+                hint = _tls_hint(self.url, exc)
                 raise ControllerError(
-                    0, f"cannot reach the controller at {self.url}: {reason}"
+                    0, f"cannot reach the controller at {self.url}: {reason}{hint}"
                 ) from None
         if status >= 400:
             raise ControllerError(status, refusal(payload, status))
@@ -330,7 +331,7 @@ class Client:
                             f"lost the controller at {url} during the request ({exc}); it may "
                             "or may not have been carried out",
                         ) from None
-                    why[url] = f"unreachable ({exc})"
+                    why[url] = f"unreachable ({exc}{_tls_hint(url, exc)})"
                 else:
                     if status != 503 or refusal(payload, status) != "standby":
                         return status, payload, answer
@@ -428,6 +429,15 @@ def _peer_closed(conn: http.client.HTTPConnection) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def _tls_hint(url: str, exc: BaseException) -> str:
+    """A hint when a plain-HTTP request met what looks like a TLS server: it hangs up at once
+    (or answers bytes that are no HTTP status line)."""
+    hung_up = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
+    if url.startswith("http://") and isinstance(exc, hung_up):
+        return "; if the controller serves TLS, use https://"
+    return ""
 
 
 def _quote(job_id: str) -> str:

@@ -662,7 +662,7 @@ def test_a_tls_round_trip(tmp_path: Path) -> None:
             with pytest.raises(ControllerError, match="CERTIFICATE_VERIFY_FAILED"):
                 untrusting.jobs()
             plain = cluster.url.replace("https://", "http://")
-            with pytest.raises(ControllerError):
+            with pytest.raises(ControllerError, match="if the controller serves TLS, use https://"):
                 Client(plain, token=cluster.admin_token, timeout=5).jobs()
     finally:
         shutil.rmtree(shared, ignore_errors=True)
