@@ -40,6 +40,14 @@ class Audit:
     tokens: dict[str, str]
     browser: Any
     errors: list[str]  # uncaught exceptions in any page
+    server: ControllerServer
+
+    def fresh_node(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Register ``name`` now: no agent heartbeats for it, so it counts as up only for the
+        controller's node timeout (the module's n1 may be down by the time a test runs)."""
+        self.server.controller.register(
+            NodeInventory(name=name, resources={"cpu": "4", "memory": "8Gi"}, labels=labels or {})
+        )
 
     def page(self, viewport: dict[str, int] | None = None, prompt: str | None = None) -> Any:
         """A new page whose dialogs are accepted (a prompt with ``prompt`` typed in)."""
@@ -81,7 +89,7 @@ def audit() -> Iterator[Audit]:
         with playwright_sync.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                yield Audit(server.url, empty.url, tokens, browser, [])
+                yield Audit(server.url, empty.url, tokens, browser, [], server)
             finally:
                 browser.close()
     finally:
@@ -222,19 +230,40 @@ def test_a_held_job_is_released_and_held_from_its_page(clean: Audit) -> None:
     page.context.close()
 
 
+def test_a_running_job_is_requeued_from_its_page(clean: Audit) -> None:
+    """Requeue on a running job's page (after a confirmation); the job's events then show
+    the request."""
+    clean.fresh_node("n-run", {"audit": "requeue"})
+    page = clean.login("alice")
+    made = page.evaluate(
+        """async () => (await fetch('/v1/jobs', {method: 'POST', headers: {
+            authorization: 'Bearer ' + sessionStorage.getItem('fusesched.token'),
+            'content-type': 'application/json'}, body: JSON.stringify({name: 'again',
+            walltime_s: 60, groups: [{resources: {cpu: '1', memory: '64Mi'},
+            argv: ['true']}], placement: {node_selector: {audit: 'requeue'}}})})).json()"""
+    )
+    page.goto(f"{clean.url}/portal/#/job/{made['id']}")
+    button = page.get_by_role("button", name="Requeue")
+    button.click()
+    expect(page.locator("#action-msg")).to_have_text(f"Requeueing {made['id']}.")
+    expect(page.locator("#events")).to_contain_text("JobRequeueRequested")
+    page.context.close()
+
+
 def test_an_operator_drains_and_undrains_a_node_from_the_cluster_page(clean: Audit) -> None:
     """The heat map's Drain button asks the reason; the row then shows the node drained;
     Undrain gives it back."""
+    clean.fresh_node("n-drain")
     page = clean.login("admin", prompt="disk swap")
     page.goto(f"{clean.url}/portal/#/cluster")
-    row = page.locator('#heatmap tr[data-node="n1"]')
-    row.get_by_role("button", name="Drain n1").click()
-    expect(page.locator("#drain-msg")).to_contain_text("n1: drain")
+    row = page.locator('#heatmap tr[data-node="n-drain"]')
+    row.get_by_role("button", name="Drain n-drain").click()
+    expect(page.locator("#drain-msg")).to_contain_text("n-drain: drain")
     expect(page.locator("#drain-msg")).to_contain_text("(disk swap)")
     expect(row).to_contain_text("drain")
-    row.get_by_role("button", name="Undrain n1").click()
-    expect(page.locator("#drain-msg")).to_have_text("n1: up.")
-    expect(row.get_by_role("button", name="Drain n1")).to_be_visible()
+    row.get_by_role("button", name="Undrain n-drain").click()
+    expect(page.locator("#drain-msg")).to_have_text("n-drain: up.")
+    expect(row.get_by_role("button", name="Drain n-drain")).to_be_visible()
     page.context.close()
 
 

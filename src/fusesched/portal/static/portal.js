@@ -384,6 +384,8 @@
     const resubmitBtn = h("button", { type: "button", id: "resubmit", text: "Resubmit" });
     // hold (a waiting job) or release (a held one); hidden once the job runs or has ended
     const holdBtn = h("button", { type: "button", id: "hold", text: "Hold" });
+    // requeue a running job (its tasks stopped, the job queued again)
+    const requeueBtn = h("button", { type: "button", id: "requeue", text: "Requeue" });
     const actionMsg = h("div", { id: "action-msg", role: "status" });
     const facts = h("dl", { class: "facts" });
     const placement = h("tbody");
@@ -398,7 +400,7 @@
 
     root.append(
       h("h1", {}, title, " ", stateHolder),
-      h("div", { class: "actions" }, cancelBtn, holdBtn, resubmitBtn),
+      h("div", { class: "actions" }, cancelBtn, holdBtn, requeueBtn, resubmitBtn),
       actionMsg,
       h("div", { class: "grid2" },
         h("section", { class: "panel", "aria-labelledby": "h-sum" },
@@ -432,6 +434,7 @@
       stateHolder.replaceChildren(badge(j.state));
       cancelBtn.disabled = FINISHED.has(j.state);
       holdBtn.hidden = j.state !== "Pending";
+      requeueBtn.hidden = j.state !== "Running";
       holdBtn.textContent = j.phase === "held" ? "Release" : "Hold";
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
@@ -530,6 +533,18 @@
           [err.message]));
       }
       holdBtn.disabled = false;
+      refresh();
+    });
+    requeueBtn.addEventListener("click", async () => {
+      if (!window.confirm(`Requeue job ${id}? Its tasks are stopped and it waits again.`)) return;
+      requeueBtn.disabled = true;
+      try {
+        const out = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/requeue`, {});
+        actionMsg.textContent = `Requeueing ${out.requeued.join(", ")}.`;
+      } catch (err) {
+        actionMsg.replaceChildren(errorBox("Requeue failed", [err.message]));
+      }
+      requeueBtn.disabled = false;
       refresh();
     });
     resubmitBtn.addEventListener("click", async () => {
