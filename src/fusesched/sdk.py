@@ -153,6 +153,20 @@ class Client:
         """Let a held job (or an array's held members) start again; the ids released."""
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/release", {})["released"])
 
+    def update(
+        self,
+        job_id: str,
+        priority: int | None = None,
+        qos: str | None = None,
+        walltime_s: float | None = None,
+    ) -> list[str]:
+        """Change a waiting job's (or an array's waiting members') priority, QoS or time
+        limit; the ids changed."""
+        body = {"priority": priority, "qos": qos, "walltime_s": walltime_s}
+        path = f"/v1/jobs/{_quote(job_id)}/update"
+        answer = self._call("POST", path, {k: v for k, v in body.items() if v is not None})
+        return list(answer["updated"])
+
     def requeue(self, job_id: str, reason: str = "", hold: bool = False) -> list[str]:
         """Stop a running job (or an array's running members) and queue it again; with
         ``hold``, held once queued. The ids requeued."""

@@ -199,3 +199,40 @@ def test_bad_requeues_are_refused(
     answer = client.post(f"/v1/jobs/{target}/requeue", json={})
     assert answer.status_code == status, answer.text
     assert message in answer.text
+
+
+def test_a_waiting_jobs_limits_change_and_outlive_a_restart(tmp_path: Path, clock: Clock) -> None:
+    ctl = one_node_controller(tmp_path, clock)
+    client = TestClient(create_app(ctl), raise_server_exceptions=False)
+    first = submit(client)["id"]
+    launched(ctl)
+    job = submit(client, walltime_s=3600, priority=1)["id"]
+    ctl.run_cycle()
+    body = {"walltime_s": 600, "priority": 7, "qos": "bronze"}
+    assert client.post(f"/v1/jobs/{job}/update", json=body).json() == {"updated": [job]}
+    stored = ctl.persist.store.get_job(job)
+    assert stored is not None and stored.job.priority == 7
+    assert (stored.job.request["walltime_s"], stored.job.request["qos"]) == (600, "bronze")
+    kinds = [e.event.kind for e in ctl.persist.store.events_for_job(job)]
+    assert "JobUpdated" in kinds
+    refused = client.post(f"/v1/jobs/{first}/update", json={"priority": 3})
+    assert refused.status_code == 409 and "only a waiting job can be changed" in refused.text
+    assert client.post(f"/v1/jobs/{job}/update", json={}).status_code == 409  # nothing to do
+    assert client.post(f"/v1/jobs/{job}/update", json={"walltime_s": 0}).status_code == 422
+    ctl.persist.close()
+    again = one_node_controller(tmp_path, clock)  # recovered with the new values
+    try:
+        assert again.jobs[job].spec.walltime_s == 600 and again.jobs[job].spec.priority == 7
+    finally:
+        again.persist.close()
+
+
+def test_a_job_changed_before_the_core_takes_it_gets_the_change(
+    ctl: Controller, client: TestClient
+) -> None:
+    launched(ctl)
+    made = submit(client, walltime_s=900, array={"start": 0, "stop": 1})
+    answer = client.post(f"/v1/jobs/{made['id']}/update", json={"walltime_s": 60})
+    assert answer.json() == {"updated": made["ids"]}  # no cycle has run since the submission
+    ctl.run_cycle()
+    assert [ctl.core.jobs[m].spec.walltime_s for m in made["ids"]] == [60, 60]

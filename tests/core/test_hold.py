@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 from tests.builders import cancel, exited, job, node, run_script, submit
 
-from fusesched.model.events import Event, JobHoldRequested, JobReleaseRequested
+from fusesched.model.events import (
+    Event,
+    JobHoldRequested,
+    JobReleaseRequested,
+    JobUpdateRequested,
+)
+from fusesched.model.job import QoS
 from fusesched.model.phases import JobPhase
 
 ONE = [node("n0").cpu(4).build()]
@@ -115,3 +121,27 @@ def test_holding_again_replaces_the_reason() -> None:
     run.step(2, JobHoldRequested("a", "first"))
     run.step(3, JobHoldRequested("a", "second"))
     assert run.core.jobs["a"].held == "second" and run.phase("a") is JobPhase.PENDING
+
+
+def test_an_update_reorders_the_queue_and_a_running_job_cannot_change() -> None:
+    script = [
+        (0, blocker()),
+        (1, submit(job("a").tasks(1, cpu=4).walltime(10).build())),
+        (2, submit(job("b").tasks(1, cpu=4).walltime(10).build())),
+        (3, JobUpdateRequested("b", priority=50)),
+        (50, exited("blk")),
+    ]
+    run = run_script(ONE, script, queue_order="priority")
+    assert run.core.jobs["b"].spec.priority == 50 and run.core.jobs["b"].facts.priority == 50
+    assert run.start_times()["b"] == 50 and "a" not in run.starts()
+    with pytest.raises(ValueError, match="only a waiting job can be changed"):
+        run.core.handle(JobUpdateRequested("b", walltime_s=5), 60)
+
+
+def test_a_shorter_time_limit_is_the_new_estimate() -> None:
+    long = job("a").tasks(1, cpu=4).walltime(900).build()
+    run = run_script(ONE, [(0, blocker()), (1, submit(long))])
+    run.step(2, JobUpdateRequested("a", walltime_s=120, qos=QoS.GOLD))
+    rec = run.core.jobs["a"]
+    assert (rec.spec.walltime_s, rec.estimate, rec.spec.qos) == (120, 120, QoS.GOLD)
+    assert rec.phase is JobPhase.QUEUED

@@ -147,6 +147,10 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/jobs/{job_id}/hold"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/release"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/requeue"): {"path": {"job_id": bob_job}, "json": {}},
+        ("POST", "/v1/jobs/{job_id}/update"): {
+            "path": {"job_id": bob_job},
+            "json": {"priority": 1},
+        },
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/route"): {"path": {"job_id": bob_job}},
@@ -539,6 +543,23 @@ def test_only_cluster_admins_drain_nodes_and_it_is_audited(secure: Secure) -> No
         (node, "node-drain", "admin"),
         (node, "node-undrain", "admin"),
     ]
+
+
+def test_users_may_only_lower_what_they_change(secure: Secure) -> None:
+    alice, admin = secure.client("alice"), secure.client("admin")
+    sleeper = alice.submit(job(["sleep", "600"], name="sleeper"))
+    after = [{"kind": "afterany", "job_id": sleeper}]  # it runs: this one waits
+    waiting = alice.submit(job(["true"], priority=5, walltime_s=600, dependencies=after))
+    deadline = time.monotonic() + 10
+    while alice.show(waiting)["phase"] != "pending" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for change in ({"priority": 6}, {"qos": "gold"}, {"walltime_s": 601}):
+        assert status_of(alice.update, waiting, **change) == 403, change
+    assert alice.update(waiting, priority=2, qos="bronze", walltime_s=300) == [waiting]
+    assert admin.update(waiting, priority=100, walltime_s=7200) == [waiting]
+    assert status_of(secure.client("bob").update, waiting, priority=1) == 404
+    alice.cancel(waiting)
+    alice.cancel(sleeper)
 
 
 def test_revoking_a_token_twice_is_audited_once(secure: Secure) -> None:

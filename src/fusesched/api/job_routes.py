@@ -17,6 +17,7 @@ from fusesched.api.schemas import (
     Held,
     JobHold,
     JobRequeue,
+    JobUpdate,
     JobView,
     PriorityView,
     RouteView,
@@ -24,9 +25,10 @@ from fusesched.api.schemas import (
     Submitted,
     SubmittedFiles,
     SubmittedMany,
+    Updated,
 )
 from fusesched.client_base import NEXT_OFFSET
-from fusesched.controller import holds, requeues
+from fusesched.controller import holds, requeues, updates
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -190,6 +192,26 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         if checker.enabled and user != p.user:
             access.audit(p, "requeue", job_id=job_id, owner=user, tenant=tenant, requeued=requeued)
         return Held(requeued=requeued)
+
+    @app.post("/v1/jobs/{job_id}/update", response_model=Updated, tags=["jobs"])
+    def update(job_id: str, body: JobUpdate, p: Caller) -> Updated:
+        """Change a waiting job's priority, QoS or time limit (Slurm's scontrol update); 409
+        for a running or ended job. As in Slurm, users may only lower the priority and the QoS
+        and shorten the time limit of their jobs (403 otherwise); admins may change all."""
+        user, tenant = may_change(job_id, p, "change")
+        only_lower = checker.enabled and p.role is Role.USER
+        try:
+            changed = holding(
+                lambda: updates.update(
+                    controller, job_id, body.priority, body.qos, body.walltime_s, only_lower
+                ),
+                job_id,
+            )
+        except updates.UpdateForbidden as exc:
+            raise forbidden(str(exc)) from None
+        if checker.enabled and user != p.user:
+            access.audit(p, "update", job_id=job_id, owner=user, tenant=tenant, updated=changed)
+        return Updated(updated=changed)
 
     @app.get("/v1/jobs/{job_id}/priority", response_model=PriorityView, tags=["jobs"])
     def priority(job_id: str, p: Caller) -> PriorityView:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fusesched.model.job import QoS
 from fusesched.model.text import refuse_nul
 
 if TYPE_CHECKING:
@@ -108,6 +109,18 @@ class Held(_View):
     held: list[str] = Field(default_factory=list)
     released: list[str] = Field(default_factory=list)
     requeued: list[str] = Field(default_factory=list)
+
+
+class JobUpdate(_Input):
+    """What to change of a waiting job; fields left out stay as they are."""
+
+    priority: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
+    qos: QoS | None = None
+    walltime_s: float | None = Field(None, gt=0, le=10 * 365 * 86400.0)
+
+
+class Updated(_View):
+    updated: list[str]
 
 
 class JobRequeue(_Input):

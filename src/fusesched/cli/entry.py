@@ -21,6 +21,7 @@ CLIENT_COMMANDS = frozenset(
         "hold",
         "release",
         "requeue",
+        "update",
         "nodes",
         "drain",
         "undrain",

@@ -59,6 +59,38 @@ def requeue(
     run_each(client, job_ids, "job id", act, as_json, *_shown("requeued"))
 
 
+def update(
+    job_ids: JobsArg,
+    priority: Annotated[int | None, typer.Option("--priority", help="New job priority.")] = None,
+    qos: Annotated[str | None, typer.Option("--qos", help="gold, silver or bronze.")] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option("--time", "-t", help="New time limit, as sbatch's: MM, HH:MM:SS, D-HH…"),
+    ] = None,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change waiting jobs' priority, QoS or time limit (scontrol update). Users may only
+    lower a priority or a QoS and shorten a time limit; admins may change all."""
+    from fusesched.submit.syntax import parse_slurm_time
+
+    walltime = None
+    if time_limit is not None:
+        try:
+            walltime = parse_slurm_time(time_limit)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--time") from None
+        if walltime is None:
+            raise typer.BadParameter("a waiting job's limit cannot be lifted", param_hint="--time")
+    if priority is None and qos is None and walltime is None:
+        raise typer.BadParameter("give --priority, --qos or --time")
+    client = _client(controller_url, token, ca)
+    act = lambda c, j: c.update(j, priority, qos, walltime)  # noqa: E731
+    run_each(client, job_ids, "job id", act, as_json, *_shown("updated"))
+
+
 def _shown(what: str) -> tuple[Any, Any]:
     """How ``hold``/``release`` print their answers: JSON, and a line per id."""
 

@@ -509,11 +509,11 @@ def register(app: typer.Typer) -> None:
 def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
-    from fusesched.cli.job_holds import hold, release, requeue
+    from fusesched.cli.job_holds import hold, release, requeue, update
     from fusesched.cli.node_admin import drain, undrain
 
-    commands = (submit, jobs, show, logs, cancel, hold, release, requeue, nodes, drain, undrain)
-    for fn in (*commands, queues, priority):
+    commands = (submit, jobs, show, logs, cancel, hold, release, requeue, update, nodes)
+    for fn in (*commands, drain, undrain, queues, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")

@@ -11,6 +11,7 @@ Every function here takes the controller's lock itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fusesched.controller.records import UnknownJobError
@@ -40,11 +41,7 @@ def hold(ctl: Controller, job_id: str, reason: str) -> list[str]:
         raise HoldRefused(f"the reason is longer than {MAX_REASON:,} characters")
     now = ctl.clock()
     with ctl.work:
-        targets = job_targets(ctl, job_id)
-        if len(targets) > 1:  # an array: its members that still wait
-            targets = [t for t in targets if _waiting(ctl, t)]
-            if not targets:
-                raise HoldRefused(f"no member of array {job_id} is waiting: nothing to hold")
+        targets = member_targets(ctl, job_id, lambda t: is_waiting(ctl, t), "waiting", "hold")
         for target in targets:
             live = ctl.jobs[target]
             if target in ctl.core.jobs:
@@ -52,7 +49,7 @@ def hold(ctl: Controller, job_id: str, reason: str) -> list[str]:
                     ctl.core.handle(JobHoldRequested(target, reason), now)
                 except ValueError as exc:
                     raise HoldRefused(f"{exc} (cancel it instead)") from None
-            elif not _recovered(ctl, target, live.spec.array_parent):
+            elif not recovered(ctl, target, live.spec.array_parent):
                 # submitted since the last cycle: held right after the core takes it
                 ctl.events.append(JobHoldRequested(target, reason))
             # (a recovered job not yet handed to the core is held when it is: after_resubmit)
@@ -79,7 +76,7 @@ def release(ctl: Controller, job_id: str) -> list[str]:
             if rec is not None:
                 ctl.core.handle(JobReleaseRequested(target), now)
                 phase = rec.phase.value
-            elif not _recovered(ctl, target, live.spec.array_parent):
+            elif not recovered(ctl, target, live.spec.array_parent):
                 ctl.events.append(JobReleaseRequested(target))
             ctl.persist.job_held(target, None, phase, now)
             released.append(target)
@@ -119,7 +116,20 @@ def job_targets(ctl: Controller, job_id: str) -> list[str]:
     raise UnknownJobError(job_id)
 
 
-def _recovered(ctl: Controller, job_id: str, parent: str | None) -> bool:
+def member_targets(
+    ctl: Controller, job_id: str, keep: Callable[[str], bool], state: str, verb: str
+) -> list[str]:
+    """:func:`job_targets`; of an array, only the members ``keep`` accepts (those ``state``),
+    and a :class:`HoldRefused` when there are none."""
+    targets = job_targets(ctl, job_id)
+    if len(targets) > 1:
+        targets = [t for t in targets if keep(t)]
+        if not targets:
+            raise HoldRefused(f"no member of array {job_id} is {state}: nothing to {verb}")
+    return targets
+
+
+def recovered(ctl: Controller, job_id: str, parent: str | None) -> bool:
     """Whether ``job_id`` (or its array) is a recovered submission not yet handed to the
     core (recovered array members come one by one, a fresh array as one submission)."""
     return any(
@@ -128,6 +138,7 @@ def _recovered(ctl: Controller, job_id: str, parent: str | None) -> bool:
     )
 
 
-def _waiting(ctl: Controller, job_id: str) -> bool:
+def is_waiting(ctl: Controller, job_id: str) -> bool:
+    """Queued or pending in the core, or not handed to it yet."""
     rec = ctl.core.jobs.get(job_id)
     return rec is None or rec.phase in (JobPhase.QUEUED, JobPhase.PENDING)

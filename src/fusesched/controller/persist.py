@@ -9,9 +9,9 @@ heartbeat) costs one commit instead of several per job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -187,6 +187,20 @@ class Persistence:
     def job_reason(self, job_id: str, reason: str) -> None:
         """Why a running job is where it is (waiting in an external cluster's queue)."""
         self._job_changes.append(JobChange(job_id, reason=reason))
+
+    def job_updated(
+        self,
+        job_id: str,
+        priority: int,
+        request: Mapping[str, Any],
+        changes: Mapping[str, Any],
+        now: float,
+    ) -> None:
+        """A waiting job's priority, QoS or time limit changed: its row and stored request
+        (what a restarted controller recovers it from), and an event saying what changed."""
+        self._job_changes.append(JobChange(job_id, priority=priority, request=dict(request)))
+        shown = {k: str(v) for k, v in changes.items()}
+        self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
 
     def job_held(self, job_id: str, reason: str | None, phase: str, now: float) -> None:
         """A waiting job held for ``reason``, or released (``None``), now in ``phase``."""

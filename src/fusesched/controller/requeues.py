@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusesched.controller.holds import HoldRefused, job_targets
+from fusesched.controller.holds import HoldRefused, member_targets
 from fusesched.model.phases import JobPhase
 
 if TYPE_CHECKING:
@@ -31,11 +31,8 @@ def requeue(ctl: Controller, job_id: str, reason: str, hold: bool = False) -> li
     why = " ".join(reason.split()) or "requeued by user"
     now = ctl.clock()
     with ctl.work:
-        targets = job_targets(ctl, job_id)
-        if len(targets) > 1:  # an array: its running members
-            targets = [t for t in targets if _running(ctl, t)]
-            if not targets:
-                raise RequeueRefused(f"no member of array {job_id} is running: nothing to requeue")
+        running = lambda t: _running(ctl, t)  # noqa: E731
+        targets = member_targets(ctl, job_id, running, "running", "requeue")
         for target in targets:
             live = ctl.jobs[target]
             if not _running(ctl, target):

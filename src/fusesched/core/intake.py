@@ -10,10 +10,11 @@ Pure, like the rest of the core.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fusesched.core.records import JobRecord
-from fusesched.model.events import Decision, RejectJob, StopJob
+from fusesched.model.events import Decision, JobUpdateRequested, RejectJob, StopJob
 from fusesched.model.job import DependencyKind, JobSpec, QoS
 from fusesched.model.phases import JobPhase
 from fusesched.policies.queue_order import JobFacts
@@ -196,6 +197,37 @@ def hold(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Deci
         rec.move(JobPhase.PENDING, now, f"held: {reason}")
         core._changed = True
     rec.held = reason
+    return []
+
+
+def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[Decision]:
+    """A waiting job's new priority, QoS or time limit (:class:`JobUpdateRequested`)."""
+    rec = core.jobs.get(event.job_id)
+    if rec is None:
+        raise KeyError(f"unknown job {event.job_id!r}")
+    if rec.phase not in (JobPhase.QUEUED, JobPhase.PENDING):
+        raise ValueError(f"job {event.job_id} is {rec.phase}: only a waiting job can be changed")
+    changes: dict[str, object] = {}
+    if event.priority is not None:
+        changes["priority"] = event.priority
+    if event.qos is not None:
+        changes["qos"] = event.qos
+    if event.walltime_s is not None:
+        changes["walltime_s"] = event.walltime_s
+    if not changes:
+        return []
+    queued = rec.phase is JobPhase.QUEUED
+    if queued:
+        dequeue(core, rec, now)
+    spec = replace(rec.spec, **changes)  # type: ignore[arg-type]
+    rec.spec = spec
+    if core.predictions is None:
+        rec.estimate = spec.walltime_s if spec.walltime_s is not None else rec.estimate
+    facts = (spec.submit_time, rec.estimate, rec.facts[2], spec.priority, QOS_RANK[spec.qos])
+    rec.facts = _facts(JobFacts, facts)
+    if queued:
+        enqueue(core, rec, now, "updated")
+        core._changed = True
     return []
 
 

@@ -63,6 +63,7 @@ from fusesched.model.events import (
     JobHoldRequested,
     JobReleaseRequested,
     JobSubmitted,
+    JobUpdateRequested,
     NodeAdded,
     NodeDatasets,
     NodeStateChanged,
@@ -188,6 +189,8 @@ class SchedulerCore:
             return intake.hold(self, event.job_id, event.reason, now)
         if isinstance(event, JobReleaseRequested):
             return intake.release(self, event.job_id, now)
+        if isinstance(event, JobUpdateRequested):
+            return intake.update(self, event, now)
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
         if isinstance(event, JobCheckpointed):

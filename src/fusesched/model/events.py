@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.model.fast import fast_init
-from fusesched.model.job import JobSpec
+from fusesched.model.job import JobSpec, QoS
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.resources import Resources
 
@@ -52,6 +52,18 @@ class JobHoldRequested:
 
     job_id: str
     reason: str = "held by user"
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdateRequested:
+    """Change a waiting job's priority, QoS or time limit (Slurm's ``scontrol update``); the
+    fields left ``None`` stay. A queued job takes its new place in the queue. Changing a
+    running or ended job is a ``ValueError``."""
+
+    job_id: str
+    priority: int | None = None
+    qos: QoS | None = None
+    walltime_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +142,7 @@ Event = (
     | JobCancelRequested
     | JobHoldRequested
     | JobReleaseRequested
+    | JobUpdateRequested
     | JobExited
     | JobCheckpointed
     | JobAdopted

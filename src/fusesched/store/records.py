@@ -130,6 +130,7 @@ class JobChange:
     reason: str | Unset = UNSET
     exit_code: int | Unset | None = UNSET
     priority: int | Unset = UNSET
+    request: Mapping[str, Any] | Unset = UNSET  # the request as changed (scontrol update)
     start_time: float | Unset | None = UNSET
     end_time: float | Unset | None = UNSET
     nodes: tuple[str, ...] | Unset = UNSET
