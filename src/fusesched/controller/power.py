@@ -236,8 +236,10 @@ class PowerManager:
             is_busy = name in busy
             if entry.power is PowerState.ON and is_busy:
                 entry.since = now  # idle time counts from the end of the last task
-            schedulable = node.state is NodeState.UP or (
-                node.state is NodeState.SUSPENDED and entry.power is not PowerState.ON
+            # an operator's drained node is no capacity: never woken for work (nor suspended)
+            schedulable = node.drain is None and (
+                node.state is NodeState.UP
+                or (node.state is NodeState.SUSPENDED and entry.power is not PowerState.ON)
             )
             views.append(
                 NodeView(
@@ -264,6 +266,8 @@ class PowerManager:
             entry = self.nodes.get(name)
             power = entry.power if entry is not None else PowerState.ON
             pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
+            if node.drain is not None:  # an operator keeps it out of work
+                continue
             if power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
                 sleeping.setdefault(pool, []).append(node.spec)
             elif power is PowerState.ON and node.state is NodeState.UP:

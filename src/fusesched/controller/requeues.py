@@ -43,7 +43,8 @@ def requeue(ctl: Controller, job_id: str, reason: str, hold: bool = False) -> li
                 raise RequeueRefused(
                     f"job {target} runs in the external pool {live.pool!r}: requeue it there"
                 )
-            if live.stopping is not None or live.requeue is not None or live.exit_sent:
+            restarting = live.requeue is not None or live.relaunch is not None
+            if live.stopping is not None or restarting or live.exit_sent:
                 raise RequeueRefused(f"job {target} is already stopping")
             live.requeue = ((), now, why)
             live.hold_after_requeue = why if hold else None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fusesched.controller.holds import HoldRefused, is_waiting, member_targets, recovered
 from fusesched.model.events import JobUpdateRequested
 from fusesched.model.job import JobSpec, QoS
+from fusesched.model.phases import JobPhase
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -54,21 +55,13 @@ def update(
     with ctl.work:
         waiting = lambda t: is_waiting(ctl, t)  # noqa: E731
         targets = member_targets(ctl, job_id, waiting, "waiting", "change")
+        for target in targets:  # every member checked before any is changed
+            _check(ctl, target, changes, only_lower)
         for target in targets:
             live = ctl.jobs[target]
-            if only_lower:
-                _only_lower(target, live.spec, priority, qos, walltime_s)
             event = JobUpdateRequested(target, priority, qos, walltime_s)
             if target in ctl.core.jobs:
-                try:
-                    ctl.core.handle(event, now)
-                except ValueError as exc:
-                    raise UpdateRefused(str(exc)) from None
-            elif recovered(ctl, target, live.spec.array_parent):
-                raise UpdateRefused(
-                    f"job {target} waits for its nodes after a restart and is not in the "
-                    "scheduler's queue yet: try again once it is"
-                )
+                ctl.core.handle(event, now)
             else:  # submitted since the last cycle: changed right after the core takes it
                 ctl.events.append(event)
             live.spec = replace(live.spec, **changes)
@@ -78,6 +71,34 @@ def update(
         ctl.persist.flush()
     ctl.wake()
     return targets
+
+
+def _check(ctl: Controller, job_id: str, changes: dict[str, Any], only_lower: bool) -> None:
+    """Refuse a change of ``job_id`` before anything is changed: a user raising something
+    (:class:`UpdateForbidden`), a job not waiting or recovered and not queued yet, a QoS or a
+    limit the tenancy configuration refuses (a refused job would be cancelled at the next
+    restart, when it is submitted again)."""
+    live = ctl.jobs[job_id]
+    if only_lower:
+        _only_lower(
+            job_id,
+            live.spec,
+            changes.get("priority"),
+            changes.get("qos"),
+            changes.get("walltime_s"),
+        )
+    rec = ctl.core.jobs.get(job_id)
+    if rec is not None and rec.phase not in (JobPhase.QUEUED, JobPhase.PENDING):
+        raise UpdateRefused(f"job {job_id} is {rec.phase}: only a waiting job can be changed")
+    if rec is None and recovered(ctl, job_id, live.spec.array_parent):
+        raise UpdateRefused(
+            f"job {job_id} waits for its nodes after a restart and is not in the "
+            "scheduler's queue yet: try again once it is"
+        )
+    tenants = ctl.core.tenants
+    refused = tenants.refuse(replace(live.spec, **changes)) if tenants is not None else ""
+    if refused:
+        raise UpdateRefused(f"job {job_id}: {refused}")
 
 
 def _only_lower(

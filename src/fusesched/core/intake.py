@@ -221,14 +221,27 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
         dequeue(core, rec, now)
     spec = replace(rec.spec, **changes)  # type: ignore[arg-type]
     rec.spec = spec
+    if rec.base_spec is not None:  # quota flavours rebuild ``spec`` from it: change it too
+        rec.base_spec = replace(rec.base_spec, **changes)  # type: ignore[arg-type]
     if core.predictions is None:
         rec.estimate = spec.walltime_s if spec.walltime_s is not None else rec.estimate
     facts = (spec.submit_time, rec.estimate, rec.facts[2], spec.priority, QOS_RANK[spec.qos])
     rec.facts = _facts(JobFacts, facts)
     if queued:
-        enqueue(core, rec, now, "updated")
-        core._changed = True
+        back_in_line(core, rec, now, "updated")
     return []
+
+
+def back_in_line(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -> None:
+    """A waiting job taken out of the queue goes back: to wait out a requeue's backoff first
+    when it has one left (``not_before``), else into the queue."""
+    core._changed = True
+    if rec.not_before > now:
+        if rec.phase is not JobPhase.QUEUED:
+            rec.move(JobPhase.QUEUED, now, f"{reason}; eligible at {rec.not_before:g}")
+        core._delayed[rec.id] = rec
+        return
+    enqueue(core, rec, now, reason)
 
 
 def release(core: SchedulerCore, job_id: str, now: float) -> list[Decision]:
@@ -241,8 +254,7 @@ def release(core: SchedulerCore, job_id: str, now: float) -> list[Decision]:
         return []
     rec.held = None
     if rec.phase is JobPhase.PENDING and not rec.waiting_on:
-        enqueue(core, rec, now, "released")
-        core._changed = True
+        back_in_line(core, rec, now, "released")
     return []
 
 

@@ -68,8 +68,9 @@ class JobUpdateRequested:
 
 @dataclass(frozen=True, slots=True)
 class JobReleaseRequested:
-    """Let a held job start again: back into the queue (its place by the queue order, as if
-    submitted now for orders that count age), or on to wait for its dependencies."""
+    """Let a held job start again: back into the queue (its place by the queue order, by its
+    submit time for orders that count age; after what is left of a requeue's backoff), or on
+    to wait for its dependencies."""
 
     job_id: str
 
