@@ -235,7 +235,7 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
 
     def node(name: str, pool: str, **labels: str) -> SimpleNamespace:
         spec = NodeSpec(name, Resources({CPU: 4000}), {LABEL_POOL: pool, **labels})
-        return SimpleNamespace(spec=spec, state=NodeState.UP)
+        return SimpleNamespace(spec=spec, state=NodeState.UP, drain=None)
 
     def job(tasks: int, **selector: str) -> SimpleNamespace:
         group = TaskGroup("main", tasks, Resources({CPU: 1000}))
