@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import FastAPI, HTTPException
 
 from fusesched.api.access import Access, Caller, person
@@ -22,10 +24,14 @@ def add_node_routes(app: FastAPI, access: Access) -> None:
         if access.auth.enabled and p.role is not Role.CLUSTER_ADMIN:
             raise forbidden("only cluster-admins may drain or undrain nodes")
 
-    def answer(name: str) -> NodeDrained:
-        with controller.lock:
-            state = drains.shown_state(controller, name)
-            reason = controller.nodes[name].drain
+    def acting(change: Callable[[], drains.Drained], name: str) -> NodeDrained:
+        """A drain or undrain: 404 for a node never registered, 400 for a refused one."""
+        try:
+            state, reason = change()
+        except UnknownNodeError:
+            raise HTTPException(404, f"no node {name!r}") from None
+        except drains.DrainRefused as exc:
+            raise HTTPException(400, str(exc)) from None
         return NodeDrained(node=name, state=state.value, drain_reason=reason)
 
     @app.post("/v1/nodes/{name}/drain", response_model=NodeDrained, tags=["cluster"])
@@ -33,25 +39,15 @@ def add_node_routes(app: FastAPI, access: Access) -> None:
         """Give the node nothing new; what runs there runs to the end. Draining a drained
         node again replaces its reason. The drain outlives agent and controller restarts."""
         operator(p)
-        try:
-            drains.drain(controller, name, body.reason)
-        except UnknownNodeError:
-            raise HTTPException(404, f"no node {name!r}") from None
-        except drains.DrainRefused as exc:
-            raise HTTPException(400, str(exc)) from None
+        answer = acting(lambda: drains.drain(controller, name, body.reason), name)
         access.audit(p, "node-drain", node=name, reason=body.reason)
-        return answer(name)
+        return answer
 
     @app.post("/v1/nodes/{name}/undrain", response_model=NodeDrained, tags=["cluster"])
     def undrain_node(name: str, p: Caller) -> NodeDrained:
         """Lift an operator's drain: the node takes work again, unless it reports itself
         unhealthy or still waits for its tasks to be adopted (it stays ``draining``)."""
         operator(p)
-        try:
-            drains.undrain(controller, name)
-        except UnknownNodeError:
-            raise HTTPException(404, f"no node {name!r}") from None
-        except drains.DrainRefused as exc:
-            raise HTTPException(400, str(exc)) from None
+        answer = acting(lambda: drains.undrain(controller, name), name)
         access.audit(p, "node-undrain", node=name)
-        return answer(name)
+        return answer

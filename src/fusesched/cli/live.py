@@ -100,10 +100,19 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
 
 
-def call_each(client: Any, names: list[str], noun: str, call: Any) -> tuple[dict[str, Any], int]:
-    """``call(client, name)`` for every name: a refused one (or an empty name) is reported and
-    the others still done. The answers by name, and the exit status (that of the last
-    refusal: 2 for a 4xx, 1 when the controller failed; 0 when none)."""
+def run_each(
+    client: Any,
+    names: list[str],
+    noun: str,
+    call: Any,
+    as_json: bool,
+    to_json: Any,
+    to_line: Any,
+) -> None:
+    """A command that acts on each of ``names``: ``call(client, name)`` for every name, a
+    refused one (or an empty name) reported and the others still done. Prints ``to_json`` of
+    the answers by name with ``--json``, else ``to_line(name, answer)`` for each; exits with
+    the status of the last refusal (2 for a 4xx, 1 when the controller failed)."""
     from fusesched.sdk import ControllerError
 
     done: dict[str, Any] = {}
@@ -118,22 +127,6 @@ def call_each(client: Any, names: list[str], noun: str, call: Any) -> tuple[dict
         except ControllerError as exc:
             err.print(f"[red]error:[/] {exc}", highlight=False)
             code = 2 if 400 <= exc.status < 500 else 1
-    return done, code
-
-
-def run_each(
-    client: Any,
-    names: list[str],
-    noun: str,
-    call: Any,
-    as_json: bool,
-    to_json: Any,
-    to_line: Any,
-) -> None:
-    """A command that acts on each of ``names`` (:func:`call_each`): prints ``to_json`` of
-    the answers by name with ``--json``, else ``to_line(name, answer)`` for each; exits with
-    the status of the last refusal."""
-    done, code = call_each(client, names, noun, call)
     if as_json:
         _print_json(to_json(done))
     else:

@@ -52,10 +52,15 @@ def stored_drain(ctl: Controller, name: str) -> str | None:
     return None if row is None else row.drain_reason
 
 
-def drain(ctl: Controller, name: str, reason: str) -> bool:
-    """Drain ``name`` for ``reason``; False when it was drained already (the reason is then
-    replaced). :class:`UnknownNodeError` for a node that never registered,
-    :class:`DrainRefused` for an external pool's node or an empty reason."""
+#: a node after a drain or undrain: its state as users see it (:func:`shown_state`) and the
+#: operator's drain reason (None: not drained)
+Drained = tuple[NodeState, str | None]
+
+
+def drain(ctl: Controller, name: str, reason: str) -> Drained:
+    """Drain ``name`` for ``reason`` (draining it again replaces the reason).
+    :class:`UnknownNodeError` for a node that never registered, :class:`DrainRefused` for an
+    external pool's node or an empty reason."""
     reason = " ".join(reason.split())
     if not reason:
         raise DrainRefused("give a reason for the drain (e.g. 'disk replacement')")
@@ -64,19 +69,19 @@ def drain(ctl: Controller, name: str, reason: str) -> bool:
     now = ctl.clock()
     with ctl.lock:
         node = _local_node(ctl, name)
-        first = node.drain is None
         node.drain = reason
         ctl.persist.store.set_node_drain(name, reason)
         if node.state is NodeState.UP:
             failures.set_node_state(ctl, name, NodeState.DRAINING, f"drained: {reason}", now)
-        ctl.persist.store.add_events([EventRow(now, "NodeDrained", node=name, data=_why(reason))])
-    return first
+        why = {"reason": reason}
+        ctl.persist.store.add_events([EventRow(now, "NodeDrained", node=name, data=why)])
+        return shown_state(ctl, name), node.drain
 
 
-def undrain(ctl: Controller, name: str) -> NodeState:
-    """Lift the operator's drain of ``name``; the node's state afterwards (still DRAINING when
-    it is unhealthy or waits for adoption; DOWN or SUSPENDED ones stay so until they are back).
-    Undraining a node that is not drained changes nothing."""
+def undrain(ctl: Controller, name: str) -> Drained:
+    """Lift the operator's drain of ``name`` (the node stays DRAINING while it is unhealthy or
+    waits for adoption; DOWN or SUSPENDED ones stay so until they are back). Undraining a node
+    that is not drained changes nothing."""
     now = ctl.clock()
     with ctl.lock:
         node = _local_node(ctl, name)
@@ -87,13 +92,9 @@ def undrain(ctl: Controller, name: str) -> NodeState:
         held = name in ctl.adopt_held or not ctl.monitor.healthy(name)
         if node.state is NodeState.DRAINING and not held:
             failures.set_node_state(ctl, name, NodeState.UP, "undrained", now)
-        state = node.state
+        answer = shown_state(ctl, name), node.drain
     ctl.wake()
-    return state
-
-
-def _why(reason: str) -> dict[str, str]:
-    return {"reason": reason}
+    return answer
 
 
 def _local_node(ctl: Controller, name: str) -> LiveNode:
