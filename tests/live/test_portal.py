@@ -28,7 +28,7 @@ from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.sdk import Client
 from live.conftest import agent_configs
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP
+from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, playwright_or_skip
 
 #: Quotas for the queues page: "physics" may borrow what "default" does not use.
 TENANCY = """\
@@ -62,12 +62,7 @@ organisations:
 """
 WAIT_MS = 20_000
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"{CHROMIUM} is absent (scripts/system_deps.sh installs Debian's chromium)",
-        allow_module_level=True,
-    )
+playwright_sync = playwright_or_skip()
 expect = playwright_sync.expect
 
 

@@ -19,17 +19,12 @@ from fusesched.api.wire import NodeInventory
 from fusesched.controller.server import ControllerServer
 from fusesched.store import TokenKind
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP
+from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, playwright_or_skip
 
 PHONE = {"width": 390, "height": 800}
 WAIT_MS = 15_000
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        f"{CHROMIUM} is absent (scripts/system_deps.sh installs Debian's chromium)",
-        allow_module_level=True,
-    )
+playwright_sync = playwright_or_skip()
 expect = playwright_sync.expect
 
 
