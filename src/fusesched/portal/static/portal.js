@@ -70,6 +70,38 @@
     if (sec < 86400) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
     return `${(sec / 86400).toFixed(1)} d`;
   }
+  // A time limit as `fusesched update --time` and sbatch's --time read it (parse_slurm_time in
+  // submit/syntax.py): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+  const SLURM_TIME = /^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$/;
+  const TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+  const NO_LIMIT = new Set(["unlimited", "infinite", "-1"]);
+
+  function parseSlurmTime(text) {
+    // seconds; null for no limit ("0", "unlimited"); throws with a message for people
+    const value = text.trim();
+    if (NO_LIMIT.has(value.toLowerCase())) return null;
+    const m = SLURM_TIME.exec(value);
+    if (!m) {
+      throw new Error(`"${value}" is not a time: write ${TIME_FORMATS} ` +
+        "(30 is 30 minutes, 1:30:00 an hour and a half, 2-00 two days).");
+    }
+    const [days, a, b, c] = m.slice(1).map((x) => (x === undefined ? null : Number(x)));
+    let sec;
+    if (days !== null) sec = days * 86400 + a * 3600 + (b || 0) * 60 + (c || 0);
+    else if (b === null) sec = a * 60;
+    else if (c === null) sec = a * 60 + b;
+    else sec = a * 3600 + b * 60 + c;
+    return sec > 0 ? sec : null;
+  }
+
+  function fmtLimit(sec) {
+    // seconds as a time parseSlurmTime reads back: [D-]HH:MM:SS
+    const whole = Math.round(sec);
+    const pad = (n) => String(n).padStart(2, "0");
+    const hms = `${pad(Math.floor((whole % 86400) / 3600))}:${pad(Math.floor((whole % 3600) / 60))}` +
+      `:${pad(whole % 60)}`;
+    return whole >= 86400 ? `${Math.floor(whole / 86400)}-${hms}` : hms;
+  }
   function fmtNum(v) {
     if (v === 0) return "0";
     return Math.abs(v) >= 1000 || Math.abs(v) < 0.001 ? v.toExponential(1)
@@ -387,6 +419,14 @@
     // requeue a running job (its tasks stopped, the job queued again)
     const requeueBtn = h("button", { type: "button", id: "requeue", text: "Requeue" });
     const actionMsg = h("div", { id: "action-msg", role: "status" });
+    // change a waiting job's priority, QoS or time limit; shown while editable(job)
+    const editBtn = h("button", { type: "button", id: "edit", text: "Edit",
+      "aria-expanded": "false", "aria-controls": "edit-form" });
+    const edit = editForm(id, editBtn, (out, said) => {
+      actionMsg.textContent = out.updated.length
+        ? `Changed ${out.updated.join(", ")}: ${said}.` : "Nothing changed.";
+      refresh();
+    });
     const facts = h("dl", { class: "facts" });
     const placement = h("tbody");
     const energy = h("dl", { class: "facts" });
@@ -400,7 +440,8 @@
 
     root.append(
       h("h1", {}, title, " ", stateHolder),
-      h("div", { class: "actions" }, cancelBtn, holdBtn, requeueBtn, resubmitBtn),
+      h("div", { class: "actions" }, cancelBtn, holdBtn, editBtn, requeueBtn, resubmitBtn),
+      edit.form,
       actionMsg,
       h("div", { class: "grid2" },
         h("section", { class: "panel", "aria-labelledby": "h-sum" },
@@ -436,9 +477,16 @@
       holdBtn.hidden = j.state !== "Pending";
       requeueBtn.hidden = j.state !== "Running";
       holdBtn.textContent = j.phase === "held" ? "Release" : "Hold";
+      const cur = changeable(d.request);
+      if (edit.open && !editable(j)) {
+        actionMsg.textContent = `The job is ${j.state} now: it can no longer be changed.`;
+      }
+      edit.show(editable(j), cur);
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
         ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
+        ["Priority", cur.priority], ["QoS", cur.qos],
+        ["Time limit", cur.limit ? `${cur.limit} (${fmtDur(d.request.walltime_s)})` : "none"],
         ["Exit code", j.exit_code === null ? "—" : j.exit_code],
         ["Array", j.array_parent ? `member of job array ${j.array_parent}` : "—"],
         ["Pool", j.pool || "—"], ["Nodes", (j.nodes || []).join(", ") || "—"],
@@ -571,6 +619,162 @@
       else endedAt = null;
       if (endedAt === null || now() - endedAt < 10) refresh();
     });
+  }
+
+  // Which jobs the page offers to change: waiting ones, the only ones the server changes (a
+  // 409 for any other). Widen it here when the server does (a running job's time limit).
+  function editable(job) {
+    return job.state === "Pending";
+  }
+
+  // What a change starts from, as the form's fields show it: the stored request, which the
+  // server changes along with the job.
+  function changeable(request) {
+    return {
+      priority: String(request.priority === undefined ? 0 : request.priority),
+      qos: request.qos || "silver",
+      limit: request.walltime_s ? fmtLimit(request.walltime_s) : "",
+    };
+  }
+
+  const PRIORITY_MIN = -(2 ** 31); // the API's bounds (a 32-bit integer, as the store's column)
+  const PRIORITY_MAX = 2 ** 31 - 1;
+  const MAX_LIMIT_S = 10 * 365 * 86400; // the longest time limit the API takes
+
+  // The Edit form of a job's page: POST /v1/jobs/{id}/update with the fields changed only.
+  // show(visible, current) on every refresh; done(answer, what) after a change.
+  function editForm(id, button, done) {
+    const fields = {};
+    let initial = null; // the values the open form started from
+    function field(name, label, input, hint) {
+      input.id = `e-${name}`;
+      input.name = name;
+      const now = h("span", { class: "now" });
+      const err = h("div", { class: "err", id: `e-${name}-err`, hidden: true });
+      input.setAttribute("aria-describedby", `e-${name}-hint e-${name}-err`);
+      fields[name] = { input, err, now };
+      return h("div", { class: "field" },
+        h("label", { for: input.id, text: label }), input,
+        h("div", { class: "hint", id: `e-${name}-hint` }, hint, " ", now), err);
+    }
+    const priority = h("input", { autocomplete: "off", spellcheck: "false", size: 12 });
+    const qos = h("select", {}, [["gold", "gold (highest)"], ["silver", "silver"],
+      ["bronze", "bronze (lowest)"]].map(([v, t]) => h("option", { value: v, text: t })));
+    const limit = h("input", { autocomplete: "off", spellcheck: "false", size: 12 });
+    const summary = h("div", { id: "edit-errors", tabindex: "-1" });
+    const save = h("button", { type: "submit", class: "primary", text: "Save changes" });
+    const close = h("button", { type: "button", text: "Close" });
+    const rule = h("p", { class: "muted", id: "edit-rule", hidden: !(me && me.auth &&
+      me.role === "user"), text: "You may lower the priority and the QoS and shorten the " +
+      "time limit; only an admin may raise or lengthen them." });
+    const form = h("form", { class: "panel", id: "edit-form", hidden: true, novalidate: true,
+      "aria-labelledby": "h-edit" },
+      h("h2", { id: "h-edit", text: "Change the waiting job" }), rule, summary,
+      h("div", { class: "grid2" },
+        field("priority", "Priority", priority, "A whole number; higher starts sooner."),
+        field("qos", "QoS tier", qos, ""),
+        field("limit", "Time limit", limit, `As sbatch --time: ${TIME_FORMATS} ` +
+          "(30 is 30 minutes).")),
+      h("div", { class: "actions" }, save, close));
+
+    function setOpen(open, focus) {
+      form.hidden = !open;
+      button.setAttribute("aria-expanded", String(open));
+      if (open && focus) priority.focus();
+      else if (!open && focus) button.focus();
+    }
+    function showProblems(problems, extra) {
+      for (const [n, f] of Object.entries(fields)) {
+        f.err.textContent = problems[n] || "";
+        f.err.hidden = !problems[n];
+        if (problems[n]) f.input.setAttribute("aria-invalid", "true");
+        else f.input.removeAttribute("aria-invalid");
+      }
+      const label = (n) => document.querySelector(`label[for="e-${n}"]`).textContent;
+      const all = Object.entries(problems).map(([n, m]) => `${label(n)}: ${m}`)
+        .concat(extra || []);
+      summary.replaceChildren(all.length ? errorBox("The job was not changed", all) : "");
+      if (all.length) summary.focus();
+    }
+    function build() {
+      // the fields changed since the form opened (unchanged ones are not sent), and what is
+      // wrong with them
+      const body = {};
+      const said = [];
+      const problems = {};
+      const p = priority.value.trim();
+      if (p !== initial.priority) {
+        const n = Number(p);
+        if (!/^[+-]?\d+$/.test(p)) {
+          problems.priority = "The priority must be a whole number, such as 0, 10 or -5.";
+        } else if (n < PRIORITY_MIN || n > PRIORITY_MAX) {
+          problems.priority = `The priority must be from ${PRIORITY_MIN} to ${PRIORITY_MAX}.`;
+        } else { body.priority = n; said.push(`priority ${n}`); }
+      }
+      if (qos.value !== initial.qos) { body.qos = qos.value; said.push(`QoS ${qos.value}`); }
+      const t = limit.value.trim();
+      if (t !== initial.limit) {
+        try {
+          const sec = t ? parseSlurmTime(t) : null;
+          if (sec === null) {
+            problems.limit = "A waiting job's time limit cannot be lifted: give a time, " +
+              "such as 30 or 1:30:00.";
+          } else if (sec > MAX_LIMIT_S) {
+            problems.limit = "The time limit can be at most 3650 days.";
+          } else { body.walltime_s = sec; said.push(`time limit ${fmtLimit(sec)}`); }
+        } catch (e) { problems.limit = e.message; }
+      }
+      return { body, said, problems };
+    }
+
+    button.addEventListener("click", () => {
+      if (!form.hidden) { setOpen(false, true); return; }
+      priority.value = initial.priority;
+      qos.value = initial.qos;
+      limit.value = initial.limit;
+      showProblems({});
+      setOpen(true, true);
+    });
+    close.addEventListener("click", () => setOpen(false, true));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const { body, said, problems } = build();
+      if (Object.keys(problems).length) { showProblems(problems); return; }
+      if (!said.length) {
+        showProblems({}, ["Nothing to change: every field holds the job's current value."]);
+        return;
+      }
+      showProblems({});
+      save.disabled = true;
+      let out;
+      try {
+        out = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/update`, body);
+      } catch (err) {
+        save.disabled = false;
+        showProblems({}, [err.message]); // the server's reason (403: only an admin may …)
+        return;
+      }
+      save.disabled = false;
+      setOpen(false, true);
+      done(out, said.join(", "));
+    });
+
+    return {
+      form,
+      get open() { return !form.hidden; },
+      show(visible, current) {
+        button.hidden = !visible;
+        if (!visible && !form.hidden) {
+          const focused = form.contains(document.activeElement);
+          setOpen(false, false);
+          if (focused) document.querySelector("#main h1").focus();
+        }
+        if (form.hidden) initial = current; // an open form keeps what it started from
+        fields.priority.now.textContent = `Now: ${current.priority}.`;
+        fields.qos.now.textContent = `Now: ${current.qos}.`;
+        fields.limit.now.textContent = `Now: ${current.limit || "none"}.`;
+      },
+    };
   }
 
   function submittedHash(out) {
