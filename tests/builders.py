@@ -300,10 +300,12 @@ def simulate(
     cluster: Iterable[NodeSpec],
     jobs: Iterable[tuple[JobSpec, float]],
     config: CoreConfig | None = None,
+    stop_at: float | None = None,
     **settings: object,
 ) -> Run:
     """Play the cluster: submit each (spec, true runtime) at its submit time, report its exit
-    when the runtime has passed. At one instant exits come before arrivals, then one cycle."""
+    when the runtime has passed. At one instant exits come before arrivals, then one cycle.
+    ``stop_at``: stop before the first instant after it (running jobs stay running)."""
     run = Run(make_core(cluster, config, **settings))
     pending = sorted(jobs, key=lambda item: item[0].submit_time)
     runtime = {spec.id: rt for spec, rt in pending}
@@ -315,6 +317,8 @@ def simulate(
             ends[0][0] if ends else float("inf"),
             pending[i][0].submit_time if i < len(pending) else float("inf"),
         )
+        if stop_at is not None and now > stop_at:
+            break
         events: list[Event] = []
         while ends and ends[0][0] == now:
             events.append(JobExited(heapq.heappop(ends)[2]))

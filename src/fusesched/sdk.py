@@ -141,6 +141,14 @@ class Client:
         query.extend(("state", s) for s in states)
         return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
 
+    def starts(self, user: str | None = None, queue: str | None = None) -> dict[str, Any]:
+        """When the waiting jobs are expected to start (``GET /v1/starts``): ``jobs`` in
+        start order, each with ``expected_start`` (Unix time, None beyond the horizon) and
+        the ``nodes`` it would start on."""
+        query = [(k, v) for k, v in (("user", user), ("queue", queue)) if v]
+        suffix = "?" + urllib.parse.urlencode(query) if query else ""
+        return dict(self._call("GET", "/v1/starts" + suffix))
+
     def cancel(self, job_id: str) -> list[str]:
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
 
@@ -161,7 +169,7 @@ class Client:
         walltime_s: float | None = None,
     ) -> list[str]:
         """Change a waiting job's (or an array's waiting members') priority, QoS or time
-        limit; the ids changed."""
+        limit, or a running job's time limit; the ids changed."""
         body = {"priority": priority, "qos": qos, "walltime_s": walltime_s}
         path = f"/v1/jobs/{_quote(job_id)}/update"
         answer = self._call("POST", path, {k: v for k, v in body.items() if v is not None})

@@ -135,7 +135,7 @@ def test_an_update_reorders_the_queue_and_a_running_job_cannot_change() -> None:
     assert run.core.jobs["b"].spec.priority == 50 and run.core.jobs["b"].facts.priority == 50
     assert run.start_times()["b"] == 50 and "a" not in run.starts()
     with pytest.raises(ValueError, match="only a waiting job can be changed"):
-        run.core.handle(JobUpdateRequested("b", walltime_s=5), 60)
+        run.core.handle(JobUpdateRequested("b", priority=5), 60)
 
 
 def test_a_shorter_time_limit_is_the_new_estimate() -> None:

@@ -138,6 +138,8 @@ def test_a_waiting_job_is_changed_from_its_page(clean: Portal) -> None:
     expect(page.get_by_label("QoS tier")).to_have_value("silver")
     expect(page.get_by_label("Time limit")).to_have_value("00:10:00")
     expect(page.locator("#edit-rule")).to_be_visible()  # a user may only lower
+    # it waits for a held job: the projection of expected starts never starts it
+    expect(facts(page)).to_contain_text("Expected startnot within 7 days")
     sent: list[str] = []
     page.on("request", lambda r: sent.append(r.post_data or "") if "/update" in r.url else None)
     page.get_by_label("Priority").fill("-5")

@@ -161,6 +161,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
+        ("GET", "/v1/starts"): {},
         ("GET", "/metrics"): {},
         ("GET", "/v1/usage"): {"params": {"tenant": "biology"}},
         ("POST", "/v1/agents/register"): {"json": inventory},
@@ -247,6 +248,7 @@ SHARED = {
     ("GET", "/v1/queues"),
     ("GET", "/metrics"),
     ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role
+    ("GET", "/v1/starts"),  # the caller's tenant's waiting jobs only (checked below)
 }
 LISTS = {("GET", "/v1/jobs"), ("GET", "/v1/tokens")}
 

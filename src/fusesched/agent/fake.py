@@ -4,9 +4,10 @@ Each task "runs" for a duration taken, in this order, from the ``durations`` map
 id, then by job id), the launch's ``FUSESCHED_FAKE_DURATION`` environment variable (seconds),
 or ``default_duration_s``; then it exits with ``FUSESCHED_FAKE_EXIT_CODE`` (default 0). A task
 longer than its walltime ends at the walltime with exit code -15 and reason "walltime
-exceeded", as a real task that does not trap SIGTERM does; ``kill`` ends a task at once with
--15 and the given reason. ``FUSESCHED_FAKE_FAIL_TO_START=<reason>`` makes the start fail;
-``FUSESCHED_FAKE_OUTPUT`` is the task's log.
+exceeded", as a real task that does not trap SIGTERM does (a new limit, ``set_walltime``,
+moves that end); ``kill`` ends a task at once with -15 and the given reason.
+``FUSESCHED_FAKE_FAIL_TO_START=<reason>`` makes the start fail; ``FUSESCHED_FAKE_OUTPUT`` is
+the task's log.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class _FakeTask:
     end_at: float
     exit_code: int
     reason: str
+    duration: float  # how long it runs of itself
+    code: int  # and the code it then exits with
+    killed: bool = False
 
 
 class FakeRuntime:
@@ -92,10 +96,13 @@ class FakeRuntime:
             )
             return
         now = self._clock()
-        end, reason = now + max(0.0, duration), ""
+        duration, natural = max(0.0, duration), code
+        end, reason = now + duration, ""
         if launch.walltime_s is not None and duration > launch.walltime_s:
             end, code, reason = now + launch.walltime_s, SIGTERM_EXIT, REASON_WALLTIME
-        task = _FakeTask(launch, next(self._pids), next(self._seq), now, end, code, reason)
+        task = _FakeTask(
+            launch, next(self._pids), next(self._seq), now, end, code, reason, duration, natural
+        )
         self._tasks[launch.task_id] = task
         self._logs[launch.task_id] = env.get(FAKE_OUTPUT_ENV, "").encode()
         self._pending.append(
@@ -130,6 +137,23 @@ class FakeRuntime:
         now = self._clock()
         if now < task.end_at:
             task.end_at, task.exit_code, task.reason = now, SIGTERM_EXIT, reason
+            task.killed = True
+
+    def set_walltime(self, task_id: str, walltime_s: float) -> None:
+        """The task's time limit is now ``walltime_s`` from its start: it ends at the new
+        limit (at once if that has passed) when it would run longer, else of itself. A task
+        killed or ended already keeps its end."""
+        task = self._tasks.get(task_id)
+        now = self._clock()
+        if task is None or task.killed or task.end_at <= now:
+            return
+        task.launch = task.launch.model_copy(update={"walltime_s": walltime_s})
+        if task.duration > walltime_s:
+            task.end_at = max(now, task.started_at + walltime_s)
+            task.exit_code, task.reason = SIGTERM_EXIT, REASON_WALLTIME
+        else:
+            task.end_at = task.started_at + task.duration
+            task.exit_code, task.reason = task.code, ""
 
     def running(self) -> list[str]:
         return sorted(self._tasks)

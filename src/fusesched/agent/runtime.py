@@ -1,9 +1,9 @@
 """The node agent's local runtime: tasks as real OS processes (optionally in a container).
 
 The runtime is not thread-safe (the agent's client serialises calls with a lock) and never
-blocks (except ``shutdown``): the agent's loop calls
-``start``/``kill`` when the controller says so and ``poll`` regularly (every heartbeat, and at
-``next_deadline()`` if it wants grace periods and walltimes to the tenth of a second). ``poll``
+blocks (except ``shutdown``): the agent's loop calls ``start``/``kill``/``set_walltime`` when
+the controller says so and ``poll`` regularly (every heartbeat, and at ``next_deadline()`` if
+it wants grace periods and walltimes to the tenth of a second). ``poll``
 enforces deadlines, reaps exited tasks and returns what happened since the last call. Nothing
 raises out of ``start``: a task that cannot start yields a ``FAILED_TO_START`` report that says
 why. How a task is started (and switches to its identity) is :mod:`fusesched.agent.spawn`;
@@ -251,6 +251,20 @@ class ProcessRuntime:
             task.sigkill()
         elif first:
             task.sigterm()
+
+    # -- limit -----------------------------------------------------------------------------
+
+    def set_walltime(self, task_id: str, walltime_s: float) -> None:
+        """The task's time limit is now ``walltime_s`` seconds from its start (the controller
+        changed its job's limit): ``poll`` kills it at the new deadline, at once if it has
+        passed, with the walltime's reason. A task not running, or being killed already,
+        keeps what it has; one still waiting for its datasets starts with the new limit."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            self.data.set_walltime(task_id, walltime_s)
+            return
+        if task.kill_reason is None:
+            task.launch = task.launch.model_copy(update={"walltime_s": walltime_s})
 
     # -- poll ------------------------------------------------------------------------------
 

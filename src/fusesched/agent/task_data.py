@@ -130,6 +130,14 @@ class TaskData:
         with self._lock:
             return task_id in self._preparing
 
+    def set_walltime(self, task_id: str, walltime_s: float) -> None:
+        """A launch still being prepared starts with this time limit (nothing when it is
+        not being prepared)."""
+        with self._lock:
+            prep = self._preparing.get(task_id)
+            if prep is not None:
+                prep.launch = prep.launch.model_copy(update={"walltime_s": walltime_s})
+
     def cancel(self, task_id: str) -> bool:
         """Forget a launch still being prepared (its copy goes on, into the cache); False
         when it is not being prepared."""

@@ -19,6 +19,7 @@ from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
 from fusesched.api.responses import add_error_handlers
 from fusesched.api.schemas import Health
+from fusesched.api.start_routes import add_start_routes
 from fusesched.api.token_routes import add_token_routes
 from fusesched.api.url_text import NulInUrl
 from fusesched.controller.auth import Authenticator
@@ -52,6 +53,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_job_routes(app, access)
     add_cluster_routes(app, access)
     add_node_routes(app, access)
+    add_start_routes(app, access)
     add_machine_routes(app, access)
     add_token_routes(app, access)
     mount_portal(app, controller, auth)

@@ -141,11 +141,18 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             access.audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
         return Cancelled(cancelled=cancelled)
 
-    def may_change(job_id: str, p: Principal, what: str) -> tuple[str, str]:
+    def may_change(
+        job_id: str, p: Principal, what: str, ended_arrays: bool = False
+    ) -> tuple[str, str]:
         """(user, tenant) of a job ``p`` may ``what`` (hold, release): its own user, an admin
-        of its tenant or a cluster-admin; 404 when ``p`` does not see it, 403 otherwise."""
+        of its tenant or a cluster-admin; 404 when ``p`` does not see it, 403 otherwise. With
+        ``ended_arrays``, also of an array whose members have all ended (the change then
+        answers 409, as for an ended job)."""
         person(p)
         owner = controller.owner(job_id)
+        if owner is None and ended_arrays:
+            member = access.array_member(p, job_id)
+            owner = None if member is None else (member.user, member.tenant)
         if owner is None or not sees(p, owner[1]):
             raise HTTPException(404, f"no job {job_id!r}")
         user, _ = owner
@@ -154,29 +161,43 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         return owner
 
     def holding(change: Callable[[], list[str]], job_id: str) -> list[str]:
-        """A hold, release or requeue: 404 for an unknown job, 409 for one in the wrong state."""
+        """A hold, release or requeue: 404 for an unknown job, 409 for one in the wrong state,
+        403 for one an administrator held (to anyone else)."""
         try:
             return change()
         except UnknownJobError:
             raise HTTPException(404, f"no job {job_id!r}") from None
         except holds.HoldRefused as exc:
             raise HTTPException(409, str(exc)) from None
+        except holds.HoldForbidden as exc:
+            raise forbidden(str(exc)) from None
+
+    def authority(p: Principal) -> holds.Authority:
+        """What ``p`` may do to an administrator's hold, and what kind its own holds are."""
+        if not checker.enabled:
+            return holds.Authority.OPEN
+        admin = p.role is Role.CLUSTER_ADMIN
+        return holds.Authority.ADMIN if admin else holds.Authority.USER
 
     @app.post("/v1/jobs/{job_id}/hold", response_model=Held, tags=["jobs"])
     def hold(job_id: str, body: JobHold, p: Caller) -> Held:
         """Keep a waiting job (or an array's waiting members) from starting until released
-        (Slurm's scontrol hold); 409 for a running or ended job."""
-        user, tenant = may_change(job_id, p, "hold")
-        held = holding(lambda: holds.hold(controller, job_id, body.reason), job_id)
+        (Slurm's scontrol hold); 409 for a running or ended job. A cluster-admin's hold is an
+        administrator hold: only an administrator may release or replace it."""
+        user, tenant = may_change(job_id, p, "hold", ended_arrays=True)
+        by = authority(p)
+        held = holding(lambda: holds.hold(controller, job_id, body.reason, by), job_id)
         if checker.enabled and user != p.user:
             access.audit(p, "hold", job_id=job_id, owner=user, tenant=tenant, held=held)
         return Held(held=held)
 
     @app.post("/v1/jobs/{job_id}/release", response_model=Held, tags=["jobs"])
     def release(job_id: str, p: Caller) -> Held:
-        """Let a held job (or an array's held members) start again."""
-        user, tenant = may_change(job_id, p, "release")
-        released = holding(lambda: holds.release(controller, job_id), job_id)
+        """Let a held job (or an array's held members) start again; 403 for an administrator's
+        hold, unless a cluster-admin releases it."""
+        user, tenant = may_change(job_id, p, "release", ended_arrays=True)
+        by = authority(p)
+        released = holding(lambda: holds.release(controller, job_id, by), job_id)
         if checker.enabled and user != p.user:
             access.audit(p, "release", job_id=job_id, owner=user, tenant=tenant, released=released)
         return Held(released=released)
@@ -185,9 +206,10 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     def requeue(job_id: str, body: JobRequeue, p: Caller) -> Held:
         """Stop a running job and queue it again (Slurm's scontrol requeue; with ``hold``,
         requeuehold); 409 for a job that does not run here."""
-        user, tenant = may_change(job_id, p, "requeue")
+        user, tenant = may_change(job_id, p, "requeue", ended_arrays=True)
+        by = authority(p)
         requeued = holding(
-            lambda: requeues.requeue(controller, job_id, body.reason, body.hold), job_id
+            lambda: requeues.requeue(controller, job_id, body.reason, body.hold, by), job_id
         )
         if checker.enabled and user != p.user:
             access.audit(p, "requeue", job_id=job_id, owner=user, tenant=tenant, requeued=requeued)
@@ -195,10 +217,12 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
 
     @app.post("/v1/jobs/{job_id}/update", response_model=Updated, tags=["jobs"])
     def update(job_id: str, body: JobUpdate, p: Caller) -> Updated:
-        """Change a waiting job's priority, QoS or time limit (Slurm's scontrol update); 409
-        for a running or ended job. As in Slurm, users may only lower the priority and the QoS
-        and shorten the time limit of their jobs (403 otherwise); admins may change all."""
-        user, tenant = may_change(job_id, p, "change")
+        """Change a waiting job's priority, QoS or time limit, or a running job's time limit
+        (Slurm's scontrol update); 409 for an ended job (or an array whose members have all
+        ended) and for a running job's priority or QoS. As in Slurm, users may only lower the
+        priority and the QoS and shorten the time limit of their jobs (403 otherwise); admins
+        may change all."""
+        user, tenant = may_change(job_id, p, "change", ended_arrays=True)
         only_lower = checker.enabled and p.role is Role.USER
         try:
             changed = holding(

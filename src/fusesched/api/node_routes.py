@@ -25,19 +25,24 @@ def add_node_routes(app: FastAPI, access: Access) -> None:
             raise forbidden("only cluster-admins may drain or undrain nodes")
 
     def acting(change: Callable[[], drains.Drained], name: str) -> NodeDrained:
-        """A drain or undrain: 404 for a node never registered, 400 for a refused one."""
+        """A drain or undrain: 404 for a node the store does not know, 400 for a refused one,
+        503 when the store cannot record it (nothing changed)."""
         try:
             state, reason = change()
         except UnknownNodeError:
             raise HTTPException(404, f"no node {name!r}") from None
         except drains.DrainRefused as exc:
             raise HTTPException(400, str(exc)) from None
+        except drains.DrainUnstored as exc:
+            raise HTTPException(503, str(exc)) from None
         return NodeDrained(node=name, state=state.value, drain_reason=reason)
 
     @app.post("/v1/nodes/{name}/drain", response_model=NodeDrained, tags=["cluster"])
     def drain_node(name: str, body: NodeDrain, p: Caller) -> NodeDrained:
         """Give the node nothing new; what runs there runs to the end. Draining a drained
-        node again replaces its reason. The drain outlives agent and controller restarts."""
+        node again replaces its reason. The drain outlives agent and controller restarts; a
+        node whose agent is not back since a restart is drained in the store (answered
+        ``down``) and comes back draining."""
         operator(p)
         answer = acting(lambda: drains.drain(controller, name, body.reason), name)
         access.audit(p, "node-drain", node=name, reason=body.reason)

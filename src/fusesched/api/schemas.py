@@ -64,6 +64,25 @@ class JobView(_View):
     tasks: list[TaskView] = Field(default_factory=list)
 
 
+class ExpectedStartView(_View):
+    id: str
+    user: str = ""
+    tenant: str = "default"
+    queue: str = "default"
+    phase: str  # queued, or pending (waiting for its dependencies)
+    expected_start: float | None  # Unix time; None: not within the horizon
+    nodes: list[str] = Field(default_factory=list)  # where it would start
+
+
+class StartsView(_View):
+    """``GET /v1/starts``: when the waiting jobs are expected to start."""
+
+    at: float  # when the projection was made (Unix time)
+    horizon_s: float  # how far it looked
+    complete: bool  # False: it stopped early (too many steps); later jobs show no start
+    jobs: list[ExpectedStartView]
+
+
 class Submitted(_View):
     id: str
     ids: list[str] = Field(default_factory=list)  # array members, when it is an array

@@ -230,8 +230,18 @@ class KillTask(_Wire):
     reason: str = "cancelled"
 
 
+class TaskLimit(_Wire):
+    """A running task's new time limit (``scontrol update TimeLimit``): the agent kills it
+    once it has run ``walltime_s`` seconds since it started, as if its launch had said so (at
+    once when it has run longer already)."""
+
+    task_id: str
+    walltime_s: float = Field(gt=0, allow_inf_nan=False)
+
+
 class HeartbeatReply(_Wire):
     launch: list[TaskLaunch] = Field(default_factory=list)
     kill: list[KillTask] = Field(default_factory=list)
+    limit: list[TaskLimit] = Field(default_factory=list)  # running tasks' new time limits
     stage: list[DatasetWire] = Field(default_factory=list)  # copy into the cache ahead of jobs
     interval_s: float = 1.0  # when to heartbeat next (the agent may long-poll sooner)

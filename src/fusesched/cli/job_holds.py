@@ -24,7 +24,7 @@ def hold(
     as_json: JsonOpt = False,
 ) -> None:
     """Hold waiting jobs: they stay pending and do not start until released. A running job
-    cannot be held (cancel it)."""
+    cannot be held (cancel it). A cluster-admin's hold only a cluster-admin can release."""
     client = _client(controller_url, token, ca)
     run_each(client, job_ids, "job id", lambda c, j: c.hold(j, reason), as_json, *_shown("held"))
 
@@ -36,7 +36,8 @@ def release(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Release held jobs: they queue again."""
+    """Release held jobs: they queue again (a hold a cluster-admin placed: cluster-admins
+    only)."""
     client = _client(controller_url, token, ca)
     run_each(client, job_ids, "job id", lambda c, j: c.release(j), as_json, *_shown("released"))
 
@@ -72,8 +73,10 @@ def update(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change waiting jobs' priority, QoS or time limit (scontrol update). Users may only
-    lower a priority or a QoS and shorten a time limit; admins may change all."""
+    """Change waiting jobs' priority, QoS or time limit, or running jobs' time limit
+    (scontrol update). Users may only lower a priority or a QoS and shorten a time limit;
+    admins may change all. A running job's new limit counts from its start: one already
+    passed stops it at once, as timed out."""
     from fusesched.submit.syntax import parse_slurm_time
 
     walltime = None
@@ -83,7 +86,9 @@ def update(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--time") from None
         if walltime is None:
-            raise typer.BadParameter("a waiting job's limit cannot be lifted", param_hint="--time")
+            raise typer.BadParameter(
+                "a time limit cannot be lifted: give a new limit", param_hint="--time"
+            )
     if priority is None and qos is None and walltime is None:
         raise typer.BadParameter("give --priority, --qos or --time")
     client = _client(controller_url, token, ca)

@@ -296,17 +296,76 @@ def jobs(
     ] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue's jobs.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    start: Annotated[
+        bool,
+        typer.Option(
+            "--start",
+            help="The waiting jobs with their expected start times and nodes, soonest first "
+            "(as squeue --start).",
+        ),
+    ] = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List jobs, newest first."""
-    found = _call(_client(controller_url, token, ca).jobs, user, state or (), queue, limit)
+    client = _client(controller_url, token, ca)
+    if start:
+        if state:
+            _fail("--start lists the waiting jobs: leave out --state", 2)
+        answer = _call(client.starts, user, queue)
+        answer["jobs"] = answer["jobs"][:limit]
+        if as_json:
+            _print_json(answer)
+        else:
+            _print_starts(answer)
+        return
+    found = _call(client.jobs, user, state or (), queue, limit)
     if as_json:
         _print_json(found)
     else:
         console.print(jobs_table(found))
+
+
+def _in(seconds: float) -> str:
+    """A wait ahead, as people say it: "now", "in 40 s", "in 1 h 5 min", "in 2.5 d"."""
+    if seconds < 1:
+        return "now"
+    if seconds < 60:
+        return f"in {seconds:.0f} s"
+    if seconds < 3600:
+        return f"in {seconds // 60:.0f} min"
+    if seconds < 86400:
+        return f"in {seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
+    return f"in {seconds / 86400:.1f} d"
+
+
+def _print_starts(answer: dict[str, Any]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    days = answer["horizon_s"] / 86400
+    for name in ("id", "user", "queue", "phase", "expected start", "wait", "nodes"):
+        table.add_column(name, no_wrap=name in ("id", "expected start", "wait"))
+    at = answer["at"]
+    for job in answer["jobs"]:
+        when = job["expected_start"]
+        shown = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "-"
+        table.add_row(
+            job["id"],
+            job["user"],
+            job["queue"],
+            job["phase"],
+            shown,
+            _in(when - at) if when else f"over {days:g} d",
+            ",".join(job["nodes"]),
+        )
+    console.print(table)
+    console.print(
+        "[dim]Expected if every job runs until its time limit and nothing else is submitted "
+        f"(held jobs not shown; looked {days:g} d ahead).[/]"
+        + ("" if answer["complete"] else " [yellow]Cut short: too many jobs to look further.[/]"),
+        highlight=False,
+    )
 
 
 def show(

@@ -26,7 +26,8 @@ def drain(
     as_json: JsonOpt = False,
 ) -> None:
     """Drain nodes: what runs there runs to the end, nothing new is placed there
-    (`scontrol update State=DRAIN`, `kubectl cordon`). The drain outlives restarts."""
+    (`scontrol update State=DRAIN`, `kubectl cordon`). The drain outlives restarts; a node
+    not back since a controller restart is shown `down` and comes back draining."""
     client = _client(controller_url, token, ca)
     act = lambda c, n: c.drain_node(n, reason)  # noqa: E731
     run_each(client, nodes, "node name", act, as_json, _nodes, _line)

@@ -95,8 +95,8 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
 def heartbeat(
     ctl: Controller, beat: Heartbeat, wait_s: float | None = None, launch: bool = False
 ) -> HeartbeatReply:
-    """Take what an agent reports; the reply carries its work (launches, kills, datasets
-    to stage).
+    """Take what an agent reports; the reply carries its work (launches, kills, running
+    tasks' new time limits, datasets to stage).
 
     A full beat (``beat.running`` set) waits up to ``wait_s`` for work (a long poll). A
     quick report (``running`` None) gets work only when its agent says it takes some
@@ -140,7 +140,7 @@ def heartbeat(
         # an exit reported (events to schedule): the next cycle may bring work
         ended = any(r.state is not TaskState.RUNNING for r in beat.reports)
         cycle = ctl.cycles + 1 if ended and ctl.events else None
-        busy = bool(node.outbox or node.kills or node.stage)
+        busy = node.has_work()
         if cycle is None or busy or wait <= 0 or (quick and not launch):
             ctl.persist.flush()  # what the beat reported is stored before it is answered
         # else the cycle this beat waits for writes it, in the same transaction as what the
@@ -159,11 +159,7 @@ def heartbeat(
                 node.cycle_waiters += 1
                 try:
                     ctl.work.wait_for(
-                        lambda: (
-                            bool(node.outbox or node.kills or node.stage)
-                            or ctl.cycles >= cycle
-                            or ctl.stopped.is_set()
-                        ),
+                        lambda: node.has_work() or ctl.cycles >= cycle or ctl.stopped.is_set(),
                         timeout=wait,
                     )
                 finally:
@@ -174,20 +170,19 @@ def heartbeat(
                 # while a report of this node waits for its cycle, that report takes the
                 # work the cycle brings (one exchange, not two, per turnover)
                 ctl.work.wait_for(
-                    lambda: (
-                        (bool(node.outbox or node.kills or node.stage) and not node.cycle_waiters)
-                        or ctl.stopped.is_set()
-                    ),
+                    lambda: (node.has_work() and not node.cycle_waiters) or ctl.stopped.is_set(),
                     timeout=wait,
                 )
         ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
-        reply = HeartbeatReply(launch=node.outbox, kill=node.kills, stage=node.stage)
+        reply = HeartbeatReply(
+            launch=node.outbox, kill=node.kills, limit=node.limits, stage=node.stage
+        )
         for sent in node.outbox:
             task = ctl.tasks[sent.task_id][1]
             task.state = "delivered"
             # the agent's full beat may have listed its tasks before it started this one
             task.unconfirmed_until = now + UNCONFIRMED_GRACE_S if quick else 0.0
-        node.outbox, node.kills, node.stage = [], [], []
+        node.outbox, node.kills, node.limits, node.stage = [], [], [], []
     return reply
 
 

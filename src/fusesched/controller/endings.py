@@ -187,6 +187,6 @@ def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: flo
     live.stopping = None
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)
     if live.hold is not None:  # requeued and held (scontrol requeuehold)
-        ctl.persist.job_held(live.id, live.hold, HELD, now)
+        ctl.persist.job_held(live.id, live.hold, HELD, now, by_admin=live.hold_admin)
     if ctl.auth is not None and ctl.auth.enabled:
         ctl.persist.store.revoke_job_tokens([live.id])

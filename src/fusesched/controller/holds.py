@@ -6,12 +6,18 @@ dependencies). Only waiting jobs can be held: a running one is a :class:`HoldRef
 hold is stored (phase ``held``, reason ``held: …``), so it outlives a controller restart: the
 recovered job is handed to the core and held again before any scheduling cycle.
 
+A hold a cluster-admin places is an *administrator hold* (Slurm's hold by root against the
+user's own ``uhold``): only an administrator may release or replace it, anyone else gets a
+:class:`HoldForbidden`. It is stored as the reason ``held by administrator: …``, which is how
+a restarted controller knows it again (:func:`stored_admin`).
+
 Every function here takes the controller's lock itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from fusesched.controller.records import UnknownJobError
@@ -27,21 +33,39 @@ HELD = "held"
 MAX_REASON = 1_000
 #: the reason of a job submitted held (``hold: true``, ``sbatch --hold``)
 AT_SUBMIT = "submitted held"
+#: the stored reason of a held job starts so: a user's hold, an administrator's
+USER_PREFIX = "held: "
+ADMIN_PREFIX = "held by administrator: "
 
 
 class HoldRefused(ValueError):
     """A hold or release that cannot be done (the job runs or has ended); a 409."""
 
 
-def hold(ctl: Controller, job_id: str, reason: str) -> list[str]:
+class HoldForbidden(PermissionError):
+    """A hold or release of a job an administrator held, by someone who is not one; a 403."""
+
+
+class Authority(Enum):
+    """Who holds, releases or requeues: what it may do to an administrator's hold, and what
+    kind of hold it places."""
+
+    USER = "user"  # a user or tenant-admin: its holds are users', an administrator's is a 403
+    ADMIN = "admin"  # a cluster-admin: its holds are administrator holds
+    OPEN = "open"  # no authentication configured: may do everything, its holds are users'
+
+
+def hold(ctl: Controller, job_id: str, reason: str, by: Authority = Authority.OPEN) -> list[str]:
     """Hold ``job_id`` (every waiting member of an array); the ids held. Holding a held job
-    again replaces the reason."""
+    again replaces the reason; an administrator's hold only an administrator may replace (a
+    :class:`HoldForbidden` for anyone else, and nothing changes)."""
     reason = " ".join(reason.split()) or "held by user"
     if len(reason) > MAX_REASON:
         raise HoldRefused(f"the reason is longer than {MAX_REASON:,} characters")
     now = ctl.clock()
     with ctl.work:
         targets = member_targets(ctl, job_id, lambda t: is_waiting(ctl, t), "waiting", "hold")
+        _admin_held(ctl, targets, by, "change that hold")
         for target in targets:
             live = ctl.jobs[target]
             if target in ctl.core.jobs:
@@ -53,24 +77,29 @@ def hold(ctl: Controller, job_id: str, reason: str) -> list[str]:
                 # submitted since the last cycle: held right after the core takes it
                 ctl.events.append(JobHoldRequested(target, reason))
             # (a recovered job not yet handed to the core is held when it is: after_resubmit)
+            if by is not Authority.OPEN or live.hold is None:
+                live.hold_admin = by is Authority.ADMIN  # (OPEN keeps an administrator's)
             live.hold = reason
-            ctl.persist.job_held(target, reason, HELD, now)
+            ctl.persist.job_held(target, reason, HELD, now, by_admin=live.hold_admin)
         ctl.persist.flush()
     ctl.wake()
     return targets
 
 
-def release(ctl: Controller, job_id: str) -> list[str]:
+def release(ctl: Controller, job_id: str, by: Authority = Authority.OPEN) -> list[str]:
     """Release ``job_id`` (every held member of an array); the ids released. Releasing a job
-    that is not held changes nothing (and returns no id)."""
+    that is not held changes nothing (and returns no id). An administrator's hold only an
+    administrator may release (a :class:`HoldForbidden`, and no member is released)."""
     now = ctl.clock()
     with ctl.work:
         released = []
-        for target in job_targets(ctl, job_id):
+        targets = job_targets(ctl, job_id)
+        _admin_held(ctl, targets, by, "release it")
+        for target in targets:
             live = ctl.jobs[target]
             if live.hold is None:
                 continue
-            live.hold = None
+            live.hold, live.hold_admin = None, False
             rec = ctl.core.jobs.get(target)
             phase = JobPhase.PENDING.value
             if rec is not None:
@@ -100,7 +129,29 @@ def after_resubmit(ctl: Controller, job_id: str) -> JobHoldRequested | None:
 
 def stored_hold(phase: str, reason: str) -> str | None:
     """The hold of a stored pending job (None: not held)."""
-    return reason.removeprefix("held: ") if phase == HELD else None
+    if phase != HELD:
+        return None
+    return reason.removeprefix(ADMIN_PREFIX if stored_admin(phase, reason) else USER_PREFIX)
+
+
+def stored_admin(phase: str, reason: str) -> bool:
+    """Whether a stored pending job's hold is an administrator's (a user's reason is stored
+    after ``held: ``, so it cannot pass for one)."""
+    return phase == HELD and reason.startswith(ADMIN_PREFIX)
+
+
+def _admin_held(ctl: Controller, targets: list[str], by: Authority, verb: str) -> None:
+    """A :class:`HoldForbidden` when ``by`` is a user and one of ``targets`` has an
+    administrator's hold (checked before anything changes)."""
+    if by is not Authority.USER:
+        return
+    for target in targets:
+        live = ctl.jobs[target]
+        if live.hold is not None and live.hold_admin:
+            raise HoldForbidden(
+                f"job {target} is held by an administrator ({live.hold}); ask an "
+                f"administrator to {verb}"
+            )
 
 
 def job_targets(ctl: Controller, job_id: str) -> list[str]:
@@ -113,7 +164,18 @@ def job_targets(ctl: Controller, job_id: str) -> list[str]:
         return members
     if ctl.persist.job_exists(job_id):
         raise HoldRefused(f"job {job_id} has ended")
+    if _ended_array(ctl, job_id):
+        raise HoldRefused(f"job {job_id} has ended (every member of the array has)")
     raise UnknownJobError(job_id)
+
+
+def _ended_array(ctl: Controller, job_id: str) -> bool:
+    """Whether the store holds members of the array ``job_id`` (it has no row of its own: its
+    first member holds its number, so this reads that one row by number)."""
+    if not job_id.isdigit() or len(job_id) > 18:
+        return False
+    rows = ctl.persist.list_jobs(None, None, None, 1, int(job_id) + 1)
+    return bool(rows) and rows[0].array_parent == job_id
 
 
 def member_targets(

@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
-from fusesched.controller.holds import AT_SUBMIT, HELD
+from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -196,18 +196,23 @@ class Persistence:
         changes: Mapping[str, Any],
         now: float,
     ) -> None:
-        """A waiting job's priority, QoS or time limit changed: its row and stored request
+        """A job's priority, QoS or time limit changed (a running job's: its limit): its row
+        and stored request
         (what a restarted controller recovers it from), and an event saying what changed."""
         self._job_changes.append(JobChange(job_id, priority=priority, request=dict(request)))
         shown = {k: str(v) for k, v in changes.items()}
         self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
 
-    def job_held(self, job_id: str, reason: str | None, phase: str, now: float) -> None:
-        """A waiting job held for ``reason``, or released (``None``), now in ``phase``."""
+    def job_held(
+        self, job_id: str, reason: str | None, phase: str, now: float, by_admin: bool = False
+    ) -> None:
+        """A waiting job held for ``reason`` (``by_admin``: an administrator's hold, stored as
+        such in its reason), or released (``None``), now in ``phase``."""
         if reason is not None:
-            why = f"held: {reason}"
+            why = f"{ADMIN_PREFIX if by_admin else USER_PREFIX}{reason}"
             change = JobChange(job_id, state=JobState.PENDING, phase=phase, reason=why)
-            event = EventRow(now, "JobHeld", job_id=job_id, data={"reason": reason})
+            data = {"reason": reason, **({"by": "administrator"} if by_admin else {})}
+            event = EventRow(now, "JobHeld", job_id=job_id, data=data)
         else:
             change = JobChange(job_id, phase=phase, reason="released")
             event = EventRow(now, "JobReleased", job_id=job_id)
@@ -264,6 +269,12 @@ class Persistence:
         self._events.append(
             EventRow(now, "NodeStateChanged", node=name, data={"state": state, "why": reason})
         )
+
+    def node_event(
+        self, name: str, kind: str, now: float, data: Mapping[str, Any] | None = None
+    ) -> None:
+        """Something an operator did to a node (a drain), written with the next flush."""
+        self._events.append(EventRow(now, kind, node=name, data=dict(data or {})))
 
     def flush(self) -> None:
         """Write what the last cycle or heartbeat changed, in one transaction.

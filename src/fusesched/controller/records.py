@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fusesched.api.wire import DatasetWire, KillTask, NodeInventory, TaskLaunch
+from fusesched.api.wire import DatasetWire, KillTask, NodeInventory, TaskLaunch, TaskLimit
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
@@ -98,6 +98,7 @@ class LiveJob:
     pool: str | None = None  # the external pool running it (None: local agents)
     hold: str | None = None  # why it is held (controller/holds.py); None: not held
     hold_after_requeue: str | None = None  # requeued on request, to be held once queued
+    hold_admin: bool = False  # its hold (or hold after requeue) is a cluster-admin's
 
 
 @dataclass(slots=True)
@@ -110,10 +111,16 @@ class LiveNode:
     drain: str | None = None  # why an operator drained it (controller/drains.py); None: not
     outbox: list[TaskLaunch] = field(default_factory=list)
     kills: list[KillTask] = field(default_factory=list)
+    limits: list[TaskLimit] = field(default_factory=list)  # running tasks' new time limits
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)
     stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
     staging: dict[str, float] = field(default_factory=dict)  # asked to stage (when), not held yet
     cycle_waiters: int = 0  # its beats waiting for the cycle that handles the exits they report
+
+    def has_work(self) -> bool:
+        """Whether its agent's next reply carries something (launches, kills, new time
+        limits, datasets to stage)."""
+        return bool(self.outbox or self.kills or self.limits or self.stage)
 
 
 class UnknownNodeError(KeyError):

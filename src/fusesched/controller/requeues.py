@@ -4,7 +4,8 @@
 The job's tasks are stopped as for a failure's restart (SIGTERM, then SIGKILL after the grace
 period) and, once all have exited, the core queues it again: it starts afresh (a job that
 checkpoints resumes from its checkpoint folder), counts one more attempt, and the run's tasks
-stay in its history. With ``hold`` it is held once queued (controller/holds.py). Only a running
+stay in its history. With ``hold`` it is held once queued (controller/holds.py; a
+cluster-admin's is an administrator hold, as with :func:`holds.hold`). Only a running
 job of the local agents can be requeued: a waiting one has nothing to requeue, and a job an
 external cluster runs is requeued there.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusesched.controller.holds import HoldRefused, member_targets
+from fusesched.controller.holds import Authority, HoldRefused, member_targets
 from fusesched.model.phases import JobPhase
 
 if TYPE_CHECKING:
@@ -26,8 +27,15 @@ class RequeueRefused(HoldRefused):
     """A requeue that cannot be done (the job is not running here); a 409."""
 
 
-def requeue(ctl: Controller, job_id: str, reason: str, hold: bool = False) -> list[str]:
-    """Requeue ``job_id`` (an array's running members); the ids requeued."""
+def requeue(
+    ctl: Controller,
+    job_id: str,
+    reason: str,
+    hold: bool = False,
+    by: Authority = Authority.OPEN,
+) -> list[str]:
+    """Requeue ``job_id`` (an array's running members); the ids requeued. ``by`` says whose
+    hold ``hold`` places."""
     why = " ".join(reason.split()) or "requeued by user"
     now = ctl.clock()
     with ctl.work:
@@ -48,6 +56,7 @@ def requeue(ctl: Controller, job_id: str, reason: str, hold: bool = False) -> li
                 raise RequeueRefused(f"job {target} is already stopping")
             live.requeue = ((), now, why)
             live.hold_after_requeue = why if hold else None
+            live.hold_admin = hold and by is Authority.ADMIN
             ctl.persist.job_event(target, "JobRequeueRequested", why, now)
             ctl.stop_tasks(live, why)
         ctl.persist.flush()

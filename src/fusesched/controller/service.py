@@ -39,6 +39,7 @@ from fusesched.controller import (
 )
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
+from fusesched.controller.forecasts import Forecasts
 from fusesched.controller.logs import LogStore
 from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Monitor
@@ -114,6 +115,7 @@ class Controller:
         self.cycles = 0
         self.cycle_waiters = 0  # heartbeats and priority queries waiting for the next cycle
         self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
+        self.forecasts = Forecasts()  # expected starts of waiting jobs (GET /v1/starts)
         self._health_at = 0.0
         self.adopt_until = 0.0  # jobs left running wait for their nodes until then
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
@@ -442,6 +444,7 @@ class Controller:
                 log.warning("job %s: %s; queued without a route", spec.id, exc)
             live = LiveJob(spec.id, row.seq, spec, request)
             live.hold = holds.stored_hold(row.phase, row.reason)
+            live.hold_admin = holds.stored_admin(row.phase, row.reason)
             live.attempt_base = adoption.next_attempt(detail.tasks)
             self.jobs[spec.id] = live
             self.held.append(JobSubmitted(spec))

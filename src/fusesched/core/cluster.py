@@ -6,6 +6,7 @@ array operations on these matrices, never a Python loop per node.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from math import gcd
 from typing import Any
@@ -95,6 +96,18 @@ class ClusterArrays:
         ] = {}
         self._everywhere: BoolArray = np.ones(0, dtype=np.bool_)
         self.all_up = True
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ClusterArrays:
+        """A copy whose ``capacity``/``free``/``up`` are views of its own buffers again (a deep
+        copy of a view is a separate array) and whose caches are empty (they are keyed by the
+        ids of arrays, which the copy does not share)."""
+        new = ClusterArrays.__new__(ClusterArrays)
+        memo[id(self)] = new
+        for name, value in vars(self).items():
+            setattr(new, name, copy.deepcopy(value, memo))
+        new._views()
+        new._refresh_masks()
+        return new
 
     # ------------------------------------------------------------------ building
 

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
 
 
+#: Why a running job whose new time limit has already passed is stopped (the controller
+#: reports its exit as timed out: the reason says "walltime", as the agents' do).
+TIME_LIMIT_PASSED = "walltime exceeded"
+
+
 class DuplicateJobId(ValueError):
     """A submitted job (or array child) reuses the id of a job the core already knows."""
 
@@ -193,7 +198,9 @@ def hold(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Deci
     if rec.phase not in (JobPhase.QUEUED, JobPhase.PENDING):
         raise ValueError(f"job {job_id} is {rec.phase}: only a waiting job can be held")
     if rec.phase is JobPhase.QUEUED:
-        dequeue(core, rec, now)
+        dequeue(core, rec, now, leaves=False)
+        if core.tenants is not None:
+            core.tenants.held(rec.id)  # no reclaim for it while held; its back-off goes on
         rec.move(JobPhase.PENDING, now, f"held: {reason}")
         core._changed = True
     rec.held = reason
@@ -201,12 +208,17 @@ def hold(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Deci
 
 
 def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[Decision]:
-    """A waiting job's new priority, QoS or time limit (:class:`JobUpdateRequested`)."""
+    """A job's new priority, QoS or time limit (:class:`JobUpdateRequested`): a waiting job
+    takes its new place in the queue, a running one its new time limit (:func:`relimit`)."""
     rec = core.jobs.get(event.job_id)
     if rec is None:
         raise KeyError(f"unknown job {event.job_id!r}")
+    if rec.phase is JobPhase.RUNNING:
+        return relimit(core, rec, event, now)
     if rec.phase not in (JobPhase.QUEUED, JobPhase.PENDING):
-        raise ValueError(f"job {event.job_id} is {rec.phase}: only a waiting job can be changed")
+        raise ValueError(
+            f"job {event.job_id} is {rec.phase}: only a waiting or running job can be changed"
+        )
     changes: dict[str, object] = {}
     if event.priority is not None:
         changes["priority"] = event.priority
@@ -217,8 +229,8 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
     if not changes:
         return []
     queued = rec.phase is JobPhase.QUEUED
-    if queued:
-        dequeue(core, rec, now)
+    if queued:  # re-ordered only: it keeps its reclaim and its borrowing back-off
+        dequeue(core, rec, now, leaves=False)
     spec = replace(rec.spec, **changes)  # type: ignore[arg-type]
     rec.spec = spec
     if rec.base_spec is not None:  # quota flavours rebuild ``spec`` from it: change it too
@@ -229,6 +241,48 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
     rec.facts = _facts(JobFacts, facts)
     if queued:
         back_in_line(core, rec, now, "updated")
+    return []
+
+
+def relimit(
+    core: SchedulerCore, rec: JobRecord, event: JobUpdateRequested, now: float
+) -> list[Decision]:
+    """A running job's new time limit (Slurm's ``scontrol update TimeLimit``): its estimated
+    end moves with it, so the reservations that backfilling makes see the new end. A limit
+    already passed (start + limit <= ``now``) stops the job at once, as timed out. Only the
+    time limit of a running job may change (``ValueError`` for a priority or a QoS)."""
+    if event.priority is not None or event.qos is not None:
+        raise ValueError(
+            f"job {rec.id} is running: only a waiting job can be changed in priority or QoS "
+            "(a running job only in its time limit)"
+        )
+    walltime = event.walltime_s
+    if walltime is None:
+        return []
+    start, est_end = rec.start_time, rec.est_end
+    assert start is not None and est_end is not None  # (a running job has both)
+    old_end = start + rec.spec.walltime_s if rec.spec.walltime_s is not None else None
+    rec.spec = replace(rec.spec, walltime_s=walltime)
+    if rec.base_spec is not None:
+        rec.base_spec = replace(rec.base_spec, walltime_s=walltime)
+    new_end = start + walltime
+    if new_end <= now:  # the new limit has passed: timed out now
+        end = now
+    elif core.predictions is None or est_end > new_end or est_end == old_end:
+        # the request is the estimate (no prediction, a prediction past the new limit, or
+        # one already corrected up to the old limit): the new limit is the new end
+        end = new_end
+    else:
+        end = est_end  # a prediction below both limits: corrected, when due, up to the new
+    if end != est_end:
+        rec.est_end = end
+        rec.estimate = end - start
+        rec.facts = rec.facts._replace(estimate=rec.estimate)
+        core.running.reestimate(rec.id, end)
+        core._changed = True  # the head's reservation moves
+        core.reservation = None
+    if new_end <= now:
+        return [StopJob(rec.id, f"{TIME_LIMIT_PASSED} (time limit changed to {walltime:g} s)")]
     return []
 
 
@@ -276,8 +330,12 @@ def cancel(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[De
     return settle_dependents(core, rec, now)
 
 
-def dequeue(core: SchedulerCore, rec: JobRecord, now: float) -> None:
-    if core.tenants is not None:
+def dequeue(core: SchedulerCore, rec: JobRecord, now: float, leaves: bool = True) -> None:
+    """Take a queued job out of the queue (or out of where it waits: its requeue's backoff,
+    its quota, its array's throttle). ``leaves``: it will not come back (cancelled), so the
+    tenancy gate forgets it — its reclaim and its borrowing back-off. A job re-ordered by an
+    update keeps both; a held one keeps its back-off (:func:`hold` ends its reclaim)."""
+    if leaves and core.tenants is not None:
         core.tenants.dequeued(rec.id)
     if core._delayed.pop(rec.id, None) is not None:
         return

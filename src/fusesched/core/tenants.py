@@ -282,6 +282,12 @@ class TenantGate:
         self._totals.pop(job_id, None)
         self._backoff.drop(job_id)
 
+    def held(self, job_id: str) -> None:
+        """A waiting job was held: while held it cannot take what a reclaim frees, so its
+        reclaim ends (the queues of its cohort may borrow again); its borrowing back-off
+        goes on (a hold and a release do not lift it)."""
+        self._forget_preemptor(job_id)
+
     def _forget_preemptor(self, job_id: str) -> None:
         if self._yield_tiers.pop(job_id, None):
             self._lifted = True  # jobs that yielded to it may start again

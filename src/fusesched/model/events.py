@@ -56,9 +56,11 @@ class JobHoldRequested:
 
 @dataclass(frozen=True, slots=True)
 class JobUpdateRequested:
-    """Change a waiting job's priority, QoS or time limit (Slurm's ``scontrol update``); the
-    fields left ``None`` stay. A queued job takes its new place in the queue. Changing a
-    running or ended job is a ``ValueError``."""
+    """Change a job's priority, QoS or time limit (Slurm's ``scontrol update``); the fields
+    left ``None`` stay. A queued job takes its new place in the queue. A running job may
+    change only its time limit: its estimated end moves with it, and a limit already passed
+    stops it at once (a :class:`StopJob` whose exit counts as timed out). Changing a
+    running job's priority or QoS, or an ended job, is a ``ValueError``."""
 
     job_id: str
     priority: int | None = None

@@ -137,11 +137,17 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
         shown = [_event(r) for r in records if admin or r.event.kind not in ADMIN_EVENTS]
         requeues = [e.time for e in shown if e.kind == "JobRequeued"]
         tasks = [(t.task_id, t.node, t.start_time, t.end_time) for t in view.tasks]
+        expected = None
+        if view.state == "Pending" and view.phase != "held":
+            projection = controller.forecasts.get(controller)
+            expected = next((j for j in projection.jobs if j.job_id == job_id), None)
         return JobDetailView(
             job=view,
             request=dict(detail.job.request),
             events=shown,
             timeline=timeline(view.submit_time, view.start_time, view.end_time, tasks, requeues),
+            expected_start=expected.start if expected is not None else None,
+            expected_nodes=list(expected.nodes) if expected is not None else [],
         )
 
     @app.get(f"{PREFIX}/cluster", tags=tags, response_model=ClusterView)

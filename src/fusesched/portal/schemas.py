@@ -45,6 +45,10 @@ class JobDetailView(_View):
     request: dict[str, Any]
     events: list[EventView]
     timeline: list[Span]
+    # a waiting job's expected start and nodes (GET /v1/starts); None: not waiting, held, or
+    # not expected within the projection's horizon
+    expected_start: float | None = None
+    expected_nodes: list[str] = Field(default_factory=list)
 
 
 class ResourceUse(_View):

@@ -490,6 +490,9 @@
         ["Exit code", j.exit_code === null ? "—" : j.exit_code],
         ["Array", j.array_parent ? `member of job array ${j.array_parent}` : "—"],
         ["Pool", j.pool || "—"], ["Nodes", (j.nodes || []).join(", ") || "—"],
+        ...(j.state === "Pending" && j.phase !== "held" ? [["Expected start",
+          d.expected_start ? `${fmtTime(d.expected_start)} on ${d.expected_nodes.join(", ")}` +
+            " (if every job runs to its time limit)" : "not within 7 days"]] : []),
         ["Submitted", fmtTime(j.submit_time)], ["Started", fmtTime(j.start_time)],
         ["Ended", fmtTime(j.end_time)],
         ["Waited", j.start_time ? fmtDur(j.start_time - j.submit_time) : "—"],

@@ -1,0 +1,65 @@
+"""``GET /v1/starts``: when the waiting jobs are expected to start (``squeue --start``)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from fusesched.api.access import Access, Caller, person
+from fusesched.api.schemas import ExpectedStartView, StartsView
+from fusesched.controller.auth import Role
+from fusesched.controller.records import LiveJob
+from fusesched.core.forecast import WAITING, ExpectedStart
+
+
+def add_start_routes(app: FastAPI, access: Access) -> None:
+    controller = access.controller
+
+    def waits(live: LiveJob) -> bool:
+        """Whether the job still waits (called with the lock held): not held, not started
+        (its record in the core, or none yet: submitted since the last cycle)."""
+        if live.hold is not None or live.nodes:
+            return False
+        rec = controller.core.jobs.get(live.id)
+        return rec is None or rec.phase in WAITING
+
+    @app.get("/v1/starts", response_model=StartsView, tags=["jobs"])
+    def starts(p: Caller, user: str | None = None, queue: str | None = None) -> StartsView:
+        """The waiting jobs in expected start order, each with the nodes it would start on;
+        jobs not expected within the horizon last, without a time. The scheduler is run
+        forward on a copy of its state as if every job ran until its time limit (or its
+        predicted run time) and nothing else were submitted; held jobs are left out."""
+        person(p)
+        tenant = None if p.role is Role.CLUSTER_ADMIN else p.tenant
+        projection = controller.forecasts.get(controller)
+        rows: list[ExpectedStartView] = []
+        with controller.lock:  # (jobs started, held or ended since the projection are left out)
+            still: list[tuple[ExpectedStart, LiveJob]] = []
+            for expected in projection.jobs:
+                live = controller.jobs.get(expected.job_id)
+                if live is not None and waits(live):
+                    still.append((expected, live))
+        for expected, live in still:
+            spec = live.spec
+            if tenant is not None and spec.tenant != tenant:
+                continue
+            if (user is not None and spec.user != user) or (
+                queue is not None and spec.queue != queue
+            ):
+                continue
+            rows.append(
+                ExpectedStartView(
+                    id=expected.job_id,
+                    user=spec.user,
+                    tenant=spec.tenant,
+                    queue=spec.queue,
+                    phase=expected.phase.value,
+                    expected_start=expected.start,
+                    nodes=list(expected.nodes),
+                )
+            )
+        return StartsView(
+            at=projection.now,
+            horizon_s=projection.horizon_s,
+            complete=projection.complete,
+            jobs=rows,
+        )

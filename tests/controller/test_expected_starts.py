@@ -1,0 +1,100 @@
+"""Expected start times in the live controller (controller/forecasts.py, GET /v1/starts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from tests.builders import Clock
+
+from fusesched.controller import forecasts
+from fusesched.controller.power import PowerConfig, PowerManager, _Node
+from fusesched.controller.service import Controller
+from fusesched.power.saving import PowerState
+
+
+def job(cpu: int, limit_s: int, **extra: Any) -> dict[str, Any]:
+    group = {"resources": {"cpu": str(cpu)}, "argv": ["sleep", "1000"]}
+    return {"groups": [group], "walltime_s": limit_s, **extra}
+
+
+def submit(client: TestClient, body: dict[str, Any]) -> str:
+    response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def test_waiting_jobs_get_their_start_in_order(ctl: Controller, client: TestClient) -> None:
+    first = submit(client, job(4, 100, user="ann"))
+    ctl.run_cycle()  # first runs from 1000 (the clock) to its limit, 1100
+    second = submit(client, job(4, 60, user="bob", queue="default"))
+    third = submit(client, job(2, 30, user="ann"))  # (not yet handed to the core: no cycle)
+    held = submit(client, job(1, 10, user="ann", hold=True))
+    answer = client.get("/v1/starts").json()
+    assert answer["at"] == 1000.0 and answer["complete"]
+    got = [(j["id"], j["expected_start"], j["nodes"], j["phase"]) for j in answer["jobs"]]
+    assert got == [
+        (second, 1100.0, ["n0"], "queued"),
+        (third, 1160.0, ["n0"], "queued"),
+    ]
+    assert held not in {j["id"] for j in answer["jobs"]}
+    assert first not in {j["id"] for j in answer["jobs"]}  # running
+    only_bob = client.get("/v1/starts", params={"user": "bob"}).json()["jobs"]
+    assert [j["id"] for j in only_bob] == [second]
+    assert client.get("/v1/starts", params={"queue": "nope"}).json()["jobs"] == []
+
+
+def test_a_projection_is_reused_until_the_scheduler_moves_on(
+    ctl: Controller, client: TestClient, clock: Clock, monkeypatch: Any
+) -> None:
+    submit(client, job(4, 100))
+    ctl.run_cycle()
+    submit(client, job(4, 60))
+    made = []
+    project = forecasts._project
+    monkeypatch.setattr(forecasts, "_project", lambda c: made.append(1) or project(c))
+    client.get("/v1/starts")
+    clock.now += 5
+    assert client.get("/v1/starts").json()["at"] == 1000.0  # no cycle since: the same
+    assert len(made) == 1
+    ctl.run_cycle()
+    monkeypatch.setattr(forecasts, "MAX_AGE_S", 0.0)
+    assert client.get("/v1/starts").json()["at"] == 1005.0
+    assert len(made) == 2
+
+
+def test_jobs_that_started_or_ended_since_are_left_out(ctl: Controller, client: TestClient) -> None:
+    first = submit(client, job(4, 100))
+    ctl.run_cycle()
+    second = submit(client, job(4, 60))
+    ctl.run_cycle()
+    assert [j["id"] for j in client.get("/v1/starts").json()["jobs"]] == [second]
+    assert client.post(f"/v1/jobs/{second}/cancel", json={}).status_code == 202
+    assert client.post(f"/v1/jobs/{first}/cancel", json={}).status_code == 202
+    ctl.run_cycle()
+    assert client.get("/v1/starts").json()["jobs"] == []  # (the cached projection, filtered)
+
+
+def test_sleeping_nodes_count_once_they_would_be_awake(ctl: Controller, clock: Clock) -> None:
+    ctl.power = PowerManager(PowerConfig(("true",), ("true",), wake_latency_s=120.0))
+    ctl.power.nodes["n0"] = _Node(PowerState.SUSPENDED, 900.0)
+    assert forecasts._waking(ctl, clock.now) == {"n0": 120.0}
+    ctl.power.nodes["n0"] = _Node(PowerState.RESUMING, 950.0)
+    assert forecasts._waking(ctl, clock.now) == {"n0": 70.0}
+    ctl.nodes["n0"].drain = "maintenance"  # a drained node is not woken for work
+    assert forecasts._waking(ctl, clock.now) == {}
+
+
+def test_the_portal_shows_a_waiting_jobs_expected_start(
+    ctl: Controller, client: TestClient
+) -> None:
+    first = submit(client, job(4, 100))
+    ctl.run_cycle()
+    second = submit(client, job(4, 60))
+    held = submit(client, job(4, 60, hold=True))
+    ctl.run_cycle()
+    waiting = client.get(f"/v1/portal/jobs/{second}").json()
+    assert (waiting["expected_start"], waiting["expected_nodes"]) == (1100.0, ["n0"])
+    for other in (first, held):  # running; held
+        detail = client.get(f"/v1/portal/jobs/{other}").json()
+        assert (detail["expected_start"], detail["expected_nodes"]) == (None, [])

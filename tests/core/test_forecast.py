@@ -1,0 +1,135 @@
+"""Expected start times (core/forecast.py): the core projected forward on a copy."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from builders import exited, job, make_core, node, node_state, nodes, simulate, submit
+from fusesched.core.forecast import clone, forecast
+from fusesched.model.events import JobHoldRequested, StartJob
+from fusesched.model.node import NodeState
+from fusesched.model.phases import JobPhase
+
+
+def two_busy_nodes(**settings: object):
+    """n0 busy until 100, n1 until 300 (4 CPUs each), then a queue behind them."""
+    core = make_core(nodes(2, cpu=4), **settings)
+    core.step(0.0, submit(job("a").tasks(1, cpu=4).walltime(100).build()))
+    core.step(0.0, submit(job("b").tasks(1, cpu=4).walltime(300).build()))
+    core.step(
+        10.0,
+        submit(
+            job("wide").tasks(2, cpu=4).walltime(50).build(),
+            job("short").tasks(1, cpu=4).walltime(100).build(),
+            job("after").tasks(1, cpu=1).walltime(10).after_ok("a").build(),
+            job("held").tasks(1, cpu=1).walltime(10).build(),
+            job("huge").tasks(1, cpu=64).walltime(10).build(),
+        ),
+    )
+    core.handle(JobHoldRequested("held", "test"), 10.0)
+    return core
+
+
+def test_expected_starts_follow_the_estimates_and_backfilling():
+    core = two_busy_nodes(backfill="easy", reject_unschedulable=False)
+    got = forecast(core, 20.0)
+    starts = {s.job_id: s for s in got.starts}
+    assert starts["wide"].start == 300.0  # needs both nodes: when b ends
+    assert starts["wide"].nodes == ("n0", "n1")
+    # backfilled into n0's gap: it ends (200) before the wide job's reservation (300)
+    assert starts["short"].start == 100.0 and starts["short"].nodes == ("n0",)
+    # its dependency ends at 100, and short takes n0 whole then: it fits after short (200)
+    assert starts["after"].start == 200.0
+    assert "held" not in starts and "held" not in got.beyond
+    assert "huge" not in starts  # fits no node: never starts
+    assert [s.start for s in got.starts] == sorted(s.start for s in got.starts)
+    assert got.complete and got.beyond == ("huge",)
+
+
+def test_the_live_core_is_left_as_it_was():
+    core = two_busy_nodes(backfill="easy", reject_unschedulable=False)
+    before = {j: (r.phase, r.start_time) for j, r in core.jobs.items()}
+    running, cycles = core.running.ids(), core.stats.cycles
+    forecast(core, 20.0)
+    assert {j: (r.phase, r.start_time) for j, r in core.jobs.items()} == before
+    assert core.running.ids() == running and core.stats.cycles == cycles
+    # and it schedules on as if nothing happened
+    out = core.step(100.0, [exited("a")])
+    assert {d.job_id for d in out if isinstance(d, StartJob)} == {"short"}
+
+
+def test_clone_shares_ended_records_and_specs():
+    core = make_core(nodes(1, cpu=4))
+    core.step(0.0, submit(job("x").tasks(1, cpu=4).walltime(5).build()))
+    core.step(5.0, [exited("x")])
+    core.step(6.0, submit(job("y").tasks(1, cpu=4).walltime(5).build()))
+    copy = clone(core)
+    assert copy.jobs["x"] is core.jobs["x"]  # ended: never changed again
+    assert copy.jobs["y"] is not core.jobs["y"] and copy.jobs["y"].spec is core.jobs["y"].spec
+
+
+def test_horizon_and_step_budget():
+    core = two_busy_nodes(backfill="easy", reject_unschedulable=False)
+    short = forecast(core, 20.0, horizon_s=150.0)  # up to 170: only short's start (100)
+    assert [s.job_id for s in short.starts] == ["short"]
+    assert short.beyond == ("after", "huge", "wide") and short.complete
+    budget = forecast(core, 20.0, max_steps=1)
+    assert not budget.complete and budget.starts == ()
+    with pytest.raises(ValueError, match="horizon must be positive"):
+        forecast(core, 20.0, horizon_s=0)
+
+
+def test_nodes_that_wake_up_count_from_their_wake_time():
+    core = make_core([node("n0").cpu(4).build(), node("n1").cpu(4).build()])
+    core.handle(node_state("n1", NodeState.SUSPENDED), 0.0)
+    core.step(0.0, submit(job("a").tasks(1, cpu=4).walltime(1000).build()))
+    core.step(1.0, submit(job("b").tasks(1, cpu=4).walltime(10).build()))
+    asleep = forecast(core, 2.0)
+    assert {s.job_id: s.start for s in asleep.starts} == {"b": 1000.0}
+    awake = forecast(core, 2.0, wake_s={"n1": 60.0, "unknown": 1.0})
+    assert [(s.job_id, s.start, s.nodes) for s in awake.starts] == [("b", 62.0, ("n1",))]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"backfill": "none"},
+        {"backfill": "easy"},
+        {"backfill": "conservative"},
+        {"backfill": "easy", "queue_order": "multifactor"},
+        {"backfill": "easy", "placement": "best-fit"},
+    ],
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_projection_is_exact_when_every_job_runs_its_limit(settings, seed):
+    """Jobs that run exactly their limits, all submitted before the forecast: the real run
+    starts every job when the forecast said, on the nodes it said."""
+    rng = random.Random(seed)
+    cluster = nodes(6, cpu=8)
+    jobs = []
+    for i in range(40):
+        limit = float(rng.choice([30, 60, 120, 300, 600]))
+        spec = (
+            job(f"j{i}")
+            .tasks(rng.randint(1, 3), cpu=rng.choice([2, 4, 8]))
+            .walltime(limit)
+            .at(float(rng.randint(0, 50)))
+            .user(rng.choice(["ann", "bob", "cy"]))
+            .build()
+        )
+        jobs.append((spec, limit))
+    run = simulate(cluster, jobs, **settings)
+    truth = {d.job_id: (t, d) for t, d in run.decisions if isinstance(d, StartJob)}
+    # replay up to t=50 (every job submitted), forecast, compare with what really happened
+    partial = simulate(cluster, jobs, stop_at=50.0, **settings)
+    got = forecast(partial.core, 50.0)
+    waiting = [j for j, r in partial.core.jobs.items() if r.phase is JobPhase.QUEUED]
+    assert waiting, "the case should leave a queue"
+    names = partial.core.cluster.names
+    for s in got.starts:
+        when, decision = truth[s.job_id]
+        rows = sorted({int(r) for g in decision.groups for r in g.rows.tolist()})
+        assert (s.start, s.nodes) == (when, tuple(names[r] for r in rows)), s.job_id
+    assert {s.job_id for s in got.starts} == set(waiting)
