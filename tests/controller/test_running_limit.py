@@ -25,7 +25,7 @@ from tests.controller.conftest import one_node_controller
 
 from fusesched.agent.config import AgentConfig
 from fusesched.api.app import create_app
-from fusesched.api.wire import Heartbeat, HeartbeatReply, TaskReport, TaskState
+from fusesched.api.wire import Heartbeat, HeartbeatReply, TaskLimit, TaskReport, TaskState
 from fusesched.cli.local import LocalCluster
 from fusesched.controller import updates
 from fusesched.controller.service import Controller
@@ -267,3 +267,13 @@ def test_a_real_job_given_more_time_outlives_its_old_limit(cluster: LocalCluster
     done = client.wait(job, timeout=30)
     assert (done["state"], done["exit_code"]) == ("Completed", 0)
     assert done["end_time"] - shown["start_time"] >= 3.5  # past the old limit of 2.5 s
+
+
+def test_a_reply_without_limits_leaves_the_field_out(ctl: Controller) -> None:
+    """Agents older than ``limit`` refuse fields they do not know: they keep working until
+    a limit is actually sent."""
+    client = TestClient(create_app(ctl))
+    answer = client.post("/v1/agents/heartbeat", json={"node": "n0", "running": []})
+    assert answer.status_code == 200 and "limit" not in answer.json()
+    sent = HeartbeatReply(limit=[TaskLimit(task_id="1.main.0", walltime_s=5)])
+    assert HeartbeatReply.model_validate_json(sent.model_dump_json()) == sent

@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from tests.core.test_tenancy_core import core_with, tenancy
 
-from builders import exited, job, make_core, node, node_state, nodes, simulate, submit
+from builders import cancel, exited, job, make_core, node, node_state, nodes, simulate, submit
 from fusesched.core.forecast import clone, forecast
-from fusesched.model.events import JobHoldRequested, StartJob
+from fusesched.model.events import JobHoldRequested, JobSubmitted, PreemptJob, StartJob
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 
@@ -133,3 +134,20 @@ def test_a_projection_is_exact_when_every_job_runs_its_limit(settings, seed):
         rows = sorted({int(r) for g in decision.groups for r in g.rows.tolist()})
         assert (s.start, s.nodes) == (when, tuple(names[r] for r in rows)), s.job_id
     assert {s.job_id for s in got.starts} == set(waiting)
+
+
+def test_jobs_being_stopped_end_now_and_preempted_ones_within_their_grace():
+    core = make_core(nodes(1, cpu=4), backfill="easy")
+    core.step(0.0, submit(job("long").tasks(1, cpu=4).walltime(86400).build()))
+    core.step(1.0, submit(job("next").tasks(1, cpu=4).walltime(60).build()))
+    core.step(2.0, [cancel("long")])  # its tasks are being stopped
+    assert [(s.job_id, s.start) for s in forecast(core, 3.0).starts] == [("next", 3.0)]
+    gate = core_with(tenancy({"a": (4, 4, None), "b": (4, 4, None)}), gpus=8)
+    borrower = job("borrower").tasks(1, cpu=1, gpu=8).queue("a").walltime(3600).build()
+    gate.step(0.0, [JobSubmitted(borrower)])
+    owner = job("owner").tasks(1, cpu=1, gpu=4).queue("b").walltime(60).at(10).build()
+    (notice,) = [d for d in gate.step(10.0, [JobSubmitted(owner)]) if isinstance(d, PreemptJob)]
+    # the victim stops within its grace (counted from the projection, an upper bound), not
+    # at its hour's limit
+    got = forecast(gate, 11.0).starts
+    assert [(s.job_id, s.start) for s in got] == [("owner", 11.0 + notice.grace_s)]

@@ -89,3 +89,11 @@ def test_a_cancel_forgets_the_back_off() -> None:
     core, victim = backing_off()
     core.step(60, [JobCancelRequested(victim, "no")])
     assert core.tenants is not None and not core.tenants._backoff.active(victim, 60)
+
+
+def test_cancelling_a_held_job_forgets_its_back_off() -> None:
+    core, victim = backing_off()
+    core.step(60, [JobHoldRequested(victim, "look")])
+    core.step(61, [JobCancelRequested(victim, "no")])
+    assert core.jobs[victim].phase is JobPhase.CANCELLED
+    assert core.tenants is not None and not core.tenants._backoff.active(victim, 61)

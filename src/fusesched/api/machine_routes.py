@@ -48,9 +48,12 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
     ) -> Response:
         access.the_node(p, beat.node)
         try:
-            return json_response(controller.heartbeat(beat, wait, launch))
+            reply = controller.heartbeat(beat, wait, launch)
         except UnknownNodeError:
             raise HTTPException(404, f"node {beat.node!r} is not registered") from None
+        # an empty ``limit`` is left out: agents older than it (whose reply model refuses
+        # fields it does not know) keep working until a time limit is actually changed
+        return json_response(reply, exclude=None if reply.limit else {"limit"})
 
     @app.post(
         "/v1/jobs/{job_id}/remote", status_code=201, response_model=RemoteTask, tags=["agents"]

@@ -17,11 +17,12 @@ from fusesched.controller.records import NotReadyError
 from fusesched.submit.errors import SubmitError
 
 
-def json_response(model: BaseModel, status: int = 200) -> Response:
-    """``model`` as the response, serialised once: the hottest routes (submissions, agents'
-    heartbeats) skip FastAPI's second validation of what they return (the route's
-    ``response_model`` still documents it)."""
-    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+def json_response(model: BaseModel, status: int = 200, exclude: set[str] | None = None) -> Response:
+    """``model`` as the response (less the fields in ``exclude``), serialised once: the
+    hottest routes (submissions, agents' heartbeats) skip FastAPI's second validation of what
+    they return (the route's ``response_model`` still documents it)."""
+    body = model.model_dump_json(exclude=exclude)
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def unauthorized(message: str) -> HTTPException:

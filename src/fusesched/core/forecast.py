@@ -160,9 +160,15 @@ class _Projection:
         self.heap: list[tuple[float, int, int, str]] = []
         self.ends: dict[str, float] = {}
         self._seq = 0
+        tenants = sim.tenants
         for job_id in sim.running.ids():
-            est_end = sim.jobs[job_id].est_end
-            self.end(job_id, now if est_end is None else max(est_end, now))
+            rec = sim.jobs[job_id]
+            end = now if rec.est_end is None else max(rec.est_end, now)
+            if rec.stop_requested is not None:  # being cancelled or stopped: ends now
+                end = now
+            elif rec.preempt_reason is not None and tenants is not None:
+                end = min(end, now + tenants.grace(rec))  # preempted: by its grace at the latest
+            self.end(job_id, end)
 
     def push(self, at: float, kind: int, name: str) -> None:
         heapq.heappush(self.heap, (at, kind, self._seq, name))

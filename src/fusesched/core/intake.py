@@ -324,6 +324,8 @@ def cancel(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[De
         core._changed = True
     if rec.phase.terminal:
         return []
+    if rec.phase is JobPhase.PENDING and core.tenants is not None:
+        core.tenants.dequeued(rec.id)  # (a held job keeps its borrowing back-off until now)
     rec.move(JobPhase.CANCELLED, now, reason)
     if core.predictions is not None:
         core.predictions.ended(rec)  # (never ran: forgotten, nothing learned)
