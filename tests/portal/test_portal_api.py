@@ -113,6 +113,8 @@ def test_me_and_roles(site: Site) -> None:
         "role": "user",
         "auth": True,
         "operator": False,
+        "qos_tiers": ["gold", "silver", "bronze"],  # no tenancy configuration: the defaults
+        "default_qos": "silver",
     }
     assert site.get("admin", "/v1/portal/me").json()["operator"] is True
     for path in ("cluster", "queues", "history", "whatif", "whatif/w1"):
@@ -136,6 +138,9 @@ def test_a_job_is_shown_to_its_tenant_only(site: Site) -> None:
     assert "Audit" in [
         e["kind"] for e in site.get("admin", f"/v1/portal/jobs/{job_id}").json()["events"]
     ]
+    assert mine["external"] is False  # local agents: its time limit can be changed
+    site.server.controller.jobs[job_id].pool = "hpc"  # as if an external cluster ran it
+    assert site.get("alice", f"/v1/portal/jobs/{job_id}").json()["external"] is True
     hidden = site.get("bob", f"/v1/portal/jobs/{job_id}")
     assert hidden.status_code == 404
     assert "mine" not in hidden.text
@@ -301,6 +306,31 @@ def test_queues_with_quota_borrowing_and_fair_share(tmp_path: Path) -> None:
     assert qa["borrowing"] is True and qb["borrowing"] is False
     accounts = {f["account"] for f in view["fairshare"]}
     assert "lab/physics/qa/alice" in accounts
+
+
+def test_me_names_the_tenancy_configurations_qos_tiers(tmp_path: Path) -> None:
+    """Highest priority first, whatever the order in the file; equal priorities in the
+    file's order; the configuration's default tier."""
+    from fusesched.model.tenancy import TenancyConfig
+    from fusesched.policies.registry import CoreConfig
+    from fusesched.policies.tenancy_policy import TenancyPolicy
+
+    tiers = {
+        "qos": {
+            "bronze": {"priority": 10},
+            "silver": {"priority": 60},
+            "gold": {"priority": 60, "preemptible": False},
+        },
+        "default_qos": "bronze",
+    }
+    core = CoreConfig(placement="best-fit", tenancy=TenancyPolicy(TenancyConfig.from_dict(tiers)))
+    server = ControllerServer(tmp_path, port=0, auto_schedule=False, core=core).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            me = http.get("/v1/portal/me").json()
+    finally:
+        server.stop()
+    assert (me["qos_tiers"], me["default_qos"]) == (["silver", "gold", "bronze"], "bronze")
 
 
 def test_without_authentication_everyone_is_an_operator(tmp_path: Path) -> None:

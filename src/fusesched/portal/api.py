@@ -18,6 +18,7 @@ from fastapi import FastAPI, HTTPException, Query
 from fusesched.api.access import Access, Caller
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
+from fusesched.model.tenancy import DEFAULT_QOS
 from fusesched.portal.schemas import (
     ClusterView,
     EventView,
@@ -55,6 +56,16 @@ def _operator(p: Principal) -> Principal:
     if _person(p).role is not Role.CLUSTER_ADMIN:
         raise HTTPException(403, "only cluster-admins may see the operator pages")
     return p
+
+
+def qos_tiers(controller: Controller) -> tuple[list[str], str]:
+    """The QoS tiers' names, highest priority first (equal priorities in the configuration's
+    order), and the default tier: the tenancy configuration's, else the default tiers."""
+    tenants = controller.core.tenants
+    tiers = tenants.config.qos if tenants is not None else DEFAULT_QOS
+    default = tenants.config.default_qos if tenants is not None else "silver"
+    ordered = sorted(tiers.values(), key=lambda tier: -tier.priority)
+    return [tier.name for tier in ordered], default
 
 
 def timeline(
@@ -116,12 +127,15 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
     def me(p: Caller) -> Me:
         """Who this token is: what the portal shows after logging in."""
         _person(p)
+        tiers, default_qos = qos_tiers(controller)
         return Me(
             user=p.user,
             tenant=p.tenant,
             role=p.role.value,
             auth=auth.enabled,
             operator=p.role is Role.CLUSTER_ADMIN,
+            qos_tiers=tiers,
+            default_qos=default_qos,
         )
 
     @app.get(PREFIX + "/jobs/{job_id}", tags=tags, response_model=JobDetailView)
@@ -141,6 +155,7 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
         if view.state == "Pending" and view.phase != "held":
             projection = controller.forecasts.get(controller)
             expected = next((j for j in projection.jobs if j.job_id == job_id), None)
+        live = controller.jobs.get(job_id)
         return JobDetailView(
             job=view,
             request=dict(detail.job.request),
@@ -148,6 +163,7 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
             timeline=timeline(view.submit_time, view.start_time, view.end_time, tasks, requeues),
             expected_start=expected.start if expected is not None else None,
             expected_nodes=list(expected.nodes) if expected is not None else [],
+            external=live is not None and live.pool is not None,
         )
 
     @app.get(f"{PREFIX}/cluster", tags=tags, response_model=ClusterView)

@@ -21,6 +21,10 @@ class Me(_View):
     role: str
     auth: bool  # False: the controller runs without authentication (everyone is an admin)
     operator: bool  # may open the operator pages (cluster-admin)
+    # the QoS tiers a job may name, highest priority first: the tenancy configuration's
+    # (``--tenancy FILE``), else the default gold, silver and bronze
+    qos_tiers: list[str] = Field(default_factory=list)
+    default_qos: str = "silver"  # the tier the submit form starts from
 
 
 class EventView(_View):
@@ -49,6 +53,9 @@ class JobDetailView(_View):
     # not expected within the projection's horizon
     expected_start: float | None = None
     expected_nodes: list[str] = Field(default_factory=list)
+    # the job runs in an external cluster (Slurm, Kubernetes), which keeps its time limit:
+    # it cannot be changed while it runs there
+    external: bool = False
 
 
 class ResourceUse(_View):

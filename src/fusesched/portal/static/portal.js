@@ -419,7 +419,8 @@
     // requeue a running job (its tasks stopped, the job queued again)
     const requeueBtn = h("button", { type: "button", id: "requeue", text: "Requeue" });
     const actionMsg = h("div", { id: "action-msg", role: "status" });
-    // change a waiting job's priority, QoS or time limit; shown while editable(job)
+    // change a waiting job's priority, QoS or time limit, or a running job's time limit;
+    // shown while editable(detail)
     const editBtn = h("button", { type: "button", id: "edit", text: "Edit",
       "aria-expanded": "false", "aria-controls": "edit-form" });
     const edit = editForm(id, editBtn, (out, said) => {
@@ -478,10 +479,14 @@
       requeueBtn.hidden = j.state !== "Running";
       holdBtn.textContent = j.phase === "held" ? "Release" : "Hold";
       const cur = changeable(d.request);
-      if (edit.open && !editable(j)) {
-        actionMsg.textContent = `The job is ${j.state} now: it can no longer be changed.`;
+      const mode = editable(d);
+      if (edit.open && edit.mode !== mode) { // the open form closes: say why
+        actionMsg.textContent = `The job is ${j.state} now: ` + (!mode
+          ? "it can no longer be changed."
+          : mode === "running" ? "only its time limit can still be changed."
+            : "its priority, QoS and time limit can be changed again.");
       }
-      edit.show(editable(j), cur);
+      edit.show(mode, cur, j);
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
         ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
@@ -624,10 +629,31 @@
     });
   }
 
-  // Which jobs the page offers to change: waiting ones, the only ones the server changes (a
-  // 409 for any other). Widen it here when the server does (a running job's time limit).
-  function editable(job) {
-    return job.state === "Pending";
+  // Which jobs the page offers to change (the job's detail), and how: "waiting" (priority,
+  // QoS and time limit), "running" (the time limit only; not in an external cluster, which
+  // keeps its own), or null: what the server changes (a 409 for anything else).
+  function editable(detail) {
+    const state = detail.job.state;
+    if (state === "Pending") return "waiting";
+    if (state === "Running" && !detail.external) return "running";
+    return null;
+  }
+
+  // The QoS tiers a job may name, highest first (GET /v1/portal/me: the tenancy
+  // configuration's, else gold, silver and bronze), as <option>s; a ``current`` tier that is
+  // not among them (the configuration changed since) is offered too, so that it stays shown.
+  function qosOptions(current) {
+    const tiers = me && me.qos_tiers && me.qos_tiers.length ? me.qos_tiers
+      : ["gold", "silver", "bronze"];
+    const label = (name, i) => {
+      if (i < 0) return `${name} (not a configured tier)`;
+      if (tiers.length > 1 && i === 0) return `${name} (highest)`;
+      if (tiers.length > 1 && i === tiers.length - 1) return `${name} (lowest)`;
+      return name;
+    };
+    const names = current && !tiers.includes(current) ? [...tiers, current] : tiers;
+    return names.map((name) => h("option", { value: name,
+      text: label(name, tiers.indexOf(name)) }));
   }
 
   // What a change starts from, as the form's fields show it: the stored request, which the
@@ -645,46 +671,92 @@
   const MAX_LIMIT_S = 10 * 365 * 86400; // the longest time limit the API takes
 
   // The Edit form of a job's page: POST /v1/jobs/{id}/update with the fields changed only.
-  // show(visible, current) on every refresh; done(answer, what) after a change.
+  // A waiting job's priority, QoS and time limit; a running job's time limit alone (the
+  // server refuses the others, 409), with a note when the new limit has passed already.
+  // show(mode, current, job) on every refresh (mode: editable(detail)); done(answer, what)
+  // after a change.
   function editForm(id, button, done) {
     const fields = {};
     let initial = null; // the values the open form started from
+    let mode = null; // what the open (or next) form changes: "waiting" or "running"
+    let job = null; // the job as last shown (a running job's start, for its new limit)
     function field(name, label, input, hint) {
       input.id = `e-${name}`;
       input.name = name;
       const now = h("span", { class: "now" });
       const err = h("div", { class: "err", id: `e-${name}-err`, hidden: true });
       input.setAttribute("aria-describedby", `e-${name}-hint e-${name}-err`);
-      fields[name] = { input, err, now };
-      return h("div", { class: "field" },
+      const box = h("div", { class: "field" },
         h("label", { for: input.id, text: label }), input,
         h("div", { class: "hint", id: `e-${name}-hint` }, hint, " ", now), err);
+      fields[name] = { input, err, now, box };
+      return box;
     }
     const priority = h("input", { autocomplete: "off", spellcheck: "false", size: 12 });
-    const qos = h("select", {}, [["gold", "gold (highest)"], ["silver", "silver"],
-      ["bronze", "bronze (lowest)"]].map(([v, t]) => h("option", { value: v, text: t })));
+    const qos = h("select", {}, qosOptions(null));
     const limit = h("input", { autocomplete: "off", spellcheck: "false", size: 12 });
     const summary = h("div", { id: "edit-errors", tabindex: "-1" });
     const save = h("button", { type: "submit", class: "primary", text: "Save changes" });
     const close = h("button", { type: "button", text: "Close" });
+    const heading = h("h2", { id: "h-edit" });
+    const only = h("p", { class: "muted", id: "edit-only", hidden: true, text: "The job is " +
+      "running: only its time limit can be changed (its priority and QoS only while it " +
+      "waits)." });
     const rule = h("p", { class: "muted", id: "edit-rule", hidden: !(me && me.auth &&
-      me.role === "user"), text: "You may lower the priority and the QoS and shorten the " +
-      "time limit; only an admin may raise or lengthen them." });
+      me.role === "user") });
+    // a running job's new limit that has passed already: said before anything is sent
+    const passed = h("div", { id: "edit-passed", "aria-live": "polite" });
     const form = h("form", { class: "panel", id: "edit-form", hidden: true, novalidate: true,
       "aria-labelledby": "h-edit" },
-      h("h2", { id: "h-edit", text: "Change the waiting job" }), rule, summary,
+      heading, only, rule, summary,
       h("div", { class: "grid2" },
         field("priority", "Priority", priority, "A whole number; higher starts sooner."),
         field("qos", "QoS tier", qos, ""),
         field("limit", "Time limit", limit, `As sbatch --time: ${TIME_FORMATS} ` +
           "(30 is 30 minutes).")),
+      passed,
       h("div", { class: "actions" }, save, close));
+
+    function layout() {
+      // the form for ``mode``: a running job's shows its time limit alone
+      const running = mode === "running";
+      heading.textContent = running ? "Change the job's time limit" : "Change the waiting job";
+      only.hidden = !running;
+      fields.priority.box.hidden = running;
+      fields.qos.box.hidden = running;
+      rule.textContent = running
+        ? "You may shorten the time limit; only an admin may lengthen it."
+        : "You may lower the priority and the QoS and shorten the time limit; only an " +
+          "admin may raise or lengthen them.";
+    }
+    function overdue(sec) {
+      // a running job's limit of ``sec`` has passed already (by this browser's clock)
+      return mode === "running" && Boolean(job && job.start_time) &&
+        job.start_time + sec <= now();
+    }
+    function checkPassed() {
+      let text = "";
+      const t = limit.value.trim();
+      if (!form.hidden && mode === "running" && initial && t !== initial.limit) {
+        let sec = null;
+        try { sec = t ? parseSlurmTime(t) : null; } catch (e) { sec = null; } // said on saving
+        if (sec !== null && overdue(sec)) {
+          text = `This limit has passed already: the job started at ${fmtTime(job.start_time)}` +
+            `. If you save it, the job will be stopped now as timed out.`;
+        }
+      }
+      if (passed.textContent !== text) {
+        passed.replaceChildren(text ? h("p", { class: "notice", text }) : "");
+      }
+    }
+    limit.addEventListener("input", checkPassed);
 
     function setOpen(open, focus) {
       form.hidden = !open;
       button.setAttribute("aria-expanded", String(open));
-      if (open && focus) priority.focus();
+      if (open && focus) (mode === "running" ? limit : priority).focus();
       else if (!open && focus) button.focus();
+      checkPassed();
     }
     function showProblems(problems, extra) {
       for (const [n, f] of Object.entries(fields)) {
@@ -706,7 +778,7 @@
       const said = [];
       const problems = {};
       const p = priority.value.trim();
-      if (p !== initial.priority) {
+      if (mode === "waiting" && p !== initial.priority) {
         const n = Number(p);
         if (!/^[+-]?\d+$/.test(p)) {
           problems.priority = "The priority must be a whole number, such as 0, 10 or -5.";
@@ -714,17 +786,24 @@
           problems.priority = `The priority must be from ${PRIORITY_MIN} to ${PRIORITY_MAX}.`;
         } else { body.priority = n; said.push(`priority ${n}`); }
       }
-      if (qos.value !== initial.qos) { body.qos = qos.value; said.push(`QoS ${qos.value}`); }
+      if (mode === "waiting" && qos.value !== initial.qos) {
+        body.qos = qos.value;
+        said.push(`QoS ${qos.value}`);
+      }
       const t = limit.value.trim();
       if (t !== initial.limit) {
         try {
           const sec = t ? parseSlurmTime(t) : null;
           if (sec === null) {
-            problems.limit = "A waiting job's time limit cannot be lifted: give a time, " +
+            problems.limit = `A ${mode} job's time limit cannot be lifted: give a time, ` +
               "such as 30 or 1:30:00.";
           } else if (sec > MAX_LIMIT_S) {
             problems.limit = "The time limit can be at most 3650 days.";
-          } else { body.walltime_s = sec; said.push(`time limit ${fmtLimit(sec)}`); }
+          } else {
+            body.walltime_s = sec;
+            said.push(`time limit ${fmtLimit(sec)}` + (overdue(sec)
+              ? " (passed already: the job is stopped as timed out)" : ""));
+          }
         } catch (e) { problems.limit = e.message; }
       }
       return { body, said, problems };
@@ -733,6 +812,7 @@
     button.addEventListener("click", () => {
       if (!form.hidden) { setOpen(false, true); return; }
       priority.value = initial.priority;
+      qos.replaceChildren(...qosOptions(initial.qos));
       qos.value = initial.qos;
       limit.value = initial.limit;
       showProblems({});
@@ -765,17 +845,27 @@
     return {
       form,
       get open() { return !form.hidden; },
-      show(visible, current) {
-        button.hidden = !visible;
-        if (!visible && !form.hidden) {
+      get mode() { return mode; }, // what the open form changes
+      show(next, current, shown) {
+        job = shown;
+        button.hidden = !next;
+        if (next !== mode && !form.hidden) { // ended, started or requeued: the form closes
           const focused = form.contains(document.activeElement);
           setOpen(false, false);
-          if (focused) document.querySelector("#main h1").focus();
+          if (focused && next) button.focus();
+          else if (focused) document.querySelector("#main h1").focus();
         }
-        if (form.hidden) initial = current; // an open form keeps what it started from
+        if (form.hidden) { // an open form keeps what it started from
+          initial = current;
+          mode = next;
+          layout();
+        }
         fields.priority.now.textContent = `Now: ${current.priority}.`;
         fields.qos.now.textContent = `Now: ${current.qos}.`;
-        fields.limit.now.textContent = `Now: ${current.limit || "none"}.`;
+        const ran = mode === "running" && shown.start_time
+          ? ` It has run for ${fmtDur(now() - shown.start_time)}.` : "";
+        fields.limit.now.textContent = `Now: ${current.limit || "none"}.${ran}`;
+        checkPassed(); // time passes: a limit typed earlier may have passed since
       },
     };
   }
@@ -835,8 +925,8 @@
     }
     const typeSel = h("select", {}, Object.entries(JOB_TYPES).map(
       ([v, t]) => h("option", { value: v, text: t })));
-    const qosSel = h("select", {}, ["silver", "gold", "bronze"].map(
-      (v) => h("option", { value: v, text: v })));
+    const qosSel = h("select", {}, qosOptions(null));
+    qosSel.value = (me && me.default_qos) || "silver";
     const summary = h("div", { id: "submit-errors", tabindex: "-1" });
     const preview = h("pre", { id: "preview", tabindex: "0" });
     const form = h("form", { class: "panel", id: "submit-form", novalidate: true },
