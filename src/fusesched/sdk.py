@@ -114,6 +114,13 @@ class Client:
         body = [self._with_user(r) for r in requests]
         return [str(i) for i in self._call("POST", "/v1/jobs/batch", body)["ids"]]
 
+    def test_start(self, requests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """When these jobs would start if submitted now, without submitting them
+        (``POST /v1/starts/test``, ``sbatch --test-only``): per job, ``refused`` or its
+        ``members`` with ``expected_start`` and ``nodes``."""
+        body = [self._with_user(r) for r in requests]
+        return dict(self._call("POST", "/v1/starts/test", body))
+
     def submit_files(self, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Submit the jobs in submission files, parsed by the controller: each file is
         ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``. Returns

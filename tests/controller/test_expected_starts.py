@@ -98,3 +98,42 @@ def test_the_portal_shows_a_waiting_jobs_expected_start(
     for other in (first, held):  # running; held
         detail = client.get(f"/v1/portal/jobs/{other}").json()
         assert (detail["expected_start"], detail["expected_nodes"]) == (None, [])
+
+
+def test_a_job_is_tried_without_being_submitted(ctl: Controller, client: TestClient) -> None:
+    first = submit(client, job(4, 100))
+    ctl.run_cycle()
+    queued_before = set(ctl.jobs)
+    answer = client.post("/v1/starts/test", json=[job(2, 30, name="try"), job(64, 10)])
+    assert answer.status_code == 400, answer.text  # as a submission: no node has 64 CPUs
+    assert "64" in answer.json()["detail"] or "cpu" in answer.json()["detail"]
+    answer = client.post("/v1/starts/test", json=[job(2, 30, name="try")])
+    assert answer.status_code == 200, answer.text
+    (tried,) = answer.json()["jobs"]
+    assert tried["name"] == "try" and tried["refused"] is None
+    assert tried["members"] == [{"array_index": None, "expected_start": 1100.0, "nodes": ["n0"]}]
+    array = {**job(4, 30), "array": {"start": 0, "stop": 1}}
+    (members,) = [j["members"] for j in client.post("/v1/starts/test", json=[array]).json()["jobs"]]
+    assert [(m["array_index"], m["expected_start"]) for m in members] == [(0, 1100.0), (1, 1130.0)]
+    assert set(ctl.jobs) == queued_before and first in ctl.jobs  # nothing was submitted
+    ctl.run_cycle()
+    assert len(ctl.core.jobs) == 1
+    assert client.post("/v1/starts/test", json=[]).status_code == 400
+
+
+def test_while_a_projection_is_computed_others_get_the_last_one(
+    ctl: Controller, client: TestClient, clock: Clock, monkeypatch: Any
+) -> None:
+    submit(client, job(4, 100))
+    ctl.run_cycle()
+    submit(client, job(4, 60))
+    first = client.get("/v1/starts").json()
+    ctl.run_cycle()
+    clock.now += 5
+    monkeypatch.setattr(forecasts, "MAX_AGE_S", 0.0)  # stale: a new one is due
+    assert ctl.forecasts._lock.acquire()  # as if another request were computing it
+    try:
+        assert client.get("/v1/starts").json() == first  # answered at once, not blocked
+    finally:
+        ctl.forecasts._lock.release()
+    assert client.get("/v1/starts").json()["at"] == 1005.0

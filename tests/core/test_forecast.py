@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from tests.core.test_tenancy_core import core_with, tenancy
@@ -51,10 +52,17 @@ def test_expected_starts_follow_the_estimates_and_backfilling():
 
 def test_the_live_core_is_left_as_it_was():
     core = two_busy_nodes(backfill="easy", reject_unschedulable=False)
-    before = {j: (r.phase, r.start_time) for j, r in core.jobs.items()}
+
+    def state():
+        return {
+            j: (r.phase, r.start_time, list(r.steps), set(r.waiting_on), r.allocation)
+            for j, r in core.jobs.items()
+        }
+
+    before = state()
     running, cycles = core.running.ids(), core.stats.cycles
     forecast(core, 20.0)
-    assert {j: (r.phase, r.start_time) for j, r in core.jobs.items()} == before
+    assert state() == before
     assert core.running.ids() == running and core.stats.cycles == cycles
     # and it schedules on as if nothing happened
     out = core.step(100.0, [exited("a")])
@@ -151,3 +159,79 @@ def test_jobs_being_stopped_end_now_and_preempted_ones_within_their_grace():
     # at its hour's limit
     got = forecast(gate, 11.0).starts
     assert [(s.job_id, s.start) for s in got] == [("owner", 11.0 + notice.grace_s)]
+
+
+def test_a_job_not_submitted_gets_its_start_and_the_core_is_left_alone():
+    """``sbatch --test-only``: the extra job is projected in the copy only; the projection
+    stops once it has started; a job the core refuses says why."""
+    core = two_busy_nodes(backfill="easy", reject_unschedulable=True)
+    trial = job("trial").tasks(1, cpu=4).walltime(30).build()
+    got = forecast(core, 20.0, extra=[trial])
+    # behind short (100-200 on n0) and after (200-210, 1 CPU), before wide's reservation
+    assert {s.job_id: s.start for s in got.starts}["trial"] == 210.0
+    assert "trial" not in core.jobs
+    assert "wide" not in {s.job_id for s in got.starts}  # (300: not needed to answer)
+    members = job("many").tasks(1, cpu=4).walltime(30).array(0, 1).build()
+    starts = {s.job_id: s.start for s in forecast(core, 20.0, extra=[members]).starts}
+    assert (starts["many_0"], starts["many_1"]) == (210.0, 240.0)
+    big = job("big").tasks(1, cpu=64).walltime(10).build()
+    refused = forecast(core, 20.0, extra=[big])
+    assert [j for j, _ in refused.rejected] == ["big"] and "big" not in core.jobs
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"backfill": "easy"},
+        {"backfill": "conservative", "placement": "best-fit"},
+        {"backfill": "easy", "queue_order": "multifactor"},
+    ],
+)
+def test_projections_between_steps_change_nothing_the_core_decides(settings):
+    """Two cores fed the same events, one projected before every step: the same decisions
+    (a projection works on a copy that shares nothing it changes)."""
+    rng = random.Random(7)
+    specs = []
+    for i in range(60):
+        limit = float(rng.choice([30, 60, 120, 300]))
+        spec = (
+            job(f"j{i}")
+            .tasks(rng.randint(1, 3), cpu=rng.choice([2, 4, 8]))
+            .walltime(limit)
+            .at(float(i * 7))
+            .user(rng.choice(["ann", "bob"]))
+            .build()
+        )
+        specs.append((spec, limit * rng.uniform(0.2, 1.0)))
+    plain = simulate(nodes(4, cpu=8), specs, **settings)
+    watched = make_core(nodes(4, cpu=8), **settings)
+    decisions = []
+    pending = sorted(specs, key=lambda s: s[0].submit_time)
+    ends: list[tuple[float, str]] = []
+    i = 0
+    while i < len(pending) or ends:
+        now = min(
+            min((e for e, _ in ends), default=float("inf")),
+            pending[i][0].submit_time if i < len(pending) else float("inf"),
+        )
+        events = [exited(j) for e, j in sorted(ends) if e == now]
+        ends = [(e, j) for e, j in ends if e != now]
+        while i < len(pending) and pending[i][0].submit_time == now:
+            events.extend(submit(pending[i][0]))
+            i += 1
+        forecast(watched, now)
+        for decision in watched.step(now, events):
+            decisions.append((now, decision))
+            if isinstance(decision, StartJob):
+                took = dict((s.id, rt) for s, rt in specs)[decision.job_id]
+                ends.append((now + took, decision.job_id))
+    assert [(t, d.job_id, type(d).__name__) for t, d in decisions] == [
+        (t, d.job_id, type(d).__name__) for t, d in plain.decisions
+    ]
+
+
+def test_a_job_waiting_for_its_begin_time_starts_then_in_the_projection():
+    core = make_core(nodes(1, cpu=4))
+    later = job("later").tasks(1, cpu=4).walltime(60).build()
+    core.step(0.0, submit(replace(later, begin_time=500.0)))
+    assert [(s.job_id, s.start) for s in forecast(core, 1.0).starts] == [("later", 500.0)]

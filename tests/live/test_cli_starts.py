@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.live.test_cli import as_json, fusesched
+from tests.live.test_cli import PYTHON, as_json, fusesched
 
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
@@ -19,7 +19,7 @@ command: [sleep, "600"]
 
 
 def test_jobs_start_shows_when_and_where_waiting_jobs_start(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path, native_front: Path
 ) -> None:
     client = Client(cluster.url)
     ids = []
@@ -43,6 +43,23 @@ def test_jobs_start_shows_when_and_where_waiting_jobs_start(
     assert job in table.stdout and "node-a" in table.stdout
     assert "in 9 min" in table.stdout or "in 10 min" in table.stdout, table.stdout
     assert "time limit" in table.stdout  # what the projection assumes
+    # submit --test-only: the same question for a job not submitted (Python and C fronts)
+    for front in ([str(native_front)], PYTHON):
+        tried = fusesched(cluster, "submit", "--test-only", str(waiting), command=front)
+        assert tried.returncode == 0, tried.stderr
+        assert "Job 1 (waits) would start at " in tried.stdout, tried.stdout
+        assert "on node-a" in tried.stdout and "Nothing was submitted." in tried.stdout
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -c 2 --time=5\ntrue\n")
+    for front in ([str(native_front)], PYTHON):
+        tried = fusesched(cluster, "sbatch", "--test-only", "-J", "s", str(script), command=front)
+        assert tried.returncode == 0, tried.stderr
+        assert "Job 1 (s) would start at " in tried.stdout, tried.stdout
+    assert [j["id"] for j in client.starts()["jobs"]] == [job]  # nothing new
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("name: huge\nresources: {cpu: 64}\ncommand: ['true']\n")
+    refused = fusesched(cluster, "submit", "--test-only", str(huge))
+    assert refused.returncode == 2 and "64" in refused.stderr, refused.stderr
     refused = fusesched(cluster, "jobs", "--start", "--state", "Running")
     assert refused.returncode == 2 and "leave out --state" in refused.stderr
     assert not refused.stderr.startswith("Traceback")

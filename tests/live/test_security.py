@@ -162,6 +162,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
         ("GET", "/v1/starts"): {},
+        ("POST", "/v1/starts/test"): {"json": [job(["true"], user="bob", tenant="biology")]},
         ("GET", "/metrics"): {},
         ("GET", "/v1/usage"): {"params": {"tenant": "biology"}},
         ("POST", "/v1/agents/register"): {"json": inventory},

@@ -203,13 +203,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("walltime inf", minimal(walltime_s=float("inf")), "walltime_s: Input should be a finite"),
     (
         "dependency kind",
-        minimal(dependencies=[{"kind": "afternotok", "job_id": "1"}]),
-        "dependencies[0].kind: Input should be 'afterok' or 'afterany'",
+        minimal(dependencies=[{"kind": "aftercorr", "job_id": "1"}]),
+        "dependencies[0].kind: Input should be 'after', 'afterok', 'afternotok', 'afterany' or",
     ),
     (
         "dependency id",
         minimal(dependencies=[{"kind": "afterok", "job_id": ""}]),
-        "dependencies[0].job_id: String should have at least 1 character",
+        "dependencies[0]: afterok needs job_id, the id of the job it waits for",
     ),
     ("array order", minimal(array={"start": 5, "stop": 1}), "array stop (1) is below start (5)"),
     ("array step", minimal(array={"start": 0, "stop": 1, "step": 0}), "array.step"),

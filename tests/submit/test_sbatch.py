@@ -181,12 +181,12 @@ def test_other_comments_and_lookalikes_are_not_directives() -> None:
 
 def test_unknown_options_warn_and_skip_their_value() -> None:
     parsed = parse_sbatch(
-        "#!/bin/sh\n#SBATCH --mail-user me@x -n 2 -w node1 --partiton=gpu\n./a\n", source="s.sh"
+        "#!/bin/sh\n#SBATCH --mail-user me@x -n 2 -L lic1 --partiton=gpu\n./a\n", source="s.sh"
     )
     assert parsed.request.groups[0].replicas == 2
     assert parsed.warnings == (
         "s.sh:2: --mail-user is not supported; ignored",
-        "s.sh:2: -w is not supported; ignored",
+        "s.sh:2: -L is not supported; ignored",
         "s.sh:2: --partiton is not supported (did you mean --partition?); ignored",
     )
 
@@ -238,7 +238,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ("#!/bin/sh\n#SBATCH -p a,b\n", [], "s.sh:2: -p: one partition please, not 'a,b'"),
     ("#!/bin/sh\n#SBATCH --qos=normal2\n", [], "s.sh:2: --qos: unknown QoS 'normal2'"),
     ("#!/bin/sh\n#SBATCH -a 1,2,7\n", [], "s.sh:2: -a: array '1,2,7': indices must be evenly"),
-    ("#!/bin/sh\n#SBATCH -d afternotok:5\n", [], "s.sh:2: -d: dependency 'afternotok:5'"),
+    ("#!/bin/sh\n#SBATCH -d aftercorr:5\n", [], "s.sh:2: -d: dependency 'aftercorr:5'"),
     (
         "#!/bin/sh\n#SBATCH --gres=gpux:1\n",
         [],

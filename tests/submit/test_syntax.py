@@ -140,8 +140,8 @@ def test_dependencies() -> None:
     ("text", "message"),
     [
         ("afterok:1?afterany:2", r"'\?' \(any of\) is not supported"),
-        ("afternotok:1", "'afternotok:1' is not supported"),
-        ("singleton", "'singleton' is not supported"),
+        ("aftercorr:1", "'aftercorr:1' is not supported"),
+        ("singleton:1", "singleton takes no job ids"),
         ("afterok", "give job ids, as in afterok:123:124"),
         ("afterok:1::2", "give job ids"),
         ("afterany:1+30", r"'\+time' delays are not supported"),

@@ -46,8 +46,10 @@ def accept_files(access: Access, files: SubmissionFiles, p: Principal) -> Submit
     person(p)
     requests: list[JobRequest] = []
     warnings: list[str] = []
+    now = access.controller.clock()  # relative begin times are the controller's
     for item in files.files:
-        for parsed in parse_submission(item.text, source=item.name, sbatch_args=item.args):
+        parsed_items = parse_submission(item.text, source=item.name, sbatch_args=item.args, now=now)
+        for parsed in parsed_items:
             request = parsed.request
             if not access.auth.enabled and files.user and not request.user:
                 request = request.model_copy(update={"user": files.user})

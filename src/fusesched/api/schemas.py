@@ -83,6 +83,26 @@ class StartsView(_View):
     jobs: list[ExpectedStartView]
 
 
+class TrialMember(_View):
+    array_index: int | None = None  # an array's member; None for a plain job
+    expected_start: float | None  # Unix time; None: not within the horizon
+    nodes: list[str] = Field(default_factory=list)
+
+
+class TrialJob(_View):
+    name: str = ""
+    refused: str | None = None  # why the scheduler would refuse it (then no members)
+    members: list[TrialMember] = Field(default_factory=list)
+
+
+class TrialView(_View):
+    """``POST /v1/starts/test``: when jobs would start if submitted now (nothing is)."""
+
+    at: float
+    horizon_s: float
+    jobs: list[TrialJob]
+
+
 class Submitted(_View):
     id: str
     ids: list[str] = Field(default_factory=list)  # array members, when it is an array

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 
 from fusesched.api.access import Access, Caller, person
-from fusesched.api.schemas import ExpectedStartView, StartsView
+from fusesched.api.schemas import (
+    ExpectedStartView,
+    StartsView,
+    TrialJob,
+    TrialMember,
+    TrialView,
+)
+from fusesched.controller import forecasts
 from fusesched.controller.auth import Role
 from fusesched.controller.records import LiveJob
 from fusesched.core.forecast import WAITING, ExpectedStart
+from fusesched.submit.request import JobRequest
+
+#: at most this many jobs tried in one request
+MAX_TRIAL = 100
 
 
 def add_start_routes(app: FastAPI, access: Access) -> None:
@@ -63,3 +74,32 @@ def add_start_routes(app: FastAPI, access: Access) -> None:
             complete=projection.complete,
             jobs=rows,
         )
+
+    @app.post("/v1/starts/test", response_model=TrialView, tags=["jobs"])
+    def test_start(requests: list[JobRequest], p: Caller) -> TrialView:
+        """When these jobs would start if they were submitted now (``sbatch --test-only``):
+        checked as a submission is (the same refusals), projected as ``GET /v1/starts``
+        projects the queue, and neither stored nor queued."""
+        if not requests:
+            raise HTTPException(400, "no job to try")
+        if len(requests) > MAX_TRIAL:
+            raise HTTPException(400, f"at most {MAX_TRIAL} jobs per try")
+        tried = forecasts.trial(controller, access.owned(p, requests))
+        jobs = []
+        for request, members, refused in zip(requests, tried.starts, tried.refused, strict=True):
+            shown = [
+                TrialMember(
+                    array_index=_index(m.job_id),
+                    expected_start=m.start,
+                    nodes=list(m.nodes),
+                )
+                for m in members
+            ]
+            jobs.append(TrialJob(name=request.name or "", refused=refused, members=shown))
+        return TrialView(at=tried.at, horizon_s=tried.horizon_s, jobs=jobs)
+
+
+def _index(job_id: str) -> int | None:
+    """An array member's index (ids are ``<array>_<index>``), or None."""
+    _, sep, index = job_id.rpartition("_")
+    return int(index) if sep else None

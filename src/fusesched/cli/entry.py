@@ -38,11 +38,14 @@ PROG = "fusesched"
 
 #: Commands with a quick path that needs no command framework (see :mod:`fusesched.cli.fast`).
 FAST_COMMANDS = frozenset({"submit", "sbatch"})
+#: Options that leave the quick path to the full command (``--test-only`` submits nothing:
+#: it asks the controller when the jobs would start).
+SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only"})
 
 
 def main() -> None:
     args = sys.argv[1:]
-    if args and args[0] in FAST_COMMANDS and not {"--help", "-h"} & set(args):
+    if args and args[0] in FAST_COMMANDS and not SLOW_OPTIONS & set(args):
         from fusesched.cli.fast import run
 
         sys.exit(run(args[0], args[1:]))

@@ -73,6 +73,10 @@ def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
         if unknown:
             raise UsageError(f"unknown option {unknown[0]} (see fusesched submit --help)")
         return [{"name": p, "text": _read(p)} for p in rest]
+    if any(arg == "--wrap" or arg.startswith("--wrap=") for arg in rest):
+        # sbatch [OPTIONS] --wrap=COMMAND: no script file; the controller's parser makes the
+        # script of the command (and refuses a script named as well)
+        return [{"name": "wrap", "text": "", "args": rest}]
     for k, arg in enumerate(rest):  # sbatch [OPTIONS] SCRIPT: the first existing file
         if not arg.startswith("-") and os.path.isfile(arg):
             if rest[k + 1 :]:
@@ -84,7 +88,10 @@ def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
     if last and not last.startswith("-"):  # most likely the script, which is not a file
         why = "a folder, not a batch script" if os.path.isdir(last) else "no such file"
         raise UsageError(f"{last}: {why} (usage: fusesched sbatch [OPTIONS] SCRIPT)")
-    raise UsageError("no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT)")
+    raise UsageError(
+        "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
+        'fusesched sbatch [OPTIONS] --wrap="COMMAND")'
+    )
 
 
 def run(command: str, argv: Sequence[str]) -> int:

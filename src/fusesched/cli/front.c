@@ -761,6 +761,8 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
             buf_str(body, "}");
         }
     } else { /* sbatch [OPTIONS] SCRIPT: the first existing file */
+        for (int i = 0; i < a->nrest; i++) /* --wrap=COMMAND, no script: Python's (fast.py) */
+            if (!strcmp(a->rest[i], "--wrap") || !strncmp(a->rest[i], "--wrap=", 7)) to_python();
         int script = -1;
         for (int i = 0; i < a->nrest && script < 0; i++) {
             struct stat st;
@@ -1216,7 +1218,9 @@ int main(int argc, char **argv) {
     int sbatch = !strcmp(argv[1], "sbatch");
     if (!sbatch && strcmp(argv[1], "submit")) to_python();
     for (int i = 2; i < argc; i++) /* anywhere, even as an option's value (cli.entry) */
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) to_python();
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
+            !strcmp(argv[i], "--test-only")) /* submits nothing: the Python command asks */
+            to_python();
     standard_fds();
 
     Args a;

@@ -198,12 +198,23 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
 
 # ---------------------------------------------------------------------- submission
 
+#: The name ``sbatch --wrap``'s job is read under (no file: the options say what runs).
+WRAP_SOURCE = "wrap"
+
 #: sbatch takes Slurm's own options, so the command lets unknown options through to them.
 SBATCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
+def _wraps(args: list[str]) -> bool:
+    """True when sbatch's options have ``--wrap``: no script file, the command stands for it."""
+    return any(arg == "--wrap" or arg.startswith("--wrap=") for arg in args)
+
+
 def _split_sbatch_args(args: list[str]) -> tuple[list[str], Path | None, list[str]]:
-    """(options, script, script arguments): the script is the first existing file named."""
+    """(options, script, script arguments): the script is the first existing file named
+    (none with ``--wrap``: every argument is an option, and the parser refuses a script)."""
+    if _wraps(args):
+        return args, None, []
     for k, arg in enumerate(args):
         if not arg.startswith("-") and Path(arg).is_file():
             return args[:k], Path(arg), args[k + 1 :]
@@ -217,6 +228,14 @@ def submit(
             help="Job files: fusesched YAML, Kubernetes Pod/Job YAML or a batch script."
         ),
     ],
+    test_only: Annotated[
+        bool,
+        typer.Option(
+            "--test-only",
+            help="Submit nothing: say when and where each job would start if submitted now "
+            "(as sbatch --test-only).",
+        ),
+    ] = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
@@ -237,6 +256,9 @@ def submit(
         _fail(str(exc), 2)
     client = _client(controller_url, token, ca)
     payload = [r.model_dump(mode="json", exclude_none=True) for r in requests]
+    if test_only:
+        _report_trial(_call(client.test_start, payload), as_json)
+        return
     ids = (
         [_call(client.submit, payload[0])]
         if len(payload) == 1
@@ -259,27 +281,39 @@ def sbatch(
     """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT.
 
     The script's #SBATCH directives are honoured; options given here override them, as with
-    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh).
+    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). Without a script,
+    --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname").
     """
     from fusesched.submit.errors import SubmitError
-    from fusesched.submit.sbatch import load_sbatch
+    from fusesched.submit.sbatch import load_sbatch, parse_sbatch
 
-    options, script, rest = _split_sbatch_args(list(ctx.args))
-    if script is None:
-        _fail("no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT)", 2)
+    args = list(ctx.args)
+    test_only = "--test-only" in args  # (sbatch's own: submit nothing, say when it would start)
+    options, script, rest = _split_sbatch_args([a for a in args if a != "--test-only"])
+    if script is None and not _wraps(options):
+        _fail(
+            "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
+            'fusesched sbatch [OPTIONS] --wrap="COMMAND")',
+            2,
+        )
     if rest:
         _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
     try:
-        parsed = load_sbatch(script, options)
+        if script is None:
+            parsed = parse_sbatch("", source=WRAP_SOURCE, args=options)
+        else:
+            parsed = load_sbatch(script, options)
     except SubmitError as exc:
         _fail(str(exc), 2)
     request = parsed.request
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    job_id = _call(
-        _client(controller_url, token, ca).submit,
-        request.model_dump(mode="json", exclude_none=True),
-    )
+    client = _client(controller_url, token, ca)
+    payload = request.model_dump(mode="json", exclude_none=True)
+    if test_only:
+        _report_trial(_call(client.test_start, [payload]), as_json)
+        return
+    job_id = _call(client.submit, payload)
     if as_json:
         _print_json({"id": job_id})
     else:
@@ -339,6 +373,34 @@ def _in(seconds: float) -> str:
     if seconds < 86400:
         return f"in {seconds // 3600:.0f} h {seconds % 3600 // 60:.0f} min"
     return f"in {seconds / 86400:.1f} d"
+
+
+def _report_trial(answer: dict[str, Any], as_json: bool) -> None:
+    """What ``--test-only`` found; exit 2 when a job would be refused."""
+    refused = any(job["refused"] for job in answer["jobs"])
+    if as_json:
+        _print_json(answer)
+    else:
+        at, days = answer["at"], answer["horizon_s"] / 86400
+        for k, job in enumerate(answer["jobs"], 1):
+            name = f"Job {k}" + (f" ({job['name']})" if job["name"] else "")
+            if job["refused"]:
+                err.print(f"{name} would be refused: {job['refused']}", highlight=False)
+                continue
+            for member in job["members"]:
+                who = name if member["array_index"] is None else f"{name}[{member['array_index']}]"
+                when = member["expected_start"]
+                if when is None:
+                    console.print(f"{who} would not start within {days:g} d", highlight=False)
+                    continue
+                shown = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+                nodes = ",".join(member["nodes"])
+                console.print(
+                    f"{who} would start at {shown} ({_in(when - at)}) on {nodes}", highlight=False
+                )
+        console.print("[dim]Nothing was submitted.[/]", highlight=False)
+    if refused:
+        raise typer.Exit(2)
 
 
 def _print_starts(answer: dict[str, Any]) -> None:

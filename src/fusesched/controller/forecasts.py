@@ -13,10 +13,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fusesched.core.forecast import Forecast, clone, forecast
+from fusesched.controller import federation
+from fusesched.controller.records import NotReadyError, array_size
+from fusesched.core.forecast import ExpectedStart, Forecast, clone, forecast
+from fusesched.core.scheduler import SchedulerCore
 from fusesched.power.saving import PowerState
+from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -33,27 +39,84 @@ class Forecasts:
         self._last: tuple[Forecast, int, float] | None = None  # with the cycle count, monotonic
 
     def get(self, ctl: Controller) -> Forecast:
-        with self._lock:
+        """The last projection while it is current; else a new one — or, while another
+        caller computes it, the last one (no one waits behind a projection but the first)."""
+        last = self._last
+        if last is not None and self._current(ctl, last):
+            return last[0]
+        if not self._lock.acquire(blocking=last is None):
+            assert last is not None
+            return last[0]
+        try:
             last = self._last
-            if last is not None:
-                answer, cycles, made = last
-                if ctl.cycles == cycles or time.monotonic() - made < MAX_AGE_S:
-                    return answer
+            if last is not None and self._current(ctl, last):
+                return last[0]  # made while this caller waited for the lock
             answer, cycles = _project(ctl)
             self._last = (answer, cycles, time.monotonic())
             return answer
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _current(ctl: Controller, last: tuple[Forecast, int, float]) -> bool:
+        _, cycles, made = last
+        return ctl.cycles == cycles or time.monotonic() - made < MAX_AGE_S
 
 
 def _project(ctl: Controller) -> tuple[Forecast, int]:
     with ctl.work:
-        now = ctl.clock()
-        sim = clone(ctl.core)
-        for event in ctl.events:  # what the next cycle hands the core first
-            with contextlib.suppress(KeyError, ValueError):  # the cycle refuses it too
-                sim.handle(event, now)
-        waking = _waking(ctl, now)
+        now, sim, waking = _copy(ctl)
         cycles = ctl.cycles
     return forecast(sim, now, wake_s=waking, copied=True), cycles
+
+
+def _copy(ctl: Controller) -> tuple[float, SchedulerCore, dict[str, float]]:
+    """The time, a copy of the core with the events the next cycle hands it first, and the
+    nodes that would wake (called with the lock held)."""
+    now = ctl.clock()
+    sim = clone(ctl.core)
+    for event in ctl.events:
+        with contextlib.suppress(KeyError, ValueError):  # the cycle refuses it too
+            sim.handle(event, now)
+    return now, sim, _waking(ctl, now)
+
+
+#: the numbers given to jobs tried with :func:`trial` (never a real job's: those are > 0)
+TRIAL_FIRST = -1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """When a job that was not submitted would start (``sbatch --test-only``): per request,
+    its members' expected starts (one for a plain job), or why it would be refused."""
+
+    at: float
+    horizon_s: float
+    starts: list[list[ExpectedStart]]
+    refused: list[str | None]
+
+
+def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Trial:
+    """Check ``requests`` as a submission would (raising :class:`SubmitError` as it would)
+    and project when each would start if submitted now; nothing is stored or queued."""
+    with ctl.work:
+        node_specs = federation.node_specs(ctl)
+        if not node_specs:
+            raise NotReadyError("no node has registered yet; start an agent first")
+        requests = [r.identified() for r in requests]
+        sizes = [array_size(r) for r in requests]
+        now, sim, waking = _copy(ctl)
+        prepared = ctl._prepare(requests, sizes, TRIAL_FIRST, user, node_specs, now)
+    specs = [spec for _, _, spec in prepared]
+    answer = forecast(sim, now, wake_s=waking, copied=True, extra=specs)
+    refused = dict(answer.rejected)
+    starts: list[list[ExpectedStart]] = []
+    for spec in specs:
+        members = [
+            j for j in answer.jobs if j.job_id == spec.id or j.job_id.rpartition("_")[0] == spec.id
+        ]
+        starts.append(members)
+    return Trial(now, answer.horizon_s, starts, [refused.get(s.id) for s in specs])
 
 
 def _waking(ctl: Controller, now: float) -> dict[str, float]:

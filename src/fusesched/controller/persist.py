@@ -33,6 +33,7 @@ from fusesched.store.records import (
     TaskRow,
 )
 from fusesched.store.store import Store
+from fusesched.submit.begin import begin_reason
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ class Persistence:
         self, seqs: Sequence[int], request: JobRequest, specs: Sequence[JobSpec], now: float
     ) -> None:
         data = request.model_dump(mode="json", exclude_none=True)
+        reason = ""
+        if request.hold:
+            reason = f"held: {AT_SUBMIT}"
+        elif request.begin_time is not None and request.begin_time > now:
+            reason = begin_reason(request.begin_time)  # waits for it (sbatch --begin)
         rows = [
             JobRow(
                 id=spec.id,
@@ -93,7 +99,7 @@ class Persistence:
                 user=spec.user,
                 state=JobState.PENDING,
                 phase=HELD if request.hold else JobPhase.PENDING.value,
-                reason=f"held: {AT_SUBMIT}" if request.hold else "",
+                reason=reason,
                 submit_time=now,
                 request=data,
                 name=spec.name,

@@ -31,6 +31,7 @@ from fusesched.controller import (
     adoption,
     agents,
     data,
+    dependencies,
     drains,
     endings,
     failures,
@@ -70,8 +71,9 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import JobSpec
+from fusesched.model.job import DependencyKind, JobSpec
 from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.phases import JobPhase
 from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
@@ -270,6 +272,10 @@ class Controller:
         """Why ``spec`` cannot be accepted (its dependencies, the nodes, the quotas), or
         ``None``."""
         for dep in spec.dependencies:
+            if dep.kind is DependencyKind.SINGLETON:  # (names no job: its name does)
+                if not spec.name:
+                    return "a singleton dependency needs a job name (sbatch -J, name:)"
+                continue
             known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
             if not known and any(
                 live.spec.array_parent == dep.job_id for live in self.jobs.values()
@@ -438,6 +444,15 @@ class Controller:
             row = detail.job
             request = JobRequest.model_validate(row.request)
             spec = recovered_spec(request, row)
+            if spec.dependencies:  # those on jobs that ended (or started) before the restart
+                settled = dependencies.settle_recovered(spec, self._stored_phase)
+                if isinstance(settled, str):
+                    self.persist.job_finished(
+                        spec.id, JobPhase.CANCELLED, None, settled, self.clock()
+                    )
+                    self.persist.flush()
+                    continue
+                spec = settled
             try:
                 spec = federation.routed(self, request, spec)
             except SubmitError as exc:  # the pools changed since: it may still fit somewhere
@@ -452,6 +467,11 @@ class Controller:
             self.release_held()
         if running:
             adoption.recover_running(self, running, self.clock())
+
+    def _stored_phase(self, job_id: str) -> JobPhase | None:
+        """The phase the store shows for a job (``None``: no such job, or held)."""
+        detail = self.persist.store.get_job(job_id)
+        return None if detail is None else dependencies.stored_phase(detail.job.phase)
 
     def release_held(self) -> None:
         """Hand the core the submissions recovered at start, held until the nodes were back."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import copyreg
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -25,10 +26,13 @@ from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Event,
     JobExited,
+    JobSubmitted,
     NodeStateChanged,
     PreemptJob,
+    RejectJob,
     StartJob,
 )
+from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 
@@ -62,6 +66,7 @@ class Forecast:
     horizon_s: float
     jobs: tuple[ExpectedStart, ...]
     complete: bool  # False: the step budget ran out before the horizon
+    rejected: tuple[tuple[str, str], ...] = ()  # extra jobs the core refused: (id, why)
 
     @property
     def starts(self) -> tuple[ExpectedStart, ...]:
@@ -106,16 +111,30 @@ def forecast(
     max_steps: int = DEFAULT_MAX_STEPS,
     wake_s: dict[str, float] | None = None,
     copied: bool = False,
+    extra: Sequence[JobSpec] = (),
 ) -> Forecast:
     """Project ``core`` forward from ``now`` and say when each waiting job starts.
 
     ``wake_s``: nodes that are down now but come up by themselves (power-saved nodes the
     shell would resume), with the seconds they take to come up. ``copied``: ``core`` is
-    already a private copy (see :func:`clone`) that may be changed.
+    already a private copy (see :func:`clone`) that may be changed. ``extra``: jobs to
+    submit to the copy first (``sbatch --test-only``: when would this job start?); the
+    projection then ends once they have started, and those the core refuses are in
+    ``rejected``.
     """
     if not horizon_s > 0:
         raise ValueError(f"the horizon must be positive, not {horizon_s!r}")
-    run = _Projection(core if copied else clone(core), now)
+    sim = core if copied else clone(core)
+    rejected: list[tuple[str, str]] = []
+    for spec in extra:
+        for decision in sim.handle(JobSubmitted(spec), now):
+            if isinstance(decision, RejectJob):
+                rejected.append((decision.job_id, decision.reason))
+    run = _Projection(sim, now)
+    ids = {spec.id for spec in extra}
+    targets = {
+        j for j in run.waiting if j in ids or j.rpartition("_")[0] in ids
+    }  # (an array's members are ``<id>_<index>``)
     for node, wake in (wake_s or {}).items():
         if node in run.sim.cluster.index:
             run.push(now + max(0.0, wake), _NODE_UP, node)
@@ -124,7 +143,7 @@ def forecast(
     run.step(now, [])  # what the next cycle would start (the queue may have changed since)
     steps = 1
     complete = True
-    while run.waiting:
+    while run.waiting and (not extra or not targets.isdisjoint(run.waiting)):
         wakeup = sim.next_wakeup()
         nxt = run.heap[0][0] if run.heap else None
         if wakeup is not None and wakeup > run.t and (nxt is None or wakeup < nxt):
@@ -137,7 +156,7 @@ def forecast(
         steps += 1
         run.step(max(nxt, run.t), run.due(max(nxt, run.t)))
     beyond = [ExpectedStart(j, run.waiting[j], None) for j in sorted(run.waiting)]
-    return Forecast(now, horizon_s, (*run.starts, *beyond), complete)
+    return Forecast(now, horizon_s, (*run.starts, *beyond), complete, tuple(rejected))
 
 
 _JOB_END = 0

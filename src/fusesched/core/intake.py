@@ -37,6 +37,7 @@ QOS_RANK = {qos: qos.rank for qos in QoS}
 
 # (module globals: cheaper to read than the enum's attributes)
 PENDING, QUEUED = JobPhase.PENDING, JobPhase.QUEUED
+SINGLETON = DependencyKind.SINGLETON
 
 #: ``JobFacts(*fields)`` without the Python-level ``__new__`` of a named tuple.
 _facts = tuple.__new__
@@ -52,16 +53,10 @@ def submit(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
     refused = core.tenants.refuse(spec) if core.tenants is not None else ""
     if refused:
         return reject(core, rec, refused, now)
-    for dep in spec.dependencies:
-        other = core.jobs.get(dep.job_id)
-        if other is None:
-            return reject(core, rec, f"dependency on unknown job {dep.job_id!r}", now)
-        if other.phase.terminal:
-            if dep.kind is DependencyKind.AFTER_OK and other.phase is not JobPhase.COMPLETED:
-                return reject(core, rec, f"dependency {dep.job_id} did not succeed", now)
-            continue
-        rec.waiting_on.add(dep.job_id)
-        core._dependents.setdefault(dep.job_id, []).append(spec.id)
+    if spec.dependencies:
+        refused = wait_on_dependencies(core, rec)
+        if refused:
+            return reject(core, rec, refused, now)
     if not rec.waiting_on:
         enqueue(core, rec, now, "submitted")
     return []
@@ -72,6 +67,8 @@ def register_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
     if spec.id in core.jobs:  # the shell must not reuse ids
         raise DuplicateJobId(f"job id {spec.id!r} is already in use")
     rec = compile_job(core, spec, now)
+    if spec.begin_time is not None:
+        rec.not_before = spec.begin_time  # waits for it: see enqueue
     core.jobs[spec.id] = rec
     return rec
 
@@ -125,7 +122,11 @@ def compile_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
 
 
 def enqueue(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -> None:
-    """Into the waiting queue (or held, when its array runs ``max_parallel`` children)."""
+    """Into the waiting queue (or held, when its array runs ``max_parallel`` children), or,
+    before its begin time (``not_before``), among the delayed jobs until then."""
+    if rec.not_before > now:
+        wait_to_begin(core, rec, now, reason)
+        return
     if rec.phase is not QUEUED:
         rec.move(QUEUED, now, reason)
     spec = rec.spec
@@ -143,6 +144,16 @@ def enqueue(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -> Non
         heapq.heappush(core._data_deadlines, (rec.data_wait_until, rec.id))
     core.queue.push(rec, now)
     core._fresh.append(rec)
+
+
+def wait_to_begin(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -> None:
+    """A job not eligible before ``rec.not_before`` (its begin time, or a requeue's backoff)
+    waits among the delayed jobs (queued, not yet in the queue) until a cycle at or after
+    then (:meth:`SchedulerCore.next_wakeup` names that time)."""
+    if rec.phase is not QUEUED:
+        waits = "begin time" if rec.not_before == rec.spec.begin_time else "eligible at"
+        rec.move(QUEUED, now, f"{reason}; {waits} {rec.not_before:g}")
+    core._delayed[rec.id] = rec
 
 
 def array_slot_freed(core: SchedulerCore, parent: str | None, now: float) -> None:
@@ -170,23 +181,116 @@ def reshape(core: SchedulerCore, rec: JobRecord, spec: JobSpec) -> None:
     rec.single_total = shape.single_total
 
 
+def wait_on_dependencies(core: SchedulerCore, rec: JobRecord) -> str:
+    """A new job waits on the jobs its dependencies name, those not met yet (a
+    ``singleton``: on every earlier job of its name and user that has not ended). Returns why
+    it can never start (an unknown job, a dependency that can never be met), or ``""``."""
+    spec = rec.spec
+    for dep in spec.dependencies:
+        if dep.kind is SINGLETON:
+            if not spec.name:
+                return "a singleton dependency needs a job name"
+            for other_id in namesakes(core, rec):
+                wait_on(core, rec, other_id)
+            continue
+        other = core.jobs.get(dep.job_id)
+        if other is None:
+            return f"dependency on unknown job {dep.job_id!r}"
+        if dep.kind.broken(other.phase):
+            return never_met(dep.kind, other.id, other.phase, at_submit=True)
+        if not dep.kind.met(other.phase):
+            wait_on(core, rec, other.id)
+    return ""
+
+
+def namesakes(core: SchedulerCore, rec: JobRecord) -> list[str]:
+    """The jobs a ``singleton`` waits on: every job that has not ended, of the same name and
+    user, submitted no later (those the core knows already; one pass over its jobs)."""
+    spec = rec.spec
+    name, user, time = spec.name, spec.user, spec.submit_time
+    return [
+        other.id
+        for other in core.jobs.values()
+        if other.spec.name == name
+        and other is not rec
+        and other.spec.user == user
+        and not other.phase.terminal
+        and other.spec.submit_time <= time
+    ]
+
+
+def wait_on(core: SchedulerCore, rec: JobRecord, other_id: str) -> None:
+    """``rec`` waits on job ``other_id`` (once, however many dependencies name it)."""
+    if other_id not in rec.waiting_on:
+        rec.waiting_on.add(other_id)
+        core._dependents.setdefault(other_id, []).append(rec.id)
+
+
+def dependency_kinds(waiter: JobRecord, other: JobRecord) -> set[DependencyKind]:
+    """The kinds of ``waiter``'s dependencies on ``other``; waiting on it as a ``singleton``
+    (``other`` has the same name and user) counts as ``afterany``."""
+    spec = waiter.spec
+    kinds = {d.kind for d in spec.dependencies if d.job_id == other.id}
+    if SINGLETON in {d.kind for d in spec.dependencies} and (
+        (other.spec.name, other.spec.user) == (spec.name, spec.user)
+    ):
+        kinds.add(DependencyKind.AFTER_ANY)
+    return kinds
+
+
+def never_met(kind: DependencyKind, job_id: str, phase: JobPhase, at_submit: bool = False) -> str:
+    """Why a dependency of ``kind`` on job ``job_id``, ended in ``phase``, can never be met."""
+    if kind is DependencyKind.AFTER_NOT_OK:
+        return f"dependency {job_id} completed: {kind} can never be met"
+    if at_submit:
+        return f"dependency {job_id} did not succeed"
+    return f"dependency {job_id} ended {phase}"
+
+
 def settle_dependents(core: SchedulerCore, rec: JobRecord, now: float) -> list[Decision]:
+    """``rec`` ended: the jobs waiting on it stop waiting, or are rejected when it broke a
+    dependency of theirs (``afterok`` on a failure, ``afternotok`` on a success)."""
     out: list[Decision] = []
     waiting = core._dependents.pop(rec.spec.id, None)
     if waiting is None:
         return out
+    phase = rec.phase
     for dep_id in waiting:
         dep = core.jobs[dep_id]
         if dep.phase is not JobPhase.PENDING:
             continue
-        kinds = {d.kind for d in dep.spec.dependencies if d.job_id == rec.id}
-        if DependencyKind.AFTER_OK in kinds and rec.phase is not JobPhase.COMPLETED:
-            out.extend(reject(core, dep, f"dependency {rec.id} ended {rec.phase}", now))
+        broken = [k for k in dependency_kinds(dep, rec) if k.broken(phase)]
+        if broken:
+            out.extend(reject(core, dep, never_met(min(broken), rec.id, phase), now))
             continue
         dep.waiting_on.discard(rec.id)
         if not dep.waiting_on and dep.held is None:
-            enqueue(core, dep, now, f"dependencies met ({rec.id} {rec.phase})")
+            enqueue(core, dep, now, f"dependencies met ({rec.id} {phase})")
     return out
+
+
+def settle_started(core: SchedulerCore, rec: JobRecord, now: float) -> None:
+    """``rec`` started: the jobs that waited only for its start (``after``) stop waiting on
+    it; the others go on waiting for its end. Called after the cycle that started it (the
+    jobs it lets go join the queue, and the cycle goes on with them)."""
+    waiting = core._dependents.get(rec.id)
+    if waiting is None:
+        return
+    still: list[str] = []
+    for dep_id in waiting:
+        dep = core.jobs[dep_id]
+        if dep.phase is not JobPhase.PENDING:
+            continue
+        if not all(k.met(JobPhase.RUNNING) for k in dependency_kinds(dep, rec)):
+            still.append(dep_id)
+            continue
+        dep.waiting_on.discard(rec.id)
+        if not dep.waiting_on and dep.held is None:
+            enqueue(core, dep, now, f"dependencies met ({rec.id} started)")
+    if still:
+        core._dependents[rec.id] = still
+    else:
+        del core._dependents[rec.id]
 
 
 def hold(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[Decision]:
@@ -290,12 +394,7 @@ def back_in_line(core: SchedulerCore, rec: JobRecord, now: float, reason: str) -
     """A waiting job taken out of the queue goes back: to wait out a requeue's backoff first
     when it has one left (``not_before``), else into the queue."""
     core._changed = True
-    if rec.not_before > now:
-        if rec.phase is not JobPhase.QUEUED:
-            rec.move(JobPhase.QUEUED, now, f"{reason}; eligible at {rec.not_before:g}")
-        core._delayed[rec.id] = rec
-        return
-    enqueue(core, rec, now, reason)
+    enqueue(core, rec, now, reason)  # (waits out ``not_before`` first: see wait_to_begin)
 
 
 def release(core: SchedulerCore, job_id: str, now: float) -> list[Decision]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +71,20 @@ class JobRecord:
         list: reading it changes nothing)."""
         return [_transition(Transition, step) for step in self.steps]
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> JobRecord:
+        """A copy for a projection (:mod:`fusesched.core.forecast`): what the core changes in
+        place (its history, what it waits on, its allocation) is copied; the rest — its spec,
+        compiled shape, totals, sort key and facts, which the core replaces rather than
+        changes — is shared (copying every waiting job's arrays was most of a copy's cost)."""
+        new = object.__new__(JobRecord)
+        for name in _RECORD_SLOTS:
+            object.__setattr__(new, name, getattr(self, name))
+        memo[id(self)] = new
+        new.steps = list(self.steps)
+        new.waiting_on = set(self.waiting_on)
+        new.allocation = copy.deepcopy(self.allocation, memo)
+        return new
+
     def move(self, new: JobPhase, now: float, reason: str) -> None:
         old = self.phase
         if new not in TRANSITIONS[old]:
@@ -81,6 +97,8 @@ class JobRecord:
 
 #: ``Transition(*fields)`` without the Python-level ``__new__`` of a named tuple.
 _transition = tuple.__new__
+#: every field of a record (its slots), for :meth:`JobRecord.__deepcopy__`
+_RECORD_SLOTS: tuple[str, ...] = JobRecord.__slots__
 
 
 class RowBuffer:

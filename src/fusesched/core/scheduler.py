@@ -116,6 +116,7 @@ class SchedulerCore:
         self.running = RunningSet(0)
         self.stats = CoreStats()
         self._dependents: dict[str, list[str]] = {}
+        self._started: list[JobRecord] = []  # started this cycle, with jobs waiting on them
         self._array_running: dict[str, int] = {}
         self._array_held: dict[str, list[JobRecord]] = {}
         self._seq = 0
@@ -226,8 +227,22 @@ class SchedulerCore:
         If nothing was freed since the last cycle (no exit, no node change) and the order is
         static, only the jobs queued since then can start: the others already failed with at
         least as many free resources, so they are not tried again.
+
+        Jobs waiting for the start of a job it started (``after`` dependencies) join the
+        queue once it has run, and the cycle goes on with them: they may start at once.
         """
         self.stats.cycles += 1
+        out = self._cycle(now)
+        while self._started:
+            started, self._started = self._started, []
+            for rec in started:
+                intake.settle_started(self, rec, now)
+            if self._fresh:
+                out.extend(self._cycle(now))
+        return out
+
+    def _cycle(self, now: float) -> list[Decision]:
+        """The body of :meth:`cycle` (once, or again for jobs let go by starts)."""
         self._now = now
         if self._delayed:
             self._wake_delayed(now)
@@ -293,9 +308,9 @@ class SchedulerCore:
             self._enqueue(rec, now, "backoff over")
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a requeued job's backoff ends, a job may borrow quota again or a
-        running job outlives its predicted run time (a shell should run a cycle then even if
-        nothing else happens), or None."""
+        """The earliest time a requeued job's backoff ends or a job's begin time comes, a job
+        may borrow quota again or a running job outlives its predicted run time (a shell
+        should run a cycle then even if nothing else happens), or None."""
         due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
         if self._data_deadlines:
             deadline = self._data_deadlines[0][0]
@@ -406,6 +421,8 @@ class SchedulerCore:
         est_end = rec.est_end = now + rec.estimate
         rec.move(RUNNING, now, "backfilled" if backfilled else "resources available")
         job_id = rec.spec.id
+        if self._dependents and job_id in self._dependents:
+            self._started.append(rec)  # its ``after`` dependents go on after the cycle
         self.running.add(job_id, est_end, alloc.total, alloc)
         if self.predictions is not None:
             self.predictions.started(rec)

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fusesched.model.fast import fast_init
+from fusesched.model.phases import JobPhase
 from fusesched.model.resources import Resources
 
 if TYPE_CHECKING:
@@ -149,14 +150,45 @@ class TaskGroup:
 
 
 class DependencyKind(StrEnum):
-    AFTER_OK = "afterok"  # start after the other job completed successfully
-    AFTER_ANY = "afterany"  # start after the other job ended, however
+    """When a job may start, relative to another (as Slurm's ``--dependency``)."""
+
+    AFTER = "after"  # after the other job started (or ended without starting)
+    AFTER_OK = "afterok"  # after the other job completed successfully
+    AFTER_NOT_OK = "afternotok"  # after the other job ended in failure (failed, timed out…)
+    AFTER_ANY = "afterany"  # after the other job ended, however
+    SINGLETON = "singleton"  # names no job: after the earlier ones of its name and user ended
+
+    def met(self, phase: JobPhase) -> bool:
+        """Whether another job in ``phase`` lets the dependent start (as far as it goes)."""
+        if self is DependencyKind.AFTER:
+            return phase is JobPhase.RUNNING or phase.terminal
+        if self is DependencyKind.AFTER_OK:
+            return phase is JobPhase.COMPLETED
+        if self is DependencyKind.AFTER_NOT_OK:
+            return phase.terminal and phase is not JobPhase.COMPLETED
+        return phase.terminal  # afterany; a singleton waits on each earlier job as afterany
+
+    def broken(self, phase: JobPhase) -> bool:
+        """Whether another job in ``phase`` means the dependency can never be met."""
+        if self is DependencyKind.AFTER_OK:
+            return phase.terminal and phase is not JobPhase.COMPLETED
+        if self is DependencyKind.AFTER_NOT_OK:
+            return phase is JobPhase.COMPLETED
+        return False
 
 
 @dataclass(frozen=True, slots=True)
 class Dependency:
+    """``kind`` on job ``job_id``; a ``singleton`` names no job (``job_id`` is empty)."""
+
     kind: DependencyKind
-    job_id: str
+    job_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind is DependencyKind.SINGLETON and self.job_id:
+            raise ValueError(f"a singleton dependency names no job (got {self.job_id!r})")
+        if self.kind is not DependencyKind.SINGLETON and not self.job_id:
+            raise ValueError(f"an {self.kind} dependency needs the id of the job it waits for")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +267,7 @@ class JobSpec:
     submit_time: float = 0.0
     checkpoint_interval_s: float | None = None  # the job checkpoints about this often
     datasets: tuple[Dataset, ...] = ()  # what it reads (data-aware placement, docs/DATA.md)
+    begin_time: float | None = None  # not eligible to start before (sbatch --begin)
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -255,6 +288,8 @@ class JobSpec:
             0 < self.checkpoint_interval_s < math.inf
         ):
             raise ValueError(f"job {self.id}: checkpoint interval must be a positive number")
+        if self.begin_time is not None and not math.isfinite(self.begin_time):
+            raise ValueError(f"job {self.id}: the begin time must be a finite number")
         if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
             raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
 

@@ -16,11 +16,18 @@ from fusesched.submit.yaml_spec import job_from_document
 
 
 def parse_submission(
-    text: str, *, source: str = "<string>", sbatch_args: Sequence[str] = ()
+    text: str,
+    *,
+    source: str = "<string>",
+    sbatch_args: Sequence[str] = (),
+    now: float | None = None,
 ) -> list[ParsedJob]:
-    """Every job in ``text``, whatever its format (see the module)."""
-    if text.startswith("#!"):
-        return [parse_sbatch(text, source=source, args=sbatch_args)]
+    """Every job in ``text``, whatever its format (see the module); an empty ``text`` with
+    ``sbatch_args`` is ``sbatch --wrap`` (no script file: the options say what runs).
+    Relative begin times (``--begin=now+1hour``, ``begin: "16:00"``) are read against ``now``
+    (None: this machine's clock; the controller passes its own)."""
+    if text.startswith("#!") or (sbatch_args and not text.strip()):
+        return [parse_sbatch(text, source=source, args=sbatch_args, now=now)]
     if sbatch_args:
         raise SubmitError(
             "sbatch options were given but the file is not a batch script (no #! line)",
@@ -30,12 +37,14 @@ def parse_submission(
     if not docs:
         raise SubmitError("no job in the file (it is empty)", source=source)
     return [
-        job_from_kube(doc) if looks_like_kube(doc.data) else ParsedJob(job_from_document(doc))
+        job_from_kube(doc) if looks_like_kube(doc.data) else ParsedJob(job_from_document(doc, now))
         for doc in docs
     ]
 
 
-def load_submission(path: str | Path, sbatch_args: Sequence[str] = ()) -> list[ParsedJob]:
+def load_submission(
+    path: str | Path, sbatch_args: Sequence[str] = (), now: float | None = None
+) -> list[ParsedJob]:
     """:func:`parse_submission` on a file (errors name the file)."""
     text, name = read_source(path, "the file")
-    return parse_submission(text, source=name, sbatch_args=sbatch_args)
+    return parse_submission(text, source=name, sbatch_args=sbatch_args, now=now)

@@ -138,8 +138,21 @@ class TopologyMode(StrEnum):
 
 
 class DependencyRequest(_Model):
+    """``kind`` on job ``job_id``; a ``singleton`` names no job (it waits for the earlier jobs
+    of the same name and user that have not ended)."""
+
     kind: DependencyKind
-    job_id: Annotated[str, Field(min_length=1)]
+    job_id: str = ""
+
+    @model_validator(mode="after")
+    def _names_a_job(self) -> DependencyRequest:
+        if self.kind is DependencyKind.SINGLETON and self.job_id:
+            raise ValueError(
+                "singleton names no job_id: it waits for the earlier jobs of the same name and user"
+            )
+        if self.kind is not DependencyKind.SINGLETON and not self.job_id:
+            raise ValueError(f"{self.kind} needs job_id, the id of the job it waits for")
+        return self
 
 
 class ArrayRequest(_Model):
@@ -381,6 +394,8 @@ class JobRequest(_Model):
     min_member: Annotated[int, Field(ge=1)] | None = None
     dependencies: list[DependencyRequest] = Field(default_factory=list)
     hold: bool = False  # submitted held: it waits until released (sbatch --hold)
+    # not eligible to start before this Unix time (sbatch --begin, YAML ``begin``)
+    begin_time: Annotated[float, Field(ge=0)] | None = None
     array: ArrayRequest | None = None
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)
@@ -482,6 +497,7 @@ class JobRequest(_Model):
                 submit_time=submit_time,
                 checkpoint_interval_s=self.checkpoint_interval_s,
                 datasets=tuple(d.to_model() for d in self.datasets),
+                begin_time=self.begin_time,
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc

@@ -2,7 +2,8 @@
 
 Directives are the ``#SBATCH`` lines before the first command (later ones are ignored, with a
 warning, as Slurm ignores them); options given on the command line override them. The script
-becomes one task group called ``main`` that runs the whole script text.
+becomes one task group called ``main`` that runs the whole script text. Without a script,
+``--wrap="command"`` stands for one: ``#!/bin/sh`` and the command (job name ``wrap``).
 
 Tasks and nodes: ``replicas`` is ``--ntasks``, else ``--nodes`` × ``--ntasks-per-node``, else
 ``--nodes`` (one task per node), else 1. ``max_tasks_per_node`` is ``--ntasks-per-node``, else,
@@ -25,6 +26,7 @@ import difflib
 import math
 import re
 import shlex
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,9 @@ from typing import Final
 from fusesched.model.job import LabelOp, QoS
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_HOSTNAME
 from fusesched.model.resources import CPU, GPU, MEMORY
+from fusesched.submit.begin import parse_begin
 from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.request import (
     LabelRequirementRequest,
     ParsedJob,
@@ -68,6 +72,8 @@ SHORT_OPTIONS: Final = {
     "p": "partition",
     "q": "qos",
     "t": "time",
+    "w": "nodelist",
+    "x": "exclude",
 }
 VALUE_OPTIONS: Final = frozenset(
     {
@@ -78,6 +84,8 @@ VALUE_OPTIONS: Final = frozenset(
         "gres",
         "gpus-per-node",
         "gpus-per-task",
+        "wrap",
+        "begin",
     }
 )
 FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
@@ -106,6 +114,7 @@ class _Reader:
         self.source = source
         self.options: dict[str, _Directive] = {}
         self.warnings: list[str] = []
+        self.wrapping = False  # --wrap on the command line: there is no script file
 
     def where(self, line: int | None) -> str:
         return COMMAND_LINE if line is None else f"{self.source}:{line}"
@@ -134,6 +143,12 @@ class _Reader:
                 written, value = token[:2], token[2:]
                 has_value = "=" if value else ""
                 name = SHORT_OPTIONS.get(token[1], "")
+            elif line is None and self.wrapping:
+                raise self.error(
+                    f"unexpected argument {token!r}: give a batch script or --wrap, not both "
+                    "(--wrap's command stands for the script)",
+                    line,
+                )
             elif line is None:
                 raise self.error(
                     f"unexpected argument {token!r}: give sbatch options only (the script's "
@@ -149,6 +164,13 @@ class _Reader:
             if name in FLAG_OPTIONS:
                 self.options[name] = _Directive(written, value, line)
                 continue
+            if name == "test-only":  # ignored, it would submit what was meant to be tried
+                raise self.error(
+                    "it submits nothing, so a submission cannot carry it: give "
+                    "it to the command (fusesched sbatch --test-only … SCRIPT)",
+                    line,
+                    written,
+                )
             if name not in VALUE_OPTIONS:
                 known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
                 close = difflib.get_close_matches(written, known, n=1)
@@ -179,25 +201,57 @@ class _Reader:
         return int(text)
 
 
-def load_sbatch(path: str | Path, args: Sequence[str] = ()) -> ParsedJob:
+def load_sbatch(path: str | Path, args: Sequence[str] = (), now: float | None = None) -> ParsedJob:
     """:func:`parse_sbatch` on a file (its name is the default job name)."""
     text, name = read_source(path, "the batch script")
-    return parse_sbatch(text, source=name, args=args)
+    return parse_sbatch(text, source=name, args=args, now=now)
 
 
-def parse_sbatch(script: str, *, source: str = "<script>", args: Sequence[str] = ()) -> ParsedJob:
+def parse_sbatch(
+    script: str,
+    *,
+    source: str = "<script>",
+    args: Sequence[str] = (),
+    now: float | None = None,
+) -> ParsedJob:
     """A job from a batch script and optional ``sbatch`` command-line options (``args``,
     e.g. ``["-N", "2", "--time=1:00:00"]``), which override the script's directives.
 
-    Unknown options are returned as warnings; malformed scripts and values raise
-    :class:`SubmitError` with the line (or "command line").
+    An empty ``script`` with ``--wrap=COMMAND`` in ``args`` is the job sbatch makes of that
+    command; a script and ``--wrap`` together are an error. ``--begin`` is read against
+    ``now`` (None: this machine's clock). Unknown options are returned as
+    warnings; malformed scripts and values raise :class:`SubmitError` with the line (or
+    "command line").
     """
     reader = _Reader(source)
-    _scan(script, reader)
-    reader.read(list(args), None)
+    args = list(args)
+    reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for a in args)
+    if reader.wrapping and not script.strip():
+        reader.read(args, None)
+        script = wrap_script(reader)
+    else:
+        _scan(script, reader)
+        reader.read(args, None)
+        if "wrap" in reader.options:
+            raise reader.fail("wrap", "give a batch script or --wrap, not both")
     data = _build(reader, script)
+    if reader.value("begin") is not None:
+        try:
+            data["begin_time"] = parse_begin(
+                reader.value("begin") or "", time.time() if now is None else now
+            )
+        except ValueError as exc:
+            raise reader.fail("begin", str(exc)) from None
     request = parse_request(data, source=source)
     return ParsedJob(request, tuple(reader.warnings))
+
+
+def wrap_script(reader: _Reader) -> str:
+    """The script ``--wrap`` stands for, as sbatch writes it: ``#!/bin/sh`` and the command."""
+    command = reader.value("wrap") or ""
+    if not command:
+        raise reader.fail("wrap", "--wrap needs a command line to run")
+    return f"#!/bin/sh\n{command}\n"
 
 
 def _scan(script: str, reader: _Reader) -> None:
@@ -277,6 +331,7 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
                     "constraint", f"label {key} asked to be both {selector[key]} and {value}"
                 )
             selector[key] = value
+    required.extend(_hosts(reader, nodes))
     if selector:
         placement["node_selector"] = selector
     if required:
@@ -294,6 +349,8 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     if "hold" in reader.options:
         data["hold"] = True  # submitted held: fusesched release lets it go
     default_name = "" if reader.source.startswith("<") else reader.source
+    if "wrap" in reader.options:
+        default_name = "wrap"  # as sbatch names a --wrap job
     data["name"] = reader.value("job-name") or default_name
     if reader.value("account"):
         data["tenant"] = reader.value("account")
@@ -434,6 +491,33 @@ def _per_task(reader: _Reader, option: str, name: str, amount: int, tasks: int, 
             "--gpus-per-task, or set --ntasks-per-node",
         )
     return amount // tasks
+
+
+def _hosts(reader: _Reader, nodes: int | None) -> list[dict[str, object]]:
+    """``--nodelist`` → ``kubernetes.io/hostname In [...]``, ``--exclude`` → ``NotIn``."""
+    listed: dict[str, list[str]] = {}
+    for name in ("nodelist", "exclude"):
+        text = reader.value(name)
+        if text is None:
+            continue
+        try:
+            listed[name] = expand_hostlist(text)
+        except ValueError as exc:
+            raise reader.fail(name, str(exc)) from None
+    both = sorted(set(listed.get("nodelist", ())) & set(listed.get("exclude", ())))
+    if both:
+        raise reader.fail("exclude", f"{', '.join(both)}: both in --nodelist and excluded")
+    hosts = listed.get("nodelist")
+    if hosts is not None and nodes is not None and nodes > len(hosts):
+        reader.warnings.append(
+            f"{reader.where(reader.options['nodelist'].line)}: {nodes} nodes asked for but "
+            f"{len(hosts)} listed: the job runs on the listed nodes only"
+        )
+    ops = {"nodelist": LabelOp.IN, "exclude": LabelOp.NOT_IN}
+    return [
+        LabelRequirementRequest(key=LABEL_HOSTNAME, op=ops[name], values=hosts).model_dump()
+        for name, hosts in listed.items()
+    ]
 
 
 def _qos(reader: _Reader) -> str:

@@ -133,23 +133,52 @@ def parse_array(text: str) -> ArrayRequest:
     return ArrayRequest(start=indices[0], stop=indices[-1], step=step, max_parallel=max_parallel)
 
 
+#: The kinds ``-d`` takes with job ids, in the order the refusal of another kind lists them.
+_KINDS_WITH_IDS: Final = (
+    DependencyKind.AFTER,
+    DependencyKind.AFTER_OK,
+    DependencyKind.AFTER_NOT_OK,
+    DependencyKind.AFTER_ANY,
+)
+
+
 def parse_dependencies(text: str) -> list[DependencyRequest]:
-    """Slurm dependencies: ``afterok:ID[:ID…]`` and ``afterany:ID[:ID…]``, several joined by
-    ``,`` (all must hold). ``?`` (any may hold) and other kinds are refused."""
+    """Slurm dependencies: ``after:ID[:ID…]`` (started), ``afterok``, ``afternotok`` and
+    ``afterany`` (ended: successfully, in failure, however) and ``singleton`` (no ids),
+    several joined by ``,`` (all must hold). ``?`` (any may hold), ``+time`` delays and
+    other kinds are refused."""
     value = text.strip()
+    if not value:
+        raise ValueError("no dependency given (as in afterok:123, or singleton)")
     if "?" in value:
         raise ValueError(f"dependency {text!r}: '?' (any of) is not supported; use ',' (all of)")
     out: list[DependencyRequest] = []
-    for part in value.split(","):
-        kind, _, ids = part.strip().partition(":")
-        if kind not in (DependencyKind.AFTER_OK, DependencyKind.AFTER_ANY):
-            supported = f"{DependencyKind.AFTER_OK}:ID or {DependencyKind.AFTER_ANY}:ID"
-            raise ValueError(f"dependency {part.strip()!r} is not supported (use {supported})")
+    for raw in value.split(","):
+        part = raw.strip()
+        if not part:
+            raise ValueError(
+                f"dependency {text!r}: an empty item (two ',' in a row, or one at an end)"
+            )
+        kind, colon, ids = part.partition(":")
+        if kind == DependencyKind.SINGLETON:
+            if colon:
+                raise ValueError(
+                    f"dependency {part!r}: singleton takes no job ids (it waits for the "
+                    "earlier jobs of the same name and user)"
+                )
+            out.append(DependencyRequest(kind=DependencyKind.SINGLETON))
+            continue
+        if kind not in _KINDS_WITH_IDS:
+            supported = ", ".join(f"{k}:ID" for k in _KINDS_WITH_IDS)
+            raise ValueError(
+                f"dependency {part!r} is not supported (use {supported} or "
+                f"{DependencyKind.SINGLETON})"
+            )
         job_ids = [i.strip() for i in ids.split(":")] if ids else []
         if not job_ids or not all(job_ids):
-            raise ValueError(f"dependency {part.strip()!r}: give job ids, as in {kind}:123:124")
+            raise ValueError(f"dependency {part!r}: give job ids, as in {kind}:123:124")
         for job_id in job_ids:
             if "+" in job_id:
-                raise ValueError(f"dependency {part.strip()!r}: '+time' delays are not supported")
+                raise ValueError(f"dependency {part!r}: '+time' delays are not supported")
             out.append(DependencyRequest(kind=DependencyKind(kind), job_id=job_id))
     return out

@@ -1,7 +1,7 @@
 """fusesched's own job file: YAML, one job per document (``---`` separates several).
 
 The fields are those of :class:`~fusesched.submit.request.JobRequest` (see docs/SUBMIT.md),
-with four conveniences:
+with five conveniences:
 
 * a one-group job may put the group's fields (``resources``, ``command``, ``replicas``, …)
   at the top level instead of under ``groups`` (the group is then called ``main``);
@@ -10,7 +10,9 @@ with four conveniences:
 * ``walltime`` takes a duration (``90m``, ``4h``, ``1d12h``, ``02:00:00``, ``unlimited``)
   instead of ``walltime_s`` seconds;
 * ``dependencies`` items and ``array`` may be written as in Slurm (``afterok:123``,
-  ``0-99:2%10``).
+  ``0-99:2%10``);
+* ``begin`` takes a time (ISO, or a Slurm ``--begin`` form such as ``now+1hour``) instead of
+  ``begin_time`` (a Unix time).
 
 An optional ``apiVersion: fusesched.io/v1`` and ``kind: Job`` head may mark the file.
 """
@@ -18,11 +20,14 @@ An optional ``apiVersion: fusesched.io/v1`` and ``kind: Job`` head may mark the 
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Mapping
+from datetime import date, datetime
 from pathlib import Path
 from typing import Final
 
 from fusesched.submit._yamldoc import Document, load_documents
+from fusesched.submit.begin import begin_of, parse_begin
 from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.problems import Loc
 from fusesched.submit.request import JobRequest, TaskGroupRequest, parse_request
@@ -53,13 +58,18 @@ def load_job_yaml(path: str | Path) -> list[JobRequest]:
     return parse_job_yaml(text, source=name)
 
 
-def job_from_document(doc: Document) -> JobRequest:
-    """One job from one YAML document (conveniences expanded, then validated)."""
+def job_from_document(doc: Document, now: float | None = None) -> JobRequest:
+    """One job from one YAML document (conveniences expanded, then validated); a relative
+    ``begin`` is read against ``now`` (None: this machine's clock)."""
     data = doc.data
     if not isinstance(data, Mapping):
         raise doc.error(f"a job must be a mapping of fields, not a {type(data).__name__}")
     out = {str(k): v for k, v in data.items()}
     _check_head(out, doc)
+    if "begin" in out:
+        if "begin_time" in out:
+            raise doc.error("give begin or begin_time, not both", ("begin",))
+        out["begin_time"] = _begin(out.pop("begin"), doc, now)
     if "walltime" in out:
         if "walltime_s" in out:
             raise doc.error("give walltime or walltime_s, not both", ("walltime",))
@@ -96,6 +106,20 @@ def job_from_document(doc: Document) -> JobRequest:
         return tuple(path)
 
     return parse_request(out, source=doc.source, locate=doc.line_of, rename=rename)
+
+
+def _begin(value: object, doc: Document, now: float | None) -> float:
+    """``begin``: a Slurm ``--begin`` form or an ISO time (a YAML timestamp included)."""
+    try:
+        if isinstance(value, datetime | date):
+            return begin_of(value)
+        if not isinstance(value, str):
+            raise ValueError(
+                f"expected a time such as now+1hour or 2030-01-31T08:00, got {value!r}"
+            )
+        return parse_begin(value, time.time() if now is None else now)
+    except ValueError as exc:
+        raise doc.error(str(exc), ("begin",)) from None
 
 
 def _check_head(out: dict[str, object], doc: Document) -> None:

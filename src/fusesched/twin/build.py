@@ -1,7 +1,8 @@
 """From a snapshot and a scenario to the simulator's inputs: nodes, jobs, core configuration,
 power hook and outages.
 
-Times are shifted so that the snapshot's first submission is at 0. A finished job runs for
+Times are shifted so that the snapshot's first submission is at 0; a job's begin time
+(``sbatch --begin``) keeps its wait after the job's submission. A finished job runs for
 its measured run time (``end - start`` in the store, its last run); a job that had not ended
 when the snapshot was taken runs for its requested walltime, else the core's default
 estimate (counted in :attr:`TwinInputs.estimated`). Jobs cancelled before they ever started
@@ -299,7 +300,11 @@ def build(
             measured += 1
             code = job.exit_code if job.exit_code is not None else 0
         changes: dict[str, Any] = {"submit_time": t + latency}
-        if spec.dependencies and any(d.job_id not in ids for d in spec.dependencies):
+        if spec.begin_time is not None:  # the same wait after its submission (or none)
+            wait = spec.begin_time - job.submit
+            changes["begin_time"] = t + latency + wait if wait > 0 else None
+        # (a singleton names no job: it is resolved again against the replay's jobs)
+        if spec.dependencies and any(d.job_id and d.job_id not in ids for d in spec.dependencies):
             changes["dependencies"] = ()
         jobs.append(SimJob(dataclasses.replace(spec, **changes), runtime, code))
         tenant_of[spec.id] = spec.tenant

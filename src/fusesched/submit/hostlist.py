@@ -1,0 +1,94 @@
+"""Slurm host lists: ``node[01-03,07],gpu5`` → ``node01, node02, node03, node07, gpu5``.
+
+Items are separated by commas outside brackets; each ``[...]`` holds numbers and ranges
+(``lo-hi``, zero-padded to the width of ``lo`` as Slurm pads them), and several bracket groups
+in one item multiply out (``r[1-2]n[1-2]`` → ``r1n1, r1n2, r2n1, r2n2``). Anything else —
+unbalanced or nested brackets, an empty item, a range running backwards, a host file — is a
+``ValueError`` that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Final
+
+#: The most host names one list may expand to (a typo such as ``n[1-99999999]`` is refused).
+MAX_HOSTS: Final = 100_000
+
+_NAME_RE: Final = re.compile(r"^[A-Za-z0-9._-]*$")
+_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """The host names of a Slurm host list, in order, each once."""
+    if "/" in text:
+        raise ValueError(f"{text!r}: host files are not supported; list the nodes")
+    names: list[str] = []
+    for item in _items(text):
+        names.extend(_expand_item(item))
+        if len(names) > MAX_HOSTS:
+            raise ValueError(f"{text!r} names more than {MAX_HOSTS:,} hosts")
+    return list(dict.fromkeys(names))
+
+
+def _items(text: str) -> list[str]:
+    items: list[str] = []
+    depth, start = 0, 0
+    for k, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise ValueError(f"{text!r}: brackets cannot nest")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"{text!r}: a ']' without its '['")
+        elif ch == "," and depth == 0:
+            items.append(text[start:k].strip())
+            start = k + 1
+    if depth:
+        raise ValueError(f"{text!r}: a '[' without its ']'")
+    items.append(text[start:].strip())
+    if not all(items):
+        raise ValueError(f"{text!r}: an empty host name (a stray comma?)")
+    return items
+
+
+def _expand_item(item: str) -> list[str]:
+    parts = re.split(r"(\[[^\]]*\])", item)
+    choices: list[list[str]] = []
+    for part in parts:
+        if part.startswith("["):
+            choices.append(_numbers(item, part[1:-1]))
+        elif not _NAME_RE.match(part):
+            raise ValueError(f"{item!r}: a host name has letters, digits, '.', '_' and '-' only")
+        else:
+            choices.append([part])
+    count = 1
+    for choice in choices:
+        count *= len(choice)
+        if count > MAX_HOSTS:
+            raise ValueError(f"{item!r} names more than {MAX_HOSTS:,} hosts")
+    return ["".join(combo) for combo in itertools.product(*choices)]
+
+
+def _numbers(item: str, inside: str) -> list[str]:
+    out: list[str] = []
+    for raw in inside.split(","):
+        match = _RANGE_RE.match(raw.strip())
+        if match is None:
+            raise ValueError(
+                f"{item!r}: cannot read [{inside}] (numbers and ranges such as [01-04,07])"
+            )
+        low, high = match.group(1), match.group(2)
+        if high is None:
+            out.append(low)
+            continue
+        if int(high) < int(low):
+            raise ValueError(f"{item!r}: the range {low}-{high} runs backwards")
+        if int(high) - int(low) >= MAX_HOSTS:
+            raise ValueError(f"{item!r} names more than {MAX_HOSTS:,} hosts")
+        width = len(low)
+        out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+    return out
