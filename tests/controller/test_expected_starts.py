@@ -137,3 +137,10 @@ def test_while_a_projection_is_computed_others_get_the_last_one(
     finally:
         ctl.forecasts._lock.release()
     assert client.get("/v1/starts").json()["at"] == 1005.0
+
+
+def test_a_job_submitted_held_is_tried_as_held(ctl: Controller, client: TestClient) -> None:
+    answer = client.post("/v1/starts/test", json=[job(1, 30, hold=True), job(1, 30)])
+    held, free = answer.json()["jobs"]
+    assert (held["held"], held["members"]) == (True, [])
+    assert (free["held"], free["members"][0]["expected_start"]) == (False, 1000.0)

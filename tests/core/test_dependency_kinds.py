@@ -330,7 +330,9 @@ def test_singletons_run_one_at_a_time_in_submit_order() -> None:
     jobs = [spec(f"s{i}", SINGLETON, name="n", user="u", at=i) for i in range(3)]
     run = run_script([node("n0").cpu(8).build()], [(i, submit(j)) for i, j in enumerate(jobs)])
     assert list(run.starts()) == ["s0"]
-    assert run.core.jobs["s2"].waiting_on == {"s0", "s1"}  # every earlier one not ended
+    # on the last one before it, which waits on every earlier one
+    assert run.core.jobs["s2"].waiting_on == {"s1"}
+    assert run.core.jobs["s1"].waiting_on == {"s0"}
     run.step(10, exited("s0"))
     assert list(run.starts()) == ["s0", "s1"]
     run.step(20, cancel("s1"))
@@ -358,6 +360,37 @@ def test_singleton_array_members_run_one_after_another() -> None:
     run.step(10, exited("arr_0"))
     run.step(20, exited("arr_1"))
     assert run.start_times() == {"arr_0": 0, "arr_1": 10, "arr_2": 20}
+
+
+def test_a_big_singleton_array_waits_in_a_chain() -> None:
+    """Each member waits on the one before it only (waiting on every earlier one made a
+    10,000-member array cost about 50 million waits)."""
+    arr = replace(
+        job("big").tasks(1, cpu=1).walltime(100).array(0, 1999).build(),
+        dependencies=(SINGLETON,),
+        name="sweep",
+    )
+    core = make_core(ONE)
+    core.step(0, submit(arr))
+    waits = {j: r.waiting_on for j, r in core.jobs.items()}
+    assert waits["big_0"] == set() and core.jobs["big_0"].phase is JobPhase.RUNNING
+    assert all(waits[f"big_{i}"] == {f"big_{i - 1}"} for i in range(1, 2000))
+
+
+def test_a_singleton_waits_on_namesakes_since_the_last_singleton() -> None:
+    run = run_script(
+        [node("n0").cpu(8).build()],
+        [
+            (0, submit(spec("s0", SINGLETON, name="n", user="u"))),
+            (1, submit(spec("plain", name="n", user="u"))),  # not a singleton: runs at once
+            (2, submit(spec("s1", SINGLETON, name="n", user="u"))),
+        ],
+    )
+    assert run.core.jobs["s1"].waiting_on == {"s0", "plain"}
+    run.step(10, exited("s0"))
+    assert "s1" not in run.starts()  # plain still runs
+    run.step(11, exited("plain"))
+    assert run.start_times()["s1"] == 11
 
 
 def test_a_singleton_with_an_after_on_its_namesake_waits_for_its_end() -> None:

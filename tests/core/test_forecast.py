@@ -10,7 +10,7 @@ from tests.core.test_tenancy_core import core_with, tenancy
 
 from builders import cancel, exited, job, make_core, node, node_state, nodes, simulate, submit
 from fusesched.core.forecast import clone, forecast
-from fusesched.model.events import JobHoldRequested, JobSubmitted, PreemptJob, StartJob
+from fusesched.model.events import JobHoldRequested, JobSubmitted, NodeAdded, PreemptJob, StartJob
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 
@@ -235,3 +235,12 @@ def test_a_job_waiting_for_its_begin_time_starts_then_in_the_projection():
     later = job("later").tasks(1, cpu=4).walltime(60).build()
     core.step(0.0, submit(replace(later, begin_time=500.0)))
     assert [(s.job_id, s.start) for s in forecast(core, 1.0).starts] == [("later", 500.0)]
+
+
+def test_a_new_resource_column_in_the_copy_leaves_the_live_shapes_alone():
+    core = two_busy_nodes(backfill="easy", reject_unschedulable=False)
+    widths = {j: [g.per_task.shape for g in r.groups or ()] for j, r in core.jobs.items()}
+    sim = clone(core)
+    sim.handle(NodeAdded(node("g0").cpu(4).gpu(2).build()), 20.0)
+    assert {j: [g.per_task.shape for g in r.groups or ()] for j, r in core.jobs.items()} == widths
+    assert sim.jobs["wide"].groups[0].per_task.shape != core.jobs["wide"].groups[0].per_task.shape

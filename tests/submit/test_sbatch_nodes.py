@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -103,3 +104,18 @@ def test_more_nodes_than_listed_warns() -> None:
 def test_refused(directives: str, args: list[str], message: str) -> None:
     with pytest.raises(SubmitError, match=re.escape(message)):
         parse_sbatch(script(directives), args=args)
+
+
+def test_many_ranges_in_one_pair_of_brackets_are_counted_before_they_are_made() -> None:
+    """Each range under the limit, together over it: refused before 100,000s of names are
+    built (an 8 KB option could otherwise take gigabytes in the controller)."""
+    many = "n[" + ",".join(["0-99998"] * 1000) + "]"
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=f"more than {MAX_HOSTS:,} hosts"):
+        expand_hostlist(many)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_numbers_too_long_for_a_host_are_refused() -> None:
+    with pytest.raises(ValueError, match="at most 18 digits"):
+        expand_hostlist("n[" + "9" * 5000 + "]")

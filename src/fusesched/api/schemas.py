@@ -92,6 +92,7 @@ class TrialMember(_View):
 class TrialJob(_View):
     name: str = ""
     refused: str | None = None  # why the scheduler would refuse it (then no members)
+    held: bool = False  # submitted held: it would not start until released (no members)
     members: list[TrialMember] = Field(default_factory=list)
 
 

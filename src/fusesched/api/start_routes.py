@@ -86,7 +86,9 @@ def add_start_routes(app: FastAPI, access: Access) -> None:
             raise HTTPException(400, f"at most {MAX_TRIAL} jobs per try")
         tried = forecasts.trial(controller, access.owned(p, requests))
         jobs = []
-        for request, members, refused in zip(requests, tried.starts, tried.refused, strict=True):
+        for request, members, refused, held in zip(
+            requests, tried.starts, tried.refused, tried.held, strict=True
+        ):
             shown = [
                 TrialMember(
                     array_index=_index(m.job_id),
@@ -95,7 +97,9 @@ def add_start_routes(app: FastAPI, access: Access) -> None:
                 )
                 for m in members
             ]
-            jobs.append(TrialJob(name=request.name or "", refused=refused, members=shown))
+            jobs.append(
+                TrialJob(name=request.name or "", refused=refused, held=held, members=shown)
+            )
         return TrialView(at=tried.at, horizon_s=tried.horizon_s, jobs=jobs)
 
 

@@ -387,6 +387,9 @@ def _report_trial(answer: dict[str, Any], as_json: bool) -> None:
             if job["refused"]:
                 err.print(f"{name} would be refused: {job['refused']}", highlight=False)
                 continue
+            if job.get("held"):
+                console.print(f"{name} is held: it would not start until released")
+                continue
             for member in job["members"]:
                 who = name if member["array_index"] is None else f"{name}[{member['array_index']}]"
                 when = member["expected_start"]

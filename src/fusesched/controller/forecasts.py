@@ -94,6 +94,7 @@ class Trial:
     horizon_s: float
     starts: list[list[ExpectedStart]]
     refused: list[str | None]
+    held: list[bool]  # submitted held: it would not start until released (no projection)
 
 
 def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Trial:
@@ -108,7 +109,9 @@ def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Tr
         now, sim, waking = _copy(ctl)
         prepared = ctl._prepare(requests, sizes, TRIAL_FIRST, user, node_specs, now)
     specs = [spec for _, _, spec in prepared]
-    answer = forecast(sim, now, wake_s=waking, copied=True, extra=specs)
+    held = [request.hold for request in requests]
+    tried = [spec for spec, h in zip(specs, held, strict=True) if not h]
+    answer = forecast(sim, now, wake_s=waking, copied=True, extra=tried)
     refused = dict(answer.rejected)
     starts: list[list[ExpectedStart]] = []
     for spec in specs:
@@ -116,7 +119,7 @@ def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Tr
             j for j in answer.jobs if j.job_id == spec.id or j.job_id.rpartition("_")[0] == spec.id
         ]
         starts.append(members)
-    return Trial(now, answer.horizon_s, starts, [refused.get(s.id) for s in specs])
+    return Trial(now, answer.horizon_s, starts, [refused.get(s.id) for s in specs], held)
 
 
 def _waking(ctl: Controller, now: float) -> dict[str, float]:

@@ -70,6 +70,8 @@ def register_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
     if spec.begin_time is not None:
         rec.not_before = spec.begin_time  # waits for it: see enqueue
     core.jobs[spec.id] = rec
+    if spec.name:  # (for the singletons of its name and user: see namesakes)
+        core._named.setdefault((spec.name, spec.user), []).append(spec.id)
     return rec
 
 
@@ -204,19 +206,20 @@ def wait_on_dependencies(core: SchedulerCore, rec: JobRecord) -> str:
 
 
 def namesakes(core: SchedulerCore, rec: JobRecord) -> list[str]:
-    """The jobs a ``singleton`` waits on: every job that has not ended, of the same name and
-    user, submitted no later (those the core knows already; one pass over its jobs)."""
-    spec = rec.spec
-    name, user, time = spec.name, spec.user, spec.submit_time
-    return [
-        other.id
-        for other in core.jobs.values()
-        if other.spec.name == name
-        and other is not rec
-        and other.spec.user == user
-        and not other.phase.terminal
-        and other.spec.submit_time <= time
-    ]
+    """The jobs a ``singleton`` waits on: those of the same name and user registered before
+    it that have not ended — since the last singleton of the name, which itself waits on
+    every earlier one (so each job is looked at once, and a singleton array's members wait
+    one on the next, not each on all before it)."""
+    key = (rec.spec.name, rec.spec.user)
+    time, jobs = rec.spec.submit_time, core.jobs
+    waits: list[str] = []
+    kept: list[str] = []  # submitted after it (known first after a restart): not waited on
+    for other in core._named.get(key, []):
+        if other == rec.id or jobs[other].phase.terminal:
+            continue
+        (waits if jobs[other].spec.submit_time <= time else kept).append(other)
+    core._named[key] = [*kept, rec.id]
+    return waits
 
 
 def wait_on(core: SchedulerCore, rec: JobRecord, other_id: str) -> None:

@@ -73,8 +73,9 @@ class JobRecord:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> JobRecord:
         """A copy for a projection (:mod:`fusesched.core.forecast`): what the core changes in
-        place (its history, what it waits on, its allocation) is copied; the rest — its spec,
-        compiled shape, totals, sort key and facts, which the core replaces rather than
+        place (its history, what it waits on, its compiled groups — a new resource column
+        pads them — and its allocation) is copied, the groups once for all jobs of a shape;
+        the rest — its spec, totals, sort key and facts, which the core replaces rather than
         changes — is shared (copying every waiting job's arrays was most of a copy's cost)."""
         new = object.__new__(JobRecord)
         for name in _RECORD_SLOTS:
@@ -82,6 +83,7 @@ class JobRecord:
         memo[id(self)] = new
         new.steps = list(self.steps)
         new.waiting_on = set(self.waiting_on)
+        new.groups = copy.deepcopy(self.groups, memo)
         new.allocation = copy.deepcopy(self.allocation, memo)
         return new
 

@@ -116,6 +116,8 @@ class SchedulerCore:
         self.running = RunningSet(0)
         self.stats = CoreStats()
         self._dependents: dict[str, list[str]] = {}
+        # per (name, user), the jobs registered since the last singleton of it (intake.namesakes)
+        self._named: dict[tuple[str, str], list[str]] = {}
         self._started: list[JobRecord] = []  # started this cycle, with jobs waiting on them
         self._array_running: dict[str, int] = {}
         self._array_held: dict[str, list[JobRecord]] = {}

@@ -79,7 +79,15 @@ def _read(loader: yaml.SafeLoader, source: str) -> list[Document]:
             node = loader.get_node()
             if node is None:  # pragma: no cover - check_node said there is one
                 break
-            data = loader.construct_document(node)
+            try:
+                data = loader.construct_document(node)
+            except (ValueError, OverflowError) as exc:  # e.g. a timestamp's zone +99:00
+                raise SubmitError(
+                    f"a value cannot be read: {exc}"
+                    " (write times as 2030-01-31T08:00:00+01:00, or quote the text)",
+                    source=source,
+                    line=_culprit_line(loader, node),
+                ) from None
             if data is None:
                 continue
             lines: dict[Loc, int] = {}
@@ -109,3 +117,21 @@ def _walk(node: Node, loc: Loc, lines: dict[Loc, int], raw: dict[Loc, str], sour
         for index, item in enumerate(node.value):
             lines[(*loc, index)] = item.start_mark.line + 1
             _walk(item, (*loc, index), lines, raw, source)
+
+
+def _culprit_line(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    """The line of the first scalar under ``node`` that cannot be built on its own (else
+    the document's first line)."""
+    stack = [node]
+    while stack:
+        current = stack.pop(0)
+        if isinstance(current, yaml.ScalarNode):
+            try:
+                loader.construct_object(current)
+            except (ValueError, OverflowError, yaml.YAMLError):
+                return int(current.start_mark.line) + 1
+        elif isinstance(current, yaml.MappingNode):
+            stack.extend(n for pair in current.value for n in pair)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return int(node.start_mark.line) + 1

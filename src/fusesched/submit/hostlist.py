@@ -15,6 +15,8 @@ from typing import Final
 
 #: The most host names one list may expand to (a typo such as ``n[1-99999999]`` is refused).
 MAX_HOSTS: Final = 100_000
+#: The longest number a host name's range may hold.
+MAX_DIGITS: Final = 18
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9._-]*$")
 _RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -82,13 +84,16 @@ def _numbers(item: str, inside: str) -> list[str]:
                 f"{item!r}: cannot read [{inside}] (numbers and ranges such as [01-04,07])"
             )
         low, high = match.group(1), match.group(2)
+        if max(len(low), len(high or "")) > MAX_DIGITS:
+            raise ValueError(f"{item!r}: host numbers have at most {MAX_DIGITS} digits")
+        # (counted before the names are made: many ranges in one pair of brackets add up)
+        if len(out) + (1 if high is None else int(high) - int(low) + 1) > MAX_HOSTS:
+            raise ValueError(f"{item!r} names more than {MAX_HOSTS:,} hosts")
         if high is None:
             out.append(low)
             continue
         if int(high) < int(low):
             raise ValueError(f"{item!r}: the range {low}-{high} runs backwards")
-        if int(high) - int(low) >= MAX_HOSTS:
-            raise ValueError(f"{item!r} names more than {MAX_HOSTS:,} hosts")
         width = len(low)
         out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return out
