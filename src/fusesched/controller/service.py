@@ -258,7 +258,14 @@ class Controller:
                 request = request.model_copy(update={"user": user})
             request = resolve_gpu_model(request, node_specs)  # gpu:h100 → H100-80GB-HBM3
             spec = federation.routed(self, request, request.to_job_spec(str(first), now))
-            reason = self._refusal(spec, node_specs)
+            reason = None
+            if spec.dependencies:  # on jobs that ended before a restart (the core forgot them)
+                settled = dependencies.settle_recovered(spec, self._forgotten_phase)
+                if isinstance(settled, str):
+                    reason = settled
+                else:
+                    spec = settled
+            reason = reason or self._refusal(spec, node_specs)
             if reason and len(requests) > 1:  # all or none: say which job it was
                 name = f" ({request.name!r})" if request.name else ""
                 reason = f"job {k + 1} of {len(requests)}{name}: {reason}"
@@ -467,6 +474,13 @@ class Controller:
             self.release_held()
         if running:
             adoption.recover_running(self, running, self.clock())
+
+    def _forgotten_phase(self, job_id: str) -> JobPhase | None:
+        """The stored phase of a job the core does not know and no live record holds (one
+        that ended before a restart), else ``None``."""
+        if job_id in self.core.jobs or job_id in self.jobs:
+            return None
+        return self._stored_phase(job_id)
 
     def _stored_phase(self, job_id: str) -> JobPhase | None:
         """The phase the store shows for a job (``None``: no such job, or held)."""
