@@ -114,11 +114,15 @@ QUOTA = [*Q, "flavors", 0, "resources", "gpu"]
             _edit(
                 ["qos"],
                 {
-                    "a": {"priority": 2, "may_preempt": ["b"]},
-                    "b": {"priority": 1, "preemptible": False},
+                    "gold": {"priority": 2, "may_preempt": ["silver"]},
+                    "silver": {"priority": 1, "preemptible": False},
                 },
             ),
             "which is not preemptible",
+        ),
+        (
+            _edit(["qos"], {"platinum": {"priority": 3}}),
+            "qos 'platinum': the tiers are gold, silver, bronze",
         ),
         (_edit(["extra"], 1), "unknown field(s) extra"),
     ],

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import yaml
 
+from fusesched.model.job import QoS
 from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
 from fusesched.model.tenancy_parts import (
     DEFAULT_QOS,
@@ -94,9 +95,15 @@ class TenancyConfig:
                     f"queue {q.name!r}: unknown cohort {q.cohort!r}; declare it under cohorts"
                 )
             self._check_queue_flavors(q, flavors)
+        tiers = [q.value for q in QoS]
         for name, tier in self.qos.items():
             if name != tier.name:
                 raise TenancyError(f"qos keyed {name!r} is named {tier.name!r}")
+            if name not in tiers:  # (no job could name it: a job's QoS is one of these)
+                raise TenancyError(
+                    f"qos {name!r}: the tiers are {', '.join(tiers)} (a job names one of "
+                    "them; the file sets their priorities, grace times and limits)"
+                )
             for other in sorted(tier.may_preempt):
                 if other not in self.qos:
                     raise TenancyError(f"qos {name!r}: may_preempt names unknown tier {other!r}")
