@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from fusesched.core.intake import never_met
 from fusesched.model.job import DependencyKind, JobSpec
 from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
 
 
 def settle_recovered(spec: JobSpec, phase_of: Callable[[str], JobPhase | None]) -> JobSpec | str:
@@ -42,3 +47,31 @@ def stored_phase(phase: str) -> JobPhase | None:
         return JobPhase(phase)
     except ValueError:
         return None
+
+
+def stored(ctl: Controller, job_id: str) -> JobPhase | None:
+    """The phase the store shows for a job (``None``: no such job, or held)."""
+    detail = ctl.persist.store.get_job(job_id)
+    return None if detail is None else stored_phase(detail.job.phase)
+
+
+def reader(ctl: Controller) -> Callable[[str], JobPhase | None]:
+    """:func:`stored` for ``ctl``: what :func:`settle_recovered` reads phases with."""
+    return partial(stored, ctl)
+
+
+def forgotten(ctl: Controller, job_id: str) -> JobPhase | None:
+    """The stored phase of a job the core does not know and no live record holds (one that
+    ended before a restart), else ``None``."""
+    if job_id in ctl.core.jobs or job_id in ctl.jobs:
+        return None
+    return stored(ctl, job_id)
+
+
+def settle_submitted(ctl: Controller, spec: JobSpec) -> JobSpec | str:
+    """A new job's dependencies on jobs that ended before a restart (which the core has
+    forgotten), settled from the store as :func:`settle_recovered` settles a recovered
+    job's; the others stay for the core."""
+    if not spec.dependencies:
+        return spec
+    return settle_recovered(spec, partial(forgotten, ctl))

@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fusesched.controller import federation
-from fusesched.controller.records import NotReadyError, array_size
 from fusesched.core.forecast import ExpectedStart, Forecast, clone, forecast
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.power.saving import PowerState
@@ -101,11 +99,7 @@ def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Tr
     """Check ``requests`` as a submission would (raising :class:`SubmitError` as it would)
     and project when each would start if submitted now; nothing is stored or queued."""
     with ctl.work:
-        node_specs = federation.node_specs(ctl)
-        if not node_specs:
-            raise NotReadyError("no node has registered yet; start an agent first")
-        requests = [r.identified() for r in requests]
-        sizes = [array_size(r) for r in requests]
+        node_specs, requests, sizes = ctl._intake(requests)
         now, sim, waking = _copy(ctl)
         prepared = ctl._prepare(requests, sizes, TRIAL_FIRST, user, node_specs, now)
     specs = [spec for _, _, spec in prepared]

@@ -213,11 +213,7 @@ class Controller:
         """Validate, store and queue jobs; returns their ids (array parents for arrays)."""
         now = self.clock()
         with self.lock:
-            node_specs = federation.node_specs(self)
-            if not node_specs:
-                raise NotReadyError("no node has registered yet; start an agent first")
-            requests = [r.identified() for r in requests]
-            sizes = [array_size(r) for r in requests]
+            node_specs, requests, sizes = self._intake(requests)
             total = sum(sizes)
             start = self.persist.allocate_seqs(total)
             try:
@@ -241,6 +237,17 @@ class Controller:
         self._wake.set_at(self._last_cycle + self.config.submit_cycle_s)
         return ids
 
+    def _intake(
+        self, requests: Sequence[JobRequest]
+    ) -> tuple[list[NodeSpec], list[JobRequest], list[int]]:
+        """The nodes jobs may go to, the requests with their ids, and how many jobs each
+        makes (called with the lock held; :class:`NotReadyError` before any node)."""
+        node_specs = federation.node_specs(self)
+        if not node_specs:
+            raise NotReadyError("no node has registered yet; start an agent first")
+        requests = [r.identified() for r in requests]
+        return list(node_specs), requests, [array_size(r) for r in requests]
+
     def _prepare(
         self,
         requests: Sequence[JobRequest],
@@ -258,14 +265,11 @@ class Controller:
                 request = request.model_copy(update={"user": user})
             request = resolve_gpu_model(request, node_specs)  # gpu:h100 → H100-80GB-HBM3
             spec = federation.routed(self, request, request.to_job_spec(str(first), now))
-            reason = None
-            if spec.dependencies:  # on jobs that ended before a restart (the core forgot them)
-                settled = dependencies.settle_recovered(spec, self._forgotten_phase)
-                if isinstance(settled, str):
-                    reason = settled
-                else:
-                    spec = settled
-            reason = reason or self._refusal(spec, node_specs)
+            settled = dependencies.settle_submitted(self, spec)
+            if isinstance(settled, str):
+                reason: str | None = settled
+            else:
+                spec, reason = settled, self._refusal(settled, node_specs)
             if reason and len(requests) > 1:  # all or none: say which job it was
                 name = f" ({request.name!r})" if request.name else ""
                 reason = f"job {k + 1} of {len(requests)}{name}: {reason}"
@@ -452,7 +456,7 @@ class Controller:
             request = JobRequest.model_validate(row.request)
             spec = recovered_spec(request, row)
             if spec.dependencies:  # those on jobs that ended (or started) before the restart
-                settled = dependencies.settle_recovered(spec, self._stored_phase)
+                settled = dependencies.settle_recovered(spec, dependencies.reader(self))
                 if isinstance(settled, str):
                     self.persist.job_finished(
                         spec.id, JobPhase.CANCELLED, None, settled, self.clock()
@@ -474,18 +478,6 @@ class Controller:
             self.release_held()
         if running:
             adoption.recover_running(self, running, self.clock())
-
-    def _forgotten_phase(self, job_id: str) -> JobPhase | None:
-        """The stored phase of a job the core does not know and no live record holds (one
-        that ended before a restart), else ``None``."""
-        if job_id in self.core.jobs or job_id in self.jobs:
-            return None
-        return self._stored_phase(job_id)
-
-    def _stored_phase(self, job_id: str) -> JobPhase | None:
-        """The phase the store shows for a job (``None``: no such job, or held)."""
-        detail = self.persist.store.get_job(job_id)
-        return None if detail is None else dependencies.stored_phase(detail.job.phase)
 
     def release_held(self) -> None:
         """Hand the core the submissions recovered at start, held until the nodes were back."""
