@@ -159,6 +159,14 @@ class Client:
     def cancel(self, job_id: str) -> list[str]:
         return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
 
+    def signal(self, job_id: str, signal: str | int, main_only: bool = False) -> list[str]:
+        """Send a running job's tasks ``signal`` (``"USR1"``, ``"SIGUSR1"``, ``10``): their
+        process groups, or with ``main_only`` their main processes; the job keeps running
+        (Slurm's ``scancel --signal``). The job ids signalled."""
+        body = {"signal": signal, "main_only": main_only}
+        answer = self._call("POST", f"/v1/jobs/{_quote(job_id)}/signal", body)
+        return list(answer["signalled"])
+
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""
         path = f"/v1/jobs/{_quote(job_id)}/hold"
@@ -230,6 +238,35 @@ class Client:
         """Lift a node's drain (cluster-admins); its state afterwards."""
         return dict(self._call("POST", f"/v1/nodes/{_quote(name)}/undrain", {}))
 
+    def reservations(self) -> list[dict[str, Any]]:
+        """The advance reservations that have not ended, by start (docs/RESERVATIONS.md)."""
+        return list(self._call("GET", "/v1/reservations")["reservations"])
+
+    def create_reservation(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        start: float,
+        end: float,
+        users: Sequence[str] = (),
+        tenants: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """Reserve nodes from ``start`` to ``end`` (Unix seconds) for users or tenants (neither:
+        maintenance). The reservation and ``warnings`` (running jobs that run into it)."""
+        body = {
+            "name": name,
+            "nodes": list(nodes),
+            "start": start,
+            "end": end,
+            "users": list(users),
+            "tenants": list(tenants),
+        }
+        return dict(self._call("POST", "/v1/reservations", body))
+
+    def delete_reservation(self, name: str) -> None:
+        """Delete a reservation; the jobs waiting to run in it are rejected."""
+        self._call("DELETE", f"/v1/reservations/{_quote(name)}", raw=True)
+
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 
@@ -267,6 +304,11 @@ class Client:
     def priority(self, job_id: str) -> dict[str, Any]:
         """A waiting job's multifactor priority, factor by factor."""
         return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/priority"))
+
+    def efficiency(self, job_id: str) -> dict[str, Any]:
+        """What a job used against what it asked for (``fusesched eff``, Slurm's seff): CPU
+        time and efficiency, peak memory, GPU utilisation; null where not sampled."""
+        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/efficiency"))
 
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "/healthz"))

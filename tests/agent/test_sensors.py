@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -114,6 +115,41 @@ def test_whole_group_counted_and_counters_never_go_back(spawn: Any) -> None:
     assert max(s.processes for s in seen) >= 2  # the shell and its child were both seen
     assert cpu[-1] > 0.1  # the vanished child's time is still there
     assert seen[-1].processes >= 1
+
+
+BUSY_1S = "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass\n"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"{sys.executable} -c '{BUSY_1S}'; sleep 0.6; true",  # a child the shell reaps
+        # a grandchild reaped by a shell that ends with it: the outer shell reaps them both
+        f"bash -c \"{sys.executable} -c '{BUSY_1S}'; true\"; sleep 0.6; true",
+    ],
+    ids=["child", "grandchild"],
+)
+def test_a_child_reaped_inside_the_task_counts_once(script: str) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shell = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    sensor = PsutilTaskSensor()
+    watch = TaskWatch("reaped", pgid=shell.pid)
+    started, cpu = time.monotonic(), [0.0]
+    try:
+        while shell.poll() is None:
+            cpu.append(sensor.sample_tasks([watch], time.monotonic())[0].cpu_seconds)
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, 9)
+        shell.wait()
+    elapsed = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    real = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert all(b >= a for a, b in itertools.pairwise(cpu))  # still never going back
+    # the busy child's time once, not once as itself and again through its parent
+    assert cpu[-1] <= elapsed * 1.1 and cpu[-1] <= real * 1.1 + 0.05
+    assert cpu[-1] >= min(0.8 * real, 0.2)  # and it is counted
 
 
 def test_vanished_task_and_cgroup_members(spawn: Any, tmp_path: Path) -> None:

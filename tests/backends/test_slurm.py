@@ -87,6 +87,19 @@ def test_gang_gpus_and_exclusive(options: SlurmOptions, tmp_path: Path) -> None:
     assert "--exclusive" in sbatch_args(gang, options, tmp_path / "s")
 
 
+def test_the_warning_before_the_time_limit(options: SlurmOptions, tmp_path: Path) -> None:
+    def signal_flag(**fields: Any) -> str | None:
+        return flags(sbatch_args(job(**fields), options, tmp_path / "s")).get("signal")
+
+    warned = {"walltime_s": 600, "signal": {"name": "USR1", "before_s": 89.5}}
+    assert signal_flag(**warned) == "B:USR1@90"  # one process: the batch shell execs it
+    assert signal_flag(**warned, tasks={"n1": 2, "n2": 2}) == "USR1@90"  # srun's tasks
+    batch = {**warned, "signal": "B:TERM@30"}
+    assert signal_flag(**batch, tasks={"n1": 2}) == "B:TERM@30"  # main_only: the shell
+    assert signal_flag(signal="USR2@30") is None  # no time limit: nothing to warn about
+    assert signal_flag(walltime_s=600) is None
+
+
 @pytest.mark.parametrize(
     ("per_task", "message"),
     [

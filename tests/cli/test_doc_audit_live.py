@@ -48,6 +48,9 @@ class FakeClient:
             "tasks": [{"task_id": "1005_4.main.0", "node": "local-1", "state": "Completed"}]
         }
 
+    def efficiency(self, job_id: str) -> dict[str, Any]:
+        return {"id": job_id, "sampled": False}  # (`show` prints no efficiency line then)
+
     def tokens(self, *args: Any) -> list[dict[str, Any]]:
         return [TOKEN]
 

@@ -94,3 +94,20 @@ def test_the_begin_time_outlives_a_restart(tmp_path: Path, clock: Clock) -> None
         assert launched(again) == [job]
     finally:
         again.persist.close()
+
+
+def test_a_released_job_still_says_it_waits_for_its_begin_time(
+    ctl: Controller, client: TestClient, clock: Clock
+) -> None:
+    clock.now = 5000.0
+    args = ["--begin=now+100", "--hold"]
+    (job,) = submit_files(client, {"name": "job.sh", "text": SCRIPT, "args": args})
+    ctl.run_cycle()
+    assert client.post(f"/v1/jobs/{job}/release").json()["released"] == [job]
+    assert client.get(f"/v1/jobs/{job}").json()["reason"] == begin_reason(5100.0)
+    assert launched(ctl) == []
+    clock.now = 5100.0
+    assert client.post(f"/v1/jobs/{job}/hold", json={"reason": "x"}).status_code == 200
+    assert client.post(f"/v1/jobs/{job}/release").json()["released"] == [job]
+    assert client.get(f"/v1/jobs/{job}").json()["reason"] == "released"  # its time has come
+    assert launched(ctl) == [job]

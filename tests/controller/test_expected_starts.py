@@ -144,3 +144,17 @@ def test_a_job_submitted_held_is_tried_as_held(ctl: Controller, client: TestClie
     held, free = answer.json()["jobs"]
     assert (held["held"], held["members"]) == (True, [])
     assert (free["held"], free["members"][0]["expected_start"]) == (False, 1000.0)
+
+
+def test_too_many_trials_at_once_are_turned_away(
+    ctl: Controller, client: TestClient, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(forecasts, "TRIAL_WAIT_S", 0.05)
+    taken = [ctl.forecasts.trials.acquire(blocking=False) for _ in range(forecasts.MAX_TRIALS)]
+    assert all(taken)  # as many trials as are let through run now
+    answer = client.post("/v1/starts/test", json=[job(2, 30)])
+    assert answer.status_code == 429, answer.text
+    assert "try again" in answer.json()["detail"] and answer.headers["Retry-After"]
+    ctl.forecasts.trials.release()  # one ends: the next is computed
+    assert client.post("/v1/starts/test", json=[job(2, 30)]).status_code == 200
+    assert ctl.forecasts.trials.acquire(blocking=False)  # and gave its turn back

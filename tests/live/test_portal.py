@@ -323,6 +323,16 @@ def test_operator_pages(portal: Portal) -> None:
         expect(heat.locator('tr[data-node="node-c"] td.dev')).to_have_count(2)
         expect(heat.locator('tr[data-node="node-c"]')).to_contain_text(f"#{gpu_job}")
         expect(page.locator("#unhealthy")).to_contain_text("maintenance: new DIMMs")
+        in_a_month = time.time() + 30 * 86400
+        admin.create_reservation("dimms", ["node-a"], in_a_month, in_a_month + 3600)
+        admin.create_reservation("alice-slot", ["node-b"], in_a_month, in_a_month + 60, ["alice"])
+        reservations = page.locator("#reservations")
+        expect(reservations.locator('tr[data-reservation="dimms"]')).to_contain_text(
+            "maintenance: nobody's jobs"
+        )
+        expect(reservations.locator('tr[data-reservation="alice-slot"]')).to_contain_text(
+            "user alice"
+        )
         portal.shot(page, "08-cluster-heatmap")
         page.goto(f"{portal.url}/portal/#/job/{gpu_job}")  # placement: node and GPU index
         held = admin.show(gpu_job)["tasks"][0]["gpu_indices"]
@@ -358,5 +368,7 @@ def test_operator_pages(portal: Portal) -> None:
             failures.set_node_state(ctl, "node-b", NodeState.UP, "maintenance done", ctl.clock())
             ctl.persist.flush()
         ctl.wake()
+        for name in (r["name"] for r in admin.reservations()):
+            admin.delete_reservation(name)
         admin.cancel(gpu_job)
         alice.cancel(borrower)

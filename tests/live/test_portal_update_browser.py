@@ -194,6 +194,7 @@ def test_a_waiting_job_is_changed_from_its_page(clean: Portal) -> None:
     expect(page.locator("#edit-rule")).to_be_visible()  # a user may only lower
     # it waits for a held job: the projection of expected starts never starts it
     expect(facts(page)).to_contain_text("Expected startnot within 7 days")
+    expect(page.locator("#efficiency")).to_have_text("—known once it runs")
     sent: list[str] = []
     page.on("request", lambda r: sent.append(r.post_data or "") if "/update" in r.url else None)
     page.get_by_label("Priority").fill("-5")
@@ -355,6 +356,8 @@ def test_a_user_shortens_a_running_jobs_time_limit(clean: Portal) -> None:
         "You may shorten the time limit; only an admin may lengthen it."
     )
     expect(page.locator("#e-limit-hint")).to_contain_text("It has run for")
+    # no agent runs it, so nothing was sampled: the panel says so (GET …/efficiency's notes)
+    expect(page.locator("#efficiency")).to_contain_text("Notenot sampled yet")
     sent: list[str] = []
     page.on("request", lambda r: sent.append(r.post_data or "") if "/update" in r.url else None)
     limit.fill("5:00")

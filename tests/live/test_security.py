@@ -151,8 +151,13 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "path": {"job_id": bob_job},
             "json": {"priority": 1},
         },
+        ("POST", "/v1/jobs/{job_id}/signal"): {
+            "path": {"job_id": bob_job},
+            "json": {"signal": "USR1"},
+        },
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},
+        ("GET", "/v1/jobs/{job_id}/efficiency"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/route"): {"path": {"job_id": bob_job}},
         ("POST", "/v1/route"): {"json": job(["true"], user="bob", tenant="biology")},
         ("POST", "/v1/jobs/{job_id}/checkpoint"): {"path": {"job_id": bob_job}, "json": {}},
@@ -161,6 +166,11 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
+        ("GET", "/v1/reservations"): {},
+        ("POST", "/v1/reservations"): {
+            "json": {"name": "sec", "nodes": [node], "start": 0, "end": 4e9, "users": ["bob"]}
+        },
+        ("DELETE", "/v1/reservations/{name}"): {"path": {"name": "sec"}},
         ("GET", "/v1/starts"): {},
         ("POST", "/v1/starts/test"): {"json": [job(["true"], user="bob", tenant="biology")]},
         ("GET", "/metrics"): {},
@@ -247,6 +257,7 @@ DENIED = {403, 404}
 SHARED = {
     ("GET", "/v1/nodes"),
     ("GET", "/v1/queues"),
+    ("GET", "/v1/reservations"),  # (none exists while these tests run)
     ("GET", "/metrics"),
     ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role
     ("GET", "/v1/starts"),  # the caller's tenant's waiting jobs only (checked below)

@@ -14,7 +14,16 @@ from fusesched.store.migrate import alembic_config
 from fusesched.store.schema import Base
 from store.rows import job
 
-TABLES = {"jobs", "tasks", "nodes", "events", "counters", "tokens", "alembic_version"}
+TABLES = {
+    "jobs",
+    "tasks",
+    "nodes",
+    "events",
+    "counters",
+    "tokens",
+    "reservations",
+    "alembic_version",
+}
 
 
 def table_names(url: str) -> set[str]:

@@ -83,10 +83,11 @@ def test_minimal_request_has_defaults() -> None:
     assert (req.tenant, req.queue, req.qos, req.type, req.walltime_s) == (
         "default",
         "default",
-        QoS.SILVER,
+        None,  # the controller's default tier (a tenancy file's default_qos, else silver)
         None,
         None,
     )
+    assert req.to_job_spec("1", 0.0).qos is QoS.SILVER  # read without a controller
     assert req.groups[0].name == "main" and req.groups[0].replicas == 1
     stored = json.loads(req.to_json())
     assert stored["tenant"] == "default" and stored["groups"][0]["resources"] == {"cpu": "1"}

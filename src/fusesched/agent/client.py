@@ -184,6 +184,7 @@ class Runtime(Protocol):
     def poll(self) -> list[TaskReport]: ...
     def kill(self, task_id: str, grace_s: float, reason: str) -> None: ...
     def set_walltime(self, task_id: str, walltime_s: float) -> None: ...
+    def signal(self, task_id: str, name: str, main_only: bool = False) -> bool: ...
     def running(self) -> list[str]: ...
     def read_log(self, task_id: str, offset: int) -> LogChunk | None: ...
     def watches(self) -> list[TaskWatch]: ...
@@ -439,11 +440,13 @@ class AgentClient:
     def _beat_url(self, url: str, wait_s: float, quick: bool) -> httpx.URL:
         """The heartbeat URL (parsed once: httpx's URL parsing costs more than the request's
         own work). Quick reports say ``launch=true``: this agent takes launches in their
-        replies (a controller that does not know the flag ignores it and answers none)."""
+        replies (a controller that does not know the flag ignores it and answers none). Every
+        beat says ``signals=true``: this agent understands the replies' signals (a controller
+        sends none to an agent that does not say so: older agents refuse the fields)."""
         key = (url, wait_s, quick)
         found = self._urls.get(key)
         if found is None:
-            query = f"wait={wait_s}" + ("&launch=true" if quick else "")
+            query = f"wait={wait_s}&signals=true" + ("&launch=true" if quick else "")
             found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")
         return found
 
@@ -508,6 +511,8 @@ class AgentClient:
                 self.runtime.kill(kill.task_id, kill.grace_s, kill.reason)
             for limit in reply.limit:  # a job's time limit changed while it runs
                 self.runtime.set_walltime(limit.task_id, limit.walltime_s)
+            for sent in reply.signal:  # fusesched cancel --signal: the task goes on
+                self.runtime.signal(sent.task_id, sent.signal, sent.main_only)
         if reply.launch or reply.limit:
             # the report thread watches the new tasks' pidfds, and the new deadlines, from now
             self._poke()

@@ -5,7 +5,9 @@ id, then by job id), the launch's ``FUSESCHED_FAKE_DURATION`` environment variab
 or ``default_duration_s``; then it exits with ``FUSESCHED_FAKE_EXIT_CODE`` (default 0). A task
 longer than its walltime ends at the walltime with exit code -15 and reason "walltime
 exceeded", as a real task that does not trap SIGTERM does (a new limit, ``set_walltime``,
-moves that end); ``kill`` ends a task at once with -15 and the given reason.
+moves that end); ``kill`` ends a task at once with -15 and the given reason. Signals change
+nothing a task does: they are recorded in ``signals`` (a launch's warning at its due time, its
+lead before the time limit, unless the task ends first; ``signal`` at once).
 ``FUSESCHED_FAKE_FAIL_TO_START=<reason>`` makes the start fail; ``FUSESCHED_FAKE_OUTPUT`` is
 the task's log.
 """
@@ -40,6 +42,15 @@ class _FakeTask:
     duration: float  # how long it runs of itself
     code: int  # and the code it then exits with
     killed: bool = False
+    warned: bool = False  # its launch's signal before the time limit was sent
+
+    def warning_at(self) -> float | None:
+        """When its launch's warning signal is due, if it is still to be sent while it runs."""
+        warning, walltime = self.launch.signal, self.launch.walltime_s
+        if warning is None or walltime is None or self.warned or self.killed:
+            return None
+        at = self.started_at + walltime - warning.before_s
+        return at if at < self.end_at else None
 
 
 class FakeRuntime:
@@ -61,6 +72,8 @@ class FakeRuntime:
         self._pids = itertools.count(100_000)
         self._seq = itertools.count()
         self.exit_times: dict[str, float] = {}  # task id → clock time at which it ended
+        # (task id, signal name, clock time) of every signal a task got (warnings included)
+        self.signals: list[tuple[str, str, float]] = []
 
     def _duration(self, launch: TaskLaunch) -> float:
         for key in (launch.task_id, launch.job_id):
@@ -111,6 +124,11 @@ class FakeRuntime:
 
     def poll(self) -> list[TaskReport]:
         now = self._clock()
+        for task in self._tasks.values():
+            at = task.warning_at()
+            if at is not None and at <= now and task.launch.signal is not None:
+                task.warned = True
+                self.signals.append((task.launch.task_id, task.launch.signal.name, at))
         done = sorted(
             (t for t in self._tasks.values() if t.end_at <= now), key=lambda t: (t.end_at, t.seq)
         )
@@ -171,7 +189,19 @@ class FakeRuntime:
         ]
 
     def next_deadline(self) -> float | None:
-        return min((t.end_at for t in self._tasks.values()), default=None)
+        times = [t.end_at for t in self._tasks.values()]
+        times += [at for t in self._tasks.values() if (at := t.warning_at()) is not None]
+        return min(times, default=None)
+
+    def signal(self, task_id: str, name: str, main_only: bool = False) -> bool:
+        """Record signal ``name`` for a task still running (:attr:`signals`); the task goes
+        on. False for a task not running."""
+        task = self._tasks.get(task_id)
+        now = self._clock()
+        if task is None or task.killed or task.end_at <= now:
+            return False
+        self.signals.append((task_id, name, now))
+        return True
 
     def read_log(
         self, task_id: str, offset: int = 0, max_bytes: int = MAX_LOG_CHUNK

@@ -4,7 +4,8 @@ The runtime is not thread-safe (the agent's client serialises calls with a lock)
 blocks (except ``shutdown``): the agent's loop calls ``start``/``kill``/``set_walltime`` when
 the controller says so and ``poll`` regularly (every heartbeat, and at ``next_deadline()`` if
 it wants grace periods and walltimes to the tenth of a second). ``poll``
-enforces deadlines, reaps exited tasks and returns what happened since the last call. Nothing
+enforces deadlines (and sends a launch's warning signal its lead before the time limit, once),
+reaps exited tasks and returns what happened since the last call. Nothing
 raises out of ``start``: a task that cannot start yields a ``FAILED_TO_START`` report that says
 why. How a task is started (and switches to its identity) is :mod:`fusesched.agent.spawn`;
 what the runtime keeps about a started task and how it signals it is
@@ -257,14 +258,44 @@ class ProcessRuntime:
     def set_walltime(self, task_id: str, walltime_s: float) -> None:
         """The task's time limit is now ``walltime_s`` seconds from its start (the controller
         changed its job's limit): ``poll`` kills it at the new deadline, at once if it has
-        passed, with the walltime's reason. A task not running, or being killed already,
-        keeps what it has; one still waiting for its datasets starts with the new limit."""
+        passed, with the walltime's reason; its warning signal, if not sent yet, comes its
+        lead before the new limit (at once if that has passed). A task not running, or being
+        killed already, keeps what it has; one still waiting for its datasets starts with
+        the new limit."""
         task = self._tasks.get(task_id)
         if task is None:
             self.data.set_walltime(task_id, walltime_s)
             return
         if task.kill_reason is None:
             task.launch = task.launch.model_copy(update={"walltime_s": walltime_s})
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def signal(self, task_id: str, name: str, main_only: bool = False) -> bool:
+        """Send the running task signal ``name`` (``USR1``) now: its process group, or its
+        main process alone; it keeps running unless the signal ends it. False (and nothing
+        sent) for a task not running, one being stopped, or an unknown signal."""
+        task = self._tasks.get(task_id)
+        signum = _signum(name)
+        if task is None or task.kill_reason is not None or signum is None:
+            log.info("signal %s for task %s not sent: it is not running", name, task_id)
+            return False
+        task.send(signum, main_only)
+        return True
+
+    def _warn(self, task: TaskProcess) -> None:
+        """Send the launch's signal before the time limit (once)."""
+        task.warned = True
+        warning = task.launch.signal
+        signum = None if warning is None else _signum(warning.name)
+        if warning is not None and signum is not None:
+            log.info(
+                "task %s: SIG%s, %g s before its time limit",
+                task.launch.task_id,
+                warning.name,
+                warning.before_s,
+            )
+            task.send(signum, warning.main_only)
 
     # -- poll ------------------------------------------------------------------------------
 
@@ -277,6 +308,9 @@ class ProcessRuntime:
                 self._launch(launch, data)
         now = self._clock()
         for task in list(self._tasks.values()):
+            warning = task.warning_deadline
+            if task.kill_reason is None and warning is not None and now >= warning:
+                self._warn(task)
             walltime = task.walltime_deadline
             if task.kill_reason is None and walltime is not None and now >= walltime:
                 self.kill(task.launch.task_id, task.launch.grace_s, REASON_WALLTIME)
@@ -380,13 +414,16 @@ class ProcessRuntime:
         ]
 
     def next_deadline(self) -> float | None:
-        """The earliest clock time at which ``poll`` has a walltime or SIGKILL to enforce."""
+        """The earliest clock time at which ``poll`` has a walltime, a SIGKILL or a warning
+        signal (``TaskLaunch.signal``) to enforce."""
         times = []
         for task in self._tasks.values():
             if task.kill_deadline is not None and not task.sigkill_sent:
                 times.append(task.kill_deadline)
             elif task.kill_reason is None and task.walltime_deadline is not None:
                 times.append(task.walltime_deadline)
+                if task.warning_deadline is not None:
+                    times.append(task.warning_deadline)
         return min(times, default=None)
 
     def until_deadline(self) -> float | None:
@@ -454,6 +491,15 @@ class ProcessRuntime:
         for task in list(self._tasks.values()):  # pragma: no cover - unkillable (D state)
             log.warning("task %s (pid %d) did not exit at shutdown", task.launch.task_id, task.pid)
         self._pending = reports + self._pending
+
+
+def _signum(name: str) -> int | None:
+    """A signal's number from its bare name (``USR1``); None (logged) for an unknown one."""
+    try:
+        return int(signal.Signals[f"SIG{name.upper().removeprefix('SIG')}"])
+    except KeyError:
+        log.warning("unknown signal %r: not sent", name)
+        return None
 
 
 def open_task_file(path: Path) -> BinaryIO:

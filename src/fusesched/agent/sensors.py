@@ -7,13 +7,14 @@ Back ends are pluggable (:class:`SensorBackend`), so tests inject scripted value
 
 * :class:`PsutilTaskSensor` sums CPU time, resident memory and I/O over every process of a
   task: the members of its process group (the runtime starts each task in its own session) and
-  of its cgroup (``cgroup.procs``), so a process that left the group still counts. Counters are
-  *activity indicators*: they never decrease. A process that vanishes keeps its last values
-  (its parent's cumulative counters may then count it a second time — an over-count, which can
-  only make a task look busier, never hung). CPU time includes reaped children
-  (``children_user``/``children_system``), and Linux adds a reaped child's I/O to its parent's
-  ``/proc/<pid>/io``, so short-lived helpers (a ``cp`` between two samples) are seen through
-  the parent that waited for them.
+  of its cgroup (``cgroup.procs``), so a process that left the group still counts. Counters
+  never decrease (the hang detector reads them as *activity indicators*). CPU time includes
+  reaped children (``children_user``/``children_system``), and Linux adds a reaped child's I/O
+  to its parent's ``/proc/<pid>/io``, so short-lived helpers (a ``cp`` between two samples)
+  are seen through the parent that waited for them. Each process counts once: one that
+  vanishes keeps its last values only when no live process of the task was its parent (or an
+  ancestor through parents that vanished with it) at last sight; else that ancestor reaped it
+  and counts its time among its children's.
 * :class:`NvmlGpuSensor` reads utilisation, memory used, power, temperature and volatile
   uncorrectable ECC counts per GPU, marks a GPU *lost* when NVML says so
   (``NVML_ERROR_GPU_IS_LOST``) or it disappears from the device list, and collects XID errors
@@ -225,7 +226,8 @@ class _Counters:
 @dataclass(slots=True)
 class _TaskState:
     seen: dict[tuple[int, float], _Counters] = field(default_factory=dict)  # (pid, start)
-    retired: _Counters = field(default_factory=_Counters)  # processes that vanished
+    retired: _Counters = field(default_factory=_Counters)  # vanished, reaped outside the task
+    parents: dict[int, int] = field(default_factory=dict)  # pid -> parent pid, at last sight
     last: _Counters = field(default_factory=_Counters)
 
 
@@ -238,21 +240,36 @@ def _read_pids(path: Path | None) -> set[int]:
         return set()
 
 
-def _process_counters(proc: psutil.Process) -> tuple[_Counters, int]:
-    """(counters, rss) of one process; raises psutil.Error when it is gone."""
+def _process_counters(proc: psutil.Process) -> tuple[_Counters, int, int]:
+    """(counters, rss, parent pid) of one process; raises psutil.Error when it is gone."""
     with proc.oneshot():
         times = proc.cpu_times()
         cpu = times.user + times.system + times.children_user + times.children_system
         rss = int(proc.memory_info().rss)
+        ppid = int(proc.ppid())
         counters = _Counters(cpu=cpu)
         try:
             io = proc.io_counters()
         except (psutil.AccessDenied, AttributeError, NotImplementedError):
-            return counters, rss  # another user's process, or no I/O accounting here
+            return counters, rss, ppid  # another user's process, or no I/O accounting here
         counters.read_bytes, counters.write_bytes = int(io.read_bytes), int(io.write_bytes)
         counters.read_chars = int(getattr(io, "read_chars", 0))
         counters.write_chars = int(getattr(io, "write_chars", 0))
-        return counters, rss
+        return counters, rss, ppid
+
+
+def _reaped_inside(pid: int, parents: dict[int, int], live: set[int]) -> bool:
+    """Whether vanished process ``pid`` had, at last sight, a live process of the task as its
+    parent, or as an ancestor through parents that vanished too: that one waited for it (or
+    for the parent that waited for it), so its time is in that one's children's times."""
+    walked: set[int] = set()
+    parent = parents.get(pid)
+    while parent is not None and parent not in walked:
+        if parent in live:
+            return True
+        walked.add(parent)
+        parent = parents.get(parent)
+    return False
 
 
 class PsutilTaskSensor:
@@ -285,21 +302,26 @@ class PsutilTaskSensor:
         state = self._state.setdefault(watch.task_id, _TaskState())
         pids = members | _read_pids(watch.cgroup_procs)
         live: dict[tuple[int, float], _Counters] = {}
+        parents: dict[int, int] = {}
         total, rss = _Counters(), 0
         for pid in sorted(pids):
             try:
                 proc = psutil.Process(pid)
                 key = (pid, proc.create_time())
-                counters, proc_rss = _process_counters(proc)
+                counters, proc_rss, parents[pid] = _process_counters(proc)
             except (psutil.Error, OSError):
+                parents.pop(pid, None)
                 continue  # vanished between listing and reading
             live[key] = counters
             total.add(counters)
             rss += proc_rss
+        live_pids = {pid for pid, _ in live}
         for key, counters in state.seen.items():
-            if key not in live:
-                state.retired.add(counters)  # gone: keep its last values
-        state.seen = live
+            # gone: its last values are kept unless a live process of the task reaped it
+            # (then they are in that one's children's times: counted once, not twice)
+            if key not in live and not _reaped_inside(key[0], state.parents, live_pids):
+                state.retired.add(counters)
+        state.seen, state.parents = live, parents
         total.add(state.retired)
         total = total.at_least(state.last)  # activity indicators never go backwards
         state.last = total

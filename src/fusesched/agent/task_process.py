@@ -39,6 +39,7 @@ class TaskProcess:
     kill_reason: str | None = None
     kill_deadline: float | None = None
     sigkill_sent: bool = False
+    warned: bool = False  # the launch's signal before the time limit has been sent
 
     @property
     def pid(self) -> int:
@@ -48,6 +49,34 @@ class TaskProcess:
     def walltime_deadline(self) -> float | None:
         walltime = self.launch.walltime_s
         return None if walltime is None else self.started_at + walltime
+
+    @property
+    def warning_deadline(self) -> float | None:
+        """When the launch's signal is due (its time limit less its lead); None: never."""
+        warning = self.launch.signal
+        deadline = self.walltime_deadline
+        if warning is None or deadline is None or self.warned:
+            return None
+        return deadline - warning.before_s
+
+    def send(self, signum: int, main_only: bool = False) -> None:
+        """Signal the task's process group (``main_only``: its main process); it goes on
+        running unless the signal ends it. In a container, the main process is the command
+        bwrap started, not bwrap itself."""
+        if not self.container:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if main_only:
+                    os.kill(self.pid, signum)
+                else:
+                    os.killpg(self.pid, signum)
+            return
+        members = [pid for pid in group_members(self.pid) if pid != self.pid]
+        if main_only:  # bwrap (the leader) → its PID 1 reaper → the command
+            reapers = {pid for pid in members if parent_of(pid) == self.pid}
+            members = sorted(pid for pid in members if parent_of(pid) in reapers)[:1]
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
 
     def sigterm(self) -> None:
         if self.container:
@@ -83,6 +112,15 @@ def group_members(pgid: int) -> list[int]:
                 if os.getpgid(int(entry)) == pgid:
                     members.append(int(entry))
     return members
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent's pid of process ``pid`` (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def open_pidfd(pid: int) -> int | None:

@@ -76,6 +76,25 @@ class Access:
         self.controller = controller
         self.auth = auth
 
+    def may_act(
+        self, p: Principal, job_id: str, what: str, ended_arrays: bool = False
+    ) -> tuple[str, str]:
+        """(user, tenant) of a job ``p`` may ``what`` (hold, release, signal …): its own
+        user, an admin of its tenant or a cluster-admin; 404 when ``p`` does not see it, 403
+        otherwise. With ``ended_arrays``, also of an array whose members have all ended (the
+        action then answers 409, as for an ended job)."""
+        person(p)
+        owner = self.controller.owner(job_id)
+        if owner is None and ended_arrays:
+            member = self.array_member(p, job_id)
+            owner = None if member is None else (member.user, member.tenant)
+        if owner is None or not sees(p, owner[1]):
+            raise HTTPException(404, f"no job {job_id!r}")
+        user, _ = owner
+        if self.auth.enabled and user != p.user and p.role is Role.USER:
+            raise forbidden(f"job {job_id} is {user}'s; only they or an admin may {what} it")
+        return owner
+
     def audit(self, p: Principal, action: str, **data: Any) -> None:
         if not self.auth.enabled:
             return

@@ -13,12 +13,15 @@ from fastapi import FastAPI
 from fusesched import __version__
 from fusesched.api.access import Access
 from fusesched.api.cluster_routes import add_cluster_routes
+from fusesched.api.efficiency_routes import add_efficiency_routes
 from fusesched.api.hot_path import SubmissionsHotPath
 from fusesched.api.job_routes import add_job_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
+from fusesched.api.reservation_routes import add_reservation_routes
 from fusesched.api.responses import add_error_handlers
 from fusesched.api.schemas import Health
+from fusesched.api.signal_routes import add_signal_routes
 from fusesched.api.start_routes import add_start_routes
 from fusesched.api.token_routes import add_token_routes
 from fusesched.api.url_text import NulInUrl
@@ -51,8 +54,11 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
 
     access = Access(controller, auth)
     add_job_routes(app, access)
+    add_signal_routes(app, access)
+    add_efficiency_routes(app, access)
     add_cluster_routes(app, access)
     add_node_routes(app, access)
+    add_reservation_routes(app, access)
     add_start_routes(app, access)
     add_machine_routes(app, access)
     add_token_routes(app, access)

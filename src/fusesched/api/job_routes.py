@@ -143,25 +143,6 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             access.audit(p, "cancel", job_id=job_id, owner=user, tenant=tenant, cancelled=cancelled)
         return Cancelled(cancelled=cancelled)
 
-    def may_change(
-        job_id: str, p: Principal, what: str, ended_arrays: bool = False
-    ) -> tuple[str, str]:
-        """(user, tenant) of a job ``p`` may ``what`` (hold, release): its own user, an admin
-        of its tenant or a cluster-admin; 404 when ``p`` does not see it, 403 otherwise. With
-        ``ended_arrays``, also of an array whose members have all ended (the change then
-        answers 409, as for an ended job)."""
-        person(p)
-        owner = controller.owner(job_id)
-        if owner is None and ended_arrays:
-            member = access.array_member(p, job_id)
-            owner = None if member is None else (member.user, member.tenant)
-        if owner is None or not sees(p, owner[1]):
-            raise HTTPException(404, f"no job {job_id!r}")
-        user, _ = owner
-        if checker.enabled and user != p.user and p.role is Role.USER:
-            raise forbidden(f"job {job_id} is {user}'s; only they or an admin may {what} it")
-        return owner
-
     def holding(change: Callable[[], list[str]], job_id: str) -> list[str]:
         """A hold, release or requeue: 404 for an unknown job, 409 for one in the wrong state,
         403 for one an administrator held (to anyone else)."""
@@ -186,7 +167,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         """Keep a waiting job (or an array's waiting members) from starting until released
         (Slurm's scontrol hold); 409 for a running or ended job. A cluster-admin's hold is an
         administrator hold: only an administrator may release or replace it."""
-        user, tenant = may_change(job_id, p, "hold", ended_arrays=True)
+        user, tenant = access.may_act(p, job_id, "hold", ended_arrays=True)
         by = authority(p)
         held = holding(lambda: holds.hold(controller, job_id, body.reason, by), job_id)
         if checker.enabled and user != p.user:
@@ -197,7 +178,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     def release(job_id: str, p: Caller) -> Held:
         """Let a held job (or an array's held members) start again; 403 for an administrator's
         hold, unless a cluster-admin releases it."""
-        user, tenant = may_change(job_id, p, "release", ended_arrays=True)
+        user, tenant = access.may_act(p, job_id, "release", ended_arrays=True)
         by = authority(p)
         released = holding(lambda: holds.release(controller, job_id, by), job_id)
         if checker.enabled and user != p.user:
@@ -208,7 +189,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     def requeue(job_id: str, body: JobRequeue, p: Caller) -> Held:
         """Stop a running job and queue it again (Slurm's scontrol requeue; with ``hold``,
         requeuehold); 409 for a job that does not run here."""
-        user, tenant = may_change(job_id, p, "requeue", ended_arrays=True)
+        user, tenant = access.may_act(p, job_id, "requeue", ended_arrays=True)
         by = authority(p)
         requeued = holding(
             lambda: requeues.requeue(controller, job_id, body.reason, body.hold, by), job_id
@@ -224,7 +205,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         ended) and for a running job's priority or QoS. As in Slurm, users may only lower the
         priority and the QoS and shorten the time limit of their jobs (403 otherwise); admins
         may change all."""
-        user, tenant = may_change(job_id, p, "change", ended_arrays=True)
+        user, tenant = access.may_act(p, job_id, "change", ended_arrays=True)
         only_lower = checker.enabled and p.role is Role.USER
         try:
             changed = holding(

@@ -53,6 +53,9 @@ class JobView(_View):
     phase: str  # the core's finer phase (queued, timeout, ...)
     exit_code: int | None = None
     reason: str = ""
+    priority: int = 0  # the job's own priority (sbatch --priority, update --priority)
+    qos: str | None = None  # its QoS tier as applied (a tenancy file's default_qos when unnamed)
+    time_limit_s: float | None = None  # its time limit, as changed by updates; None: none
     nodes: list[str] = Field(default_factory=list)
     submit_time: float | None = None
     start_time: float | None = None

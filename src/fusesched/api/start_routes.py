@@ -84,7 +84,11 @@ def add_start_routes(app: FastAPI, access: Access) -> None:
             raise HTTPException(400, "no job to try")
         if len(requests) > MAX_TRIAL:
             raise HTTPException(400, f"at most {MAX_TRIAL} jobs per try")
-        tried = forecasts.trial(controller, access.owned(p, requests))
+        try:
+            tried = forecasts.trial(controller, access.owned(p, requests))
+        except forecasts.TrialsBusy as busy:
+            retry = {"Retry-After": str(round(forecasts.TRIAL_WAIT_S))}
+            raise HTTPException(429, str(busy), headers=retry) from None
         jobs = []
         for request, members, refused, held in zip(
             requests, tried.starts, tried.refused, tried.held, strict=True

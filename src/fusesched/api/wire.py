@@ -93,6 +93,15 @@ class DatasetWire(_Wire):
     size_bytes: int = 0
 
 
+class LaunchSignal(_Wire):
+    """A signal the agent sends a task once, ``before_s`` seconds before its time limit
+    (``sbatch --signal``); ``main_only``: to its main process, else to its process group."""
+
+    name: str  # bare signal name: "USR1"
+    before_s: float = Field(gt=0, allow_inf_nan=False)
+    main_only: bool = False
+
+
 class TaskLaunch(_Wire):
     """Start one task (an OS process, maybe in a container) on this node."""
 
@@ -116,6 +125,9 @@ class TaskLaunch(_Wire):
     # caps of the job's QoS tier ({"gpu_watts": 250}); the agent's power hooks apply them
     power_cap: dict[str, float] = Field(default_factory=dict)
     datasets: list[DatasetWire] = Field(default_factory=list)  # FUSESCHED_DATA_<NAME> for each
+    # the warning before the time limit; None (left out of the JSON: agents and controllers
+    # older than it refuse fields they do not know): none
+    signal: LaunchSignal | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it
@@ -239,9 +251,20 @@ class TaskLimit(_Wire):
     walltime_s: float = Field(gt=0, allow_inf_nan=False)
 
 
+class TaskSignal(_Wire):
+    """Send a running task a signal now (``fusesched cancel --signal``): to its process
+    group, or with ``main_only`` to its main process alone. It keeps running."""
+
+    task_id: str
+    signal: str  # bare signal name: "USR1"
+    main_only: bool = False
+
+
 class HeartbeatReply(_Wire):
     launch: list[TaskLaunch] = Field(default_factory=list)
     kill: list[KillTask] = Field(default_factory=list)
     limit: list[TaskLimit] = Field(default_factory=list)  # running tasks' new time limits
+    # signals for running tasks; left out when empty (agents older than it refuse it)
+    signal: list[TaskSignal] = Field(default_factory=list, exclude_if=lambda value: not value)
     stage: list[DatasetWire] = Field(default_factory=list)  # copy into the cache ahead of jobs
     interval_s: float = 1.0  # when to heartbeat next (the agent may long-poll sooner)

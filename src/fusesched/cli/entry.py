@@ -16,6 +16,7 @@ CLIENT_COMMANDS = frozenset(
         "sbatch",
         "jobs",
         "show",
+        "eff",
         "logs",
         "cancel",
         "hold",

@@ -10,6 +10,7 @@ modules are imported inside the commands, so ``fusesched submit`` starts quickly
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -20,6 +21,8 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
+
+from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 
 console = Console()
 err = Console(stderr=True)
@@ -154,6 +157,14 @@ def _elapsed(job: dict[str, Any]) -> str:
     return f"{seconds:.1f}s" if seconds < 60 else time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
+def slurm_duration(seconds: float) -> str:
+    """A time limit as Slurm writes one: ``[D-]HH:MM:SS`` (whole seconds, rounded up)."""
+    whole = math.ceil(seconds)
+    days, rest = divmod(whole, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
 STATE_STYLE = {
     "Pending": "yellow",
     "Running": "cyan",
@@ -194,134 +205,6 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             ",".join(job.get("nodes") or []),
         )
     return table
-
-
-# ---------------------------------------------------------------------- submission
-
-#: The name ``sbatch --wrap``'s job is read under (no file: the options say what runs).
-WRAP_SOURCE = "wrap"
-
-#: sbatch takes Slurm's own options, so the command lets unknown options through to them.
-SBATCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-def _wraps(args: list[str]) -> bool:
-    """True when sbatch's options have ``--wrap``: no script file, the command stands for it."""
-    return any(arg == "--wrap" or arg.startswith("--wrap=") for arg in args)
-
-
-def _split_sbatch_args(args: list[str]) -> tuple[list[str], Path | None, list[str]]:
-    """(options, script, script arguments): the script is the first existing file named
-    (none with ``--wrap``: every argument is an option, and the parser refuses a script)."""
-    if _wraps(args):
-        return args, None, []
-    for k, arg in enumerate(args):
-        if not arg.startswith("-") and Path(arg).is_file():
-            return args[:k], Path(arg), args[k + 1 :]
-    return args, None, []
-
-
-def submit(
-    files: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Job files: fusesched YAML, Kubernetes Pod/Job YAML or a batch script."
-        ),
-    ],
-    test_only: Annotated[
-        bool,
-        typer.Option(
-            "--test-only",
-            help="Submit nothing: say when and where each job would start if submitted now "
-            "(as sbatch --test-only).",
-        ),
-    ] = False,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Submit jobs; the format of each file is recognised from its content."""
-    from fusesched.submit.errors import SubmitError
-    from fusesched.submit.load import load_submission
-
-    requests = []
-    try:
-        for path in files:
-            for parsed in load_submission(path):
-                requests.append(parsed.request)
-                for warning in parsed.warnings:
-                    err.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    except SubmitError as exc:
-        _fail(str(exc), 2)
-    client = _client(controller_url, token, ca)
-    payload = [r.model_dump(mode="json", exclude_none=True) for r in requests]
-    if test_only:
-        from fusesched.cli.starts import report_trial
-
-        report_trial(_call(client.test_start, payload), as_json)
-        return
-    ids = (
-        [_call(client.submit, payload[0])]
-        if len(payload) == 1
-        else _call(client.submit_many, payload)
-    )
-    if as_json:
-        _print_json({"id": ids[0], "ids": ids} if len(ids) == 1 else {"ids": ids})
-    else:
-        for job_id in ids:
-            console.print(f"Submitted job {job_id}", highlight=False)
-
-
-def sbatch(
-    ctx: typer.Context,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT.
-
-    The script's #SBATCH directives are honoured; options given here override them, as with
-    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). Without a script,
-    --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname").
-    """
-    from fusesched.submit.errors import SubmitError
-    from fusesched.submit.sbatch import load_sbatch, parse_sbatch
-
-    args = list(ctx.args)
-    test_only = "--test-only" in args  # (sbatch's own: submit nothing, say when it would start)
-    options, script, rest = _split_sbatch_args([a for a in args if a != "--test-only"])
-    if script is None and not _wraps(options):
-        _fail(
-            "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
-            'fusesched sbatch [OPTIONS] --wrap="COMMAND")',
-            2,
-        )
-    if rest:
-        _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
-    try:
-        if script is None:
-            parsed = parse_sbatch("", source=WRAP_SOURCE, args=options)
-        else:
-            parsed = load_sbatch(script, options)
-    except SubmitError as exc:
-        _fail(str(exc), 2)
-    request = parsed.request
-    for warning in parsed.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    client = _client(controller_url, token, ca)
-    payload = request.model_dump(mode="json", exclude_none=True)
-    if test_only:
-        from fusesched.cli.starts import report_trial
-
-        report_trial(_call(client.test_start, [payload]), as_json)
-        return
-    job_id = _call(client.submit, payload)
-    if as_json:
-        _print_json({"id": job_id})
-    else:
-        console.print(f"Submitted batch job {job_id}", highlight=False)
 
 
 # ---------------------------------------------------------------------- queries
@@ -376,13 +259,19 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one job with its tasks."""
-    job = _call(_client(controller_url, token, ca).show, job_id)
+    client = _client(controller_url, token, ca)
+    job = _call(client.show, job_id)
     if as_json:
         _print_json(job)
         return
     console.print(jobs_table([job]))
     if job.get("reason"):
         console.print(f"reason: {job['reason']}", highlight=False)
+    if job.get("qos") is not None:  # (an older controller does not say)
+        limit = job.get("time_limit_s")
+        said = "none" if limit is None else slurm_duration(limit)
+        terms = f"qos: {job['qos']}   priority: {job.get('priority', 0)}   time limit: {said}"
+        console.print(terms, highlight=False)
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         for name in ("task", "node", "state", "exit", "gpus"):
@@ -394,6 +283,11 @@ def show(
                 t["task_id"], t["node"], t["state"], "" if code is None else str(code), gpus
             )
         console.print(table)
+        from fusesched.cli.efficiency import summary
+
+        line = summary(client, job_id)  # what it used, in one line (fusesched eff: all)
+        if line is not None:
+            console.print(line, highlight=False)
 
 
 def logs(
@@ -422,15 +316,21 @@ def logs(
 
 def cancel(
     job_ids: Annotated[list[str], typer.Argument(help="Job ids.")],
+    signal: SignalOpt = None,
+    batch: BatchOpt = False,
+    full: FullOpt = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace period).
+    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace), or signal them.
 
     Each id is tried, a refused one (unknown, not yours) reported, the others still cancelled;
     the exit status is then that of the last refusal."""
+    if signal is not None or batch or full:
+        signal_jobs(_client(controller_url, token, ca), job_ids, signal, batch, full, as_json)
+        return
     client = _client(controller_url, token, ca)
     run_each(
         client,
@@ -561,11 +461,16 @@ def register(app: typer.Typer) -> None:
 def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
+    from fusesched.cli.efficiency import eff
     from fusesched.cli.job_holds import hold, release, requeue, update
     from fusesched.cli.node_admin import drain, undrain
+    from fusesched.cli.submission import SBATCH_CONTEXT, sbatch, submit
 
     commands = (submit, jobs, show, logs, cancel, hold, release, requeue, update, nodes)
-    for fn in (*commands, drain, undrain, queues, priority):
+    for fn in (*commands, eff, drain, undrain, queues, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")
+    from fusesched.cli.reservations import reservation_app
+
+    app.add_typer(reservation_app, rich_help_panel="Jobs and cluster")

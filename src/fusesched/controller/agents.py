@@ -7,6 +7,7 @@ orteds: :func:`remote_launch`, :func:`task_status`). The API layer reaches these
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ from fusesched.submit.errors import SubmitError
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
+
+log = logging.getLogger(__name__)
 
 #: A launch sent in reply to a quick report is not taken for lost, for this long, when a full
 #: beat does not list it: the agent's two threads send beats independently, so a full beat may
@@ -93,7 +96,11 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
 
 
 def heartbeat(
-    ctl: Controller, beat: Heartbeat, wait_s: float | None = None, launch: bool = False
+    ctl: Controller,
+    beat: Heartbeat,
+    wait_s: float | None = None,
+    launch: bool = False,
+    signals: bool = True,
 ) -> HeartbeatReply:
     """Take what an agent reports; the reply carries its work (launches, kills, running
     tasks' new time limits, datasets to stage).
@@ -104,6 +111,12 @@ def heartbeat(
     scheduling cycle that handles the exit, so the launch that takes the freed room comes
     back in the same exchange. Either kind of beat that reported an exit waits for that
     cycle, not for the whole long poll.
+
+    ``signals``: the agent understands signals (its beats say ``signals=true``; agents in
+    the controller's process do). An older agent's reply model refuses the fields, so its
+    replies carry none: its launches go without their time-limit warning (logged), and
+    signals on demand are refused for its tasks (the node's latest beat decides,
+    ``LiveNode.takes_signals``).
     """
     now = ctl.clock()
     wait = ctl.config.long_poll_s if wait_s is None else wait_s
@@ -113,6 +126,7 @@ def heartbeat(
         if node is None:
             raise UnknownNodeError(beat.node)
         node.last_seen = now
+        node.takes_signals = signals
         fenced = failures.fence(ctl, beat) if not quick else 0
         if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
             failures.set_node_state(ctl, beat.node, NodeState.UP, "heartbeat", now)
@@ -175,15 +189,43 @@ def heartbeat(
                 )
         ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
         reply = HeartbeatReply(
-            launch=node.outbox, kill=node.kills, limit=node.limits, stage=node.stage
+            launch=node.outbox if signals else _without_signals(beat.node, node.outbox),
+            kill=node.kills,
+            limit=node.limits,
+            signal=node.signals if signals else [],
+            stage=node.stage,
         )
+        if node.signals and not signals:
+            log.warning(
+                "node %s's agent is too old to deliver signals: %d not sent",
+                beat.node,
+                len(node.signals),
+            )
         for sent in node.outbox:
             task = ctl.tasks[sent.task_id][1]
             task.state = "delivered"
             # the agent's full beat may have listed its tasks before it started this one
             task.unconfirmed_until = now + UNCONFIRMED_GRACE_S if quick else 0.0
         node.outbox, node.kills, node.limits, node.stage = [], [], [], []
+        node.signals = []
     return reply
+
+
+def _without_signals(node: str, launches: list[TaskLaunch]) -> list[TaskLaunch]:
+    """``launches`` for an agent too old for signals: without their time-limit warnings."""
+    out: list[TaskLaunch] = []
+    for sent in launches:
+        if sent.signal is not None:
+            log.warning(
+                "node %s's agent is too old for the time-limit warning (%s): task %s starts "
+                "without it",
+                node,
+                sent.signal.name,
+                sent.task_id,
+            )
+            sent = sent.model_copy(update={"signal": None})
+        out.append(sent)
+    return out
 
 
 def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> str:

@@ -20,6 +20,7 @@ from fusesched.api.wire import KillTask, TaskLaunch
 from fusesched.controller.data import dataset_wires
 from fusesched.controller.launchenv import HOSTFILE_NAME, hostfile, task_env, task_slots
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
+from fusesched.controller.signals import launch_signal
 from fusesched.model.events import StartJob
 from fusesched.model.node import LABEL_POOL
 from fusesched.model.resources import CPU, Resources
@@ -114,6 +115,7 @@ class AgentPool:
                 checkpoint_dir=live.request.checkpoint_dir,
                 power_cap=power_cap,
                 datasets=dataset_wires(live.spec.datasets),
+                signal=launch_signal(live.request),
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
-from fusesched.controller import failures
+from fusesched.controller import failures, task_usage
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.metrics import metrics_for
@@ -84,6 +84,7 @@ def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: fl
         if node is not None:
             node.pool.give(task.grant, node.inventory)
     ctl.persist.task_ended(task, now)
+    task_usage.task_ended(ctl, task)
     if code != 0 and live.first_failure is None and not task.remote:
         live.first_failure = (code, reason)
         if ctl.config.kill_on_bad_exit and live.stopping is None:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import Heartbeat
+from fusesched.controller import task_usage
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
     ActionKind,
@@ -166,6 +167,7 @@ def observe(ctl: Controller, beat: Heartbeat, now: float) -> None:
     samples = [s for s in beat.samples if ctl.on_node(s.task_id, beat.node)]
     ctl.monitor.observe(beat.node, samples, beat.health, now)
     metrics_for(ctl).observe(beat, now)
+    task_usage.observe(ctl, samples)
     for sample in samples:
         entry = ctl.tasks.get(sample.task_id)
         mtime = sample.checkpoint_mtime

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fusesched.controller import submissions
 from fusesched.core.forecast import ExpectedStart, Forecast, clone, forecast
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.power.saving import PowerState
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
 
 #: a projection is answered again for this long (seconds), unless nothing has changed since
 MAX_AGE_S = 10.0
+#: trials (``--test-only``) computed at once; each copies the core under the lock
+MAX_TRIALS = 2
+#: how long a trial waits for its turn before it is turned away (:class:`TrialsBusy`)
+TRIAL_WAIT_S = 20.0
+
+
+class TrialsBusy(Exception):
+    """Too many trials are being computed: the caller should try again later (HTTP 429)."""
 
 
 class Forecasts:
@@ -35,6 +44,9 @@ class Forecasts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last: tuple[Forecast, int, float] | None = None  # with the cycle count, monotonic
+        # each trial is its own projection (nothing to share): only a few at once, so that
+        # a burst of them cannot hold the scheduler's lock copy after copy
+        self.trials = threading.BoundedSemaphore(MAX_TRIALS)
 
     def get(self, ctl: Controller) -> Forecast:
         """The last projection while it is current; else a new one — or, while another
@@ -97,11 +109,25 @@ class Trial:
 
 def trial(ctl: Controller, requests: Sequence[JobRequest], user: str = "") -> Trial:
     """Check ``requests`` as a submission would (raising :class:`SubmitError` as it would)
-    and project when each would start if submitted now; nothing is stored or queued."""
+    and project when each would start if submitted now; nothing is stored or queued.
+    Raises :class:`TrialsBusy` when :data:`MAX_TRIALS` others have run for
+    :data:`TRIAL_WAIT_S`."""
+    turn = ctl.forecasts.trials
+    if not turn.acquire(timeout=TRIAL_WAIT_S):
+        raise TrialsBusy(
+            f"{MAX_TRIALS} other test-only requests are being computed; try again shortly"
+        )
+    try:
+        return _trial(ctl, requests, user)
+    finally:
+        turn.release()
+
+
+def _trial(ctl: Controller, requests: Sequence[JobRequest], user: str) -> Trial:
     with ctl.work:
-        node_specs, requests, sizes = ctl._intake(requests)
+        node_specs, requests, sizes = submissions.intake(ctl, requests)
         now, sim, waking = _copy(ctl)
-        prepared = ctl._prepare(requests, sizes, TRIAL_FIRST, user, node_specs, now)
+        prepared = submissions.prepare(ctl, requests, sizes, TRIAL_FIRST, user, node_specs, now)
     specs = [spec for _, _, spec in prepared]
     held = [request.hold for request in requests]
     tried = [spec for spec, h in zip(specs, held, strict=True) if not h]

@@ -107,7 +107,7 @@ def release(ctl: Controller, job_id: str, by: Authority = Authority.OPEN) -> lis
                 phase = rec.phase.value
             elif not recovered(ctl, target, live.spec.array_parent):
                 ctl.events.append(JobReleaseRequested(target))
-            ctl.persist.job_held(target, None, phase, now)
+            ctl.persist.job_held(target, None, phase, now, begin_time=live.spec.begin_time)
             released.append(target)
         ctl.persist.flush()
     ctl.wake()

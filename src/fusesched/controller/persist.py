@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
+from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
@@ -38,12 +39,18 @@ from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveTask
+    from fusesched.controller.task_usage import TaskUsage
 
 
 log = logging.getLogger(__name__)
 
 #: Job numbers reserved from the store at a time.
 SEQ_BLOCK = 1000
+
+
+#: what the store raises for a change it refuses (not for a database that is away): the
+#: change is dropped, never kept to block every later write
+_REFUSED: tuple[type[Exception], ...] = (StoreError, SQLAlchemyError, OverflowError)
 
 
 class Persistence:
@@ -92,6 +99,8 @@ class Persistence:
             reason = f"held: {AT_SUBMIT}"
         elif request.begin_time is not None and request.begin_time > now:
             reason = begin_reason(request.begin_time)  # waits for it (sbatch --begin)
+        elif request.reservation is not None:  # waits for its window, if ahead
+            reason = reservations.waiting_reason(self.store, request.reservation, now)
         rows = [
             JobRow(
                 id=spec.id,
@@ -175,6 +184,18 @@ class Persistence:
             )
         )
 
+    def task_usage(self, task_id: str, usage: TaskUsage) -> None:
+        """What a task used (its agent's samples), written with its end."""
+        self._task_changes.append(
+            TaskChange(
+                task_id,
+                cpu_seconds=usage.cpu_seconds,
+                max_rss_bytes=usage.max_rss_bytes,
+                gpu_util_mean=usage.gpu_util_mean,
+                max_gpu_memory_bytes=usage.max_gpu_memory_bytes,
+            )
+        )
+
     def job_requeued(
         self, job_id: str, phase: JobPhase, reason: str, attempt: int, now: float
     ) -> None:
@@ -210,17 +231,26 @@ class Persistence:
         self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
 
     def job_held(
-        self, job_id: str, reason: str | None, phase: str, now: float, by_admin: bool = False
+        self,
+        job_id: str,
+        reason: str | None,
+        phase: str,
+        now: float,
+        by_admin: bool = False,
+        begin_time: float | None = None,
     ) -> None:
         """A waiting job held for ``reason`` (``by_admin``: an administrator's hold, stored as
-        such in its reason), or released (``None``), now in ``phase``."""
+        such in its reason), or released (``None``), now in ``phase``; a released job whose
+        ``begin_time`` is ahead says it waits for it."""
         if reason is not None:
             why = f"{ADMIN_PREFIX if by_admin else USER_PREFIX}{reason}"
             change = JobChange(job_id, state=JobState.PENDING, phase=phase, reason=why)
             data = {"reason": reason, **({"by": "administrator"} if by_admin else {})}
             event = EventRow(now, "JobHeld", job_id=job_id, data=data)
         else:
-            change = JobChange(job_id, phase=phase, reason="released")
+            waits = begin_time is not None and begin_time > now
+            said = begin_reason(begin_time) if waits and begin_time is not None else "released"
+            change = JobChange(job_id, phase=phase, reason=said)
             event = EventRow(now, "JobReleased", job_id=job_id)
         self._job_changes.append(change)
         self._events.append(event)
@@ -289,7 +319,8 @@ class Persistence:
         the next flush. When the store refuses the batch itself (a change names a row it does
         not hold, a task row already exists), the changes are written one by one and those the
         store refuses are logged and dropped: one bad change must not hold back every later
-        write."""
+        write. A value the database cannot hold (``OverflowError``: an integer beyond 64 bits)
+        is such a refusal too."""
         if not (self._new_tasks or self._job_changes or self._task_changes or self._events):
             return
         try:
@@ -302,7 +333,7 @@ class Persistence:
         except OperationalError as exc:
             log.warning("store unavailable, %d changes kept for the next write: %s", self._n, exc)
             return
-        except (StoreError, SQLAlchemyError) as exc:
+        except _REFUSED as exc:
             log.error(
                 "store refused a batch of %d changes (%s); writing them one by one", self._n, exc
             )
@@ -338,7 +369,7 @@ class Persistence:
                 for buffer, later, _ in steps[pos:]:
                     getattr(self, buffer).append(later)
                 return
-            except (StoreError, SQLAlchemyError) as exc:
+            except _REFUSED as exc:
                 log.error("dropped a change the store refuses: %s", exc)
 
     # ------------------------------------------------------------------ reads
@@ -383,6 +414,16 @@ def _devices(task: LiveTask) -> tuple[str, ...]:
     return tuple(f"gpu:{i}" for i in grant.gpu_indices) + tuple(grant.gpu_uuids)
 
 
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number_or_none(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
     return JobView(
         id=row.id,
@@ -395,6 +436,9 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         phase=row.phase,
         exit_code=row.exit_code,
         reason=row.reason,
+        priority=row.priority,
+        qos=_text_or_none(row.request.get("qos")),
+        time_limit_s=_number_or_none(row.request.get("walltime_s")),
         nodes=list(row.nodes),
         pool=row.pool,
         energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,

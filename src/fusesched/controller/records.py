@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fusesched.api.wire import DatasetWire, KillTask, NodeInventory, TaskLaunch, TaskLimit
+from fusesched.api.wire import (
+    DatasetWire,
+    KillTask,
+    NodeInventory,
+    TaskLaunch,
+    TaskLimit,
+    TaskSignal,
+)
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
@@ -112,6 +119,8 @@ class LiveNode:
     outbox: list[TaskLaunch] = field(default_factory=list)
     kills: list[KillTask] = field(default_factory=list)
     limits: list[TaskLimit] = field(default_factory=list)  # running tasks' new time limits
+    signals: list[TaskSignal] = field(default_factory=list)  # for running tasks (signals.py)
+    takes_signals: bool = False  # its latest beat said its agent understands signals
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)
     stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
     staging: dict[str, float] = field(default_factory=dict)  # asked to stage (when), not held yet
@@ -120,7 +129,7 @@ class LiveNode:
     def has_work(self) -> bool:
         """Whether its agent's next reply carries something (launches, kills, new time
         limits, datasets to stage)."""
-        return bool(self.outbox or self.kills or self.limits or self.stage)
+        return bool(self.outbox or self.kills or self.limits or self.signals or self.stage)
 
 
 class UnknownNodeError(KeyError):

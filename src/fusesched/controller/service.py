@@ -8,11 +8,11 @@ different threads; one lock guards the core and the live state, and the scheduli
 a cycle whenever something changed (at most every ``min_cycle_s``; for submissions alone, at
 most every ``submit_cycle_s``, so that a stream of them is scheduled in shared cycles).
 
-This module holds the :class:`Controller` itself: its state, the loop, submissions, the
-scheduling cycle and the queries the API asks. Its parts live beside it as functions that
-take the controller first: the exchange with the agents (``agents``), how tasks and jobs end
-(``endings``), failures (``failures``), crash recovery (``adoption``), external pools
-(``federation``), data staging (``data``); the loop's wake-up is :class:`~.wake.Wake`.
+This module holds the :class:`Controller` itself: its state, the loop, the scheduling cycle
+and the queries the API asks. Its parts live beside it as functions that take the controller
+first: submissions (``submissions``), the exchange with the agents (``agents``), how tasks
+and jobs end (``endings``), failures (``failures``), crash recovery (``adoption``), external
+pools (``federation``), data staging (``data``); the loop's wake-up is :class:`~.wake.Wake`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from fusesched.controller import (
     failures,
     federation,
     holds,
+    reservations,
+    submissions,
 )
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.drivers import AgentPool, PoolDriver
@@ -51,9 +53,7 @@ from fusesched.controller.records import (
     LiveJob,
     LiveNode,
     LiveTask,
-    NotReadyError,
     UnknownJobError,
-    array_size,
     recovered_spec,
 )
 from fusesched.controller.remote import RemotePool, Update
@@ -71,14 +71,12 @@ from fusesched.model.events import (
     StartJob,
     StopJob,
 )
-from fusesched.model.job import DependencyKind, JobSpec
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
-from fusesched.submit.gpu_model import resolve_gpu_model
 from fusesched.submit.request import JobRequest
 
 log = logging.getLogger("fusesched.controller")
@@ -136,6 +134,7 @@ class Controller:
         if self.config.federation is not None:
             pools_dir = self.config.pools_dir or Path("fusesched-data") / "pools"
             federation.build_pools(self, self.config.federation, pools_dir)
+        reservations.recover(self)  # (before the recovered jobs that may run in one)
         self._recover()
 
     # ------------------------------------------------------------------ lifecycle
@@ -210,97 +209,13 @@ class Controller:
     # ------------------------------------------------------------------ submission
 
     def submit(self, requests: Sequence[JobRequest], user: str = "") -> list[str]:
-        """Validate, store and queue jobs; returns their ids (array parents for arrays)."""
-        now = self.clock()
-        with self.lock:
-            node_specs, requests, sizes = self._intake(requests)
-            total = sum(sizes)
-            start = self.persist.allocate_seqs(total)
-            try:
-                prepared = self._prepare(requests, sizes, start, user, node_specs, now)
-            except BaseException:
-                self.persist.release_seqs(start, total)  # a refusal takes no job numbers
-                raise
-            ids: list[str] = []
-            for seq, request, spec in prepared:
-                children = spec.expand_array()
-                seqs = range(seq, seq + len(children))
-                self.persist.jobs_submitted(seqs, request, children, now)
-                for child_seq, child in zip(seqs, children, strict=True):
-                    self.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
-                self.events.append(JobSubmitted(spec))
-                if request.hold:  # submitted held: held as soon as the core takes it
-                    self.events.extend(holds.at_submit(self, [c.id for c in children]))
-                ids.append(spec.id)
+        """Validate, store and queue jobs; returns their ids (array parents for arrays)
+        (:func:`submissions.submit`)."""
+        ids = submissions.submit(self, requests, user, self.clock())
         # at once after a quiet spell; while submissions stream in, one cycle per
         # ``submit_cycle_s`` takes all that came meanwhile
         self._wake.set_at(self._last_cycle + self.config.submit_cycle_s)
         return ids
-
-    def _intake(
-        self, requests: Sequence[JobRequest]
-    ) -> tuple[list[NodeSpec], list[JobRequest], list[int]]:
-        """The nodes jobs may go to, the requests with their ids, and how many jobs each
-        makes (called with the lock held; :class:`NotReadyError` before any node)."""
-        node_specs = federation.node_specs(self)
-        if not node_specs:
-            raise NotReadyError("no node has registered yet; start an agent first")
-        requests = [r.identified() for r in requests]
-        return list(node_specs), requests, [array_size(r) for r in requests]
-
-    def _prepare(
-        self,
-        requests: Sequence[JobRequest],
-        sizes: Sequence[int],
-        first: int,
-        user: str,
-        node_specs: Sequence[NodeSpec],
-        now: float,
-    ) -> list[tuple[int, JobRequest, JobSpec]]:
-        """Number and check every request (all or none): (first number, request, spec) each;
-        raises :class:`SubmitError` on the first refusal."""
-        prepared: list[tuple[int, JobRequest, JobSpec]] = []
-        for k, (request, size) in enumerate(zip(requests, sizes, strict=True)):
-            if user and not request.user:
-                request = request.model_copy(update={"user": user})
-            request = resolve_gpu_model(request, node_specs)  # gpu:h100 → H100-80GB-HBM3
-            spec = federation.routed(self, request, request.to_job_spec(str(first), now))
-            settled = dependencies.settle_submitted(self, spec)
-            if isinstance(settled, str):
-                reason: str | None = settled
-            else:
-                spec, reason = settled, self._refusal(settled, node_specs)
-            if reason and len(requests) > 1:  # all or none: say which job it was
-                name = f" ({request.name!r})" if request.name else ""
-                reason = f"job {k + 1} of {len(requests)}{name}: {reason}"
-            if reason:
-                raise SubmitError(reason)
-            prepared.append((first, request, spec))
-            first += size
-        return prepared
-
-    def _refusal(self, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> str | None:
-        """Why ``spec`` cannot be accepted (its dependencies, the nodes, the quotas), or
-        ``None``."""
-        for dep in spec.dependencies:
-            if dep.kind is DependencyKind.SINGLETON:  # (names no job: its name does)
-                if not spec.name:
-                    return "a singleton dependency needs a job name (sbatch -J, name:)"
-                continue
-            known = dep.job_id in self.core.jobs or self.persist.job_exists(dep.job_id)
-            if not known and any(
-                live.spec.array_parent == dep.job_id for live in self.jobs.values()
-            ):
-                return (
-                    f"dependency on array job {dep.job_id}: a job depends on array "
-                    f"members ({dep.job_id}_<index>), one by one"
-                )
-            if not known:
-                return f"dependency on unknown job {dep.job_id!r}"
-        reason = check_feasible(spec, node_specs)
-        if not reason and self.core.tenants is not None:
-            reason = self.core.tenants.refuse(spec)
-        return reason or None
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> list[str]:
         """Cancel a job (or every member of an array); returns the ids affected."""
@@ -335,10 +250,14 @@ class Controller:
         agents.register(self, inventory)
 
     def heartbeat(
-        self, beat: Heartbeat, wait_s: float | None = None, launch: bool = False
+        self,
+        beat: Heartbeat,
+        wait_s: float | None = None,
+        launch: bool = False,
+        signals: bool = True,
     ) -> HeartbeatReply:
         """An agent's beat and the work in the reply, a long poll (:func:`agents.heartbeat`)."""
-        return agents.heartbeat(self, beat, wait_s, launch)
+        return agents.heartbeat(self, beat, wait_s, launch, signals)
 
     def on_node(self, task_id: str, node: str) -> bool:
         """Whether the task (live or recently finished) ran on ``node``."""
@@ -402,6 +321,8 @@ class Controller:
         if live.exit_sent:  # requeued and started again in one cycle: settle the old run first
             reason = live.requeue[2] if live.requeue is not None else "requeued"
             endings.requeued(self, live, reason, self.core.jobs[live.id].attempts, now)
+        if live.spec.reservation is not None:  # ("reservation … starts at" no more)
+            self.persist.job_reason(live.id, "")
         self.driver(federation.pool_of(self, decision)).start(live, decision, now)
 
     def driver(self, pool: str | None) -> PoolDriver:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fusesched.core import reservations
 from fusesched.core.quota import Admission
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, PreemptJob
@@ -236,3 +237,5 @@ def pin_flavours(core: SchedulerCore, rec: JobRecord, verdict: Admission | None)
         )
     rec.base_spec, rec.flavour_key = base, key
     core.reshape(rec, spec)
+    if rec.booked is not None:  # (the nodes a reservation keeps it off do not count)
+        reservations.fits_anyway(core, rec)

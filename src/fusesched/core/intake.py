@@ -13,6 +13,7 @@ import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fusesched.core import reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, JobUpdateRequested, RejectJob, StopJob
 from fusesched.model.job import DependencyKind, JobSpec, QoS
@@ -53,6 +54,10 @@ def submit(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
     refused = core.tenants.refuse(spec) if core.tenants is not None else ""
     if refused:
         return reject(core, rec, refused, now)
+    if spec.reservation is not None or core.bookings is not None:
+        refused = reservations.admit(core, rec, now)  # (its nodes: docs/RESERVATIONS.md)
+        if refused:
+            return reject(core, rec, refused, now)
     if spec.dependencies:
         refused = wait_on_dependencies(core, rec)
         if refused:
@@ -154,7 +159,8 @@ def wait_to_begin(core: SchedulerCore, rec: JobRecord, now: float, reason: str) 
     then (:meth:`SchedulerCore.next_wakeup` names that time)."""
     if rec.phase is not QUEUED:
         waits = "begin time" if rec.not_before == rec.spec.begin_time else "eligible at"
-        rec.move(QUEUED, now, f"{reason}; {waits} {rec.not_before:g}")
+        booked = reservations.waits_for(core, rec) if rec.spec.reservation else ""
+        rec.move(QUEUED, now, f"{reason}; {booked or f'{waits} {rec.not_before:g}'}")
     core._delayed[rec.id] = rec
 
 

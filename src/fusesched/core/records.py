@@ -13,7 +13,7 @@ import numpy.typing as npt
 from fusesched.core.cluster import IntArray
 from fusesched.core.placement import Allocation, GroupShape
 from fusesched.core.quota import Admission
-from fusesched.model.job import JobSpec
+from fusesched.model.job import JobSpec, LabelRequirement
 from fusesched.model.phases import TRANSITIONS, JobPhase, Transition, check_transition
 from fusesched.policies.queue_order import FactArrays, JobFacts, QueueOrder
 
@@ -60,6 +60,8 @@ class JobRecord:
     data_wait_until: float = 0.0  # until then, only nodes caching its data (delay scheduling)
     base_spec: JobSpec | None = None  # the spec before its quota flavours' node labels
     flavour_key: tuple[tuple[str, str, str], ...] = ()  # its flavours' node terms now
+    # the node terms advance reservations put on it now (core/reservations.py), or None
+    booked: tuple[LabelRequirement | None, LabelRequirement | None] | None = None
 
     @property
     def id(self) -> str:

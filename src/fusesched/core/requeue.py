@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fusesched.core import reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, JobExited
 from fusesched.model.job import JobSpec, LabelOp, LabelRequirement
@@ -36,8 +37,14 @@ def requeue(core: SchedulerCore, rec: JobRecord, event: JobExited, now: float) -
         reason = event.reason or f"exit {event.exit_code}"
     if event.exclude_nodes:
         exclude(core, rec, event.exclude_nodes)
+        if rec.booked is not None:  # (the nodes a reservation keeps it off do not count)
+            reservations.fits_anyway(core, rec)
         if rec.never_fits:
             return core._reject(rec, f"{rec.never_fits} (after excluding failed nodes)", now)
+    if core.bookings is not None or rec.booked is not None or rec.spec.reservation:
+        gone = reservations.requeued(core, rec, now)  # (its reservations' constraints now)
+        if gone:
+            return core._reject(rec, gone, now)
     rec.not_before = event.not_before
     if event.not_before > now:
         rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {event.not_before:g}")

@@ -25,13 +25,14 @@ take the core, bound as :class:`SchedulerCore` methods in its class body.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.core import exits, intake, planning
+from fusesched.core import exits, intake, planning, reservations
 from fusesched.core.admission import start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
@@ -67,6 +68,8 @@ from fusesched.model.events import (
     NodeAdded,
     NodeDatasets,
     NodeStateChanged,
+    ReservationDeleted,
+    ReservationSet,
     StartJob,
 )
 from fusesched.model.fast import builder
@@ -140,6 +143,8 @@ class SchedulerCore:
         self.tenants = TenantGate(tenancy) if tenancy is not None else None
         self._parked: dict[str, JobRecord] = {}  # queued, blocked by their queue's quota
         self._delayed: dict[str, JobRecord] = {}  # requeued with a backoff (not_before)
+        # advance reservations (None while there are none: see core/reservations.py)
+        self.bookings: reservations.Bookings | None = None
         self._capacity: IntArray | None = None  # column totals of the cluster (cached)
         # data-aware placement: which nodes cache which datasets, and the jobs that wait for
         # a node holding their data until a deadline (heap of (deadline, job id))
@@ -193,7 +198,10 @@ class SchedulerCore:
         if isinstance(event, JobReleaseRequested):
             return intake.release(self, event.job_id, now)
         if isinstance(event, JobUpdateRequested):
-            return intake.update(self, event, now)
+            out = intake.update(self, event, now)
+            if self.bookings is not None:  # (a new time limit may change its nodes)
+                reservations.refresh_job(self, event.job_id, now)
+            return out
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
         if isinstance(event, JobCheckpointed):
@@ -221,6 +229,8 @@ class SchedulerCore:
             self.cluster.set_state(event.node, event.state)
             self._cluster_changed()
             return []
+        if isinstance(event, (ReservationSet, ReservationDeleted)):
+            return reservations.handle(self, event, now)
         raise TypeError(f"not an event: {event!r}")  # pragma: no cover
 
     def cycle(self, now: float) -> list[Decision]:
@@ -234,7 +244,12 @@ class SchedulerCore:
         queue once it has run, and the cycle goes on with them: they may start at once.
         """
         self.stats.cycles += 1
-        out = self._cycle(now)
+        bookings = self.bookings
+        if bookings is not None and bookings.due <= now:  # a reservation's time came
+            out = reservations.tick(self, now)
+            out.extend(self._cycle(now))
+        else:
+            out = self._cycle(now)
         while self._started:
             started, self._started = self._started, []
             for rec in started:
@@ -311,8 +326,9 @@ class SchedulerCore:
 
     def next_wakeup(self) -> float | None:
         """The earliest time a requeued job's backoff ends or a job's begin time comes, a job
-        may borrow quota again or a running job outlives its predicted run time (a shell
-        should run a cycle then even if nothing else happens), or None."""
+        may borrow quota again, a running job outlives its predicted run time or an advance
+        reservation's time comes (a shell should run a cycle then even if nothing else
+        happens), or None."""
         due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
         if self._data_deadlines:
             deadline = self._data_deadlines[0][0]
@@ -320,6 +336,9 @@ class SchedulerCore:
         borrow = self.tenants.next_wakeup() if self.tenants is not None else None
         if borrow is not None:
             due = borrow if due is None else min(due, borrow)
+        if self.bookings is not None and self.bookings.due < math.inf:
+            booked = self.bookings.due  # a reservation ends, or a job loses its nodes
+            due = booked if due is None else min(due, booked)
         if not self._delayed:
             return due
         backoff = min(r.not_before for r in self._delayed.values())

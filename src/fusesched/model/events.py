@@ -11,6 +11,7 @@ import numpy.typing as npt
 from fusesched.model.fast import fast_init
 from fusesched.model.job import JobSpec, QoS
 from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.reservation import Reservation
 from fusesched.model.resources import Resources
 
 if TYPE_CHECKING:
@@ -137,6 +138,23 @@ class NodeDatasets:
     datasets: frozenset[str]
 
 
+@dataclass(frozen=True, slots=True)
+class ReservationSet:
+    """An advance reservation was created (or replaced, by its name): see
+    :mod:`fusesched.core.reservations` for what it does to the jobs."""
+
+    reservation: Reservation
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationDeleted:
+    """An advance reservation was deleted before its end: its nodes are ordinary again, and
+    the jobs waiting to run in it are rejected with ``reason``."""
+
+    name: str
+    reason: str = "deleted"
+
+
 Event = (
     NodeAdded
     | NodeStateChanged
@@ -149,6 +167,8 @@ Event = (
     | JobExited
     | JobCheckpointed
     | JobAdopted
+    | ReservationSet
+    | ReservationDeleted
 )
 
 # --------------------------------------------------------------------------- decisions

@@ -268,6 +268,7 @@ class JobSpec:
     checkpoint_interval_s: float | None = None  # the job checkpoints about this often
     datasets: tuple[Dataset, ...] = ()  # what it reads (data-aware placement, docs/DATA.md)
     begin_time: float | None = None  # not eligible to start before (sbatch --begin)
+    reservation: str | None = None  # runs in this advance reservation (docs/RESERVATIONS.md)
 
     def __post_init__(self) -> None:
         if not self.id:

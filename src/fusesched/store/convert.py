@@ -51,6 +51,10 @@ def task_values(row: TaskRow) -> dict[str, Any]:
         "devices": list(row.devices),
         "log_path": row.log_path,
         "external_id": row.external_id,
+        "cpu_seconds": row.cpu_seconds,
+        "max_rss_bytes": row.max_rss_bytes,
+        "gpu_util_mean": row.gpu_util_mean,
+        "max_gpu_memory_bytes": row.max_gpu_memory_bytes,
     }
 
 

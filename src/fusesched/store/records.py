@@ -170,6 +170,11 @@ class TaskRow:
     devices: tuple[str, ...] = ()
     log_path: str | None = None
     external_id: str | None = None  # the external cluster's id for the job this task stands for
+    # what it used, from its agent's samples (None: not sampled), written when it ends
+    cpu_seconds: float | None = None
+    max_rss_bytes: int | None = None
+    gpu_util_mean: float | None = None  # percent, time-weighted
+    max_gpu_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         _need(self.task_id, "a task id")
@@ -191,6 +196,10 @@ class TaskChange:
     devices: tuple[str, ...] | Unset = UNSET
     log_path: str | Unset | None = UNSET
     external_id: str | Unset | None = UNSET
+    cpu_seconds: float | Unset | None = UNSET
+    max_rss_bytes: int | Unset | None = UNSET
+    gpu_util_mean: float | Unset | None = UNSET
+    max_gpu_memory_bytes: int | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:

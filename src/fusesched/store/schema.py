@@ -117,6 +117,11 @@ class Task(Base):
     devices: Mapped[list[Any]]
     log_path: Mapped[str | None] = mapped_column(String)
     external_id: Mapped[str | None] = mapped_column(String)  # an external cluster's job id
+    # what it used (agents' samples; None: not sampled): for efficiency reports
+    cpu_seconds: Mapped[float | None] = mapped_column(Double)
+    max_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_util_mean: Mapped[float | None] = mapped_column(Double)  # percent, time-weighted
+    max_gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
@@ -186,12 +191,28 @@ class Token(Base):
     )
 
 
+class ReservationRow(Base):
+    """Advance reservations (docs/RESERVATIONS.md): nodes set aside for a time window."""
+
+    __tablename__ = "reservations"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    nodes: Mapped[list[Any]]
+    start_time: Mapped[float] = mapped_column(Double)
+    end_time: Mapped[float] = mapped_column(Double)
+    users: Mapped[list[Any]]
+    tenants: Mapped[list[Any]]
+    created_at: Mapped[float] = mapped_column(Double)
+    created_by: Mapped[str] = mapped_column(String)
+
+
 jobs: Final = cast(Table, Job.__table__)
 tasks: Final = cast(Table, Task.__table__)
 nodes: Final = cast(Table, Node.__table__)
 events: Final = cast(Table, EventLog.__table__)
 counters: Final = cast(Table, Counter.__table__)
 tokens: Final = cast(Table, Token.__table__)
+reservations: Final = cast(Table, ReservationRow.__table__)
 
 
 def unfinished(state: ColumnElement[str]) -> ColumnElement[bool]:

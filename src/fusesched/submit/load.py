@@ -9,8 +9,9 @@ from pathlib import Path
 
 from fusesched.submit._yamldoc import load_documents
 from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.job_signal import signal_warnings
 from fusesched.submit.kube import job_from_kube, looks_like_kube
-from fusesched.submit.request import ParsedJob
+from fusesched.submit.request import JobRequest, ParsedJob
 from fusesched.submit.sbatch import parse_sbatch
 from fusesched.submit.yaml_spec import job_from_document
 
@@ -37,9 +38,13 @@ def parse_submission(
     if not docs:
         raise SubmitError("no job in the file (it is empty)", source=source)
     return [
-        job_from_kube(doc) if looks_like_kube(doc.data) else ParsedJob(job_from_document(doc, now))
+        job_from_kube(doc) if looks_like_kube(doc.data) else _yaml_job(job_from_document(doc, now))
         for doc in docs
     ]
+
+
+def _yaml_job(request: JobRequest) -> ParsedJob:
+    return ParsedJob(request, tuple(signal_warnings(request.signal, request.walltime_s)))
 
 
 def load_submission(

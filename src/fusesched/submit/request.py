@@ -53,7 +53,9 @@ from fusesched.model.resources import (
     parse_quantity,
 )
 from fusesched.model.text import refuse_nul
+from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.job_signal import JobSignal
 from fusesched.submit.problems import Loc, submit_error_from
 
 _PLAIN_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage", FPGA, RDMA})
@@ -389,13 +391,15 @@ class JobRequest(_Model):
     tenant: Annotated[str, Field(min_length=1)] = "default"
     queue: Annotated[str, Field(min_length=1)] = "default"
     priority: Annotated[int, Field(ge=PRIORITY_MIN, le=PRIORITY_MAX)] = 0
-    qos: QoS = QoS.SILVER
+    qos: QoS | None = None  # None: the tenancy file's default_qos (silver without one)
     walltime_s: Annotated[float, Field(gt=0)] | None = None
     min_member: Annotated[int, Field(ge=1)] | None = None
     dependencies: list[DependencyRequest] = Field(default_factory=list)
     hold: bool = False  # submitted held: it waits until released (sbatch --hold)
     # not eligible to start before this Unix time (sbatch --begin, YAML ``begin``)
-    begin_time: Annotated[float, Field(ge=0)] | None = None
+    begin_time: UnixTime | None = None
+    # run in this advance reservation (sbatch --reservation; docs/RESERVATIONS.md)
+    reservation: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
     array: ArrayRequest | None = None
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)
@@ -409,6 +413,8 @@ class JobRequest(_Model):
     restart: RestartRequest = Field(default_factory=RestartRequest)
     hang: HangRequest = Field(default_factory=HangRequest)
     datasets: list[DatasetRequest] = Field(default_factory=list)
+    # a signal sent ahead of the time limit (sbatch --signal); None: no warning
+    signal: JobSignal | None = None
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("name")
@@ -484,7 +490,7 @@ class JobRequest(_Model):
                 queue=self.queue,
                 user=self.user,
                 priority=self.priority,
-                qos=self.qos,
+                qos=QoS.SILVER if self.qos is None else self.qos,
                 walltime_s=self.walltime_s,
                 min_member=self.min_member,
                 placement=self.placement.to_model(),
@@ -498,6 +504,7 @@ class JobRequest(_Model):
                 checkpoint_interval_s=self.checkpoint_interval_s,
                 datasets=tuple(d.to_model() for d in self.datasets),
                 begin_time=self.begin_time,
+                reservation=self.reservation,
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc
@@ -530,6 +537,7 @@ _ALL_FIELDS: Final = sorted(
             TopologyRequest,
             ArrayRequest,
             DependencyRequest,
+            JobSignal,
         )
         for name in model.model_fields
     }

@@ -38,6 +38,7 @@ from fusesched.model.resources import CPU, GPU, MEMORY
 from fusesched.submit.begin import parse_begin
 from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.hostlist import expand_hostlist
+from fusesched.submit.job_signal import parse_signal_option, signal_warnings
 from fusesched.submit.request import (
     LabelRequirementRequest,
     ParsedJob,
@@ -86,6 +87,8 @@ VALUE_OPTIONS: Final = frozenset(
         "gpus-per-task",
         "wrap",
         "begin",
+        "signal",
+        "reservation",
     }
 )
 FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
@@ -242,7 +245,15 @@ def parse_sbatch(
             )
         except ValueError as exc:
             raise reader.fail("begin", str(exc)) from None
+    if reader.value("reservation") is not None:  # (its form is checked with the request)
+        data["reservation"] = reader.value("reservation")
+    if reader.value("signal") is not None:
+        try:
+            data["signal"] = parse_signal_option(reader.value("signal") or "")
+        except ValueError as exc:
+            raise reader.fail("signal", str(exc)) from None
     request = parse_request(data, source=source)
+    reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
 
 

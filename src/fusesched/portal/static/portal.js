@@ -107,6 +107,12 @@
     return Math.abs(v) >= 1000 || Math.abs(v) < 0.001 ? v.toExponential(1)
       : String(+v.toPrecision(3));
   }
+  function fmtBytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let k = 0;
+    while (n >= 1024 && k < units.length - 1) { n /= 1024; k += 1; }
+    return `${k ? n.toFixed(1) : n} ${units[k]}`;
+  }
   function pct(x) { return `${Math.round((x || 0) * 100)}%`; }
   function badge(state) { return h("span", { class: `badge ${state}`, text: state }); }
   function now() { return Date.now() / 1000; }
@@ -431,6 +437,7 @@
     const facts = h("dl", { class: "facts" });
     const placement = h("tbody");
     const energy = h("dl", { class: "facts" });
+    const usage = h("dl", { class: "facts", id: "efficiency" });
     const timeline = h("div", { id: "timeline" });
     const events = h("tbody");
     const spec = h("pre", { id: "spec", tabindex: "0" });
@@ -449,6 +456,8 @@
           h("h2", { id: "h-sum", text: "Summary" }), facts),
         h("section", { class: "panel", "aria-labelledby": "h-energy" },
           h("h2", { id: "h-energy", text: "Energy" }), energy)),
+      h("section", { class: "panel", "aria-labelledby": "h-eff" },
+        h("h2", { id: "h-eff", text: "Efficiency (used against requested)" }), usage),
       h("section", { class: "panel", "aria-labelledby": "h-place" },
         h("h2", { id: "h-place", text: "Placement" }),
         h("div", { class: "table-wrap" }, h("table", { id: "placement" },
@@ -550,12 +559,43 @@
       if (follow.checked) logs.scrollTop = logs.scrollHeight;
     }
 
+    function renderUsage(e) {
+      // what `fusesched eff` prints: null values were not measured (the notes say why)
+      const share = (v) => (v === null || v === undefined ? "" : ` (${v.toFixed(1)} %)`);
+      const rows = [];
+      if (e.cpu_seconds !== null) {
+        rows.push(["CPU", `${fmtDur(e.cpu_seconds)} of CPU time on ${fmtNum(e.cpus)} cores` +
+          share(e.cpu_efficiency_pct)]);
+      }
+      if (e.max_rss_bytes !== null) {
+        rows.push(["Memory", `peak ${fmtBytes(e.max_rss_bytes)}` + (e.memory_bytes === null
+          ? " (none requested)" : ` of ${fmtBytes(e.memory_bytes)}` +
+            share(e.memory_efficiency_pct))]);
+      }
+      if (e.gpus > 0) {
+        rows.push(["GPUs", `${fmtNum(e.gpus)}; utilisation ` + (e.gpu_util_mean === null ? "not read"
+          : `${e.gpu_util_mean.toFixed(1)} %`) + (e.max_gpu_memory_bytes === null ? ""
+          : `, memory peak ${fmtBytes(e.max_gpu_memory_bytes)}`)]);
+      }
+      e.notes.forEach((note) => rows.push(["Note", note]));
+      if (!rows.length) rows.push(["—", "nothing measured yet"]);
+      usage.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }),
+        h("dd", { text: v })]));
+    }
+
     async function refresh() {
       try { detail = await api("GET", `/v1/portal/jobs/${encodeURIComponent(id)}`); } catch (e) {
         return;
       }
       if (!alive()) return;
       render(detail);
+      if (detail.job.start_time) {
+        try {
+          renderUsage(await api("GET", `/v1/jobs/${encodeURIComponent(id)}/efficiency`));
+        } catch (e) { /* an older controller: the panel keeps what it had */ }
+      } else {
+        usage.replaceChildren(h("dt", { text: "—" }), h("dd", { text: "known once it runs" }));
+      }
       await pollLogs();
       status(`updated ${fmtTime(now()).slice(11)}`);
     }
@@ -1085,6 +1125,7 @@
     const poolsBox = h("div", { class: "grid2", id: "pools" });
     const heat = h("div", { id: "heatmap" });
     const bad = h("tbody");
+    const reserved = h("tbody");
     const drainMsg = h("div", { id: "drain-msg", role: "status" });
     root.append(h("h1", { text: "Cluster" }),
       h("h2", { text: "Pools" }), poolsBox,
@@ -1095,9 +1136,33 @@
       h("h2", { id: "h-bad", text: "Drained, failed and powered-down nodes" }),
       h("div", { class: "table-wrap" }, h("table", { id: "unhealthy" },
         h("thead", {}, h("tr", {}, ["Node", "Pool", "State", "Power", "Since", "Reason"].map(
-          (t) => h("th", { scope: "col", text: t })))), bad)));
+          (t) => h("th", { scope: "col", text: t })))), bad)),
+      h("h2", { id: "h-res", text: "Reservations" }),
+      h("p", { class: "muted", text: "Nodes set aside for a window (fusesched reservation " +
+        "create): maintenance, or the named users' and tenants' jobs only." }),
+      h("div", { class: "table-wrap" }, h("table", { id: "reservations" },
+        h("thead", {}, h("tr", {}, ["Name", "Nodes", "Starts", "Ends", "For"].map(
+          (t) => h("th", { scope: "col", text: t })))), reserved)));
+
+    async function loadReservations() {
+      let found;
+      try { found = (await api("GET", "/v1/reservations")).reservations; } catch (err) {
+        return; // an older controller: no reservations to show
+      }
+      if (!alive()) return;
+      reserved.replaceChildren(...(found.length ? found.map((r) => h("tr",
+        { "data-reservation": r.name },
+        h("td", { text: r.name }), h("td", { text: r.nodes.join(", ") }),
+        h("td", { text: `${fmtTime(r.start)}${r.active ? " (open)" : ""}` }),
+        h("td", { text: fmtTime(r.end) }),
+        h("td", { text: r.maintenance ? "maintenance: nobody's jobs"
+          : [...r.users.map((u) => `user ${u}`), ...r.tenants.map((t) => `tenant ${t}`)]
+            .join(", ") }))) : [h("tr", {}, h("td", { colspan: 5, class: "muted",
+        text: "No reservation." }))]));
+    }
 
     async function load() {
+      loadReservations();
       let c;
       try { c = await api("GET", "/v1/portal/cluster"); } catch (err) {
         if (alive()) status(`Could not load the cluster: ${err.message}`);

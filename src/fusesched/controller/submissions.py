@@ -1,0 +1,126 @@
+"""Submissions: how the controller checks, numbers, stores and queues new jobs.
+
+:func:`submit` is what ``POST /v1/jobs`` does (all or none: one refusal stores nothing and
+takes no job numbers); :func:`intake` and :func:`prepare` are its checks, which
+``sbatch --test-only`` trials (:func:`fusesched.controller.forecasts.trial`) share so that a
+trial is refused exactly as a submission would be. Every function here but :func:`submit`
+runs with the controller's lock held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fusesched.controller import dependencies, federation, holds, reservations
+from fusesched.controller.records import LiveJob, NotReadyError, array_size
+from fusesched.model.events import JobSubmitted
+from fusesched.model.job import DependencyKind, JobSpec, QoS
+from fusesched.model.node import NodeSpec
+from fusesched.submit.errors import SubmitError
+from fusesched.submit.feasibility import check_feasible
+from fusesched.submit.gpu_model import resolve_gpu_model
+from fusesched.submit.request import JobRequest
+
+if TYPE_CHECKING:
+    from fusesched.controller.service import Controller
+
+
+def submit(ctl: Controller, requests: Sequence[JobRequest], user: str, now: float) -> list[str]:
+    """Validate, store and queue jobs; their ids (array parents for arrays)."""
+    with ctl.lock:
+        node_specs, requests, sizes = intake(ctl, requests)
+        total = sum(sizes)
+        start = ctl.persist.allocate_seqs(total)
+        try:
+            prepared = prepare(ctl, requests, sizes, start, user, node_specs, now)
+        except BaseException:
+            ctl.persist.release_seqs(start, total)  # a refusal takes no job numbers
+            raise
+        ids: list[str] = []
+        for seq, request, spec in prepared:
+            children = spec.expand_array()
+            seqs = range(seq, seq + len(children))
+            ctl.persist.jobs_submitted(seqs, request, children, now)
+            for child_seq, child in zip(seqs, children, strict=True):
+                ctl.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
+            ctl.events.append(JobSubmitted(spec))
+            if request.hold:  # submitted held: held as soon as the core takes it
+                ctl.events.extend(holds.at_submit(ctl, [c.id for c in children]))
+            ids.append(spec.id)
+    return ids
+
+
+def intake(
+    ctl: Controller, requests: Sequence[JobRequest]
+) -> tuple[list[NodeSpec], list[JobRequest], list[int]]:
+    """The nodes jobs may go to, the requests with their types identified, and how many jobs
+    each makes (:class:`NotReadyError` before any node has registered)."""
+    node_specs = federation.node_specs(ctl)
+    if not node_specs:
+        raise NotReadyError("no node has registered yet; start an agent first")
+    requests = [r.identified() for r in requests]
+    return list(node_specs), requests, [array_size(r) for r in requests]
+
+
+def prepare(
+    ctl: Controller,
+    requests: Sequence[JobRequest],
+    sizes: Sequence[int],
+    first: int,
+    user: str,
+    node_specs: Sequence[NodeSpec],
+    now: float,
+) -> list[tuple[int, JobRequest, JobSpec]]:
+    """Number and check every request (all or none): (first number, request, spec) each;
+    raises :class:`SubmitError` on the first refusal. A request without a user gets
+    ``user``; one without a QoS, the tenancy file's default tier."""
+    prepared: list[tuple[int, JobRequest, JobSpec]] = []
+    for k, (request, size) in enumerate(zip(requests, sizes, strict=True)):
+        if user and not request.user:
+            request = request.model_copy(update={"user": user})
+        if request.qos is None:
+            request = request.model_copy(update={"qos": default_qos(ctl)})
+        request = resolve_gpu_model(request, node_specs)  # gpu:h100 → H100-80GB-HBM3
+        spec = federation.routed(ctl, request, request.to_job_spec(str(first), now))
+        settled = dependencies.settle_submitted(ctl, spec)
+        if isinstance(settled, str):
+            reason: str | None = settled
+        else:
+            spec, reason = settled, refusal(ctl, settled, node_specs)
+        if reason and len(requests) > 1:  # all or none: say which job it was
+            name = f" ({request.name!r})" if request.name else ""
+            reason = f"job {k + 1} of {len(requests)}{name}: {reason}"
+        if reason:
+            raise SubmitError(reason)
+        prepared.append((first, request, spec))
+        first += size
+    return prepared
+
+
+def default_qos(ctl: Controller) -> QoS:
+    """The tier of a job that names none: the tenancy file's ``default_qos``, else silver."""
+    tenants = ctl.core.tenants
+    return QoS.SILVER if tenants is None else QoS(tenants.config.default_qos)
+
+
+def refusal(ctl: Controller, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> str | None:
+    """Why ``spec`` cannot be accepted (its dependencies, its reservation, the nodes, the
+    quotas), or ``None``."""
+    for dep in spec.dependencies:
+        if dep.kind is DependencyKind.SINGLETON:  # (names no job: its name does)
+            if not spec.name:
+                return "a singleton dependency needs a job name (sbatch -J, name:)"
+            continue
+        known = dep.job_id in ctl.core.jobs or ctl.persist.job_exists(dep.job_id)
+        if not known and any(live.spec.array_parent == dep.job_id for live in ctl.jobs.values()):
+            return (
+                f"dependency on array job {dep.job_id}: a job depends on array "
+                f"members ({dep.job_id}_<index>), one by one"
+            )
+        if not known:
+            return f"dependency on unknown job {dep.job_id!r}"
+    reason = reservations.refusal(ctl, spec) or check_feasible(spec, node_specs)
+    if not reason and ctl.core.tenants is not None:
+        reason = ctl.core.tenants.refuse(spec)
+    return reason or None

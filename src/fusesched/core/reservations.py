@@ -1,0 +1,393 @@
+"""Advance reservations in the core: which nodes a waiting job may start on, now.
+
+A reservation (:class:`~fusesched.model.reservation.Reservation`) sets nodes aside from its
+start to its end. The core turns it into node constraints on the waiting jobs, the same
+host-name label terms that ``sbatch -w``/``-x`` and a requeue's excluded nodes use, so the
+placement, backfilling and quota code sees nothing new:
+
+* a job submitted into reservation R (``JobSpec.reservation``) must run on R's nodes
+  (``kubernetes.io/hostname In R.nodes`` joins its required terms) and is not eligible
+  before R's start (its ``not_before``, as a begin time); when R ends or is deleted, its
+  jobs that have not started are rejected;
+* every other job is kept off R's nodes (``hostname In R.nodes`` joins its anti-affinity)
+  unless its time limit ends it before R starts: ``now + walltime < R.start``. A job without
+  a time limit is kept off them from the moment R exists until R ends. As time passes a job
+  may lose that right: the core notes when (``R.start - walltime``) and recompiles the job
+  at the first cycle from then on (:meth:`SchedulerCore.next_wakeup` names the time).
+
+A job that only waits for a reservation to end is not one that never fits: its
+``never_fits`` is worked out without the nodes it is kept off (:func:`fits_anyway`), so the
+requeue's excluded nodes, the quota flavours' pinning and the projection see it as waiting.
+
+Running jobs are never touched. With no reservation, the core holds no :class:`Bookings`
+(``core.bookings`` is None) and nothing here runs. Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from fusesched.core.records import JobRecord
+from fusesched.model.events import Decision, ReservationDeleted, ReservationSet
+from fusesched.model.job import JobSpec, LabelOp, LabelRequirement
+from fusesched.model.node import LABEL_HOSTNAME
+from fusesched.model.phases import JobPhase
+from fusesched.model.reservation import Reservation, when
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+#: (the term on the nodes the job must run on, the term on those it must keep off); the
+#: terms are shared by every job with the same reservations (:class:`Bookings` caches them)
+Mark = tuple[LabelRequirement | None, LabelRequirement | None]
+NO_MARK: Mark = (None, None)
+
+WAITING = (JobPhase.PENDING, JobPhase.QUEUED)
+
+
+class ReservationConflict(ValueError):
+    """The name is in use, or a node is reserved by another in an overlapping window."""
+
+
+class Bookings:
+    """The core's reservations that have not ended, and the constraints they put on jobs."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Reservation] = {}
+        self.flips: list[tuple[float, str]] = []  # (when a job's constraints change, job id)
+        self.due = math.inf  # the earliest flip or reservation end: tick() then
+        # the waiting jobs that may carry terms (those seen since the bookings exist; the
+        # ones that stopped waiting are dropped as they are met, or when it doubles)
+        self.waiting: dict[str, JobRecord] = {}
+        self._prune_at = 1024
+        # the terms, one object per reservation (own) or set of them (kept off), shared
+        self._own: dict[str, LabelRequirement] = {}
+        self._off: dict[tuple[str, ...], LabelRequirement] = {}
+
+    def recompute_due(self) -> None:
+        ends = min((r.end for r in self.by_name.values()), default=math.inf)
+        self.due = min(ends, self.flips[0][0]) if self.flips else ends
+
+    def add(self, res: Reservation) -> None:
+        self.by_name[res.name] = res
+
+    def remove(self, name: str) -> None:
+        del self.by_name[name]
+        self._own.clear()  # (the name may come back with other nodes)
+        self._off.clear()
+
+    def enrol(self, rec: JobRecord) -> None:
+        self.waiting[rec.id] = rec
+        if len(self.waiting) > self._prune_at:
+            self.waiting = {k: r for k, r in self.waiting.items() if r.phase in WAITING}
+            self._prune_at = 2 * len(self.waiting) + 1024
+
+    def own_term(self, res: Reservation) -> LabelRequirement:
+        term = self._own.get(res.name)
+        if term is None:
+            term = self._own[res.name] = _host_in(tuple(sorted(res.nodes)))
+        return term
+
+    def off_term(self, names: tuple[str, ...]) -> LabelRequirement:
+        term = self._off.get(names)
+        if term is None:
+            nodes = set().union(*(self.by_name[n].nodes for n in names))
+            term = self._off[names] = _host_in(tuple(sorted(nodes)))
+        return term
+
+
+def handle(
+    core: SchedulerCore, event: ReservationSet | ReservationDeleted, now: float
+) -> list[Decision]:
+    """A reservation created (:class:`ReservationConflict` for a name in use or a node
+    reserved by another in an overlapping window, ``ValueError`` for a node whose host-name
+    label is not its name) or deleted (``KeyError`` for an unknown name). A reservation
+    whose end has come is kept until the next cycle ends it (its jobs, recovered after a
+    restart, are then rejected as for any end); a new one of its name replaces it at once.
+    Returns the rejections of jobs whose reservation ended."""
+    if isinstance(event, ReservationDeleted):
+        bookings = core.bookings
+        if bookings is None or event.name not in bookings.by_name:
+            raise KeyError(f"unknown reservation {event.name!r}")
+        res = bookings.by_name[event.name]
+        reason = "" if res.end <= now else f"reservation {event.name} {event.reason}"
+        return _drop(core, [res], reason, now)
+    new = event.reservation
+    _check_hosts(core, new)
+    out: list[Decision] = []
+    bookings = core.bookings
+    if bookings is not None:
+        old = bookings.by_name.get(new.name)
+        if old is not None and old.end > now:
+            raise ReservationConflict(f"reservation {new.name!r} already exists")
+        for other in bookings.by_name.values():
+            if other is not old and other.end > now and other.overlaps(new):
+                raise ReservationConflict(
+                    f"reservation {new.name!r} overlaps reservation {other.name!r} on "
+                    f"{', '.join(sorted(set(other.nodes) & set(new.nodes)))}"
+                )
+        if old is not None:  # it has ended (no cycle since): end it now
+            out = _drop(core, [old], "", now, again=False)
+    if core.bookings is None:
+        core.bookings = _start_bookings(core)
+    core.bookings.add(new)
+    refresh_all(core, now)
+    return out
+
+
+def _start_bookings(core: SchedulerCore) -> Bookings:
+    """The first reservation: every job waiting now may get terms (the only walk over every
+    job the core holds; afterwards the bookings know their waiting jobs)."""
+    bookings = Bookings()
+    for rec in core.jobs.values():
+        if rec.phase in WAITING:
+            bookings.enrol(rec)
+    return bookings
+
+
+def _check_hosts(core: SchedulerCore, res: Reservation) -> None:
+    """The terms match nodes by their host-name label: refuse a reservation whose nodes the
+    label would not single out (a node labelled with another host name, as an external
+    cluster's ``pool:node``, or one that an agent's configuration relabelled)."""
+    reserved = set(res.nodes)
+    for spec in core.cluster.specs:
+        host = spec.labels.get(LABEL_HOSTNAME)
+        if host != spec.name and (spec.name in reserved or host in reserved):
+            raise ValueError(
+                f"node {spec.name} is labelled {LABEL_HOSTNAME}={host}: a reservation "
+                f"cannot single out {spec.name if spec.name in reserved else host} by its name"
+            )
+
+
+def tick(core: SchedulerCore, now: float) -> list[Decision]:
+    """At a cycle at or after ``core.bookings.due``: end the reservations whose end has come
+    (their waiting jobs are rejected) and recompile the jobs whose right to the reserved
+    nodes ran out."""
+    bookings = core.bookings
+    assert bookings is not None
+    ended = [r for r in bookings.by_name.values() if r.end <= now]
+    out: list[Decision] = []
+    if ended:
+        out = _drop(core, ended, "", now)
+    bookings = core.bookings
+    if bookings is None:
+        return out
+    flips = bookings.flips
+    while flips and flips[0][0] <= now:
+        _, job_id = heapq.heappop(flips)
+        rec = core.jobs.get(job_id)
+        if rec is not None:
+            refresh(core, rec, now)
+    bookings.recompute_due()
+    return out
+
+
+def admit(core: SchedulerCore, rec: JobRecord, now: float) -> str:
+    """A new job (not rejected so far): why it may not run in the reservation it names, or
+    ``""`` once its constraints are in place (and its start not before the reservation's)."""
+    spec = rec.spec
+    name = spec.reservation
+    if name is not None:
+        bookings = core.bookings
+        res = bookings.by_name.get(name) if bookings is not None else None
+        if res is None:
+            return f"reservation {name!r} does not exist (or has ended)"
+        refused = refusal(res, spec.user, spec.tenant)
+        if refused:
+            return refused
+        rec.not_before = max(rec.not_before, res.start)
+    if core.bookings is not None:
+        refresh(core, rec, now, submitted=True)
+        if name is not None and rec.never_fits:
+            return f"does not fit on the nodes of reservation {name}: {rec.never_fits}"
+    return ""
+
+
+def refusal(res: Reservation, user: str, tenant: str) -> str:
+    """Why a job of ``user`` in ``tenant`` may not be submitted into ``res``, or ``""``."""
+    if res.maintenance:
+        return f"reservation {res.name} is a maintenance reservation: no job runs in it"
+    if not res.admits(user, tenant):
+        who = f"user {user!r}" if user else "a job without a user"
+        return f"{who} (tenant {tenant!r}) may not use reservation {res.name}"
+    return ""
+
+
+def waits_for(core: SchedulerCore, rec: JobRecord) -> str:
+    """How a job kept from starting by its reservation's start says so, or ``""``."""
+    name = rec.spec.reservation
+    bookings = core.bookings
+    if name is None or bookings is None or name not in bookings.by_name:
+        return ""
+    start = bookings.by_name[name].start
+    return f"reservation {name} starts at {when(start)}" if rec.not_before == start else ""
+
+
+def refresh_job(core: SchedulerCore, job_id: str, now: float) -> None:
+    """Re-check one job's constraints (after a change of its time limit, or a requeue)."""
+    rec = core.jobs.get(job_id)
+    if rec is not None and core.bookings is not None:
+        refresh(core, rec, now)
+
+
+def requeued(core: SchedulerCore, rec: JobRecord, now: float) -> str:
+    """A run of ``rec`` ended and it goes back to wait: why it may not (its reservation has
+    ended or was deleted, or it no longer fits on its nodes), or ``""`` once its
+    constraints are those of now."""
+    name = rec.spec.reservation
+    bookings = core.bookings
+    if name is not None and (bookings is None or name not in bookings.by_name):
+        return f"requeued, but reservation {name} has ended or was deleted"
+    if bookings is not None:
+        refresh(core, rec, now, submitted=True)
+        if name is not None and rec.never_fits:
+            return f"does not fit on the nodes of reservation {name}: {rec.never_fits}"
+    elif rec.booked is not None:  # the reservations it kept off are gone
+        _apply(core, rec, rec.booked, NO_MARK)
+        rec.booked = None
+    return ""
+
+
+def fits_anyway(core: SchedulerCore, rec: JobRecord) -> None:
+    """After ``rec`` was recompiled (a requeue's excluded nodes, its quota flavours): its
+    ``never_fits`` without the nodes reservations keep it off — a job that only waits for
+    a window to end fits. Nothing to do unless it was found never to fit."""
+    booked = rec.booked
+    if rec.never_fits and booked is not None and booked[1] is not None:
+        rec.never_fits = core.shapes.shape_of(
+            _swap(rec.spec, (None, booked[1]), NO_MARK)
+        ).never_fits
+
+
+def refresh_all(core: SchedulerCore, now: float) -> None:
+    """Re-check every waiting job's constraints (the reservations changed). With none left,
+    the core holds no bookings any more (a running job that still carries constraints loses
+    them if it is requeued: see :func:`requeued`)."""
+    bookings = core.bookings
+    assert bookings is not None
+    waiting = bookings.waiting
+    for job_id, rec in list(waiting.items()):
+        if rec.phase in WAITING:
+            refresh(core, rec, now)
+        else:
+            del waiting[job_id]
+    if not bookings.by_name:
+        core.bookings = None  # nothing left to do: the core is as without reservations
+    else:
+        bookings.recompute_due()
+
+
+def refresh(core: SchedulerCore, rec: JobRecord, now: float, submitted: bool = False) -> None:
+    """Give a waiting job the constraints the reservations put on it now, and note when they
+    change next (a flip)."""
+    bookings = core.bookings
+    assert bookings is not None
+    if rec.phase not in WAITING and not submitted:
+        return
+    bookings.enrol(rec)
+    spec = rec.spec
+    own = bookings.by_name.get(spec.reservation) if spec.reservation is not None else None
+    off: list[str] = []
+    flip = math.inf
+    walltime = spec.walltime_s
+    for res in bookings.by_name.values():
+        if res is own or res.end <= now:
+            continue
+        # may it still end before the window opens? (a flip at or before now would come
+        # back at once: then not)
+        if walltime is None or now + walltime >= res.start or res.start - walltime <= now:
+            off.append(res.name)
+        else:
+            flip = min(flip, res.start - walltime)
+    mark: Mark = (
+        bookings.own_term(own) if own is not None else None,
+        bookings.off_term(tuple(off)) if off else None,
+    )
+    old = rec.booked or NO_MARK
+    if mark != old:
+        _apply(core, rec, old, mark)
+        rec.booked = mark if mark != NO_MARK else None
+    if flip < math.inf:
+        heapq.heappush(bookings.flips, (flip, rec.id))
+        bookings.due = min(bookings.due, flip)
+
+
+def _drop(
+    core: SchedulerCore, gone: list[Reservation], reason: str, now: float, again: bool = True
+) -> list[Decision]:
+    """Remove reservations (ended, or deleted: ``reason``); reject their waiting jobs and
+    (``again``) give every other waiting job its constraints without them."""
+    bookings = core.bookings
+    assert bookings is not None
+    names = set()
+    for res in gone:
+        bookings.remove(res.name)
+        names.add(res.name)
+    out: list[Decision] = []
+    for rec in list(bookings.waiting.values()):
+        if rec.phase in WAITING and rec.spec.reservation in names:
+            why = reason or f"reservation {rec.spec.reservation} ended before the job started"
+            out.extend(_reject_waiting(core, rec, why, now))
+    if again:
+        refresh_all(core, now)
+    core._changed = True
+    return out
+
+
+def _reject_waiting(core: SchedulerCore, rec: JobRecord, why: str, now: float) -> list[Decision]:
+    from fusesched.core.intake import dequeue  # (intake imports this module)
+
+    if rec.phase is JobPhase.QUEUED:
+        dequeue(core, rec, now)
+    elif core.tenants is not None:
+        core.tenants.dequeued(rec.id)
+    return core._reject(rec, why, now)
+
+
+def _apply(core: SchedulerCore, rec: JobRecord, old: Mark, new: Mark) -> None:
+    """Recompile ``rec`` with the constraints ``new`` instead of ``old`` (its spec and, with
+    quota flavours, the spec they are built from)."""
+    if rec.base_spec is not None:
+        rec.base_spec = _swap(rec.base_spec, old, new)
+        rec.flavour_key = ()  # (rebuilt from the base spec before it is placed)
+    old_shape = rec.shape_id
+    core.reshape(rec, _swap(rec.spec, old, new))
+    rec.booked = new if new != NO_MARK else None
+    fits_anyway(core, rec)  # (the nodes it is kept off do not count)
+    if rec.phase is JobPhase.QUEUED and rec.shape_id != old_shape:
+        pos = core.queue.position(rec)
+        if pos is not None:
+            core.queue.rows[pos, 1] = rec.shape_id  # (backfilling skips failed shapes by it)
+    core._changed = True
+
+
+def _swap(spec: JobSpec, old: Mark, new: Mark) -> JobSpec:
+    """``spec`` with the terms ``new`` instead of ``old``."""
+    placement = spec.placement
+    required = _without(placement.required, old[0])
+    anti = _without(placement.anti_affinity, old[1])
+    if new[0] is not None:
+        required = (*required, new[0])
+    if new[1] is not None:
+        anti = (*anti, new[1])
+    return replace(spec, placement=replace(placement, required=required, anti_affinity=anti))
+
+
+def _host_in(nodes: tuple[str, ...]) -> LabelRequirement:
+    return LabelRequirement(LABEL_HOSTNAME, LabelOp.IN, nodes)
+
+
+def _without(
+    terms: tuple[LabelRequirement, ...], term: LabelRequirement | None
+) -> tuple[LabelRequirement, ...]:
+    """``terms`` less the last one equal to ``term`` (the one this module added: an equal one
+    another added constrains the same, so either may go)."""
+    if term is None:
+        return terms
+    for k in range(len(terms) - 1, -1, -1):
+        if terms[k] == term:
+            return terms[:k] + terms[k + 1 :]
+    return terms
