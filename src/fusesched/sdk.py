@@ -163,9 +163,17 @@ class Client:
         """Send a running job's tasks ``signal`` (``"USR1"``, ``"SIGUSR1"``, ``10``): their
         process groups, or with ``main_only`` their main processes; the job keeps running
         (Slurm's ``scancel --signal``). The job ids signalled."""
+        return list(self.signal_report(job_id, signal, main_only)["signalled"])
+
+    def signal_report(
+        self, job_id: str, signal: str | int, main_only: bool = False
+    ) -> dict[str, Any]:
+        """:meth:`signal`, answering ``{"signalled": [ids], "signal": "USR1", "skipped":
+        {id: why}}`` (``skipped``: an array's members that could not be signalled)."""
         body = {"signal": signal, "main_only": main_only}
-        answer = self._call("POST", f"/v1/jobs/{_quote(job_id)}/signal", body)
-        return list(answer["signalled"])
+        answer = dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/signal", body))
+        answer.setdefault("skipped", {})
+        return answer
 
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""

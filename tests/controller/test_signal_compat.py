@@ -19,6 +19,7 @@ from tests.controller.test_job_signals import HALF, signal
 from tests.controller.test_running_limit import beat, started, submit
 
 from fusesched.api.wire import HeartbeatReply, TaskLaunch
+from fusesched.cli.job_signals import _said
 from fusesched.controller import signals
 from fusesched.controller.service import Controller
 
@@ -120,6 +121,9 @@ def test_an_array_signals_the_members_it_can(ctl: Controller, client: TestClient
     assert answer.status_code == 202, answer.text
     assert answer.json()["signalled"] == [first]
     assert "being stopped" in answer.json()["skipped"][second]
+    # what `fusesched cancel --signal` prints of it
+    said = _said(made["id"], answer.json())
+    assert said.startswith(f"Sent SIGUSR1 to {first}; skipped {second} (") and "stopped" in said
     sent = beat(ctl, list(tasks.values())).signal
     assert [s.task_id for s in sent] == [tasks[first]]
     # by its own id, the member being stopped is refused as a job alone is

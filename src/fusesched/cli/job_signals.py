@@ -49,8 +49,22 @@ def signal_jobs(
         client,
         job_ids,
         "job id",
-        lambda c, j: c.signal(j, name, main_only=batch),
+        lambda c, j: c.signal_report(j, name, main_only=batch),
         as_json,
-        lambda done: {"signalled": [j for ids in done.values() for j in ids], "signal": name},
-        lambda job_id, ids: f"Sent SIG{name} to {', '.join(ids)}",
+        lambda done: {
+            "signalled": [j for a in done.values() for j in a["signalled"]],
+            "signal": name,
+            "skipped": {j: why for a in done.values() for j, why in a["skipped"].items()},
+        },
+        _said,
     )
+
+
+def _said(job_id: str, answer: dict[str, Any]) -> str:
+    """What ``cancel --signal`` prints for one id: whom it reached, and an array's members
+    it skipped with why."""
+    line = f"Sent SIG{answer['signal']} to {', '.join(answer['signalled'])}"
+    skipped = answer["skipped"]
+    if skipped:
+        line += "; skipped " + "; ".join(f"{j} ({why})" for j, why in skipped.items())
+    return line
