@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -187,3 +188,36 @@ def test_watches_name_the_task(runtime: ProcessRuntime) -> None:
     assert watch.log_path == runtime.log_path("j6.0.0")
     assert watch.checkpoint_dir == runtime.work_dir / "tasks" / "j6.0.0" / "checkpoints"
     assert watch.checkpoint_dir.is_dir() and watch.gpu_indices == (0,)
+
+
+def test_an_exit_report_carries_the_tasks_final_sample(runtime: ProcessRuntime) -> None:
+    """No periodic sample in the task's life: the final one, taken as its main process exits,
+    rides with the exit in the quick report, and is not sent again."""
+    client, controller = client_for(runtime, Sensing(Sensors(), interval_s=30))
+    code = "import time\nwhile time.process_time() < 0.5: pass\n"
+    runtime.start(launch("j7.0.0", sys.executable, "-c", code))
+    deadline = time.monotonic() + 20
+    while not any(r.state is TaskState.EXITED for b in controller.beats for r in b.reports):
+        assert time.monotonic() < deadline, "no exit report"
+        time.sleep(0.05)
+        client._beat(full=False)
+    [beat] = [b for b in controller.beats if any(r.state is TaskState.EXITED for r in b.reports)]
+    assert beat.running is None and beat.health is None  # a quick report
+    [sample] = beat.samples
+    assert sample.task_id == "j7.0.0" and 0.45 <= sample.cpu_seconds <= 1.5, sample
+    client._beat(full=True)
+    assert controller.full()[-1].samples == []  # delivered: not sent again
+
+
+def test_the_fake_runtime_takes_a_final_sample_too() -> None:
+    now = [0.0]
+    fake = FakeSensors()
+    runtime = FakeRuntime(lambda: now[0], {"j8": 5.0})
+    client, controller = client_for(runtime, Sensing(fake, interval_s=30))
+    runtime.start(launch("j8.0.0", "true"))
+    fake.advance("j8.0.0", cpu=4.5)
+    now[0] = 6.0
+    client._beat(full=False)
+    [beat] = controller.beats
+    assert [r.state for r in beat.reports] == [TaskState.RUNNING, TaskState.EXITED]
+    assert [(s.task_id, s.cpu_seconds) for s in beat.samples] == [("j8.0.0", 4.5)]

@@ -342,3 +342,36 @@ def test_window_holds_the_newest_samples_in_order(capacity: int, steps: list[flo
     kept = window.column("cpu_seconds")
     expected = list(range(len(times)))[-capacity:] if times else []
     assert list(kept) == expected
+
+
+def test_final_sample_of_a_zombie_counts_its_time_to_the_end() -> None:
+    """A task's main process has exited but is not reaped: its /proc entry still holds its own
+    and its reaped children's CPU times, so a sample then counts the task to its end."""
+    child = "import time\nwhile time.process_time() < 0.3: pass\n"
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}])\n"
+        "while time.process_time() < 0.6: pass\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    sensor = PsutilTaskSensor()
+    watch = TaskWatch("zombie", pgid=proc.pid)
+    try:
+        early = sensor.sample_tasks([watch], time.time())[0]
+        deadline = time.monotonic() + 20
+        while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            assert time.monotonic() < deadline, "the task did not exit"
+            time.sleep(0.02)
+        final = sensor.sample_tasks([watch], time.time())[0]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    real = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert real >= 0.85  # its 0.6 s and its child's 0.3 s
+    assert early.cpu_seconds < final.cpu_seconds
+    assert abs(final.cpu_seconds - real) <= 0.1, (final, real)
+    # reaped now: what is left is counted, never less
+    assert sensor.sample_tasks([watch], time.time())[0].cpu_seconds >= final.cpu_seconds

@@ -254,7 +254,7 @@ def test_the_report_of_jobs_not_measured() -> None:
     )
     assert "external pool 'hpc'" in handed.notes[0]  # known after a restart too
     local = job_efficiency(JobDetail(row(pool="cpu"), (task("7.main.0"),)), {}, now=999.0)
-    assert "not sampled: the job ended before" in local.notes[0]
+    assert "not sampled: its agents' sampling is off" in local.notes[0]
     partial = job_efficiency(
         JobDetail(row(), (task("7.main.0", cpu_seconds=1.0), task("7.main.1"))), {}, now=999.0
     )

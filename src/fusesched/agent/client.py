@@ -46,6 +46,7 @@ from fusesched.api.wire import (
     NodeInventory,
     TaskLaunch,
     TaskReport,
+    TaskSampleWire,
     TaskState,
 )
 from fusesched.sdk import split_urls
@@ -218,6 +219,9 @@ class AgentClient:
         self.runtime = runtime
         self.long_poll_s = long_poll_s
         self.sensing = sensing  # None: no task samples or node health in heartbeats
+        if sensing is not None and hasattr(runtime, "on_exit"):
+            # a task's final sample, taken as it exits, rides with its exit report
+            setattr(runtime, "on_exit", sensing.final)  # noqa: B010 (not in Runtime)
         # the node's dataset cache: given, else the runtime's (ProcessRuntime.data_cache)
         found = getattr(runtime, "data_cache", None)
         self.data_cache = data_cache or (found if isinstance(found, DatasetCache) else None)
@@ -388,7 +392,10 @@ class AgentClient:
             due = since is not None and now - since >= RUNNING_REPORT_DELAY_S
             if not ended and not logs and not due:
                 return
-        samples, health = self.sensing.pending() if full and self.sensing else ([], None)
+        samples: list[TaskSampleWire] = []
+        health = None
+        if self.sensing is not None:  # a quick report: the final samples of its exits
+            samples, health = self.sensing.pending(None if full else ended)
         beat = Heartbeat(
             node=self.inventory.name,
             reports=reports,

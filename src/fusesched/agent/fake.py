@@ -74,6 +74,8 @@ class FakeRuntime:
         self.exit_times: dict[str, float] = {}  # task id → clock time at which it ended
         # (task id, signal name, clock time) of every signal a task got (warnings included)
         self.signals: list[tuple[str, str, float]] = []
+        # called with a task's watch as it ends (as :class:`ProcessRuntime`'s: a final sample)
+        self.on_exit: Callable[[TaskWatch], None] | None = None
 
     def _duration(self, launch: TaskLaunch) -> float:
         for key in (launch.task_id, launch.job_id):
@@ -134,6 +136,8 @@ class FakeRuntime:
         )
         for task in done:
             task_id = task.launch.task_id
+            if self.on_exit is not None:
+                self.on_exit(self._watch(task))
             del self._tasks[task_id]
             self.exit_times[task_id] = task.end_at
             self._pending.append(
@@ -183,10 +187,11 @@ class FakeRuntime:
     def watches(self) -> list[TaskWatch]:
         """Each live task and its GPUs, with no process, log or checkpoint folder to look at
         (scripted sensors, :class:`~fusesched.agent.fake_sensors.FakeSensors`, speak for it)."""
-        return [
-            TaskWatch(t.launch.task_id, gpu_indices=tuple(t.launch.gpu_indices))
-            for t in self._tasks.values()
-        ]
+        return [self._watch(t) for t in self._tasks.values()]
+
+    @staticmethod
+    def _watch(task: _FakeTask) -> TaskWatch:
+        return TaskWatch(task.launch.task_id, gpu_indices=tuple(task.launch.gpu_indices))
 
     def next_deadline(self) -> float | None:
         times = [t.end_at for t in self._tasks.values()]

@@ -5,7 +5,8 @@ blocks (except ``shutdown``): the agent's loop calls ``start``/``kill``/``set_wa
 the controller says so and ``poll`` regularly (every heartbeat, and at ``next_deadline()`` if
 it wants grace periods and walltimes to the tenth of a second). ``poll``
 enforces deadlines (and sends a launch's warning signal its lead before the time limit, once),
-reaps exited tasks and returns what happened since the last call. Nothing
+reaps exited tasks (calling ``on_exit`` first, for the task's final sample) and returns what
+happened since the last call. Nothing
 raises out of ``start``: a task that cannot start yields a ``FAILED_TO_START`` report that says
 why. How a task is started (and switches to its identity) is :mod:`fusesched.agent.spawn`;
 what the runtime keeps about a started task and how it signals it is
@@ -96,6 +97,9 @@ class ProcessRuntime:
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?
         self._pending: list[TaskReport] = []
         self._stale_cgroups: list[TaskCgroup] = []
+        # called with a task's watch when its main process has exited, before it is reaped
+        # (the agent's final sample: :meth:`fusesched.agent.sensing.Sensing.final`)
+        self.on_exit: Callable[[TaskWatch], None] | None = None
         if identities is not None:  # root, for others: its own folders must be its alone
             folders = [self.work_dir / "tasks"]
             folders += [image_cache.cache_dir] if image_cache is not None else []
@@ -321,10 +325,21 @@ class ProcessRuntime:
             ):
                 task.sigkill()
             if task.has_exited():
+                self._exited(task)
                 self._pending.append(self._reap(task))
         self._stale_cgroups = [c for c in self._stale_cgroups if not self._retire(c)]
         reports, self._pending = self._pending, []
         return reports
+
+    def _exited(self, task: TaskProcess) -> None:
+        """Tell ``on_exit`` (the final sample) while the task's zombie and whatever it left
+        running can still be looked at; never raises."""
+        if self.on_exit is None:
+            return
+        try:
+            self.on_exit(self._watch(task))
+        except Exception:
+            log.exception("exit hook of task %s failed", task.launch.task_id)
 
     @staticmethod
     def _retire(cgroup: TaskCgroup) -> bool:
@@ -408,10 +423,11 @@ class ProcessRuntime:
 
     def watches(self) -> list[TaskWatch]:
         """What the sensors watch for each live task (:mod:`fusesched.agent.sensors`)."""
-        return [
-            task_watch(t.launch, t.pid, t.cgroup, t.log_path, t.checkpoint_dir)
-            for t in self._tasks.values()
-        ]
+        return [self._watch(t) for t in self._tasks.values()]
+
+    @staticmethod
+    def _watch(task: TaskProcess) -> TaskWatch:
+        return task_watch(task.launch, task.pid, task.cgroup, task.log_path, task.checkpoint_dir)
 
     def next_deadline(self) -> float | None:
         """The earliest clock time at which ``poll`` has a walltime, a SIGKILL or a warning

@@ -6,6 +6,11 @@ task (:func:`fusesched.agent.sensors.collect`) and the node's health
 (:class:`~fusesched.agent.health.HealthMonitor`: the health-check program when due, and the
 GPUs). The next full heartbeat carries each task's newest sample not yet delivered and the
 latest health; a sample counts as delivered once a beat carrying it is answered.
+
+When a task's main process exits, the runtime's poll takes one *final* sample of the task
+(:meth:`Sensing.final`) before it is reaped, so the CPU time since the last round is not lost;
+it travels with the task's exit report (in a quick report too: :meth:`Sensing.pending` with the
+ended tasks), and the controller counts a beat's samples before its reports.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.gpus import load_nvml
@@ -71,6 +76,9 @@ class Sensing:
         self._clock = clock
         self._lock = threading.Lock()  # the sensor thread writes, the work thread reads
         self._samples: dict[str, TaskSampleWire] = {}  # newest undelivered, per task
+        # final samples of exited tasks, kept until a beat carrying them is answered (a round
+        # that no longer sees the task does not drop them)
+        self._finals: dict[str, TaskSampleWire] = {}
         self._health: NodeHealthWire | None = None
         self._watched: set[str] = set()
         self._xids: dict[int, list[int]] = {}  # per GPU, since the agent started
@@ -144,18 +152,50 @@ class Sensing:
             temperature_c=_reading(g.temperature_c),
         )
 
-    def pending(self) -> tuple[list[TaskSampleWire], NodeHealthWire | None]:
-        """What the next full heartbeat carries: undelivered samples and the latest health."""
+    def final(self, watch: TaskWatch) -> None:
+        """Take the final sample of a task whose main process has exited (not yet reaped):
+        one look at its processes, no GPU reading (that would take the node's XID events from
+        the next round). Kept for the beat that carries the task's exit. Never raises; does
+        nothing when sampling is off (``interval_s`` 0)."""
+        if self.interval_s <= 0:
+            return
+        try:
+            samples = self.backend.sample_tasks([watch], self._clock())
+        except Exception:  # a sensor failure must not stop the exit's report
+            log.exception("final sample of task %s failed", watch.task_id)
+            return
         with self._lock:
-            return sorted(self._samples.values(), key=lambda s: s.task_id), self._health
+            for sample in samples:
+                if sample.task_id == watch.task_id:
+                    self._finals[sample.task_id] = sample_to_wire(sample, watch.gpu_indices)
+
+    def pending(
+        self, ended: Collection[str] | None = None
+    ) -> tuple[list[TaskSampleWire], NodeHealthWire | None]:
+        """What the next full heartbeat carries: each task's newest undelivered sample (a
+        final one included) and the latest health. With ``ended`` (a quick report's exits):
+        the newest undelivered samples of those tasks alone, and no health."""
+        with self._lock:
+            newest = dict(self._samples)
+            for task_id, sample in self._finals.items():
+                current = newest.get(task_id)
+                if current is None or current.time <= sample.time:
+                    newest[task_id] = sample
+            health = self._health
+        if ended is not None:
+            wanted = set(ended)
+            newest = {k: v for k, v in newest.items() if k in wanted}
+            health = None
+        return sorted(newest.values(), key=lambda s: s.task_id), health
 
     def delivered(self, samples: Sequence[TaskSampleWire]) -> None:
         """A beat carrying ``samples`` was answered: they need not be sent again."""
         with self._lock:
             for sample in samples:
-                current = self._samples.get(sample.task_id)
-                if current is not None and current.time <= sample.time:
-                    del self._samples[sample.task_id]
+                for held in (self._samples, self._finals):
+                    current = held.get(sample.task_id)
+                    if current is not None and current.time <= sample.time:
+                        del held[sample.task_id]
 
     def close(self) -> None:
         """Release NVML (real sensors only)."""

@@ -11,10 +11,12 @@ Back ends are pluggable (:class:`SensorBackend`), so tests inject scripted value
   never decrease (the hang detector reads them as *activity indicators*). CPU time includes
   reaped children (``children_user``/``children_system``), and Linux adds a reaped child's I/O
   to its parent's ``/proc/<pid>/io``, so short-lived helpers (a ``cp`` between two samples)
-  are seen through the parent that waited for them. Each process counts once: one that
-  vanishes keeps its last values only when no live process of the task was its parent (or an
-  ancestor through parents that vanished with it) at last sight; else that ancestor reaped it
-  and counts its time among its children's.
+  are seen through the parent that waited for them. A task's main process that has exited
+  but is not reaped yet (a zombie) still shows its own and its reaped children's times: the
+  final sample, taken then, counts the task's CPU time to its end. Each process counts
+  once: one that vanishes keeps its last values only when no live process of the task was
+  its parent (or an ancestor through parents that vanished with it) at last sight; else
+  that ancestor reaped it and counts its time among its children's.
 * :class:`NvmlGpuSensor` reads utilisation, memory used, power, temperature and volatile
   uncorrectable ECC counts per GPU, marks a GPU *lost* when NVML says so
   (``NVML_ERROR_GPU_IS_LOST``) or it disappears from the device list, and collects XID errors
@@ -31,6 +33,7 @@ import contextlib
 import logging
 import os
 import stat
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -277,10 +280,14 @@ class PsutilTaskSensor:
 
     def __init__(self) -> None:
         self._state: dict[str, _TaskState] = {}
+        # the sensor thread samples every task, the runtime's poll an exiting one (its final
+        # sample, taken before it is reaped): one at a time, so each counts from the other's
+        self._lock = threading.Lock()
 
     def forget(self, task_id: str) -> None:
         """Drop what is remembered about an ended task."""
-        self._state.pop(task_id, None)
+        with self._lock:
+            self._state.pop(task_id, None)
 
     def sample_gpus(self, now: float) -> list[GpuSample]:
         return []
@@ -299,6 +306,10 @@ class PsutilTaskSensor:
         ]
 
     def _sample(self, watch: TaskWatch, members: set[int], now: float) -> TaskSample:
+        with self._lock:
+            return self._sample_locked(watch, members, now)
+
+    def _sample_locked(self, watch: TaskWatch, members: set[int], now: float) -> TaskSample:
         state = self._state.setdefault(watch.task_id, _TaskState())
         pids = members | _read_pids(watch.cgroup_procs)
         live: dict[tuple[int, float], _Counters] = {}

@@ -321,8 +321,8 @@ def _notes(
             notes.append(f"not sampled yet ({SAMPLING_HINT})")
         else:
             notes.append(
-                f"not sampled: the job ended before its agents sampled it ({SAMPLING_HINT}), "
-                "or their sampling is off"
+                "not sampled: its agents' sampling is off, or they are older ones, which "
+                f"send no sample at a task's exit ({SAMPLING_HINT})"
             )
         return notes
     if len(sampled) < len(tasks):
