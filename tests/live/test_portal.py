@@ -240,6 +240,36 @@ def test_submit_through_the_form_run_complete_and_read_logs(portal: Portal) -> N
     page.context.close()
 
 
+def test_a_job_is_submitted_into_a_reservation_from_the_form(portal: Portal) -> None:
+    admin = portal.client("admin")
+    now = time.time()
+    admin.create_reservation("alice-now", ["node-b"], now + 1, now + 3600, ["alice"])
+    admin.create_reservation("bobs", ["node-a"], now + 1, now + 3600, ["bob"])
+    try:
+        page = portal.login("alice")
+        page.get_by_role("link", name="Submit").click()
+        chooser = page.get_by_label("Reservation")
+        # hers only: bob's is not offered
+        expect(chooser.locator("option")).to_have_count(2)
+        expect(chooser.locator("option").nth(1)).to_contain_text("alice-now: node-b")
+        chooser.select_option("alice-now")
+        page.get_by_label("Name", exact=True).fill("in-reservation")
+        page.get_by_label("Command").fill("echo inside")
+        page.get_by_label("CPU per task").fill("250m")
+        page.get_by_label("Memory per task").fill("64Mi")
+        expect(page.locator("#preview")).to_contain_text('"reservation": "alice-now"')
+        page.get_by_role("button", name="Submit job").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(
+            re.compile(r"^Job \d+ — in-reservation")
+        )
+        expect(page.locator("#job-state")).to_have_text("Completed", timeout=30_000)
+        expect(page.locator("#placement")).to_contain_text("node-b")
+        page.context.close()
+    finally:
+        for name in ("alice-now", "bobs"):
+            admin.delete_reservation(name)
+
+
 def test_cancel_and_resubmit(portal: Portal) -> None:
     alice = portal.client("alice")
     victim = alice.submit(job(["sleep", "600"], name="to-cancel"))

@@ -967,6 +967,14 @@
       ([v, t]) => h("option", { value: v, text: t })));
     const qosSel = h("select", {}, qosOptions(null));
     qosSel.value = (me && me.default_qos) || "silver";
+    // the reservations the caller's jobs may run in (docs/RESERVATIONS.md); none: any node
+    const resSel = h("select", {}, h("option", { value: "", text: "none (any node)" }));
+    api("GET", "/v1/reservations").then((answer) => {
+      const mine = answer.reservations.filter((r) => !r.maintenance && (!me ||
+        r.users.includes(me.user) || r.tenants.includes(me.tenant)));
+      resSel.append(...mine.map((r) => h("option", { value: r.name,
+        text: `${r.name}: ${r.nodes.join(", ")}, ${fmtTime(r.start)} to ${fmtTime(r.end)}` })));
+    }).catch(() => { /* an older controller: no reservations */ });
     const summary = h("div", { id: "submit-errors", tabindex: "-1" });
     const preview = h("pre", { id: "preview", tabindex: "0" });
     const form = h("form", { class: "panel", id: "submit-form", novalidate: true },
@@ -978,7 +986,9 @@
           field("queue", "Queue", h("input", { value: "default" })),
           field("qos", "QoS tier", qosSel),
           field("walltime", "Time limit (minutes)", h("input", { type: "number", min: "0",
-            step: "any", value: "10" }), "Also the scheduler's runtime estimate.")),
+            step: "any", value: "10" }), "Also the scheduler's runtime estimate."),
+          field("reservation", "Reservation", resSel,
+            "Run only on a reservation's nodes, inside its window (sbatch --reservation).")),
         h("div", {},
           field("command", "Command", h("textarea", { rows: 3 }),
             "Run by /bin/sh -c in each task, e.g. python train.py --epochs 3"),
@@ -1025,6 +1035,7 @@
       const request = { type, queue: v("queue"), qos: v("qos"), groups: [group] };
       if (name.trim()) request.name = name.trim();
       if (v("walltime") && !problems.walltime) request.walltime_s = minutes * 60;
+      if (v("reservation")) request.reservation = v("reservation");
       return { request, problems };
     }
 
