@@ -42,6 +42,7 @@ from fusesched.agent.task_process import PID_NAME, TaskProcess, start_time
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
+from fusesched.submit.job_signal import signal_number
 
 log = logging.getLogger(__name__)
 
@@ -510,11 +511,12 @@ class ProcessRuntime:
 
 
 def _signum(name: str) -> int | None:
-    """A signal's number from its bare name (``USR1``); None (logged) for an unknown one."""
+    """A signal's number from its name (``USR1``); None (logged) for one a job may not be
+    sent (:func:`~fusesched.submit.job_signal.signal_number`'s refusal)."""
     try:
-        return int(signal.Signals[f"SIG{name.upper().removeprefix('SIG')}"])
-    except KeyError:
-        log.warning("unknown signal %r: not sent", name)
+        return signal_number(name)
+    except ValueError as exc:
+        log.warning("signal %r not sent: %s", name, exc)
         return None
 
 

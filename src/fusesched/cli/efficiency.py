@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, _call, _client, _print_json
+from fusesched.cli.live import (
+    CaOpt,
+    ControllerOpt,
+    JsonOpt,
+    TokenOpt,
+    _call,
+    _client,
+    _print_json,
+    slurm_hms,
+)
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -26,13 +35,7 @@ def size(n: float | None) -> str:
 
 def clock(seconds: float | None) -> str:
     """``seconds`` as [D-]HH:MM:SS (as Slurm writes durations)."""
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
+    return "-" if seconds is None else slurm_hms(round(seconds))
 
 
 def _number(x: float) -> str:

@@ -157,12 +157,16 @@ def _elapsed(job: dict[str, Any]) -> str:
     return f"{seconds:.1f}s" if seconds < 60 else time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
-def slurm_duration(seconds: float) -> str:
-    """A time limit as Slurm writes one: ``[D-]HH:MM:SS`` (whole seconds, rounded up)."""
-    whole = math.ceil(seconds)
+def slurm_hms(whole: int) -> str:
+    """Whole seconds as Slurm writes a duration: ``[D-]HH:MM:SS``."""
     days, rest = divmod(whole, 86400)
     clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{clock}" if days else clock
+
+
+def slurm_duration(seconds: float) -> str:
+    """A time limit as Slurm writes one: ``[D-]HH:MM:SS`` (rounded up: never below it)."""
+    return slurm_hms(math.ceil(seconds))
 
 
 STATE_STYLE = {
