@@ -227,6 +227,12 @@ def test_submit_through_the_form_run_complete_and_read_logs(portal: Portal) -> N
     expect(page.locator("#events")).to_contain_text("JobCompleted")
     expect(page.locator("#timeline svg rect.run")).to_have_count(1)
     expect(page.locator("#energy-total")).to_contain_text("kWh")
+    # its final sample came with its exit: the ended job's use, asked for once
+    expect(page.locator("#efficiency")).to_contain_text("CPU")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/efficiency" in r.url else None)
+    page.wait_for_timeout(2500)  # the page still refreshes for 10 s after the end
+    assert asked == []
     expect(page.locator("#spec")).to_contain_text('"portal-hello"')
     portal.shot(page, "05-job-completed")
     shown = portal.client("alice").show(job_id)

@@ -559,6 +559,7 @@
       if (follow.checked) logs.scrollTop = logs.scrollHeight;
     }
 
+    let usageFinal = false; // the efficiency shown is the ended job's: not asked again
     function renderUsage(e) {
       // what `fusesched eff` prints: null values were not measured (the notes say why)
       const share = (v) => (v === null || v === undefined ? "" : ` (${v.toFixed(1)} %)`);
@@ -589,11 +590,13 @@
       }
       if (!alive()) return;
       render(detail);
-      if (detail.job.start_time) {
+      if (detail.job.start_time && !usageFinal) {
         try {
-          renderUsage(await api("GET", `/v1/jobs/${encodeURIComponent(id)}/efficiency`));
+          const e = await api("GET", `/v1/jobs/${encodeURIComponent(id)}/efficiency`);
+          renderUsage(e);
+          usageFinal = FINISHED.has(e.state); // an ended job's use no longer changes
         } catch (e) { /* an older controller: the panel keeps what it had */ }
-      } else {
+      } else if (!detail.job.start_time) {
         usage.replaceChildren(h("dt", { text: "—" }), h("dd", { text: "known once it runs" }));
       }
       await pollLogs();
