@@ -5,7 +5,7 @@ The warning is the agents' to send: each launch of a job with a ``signal`` carri
 (:func:`launch_signal`), and the agent sends it once, its lead before the task's time limit
 (a new limit, ``fusesched update --time``, moves it while it has not been sent).
 
-A signal on demand (:func:`signal_job`, ``POST /v1/jobs/{id}/signal``) goes to every task of
+A signal on demand (:func:`signal_array`, ``POST /v1/jobs/{id}/signal``) goes to every task of
 the job that an agent runs, in its node's next heartbeat reply (``HeartbeatReply.signal``);
 the job keeps running. Refused (:class:`SignalRefused`, a 409): a job that is not running
 (waiting, ended), one being stopped, one an external pool runs, one recovered after a restart
@@ -50,22 +50,16 @@ def launch_signal(request: JobRequest) -> LaunchSignal | None:
 MAX_QUEUED = 1024
 
 
-def signal_job(ctl: Controller, job_id: str, name: str, main_only: bool = False) -> list[str]:
+def signal_array(
+    ctl: Controller, job_id: str, name: str, main_only: bool = False
+) -> tuple[list[str], dict[str, str]]:
     """Send signal ``name`` (a name or number, :func:`signal_name`) to every running task of
-    ``job_id``; the job ids signalled. Of an array: to its members that can be signalled
-    (:func:`signal_array` says which were left out, and why).
+    ``job_id``: the job ids signalled, and the array members left out with the reason each
+    (a job that is not an array leaves none out: it is signalled or refused).
 
     ``ValueError`` for a bad signal, :class:`SignalRefused` for a job that cannot be
     signalled now (of an array: when no member can), ``UnknownJobError`` for an unknown
     id."""
-    return signal_array(ctl, job_id, name, main_only)[0]
-
-
-def signal_array(
-    ctl: Controller, job_id: str, name: str, main_only: bool = False
-) -> tuple[list[str], dict[str, str]]:
-    """:func:`signal_job`, and the array members left out with the reason each (a job that
-    is not an array leaves none out: it is signalled or refused)."""
     signal = signal_name(name)
     with ctl.work:
         targets = job_targets(ctl, job_id)
