@@ -23,6 +23,20 @@ def test_help_lists_the_commands() -> None:
         assert command in result.output
 
 
+def test_help_paragraphs_wrap_and_keep_brackets() -> None:
+    """Help texts are Markdown: a docstring's line breaks do not break the printed lines, and
+    brackets stay literal (Rich markup took ``[seconds|minutes|…]`` for a tag and dropped it)."""
+    wide = {"COLUMNS": "240"}
+    update = runner.invoke(app, ["update", "--help"], env=wide)
+    assert update.exit_code == 0
+    assert "shorten a time limit; admins may change all." in update.output
+    listing = runner.invoke(app, ["--help"], env=wide)
+    assert "A running job cannot be held (cancel it)." in listing.output
+    create = runner.invoke(app, ["reservation", "create", "--help"], env=wide)
+    assert create.exit_code == 0
+    assert "now+N[seconds|minutes|hours|days|weeks]" in create.output
+
+
 def test_policies_lists_every_registered_name() -> None:
     result = runner.invoke(app, ["policies"])
     assert result.exit_code == 0

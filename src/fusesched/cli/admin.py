@@ -11,6 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from fusesched.cli.entry import HELP_MARKUP
 from fusesched.cli.live import (
     CaOpt,
     ControllerOpt,
@@ -26,7 +27,10 @@ from fusesched.cli.live import (
 )
 
 token_app = typer.Typer(
-    name="token", help="Make, list and revoke API tokens (admins).", no_args_is_help=True
+    rich_markup_mode=HELP_MARKUP,
+    name="token",
+    help="Make, list and revoke API tokens (admins).",
+    no_args_is_help=True,
 )
 
 
@@ -120,7 +124,10 @@ def token_revoke(
 # ---------------------------------------------------------------------- certificates
 
 ca_app = typer.Typer(
-    name="ca", help="The cluster's certificate authority, for TLS.", no_args_is_help=True
+    rich_markup_mode=HELP_MARKUP,
+    name="ca",
+    help="The cluster's certificate authority, for TLS.",
+    no_args_is_help=True,
 )
 CaDirOpt = Annotated[Path, typer.Option("--dir", help="Folder of the CA's files.")]
 

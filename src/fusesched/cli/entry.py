@@ -9,6 +9,7 @@ scripted loop of ``fusesched submit`` calls starts several times faster. Everyth
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 CLIENT_COMMANDS = frozenset(
     {
@@ -36,6 +37,11 @@ CLIENT_COMMANDS = frozenset(
 #: hands over: src/fusesched/cli/front.c).
 PROG = "fusesched"
 
+#: How help texts are read: as Markdown, so that a docstring's lines wrap as one paragraph
+#: to the terminal's width (blank lines separate paragraphs), `code` shows as code, and
+#: brackets such as ``[@SECONDS]`` stay literal (Rich markup would take them for tags).
+HELP_MARKUP: Final = "markdown"
+
 
 #: Commands with a quick path that needs no command framework (see :mod:`fusesched.cli.fast`).
 FAST_COMMANDS = frozenset({"submit", "sbatch"})
@@ -55,7 +61,12 @@ def main() -> None:
 
         from fusesched.cli.live import register_clients
 
-        app = typer.Typer(name=PROG, add_completion=False, pretty_exceptions_enable=False)
+        app = typer.Typer(
+            rich_markup_mode=HELP_MARKUP,
+            name=PROG,
+            add_completion=False,
+            pretty_exceptions_enable=False,
+        )
         register_clients(app)
         app(prog_name=PROG)
         return

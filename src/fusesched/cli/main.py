@@ -23,7 +23,7 @@ from rich.table import Table
 
 from fusesched import __version__
 from fusesched.cli import live, route, train_policy, twin, usage
-from fusesched.cli.entry import PROG
+from fusesched.cli.entry import HELP_MARKUP, PROG
 from fusesched.cli.seeds import SeedsError, parse_seeds
 from fusesched.cli.simulate import (
     KNOWN_TRACES,
@@ -59,6 +59,7 @@ from fusesched.traces.openb import OpenbFormatError
 from fusesched.traces.swf import TraceFormatError
 
 app = typer.Typer(
+    rich_markup_mode=HELP_MARKUP,
     name=PROG,
     help="fusesched — the fused scheduler for HPC, AI and general workloads on one pool.",
     no_args_is_help=True,

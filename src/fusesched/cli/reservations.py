@@ -10,6 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from fusesched.cli.entry import HELP_MARKUP
 from fusesched.cli.live import (
     CaOpt,
     ControllerOpt,
@@ -29,6 +30,7 @@ from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.syntax import parse_duration
 
 reservation_app = typer.Typer(
+    rich_markup_mode=HELP_MARKUP,
     name="reservation",
     help="Advance reservations: nodes set aside for a time window (scontrol create reservation).",
     no_args_is_help=True,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from fusesched.cli.entry import HELP_MARKUP
 from fusesched.cli.seeds import SeedsError, parse_seeds
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from fusesched.twin.snapshot import Snapshot
 
 twin_app = typer.Typer(
+    rich_markup_mode=HELP_MARKUP,
     name="twin",
     help="The digital twin: snapshot the cluster, replay it under what-if scenarios, plan "
     "capacity (docs/TWIN.md).",
