@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -221,3 +222,24 @@ def test_the_fake_runtime_takes_a_final_sample_too() -> None:
     [beat] = controller.beats
     assert [r.state for r in beat.reports] == [TaskState.RUNNING, TaskState.EXITED]
     assert [(s.task_id, s.cpu_seconds) for s in beat.samples] == [("j8.0.0", 4.5)]
+
+
+def test_a_final_sample_holds_the_peak_memory_of_a_child_never_sampled(
+    runtime: ProcessRuntime,
+) -> None:
+    """A child that held 64 MiB came and went between samples, and the shell's zombie holds
+    none: the kernel's count, read as the task is reaped, makes the final sample's peak."""
+    client, controller = client_for(runtime, Sensing(Sensors(), interval_s=30))
+    # the kernel's peak of a task includes that of the process that forked it (this one):
+    # only a higher peak is the task's own
+    hold = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 + (64 << 20)
+    child = f"{sys.executable} -c 'x = bytes(range(256)) * ({hold} // 256)'"
+    runtime.start(launch("j9.0.0", "sh", "-c", f"{child}; sleep 0.2"))
+    deadline = time.monotonic() + 20
+    while not any(r.state is TaskState.EXITED for b in controller.beats for r in b.reports):
+        assert time.monotonic() < deadline, "no exit report"
+        time.sleep(0.05)
+        client._beat(full=False)
+    [sample] = [s for b in controller.beats for s in b.samples if s.task_id == "j9.0.0"]
+    assert sample.rss_bytes >= hold, sample
+    assert sample.cpu_seconds > 0, sample

@@ -89,7 +89,8 @@ def test_the_book_forgets_ended_tasks() -> None:
     book = UsageBook()
     for task_id in ("1.main.0", "2.main.0", "3.main.0"):
         book.add(TaskSampleWire(task_id=task_id, time=1.0, cpu_seconds=1.0))
-    assert book.pop("1.main.0") == TaskUsage(cpu_seconds=1.0, max_rss_bytes=0, samples=1)
+    # no sample saw resident memory: its peak is unknown, not 0
+    assert book.pop("1.main.0") == TaskUsage(cpu_seconds=1.0, max_rss_bytes=None, samples=1)
     assert book.pop("1.main.0") is None
     book.prune({"3.main.0"})
     assert len(book) == 1 and book.get("2.main.0") is None and book.get("3.main.0") is not None
@@ -158,6 +159,23 @@ def test_usage_stays_in_memory_while_running_and_is_written_at_the_end(
     ended = client.get(f"/v1/jobs/{job_id}/efficiency").json()
     assert ended["state"] == "Completed" and ended["tasks"][0]["live"] is False
     assert ended["cpu_seconds"] == 24.0 and ended["notes"] == []
+
+
+def test_a_task_whose_samples_saw_no_memory_has_no_peak_and_says_so(
+    ctl: Controller, client: TestClient, clock: Clock
+) -> None:
+    """Only the exit's final sample, of a zombie (no resident memory) and without the
+    kernel's peak: the peak is unknown (`-`), not 0 B, and the notes say why."""
+    job_id, task_id = start_job(ctl, {"cpu": "1", "memory": "1Gi"})
+    clock.now += 2.0
+    final = TaskSampleWire(task_id=task_id, time=clock.now, cpu_seconds=1.5, rss_bytes=0)
+    beat(ctl, task_id, final, exited=True)
+    ctl.run_cycle()
+    assert stored_task(ctl, task_id).max_rss_bytes is None
+    found = client.get(f"/v1/jobs/{job_id}/efficiency").json()
+    assert found["cpu_seconds"] == 1.5 and found["max_rss_bytes"] is None
+    assert found["memory_efficiency_pct"] is None
+    assert any(note.startswith("memory peak not measured") for note in found["notes"]), found
 
 
 def test_a_task_never_sampled_writes_nothing_and_says_so(

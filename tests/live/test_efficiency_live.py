@@ -12,6 +12,7 @@ controller, a real agent sampling its tasks every 0.2 s, real processes.
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -72,11 +73,11 @@ def test_efficiency_of_busy_idle_and_memory_hungry_jobs(tmp_path: Path) -> None:
         server.stop()
 
 
-#: a reaped child busy 0.5 s, then the task itself busy until 2 s of its own CPU time; prints
-#: its CPU time and its reaped children's
+#: a reaped child holding HOLD bytes and busy 0.5 s, then the task itself busy until 2 s of
+#: its own CPU time; prints its CPU time and its reaped children's
 SHORT_BUSY = (
     "import os, subprocess, sys, time\n"
-    "spin = 'import time\\nwhile time.process_time() < 0.5:\\n    pass\\n'\n"
+    "spin = 'import time\\nx = bytes(range(256)) * (HOLD // 256)\\nwhile time.process_time() < 0.5:\\n    pass\\n'\n"
     "subprocess.run([sys.executable, '-c', spin], check=True)\n"
     "while time.process_time() < 2.0:\n    pass\n"
     "t = os.times()\n"
@@ -90,13 +91,19 @@ def test_a_short_job_is_counted_to_its_exit(tmp_path: Path) -> None:
     with failure_cluster(tmp_path, sample_interval_s=30.0, long_poll_s=0.25) as cluster:
         cluster.add_agent("cpu-1", cpu=2)
         client = cluster.client
-        job_id = client.submit(job("short", SHORT_BUSY))
+        # more than the agent (this process) ever held: the kernel's peak of a task includes
+        # the peak of the process that forked it, so only a higher one is the task's own
+        hold = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 + 80 * MiB
+        job_id = client.submit(job("short", SHORT_BUSY.replace("HOLD", str(hold))))
         assert ended(client, job_id)["state"] == "Completed"
         eff = client.efficiency(job_id)
         own = float(client.logs(job_id).split("cpu ")[1].split()[0])
     assert eff["sampled"] is True and eff["tasks"][0]["live"] is False, eff
     assert own >= 2.4, own
     assert abs(eff["cpu_seconds"] - own) <= 0.5, (own, eff)
+    # the child's memory was never sampled (it came and went between samples): the kernel's
+    # count, read as the task is reaped, gives the peak
+    assert eff["max_rss_bytes"] >= hold, eff
 
 
 def _run_jobs(cluster: FailureCluster) -> dict[str, str]:

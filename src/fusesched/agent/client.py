@@ -222,6 +222,8 @@ class AgentClient:
         if sensing is not None and hasattr(runtime, "on_exit"):
             # a task's final sample, taken as it exits, rides with its exit report
             setattr(runtime, "on_exit", sensing.final)  # noqa: B010 (not in Runtime)
+            # completed with the kernel's count of its CPU time and peak memory once reaped
+            setattr(runtime, "on_reaped", sensing.reaped)  # noqa: B010 (not in Runtime)
         # the node's dataset cache: given, else the runtime's (ProcessRuntime.data_cache)
         found = getattr(runtime, "data_cache", None)
         self.data_cache = data_cache or (found if isinstance(found, DatasetCache) else None)

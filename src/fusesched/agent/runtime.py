@@ -38,7 +38,7 @@ from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.task_data import TaskData
-from fusesched.agent.task_process import PID_NAME, TaskProcess, start_time
+from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_time
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
@@ -101,6 +101,9 @@ class ProcessRuntime:
         # called with a task's watch when its main process has exited, before it is reaped
         # (the agent's final sample: :meth:`fusesched.agent.sensing.Sensing.final`)
         self.on_exit: Callable[[TaskWatch], None] | None = None
+        # called with a task's id and what the kernel counted for it once it is reaped (its
+        # CPU time and peak memory; the sampler may have missed a short-lived child)
+        self.on_reaped: Callable[[str, Usage], None] | None = None
         if identities is not None:  # root, for others: its own folders must be its alone
             folders = [self.work_dir / "tasks"]
             folders += [image_cache.cache_dir] if image_cache is not None else []
@@ -355,7 +358,12 @@ class ProcessRuntime:
         # left behind in its group is killed now, then it is reaped.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(task.pid, signal.SIGKILL)
-        code = task.popen.wait()
+        code, usage = task.reap()
+        if usage is not None and self.on_reaped is not None:
+            try:
+                self.on_reaped(task.launch.task_id, usage)
+            except Exception:
+                log.exception("reap hook of task %s failed", task.launch.task_id)
         if task.pidfd is not None:
             os.close(task.pidfd)
             task.pidfd = None

@@ -33,6 +33,7 @@ from fusesched.agent.sensors import (
     TaskWatch,
     collect,
 )
+from fusesched.agent.task_process import Usage
 from fusesched.api.wire import SAMPLE_COUNTERS, GpuHealthWire, NodeHealthWire, TaskSampleWire
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,23 @@ class Sensing:
             for sample in samples:
                 if sample.task_id == watch.task_id:
                     self._finals[sample.task_id] = sample_to_wire(sample, watch.gpu_indices)
+
+    def reaped(self, task_id: str, usage: Usage) -> None:
+        """Complete a task's final sample with what the kernel counted once it was reaped: a
+        child the sampler never saw (shorter than the sampling interval, or gone by its last
+        look) still counts, and the sample's resident memory becomes the task's peak (the
+        zombie's own is 0). The larger of each reading is kept. Nothing without a final
+        sample (sampling off, or it failed)."""
+        with self._lock:
+            sample = self._finals.get(task_id)
+            if sample is None:
+                return
+            self._finals[task_id] = sample.model_copy(
+                update={
+                    "cpu_seconds": max(sample.cpu_seconds, usage.cpu_seconds),
+                    "rss_bytes": max(sample.rss_bytes, usage.max_rss_bytes or 0),
+                }
+            )
 
     def pending(
         self, ended: Collection[str] | None = None

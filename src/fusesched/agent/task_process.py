@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -20,6 +21,16 @@ from fusesched.agent.cgroups import TaskCgroup
 from fusesched.api.wire import TaskLaunch
 
 PID_NAME = "pid"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What the kernel counted for a reaped task: its main process and every descendant
+    that was reaped before it (a shell's commands): CPU time, and the largest resident set
+    any one of them reached (when it can be told from the agent's own, see :meth:`reap`)."""
+
+    cpu_seconds: float
+    max_rss_bytes: int | None  # None: not above the agent's own peak, which it includes
 
 
 @dataclass
@@ -96,6 +107,26 @@ class TaskProcess:
             os.killpg(self.pid, signal.SIGKILL)
         if self.cgroup is not None:
             self.cgroup.kill_all()
+
+    def reap(self) -> tuple[int, Usage | None]:
+        """Reap the exited main process: (its exit code as ``Popen.returncode`` gives it, what
+        the kernel counted for it and its reaped descendants; None when it was reaped
+        elsewhere)."""
+        try:
+            _, status, rusage = os.wait4(self.pid, 0)
+        except ChildProcessError:  # reaped elsewhere (Popen.poll): no usage to read
+            return self.popen.wait(), None
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        # Linux counts in KiB. The peak of the process that forked the task (this agent) is
+        # in it too: exec records the replaced memory's high-water mark. A peak no higher
+        # than the agent's own says nothing about the task.
+        peak = rusage.ru_maxrss * 1024
+        inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        usage = Usage(
+            cpu_seconds=rusage.ru_utime + rusage.ru_stime,
+            max_rss_bytes=peak if peak > inherited else None,
+        )
+        return self.popen.returncode, usage
 
     def has_exited(self) -> bool:
         try:

@@ -330,6 +330,12 @@ def _notes(
         notes.append(f"{missing} of {len(tasks)} tasks not sampled: totals cover the others")
     if any(t.live for t in sampled):
         notes.append("running: values so far, as of the tasks' latest samples")
+    if all(t.max_rss_bytes is None for t in sampled):
+        notes.append(
+            "memory peak not measured: no sample saw the tasks' processes running (shorter "
+            f"than the sampling interval, {SAMPLING_HINT}), and their peak was no higher than "
+            "their agent's own, from which the kernel's count cannot tell it"
+        )
     if gpus > 0 and all(t.gpu_util_mean is None for t in sampled):
         notes.append("GPU utilisation not reported by the agents (no GPU readings)")
     return notes

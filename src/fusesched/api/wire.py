@@ -179,7 +179,7 @@ class TaskSampleWire(_Wire):
     task_id: str
     time: Finite
     cpu_seconds: Finite = 0.0
-    rss_bytes: int = 0
+    rss_bytes: int = 0  # resident now; in an exited task's final sample, its peak (kernel's count)
     read_bytes: int = 0  # storage I/O
     write_bytes: int = 0
     read_chars: int = 0  # every read()/write() syscall

@@ -151,7 +151,9 @@ class UsageTally:
             gpu_util = self._gpu_first
         return TaskUsage(
             cpu_seconds=self._cpu_base + self._cpu_last,
-            max_rss_bytes=self._rss,
+            # no sample saw resident memory (only the exited main process was left, and the
+            # kernel's peak could not be told from the agent's): not measured, not zero
+            max_rss_bytes=self._rss or None,
             gpu_util_mean=gpu_util,
             max_gpu_memory_bytes=self._gpu_mem,
             samples=self.samples,
