@@ -278,6 +278,10 @@ class Client:
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 
+    def fairshare(self) -> list[dict[str, Any]]:
+        """The fair-share tree, one row per account (as Slurm's sshare)."""
+        return list(self._call("GET", "/v1/fairshare"))
+
     def usage(
         self,
         start: str | float = "-30d",

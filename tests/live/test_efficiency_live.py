@@ -77,7 +77,8 @@ def test_efficiency_of_busy_idle_and_memory_hungry_jobs(tmp_path: Path) -> None:
 #: its own CPU time; prints its CPU time and its reaped children's
 SHORT_BUSY = (
     "import os, subprocess, sys, time\n"
-    "spin = 'import time\\nx = bytes(range(256)) * (HOLD // 256)\\nwhile time.process_time() < 0.5:\\n    pass\\n'\n"
+    "spin = ('import time\\nx = bytes(range(256)) * (HOLD // 256)\\n'\n"
+    "        'while time.process_time() < 0.5:\\n    pass\\n')\n"
     "subprocess.run([sys.executable, '-c', spin], check=True)\n"
     "while time.process_time() < 2.0:\n    pass\n"
     "t = os.times()\n"

@@ -9,8 +9,9 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import PlainTextResponse, Response
 
 from fusesched.api.access import Access, Caller, person
+from fusesched.api.queues import queue_view, visible_queues, visible_shares
 from fusesched.api.responses import forbidden
-from fusesched.api.schemas import NodeView, QueueView, UsageView, usage_view
+from fusesched.api.schemas import FairShareRow, NodeView, QueueView, UsageView, usage_view
 from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from fusesched.controller.metrics import metrics_for
 from fusesched.model.resources import format_quantity
@@ -25,7 +26,8 @@ from fusesched.store.usage import (
 
 
 def add_cluster_routes(app: FastAPI, access: Access) -> None:
-    """Serve ``/v1/nodes``, ``/metrics``, ``/v1/queues`` and ``/v1/usage`` from ``app``."""
+    """Serve ``/v1/nodes``, ``/metrics``, ``/v1/queues``, ``/v1/fairshare`` and ``/v1/usage``
+    from ``app``."""
     controller = access.controller
     checker = access.auth
 
@@ -63,11 +65,21 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
 
     @app.get("/v1/queues", response_model=list[QueueView], tags=["cluster"])
     def queues(p: Caller) -> list[QueueView]:
+        """Each queue with its pending and running jobs; the tenancy configuration's queues
+        (idle ones too) with their tenant, cohort, shares and quota: nominal, in use,
+        borrowed from the cohort, still available (as Kueue's ClusterQueue status). Quotas:
+        cluster-admins see all, others their own tenant's queues'."""
         person(p)
-        return [
-            QueueView(name=name, pending=pending, running=running)
-            for name, pending, running in controller.queue_counts()
-        ]
+        return visible_queues(queue_view(controller)["queues"], p)
+
+    @app.get("/v1/fairshare", response_model=list[FairShareRow], tags=["cluster"])
+    def fairshare(p: Caller) -> list[FairShareRow]:
+        """The fair-share tree (as Slurm's sshare): per account (organisation, tenant, queue,
+        user) its shares, decayed usage and fair-share factor. Empty without a tenancy
+        configuration (no fair share). Cluster-admins see the whole tree; a tenant-admin its
+        tenant's branch; a user that branch without the other users."""
+        person(p)
+        return visible_shares(queue_view(controller)["fairshare"], p)
 
     @app.get("/v1/usage", response_model=UsageView, tags=["cluster"])
     def usage(

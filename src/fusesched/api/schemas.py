@@ -196,10 +196,46 @@ class NodeDrained(_View):
     drain_reason: str | None
 
 
+class QuotaCell(_View):
+    """One quota column of a queue: amounts as quantities ("4", "16Gi"), ``available``
+    "unlimited" when nothing bounds it; ``fraction`` = used ÷ nominal."""
+
+    flavor: str
+    resource: str
+    nominal: str
+    used: str
+    borrowed: str
+    available: str
+    fraction: float
+
+
 class QueueView(_View):
+    """A queue's jobs; for a queue of the tenancy configuration also its tenant, cohort,
+    fair-share weight and quota (a queue that only has jobs: those alone)."""
+
     name: str
-    pending: int
-    running: int
+    tenant: str | None = None
+    cohort: str | None = None
+    shares: float | None = None
+    pending: int = 0
+    running: int = 0
+    quota: list[QuotaCell] = Field(default_factory=list)
+    borrowing: bool = False
+
+
+class FairShareRow(_View):
+    """One account of the fair-share tree (as Slurm's sshare): its shares, its decayed usage,
+    and its fair-share factor (1 best, 0 worst)."""
+
+    account: str  # organisation/tenant/queue/user
+    depth: int
+    shares: float
+    norm_shares: float
+    usage: float
+    norm_usage: float
+    level_fs: float | None = None  # None: no usage yet (infinite)
+    position: int | None = None
+    factor: float | None = None
 
 
 class RemoteLaunch(_Input):

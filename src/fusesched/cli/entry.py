@@ -28,6 +28,7 @@ CLIENT_COMMANDS = frozenset(
         "drain",
         "undrain",
         "queues",
+        "share",
         "token",
     }
 )

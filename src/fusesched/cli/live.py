@@ -399,25 +399,6 @@ def _memory(text: str) -> str:
     return text
 
 
-def queues(
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Pending and running jobs per queue."""
-    found = _call(_client(controller_url, token, ca).queues)
-    if as_json:
-        _print_json(found)
-        return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    for name in ("queue", "pending", "running"):
-        table.add_column(name, justify="left" if name == "queue" else "right")
-    for q in found:
-        table.add_row(q["name"], str(q["pending"]), str(q["running"]))
-    console.print(table)
-
-
 def priority(
     job_id: Annotated[str, typer.Argument(help="Job id (a waiting job).")],
     controller_url: ControllerOpt = None,
@@ -468,10 +449,11 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.efficiency import eff
     from fusesched.cli.job_holds import hold, release, requeue, update
     from fusesched.cli.node_admin import drain, undrain
+    from fusesched.cli.queue_status import queues, share
     from fusesched.cli.submission import SBATCH_CONTEXT, sbatch, submit
 
     commands = (submit, jobs, show, logs, cancel, hold, release, requeue, update, nodes)
-    for fn in (*commands, eff, drain, undrain, queues, priority):
+    for fn in (*commands, eff, drain, undrain, queues, share, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")

@@ -16,6 +16,7 @@ from typing import Annotated, Final
 from fastapi import FastAPI, HTTPException, Query
 
 from fusesched.api.access import Access, Caller
+from fusesched.api.queues import queue_view
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
 from fusesched.model.tenancy import DEFAULT_QOS
@@ -31,7 +32,7 @@ from fusesched.portal.schemas import (
     WhatIfRequest,
     WhatIfRun,
 )
-from fusesched.portal.views import NodeReasons, cluster_view, history_view, queue_view
+from fusesched.portal.views import NodeReasons, cluster_view, history_view
 from fusesched.portal.whatif import WhatIfError, WhatIfRunner
 from fusesched.store.records import EventRecord
 from fusesched.store.usage import UsageQueryError, parse_time

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fusesched.api.schemas import JobView
+from fusesched.api.schemas import FairShareRow, JobView
+from fusesched.api.schemas import QueueView as QueueStanding
 
 
 class _View(BaseModel):
@@ -99,39 +100,6 @@ class ClusterView(_View):
     pools: list[PoolSummary]
     power_saving: bool
     unhealthy: list[NodeOccupancy]  # drained, down, suspended or not powered on
-
-
-class QuotaCell(_View):
-    flavor: str
-    resource: str
-    nominal: str
-    used: str
-    borrowed: str
-    available: str
-    fraction: float
-
-
-class QueueStanding(_View):
-    name: str
-    tenant: str | None = None
-    cohort: str | None = None
-    shares: float | None = None
-    pending: int = 0
-    running: int = 0
-    quota: list[QuotaCell] = Field(default_factory=list)
-    borrowing: bool = False
-
-
-class FairShareRow(_View):
-    account: str  # organisation/tenant/queue/user
-    depth: int
-    shares: float
-    norm_shares: float
-    usage: float
-    norm_usage: float
-    level_fs: float | None = None  # None: no usage yet (infinite)
-    position: int | None = None
-    factor: float | None = None
 
 
 class QueuesView(_View):

@@ -2,8 +2,7 @@
 
 * :func:`cluster_view`: every node with its state (and why), power state, CPU, memory, GPU and
   MIG occupancy, and which job holds each device (the heat map);
-* :func:`queue_view`: each queue with its pending and running jobs, its quota (nominal, in
-  use, borrowed, still available) and the fair-share standing of its accounts;
+* the Queues page: :func:`fusesched.api.queues.queue_view` (as ``GET /v1/queues``);
 * :func:`history_view`: utilisation, wait time and estimated energy per time bucket.
 
 Reads only: nothing here changes the controller's state.
@@ -11,7 +10,6 @@ Reads only: nothing here changes the controller's state.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -22,13 +20,10 @@ from fusesched.model.node import LABEL_POOL, LOCAL_POOL
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources, format_quantity
 from fusesched.portal.schemas import (
     DeviceSlot,
-    FairShareRow,
     HistoryPoint,
     HistoryView,
     NodeOccupancy,
     PoolSummary,
-    QueueStanding,
-    QuotaCell,
     ResourceUse,
 )
 from fusesched.store.schema import events, jobs
@@ -175,87 +170,6 @@ def cluster_view(ctl: Controller, reasons: Mapping[str, tuple[str, str, float]])
         "power_saving": power is not None,
         "unhealthy": [n for n in nodes if n.state != "up" or n.power != "on"],
     }
-
-
-# --------------------------------------------------------------------------- queues
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def queue_view(ctl: Controller) -> dict[str, Any]:
-    """Queues with their jobs, quotas, borrowing and the fair-share standing of accounts."""
-    from fusesched.policies.fairshare import fairshare_factors
-
-    counts = {name: (p, r) for name, p, r in ctl.queue_counts()}
-    with ctl.lock:
-        gate = ctl.core.tenants
-        now = ctl.clock()
-        standings: list[QueueStanding] = []
-        fair: list[FairShareRow] = []
-        configured: set[str] = set()
-        if gate is not None:
-            ledger = gate.ledger
-            for queue in gate.config.queues:
-                configured.add(queue.name)
-                nominal, used = ledger.nominal(queue.name), ledger.usage(queue.name)
-                borrowed, available = ledger.borrowed(queue.name), ledger.available(queue.name)
-                cells = [
-                    QuotaCell(
-                        flavor=flavor,
-                        resource=resource,
-                        nominal=format_quantity(resource, amount),
-                        used=format_quantity(resource, used.get((flavor, resource), 0)),
-                        borrowed=format_quantity(resource, borrowed.get((flavor, resource), 0)),
-                        available=_amount(resource, available.get((flavor, resource), 0)),
-                        fraction=round(used.get((flavor, resource), 0) / amount, 4)
-                        if amount > 0
-                        else 0.0,
-                    )
-                    for (flavor, resource), amount in sorted(nominal.items())
-                ]
-                pending, running = counts.get(queue.name, (0, 0))
-                standings.append(
-                    QueueStanding(
-                        name=queue.name,
-                        tenant=queue.tenant,
-                        cohort=queue.cohort,
-                        shares=queue.shares,
-                        pending=pending,
-                        running=running,
-                        quota=cells,
-                        borrowing=any(c.borrowed not in ("0", "0m") for c in cells),
-                    )
-                )
-            try:
-                result = fairshare_factors(gate.config, gate.tracker, now)
-            except ValueError:
-                result = None
-            if result is not None:
-                for entry in sorted(result.entries.values(), key=lambda e: e.account):
-                    fair.append(
-                        FairShareRow(
-                            account="/".join(entry.account),
-                            depth=len(entry.account),
-                            shares=entry.shares,
-                            norm_shares=round(entry.norm_shares, 6),
-                            usage=round(entry.usage, 3),
-                            norm_usage=round(entry.norm_usage, 6),
-                            level_fs=_finite(entry.level_fs),
-                            position=entry.position,
-                            factor=entry.factor,
-                        )
-                    )
-    for name, (pending, running) in counts.items():
-        if name not in configured:
-            standings.append(QueueStanding(name=name, pending=pending, running=running))
-    standings.sort(key=lambda q: q.name)
-    return {"tenancy": gate is not None, "queues": standings, "fairshare": fair}
-
-
-def _amount(resource: str, amount: int) -> str:
-    return "unlimited" if amount >= 2**60 else format_quantity(resource, amount)
 
 
 # --------------------------------------------------------------------------- history
