@@ -47,8 +47,9 @@ HELP_MARKUP: Final = "markdown"
 #: Commands with a quick path that needs no command framework (see :mod:`fusesched.cli.fast`).
 FAST_COMMANDS = frozenset({"submit", "sbatch"})
 #: Options that leave the quick path to the full command (``--test-only`` submits nothing:
-#: it asks the controller when the jobs would start).
-SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only"})
+#: it asks the controller when the jobs would start; ``--parsable`` and ``-W/--wait`` are the
+#: full command's, cli/submission.py).
+SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--parsable", "--wait", "-W"})
 
 
 def main() -> None:
@@ -56,7 +57,9 @@ def main() -> None:
     if args and args[0] in FAST_COMMANDS and not SLOW_OPTIONS & set(args):
         from fusesched.cli.fast import run
 
-        sys.exit(run(args[0], args[1:]))
+        code = run(args[0], args[1:])
+        if code is not None:  # (None: a script asks for what only the full command does)
+            sys.exit(code)
     if len(sys.argv) > 1 and sys.argv[1] in CLIENT_COMMANDS:
         import typer
 

@@ -33,6 +33,19 @@ class UsageError(Exception):
     pass
 
 
+class HandOver(Exception):
+    """The full command must do this one (a script's ``#SBATCH --wait``, ``--parsable``)."""
+
+
+def _asks_the_command(text: str) -> bool:
+    """Whether a script's ``#SBATCH`` lines may give ``--wait``, ``-W`` or ``--parsable``,
+    which the full command honours (cli/submission.py); a false alarm costs only speed."""
+    return any(
+        line.startswith("#SBATCH") and ("--wait" in line or "--parsable" in line or "-W" in line)
+        for line in text.split("\n")
+    )
+
+
 def _split(argv: Sequence[str]) -> tuple[dict[str, str], bool, list[str]]:
     """(our options, --json, the rest): our options may come anywhere, as ``--x V`` or ``--x=V``."""
     own: dict[str, str] = {}
@@ -58,11 +71,14 @@ def _split(argv: Sequence[str]) -> tuple[dict[str, str], bool, list[str]]:
 def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
-            return handle.read()
+            text = handle.read()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read the file: {exc}") from None
+    if _asks_the_command(text):
+        raise HandOver
+    return text
 
 
 def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
@@ -94,13 +110,16 @@ def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
     )
 
 
-def run(command: str, argv: Sequence[str]) -> int:
+def run(command: str, argv: Sequence[str]) -> int | None:
+    """The command's exit status; None when the full command must do it (:class:`HandOver`)."""
     try:
         own, as_json, rest = _split(argv)
         files = _files(command, rest)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except HandOver:
+        return None
     try:
         answer = submit_files(files, own)
     except ControllerError as exc:

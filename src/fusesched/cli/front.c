@@ -738,9 +738,25 @@ static int read_text(const char *path, Buf *out) {
     return 1;
 }
 
+/* Whether a script's #SBATCH lines may give --wait, -W or --parsable, which the Python
+ * command honours (fast._asks_the_command); a false alarm costs only speed. */
+static int asks_the_command(const char *text) {
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n >= 7 && !strncmp(line, "#SBATCH", 7) &&
+            (memmem(line, n, "--wait", 6) || memmem(line, n, "--parsable", 10) ||
+             memmem(line, n, "-W", 2)))
+            return 1;
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 static void add_file(Buf *body, const char *name, const char *path) {
     Buf text = {0};
     if (!utf8_valid(name, strlen(name), 0) || !read_text(path, &text)) to_python();
+    if (asks_the_command(text.data)) to_python();
     buf_str(body, "{\"name\": ");
     json_str(body, name, strlen(name), 0);
     buf_str(body, ", \"text\": ");
@@ -1219,7 +1235,9 @@ int main(int argc, char **argv) {
     if (!sbatch && strcmp(argv[1], "submit")) to_python();
     for (int i = 2; i < argc; i++) /* anywhere, even as an option's value (cli.entry) */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
-            !strcmp(argv[i], "--test-only")) /* submits nothing: the Python command asks */
+            !strcmp(argv[i], "--test-only") || /* submits nothing: the Python command asks */
+            !strcmp(argv[i], "--parsable") || !strcmp(argv[i], "--wait") ||
+            !strcmp(argv[i], "-W")) /* the Python command's own (cli/submission.py) */
             to_python();
     standard_fds();
 

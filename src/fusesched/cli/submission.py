@@ -1,10 +1,14 @@
 """The submitting commands: ``fusesched submit`` (job files of any format) and
-``fusesched sbatch`` (a Slurm batch script, or ``--wrap``), each with ``--test-only``."""
+``fusesched sbatch`` (a Slurm batch script, or ``--wrap``), each with ``--test-only``,
+``--parsable`` (print only the ids) and ``--wait`` (return when the jobs have ended, with their
+exit status: :mod:`fusesched.cli.waiting`)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,6 +31,11 @@ WRAP_SOURCE = "wrap"
 #: sbatch takes Slurm's own options, so the command lets unknown options through to them.
 SBATCH_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
+#: Options for the command itself that sbatch takes among Slurm's (not for the job):
+#: ``--test-only``, ``--parsable``, ``-W/--wait``.
+PARSABLE = "--parsable"
+WAIT = ("-W", "--wait")
+
 
 def _wraps(args: list[str]) -> bool:
     """True when sbatch's options have ``--wrap``: no script file, the command stands for it."""
@@ -44,6 +53,65 @@ def _split_sbatch_args(args: list[str]) -> tuple[list[str], Path | None, list[st
     return args, None, []
 
 
+def _script_flags(path: Path) -> frozenset[str]:
+    """``parsable``/``wait`` when the file is a batch script whose ``#SBATCH`` lines ask for
+    them (Slurm lets a script give sbatch's own options)."""
+    from fusesched.submit.sbatch import command_flags
+
+    try:
+        return command_flags(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):  # (the parser has already read it)
+        return frozenset()
+
+
+def print_ids(ids: Sequence[str]) -> None:
+    """``--parsable``: the ids, one a line, and nothing else on stdout."""
+    sys.stdout.write("".join(f"{job_id}\n" for job_id in ids))
+    sys.stdout.flush()
+
+
+def wait_and_exit(client: Any, ids: Sequence[str], prog: str) -> None:
+    """``--wait``: say each change of state on stderr until every job in ``ids`` has ended,
+    then exit with their status (:func:`fusesched.cli.waiting.exit_status`). Ctrl-C stops
+    waiting (the jobs keep running, as with sbatch) and exits 130."""
+    from fusesched.cli.waiting import INTERRUPTED, exit_status, wait_for
+
+    def say(line: str) -> None:
+        err.print(f"{prog}: {line}", highlight=False, markup=False)
+
+    try:
+        ended = _call(wait_for, client, ids, say)
+    except KeyboardInterrupt:
+        shown = ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "")
+        say(f"stopped waiting; job {shown} keeps running (fusesched cancel to stop it)")
+        raise typer.Exit(INTERRUPTED) from None
+    outcome = exit_status(ended)
+    if outcome.code:
+        if len(ids) > 1:
+            say(f"{len(outcome.lines)} of {len(ids)} jobs did not complete")
+        say(f"exit status {outcome.code}")
+        raise typer.Exit(outcome.code)
+
+
+def _check_flags(test_only: bool, parsable: bool, wait: bool, as_json: bool) -> None:
+    """Usage errors (exit 2) among the command's own options, as given on the command line
+    (a script's ``#SBATCH --wait`` is simply not acted on with ``--test-only``)."""
+    if test_only and (wait or parsable):
+        shown = "--wait" if wait else "--parsable"
+        _fail(f"--test-only submits nothing: it takes no {shown}", 2)
+    if as_json and parsable:
+        _fail("give --json or --parsable, not both", 2)
+
+
+def _submitted_ids(job_ids: Sequence[str], requests: Sequence[Any]) -> list[str]:
+    """The jobs to wait for: each submitted job, or each member of an array."""
+    from fusesched.cli.waiting import member_ids
+
+    return [
+        m for job_id, r in zip(job_ids, requests, strict=True) for m in member_ids(job_id, r.array)
+    ]
+
+
 def submit(
     files: Annotated[
         list[Path],
@@ -59,24 +127,50 @@ def submit(
             "(as sbatch --test-only).",
         ),
     ] = False,
+    parsable: Annotated[
+        bool,
+        typer.Option(
+            "--parsable",
+            help="Print only the job ids, one a line (as sbatch --parsable): "
+            "`ids=$(fusesched submit --parsable a.yaml b.sh)`.",
+        ),
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            "-W",
+            help="Return when every job (each member of an array) has ended: exit 0 if all "
+            "completed, else the highest exit code (1 for a job cancelled, timed out or ended "
+            "without one). State changes are said on stderr; Ctrl-C stops waiting (exit 130), "
+            "the jobs keep running.",
+        ),
+    ] = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit jobs; the format of each file is recognised from its content."""
+    """Submit jobs; the format of each file is recognised from its content.
+
+    A batch script's `#SBATCH --parsable` or `#SBATCH --wait` line counts as the option."""
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.load import load_submission
 
     requests = []
+    flags: set[str] = set()
     try:
         for path in files:
             for parsed in load_submission(path):
                 requests.append(parsed.request)
                 for warning in parsed.warnings:
                     err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            flags |= _script_flags(path)
     except SubmitError as exc:
         _fail(str(exc), 2)
+    _check_flags(test_only, parsable, wait, as_json)
+    parsable = parsable or ("parsable" in flags and not as_json)  # (--json given wins)
+    wait = wait or "wait" in flags
     client = _client(controller_url, token, ca)
     payload = [r.model_dump(mode="json", exclude_none=True) for r in requests]
     if test_only:
@@ -89,11 +183,15 @@ def submit(
         if len(payload) == 1
         else _call(client.submit_many, payload)
     )
-    if as_json:
+    if parsable:
+        print_ids(ids)
+    elif as_json:
         _print_json({"id": ids[0], "ids": ids} if len(ids) == 1 else {"ids": ids})
     else:
         for job_id in ids:
             console.print(f"Submitted job {job_id}", highlight=False)
+    if wait:
+        wait_and_exit(client, _submitted_ids(ids, requests), "submit")
 
 
 def sbatch(
@@ -108,13 +206,22 @@ def sbatch(
     The script's #SBATCH directives are honoured; options given here override them, as with
     Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). Without a script,
     --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname").
+
+    `--parsable` prints only the job id: `jid=$(fusesched sbatch --parsable job.sh)`.
+    `-W`/`--wait` returns when the job (every member of an array) has ended, with its exit
+    code (an array's highest; 1 for a job cancelled, timed out or ended without a code),
+    saying its state changes on stderr; Ctrl-C stops waiting and leaves the job running
+    (exit 130). A script's `#SBATCH --parsable` and `#SBATCH --wait` lines count as the options.
     """
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import load_sbatch, parse_sbatch
 
     args = list(ctx.args)
     test_only = "--test-only" in args  # (sbatch's own: submit nothing, say when it would start)
-    options, script, rest = _split_sbatch_args([a for a in args if a != "--test-only"])
+    parsable = PARSABLE in args
+    wait = any(a in WAIT for a in args)
+    own = {"--test-only", PARSABLE, *WAIT}
+    options, script, rest = _split_sbatch_args([a for a in args if a not in own])
     if script is None and not _wraps(options):
         _fail(
             "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
@@ -133,6 +240,10 @@ def sbatch(
     request = parsed.request
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    _check_flags(test_only, parsable, wait, as_json)
+    flags = frozenset() if script is None or test_only else _script_flags(script)
+    parsable = parsable or ("parsable" in flags and not as_json)  # (--json given wins)
+    wait = wait or "wait" in flags
     client = _client(controller_url, token, ca)
     payload = request.model_dump(mode="json", exclude_none=True)
     if test_only:
@@ -141,7 +252,11 @@ def sbatch(
         report_trial(_call(client.test_start, [payload]), as_json)
         return
     job_id = _call(client.submit, payload)
-    if as_json:
+    if parsable:
+        print_ids([job_id])
+    elif as_json:
         _print_json({"id": job_id})
     else:
         console.print(f"Submitted batch job {job_id}", highlight=False)
+    if wait:
+        wait_and_exit(client, _submitted_ids([job_id], [request]), "sbatch")

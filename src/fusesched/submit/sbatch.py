@@ -75,6 +75,7 @@ SHORT_OPTIONS: Final = {
     "t": "time",
     "w": "nodelist",
     "x": "exclude",
+    "W": "wait",
 }
 VALUE_OPTIONS: Final = frozenset(
     {
@@ -92,6 +93,10 @@ VALUE_OPTIONS: Final = frozenset(
     }
 )
 FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
+#: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
+#: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
+#: :func:`command_flags` and the job ignores them.
+COMMAND_FLAGS: Final = frozenset({"parsable", "wait"})
 QOS_NAMES: Final = {
     "gold": QoS.GOLD,
     "high": QoS.GOLD,
@@ -166,6 +171,11 @@ class _Reader:
                 )
             if name in FLAG_OPTIONS:
                 self.options[name] = _Directive(written, value, line)
+                continue
+            if name in COMMAND_FLAGS:
+                if has_value:
+                    raise self.error(f"{written} takes no value", line, written)
+                self.options[name] = _Directive(written, "", line)
                 continue
             if name == "test-only":  # ignored, it would submit what was meant to be tried
                 raise self.error(
@@ -255,6 +265,18 @@ def parse_sbatch(
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
+
+
+def command_flags(script: str) -> frozenset[str]:
+    """The options for the submitting command (:data:`COMMAND_FLAGS`) that a batch script's
+    ``#SBATCH`` lines give; none for text that is not a batch script (YAML, a broken
+    script: its parser reports what is wrong)."""
+    reader = _Reader("<script>")
+    try:
+        _scan(script, reader)
+    except SubmitError:
+        return frozenset()
+    return COMMAND_FLAGS & reader.options.keys()
 
 
 def wrap_script(reader: _Reader) -> str:

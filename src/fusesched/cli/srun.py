@@ -1,0 +1,435 @@
+"""``fusesched run``: Slurm's ``srun`` used outside an allocation — submit a command as a job,
+wait for it to start, print its tasks' output as it comes and exit with its exit code.
+
+The options are sbatch's: the job is built by :func:`fusesched.submit.sbatch.parse_sbatch`
+with ``--wrap``, then every task runs the command itself, as srun's tasks do. The options
+end at the first word that is not an option or at ``--``; the rest is the command.
+:func:`split_run_args` is that split, pure; :func:`run` does the rest. Standard input is not
+forwarded and there is no pseudo-terminal (``srun --pty``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
+from fusesched.cli.waiting import FINISHED, INTERRUPTED, describe, exit_code
+
+#: Options of ``run`` itself (not of the job).
+LABEL = ("-l", "--label")
+QUIET = ("-Q", "--quiet")
+UNBUFFERED = ("-u", "--unbuffered")  # accepted: output is passed on as it arrives anyway
+HELP = ("-h", "--help")
+OWN_VALUES = ("--controller", "--token", "--ca")
+
+#: srun options that have no meaning here: accepted with a warning (and their value skipped).
+IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m", "export": ""}
+
+#: sbatch options ``run`` refuses, and why.
+REFUSED = {
+    "wrap": "run takes the command itself (fusesched run [OPTIONS] COMMAND [ARGS...])",
+    "array": "run starts one job, not an array: use fusesched sbatch --array",
+    "test-only": "use fusesched sbatch --test-only --wrap=... to ask when it would start",
+    "parsable": "sbatch's; run prints the command's output, not the job id",
+    "wait": "sbatch's; run always waits for the command",
+    "pty": "there is no pseudo-terminal: run passes the output on, not a terminal "
+    "(stdin is not forwarded either)",
+}
+
+#: A job not started this long after its submission is said to wait (as srun says it).
+QUEUED_AFTER_S = 1.0
+#: A job name is at most this long (``JobRequest.name``).
+MAX_NAME = 200
+#: A job's output is read on this long after its end when a task wrote a lot just before it
+#: ended: an agent sends at most ``MAX_LOG_CHUNK`` bytes of a task's output at a time
+#: (agent/logtext.py), so the rest of a large last burst reaches the controller after the end.
+SETTLE_S = 1.5
+
+
+class RunUsageError(Exception):
+    """A mistake in ``run``'s arguments (exit status 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunArgs:
+    """``run``'s arguments, split: the sbatch options for the job, run's own settings and the
+    command."""
+
+    options: tuple[str, ...]
+    command: tuple[str, ...]
+    label: bool = False
+    quiet: bool = False
+    help: bool = False
+    own: dict[str, str] = field(default_factory=dict)  # --controller, --token, --ca
+    warnings: tuple[str, ...] = ()
+
+
+def _option_names() -> tuple[dict[str, str], frozenset[str], frozenset[str]]:
+    from fusesched.submit.sbatch import (
+        COMMAND_FLAGS,
+        FLAG_OPTIONS,
+        SHORT_OPTIONS,
+        VALUE_OPTIONS,
+    )
+
+    return SHORT_OPTIONS, VALUE_OPTIONS | COMMAND_FLAGS, FLAG_OPTIONS
+
+
+def split_run_args(args: Sequence[str]) -> RunArgs:
+    """Split ``run``'s arguments at the command: options up to the first word that is not one
+    (or an option's value), or up to ``--``. Raises :class:`RunUsageError` for an unknown
+    option, a refused one, a missing value or no command."""
+    short, values, flags = _option_names()
+    options: list[str] = []
+    own: dict[str, str] = {}
+    warnings: list[str] = []
+    label = quiet = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            i -= 1
+            break
+        if arg in HELP:
+            return RunArgs((), (), help=True)
+        if arg in LABEL:
+            label = True
+            continue
+        if arg in QUIET:
+            quiet = True
+            continue
+        if arg in UNBUFFERED:
+            continue
+        written, eq, value = arg.partition("=")
+        if written in OWN_VALUES:
+            if not eq:
+                if i >= len(args):
+                    raise RunUsageError(f"{written} needs a value")
+                value = args[i]
+                i += 1
+            own[written] = value
+            continue
+        if arg.startswith("--"):
+            name, attached = written[2:], bool(eq)
+        else:
+            name, attached = short.get(arg[1], ""), len(arg) > 2
+            if not name:
+                name = next((k for k, s in IGNORED_VALUES.items() if s == arg[1]), "")
+            written = arg[:2]
+        if name in REFUSED:
+            raise RunUsageError(f"{written}: {REFUSED[name]}")
+        if name in IGNORED_VALUES:
+            if not attached:
+                if i >= len(args):
+                    raise RunUsageError(f"{written} needs a value")
+                i += 1
+            warnings.append(f"{written} is not supported by fusesched run; ignored")
+            continue
+        if name in flags:  # (--exclusive=user takes its value attached)
+            options.append(arg)
+            continue
+        if name in values:
+            options.append(arg)
+            if not attached:
+                if i >= len(args):
+                    raise RunUsageError(f"{written} needs a value")
+                options.append(args[i])
+                i += 1
+            continue
+        if arg.startswith("--") and eq:
+            options.append(arg)  # the sbatch parser warns that it is not supported, as sbatch
+            continue
+        raise RunUsageError(_unknown(written, short, values, flags))
+    command = tuple(args[i:])
+    if not command:
+        raise RunUsageError("no command given (usage: fusesched run [OPTIONS] COMMAND [ARGS...])")
+    return RunArgs(tuple(options), command, label, quiet, False, own, tuple(warnings))
+
+
+def _unknown(
+    written: str, short: dict[str, str], values: frozenset[str], flags: frozenset[str]
+) -> str:
+    known = sorted(
+        {f"--{o}" for o in (*values, *flags, *IGNORED_VALUES)}
+        | {"--label", "--quiet", "--unbuffered"}
+        | {f"-{s}" for s in short}
+    )
+    close = difflib.get_close_matches(written, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return (
+        f"unknown option {written}{hint}: fusesched run cannot tell whether the next word is "
+        f"its value or the command (an option it does not know is ignored, with a warning, "
+        f"when written as {written}=VALUE)"
+        if written.startswith("--")
+        else f"unknown option {written}{hint}"
+    )
+
+
+def job_args(parsed: RunArgs) -> list[str]:
+    """The sbatch options that make the job: the command as ``--wrap`` and, unless ``-J``
+    names it, the command's base name as the job name (a later option wins)."""
+    name = os.path.basename(parsed.command[0].rstrip("/")) or parsed.command[0]
+    return [
+        f"--job-name={name[:MAX_NAME]}",
+        *parsed.options,
+        f"--wrap={shlex.join(parsed.command)}",
+    ]
+
+
+def job_request(parsed: RunArgs) -> tuple[Any, tuple[str, ...]]:
+    """The job (a ``JobRequest``) and the parser's warnings: sbatch's job for the options,
+    whose every task runs the command itself (not a batch script, whose first task alone
+    would run it). :class:`fusesched.submit.errors.SubmitError` for a bad option value."""
+    from fusesched.submit.request import parse_request
+    from fusesched.submit.sbatch import parse_sbatch
+
+    job = parse_sbatch("", source="run", args=job_args(parsed))
+    data = job.request.model_dump(mode="json", exclude_none=True)
+    group = data["groups"][0]
+    del group["script"]
+    group["argv"] = list(parsed.command)
+    return parse_request(data, source="run"), job.warnings
+
+
+def task_index(task_id: str) -> int:
+    """A task's index in the job (``<job>[-r<run>].main.<index>``)."""
+    tail = task_id.rsplit(".", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class Output:
+    """The tasks' output to stdout: one task's as it comes; several tasks' a whole line at a
+    time (so that their lines do not mix), with ``label`` each line prefixed with its task's
+    index (``0: ``, as ``srun -l``)."""
+
+    def __init__(self, write: Callable[[str], None], label: bool, width: int) -> None:
+        self.write = write
+        self.label = label
+        self.width = width
+        self.partial: dict[int, str] = {}
+        self.whole_lines = label or width > 1
+
+    def add(self, index: int, text: str) -> None:
+        if not text:
+            return
+        if not self.whole_lines:
+            self.write(text)
+            return
+        lines = (self.partial.pop(index, "") + text).split("\n")
+        if lines[-1]:
+            self.partial[index] = lines[-1]
+        out = "".join(self._line(index, line) + "\n" for line in lines[:-1])
+        if out:
+            self.write(out)
+
+    def end(self) -> None:
+        """What is left of each task's last line (no newline at its end)."""
+        for index in sorted(self.partial):
+            self.write(self._line(index, self.partial[index]) + "\n")
+        self.partial.clear()
+
+    def _line(self, index: int, line: str) -> str:
+        return f"{index:>{len(str(self.width - 1))}}: {line}" if self.label else line
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@dataclass
+class _Follow:
+    """Where each task's log was read up to."""
+
+    offsets: dict[str, int] = field(default_factory=dict)
+
+    def read(self, client: Any, job: dict[str, Any], out: Output) -> bool:
+        """Read what each task wrote since the last call; whether there was any."""
+        from fusesched.sdk import ControllerError
+
+        got = False
+        for task in job.get("tasks") or []:
+            task_id = task["task_id"]
+            try:
+                text, self.offsets[task_id] = client.logs_from(
+                    job["id"], task_id, self.offsets.get(task_id, 0)
+                )
+            except ControllerError as exc:
+                if exc.status != 404:
+                    raise
+                continue  # nothing written yet (a task that writes nothing has no log)
+            out.add(task_index(task_id), text)
+            got = got or bool(text)
+        return got
+
+
+def follow(
+    client: Any,
+    job_id: str,
+    tasks: int,
+    label: bool,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    poll_s: float = 0.25,
+) -> dict[str, Any]:
+    """Say when the job waits (not yet started after :data:`QUEUED_AFTER_S`, or held) and
+    when it starts, pass its tasks' output on to stdout, and return its final record once it
+    has ended and its output has been read to the end."""
+    from fusesched.agent.logtext import MAX_LOG_CHUNK
+
+    out = Output(_write, label, tasks)
+    logs = _Follow()
+    queued = started = False
+    since = clock()
+    earlier: dict[str, int] = {}  # the offsets two rounds ago
+    last: dict[str, int] = {}  # and one round ago
+    while True:
+        job: dict[str, Any] = client.show(job_id)
+        state = job["state"]
+        held = job.get("phase") == "held"
+        if state == "Pending" and not queued and (held or clock() - since >= QUEUED_AFTER_S):
+            why = " (held: fusesched release lets it start)" if held else ""
+            say(f"job {job_id} queued and waiting for resources{why}")
+            queued = True
+        if state != "Pending" and not started and job.get("nodes"):
+            say(f"job {job_id} started on {','.join(job['nodes'])}")
+            started = True
+        logs.read(client, job, out)
+        if state in FINISHED:
+            while logs.read(client, job, out):  # (the last chunks, read as final)
+                pass
+            if any(
+                at - earlier.get(task, 0) >= MAX_LOG_CHUNK // 2 for task, at in logs.offsets.items()
+            ):  # a large last burst: the agent may still be sending its rest
+                quiet = clock()
+                while clock() - quiet < SETTLE_S:
+                    sleep(min(poll_s, 0.1))
+                    if logs.read(client, job, out):
+                        quiet = clock()
+            out.end()
+            return job
+        earlier, last = last, dict(logs.offsets)
+        sleep(poll_s)
+
+
+def run(
+    ctx: typer.Context,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+) -> None:
+    """Run a command as a job and print its output, as Slurm's srun outside an allocation:
+    fusesched run [OPTIONS] COMMAND [ARGS...].
+
+    The options are sbatch's (-n/--ntasks, -N/--nodes, -c/--cpus-per-task, --mem, --gres,
+    --gpus, --gpus-per-node, --gpus-per-task, -t/--time, -p/--partition, -q/--qos,
+    -A/--account, -J/--job-name, -w, -x, -C, --exclusive, --reservation, -D/--chdir, ...),
+    and end at the command (or at `--`). The job is named after the command unless -J names
+    it. `-l`/`--label` prefixes each line with its task's index; without it every task's
+    output is printed, a whole line at a time when there are several tasks. `-Q`/`--quiet`
+    leaves out run's own messages on stderr (not its errors).
+
+    It waits for the job to start (saying so on stderr), prints its output as it comes and
+    exits with its exit code (1 when it was cancelled, timed out or ended without one).
+    Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is not
+    forwarded and there is no pseudo-terminal (srun --pty is not supported).
+    """
+    from fusesched.submit.errors import SubmitError
+
+    try:
+        parsed = split_run_args(list(ctx.args))
+    except RunUsageError as exc:
+        _fail(str(exc), 2)
+    if parsed.help:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+    def say(line: str) -> None:
+        if not parsed.quiet:
+            err.print(f"run: {line}", highlight=False, markup=False)
+
+    for warning in parsed.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    try:
+        request, warnings = job_request(parsed)
+    except SubmitError as exc:
+        _fail(str(exc), 2)
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    client = _client(
+        parsed.own.get("--controller", controller_url),
+        parsed.own.get("--token", token),
+        _path(parsed.own.get("--ca")) or ca,
+    )
+    job_id = _call(client.submit, request.model_dump(mode="json", exclude_none=True))
+    tasks = sum(group.replicas for group in request.groups)
+    signal.signal(signal.SIGINT, _first_interrupt)
+    try:
+        ended = _call(follow, client, job_id, tasks, parsed.label, say)
+    except KeyboardInterrupt:
+        _cancel(client, job_id)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (leaving now: no second thoughts)
+        raise typer.Exit(INTERRUPTED) from None
+    code = exit_code(ended)
+    if code:  # (said even with -Q, as srun's errors are)
+        err.print(f"run: job {job_id} {describe(ended)}", highlight=False, markup=False)
+    raise typer.Exit(code)
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text) if text else None
+
+
+def _first_interrupt(signum: int, frame: Any) -> None:
+    """Ctrl-C while following: stop (the job is then cancelled); the next one leaves at once."""
+    signal.signal(signal.SIGINT, _second_interrupt)
+    raise KeyboardInterrupt
+
+
+def _second_interrupt(signum: int, frame: Any) -> None:
+    sys.stderr.write("run: leaving without waiting for the cancellation\n")
+    sys.stderr.flush()
+    os._exit(INTERRUPTED)
+
+
+def _cancel(client: Any, job_id: str) -> None:
+    """Ctrl-C: cancel the job (a second Ctrl-C leaves without waiting for the answer)."""
+    from fusesched.sdk import ControllerError
+
+    err.print(f"run: cancelling job {job_id}", highlight=False, markup=False)
+    try:
+        client.cancel(job_id)
+    except ControllerError as exc:
+        err.print(f"run: could not cancel job {job_id}: {exc}", highlight=False, markup=False)
+
+
+#: ``run`` reads its own options (they end at the command, which may have options of its own).
+RUN_CONTEXT = {
+    "allow_extra_args": True,
+    "ignore_unknown_options": True,
+    "allow_interspersed_args": False,
+    "help_option_names": [],
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        rich_help_panel="Jobs and cluster",
+        context_settings=RUN_CONTEXT,
+        options_metavar="[OPTIONS] COMMAND [ARGS]...",
+    )(run)
