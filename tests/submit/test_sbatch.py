@@ -40,7 +40,8 @@ def test_training_script() -> None:
     assert group.resources == {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}
     assert req.placement.max_tasks_per_node == 4
     assert req.placement.node_selector == {"fusesched.io/gpu-model": "h200"}
-    assert parsed.warnings == ("train.sh:8: --mail-type is not supported; ignored",)
+    assert parsed.warnings == ()
+    assert req.notify is not None and req.notify.describe() == "END"  # to the job's user
     assert req.identified().type is JobType.AI_TRAIN
 
 
@@ -181,11 +182,11 @@ def test_other_comments_and_lookalikes_are_not_directives() -> None:
 
 def test_unknown_options_warn_and_skip_their_value() -> None:
     parsed = parse_sbatch(
-        "#!/bin/sh\n#SBATCH --mail-user me@x -n 2 -L lic1 --partiton=gpu\n./a\n", source="s.sh"
+        "#!/bin/sh\n#SBATCH --mcs-label lab -n 2 -L lic1 --partiton=gpu\n./a\n", source="s.sh"
     )
     assert parsed.request.groups[0].replicas == 2
     assert parsed.warnings == (
-        "s.sh:2: --mail-user is not supported; ignored",
+        "s.sh:2: --mcs-label is not supported; ignored",
         "s.sh:2: -L is not supported; ignored",
         "s.sh:2: --partiton is not supported (did you mean --partition?); ignored",
     )

@@ -56,6 +56,8 @@ class JobView(_View):
     priority: int = 0  # the job's own priority (sbatch --priority, update --priority)
     qos: str | None = None  # its QoS tier as applied (a tenancy file's default_qos when unnamed)
     time_limit_s: float | None = None  # its time limit, as changed by updates; None: none
+    mail_type: str | None = None  # what it is told of ("END,FAIL", sbatch --mail-type); None: none
+    mail_user: str | None = None  # who is told (sbatch --mail-user; default its user)
     nodes: list[str] = Field(default_factory=list)
     submit_time: float | None = None
     start_time: float | None = None

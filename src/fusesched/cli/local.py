@@ -36,6 +36,7 @@ from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.backends.federation_config import FederationConfig
+from fusesched.controller.notify_send import NotifyConfig
 from fusesched.controller.power import PowerConfig
 from fusesched.controller.records import UnknownNodeError
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
@@ -205,6 +206,7 @@ class LocalCluster:
         federation: FederationConfig | None = None,
         power: PowerConfig | None = None,
         agent_link: AgentLink = "http",
+        notify: NotifyConfig | None = None,
     ) -> None:
         if agent_link not in AGENT_LINKS:
             known = ", ".join(AGENT_LINKS)
@@ -222,6 +224,7 @@ class LocalCluster:
             tls_key=tls_key,
             federation=federation,
             power=power,
+            notify=notify,
         )
         self.ca = ca
         if isinstance(agents, int):

@@ -13,6 +13,7 @@ import typer
 if TYPE_CHECKING:
     from fusesched.backends.federation_config import FederationConfig
     from fusesched.cli.local import AgentLink
+    from fusesched.controller.notify_send import NotifyConfig
     from fusesched.controller.power import PowerConfig
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
@@ -69,6 +70,42 @@ def _load_power(path: Path | None) -> PowerConfig | None:
 
     try:
         return PowerConfig.load(path)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+
+
+def _notify_config(
+    smtp: str | None,
+    mail_from: str,
+    mail_domain: str,
+    starttls: bool,
+    smtp_user: str | None,
+    webhook: str | None,
+) -> NotifyConfig | None:
+    """The job-notification settings of the controller's options (None: no transport and no
+    option given); a clear error, exit 2, for bad ones. The SMTP password is read from
+    $FUSESCHED_SMTP_PASSWORD, never from an option."""
+    import os
+
+    from fusesched.controller.notify_send import PASSWORD_ENV, NotifyConfig
+
+    given = smtp is not None or webhook is not None or starttls or smtp_user is not None
+    if not given and not (mail_from or mail_domain):
+        return None
+    if smtp is None and mail_from:
+        _fail("--mail-from needs --smtp HOST:PORT", 2)
+    if smtp is None and webhook is None and mail_domain:
+        _fail("--mail-domain needs --smtp HOST:PORT or --notify-webhook URL", 2)
+    try:
+        return NotifyConfig(
+            smtp=smtp,
+            mail_from=mail_from,
+            mail_domain=mail_domain,
+            starttls=starttls,
+            smtp_user=smtp_user,
+            smtp_password=os.environ.get(PASSWORD_ENV) if smtp_user is not None else None,
+            webhook=webhook,
+        )
     except ValueError as exc:
         _fail(str(exc), 2)
 
@@ -170,6 +207,50 @@ def controller(
             "(--controller URL1,URL2).",
         ),
     ] = False,
+    smtp: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp",
+            metavar="HOST[:PORT]",
+            help="Mail server for job notifications (sbatch --mail-type, the job field "
+            "notify); port 25 by default. Without it (and without --notify-webhook) no "
+            "notification is sent.",
+        ),
+    ] = None,
+    mail_from: Annotated[
+        str,
+        typer.Option(
+            "--mail-from",
+            help="Sender of notification mails (default fusesched@HOSTNAME, this host's name).",
+        ),
+    ] = "",
+    mail_domain: Annotated[
+        str,
+        typer.Option(
+            "--mail-domain",
+            help="Domain added to a bare user name (the default recipient is the job's user): "
+            "alice → alice@DOMAIN, as Slurm's MailDomain.",
+        ),
+    ] = "",
+    smtp_starttls: Annotated[
+        bool, typer.Option("--smtp-starttls", help="Upgrade the SMTP connection with STARTTLS.")
+    ] = False,
+    smtp_user: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp-user",
+            help="Log in to the mail server as this user; the password is read from "
+            "$FUSESCHED_SMTP_PASSWORD.",
+        ),
+    ] = None,
+    notify_webhook: Annotated[
+        str | None,
+        typer.Option(
+            "--notify-webhook",
+            metavar="URL",
+            help="POST each job notification as JSON to this http(s) URL (docs/LIVE.md).",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -203,6 +284,9 @@ def controller(
             standby=standby,
             federation=_load_federation(pools),
             power=_load_power(power),
+            notify=_notify_config(
+                smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
+            ),
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)

@@ -334,7 +334,7 @@ class ControllerMetrics:
         )
         for state in JobState:
             jobs.add_metric([state.value], counts.get(state, 0))
-        return [jobs, *out]
+        return [jobs, *out, *ctl.notices.families()]
 
     def _live(self, ctl: Controller) -> list[Metric]:
         now = ctl.clock()

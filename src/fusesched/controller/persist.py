@@ -35,9 +35,11 @@ from fusesched.store.records import (
 )
 from fusesched.store.store import Store
 from fusesched.submit.begin import begin_reason
+from fusesched.submit.job_notify import stored_mail
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
+    from fusesched.controller.notify import JobNotices
     from fusesched.controller.records import LiveTask
     from fusesched.controller.task_usage import TaskUsage
 
@@ -62,6 +64,8 @@ class Persistence:
         self._events: list[EventRow] = []
         self._seq_next = 0
         self._seq_left = 0
+        # told of every job transition written here (the controller sets it): notifications
+        self.notices: JobNotices | None = None
 
     def close(self) -> None:
         self.flush()
@@ -121,6 +125,8 @@ class Persistence:
             for seq, spec in zip(seqs, specs, strict=True)
         ]
         self.store.add_jobs(rows)  # durable before the id is returned
+        if request.notify is not None and self.notices is not None:
+            self.notices.submitted(request, specs)
         self._events.extend(
             EventRow(now, "JobSubmitted", job_id=spec.id, data={"user": spec.user})
             for spec in specs
@@ -146,11 +152,15 @@ class Persistence:
         )
         self.tasks_started(job_id, tasks, now)
         self._events.append(EventRow(now, "JobStarted", job_id=job_id, data={"nodes": nodes}))
+        if self.notices is not None and self.notices.watches(job_id):
+            self.notices.started(job_id, nodes, now)
 
     def job_start_time(self, job_id: str, start: float) -> None:
         """The run really began at ``start`` (an external cluster started it after queueing
         it): usage is charged from then."""
         self._job_changes.append(JobChange(job_id, start_time=start))
+        if self.notices is not None and self.notices.watches(job_id):
+            self.notices.start_time(job_id, start)
 
     def tasks_started(self, job_id: str, tasks: Sequence[LiveTask], now: float) -> None:
         for task in tasks:
@@ -206,6 +216,8 @@ class Persistence:
         self._events.append(
             EventRow(now, "JobRequeued", job_id=job_id, data={"reason": reason, "attempt": attempt})
         )
+        if self.notices is not None and self.notices.watches(job_id):
+            self.notices.requeued(job_id, reason, now)
 
     def job_energy(self, job_id: str, total_j: float, measured_j: float) -> None:
         """What the job's run drew (docs/METRICS.md: measured where GPUs report power)."""
@@ -229,6 +241,8 @@ class Persistence:
         self._job_changes.append(JobChange(job_id, priority=priority, request=dict(request)))
         shown = {k: str(v) for k, v in changes.items()}
         self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
+        if self.notices is not None and self.notices.watches(job_id):
+            self.notices.updated(job_id, request)
 
     def job_held(
         self,
@@ -282,6 +296,8 @@ class Persistence:
         self._events.append(
             EventRow(now, f"Job{state.value}", job_id=job_id, data={"reason": reason})
         )
+        if self.notices is not None and self.notices.watches(job_id):
+            self.notices.finished(job_id, phase, exit_code, reason, now)
 
     def node_registered(
         self, inventory: NodeInventory, now: float, state: NodeState = NodeState.UP
@@ -382,6 +398,8 @@ class Persistence:
         running: list[JobDetail] = []
         for detail in self.store.unfinished_jobs():
             (pending if detail.job.state is JobState.PENDING else running).append(detail)
+            if self.notices is not None:
+                self.notices.recovered(detail)
         pending.sort(key=lambda d: d.job.seq)
         return pending, running
 
@@ -425,6 +443,7 @@ def _number_or_none(value: object) -> float | None:
 
 
 def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
+    mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
     return JobView(
         id=row.id,
         name=row.name,
@@ -439,6 +458,8 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         priority=row.priority,
         qos=_text_or_none(row.request.get("qos")),
         time_limit_s=_number_or_none(row.request.get("walltime_s")),
+        mail_type=mail_type,
+        mail_user=mail_user,
         nodes=list(row.nodes),
         pool=row.pool,
         energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,

@@ -28,6 +28,7 @@ from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.backends.federation_config import FederationConfig
+    from fusesched.controller.notify_send import NotifyConfig
     from fusesched.controller.power import PowerConfig
 
 log = logging.getLogger("fusesched.controller")
@@ -57,6 +58,7 @@ class ControllerConfig:
     federation: FederationConfig | None = None  # pools and routing rules (None: local only)
     pools_dir: Path | None = None  # where external pools keep job scripts and output
     power: PowerConfig | None = None  # power saving (None: every node stays on)
+    notify: NotifyConfig | None = None  # mail and webhook for job notifications (None: none)
 
 
 @dataclass(slots=True)

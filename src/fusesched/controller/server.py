@@ -26,6 +26,7 @@ from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.auth import Authenticator, Role
 from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
+from fusesched.controller.notify_send import NotifyConfig
 from fusesched.controller.persist import Persistence
 from fusesched.controller.power import PowerConfig
 from fusesched.controller.records import ControllerConfig
@@ -66,6 +67,8 @@ class ControllerServer:
     federation: FederationConfig | None = None
     #: Power saving (``--power FILE``); None: every node stays on.
     power: PowerConfig | None = None
+    #: Job notifications by mail and webhook (``--smtp``, ``--notify-webhook``); None: none.
+    notify: NotifyConfig | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -138,6 +141,7 @@ class ControllerServer:
                 node_timeout_s=self.node_timeout_s,
                 federation=self.federation,
                 power=self.power,
+                notify=self.notify,
                 pools_dir=self.data_dir / "pools",
             ),
             clock=self.clock,

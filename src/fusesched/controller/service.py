@@ -46,6 +46,7 @@ from fusesched.controller.forecasts import Forecasts
 from fusesched.controller.logs import LogStore
 from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Monitor
+from fusesched.controller.notify import JobNotices
 from fusesched.controller.persist import Persistence
 from fusesched.controller.power import PowerManager
 from fusesched.controller.records import (
@@ -134,6 +135,9 @@ class Controller:
         if self.config.federation is not None:
             pools_dir = self.config.pools_dir or Path("fusesched-data") / "pools"
             federation.build_pools(self, self.config.federation, pools_dir)
+        # job notifications, fed by the transitions written to the store (recovery's too)
+        self.notices = JobNotices(self.config.notify, clock)
+        self.persist.notices = self.notices
         reservations.recover(self)  # (before the recovered jobs that may run in one)
         self._recover()
 
@@ -142,6 +146,7 @@ class Controller:
     def start(self) -> None:
         for pool in self.pools.values():
             pool.start()
+        self.notices.start()
         self._thread = threading.Thread(target=self._loop, name="fusesched-scheduler", daemon=True)
         self._thread.start()
 
@@ -152,6 +157,7 @@ class Controller:
             self._thread.join(timeout=5)
         for pool in self.pools.values():
             pool.stop()
+        self.notices.stop()
         with self.work:
             self.work.notify_all()
 

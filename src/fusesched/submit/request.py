@@ -55,6 +55,7 @@ from fusesched.model.resources import (
 from fusesched.model.text import refuse_nul
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
 from fusesched.submit.problems import Loc, submit_error_from
 
@@ -415,6 +416,8 @@ class JobRequest(_Model):
     datasets: list[DatasetRequest] = Field(default_factory=list)
     # a signal sent ahead of the time limit (sbatch --signal); None: no warning
     signal: JobSignal | None = None
+    # who to tell of its begin, end, failure, … (sbatch --mail-type/--mail-user); None: nobody
+    notify: NotifyRequest | None = None
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("name")
@@ -538,6 +541,7 @@ _ALL_FIELDS: Final = sorted(
             ArrayRequest,
             DependencyRequest,
             JobSignal,
+            NotifyRequest,
         )
         for name in model.model_fields
     }

@@ -38,6 +38,7 @@ from fusesched.model.resources import CPU, GPU, MEMORY
 from fusesched.submit.begin import parse_begin
 from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.hostlist import expand_hostlist
+from fusesched.submit.job_notify import MailOptionError, mail_options
 from fusesched.submit.job_signal import parse_signal_option, signal_warnings
 from fusesched.submit.request import (
     LabelRequirementRequest,
@@ -90,6 +91,8 @@ VALUE_OPTIONS: Final = frozenset(
         "begin",
         "signal",
         "reservation",
+        "mail-type",
+        "mail-user",
     }
 )
 FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
@@ -262,6 +265,13 @@ def parse_sbatch(
             data["signal"] = parse_signal_option(reader.value("signal") or "")
         except ValueError as exc:
             raise reader.fail("signal", str(exc)) from None
+    if "mail-type" in reader.options or "mail-user" in reader.options:
+        try:
+            mail, notes = mail_options(reader.value("mail-type"), reader.value("mail-user"))
+        except MailOptionError as exc:
+            raise reader.fail(exc.option, str(exc)) from None
+        data.update(mail)
+        reader.warnings.extend(f"{reader.where(reader.options[o].line)}: {m}" for o, m in notes)
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
