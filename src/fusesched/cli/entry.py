@@ -15,6 +15,7 @@ CLIENT_COMMANDS = frozenset(
     {
         "submit",
         "sbatch",
+        "run",
         "jobs",
         "show",
         "eff",

@@ -456,6 +456,9 @@ def register_clients(app: typer.Typer) -> None:
     for fn in (*commands, eff, drain, undrain, queues, share, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
+    from fusesched.cli import srun
+
+    srun.register(app)  # fusesched run, beside sbatch
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")
     from fusesched.cli.reservations import reservation_app
 

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fusesched import __version__
-from fusesched.cli import live, route, srun, train_policy, twin, usage
+from fusesched.cli import live, route, train_policy, twin, usage
 from fusesched.cli.entry import HELP_MARKUP, PROG
 from fusesched.cli.seeds import SeedsError, parse_seeds
 from fusesched.cli.simulate import (
@@ -415,7 +415,6 @@ def demo() -> None:
 
 
 live.register(app)
-srun.register(app)  # fusesched run, beside sbatch
 usage.register(app)
 route.register(app)
 train_policy.register(app)
