@@ -271,6 +271,31 @@ class Client:
         }
         return dict(self._call("POST", "/v1/reservations", body))
 
+    def update_reservation(
+        self,
+        name: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        duration_s: float | None = None,
+        nodes: Sequence[str] | None = None,
+        users: Sequence[str] | None = None,
+        tenants: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Change a reservation (what is None is kept; ``duration_s`` sets the end from the
+        new or kept start; an empty ``users`` or ``tenants`` clears it). The reservation as
+        changed and ``warnings`` (running jobs that run into the new window)."""
+        given = {
+            "start": start,
+            "end": end,
+            "duration_s": duration_s,
+            "nodes": None if nodes is None else list(nodes),
+            "users": None if users is None else list(users),
+            "tenants": None if tenants is None else list(tenants),
+        }
+        body = {key: value for key, value in given.items() if value is not None}
+        return dict(self._call("PATCH", f"/v1/reservations/{_quote(name)}", body))
+
     def delete_reservation(self, name: str) -> None:
         """Delete a reservation; the jobs waiting to run in it are rejected."""
         self._call("DELETE", f"/v1/reservations/{_quote(name)}", raw=True)

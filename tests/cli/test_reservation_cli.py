@@ -63,3 +63,36 @@ def test_times_are_shown_in_utc_as_the_controller_says_them() -> None:
 
     assert _time(NOW) == "2027-01-15 08:00:00 UTC"
     assert _time(1e300) == "1e+300"  # (no OverflowError)
+
+
+def test_a_changed_window_sends_only_what_is_given() -> None:
+    from fusesched.cli.reservations import changed_window
+
+    assert changed_window(None, None, None, NOW) == {}
+    assert changed_window("now+1h", None, None, NOW) == {"start": NOW + 3600}
+    assert changed_window(None, "now+3h", None, NOW) == {"end": NOW + 3 * 3600}
+    assert changed_window(None, None, "90m", NOW) == {"duration_s": 5400.0}
+    with pytest.raises(ValueError, match=r"^give --end or --duration, not both"):
+        changed_window(None, "now+1h", "1h", NOW)
+    with pytest.raises(ValueError, match=r"^--duration: a reservation needs an end"):
+        changed_window(None, None, "unlimited", NOW)
+    with pytest.raises(ValueError, match=r"^--start: cannot read the time 'someday'"):
+        changed_window("someday", None, None, NOW)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["r"], "nothing to change"),
+        (["r", "--end", "now+1h", "--duration", "1h"], "not both"),
+        (["r", "--nodes", "n[1-"], "n[1-"),
+        (["r", "--nodes", ""], "an empty host name"),
+        (["r", "--duration", "0s"], "--duration: duration '0s' must be positive"),
+    ],
+)
+def test_update_refuses_before_asking_the_controller(args: list[str], says: str) -> None:
+    result = runner.invoke(
+        app, ["reservation", "update", *args, "--controller", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 2, result.output
+    assert says in result.output

@@ -32,6 +32,7 @@ from fusesched.model.events import (
     JobUpdateRequested,
     ReservationDeleted,
     ReservationSet,
+    ReserveJob,
     StartJob,
 )
 from fusesched.model.job import JobSpec
@@ -413,7 +414,13 @@ def _check(
 )
 @pytest.mark.parametrize("seed", range(6))
 def test_no_start_breaks_the_rules(backfill: str, quotas: bool, seed: int) -> None:
-    """Also with quotas (the tenancy gate rebuilds a job's spec from its flavours')."""
+    """Also with quotas (the tenancy gate rebuilds a job's spec from its flavours').
+
+    And the announced starts (``ReserveJob``, the head's shadow time under EASY, its slot
+    in the conservative profile) are never earlier than the real ones: jobs run at most
+    their time limits here, so a head that stays the head starts by its promise — unless
+    a reservation is created meanwhile (it may push anyone back: promises made before are
+    not checked)."""
     rng = random.Random(seed)
     cluster = nodes(6, cpu=4, zone="a")
     tenancy = None
@@ -456,6 +463,10 @@ def test_no_start_breaks_the_rules(backfill: str, quotas: bool, seed: int) -> No
     deleted: set[str] = set()
     ends: list[tuple[float, str]] = []
     started = 0
+    # the head's announced start (ReserveJob) while it stays the head; (job, start, said)
+    promised: dict[str, float] = {}
+    kept: list[tuple[str, float, float]] = []
+    unpromised: list[tuple[str, float]] = []
     t = 0.0
     for _ in range(5000):
         candidates = [
@@ -480,14 +491,36 @@ def test_no_start_breaks_the_rules(backfill: str, quotas: bool, seed: int) -> No
                 elif isinstance(e, ReservationDeleted):
                     deleted.add(e.name)
                 events.append(e)
+        if any(isinstance(e, ReservationSet) for e in events):
+            promised.clear()  # (a new window may delay anyone: promises made before void)
         for d in core.step(t, events):
             if isinstance(d, StartJob):
                 started += 1
                 spec = core.jobs[d.job_id].spec
                 _check(spec, t, set(d.nodes), live, deleted)
                 heapq.heappush(ends, (t + runtime[d.job_id], d.job_id))
+                said = promised.pop(d.job_id, None)
+                if said is not None:
+                    kept.append((d.job_id, t, said))
+            elif isinstance(d, ReserveJob):
+                promised[d.job_id] = d.start_time
+        queue = core.queue.records
+        head = queue[0] if queue else None
+        for job_id in list(promised):  # (a job that is no longer the head has no promise)
+            if head is None or head.id != job_id:
+                del promised[job_id]
+        if head is not None and head.spec.reservation is None and backfill != "none":
+            said = core.last_reservation
+            if not (said is not None and said[0] == head.id and said[1] < math.inf):
+                unpromised.append((head.id, t))
         t = math.nextafter(t, math.inf)
     assert started > 20
+    # the planner sees the windows: a head job that starts started no later than it was
+    # promised, and one not submitted into a reservation always holds a promise (before
+    # the planner knew of them, a head kept off reserved nodes had none, so anything
+    # could overtake it, and a promise could fall where the head may not run)
+    assert [(j, at, said) for j, at, said in kept if at > said] == []
+    assert unpromised == []
     # every job of p either ran inside it or was rejected
     for rec in core.jobs.values():
         if rec.spec.reservation == "p":

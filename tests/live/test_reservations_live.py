@@ -1,7 +1,8 @@
 """Advance reservations end to end (docs/RESERVATIONS.md): a controller with authentication
-and three real agents. Cluster-admins create, list and delete reservations (REST and CLI);
-a job submitted into one waits for its window and runs on its nodes, also across a
-controller restart; other jobs keep off reserved nodes; the refusals are clear 4xx."""
+and three real agents. Cluster-admins create, list, change and delete reservations (REST and
+CLI); a job submitted into one waits for its window and runs on its nodes, also across a
+controller restart, and follows a change of the window; other jobs keep off reserved nodes;
+the refusals are clear 4xx."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client, ControllerError
+from fusesched.store.schema import events
 from live.conftest import agent_configs
 
 FUSESCHED = str(Path(sys.executable).with_name("fusesched"))
@@ -198,3 +201,80 @@ def test_reservations_end_to_end(site: Site) -> None:
     assert [r["name"] for r in admin.reservations()] == ["maint", "proj"]
     admin.delete_reservation("maint")
     assert [r["name"] for r in alice.reservations()] == ["proj"]
+
+
+def test_changing_a_reservation(site: Site) -> None:
+    admin, alice, bob = (site.client(w) for w in ("admin", "alice", "bob"))
+    now = time.time()
+    later = now + 3600
+    admin.create_reservation("proj", ["node-a"], later, later + 3600, ["alice"])
+    admin.create_reservation("other", ["node-c"], later, later + 3600)
+    mine = alice.submit(job(["sh", "-c", "echo moved"], reservation="proj"))
+    assert alice.show(mine)["reason"].startswith("reservation proj starts at ")
+
+    # --- who may, and what is refused (nothing changes then)
+    assert status_of(alice.update_reservation, "proj", start=now)[0] == 403
+    refused = cli(
+        site.cluster.url, site.tokens["bob"], "reservation", "update", "proj", "--start", "now"
+    )
+    assert refused.returncode == 2 and "only cluster-admins" in refused.stderr
+    code, why = status_of(admin.update_reservation, "nope", start=now)
+    assert code == 404 and "no reservation 'nope'" in why
+    code, why = status_of(admin.update_reservation, "proj", end=later - 10)
+    assert code == 400 and "must come after the start" in why
+    code, why = status_of(admin.update_reservation, "proj", nodes=["node-a", "node-c"])
+    assert code == 409 and "node-c already reserved by other" in why
+    code, why = status_of(admin.update_reservation, "proj", nodes=["node-z"])
+    assert code == 400 and "unknown node(s): node-z" in why
+    assert status_of(admin.update_reservation, "proj", duration_s=-5)[0] == 422
+    unknown = cli(
+        site.cluster.url, site.tokens["admin"], "reservation", "update", "nope", "--end", "now+1h"
+    )
+    assert unknown.returncode == 2 and "no reservation 'nope'" in unknown.stderr
+    assert [(r["name"], r["start"]) for r in admin.reservations()] == [
+        ("other", later),
+        ("proj", later),
+    ]
+
+    # --- the window moves to now (by the CLI): the waiting job runs in it, on its node
+    moved = cli(
+        site.cluster.url,
+        site.tokens["admin"],
+        "reservation",
+        "update",
+        "proj",
+        "--start",
+        "now",
+        "--duration",
+        "30m",
+        "--users",
+        "alice,bob",
+        "--json",
+    )
+    assert moved.returncode == 0, moved.stderr
+    changed = json.loads(moved.stdout)["reservation"]
+    assert changed["users"] == ["alice", "bob"] and changed["end"] - changed["start"] == 1800
+    assert changed["start"] <= time.time() and changed["active"] is True
+    done = alice.wait(mine, timeout=60)
+    assert done["state"] == "Completed" and done["nodes"] == ["node-a"]
+    assert "moved" in alice.logs(mine)
+    theirs = bob.submit(job(["true"], reservation="proj"))  # (bob is listed now)
+    assert bob.wait(theirs, timeout=60)["nodes"] == ["node-a"]
+
+    # --- a job waiting in it whose user is dropped is rejected, with the reason
+    blocker = alice.submit(job(["sleep", "30"], reservation="proj"))
+    wait_for("the blocker to run", lambda: alice.show(blocker)["state"] == "Running")
+    waiting = bob.submit(job(["true"], reservation="proj", walltime_s=30))
+    assert admin.update_reservation("proj", users=["alice"])["reservation"]["users"] == ["alice"]
+    gone = bob.wait(waiting, timeout=30)
+    assert gone["state"] == "Cancelled"
+    # ("reservation proj changed: " first when the scheduler had seen the job before)
+    assert gone["reason"].endswith("user 'bob' (tenant 'biology') may not use reservation proj")
+    assert alice.show(blocker)["state"] == "Running"  # running jobs are not touched
+    admin.delete_reservation("proj")
+
+    store = site.cluster.server.persist.store
+    with store._read() as conn:
+        rows = conn.execute(select(events).where(events.c.kind == "Audit")).mappings().all()
+    updates = [r["data"] for r in rows if r["data"]["action"] == "reservation-update"]
+    assert len(updates) == 2 and {u["by"] for u in updates} == {"admin"}

@@ -1,5 +1,6 @@
-"""``fusesched reservation create|list|delete``: advance reservations, as Slurm's ``scontrol
-create reservation`` (docs/RESERVATIONS.md). Creating and deleting is for cluster-admins."""
+"""``fusesched reservation create|list|update|delete``: advance reservations, as Slurm's
+``scontrol create|update|delete reservation`` (docs/RESERVATIONS.md). Creating, changing and
+deleting is for cluster-admins."""
 
 from __future__ import annotations
 
@@ -65,6 +66,36 @@ def window(start: str, end: str | None, duration: str | None, now: float) -> tup
     except ValueError as exc:
         raise ValueError(f"--end: {_plain(exc)}") from None
     return begins, _bounded("--end", ends)
+
+
+def changed_window(
+    start: str | None, end: str | None, duration: str | None, now: float
+) -> dict[str, float]:
+    """What ``update`` sends for ``--start``, ``--end`` and ``--duration`` (each may be left
+    out; ``--duration`` counts from the new start, or the kept one: the controller adds
+    it); ``ValueError`` with a message for people."""
+    if end is not None and duration is not None:
+        raise ValueError("give --end or --duration, not both")
+    out: dict[str, float] = {}
+    if start is not None:
+        try:
+            out["start"] = _bounded("--start", parse_begin(start, now))
+        except ValueError as exc:
+            raise ValueError(f"--start: {_plain(exc)}") from None
+    if end is not None:
+        try:
+            out["end"] = _bounded("--end", parse_begin(end, now))
+        except ValueError as exc:
+            raise ValueError(f"--end: {_plain(exc)}") from None
+    if duration is not None:
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as exc:
+            raise ValueError(f"--duration: {exc}") from None
+        if seconds is None:
+            raise ValueError("--duration: a reservation needs an end (not 'unlimited')")
+        out["duration_s"] = _bounded("--duration", float(seconds))
+    return out
 
 
 def _bounded(option: str, t: float) -> float:
@@ -160,6 +191,68 @@ def list_(
             ", ".join(who) or "maintenance",
         )
     console.print(table)
+
+
+@reservation_app.command("update")
+def update(
+    name: Annotated[str, typer.Argument(help="The reservation's name.")],
+    start: Annotated[str | None, typer.Option("--start", help=f"A new start: {FORMS}.")] = None,
+    end: Annotated[str | None, typer.Option("--end", help="A new end (as --start).")] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option("--duration", help="A new length from the (new or kept) start: 2h, 90m."),
+    ] = None,
+    nodes: Annotated[
+        str | None, typer.Option("--nodes", "-w", help="New nodes, a host list: 'node[1-4]'.")
+    ] = None,
+    users: Annotated[
+        str | None, typer.Option("--users", help="New users, comma-separated ('' for none).")
+    ] = None,
+    tenants: Annotated[
+        str | None, typer.Option("--tenants", help="New tenants, comma-separated ('' for none).")
+    ] = None,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a reservation (scontrol update reservation); what is not given is kept. The
+    same checks as create. Running jobs are not touched; jobs waiting to run in it follow
+    the change, and are rejected if their user or tenant is no longer listed, or if they no
+    longer fit on its nodes."""
+    try:
+        times = changed_window(start, end, duration, time.time())
+        hosts = expand_hostlist(nodes) if nodes is not None else None
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if hosts is not None and not hosts:
+        _fail("--nodes names no node", 2)
+    if not times and hosts is None and users is None and tenants is None:
+        _fail(
+            "nothing to change: give --start, --end or --duration, --nodes, --users or --tenants", 2
+        )
+    client = _client(controller_url, token, ca)
+    answer = _call(
+        client.update_reservation,
+        name,
+        start=times.get("start"),
+        end=times.get("end"),
+        duration_s=times.get("duration_s"),
+        nodes=hosts,
+        users=None if users is None else _names(users),
+        tenants=None if tenants is None else _names(tenants),
+    )
+    if as_json:
+        _print_json(answer)
+        return
+    res = answer["reservation"]
+    console.print(
+        f"Reservation {res['name']} updated: {len(res['nodes'])} node(s), "
+        f"{_time(res['start'])} to {_time(res['end'])}",
+        highlight=False,
+    )
+    for warning in answer["warnings"]:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 @reservation_app.command("delete")

@@ -1,10 +1,11 @@
-"""Advance reservations in the live controller (docs/RESERVATIONS.md): create, list and
-delete them, check a submission that names one, and give them back to the core after a
+"""Advance reservations in the live controller (docs/RESERVATIONS.md): create, list, change
+and delete them, check a submission that names one, and give them back to the core after a
 restart.
 
-A change is decided by the core, under the controller's lock: a new reservation is handed
-to the core first and stored only if the core took it (so a 201 means the core enforces
-it, and a refusal stores nothing); a deletion is stored and handed to the core together.
+A change is decided by the core, under the controller's lock: a new or changed reservation
+is handed to the core first and stored only if the core took it (so a 201 or 200 means the
+core enforces it, and a refusal stores nothing); a deletion is stored and handed to the core
+together.
 A restarted controller hands the core every stored reservation before any recovered job
 (:func:`recover`) — the ended ones too, so that their waiting jobs are rejected as for any
 end. The core ends a reservation by itself at its end; the store's row of an ended one is
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fusesched.core import reservations as core_reservations
@@ -30,6 +31,7 @@ from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.model.reservation import Reservation, when
 from fusesched.model.times import LATEST_TIME
 from fusesched.store.schema import reservations as table
+from fusesched.submit.begin import begin_reason
 from fusesched.submit.feasibility import check_feasible
 
 if TYPE_CHECKING:
@@ -102,6 +104,19 @@ def _insert(store: Store, res: Reservation, now: float, by: str) -> None:
         conn.execute(insert(table), [row])
 
 
+def _replace(store: Store, res: Reservation) -> int:
+    """Store ``res`` over the row of its name (who made it and when stay)."""
+    values = {
+        "nodes": list(res.nodes),
+        "start_time": res.start,
+        "end_time": res.end,
+        "users": list(res.users),
+        "tenants": list(res.tenants),
+    }
+    with store._write() as conn:
+        return conn.execute(update(table).where(table.c.name == res.name).values(values)).rowcount
+
+
 def _remove(store: Store, names: Sequence[str]) -> int:
     with store._write() as conn:
         return conn.execute(delete(table).where(table.c.name.in_(list(names)))).rowcount
@@ -156,15 +171,10 @@ def create(ctl: Controller, res: Reservation, by: str) -> tuple[Stored, list[str
                 f"reservation {res.name}: its end ({when(res.end)}) has passed"
             )
         _check_nodes(ctl, res)
-        for other in current(ctl):
-            if other.reservation.name == res.name:
-                raise ReservationConflict(f"reservation {res.name!r} already exists")
-            if other.reservation.overlaps(res):
-                shared = sorted(set(other.reservation.nodes) & set(res.nodes))
-                raise ReservationConflict(
-                    f"{', '.join(shared[:5])} already reserved by {other.reservation.name} "
-                    f"({when(other.reservation.start)} to {when(other.reservation.end)})"
-                )
+        existing = current(ctl)
+        if any(other.reservation.name == res.name for other in existing):
+            raise ReservationConflict(f"reservation {res.name!r} already exists")
+        _check_overlaps(existing, res)
         warnings = overlapping_jobs(ctl, res)
         try:
             decisions = ctl.core.handle(ReservationSet(res), now)
@@ -180,6 +190,110 @@ def create(ctl: Controller, res: Reservation, by: str) -> tuple[Stored, list[str
         _settle(ctl, decisions, now)
     ctl.wake()
     return Stored(res, now, by), warnings
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What to change in a reservation (None: keep it). ``duration`` sets the end from the
+    (new or kept) start; with ``end`` too it is refused. An empty ``users`` or ``tenants``
+    clears them (with both empty, it becomes a maintenance reservation)."""
+
+    start: float | None = None
+    end: float | None = None
+    duration: float | None = None
+    nodes: tuple[str, ...] | None = None
+    users: tuple[str, ...] | None = None
+    tenants: tuple[str, ...] | None = None
+
+    def applied(self, old: Reservation) -> Reservation:
+        """``old`` changed (``ValueError`` with the reason, as the model checks a new one)."""
+        if self == Change():
+            raise ReservationRefused(
+                "nothing to change: give a start, an end or a duration, nodes, users or tenants"
+            )
+        if self.end is not None and self.duration is not None:
+            raise ReservationRefused("give an end or a duration, not both")
+        if self.duration is not None and not 0 < self.duration < math.inf:
+            raise ReservationRefused(f"the duration must be positive, not {self.duration:g} s")
+        start = old.start if self.start is None else self.start
+        end = old.end if self.end is None else self.end
+        if self.duration is not None:
+            end = start + self.duration
+        return Reservation(
+            old.name,
+            old.nodes if self.nodes is None else self.nodes,
+            start,
+            end,
+            old.users if self.users is None else self.users,
+            old.tenants if self.tenants is None else self.tenants,
+        )
+
+
+def update_reservation(ctl: Controller, name: str, change: Change) -> tuple[Stored, list[str]]:
+    """Change a reservation that has not ended, with the checks of a creation; the core
+    takes the change first and it is stored only then. Returns it and warnings: running
+    jobs whose time limit lets them run into the new window on its nodes (not touched).
+    ``UnknownReservation`` for an unknown or ended one."""
+    with ctl.lock:
+        now = ctl.clock()
+        rows = current(ctl)
+        found = next((s for s in rows if s.reservation.name == name), None)
+        if found is None:
+            raise UnknownReservation(name)
+        res = change.applied(found.reservation)
+        if res.end <= now:
+            raise ReservationRefused(
+                f"reservation {res.name}: its new end ({when(res.end)}) has passed"
+            )
+        _check_nodes(ctl, res)
+        _check_overlaps([r for r in rows if r.reservation.name != name], res)
+        warnings = overlapping_jobs(ctl, res)
+        try:
+            decisions = ctl.core.handle(ReservationSet(res, replaces=True), now)
+        except KeyError:  # (refused by the core at a restart: only the row was left)
+            raise UnknownReservation(name) from None
+        except core_reservations.ReservationConflict as exc:
+            raise ReservationConflict(str(exc)) from None
+        except ValueError as exc:
+            raise ReservationRefused(str(exc)) from None
+        if not _replace(ctl.persist.store, res):  # (deleted meanwhile by another controller)
+            ctl.core.handle(ReservationDeleted(name, "could not be stored"), now)
+            raise UnknownReservation(name)
+        _settle(ctl, decisions, now)
+        _new_reasons(ctl, res, now)
+    ctl.wake()
+    return Stored(res, found.created_at, found.created_by), warnings
+
+
+def _new_reasons(ctl: Controller, res: Reservation, now: float) -> None:
+    """The reasons its waiting jobs show (``fusesched show``) after a change of its window,
+    as at submission: its new start, or their own later begin time, or none once the
+    window is open (written with the next cycle's flush)."""
+    for live in ctl.jobs.values():
+        if live.spec.reservation != res.name or live.hold is not None or live.nodes:
+            continue
+        rec = ctl.core.jobs.get(live.id)
+        if rec is not None and rec.phase not in core_reservations.WAITING:
+            continue
+        begin = live.spec.begin_time
+        if begin is not None and begin > now and begin > res.start:
+            reason = begin_reason(begin)
+        elif res.start > now:
+            reason = f"reservation {res.name} starts at {when(res.start)}"
+        else:
+            reason = ""
+        ctl.persist.job_reason(live.id, reason)
+
+
+def _check_overlaps(others: Iterable[Stored], res: Reservation) -> None:
+    """No node in two overlapping windows: a conflict names the nodes and the other one."""
+    for other in others:
+        if other.reservation.overlaps(res):
+            shared = sorted(set(other.reservation.nodes) & set(res.nodes))
+            raise ReservationConflict(
+                f"{', '.join(shared[:5])} already reserved by {other.reservation.name} "
+                f"({when(other.reservation.start)} to {when(other.reservation.end)})"
+            )
 
 
 def _check_nodes(ctl: Controller, res: Reservation) -> None:
@@ -218,12 +332,15 @@ def _settle(ctl: Controller, decisions: Sequence[Decision], now: float) -> None:
 
 
 def overlapping_jobs(ctl: Controller, res: Reservation) -> list[str]:
-    """Running jobs on ``res``'s nodes whose time limit lets them run past its start."""
+    """Running jobs on ``res``'s nodes whose time limit lets them run past its start (not
+    its own jobs)."""
     nodes = set(res.nodes)
     out: list[str] = []
     for live in ctl.jobs.values():
         rec = ctl.core.jobs.get(live.id)
         if not live.nodes or rec is None or rec.start_time is None:
+            continue
+        if live.spec.reservation == res.name:
             continue
         if nodes.isdisjoint(live.nodes):
             continue

@@ -10,6 +10,12 @@
 
 Both use the same filter/score/statement machinery of the core; estimates are always the
 requested walltime (never a hidden true runtime).
+
+With advance reservations (``core.bookings``) both plan a job's later start under the rules
+that hold *then* (:func:`fusesched.core.reservations.plan_at`): a window is capacity the
+job cannot use unless it would end before the window opens, a reservation's own job has
+only its nodes until its end, and the reservations' ends are times worth trying. Without
+any, nothing here changes.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fusesched.core import reservations
 from fusesched.core.cluster import ClusterArrays, IntArray, rows_within
 from fusesched.core.placement import slot_bound
 from fusesched.model.events import Decision, ReserveJob
@@ -60,17 +67,22 @@ class Reservation:
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
     """Compute the head's earliest start from the running jobs' estimated ends."""
     cluster = core.cluster
-    if not core.running:
+    if not core.running and core.bookings is None:
         return Reservation(math.inf, -1, 0, None)
     col = core.fluid_column(head)
-    if col >= 0:
+    if col >= 0 and core.running:
         need = head.single_total  # (its need of that column: it is fluid in it)
         have = cluster.free_sums[col]
         found = core.running.release_time(col, need - have)
         if found is None:
             return Reservation(math.inf, col, 0, None)
         end, released = found
-        return Reservation(max(end, now), col, have + released - need, None)
+        shadow = max(end, now)
+        # (no reservation bears on it then: the sums decide, else node by node below)
+        if core.bookings is None or reservations.start_key(core, head, shadow) == (None, ()):
+            return Reservation(shadow, col, have + released - need, None)
+    if core.bookings is not None:
+        return _reserve_booked(core, head, now)
     run = core.running.view()
     deficit = head.bound - cluster.free_total
     first = 0
@@ -94,6 +106,41 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
                 rows = tuple(sorted({int(n) for _, nodes, _ in plan for n in nodes}))
                 return Reservation(max(float(ends[last]), now), -1, 0, free, rows)
         k = last + 1
+    return Reservation(math.inf, -1, 0, None)
+
+
+def _reserve_booked(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
+    """:func:`reserve_head` node by node with advance reservations: the earliest of the
+    running jobs' estimated ends and the reservations' ends at which the head fits on what
+    is free then, on the nodes the reservations let it start on then."""
+    cluster = core.cluster
+    run = core.running.view()
+    ends = run.ends
+    deficit = head.bound - cluster.free_total
+    lower = now  # (before then the sums rule it out)
+    for c in np.flatnonzero(deficit > 0).tolist():
+        cum = run.column(c).cumsum()
+        first = int(cum.searchsorted(deficit[c], side="left"))
+        if first >= len(run):
+            return Reservation(math.inf, -1, 0, None)
+        lower = max(lower, float(ends[first]))
+    times = {t for t in reservations.stops(core, now) if t >= lower}
+    # (jobs past their estimated end are taken to end now, as above)
+    start = 0 if lower <= now else int(ends.searchsorted(lower))
+    times.update(max(t, now) for t in ends[start:].tolist())
+    free = cluster.free.copy()
+    k = 0
+    for t in sorted(times):
+        last = int(ends.searchsorted(t, side="right"))
+        if last > k:
+            run.release(free, k, last)
+            k = last
+        plan = reservations.plan_at(core, head, free, t)
+        if plan is not None:
+            for group, nodes, counts in plan:
+                np.subtract.at(free, nodes, counts[:, None] * group.per_task[None, :])
+            rows = tuple(sorted({int(n) for _, nodes, _ in plan for n in nodes}))
+            return Reservation(t, -1, 0, free, rows)
     return Reservation(math.inf, -1, 0, None)
 
 
@@ -355,6 +402,10 @@ class Profile:
                 self.times.append(t)
                 self.frees.append(current)
             np.add.at(current, alloc.nodes, alloc.amounts)
+        self.booked = core.bookings is not None
+        if self.booked:  # a job may gain nodes at a reservation's end: try it then too
+            for t in reservations.stops(core, now):
+                self._split(t)
 
     def _split(self, t: float) -> int:
         """Make ``t`` a breakpoint; return its index."""
@@ -371,7 +422,10 @@ class Profile:
             j = int(np.searchsorted(self.times, end, side="left"))
             window = self.frees[i:j] if j > i else self.frees[i : i + 1]
             avail = np.minimum.reduce(window) if len(window) > 1 else window[0]
-            plan = self.core.plan(rec, avail)
+            if self.booked:
+                plan = reservations.plan_at(self.core, rec, avail, start)
+            else:
+                plan = self.core.plan(rec, avail)
             if plan is not None:
                 return i, plan
         return None
@@ -466,7 +520,7 @@ def conservative(core: SchedulerCore, now: float, only: list[JobRecord] | None) 
         window = {id(rec) for rec in records}
         if not any(id(rec) in window for rec in only):
             return []
-    col = _common_fluid_column(core, records)
+    col = _common_fluid_column(core, records) if core.bookings is None else -1
     if col >= 0 and all(  # running jobs hold only that column too
         core.fluid_column(core.jobs[job_id]) == col for job_id in core.running.ids()
     ):

@@ -59,13 +59,20 @@ def fluid_column(core: SchedulerCore, rec: JobRecord) -> int:
 
 
 def plan(
-    core: SchedulerCore, rec: JobRecord, free: IntArray, search: bool = True, bounded: bool = False
+    core: SchedulerCore,
+    rec: JobRecord,
+    free: IntArray,
+    search: bool = True,
+    bounded: bool = False,
+    mask: BoolArray | None = None,
 ) -> Plan | None:
     """Filter and score for every group on ``free`` (not applied); None if the gang fails.
 
     ``search``: when greedy placement of several groups fails, try a bounded exhaustive
     search (done for jobs in order, not for backfill candidates, to bound cycle time).
     ``bounded``: ``free`` is at most the cluster's free matrix (see :func:`plan_groups`).
+    ``mask``: only these nodes, besides what the job's placement allows (a later start's
+    advance reservations: see :func:`fusesched.core.reservations.plan_at`).
     """
     assert rec.groups is not None
     spec = rec.spec
@@ -74,6 +81,9 @@ def plan(
     if filters is None:
         filters = core._filters[rec.shape_id] = cluster.filter(spec.placement)
     eligible, rows = filters
+    if mask is not None:
+        eligible = mask if eligible is None else eligible & mask
+        rows = None
     preference, holders = node_bonus(cluster, core.data, spec, core.config.data_locality_weight)
     if holders is not None and rec.data_wait_until > core._now:
         # delay scheduling: only nodes holding some of the data, until the deadline —
@@ -102,10 +112,11 @@ def plan(
         return greedy
     # several groups competing for nodes: greedy can miss a placement that exists
     try:
+        allowed = cluster.eligible(spec.placement)
         return search_placement(
             rec.groups,
             free,
-            cluster.eligible(spec.placement),
+            allowed if mask is None else allowed & mask,
             spec.placement.max_tasks_per_node,
             budget=SEARCH_BUDGET,
         )

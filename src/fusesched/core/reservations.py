@@ -19,18 +19,30 @@ A job that only waits for a reservation to end is not one that never fits: its
 ``never_fits`` is worked out without the nodes it is kept off (:func:`fits_anyway`), so the
 requeue's excluded nodes, the quota flavours' pinning and the projection see it as waiting.
 
+The backfill planner looks ahead, so it asks :func:`plan_at` where a job could start at a
+later time ``t``: without the nodes the job is kept off *now*, but on no node of a
+reservation it may not use *at t* (one whose window has not ended by ``t`` and that the job,
+by its time limit, would run into), and, for a reservation's own job, only before its end.
+:func:`stops` names the times at which that changes for the better (the ends).
+
+A reservation can be changed (``ReservationSet(..., replaces=True)``): its waiting jobs
+follow its new start, nodes, users and tenants (:func:`_modify`).
+
 Running jobs are never touched. With no reservation, the core holds no :class:`Bookings`
 (``core.bookings`` is None) and nothing here runs. Pure, like the rest of the core.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fusesched.core.records import JobRecord
+import numpy as np
+
+from fusesched.core.records import _RECORD_SLOTS, JobRecord
 from fusesched.model.events import Decision, ReservationDeleted, ReservationSet
 from fusesched.model.job import JobSpec, LabelOp, LabelRequirement
 from fusesched.model.node import LABEL_HOSTNAME
@@ -38,6 +50,8 @@ from fusesched.model.phases import JobPhase
 from fusesched.model.reservation import Reservation, when
 
 if TYPE_CHECKING:
+    from fusesched.core.cluster import BoolArray, IntArray
+    from fusesched.core.placement import Plan
     from fusesched.core.scheduler import SchedulerCore
 
 #: (the term on the nodes the job must run on, the term on those it must keep off); the
@@ -46,6 +60,10 @@ Mark = tuple[LabelRequirement | None, LabelRequirement | None]
 NO_MARK: Mark = (None, None)
 
 WAITING = (JobPhase.PENDING, JobPhase.QUEUED)
+
+
+#: what :meth:`Bookings.__deepcopy__` does not copy
+_CACHES = frozenset({"_masks", "_plain"})
 
 
 class ReservationConflict(ValueError):
@@ -66,6 +84,19 @@ class Bookings:
         # the terms, one object per reservation (own) or set of them (kept off), shared
         self._own: dict[str, LabelRequirement] = {}
         self._off: dict[tuple[str, ...], LabelRequirement] = {}
+        # for planning ahead (plan_at): the node masks per (own, kept off) and the cluster
+        # size they were made for; per job, its record without the kept-off term
+        self._masks: dict[tuple[str | None, tuple[str, ...]], BoolArray] = {}
+        self._masks_for = -1
+        self._plain: dict[str, tuple[JobSpec, int, JobRecord]] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Bookings:
+        """A copy for a projection: the planning caches start empty (they are rebuilt)."""
+        new = object.__new__(Bookings)
+        memo[id(self)] = new
+        for name, value in self.__dict__.items():
+            setattr(new, name, {} if name in _CACHES else copy.deepcopy(value, memo))
+        return new
 
     def recompute_due(self) -> None:
         ends = min((r.end for r in self.by_name.values()), default=math.inf)
@@ -73,11 +104,13 @@ class Bookings:
 
     def add(self, res: Reservation) -> None:
         self.by_name[res.name] = res
+        self._masks.clear()
 
     def remove(self, name: str) -> None:
         del self.by_name[name]
         self._own.clear()  # (the name may come back with other nodes)
         self._off.clear()
+        self._masks.clear()
 
     def enrol(self, rec: JobRecord) -> None:
         self.waiting[rec.id] = rec
@@ -104,10 +137,11 @@ def handle(
 ) -> list[Decision]:
     """A reservation created (:class:`ReservationConflict` for a name in use or a node
     reserved by another in an overlapping window, ``ValueError`` for a node whose host-name
-    label is not its name) or deleted (``KeyError`` for an unknown name). A reservation
+    label is not its name), changed (``event.replaces``: the same refusals, and ``KeyError``
+    for an unknown or ended one) or deleted (``KeyError`` for an unknown name). A reservation
     whose end has come is kept until the next cycle ends it (its jobs, recovered after a
     restart, are then rejected as for any end); a new one of its name replaces it at once.
-    Returns the rejections of jobs whose reservation ended."""
+    Returns the rejections of jobs whose reservation ended, or that a change left out."""
     if isinstance(event, ReservationDeleted):
         bookings = core.bookings
         if bookings is None or event.name not in bookings.by_name:
@@ -116,6 +150,8 @@ def handle(
         reason = "" if res.end <= now else f"reservation {event.name} {event.reason}"
         return _drop(core, [res], reason, now)
     new = event.reservation
+    if event.replaces:
+        return _modify(core, new, now)
     _check_hosts(core, new)
     out: list[Decision] = []
     bookings = core.bookings
@@ -123,12 +159,7 @@ def handle(
         old = bookings.by_name.get(new.name)
         if old is not None and old.end > now:
             raise ReservationConflict(f"reservation {new.name!r} already exists")
-        for other in bookings.by_name.values():
-            if other is not old and other.end > now and other.overlaps(new):
-                raise ReservationConflict(
-                    f"reservation {new.name!r} overlaps reservation {other.name!r} on "
-                    f"{', '.join(sorted(set(other.nodes) & set(new.nodes)))}"
-                )
+        _check_overlaps(bookings, new, old, now)
         if old is not None:  # it has ended (no cycle since): end it now
             out = _drop(core, [old], "", now, again=False)
     if core.bookings is None:
@@ -136,6 +167,71 @@ def handle(
     core.bookings.add(new)
     refresh_all(core, now)
     return out
+
+
+def _check_overlaps(
+    bookings: Bookings, new: Reservation, old: Reservation | None, now: float
+) -> None:
+    for other in bookings.by_name.values():
+        if other is not old and other.end > now and other.overlaps(new):
+            raise ReservationConflict(
+                f"reservation {new.name!r} overlaps reservation {other.name!r} on "
+                f"{', '.join(sorted(set(other.nodes) & set(new.nodes)))}"
+            )
+
+
+def _modify(core: SchedulerCore, new: Reservation, now: float) -> list[Decision]:
+    """Replace the reservation of ``new``'s name (one that has not ended) by ``new``, with
+    the checks of a creation. Running jobs are not touched (its own, on nodes it no longer
+    holds or past its new end; others, on nodes it now holds). Its waiting jobs follow it:
+    they wait for its new start (or may start at once when it moved earlier), and are
+    rejected when their user or tenant may no longer use it or when they no longer fit on
+    its nodes at all (a job that fits but must wait for room waits). Every waiting job gets
+    the constraints of the new window."""
+    bookings = core.bookings
+    old = bookings.by_name.get(new.name) if bookings is not None else None
+    if bookings is None or old is None or old.end <= now:
+        raise KeyError(f"unknown reservation {new.name!r} (or it has ended)")
+    _check_hosts(core, new)
+    _check_overlaps(bookings, new, old, now)
+    bookings.remove(old.name)
+    bookings.add(new)
+    out: list[Decision] = []
+    own = [
+        rec
+        for rec in bookings.waiting.values()
+        if rec.phase in WAITING and rec.spec.reservation == new.name
+    ]
+    for rec in own:
+        refused = refusal(new, rec.spec.user, rec.spec.tenant)
+        if refused:
+            out.extend(
+                _reject_waiting(core, rec, f"reservation {new.name} changed: {refused}", now)
+            )
+        else:
+            _wait_for(core, rec, old.start, new.start, now)
+    refresh_all(core, now)
+    for rec in own:
+        if rec.phase in WAITING and rec.never_fits:
+            why = f"reservation {new.name} changed: the job does not fit on its nodes: "
+            out.extend(_reject_waiting(core, rec, why + rec.never_fits, now))
+    core._changed = True
+    return out
+
+
+def _wait_for(core: SchedulerCore, rec: JobRecord, old: float, new: float, now: float) -> None:
+    """A reservation's waiting job, its reservation's start moved from ``old`` to ``new``:
+    not eligible before ``new`` (nor before its own begin time or a requeue's backoff)."""
+    from fusesched.core.intake import back_in_line, dequeue  # (intake imports this module)
+
+    if rec.not_before == old:  # (set by the reservation: its own begin time may be earlier)
+        rec.not_before = rec.spec.begin_time or 0.0
+    rec.not_before = max(rec.not_before, new)
+    if rec.phase is JobPhase.QUEUED and rec.not_before > now and rec.id not in core._delayed:
+        dequeue(core, rec, now, leaves=False)  # the window moved later: it waits again
+        back_in_line(core, rec, now, "its reservation moved")
+        if core.blocked_head is rec:  # (when it comes back, it is tried again)
+            core.blocked_head = None
 
 
 def _start_bookings(core: SchedulerCore) -> Bookings:
@@ -224,6 +320,101 @@ def waits_for(core: SchedulerCore, rec: JobRecord) -> str:
         return ""
     start = bookings.by_name[name].start
     return f"reservation {name} starts at {when(start)}" if rec.not_before == start else ""
+
+
+def stops(core: SchedulerCore, now: float) -> list[float]:
+    """The times after ``now`` at which a job may gain nodes (reservations' ends), sorted:
+    between two of them the nodes a job may start on only shrink as time passes."""
+    bookings = core.bookings
+    assert bookings is not None
+    return sorted({r.end for r in bookings.by_name.values() if r.end > now})
+
+
+def plan_at(core: SchedulerCore, rec: JobRecord, free: IntArray, t: float) -> Plan | None:
+    """Where ``rec`` would go on ``free`` if it started at ``t`` (at or after now), under
+    the reservations' rules at ``t`` (:func:`start_mask`); None if it would not fit."""
+    key = start_key(core, rec, t)
+    if key is None:
+        return None
+    bookings = core.bookings
+    assert bookings is not None
+    mask = _mask(core, bookings, key) if key != (None, ()) else None
+    return core.plan(_plain(core, bookings, rec), free, mask=mask)
+
+
+def start_key(
+    core: SchedulerCore, rec: JobRecord, t: float
+) -> tuple[str | None, tuple[str, ...]] | None:
+    """Which reservations bear on ``rec`` starting at ``t``: (its own one, or None; those
+    whose nodes it must keep off); None if it may not start at ``t`` at all (its own one
+    has ended by then). A job kept off a reservation at ``t`` is one that would not end,
+    by its time limit, before the window starts, and whose window has not ended by ``t``."""
+    bookings = core.bookings
+    assert bookings is not None
+    name = rec.spec.reservation
+    own = bookings.by_name.get(name) if name is not None else None
+    if own is not None and not t < own.end:
+        return None
+    walltime = rec.spec.walltime_s
+    off = tuple(
+        res.name
+        for res in bookings.by_name.values()
+        if res is not own and t < res.end and (walltime is None or not t + walltime < res.start)
+    )
+    return (name if own is not None else None, off)
+
+
+def _mask(
+    core: SchedulerCore, bookings: Bookings, key: tuple[str | None, tuple[str, ...]]
+) -> BoolArray:
+    """The nodes outside the reservations ``key[1]`` (and inside ``key[0]``), cached (the
+    placement's own filter adds that they are up)."""
+    cluster = core.cluster
+    if bookings._masks_for != cluster.size:
+        bookings._masks.clear()
+        bookings._masks_for = cluster.size
+    mask = bookings._masks.get(key)
+    if mask is None:
+        index = cluster.index
+        mask = np.ones(cluster.size, np.bool_)
+        for name in key[1]:
+            rows = [index[n] for n in bookings.by_name[name].nodes if n in index]
+            mask[rows] = False
+        if key[0] is not None:
+            inside = np.zeros(cluster.size, np.bool_)
+            inside[[index[n] for n in bookings.by_name[key[0]].nodes if n in index]] = True
+            mask &= inside
+        bookings._masks[key] = mask
+    return mask
+
+
+def _plain(core: SchedulerCore, bookings: Bookings, rec: JobRecord) -> JobRecord:
+    """``rec`` for planning ahead: without the term that keeps it off reserved nodes now (a
+    copy, cached while its spec and the cluster's size are the same; the mask of the start
+    time replaces the term)."""
+    booked = rec.booked
+    if booked is None or booked[1] is None:
+        return rec
+    size = core.cluster.size
+    found = bookings._plain.get(rec.id)
+    if found is not None and found[0] is rec.spec and found[1] == size:
+        twin = found[2]
+    else:
+        from fusesched.core.intake import reshape  # (intake imports this module)
+
+        twin = object.__new__(JobRecord)
+        for name in _RECORD_SLOTS:
+            object.__setattr__(twin, name, getattr(rec, name))
+        reshape(core, twin, _swap(rec.spec, (None, booked[1]), NO_MARK))
+        if len(bookings._plain) >= PLAIN_LIMIT:
+            bookings._plain.clear()
+        bookings._plain[rec.id] = (rec.spec, size, twin)
+    twin.data_wait_until = rec.data_wait_until  # (what planning reads that may change)
+    return twin
+
+
+#: at most this many jobs' planning copies are kept (see :func:`_plain`)
+PLAIN_LIMIT = 4096
 
 
 def refresh_job(core: SchedulerCore, job_id: str, now: float) -> None:

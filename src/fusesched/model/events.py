@@ -141,9 +141,11 @@ class NodeDatasets:
 @dataclass(frozen=True, slots=True)
 class ReservationSet:
     """An advance reservation was created (or replaced, by its name): see
-    :mod:`fusesched.core.reservations` for what it does to the jobs."""
+    :mod:`fusesched.core.reservations` for what it does to the jobs. ``replaces``: it was
+    changed (the reservation of its name must exist; its waiting jobs follow the change)."""
 
     reservation: Reservation
+    replaces: bool = False
 
 
 @dataclass(frozen=True, slots=True)
