@@ -166,10 +166,12 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
+        ("GET", "/v1/fairshare"): {},
         ("GET", "/v1/reservations"): {},
         ("POST", "/v1/reservations"): {
             "json": {"name": "sec", "nodes": [node], "start": 0, "end": 4e9, "users": ["bob"]}
         },
+        ("PATCH", "/v1/reservations/{name}"): {"path": {"name": "sec"}, "json": {"end": 4e9}},
         ("DELETE", "/v1/reservations/{name}"): {"path": {"name": "sec"}},
         ("GET", "/v1/starts"): {},
         ("POST", "/v1/starts/test"): {"json": [job(["true"], user="bob", tenant="biology")]},
@@ -256,7 +258,8 @@ DENIED = {403, 404}
 # cluster-wide, no tenant data (/metrics: jobs by id and queue only, no user or tenant)
 SHARED = {
     ("GET", "/v1/nodes"),
-    ("GET", "/v1/queues"),
+    ("GET", "/v1/queues"),  # other tenants' queues: name and counts only
+    ("GET", "/v1/fairshare"),  # the caller's own branch of the tree only
     ("GET", "/v1/reservations"),  # (none exists while these tests run)
     ("GET", "/metrics"),
     ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role
