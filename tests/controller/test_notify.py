@@ -563,3 +563,11 @@ def test_mail_goes_to_the_one_recipient_only() -> None:
         box.wait(1)
     assert all(len(envelope) == 1 for envelope in box.recipients), box.recipients
     assert box.recipients[-1] == ["a@example.org"]
+
+
+def test_a_webhook_url_is_logged_without_its_secret() -> None:
+    from fusesched.controller.notify_send import shown_url
+
+    assert shown_url("https://hooks.example/services/T0/B1/XyZ") == "https://hooks.example/…"
+    assert shown_url("http://user:pw@10.0.0.5:8080/hook?token=s3") == "http://10.0.0.5:8080/…"
+    assert shown_url("https://example.org") == "https://example.org"

@@ -6,8 +6,11 @@ the jobs nothing and is counted in /metrics."""
 from __future__ import annotations
 
 import getpass
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,6 +26,7 @@ from fusesched.controller.notify_send import NotifyConfig
 from fusesched.sdk import Client
 
 SCRIPT = "#!/bin/sh\n{body}\n"
+FUSESCHED = (sys.executable, "-m", "fusesched")
 
 
 @contextmanager
@@ -138,3 +142,74 @@ def test_a_mail_server_that_is_down_costs_the_job_nothing(tmp_path: Path) -> Non
             # the controller goes on scheduling
             after = client.submit({"groups": [{"resources": {"cpu": 1}, "argv": ["true"]}]})
             assert client.wait(after, timeout=60)["state"] == "Completed"
+
+
+def test_fusesched_up_takes_the_mail_options(scratch: Path) -> None:
+    """The one-command cluster mails too: `fusesched up --smtp HOST:PORT` (a real process),
+    a job submitted with `sbatch --mail-type=END`, its mail at the real SMTP server."""
+    with smtp_server() as (box, port):
+        up = subprocess.Popen(
+            [
+                *FUSESCHED,
+                "up",
+                "--port",
+                "0",
+                "--data-dir",
+                "data",
+                "--smtp",
+                f"127.0.0.1:{port}",
+                "--mail-from",
+                "cluster@example.org",
+            ],
+            cwd=scratch,  # tasks run as other users: their folders must be reachable
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert up.stderr is not None
+            line = up.stderr.readline()
+            found = re.search(r"up at (\S+)", line)
+            assert found, line
+            url = found.group(1).replace("\x1b[0m", "").replace("\x1b[1m", "")
+            sent = subprocess.run(
+                [
+                    *FUSESCHED,
+                    "sbatch",
+                    "--parsable",
+                    "--wait",
+                    "--mail-type=END",
+                    "--mail-user=a@example.org",
+                    "--wrap=true",
+                ],
+                env={**os.environ, "FUSESCHED_CONTROLLER": url},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert sent.returncode == 0, sent.stderr
+            job_id = sent.stdout.strip()
+            [mail] = box.wait(1)
+            assert mail["To"] == "a@example.org" and mail["From"] == "cluster@example.org"
+            assert f"Job_id={job_id} " in mail["Subject"] and "COMPLETED" in mail["Subject"]
+            shown = subprocess.run(
+                [*FUSESCHED, "show", job_id],
+                env={**os.environ, "FUSESCHED_CONTROLLER": url, "COLUMNS": "200"},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert "mail: END to a@example.org" in shown.stdout, shown
+        finally:
+            up.terminate()
+            up.wait(timeout=30)
+
+
+def test_fusesched_up_refuses_mail_options_without_a_server(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*FUSESCHED, "up", "--port", "0", "--mail-from", "x@y.org"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--mail-from needs --smtp" in done.stderr, done.stderr

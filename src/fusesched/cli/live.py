@@ -276,6 +276,8 @@ def show(
         said = "none" if limit is None else slurm_duration(limit)
         terms = f"qos: {job['qos']}   priority: {job.get('priority', 0)}   time limit: {said}"
         console.print(terms, highlight=False)
+    if job.get("mail_type"):  # (sbatch --mail-type: who is told of what)
+        console.print(f"mail: {job['mail_type']} to {job.get('mail_user') or '-'}", highlight=False)
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         for name in ("task", "node", "state", "exit", "gpus"):

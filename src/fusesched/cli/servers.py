@@ -74,6 +74,53 @@ def _load_power(path: Path | None) -> PowerConfig | None:
         _fail(str(exc), 2)
 
 
+# job-notification options, of `controller` and `up` alike
+SmtpOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--smtp",
+        metavar="HOST[:PORT]",
+        help="Mail server for job notifications (sbatch --mail-type, the job field "
+        "notify); port 25 by default. Without it (and without --notify-webhook) no "
+        "notification is sent.",
+    ),
+]
+MailFromOpt = Annotated[
+    str,
+    typer.Option(
+        "--mail-from",
+        help="Sender of notification mails (default fusesched@HOSTNAME, this host's name).",
+    ),
+]
+MailDomainOpt = Annotated[
+    str,
+    typer.Option(
+        "--mail-domain",
+        help="Domain added to a bare user name (the default recipient is the job's user): "
+        "alice → alice@DOMAIN, as Slurm's MailDomain.",
+    ),
+]
+StartTlsOpt = Annotated[
+    bool, typer.Option("--smtp-starttls", help="Upgrade the SMTP connection with STARTTLS.")
+]
+SmtpUserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--smtp-user",
+        help="Log in to the mail server as this user; the password is read from "
+        "$FUSESCHED_SMTP_PASSWORD.",
+    ),
+]
+WebhookOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--notify-webhook",
+        metavar="URL",
+        help="POST each job notification as JSON to this http(s) URL (docs/LIVE.md).",
+    ),
+]
+
+
 def _notify_config(
     smtp: str | None,
     mail_from: str,
@@ -207,50 +254,12 @@ def controller(
             "(--controller URL1,URL2).",
         ),
     ] = False,
-    smtp: Annotated[
-        str | None,
-        typer.Option(
-            "--smtp",
-            metavar="HOST[:PORT]",
-            help="Mail server for job notifications (sbatch --mail-type, the job field "
-            "notify); port 25 by default. Without it (and without --notify-webhook) no "
-            "notification is sent.",
-        ),
-    ] = None,
-    mail_from: Annotated[
-        str,
-        typer.Option(
-            "--mail-from",
-            help="Sender of notification mails (default fusesched@HOSTNAME, this host's name).",
-        ),
-    ] = "",
-    mail_domain: Annotated[
-        str,
-        typer.Option(
-            "--mail-domain",
-            help="Domain added to a bare user name (the default recipient is the job's user): "
-            "alice → alice@DOMAIN, as Slurm's MailDomain.",
-        ),
-    ] = "",
-    smtp_starttls: Annotated[
-        bool, typer.Option("--smtp-starttls", help="Upgrade the SMTP connection with STARTTLS.")
-    ] = False,
-    smtp_user: Annotated[
-        str | None,
-        typer.Option(
-            "--smtp-user",
-            help="Log in to the mail server as this user; the password is read from "
-            "$FUSESCHED_SMTP_PASSWORD.",
-        ),
-    ] = None,
-    notify_webhook: Annotated[
-        str | None,
-        typer.Option(
-            "--notify-webhook",
-            metavar="URL",
-            help="POST each job notification as JSON to this http(s) URL (docs/LIVE.md).",
-        ),
-    ] = None,
+    smtp: SmtpOpt = None,
+    mail_from: MailFromOpt = "",
+    mail_domain: MailDomainOpt = "",
+    smtp_starttls: StartTlsOpt = False,
+    smtp_user: SmtpUserOpt = None,
+    notify_webhook: WebhookOpt = None,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -404,6 +413,12 @@ def up(
             "or 'http' (its REST API, as agents on other machines do)."
         ),
     ] = "direct",
+    smtp: SmtpOpt = None,
+    mail_from: MailFromOpt = "",
+    mail_domain: MailDomainOpt = "",
+    smtp_starttls: StartTlsOpt = False,
+    smtp_user: SmtpUserOpt = None,
+    notify_webhook: WebhookOpt = None,
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
@@ -426,6 +441,9 @@ def up(
             federation=_load_federation(pools),
             power=_load_power(power),
             agent_link=_agent_link(agent_link),
+            notify=_notify_config(
+                smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
+            ),
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

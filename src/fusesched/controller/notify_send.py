@@ -178,15 +178,28 @@ class WebhookTransport:
     def __init__(self, config: NotifyConfig) -> None:
         assert config.webhook is not None
         self.url = config.webhook
+        self.shown = shown_url(config.webhook)
         self._client = httpx.Client(timeout=config.timeout_s)
 
     def send(self, notice: Notice) -> None:
         reply = self._client.post(self.url, json=payload(notice))
         if not reply.is_success:
-            raise RuntimeError(f"{self.url} answered HTTP {reply.status_code}")
+            raise RuntimeError(f"{self.shown} answered HTTP {reply.status_code}")
 
     def close(self) -> None:
         self._client.close()
+
+
+def shown_url(url: str) -> str:
+    """``url`` as logs may show it: its scheme and host only, since a webhook's secret is
+    often in its path, query or credentials (``https://hooks.example/services/T0/B1/XyZ`` →
+    ``https://hooks.example/…``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    rest = "/…" if parts.path.strip("/") or parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{host}{rest}"
 
 
 def transports(config: NotifyConfig | None) -> list[Transport]:
