@@ -164,3 +164,51 @@ def test_a_change_survives_a_restart(tmp_path: Path, clock: Clock) -> None:
     assert held(client)["start"] == T0 + 10
     assert ctl.core.bookings is not None and ctl.core.bookings.by_name["p"].start == T0 + 10
     ctl.persist.close()
+
+
+# ============================================================================ found in review
+
+
+def _store_trigger(ctl: Controller, action: str) -> None:
+    """A real store that will not take the change: an SQLite trigger on the table."""
+    with ctl.persist.store._write() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER refuse BEFORE UPDATE ON reservations BEGIN SELECT RAISE({action}); END"
+        )
+
+
+def test_a_change_the_store_fails_to_write_leaves_the_core_as_stored(
+    ctl: Controller, client: TestClient, clock: Clock
+) -> None:
+    """The core had the new window while the store kept the old one (a restart brought
+    the old one back): the core now goes back to what is stored."""
+    clock.now = T0
+    make(client, users=["alice"])
+    _store_trigger(ctl, "ABORT, 'disk full'")
+    answer = client.patch("/v1/reservations/p", json={"start": T0 + 10, "end": T0 + 5000})
+    assert answer.status_code == 500
+    assert (held(client)["start"], held(client)["end"]) == (T0 + 1000, T0 + 2000)
+    bookings = ctl.core.bookings
+    assert bookings is not None
+    assert (bookings.by_name["p"].start, bookings.by_name["p"].end) == (T0 + 1000, T0 + 2000)
+
+
+def test_jobs_rejected_by_a_change_that_could_not_be_stored_are_rejected_here_too(
+    ctl: Controller, client: TestClient, clock: Clock
+) -> None:
+    """The row vanished (another controller deleted it): the core forgets the reservation
+    and rejects its waiting jobs, and the controller applies those rejections (they were
+    dropped: the job stayed waiting here while the core had cancelled it)."""
+    clock.now = T0
+    make(client, users=["alice"])
+    job = client.post("/v1/jobs", json=JOB).json()["id"]
+    ctl.run_cycle()
+    _store_trigger(ctl, "IGNORE")  # (the UPDATE touches no row)
+    answer = client.patch("/v1/reservations/p", json={"end": T0 + 5000})
+    assert answer.status_code == 404
+    assert ctl.core.bookings is None
+    assert job not in ctl.jobs  # (settled as a cycle settles a rejection)
+    ctl.run_cycle()
+    shown = client.get(f"/v1/jobs/{job}").json()
+    assert shown["state"] == "Cancelled"
+    assert shown["reason"] == "reservation p could not be stored"

@@ -11,7 +11,7 @@ import pytest
 
 from builders import exited, job, make_core, nodes, run_script, submit
 from fusesched.core.reservations import ReservationConflict
-from fusesched.model.events import ReservationSet
+from fusesched.model.events import JobExited, ReservationSet
 from fusesched.model.job import JobSpec
 from fusesched.model.phases import JobPhase
 from fusesched.model.reservation import Reservation
@@ -153,3 +153,33 @@ def test_the_planner_sees_the_new_window() -> None:
     assert run.reservations()[-1] == ("h", 200)
     run.step(2, ReservationSet(Reservation("m", ("n0", "n1"), 100, 300), replaces=True))
     assert run.reservations()[-1] == ("h", 300)
+
+
+# ============================================================================ found in review
+
+
+def test_a_requeued_job_waits_for_its_reservations_new_start() -> None:
+    """A job of the reservation runs when its start is moved later; requeued, it waits for
+    the new start like any of its waiting jobs (it restarted at once before)."""
+    run = run_script(FOUR, [(0, proj(start=0, end=1000)), (1, submit(into_p("in", walltime=500)))])
+    assert run.start_times()["in"] == 1
+    run.step(2, proj(start=600, end=1000, change=True))
+    run.step(10, JobExited("in", exit_code=1, reason="bad", requeue=True))
+    assert run.phase("in") is JobPhase.QUEUED
+    assert run.core.next_wakeup() == 600
+    run.step(599, [])
+    assert run.phase("in") is JobPhase.QUEUED
+    run.step(600, [])
+    assert run.phase("in") is JobPhase.RUNNING
+
+
+def test_a_requeued_job_whose_user_was_dropped_is_rejected() -> None:
+    run = run_script(
+        FOUR, [(0, proj(start=0, end=1000)), (1, submit(into_p("in", walltime=500, user="bob")))]
+    )
+    run.step(2, proj(start=0, end=1000, users=("alice",), change=True))
+    assert run.phase("in") is JobPhase.RUNNING  # (running jobs are not touched)
+    run.step(10, JobExited("in", exit_code=1, reason="bad", requeue=True))
+    assert run.rejected() == {
+        "in": "requeued, but user 'bob' (tenant 'default') may not use reservation p"
+    }

@@ -256,8 +256,15 @@ def update_reservation(ctl: Controller, name: str, change: Change) -> tuple[Stor
             raise ReservationConflict(str(exc)) from None
         except ValueError as exc:
             raise ReservationRefused(str(exc)) from None
-        if not _replace(ctl.persist.store, res):  # (deleted meanwhile by another controller)
-            ctl.core.handle(ReservationDeleted(name, "could not be stored"), now)
+        try:
+            stored = _replace(ctl.persist.store, res)
+        except Exception:  # (the store failed): the core goes back to the stored window
+            back = ctl.core.handle(ReservationSet(found.reservation, replaces=True), now)
+            _settle(ctl, [*decisions, *back], now)  # (jobs the change rejected stay so)
+            raise
+        if not stored:  # (deleted meanwhile by another controller): the core forgets it
+            gone = ctl.core.handle(ReservationDeleted(name, "could not be stored"), now)
+            _settle(ctl, [*decisions, *gone], now)
             raise UnknownReservation(name)
         _settle(ctl, decisions, now)
         _new_reasons(ctl, res, now)

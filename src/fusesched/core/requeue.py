@@ -45,9 +45,10 @@ def requeue(core: SchedulerCore, rec: JobRecord, event: JobExited, now: float) -
         gone = reservations.requeued(core, rec, now)  # (its reservations' constraints now)
         if gone:
             return core._reject(rec, gone, now)
-    rec.not_before = event.not_before
-    if event.not_before > now:
-        rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {event.not_before:g}")
+    # (not before its reservation's start: it may have been moved later since it started)
+    rec.not_before = max(event.not_before, reservations.opens(core, rec))
+    if rec.not_before > now:
+        rec.move(JobPhase.QUEUED, now, f"requeued ({reason}); eligible at {rec.not_before:g}")
         core._delayed[rec.id] = rec
         return []
     core._enqueue(rec, now, f"requeued ({reason})")

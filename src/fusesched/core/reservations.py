@@ -426,12 +426,17 @@ def refresh_job(core: SchedulerCore, job_id: str, now: float) -> None:
 
 def requeued(core: SchedulerCore, rec: JobRecord, now: float) -> str:
     """A run of ``rec`` ended and it goes back to wait: why it may not (its reservation has
-    ended or was deleted, or it no longer fits on its nodes), or ``""`` once its
-    constraints are those of now."""
+    ended or was deleted, no longer admits its user or tenant, or it no longer fits on its
+    nodes), or ``""`` once its constraints are those of now (the caller keeps it waiting
+    until its reservation's start: :func:`opens`)."""
     name = rec.spec.reservation
     bookings = core.bookings
     if name is not None and (bookings is None or name not in bookings.by_name):
         return f"requeued, but reservation {name} has ended or was deleted"
+    if name is not None and bookings is not None:  # (changed since it started, perhaps)
+        refused = refusal(bookings.by_name[name], rec.spec.user, rec.spec.tenant)
+        if refused:
+            return f"requeued, but {refused}"
     if bookings is not None:
         refresh(core, rec, now, submitted=True)
         if name is not None and rec.never_fits:
@@ -440,6 +445,15 @@ def requeued(core: SchedulerCore, rec: JobRecord, now: float) -> str:
         _apply(core, rec, rec.booked, NO_MARK)
         rec.booked = None
     return ""
+
+
+def opens(core: SchedulerCore, rec: JobRecord) -> float:
+    """When the window of ``rec``'s reservation opens (0 without one): a requeued job of
+    a reservation whose start was moved later waits for it again."""
+    name = rec.spec.reservation
+    bookings = core.bookings
+    res = bookings.by_name.get(name) if bookings is not None and name is not None else None
+    return res.start if res is not None else 0.0
 
 
 def fits_anyway(core: SchedulerCore, rec: JobRecord) -> None:
