@@ -139,12 +139,16 @@ class Client:
         states: Sequence[str] = (),
         queue: str | None = None,
         limit: int = 50,
+        array: str | None = None,
     ) -> list[dict[str, Any]]:
+        """Jobs newest first; ``array``: only that array's members."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         if user:
             query.append(("user", user))
         if queue:
             query.append(("queue", queue))
+        if array:
+            query.append(("array", array))
         query.extend(("state", s) for s in states)
         return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
 

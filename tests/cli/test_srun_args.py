@@ -14,7 +14,7 @@ from fusesched.cli.srun import (
     split_run_args,
     task_index,
 )
-from fusesched.cli.waiting import exit_code, exit_status, member_ids
+from fusesched.cli.waiting import Target, exit_code, exit_status, target
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import ArrayRequest
 from fusesched.submit.sbatch import command_flags, parse_sbatch
@@ -176,9 +176,9 @@ def test_exit_status_of_several_is_the_highest() -> None:
     assert exit_status([job("Completed", 0)]).code == 0
 
 
-def test_member_ids() -> None:
-    assert member_ids("7", None) == ["7"]
-    assert member_ids("7", ArrayRequest(start=1, stop=5, step=2)) == ["7_1", "7_3", "7_5"]
+def test_targets() -> None:
+    assert target("7", None) == Target("7") and Target("7").count == 1
+    assert target("7", ArrayRequest(start=1, stop=5, step=2)) == Target("7", 3)
 
 
 def test_a_script_may_ask_for_the_commands_own_options() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -93,11 +94,23 @@ def test_array_and_submit_wait(cluster: LocalCluster, tmp_path: Path) -> None:
     )
     assert array.returncode == 2, array.stderr
     job_id = array.stdout.split()[-1]
-    for index in range(3):
-        assert f"job {job_id}_{index} " in array.stderr
+    # the array is followed as a whole (one listing of its unfinished members per round);
+    # the members that did not complete are named
+    assert f"array {job_id}: all 3 members have ended" in array.stderr
+    for index in (1, 2):
+        assert f"job {job_id}_{index} failed with exit code {index}" in array.stderr
+    assert f"job {job_id}_0 " not in array.stderr
     assert "2 of 3 jobs did not complete" in array.stderr
     client = Client(cluster.url)
     assert {client.show(f"{job_id}_{i}")["state"] for i in range(3)} == {"Completed", "Failed"}
+    members = client.jobs(array=job_id, limit=10)  # GET /v1/jobs?array=ID: its members only
+    assert sorted(m["id"] for m in members) == [f"{job_id}_{i}" for i in range(3)]
+    listed = run_in(tmp_path, cluster, PYTHON, "jobs", "--array", job_id, "--json")
+    assert sorted(m["id"] for m in json.loads(listed.stdout)) == sorted(m["id"] for m in members)
+    assert [m["id"] for m in client.jobs(array=job_id, states=["Failed"])] == [
+        f"{job_id}_2",
+        f"{job_id}_1",
+    ]
 
     (tmp_path / "ok.yaml").write_text(
         "name: ok\nresources: {cpu: 1, memory: 32Mi}\ncommand: [sh, -c, 'exit 0']\n"

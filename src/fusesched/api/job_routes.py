@@ -106,6 +106,9 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         before: Annotated[
             int | None, Query(ge=0, le=2**63 - 1, description="jobs older than this id")
         ] = None,
+        array: Annotated[
+            str | None, Query(max_length=64, description="only this array's members")
+        ] = None,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
@@ -114,7 +117,13 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             tenant = p.tenant
         states = [s.value for s in state] if state else None
         return controller.persist.list_jobs(
-            user=user, states=states, queue=queue, limit=limit, before_seq=before, tenant=tenant
+            user=user,
+            states=states,
+            queue=queue,
+            limit=limit,
+            before_seq=before,
+            tenant=tenant,
+            array=array,
         )
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])

@@ -220,6 +220,9 @@ def jobs(
         list[str] | None, typer.Option(help="Only jobs in this state (repeatable).")
     ] = None,
     queue: Annotated[str | None, typer.Option(help="Only this queue's jobs.")] = None,
+    array: Annotated[
+        str | None, typer.Option(help="Only this array's members (as squeue -j ARRAY_ID).")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
     start: Annotated[
         bool,
@@ -248,7 +251,7 @@ def jobs(
         else:
             print_starts(answer)
         return
-    found = _call(client.jobs, user, state or (), queue, limit)
+    found = _call(client.jobs, user, state or (), queue, limit, array)
     if as_json:
         _print_json(found)
     else:

@@ -24,6 +24,7 @@ from fusesched.cli.live import (
     console,
     err,
 )
+from fusesched.cli.waiting import Target, target
 
 #: The name ``sbatch --wrap``'s job is read under (no file: the options say what runs).
 WRAP_SOURCE = "wrap"
@@ -70,8 +71,8 @@ def print_ids(ids: Sequence[str]) -> None:
     sys.stdout.flush()
 
 
-def wait_and_exit(client: Any, ids: Sequence[str], prog: str) -> None:
-    """``--wait``: say each change of state on stderr until every job in ``ids`` has ended,
+def wait_and_exit(client: Any, targets: Sequence[Target], prog: str) -> None:
+    """``--wait``: say each change of state on stderr until every job of ``targets`` has ended,
     then exit with their status (:func:`fusesched.cli.waiting.exit_status`). Ctrl-C stops
     waiting (the jobs keep running, as with sbatch) and exits 130."""
     from fusesched.cli.waiting import INTERRUPTED, exit_status, wait_for
@@ -80,15 +81,16 @@ def wait_and_exit(client: Any, ids: Sequence[str], prog: str) -> None:
         err.print(f"{prog}: {line}", highlight=False, markup=False)
 
     try:
-        ended = _call(wait_for, client, ids, say)
+        total, ended = _call(wait_for, client, targets, say)
     except KeyboardInterrupt:
+        ids = [t.id for t in targets]
         shown = ", ".join(ids[:3]) + (", …" if len(ids) > 3 else "")
         say(f"stopped waiting; job {shown} keeps running (fusesched cancel to stop it)")
         raise typer.Exit(INTERRUPTED) from None
     outcome = exit_status(ended)
     if outcome.code:
-        if len(ids) > 1:
-            say(f"{len(outcome.lines)} of {len(ids)} jobs did not complete")
+        if total > 1:
+            say(f"{len(outcome.lines)} of {total} jobs did not complete")
         say(f"exit status {outcome.code}")
         raise typer.Exit(outcome.code)
 
@@ -103,13 +105,9 @@ def _check_flags(test_only: bool, parsable: bool, wait: bool, as_json: bool) -> 
         _fail("give --json or --parsable, not both", 2)
 
 
-def _submitted_ids(job_ids: Sequence[str], requests: Sequence[Any]) -> list[str]:
-    """The jobs to wait for: each submitted job, or each member of an array."""
-    from fusesched.cli.waiting import member_ids
-
-    return [
-        m for job_id, r in zip(job_ids, requests, strict=True) for m in member_ids(job_id, r.array)
-    ]
+def _targets(job_ids: Sequence[str], requests: Sequence[Any]) -> list[Target]:
+    """The jobs to wait for: each submitted job, an array as a whole."""
+    return [target(job_id, r.array) for job_id, r in zip(job_ids, requests, strict=True)]
 
 
 def submit(
@@ -191,7 +189,7 @@ def submit(
         for job_id in ids:
             console.print(f"Submitted job {job_id}", highlight=False)
     if wait:
-        wait_and_exit(client, _submitted_ids(ids, requests), "submit")
+        wait_and_exit(client, _targets(ids, requests), "submit")
 
 
 def sbatch(
@@ -259,4 +257,4 @@ def sbatch(
     else:
         console.print(f"Submitted batch job {job_id}", highlight=False)
     if wait:
-        wait_and_exit(client, _submitted_ids([job_id], [request]), "sbatch")
+        wait_and_exit(client, _targets([job_id], [request]), "sbatch")

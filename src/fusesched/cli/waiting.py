@@ -46,7 +46,9 @@ def describe(job: Mapping[str, Any]) -> str:
     """How an ended job ended, for a person: ``completed``, ``failed with exit code 3``,
     ``reached its time limit (00:00:02)``, ``was cancelled``…"""
     state, phase, code = job.get("state"), job.get("phase"), job.get("exit_code")
-    reason = f": {job['reason']}" if job.get("reason") else ""
+    said = job.get("reason") or ""
+    # (a reason that only repeats the code says nothing more: "exit 3", "exit -9")
+    reason = f": {said}" if said and said != f"exit {code}" else ""
     if state == "Completed":
         return "completed"
     if phase == "timeout":
@@ -59,7 +61,7 @@ def describe(job: Mapping[str, Any]) -> str:
         return f"failed without an exit code{reason}"
     if int(code) < 0:
         return f"was killed by signal {-int(code)}{reason}"
-    return f"failed with exit code {code}"
+    return f"failed with exit code {code}{reason}"
 
 
 def exit_status(jobs: Iterable[Mapping[str, Any]]) -> Outcome:
@@ -75,12 +77,33 @@ def exit_status(jobs: Iterable[Mapping[str, Any]]) -> Outcome:
     return Outcome(code, tuple(lines))
 
 
-def member_ids(job_id: str, array: Any) -> list[str]:
-    """The ids to wait for: an array's members (``<id>_<index>``), else the job itself.
-    ``array`` is the request's array (start, stop, step), or None."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A submitted job to wait for: a plain job (``members`` None) or an array of
+    ``members`` members, whose ids are ``<id>_<index>``."""
+
+    id: str
+    members: int | None = None
+
+    @property
+    def count(self) -> int:
+        return 1 if self.members is None else self.members
+
+
+def target(job_id: str, array: Any) -> Target:
+    """What to wait for after submitting ``job_id``: ``array`` is its request's array
+    (start, stop, step), or None."""
     if array is None:
-        return [job_id]
-    return [f"{job_id}_{i}" for i in range(array.start, array.stop + 1, array.step)]
+        return Target(job_id)
+    return Target(job_id, len(range(array.start, array.stop + 1, array.step)))
+
+
+#: an array's members listed per request (the API's most)
+PAGE = 1000
+#: an array's unfinished members are counted up to this many in what is said
+SHOWN_UNFINISHED = PAGE
+#: the members of an array that did not complete named one by one at its end (then a count)
+SHOWN_MEMBERS = 20
 
 
 def poll_interval(count: int) -> float:
@@ -107,28 +130,67 @@ def _change(job: Mapping[str, Any]) -> str:
 
 def wait_for(
     client: Any,
-    ids: Sequence[str],
+    targets: Sequence[Target],
     say: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
-) -> list[dict[str, Any]]:
-    """Poll the jobs ``ids`` until every one has ended; their final records, in order.
+) -> tuple[int, list[dict[str, Any]]]:
+    """Poll until every job of ``targets`` has ended: (how many jobs in all, the final
+    records of those that did not complete plus each plain job's).
 
-    Each change of state is passed to ``say`` (a line for stderr). A controller error is
-    raised (:class:`fusesched.sdk.ControllerError`); Ctrl-C raises KeyboardInterrupt."""
+    A plain job is read with ``GET /v1/jobs/{id}``; an array with one listing of its
+    unfinished members per round (``GET /v1/jobs?array=ID``), however many it has, and once
+    they have all ended one listing of those that failed or were cancelled (the first
+    :data:`PAGE`). Each change is passed to ``say`` (a line for stderr). A controller error
+    is raised (:class:`fusesched.sdk.ControllerError`); Ctrl-C raises KeyboardInterrupt."""
     seen: dict[str, str] = {}
-    final: dict[str, dict[str, Any]] = {}
-    pause = poll_interval(len(ids))
+    final: dict[str, list[dict[str, Any]]] = {}
+    pause = poll_interval(sum(1 for t in targets if t.members is None) + len(targets))
     while True:
-        for job_id in ids:
-            if job_id in final:
+        for job in targets:
+            if job.id in final:
                 continue
-            job = client.show(job_id)
-            shown = _change(job)
-            if seen.get(job_id) != shown:
-                seen[job_id] = shown
+            if job.members is None:
+                record = client.show(job.id)
+                shown = _change(record)
+                if record["state"] in FINISHED:
+                    final[job.id] = [record]
+            else:
+                left = _members(client, job.id, ("Pending", "Running"))
+                shown = _array_change(job, left)
+                if not left:
+                    final[job.id] = _members(client, job.id, ("Failed", "Cancelled"))
+            if seen.get(job.id) != shown:
+                seen[job.id] = shown
                 say(shown)
-            if job["state"] in FINISHED:
-                final[job_id] = job
-        if len(final) == len(ids):
-            return [final[i] for i in ids]
+            if job.members is not None and job.id in final:  # its members that did not complete
+                ended = sorted(final[job.id], key=lambda m: _index(m["id"]))
+                for record in ended[:SHOWN_MEMBERS]:
+                    say(_change(record))
+                if len(ended) > SHOWN_MEMBERS:
+                    say(f"array {job.id}: {len(ended) - SHOWN_MEMBERS} more did not complete")
+        if len(final) == len(targets):
+            return sum(t.count for t in targets), [r for t in targets for r in final[t.id]]
         sleep(pause)
+
+
+def _members(client: Any, array: str, states: Sequence[str]) -> list[dict[str, Any]]:
+    """An array's members in ``states`` (the first :data:`PAGE`). A controller too old for
+    the ``array`` filter lists other jobs too: only the array's own are kept."""
+    found = client.jobs(array=array, states=states, limit=PAGE)
+    return [job for job in found if job.get("array_parent") == array]
+
+
+def _index(member: str) -> int:
+    """An array member's index (``12_7`` → 7), for the order they are named in."""
+    tail = member.rpartition("_")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _array_change(job: Target, left: Sequence[Mapping[str, Any]]) -> str:
+    """An array's progress as said on stderr: ``array 12: 3 running, 5 pending of 10``."""
+    if not left:
+        return f"array {job.id}: all {job.members} members have ended"
+    running = sum(1 for m in left if m["state"] == "Running")
+    more = "+" if len(left) >= SHOWN_UNFINISHED else ""
+    pending = f"{len(left) - running}{more}"
+    return f"array {job.id}: {running} running, {pending} pending of {job.members}"

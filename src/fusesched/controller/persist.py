@@ -420,9 +420,16 @@ class Persistence:
         limit: int,
         before_seq: int | None,
         tenant: str | None = None,
+        array: str | None = None,
     ) -> list[JobView]:
         rows = self.store.list_jobs(
-            user=user, states=states, queue=queue, limit=limit, before_seq=before_seq, tenant=tenant
+            user=user,
+            states=states,
+            queue=queue,
+            limit=limit,
+            before_seq=before_seq,
+            tenant=tenant,
+            array_parent=array,
         )
         return [_view(row, ()) for row in rows]
 

@@ -212,10 +212,11 @@ class Store:
         limit: int = 50,
         before_seq: int | None = None,
         tenant: str | None = None,
+        array_parent: str | None = None,
     ) -> list[JobRow]:
         """Jobs newest first (by seq), filtered by whichever of ``user``, ``tenant``,
-        ``states`` (any of) and ``queue`` are given. For the next page pass the last row's
-        seq as ``before_seq``."""
+        ``states`` (any of), ``queue`` and ``array_parent`` (an array's members) are given.
+        For the next page pass the last row's seq as ``before_seq``."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
@@ -226,6 +227,10 @@ class Store:
         state: ColumnElement[str] = jobs.c.state
         queue_column: ColumnElement[str] = jobs.c.queue
         tenant_column: ColumnElement[str] = jobs.c.tenant
+        if array_parent is not None:  # walk the array's index, test the rest row by row
+            stmt = stmt.where(jobs.c.array_parent == array_parent)
+            state, queue_column = unindexed(state), unindexed(queue_column)
+            tenant_column = unindexed(tenant_column)
         if user is not None:
             stmt = stmt.where(jobs.c.user == user)
             state, queue_column = unindexed(state), unindexed(queue_column)
