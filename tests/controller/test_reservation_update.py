@@ -212,3 +212,24 @@ def test_jobs_rejected_by_a_change_that_could_not_be_stored_are_rejected_here_to
     shown = client.get(f"/v1/jobs/{job}").json()
     assert shown["state"] == "Cancelled"
     assert shown["reason"] == "reservation p could not be stored"
+
+
+def test_a_reservation_the_store_fails_to_create_is_not_enforced(
+    ctl: Controller, client: TestClient, clock: Clock
+) -> None:
+    """The core took the new reservation, then the store failed to write the row (here an
+    operational error, as a full disk or a lost database gives): the core forgets it again,
+    so nothing is enforced that a restart would not bring back."""
+    clock.now = T0
+    with ctl.persist.store._write() as conn:  # (the trigger fails as the INSERT runs)
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON reservations "
+            "BEGIN SELECT no_such_function(); END"
+        )
+    answer = client.post(
+        "/v1/reservations",
+        json={"name": "p", "nodes": ["n0"], "start": T0 + 1000, "end": T0 + 2000},
+    )
+    assert answer.status_code == 500
+    assert ctl.core.bookings is None or "p" not in ctl.core.bookings.by_name
+    assert client.get("/v1/reservations").json() == {"reservations": []}

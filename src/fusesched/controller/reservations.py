@@ -184,9 +184,12 @@ def create(ctl: Controller, res: Reservation, by: str) -> tuple[Stored, list[str
             raise ReservationRefused(str(exc)) from None
         try:
             _insert(ctl.persist.store, res, now, by)
-        except IntegrityError:  # (made meanwhile by another controller): the core forgets it
-            ctl.core.handle(ReservationDeleted(res.name, "could not be stored"), now)
-            raise ReservationConflict(f"reservation {res.name!r} already exists") from None
+        except Exception as exc:  # the core forgets it: both or neither
+            gone = ctl.core.handle(ReservationDeleted(res.name, "could not be stored"), now)
+            _settle(ctl, [*decisions, *gone], now)
+            if isinstance(exc, IntegrityError):  # (made meanwhile by another controller)
+                raise ReservationConflict(f"reservation {res.name!r} already exists") from None
+            raise
         _settle(ctl, decisions, now)
     ctl.wake()
     return Stored(res, now, by), warnings
