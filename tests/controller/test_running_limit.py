@@ -75,7 +75,14 @@ def test_a_running_jobs_new_limit_reaches_its_agent_and_the_core(
     reply = beat(ctl, [task])
     assert [(limit.task_id, limit.walltime_s) for limit in reply.limit] == [(task, 600)]
     assert reply.kill == []
-    assert beat(ctl, [task]).limit == []  # sent once
+    # each full beat's reply carries it again while the task runs: a reply lost on the way
+    # (the agent would keep the old limit) is made good by the next one
+    again = beat(ctl, [task]).limit
+    assert [(limit.task_id, limit.walltime_s) for limit in again] == [(task, 600)]
+    quick = ctl.heartbeat(Heartbeat(node="n0", running=None), wait_s=0, launch=True)
+    assert quick.limit == []  # (a quick report lists no tasks)
+    assert beat(ctl, []).limit == []  # no longer running there: forgotten
+    assert beat(ctl, [task]).limit == []
     stored = ctl.persist.store.get_job(job)
     assert stored is not None and stored.job.request["walltime_s"] == 600
     events = ctl.persist.store.events_for_job(job)
@@ -91,6 +98,7 @@ def test_a_user_may_only_shorten_a_running_jobs_limit(ctl: Controller, client: T
     assert updates.update(ctl, job, walltime_s=300, only_lower=True) == [job]
     assert updates.update(ctl, job, walltime_s=1200) == [job]  # an admin may lengthen it
     assert [limit.walltime_s for limit in beat(ctl, [task]).limit] == [300, 1200]
+    assert [limit.walltime_s for limit in beat(ctl, [task]).limit] == [1200]  # (again)
     assert ctl.core.jobs[job].spec.walltime_s == 1200
 
 

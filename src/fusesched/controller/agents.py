@@ -17,6 +17,7 @@ from fusesched.api.wire import (
     KillTask,
     NodeInventory,
     TaskLaunch,
+    TaskLimit,
     TaskState,
 )
 from fusesched.controller import adoption, data, drains, endings, failures
@@ -191,7 +192,7 @@ def heartbeat(
         reply = HeartbeatReply(
             launch=node.outbox if signals else _without_signals(beat.node, node.outbox),
             kill=node.kills,
-            limit=node.limits,
+            limit=node.limits + _limits_again(ctl, node, beat),
             signal=node.signals if signals else [],
             stage=node.stage,
         )
@@ -209,6 +210,29 @@ def heartbeat(
         node.outbox, node.kills, node.limits, node.stage = [], [], [], []
         node.signals = []
     return reply
+
+
+def _limits_again(ctl: Controller, node: LiveNode, beat: Heartbeat) -> list[TaskLimit]:
+    """A full beat's reply carries again the time limit of each of the node's running tasks
+    whose limit was changed (``node.relimited``), so that a reply lost on the way cannot
+    leave the agent with the old one (the agent takes the same limit twice as once). Tasks
+    gone from the node are forgotten. Quick reports list no tasks: nothing for them."""
+    if not node.relimited or beat.running is None:
+        return []
+    listed = set(beat.running)
+    sent = {limit.task_id for limit in node.limits}  # (this reply has their newest already)
+    again: list[TaskLimit] = []
+    for task_id in sorted(node.relimited):
+        found = ctl.tasks.get(task_id)
+        if found is None or task_id not in listed:
+            node.relimited.discard(task_id)
+            continue
+        if task_id in sent:
+            continue
+        walltime = found[1].launch.walltime_s
+        if walltime is not None:  # (a task being stopped keeps what it has: harmless)
+            again.append(TaskLimit(task_id=task_id, walltime_s=walltime))
+    return again
 
 
 def _without_signals(node: str, launches: list[TaskLaunch]) -> list[TaskLaunch]:

@@ -121,6 +121,9 @@ class LiveNode:
     outbox: list[TaskLaunch] = field(default_factory=list)
     kills: list[KillTask] = field(default_factory=list)
     limits: list[TaskLimit] = field(default_factory=list)  # running tasks' new time limits
+    # tasks here whose time limit was changed while they ran: each full beat's reply carries
+    # their limit again (a reply lost on the way would leave the agent with the old one)
+    relimited: set[str] = field(default_factory=set)
     signals: list[TaskSignal] = field(default_factory=list)  # for running tasks (signals.py)
     takes_signals: bool = False  # its latest beat said its agent understands signals
     datasets: frozenset[str] | None = None  # what its cache holds (None: no cache reported)

@@ -187,6 +187,7 @@ def _relimit_tasks(
             node.outbox = [task.launch if t.task_id == task_id else t for t in node.outbox]
         elif task.state in ("delivered", "running"):
             node.limits.append(TaskLimit(task_id=task_id, walltime_s=walltime_s))
+            node.relimited.add(task_id)
 
 
 def _only_lower(
