@@ -566,13 +566,15 @@ def test_users_may_only_lower_what_they_change(secure: Secure) -> None:
     alice, admin = secure.client("alice"), secure.client("admin")
     sleeper = alice.submit(job(["sleep", "600"], name="sleeper"))
     after = [{"kind": "afterany", "job_id": sleeper}]  # it runs: this one waits
-    waiting = alice.submit(job(["true"], priority=5, walltime_s=600, dependencies=after))
+    # a user may not submit above priority 0 (sbatch --priority is an admin's), only lower
+    assert status_of(alice.submit, job(["true"], priority=5)) == 403
+    waiting = alice.submit(job(["true"], priority=-5, walltime_s=600, dependencies=after))
     deadline = time.monotonic() + 10
     while alice.show(waiting)["phase"] != "pending" and time.monotonic() < deadline:
         time.sleep(0.05)
-    for change in ({"priority": 6}, {"qos": "gold"}, {"walltime_s": 601}):
+    for change in ({"priority": -4}, {"qos": "gold"}, {"walltime_s": 601}):
         assert status_of(alice.update, waiting, **change) == 403, change
-    assert alice.update(waiting, priority=2, qos="bronze", walltime_s=300) == [waiting]
+    assert alice.update(waiting, priority=-8, qos="bronze", walltime_s=300) == [waiting]
     assert admin.update(waiting, priority=100, walltime_s=7200) == [waiting]
     assert status_of(secure.client("bob").update, waiting, priority=1) == 404
     alice.cancel(waiting)

@@ -110,7 +110,9 @@ class Access:
         self.controller.persist.store.add_events([row])
 
     def owned(self, p: Principal, requests: Sequence[JobRequest]) -> list[JobRequest]:
-        """The requests as ``p`` may submit them: user and tenant from the token."""
+        """The requests as ``p`` may submit them: user and tenant from the token. As in
+        Slurm, a user may not raise a job's priority above 0 (403); it may lower it, and
+        admins may set any (as ``fusesched update`` allows)."""
         person(p)
         if not self.auth.enabled:
             return list(requests)
@@ -128,6 +130,11 @@ class Access:
                     raise forbidden(f"you cannot submit jobs for tenant {tenant!r}")
                 if p.role is Role.USER and user != p.user:
                     raise forbidden(f"you cannot submit jobs as user {user!r}")
+                if p.role is Role.USER and request.priority > 0:  # (as sbatch --priority)
+                    raise forbidden(
+                        f"only an admin may give a job a priority above 0 (not "
+                        f"{request.priority}); users may lower it (sbatch --nice)"
+                    )
             out.append(request.model_copy(update={"user": user, "tenant": tenant}))
         return out
 
