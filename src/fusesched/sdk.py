@@ -307,6 +307,10 @@ class Client:
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 
+    def licenses(self) -> list[dict[str, Any]]:
+        """The cluster's licenses: total, in use, free, waiting jobs' demand."""
+        return list(self._call("GET", "/v1/licenses"))
+
     def fairshare(self) -> list[dict[str, Any]]:
         """The fair-share tree, one row per account (as Slurm's sshare)."""
         return list(self._call("GET", "/v1/fairshare"))

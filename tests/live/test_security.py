@@ -167,6 +167,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("GET", "/v1/queues"): {},
         ("GET", "/v1/fairshare"): {},
+        ("GET", "/v1/licenses"): {},
         ("GET", "/v1/reservations"): {},
         ("POST", "/v1/reservations"): {
             "json": {"name": "sec", "nodes": [node], "start": 0, "end": 4e9, "users": ["bob"]}
@@ -260,6 +261,7 @@ SHARED = {
     ("GET", "/v1/nodes"),
     ("GET", "/v1/queues"),  # other tenants' queues: name and counts only
     ("GET", "/v1/fairshare"),  # the caller's own branch of the tree only
+    ("GET", "/v1/licenses"),  # counts per license name (none configured here)
     ("GET", "/v1/reservations"),  # (none exists while these tests run)
     ("GET", "/metrics"),
     ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role

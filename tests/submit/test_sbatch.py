@@ -182,12 +182,12 @@ def test_other_comments_and_lookalikes_are_not_directives() -> None:
 
 def test_unknown_options_warn_and_skip_their_value() -> None:
     parsed = parse_sbatch(
-        "#!/bin/sh\n#SBATCH --mcs-label lab -n 2 -L lic1 --partiton=gpu\n./a\n", source="s.sh"
+        "#!/bin/sh\n#SBATCH --mcs-label lab -n 2 -S 1 --partiton=gpu\n./a\n", source="s.sh"
     )
     assert parsed.request.groups[0].replicas == 2
     assert parsed.warnings == (
         "s.sh:2: --mcs-label is not supported; ignored",
-        "s.sh:2: -L is not supported; ignored",
+        "s.sh:2: -S is not supported; ignored",
         "s.sh:2: --partiton is not supported (did you mean --partition?); ignored",
     )
 

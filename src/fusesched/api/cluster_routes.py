@@ -11,7 +11,15 @@ from fastapi.responses import PlainTextResponse, Response
 from fusesched.api.access import Access, Caller, person
 from fusesched.api.queues import queue_view, visible_queues, visible_shares
 from fusesched.api.responses import forbidden
-from fusesched.api.schemas import FairShareRow, NodeView, QueueView, UsageView, usage_view
+from fusesched.api.schemas import (
+    FairShareRow,
+    LicenseView,
+    NodeView,
+    QueueView,
+    UsageView,
+    usage_view,
+)
+from fusesched.controller import licenses
 from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from fusesched.controller.metrics import metrics_for
 from fusesched.model.resources import format_quantity
@@ -54,6 +62,13 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
                 )
             )
         return out
+
+    @app.get("/v1/licenses", response_model=list[LicenseView], tags=["cluster"])
+    def license_list(p: Caller) -> list[LicenseView]:
+        """The cluster's licenses (controller --licenses): total, in use, free, and what
+        waiting jobs ask for (docs/LICENSES.md); empty when none are configured."""
+        person(p)
+        return licenses.views(controller)
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["cluster"])
     def metrics(p: Caller) -> Response:

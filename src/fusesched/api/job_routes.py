@@ -28,7 +28,7 @@ from fusesched.api.schemas import (
     Updated,
 )
 from fusesched.client_base import NEXT_OFFSET
-from fusesched.controller import holds, requeues, updates
+from fusesched.controller import holds, licenses, requeues, updates
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -116,7 +116,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
                 return []
             tenant = p.tenant
         states = [s.value for s in state] if state else None
-        return controller.persist.list_jobs(
+        found = controller.persist.list_jobs(
             user=user,
             states=states,
             queue=queue,
@@ -125,10 +125,11 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             tenant=tenant,
             array=array,
         )
+        return licenses.with_reasons(controller, found)  # (waiting for licenses: …)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
     def show(job_id: str, p: Caller) -> JobView:
-        return access.visible_job(p, job_id)
+        return licenses.with_reasons(controller, [access.visible_job(p, job_id)])[0]
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])
     def cancel(job_id: str, p: Caller) -> Cancelled:

@@ -58,6 +58,8 @@ class JobView(_View):
     time_limit_s: float | None = None  # its time limit, as changed by updates; None: none
     mail_type: str | None = None  # what it is told of ("END,FAIL", sbatch --mail-type); None: none
     mail_user: str | None = None  # who is told (sbatch --mail-user; default its user)
+    comment: str = ""  # free text for people (sbatch --comment)
+    licenses: dict[str, int] = Field(default_factory=dict)  # cluster licenses (sbatch -L)
     nodes: list[str] = Field(default_factory=list)
     submit_time: float | None = None
     start_time: float | None = None
@@ -67,6 +69,17 @@ class JobView(_View):
     energy_kwh: float | None = None  # what its run drew, once ended (measured + estimated)
     energy_measured_kwh: float | None = None  # the part measured (GPU power readings)
     tasks: list[TaskView] = Field(default_factory=list)
+
+
+class LicenseView(_View):
+    """``GET /v1/licenses``: one cluster license (as ``scontrol show licenses``)."""
+
+    name: str
+    total: int  # as configured (controller --licenses)
+    in_use: int  # held by running jobs
+    free: int
+    waiting_demand: int  # what waiting jobs ask for in all
+    waiting_jobs: int  # how many waiting jobs ask for it
 
 
 class ExpectedStartView(_View):

@@ -30,6 +30,7 @@ CLIENT_COMMANDS = frozenset(
         "undrain",
         "queues",
         "share",
+        "licenses",
         "token",
     }
 )

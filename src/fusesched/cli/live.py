@@ -281,6 +281,11 @@ def show(
         console.print(terms, highlight=False)
     if job.get("mail_type"):  # (sbatch --mail-type: who is told of what)
         console.print(f"mail: {job['mail_type']} to {job.get('mail_user') or '-'}", highlight=False)
+    if job.get("licenses"):  # (sbatch -L)
+        held = ",".join(f"{n}:{k}" for n, k in sorted(job["licenses"].items()))
+        console.print(f"licenses: {held}", highlight=False)
+    if job.get("comment"):  # (sbatch --comment)
+        console.print(f"comment: {job['comment']}", highlight=False, markup=False)
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         for name in ("task", "node", "state", "exit", "gpus"):
@@ -453,12 +458,13 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.admin import token_app
     from fusesched.cli.efficiency import eff
     from fusesched.cli.job_holds import hold, release, requeue, update
+    from fusesched.cli.licenses import licenses
     from fusesched.cli.node_admin import drain, undrain
     from fusesched.cli.queue_status import queues, share
     from fusesched.cli.submission import SBATCH_CONTEXT, sbatch, submit
 
     commands = (submit, jobs, show, logs, cancel, hold, release, requeue, update, nodes)
-    for fn in (*commands, eff, drain, undrain, queues, share, priority):
+    for fn in (*commands, eff, drain, undrain, queues, share, licenses, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     from fusesched.cli import srun

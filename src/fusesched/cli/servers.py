@@ -41,6 +41,28 @@ TenancyOpt = Annotated[
 ]
 
 
+LicensesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--licenses",
+        help="The cluster's floating licenses, NAME:COUNT[,NAME:COUNT…] (matlab:10,ansys:4): "
+        "jobs ask for them with sbatch -L and wait until they are free (docs/LICENSES.md).",
+    ),
+]
+
+
+def _load_licenses(text: str | None) -> tuple[tuple[str, int], ...]:
+    """``--licenses``'s pairs; a malformed list exits 2 with the reason."""
+    from fusesched.model.licenses import LicenseError, parse_licenses
+
+    if text is None:
+        return ()
+    try:
+        return parse_licenses(text)
+    except LicenseError as exc:
+        _fail(f"--licenses: {exc}", 2)
+
+
 PoolsOpt = Annotated[
     Path | None,
     typer.Option(
@@ -241,6 +263,7 @@ def controller(
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     tenancy: TenancyOpt = None,
+    licenses: LicensesOpt = None,
     pools: PoolsOpt = None,
     power: PowerOpt = None,
     standby: Annotated[
@@ -277,6 +300,7 @@ def controller(
             runtime_prediction=runtime_prediction,
             data_locality_weight=data_locality_weight,
             data_locality_wait_s=data_locality_wait,
+            licenses=_load_licenses(licenses),
         )
     except PolicyError as exc:
         _fail(str(exc), 2)
@@ -401,6 +425,7 @@ def up(
         ),
     ] = False,
     tenancy: TenancyOpt = None,
+    licenses: LicensesOpt = None,
     pools: PoolsOpt = None,
     power: PowerOpt = None,
     queue_order: Annotated[
@@ -426,7 +451,10 @@ def up(
 
     try:
         core = CoreConfig(
-            queue_order=queue_order, placement="best-fit", tenancy=_load_tenancy(tenancy)
+            queue_order=queue_order,
+            placement="best-fit",
+            tenancy=_load_tenancy(tenancy),
+            licenses=_load_licenses(licenses),
         )
     except PolicyError as exc:
         _fail(str(exc), 2)

@@ -34,7 +34,7 @@ HELP = ("-h", "--help")
 OWN_VALUES = ("--controller", "--token", "--ca")
 
 #: srun options that have no meaning here: accepted with a warning (and their value skipped).
-IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m", "export": ""}
+IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m"}
 
 #: sbatch options ``run`` refuses, and why.
 REFUSED = {

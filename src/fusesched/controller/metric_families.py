@@ -127,3 +127,22 @@ class Families:
             self.gpu_temperature,
             self.gpu_energy,
         ]
+
+
+def license_families(rows: list[tuple[str, int, int]]) -> list[Metric]:
+    """The cluster licenses' gauges: ``fusesched_license_total`` and
+    ``fusesched_license_in_use`` per license, from (name, total, in use) rows."""
+    total = GaugeMetricFamily(
+        "fusesched_license_total",
+        "Cluster licenses configured (controller --licenses), per license.",
+        labels=["license"],
+    )
+    in_use = GaugeMetricFamily(
+        "fusesched_license_in_use",
+        "Cluster licenses held by running jobs, per license.",
+        labels=["license"],
+    )
+    for name, count, used in rows:
+        total.add_metric([name], count)
+        in_use.add_metric([name], used)
+    return [total, in_use]

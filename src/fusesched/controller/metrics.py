@@ -38,7 +38,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskSampleWire
-from fusesched.controller.metric_families import Families
+from fusesched.controller.metric_families import Families, license_families
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, MEMORY, Resources
 from fusesched.store.records import JobState
@@ -352,7 +352,12 @@ class ControllerMetrics:
         cycles = CounterMetricFamily(
             "fusesched_cycles", "Scheduling cycles run by this controller.", value=ctl.cycles
         )
-        return [queue, cycles, *self._nodes_metrics(ctl, now), self._jobs_energy(ctl, now)]
+        out = [queue, cycles, *self._nodes_metrics(ctl, now), self._jobs_energy(ctl, now)]
+        pool = ctl.core.licenses
+        if pool is not None:  # (cluster licenses: docs/LICENSES.md)
+            rows = [(n, t, pool.used.get(n, 0)) for n, t in sorted(pool.total.items())]
+            out.extend(license_families(rows))
+        return out
 
     def _nodes_metrics(self, ctl: Controller, now: float) -> list[Metric]:
         f = Families()

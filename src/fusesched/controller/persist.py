@@ -443,6 +443,12 @@ def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _licenses(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int)}
+
+
 def _number_or_none(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -467,6 +473,8 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         time_limit_s=_number_or_none(row.request.get("walltime_s")),
         mail_type=mail_type,
         mail_user=mail_user,
+        comment=_text_or_none(row.request.get("comment")) or "",
+        licenses=_licenses(row.request.get("licenses")),
         nodes=list(row.nodes),
         pool=row.pool,
         energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,

@@ -7,7 +7,9 @@ checkpoints resumes from its checkpoint folder), counts one more attempt, and th
 stay in its history. With ``hold`` it is held once queued (controller/holds.py; a
 cluster-admin's is an administrator hold, as with :func:`holds.hold`). Only a running
 job of the local agents can be requeued: a waiting one has nothing to requeue, and a job an
-external cluster runs is requeued there.
+external cluster runs is requeued there. A job whose restart policy allows no restarts
+(``max_restarts`` 0, as ``sbatch --no-requeue`` asks) is not requeued (as Slurm refuses to
+requeue a ``--no-requeue`` job).
 
 Every function here takes the controller's lock itself.
 """
@@ -47,6 +49,11 @@ def requeue(
                 rec = ctl.core.jobs.get(target)
                 phase = rec.phase if rec is not None else JobPhase.PENDING
                 raise RequeueRefused(f"job {target} is {phase}: only a running job is requeued")
+            if live.request.restart.max_restarts == 0:
+                raise RequeueRefused(
+                    f"job {target} is not to be requeued: its restart policy allows no "
+                    "restarts (restart.max_restarts 0; sbatch --no-requeue)"
+                )
             if live.pool is not None:
                 raise RequeueRefused(
                     f"job {target} runs in the external pool {live.pool!r}: requeue it there"

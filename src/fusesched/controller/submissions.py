@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fusesched.controller import dependencies, federation, holds, reservations
+from fusesched.controller import dependencies, federation, holds, licenses, reservations
 from fusesched.controller.records import LiveJob, NotReadyError, array_size
 from fusesched.model.events import JobSubmitted
 from fusesched.model.job import DependencyKind, JobSpec, QoS
@@ -120,7 +120,11 @@ def refusal(ctl: Controller, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> s
             )
         if not known:
             return f"dependency on unknown job {dep.job_id!r}"
-    reason = reservations.refusal(ctl, spec) or check_feasible(spec, node_specs)
+    reason = (
+        licenses.refusal(ctl, spec)
+        or reservations.refusal(ctl, spec)
+        or check_feasible(spec, node_specs)
+    )
     if not reason and ctl.core.tenants is not None:
         reason = ctl.core.tenants.refuse(spec)
     return reason or None

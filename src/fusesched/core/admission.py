@@ -92,8 +92,10 @@ def start_admitted(
                     gate.hold(rec)  # nobody to preempt: keep the freed room from borrowers
                 out.extend(preempt(core, victims))
                 continue
-            victims = gate.room_victims(core, rec, verdict, now)
-            out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
+            if core.licenses is None or not core.licenses.blocks(rec):  # (preempting
+                # frees no license: a job its licenses hold back preempts nobody)
+                victims = gate.room_victims(core, rec, verdict, now)
+                out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
             stop = pos + 1
             if _guaranteed(verdict):
                 held.add(rec.spec.queue)
@@ -129,7 +131,8 @@ def _start_borrowers(
         pin_flavours(core, rec, verdict)
         alloc = core.try_place(rec, quota_checked=True)
         if alloc is None:
-            out.extend(preempt(core, gate.priority_victims(core, rec, now)))
+            if core.licenses is None or not core.licenses.blocks(rec):
+                out.extend(preempt(core, gate.priority_victims(core, rec, now)))
             break
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))

@@ -31,6 +31,8 @@ import numpy as np
 
 from fusesched.core import reservations
 from fusesched.core.cluster import ClusterArrays, IntArray, rows_within
+from fusesched.core.licenses import LicenseHold, backfilled, may_backfill
+from fusesched.core.licenses import reserve as reserve_licenses
 from fusesched.core.placement import slot_bound
 from fusesched.model.events import Decision, ReserveJob
 from fusesched.model.fast import builder
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from fusesched.core.placement import Allocation, Plan
     from fusesched.core.records import JobRecord
     from fusesched.core.scheduler import SchedulerCore
+    from fusesched.model.licenses import Licenses
 
 #: A new reservation's announcement (one per change of the head's reservation): built without
 #: calling the class (see fusesched.model.fast.builder).
@@ -62,6 +65,9 @@ class Reservation:
     extra: int
     remaining: IntArray | None
     nodes: tuple[int, ...] = ()  # node-exact: the rows the head would start on
+    # the head asks for licenses: what of them a job still running at the shadow time may
+    # take (the shadow time is then also when they come back: core/licenses.py)
+    licenses: LicenseHold | None = None
 
 
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
@@ -166,6 +172,10 @@ def easy(core: SchedulerCore, now: float, only: list[JobRecord] | None) -> list[
         out: list[Decision] = []  # a kept reservation (same head) was announced when made
     else:
         res = core.reservation = reserve_head(core, head, now)
+        if core.licenses is not None and head.spec.licenses:
+            # (resources only grow free later: what is left at the earlier shadow time is
+            # left at the later one too, so ``extra``/``remaining`` still bound long jobs)
+            res.shadow, res.licenses = reserve_licenses(core, head, res.shadow, now)
         out = _announce(core, head, res.shadow, res.nodes)
     if len(queue.records) == 1:
         return out
@@ -287,6 +297,7 @@ def _scan(
     # job), so every candidate goes to it; else a job that may need them makes the bounds
     bounded = core.tenants is None
     bounds: _SlotBounds | None = None
+    licensed = core.licenses is not None
     for pos in chain.from_iterable(blocks):
         rec = records[pos]
         short_job = now + rec.estimate <= shadow
@@ -297,6 +308,10 @@ def _scan(
         tasks = rec.groups[0].replicas if rec.groups else 0
         if family >= 0 and tasks >= fewest.get(family, tasks + 1):
             failed.add(kind)
+            continue
+        # (a job its licenses hold back says nothing of its kind: not put into ``failed``)
+        asks = licensed and bool(rec.spec.licenses)
+        if asks and not may_backfill(core, rec, short_job, res.licenses):
             continue
         if bounded and bounds is None and (rec.single_column < 0 or (col < 0 and not short_job)):
             bounds = _SlotBounds(cluster)
@@ -332,6 +347,8 @@ def _scan(
         if bounds is not None:
             bounds.version += 1  # free resources shrank: the bounds so far still hold, but
             # a fresh one is tighter
+        if asks:
+            backfilled(rec, short_job, res.licenses)
         started.append(pos)
         out.append(bind(rec, alloc, now, True))
     if started:
@@ -389,7 +406,7 @@ class _SlotBounds:
 class Profile:
     """Free resources over future time: ``frees[i]`` holds during ``[times[i], times[i+1])``."""
 
-    def __init__(self, core: SchedulerCore, now: float) -> None:
+    def __init__(self, core: SchedulerCore, now: float, licensed: bool = False) -> None:
         self.core = core
         self.times: list[float] = [now]
         self.frees: list[IntArray] = [core.cluster.free.copy()]
@@ -402,6 +419,10 @@ class Profile:
                 self.times.append(t)
                 self.frees.append(current)
             np.add.at(current, alloc.nodes, alloc.amounts)
+        # ``licensed`` (licenses are held or asked for): free licenses per breakpoint (they
+        # come back at the running jobs' ends, which are breakpoints already)
+        pool = core.licenses
+        self.licenses = pool.profile(core, self.times, now) if licensed and pool else None
         self.booked = core.bookings is not None
         if self.booked:  # a job may gain nodes at a reservation's end: try it then too
             for t in reservations.stops(core, now):
@@ -414,12 +435,23 @@ class Profile:
             return i
         self.times.insert(i + 1, t)
         self.frees.insert(i + 1, self.frees[i].copy())
+        if self.licenses is not None:
+            self.licenses.insert(i + 1, dict(self.licenses[i]))
         return i + 1
 
+    def _licensed(self, i: int, j: int, wanted: Licenses) -> bool:
+        """Whether ``wanted`` is free all through breakpoints ``i`` to ``j - 1``."""
+        assert self.licenses is not None
+        counts = self.licenses[i:j] if j > i else self.licenses[i : i + 1]
+        return all(c.get(n, 0) >= k for c in counts for n, k in wanted)
+
     def earliest(self, rec: JobRecord) -> tuple[int, Plan] | None:
+        wanted = rec.spec.licenses if self.licenses is not None else ()
         for i, start in enumerate(self.times):
             end = start + rec.estimate
             j = int(np.searchsorted(self.times, end, side="left"))
+            if wanted and not self._licensed(i, j, wanted):
+                continue
             window = self.frees[i:j] if j > i else self.frees[i : i + 1]
             avail = np.minimum.reduce(window) if len(window) > 1 else window[0]
             if self.booked:
@@ -430,11 +462,17 @@ class Profile:
                 return i, plan
         return None
 
-    def reserve(self, start: float, end: float, nodes: IntArray, amounts: IntArray) -> None:
+    def reserve(
+        self, start: float, end: float, nodes: IntArray, amounts: IntArray, licenses: Licenses = ()
+    ) -> None:
         first = self._split(start)
         stop = self._split(end)
         for i in range(first, stop):
             np.subtract.at(self.frees[i], nodes, amounts)
+        if licenses and self.licenses is not None:
+            for counts in self.licenses[first:stop]:
+                for name, k in licenses:
+                    counts[name] = counts.get(name, 0) - k
 
 
 class SumProfile:
@@ -521,11 +559,14 @@ def conservative(core: SchedulerCore, now: float, only: list[JobRecord] | None) 
         if not any(id(rec) in window for rec in only):
             return []
     col = _common_fluid_column(core, records) if core.bookings is None else -1
+    licensed = core.licenses is not None and core.licenses.involved(records)
+    if licensed:
+        col = -1  # (the sums' profile counts no licenses)
     if col >= 0 and all(  # running jobs hold only that column too
         core.fluid_column(core.jobs[job_id]) == col for job_id in core.running.ids()
     ):
         return _conservative_sums(core, now, records, col)
-    profile = Profile(core, now)
+    profile = Profile(core, now, licensed)
     out: list[Decision] = []
     started: list[int] = []
     for pos, rec in enumerate(queue.records[: core.config.conservative_depth]):
@@ -542,11 +583,11 @@ def conservative(core: SchedulerCore, now: float, only: list[JobRecord] | None) 
             if alloc is not None:
                 started.append(pos)
                 out.append(core.bind(rec, alloc, now, backfilled=pos > 0))
-                profile.reserve(start, end, alloc.nodes, alloc.amounts)
+                profile.reserve(start, end, alloc.nodes, alloc.amounts, rec.spec.licenses)
                 continue
         nodes = np.concatenate([n for _, n, _ in plan])
         amounts = np.concatenate([c[:, None] * g.per_task[None, :] for g, _, c in plan])
-        profile.reserve(start, end, nodes, amounts)
+        profile.reserve(start, end, nodes, amounts, rec.spec.licenses)
         if pos == 0:
             out.extend(_announce(core, rec, start))
     queue.remove_at(started)

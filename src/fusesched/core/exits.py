@@ -76,6 +76,8 @@ def release(core: SchedulerCore, rec: JobRecord, now: float) -> None:
     core.running.remove(spec.id)
     if core.tenants is not None:
         core.tenants.release(rec, now)
+    if core.licenses is not None:
+        core.licenses.give(spec.id)
     core._changed = True
     rec.end_time = now
     if spec.array_parent is not None:

@@ -17,6 +17,7 @@ from fusesched.core import reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, JobUpdateRequested, RejectJob, StopJob
 from fusesched.model.job import DependencyKind, JobSpec, QoS
+from fusesched.model.licenses import refusal as license_refusal
 from fusesched.model.phases import JobPhase
 from fusesched.policies.queue_order import JobFacts
 
@@ -51,6 +52,10 @@ def submit(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decision]:
     rec = register_job(core, spec, now)
     if rec.never_fits:
         return reject(core, rec, rec.never_fits, now)
+    if spec.licenses:  # (an unknown license, or more than the cluster has)
+        refused = license_refusal(core.config.licenses, spec.licenses)
+        if refused:
+            return reject(core, rec, refused, now)
     refused = core.tenants.refuse(spec) if core.tenants is not None else ""
     if refused:
         return reject(core, rec, refused, now)

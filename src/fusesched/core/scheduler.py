@@ -28,6 +28,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from types import MethodType
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,7 @@ from fusesched.core.device_specs import (
 )
 from fusesched.core.devices import DeviceAssignment, DeviceLedger
 from fusesched.core.intake import DuplicateJobId as DuplicateJobId
+from fusesched.core.licenses import LicensePool, licensed_try_place
 from fusesched.core.placement import Allocation, group_placements
 from fusesched.core.prediction import Predictions
 from fusesched.core.records import JobRecord, WaitingQueue
@@ -151,6 +153,11 @@ class SchedulerCore:
         self.data = DataIndex()
         self._data_deadlines: list[tuple[float, str]] = []
         self._now = 0.0
+        # cluster licenses (None: the cluster declares none, and nothing checks them): a job
+        # asking for some is placed only when they are free (docs/LICENSES.md)
+        self.licenses = LicensePool.of(self.config.licenses)
+        if self.licenses is not None:
+            self.try_place = MethodType(licensed_try_place, self)  # type: ignore[method-assign]
         # predicted run times instead of requests (None: the requests are the estimates)
         predictor = make_predictor(self.config.runtime_prediction)
         self.predictions = (
@@ -449,6 +456,8 @@ class SchedulerCore:
             self.predictions.started(rec)
         if self.tenants is not None:
             self.tenants.bind(rec, now)
+        if self.licenses is not None:
+            self.licenses.take(job_id, rec.spec.licenses)
         stats = self.stats
         stats.started += 1
         if backfilled:
@@ -477,3 +486,5 @@ class SchedulerCore:
         if self.tenants is not None:
             rec.admission = self.tenants.admission(rec)
             self.tenants.bind(rec, start_time)
+        if self.licenses is not None:  # (counted again: they were held before the restart)
+            self.licenses.take(rec.spec.id, rec.spec.licenses)

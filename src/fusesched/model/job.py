@@ -269,6 +269,8 @@ class JobSpec:
     datasets: tuple[Dataset, ...] = ()  # what it reads (data-aware placement, docs/DATA.md)
     begin_time: float | None = None  # not eligible to start before (sbatch --begin)
     reservation: str | None = None  # runs in this advance reservation (docs/RESERVATIONS.md)
+    # cluster licenses it holds while it runs: (name, count) sorted by name (docs/LICENSES.md)
+    licenses: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fusesched.model.licenses import LicenseError, Licenses, normalize
 from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS
@@ -48,6 +49,9 @@ class CoreConfig:
     # in units of the placement score, and how long a job may wait for such a node
     data_locality_weight: float = 1.0
     data_locality_wait_s: float = 0.0
+    # the cluster's floating licenses, (name, count) sorted by name (docs/LICENSES.md);
+    # () : none, and a job asking for one is rejected
+    licenses: Licenses = ()
 
     def __post_init__(self) -> None:
         _check("queue-order", self.queue_order, QUEUE_ORDERS)
@@ -62,3 +66,9 @@ class CoreConfig:
             raise PolicyError("data_locality_wait_s must be a non-negative number of seconds")
         if self.conservative_depth < 1:
             raise PolicyError("conservative_depth must be at least 1")
+        if self.licenses or not isinstance(self.licenses, tuple):  # (a mapping is taken too)
+            try:
+                checked = normalize(self.licenses)
+            except (LicenseError, TypeError, ValueError) as exc:
+                raise PolicyError(f"licenses: {exc}") from None
+            object.__setattr__(self, "licenses", checked)

@@ -14,8 +14,8 @@ Mapping (docs/SUBMIT.md has the table):
   an array of single-task jobs, ``parallelism`` at a time; ``activeDeadlineSeconds`` →
   walltime; ``suspend: true`` → submitted held (``fusesched release`` resumes it);
   ``metadata.namespace`` → tenant; annotations ``fusesched.io/queue``, ``/qos``, ``/type``,
-  ``/priority``, ``/min-member``, ``/notify`` and label ``kueue.x-k8s.io/queue-name`` → the
-  fields of the same name.
+  ``/priority``, ``/min-member``, ``/notify``, ``/licenses`` and label
+  ``kueue.x-k8s.io/queue-name`` → the fields of the same name.
 
 Fields that would change where or how the pod runs but are not supported (tolerations, pod
 (anti-)affinity, volumes, probes, …) are returned as warnings; unknown fields are errors.
@@ -56,6 +56,7 @@ ANNOTATED_FIELDS: Final = {
     "priority": "priority",
     "min-member": "min_member",
     "notify": "notify",  # mail types, as sbatch --mail-type ("END,FAIL"): to the job's user
+    "licenses": "licenses",  # cluster licenses, as sbatch -L ("matlab:2,ansys")
 }
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +40,7 @@ from fusesched.model.job import (
     QoS,
     TaskGroup,
 )
+from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import (
     ALIASES,
     CPU,
@@ -75,6 +77,17 @@ MAX_ARRAY_INDICES: Final = 1_000_000
 #: A job's priority fits a 32-bit integer, as the store's column (and Slurm's, Kubernetes').
 PRIORITY_MIN: Final = -(2**31)
 PRIORITY_MAX: Final = 2**31 - 1
+#: The longest job comment (sbatch --comment), in characters.
+MAX_COMMENT: Final = 1024
+
+
+def comment_control(comment: str) -> str | None:
+    """Why ``comment`` is refused for a control character (an escape sequence would reach the
+    terminal of whoever runs ``fusesched show``; U+2028/U+2029 break the line), or None."""
+    for ch in comment:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp") and ch not in "\n\r":
+            return f"the comment holds a control character (U+{ord(ch):04X}): give printable text"
+    return None
 
 
 def resource_name(name: str) -> str:
@@ -418,7 +431,24 @@ class JobRequest(_Model):
     signal: JobSignal | None = None
     # who to tell of its begin, end, failure, … (sbatch --mail-type/--mail-user); None: nobody
     notify: NotifyRequest | None = None
+    # free text for people: one line, at most MAX_COMMENT characters (sbatch --comment)
+    comment: str = ""
+    # cluster licenses it holds while it runs ({matlab: 2}, or "matlab:2,ansys"; sbatch -L;
+    # docs/LICENSES.md)
+    licenses: dict[str, int] = Field(default_factory=dict)
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
+
+    @field_validator("licenses", mode="before")
+    @classmethod
+    def _licenses(cls, value: object) -> object:
+        if isinstance(value, str):
+            return dict(parse_licenses(value, default=1))
+        if isinstance(value, Mapping):
+            return dict(normalize(value))
+        raise ValueError(
+            "licenses: give a mapping of license name to count ({matlab: 2}) or "
+            "NAME[:COUNT][,NAME[:COUNT]…]"
+        )
 
     @field_validator("name")
     @classmethod
@@ -426,6 +456,19 @@ class JobRequest(_Model):
         if any(ch in name for ch in "\n\r\t"):
             raise ValueError("the job name must be one line")
         return name
+
+    @field_validator("comment")
+    @classmethod
+    def _comment(cls, comment: str) -> str:
+        if any(ch in comment for ch in "\n\r"):
+            raise ValueError("the comment must be one line")
+        if (control := comment_control(comment)) is not None:
+            raise ValueError(control)
+        if len(comment) > MAX_COMMENT:
+            raise ValueError(
+                f"the comment is {len(comment)} characters long: at most {MAX_COMMENT}"
+            )
+        return comment
 
     @field_validator("labels")
     @classmethod
@@ -508,6 +551,7 @@ class JobRequest(_Model):
                 datasets=tuple(d.to_model() for d in self.datasets),
                 begin_time=self.begin_time,
                 reservation=self.reservation,
+                licenses=tuple(sorted(self.licenses.items())),
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc

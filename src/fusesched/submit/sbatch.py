@@ -10,8 +10,9 @@ Tasks and nodes: ``replicas`` is ``--ntasks``, else ``--nodes`` × ``--ntasks-pe
 with several ``--nodes``, ceil(tasks / nodes) (1 with ``--nodes`` alone); ``--nodes=1`` with
 several tasks keeps them on one host (``placement.topology`` required on the host name).
 
-Per-task resources: ``cpu`` = ``--cpus-per-task`` (default 1); memory from ``--mem-per-cpu`` ×
-cpus, or ``--mem`` (per node) divided by the tasks per node; GPUs from ``--gpus-per-task``,
+Per-task resources: ``cpu`` = ``--cpus-per-task`` (default 1) or ``--cpus-per-gpu`` × the
+task's GPUs; memory from ``--mem-per-cpu`` × cpus, ``--mem-per-gpu`` × GPUs, or ``--mem`` (per
+node) divided by the tasks per node; GPUs from ``--gpus-per-task``,
 ``--gres=gpu[:type]:N`` or ``--gpus-per-node`` (per node, divided by the tasks per node) or
 ``--gpus`` (per job, divided by the tasks), which must divide evenly. A GPU type becomes a
 node selector on ``fusesched.io/gpu-model``. "Tasks per node" is ``--ntasks-per-node``, else
@@ -27,12 +28,13 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from fusesched.model.job import LabelOp, QoS
+from fusesched.model.licenses import LicenseError, parse_licenses
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_HOSTNAME
 from fusesched.model.resources import CPU, GPU, MEMORY
 from fusesched.submit.begin import parse_begin
@@ -41,10 +43,18 @@ from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.job_notify import MailOptionError, mail_options
 from fusesched.submit.job_signal import parse_signal_option, signal_warnings
 from fusesched.submit.request import (
+    MAX_COMMENT,
     LabelRequirementRequest,
     ParsedJob,
+    comment_control,
     parse_request,
     resource_name,
+)
+from fusesched.submit.sbatch_options import (
+    explicit_priority,
+    export_env,
+    kill_on_invalid_dep,
+    nice_priority,
 )
 from fusesched.submit.syntax import (
     parse_array,
@@ -77,6 +87,7 @@ SHORT_OPTIONS: Final = {
     "w": "nodelist",
     "x": "exclude",
     "W": "wait",
+    "L": "licenses",
 }
 VALUE_OPTIONS: Final = frozenset(
     {
@@ -91,11 +102,27 @@ VALUE_OPTIONS: Final = frozenset(
         "begin",
         "signal",
         "reservation",
+        "licenses",
         "mail-type",
         "mail-user",
+        "mem-per-gpu",
+        "cpus-per-gpu",
+        "comment",
+        "priority",  # (with --nice: submit/sbatch_options.py reads them)
+        "export",
+        "kill-on-invalid-dep",
     }
 )
-FLAG_OPTIONS: Final = frozenset({"exclusive", "hold"})  # --exclusive may take a value too
+# --exclusive and --nice may take a value too (written --nice=N)
+FLAG_OPTIONS: Final = frozenset({"exclusive", "hold", "nice", "requeue", "no-requeue"})
+#: Flags kept under another's name, so that the last one given wins (``--no-requeue``).
+_FLAG_KEYS: Final = {"no-requeue": "requeue"}
+#: Options fusesched cannot honour, with the reason their warning gives.
+_IGNORED_WHY: Final = {
+    "open-mode": "the local agents write no -o/-e files, a task's output is its log "
+    "(fusesched logs)",
+    "tmp": "nodes do not advertise local disk space",
+}
 #: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
 #: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
 #: :func:`command_flags` and the job ignores them.
@@ -109,6 +136,8 @@ QOS_NAMES: Final = {
     "low": QoS.BRONZE,
 }
 _GPU_OPTIONS: Final = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
+_T = TypeVar("_T")
+_GPU_HINT: Final = "--gpus-per-task, --gres=gpu:N, --gpus-per-node or -G/--gpus"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +202,7 @@ class _Reader:
                     line,
                 )
             if name in FLAG_OPTIONS:
-                self.options[name] = _Directive(written, value, line)
+                self.options[_FLAG_KEYS.get(name, name)] = _Directive(written, value, line)
                 continue
             if name in COMMAND_FLAGS:
                 if has_value:
@@ -191,6 +220,8 @@ class _Reader:
                 known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
                 close = difflib.get_close_matches(written, known, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
+                if name in _IGNORED_WHY:
+                    hint = f": {_IGNORED_WHY[name]}"
                 self.warnings.append(
                     f"{self.where(line)}: {written} is not supported{hint}; ignored"
                 )
@@ -212,7 +243,7 @@ class _Reader:
         text = self.value(name)
         if text is None:
             return None
-        if not text.isdigit() or int(text) < minimum:
+        if not _digits(text) or int(text) < minimum:
             raise self.fail(name, f"expected a whole number ≥ {minimum}, got {text!r}")
         return int(text)
 
@@ -260,6 +291,11 @@ def parse_sbatch(
             raise reader.fail("begin", str(exc)) from None
     if reader.value("reservation") is not None:  # (its form is checked with the request)
         data["reservation"] = reader.value("reservation")
+    if reader.value("licenses") is not None:  # -L matlab:2,ansys (a bare name: one)
+        try:
+            data["licenses"] = dict(parse_licenses(reader.value("licenses") or "", default=1))
+        except LicenseError as exc:
+            raise reader.fail("licenses", str(exc)) from None
     if reader.value("signal") is not None:
         try:
             data["signal"] = parse_signal_option(reader.value("signal") or "")
@@ -272,6 +308,7 @@ def parse_sbatch(
             raise reader.fail(exc.option, str(exc)) from None
         data.update(mail)
         reader.warnings.extend(f"{reader.where(reader.options[o].line)}: {m}" for o, m in notes)
+    _job_terms(reader, data)
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
@@ -333,7 +370,6 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     nodes = _nodes(reader)
     ntasks = reader.count("ntasks")
     per_node = reader.count("ntasks-per-node")
-    cpus = reader.count("cpus-per-task") or 1
     if ntasks is not None:
         replicas = ntasks
     elif per_node is not None:
@@ -355,12 +391,15 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
         placement["topology"] = {"key": LABEL_HOSTNAME, "mode": "required"}
     tasks_per_node = per_node or (math.ceil(replicas / nodes) if nodes else replicas)
 
+    accelerators = _accelerators(reader, replicas, tasks_per_node)
+    gpus = sum(amount for name, amount, _ in accelerators if name == GPU)  # per task
+    cpus = _cpus(reader, gpus)
     resources: dict[str, str] = {CPU: str(cpus)}
-    memory = _memory(reader, cpus, tasks_per_node)
+    memory = _memory(reader, cpus, tasks_per_node, gpus)
     if memory:
         resources[MEMORY] = str(memory)
     selector: dict[str, str] = {}
-    for name, amount, model in _accelerators(reader, replicas, tasks_per_node):
+    for name, amount, model in accelerators:
         resources[name] = str(amount)
         if model is not None:  # one GPU option at most, so one model
             selector[LABEL_GPU_MODEL] = model
@@ -427,16 +466,64 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     return data
 
 
+def _job_terms(reader: _Reader, data: dict[str, object]) -> None:
+    """``--comment``, ``--nice``/``--priority``, ``--requeue``/``--no-requeue``, ``--export``
+    and ``--kill-on-invalid-dep`` into ``data``."""
+
+    def read(name: str, reader_of: Callable[[str], _T]) -> _T:
+        try:
+            return reader_of(reader.value(name) or "")
+        except ValueError as exc:
+            raise reader.fail(name, str(exc)) from None
+
+    def warn(name: str, messages: Sequence[str]) -> None:
+        where = reader.where(reader.options[name].line)
+        reader.warnings.extend(f"{where}: {message}" for message in messages)
+
+    if "comment" in reader.options:
+        comment = reader.value("comment") or ""
+        if "\n" in comment or "\r" in comment:
+            raise reader.fail("comment", "must be one line")
+        if (control := comment_control(comment)) is not None:
+            raise reader.fail("comment", control)
+        if len(comment) > MAX_COMMENT:
+            raise reader.fail(
+                "comment", f"the comment is {len(comment)} characters long: at most {MAX_COMMENT}"
+            )
+        data["comment"] = comment
+    if "priority" in reader.options:
+        data["priority"] = read("priority", explicit_priority)
+        if "nice" in reader.options:
+            warn("nice", ["--nice is ignored: --priority sets the job's priority (as Slurm)"])
+    elif "nice" in reader.options:
+        data["priority"] = read("nice", nice_priority)
+    if "requeue" in reader.options:
+        if reader.value("requeue"):
+            raise reader.fail("requeue", "takes no value")
+        if reader.options["requeue"].option == "--no-requeue":
+            data["restart"] = {"max_restarts": 0}  # (nor fusesched requeue: controller/requeues)
+    if "export" in reader.options:
+        env, notes = read("export", export_env)
+        groups = data["groups"]
+        assert isinstance(groups, list)
+        groups[0]["env"] = env
+        warn("export", notes)
+    if "kill-on-invalid-dep" in reader.options:
+        warn("kill-on-invalid-dep", read("kill-on-invalid-dep", kill_on_invalid_dep))
+
+
+def _digits(text: str) -> bool:
+    """``text`` is a whole number in ASCII digits (``str.isdigit`` takes "²" too, which
+    ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def _nodes(reader: _Reader) -> int | None:
     text = reader.value("nodes")
     if text is None:
         return None
     low, dash, high = text.partition("-")
-    if (
-        not low.isdigit()
-        or int(low) < 1
-        or (dash and not (high.isdigit() and int(high) >= int(low)))
-    ):
+    if not _digits(low) or int(low) < 1 or (dash and not (_digits(high) and int(high) >= int(low))):
         raise reader.fail("nodes", f"expected a node count such as 4 or 2-4, got {text!r}")
     if dash:
         reader.warnings.append(
@@ -446,19 +533,36 @@ def _nodes(reader: _Reader) -> int | None:
     return int(low)
 
 
-def _memory(reader: _Reader, cpus: int, tasks_per_node: int) -> int:
-    if "mem" in reader.options and "mem-per-cpu" in reader.options:
-        raise reader.fail("mem-per-cpu", "--mem and --mem-per-cpu cannot both be given")
-    for name in ("mem", "mem-per-cpu"):
+def _cpus(reader: _Reader, gpus: int) -> int:
+    """CPUs per task: ``--cpus-per-task`` (default 1), or ``--cpus-per-gpu`` × its GPUs."""
+    per_gpu = reader.count("cpus-per-gpu")
+    if per_gpu is None:
+        return reader.count("cpus-per-task") or 1
+    if "cpus-per-task" in reader.options:
+        shown = reader.options["cpus-per-task"].option
+        raise reader.fail("cpus-per-gpu", f"{shown} and --cpus-per-gpu cannot both be given")
+    if not gpus:
+        raise reader.fail("cpus-per-gpu", f"needs GPUs ({_GPU_HINT})")
+    return per_gpu * gpus
+
+
+def _memory(reader: _Reader, cpus: int, tasks_per_node: int, gpus: int) -> int:
+    given = [name for name in ("mem", "mem-per-cpu", "mem-per-gpu") if name in reader.options]
+    if len(given) > 1:
+        shown = " and ".join(f"--{name}" for name in given[:2])
+        raise reader.fail(given[1], f"{shown} cannot both be given")
+    for name in given:
         text = reader.value(name)
-        if text is None:
-            continue
         try:
-            amount = parse_slurm_memory(text)
+            amount = parse_slurm_memory(text or "")
         except ValueError as exc:
             raise reader.fail(name, str(exc)) from None
         if name == "mem-per-cpu":
             return amount * cpus
+        if name == "mem-per-gpu":
+            if not gpus:
+                raise reader.fail(name, f"needs GPUs ({_GPU_HINT})")
+            return amount * gpus
         if amount == 0:
             reader.warnings.append(
                 f"{reader.where(reader.options['mem'].line)}: --mem=0 (all of a node's memory) "
@@ -487,7 +591,7 @@ def _accelerators(
     for option in gpu_given:
         text = reader.value(option) or ""
         model, _, count = text.rpartition(":")
-        if not count.isdigit() or int(count) < 1:
+        if not _digits(count) or int(count) < 1:
             raise reader.fail(option, f"expected [type:]count, got {text!r}")
         amount = int(count)
         if option == "gpus-per-node":
@@ -511,7 +615,7 @@ def _gres_item(reader: _Reader, item: str) -> tuple[str, int, str | None]:
     if not item or "(" in item or len(parts) > 3 or not all(parts):
         raise reader.fail("gres", f"expected name[:type][:count] such as gpu:a100:2, got {item!r}")
     count = 1
-    if len(parts) > 1 and parts[-1].isdigit():
+    if len(parts) > 1 and _digits(parts[-1]):
         count = int(parts.pop())
     elif len(parts) == 3:
         raise reader.fail("gres", f"the count in {item!r} must be a whole number")

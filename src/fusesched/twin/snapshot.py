@@ -80,6 +80,7 @@ class SnapCore(_Model):
     reject_unschedulable: bool = True
     conservative_depth: int = 64
     runtime_prediction: str = "none"
+    licenses: dict[str, int] = Field(default_factory=dict)  # cluster licenses (--licenses)
 
     @classmethod
     def of(cls, config: CoreConfig) -> SnapCore:
@@ -91,6 +92,7 @@ class SnapCore(_Model):
             reject_unschedulable=config.reject_unschedulable,
             conservative_depth=config.conservative_depth,
             runtime_prediction=config.runtime_prediction,
+            licenses=dict(config.licenses),
         )
 
 
