@@ -262,7 +262,8 @@ def test_changing_a_reservation(site: Site) -> None:
     assert bob.wait(theirs, timeout=60)["nodes"] == ["node-a"]
 
     # --- a job waiting in it whose user is dropped is rejected, with the reason
-    blocker = alice.submit(job(["sleep", "30"], reservation="proj"))
+    whole = [{"resources": {"cpu": "2", "memory": "64Mi"}, "argv": ["sleep", "30"]}]
+    blocker = alice.submit(job([], reservation="proj") | {"groups": whole})  # all of node-a
     wait_for("the blocker to run", lambda: alice.show(blocker)["state"] == "Running")
     waiting = bob.submit(job(["true"], reservation="proj", walltime_s=30))
     assert admin.update_reservation("proj", users=["alice"])["reservation"]["users"] == ["alice"]
