@@ -13,9 +13,17 @@ from hypothesis import strategies as st
 from builders import Run, exited, job, node, run_script, simulate, submit
 from fusesched.core.forecast import forecast
 from fusesched.core.scheduler import SchedulerCore
-from fusesched.model.events import AdoptedTask, JobAdopted, JobExited, JobSubmitted, NodeAdded
+from fusesched.model.events import (
+    AdoptedTask,
+    JobAdopted,
+    JobExited,
+    JobSubmitted,
+    NodeAdded,
+    ReserveJob,
+    StartJob,
+)
 from fusesched.model.job import JobSpec, QoS
-from fusesched.model.licenses import LicenseError, parse_licenses, refusal
+from fusesched.model.licenses import LicenseError, normalize, parse_licenses, refusal
 from fusesched.model.node import NodeSpec
 from fusesched.model.phases import JobPhase
 from fusesched.policies.registry import CoreConfig, PolicyError
@@ -56,6 +64,15 @@ def test_parse_licenses() -> None:
         parse_licenses("matlab:0")
     with pytest.raises(LicenseError, match="invalid license name"):
         parse_licenses("mat lab:1")
+
+
+@pytest.mark.parametrize("name", ["matlab\n", "matlab\r", " matlab", "mat/lab", "é", "a" * 65])
+def test_a_license_name_is_checked_whole(name: str) -> None:
+    """(A ``$`` anchor let a trailing newline through a mapping: JSON, YAML, a twin snapshot.)"""
+    with pytest.raises(LicenseError, match="invalid license name"):
+        normalize({name: 1})
+    with pytest.raises(PolicyError, match="invalid license name"):
+        CoreConfig(licenses={name: 1})  # type: ignore[arg-type]
 
 
 def test_core_config_validates_licenses() -> None:
@@ -206,6 +223,27 @@ def test_adopted_jobs_count_their_licenses_again() -> None:
     assert out == [] or all(d.job_id != "new" for d in out if type(d).__name__ == "StartJob")
     out = core.step(140, [JobExited("old")])
     assert [d.job_id for d in out if type(d).__name__ == "StartJob"] == ["new"]
+
+
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+def test_adopted_jobs_over_a_shrunk_total_delay_the_reservation(backfill: str) -> None:
+    """The configuration shrank to 2 across a restart while 'old' holds 5 and 'old2' 1:
+    when 'old' ends only 1 is free (the other 3 it gives back fill the excess), so a job
+    asking for 2 is reserved at 'old2''s end, not at 'old''s — and the long job behind it
+    does not take the license it will need (nor crash on a license no longer configured)."""
+    core = SchedulerCore(CoreConfig(backfill=backfill, licenses=(("matlab", 2),)))
+    core.handle(NodeAdded(node("n0").cpu(16).build()), 0.0)
+    old = lic("old", walltime=100, matlab=5, abaqus=3)  # (abaqus: no longer configured)
+    old2 = lic("old2", walltime=1000, matlab=1)
+    adopted = [JobAdopted(j, (AdoptedTask("main", "n0"),), 50.0) for j in (old, old2)]
+    core.step(100, adopted)
+    out = core.step(101, [JobSubmitted(lic("new", matlab=2))])
+    assert [(d.job_id, d.start_time) for d in out if isinstance(d, ReserveJob)] == [("new", 1050.0)]
+    out = core.step(150, [JobExited("old"), JobSubmitted(lic("long", matlab=1, walltime=5000))])
+    assert not [d for d in out if isinstance(d, StartJob)]
+    out = core.step(1050, [JobExited("old2")])
+    assert [d.job_id for d in out if isinstance(d, StartJob)] == ["new"]
+    assert core.licenses is not None and core.licenses.used == {"matlab": 2, "abaqus": 0}
 
 
 # ============================================================================ no starvation

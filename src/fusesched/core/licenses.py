@@ -51,6 +51,11 @@ class LicensePool:
     def free(self, name: str) -> int:
         return max(0, self.total.get(name, 0) - self.used.get(name, 0))
 
+    def balance(self, name: str) -> int:
+        """:meth:`free` without the floor at 0: below 0 while adopted jobs hold more than a
+        smaller configuration has (what they give back first fills that hole)."""
+        return self.total.get(name, 0) - self.used.get(name, 0)
+
     def fits(self, wanted: Licenses) -> bool:
         """Every license of ``wanted`` is free now in that number."""
         total, used = self.total, self.used
@@ -110,7 +115,7 @@ class LicensePool:
         (``math.inf`` if never: asks for more than exist)."""
         if self.fits(wanted):
             return now
-        free = {n: self.free(n) for n, _ in wanted}
+        free = {n: self.balance(n) for n, _ in wanted}
         need = dict(wanted)
         for t, name, count in self.returns(core, now):
             if name in need:
@@ -125,7 +130,7 @@ class LicensePool:
         """Per license of ``head``: how many will be free at ``at`` (now plus the running
         jobs' returns by then) beyond what ``head`` needs — what a job still running then
         may take now without delaying it."""
-        spare = {n: self.free(n) - k for n, k in head}
+        spare = {n: self.balance(n) - k for n, k in head}
         for t, name, count in self.returns(core, now):
             if t > at:
                 break
@@ -137,7 +142,7 @@ class LicensePool:
         """Free licenses during each ``[times[i], times[i+1])``, by the running jobs'
         estimated ends (``times`` sorted, its first ``now``; a job past its estimate gives
         them back at the second breakpoint, as the resource profile assumes)."""
-        current = {n: self.free(n) for n in self.total}
+        current = {n: self.balance(n) for n in self.total}
         counts = [current]
         returns = self.returns(core, now)
         k = 0

@@ -13,7 +13,7 @@ from typing import Final
 Licenses = tuple[tuple[str, int], ...]
 
 #: A license name: a letter or digit, then letters, digits, ``_ . -`` (64 at most).
-NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # (whole name: fullmatch)
 
 #: The most of one license a cluster may declare (or a job ask for).
 MAX_COUNT: Final = 1_000_000
@@ -25,7 +25,7 @@ class LicenseError(ValueError):
 
 def check_name(name: object) -> str:
     """``name`` if it is a valid license name, else :class:`LicenseError` saying why."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         shown = repr(name) if len(str(name)) <= 40 else f"{str(name)[:40]!r}…"
         raise LicenseError(
             f"invalid license name {shown}: a letter or digit, then letters, digits, "
