@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from fusesched.api.wire import DeviceInfo, NodeInventory
-from fusesched.controller.launchenv import hostfile, master_port, task_env, task_slots
+from fusesched.controller.launchenv import (
+    SlurmJob,
+    hostfile,
+    master_port,
+    slurm_env,
+    task_env,
+    task_slots,
+    tasks_per_node,
+)
 from fusesched.controller.pools import NodePool
 from fusesched.model.events import GroupPlacement, StartJob
 from fusesched.model.resources import Resources
@@ -107,3 +115,57 @@ def test_node_pools_hand_out_distinct_cpus_and_devices_and_take_them_back() -> N
     pool.give(a, inventory)
     again = pool.take(Resources.parse({"cpu": "2", "nvidia.com/gpu": "1"}))
     assert again.cpu_ids == (0, 1) and again.gpu_indices == (0,)
+
+
+SLURM_JOB = SlurmJob(
+    job_id="7_3",
+    name="sweep",
+    user="alice",
+    queue="gpu",
+    account="physics",
+    qos="silver",
+    cpus_per_task=4,
+    restarts=1,
+    array_parent="7",
+    array=(1, 9, 2, 5),
+    array_index=3,
+)
+
+
+def test_slurm_jobs_tasks_get_slurms_variables() -> None:
+    """Per-task jobs (fusesched run): each task its own ranks, as srun's tasks."""
+    slots = task_slots(decision())
+    env = [slurm_env(SLURM_JOB, s, slots, batch=False) for s in slots]
+    assert [e["SLURM_PROCID"] for e in env] == ["0", "1", "2", "3"]
+    assert [e["SLURM_LOCALID"] for e in env] == ["0", "1", "0", "1"]
+    assert [e["SLURM_NODEID"] for e in env] == ["0", "0", "1", "1"]
+    assert [e["SLURMD_NODENAME"] for e in env] == ["n2", "n2", "n0", "n0"]
+    first = env[0]
+    assert (first["SLURM_JOB_ID"], first["SLURM_JOBID"], first["SLURM_JOB_NAME"]) == (
+        "7_3",
+        "7_3",
+        "sweep",
+    )
+    assert (first["SLURM_NTASKS"], first["SLURM_JOB_NUM_NODES"]) == ("4", "2")
+    assert (first["SLURM_JOB_NODELIST"], first["SLURM_TASKS_PER_NODE"]) == ("n2,n0", "2(x2)")
+    assert (first["SLURM_CPUS_PER_TASK"], first["SLURM_RESTART_COUNT"]) == ("4", "1")
+    assert (first["SLURM_JOB_PARTITION"], first["SLURM_JOB_ACCOUNT"]) == ("gpu", "physics")
+    assert (first["SLURM_ARRAY_JOB_ID"], first["SLURM_ARRAY_TASK_ID"]) == ("7", "3")
+    assert (first["SLURM_ARRAY_TASK_MIN"], first["SLURM_ARRAY_TASK_MAX"]) == ("1", "9")
+    assert (first["SLURM_ARRAY_TASK_STEP"], first["SLURM_ARRAY_TASK_COUNT"]) == ("2", "5")
+    # mpirun would take srun as its launcher and Slurm's allocation from these: kept off
+    assert (first["OMPI_MCA_plm"], first["OMPI_MCA_ras"]) == ("rsh", "^slurm")
+
+
+def test_a_slurm_batch_script_gets_the_batch_steps_ranks() -> None:
+    slots = task_slots(decision())
+    plain = SlurmJob("8", "job", "bob", "default", "default", "silver", None, 0)
+    env = slurm_env(plain, slots[0], slots, batch=True)
+    assert (env["SLURM_PROCID"], env["SLURM_LOCALID"], env["SLURM_NODEID"]) == ("0", "0", "0")
+    assert "SLURM_CPUS_PER_TASK" not in env and "SLURM_ARRAY_JOB_ID" not in env
+
+
+def test_tasks_per_node_is_written_as_slurm_writes_it() -> None:
+    assert tasks_per_node([2, 2, 1]) == "2(x2),1"
+    assert tasks_per_node([1, 3, 3, 3]) == "1,3(x3)"
+    assert tasks_per_node([4]) == "4"

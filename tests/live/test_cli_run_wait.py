@@ -138,6 +138,18 @@ def test_run_prints_the_output_and_exits_with_the_code(
     )
     assert labelled.returncode == 0, labelled.stderr
     assert sorted(labelled.stdout.splitlines()) == ["0: rank 0", "1: rank 1"]
+    # Slurm's variables, as srun's tasks have them (scripts written for Slurm read them)
+    ranks = "echo $SLURM_PROCID of $SLURM_NTASKS in $SLURM_JOB_ID, $SLURM_CPUS_PER_TASK cpu"
+    slurm = run_in(tmp_path, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", ranks)
+    job_id = client.jobs()[0]["id"]
+    assert sorted(slurm.stdout.splitlines()) == [
+        f"0: 0 of 2 in {job_id}, 1 cpu",
+        f"1: 1 of 2 in {job_id}, 1 cpu",
+    ], slurm.stderr
+    script = "echo $SLURM_JOB_ID $SLURM_NTASKS $SLURM_NNODES $SLURM_PROCID $SLURM_CPUS_PER_TASK"
+    batch = run_in(tmp_path, cluster, PYTHON, "sbatch", "-W", "-n2", "-c1", "--wrap", script)
+    batch_id = batch.stdout.split()[-1]
+    assert client.logs(batch_id).split() == [batch_id, "2", "1", "0", "1"]  # the batch step
     both = run_in(tmp_path, cluster, PYTHON, "run", "-n2", "-Q", "sh", "-c", "echo rank $RANK")
     assert sorted(both.stdout.splitlines()) == ["rank 0", "rank 1"]  # every task's output
     assert both.stderr == ""  # -Q: none of run's messages

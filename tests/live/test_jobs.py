@@ -230,7 +230,11 @@ int main(int argc, char **argv) {
 
 
 @pytest.mark.skipif(shutil.which("mpicc") is None, reason="OpenMPI (mpicc) is not installed")
-def test_mpi_across_two_agents_without_ssh(client: Client, scratch: Path) -> None:
+@pytest.mark.parametrize("slurm_env", [False, True], ids=["plain", "slurm-variables"])
+def test_mpi_across_two_agents_without_ssh(client: Client, scratch: Path, slurm_env: bool) -> None:
+    """mpirun spans the allocation through fusesched's launcher; also with Slurm's variables
+    set (an sbatch job's), from which OpenMPI would otherwise pick srun and Slurm's
+    allocation (there is no srun here)."""
     source = scratch / "allreduce.c"
     source.write_text(MPI_PROGRAM)
     binary = scratch / "allreduce"
@@ -245,6 +249,7 @@ def test_mpi_across_two_agents_without_ssh(client: Client, scratch: Path) -> Non
         {
             "name": "mpi",
             "walltime_s": 120,
+            "slurm_env": slurm_env,
             "placement": {"max_tasks_per_node": 1, "node_selector": {"fusesched.io/pool": "cpu"}},
             "groups": [
                 {

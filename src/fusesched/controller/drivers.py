@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from fusesched.api.wire import KillTask, TaskLaunch
 from fusesched.controller.data import dataset_wires
-from fusesched.controller.launchenv import HOSTFILE_NAME, hostfile, task_env, task_slots
+from fusesched.controller.launchenv import (
+    HOSTFILE_NAME,
+    SlurmJob,
+    hostfile,
+    slurm_env,
+    task_env,
+    task_slots,
+)
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
 from fusesched.model.events import StartJob
@@ -42,6 +49,30 @@ class PoolDriver(Protocol):
         """Stop one task (for a cluster: the whole job it stands for); its exit is reported
         back as usual."""
         ...
+
+
+def _slurm_job(live: LiveJob, attempt: int) -> SlurmJob:
+    """What the Slurm variables of ``live``'s tasks say of it (``slurm_env`` jobs)."""
+    spec = live.spec
+    millicores = spec.task_groups[0].resources.get(CPU, 0)
+    array = spec.array
+    span = None
+    if array is not None:
+        indices = range(array.start, array.stop + 1, array.step)
+        span = (array.start, indices[-1], array.step, len(indices))
+    return SlurmJob(
+        job_id=live.id,
+        name=live.request.name,
+        user=spec.user,
+        queue=spec.queue,
+        account=spec.tenant,
+        qos=str(spec.qos),
+        cpus_per_task=millicores // 1000 if millicores and millicores % 1000 == 0 else None,
+        restarts=attempt,
+        array_parent=spec.array_parent,
+        array=span,
+        array_index=spec.array_index,
+    )
 
 
 def batch_mode(request: JobRequest) -> bool:
@@ -72,6 +103,7 @@ class AgentPool:
         tenants = ctl.core.tenants  # the job's QoS tier may cap its power
         power_cap = dict(tenants.tier(live.spec).power_cap) if tenants is not None else {}
         group_of = {g.name: g for g in live.request.groups}
+        slurm = _slurm_job(live, attempt) if live.request.slurm_env else None
         per_task = {g.group: g.resources for g in decision.groups}
         devices = {g.group: g.devices for g in decision.groups}
         for slot in launched:
@@ -94,6 +126,8 @@ class AgentPool:
                     batch=batch,
                 )
             )
+            if slurm is not None:  # (before fusesched's own: those win)
+                env = slurm_env(slurm, slot, slots, batch) | env
             env.update(secret)
             env["FUSESCHED_RESTART_COUNT"] = str(attempt)
             launch = TaskLaunch(

@@ -142,3 +142,86 @@ def task_env(
             }
         )
     return env
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    """What a job's Slurm variables say of it beyond its ranks (:func:`slurm_env`)."""
+
+    job_id: str
+    name: str
+    user: str
+    queue: str  # SLURM_JOB_PARTITION
+    account: str  # its tenant: SLURM_JOB_ACCOUNT
+    qos: str
+    cpus_per_task: int | None  # whole cores per task; None: a fraction
+    restarts: int
+    array_parent: str | None = None
+    array: tuple[int, int, int, int] | None = None  # (first, last, step, count)
+    array_index: int | None = None
+
+
+def slurm_env(
+    job: SlurmJob, slot: TaskSlot, slots: Sequence[TaskSlot], batch: bool
+) -> dict[str, str]:
+    """The variables Slurm gives a job's tasks, for jobs submitted as Slurm's (``sbatch``,
+    ``fusesched run``): scripts written for Slurm read ``$SLURM_JOB_ID``,
+    ``$SLURM_CPUS_PER_TASK``, ``$SLURM_NTASKS``, ``$SLURM_PROCID``… A batch script (one task
+    that starts the rest) gets the batch step's ranks (0); per-task jobs each their own, as
+    ``srun``'s tasks do. The node list is comma-separated (a valid Slurm host list). OpenMPI
+    is kept off Slurm's launcher and allocation, which it would pick from these variables
+    (there is no ``srun`` here): ``mpirun`` goes on using fusesched's launcher and hostfile."""
+    nodes = list(dict.fromkeys(s.node for s in slots))
+    per_node = [sum(1 for s in slots if s.node == node) for node in nodes]
+    own = slots[0] if batch else slot
+    env = {
+        "SLURM_JOB_ID": job.job_id,
+        "SLURM_JOBID": job.job_id,
+        "SLURM_JOB_NAME": job.name,
+        "SLURM_JOB_USER": job.user,
+        "SLURM_JOB_PARTITION": job.queue,
+        "SLURM_JOB_ACCOUNT": job.account,
+        "SLURM_JOB_QOS": job.qos,
+        "SLURM_CLUSTER_NAME": "fusesched",
+        "SLURM_JOB_NODELIST": ",".join(nodes),
+        "SLURM_NODELIST": ",".join(nodes),
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_NTASKS": str(len(slots)),
+        "SLURM_NPROCS": str(len(slots)),
+        "SLURM_TASKS_PER_NODE": tasks_per_node(per_node),
+        "SLURM_PROCID": str(own.rank),
+        "SLURM_LOCALID": str(own.local_rank),
+        "SLURM_NODEID": str(own.node_rank),
+        "SLURMD_NODENAME": own.node,
+        "SLURM_RESTART_COUNT": str(job.restarts),
+        # (mpirun would otherwise launch through srun and read the allocation from Slurm)
+        "OMPI_MCA_plm": "rsh",
+        "OMPI_MCA_ras": "^slurm",
+    }
+    if job.cpus_per_task is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(job.cpus_per_task)
+    if job.array_index is not None and job.array_parent is not None:
+        env["SLURM_ARRAY_JOB_ID"] = job.array_parent
+        env["SLURM_ARRAY_TASK_ID"] = str(job.array_index)
+        if job.array is not None:
+            first, last, step, count = job.array
+            env["SLURM_ARRAY_TASK_MIN"] = str(first)
+            env["SLURM_ARRAY_TASK_MAX"] = str(last)
+            env["SLURM_ARRAY_TASK_STEP"] = str(step)
+            env["SLURM_ARRAY_TASK_COUNT"] = str(count)
+    return env
+
+
+def tasks_per_node(counts: Sequence[int]) -> str:
+    """Slurm's ``SLURM_TASKS_PER_NODE``: runs of equal counts as ``N(xK)`` (``[2, 2, 1]`` →
+    ``2(x2),1``)."""
+    parts: list[str] = []
+    k = 0
+    while k < len(counts):
+        run = 1
+        while k + run < len(counts) and counts[k + run] == counts[k]:
+            run += 1
+        parts.append(f"{counts[k]}(x{run})" if run > 1 else str(counts[k]))
+        k += run
+    return ",".join(parts)

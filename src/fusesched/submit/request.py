@@ -436,6 +436,9 @@ class JobRequest(_Model):
     # cluster licenses it holds while it runs ({matlab: 2}, or "matlab:2,ansys"; sbatch -L;
     # docs/LICENSES.md)
     licenses: dict[str, int] = Field(default_factory=dict)
+    # its tasks get Slurm's variables (SLURM_JOB_ID, SLURM_PROCID, …): jobs from sbatch and
+    # fusesched run; others may ask for it (controller/launchenv.py slurm_env)
+    slurm_env: bool = False
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("licenses", mode="before")

@@ -427,7 +427,8 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     group["script"] = script
     if reader.value("chdir") is not None:
         group["workdir"] = reader.value("chdir")
-    data: dict[str, object] = {"groups": [group], "placement": placement}
+    # (a script written for Slurm reads its variables: $SLURM_JOB_ID, $SLURM_CPUS_PER_TASK…)
+    data: dict[str, object] = {"groups": [group], "placement": placement, "slurm_env": True}
     if "hold" in reader.options:
         data["hold"] = True  # submitted held: fusesched release lets it go
     default_name = "" if reader.source.startswith("<") else reader.source
