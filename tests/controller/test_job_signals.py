@@ -167,8 +167,10 @@ def trapping(out: Path, walltime_s: float | None = None, **extra: Any) -> dict[s
 
 
 def wait_for(path: Path, timeout: float = 15.0) -> None:
+    """Until ``path`` exists and, for ``warned``, holds a whole line: the trap's ``>>``
+    creates the file before ``date`` writes to it (a read in between found it empty)."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not path.exists() or (path.name == "warned" and not path.read_text().endswith("\n")):
         assert time.monotonic() < deadline, f"{path} did not appear"
         time.sleep(0.02)
 
