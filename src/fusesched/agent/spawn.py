@@ -88,7 +88,7 @@ _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 def valid_task_id(task_id: str) -> bool:
     """Whether ``task_id`` may name a folder (and reach the agent's hooks): letters, digits,
     ``.``, ``_`` and ``-``, starting with a letter or digit."""
-    return bool(_TASK_ID_RE.match(task_id))
+    return bool(_TASK_ID_RE.fullmatch(task_id))
 
 
 class StartFailure(Exception):
@@ -174,7 +174,7 @@ class TaskSpawner:
 
     def spawn(self, launch: TaskLaunch, data: list[DataGrant]) -> TaskProcess:
         """Start ``launch`` reading the datasets ``data``; raises :class:`StartFailure`."""
-        if not _TASK_ID_RE.match(launch.task_id):
+        if not _TASK_ID_RE.fullmatch(launch.task_id):
             raise StartFailure(f"invalid task id {launch.task_id!r} (letters, digits, . _ -)")
         if launch.cpu_ids:
             allowed = os.sched_getaffinity(0)
@@ -401,7 +401,7 @@ def _environment(
 
 def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
     for name, text in launch.files.items():  # e.g. the hostfile of an MPI job
-        if not _FILE_NAME_RE.match(name) or name in (SCRIPT_NAME, LOG_NAME, PID_NAME):
+        if not _FILE_NAME_RE.fullmatch(name) or name in (SCRIPT_NAME, LOG_NAME, PID_NAME):
             raise StartFailure(f"bad file name {name!r} in the launch")
         (task_dir / name).write_text(text, encoding="utf-8")
     if launch.script is not None:

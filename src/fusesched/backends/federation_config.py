@@ -66,7 +66,7 @@ class FederationError(SubmitError):
 
 
 def _check_pool_name(name: object) -> str:
-    if not isinstance(name, str) or not _POOL_NAME_RE.match(name):
+    if not isinstance(name, str) or not _POOL_NAME_RE.fullmatch(name):
         raise FederationError(
             f"invalid pool name {name!r}: lower-case letters, digits and '-', 63 characters at "
             "most, starting and ending with a letter or digit"
@@ -192,7 +192,7 @@ class RouteRule:
     max_load: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _RULE_NAME_RE.match(self.name):
+        if not isinstance(self.name, str) or not _RULE_NAME_RE.fullmatch(self.name):
             raise FederationError(
                 f"invalid rule name {self.name!r}: letters, digits, '-', '_' and '.', "
                 "63 characters at most",

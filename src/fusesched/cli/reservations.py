@@ -135,7 +135,7 @@ def create(
     reservation: no job runs on those nodes in the window. Other jobs may still start there
     if their time limit ends them before the start; running jobs are not touched (the
     command warns about those that run into the window)."""
-    if not RESERVATION_NAME.match(name):
+    if not RESERVATION_NAME.fullmatch(name):
         _fail(f"invalid reservation name {name!r} (letters, digits, '_', '.', '-')", 2)
     try:
         hosts = expand_hostlist(nodes)

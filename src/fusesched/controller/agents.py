@@ -319,10 +319,10 @@ def _check_unchanged(known: LiveNode, inventory: NodeInventory) -> None:
 
 
 def _check_node_identity(inventory: NodeInventory) -> None:
-    if not _NODE_NAME.match(inventory.name):
+    if not _NODE_NAME.fullmatch(inventory.name):
         raise SubmitError(
             f"invalid node name {inventory.name!r}: letters, digits, '.', '_' and '-', "
             "starting with a letter or digit"
         )
-    if not _ADDRESS.match(inventory.address):
+    if not _ADDRESS.fullmatch(inventory.address):
         raise SubmitError(f"invalid node address {inventory.address!r}: a host name or IP")

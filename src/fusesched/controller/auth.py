@@ -92,7 +92,7 @@ def new_token() -> tuple[str, str, str]:
 
 def split_token(token: str) -> tuple[str, str]:
     """(id, secret) of a well-formed token; :class:`AuthError` otherwise."""
-    found = _TOKEN_RE.match(token.strip())
+    found = _TOKEN_RE.fullmatch(token.strip())
     if found is None:
         raise AuthError("malformed token")
     return found.group(1), found.group(2)

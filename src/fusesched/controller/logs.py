@@ -25,7 +25,7 @@ class LogStore:
         os.chmod(self.root, 0o700)
 
     def path(self, task_id: str) -> Path:
-        if not _SAFE.match(task_id) or task_id.startswith("."):
+        if not _SAFE.fullmatch(task_id) or task_id.startswith("."):
             raise ValueError(f"bad task id {task_id!r}")
         return self.root / job_of(task_id) / f"{task_id}.log"
 
@@ -40,7 +40,7 @@ class LogStore:
 
     def tasks(self, job_id: str) -> list[str]:
         folder = self.root / job_id
-        if not _SAFE.match(job_id) or not folder.is_dir():
+        if not _SAFE.fullmatch(job_id) or not folder.is_dir():
             return []
         names = [p.stem for p in folder.glob("*.log")]
         return sorted(names, key=_task_order)

@@ -94,7 +94,7 @@ class Device:
     @classmethod
     def mig(cls, index: int, profile: str, uuid: str = "", model: str = "") -> Device:
         """A MIG instance of ``profile`` on parent GPU ``index``."""
-        if not _PROFILE_RE.match(profile):
+        if not _PROFILE_RE.fullmatch(profile):
             raise DeviceError(f"invalid MIG profile {profile!r} (example: 1g.10gb)")
         return cls(mig_resource(profile), index, model, uuid, profile)
 

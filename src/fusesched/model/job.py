@@ -228,7 +228,7 @@ class Dataset:
     size_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if not DATASET_NAME.match(self.name):
+        if not DATASET_NAME.fullmatch(self.name):
             raise ValueError(
                 f"dataset name {self.name!r}: letters, digits and underscores, starting with "
                 "a letter (at most 63)"

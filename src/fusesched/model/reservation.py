@@ -36,7 +36,7 @@ class Reservation:
     tenants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not RESERVATION_NAME.match(self.name):
+        if not RESERVATION_NAME.fullmatch(self.name):
             raise ValueError(
                 f"reservation name {self.name!r}: letters, digits, '_', '.', '-' (at most 64, "
                 "starting with a letter or digit)"

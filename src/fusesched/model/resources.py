@@ -77,7 +77,7 @@ def canonical_name(name: str) -> str:
     stripped = name.strip()
     lowered = stripped.lower()
     key = ALIASES.get(lowered, lowered if lowered in _CORE_NAMES else stripped)
-    if not _NAME_RE.match(key):
+    if not _NAME_RE.fullmatch(key):
         raise QuantityError(f"invalid resource name {name!r}")
     return key
 

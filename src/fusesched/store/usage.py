@@ -466,7 +466,7 @@ def _parse_time(text: str, now: float) -> float:
     value = text.strip()
     if value.lower() == "now":
         return now
-    relative = _RELATIVE_RE.match(value.lower())
+    relative = _RELATIVE_RE.fullmatch(value.lower())
     if relative is not None:
         return now - float(relative.group(1)) * _UNIT_S[relative.group(2)]
     try:

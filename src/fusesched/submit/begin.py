@@ -47,7 +47,7 @@ def parse_begin(text: str, now: float, tz: tzinfo | None = None) -> float:
     if not word:
         raise ValueError(f"an empty begin time (use {FORMS})")
     today = _local(now, tz).date()
-    match = _RELATIVE_RE.match(word)
+    match = _RELATIVE_RE.fullmatch(word)
     if match:
         if match.group(1) is None:
             return now
@@ -65,12 +65,12 @@ def parse_begin(text: str, now: float, tz: tzinfo | None = None) -> float:
         return _at(today + timedelta(days=0 if word == "today" else 1), 0, 0, 0, tz)
     if word in _NAMED:
         return _next(today, _NAMED[word], 0, 0, now, tz)
-    match = _CLOCK_RE.match(word)
+    match = _CLOCK_RE.fullmatch(word)
     if match:
         hour, minute, second = (int(g or 0) for g in match.groups())
         _check_clock(text, hour, minute, second)
         return _next(today, hour, minute, second, now, tz)
-    match = _DATE_RE.match(word)
+    match = _DATE_RE.fullmatch(word)
     if match:
         year, month, day, hour, minute, second = (int(g or 0) for g in match.groups())
         _check_clock(text, hour, minute, second)

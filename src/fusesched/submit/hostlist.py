@@ -63,7 +63,7 @@ def _expand_item(item: str) -> list[str]:
     for part in parts:
         if part.startswith("["):
             choices.append(_numbers(item, part[1:-1]))
-        elif not _NAME_RE.match(part):
+        elif not _NAME_RE.fullmatch(part):
             raise ValueError(f"{item!r}: a host name has letters, digits, '.', '_' and '-' only")
         else:
             choices.append([part])
@@ -78,7 +78,7 @@ def _expand_item(item: str) -> list[str]:
 def _numbers(item: str, inside: str) -> list[str]:
     out: list[str] = []
     for raw in inside.split(","):
-        match = _RANGE_RE.match(raw.strip())
+        match = _RANGE_RE.fullmatch(raw.strip())
         if match is None:
             raise ValueError(
                 f"{item!r}: cannot read [{inside}] (numbers and ranges such as [01-04,07])"

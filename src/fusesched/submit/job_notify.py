@@ -74,17 +74,17 @@ def mail_address(text: str) -> str:
     if len(value) > MAX_ADDRESS:
         raise ValueError(f"{shown}: a mail address has at most {MAX_ADDRESS} characters")
     if "@" not in value:
-        if not _USER_RE.match(value):
+        if not _USER_RE.fullmatch(value):
             raise ValueError(
                 f"{shown} is neither a mail address (name@host) nor a user name (letters, "
                 "digits, . _ -)"
             )
         return value
     local, _, domain = value.rpartition("@")
-    if not local or not _LOCAL_RE.match(local) or len(local) > 64:
+    if not local or not _LOCAL_RE.fullmatch(local) or len(local) > 64:
         raise ValueError(f"{shown}: the part before @ is not a valid mail name")
     labels = domain.split(".")
-    if not domain or not all(_LABEL_RE.match(label) for label in labels):
+    if not domain or not all(_LABEL_RE.fullmatch(label) for label in labels):
         raise ValueError(f"{shown}: {domain!r} is not a valid host name (as in name@example.org)")
     return value
 

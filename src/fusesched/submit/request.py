@@ -353,7 +353,7 @@ class TaskGroupRequest(_Model):
     @classmethod
     def _env(cls, env: dict[str, str]) -> dict[str, str]:
         for name in env:
-            if not _ENV_NAME_RE.match(name):
+            if not _ENV_NAME_RE.fullmatch(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return env
 
@@ -477,16 +477,16 @@ class JobRequest(_Model):
     @classmethod
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for key, value in labels.items():
-            if not _LABEL_KEY_RE.match(key):
+            if not _LABEL_KEY_RE.fullmatch(key):
                 raise ValueError(f"invalid label key {key!r} (as Kubernetes: [prefix/]name)")
-            if not _LABEL_VALUE_RE.match(value):
+            if not _LABEL_VALUE_RE.fullmatch(value):
                 raise ValueError(f"label {key}: invalid value {value!r} (63 characters at most)")
         return labels
 
     @field_validator("pool")
     @classmethod
     def _pool(cls, pool: str | None) -> str | None:
-        if pool is not None and not _POOL_NAME_RE.match(pool):
+        if pool is not None and not _POOL_NAME_RE.fullmatch(pool):
             raise ValueError(f"invalid pool name {pool!r} (lower-case letters, digits and -)")
         return pool
 

@@ -30,7 +30,7 @@ def nice_priority(text: str) -> int:
     adjustment raises it."""
     if not text:
         return -DEFAULT_NICE
-    if not _INTEGER_RE.match(text):
+    if not _INTEGER_RE.fullmatch(text):
         raise ValueError(
             f"expected a whole number (an adjustment, default {DEFAULT_NICE}), got {text!r}"
         )
@@ -44,7 +44,7 @@ def explicit_priority(text: str) -> int:
     """The job priority ``--priority=N`` gives: ``N``, a 32-bit integer."""
     if text.upper() == "TOP":
         raise ValueError(f"give a number ({PRIORITY_MIN} … {PRIORITY_MAX}): TOP is not supported")
-    if not _INTEGER_RE.match(text):
+    if not _INTEGER_RE.fullmatch(text):
         raise ValueError(f"expected a whole number, got {text!r}")
     value = int(text)
     if not PRIORITY_MIN <= value <= PRIORITY_MAX:
@@ -73,7 +73,7 @@ def export_env(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
         name, eq, value = item.partition("=")
         if name.upper() in ("ALL", "NONE") and not eq:
             raise ValueError(f"{name} may only come first (--export={name},NAME=value)")
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise ValueError(f"invalid environment variable name {name!r}")
         if not eq:
             raise ValueError(

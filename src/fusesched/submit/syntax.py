@@ -29,7 +29,7 @@ def parse_slurm_time(text: str) -> float | None:
     value = text.strip()
     if value.lower() in _UNLIMITED:
         return None
-    match = _SLURM_TIME_RE.match(value)
+    match = _SLURM_TIME_RE.fullmatch(value)
     if match is None:
         raise ValueError(
             f"cannot read time {text!r} (formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)"
@@ -103,7 +103,7 @@ def parse_array(text: str) -> ArrayRequest:
     pieces = [p.strip() for p in body.split(",")]
     ranges: list[tuple[int, int, int]] = []
     for piece in pieces:
-        match = _ARRAY_RANGE_RE.match(piece)
+        match = _ARRAY_RANGE_RE.fullmatch(piece)
         if match is None:
             raise ValueError(
                 f"array {text!r}: cannot read {piece!r} (examples: 0-9, 1-10:2, 1,3,5)"

@@ -76,9 +76,9 @@ def load_philly_jobs(path: Path) -> list[PhillyJob]:
     if not rows:
         raise PhillyFormatError(f"{path}: no jobs")
     stamps = [row["timestamp"] for _, row in rows]
-    if not all(_TIME_RE.match(s) for s in stamps):
+    if not all(_TIME_RE.fullmatch(s) for s in stamps):
         line, bad = next(
-            (line, r["timestamp"]) for line, r in rows if not _TIME_RE.match(r["timestamp"])
+            (line, r["timestamp"]) for line, r in rows if not _TIME_RE.fullmatch(r["timestamp"])
         )
         raise PhillyFormatError(f"{path}:{line}: timestamp {bad!r} is not YYYY-MM-DD HH:MM:SS")
     try:
