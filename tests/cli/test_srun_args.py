@@ -110,6 +110,9 @@ def test_the_job_runs_the_command_and_is_named_after_it() -> None:
     assert group.replicas == 2
     assert group.script is None  # every task runs the command (a script: the first only)
     assert group.argv == ["/bin/echo", "it's", "a b"]
+    # a command whose name holds a tab or a newline names the job without them (one line)
+    odd, _ = job_request(split_run_args(["./my\tprog\n"]))
+    assert odd.name == "myprog" and odd.groups[0].argv == ["./my\tprog\n"]
     named, _ = job_request(split_run_args(["-J", "mine", "true"]))
     assert named.name == "mine"
 

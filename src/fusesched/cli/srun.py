@@ -183,6 +183,7 @@ def job_args(parsed: RunArgs) -> list[str]:
     """The sbatch options that make the job: the command as ``--wrap`` and, unless ``-J``
     names it, the command's base name as the job name (a later option wins)."""
     name = os.path.basename(parsed.command[0].rstrip("/")) or parsed.command[0]
+    name = "".join(c for c in name if c.isprintable()).strip() or "run"  # (a job name is one line)
     return [
         f"--job-name={name[:MAX_NAME]}",
         *parsed.options,
@@ -376,7 +377,11 @@ def run(
         parsed.own.get("--token", token),
         _path(parsed.own.get("--ca")) or ca,
     )
-    job_id = _call(client.submit, request.model_dump(mode="json", exclude_none=True))
+    try:
+        job_id = _call(client.submit, request.model_dump(mode="json", exclude_none=True))
+    except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
+        say("interrupted while submitting: the job may have been queued (see fusesched jobs)")
+        raise typer.Exit(INTERRUPTED) from None
     tasks = sum(group.replicas for group in request.groups)
     signal.signal(signal.SIGINT, _first_interrupt)
     try:

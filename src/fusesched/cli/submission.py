@@ -214,12 +214,14 @@ def sbatch(
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import load_sbatch, parse_sbatch
 
-    args = list(ctx.args)
-    test_only = "--test-only" in args  # (sbatch's own: submit nothing, say when it would start)
-    parsable = PARSABLE in args
-    wait = any(a in WAIT for a in args)
+    # the command's own flags count before the script only (after it, as every word there,
+    # they are refused below: Slurm would hand them to the script)
+    given, script, rest = _split_sbatch_args(list(ctx.args))
+    test_only = "--test-only" in given  # (sbatch's own: submit nothing, say when it would start)
+    parsable = PARSABLE in given
+    wait = any(a in WAIT for a in given)
     own = {"--test-only", PARSABLE, *WAIT}
-    options, script, rest = _split_sbatch_args([a for a in args if a not in own])
+    options = [a for a in given if a not in own]
     if script is None and not _wraps(options):
         _fail(
             "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
