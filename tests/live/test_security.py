@@ -186,6 +186,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "json": {"node": "node-a", "argv": ["sh", "-c", "echo pwned"]},
         },
         ("GET", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
+        ("DELETE", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("POST", "/v1/tokens"): {"json": {"user": "mallory", "tenant": "biology"}},
         ("GET", "/v1/tokens"): {},
         ("DELETE", "/v1/tokens/{token_id}"): {"path": {"token_id": sec.ids["bob"]}},
@@ -482,6 +483,17 @@ def test_a_job_token_is_scoped_to_its_job_and_dies_with_it(secure: Secure) -> No
         launch = {"node": node, "argv": ["true"]}
         assert http.post(f"/v1/jobs/{secure.bob_job}/remote", json=launch).status_code == 403
         assert http.post(f"/v1/jobs/{job_id}/remote", json=launch).status_code == 201
+        # srun's job steps: its own tasks' output, and stopping its own remote tasks only
+        assert http.get(f"/v1/jobs/{job_id}/logs").status_code == 200
+        assert http.get(f"/v1/jobs/{secure.bob_job}/logs").status_code == 403
+        assert http.delete(f"/v1/tasks/{secure.bob_job}.remote.1").status_code == 403
+        assert http.delete(f"/v1/tasks/{job_id}.main.0").status_code == 400
+        assert http.delete(f"/v1/tasks/{job_id}.remote.99").status_code == 404
+        for odd in ("%00", "x" * 5000, f"{secure.bob_job}-r1.remote.1", "..", "%2e"):
+            assert http.delete(f"/v1/tasks/{odd}").status_code in (403, 404, 422), odd
+        own_logs = f"/v1/jobs/{job_id}/logs"
+        assert http.get(own_logs, params={"task": "\x00"}).status_code in (404, 422)
+        assert http.get(own_logs, params={"task": f"{secure.bob_job}.main.0"}).status_code == 404
         assert http.get("/v1/jobs").status_code == 403
         assert http.get(f"/v1/jobs/{job_id}").status_code == 403
         assert http.post(f"/v1/jobs/{job_id}/cancel", json={}).status_code == 403

@@ -37,6 +37,7 @@ from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_byt
 from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
+from fusesched.agent.step import install_wrapper
 from fusesched.agent.task_data import TaskData
 from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_time
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
@@ -111,6 +112,8 @@ class ProcessRuntime:
             for folder in folders:
                 folder.mkdir(parents=True, exist_ok=True)
                 check_private(folder)
+        # only once the work dir is known to be the agent's alone (as root: checked above)
+        self._spawner.srun_dir = _srun_dir(self.work_dir)
         self.orphans_killed = self._kill_orphans()
 
     @property
@@ -516,6 +519,16 @@ class ProcessRuntime:
         for task in list(self._tasks.values()):  # pragma: no cover - unkillable (D state)
             log.warning("task %s (pid %d) did not exit at shutdown", task.launch.task_id, task.pid)
         self._pending = reports + self._pending
+
+
+def _srun_dir(work_dir: Path) -> Path | None:
+    """The folder of the ``srun`` wrapper for job steps (agent/step.py), written now; ``None``
+    (and a warning) when it cannot be."""
+    try:
+        return install_wrapper(work_dir)
+    except OSError as exc:
+        log.warning("srun for job steps not installed in %s: %s", work_dir, exc)
+        return None
 
 
 def _signum(name: str) -> int | None:

@@ -157,9 +157,13 @@ class TaskSpawner:
         clock: Callable[[], float],
         *,
         tmp_dir: Path | None = None,
+        srun_dir: Path | None = None,
     ) -> None:
         self.work_dir = work_dir
         self.tmp_dir = tmp_dir
+        # the folder of fusesched's ``srun`` (agent/step.py), first on the PATH of the tasks
+        # of jobs with Slurm's variables (``slurm_env``) that run on the node itself
+        self.srun_dir = srun_dir
         self.image_cache = image_cache
         self.memory_cgroups = memory_cgroups
         self.binds = tuple(binds)
@@ -205,6 +209,8 @@ class TaskSpawner:
         env = _environment(launch, inside, launch.memory_bytes if cgroup else None, tmp)
         if who is not None:
             env.update({"USER": who.name, "LOGNAME": who.name})
+        if self.srun_dir is not None and not container and "SLURM_JOB_ID" in launch.env:
+            env["PATH"] = f"{self.srun_dir}:{env['PATH']}"  # before any other srun
         try:
             data_env, data_binds = task_view(data, container=container, who=who)
         except DatasetError as exc:

@@ -293,7 +293,13 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         """The job's output from byte ``offset`` on; the ``X-Next-Offset`` header is the
         offset to ask for next (the text's length in bytes is not: bytes that are not UTF-8
         are shown as U+FFFD, and a character not yet wholly written is held back)."""
-        view = access.visible_job(p, job_id)
+        if p.role is Role.JOB and p.job_id == job_id:  # its own steps' output (srun)
+            own = controller.persist.get_job(job_id)
+            if own is None:
+                raise HTTPException(404, f"no job {job_id!r}")
+            view = own
+        else:
+            view = access.visible_job(p, job_id)
         final = view.state in ("Completed", "Failed", "Cancelled")
         tasks = controller.logs.tasks(job_id)
         if task is not None:

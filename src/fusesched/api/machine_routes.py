@@ -107,6 +107,20 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
             raise HTTPException(404, f"no live task {task_id!r}") from None
         return RemoteTask(task_id=task_id, state=state, exit_code=code, reason=reason)
 
+    @app.delete("/v1/tasks/{task_id}", status_code=202, tags=["agents"])
+    def stop_task(task_id: str, p: Caller) -> dict[str, str]:
+        """Stop one of a running job's remote tasks (``srun`` stops its step's tasks this
+        way): the job's own credential or a cluster-admin; 404 when it is not running."""
+        job_id = job_of(task_id)
+        own_job = p.role is Role.JOB and p.job_id == job_id
+        if checker.enabled and p.role is not Role.CLUSTER_ADMIN and not own_job:
+            raise forbidden(f"only job {job_id}'s own credential may stop its tasks")
+        try:
+            controller.remote_kill(task_id)
+        except UnknownJobError:
+            raise HTTPException(404, f"no live task {task_id!r}") from None
+        return {"task_id": task_id, "state": "stopping"}
+
     @app.post("/v1/agents/join", status_code=201, response_model=Joined, tags=["agents"])
     def join(body: JoinRequest, p: Caller) -> Joined:
         """Exchange a one-time join token for the node's own credential."""

@@ -287,6 +287,22 @@ def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> s
     return task_id
 
 
+def remote_kill(ctl: Controller, task_id: str) -> None:
+    """Stop a running remote task of a job (a job step's, when its ``srun`` is stopped);
+    :class:`UnknownJobError` when there is no such task running (one that has ended: nothing)."""
+    with ctl.work:
+        entry = ctl.tasks.get(task_id)
+        if entry is None:
+            if task_id in ctl.finished:
+                return
+            raise UnknownJobError(task_id)
+        task = entry[1]
+        if not task.remote:
+            raise SubmitError(f"task {task_id} is one of the job's own: cancel the job instead")
+        ctl.kill_task(task, "stopped by its job step")
+        ctl.work.notify_all()
+
+
 def task_status(ctl: Controller, task_id: str) -> tuple[str, int | None, str]:
     """(state, exit code, reason) of a live or recently finished task."""
     with ctl.lock:

@@ -275,6 +275,10 @@ class Controller:
         """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
         return agents.remote_launch(self, job_id, node, argv)
 
+    def remote_kill(self, task_id: str) -> None:
+        """Stop a running remote task of a job (a job step's)."""
+        agents.remote_kill(self, task_id)
+
     def task_status(self, task_id: str) -> tuple[str, int | None, str]:
         """(state, exit code, reason) of a live or recently finished task."""
         return agents.task_status(self, task_id)

@@ -1,0 +1,103 @@
+"""``srun`` in a batch script: job steps over the allocation, through fusesched (agent/step.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusesched.cli.local import LocalCluster
+from fusesched.sdk import Client
+
+from .conftest import agent_configs
+
+SCRIPT = """#!/bin/bash
+#SBATCH -N 2 --ntasks-per-node=2
+#SBATCH --nodelist=node-a,node-b
+#SBATCH --mem-per-cpu=64M
+#SBATCH -t 2
+echo "srun is $(command -v srun)"
+srun -l sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME step=$SLURM_STEP_ID of=$SLURM_NTASKS'
+echo "first step: $?"
+srun -n 1 sh -c 'echo second step=$SLURM_STEP_ID rank=$RANK world=$WORLD_SIZE; exit 3'
+rc=$?
+echo "second step: $rc"
+exit $rc
+"""
+
+
+def test_srun_runs_steps_over_the_allocation(client: Client) -> None:
+    submitted = client.submit_files([{"name": "steps.sh", "text": SCRIPT}])
+    (job_id,) = submitted["ids"]
+    done = client.wait(job_id, timeout=120)
+    output = client.logs(job_id)
+    assert done["state"] == "Failed", output
+    assert done["exit_code"] == 3, output
+    lines = output.splitlines()
+    where = next(line for line in lines if line.startswith("srun is "))
+    assert where.endswith("/bin/srun") and not where.endswith(" /usr/bin/srun"), output
+    labelled = sorted(line for line in lines if line[:1].isdigit() and ": " in line)
+    assert labelled == [
+        "0: 0 node-a step=0 of=4",
+        "1: 1 node-a step=0 of=4",
+        "2: 2 node-b step=0 of=4",
+        "3: 3 node-b step=0 of=4",
+    ], output
+    assert "first step: 0" in lines, output
+    assert "second step=1 rank=0 world=1" in lines, output
+    assert "second step: 3" in lines, output
+    # each task ran as a task of the job on its node
+    remote = sorted(t["node"] for t in done["tasks"] if ".remote." in t["task_id"])
+    assert remote == ["node-a", "node-a", "node-a", "node-b", "node-b"], done["tasks"]
+
+
+STOPPED = """#!/bin/bash
+#SBATCH -N 2 --ntasks-per-node=1
+#SBATCH --nodelist=node-a,node-b
+#SBATCH --mem-per-cpu=64M
+#SBATCH -t 2
+export GREETING="hi from the script"
+srun sh -c 'echo "$SLURM_PROCID says $GREETING"'
+timeout -s TERM 2 srun sleep 60
+echo "stopped step: $?"
+sleep 3
+"""
+
+
+@pytest.fixture
+def secure(tmp_path: Path) -> Iterator[LocalCluster]:
+    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
+    shared.chmod(0o755)
+    cluster = LocalCluster(
+        tmp_path / "data", port=0, agents=agent_configs(shared)[:2], long_poll_s=0.5, auth=True
+    )
+    try:
+        with cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_steps_with_the_jobs_credential_and_a_stopped_step(secure: LocalCluster) -> None:
+    """With authentication the step follows its tasks with the job's own credential; a step
+    stopped by a signal (here the script's ``timeout``) stops its tasks on every node."""
+    client = Client(secure.url, token=secure.admin_token)
+    (job_id,) = client.submit_files([{"name": "stopped.sh", "text": STOPPED}])["ids"]
+    done = client.wait(job_id, timeout=120)
+    output = client.logs(job_id)
+    assert done["state"] == "Completed", output
+    lines = output.splitlines()
+    assert sorted(line for line in lines if "says" in line) == [
+        "0 says hi from the script",  # the script's own variables reach the tasks
+        "1 says hi from the script",
+    ], output
+    assert "stopped step: 124" in lines, output
+    sleepers = [t for t in done["tasks"] if ".remote." in t["task_id"]][2:]
+    assert sorted(t["node"] for t in sleepers) == ["node-a", "node-b"], done["tasks"]
+    # stopped by their step (SIGTERM), while the script went on for 3 more seconds
+    main = next(t for t in done["tasks"] if ".remote." not in t["task_id"])
+    assert all(t["exit_code"] == -15 for t in sleepers), done["tasks"]
+    assert all(t["end_time"] < main["end_time"] - 2 for t in sleepers), done["tasks"]
