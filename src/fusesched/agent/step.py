@@ -38,6 +38,8 @@ from types import FrameType
 
 import httpx
 
+from fusesched.submit.hostlist import tasks_per_node
+
 #: The wrapper the agent installs (``<work dir>/bin/srun``) and puts first on tasks' PATH.
 WRAPPER_DIR = "bin"
 WRAPPER_NAME = "srun"
@@ -351,22 +353,14 @@ def _positive(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
 
 
-def tasks_per_node(tasks: Sequence[StepTask]) -> str:
+def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:
     """Slurm's ``N(xK)`` form of the tasks on each node (``2(x2),1``)."""
     counts: list[int] = []
     for task in tasks:
         if task.node_index == len(counts):
             counts.append(0)
         counts[task.node_index] += 1
-    parts: list[str] = []
-    k = 0
-    while k < len(counts):
-        run = 1
-        while k + run < len(counts) and counts[k + run] == counts[k]:
-            run += 1
-        parts.append(f"{counts[k]}(x{run})" if run > 1 else str(counts[k]))
-        k += run
-    return ",".join(parts)
+    return tasks_per_node(counts)
 
 
 def task_env(
@@ -380,7 +374,7 @@ def task_env(
         "SLURM_STEP_NUM_TASKS": str(len(tasks)),
         "SLURM_STEP_NUM_NODES": str(len(nodes)),
         "SLURM_STEP_NODELIST": ",".join(nodes),
-        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node(tasks),
+        "SLURM_STEP_TASKS_PER_NODE": step_tasks_per_node(tasks),
         "SLURM_NTASKS": str(len(tasks)),
         "SLURM_NPROCS": str(len(tasks)),
         "SLURM_PROCID": str(task.rank),

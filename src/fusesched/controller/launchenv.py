@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER
 from fusesched.model.events import StartJob
+from fusesched.submit.hostlist import tasks_per_node
 
 #: Port range for MASTER_PORT; the job's sequence number picks one (distinct for 20,000 jobs).
 MASTER_PORT_BASE = 29_500
@@ -211,17 +212,3 @@ def slurm_env(
             env["SLURM_ARRAY_TASK_STEP"] = str(step)
             env["SLURM_ARRAY_TASK_COUNT"] = str(count)
     return env
-
-
-def tasks_per_node(counts: Sequence[int]) -> str:
-    """Slurm's ``SLURM_TASKS_PER_NODE``: runs of equal counts as ``N(xK)`` (``[2, 2, 1]`` →
-    ``2(x2),1``)."""
-    parts: list[str] = []
-    k = 0
-    while k < len(counts):
-        run = 1
-        while k + run < len(counts) and counts[k + run] == counts[k]:
-            run += 1
-        parts.append(f"{counts[k]}(x{run})" if run > 1 else str(counts[k]))
-        k += run
-    return ",".join(parts)

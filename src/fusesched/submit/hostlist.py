@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from typing import Final
 
 #: The most host names one list may expand to (a typo such as ``n[1-99999999]`` is refused).
@@ -97,3 +98,17 @@ def _numbers(item: str, inside: str) -> list[str]:
         width = len(low)
         out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return out
+
+
+def tasks_per_node(counts: Sequence[int]) -> str:
+    """Slurm's ``SLURM_TASKS_PER_NODE`` form: runs of equal counts as ``N(xK)`` (``[2, 2, 1]``
+    → ``2(x2),1``)."""
+    parts: list[str] = []
+    k = 0
+    while k < len(counts):
+        run = 1
+        while k + run < len(counts) and counts[k + run] == counts[k]:
+            run += 1
+        parts.append(f"{counts[k]}(x{run})" if run > 1 else str(counts[k]))
+        k += run
+    return ",".join(parts)
