@@ -512,11 +512,12 @@ def test_a_job_token_is_scoped_to_its_job_and_dies_with_it(secure: Secure) -> No
 
 @pytest.mark.skipif(shutil.which("mpicc") is None, reason="OpenMPI (mpicc) is not installed")
 def test_mpirun_reaches_other_nodes_with_the_job_token(secure: Secure) -> None:
-    """The whole MPI test of test_jobs.py, as alice: mpirun's launcher authenticates with the
-    job's own credential (nothing else is given to the job)."""
+    """The whole MPI test of test_jobs.py, as alice (with Slurm's variables, as an sbatch job
+    has them): mpirun's launcher authenticates with the job's own credential (nothing else
+    is given to the job)."""
     from live import test_jobs
 
-    test_jobs.test_mpi_across_two_agents_without_ssh(secure.client("alice"), secure.scratch)
+    test_jobs.test_mpi_across_two_agents_without_ssh(secure.client("alice"), secure.scratch, True)
 
 
 # ---------------------------------------------------------------------- storage and logs
