@@ -76,7 +76,7 @@ class RunArgs:
 
 
 def _option_names() -> tuple[dict[str, str], frozenset[str], frozenset[str]]:
-    from fusesched.submit.sbatch import (
+    from fusesched.submit.sbatch_reader import (
         COMMAND_FLAGS,
         FLAG_OPTIONS,
         SHORT_OPTIONS,

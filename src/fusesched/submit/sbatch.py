@@ -23,13 +23,10 @@ See docs/SUBMIT.md for every option.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -56,6 +53,12 @@ from fusesched.submit.sbatch_options import (
     kill_on_invalid_dep,
     nice_priority,
 )
+from fusesched.submit.sbatch_reader import (
+    COMMAND_FLAGS,
+    Reader,
+    digits,
+    scan,
+)
 from fusesched.submit.syntax import (
     parse_array,
     parse_dependencies,
@@ -65,68 +68,6 @@ from fusesched.submit.syntax import (
 
 #: Label a Slurm node feature (``--constraint=ib``) is matched against: ``feature.fusesched.io/ib``.
 FEATURE_LABEL_PREFIX: Final = "feature.fusesched.io/"
-COMMAND_LINE: Final = "command line"
-
-SHORT_OPTIONS: Final = {
-    "A": "account",
-    "a": "array",
-    "C": "constraint",
-    "c": "cpus-per-task",
-    "D": "chdir",
-    "d": "dependency",
-    "e": "error",
-    "G": "gpus",
-    "H": "hold",
-    "J": "job-name",
-    "N": "nodes",
-    "n": "ntasks",
-    "o": "output",
-    "p": "partition",
-    "q": "qos",
-    "t": "time",
-    "w": "nodelist",
-    "x": "exclude",
-    "W": "wait",
-    "L": "licenses",
-}
-VALUE_OPTIONS: Final = frozenset(
-    {
-        *SHORT_OPTIONS.values(),
-        "ntasks-per-node",
-        "mem",
-        "mem-per-cpu",
-        "gres",
-        "gpus-per-node",
-        "gpus-per-task",
-        "wrap",
-        "begin",
-        "signal",
-        "reservation",
-        "licenses",
-        "mail-type",
-        "mail-user",
-        "mem-per-gpu",
-        "cpus-per-gpu",
-        "comment",
-        "priority",  # (with --nice: submit/sbatch_options.py reads them)
-        "export",
-        "kill-on-invalid-dep",
-    }
-)
-# --exclusive and --nice may take a value too (written --nice=N)
-FLAG_OPTIONS: Final = frozenset({"exclusive", "hold", "nice", "requeue", "no-requeue"})
-#: Flags kept under another's name, so that the last one given wins (``--no-requeue``).
-_FLAG_KEYS: Final = {"no-requeue": "requeue"}
-#: Options fusesched cannot honour, with the reason their warning gives.
-_IGNORED_WHY: Final = {
-    "open-mode": "the local agents write no -o/-e files, a task's output is its log "
-    "(fusesched logs)",
-    "tmp": "nodes do not advertise local disk space",
-}
-#: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
-#: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
-#: :func:`command_flags` and the job ignores them.
-COMMAND_FLAGS: Final = frozenset({"parsable", "wait"})
 QOS_NAMES: Final = {
     "gold": QoS.GOLD,
     "high": QoS.GOLD,
@@ -138,114 +79,6 @@ QOS_NAMES: Final = {
 _GPU_OPTIONS: Final = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
 _T = TypeVar("_T")
 _GPU_HINT: Final = "--gpus-per-task, --gres=gpu:N, --gpus-per-node or -G/--gpus"
-
-
-@dataclass(frozen=True, slots=True)
-class _Directive:
-    option: str  # as written: "-N" or "--nodes"
-    value: str
-    line: int | None  # None: from the command line
-
-
-class _Reader:
-    """Collects directives, warnings and located errors for one script."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.options: dict[str, _Directive] = {}
-        self.warnings: list[str] = []
-        self.wrapping = False  # --wrap on the command line: there is no script file
-
-    def where(self, line: int | None) -> str:
-        return COMMAND_LINE if line is None else f"{self.source}:{line}"
-
-    def error(self, message: str, line: int | None, option: str | None = None) -> SubmitError:
-        return SubmitError(
-            message,
-            source=COMMAND_LINE if line is None else self.source,
-            line=line,
-            field=option,
-        )
-
-    def fail(self, name: str, message: str) -> SubmitError:
-        directive = self.options[name]
-        return self.error(message, directive.line, directive.option)
-
-    def read(self, tokens: Sequence[str], line: int | None) -> None:
-        i = 0
-        while i < len(tokens):
-            token = tokens[i]
-            i += 1
-            if token.startswith("--") and len(token) > 2:
-                written, has_value, value = token.partition("=")
-                name = written[2:]
-            elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
-                written, value = token[:2], token[2:]
-                has_value = "=" if value else ""
-                name = SHORT_OPTIONS.get(token[1], "")
-            elif line is None and self.wrapping:
-                raise self.error(
-                    f"unexpected argument {token!r}: give a batch script or --wrap, not both "
-                    "(--wrap's command stands for the script)",
-                    line,
-                )
-            elif line is None:
-                raise self.error(
-                    f"unexpected argument {token!r}: give sbatch options only (the script's "
-                    "own arguments are not supported)",
-                    line,
-                )
-            else:
-                raise self.error(
-                    f"unexpected word {token!r} (an option's value goes with it, as "
-                    "--nodes=2 or -N 2)",
-                    line,
-                )
-            if name in FLAG_OPTIONS:
-                self.options[_FLAG_KEYS.get(name, name)] = _Directive(written, value, line)
-                continue
-            if name in COMMAND_FLAGS:
-                if has_value:
-                    raise self.error(f"{written} takes no value", line, written)
-                self.options[name] = _Directive(written, "", line)
-                continue
-            if name == "test-only":  # ignored, it would submit what was meant to be tried
-                raise self.error(
-                    "it submits nothing, so a submission cannot carry it: give "
-                    "it to the command (fusesched sbatch --test-only … SCRIPT)",
-                    line,
-                    written,
-                )
-            if name not in VALUE_OPTIONS:
-                known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
-                close = difflib.get_close_matches(written, known, n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                if name in _IGNORED_WHY:
-                    hint = f": {_IGNORED_WHY[name]}"
-                self.warnings.append(
-                    f"{self.where(line)}: {written} is not supported{hint}; ignored"
-                )
-                if not has_value and i < len(tokens) and not tokens[i].startswith("-"):
-                    i += 1  # its value
-                continue
-            if not has_value:
-                if i >= len(tokens):
-                    raise self.error(f"{written} needs a value", line, written)
-                value = tokens[i]
-                i += 1
-            self.options[name] = _Directive(written, value.strip(), line)
-
-    def value(self, name: str) -> str | None:
-        directive = self.options.get(name)
-        return None if directive is None else directive.value
-
-    def count(self, name: str, minimum: int = 1) -> int | None:
-        text = self.value(name)
-        if text is None:
-            return None
-        if not _digits(text) or int(text) < minimum:
-            raise self.fail(name, f"expected a whole number ≥ {minimum}, got {text!r}")
-        return int(text)
 
 
 def load_sbatch(path: str | Path, args: Sequence[str] = (), now: float | None = None) -> ParsedJob:
@@ -270,14 +103,14 @@ def parse_sbatch(
     warnings; malformed scripts and values raise :class:`SubmitError` with the line (or
     "command line").
     """
-    reader = _Reader(source)
+    reader = Reader(source)
     args = list(args)
     reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for a in args)
     if reader.wrapping and not script.strip():
         reader.read(args, None)
         script = wrap_script(reader)
     else:
-        _scan(script, reader)
+        scan(script, reader)
         reader.read(args, None)
         if "wrap" in reader.options:
             raise reader.fail("wrap", "give a batch script or --wrap, not both")
@@ -318,15 +151,15 @@ def command_flags(script: str) -> frozenset[str]:
     """The options for the submitting command (:data:`COMMAND_FLAGS`) that a batch script's
     ``#SBATCH`` lines give; none for text that is not a batch script (YAML, a broken
     script: its parser reports what is wrong)."""
-    reader = _Reader("<script>")
+    reader = Reader("<script>")
     try:
-        _scan(script, reader)
+        scan(script, reader)
     except SubmitError:
         return frozenset()
     return COMMAND_FLAGS & reader.options.keys()
 
 
-def wrap_script(reader: _Reader) -> str:
+def wrap_script(reader: Reader) -> str:
     """The script ``--wrap`` stands for, as sbatch writes it: ``#!/bin/sh`` and the command."""
     command = reader.value("wrap") or ""
     if not command:
@@ -334,39 +167,7 @@ def wrap_script(reader: _Reader) -> str:
     return f"#!/bin/sh\n{command}\n"
 
 
-def _scan(script: str, reader: _Reader) -> None:
-    if not script.strip():
-        raise reader.error("the batch script is empty", 1)
-    if "\0" in script:
-        raise reader.error("the batch script contains NUL bytes (is it a binary file?)", None)
-    if "\r" in script:
-        bad = script[: script.index("\r")].count("\n") + 1
-        raise reader.error("DOS line breaks (\\r\\n): convert the script with dos2unix", bad)
-    if not script.startswith("#!"):
-        raise reader.error(
-            "the first line must start with #! and the interpreter (e.g. #!/bin/bash), as for "
-            "sbatch",
-            1,
-        )
-    in_header = True
-    for number, line in enumerate(script.split("\n")[1:], start=2):
-        if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
-            if not in_header:
-                reader.warnings.append(
-                    f"{reader.where(number)}: #SBATCH after the first command is ignored "
-                    "(as by sbatch)"
-                )
-                continue
-            try:
-                tokens = shlex.split(line[7:], comments=True)
-            except ValueError as exc:
-                raise reader.error(f"cannot read the directive: {exc}", number) from None
-            reader.read(tokens, number)
-        elif line.strip() and not line.lstrip().startswith("#"):
-            in_header = False
-
-
-def _build(reader: _Reader, script: str) -> dict[str, object]:
+def _build(reader: Reader, script: str) -> dict[str, object]:
     nodes = _nodes(reader)
     ntasks = reader.count("ntasks")
     per_node = reader.count("ntasks-per-node")
@@ -467,7 +268,7 @@ def _build(reader: _Reader, script: str) -> dict[str, object]:
     return data
 
 
-def _job_terms(reader: _Reader, data: dict[str, object]) -> None:
+def _job_terms(reader: Reader, data: dict[str, object]) -> None:
     """``--comment``, ``--nice``/``--priority``, ``--requeue``/``--no-requeue``, ``--export``
     and ``--kill-on-invalid-dep`` into ``data``."""
 
@@ -513,18 +314,12 @@ def _job_terms(reader: _Reader, data: dict[str, object]) -> None:
         warn("kill-on-invalid-dep", read("kill-on-invalid-dep", kill_on_invalid_dep))
 
 
-def _digits(text: str) -> bool:
-    """``text`` is a whole number in ASCII digits (``str.isdigit`` takes "²" too, which
-    ``int`` refuses)."""
-    return text.isascii() and text.isdigit()
-
-
-def _nodes(reader: _Reader) -> int | None:
+def _nodes(reader: Reader) -> int | None:
     text = reader.value("nodes")
     if text is None:
         return None
     low, dash, high = text.partition("-")
-    if not _digits(low) or int(low) < 1 or (dash and not (_digits(high) and int(high) >= int(low))):
+    if not digits(low) or int(low) < 1 or (dash and not (digits(high) and int(high) >= int(low))):
         raise reader.fail("nodes", f"expected a node count such as 4 or 2-4, got {text!r}")
     if dash:
         reader.warnings.append(
@@ -534,7 +329,7 @@ def _nodes(reader: _Reader) -> int | None:
     return int(low)
 
 
-def _cpus(reader: _Reader, gpus: int) -> int:
+def _cpus(reader: Reader, gpus: int) -> int:
     """CPUs per task: ``--cpus-per-task`` (default 1), or ``--cpus-per-gpu`` × its GPUs."""
     per_gpu = reader.count("cpus-per-gpu")
     if per_gpu is None:
@@ -547,7 +342,7 @@ def _cpus(reader: _Reader, gpus: int) -> int:
     return per_gpu * gpus
 
 
-def _memory(reader: _Reader, cpus: int, tasks_per_node: int, gpus: int) -> int:
+def _memory(reader: Reader, cpus: int, tasks_per_node: int, gpus: int) -> int:
     given = [name for name in ("mem", "mem-per-cpu", "mem-per-gpu") if name in reader.options]
     if len(given) > 1:
         shown = " and ".join(f"--{name}" for name in given[:2])
@@ -574,7 +369,7 @@ def _memory(reader: _Reader, cpus: int, tasks_per_node: int, gpus: int) -> int:
 
 
 def _accelerators(
-    reader: _Reader, replicas: int, tasks_per_node: int
+    reader: Reader, replicas: int, tasks_per_node: int
 ) -> list[tuple[str, int, str | None]]:
     """(resource, amount per task, GPU model or None) for each accelerator asked for."""
     given = [name for name in _GPU_OPTIONS if name in reader.options]
@@ -592,7 +387,7 @@ def _accelerators(
     for option in gpu_given:
         text = reader.value(option) or ""
         model, _, count = text.rpartition(":")
-        if not _digits(count) or int(count) < 1:
+        if not digits(count) or int(count) < 1:
             raise reader.fail(option, f"expected [type:]count, got {text!r}")
         amount = int(count)
         if option == "gpus-per-node":
@@ -611,12 +406,12 @@ def _gres_has_gpu(text: str) -> bool:
     return any(item.strip().split(":")[0] == "gpu" for item in text.split(","))
 
 
-def _gres_item(reader: _Reader, item: str) -> tuple[str, int, str | None]:
+def _gres_item(reader: Reader, item: str) -> tuple[str, int, str | None]:
     parts = item.split(":")
     if not item or "(" in item or len(parts) > 3 or not all(parts):
         raise reader.fail("gres", f"expected name[:type][:count] such as gpu:a100:2, got {item!r}")
     count = 1
-    if len(parts) > 1 and _digits(parts[-1]):
+    if len(parts) > 1 and digits(parts[-1]):
         count = int(parts.pop())
     elif len(parts) == 3:
         raise reader.fail("gres", f"the count in {item!r} must be a whole number")
@@ -631,7 +426,7 @@ def _gres_item(reader: _Reader, item: str) -> tuple[str, int, str | None]:
     return name, count, model
 
 
-def _per_task(reader: _Reader, option: str, name: str, amount: int, tasks: int, per: str) -> int:
+def _per_task(reader: Reader, option: str, name: str, amount: int, tasks: int, per: str) -> int:
     if amount % tasks:
         raise reader.fail(
             option,
@@ -641,7 +436,7 @@ def _per_task(reader: _Reader, option: str, name: str, amount: int, tasks: int, 
     return amount // tasks
 
 
-def _hosts(reader: _Reader, nodes: int | None) -> list[dict[str, object]]:
+def _hosts(reader: Reader, nodes: int | None) -> list[dict[str, object]]:
     """``--nodelist`` → ``kubernetes.io/hostname In [...]``, ``--exclude`` → ``NotIn``."""
     listed: dict[str, list[str]] = {}
     for name in ("nodelist", "exclude"):
@@ -668,7 +463,7 @@ def _hosts(reader: _Reader, nodes: int | None) -> list[dict[str, object]]:
     ]
 
 
-def _qos(reader: _Reader) -> str:
+def _qos(reader: Reader) -> str:
     text = (reader.value("qos") or "").lower()
     if text not in QOS_NAMES:
         raise reader.fail(
@@ -678,7 +473,7 @@ def _qos(reader: _Reader) -> str:
     return QOS_NAMES[text].value
 
 
-def _constraint(reader: _Reader) -> tuple[dict[str, str], list[dict[str, object]]]:
+def _constraint(reader: Reader) -> tuple[dict[str, str], list[dict[str, object]]]:
     """``key=value`` terms become a node selector, bare features ``Exists`` requirements on
     ``feature.fusesched.io/<feature>``; ``&`` (and ``,``) join terms; ``k=a|k=b`` is ``In``."""
     text = reader.value("constraint") or ""

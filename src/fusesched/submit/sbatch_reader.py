@@ -1,0 +1,226 @@
+"""Reading ``#SBATCH`` directives and sbatch's command-line options, as Slurm's ``sbatch``
+reads them: the option tables, :class:`Reader` (the options given, warnings for those
+fusesched does not take, errors located at their line) and :func:`scan` (the directives of a
+script's header). :mod:`fusesched.submit.sbatch` turns what was read into a job.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from fusesched.submit.errors import SubmitError
+
+COMMAND_LINE: Final = "command line"
+
+SHORT_OPTIONS: Final = {
+    "A": "account",
+    "a": "array",
+    "C": "constraint",
+    "c": "cpus-per-task",
+    "D": "chdir",
+    "d": "dependency",
+    "e": "error",
+    "G": "gpus",
+    "H": "hold",
+    "J": "job-name",
+    "N": "nodes",
+    "n": "ntasks",
+    "o": "output",
+    "p": "partition",
+    "q": "qos",
+    "t": "time",
+    "w": "nodelist",
+    "x": "exclude",
+    "W": "wait",
+    "L": "licenses",
+}
+VALUE_OPTIONS: Final = frozenset(
+    {
+        *SHORT_OPTIONS.values(),
+        "ntasks-per-node",
+        "mem",
+        "mem-per-cpu",
+        "gres",
+        "gpus-per-node",
+        "gpus-per-task",
+        "wrap",
+        "begin",
+        "signal",
+        "reservation",
+        "licenses",
+        "mail-type",
+        "mail-user",
+        "mem-per-gpu",
+        "cpus-per-gpu",
+        "comment",
+        "priority",  # (with --nice: submit/sbatch_options.py reads them)
+        "export",
+        "kill-on-invalid-dep",
+    }
+)
+# --exclusive and --nice may take a value too (written --nice=N)
+FLAG_OPTIONS: Final = frozenset({"exclusive", "hold", "nice", "requeue", "no-requeue"})
+#: Flags kept under another's name, so that the last one given wins (``--no-requeue``).
+_FLAG_KEYS: Final = {"no-requeue": "requeue"}
+#: Options fusesched cannot honour, with the reason their warning gives.
+_IGNORED_WHY: Final = {
+    "open-mode": "the local agents write no -o/-e files, a task's output is its log "
+    "(fusesched logs)",
+    "tmp": "nodes do not advertise local disk space",
+}
+#: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
+#: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
+#: :func:`command_flags` and the job ignores them.
+COMMAND_FLAGS: Final = frozenset({"parsable", "wait"})
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    option: str  # as written: "-N" or "--nodes"
+    value: str
+    line: int | None  # None: from the command line
+
+
+class Reader:
+    """Collects directives, warnings and located errors for one script."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.options: dict[str, Directive] = {}
+        self.warnings: list[str] = []
+        self.wrapping = False  # --wrap on the command line: there is no script file
+
+    def where(self, line: int | None) -> str:
+        return COMMAND_LINE if line is None else f"{self.source}:{line}"
+
+    def error(self, message: str, line: int | None, option: str | None = None) -> SubmitError:
+        return SubmitError(
+            message,
+            source=COMMAND_LINE if line is None else self.source,
+            line=line,
+            field=option,
+        )
+
+    def fail(self, name: str, message: str) -> SubmitError:
+        directive = self.options[name]
+        return self.error(message, directive.line, directive.option)
+
+    def read(self, tokens: Sequence[str], line: int | None) -> None:
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            i += 1
+            if token.startswith("--") and len(token) > 2:
+                written, has_value, value = token.partition("=")
+                name = written[2:]
+            elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
+                written, value = token[:2], token[2:]
+                has_value = "=" if value else ""
+                name = SHORT_OPTIONS.get(token[1], "")
+            elif line is None and self.wrapping:
+                raise self.error(
+                    f"unexpected argument {token!r}: give a batch script or --wrap, not both "
+                    "(--wrap's command stands for the script)",
+                    line,
+                )
+            elif line is None:
+                raise self.error(
+                    f"unexpected argument {token!r}: give sbatch options only (the script's "
+                    "own arguments are not supported)",
+                    line,
+                )
+            else:
+                raise self.error(
+                    f"unexpected word {token!r} (an option's value goes with it, as "
+                    "--nodes=2 or -N 2)",
+                    line,
+                )
+            if name in FLAG_OPTIONS:
+                self.options[_FLAG_KEYS.get(name, name)] = Directive(written, value, line)
+                continue
+            if name in COMMAND_FLAGS:
+                if has_value:
+                    raise self.error(f"{written} takes no value", line, written)
+                self.options[name] = Directive(written, "", line)
+                continue
+            if name == "test-only":  # ignored, it would submit what was meant to be tried
+                raise self.error(
+                    "it submits nothing, so a submission cannot carry it: give "
+                    "it to the command (fusesched sbatch --test-only … SCRIPT)",
+                    line,
+                    written,
+                )
+            if name not in VALUE_OPTIONS:
+                known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
+                close = difflib.get_close_matches(written, known, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                if name in _IGNORED_WHY:
+                    hint = f": {_IGNORED_WHY[name]}"
+                self.warnings.append(
+                    f"{self.where(line)}: {written} is not supported{hint}; ignored"
+                )
+                if not has_value and i < len(tokens) and not tokens[i].startswith("-"):
+                    i += 1  # its value
+                continue
+            if not has_value:
+                if i >= len(tokens):
+                    raise self.error(f"{written} needs a value", line, written)
+                value = tokens[i]
+                i += 1
+            self.options[name] = Directive(written, value.strip(), line)
+
+    def value(self, name: str) -> str | None:
+        directive = self.options.get(name)
+        return None if directive is None else directive.value
+
+    def count(self, name: str, minimum: int = 1) -> int | None:
+        text = self.value(name)
+        if text is None:
+            return None
+        if not digits(text) or int(text) < minimum:
+            raise self.fail(name, f"expected a whole number ≥ {minimum}, got {text!r}")
+        return int(text)
+
+
+def scan(script: str, reader: Reader) -> None:
+    """Read the directives of ``script``'s header into ``reader`` (a script that is no
+    batch script is refused, located)."""
+    if not script.strip():
+        raise reader.error("the batch script is empty", 1)
+    if "\0" in script:
+        raise reader.error("the batch script contains NUL bytes (is it a binary file?)", None)
+    if "\r" in script:
+        bad = script[: script.index("\r")].count("\n") + 1
+        raise reader.error("DOS line breaks (\\r\\n): convert the script with dos2unix", bad)
+    if not script.startswith("#!"):
+        raise reader.error(
+            "the first line must start with #! and the interpreter (e.g. #!/bin/bash), as for "
+            "sbatch",
+            1,
+        )
+    in_header = True
+    for number, line in enumerate(script.split("\n")[1:], start=2):
+        if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
+            if not in_header:
+                reader.warnings.append(
+                    f"{reader.where(number)}: #SBATCH after the first command is ignored "
+                    "(as by sbatch)"
+                )
+                continue
+            try:
+                tokens = shlex.split(line[7:], comments=True)
+            except ValueError as exc:
+                raise reader.error(f"cannot read the directive: {exc}", number) from None
+            reader.read(tokens, number)
+        elif line.strip() and not line.lstrip().startswith("#"):
+            in_header = False
+
+
+def digits(text: str) -> bool:
+    """``text`` is a whole number in ASCII digits (``str.isdigit`` takes "²" too, which
+    ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
