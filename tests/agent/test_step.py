@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent.step import (
+from fusesched.agent.step import install_wrapper, main, next_step_id
+from fusesched.agent.step_plan import (
     StepError,
     StepTask,
     exit_status,
     export_vars,
-    install_wrapper,
-    main,
-    next_step_id,
     parse_args,
     place,
     read_hostfile,

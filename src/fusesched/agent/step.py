@@ -17,7 +17,8 @@ order (``-N``, else ``$SLURM_NNODES``: the first N, each getting at least one ta
 ``--ntasks-per-node``: at most that many per node), filling each node's slots before the next
 (Slurm's default block distribution).
 
-The pure parts (:func:`parse_args`, :func:`place`, :func:`task_env`) hold no I/O.
+What the step is to do (options, placement, each task's environment) is worked out
+without I/O in :mod:`fusesched.agent.step_plan`.
 """
 
 from __future__ import annotations
@@ -25,20 +26,30 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import signal
 import ssl
 import stat
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 import httpx
 
-from fusesched.submit.hostlist import tasks_per_node
+from fusesched.agent.step_plan import (
+    StepError,
+    StepTask,
+    exit_status,
+    export_vars,
+    parse_args,
+    place,
+    read_hostfile,
+    step_shape,
+    task_argv,
+    task_env,
+)
 
 #: The wrapper the agent installs (``<work dir>/bin/srun``) and puts first on tasks' PATH.
 WRAPPER_DIR = "bin"
@@ -51,373 +62,6 @@ POLL_MAX_S = 0.5
 DRAIN_QUIET_S = 0.6
 #: After a signal: how long the step waits for its killed tasks to end.
 STOP_WAIT_S = 15.0
-
-USAGE = "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [OPTIONS] COMMAND [ARGS...]"
-
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# Variables of the calling script not passed on to the tasks: each task's node gives it its
-# own (folder, CPUs, devices, ranks), and the job's credential reaches it from the job.
-_NOT_EXPORTED = frozenset(
-    {
-        "FUSESCHED_TASK_ID",
-        "FUSESCHED_TASK_DIR",
-        "FUSESCHED_NODE",
-        "FUSESCHED_CPU_IDS",
-        "FUSESCHED_GPU_INDICES",
-        "FUSESCHED_MEMORY_LIMIT_BYTES",
-        "FUSESCHED_HOSTFILE",
-        "FUSESCHED_JOB_TOKEN",
-        "FUSESCHED_CA",  # where this node's agent keeps the controller's CA: each node its own
-        "FUSESCHED_CHECKPOINT_DIR",
-        "CUDA_VISIBLE_DEVICES",
-        "HOME",
-        "TMPDIR",
-        "PWD",
-        "OLDPWD",
-        "SHLVL",
-        "_",
-        "USER",
-        "LOGNAME",
-    }
-)
-
-
-class StepError(Exception):
-    """A bad command line or an impossible placement; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepOptions:
-    command: tuple[str, ...]
-    ntasks: int | None = None
-    nodes: int | None = None
-    ntasks_per_node: int | None = None
-    cpus_per_task: int | None = None
-    label: bool = False
-    mpi: str | None = None
-    export: str | None = None  # as written: ALL, NONE, [ALL,]NAME=value,...
-    unbuffered: bool = False
-    kill_on_bad_exit: bool = False
-    job_name: str | None = None
-    warnings: tuple[str, ...] = ()
-
-
-# option -> (field, takes a value)
-_LONG: dict[str, tuple[str, bool]] = {
-    "ntasks": ("ntasks", True),
-    "nodes": ("nodes", True),
-    "ntasks-per-node": ("ntasks_per_node", True),
-    "cpus-per-task": ("cpus_per_task", True),
-    "label": ("label", False),
-    "mpi": ("mpi", True),
-    "export": ("export", True),
-    "unbuffered": ("unbuffered", False),
-    "kill-on-bad-exit": ("kill_on_bad_exit", False),
-    "job-name": ("job_name", True),
-}
-_SHORT: dict[str, str] = {
-    "n": "ntasks",
-    "N": "nodes",
-    "c": "cpus-per-task",
-    "l": "label",
-    "u": "unbuffered",
-    "K": "kill-on-bad-exit",
-    "J": "job-name",
-}
-#: ``--mpi`` values taken as they are: fusesched starts the tasks itself and sets no PMI.
-MPI_TYPES = frozenset({"none", "pmix", "pmix_v3", "pmix_v4", "pmi2", "cray_shasta"})
-
-
-def parse_args(argv: Sequence[str]) -> StepOptions:
-    """The options and command of ``srun ARGV``; :class:`StepError` for a bad one."""
-    values: dict[str, object] = {}
-    args = list(argv)
-    k = 0
-    while k < len(args):
-        arg = args[k]
-        if arg == "--":
-            k += 1
-            break
-        if not arg.startswith("-") or arg == "-":
-            break
-        if arg.startswith("--"):
-            name, eq, value = arg[2:].partition("=")
-            if name not in _LONG:
-                raise StepError(f"unknown option --{name} (supported: {_supported()})")
-            field_name, takes = _LONG[name]
-            if name == "kill-on-bad-exit" and eq:  # --kill-on-bad-exit=0|1
-                if value not in ("0", "1"):
-                    raise StepError(f"--kill-on-bad-exit takes 0 or 1, not {value!r}")
-                values[field_name] = value == "1"
-                k += 1
-                continue
-            if takes and not eq:
-                if k + 1 >= len(args):
-                    raise StepError(f"--{name} needs a value")
-                value = args[k + 1]
-                k += 1
-            elif not takes and eq:
-                raise StepError(f"--{name} takes no value")
-            values[field_name] = _value(name, value) if takes else True
-            k += 1
-            continue
-        # short options: -n4, -n 4, -l, -lu, -ln4
-        j = 1
-        while j < len(arg):
-            letter = arg[j]
-            if letter not in _SHORT:
-                raise StepError(f"unknown option -{letter} (supported: {_supported()})")
-            name = _SHORT[letter]
-            field_name, takes = _LONG[name]
-            if not takes:
-                values[field_name] = True
-                j += 1
-                continue
-            value = arg[j + 1 :]
-            if not value:
-                if k + 1 >= len(args):
-                    raise StepError(f"-{letter} needs a value")
-                value = args[k + 1]
-                k += 1
-            values[field_name] = _value(name, value)
-            break
-        k += 1
-    command = tuple(args[k:])
-    if not command:
-        raise StepError(f"no command to run\n{USAGE}")
-    warnings: list[str] = []
-    mpi = values.get("mpi")
-    if isinstance(mpi, str) and mpi not in MPI_TYPES and mpi != "list":
-        warnings.append(f"--mpi={mpi} is not known; the tasks start without any PMI")
-    export = values.get("export")
-    if isinstance(export, str):
-        export_vars(export, {})  # refuse a bad one now
-    return StepOptions(command=command, warnings=tuple(warnings), **values)  # type: ignore[arg-type]
-
-
-def _supported() -> str:
-    return ", ".join(f"--{name}" for name in _LONG)
-
-
-def _value(name: str, text: str) -> object:
-    if name in ("ntasks", "nodes", "ntasks-per-node", "cpus-per-task"):
-        if not text.isdigit() or int(text) < 1:
-            raise StepError(f"--{name} takes a positive whole number, not {text!r}")
-        return int(text)
-    if name == "job-name" and not text:
-        raise StepError("--job-name needs a name")
-    return text
-
-
-def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables ``--export=SPEC`` passes from ``environ`` (the caller's) to the tasks:
-    ``ALL`` (the default) every one, ``NONE`` none (the tasks keep the job's own, as it
-    started), ``NAME=value`` or ``NAME`` items after ``ALL,`` or alone: those (a bare ``NAME``
-    with the caller's value)."""
-    items = [item for item in spec.split(",") if item]
-    if not items:
-        raise StepError("--export needs ALL, NONE or NAME=value items")
-    out: dict[str, str] = {}
-    if items[0] in ("ALL", "NONE"):
-        if items[0] == "ALL":
-            out.update(_passed(environ))
-        if items[0] == "NONE" and len(items) > 1:
-            raise StepError("--export=NONE takes no variables after it")
-        items = items[1:]
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not _NAME_RE.fullmatch(name):
-            raise StepError(f"--export: {name!r} is not a variable name")
-        if eq:
-            out[name] = value
-        elif name in environ:
-            out[name] = environ[name]
-    return out
-
-
-def _passed(environ: Mapping[str, str]) -> dict[str, str]:
-    return {
-        name: value
-        for name, value in environ.items()
-        if _NAME_RE.fullmatch(name)
-        and name not in _NOT_EXPORTED
-        and not name.startswith("OMPI_MCA_")
-        and not name.startswith("SLURM_STEP")
-    }
-
-
-# -- placement -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StepTask:
-    rank: int  # SLURM_PROCID
-    node: str
-    node_index: int  # SLURM_NODEID: the node's position among the step's nodes
-    local_rank: int  # SLURM_LOCALID
-    local_size: int  # the step's tasks on that node
-
-
-def read_hostfile(text: str) -> list[tuple[str, int]]:
-    """``<node> slots=<n>`` lines (fusesched's hostfile) in order."""
-    out: list[tuple[str, int]] = []
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts or parts[0].startswith("#"):
-            continue
-        slots = 1
-        for part in parts[1:]:
-            key, _, value = part.partition("=")
-            if key == "slots" and value.isdigit():
-                slots = int(value)
-        out.append((parts[0], slots))
-    return out
-
-
-def place(
-    hosts: Sequence[tuple[str, int]],
-    ntasks: int | None,
-    nodes: int | None,
-    per_node: int | None,
-) -> tuple[list[StepTask], list[str]]:
-    """The step's tasks over ``hosts`` (block distribution), and warnings.
-
-    ``nodes`` (``-N``): use exactly the first that many, each with at least one task; else as
-    many as the tasks fill, in order. ``per_node``: at most that many tasks on a node (and
-    with no ``ntasks``, exactly that many on each node used)."""
-    if not hosts:
-        raise StepError("the job's hostfile lists no nodes")
-    warnings: list[str] = []
-    if nodes is not None and nodes > len(hosts):
-        raise StepError(f"-N {nodes}: the job has only {len(hosts)} node(s)")
-    used = list(hosts[:nodes] if nodes is not None else hosts)
-    caps = [min(slots, per_node) if per_node is not None else slots for _, slots in used]
-    if per_node is not None and any(per_node > slots for _, slots in used):
-        small = next(name for name, slots in used if per_node > slots)
-        raise StepError(
-            f"--ntasks-per-node={per_node}: node {small} has only "
-            f"{dict(used)[small]} slot(s) in this job"
-        )
-    if ntasks is None:
-        if per_node is None:
-            raise StepError("how many tasks? give -n (SLURM_NTASKS is not set)")
-        ntasks = per_node * len(used)
-    if nodes is not None and ntasks < nodes:
-        warnings.append(f"cannot run {ntasks} task(s) on {nodes} nodes: using {ntasks}")
-        used, caps = used[:ntasks], caps[:ntasks]
-        nodes = ntasks
-    if ntasks > sum(caps):
-        raise StepError(
-            f"cannot place {ntasks} tasks: the job has {sum(caps)} slot(s) on "
-            f"{len(used)} node(s) for this step ({', '.join(f'{n} slots={s}' for n, s in used)})"
-        )
-    counts = [1 if nodes is not None else 0 for _ in used]
-    left = ntasks - sum(counts)
-    for i, cap in enumerate(caps):
-        take = min(cap - counts[i], left)
-        counts[i] += take
-        left -= take
-    tasks: list[StepTask] = []
-    node_index = 0
-    for (name, _), count in zip(used, counts, strict=True):
-        if count == 0:
-            continue
-        for local in range(count):
-            tasks.append(StepTask(len(tasks), name, node_index, local, count))
-        node_index += 1
-    return tasks, warnings
-
-
-def step_shape(
-    options: StepOptions, environ: Mapping[str, str], hosts: int
-) -> tuple[int | None, int | None]:
-    """(tasks, nodes) for :func:`place`: the options, else the job's ``$SLURM_NTASKS`` (with
-    no ``-n``, ``-N`` or ``--ntasks-per-node``) and ``$SLURM_NNODES`` (with no ``-N``; as
-    Slurm's srun reads them: ``srun -n 2`` in a 2-node job puts a task on each node), fewer
-    nodes than tasks never asked for."""
-    ntasks = options.ntasks
-    if ntasks is None and options.ntasks_per_node is None and options.nodes is None:
-        ntasks = _positive(environ.get("SLURM_NTASKS"))
-    nodes = options.nodes
-    if nodes is None:
-        nodes = _positive(environ.get("SLURM_NNODES"))
-        if nodes is not None and (nodes > hosts or (ntasks is not None and ntasks < nodes)):
-            nodes = min(hosts, ntasks) if ntasks is not None else None
-    if ntasks is None and options.ntasks_per_node is None and nodes is not None:
-        ntasks = nodes  # -N alone: one task per node
-    return ntasks, nodes
-
-
-def _positive(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
-
-
-def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:
-    """Slurm's ``N(xK)`` form of the tasks on each node (``2(x2),1``)."""
-    counts: list[int] = []
-    for task in tasks:
-        if task.node_index == len(counts):
-            counts.append(0)
-        counts[task.node_index] += 1
-    return tasks_per_node(counts)
-
-
-def task_env(
-    task: StepTask, tasks: Sequence[StepTask], step_id: int, cpus_per_task: int | None
-) -> dict[str, str]:
-    """The variables that make one task of the step what it is (Slurm's and torch's)."""
-    nodes = list(dict.fromkeys(t.node for t in tasks))
-    env = {
-        "SLURM_STEP_ID": str(step_id),
-        "SLURM_STEPID": str(step_id),
-        "SLURM_STEP_NUM_TASKS": str(len(tasks)),
-        "SLURM_STEP_NUM_NODES": str(len(nodes)),
-        "SLURM_STEP_NODELIST": ",".join(nodes),
-        "SLURM_STEP_TASKS_PER_NODE": step_tasks_per_node(tasks),
-        "SLURM_NTASKS": str(len(tasks)),
-        "SLURM_NPROCS": str(len(tasks)),
-        "SLURM_PROCID": str(task.rank),
-        "SLURM_LOCALID": str(task.local_rank),
-        "SLURM_NODEID": str(task.node_index),
-        "SLURMD_NODENAME": task.node,
-        "RANK": str(task.rank),
-        "LOCAL_RANK": str(task.local_rank),
-        "WORLD_SIZE": str(len(tasks)),
-        "LOCAL_WORLD_SIZE": str(task.local_size),
-        "NODE_RANK": str(task.node_index),
-        "GROUP_RANK": str(task.node_index),
-    }
-    if cpus_per_task is not None:
-        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
-    return env
-
-
-# Enters the caller's working directory where the node has it (else stays in the task's own
-# folder), then becomes the command.
-_ENTER = 'cd -- "$1" 2>/dev/null || :; shift; exec "$@"'
-
-
-def task_argv(env: Mapping[str, str], cwd: str, command: Sequence[str]) -> list[str]:
-    """What the remote route runs for one task: ``env NAME=value… /bin/sh -c … COMMAND``
-    (an argument list: nothing is parsed by a shell but the fixed ``_ENTER``)."""
-    return [
-        "env",
-        *(f"{k}={v}" for k, v in env.items()),
-        "/bin/sh",
-        "-c",
-        _ENTER,
-        "srun-task",
-        cwd,
-        *command,
-    ]
-
-
-def exit_status(codes: Sequence[int]) -> int:
-    """The step's exit status: 0 if all are 0, else the highest (signal N: 128+N)."""
-    mapped = [128 - c if c < 0 else c for c in codes]
-    return max(mapped, default=0)
-
 
 # -- the step's process -------------------------------------------------------------------------
 
