@@ -63,7 +63,7 @@ from fusesched.backends.base import (
     RemoteStatus,
 )
 from fusesched.model.resources import QuantityError, Resources, parse_quantity
-from fusesched.submit.request import resource_name
+from fusesched.submit.resource_names import resource_name
 
 _NOT_THE_JOBS_FAULT: Final = frozenset({401, 408, 429})
 _VOLCANO_STATES: Final[Mapping[str, RemoteState]] = {

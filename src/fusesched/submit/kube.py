@@ -44,7 +44,8 @@ from fusesched.submit._kube_fields import (
 from fusesched.submit._yamldoc import Document, load_documents
 from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.problems import Loc
-from fusesched.submit.request import ParsedJob, parse_request, resource_name
+from fusesched.submit.request import ParsedJob, parse_request
+from fusesched.submit.resource_names import resource_name
 
 SCHEDULER_NAME: Final = "fused-scheduler"
 KINDS: Final = {"Pod": "v1", "Job": "batch/v1"}

@@ -12,7 +12,6 @@ and line where the caller knows them, see :func:`parse_request`).
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import unicodedata
@@ -42,16 +41,9 @@ from fusesched.model.job import (
 )
 from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import (
-    ALIASES,
-    CPU,
-    FPGA,
-    GPU,
-    GPU_MILLI,
     MEMORY,
-    RDMA,
     QuantityError,
     Resources,
-    canonical_name,
     parse_quantity,
 )
 from fusesched.model.text import refuse_nul
@@ -60,8 +52,8 @@ from fusesched.submit.errors import SubmitError
 from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
 from fusesched.submit.problems import Loc, submit_error_from
+from fusesched.submit.resource_names import resource_name
 
-_PLAIN_NAMES: Final = frozenset({CPU, MEMORY, "ephemeral-storage", FPGA, RDMA})
 _ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TARBALL_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
 # an OCI image reference: [registry[:port]/]path[:tag][@digest], lower-case path components
@@ -88,45 +80,6 @@ def comment_control(comment: str) -> str | None:
         if unicodedata.category(ch) in ("Cc", "Zl", "Zp") and ch not in "\n\r":
             return f"the comment holds a control character (U+{ord(ch):04X}): give printable text"
     return None
-
-
-def resource_name(name: str) -> str:
-    """The canonical name of a resource a task may request, or ``ValueError`` with a hint.
-
-    Known: ``cpu``, ``memory``, ``ephemeral-storage``, ``fpga``, ``rdma``, ``hugepages-*``,
-    the aliases of :data:`~fusesched.model.resources.ALIASES`, ``nvidia.com/gpu``,
-    ``nvidia.com/mig-<profile>``, ``fusesched.io/gpu-milli`` and any other vendor's
-    domain-qualified name (``amd.com/gpu``, ``xilinx.com/fpga``).
-    """
-    try:
-        canon = canonical_name(name)
-    except QuantityError as exc:
-        raise ValueError(str(exc)) from None
-    if "/" in canon:
-        domain, short = canon.split("/", 1)
-        if domain == "nvidia.com" and not (short == "gpu" or short.startswith("mig-")):
-            raise ValueError(_unknown_resource(name))
-        if domain == "fusesched.io" and canon != GPU_MILLI:
-            raise ValueError(_unknown_resource(name))
-        return canon
-    if canon in _PLAIN_NAMES or canon.startswith("hugepages-"):
-        return canon
-    raise ValueError(_unknown_resource(name))
-
-
-def _unknown_resource(name: str) -> str:
-    candidates = sorted({*_PLAIN_NAMES, *ALIASES, GPU, GPU_MILLI})
-    close = difflib.get_close_matches(name.strip().lower(), candidates, n=1, cutoff=0.6)
-    hint = ""
-    if close:
-        alias = close[0]
-        target = ALIASES.get(alias, alias)
-        hint = f"; did you mean {alias!r}" + (f" ({target})" if target != alias else "") + "?"
-    return (
-        f"unknown resource {name!r}{hint or '.'} Known: cpu, memory, ephemeral-storage, "
-        f"{GPU} (gpu), nvidia.com/mig-<profile>, {GPU_MILLI}, fpga, rdma, hugepages-<size>, "
-        "or a vendor's domain-qualified name such as amd.com/gpu"
-    )
 
 
 class _Model(BaseModel):

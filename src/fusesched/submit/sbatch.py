@@ -45,8 +45,8 @@ from fusesched.submit.request import (
     ParsedJob,
     comment_control,
     parse_request,
-    resource_name,
 )
+from fusesched.submit.resource_names import resource_name
 from fusesched.submit.sbatch_options import (
     explicit_priority,
     export_env,
