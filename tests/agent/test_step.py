@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent.step import install_wrapper, main, next_step_id
+from fusesched.agent.step import main, next_step_id
 from fusesched.agent.step_plan import (
     StepError,
     StepTask,
@@ -23,6 +23,7 @@ from fusesched.agent.step_plan import (
     task_argv,
     task_env,
 )
+from fusesched.agent.step_wrapper import install_wrapper
 
 HOSTS = [("node-a", 2), ("node-b", 2)]
 
@@ -186,6 +187,10 @@ def test_the_wrapper_runs_the_step(tmp_path: Path) -> None:
         [str(wrapper), "-n", "1", "true"], capture_output=True, text=True, env=env, check=False
     )
     assert done.returncode == 2 and "not inside a fusesched job" in done.stderr
+    # nothing else on stderr: the agent package must not import the step module, or every
+    # step printed runpy's "found in sys.modules" warning into the job's output
+    assert "Warning" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert install_wrapper(tmp_path) == folder  # again: unchanged
     assert sys.executable in wrapper.read_text()
 

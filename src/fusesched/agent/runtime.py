@@ -37,7 +37,7 @@ from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_byt
 from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
-from fusesched.agent.step import install_wrapper
+from fusesched.agent.step_wrapper import install_wrapper
 from fusesched.agent.task_data import TaskData
 from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_time
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve

@@ -3,9 +3,9 @@
 A batch script runs once, on the first node of its allocation; Slurm scripts start their work
 with ``srun``, which runs COMMAND as N tasks over the allocation (a *job step*). This module
 is that: the agent puts it on the PATH of ``slurm_env`` jobs' tasks as ``srun``
-(:func:`install_wrapper`). Every task of the step, those on the first node included, is
-started through the controller's remote route (``POST /v1/jobs/{id}/remote``, with the job's
-own credential, as ``mpirun``'s launcher does), so each runs as a task of the job
+(:mod:`fusesched.agent.step_wrapper`). Every task of the step, those on the first node
+included, is started through the controller's remote route (``POST /v1/jobs/{id}/remote``,
+with the job's own credential, as ``mpirun``'s launcher does), so each runs as a task of the job
 (``<job>.remote.<k>``) on its node, outside the batch task's CPU pinning and memory cgroup
 (which are one task's share), is killed with the job, and has its output kept by the
 controller. The step follows each task's output through the log route and prints it (``-l``:
@@ -28,7 +28,6 @@ import fcntl
 import os
 import signal
 import ssl
-import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -51,9 +50,6 @@ from fusesched.agent.step_plan import (
     task_env,
 )
 
-#: The wrapper the agent installs (``<work dir>/bin/srun``) and puts first on tasks' PATH.
-WRAPPER_DIR = "bin"
-WRAPPER_NAME = "srun"
 #: Counter of the steps a batch task has started (in its own folder).
 STEP_COUNTER = ".fusesched-steps"
 POLL_MIN_S = 0.05
@@ -292,38 +288,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- the wrapper on tasks' PATH -----------------------------------------------------------------
-
-
-def install_wrapper(work_dir: Path, python: str = sys.executable) -> Path:
-    """Write ``<work_dir>/bin/srun`` (``exec <python> -I -m fusesched.agent.step "$@"``),
-    readable and runnable by everyone, writable by the agent only; returns its folder.
-    :class:`OSError` when ``<work_dir>/bin`` is a link or not the agent's own."""
-    folder = work_dir / WRAPPER_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    found = os.lstat(folder)  # never through a link: chmod and the write would follow it
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
-        raise OSError(f"{folder} is not a folder of the agent's own (a link?): not used")
-    folder.chmod(0o755)
-    # -I: the task's working folder and PYTHON* variables (a module of the job's own named
-    # like one of fusesched's imports) must not change what the agent's python imports
-    text = f'#!/bin/sh\nexec {_sh_quote(python)} -I -m fusesched.agent.step "$@"\n'
-    target = folder / WRAPPER_NAME
-    if target.is_file() and not target.is_symlink():
-        with contextlib.suppress(OSError):
-            if target.read_text(encoding="utf-8") == text:
-                return folder
-    scratch = folder / f".{WRAPPER_NAME}.{os.getpid()}"
-    scratch.unlink(missing_ok=True)
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(scratch, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    os.replace(scratch, target)
-    return folder
-
-
-def _sh_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 if __name__ == "__main__":
