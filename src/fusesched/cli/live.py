@@ -19,13 +19,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
+from fusesched.cli.consoles import make_console
 from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 ControllerOpt = Annotated[
     str | None,

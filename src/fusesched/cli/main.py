@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,10 +18,12 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.rule import Rule
 from rich.table import Table
 
 from fusesched import __version__
 from fusesched.cli import live, route, train_policy, twin, usage
+from fusesched.cli.consoles import make_console
 from fusesched.cli.entry import HELP_MARKUP, PROG
 from fusesched.cli.seeds import SeedsError, parse_seeds
 from fusesched.cli.simulate import (
@@ -66,8 +67,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
+
+
+def _rule(title: str) -> None:
+    """A section rule as wide as a screen, also when the demo's output goes to a file."""
+    console.print(Rule(title), width=min(console.width, 100))
 
 
 def _version(value: bool) -> None:
@@ -400,16 +406,16 @@ def demo() -> None:
         )
         console.print(_table("synthetic workload — protocol full", results, "full"))
         return
-    console.rule("RLScheduler protocol on Lublin-1 (published FCFS+backfill bsld 235.82)")
+    _rule("RLScheduler protocol on Lublin-1 (published FCFS+backfill bsld 235.82)")
     for backfill in ("none", "easy"):
         _, results = _compare(
             "lublin-1", "fcfs,sjf,f1,wfp3,unicep", backfill, "first-fit", "rlscheduler", 1, None
         )
         console.print(_table(f"lublin-1 — backfill {backfill}", results, "rlscheduler"))
-    console.rule("The whole SDSC-SP2 trace through the fusesched core")
+    _rule("The whole SDSC-SP2 trace through the fusesched core")
     label, results = _compare("sdsc-sp2", "fcfs,sjf,f1", "easy", "first-fit", "full", 1, None)
     console.print(_table(f"{label} — protocol full", results, "full"))
-    console.rule("GPU placement on the Alibaba openb trace (FGD protocol, 2 seeds)")
+    _rule("GPU placement on the Alibaba openb trace (FGD protocol, 2 seeds)")
     label, results = _compare_fgd("gpu_node", "default", "best-fit,fgd", "42-43")
     console.print(_fgd_table(f"{label} — published at 130 %: best-fit 93.08, fgd 95.39", results))
 

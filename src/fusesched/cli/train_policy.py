@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
-console = Console()
-err = Console(stderr=True)
+from fusesched.cli.consoles import make_console
+
+console = make_console()
+err = make_console(stderr=True)
 
 #: ``--traces selection``: the SWF traces the project selects policies on (never the
 #: evaluation traces Lublin-1/2, SDSC-SP2 and HPC2N), relative to ../shared — the six whose

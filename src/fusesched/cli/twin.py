@@ -160,15 +160,15 @@ def snapshot(
 
 
 def _print_results(results: list[Any], as_json: bool) -> None:
-    from rich.console import Console
     from rich.markdown import Markdown
 
+    from fusesched.cli.consoles import make_console
     from fusesched.twin.report import table, tenant_table
 
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in results], indent=1))
         return
-    console = Console()
+    console = make_console()
     console.print(Markdown(table(results)))
     console.print(Markdown(tenant_table(results)))
 
