@@ -94,7 +94,7 @@ def test_a_store_snapshot_survives_the_round_trip(tmp_path: Path) -> None:
         assert load(path) == snap
     raw = gzip.decompress((tmp_path / "s.json.gz").read_bytes())
     assert json.loads(raw)["format"] == "fusesched-twin-snapshot"
-    assert json.loads(raw)["version"] == 1
+    assert json.loads(raw)["version"] == 2
     save(snap, tmp_path / "again.json.gz")  # the same snapshot, the same bytes
     assert (tmp_path / "again.json.gz").read_bytes() == (tmp_path / "s.json.gz").read_bytes()
     assert snap.core_config().backfill == "conservative"

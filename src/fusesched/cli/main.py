@@ -31,20 +31,24 @@ from fusesched.cli.simulate import (
     RunResult,
     UsageError,
     check_options,
+    check_reservations,
     dl_table,
     load_workload,
     parse_policies,
+    parse_reservations,
     plot,
     plot_dl,
     plot_fgd,
     plot_file,
     refuse_unused,
+    reserved,
     resolve_openb,
     resolve_trace,
     run_dl_protocol,
     run_fgd_protocol,
     run_full,
     run_protocol,
+    run_reserved,
     shared_dir,
     write_json,
 )
@@ -115,6 +119,15 @@ def _table(title: str, results: list[RunResult], protocol: str) -> Table:
     table.columns[0].min_width = max(len(r.policy) for r in results)  # names are never cut
     if protocol == "full":
         table.add_column("backfilled", justify="right")
+    with_reservations = any(reserved(r) for r in results)
+    if with_reservations:  # each run without and with them (--reservation)
+        table.caption = (
+            f"{table.caption}; delayed jobs: started later than without the reservations; "
+            "wait change: of the mean wait"
+        )
+        table.add_column("reservations")
+        table.add_column("delayed jobs", justify="right")
+        table.add_column("wait change s", justify="right")
     best = min(r.metrics["avg_bounded_slowdown"] for r in results)
     for r in results:
         m = r.metrics
@@ -129,6 +142,12 @@ def _table(title: str, results: list[RunResult], protocol: str) -> Table:
         ]
         if protocol == "full":
             row.append(str(m.get("backfilled", "")))
+        if with_reservations and reserved(r):
+            row.append(", ".join(x["name"] for x in r.extra["reservations"]))
+            row.append(str(r.extra["delayed_jobs"]))
+            row.append(f"{r.extra['wait_change_s']:+.0f}")
+        elif with_reservations:
+            row.extend(["none", "", ""])
         table.add_row(*row)
     return table
 
@@ -142,8 +161,10 @@ def _compare(
     seed: int,
     limit: int | None,
     runtime_prediction: str = "none",
+    reservations: list[str] | None = None,
 ) -> tuple[str, list[RunResult]]:
     check_options(protocol, backfill, placement, runtime_prediction)
+    booked = parse_reservations(reservations or [])
     names = parse_policies(policies, protocol)
     results: list[RunResult] = []
     if protocol == "rlscheduler":
@@ -167,14 +188,24 @@ def _compare(
         f"[dim]{label}: {len(workload.jobs):,} jobs on {len(workload.nodes):,} nodes "
         f"({workload.total_cpus:,} CPUs), loaded in {time.perf_counter() - started:.2f} s[/]"
     )
-    with _progress(len(workload.jobs) * len(names)) as bar:
+    check_reservations(workload, booked)
+    runs = 2 if booked else 1  # without and with the reservations, side by side
+    with _progress(len(workload.jobs) * len(names) * runs) as bar:
         for name in names:
-            task = bar.add_task(name, total=len(workload.jobs))
+            task = bar.add_task(name, total=len(workload.jobs) * runs)
             t0 = time.perf_counter()
 
             def finished(count: int, task: TaskID = task) -> None:
                 bar.advance(task, count)
 
+            if booked:
+                pair = run_reserved(
+                    workload, name, backfill, placement, seed, booked, finished, runtime_prediction
+                )
+                for result in pair:
+                    result.extra["seconds"] = (time.perf_counter() - t0) / 2
+                results.extend(pair)
+                continue
             result = run_full(
                 workload, name, backfill, placement, seed, finished, runtime_prediction
             )
@@ -296,6 +327,16 @@ def simulate(
     limit: Annotated[
         int | None, typer.Option(help="Replay only the first N jobs (full protocol).", min=1)
     ] = None,
+    reservation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reservation",
+            help="--protocol full: an advance reservation, NAME:NODES:START:END[:users=A,B]"
+            "[:tenants=T] (NODES a host list such as n[00000-00015]; START and END in the "
+            "trace's seconds after its first submission, END also +SECONDS); repeatable. "
+            "Each policy then runs without and with them, side by side (docs/RESERVATIONS.md).",
+        ),
+    ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
     plot_out: Annotated[
         Path | None,
@@ -304,7 +345,8 @@ def simulate(
         ),
     ] = None,
 ) -> None:
-    """Replay a trace through one or more policies in one run and compare them."""
+    """Replay a trace through one or more policies in one run and compare them (with
+    --reservation: each without and with the advance reservations, side by side)."""
     try:
         given = {
             "--backfill": backfill,
@@ -312,6 +354,7 @@ def simulate(
             "--runtime-prediction": runtime_prediction,
             "--limit": limit,
             "--seeds": seeds,
+            "--reservation": reservation or [],
         }
         refuse_unused(protocol, given)
         if plot_out is not None:  # the file it will be (X: X.png), checked before the run
@@ -333,6 +376,7 @@ def simulate(
                 seed,
                 limit,
                 runtime_prediction,
+                reservation,
             )
     except (
         UsageError,

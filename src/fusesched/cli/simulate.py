@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fusesched.model.reservation import Reservation
 from fusesched.policies.gpu_power import POWER_POLICIES
 from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.policies.learned.model import LearnedPolicyError
@@ -23,7 +24,7 @@ from fusesched.policies.presets import PRESETS
 from fusesched.policies.queue_order import QUEUE_ORDERS
 from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from fusesched.policies.runtime_prediction import RUNTIME_PREDICTORS
-from fusesched.sim.engine import Simulation
+from fusesched.sim.engine import SimResult, Simulation
 from fusesched.sim.metrics import per_queue, summarize
 from fusesched.sim.protocols.fgd import FgdResult, run_fgd
 from fusesched.sim.protocols.pwr import run_pwr
@@ -33,6 +34,7 @@ from fusesched.sim.protocols.rlscheduler import (
     run_rlscheduler,
 )
 from fusesched.sim.protocols.rlscheduler_core import run_core_protocol
+from fusesched.sim.reservations import SimReservation, check, parse_reservation
 from fusesched.sim.workload import Workload, swf_workload, synthetic_workload
 from fusesched.traces.openb import load_openb_nodes, load_openb_pods
 from fusesched.traces.swf import load_swf, rlscheduler_jobs
@@ -125,15 +127,21 @@ def parse_policies(text: str, protocol: str) -> list[str]:
 #: The options each protocol does not read, and their defaults: set to anything else they
 #: are refused instead of silently ignored.
 UNUSED_OPTIONS: dict[str, dict[str, object]] = {
-    "fgd": {"--placement": "first-fit", "--runtime-prediction": "none", "--limit": None},
+    "fgd": {
+        "--placement": "first-fit",
+        "--runtime-prediction": "none",
+        "--limit": None,
+        "--reservation": [],
+    },
     "dl": {
         "--backfill": "easy",
         "--placement": "first-fit",
         "--runtime-prediction": "none",
         "--seeds": "42-51",
+        "--reservation": [],
     },
     "full": {"--seeds": "42-51"},
-    "rlscheduler": {"--seeds": "42-51"},
+    "rlscheduler": {"--seeds": "42-51", "--reservation": []},
 }
 
 
@@ -175,6 +183,31 @@ def check_options(
         )
 
 
+def parse_reservations(texts: Sequence[str]) -> list[Reservation]:
+    """``--reservation`` values (``NAME:NODES:START:END[:users=A,B][:tenants=T]``, times in
+    the trace's seconds after its first submission); :class:`UsageError` if one is bad or
+    two share a name."""
+    out: list[Reservation] = []
+    for text in texts:
+        try:
+            res = parse_reservation(text)
+        except ValueError as exc:
+            raise UsageError(f"--reservation: {exc}") from None
+        if any(r.name == res.name for r in out):
+            raise UsageError(f"--reservation: {res.name} is given twice")
+        out.append(res)
+    return out
+
+
+def check_reservations(workload: Workload, reservations: Sequence[Reservation]) -> None:
+    """Refuse reservations the workload's cluster cannot hold (unknown nodes, overlapping
+    windows) before any run."""
+    try:
+        check(workload.nodes, [SimReservation(r) for r in reservations])
+    except ValueError as exc:
+        raise UsageError(f"--reservation: {exc}") from None
+
+
 def run_full(
     workload: Workload,
     policy: str,
@@ -183,9 +216,56 @@ def run_full(
     seed: int,
     progress: Callable[[int], None] | None = None,
     runtime_prediction: str = "none",
+    reservations: Sequence[Reservation] = (),
 ) -> RunResult:
     """Replay the workload through the general scheduling core. A preset policy name
-    (``default``) brings its own backfilling and runtime prediction."""
+    (``default``) brings its own backfilling and runtime prediction. ``reservations`` are
+    made at 0 (before the first job)."""
+    return _run_full(
+        workload, policy, backfill, placement, seed, progress, runtime_prediction, reservations
+    )[0]
+
+
+def run_reserved(
+    workload: Workload,
+    policy: str,
+    backfill: str,
+    placement: str,
+    seed: int,
+    reservations: Sequence[Reservation],
+    progress: Callable[[int], None] | None = None,
+    runtime_prediction: str = "none",
+) -> tuple[RunResult, RunResult]:
+    """The same run without and with ``reservations``, side by side: the second's extra
+    says how many jobs started later than without them (``delayed_jobs``), by how much on
+    average (``delay_s``, over those) and the change of the mean wait (``wait_change_s``)."""
+    args = (workload, policy, backfill, placement, seed, progress, runtime_prediction)
+    plain, base = _run_full(*args)
+    reserved, held = _run_full(*args, reservations)
+    before = {o.job_id: o.start for o in base.outcomes}
+    delays = [
+        o.start - before[o.job_id]
+        for o in held.outcomes
+        if o.start == o.start and before.get(o.job_id, o.start) < o.start
+    ]
+    reserved.extra.update(
+        delayed_jobs=len(delays),
+        delay_s=float(np.mean(delays)) if delays else 0.0,
+        wait_change_s=float(reserved.metrics["avg_wait_s"]) - float(plain.metrics["avg_wait_s"]),
+    )
+    return plain, reserved
+
+
+def _run_full(
+    workload: Workload,
+    policy: str,
+    backfill: str,
+    placement: str,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+    runtime_prediction: str = "none",
+    reservations: Sequence[Reservation] = (),
+) -> tuple[RunResult, SimResult]:
     if is_learned(policy):  # trained with its own backfilling and prediction
         config = learned_config(policy, placement)
         backfill = config.backfill
@@ -199,19 +279,30 @@ def run_full(
             placement=placement,
             runtime_prediction=runtime_prediction,
         )
-    result = Simulation(workload.nodes, workload.jobs, config, seed=seed).run(progress)
+    try:
+        sim = Simulation(
+            workload.nodes,
+            workload.jobs,
+            config,
+            seed=seed,
+            reservations=[SimReservation(r) for r in reservations],
+        )
+    except ValueError as exc:  # (check_reservations says it before any run)
+        raise UsageError(f"--reservation: {exc}") from None
+    result = sim.run(progress)
     metrics = summarize(result.outcomes, result.total_cpus)
     queues = per_queue(result.outcomes, result.total_cpus)
-    return RunResult(
-        policy,
-        backfill,
-        metrics.as_dict(),
-        {
-            "cycles": result.cycles,
-            "decisions": result.decisions,
-            "per_queue": {name: m.as_dict() for name, m in queues.items()},
-        },
-    )
+    extra: dict[str, Any] = {
+        "cycles": result.cycles,
+        "decisions": result.decisions,
+        "per_queue": {name: m.as_dict() for name, m in queues.items()},
+    }
+    if reservations:
+        extra["reservations"] = [
+            {"name": r.name, "nodes": len(r.nodes), "start": r.start, "end": r.end}
+            for r in reservations
+        ]
+    return RunResult(policy, backfill, metrics.as_dict(), extra), result
 
 
 def run_protocol(
@@ -374,6 +465,11 @@ def plot_fgd(path: Path, title: str, results: Sequence[RunResult]) -> None:
     plt.close(fig)
 
 
+def reserved(result: RunResult) -> bool:
+    """Whether ``result`` is a run with advance reservations (``--reservation``)."""
+    return bool(result.extra.get("reservations"))
+
+
 def write_json(path: Path, trace: str, protocol: str, results: Sequence[RunResult]) -> None:
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
@@ -402,7 +498,11 @@ def plot(path: Path, title: str, results: Sequence[RunResult]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.policy}\n{r.backfill}" for r in results]
+    labels = [
+        f"{r.policy}\n{r.backfill}"
+        + ("\n+ " + ", ".join(x["name"] for x in r.extra["reservations"]) if reserved(r) else "")
+        for r in results
+    ]
     panels = [
         ("avg_bounded_slowdown", "avg bounded slowdown (lower is better)", 1.0),
         ("avg_wait_s", "avg wait [h] (lower is better)", 3600.0),

@@ -182,6 +182,23 @@ def run_cmd(
     seeds: SeedsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     workers: WorkersOpt = None,
+    reserve: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reservation",
+            help="Also make this advance reservation: NAME:NODES:START:END[:users=A,B]"
+            "[:tenants=T], NODES a host list (n[1-4]), START and END seconds after the first "
+            "submission (END also +SECONDS); repeatable. (A scenario's reservations.add "
+            "takes dates.)",
+        ),
+    ] = None,
+    unreserve: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--no-reservation",
+            help="Replay without this reservation of the snapshot (NAME); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Replay a snapshot in the simulator; prints the twin's metrics beside the observed ones."""
     from fusesched.twin.parallel import Task, run_all
@@ -191,6 +208,8 @@ def run_cmd(
 
     snap, data = _load_snapshot(snapshot_path)
     chosen = _load_scenarios([scenario])[0] if scenario is not None else Scenario(name="twin")
+    if reserve or unreserve:
+        chosen = _with_reservations(chosen, reserve or [], unreserve or [])
     tasks = [
         Task(chosen, s, source=str(scenario or "twin")) for s in (_seeds(seeds) or chosen.seeds)
     ]
@@ -200,6 +219,32 @@ def run_cmd(
     except (ScenarioError, SnapshotError) as exc:
         _fail(str(exc))
     _print_results(results, as_json)
+
+
+def _with_reservations(scenario: Scenario, add: list[str], remove: list[str]) -> Scenario:
+    """``scenario`` with the command line's reservations added and removed."""
+    from fusesched.sim.reservations import parse_reservation
+    from fusesched.twin.scenario import AddReservation, ReservationChanges
+
+    made: list[AddReservation] = []
+    for text in add:
+        try:
+            res = parse_reservation(text)
+        except ValueError as exc:
+            _fail(f"--reservation: {exc}")
+        made.append(
+            AddReservation(
+                name=res.name,
+                nodes=list(res.nodes),
+                start_s=res.start,
+                end_s=res.end,
+                users=list(res.users),
+                tenants=list(res.tenants),
+            )
+        )
+    old = scenario.reservations
+    changes = ReservationChanges(remove=[*old.remove, *remove], add=[*old.add, *made])
+    return scenario.model_copy(update={"reservations": changes})
 
 
 @twin_app.command()

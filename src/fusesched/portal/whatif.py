@@ -7,6 +7,9 @@ of the real ones, fewer are the first ones). Jobs keep their submit order and sp
 simulator needs each job's true run time, which it cannot know for jobs that have not ended,
 so a job that ended runs as long as it ran and any other runs for its requested walltime (or
 the core's default estimate). Dependencies are dropped (their targets may not be replayed).
+The advance reservations the controller holds are replayed too (made when they were made,
+their times shifted like the jobs'), in both runs: jobs submitted into one run inside it and
+the others keep off its nodes, as live (docs/RESERVATIONS.md).
 
 One run at a time, in a background thread, bounded in jobs and nodes; the page polls for the
 result. Runs are kept in memory (the most recent :data:`KEPT_RUNS`).
@@ -31,6 +34,7 @@ from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from fusesched.portal.schemas import WhatIfList, WhatIfMetrics, WhatIfRequest, WhatIfRun
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.sim.metrics import summarize
+from fusesched.sim.reservations import SimReservation, bind, fit_to
 from fusesched.store.records import JobState
 from fusesched.submit.request import JobRequest
 
@@ -109,11 +113,24 @@ def _sim_job(spec: JobSpec, runtime: float | None, default_s: float) -> SimJob:
     return SimJob(dataclasses.replace(spec, dependencies=()), max(1.0, float(run)))
 
 
+def current_reservations(ctl: Controller, t0: float) -> list[SimReservation]:
+    """The controller's advance reservations that have not ended, with times relative to
+    ``t0`` (made when they were created, or at 0 if that was earlier)."""
+    from fusesched.controller.reservations import current
+
+    out = []
+    for stored in current(ctl):
+        res = stored.reservation
+        shifted = dataclasses.replace(res, start=res.start - t0, end=res.end - t0)
+        out.append(SimReservation(shifted, max(0.0, stored.created_at - t0)))
+    return out
+
+
 def current_workload(
     ctl: Controller, include_finished: int, default_s: float
-) -> tuple[list[NodeSpec], list[SimJob], list[str]]:
-    """The controller's nodes and jobs now, as the simulator takes them (submit times
-    relative to the earliest)."""
+) -> tuple[list[NodeSpec], list[SimJob], list[str], list[SimReservation]]:
+    """The controller's nodes, jobs and reservations now, as the simulator takes them
+    (times relative to the earliest submission)."""
     notes: list[str] = []
     with ctl.lock:
         nodes = [node.spec for _, node in sorted(ctl.nodes.items())]
@@ -143,11 +160,23 @@ def current_workload(
         for s, run in picked
     ]
     jobs.sort(key=lambda j: j.spec.submit_time)
-    return nodes, jobs, notes
+    booked = current_reservations(ctl, t0)
+    if booked:
+        notes.append(f"{len(booked)} advance reservation(s) replayed")
+    return nodes, jobs, notes, booked
 
 
-def _metrics(nodes: Sequence[NodeSpec], jobs: Sequence[SimJob], config: CoreConfig) -> Any:
-    result = Simulation(nodes, jobs, config, seed=0).run()
+def _metrics(
+    nodes: Sequence[NodeSpec],
+    jobs: Sequence[SimJob],
+    config: CoreConfig,
+    reservations: Sequence[SimReservation] = (),
+) -> Any:
+    # (on fewer nodes a reservation keeps those left; its jobs run as ordinary ones when
+    # none is left)
+    booked, _ = fit_to(reservations, nodes)
+    replayed, booked, _ = bind(jobs, booked)
+    result = Simulation(nodes, replayed, config, seed=0, reservations=booked).run()
     m = summarize(result.outcomes, result.total_cpus)
     return WhatIfMetrics(
         jobs=m.jobs,
@@ -187,7 +216,7 @@ class WhatIfRunner:
     def start(self, request: WhatIfRequest) -> WhatIfRun:
         base = self.ctl.config.core
         alternative = alternative_config(base, request)
-        nodes, jobs, notes = current_workload(
+        nodes, jobs, notes, booked = current_workload(
             self.ctl, request.include_finished, base.default_estimate_s
         )
         if not jobs:
@@ -221,8 +250,8 @@ class WhatIfRunner:
             update: dict[str, Any]
             try:
                 update = {
-                    "baseline_metrics": _metrics(nodes, jobs, base),
-                    "alternative_metrics": _metrics(bigger, jobs, alternative),
+                    "baseline_metrics": _metrics(nodes, jobs, base, booked),
+                    "alternative_metrics": _metrics(bigger, jobs, alternative, booked),
                     "state": "done",
                 }
             except Exception as exc:  # a bug in a policy must not kill the thread silently

@@ -40,6 +40,7 @@ from fusesched.policies.registry import CoreConfig
 if TYPE_CHECKING:
     from fusesched.sim.data import DataSim
     from fusesched.sim.power import PowerReport, PowerSim
+    from fusesched.sim.reservations import SimReservation
 
 EXIT, ARRIVAL = 0, 1  # priorities within one instant
 NAN = float("nan")
@@ -147,6 +148,7 @@ class Simulation:
         power: PowerSim | None = None,
         outages: Sequence[Outage] = (),
         data: DataSim | None = None,
+        reservations: Sequence[SimReservation] = (),
     ) -> None:
         self.core = SchedulerCore(config, rng=np.random.default_rng(seed))
         self.nodes = nodes
@@ -174,6 +176,13 @@ class Simulation:
         self.outages = tuple(outages)
         # datasets, node caches and transfer times (sim/data.py); None: no data model
         self.data = data
+        # advance reservations, handed to the core when they are made (sim/reservations.py;
+        # none: the replay never looks at them)
+        self.reservations = tuple(reservations)
+        if self.reservations:
+            from fusesched.sim.reservations import check
+
+            check(nodes, self.reservations)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Replay every job (with the cyclic garbage collector paused, see :func:`paused_gc`)."""
@@ -205,6 +214,10 @@ class Simulation:
         next_outage = 0
         n_outages = len(outages)
         on_nodes: dict[str, frozenset[int]] = {}
+        # advance reservations: (when made, the core's event) in time order
+        booking = self._booking_timeline()
+        next_booking = 0
+        n_bookings = len(booking)
         tracked = preemptive or bool(outages)
         runs: dict[str, tuple[float, float, int]] = {}
         done: dict[str, float] = {}  # preempted jobs: work kept from earlier runs
@@ -231,6 +244,8 @@ class Simulation:
                 now = wakeup
             if next_outage < n_outages and outages[next_outage][0] < now:
                 now = outages[next_outage][0]
+            if next_booking < n_bookings and booking[next_booking][0] < now:
+                now = booking[next_booking][0]
             events: list[Event] = []
             first_exit = 0
             if power is not None:
@@ -259,6 +274,9 @@ class Simulation:
                         del on_nodes[job_id]
                         events.append(JobExited(job_id, -1, reason, requeue=True))
             exits_end = len(events) if power is not None else 0
+            while next_booking < n_bookings and booking[next_booking][0] == now:
+                events.append(booking[next_booking][1])  # made before the jobs arriving now
+                next_booking += 1
             while next_job is not None and submit_at == now:
                 events.append(JobSubmitted(next_job.spec))
                 next_job = next(arrivals, None)
@@ -310,6 +328,8 @@ class Simulation:
             if progress is not None and finished:
                 progress(finished)
             wakeup = core.next_wakeup()
+            if n_bookings and wakeup is not None and not heap and next_job is None:
+                wakeup = _still_waiting(core, wakeup)
         return SimResult(
             outcomes=[fate[0] for fate in fates.values()],
             total_cpus=total_cpus,
@@ -398,6 +418,13 @@ class Simulation:
         outcome.failures += 1
         outcome.lost_s += (now - start) - max(0.0, done[job_id] - kept_before)
 
+    def _booking_timeline(self) -> list[tuple[float, Event]]:
+        if not self.reservations:
+            return []
+        from fusesched.sim.reservations import timeline
+
+        return list(timeline(self.reservations))
+
     def _fates(self) -> dict[str, tuple[JobOutcome, float, int, bool]]:
         """Per job id: its outcome record, and how long it runs, with which exit code and
         whether it is stopped at its walltime once started (``kill_at_walltime``)."""
@@ -424,6 +451,18 @@ class Simulation:
             else:
                 fates[spec.id] = (outcome, job.runtime, job.exit_code, False)
         return fates
+
+
+def _still_waiting(core: SchedulerCore, wakeup: float) -> float | None:
+    """``wakeup``, or None when no job waits any more: with nothing running or to come, a
+    reservation's end (or a job's flip) has nothing left to change, so the replay ends
+    with its last job rather than running on to the end of the last window."""
+    from fusesched.core.reservations import WAITING
+
+    bookings = core.bookings
+    if bookings is None or any(r.phase in WAITING for r in bookings.waiting.values()):
+        return wakeup
+    return None
 
 
 def replay(

@@ -7,6 +7,10 @@ its measured run time (``end - start`` in the store, its last run); a job that h
 when the snapshot was taken runs for its requested walltime, else the core's default
 estimate (counted in :attr:`TwinInputs.estimated`). Jobs cancelled before they ever started
 are left out (the twin cannot know when a person would cancel them).
+
+Advance reservations (:func:`reservations`): the snapshot's, less those the scenario
+removes, plus those it adds, with their times shifted like the jobs' (not scaled by the
+arrival rate); the engine hands each to the core when it was made (live: its creation).
 """
 
 from __future__ import annotations
@@ -30,14 +34,24 @@ from fusesched.model.node import (
     LOCAL_POOL,
     NodeSpec,
 )
+from fusesched.model.reservation import Reservation
 from fusesched.model.resources import Resources
 from fusesched.policies.registry import CoreConfig, PolicyError
 from fusesched.power.saving import SavingConfig
 from fusesched.sim.engine import Outage, SimJob
 from fusesched.sim.power import PowerSetup
+from fusesched.sim.reservations import SimReservation, bind, check, fit_to
 from fusesched.store.records import JobState
+from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.request import JobRequest
-from fusesched.twin.scenario import AddNodes, PowerChange, Scenario, ScenarioError
+from fusesched.twin.scenario import (
+    AddNodes,
+    AddReservation,
+    PowerChange,
+    Scenario,
+    ScenarioError,
+    absolute_time,
+)
 from fusesched.twin.snapshot import SnapJob, SnapNode, Snapshot, SnapshotError
 
 
@@ -54,6 +68,9 @@ class TwinInputs:
     measured: int = 0  # jobs replayed with their measured run time
     estimated: int = 0  # jobs replayed with an estimate (not finished at the snapshot)
     skipped: int = 0  # jobs left out (cancelled before they started)
+    # advance reservations, handed to the core when made (sim/reservations.py)
+    reservations: list[SimReservation] = field(default_factory=list)
+    unreserved: int = 0  # jobs that named a reservation the replay does not have
 
 
 # ------------------------------------------------------------------------------ nodes
@@ -310,6 +327,12 @@ def build(
         tenant_of[spec.id] = spec.tenant
     jobs.sort(key=lambda j: j.spec.submit_time)
     outages = resolve_failures(nodes, scenario, source)
+    booked = reservations(snapshot, scenario, nodes, origin, source)
+    jobs, booked, without = bind(jobs, booked)
+    try:
+        check(nodes, booked)
+    except ValueError as exc:
+        raise ScenarioError(f"{source}: reservations: {exc}") from None
     return TwinInputs(
         nodes=nodes,
         jobs=jobs,
@@ -322,7 +345,81 @@ def build(
         measured=measured,
         estimated=estimated,
         skipped=len(snapshot.jobs) - len(pairs),
+        reservations=booked,
+        unreserved=without,
     )
+
+
+# ------------------------------------------------------------------------------ reservations
+
+
+def reservations(
+    snapshot: Snapshot, scenario: Scenario, nodes: Sequence[NodeSpec], origin: float, source: str
+) -> list[SimReservation]:
+    """The replay's reservations (times from the first submission): the snapshot's, less the
+    scenario's ``reservations.remove``, on the nodes the scenario leaves (one left with none
+    is dropped), plus its ``reservations.add``. A snapshot reservation is made when it was
+    created live; one the scenario adds, at ``made_at_s`` or the snapshot's time."""
+    change = scenario.reservations
+    held = {r.name for r in snapshot.reservations}
+    for i, name in enumerate(change.remove):
+        if name not in held:
+            known = ", ".join(sorted(held)) or "none"
+            raise ScenarioError(
+                f"{source}: reservations.remove.{i}: the snapshot has no reservation "
+                f"{name!r} (it has: {known})"
+            )
+    gone = set(change.remove)
+    kept: list[SimReservation] = []
+    for snap_res in snapshot.reservations:
+        if snap_res.name in gone:
+            continue
+        res = snap_res.reservation()
+        made = snap_res.created_at - origin if snap_res.created_at is not None else 0.0
+        shifted = dataclasses.replace(res, start=res.start - origin, end=res.end - origin)
+        kept.append(SimReservation(shifted, max(0.0, made)))
+    kept, _ = fit_to(kept, nodes)  # (the scenario removed all its nodes: it is gone)
+    names = {k.reservation.name for k in kept}
+    now = max(0.0, snapshot.created_at - origin)
+    for i, add in enumerate(change.add):
+        where = f"{source}: reservations.add.{i}"
+        if add.name in names:
+            raise ScenarioError(
+                f"{where}.name: {add.name!r} is held already (remove it first to change it)"
+            )
+        names.add(add.name)
+        kept.append(_added(add, nodes, origin, now, where))
+    return kept
+
+
+def _added(
+    add: AddReservation, nodes: Sequence[NodeSpec], origin: float, now: float, where: str
+) -> SimReservation:
+    try:
+        names = expand_hostlist(add.nodes) if isinstance(add.nodes, str) else list(add.nodes)
+    except ValueError as exc:
+        raise ScenarioError(f"{where}.nodes: {exc}") from None
+    known = {n.name for n in nodes}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ScenarioError(f"{where}.nodes: no node {missing[0]!r} in the cluster")
+    if add.start_s is not None:
+        start = add.start_s
+    else:
+        assert add.start is not None
+        start = absolute_time(add.start) - origin
+    if add.end_s is not None:
+        end = add.end_s
+    elif add.end is not None:
+        end = absolute_time(add.end) - origin
+    else:
+        assert add.duration_s is not None
+        end = start + add.duration_s
+    try:
+        res = Reservation(add.name, tuple(names), start, end, tuple(add.users), tuple(add.tenants))
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+    return SimReservation(res, add.made_at_s if add.made_at_s is not None else now)
 
 
 _LATENCY_CACHE: list[tuple[Snapshot, float]] = []
@@ -339,7 +436,11 @@ def dispatch_latency(snapshot: Snapshot) -> float:
     from fusesched.sim.engine import Simulation
 
     inputs = build(snapshot, Scenario(name="calibration", dispatch_latency_s=0.0), 0)
-    outcomes = Simulation(inputs.nodes, inputs.jobs, inputs.config).run().outcomes
+    outcomes = (
+        Simulation(inputs.nodes, inputs.jobs, inputs.config, reservations=inputs.reservations)
+        .run()
+        .outcomes
+    )
     by_id = {j.id: j for j in snapshot.jobs}
     waits = []
     for o in outcomes:

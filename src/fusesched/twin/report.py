@@ -24,6 +24,12 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("runs ended by failures", "failures", "{:.0f}"),
 )
 
+#: rows shown when some result had advance reservations
+RESERVATION_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("reservations", "reservations", "{:.0f}"),
+    ("rejected jobs", "overall.rejected", "{:.0f}"),
+)
+
 
 def value(result: TwinResult, path: str) -> float | None:
     if path.startswith("overall."):
@@ -61,7 +67,10 @@ def table(results: Sequence[TwinResult]) -> str:
         "| metric | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
     ]
-    for label, path, fmt in COLUMNS:
+    rows = COLUMNS
+    if any(r.reservations for r in results):
+        rows = (*COLUMNS, *RESERVATION_COLUMNS)
+    for label, path, fmt in rows:
         cells = [_cell(mean(groups[n], path), fmt, path) for n in names]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

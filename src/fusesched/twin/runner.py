@@ -61,6 +61,8 @@ class TwinResult:
     failures: int = 0  # job runs ended by injected outages
     estimated: int = 0
     skipped: int = 0
+    reservations: int = 0  # advance reservations in the replay
+    unreserved: int = 0  # jobs replayed without the reservation they named (not in the replay)
     wait_samples: list[float] = field(default_factory=list)  # a few hundred waits (plots)
     starts: dict[str, float] = field(default_factory=dict)  # job id -> start (snapshot time)
 
@@ -190,6 +192,7 @@ def run_inputs(
         keep_log=options.fragmentation,
         power=power,
         outages=inputs.outages,
+        reservations=inputs.reservations,
     )
     result = sim.run()
     if inputs.latency:  # waits count from the submission, not from the core's first sight
@@ -221,6 +224,8 @@ def run_inputs(
         failures=sum(o.failures for o in result.outcomes),
         estimated=inputs.estimated,
         skipped=inputs.skipped,
+        reservations=len(inputs.reservations),
+        unreserved=inputs.unreserved,
         wait_samples=waits,
         starts=(
             {o.job_id: o.start + inputs.origin for o in result.outcomes if o.start == o.start}
@@ -275,6 +280,7 @@ def observed(snapshot: Snapshot) -> TwinResult:
         cpus=sum(n.capacity.get(CPU) for n in inputs.nodes) / 1000.0,
         estimated=inputs.estimated,
         skipped=inputs.skipped,
+        reservations=len(snapshot.reservations),
         wait_samples=waits[:: max(1, len(waits) // 500)],
         starts={j.id: j.start for j in snapshot.jobs if j.start is not None},
     )

@@ -19,6 +19,12 @@ Example (every section is optional; an empty file is the snapshot as it is)::
       - {at_s: 86400, duration_s: 3600, rack: r12}
       - {at_s: 0, duration_s: 600, gpu_model: A100}
     power: {policy: idle-timeout, idle_threshold_s: 600, default_min_warm: 1}
+    reservations:
+      remove: [llm-run]                       # one the snapshot holds
+      add:
+        - {name: maint, nodes: "gpu-node-[1-4]", start: "2027-01-11T08:00:00Z",
+           duration_s: 14400}                 # maintenance: nobody's jobs
+        - {name: ml, nodes: [cpu-1, cpu-2], start_s: 3600, end_s: 7200, tenants: [ml]}
     seeds: [0, 1, 2]
     dispatch_latency_s: 0.01   # default: measured from the snapshot
 
@@ -28,11 +34,13 @@ Errors name the file and the field (``a.yaml: failures.0.at_s: …``); never a t
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fusesched.model.reservation import RESERVATION_NAME
 from fusesched.model.resources import QuantityError, canonical_name, parse_quantity
 from fusesched.yamlfile import YamlFileError, read_yaml
 
@@ -179,6 +187,80 @@ class PowerChange(_Model):
         return value
 
 
+def absolute_time(value: datetime | str | float) -> float:
+    """Unix seconds of a time given as a number of them, or as an ISO 8601 date and time
+    (UTC unless it names its zone; YAML reads an unquoted one as a date and time already);
+    ``ValueError`` otherwise."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number of Unix seconds")
+        return float(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not an ISO 8601 date and time (2027-01-11T08:00:00Z) or Unix seconds"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class AddReservation(_Model):
+    """An advance reservation the scenario makes (docs/RESERVATIONS.md): ``nodes`` (a Slurm
+    host list such as ``"gpu-[1-8]"``, or a list of names) from ``start`` (an ISO 8601 date
+    and time, UTC unless it says, or Unix seconds) or ``start_s`` (seconds after the first
+    submission, as ``failures.at_s``) until ``end``, ``end_s`` or ``start + duration_s``; for
+    ``users`` and ``tenants`` (neither: a maintenance window). It is made at ``made_at_s``
+    (seconds after the first submission), by default at the snapshot's time."""
+
+    name: Annotated[str, Field(pattern=RESERVATION_NAME.pattern)]
+    nodes: str | list[str]
+    start: datetime | str | float | None = None
+    start_s: float | None = None
+    end: datetime | str | float | None = None
+    end_s: float | None = None
+    duration_s: Annotated[float, Field(gt=0)] | None = None
+    users: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    made_at_s: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("start", "end")
+    @classmethod
+    def _time(cls, value: datetime | str | float | None) -> datetime | str | float | None:
+        if value is not None:
+            absolute_time(value)
+        return value
+
+    @field_validator("start_s", "end_s", "duration_s", "made_at_s")
+    @classmethod
+    def _finite_s(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number of seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> Self:
+        if (self.start is None) == (self.start_s is None):
+            raise ValueError("give exactly one of start (a date and time) or start_s")
+        ends = [k for k in ("end", "end_s", "duration_s") if getattr(self, k) is not None]
+        if len(ends) != 1:
+            raise ValueError("give exactly one of end, end_s or duration_s")
+        if not self.nodes:
+            raise ValueError("a reservation needs nodes")
+        return self
+
+
+class ReservationChanges(_Model):
+    """Reservations the scenario takes away (names the snapshot holds) and makes."""
+
+    remove: list[str] = Field(default_factory=list)
+    add: list[AddReservation] = Field(default_factory=list)
+
+
 class Scenario(_Model):
     name: str = "baseline"
     description: str = ""
@@ -188,6 +270,7 @@ class Scenario(_Model):
     arrival: Arrival = Field(default_factory=Arrival)
     failures: list[Failure] = Field(default_factory=list)
     power: PowerChange | None = None
+    reservations: ReservationChanges = Field(default_factory=ReservationChanges)
     seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
     # how long the controller takes from a submission to the cycle that can start it; None:
     # measured from the snapshot's history (see fusesched.twin.build.dispatch_latency)

@@ -10,7 +10,9 @@ from): JSON, gzip-compressed when the file name ends in ``.gz``, with a ``format
   (organisations, queues, quotas, QoS: the YAML's own data) and the power-saving settings;
 * every job: its submitted request (what the core's spec is built from), its submit, start
   and end times as the store has them, its state and exit code. The measured run time of a
-  finished job is ``end - start``: what the twin replays.
+  finished job is ``end - start``: what the twin replays;
+* the advance reservations the store holds (name, nodes, window, users and tenants, when it
+  was made; version 2: a version 1 file, from before, loads with none).
 """
 
 from __future__ import annotations
@@ -22,14 +24,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sqlalchemy import inspect, select
 
+from fusesched.model.reservation import Reservation
 from fusesched.policies.registry import CoreConfig, PolicyError
 from fusesched.store.records import JobRow
+from fusesched.store.schema import reservations as reservation_table
 from fusesched.store.store import Store
 
 FORMAT: Final = "fusesched-twin-snapshot"
-VERSION: Final = 1
+VERSION: Final = 2
+#: the versions this fusesched reads (1: before reservations were kept)
+READS: Final = (1, 2)
 PAGE: Final = 5000  # jobs read from the store per query
 
 
@@ -72,6 +79,34 @@ class SnapJob(_Model):
         return max(0.0, self.end - self.start)
 
 
+class SnapReservation(_Model):
+    """An advance reservation as the store keeps it (times in Unix seconds)."""
+
+    name: str
+    nodes: list[str]
+    start: float
+    end: float
+    users: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    created_at: float | None = None  # None: made before anything the snapshot holds
+    created_by: str = ""
+
+    @model_validator(mode="after")
+    def _valid(self) -> SnapReservation:
+        self.reservation()  # the model's own checks (name, nodes, end after start, …)
+        return self
+
+    def reservation(self) -> Reservation:
+        return Reservation(
+            self.name,
+            tuple(self.nodes),
+            self.start,
+            self.end,
+            tuple(self.users),
+            tuple(self.tenants),
+        )
+
+
 class SnapCore(_Model):
     queue_order: str = "fcfs"
     backfill: str = "easy"
@@ -106,6 +141,7 @@ class Snapshot(_Model):
     power: dict[str, Any] | None = None  # the power-saving YAML's data (docs/ENERGY.md)
     nodes: list[SnapNode]
     jobs: list[SnapJob] = Field(default_factory=list)
+    reservations: list[SnapReservation] = Field(default_factory=list)
 
     def core_config(self) -> CoreConfig:
         """The core's configuration (tenancy included); :class:`SnapshotError` if invalid."""
@@ -136,6 +172,30 @@ def _job(row: JobRow) -> SnapJob:
     )
 
 
+def _reservations(store: Store) -> list[SnapReservation]:
+    """Every reservation the store holds, by start and name (the store keeps one until it
+    has ended, and its row until the table is next read); none from a store older than
+    reservations (a snapshot does not upgrade the store)."""
+    table = reservation_table
+    with store._read() as conn:  # the store's own connection (as controller/reservations.py)
+        if not inspect(conn).has_table(table.name):
+            return []
+        rows = conn.execute(select(table).order_by(table.c.start_time, table.c.name))
+        return [
+            SnapReservation(
+                name=m["name"],
+                nodes=list(m["nodes"]),
+                start=float(m["start_time"]),
+                end=float(m["end_time"]),
+                users=list(m["users"]),
+                tenants=list(m["tenants"]),
+                created_at=float(m["created_at"]),
+                created_by=m["created_by"],
+            )
+            for m in rows.mappings()
+        ]
+
+
 def take_snapshot(
     store: Store,
     core: CoreConfig,
@@ -145,8 +205,8 @@ def take_snapshot(
     source: str = "",
     now: float | None = None,
 ) -> Snapshot:
-    """Read every node and job of ``store``; ``core``, ``tenancy`` and ``power`` are the
-    settings the controller runs with (they are not kept in the store)."""
+    """Read every node, job and reservation of ``store``; ``core``, ``tenancy`` and
+    ``power`` are the settings the controller runs with (they are not kept in the store)."""
     node_rows = sorted(store.list_nodes(), key=lambda n: (n.registered_at, n.name))
     nodes = [
         SnapNode(
@@ -177,6 +237,7 @@ def take_snapshot(
         power=dict(power) if power is not None else None,
         nodes=nodes,
         jobs=[_job(r) for r in rows],
+        reservations=_reservations(store),
     )
 
 
@@ -203,9 +264,10 @@ def loads(data: bytes, source: str = "<snapshot>") -> Snapshot:
         raise SnapshotError(f"{source}: not a JSON snapshot: {exc}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise SnapshotError(f"{source}: not a fusesched twin snapshot (no format {FORMAT!r})")
-    if raw.get("version") != VERSION:
+    if raw.get("version") not in READS:
         raise SnapshotError(
-            f"{source}: snapshot version {raw.get('version')!r}; this fusesched reads {VERSION}"
+            f"{source}: snapshot version {raw.get('version')!r}; this fusesched reads "
+            f"{' and '.join(map(str, READS))}"
         )
     try:
         return Snapshot.model_validate(raw)
