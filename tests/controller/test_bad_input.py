@@ -205,3 +205,19 @@ def test_a_nul_character_in_a_url_is_a_422(
     answer = client.request(method, url)
     assert answer.status_code == 422, answer.text
     assert answer.json() == {"detail": f"a NUL character (\\u0000) is not allowed in {where}"}
+
+
+@pytest.mark.parametrize("job_id", ["²", "١٢", "1²"])
+def test_a_job_id_of_unicode_digits_is_a_404_not_a_500(client: TestClient, job_id: str) -> None:
+    """``str.isdigit`` takes "²" (``int`` does not): ids of such digits are no job of ours."""
+    assert client.get(f"/v1/jobs/{job_id}").status_code == 404
+    assert client.post(f"/v1/jobs/{job_id}/hold", json={}).status_code == 404
+    assert client.post(f"/v1/jobs/{job_id}/release", json={}).status_code == 404
+
+
+def test_an_array_limit_of_unicode_digits_is_refused_with_the_reason(client: TestClient) -> None:
+    for text in ("#!/bin/sh\n#SBATCH --array=1-3%²\ntrue\n", "command: 'true'\narray: 1-3%²\n"):
+        answer = client.post("/v1/submissions", json={"files": [{"text": text}]})
+        assert answer.status_code == 400, answer.text
+        assert "the %N limit must be a positive whole number" in answer.text
+        assert "invalid literal" not in answer.text

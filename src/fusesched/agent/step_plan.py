@@ -163,7 +163,7 @@ def _supported() -> str:
 
 def _value(name: str, text: str) -> object:
     if name in ("ntasks", "nodes", "ntasks-per-node", "cpus-per-task"):
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise StepError(f"--{name} takes a positive whole number, not {text!r}")
         return int(text)
     if name == "job-name" and not text:
@@ -230,7 +230,7 @@ def read_hostfile(text: str) -> list[tuple[str, int]]:
         slots = 1
         for part in parts[1:]:
             key, _, value = part.partition("=")
-            if key == "slots" and value.isdigit():
+            if key == "slots" and value.isascii() and value.isdigit():
                 slots = int(value)
         out.append((parts[0], slots))
     return out
@@ -311,7 +311,7 @@ def step_shape(
 
 
 def _positive(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
+    return int(text) if text and text.isascii() and text.isdigit() and int(text) > 0 else None
 
 
 def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:

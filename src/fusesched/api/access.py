@@ -163,7 +163,7 @@ class Access:
         """The first ``limit`` members of the array ``job_id`` when it is one that ``p`` sees
         (else none). An array has no row of its own: its members hold the numbers from its
         own on (``<id>_<index>``), so this reads them by number, never by scanning."""
-        if not job_id.isdigit() or len(job_id) > 18:
+        if not (job_id.isascii() and job_id.isdigit()) or len(job_id) > 18:
             return []
         rows = self.controller.persist.list_jobs(None, None, None, limit, int(job_id) + limit)
         members = [r for r in reversed(rows) if r.array_parent == job_id]

@@ -395,7 +395,7 @@ class SlurmBackend:
             raise BackendUnavailable(f"cannot write the job's files: {exc}") from None
         out = self._call(sbatch_args(job, self.options, script, identity)).strip()
         external = out.split(";")[0]
-        if not external.isdigit():
+        if not (external.isascii() and external.isdigit()):
             raise BackendRejected(f"sbatch printed no job id: {out!r}")
         return external
 

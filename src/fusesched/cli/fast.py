@@ -236,7 +236,7 @@ def _host_port(where: str, url: str) -> tuple[str, int]:
         port = rest[1:] if rest.startswith(":") else "80" if bracket and not rest else ""
     elif ":" in where:
         host, port = where.rsplit(":", 1)
-    if not host or not port.isdigit():
+    if not host or not (port.isascii() and port.isdigit()):
         raise ControllerError(0, f"not a controller URL: {url!r} (http://HOST:PORT)")
     return host, int(port)
 

@@ -183,7 +183,7 @@ def _members(client: Any, array: str, states: Sequence[str]) -> list[dict[str, A
 def _index(member: str) -> int:
     """An array member's index (``12_7`` → 7), for the order they are named in."""
     tail = member.rpartition("_")[2]
-    return int(tail) if tail.isdigit() else 0
+    return int(tail) if tail.isascii() and tail.isdigit() else 0
 
 
 def _array_change(job: Target, left: Sequence[Mapping[str, Any]]) -> str:

@@ -92,7 +92,9 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
 
 def _grant(devices: tuple[str, ...]) -> Grant:
     """The stored device names (``gpu:<index>``, MIG UUIDs) as a grant."""
-    indices = tuple(int(d[4:]) for d in devices if d.startswith("gpu:") and d[4:].isdigit())
+    indices = tuple(
+        int(d[4:]) for d in devices if d.startswith("gpu:") and d[4:].isascii() and d[4:].isdigit()
+    )
     uuids = tuple(d for d in devices if not d.startswith("gpu:"))
     return Grant((), indices, uuids)
 

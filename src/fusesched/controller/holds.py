@@ -172,7 +172,7 @@ def job_targets(ctl: Controller, job_id: str) -> list[str]:
 def _ended_array(ctl: Controller, job_id: str) -> bool:
     """Whether the store holds members of the array ``job_id`` (it has no row of its own: its
     first member holds its number, so this reads that one row by number)."""
-    if not job_id.isdigit() or len(job_id) > 18:
+    if not (job_id.isascii() and job_id.isdigit()) or len(job_id) > 18:
         return False
     rows = ctl.persist.list_jobs(None, None, None, 1, int(job_id) + 1)
     return bool(rows) and rows[0].array_parent == job_id

@@ -57,7 +57,7 @@ def parse_host_port(text: str, default_port: int = DEFAULT_SMTP_PORT) -> tuple[s
         raise ValueError(f"cannot read {text!r}: give HOST:PORT, e.g. mail.example.org:25")
     if not port_text:
         return host, default_port
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
         raise ValueError(f"the port in {text!r} must be a number from 1 to 65535")
     return host, int(port_text)
 

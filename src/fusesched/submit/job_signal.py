@@ -124,7 +124,7 @@ def parse_signal_option(text: str) -> dict[str, object]:
     before = DEFAULT_BEFORE_S
     if at:
         seconds = seconds.strip()
-        if not seconds.isdigit() or not 0 < int(seconds) <= MAX_BEFORE_S:
+        if not (seconds.isascii() and seconds.isdigit()) or not 0 < int(seconds) <= MAX_BEFORE_S:
             raise ValueError(
                 f"the time in {text!r} must be a whole number of seconds from 1 to "
                 f"{MAX_BEFORE_S:.0f} (how long before the time limit)"

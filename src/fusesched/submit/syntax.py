@@ -97,7 +97,7 @@ def parse_array(text: str) -> ArrayRequest:
     body, _, limit = text.strip().partition("%")
     max_parallel = None
     if limit:
-        if not limit.isdigit() or int(limit) < 1:
+        if not (limit.isascii() and limit.isdigit()) or int(limit) < 1:
             raise ValueError(f"array {text!r}: the %N limit must be a positive whole number")
         max_parallel = int(limit)
     pieces = [p.strip() for p in body.split(",")]

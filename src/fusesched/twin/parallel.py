@@ -105,7 +105,7 @@ def run_all(
 def _reachable(address: str) -> None:
     """Fail fast for a ``host:port`` nobody listens on (Ray itself retries for minutes)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not (port.isascii() and port.isdigit()):
         raise ParallelError(f"--ray: expected HOST:PORT, got {address!r}")
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
