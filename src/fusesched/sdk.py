@@ -311,6 +311,17 @@ class Client:
         """The cluster's licenses: total, in use, free, waiting jobs' demand."""
         return list(self._call("GET", "/v1/licenses"))
 
+    def reconfigure(
+        self, licenses: Mapping[str, int] | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Make the controller re-read its tenancy file and apply it, with ``licenses`` (all
+        of the cluster's, by name; None: the counts stay) — cluster-admins. ``applied``,
+        ``changes`` and ``notes``; with ``dry_run`` what would change, changing nothing."""
+        body: dict[str, Any] = {"dry_run": dry_run}
+        if licenses is not None:
+            body["licenses"] = dict(licenses)
+        return dict(self._call("POST", "/v1/reconfigure", body))
+
     def fairshare(self) -> list[dict[str, Any]]:
         """The fair-share tree, one row per account (as Slurm's sshare)."""
         return list(self._call("GET", "/v1/fairshare"))

@@ -165,6 +165,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         # a real node: a drain that got through would show as 200, not as a 404
         ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
+        ("POST", "/v1/reconfigure"): {"json": {"dry_run": True}},  # (cluster-admins only)
         ("GET", "/v1/queues"): {},
         ("GET", "/v1/fairshare"): {},
         ("GET", "/v1/licenses"): {},

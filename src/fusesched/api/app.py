@@ -18,6 +18,7 @@ from fusesched.api.hot_path import SubmissionsHotPath
 from fusesched.api.job_routes import add_job_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
+from fusesched.api.reconfigure_routes import add_reconfigure_routes
 from fusesched.api.reservation_routes import add_reservation_routes
 from fusesched.api.responses import add_error_handlers
 from fusesched.api.schemas import Health
@@ -58,6 +59,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_efficiency_routes(app, access)
     add_cluster_routes(app, access)
     add_node_routes(app, access)
+    add_reconfigure_routes(app, access)
     add_reservation_routes(app, access)
     add_start_routes(app, access)
     add_machine_routes(app, access)

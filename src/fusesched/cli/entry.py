@@ -31,6 +31,7 @@ CLIENT_COMMANDS = frozenset(
         "queues",
         "share",
         "licenses",
+        "reconfigure",
         "token",
     }
 )

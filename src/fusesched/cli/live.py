@@ -461,10 +461,11 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.licenses import licenses
     from fusesched.cli.node_admin import drain, undrain
     from fusesched.cli.queue_status import queues, share
+    from fusesched.cli.reconfigure import reconfigure
     from fusesched.cli.submission import SBATCH_CONTEXT, sbatch, submit
 
     commands = (submit, jobs, show, logs, cancel, hold, release, requeue, update, nodes)
-    for fn in (*commands, eff, drain, undrain, queues, share, licenses, priority):
+    for fn in (*commands, eff, drain, undrain, queues, share, licenses, reconfigure, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
     from fusesched.cli import srun

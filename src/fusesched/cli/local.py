@@ -207,6 +207,7 @@ class LocalCluster:
         power: PowerConfig | None = None,
         agent_link: AgentLink = "http",
         notify: NotifyConfig | None = None,
+        tenancy_file: Path | None = None,
     ) -> None:
         if agent_link not in AGENT_LINKS:
             known = ", ".join(AGENT_LINKS)
@@ -225,6 +226,7 @@ class LocalCluster:
             federation=federation,
             power=power,
             notify=notify,
+            tenancy_file=tenancy_file,
         )
         self.ca = ca
         if isinstance(agents, int):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from fusesched.cli.local import AgentLink
     from fusesched.controller.notify_send import NotifyConfig
     from fusesched.controller.power import PowerConfig
+    from fusesched.controller.service import Controller
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
@@ -36,7 +38,8 @@ TenancyOpt = Annotated[
     Path | None,
     typer.Option(
         help="Tenancy configuration (YAML): organisations, tenants, queues with quotas, "
-        "cohorts, QoS tiers and a `scheduling:` section (docs/TENANCY.md)."
+        "cohorts, QoS tiers and a `scheduling:` section (docs/TENANCY.md). Edited, it is "
+        "re-read and applied without a restart by `fusesched reconfigure` or SIGHUP."
     ),
 ]
 
@@ -46,7 +49,8 @@ LicensesOpt = Annotated[
     typer.Option(
         "--licenses",
         help="The cluster's floating licenses, NAME:COUNT[,NAME:COUNT…] (matlab:10,ansys:4): "
-        "jobs ask for them with sbatch -L and wait until they are free (docs/LICENSES.md).",
+        "jobs ask for them with sbatch -L and wait until they are free (docs/LICENSES.md); "
+        "`fusesched reconfigure --licenses` changes them while it runs.",
     ),
 ]
 
@@ -192,21 +196,33 @@ def _load_federation(path: Path | None) -> FederationConfig | None:
 
 
 def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
-    """The tenancy policy in ``path`` (None: none); a clear error and exit 2 if invalid."""
+    """The tenancy policy in ``path`` (None: none); a clear error and exit 2 if invalid (the
+    same error `fusesched reconfigure` gives when the file is edited into an invalid one)."""
     if path is None:
         return None
-    from fusesched.model.tenancy import TenancyError
-    from fusesched.policies.tenancy_policy import TenancyPolicy
-    from fusesched.yamlfile import YamlFileError, read_yaml
+    from fusesched.controller.reconfigure import TenancyFileError, read_tenancy_file
 
     try:
-        data = read_yaml(path, "tenancy configuration")
-    except YamlFileError as exc:
+        return read_tenancy_file(path)
+    except TenancyFileError as exc:
         _fail(str(exc), 2)
-    try:
-        return TenancyPolicy.from_dict(data)
-    except TenancyError as exc:
-        _fail(f"{path}: {exc}", 2)
+
+
+def _reconfigure_on_hangup(controller_of: Callable[[], Controller | None]) -> None:
+    """SIGHUP makes the controller re-read its tenancy file and apply it, as `fusesched
+    reconfigure` does (Slurm's slurmctld takes SIGHUP so too). The work runs in a thread of
+    its own: it waits for the scheduling lock, which a signal handler must not."""
+    import threading
+
+    from fusesched.controller.reconfigure import hangup
+
+    def run() -> None:
+        err.print(hangup(controller_of()), highlight=False, markup=False, soft_wrap=True)
+
+    def handler(_signum: int, _frame: object) -> None:
+        threading.Thread(target=run, name="fusesched-sighup", daemon=True).start()
+
+    signal.signal(signal.SIGHUP, handler)
 
 
 def controller(
@@ -320,6 +336,7 @@ def controller(
             notify=_notify_config(
                 smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
             ),
+            tenancy_file=tenancy,
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)
@@ -337,6 +354,7 @@ def controller(
             "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
         )
     _stop_on_signals()
+    _reconfigure_on_hangup(lambda: getattr(server, "controller", None))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
     if server.fenced is not None:
@@ -472,6 +490,7 @@ def up(
             notify=_notify_config(
                 smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
             ),
+            tenancy_file=tenancy,
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)
@@ -484,6 +503,7 @@ def up(
         path = cluster.server.admin_token_path or data_dir / "admin.token"
         err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
     _stop_on_signals()
+    _reconfigure_on_hangup(lambda: cluster.server.controller)
     try:
         if demo:
             from fusesched.cli.live_demo import run_demo

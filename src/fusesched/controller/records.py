@@ -59,6 +59,9 @@ class ControllerConfig:
     pools_dir: Path | None = None  # where external pools keep job scripts and output
     power: PowerConfig | None = None  # power saving (None: every node stays on)
     notify: NotifyConfig | None = None  # mail and webhook for job notifications (None: none)
+    # the file ``core.tenancy`` was read from: re-read by ``fusesched reconfigure`` and SIGHUP
+    # (controller/reconfigure.py); None: none to re-read
+    tenancy_file: Path | None = None
 
 
 @dataclass(slots=True)

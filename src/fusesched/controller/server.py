@@ -29,6 +29,7 @@ from fusesched.controller.logs import LogStore
 from fusesched.controller.notify_send import NotifyConfig
 from fusesched.controller.persist import Persistence
 from fusesched.controller.power import PowerConfig
+from fusesched.controller.reconfigure import reload_core
 from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
 from fusesched.policies.registry import CoreConfig
@@ -69,6 +70,9 @@ class ControllerServer:
     power: PowerConfig | None = None
     #: Job notifications by mail and webhook (``--smtp``, ``--notify-webhook``); None: none.
     notify: NotifyConfig | None = None
+    #: The file ``core.tenancy`` was read from (``--tenancy FILE``): ``fusesched reconfigure``
+    #: and SIGHUP re-read it, and a standby reads it again when it takes over.
+    tenancy_file: Path | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -131,11 +135,14 @@ class ControllerServer:
         self.persist = Persistence(self.db_url)
         self.authenticator = Authenticator(self.persist.store, enabled=self.auth, clock=self.clock)
         self.admin_token_path = self._bootstrap() if self.auth else None
+        core = self.core
+        if self.standby:  # (taking over: the tenancy file may have changed since the start)
+            core = reload_core(core, self.tenancy_file)
         self.controller = Controller(
             self.persist,
             LogStore(self.data_dir / "logs"),
             ControllerConfig(
-                core=self.core,
+                core=core,
                 url=self.url,
                 long_poll_s=self.long_poll_s,
                 node_timeout_s=self.node_timeout_s,
@@ -143,6 +150,7 @@ class ControllerServer:
                 power=self.power,
                 notify=self.notify,
                 pools_dir=self.data_dir / "pools",
+                tenancy_file=self.tenancy_file,
             ),
             clock=self.clock,
             auth=self.authenticator,

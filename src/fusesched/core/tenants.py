@@ -12,7 +12,7 @@ requeued by the core.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from fusesched.core.borrow_backoff import BorrowBackoff
 from fusesched.core.cluster import IntArray
-from fusesched.core.quota import Admission, QuotaLedger
+from fusesched.core.quota import Admission, FlavorAssignment, QuotaLedger
 from fusesched.core.records import JobRecord
 from fusesched.core.victim_search import fewest_victims, last_checkpoint
 from fusesched.model.job import JobSpec
@@ -528,3 +528,36 @@ class TenantGate:
 
     def grace(self, rec: JobRecord) -> float:
         return self.tier(rec.spec).grace_s
+
+    # ------------------------------------------------------------------ reconfiguration
+
+    def take_over(
+        self,
+        old: TenantGate,
+        core: SchedulerCore,
+        now: float,
+        assignments: Mapping[str, FlavorAssignment | None],
+        keep: Callable[[tuple[str, ...]], bool],
+    ) -> None:
+        """Become the core's gate in place of ``old`` (the previous configuration's), between
+        cycles (:mod:`fusesched.core.reconfig`, which chose ``assignments``: what each running
+        job is charged here, and ``keep``: the fair-share accounts that still exist). Running
+        jobs are charged up to ``now`` under the old accounts and rates, then to this
+        configuration's quotas, above a quota that shrank (they keep running; new admissions
+        wait). Every parked job is looked at again; reclaims under way end (their victims,
+        already asked to stop, still stop); borrowing back-offs go on."""
+        old._charge_running(core, now)
+        self.tracker = old.tracker.carried(self.policy.half_life_s, now, keep)
+        self._charged_at = now
+        self._now = old._now
+        self.preempted = old.preempted
+        if self.policy.borrow_backoff_s:
+            self._backoff = old._backoff
+            self._backoff.backoff_s = self.policy.borrow_backoff_s
+        for job_id in core.running.ids():
+            rec = core.jobs[job_id]
+            assignment = assignments.get(job_id)
+            queue = rec.spec.queue
+            rec.admission = None if assignment is None else Admission(True, queue, assignment)
+            self.bind(rec, now)
+        self._lifted = True  # parked jobs come back: the new quotas may admit them

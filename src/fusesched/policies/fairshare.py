@@ -101,6 +101,18 @@ class UsageTracker:
     def snapshot(self, now: float) -> dict[Account, float]:
         return {a: self.usage_at(a, now) for a in self.accounts()}
 
+    def carried(
+        self, half_life_s: float, now: float, keep: Callable[[Account], bool]
+    ) -> UsageTracker:
+        """A tracker decaying with ``half_life_s`` that starts from this one's usage at
+        ``now`` of every account ``keep`` accepts (a reconfigured core keeps the usage of
+        the accounts that still exist: ``core/tenants.py``)."""
+        at = max(now, self._clock)
+        out = UsageTracker(half_life_s)
+        out._advance(at)
+        out._usage = {a: (self.usage_at(a, at), at) for a in sorted(self._usage) if keep(a)}
+        return out
+
 
 # ----------------------------------------------------------------------------- Fair Tree
 
