@@ -15,6 +15,12 @@ DEFAULT_URL = "http://127.0.0.1:8642"
 #: The log route's answer header: the byte offset to ask for next (its text's length in bytes
 #: is not: bytes that are not UTF-8 come as U+FFFD, a character half written is held back).
 NEXT_OFFSET = "X-Next-Offset"
+#: Its headers saying whether the log is complete: ``true`` when the text reaches the end of
+#: the log and nothing more will be written to it (``false`` otherwise); and whether its agent
+#: confirmed where it ends (``false`` with a complete log: the end of the output may be
+#: missing). A controller older than them sends neither.
+LOG_COMPLETE = "X-Log-Complete"
+LOG_CONFIRMED = "X-Log-Confirmed"
 
 
 class ControllerError(RuntimeError):

@@ -37,10 +37,12 @@ import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fusesched.client_base import (
     DEFAULT_URL,
+    LOG_COMPLETE,
+    LOG_CONFIRMED,
     NEXT_OFFSET,
     ControllerError,
     default_token,
@@ -59,11 +61,24 @@ __all__ = [
     "FINISHED",
     "Client",
     "ControllerError",
+    "LogPage",
     "default_token",
     "default_url",
     "split_urls",
     "token_file",
 ]
+
+
+class LogPage(NamedTuple):
+    """A read of a log (:meth:`Client.log_page`)."""
+
+    text: str
+    next_offset: int  # the offset to ask for next
+    # the text reaches the end of the log and nothing more will be written to it; None: the
+    # controller does not say (it is older than end marks)
+    complete: bool | None
+    # its agent said where it ends (False with complete: the end of the output may be missing)
+    confirmed: bool
 
 
 class _Unreachable(ConnectionError):
@@ -215,12 +230,46 @@ class Client:
     def logs_from(self, job_id: str, task: str | None = None, offset: int = 0) -> tuple[str, int]:
         """The job's output from byte ``offset`` on, and the offset to ask for next (to follow
         a log: not the text's length, see ``GET /v1/jobs/{id}/logs``)."""
+        page = self.log_page(job_id, task, offset)
+        return page.text, page.next_offset
+
+    def log_page(self, job_id: str, task: str | None = None, offset: int = 0) -> LogPage:
+        """:meth:`logs_from`, with whether the log is complete (``GET /v1/jobs/{id}/logs``'s
+        ``X-Log-Complete`` and ``X-Log-Confirmed``)."""
         query = {"offset": str(offset)} | ({"task": task} if task else {})
         path = f"/v1/jobs/{_quote(job_id)}/logs?" + urllib.parse.urlencode(query)
         payload, answer = self._request("GET", path)
-        text = payload.decode(errors="replace")
         after = answer.get(NEXT_OFFSET)
-        return text, int(after) if after is not None else offset + len(payload)
+        complete = answer.get(LOG_COMPLETE)
+        return LogPage(
+            payload.decode(errors="replace"),
+            int(after) if after is not None else offset + len(payload),
+            None if complete is None else complete == "true",
+            answer.get(LOG_CONFIRMED) == "true",
+        )
+
+    def task_logs(
+        self,
+        job_id: str,
+        offsets: Mapping[str, int],
+        all_tasks: bool = False,
+        max_bytes: int | None = None,
+    ) -> dict[str, Any]:
+        """The new output of several tasks of the job in one request (``POST
+        /v1/jobs/{id}/logs``): each of ``offsets``'s tasks from its offset (with
+        ``all_tasks``, every other task of the job from 0). ``{"job_id", "state", "tasks":
+        [{"task_id", "offset", "next_offset", "text", "complete", "confirmed"}], "more"}``.
+        It changes nothing, so it is sent again once when the connection is lost."""
+        body: dict[str, Any] = {"offsets": dict(offsets), "all": all_tasks}
+        if max_bytes is not None:
+            body["max_bytes"] = max_bytes
+        path = f"/v1/jobs/{_quote(job_id)}/logs"
+        try:
+            return dict(self._call("POST", path, body))
+        except ControllerError as exc:
+            if exc.status != 0:
+                raise
+        return dict(self._call("POST", path, body))
 
     def wait(
         self, job_id: str, timeout: float | None = None, poll_s: float = 0.1

@@ -4,6 +4,7 @@ work changes nothing; only cluster-admins may ask."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,16 @@ from tests.controller.conftest import ONE_NODE
 
 from fusesched.api.app import create_app
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskReport, TaskState
+from fusesched.controller import reconfigure as reconfiguring
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
-from fusesched.controller.reconfigure import NO_TENANCY_FILE, read_tenancy_file, reload_core
+from fusesched.controller.reconfigure import (
+    NO_TENANCY_FILE,
+    hangup,
+    read_tenancy_file,
+    reload_core,
+)
 from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
 from fusesched.model.licenses import parse_licenses
@@ -259,3 +266,68 @@ def test_a_standby_reads_the_file_again_when_it_takes_over(
     assert reload_core(started, tenancy) is started  # invalid now: the one read at the start
     assert "taking over with the tenancy read at startup" in caplog.text
     assert reload_core(started, None) is started
+
+
+def test_overlapping_reconfigurations_leave_the_file_last_read_in_force(
+    setup: tuple[Controller, TestClient], tenancy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reconfiguration reads the file (2 CPUs → 3) and is slow to apply it; meanwhile the
+    file is edited again (4) and a second one runs. The second waits for the first and reads
+    the file then: the 4 is in force, not the 3 read first and applied last."""
+    ctl, client = setup
+    first_read, go = threading.Event(), threading.Event()
+    real = reconfiguring.read_tenancy_file
+
+    def slow_once(path: Path) -> Any:
+        policy = real(path)
+        if not first_read.is_set():
+            first_read.set()
+            go.wait(timeout=10)
+        return policy
+
+    monkeypatch.setattr(reconfiguring, "read_tenancy_file", slow_once)
+    write(tenancy, 3)
+    answers: dict[str, int] = {}
+
+    def post(name: str) -> None:
+        answers[name] = client.post("/v1/reconfigure").status_code
+
+    slow = threading.Thread(target=post, args=("slow",))
+    slow.start()
+    assert first_read.wait(timeout=10)
+    write(tenancy, 4)
+    second = threading.Thread(target=post, args=("second",))
+    second.start()
+    second.join(timeout=1)  # (it waits for the first: no sooner)
+    go.set()
+    for thread in (slow, second):
+        thread.join(timeout=10)
+    assert answers == {"slow": 200, "second": 200}
+    assert nominal(client) == "4"
+    policy = ctl.core.config.tenancy
+    assert policy is not None and policy == read_tenancy_file(tenancy)
+
+
+def test_a_sighup_that_changes_something_is_in_the_audit_log(tmp_path: Path, tenancy: Path) -> None:
+    ctl, _client = controller(tmp_path, tenancy, auth=True)
+    ctl.auth = Authenticator(ctl.persist.store, enabled=True)  # (as ControllerServer gives it)
+    try:
+        write(tenancy, 3)
+        said = hangup(ctl)
+        assert (
+            said == f"SIGHUP: re-read {tenancy}: queue train changed (quota any/cpu nominal 2 → 3)"
+        )
+        assert hangup(ctl) == f"SIGHUP: re-read {tenancy}: nothing changed"
+        with ctl.persist.store._read() as conn:
+            rows = conn.execute(select(events).where(events.c.kind == "Audit")).mappings()
+            audits = [r["data"] for r in rows]
+        assert audits == [
+            {
+                "action": "reconfigure",
+                "by": "SIGHUP",
+                "changes": ["queue train changed (quota any/cpu nominal 2 → 3)"],
+            }
+        ]
+        assert hangup(None).startswith("SIGHUP: not leading")
+    finally:
+        ctl.persist.close()

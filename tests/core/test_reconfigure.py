@@ -142,6 +142,32 @@ def test_running_jobs_stay_charged_to_the_flavour_they_hold() -> None:
     gate.ledger.check_invariants()
 
 
+def test_a_running_job_no_flavour_would_take_now_stays_charged() -> None:
+    """j1 asks for pool=x nodes and runs on one, charged to flavour ``big`` (pool=x). The
+    file gives ``big`` the label pool=y: no flavour would take j1 now, yet it runs and uses
+    8 GPUs of the queue's quota — still charged, so j2 does not start beyond the quota."""
+
+    def policy(pool: str) -> TenancyPolicy:
+        quota = [{"name": "big", "resources": {"nvidia.com/gpu": 8}}]
+        flavour = {"name": "big", "resources": ["nvidia.com/gpu"], "node_labels": {"pool": pool}}
+        tenants = [{"name": "t", "queues": [{"name": "a", "flavors": quota}]}]
+        return TenancyPolicy.from_dict(
+            {"flavors": [flavour], "organisations": [{"name": "o", "tenants": tenants}]}
+        )
+
+    core = SchedulerCore(CoreConfig(queue_order="fcfs", backfill="none", tenancy=policy("x")))
+    core.handle(NodeAdded(node("n0").cpu(64).gpu(8).label("pool", "x").build()), 0.0)
+    core.handle(NodeAdded(node("n1").cpu(64).gpu(8).label("pool", "y").build()), 0.0)
+    j1 = job("j1").tasks(1, cpu=1, gpu=8).queue("a").user("u").selector(pool="x").build()
+    assert started(core.step(0, [JobSubmitted(j1)])) == ["j1"]
+    change(core, 1, tenancy=policy("y"))
+    gate = core.tenants
+    assert gate is not None
+    assert gate.ledger.usage("a") == {("big", "nvidia.com/gpu"): 8}
+    assert not started(core.step(2, [JobSubmitted(gjob("j2", "a", 2))]))  # (the quota is used)
+    gate.ledger.check_invariants()
+
+
 def test_removing_a_queue_or_tier_that_jobs_use_is_refused_and_nothing_changes() -> None:
     core = core_with(tenancy({"a": 2, "b": 2}))
     core.step(0, [JobSubmitted(gjob("b1", "b", 2)), JobSubmitted(gjob("b2", "b", 2))])
@@ -211,6 +237,91 @@ def test_a_core_without_tenancy_cannot_take_one_live() -> None:
     core = core_with()
     with pytest.raises(reconfig.ReconfigureRefused, match="runs without tenancy"):
         reconfig.prepare(core, tenancy({"a": 2}))
+
+
+def test_preemptions_under_way_go_on_and_take_no_more_victims() -> None:
+    """A gold job preempted one bronze job for its place; the victim has not stopped yet
+    when the file is re-read. The preemption goes on: no second victim is asked to stop,
+    and the gold job takes the place once the first one has."""
+    core = core_with(tenancy({"a": 8}))
+    bronze = [JobSubmitted(gjob(f"b{i}", "a", 2, "bronze")) for i in range(4)]
+    assert started(core.step(0, bronze)) == ["b0", "b1", "b2", "b3"]
+    out = core.step(10, [JobSubmitted(gjob("g", "a", 2, "gold"))])
+    assert [(type(d).__name__, d.job_id) for d in out] == [("PreemptJob", "b0")]
+    change(core, 11, tenancy=tenancy({"a": 8}, scheduling={"gpu_weight": 5.0}))
+    assert core.step(11) == []  # (b0 is still stopping: nobody else is preempted)
+    gate = core.tenants
+    assert gate is not None and gate.preempting_for("g")
+    assert started(core.step(12, [JobExited("b0")])) == ["g"]
+    assert [core.jobs[f"b{i}"].phase for i in range(1, 4)] == [JobPhase.RUNNING] * 3
+
+
+def test_a_waiting_job_is_no_longer_held_to_a_removed_flavours_nodes() -> None:
+    """j2 was admitted in flavour ``fa`` (nodes pool=a), so pinned to those nodes, and waits
+    for room there. The file replaces ``fa`` by ``fb`` (nodes pool=b): j2 starts on a pool=b
+    node (it does not wait for pool=a nodes forever, its quota gone)."""
+
+    def policy(flavour: str, pool: str) -> TenancyPolicy:
+        quota = [{"name": flavour, "resources": {"nvidia.com/gpu": 16}}]
+        return TenancyPolicy.from_dict(
+            {
+                "flavors": [
+                    {
+                        "name": flavour,
+                        "resources": ["nvidia.com/gpu"],
+                        "node_labels": {"pool": pool},
+                    }
+                ],
+                "organisations": [
+                    {
+                        "name": "o",
+                        "tenants": [{"name": "t", "queues": [{"name": "a", "flavors": quota}]}],
+                    }
+                ],
+            }
+        )
+
+    core = SchedulerCore(CoreConfig(queue_order="fcfs", backfill="none", tenancy=policy("fa", "a")))
+    core.handle(NodeAdded(node("n0").cpu(64).gpu(8).label("pool", "a").build()), 0.0)
+    assert started(core.step(0, [JobSubmitted(gjob("j1", "a", 8))])) == ["j1"]
+    assert not started(core.step(1, [JobSubmitted(gjob("j2", "a", 2))]))
+    assert core.jobs["j2"].spec.placement.node_selector == {"pool": "a"}
+    core.handle(NodeAdded(node("n1").cpu(64).gpu(8).label("pool", "b").build()), 2.0)
+    change(core, 2, tenancy=policy("fb", "b"))
+    assert started(core.step(3)) == ["j2"]
+    assert core.jobs["j2"].spec.placement.node_selector == {"pool": "b"}
+    gate = core.tenants
+    assert gate is not None
+    assert gate.ledger.usage("a") == {("fb", "nvidia.com/gpu"): 10}
+
+
+def test_a_failure_while_applying_leaves_the_old_configuration_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """apply fails after the new gate is built (here: making the license pool): the core
+    keeps its old gate, pool and settings, and nothing of theirs changed; the same change
+    applies cleanly afterwards."""
+    core = core_with(tenancy({"a": 8}), licenses=(("matlab", 2),))
+    assert started(core.step(0, [JobSubmitted(gjob("a1", "a", 2))])) == ["a1"]
+    old_gate, old_pool, old_config = core.tenants, core.licenses, core.config
+    assert old_gate is not None and old_pool is not None
+    admission = core.jobs["a1"].admission
+    usage = old_gate.tracker.snapshot(50)
+    checked = reconfig.prepare(core, tenancy({"a": 4}), (("matlab", 3),))
+
+    def broken(_licenses: object) -> None:
+        raise RuntimeError("the pool could not be made")
+
+    monkeypatch.setattr(reconfig.LicensePool, "of", broken)
+    with pytest.raises(RuntimeError, match="could not be made"):
+        reconfig.apply(core, checked, 50)
+    assert core.tenants is old_gate and core.licenses is old_pool and core.config is old_config
+    assert core.jobs["a1"].admission is admission
+    assert old_gate.tracker.snapshot(50) == usage  # (not charged up to the failed change)
+    assert old_gate.ledger.usage("a") == {("gpu", "nvidia.com/gpu"): 2}
+    monkeypatch.undo()
+    reconfig.apply(core, checked, 50)
+    assert core.config.tenancy == tenancy({"a": 4}) and core.config.licenses == (("matlab", 3),)
 
 
 # ============================================================================ licenses

@@ -5,6 +5,7 @@ cluster-admins may ask; license counts change live (docs/TENANCY.md, docs/LICENS
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -232,6 +233,49 @@ def test_sighup_makes_a_controller_process_reread_its_file(
     finally:
         for agent in agents:
             agent.stop()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_sighup_while_the_controller_starts_does_not_end_it(tmp_path: Path) -> None:
+    """A SIGHUP's default is to end the process: the controller takes it from its first
+    step (here it is still reading its tenancy file, a FIFO fed by the test), says there is
+    nothing to re-read yet, and starts as usual."""
+    fifo = tmp_path / "tenancy.fifo"
+    os.mkfifo(fifo)
+    port = free_port()
+    log = tmp_path / "controller.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [
+                *(FUSESCHED, "controller", "--data-dir", str(tmp_path / "data")),
+                *("--port", str(port), "--no-auth", "--tenancy", str(fifo)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        writer = -1
+        deadline = time.monotonic() + 30
+        while writer < 0:  # (opens once the controller opened it to read: it is reading)
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+        try:
+            proc.send_signal(signal.SIGHUP)
+            answered = lambda: "SIGHUP: not leading" in log.read_text()  # noqa: E731
+            wait_for("the SIGHUP's answer", lambda: proc.poll() is not None or answered())
+            assert proc.poll() is None, f"ended by the SIGHUP ({proc.returncode})"
+            os.set_blocking(writer, True)
+            os.write(writer, yaml.safe_dump(tenancy(small=1)).encode())
+        finally:
+            os.close(writer)
+        client = Client(f"http://127.0.0.1:{port}")
+        wait_for("the controller", lambda: client.health() or True)
+        assert [q["name"] for q in client.queues()] == ["lic", "small"]
+    finally:
         proc.terminate()
         proc.wait(timeout=10)
 

@@ -156,6 +156,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "json": {"signal": "USR1"},
         },
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
+        ("POST", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}, "json": {"all": True}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/efficiency"): {"path": {"job_id": bob_job}},
         ("GET", "/v1/jobs/{job_id}/route"): {"path": {"job_id": bob_job}},
@@ -305,6 +306,9 @@ def test_users_see_only_their_tenant(secure: Secure) -> None:
     assert "alice-output" in secure.client("carol").logs(secure.alice_job)  # same tenant
     with pytest.raises(ControllerError) as denied:
         alice.logs(secure.bob_job)
+    assert denied.value.status == 404
+    with pytest.raises(ControllerError) as denied:
+        alice.task_logs(secure.bob_job, {}, all_tasks=True)
     assert denied.value.status == 404
 
 
@@ -495,6 +499,10 @@ def test_a_job_token_is_scoped_to_its_job_and_dies_with_it(secure: Secure) -> No
         own_logs = f"/v1/jobs/{job_id}/logs"
         assert http.get(own_logs, params={"task": "\x00"}).status_code in (404, 422)
         assert http.get(own_logs, params={"task": f"{secure.bob_job}.main.0"}).status_code == 404
+        assert http.post(own_logs, json={"all": True}).status_code == 200  # its tasks at once
+        bobs = {"offsets": {f"{secure.bob_job}.main.0": 0}}
+        assert http.post(own_logs, json=bobs).status_code == 400
+        assert http.post(f"/v1/jobs/{secure.bob_job}/logs", json=bobs).status_code == 403
         assert http.get("/v1/jobs").status_code == 403
         assert http.get(f"/v1/jobs/{job_id}").status_code == 403
         assert http.post(f"/v1/jobs/{job_id}/cancel", json={}).status_code == 403

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from builders import job, nodes
 from fusesched.cli.main import app
+from fusesched.cli.simulate import run_reserved
 from fusesched.model.events import RejectJob, StartJob
 from fusesched.model.reservation import Reservation
 from fusesched.policies.registry import CoreConfig
@@ -127,10 +128,18 @@ def test_the_command_line_form(text: str, expected: Reservation) -> None:
         ("m:n1:10", "expected NAME:NODES:START:END"),
         ("m:n[1-:0:5", "nodes:"),
         ("m:n1:soon:5", "START 'soon' is not a number of seconds"),
-        ("m:n1:0:inf", "END must be a finite number"),
+        ("m:n1:0:inf", "END 'inf' is not a number of seconds"),
+        ("m:n1:0:1e400", "END must be a finite number"),
         ("m:n1:5:1", "the end (1) must come after the start (5)"),
         ("m:n1:0:5:people=a", "'people=a' is not users=A,B or tenants=T"),
         ("bad name:n1:0:5", "reservation name 'bad name'"),
+        # numbers in ASCII digits only: float() would take these
+        ("m:n1:\u0661\u0660:20", "START '\u0661\u0660' is not a number of seconds"),
+        ("m:n1:1_0:20", "START '1_0' is not a number of seconds"),
+        ("m:n1: 10:20", "START ' 10' is not a number of seconds"),
+        ("m:n1:0:\uff15", "END '\uff15' is not a number of seconds"),
+        ("m:n1:0:++5", "the duration '+5' is not a number of seconds"),
+        ("m:n1:0:5:users=a:users=b", "users is given twice"),  # (not the last one silently)
     ],
 )
 def test_a_bad_command_line_form_says_what_is_wrong(text: str, expected: str) -> None:
@@ -148,6 +157,11 @@ def test_a_bad_command_line_form_says_what_is_wrong(text: str, expected: str) ->
             "reservations a and b hold n00001 in overlapping windows",
         ),
         ([Reservation("a", ("n00001",), 0, 5)] * 2, "reservation a is given twice"),
+        # made at 0, it would hold nothing (live: refused, its end has passed)
+        (
+            [Reservation("a", ("n00001",), -10, -5)],
+            r"reservation a: it ends at -5 s, not after it is made \(0 s\)",
+        ),
     ],
 )
 def test_what_the_core_would_refuse_is_refused_before_the_run(
@@ -196,6 +210,8 @@ def test_simulate_runs_each_policy_without_and_with_the_reservations(tmp_path: P
         (["--reservation", "m:n00001:10"], "expected NAME:NODES:START:END"),
         (["--reservation", "m:n00001:0:9", "--reservation", "m:n00002:0:9"], "m is given twice"),
         (["--protocol", "rlscheduler", "--reservation", "m:n1:0:9"], "does not use --reservation"),
+        (["--reservation", "m:n00001:\u0661:9"], "START '\u0661' is not a number of seconds"),
+        (["--reservation", "m:n00001:-9:0"], "it ends at 0 s, not after it is made (0 s)"),
     ],
 )
 def test_simulate_refuses_a_bad_reservation(args: list[str], expected: str) -> None:
@@ -203,3 +219,11 @@ def test_simulate_refuses_a_bad_reservation(args: list[str], expected: str) -> N
     assert result.exit_code == 2, result.output
     assert expected in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_each_run_of_a_pair_has_the_seconds_it_took() -> None:
+    workload = synthetic_workload(jobs=200, nodes=16, seed=3)
+    plain, held = run_reserved(workload, "fcfs", "easy", "first-fit", 0, [MAINT])
+    # (each timed on its own, not half of the pair's time each)
+    assert plain.extra["seconds"] > 0 and held.extra["seconds"] > 0
+    assert "reservations" not in plain.extra and held.extra["reservations"][0]["name"] == "maint"

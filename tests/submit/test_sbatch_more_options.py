@@ -1,5 +1,5 @@
 """sbatch's --comment, --nice/--priority, --requeue/--no-requeue, --mem-per-gpu/--cpus-per-gpu,
---export, --kill-on-invalid-dep, and the reasons --open-mode and --tmp are ignored."""
+--export, --kill-on-invalid-dep, and the reasons --tmp and --time-min are ignored."""
 
 from __future__ import annotations
 
@@ -117,14 +117,17 @@ def test_nice_takes_its_value_attached_only() -> None:
 # --requeue, --no-requeue
 
 
-def test_no_requeue_allows_no_restarts() -> None:
-    assert parse("#SBATCH --no-requeue").restart.max_restarts == 0
-    default = parse("").restart
-    assert parse("#SBATCH --requeue").restart == default  # requeued on failures: the default
+def test_no_requeue_marks_the_job_not_to_be_requeued() -> None:
+    job = parse("#SBATCH --no-requeue")
+    assert job.requeue is False
+    assert job.restart == parse("").restart  # (its restart policy is the default)
+    assert parse("").requeue is True and parse("#SBATCH --requeue").requeue is True
     # the last one given wins, the command line over the script
-    assert parse("#SBATCH --requeue", ["--no-requeue"]).restart.max_restarts == 0
-    assert parse("#SBATCH --no-requeue", ["--requeue"]).restart == default
-    assert parse("#SBATCH --no-requeue --requeue").restart == default
+    assert parse("#SBATCH --requeue", ["--no-requeue"]).requeue is False
+    assert parse("#SBATCH --no-requeue", ["--requeue"]).requeue is True
+    assert parse("#SBATCH --no-requeue --requeue").requeue is True
+    spec = parse("#SBATCH --no-requeue").to_job_spec("1", 0.0)
+    assert spec.requeue is False  # (the core reads it when the job is preempted)
 
 
 def test_requeue_takes_no_value() -> None:
@@ -245,7 +248,7 @@ def test_export_refusals(value: str, message: str) -> None:
     assert refused("", [f"--export={value}"]).startswith(f"command line: {message}")
 
 
-# --kill-on-invalid-dep, --open-mode, --tmp
+# --kill-on-invalid-dep, --tmp, --time-min
 
 
 def test_kill_on_invalid_dep() -> None:
@@ -257,12 +260,12 @@ def test_kill_on_invalid_dep() -> None:
     )
 
 
-def test_open_mode_and_tmp_are_ignored_with_the_reason() -> None:
-    job = parsed("#SBATCH --open-mode=append --tmp=10G -n 2")
+def test_tmp_and_time_min_are_ignored_with_the_reason() -> None:
+    job = parsed("#SBATCH --time-min=10 --tmp=10G -n 2")
     assert job.request.groups[0].replicas == 2
     assert job.warnings == (
-        "s.sh:2: --open-mode is not supported: the local agents write no -o/-e files, a "
-        "task's output is its log (fusesched logs); ignored",
+        "s.sh:2: --time-min is not supported: a job's time limit is its --time, never "
+        "shortened to start it sooner; ignored",
         "s.sh:2: --tmp is not supported: nodes do not advertise local disk space; ignored",
     )
 
@@ -282,5 +285,5 @@ def test_run_passes_the_new_options_to_the_parser() -> None:
     )  # fmt: skip
     req = parse_sbatch("", source="run", args=[*args.options, "--wrap=env"]).request
     assert req.groups[0].env == {"A": "1"} and req.priority == -100
-    assert req.restart.max_restarts == 0 and req.comment == "hi there"
+    assert req.requeue is False and req.comment == "hi there"
     assert req.groups[0].resources == {"cpu": "2", "nvidia.com/gpu": "1"}

@@ -19,10 +19,17 @@ from fusesched.api.app import create_app
 from fusesched.controller.service import Controller
 from fusesched.policies.registry import CoreConfig
 from fusesched.store.store import Store
-from fusesched.twin.build import build
+from fusesched.twin.build import build, dispatch_latency
 from fusesched.twin.runner import RunOptions, TwinResult, run
 from fusesched.twin.scenario import Scenario, ScenarioError, parse_scenario
-from fusesched.twin.snapshot import Snapshot, load, loads, save, take_snapshot
+from fusesched.twin.snapshot import (
+    SnapReservation,
+    Snapshot,
+    load,
+    loads,
+    save,
+    take_snapshot,
+)
 
 OPTIONS = RunOptions(energy=False, fragmentation=False, starts=True)
 
@@ -166,6 +173,15 @@ def test_a_dated_reservation_made_at_the_snapshot_time(
             },
             "reservations: reservations x and y hold cpu-1 in overlapping windows",
         ),
+        (  # made at the snapshot's time (an hour after T0): it would hold nothing
+            {"add": [{"name": "x", "nodes": ["cpu-1"], "start_s": 0, "end_s": 9}]},
+            "reservations.add.0: it ends at 9 s after the first submission, before it is made",
+        ),
+        (
+            {"add": [{"name": "x", "nodes": ["cpu-1"], "start_s": 0, "end_s": 9, "made_at_s": 9}]},
+            "reservations.add.0: it ends at 9 s after the first submission, before it is made "
+            "(9 s, made_at_s)",
+        ),
     ],
 )
 def test_a_reservation_the_cluster_cannot_hold_is_a_clear_error(
@@ -174,7 +190,18 @@ def test_a_reservation_the_cluster_cannot_hold_is_a_clear_error(
     scenario = parse_scenario({"reservations": reservations}, "w.yaml")
     with pytest.raises(ScenarioError) as caught:
         build(snapshot(5), scenario, 0, "w.yaml")
-    assert str(caught.value) == f"w.yaml: {expected}"
+    assert str(caught.value).startswith(f"w.yaml: {expected}")
+
+
+def test_reservations_a_snapshot_cannot_hold_are_the_snapshots_error() -> None:
+    window = {"nodes": ["cpu-1"], "start": T0 + 10, "end": T0 + 90, "created_at": T0}
+    held = [SnapReservation(name=n, **window) for n in ("a", "b")]
+    snap = snapshot(5).model_copy(update={"reservations": held})
+    with pytest.raises(ScenarioError) as caught:
+        build(snap, parse_scenario({}, "w.yaml"), 0, "w.yaml")  # (its dispatch latency first)
+    assert str(caught.value) == (
+        "snapshot: reservations: reservations a and b hold cpu-1 in overlapping windows"
+    )
 
 
 @pytest.mark.parametrize(
@@ -231,14 +258,32 @@ def test_twin_run_adds_and_removes_reservations_on_the_command_line(
     twin = json.loads(output)[1]
     assert twin["reservations"] == 1
     assert twin["overall"]["avg_wait_s"] == pytest.approx((1240 + 980) / 3)
-    code, output = invoke("run", str(path), "--reservation", "m:n0:0:5")  # a table
+    code, output = invoke("run", str(path), "--reservation", "m:n0:2000:+5")  # a table
     assert code == 0 and "reservations" in output and "rejected jobs" in output, output
     for args, expected in (
         (["--no-reservation", "nope"], "the snapshot has no reservation 'nope' (it has: p)"),
         (["--reservation", "m:n0:5"], "--reservation: reservation 'm:n0:5': expected NAME:"),
         (["--reservation", "m:n9:0:5"], "reservations.add.0.nodes: no node 'n9'"),
         (["--reservation", "p:n0:0:5"], "'p' is held already (remove it first"),
+        # made at the snapshot's time (30 s): a window that has ended by then is refused
+        (["--reservation", "m:n0:0:5"], "it ends at 5 s after the first submission, before"),
+        (["--reservation", "m:n0:\u0660:5"], "START '\u0660' is not a number of seconds"),
     ):
         code, output = invoke("run", str(path), *args)
         assert code == 2, output
         assert expected in " ".join(output.split()), output
+
+
+def test_jobs_of_a_reservation_gone_before_the_snapshot_do_not_make_the_dispatch_latency() -> None:
+    # six of ten jobs were submitted into a reservation that ended before the snapshot and
+    # waited 500 s for its window live; the replay starts them at once, as ordinary jobs
+    raw = json.loads(snapshot(10).model_dump_json())
+    for i, row in enumerate(raw["jobs"]):
+        if i % 5 < 3:
+            row["request"]["reservation"] = "gone"
+            row["start"] += 500
+            row["end"] += 500
+    snap = loads(json.dumps(raw).encode(), "s.json")
+    inputs = build(snap, Scenario(dispatch_latency_s=0.0), 0)
+    assert inputs.unreserved == 6
+    assert dispatch_latency(snap) == 0.0  # (the median of the four others' waits)

@@ -4,7 +4,9 @@ Two threads: the *work* thread long-polls the controller for tasks to launch or 
 sends the full list of live tasks; the *report* thread sends task exits and new log output
 as soon as they happen, so a finished task is reported in milliseconds, not at the next
 long poll. The report thread sleeps in ``poll`` on a pidfd per live task (and a wake pipe),
-so an exit wakes it at once; it looks for new log output every :data:`LOG_PERIOD_S`. A quick
+so an exit wakes it at once; it looks for new log output every :data:`LOG_PERIOD_S`. Once an
+ended task's output is all sent, an empty chunk marks the end of its log (``_new_logs``), so
+the controller knows the log is complete; it rides with the exit report when it can. A quick
 report that carries an exit waits (at most :data:`QUICK_WAIT_S`) for the scheduling cycle that
 handles it, and its reply may carry the next launch (the ``launch`` query flag says this agent
 takes work on quick reports): one exchange per task turnover. A task's ``RUNNING`` report
@@ -62,6 +64,9 @@ LOG_PERIOD_S = 0.05
 QUICK_WAIT_S = 0.5
 #: How long a task's RUNNING report may wait for a beat to ride with before one is sent for it.
 RUNNING_REPORT_DELAY_S = 0.2
+#: How much of ended tasks' output one beat carries at most (beyond each one's first chunk): a
+#: large last burst reaches the controller in a few beats, not at one chunk a beat.
+MAX_BEAT_LOG_BYTES = 4 * 1024 * 1024
 LONG_POLL_S = 2.0
 #: With several controllers, how long one beat goes round them while none leads.
 FAILOVER_ROUNDS_S = 2.0
@@ -232,6 +237,7 @@ class AgentClient:
         self._offsets: dict[str, int] = {}  # log bytes delivered, per task
         self._outgoing: list[TaskReport] = []  # polled reports not yet answered
         self._running_since: float | None = None  # oldest RUNNING report not yet sent
+        self._ready_sent: dict[str, bool] = {}  # tasks' ready states the controller has
         self._urls: dict[tuple[str, float, bool], httpx.URL] = {}  # heartbeat URLs, built once
         # written to wake the report thread (a task started: a new pidfd to watch; stopping)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -389,10 +395,11 @@ class AgentClient:
             if full:
                 running = sorted(set(self.runtime.running()) | set(ended))
             since = self._running_since
+            ready = self._ready_to_send(full)
         if not full:
             # a task's start alone waits a little for an exit or output to ride with
             due = since is not None and now - since >= RUNNING_REPORT_DELAY_S
-            if not ended and not logs and not due:
+            if not ended and not logs and not due and not ready:
                 return
         samples: list[TaskSampleWire] = []
         health = None
@@ -406,6 +413,7 @@ class AgentClient:
             samples=samples,
             health=health,
             datasets=self.data_cache.cached() if full and self.data_cache is not None else None,
+            ready=ready,
         )
         # a quick report with an exit waits for the cycle that handles it: the reply may
         # carry the launch that takes the room it freed
@@ -418,11 +426,27 @@ class AgentClient:
             self._outgoing = [r for r in self._outgoing if id(r) not in sent]
             if not any(r.state is TaskState.RUNNING for r in self._outgoing):
                 self._running_since = None
+            self._ready_sent.update(ready)
             for chunk in logs:
+                if not chunk.data:  # its end mark is delivered: nothing more to send of it
+                    self._offsets.pop(chunk.task_id, None)
+                    continue
                 end = chunk_end(chunk)
                 if self._offsets.get(chunk.task_id, end) < end:
                     self._offsets[chunk.task_id] = end
         self._obey(reply)
+
+    def _ready_to_send(self, full: bool) -> dict[str, bool]:
+        """The ready states a beat reports (tasks with a readiness probe): all of them on a full
+        beat (a restarted controller learns them), those that changed since the controller
+        last had them on a quick one (a change makes a quick report: it shows in
+        milliseconds). Called with the lock held."""
+        readiness = getattr(self.runtime, "readiness", None)
+        states: dict[str, bool] = readiness() if readiness is not None else {}
+        self._ready_sent = {t: r for t, r in self._ready_sent.items() if t in states}
+        if full:
+            return states
+        return {t: r for t, r in states.items() if self._ready_sent.get(t) != r}
 
     def _reregister(self) -> None:
         """The controller forgot this node (it restarted): register again, with the tasks
@@ -451,11 +475,12 @@ class AgentClient:
         own work). Quick reports say ``launch=true``: this agent takes launches in their
         replies (a controller that does not know the flag ignores it and answers none). Every
         beat says ``signals=true``: this agent understands the replies' signals (a controller
-        sends none to an agent that does not say so: older agents refuse the fields)."""
+        sends none to an agent that does not say so: older agents refuse the fields), and
+        ``probes=true``: it runs the launches' liveness and readiness probes (the same)."""
         key = (url, wait_s, quick)
         found = self._urls.get(key)
         if found is None:
-            query = f"wait={wait_s}&signals=true" + ("&launch=true" if quick else "")
+            query = f"wait={wait_s}&signals=true&probes=true" + ("&launch=true" if quick else "")
             found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")
         return found
 
@@ -527,13 +552,27 @@ class AgentClient:
             self._poke()
 
     def _new_logs(self) -> list[LogChunk]:
-        """Output not yet delivered (offsets move on once a beat carrying it is answered)."""
-        chunks = []
+        """Output not yet delivered (offsets move on once a beat carrying it is answered).
+
+        A running task's output goes a chunk (at most ``MAX_LOG_CHUNK``) a beat. An ended
+        task's goes in as many chunks as :data:`MAX_BEAT_LOG_BYTES` allows, and once the beat
+        holds the rest of it, an empty chunk at its end follows: the end mark, which tells the
+        controller that the log is complete (:class:`~fusesched.api.wire.LogChunk`). A task is
+        forgotten once a beat carrying its mark has been answered."""
+        chunks: list[LogChunk] = []
         alive = set(self.runtime.running())
+        budget = MAX_BEAT_LOG_BYTES
         for task_id, offset in list(self._offsets.items()):
+            ended = task_id not in alive
             chunk = self.runtime.read_log(task_id, offset)
-            if chunk is not None and chunk.data:
+            while chunk is not None and chunk.data:
                 chunks.append(chunk)
-            elif task_id not in alive:
-                del self._offsets[task_id]  # ended and fully delivered
+                offset = chunk_end(chunk)
+                budget -= offset - chunk.offset
+                if not ended or budget <= 0:
+                    break
+                chunk = self.runtime.read_log(task_id, offset)
+            else:
+                if ended:  # all of its output is delivered or in this beat: mark the end
+                    chunks.append(LogChunk(task_id=task_id, offset=offset, data=""))
         return chunks

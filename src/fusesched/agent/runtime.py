@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from fusesched.agent import output_files
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import Bind
@@ -35,6 +36,7 @@ from fusesched.agent.datasets import DataGrant, DatasetCache
 from fusesched.agent.images import ImageCache
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.power_caps import PowerCaps
+from fusesched.agent.probes import ProbeRunner
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.step_wrapper import install_wrapper
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 REASON_WALLTIME = "walltime exceeded"
 REASON_OOM = "memory limit exceeded (killed by the kernel's OOM killer)"
 REASON_SHUTDOWN = "agent shutdown"
+REASON_LIVENESS = "liveness probe failed"
 
 
 class ProcessRuntime:
@@ -99,6 +102,7 @@ class ProcessRuntime:
         self._logs: dict[str, tuple[Path, bool]] = {}  # every task started: log, ended?
         self._pending: list[TaskReport] = []
         self._stale_cgroups: list[TaskCgroup] = []
+        self.probes = ProbeRunner()  # the tasks' liveness and readiness probes (a thread)
         # called with a task's watch when its main process has exited, before it is reaped
         # (the agent's final sample: :meth:`fusesched.agent.sensing.Sensing.final`)
         self.on_exit: Callable[[TaskWatch], None] | None = None
@@ -222,6 +226,7 @@ class ProcessRuntime:
             return
         task.notes.extend(capped)
         self._tasks[launch.task_id] = task
+        self.probes.add(launch.task_id, launch.liveness, launch.readiness, task.probe_context)
         self._logs[launch.task_id] = (task.log_path, False)
         self._pending.append(
             TaskReport(
@@ -256,6 +261,7 @@ class ProcessRuntime:
         first = task.kill_reason is None
         if first:
             task.kill_reason = reason
+            self.probes.stopping(task_id)  # no more checks; not ready while it stops
         deadline = self._clock() + max(0.0, grace_s)
         if task.kill_deadline is None or deadline < task.kill_deadline:
             task.kill_deadline = deadline
@@ -317,6 +323,11 @@ class ProcessRuntime:
                 self._fail(launch, data)
             else:
                 self._launch(launch, data)
+        for task_id, why in self.probes.failed().items():  # stopped as a cancel would be
+            failing = self._tasks.get(task_id)
+            if failing is not None and failing.kill_reason is None:
+                failing.liveness_failed = True
+                self.kill(task_id, failing.launch.grace_s, f"{REASON_LIVENESS}: {why}")
         now = self._clock()
         for task in list(self._tasks.values()):
             warning = task.warning_deadline
@@ -375,8 +386,10 @@ class ProcessRuntime:
             oom = task.cgroup.oom_kills()
             if not self._retire(task.cgroup):
                 self._stale_cgroups.append(task.cgroup)
+        output_files.finish(task.writers)  # (what its output files' writers have left to copy)
         task_id = task.launch.task_id
         del self._tasks[task_id]
+        self.probes.remove(task_id)
         self.power.reset(task.launch)
         self.data.release(task_id)
         with contextlib.suppress(OSError):
@@ -396,6 +409,7 @@ class ProcessRuntime:
             exit_code=None if state is TaskState.FAILED_TO_START else code,
             reason=reason,
             pid=task.pid,
+            liveness_failed=task.liveness_failed,
         )
 
     @staticmethod
@@ -459,6 +473,11 @@ class ProcessRuntime:
         deadline = self.next_deadline()
         return None if deadline is None else max(0.0, deadline - self._clock())
 
+    def readiness(self) -> dict[str, bool]:
+        """Each running task with a readiness probe: whether it is ready (one being stopped
+        is not)."""
+        return self.probes.readiness()
+
     def log_path(self, task_id: str) -> Path | None:
         entry = self._logs.get(task_id)
         return None if entry is None else entry[0]
@@ -503,6 +522,7 @@ class ProcessRuntime:
             self.kill(task_id, min(grace_s, task.launch.grace_s), REASON_SHUTDOWN)
         if self.data_cache is not None:
             self.data_cache.close()
+        self.probes.close()
         reports: list[TaskReport] = []  # handed back to the next poll()
         escalate = time.monotonic() + grace_s  # real time: the runtime's clock may be a fake
         limit = escalate + 5.0

@@ -44,11 +44,13 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from fusesched.agent import output_files
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, find_bwrap
 from fusesched.agent.dataset_staging import DatasetError
 from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
+from fusesched.agent.probes import exec_context
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
 from fusesched.agent.users import Identity, IdentityError, check_reachable
@@ -255,6 +257,7 @@ class TaskSpawner:
         who: Identity | None = None,
         data_binds: Sequence[Bind] = (),
     ) -> TaskProcess:
+        task_command = command  # (in a container: what the sandbox runs)
         if launch.image is not None:
             if self.image_cache is None:
                 raise StartFailure("container images are not enabled on this agent")
@@ -296,6 +299,9 @@ class TaskSpawner:
                         f"working directory {cwd} is not reachable by {who.name} (uid {who.uid})"
                     ) from None
 
+        probing = launch.liveness is not None or launch.readiness is not None
+        as_who = None if who is None else (who.uid, who.gid)  # its exec probes run as it does
+        probes = exec_context(env, cwd, as_who, command, task_command) if probing else None
         log_path = task_dir / LOG_NAME
         argv = ["/bin/sh", "-c", _SHIM, "fusesched-task", *command]
         argv_tail = command
@@ -328,13 +334,19 @@ class TaskSpawner:
         except OSError as exc:
             (task_dir / ENV_NAME).unlink(missing_ok=True)
             raise StartFailure(f"cannot create the task's log {log_path}: {exc}") from None
+        try:  # its output files (sbatch -o/-e): it writes to their writers, they to its log
+            outputs = output_files.start(launch, log_fd, who, setpriv)
+        except output_files.OutputFileError as exc:
+            os.close(log_fd)
+            (task_dir / ENV_NAME).unlink(missing_ok=True)
+            raise StartFailure(str(exc)) from None
         go_read, go_write = os.pipe()
         try:
             popen = subprocess.Popen(
                 argv,
                 stdin=go_read,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
+                stdout=log_fd if outputs is None else outputs.stdout,
+                stderr=subprocess.STDOUT if outputs is None else outputs.stderr,
                 cwd=cwd,
                 env=dict(env),
                 start_new_session=True,
@@ -345,16 +357,20 @@ class TaskSpawner:
         except OSError as exc:
             os.close(go_write)
             (task_dir / ENV_NAME).unlink(missing_ok=True)
+            _end_outputs(outputs)
             raise StartFailure(f"cannot start: {exc}") from None
         finally:
             os.close(go_read)
             os.close(log_fd)
+            if outputs is not None:
+                outputs.close_task_ends()
         try:
             cgroup = _place(launch, popen, task_dir, go_write, cgroup, notes)
         except BaseException:
             popen.kill()  # still the shim, waiting for its go-ahead
             popen.wait()
             (task_dir / ENV_NAME).unlink(missing_ok=True)  # never read: the job's secrets
+            _end_outputs(outputs)
             raise
         return TaskProcess(
             launch=launch,
@@ -367,7 +383,16 @@ class TaskSpawner:
             checkpoint_dir=_watched_checkpoints(launch, task_dir, who),
             notes=notes,
             pidfd=open_pidfd(popen.pid),
+            probe_context=probes,
+            writers=[] if outputs is None else outputs.writers,
         )
+
+
+def _end_outputs(outputs: output_files.OutputWriters | None) -> None:
+    """A task that did not start: its output files' writers end (their pipes are closed)."""
+    if outputs is not None:
+        outputs.close_task_ends()
+        output_files.finish(outputs.writers)
 
 
 def _watched_checkpoints(launch: TaskLaunch, task_dir: Path, who: Identity | None) -> Path | None:

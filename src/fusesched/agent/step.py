@@ -54,7 +54,8 @@ from fusesched.agent.step_plan import (
 STEP_COUNTER = ".fusesched-steps"
 POLL_MIN_S = 0.05
 POLL_MAX_S = 0.5
-#: After a task exited, its last output may ride a later heartbeat: wait this long for more.
+#: With a controller older than complete logs (no ``X-Log-Complete``): how long a task's
+#: output must have been quiet after its exit before it is taken as whole.
 DRAIN_QUIET_S = 0.6
 #: After a signal: how long the step waits for its killed tasks to end.
 STOP_WAIT_S = 15.0
@@ -90,6 +91,7 @@ class _Running:
     code: int | None = None
     reason: str = ""
     quiet_since: float | None = None  # exited and no new output since
+    complete: bool = False  # its log is read to the end, and nothing more will come
     done: bool = False
     killed: bool = False
     notes: list[str] = field(default_factory=list)
@@ -167,24 +169,49 @@ class Step:
         return True
 
     def _output(self, run: _Running) -> bool:
+        """Print the task's new output; whether anything changed. A task that has exited is
+        done once its log is complete (the controller's ``X-Log-Complete``: all of it has
+        arrived, or nothing more can come): at once. A controller older than that header
+        says nothing: then once no output has come for :data:`DRAIN_QUIET_S` after the exit."""
+        changed = False
+        says = True
+        if not run.complete:
+            changed, says = self._read(run)
+        if run.quiet_since is None:  # not exited yet: its exit code is still to come
+            return changed
+        if run.complete or (not says and time.monotonic() - run.quiet_since >= DRAIN_QUIET_S):
+            run.done = True
+            return True
+        return changed
+
+    def _read(self, run: _Running) -> tuple[bool, bool]:
+        """Read and print what the task wrote since the last read: whether there was any
+        (or the log just became complete), and whether the controller says when a log is
+        complete."""
         try:
             response = self.http.get(
-                f"/v1/jobs/{self.job_id}/logs", params={"task": run.task_id, "offset": run.offset}
+                f"/v1/jobs/{self.job_id}/logs",
+                params={"task": run.task_id, "offset": run.offset},
             )
         except httpx.HTTPError:
-            return False
-        text = response.text if response.status_code == 200 else ""
-        if response.status_code == 200:
-            run.offset = int(response.headers.get("x-next-offset", run.offset + len(text)))
+            return False, True
+        said = response.headers.get("x-log-complete")
+        if response.status_code != 200:
+            return False, said is not None
+        text = response.text
+        run.offset = int(response.headers.get("x-next-offset", run.offset + len(text)))
         if text:
             self._print(run, text)
             if run.quiet_since is not None:
                 run.quiet_since = time.monotonic()
-            return True
-        if run.quiet_since is not None and time.monotonic() - run.quiet_since >= DRAIN_QUIET_S:
-            run.done = True
-            return True
-        return False
+        if said == "true":
+            run.complete = True
+            if response.headers.get("x-log-confirmed") != "true":
+                _warn(
+                    f"task {run.task.rank} on {run.task.node}: its output may be missing its "
+                    "end (its agent did not confirm it: lost with its node, or too old to say)"
+                )
+        return bool(text) or run.complete, said is not None
 
     def _print(self, run: _Running, text: str) -> None:
         lines = (run.partial + text).split("\n")
@@ -213,6 +240,10 @@ def _detail(response: httpx.Response) -> str:
 
 def _error(message: str) -> None:
     print(f"srun: error: {message}", file=sys.stderr, flush=True)
+
+
+def _warn(message: str) -> None:
+    print(f"srun: warning: {message}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusesched.agent.cgroups import TaskCgroup
+from fusesched.agent.probes import ExecContext
 from fusesched.api.wire import TaskLaunch
 
 PID_NAME = "pid"
@@ -51,6 +52,11 @@ class TaskProcess:
     kill_deadline: float | None = None
     sigkill_sent: bool = False
     warned: bool = False  # the launch's signal before the time limit has been sent
+    # the writers of its output files (sbatch -o/-e: agent/output_files.py), waited for at its end
+    writers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # how its exec probes run (None: as the agent, in its folder; agent/probes.py)
+    probe_context: ExecContext | None = None
+    liveness_failed: bool = False  # being stopped because its liveness probe failed
 
     @property
     def pid(self) -> int:

@@ -1,9 +1,9 @@
 """The REST API: validate, hand the change to the controller, answer from the store.
 
 Routes never set job state themselves; everything goes through :class:`Controller`. The routes
-live by topic in :mod:`~fusesched.api.job_routes`, :mod:`~fusesched.api.cluster_routes`,
-:mod:`~fusesched.api.machine_routes` and :mod:`~fusesched.api.token_routes`; who may call
-them is :mod:`~fusesched.api.access`.
+live by topic in :mod:`~fusesched.api.job_routes` (logs: :mod:`~fusesched.api.log_routes`),
+:mod:`~fusesched.api.cluster_routes`, :mod:`~fusesched.api.machine_routes` and
+:mod:`~fusesched.api.token_routes`; who may call them is :mod:`~fusesched.api.access`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from fusesched.api.cluster_routes import add_cluster_routes
 from fusesched.api.efficiency_routes import add_efficiency_routes
 from fusesched.api.hot_path import SubmissionsHotPath
 from fusesched.api.job_routes import add_job_routes
+from fusesched.api.log_routes import add_log_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
 from fusesched.api.reconfigure_routes import add_reconfigure_routes
@@ -55,6 +56,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
 
     access = Access(controller, auth)
     add_job_routes(app, access)
+    add_log_routes(app, access)
     add_signal_routes(app, access)
     add_efficiency_routes(app, access)
     add_cluster_routes(app, access)

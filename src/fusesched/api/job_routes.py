@@ -1,5 +1,6 @@
 """The job routes: submit (one, a batch, or submission files), list, show, cancel, and what the
-scheduler says of a job (its priority, its route to pools, its logs)."""
+scheduler says of a job (its priority, its route to pools); its logs are
+:mod:`~fusesched.api.log_routes`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import Response
 
 from fusesched.api.access import Access, Caller, person, sees
 from fusesched.api.responses import forbidden, json_response
@@ -27,8 +28,7 @@ from fusesched.api.schemas import (
     SubmittedMany,
     Updated,
 )
-from fusesched.client_base import NEXT_OFFSET
-from fusesched.controller import holds, licenses, requeues, updates
+from fusesched.controller import holds, licenses, probes, requeues, updates
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -129,7 +129,8 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
     def show(job_id: str, p: Caller) -> JobView:
-        return licenses.with_reasons(controller, [access.visible_job(p, job_id)])[0]
+        shown = licenses.with_reasons(controller, [access.visible_job(p, job_id)])
+        return probes.with_readiness(controller, shown)[0]  # (its tasks ready or not)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])
     def cancel(job_id: str, p: Caller) -> Cancelled:
@@ -282,30 +283,3 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         return RouteView(
             pools=list(found.pools), rule=found.rule, explanation=list(found.explanation)
         )
-
-    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, tags=["jobs"])
-    def logs(
-        job_id: str,
-        p: Caller,
-        task: str | None = None,
-        offset: Annotated[int, Query(ge=0, le=1 << 62)] = 0,
-    ) -> Response:
-        """The job's output from byte ``offset`` on; the ``X-Next-Offset`` header is the
-        offset to ask for next (the text's length in bytes is not: bytes that are not UTF-8
-        are shown as U+FFFD, and a character not yet wholly written is held back)."""
-        if p.role is Role.JOB and p.job_id == job_id:  # its own steps' output (srun)
-            own = controller.persist.get_job(job_id)
-            if own is None:
-                raise HTTPException(404, f"no job {job_id!r}")
-            view = own
-        else:
-            view = access.visible_job(p, job_id)
-        final = view.state in ("Completed", "Failed", "Cancelled")
-        tasks = controller.logs.tasks(job_id)
-        if task is not None:
-            if task not in tasks:
-                raise HTTPException(404, f"job {job_id} has no log for task {task!r}")
-            text, after = controller.logs.read(task, offset, final)
-        else:
-            text, after = controller.logs.read_job(job_id, offset, final)
-        return PlainTextResponse(text, headers={NEXT_OFFSET: str(after)})

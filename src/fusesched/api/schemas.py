@@ -40,6 +40,10 @@ class TaskView(_View):
     cpu_ids: list[int] = Field(default_factory=list)
     gpu_indices: list[int] = Field(default_factory=list)
     external_id: str | None = None  # the external cluster's id (a Slurm job id, …)
+    # a task with a readiness probe, not ended: whether it is ready, and since when (None:
+    # unknown, or no readiness probe)
+    ready: bool | None = None
+    ready_since: float | None = None
 
 
 class JobView(_View):
@@ -59,6 +63,7 @@ class JobView(_View):
     mail_type: str | None = None  # what it is told of ("END,FAIL", sbatch --mail-type); None: none
     mail_user: str | None = None  # who is told (sbatch --mail-user; default its user)
     comment: str = ""  # free text for people (sbatch --comment)
+    deadline: float | None = None  # removed if it cannot end by then (sbatch --deadline)
     licenses: dict[str, int] = Field(default_factory=dict)  # cluster licenses (sbatch -L)
     nodes: list[str] = Field(default_factory=list)
     submit_time: float | None = None
@@ -69,6 +74,9 @@ class JobView(_View):
     energy_kwh: float | None = None  # what its run drew, once ended (measured + estimated)
     energy_measured_kwh: float | None = None  # the part measured (GPU power readings)
     tasks: list[TaskView] = Field(default_factory=list)
+    # not ended, with readiness probes: whether every probed task is ready (None: unknown, or
+    # no readiness probe; controller/probes.py)
+    ready: bool | None = None
 
 
 class LicenseView(_View):

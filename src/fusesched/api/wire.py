@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from fusesched.model.resources import QuantityError, Resources
 from fusesched.model.text import NUL, refuse_nul
+from fusesched.submit.probes import LivenessProbe, Probe
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
@@ -27,6 +28,10 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: Free text an agent reports (a task's failure reason, the health check's output): a NUL
 #: character, which the store cannot keep, becomes U+FFFD instead of refusing the heartbeat.
 NodeText = Annotated[str, AfterValidator(lambda text: text.replace(NUL, "\ufffd"))]
+
+
+#: A file a task's output is copied to: an absolute path, without NUL characters.
+OutputPath = Annotated[str, Field(min_length=2, max_length=4096, pattern=r"^/[^\x00]*$")]
 
 
 class _Wire(BaseModel):
@@ -128,6 +133,17 @@ class TaskLaunch(_Wire):
     # the warning before the time limit; None (left out of the JSON: agents and controllers
     # older than it refuse fields they do not know): none
     signal: LaunchSignal | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the group's probes, run by the agent (submit/probes.py, agent/probes.py); None (left out
+    # of the JSON, as ``signal``): none. A controller sends them only to agents that say
+    # ``probes=true``
+    liveness: LivenessProbe | None = Field(default=None, exclude_if=lambda value: value is None)
+    readiness: Probe | None = Field(default=None, exclude_if=lambda value: value is None)
+    # a batch task's output files (sbatch -o/-e: absolute paths, written as the task's user,
+    # agent/output_files.py) and whether they are added to rather than emptied at its start
+    # (sbatch --open-mode=append); left out of the JSON (as ``signal``) when there are none
+    output_file: OutputPath | None = Field(default=None, exclude_if=lambda value: value is None)
+    error_file: OutputPath | None = Field(default=None, exclude_if=lambda value: value is None)
+    output_append: bool = Field(default=False, exclude_if=lambda value: not value)
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it
@@ -145,9 +161,20 @@ class TaskReport(_Wire):
     exit_code: int | None = None  # for EXITED: the code, or -signal when killed by a signal
     reason: NodeText = ""  # e.g. "cancelled", "walltime exceeded", "image not found: ..."
     pid: int | None = None
+    # EXITED: the agent stopped it because its liveness probe failed (``reason`` says how);
+    # left out when False (controllers older than it refuse fields they do not know)
+    liveness_failed: bool = Field(default=False, exclude_if=lambda value: not value)
 
 
 class LogChunk(_Wire):
+    """Part of a task's log (its stdout and stderr together) from byte ``offset``.
+
+    A chunk with no ``data`` is the log's end mark: the task has ended and its log is
+    ``offset`` bytes long, all of it sent (the controller then serves the log as complete).
+    Agents send it after the task's last output, with its exit report when they can; agents
+    older than it send none (the controller waits a little, then takes the log as complete),
+    and controllers older than it write nothing for it."""
+
     task_id: str
     offset: int = Field(ge=0, le=1 << 40)  # byte offset of ``data`` in the task's log
     data: str
@@ -234,6 +261,10 @@ class Heartbeat(_Wire):
     health: NodeHealthWire | None = None
     # full beats only: the datasets the node's cache holds complete (None: no cache, or not said)
     datasets: list[str] | None = None
+    # each task with a readiness probe whose ready state changed (full beats: all of them),
+    # ready or not; left out when empty (a controller older than it refuses the field). A task
+    # never named here (an older agent's) is of unknown readiness, not "not ready"
+    ready: dict[str, bool] = Field(default_factory=dict, exclude_if=lambda value: not value)
 
 
 class KillTask(_Wire):

@@ -178,6 +178,8 @@ STATE_STYLE = {
 }
 
 
+#: How often ``logs -f`` asks for new output.
+LOGS_POLL_S = 0.25
 #: Columns of the jobs table printed whole however narrow the terminal: an id or a state cut
 #: to "Comple…" is no use.
 NEVER_CUT = frozenset({"id", "state", "exit", "time"})
@@ -286,16 +288,23 @@ def show(
         console.print(f"licenses: {held}", highlight=False)
     if job.get("comment"):  # (sbatch --comment)
         console.print(f"comment: {job['comment']}", highlight=False, markup=False)
+    if job.get("deadline") is not None:  # (sbatch --deadline)
+        when = time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(job["deadline"]))
+        console.print(f"deadline: {when}", highlight=False)
+    from fusesched.cli.readiness import has_readiness, readiness_line, ready_cell
+
+    if (ready := readiness_line(job)) is not None:  # (readiness probes)
+        console.print(ready, highlight=False)
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-        for name in ("task", "node", "state", "exit", "gpus"):
+        probed = has_readiness(job["tasks"])
+        for name in ("task", "node", "state", "exit", "gpus", *(["ready"] if probed else [])):
             table.add_column(name, no_wrap=name in ("task", "state"))  # what `logs --task` takes
         for t in job["tasks"]:
             code = t.get("exit_code")
             gpus = ",".join(str(i) for i in t.get("gpu_indices") or [])
-            table.add_row(
-                t["task_id"], t["node"], t["state"], "" if code is None else str(code), gpus
-            )
+            cells = [t["task_id"], t["node"], t["state"], "" if code is None else str(code), gpus]
+            table.add_row(*cells, *([ready_cell(t)] if probed else []))
         console.print(table)
         from fusesched.cli.efficiency import summary
 
@@ -314,18 +323,34 @@ def logs(
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """Print a job's output (stdout and stderr of its first task, or of --task)."""
+    """Print a job's output (stdout and stderr of its first task, or of --task).
+
+    With --follow, until the log is complete: the job (or the task) has ended and all of its
+    output has arrived. A log that ended without its agent saying where (a task lost with its
+    node) gets a warning on stderr: its end may be missing."""
     client = _client(controller_url, token, ca)
     offset = 0
     while True:
-        text, offset = _call(client.logs_from, job_id, task, offset)
-        sys.stdout.write(text)
+        page = _call(client.log_page, job_id, task, offset)
+        offset = page.next_offset
+        sys.stdout.write(page.text)
         sys.stdout.flush()
         if not follow:
             return
-        if not text and _call(client.show, job_id)["state"] in ("Completed", "Failed", "Cancelled"):
+        if page.complete:
+            if not page.confirmed:
+                err.print(
+                    "[yellow]warning:[/] the end of this output may be missing (its agent did "
+                    "not confirm it: the task was lost with its node, or its agent is too old "
+                    "to say)",
+                    highlight=False,
+                )
             return
-        time.sleep(0.5)
+        # a controller older than complete logs: up to the first empty read after the end
+        old_end = page.complete is None and not page.text
+        if old_end and _call(client.show, job_id)["state"] in ("Completed", "Failed", "Cancelled"):
+            return
+        time.sleep(LOGS_POLL_S)
 
 
 def cancel(

@@ -199,11 +199,9 @@ def _compare(
                 bar.advance(task, count)
 
             if booked:
-                pair = run_reserved(
+                pair = run_reserved(  # (each run with the seconds it took)
                     workload, name, backfill, placement, seed, booked, finished, runtime_prediction
                 )
-                for result in pair:
-                    result.extra["seconds"] = (time.perf_counter() - t0) / 2
                 results.extend(pair)
                 continue
             result = run_full(

@@ -208,21 +208,28 @@ def _load_tenancy(path: Path | None) -> TenancyPolicy | None:
         _fail(str(exc), 2)
 
 
-def _reconfigure_on_hangup(controller_of: Callable[[], Controller | None]) -> None:
+class _Leading:
+    """The controller SIGHUP reconfigures: none while the process starts (the handler is
+    installed first, so that a SIGHUP then does not end it), stands by or stops."""
+
+    def __init__(self) -> None:
+        self.controller: Callable[[], Controller | None] = lambda: None
+
+
+def _reconfigure_on_hangup() -> _Leading:
     """SIGHUP makes the controller re-read its tenancy file and apply it, as `fusesched
-    reconfigure` does (Slurm's slurmctld takes SIGHUP so too). The work runs in a thread of
-    its own: it waits for the scheduling lock, which a signal handler must not."""
-    import threading
+    reconfigure` does (Slurm's slurmctld takes SIGHUP so too); the outcome goes to stderr.
+    Installed before anything else is done (a SIGHUP's default is to end the process): set
+    the returned holder's ``controller`` once there is one (controller/reconfigure.py
+    `on_hangup`: the handler only wakes a thread of its own)."""
+    from fusesched.controller.reconfigure import on_hangup
 
-    from fusesched.controller.reconfigure import hangup
-
-    def run() -> None:
-        err.print(hangup(controller_of()), highlight=False, markup=False, soft_wrap=True)
-
-    def handler(_signum: int, _frame: object) -> None:
-        threading.Thread(target=run, name="fusesched-sighup", daemon=True).start()
-
-    signal.signal(signal.SIGHUP, handler)
+    leading = _Leading()
+    on_hangup(
+        lambda: leading.controller(),
+        lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True),
+    )
+    return leading
 
 
 def controller(
@@ -307,6 +314,7 @@ def controller(
     from fusesched.controller.server import ControllerServer
     from fusesched.policies.registry import CoreConfig, PolicyError
 
+    leading = _reconfigure_on_hangup()
     try:
         core = CoreConfig(
             queue_order=queue_order,
@@ -354,9 +362,10 @@ def controller(
             "[yellow]warning:[/] authentication is off: anyone who reaches it may do anything"
         )
     _stop_on_signals()
-    _reconfigure_on_hangup(lambda: getattr(server, "controller", None))
+    leading.controller = lambda: getattr(server, "controller", None)  # (a standby: once it leads)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
+    leading.controller = lambda: None
     if server.fenced is not None:
         _fail(f"lost leadership ({server.fenced}); exiting so that a restart stands by", 3)
 
@@ -467,6 +476,7 @@ def up(
     from fusesched.cli.local import LocalCluster
     from fusesched.policies.registry import CoreConfig, PolicyError
 
+    leading = _reconfigure_on_hangup()
     try:
         core = CoreConfig(
             queue_order=queue_order,
@@ -503,7 +513,7 @@ def up(
         path = cluster.server.admin_token_path or data_dir / "admin.token"
         err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
     _stop_on_signals()
-    _reconfigure_on_hangup(lambda: cluster.server.controller)
+    leading.controller = lambda: cluster.server.controller
     try:
         if demo:
             from fusesched.cli.live_demo import run_demo
@@ -515,4 +525,5 @@ def up(
     except KeyboardInterrupt:
         pass
     finally:
+        leading.controller = lambda: None
         cluster.stop()

@@ -24,6 +24,7 @@ from typing import Any
 import typer
 
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
+from fusesched.cli.task_output import TaskOutput, read_to_end, task_index
 from fusesched.cli.waiting import FINISHED, INTERRUPTED, describe, exit_code
 
 #: Options of ``run`` itself (not of the job).
@@ -51,10 +52,6 @@ REFUSED = {
 QUEUED_AFTER_S = 1.0
 #: A job name is at most this long (``JobRequest.name``).
 MAX_NAME = 200
-#: A job's output is read on this long after its end when a task wrote a lot just before it
-#: ended: an agent sends at most ``MAX_LOG_CHUNK`` bytes of a task's output at a time
-#: (agent/logtext.py), so the rest of a large last burst reaches the controller after the end.
-SETTLE_S = 1.5
 
 
 class RunUsageError(Exception):
@@ -206,12 +203,6 @@ def job_request(parsed: RunArgs) -> tuple[Any, tuple[str, ...]]:
     return parse_request(data, source="run"), job.warnings
 
 
-def task_index(task_id: str) -> int:
-    """A task's index in the job (``<job>[-r<run>].main.<index>``)."""
-    tail = task_id.rsplit(".", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
 class Output:
     """The tasks' output to stdout: one task's as it comes; several tasks' a whole line at a
     time (so that their lines do not mix), with ``label`` each line prefixed with its task's
@@ -252,32 +243,6 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-@dataclass
-class _Follow:
-    """Where each task's log was read up to."""
-
-    offsets: dict[str, int] = field(default_factory=dict)
-
-    def read(self, client: Any, job: dict[str, Any], out: Output) -> bool:
-        """Read what each task wrote since the last call; whether there was any."""
-        from fusesched.sdk import ControllerError
-
-        got = False
-        for task in job.get("tasks") or []:
-            task_id = task["task_id"]
-            try:
-                text, self.offsets[task_id] = client.logs_from(
-                    job["id"], task_id, self.offsets.get(task_id, 0)
-                )
-            except ControllerError as exc:
-                if exc.status != 404:
-                    raise
-                continue  # nothing written yet (a task that writes nothing has no log)
-            out.add(task_index(task_id), text)
-            got = got or bool(text)
-        return got
-
-
 def follow(
     client: Any,
     job_id: str,
@@ -290,15 +255,13 @@ def follow(
 ) -> dict[str, Any]:
     """Say when the job waits (not yet started after :data:`QUEUED_AFTER_S`, or held) and
     when it starts, pass its tasks' output on to stdout, and return its final record once it
-    has ended and its output has been read to the end."""
-    from fusesched.agent.logtext import MAX_LOG_CHUNK
-
+    has ended and every task's log is complete (:mod:`fusesched.cli.task_output`): at once,
+    however much a task wrote just before the end. A log that is complete without its agent
+    saying where it ends (a task lost with its node) is warned of: its end may be missing."""
     out = Output(_write, label, tasks)
-    logs = _Follow()
+    logs = TaskOutput()
     queued = started = False
     since = clock()
-    earlier: dict[str, int] = {}  # the offsets two rounds ago
-    last: dict[str, int] = {}  # and one round ago
     while True:
         job: dict[str, Any] = client.show(job_id)
         state = job["state"]
@@ -310,21 +273,19 @@ def follow(
         if state != "Pending" and not started and job.get("nodes"):
             say(f"job {job_id} started on {','.join(job['nodes'])}")
             started = True
-        logs.read(client, job, out)
         if state in FINISHED:
-            while logs.read(client, job, out):  # (the last chunks, read as final)
-                pass
-            if any(
-                at - earlier.get(task, 0) >= MAX_LOG_CHUNK // 2 for task, at in logs.offsets.items()
-            ):  # a large last burst: the agent may still be sending its rest
-                quiet = clock()
-                while clock() - quiet < SETTLE_S:
-                    sleep(min(poll_s, 0.1))
-                    if logs.read(client, job, out):
-                        quiet = clock()
+            read_to_end(logs, client, job, out, sleep)
             out.end()
+            for task_id in sorted(logs.unconfirmed, key=task_index):
+                err.print(
+                    f"run: warning: task {task_index(task_id)}'s output may be missing its end "
+                    "(its agent did not confirm it: the task was lost with its node, or its "
+                    "agent is too old to say)",
+                    highlight=False,
+                    markup=False,
+                )
             return job
-        earlier, last = last, dict(logs.offsets)
+        logs.read(client, job, out)
         sleep(poll_s)
 
 

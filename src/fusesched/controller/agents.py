@@ -21,6 +21,7 @@ from fusesched.api.wire import (
     TaskState,
 )
 from fusesched.controller import adoption, data, drains, endings, failures
+from fusesched.controller import probes as task_probes
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
     LiveNode,
@@ -102,6 +103,7 @@ def heartbeat(
     wait_s: float | None = None,
     launch: bool = False,
     signals: bool = True,
+    probes: bool = True,
 ) -> HeartbeatReply:
     """Take what an agent reports; the reply carries its work (launches, kills, running
     tasks' new time limits, datasets to stage).
@@ -118,6 +120,9 @@ def heartbeat(
     replies carry none: its launches go without their time-limit warning (logged), and
     signals on demand are refused for its tasks (the node's latest beat decides,
     ``LiveNode.takes_signals``).
+
+    ``probes``: the agent runs liveness and readiness probes (``probes=true``); an older
+    one's launches go without them (controller/probes.py).
     """
     now = ctl.clock()
     wait = ctl.config.long_poll_s if wait_s is None else wait_s
@@ -145,6 +150,8 @@ def heartbeat(
         for report in beat.reports:
             if ctl.on_node(report.task_id, beat.node):
                 endings.task_report(ctl, report, now)
+        if beat.ready:
+            task_probes.heard(ctl, beat, now)
         if beat.running is not None:
             alive = set(beat.running) | {r.task_id for r in beat.reports}
             endings.lose_tasks(ctl, beat.node, alive, "lost by its agent", now, beat=True)
@@ -189,8 +196,9 @@ def heartbeat(
                     timeout=wait,
                 )
         ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
+        launches = node.outbox if probes else task_probes.without_probes(beat.node, node.outbox)
         reply = HeartbeatReply(
-            launch=node.outbox if signals else _without_signals(beat.node, node.outbox),
+            launch=launches if signals else _without_signals(beat.node, launches),
             kill=node.kills,
             limit=node.limits + _limits_again(ctl, node, beat),
             signal=node.signals if signals else [],

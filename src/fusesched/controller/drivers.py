@@ -26,6 +26,7 @@ from fusesched.controller.launchenv import (
     task_env,
     task_slots,
 )
+from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
 from fusesched.model.events import StartJob
@@ -130,6 +131,9 @@ class AgentPool:
                 env = slurm_env(slurm, slot, slots, batch) | env
             env.update(secret)
             env["FUSESCHED_RESTART_COUNT"] = str(attempt)
+            # the batch script's output files (sbatch -o/-e; not a container's)
+            scripted = batch and group.image is None
+            output, error, append = launch_outputs(live, slot.node) if scripted else NO_OUTPUTS
             launch = TaskLaunch(
                 task_id=slot.task_id,
                 job_id=live.id,
@@ -150,6 +154,11 @@ class AgentPool:
                 power_cap=power_cap,
                 datasets=dataset_wires(live.spec.datasets),
                 signal=launch_signal(live.request),
+                output_file=output,
+                error_file=error,
+                output_append=append,
+                liveness=group.liveness,
+                readiness=group.readiness,
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

@@ -44,6 +44,8 @@ def task_report(ctl: Controller, report: TaskReport, now: float) -> None:
                 ctl.persist.job_event(entry[0], "TaskNote", report.reason, now)
         return
     code = report.exit_code if report.exit_code is not None else 127
+    if report.liveness_failed:  # its restart policy applies, before the exit is counted
+        failures.liveness_failed(ctl, entry[0], task, report.reason, now)
     finish_task(ctl, task, code, report.reason, now)
 
 

@@ -5,7 +5,8 @@ node was declared lost, and the relaunch of jobs restarting in place.
 
 Every function here runs with the controller's lock held. A retried failure stops the job's
 tasks and, once all have exited, reports ``JobExited(requeue=True, exclude_nodes=…,
-not_before=…)`` to the core, which queues the job again (see :func:`endings.job_may_have_ended`).
+not_before=…)`` to the core, which queues the job again (see :func:`endings.job_may_have_ended`);
+a job that may not be requeued (``sbatch --no-requeue``) fails instead, saying so.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fusesched.api.wire import Heartbeat
 from fusesched.controller import task_usage
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
+    Action,
     ActionKind,
     Failure,
     FailureKind,
@@ -28,6 +30,7 @@ from fusesched.controller.hang import (
 from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Finding, JobInfo
 from fusesched.controller.records import LiveTask
+from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import JobCheckpointed, NodeStateChanged
 from fusesched.model.node import NodeState
 from fusesched.submit.request import JobRequest
@@ -73,6 +76,10 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
     rec = ctl.core.jobs.get(live.id)
     attempts = (rec.attempts if rec is not None else 0) + live.in_place
     action = next_action(failure, attempts, restart_policy(live.request))
+    if action.kind is ActionKind.REQUEUE and not live.request.requeue:
+        # (sbatch --no-requeue: a node failure ends it, as Slurm's NODE_FAIL)
+        what = failure.reason or failure.kind.value
+        action = Action(ActionKind.FAIL, reason=f"{what}; {NOT_REQUEUED}")
     ctl.persist.job_event(live.id, f"Job{failure.kind.value.title()}", action.reason, now)
     if action.kind is ActionKind.NOTIFY:
         return
@@ -86,6 +93,15 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
     else:
         live.requeue = (action.exclude_nodes, now + action.delay_s, action.reason)
     ctl.stop_tasks(live, action.reason)
+
+
+def liveness_failed(ctl: Controller, job_id: str, task: LiveTask, reason: str, now: float) -> None:
+    """The agent stopped ``task`` because its liveness probe failed (``reason``, "liveness
+    probe failed: …"): a failure of the job, not of its node, that its restart policy answers
+    (restart in place or requeue, counted against ``max_restarts``)."""
+    live = ctl.jobs.get(job_id)
+    if live is not None and not task.remote:
+        job_failed(ctl, live, Failure(FailureKind.LIVENESS, task.node, reason), now)
 
 
 def act_on(ctl: Controller, findings: list[Finding], now: float) -> None:

@@ -194,6 +194,7 @@ class FailureKind(StrEnum):
     NODE = "node"  # the node went down / stopped heartbeating
     GPU = "gpu"  # lost GPU, node-fatal XID, uncorrectable ECC
     TASK_LOST = "task-lost"  # the agent no longer lists the task
+    LIVENESS = "liveness"  # its liveness probe failed: the agent stopped it (a service's fault)
     EXIT = "exit"  # the application exited non-zero
     OOM = "oom"
     WALLTIME = "walltime"

@@ -474,6 +474,7 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         mail_type=mail_type,
         mail_user=mail_user,
         comment=_text_or_none(row.request.get("comment")) or "",
+        deadline=_number_or_none(row.request.get("deadline")),
         licenses=_licenses(row.request.get("licenses")),
         nodes=list(row.nodes),
         pool=row.pool,

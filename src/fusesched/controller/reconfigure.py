@@ -17,7 +17,12 @@ Slurm do. See docs/TENANCY.md, "Changing the configuration of a running controll
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +33,7 @@ from fusesched.model.resources import format_quantity
 from fusesched.model.tenancy import TenancyError
 from fusesched.policies.tenancy_diff import Change, license_changes, tenancy_changes
 from fusesched.policies.tenancy_policy import TenancyPolicy
+from fusesched.store import EventRow
 from fusesched.yamlfile import YamlFileError, read_yaml
 
 if TYPE_CHECKING:
@@ -85,17 +91,32 @@ def reconfigure(
 ) -> Outcome:
     """Re-read ``ctl``'s tenancy file (if it has one) and take ``licenses`` (``None``: keep
     the counts; ``()``: no license any more), checked as a whole; applied unless
-    ``dry_run``. :class:`ReconfigureFailed` when nothing may change."""
+    ``dry_run``. :class:`ReconfigureFailed` when nothing may change.
+
+    One at a time: a second call (an API request, a SIGHUP) waits for the first to end and
+    then reads the file itself, so the file as it was last read is what is in force (two
+    calls overlapping would otherwise apply in the order they took the lock, the older
+    read last)."""
     if licenses is not None:
         try:
             licenses = normalize(licenses)
         except LicenseError as exc:
             raise ReconfigureFailed(400, f"licenses: {exc}") from None
+    with _ONE_AT_A_TIME:
+        return _reconfigure(ctl, licenses, dry_run)
+
+
+#: Held by a reconfiguration from reading the file to applying it (never by the scheduling
+#: loop: a cycle is not held up while the file is read).
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def _reconfigure(ctl: Controller, licenses: Licenses | None, dry_run: bool) -> Outcome:
     path = ctl.config.tenancy_file
     policy = None
     if path is not None:
         try:
-            policy = read_tenancy_file(path)  # (outside the lock: it reads a file)
+            policy = read_tenancy_file(path)  # (outside the scheduling lock: it reads a file)
         except TenancyFileError as exc:
             raise ReconfigureFailed(400, f"{exc}; nothing was changed") from None
     with ctl.lock:  # (the scheduling loop holds it for a whole cycle: we run between two)
@@ -188,17 +209,52 @@ def reload_core(core: CoreConfig, path: Path | None) -> CoreConfig:
 
 def hangup(ctl: Controller | None) -> str:
     """SIGHUP: reconfigure as ``fusesched reconfigure`` without options does; the line to
-    print (what changed, or why nothing did)."""
+    print (what changed, or why nothing did). An applied change goes to the audit log (when
+    the controller checks tokens, as the API's do), by ``SIGHUP``."""
     if ctl is None:
         return (
-            "SIGHUP: standing by: nothing to re-read now (a standby reads the tenancy file "
-            "when it takes over)"
+            "SIGHUP: not leading (starting, standing by or stopping): nothing to re-read now "
+            "(the tenancy file is read when the controller starts leading)"
         )
     try:
         outcome = reconfigure(ctl)
     except ReconfigureFailed as exc:
         return f"SIGHUP: {exc}"
+    if outcome.applied and ctl.auth is not None and ctl.auth.enabled:
+        from fusesched.api.access import AUDIT  # (the API's audit log: one for all)
+
+        said = [str(c) for c in outcome.changes]
+        data = {"action": "reconfigure", "by": "SIGHUP", "changes": said}
+        ctl.persist.store.add_events([EventRow(ctl.clock(), AUDIT, data=data)])
     if outcome.tenancy_file is None:
         return f"SIGHUP: {NO_TENANCY_FILE}"
-    said = "; ".join(str(c) for c in outcome.changes) or "nothing changed"
-    return f"SIGHUP: re-read {outcome.tenancy_file}: {said}"
+    said_all = "; ".join(str(c) for c in outcome.changes) or "nothing changed"
+    return f"SIGHUP: re-read {outcome.tenancy_file}: {said_all}"
+
+
+def on_hangup(controller_of: Callable[[], Controller | None], say: Callable[[str], None]) -> None:
+    """Make SIGHUP reconfigure the controller ``controller_of()`` gives (None: none leads
+    yet, or any more) and ``say`` the outcome (:func:`hangup`). Call it from the main thread
+    as early as the process may get a SIGHUP (its default action ends the process).
+
+    The signal handler only writes a byte to a pipe: Python runs it in the main thread
+    between two bytecodes, wherever that thread is, so it does no work there (no lock, not
+    even a thread started: none may start while the interpreter shuts down, and a burst of
+    signals would start one each). A thread of its own waits on the pipe and does the work,
+    one SIGHUP at a time; several that come while it works make one more re-read."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+
+    def handler(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(OSError):  # (the pipe is full: re-reads are due anyway)
+            os.write(write_end, b"\0")
+
+    def serve() -> None:
+        while os.read(read_end, 4096):
+            try:
+                say(hangup(controller_of()))
+            except Exception:  # a failed re-read must not end the listening
+                log.exception("SIGHUP: the reconfiguration failed")
+
+    threading.Thread(target=serve, name="fusesched-sighup", daemon=True).start()
+    signal.signal(signal.SIGHUP, handler)

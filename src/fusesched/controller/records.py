@@ -83,6 +83,10 @@ class LiveTask:
     kill_requested: bool = False
     # delivered in reply to a quick report: not lost for missing from full beats until then
     unconfirmed_until: float = 0.0
+    # its readiness probe's verdict, as its agent last said, and since when (controller/probes.py);
+    # None: not said (no probe, not yet, or an agent too old for probes)
+    ready: bool | None = None
+    ready_since: float | None = None
 
 
 @dataclass(slots=True)

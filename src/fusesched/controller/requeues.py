@@ -7,9 +7,9 @@ checkpoints resumes from its checkpoint folder), counts one more attempt, and th
 stay in its history. With ``hold`` it is held once queued (controller/holds.py; a
 cluster-admin's is an administrator hold, as with :func:`holds.hold`). Only a running
 job of the local agents can be requeued: a waiting one has nothing to requeue, and a job an
-external cluster runs is requeued there. A job whose restart policy allows no restarts
-(``max_restarts`` 0, as ``sbatch --no-requeue`` asks) is not requeued (as Slurm refuses to
-requeue a ``--no-requeue`` job).
+external cluster runs is requeued there. A job that may not be requeued (``requeue``
+false, as ``sbatch --no-requeue`` asks) or whose restart policy allows no restarts
+(``max_restarts`` 0) is not requeued (as Slurm refuses to requeue a ``--no-requeue`` job).
 
 Every function here takes the controller's lock itself.
 """
@@ -49,10 +49,14 @@ def requeue(
                 rec = ctl.core.jobs.get(target)
                 phase = rec.phase if rec is not None else JobPhase.PENDING
                 raise RequeueRefused(f"job {target} is {phase}: only a running job is requeued")
+            if not live.request.requeue:
+                raise RequeueRefused(
+                    f"job {target} is not to be requeued (requeue: false; sbatch --no-requeue)"
+                )
             if live.request.restart.max_restarts == 0:
                 raise RequeueRefused(
                     f"job {target} is not to be requeued: its restart policy allows no "
-                    "restarts (restart.max_restarts 0; sbatch --no-requeue)"
+                    "restarts (restart.max_restarts 0)"
                 )
             if live.pool is not None:
                 raise RequeueRefused(

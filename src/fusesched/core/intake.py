@@ -13,7 +13,7 @@ import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fusesched.core import reservations
+from fusesched.core import deadlines, reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, JobUpdateRequested, RejectJob, StopJob
 from fusesched.model.job import DependencyKind, JobSpec, QoS
@@ -79,6 +79,8 @@ def register_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
     rec = compile_job(core, spec, now)
     if spec.begin_time is not None:
         rec.not_before = spec.begin_time  # waits for it: see enqueue
+    if spec.deadline is not None:
+        deadlines.watch(core, rec)  # removed if it has not started in time
     core.jobs[spec.id] = rec
     if spec.name:  # (for the singletons of its name and user: see namesakes)
         core._named.setdefault((spec.name, spec.user), []).append(spec.id)
@@ -351,6 +353,8 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
         dequeue(core, rec, now, leaves=False)
     spec = replace(rec.spec, **changes)  # type: ignore[arg-type]
     rec.spec = spec
+    if spec.deadline is not None and event.walltime_s is not None:
+        deadlines.watch(core, rec)  # (a longer limit: an earlier latest start)
     if rec.base_spec is not None:  # quota flavours rebuild ``spec`` from it: change it too
         rec.base_spec = replace(rec.base_spec, **changes)  # type: ignore[arg-type]
     if core.predictions is None:

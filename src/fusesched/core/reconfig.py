@@ -15,9 +15,11 @@ ones knew (:meth:`TenantGate.take_over`):
   licenses they hold (a smaller count leaves the excess in use until they end);
 * decayed fair-share usage is kept for every account that still exists;
 * every waiting job, parked by its quota or blocked by licenses, is looked at again in the
-  next cycle;
-* reclaims and priority preemptions under way end (the victims already asked to stop still
-  stop, and are requeued as usual).
+  next cycle, without the node labels of the flavours it was admitted in before;
+* reclaims and priority preemptions under way go on: their preemptors wait for the victims
+  already asked to stop (no others are chosen) and take the room they free.
+
+All or nothing: :func:`apply` builds the new gate and pool before the core takes them.
 
 Pure, like the rest of the core: the shell passes the time and the new settings; nothing
 here reads a file.
@@ -30,6 +32,7 @@ from dataclasses import dataclass, replace
 from types import MethodType
 from typing import TYPE_CHECKING
 
+from fusesched.core import reservations
 from fusesched.core.licenses import LicensePool, licensed_try_place
 from fusesched.core.quota import FlavorAssignment
 from fusesched.core.records import JobRecord
@@ -102,7 +105,12 @@ def prepare(
 
 def apply(core: SchedulerCore, change: Reconfiguration, now: float) -> None:
     """Swap ``core``'s tenancy gate and license pool for ``change``'s (checked by
-    :func:`prepare` against the same state: call both under one lock, between cycles)."""
+    :func:`prepare` against the same state: call both under one lock, between cycles).
+
+    All or nothing: the new gate and pool are built first, from what the old ones know,
+    without changing them or the jobs; only then does the core take them, in steps that
+    cannot fail. An exception on the way leaves the old configuration fully in place."""
+    gate = admissions = None
     if change.tenancy is not None:
         old = core.tenants
         assert old is not None  # (prepare refuses a core without tenancy)
@@ -112,13 +120,20 @@ def apply(core: SchedulerCore, change: Reconfiguration, now: float) -> None:
             job_id: _carried_assignment(gate, core, core.jobs[job_id], held.get(job_id))
             for job_id in core.running.ids()
         }
-        gate.take_over(old, core, now, assignments, _known_accounts(gate.config))
-        core.tenants = gate
+        admissions = gate.take_over(old, core, now, assignments, _known_accounts(gate.config))
+    pool = core.licenses
     if change.licenses is not None:
         pool = LicensePool.of(change.licenses)
         if pool is not None and core.licenses is not None:
             for job_id, wanted in core.licenses.held.items():
                 pool.take(job_id, wanted)  # (even above a smaller count: they keep running)
+    # ---- commit: nothing below fails
+    if gate is not None and admissions is not None:
+        core.tenants = gate
+        for job_id, admission in admissions.items():
+            core.jobs[job_id].admission = admission
+        _unpin(core)
+    if change.licenses is not None:
         core.licenses = pool
         if pool is None:
             vars(core).pop("try_place", None)  # the plain placement again
@@ -129,6 +144,26 @@ def apply(core: SchedulerCore, change: Reconfiguration, now: float) -> None:
     core.reservation = None
 
 
+def _unpin(core: SchedulerCore) -> None:
+    """Drop the node labels of the old configuration's flavours from every job that has not
+    ended (:func:`fusesched.core.admission.pin_flavours` added them): a waiting job is
+    checked against the new quotas with its own constraints, and pinned again to the
+    flavours it is admitted in; a running job is so if it is requeued."""
+    for rec in core.jobs.values():
+        base = rec.base_spec
+        if base is None or rec.phase.terminal or rec.spec is base:
+            continue
+        shape = rec.shape_id
+        core.reshape(rec, base)
+        rec.flavour_key = ()
+        if rec.booked is not None:
+            reservations.fits_anyway(core, rec)
+        if rec.phase is JobPhase.QUEUED and rec.shape_id != shape:
+            pos = core.queue.position(rec)
+            if pos is not None:
+                core.queue.rows[pos, 1] = rec.shape_id  # (backfilling skips failed shapes by it)
+
+
 # ----------------------------------------------------------------------------- take-over
 
 
@@ -136,9 +171,10 @@ def _carried_assignment(
     gate: TenantGate, core: SchedulerCore, rec: JobRecord, held: FlavorAssignment | None
 ) -> FlavorAssignment | None:
     """What a running job is charged under ``gate``'s configuration: what it held, when its
-    queue still has quota in those flavours for the same resources; else the first flavour
-    of its queue that one of its nodes stands for (None: its queue has no quota, or none
-    for it)."""
+    queue still has quota in those flavours and no flavour would cover other resources of
+    it now (none that would take it at all, too: a flavour's labels changed under it; what
+    it uses is still charged); else the first flavour of its queue that one of its nodes
+    stands for (None: its queue has no quota, or none for it)."""
     spec = rec.spec
     if spec.queue not in {q.name for q in gate.config.queues}:
         return None
@@ -149,9 +185,9 @@ def _carried_assignment(
     fresh = ledger.flavor_of(spec.queue, spec.total, base.placement, labels)
     if fresh is None:
         fresh = ledger.flavor_of(spec.queue, spec.total, base.placement)
-    if held is not None and held.queue == spec.queue and fresh is not None:
+    if held is not None and held.queue == spec.queue:
         defined = ledger.nominal(spec.queue)
-        same = {r for _, r in fresh.amounts} == {r for _, r in held.amounts}
+        same = fresh is None or {r for _, r in fresh.amounts} == {r for _, r in held.amounts}
         if same and all(column in defined for column in held.amounts):
             return held
     return fresh

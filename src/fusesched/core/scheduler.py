@@ -33,7 +33,7 @@ from types import MethodType
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.core import exits, intake, planning, reservations
+from fusesched.core import deadlines, exits, intake, planning, reservations
 from fusesched.core.admission import start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
@@ -152,6 +152,8 @@ class SchedulerCore:
         # a node holding their data until a deadline (heap of (deadline, job id))
         self.data = DataIndex()
         self._data_deadlines: list[tuple[float, str]] = []
+        # waiting jobs with a deadline (sbatch --deadline): heap of (latest start, job id)
+        self._deadlines: list[tuple[float, str]] = []
         self._now = 0.0
         # cluster licenses (None: the cluster declares none, and nothing checks them): a job
         # asking for some is placed only when they are free (docs/LICENSES.md)
@@ -249,8 +251,14 @@ class SchedulerCore:
 
         Jobs waiting for the start of a job it started (``after`` dependencies) join the
         queue once it has run, and the cycle goes on with them: they may start at once.
+
+        Waiting jobs that can no longer end by their deadline are removed: before the cycle
+        those too late to start, after it those it could not start at their latest start.
         """
         self.stats.cycles += 1
+        expired = None
+        if self._deadlines and self._deadlines[0][0] < now:  # (none in most workloads)
+            expired = deadlines.expire(self, now, this_cycle=False)  # too late to start
         bookings = self.bookings
         if bookings is not None and bookings.due <= now:  # a reservation's time came
             out = reservations.tick(self, now)
@@ -263,6 +271,10 @@ class SchedulerCore:
                 intake.settle_started(self, rec, now)
             if self._fresh:
                 out.extend(self._cycle(now))
+        if self._deadlines and self._deadlines[0][0] <= now:  # (could not start in time)
+            out.extend(deadlines.expire(self, now, this_cycle=True))
+        if expired:
+            out[:0] = expired
         return out
 
     def _cycle(self, now: float) -> list[Decision]:
@@ -333,13 +345,16 @@ class SchedulerCore:
 
     def next_wakeup(self) -> float | None:
         """The earliest time a requeued job's backoff ends or a job's begin time comes, a job
-        may borrow quota again, a running job outlives its predicted run time or an advance
-        reservation's time comes (a shell should run a cycle then even if nothing else
-        happens), or None."""
+        may borrow quota again, a running job outlives its predicted run time, a waiting
+        job's deadline can no longer be met or an advance reservation's time comes (a shell
+        should run a cycle then even if nothing else happens), or None."""
         due = self.predictions.next_due(self.jobs) if self.predictions is not None else None
         if self._data_deadlines:
             deadline = self._data_deadlines[0][0]
             due = deadline if due is None else min(due, deadline)
+        latest = deadlines.next_due(self)  # a waiting job's latest start passes
+        if latest is not None:
+            due = latest if due is None else min(due, latest)
         borrow = self.tenants.next_wakeup() if self.tenants is not None else None
         if borrow is not None:
             due = borrow if due is None else min(due, borrow)

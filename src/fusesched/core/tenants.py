@@ -11,6 +11,7 @@ requeued by the core.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -209,8 +210,9 @@ class TenantGate:
 
     def bind(self, rec: JobRecord, now: float) -> None:
         """``rec`` starts: charge its quota and start its usage clock."""
-        verdict = rec.admission
-        spec = rec.spec
+        self._bind(rec.spec, rec.admission, now)
+
+    def _bind(self, spec: JobSpec, verdict: Admission | None, now: float) -> None:
         if verdict is not None and verdict.assignment is not None:
             self.ledger.admit(
                 spec.id,
@@ -538,26 +540,43 @@ class TenantGate:
         now: float,
         assignments: Mapping[str, FlavorAssignment | None],
         keep: Callable[[tuple[str, ...]], bool],
-    ) -> None:
-        """Become the core's gate in place of ``old`` (the previous configuration's), between
-        cycles (:mod:`fusesched.core.reconfig`, which chose ``assignments``: what each running
-        job is charged here, and ``keep``: the fair-share accounts that still exist). Running
-        jobs are charged up to ``now`` under the old accounts and rates, then to this
-        configuration's quotas, above a quota that shrank (they keep running; new admissions
-        wait). Every parked job is looked at again; reclaims under way end (their victims,
-        already asked to stop, still stop); borrowing back-offs go on."""
-        old._charge_running(core, now)
-        self.tracker = old.tracker.carried(self.policy.half_life_s, now, keep)
+    ) -> dict[str, Admission | None]:
+        """Take over what ``old`` (the previous configuration's gate) knows, between cycles
+        (:mod:`fusesched.core.reconfig`, which chose ``assignments``: what each running job
+        is charged here, and ``keep``: the fair-share accounts that still exist); the
+        admission of every running job here, for the caller to set once the whole change
+        has been built. Changes neither ``old`` nor the core's records, so a failure on the
+        way leaves the old configuration whole.
+
+        Running jobs are charged up to ``now`` under the old accounts and rates, then to
+        this configuration's quotas, above a quota that shrank (they keep running; new
+        admissions wait). Every parked job is looked at again. Reclaims and priority
+        preemptions under way go on (their preemptors still wait for the victims already
+        asked to stop, and are not given more), and so do borrowing back-offs."""
+        usage = old.tracker.carried(old.tracker.half_life_s, now, lambda _: True)
+        for job_id, since in old._charged.items():
+            rate = old._rates[job_id]
+            if now > since and rate > 0:
+                usage.charge_interval(old.account(core.jobs[job_id].spec), rate, since, now)
+        self.tracker = usage.carried(self.policy.half_life_s, now, keep)
         self._charged_at = now
         self._now = old._now
         self.preempted = old.preempted
         if self.policy.borrow_backoff_s:
-            self._backoff = old._backoff
+            self._backoff = copy.deepcopy(old._backoff)
             self._backoff.backoff_s = self.policy.borrow_backoff_s
+        admissions: dict[str, Admission | None] = {}
         for job_id in core.running.ids():
-            rec = core.jobs[job_id]
+            spec = core.jobs[job_id].spec
             assignment = assignments.get(job_id)
-            queue = rec.spec.queue
-            rec.admission = None if assignment is None else Admission(True, queue, assignment)
-            self.bind(rec, now)
+            verdict = None if assignment is None else Admission(True, spec.queue, assignment)
+            self._bind(spec, verdict, now)
+            admissions[job_id] = verdict
+        # reclaims under way (their preemptors wait, so their queues remain: prepare says so)
+        gone = {p for p, q in old._queue_of.items() if self._queues and q not in self._queues}
+        self._pending = {p: set(v) for p, v in old._pending.items() if p not in gone}
+        self._drained = {p: c for p, c in old._drained.items() if p not in gone}
+        self._queue_of = {p: q for p, q in old._queue_of.items() if p not in gone}
+        self._yield_tiers = {p: t for p, t in old._yield_tiers.items() if p not in gone}
         self._lifted = True  # parked jobs come back: the new quotas may admit them
+        return admissions

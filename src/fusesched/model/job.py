@@ -271,6 +271,10 @@ class JobSpec:
     reservation: str | None = None  # runs in this advance reservation (docs/RESERVATIONS.md)
     # cluster licenses it holds while it runs: (name, count) sorted by name (docs/LICENSES.md)
     licenses: tuple[tuple[str, int], ...] = ()
+    # False: never back to the queue — a preemption cancels it (sbatch --no-requeue)
+    requeue: bool = True
+    # removed while waiting once it can no longer end by then (sbatch --deadline)
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -293,6 +297,8 @@ class JobSpec:
             raise ValueError(f"job {self.id}: checkpoint interval must be a positive number")
         if self.begin_time is not None and not math.isfinite(self.begin_time):
             raise ValueError(f"job {self.id}: the begin time must be a finite number")
+        if self.deadline is not None and not math.isfinite(self.deadline):
+            raise ValueError(f"job {self.id}: the deadline must be a finite number")
         if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
             raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
 

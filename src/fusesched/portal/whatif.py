@@ -34,7 +34,7 @@ from fusesched.policies.registry import BACKFILL_MODES, CoreConfig
 from fusesched.portal.schemas import WhatIfList, WhatIfMetrics, WhatIfRequest, WhatIfRun
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.sim.metrics import summarize
-from fusesched.sim.reservations import SimReservation, bind, fit_to
+from fusesched.sim.reservations import SimReservation, bind, fit_to, from_live
 from fusesched.store.records import JobState
 from fusesched.submit.request import JobRequest
 
@@ -118,12 +118,7 @@ def current_reservations(ctl: Controller, t0: float) -> list[SimReservation]:
     ``t0`` (made when they were created, or at 0 if that was earlier)."""
     from fusesched.controller.reservations import current
 
-    out = []
-    for stored in current(ctl):
-        res = stored.reservation
-        shifted = dataclasses.replace(res, start=res.start - t0, end=res.end - t0)
-        out.append(SimReservation(shifted, max(0.0, stored.created_at - t0)))
-    return out
+    return [from_live(s.reservation, s.created_at, t0) for s in current(ctl)]
 
 
 def current_workload(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
 
 #: the command line's form (``fusesched simulate --reservation``, ``fusesched twin run``)
 FORM = "NAME:NODES:START:END[:users=A,B][:tenants=T]"
+
+#: a number of seconds on the command line: ASCII digits only (``float()`` alone would also
+#: take other scripts' digits, ``1_000`` and spaces)
+_SECONDS = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +64,7 @@ def parse_reservation(text: str) -> Reservation:
         raise ValueError(f"reservation {text!r}: nodes: {exc}") from None
     start = _seconds(start_text, text, "START")
     if end_text.startswith("+"):
-        end = start + _seconds(end_text[1:], text, "the duration")
+        end = start + _seconds(end_text[1:], text, "the duration", signed=False)
     else:
         end = _seconds(end_text, text, "END")
     people: dict[str, tuple[str, ...]] = {"users": (), "tenants": ()}
@@ -67,6 +72,8 @@ def parse_reservation(text: str) -> Reservation:
         key, sep, value = extra.partition("=")
         if not sep or key not in people:
             raise ValueError(f"reservation {text!r}: {extra!r} is not users=A,B or tenants=T")
+        if people[key]:
+            raise ValueError(f"reservation {text!r}: {key} is given twice")
         names = tuple(n.strip() for n in value.split(","))
         if not all(names):
             raise ValueError(f"reservation {text!r}: {key}: an empty name")
@@ -74,13 +81,10 @@ def parse_reservation(text: str) -> Reservation:
     return Reservation(name, nodes, start, end, people["users"], people["tenants"])
 
 
-def _seconds(value: str, text: str, what: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(
-            f"reservation {text!r}: {what} {value!r} is not a number of seconds"
-        ) from None
+def _seconds(value: str, text: str, what: str, signed: bool = True) -> float:
+    if not _SECONDS.fullmatch(value) or (not signed and value[:1] in "+-"):
+        raise ValueError(f"reservation {text!r}: {what} {value!r} is not a number of seconds")
+    seconds = float(value)
     if not math.isfinite(seconds):
         raise ValueError(f"reservation {text!r}: {what} must be a finite number of seconds")
     return seconds
@@ -90,12 +94,18 @@ def check(nodes: Sequence[NodeSpec], reservations: Sequence[SimReservation]) -> 
     """Refuse, before a run, what the core would refuse when handed them (``ValueError``
     naming the reservation): an unknown node, a node whose host-name label is not its name
     (the core's terms match nodes by that label), two of one name, or one node in two
-    reservations whose windows overlap while both exist."""
+    reservations whose windows overlap while both exist; and one that ends before it is
+    made (live, refused as "its end has passed"; in a replay it would hold nothing)."""
     known = {n.name for n in nodes}
     for item in reservations:
         res = item.reservation
         if not (math.isfinite(item.made_at) and item.made_at >= 0):
             raise ValueError(f"reservation {res.name}: made at {item.made_at:g}, before 0")
+        if res.end <= item.made_at:
+            raise ValueError(
+                f"reservation {res.name}: it ends at {res.end:g} s, not after it is made "
+                f"({item.made_at:g} s): it would never hold its nodes"
+            )
         unknown = [n for n in res.nodes if n not in known]
         if unknown:
             few = ", ".join(unknown[:3]) + (" …" if len(unknown) > 3 else "")
@@ -132,6 +142,15 @@ def _sample(nodes: Sequence[NodeSpec]) -> str:
     if len(nodes) <= 3:
         return "nodes " + ", ".join(n.name for n in nodes)
     return f"{len(nodes)} nodes, {nodes[0].name} … {nodes[-1].name}"
+
+
+def from_live(res: Reservation, created_at: float | None, origin: float) -> SimReservation:
+    """A live reservation (Unix seconds) in a replay whose 0 is ``origin`` (the first
+    submission): its window shifted like the jobs', made when it was created (``None``:
+    before anything replayed), or at 0 if that was earlier."""
+    shifted = dataclasses.replace(res, start=res.start - origin, end=res.end - origin)
+    made = created_at - origin if created_at is not None else 0.0
+    return SimReservation(shifted, max(0.0, made))
 
 
 def timeline(reservations: Sequence[SimReservation]) -> list[tuple[float, ReservationSet]]:

@@ -59,7 +59,19 @@ POD_WARN: Final = frozenset(
     }
 )
 CONTAINER_USED: Final = frozenset(
-    {"name", "command", "args", "env", "envFrom", "image", "workingDir", "ports", "resources"}
+    {
+        "name",
+        "command",
+        "args",
+        "env",
+        "envFrom",
+        "image",
+        "workingDir",
+        "ports",
+        "resources",
+        "livenessProbe",  # → the group's liveness and readiness (submit/kube_probes.py)
+        "readinessProbe",
+    }
 )
 CONTAINER_QUIET: Final = frozenset(
     {
@@ -74,8 +86,6 @@ CONTAINER_QUIET: Final = frozenset(
 CONTAINER_WARN: Final = frozenset(
     {
         "lifecycle",
-        "livenessProbe",
-        "readinessProbe",
         "startupProbe",
         "resizePolicy",
         "restartPolicy",

@@ -40,12 +40,13 @@ _DATE_RE: Final = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(
 MAX_AHEAD_S: Final = 100 * 365 * 86400
 
 
-def parse_begin(text: str, now: float, tz: tzinfo | None = None) -> float:
+def parse_begin(text: str, now: float, tz: tzinfo | None = None, what: str = "begin time") -> float:
     """The Unix time ``text`` (a Slurm ``--begin`` value) names, seen at ``now`` in the time
-    zone ``tz`` (None: the local one); ``ValueError`` that lists the forms otherwise."""
+    zone ``tz`` (None: the local one); ``ValueError`` that lists the forms otherwise. ``what``
+    names the time in the messages (``--deadline`` takes the same forms)."""
     word = text.strip().lower()
     if not word:
-        raise ValueError(f"an empty begin time (use {FORMS})")
+        raise ValueError(f"an empty {what} (use {FORMS})")
     today = _local(now, tz).date()
     match = _RELATIVE_RE.fullmatch(word)
     if match:
@@ -54,12 +55,12 @@ def parse_begin(text: str, now: float, tz: tzinfo | None = None) -> float:
         unit = _UNIT_WORDS.get(match.group(2))
         if unit is None:
             raise ValueError(
-                f"begin time {text!r}: unknown unit {match.group(2)!r} (seconds, minutes, "
+                f"{what} {text!r}: unknown unit {match.group(2)!r} (seconds, minutes, "
                 "hours, days or weeks)"
             )
         ahead = int(match.group(1)) * _UNITS[unit]
         if ahead > MAX_AHEAD_S:
-            raise ValueError(f"begin time {text!r} is more than 100 years ahead")
+            raise ValueError(f"{what} {text!r} is more than 100 years ahead")
         return now + ahead
     if word in ("today", "tomorrow", "midnight"):
         return _at(today + timedelta(days=0 if word == "today" else 1), 0, 0, 0, tz)
@@ -68,20 +69,20 @@ def parse_begin(text: str, now: float, tz: tzinfo | None = None) -> float:
     match = _CLOCK_RE.fullmatch(word)
     if match:
         hour, minute, second = (int(g or 0) for g in match.groups())
-        _check_clock(text, hour, minute, second)
+        _check_clock(text, hour, minute, second, what)
         return _next(today, hour, minute, second, now, tz)
     match = _DATE_RE.fullmatch(word)
     if match:
         year, month, day, hour, minute, second = (int(g or 0) for g in match.groups())
-        _check_clock(text, hour, minute, second)
+        _check_clock(text, hour, minute, second, what)
         try:
             return _at(date(year, month, day), hour, minute, second, tz)
         except ValueError as exc:
-            raise ValueError(f"begin time {text!r}: {exc}") from None
+            raise ValueError(f"{what} {text!r}: {exc}") from None
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"cannot read the begin time {text!r} (use {FORMS})") from None
+        raise ValueError(f"cannot read the {what} {text!r} (use {FORMS})") from None
     return begin_of(moment, tz)
 
 
@@ -114,6 +115,6 @@ def _next(day: date, hour: int, minute: int, second: int, now: float, tz: tzinfo
     return moment if moment > now else _at(day + timedelta(days=1), hour, minute, second, tz)
 
 
-def _check_clock(text: str, hour: int, minute: int, second: int) -> None:
+def _check_clock(text: str, hour: int, minute: int, second: int, what: str) -> None:
     if hour > 23 or minute > 59 or second > 59:
-        raise ValueError(f"begin time {text!r}: no such time of day")
+        raise ValueError(f"{what} {text!r}: no such time of day")

@@ -7,7 +7,9 @@ Mapping (docs/SUBMIT.md has the table):
   summed over containers, and at least the largest init container → one task's resources;
 * the main container (annotation ``kubectl.kubernetes.io/default-container``, else the first)
   gives argv (``command`` + ``args``), env (plain ``value`` only), ``image``, ``workingDir``
-  and ports; other containers are not started (a warning says so);
+  and ports, and its ``livenessProbe``/``readinessProbe`` become the group's ``liveness``/
+  ``readiness`` (:mod:`fusesched.submit.kube_probes`); other containers are not started (a
+  warning says so);
 * ``nodeSelector``, ``nodeName`` and ``affinity.nodeAffinity`` (one required term of
   ``matchExpressions``, and preferred terms) → placement;
 * Job ``parallelism``/``completions`` → replicas (a gang); completions above parallelism →
@@ -18,7 +20,8 @@ Mapping (docs/SUBMIT.md has the table):
   ``kueue.x-k8s.io/queue-name`` → the fields of the same name.
 
 Fields that would change where or how the pod runs but are not supported (tolerations, pod
-(anti-)affinity, volumes, probes, …) are returned as warnings; unknown fields are errors.
+(anti-)affinity, volumes, startup and gRPC probes, …) are returned as warnings; unknown fields are
+errors.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from fusesched.submit._kube_fields import (
 )
 from fusesched.submit._yamldoc import Document, load_documents
 from fusesched.submit.errors import SubmitError, read_source
+from fusesched.submit.kube_probes import add_probes
 from fusesched.submit.problems import Loc
 from fusesched.submit.request import ParsedJob, parse_request
 from fusesched.submit.resource_names import resource_name
@@ -448,6 +452,7 @@ class _KubeReader:
         if ports:
             group["ports"] = ports
             self.renames["groups[0].ports"] = (*loc, "ports")
+        add_probes(self, container, loc, group)
         return group
 
     def placement(self, spec: Mapping[str, object], loc: Loc) -> dict[str, object]:

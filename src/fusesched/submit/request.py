@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -51,6 +51,7 @@ from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
+from fusesched.submit.probes import PROBE_MODELS, LivenessProbe, Probe
 from fusesched.submit.problems import Loc, submit_error_from
 from fusesched.submit.resource_names import resource_name
 
@@ -69,6 +70,8 @@ MAX_ARRAY_INDICES: Final = 1_000_000
 #: A job's priority fits a 32-bit integer, as the store's column (and Slurm's, Kubernetes').
 PRIORITY_MIN: Final = -(2**31)
 PRIORITY_MAX: Final = 2**31 - 1
+#: How output files may be opened at a job's start (sbatch --open-mode).
+OPEN_MODES: Final = ("truncate", "append")
 #: The longest job comment (sbatch --comment), in characters.
 MAX_COMMENT: Final = 1024
 
@@ -272,6 +275,9 @@ class TaskGroupRequest(_Model):
     image: str | None = None
     ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=list)
     launcher: Launcher | None = None
+    # probes the agents run on each task (submit/probes.py); None: none (left out of the JSON)
+    liveness: LivenessProbe | None = Field(default=None, exclude_if=lambda value: value is None)
+    readiness: Probe | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -365,12 +371,19 @@ class JobRequest(_Model):
     hold: bool = False  # submitted held: it waits until released (sbatch --hold)
     # not eligible to start before this Unix time (sbatch --begin, YAML ``begin``)
     begin_time: UnixTime | None = None
+    # removed while it waits once it can no longer end by this Unix time (sbatch --deadline)
+    deadline: UnixTime | None = None
+    # False: a preemption cancels it, a node failure fails it (sbatch --no-requeue)
+    requeue: bool = True
     # run in this advance reservation (sbatch --reservation; docs/RESERVATIONS.md)
     reservation: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] | None = None
     array: ArrayRequest | None = None
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     output: str | None = None  # path pattern for stdout (%j job id, %A array job, %a index)
     error: str | None = None  # path pattern for stderr; None: with stdout
+    # how the output files are opened at each start: emptied first, or added to
+    # (sbatch --open-mode; docs/SUBMIT.md, "Output files")
+    open_mode: Literal["truncate", "append"] = "truncate"
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
     labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
@@ -457,6 +470,18 @@ class JobRequest(_Model):
         repeated = sorted({n for n in data if data.count(n) > 1})
         if repeated:
             raise ValueError(f"dataset names must be unique (ignoring case): {', '.join(repeated)}")
+        if self.deadline is not None and self.walltime_s is None:
+            raise ValueError(
+                "a deadline needs a time limit (walltime_s): without one the job could not be "
+                "known to end by it"
+            )
+        if self.deadline is not None and self.begin_time is not None:
+            end = self.begin_time + (self.walltime_s or 0.0)
+            if end > self.deadline:
+                raise ValueError(
+                    "the begin time and the deadline are incompatible: starting at its begin "
+                    "time, the job would not end by its deadline"
+                )
         return self
 
     @property
@@ -508,6 +533,8 @@ class JobRequest(_Model):
                 begin_time=self.begin_time,
                 reservation=self.reservation,
                 licenses=tuple(sorted(self.licenses.items())),
+                requeue=self.requeue,
+                deadline=self.deadline,
             )
         except (ValueError, QuantityError) as exc:
             raise SubmitError(str(exc)) from exc
@@ -542,6 +569,7 @@ _ALL_FIELDS: Final = sorted(
             DependencyRequest,
             JobSignal,
             NotifyRequest,
+            *PROBE_MODELS,
         )
         for name in model.model_fields
     }

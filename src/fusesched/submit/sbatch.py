@@ -48,10 +48,12 @@ from fusesched.submit.request import (
 )
 from fusesched.submit.resource_names import resource_name
 from fusesched.submit.sbatch_options import (
+    deadline_time,
     explicit_priority,
     export_env,
     kill_on_invalid_dep,
     nice_priority,
+    open_mode,
 )
 from fusesched.submit.sbatch_reader import (
     COMMAND_FLAGS,
@@ -115,13 +117,19 @@ def parse_sbatch(
         if "wrap" in reader.options:
             raise reader.fail("wrap", "give a batch script or --wrap, not both")
     data = _build(reader, script)
+    now = time.time() if now is None else now
     if reader.value("begin") is not None:
         try:
-            data["begin_time"] = parse_begin(
-                reader.value("begin") or "", time.time() if now is None else now
-            )
+            data["begin_time"] = parse_begin(reader.value("begin") or "", now)
         except ValueError as exc:
             raise reader.fail("begin", str(exc)) from None
+    if reader.value("deadline") is not None:
+        limit = data.get("walltime_s")
+        walltime = float(limit) if isinstance(limit, int | float) else None
+        try:
+            data["deadline"] = deadline_time(reader.value("deadline") or "", now, walltime)
+        except ValueError as exc:
+            raise reader.fail("deadline", str(exc)) from None
     if reader.value("reservation") is not None:  # (its form is checked with the request)
         data["reservation"] = reader.value("reservation")
     if reader.value("licenses") is not None:  # -L matlab:2,ansys (a bare name: one)
@@ -269,8 +277,8 @@ def _build(reader: Reader, script: str) -> dict[str, object]:
 
 
 def _job_terms(reader: Reader, data: dict[str, object]) -> None:
-    """``--comment``, ``--nice``/``--priority``, ``--requeue``/``--no-requeue``, ``--export``
-    and ``--kill-on-invalid-dep`` into ``data``."""
+    """``--comment``, ``--nice``/``--priority``, ``--requeue``/``--no-requeue``,
+    ``--open-mode``, ``--export`` and ``--kill-on-invalid-dep`` into ``data``."""
 
     def read(name: str, reader_of: Callable[[str], _T]) -> _T:
         try:
@@ -302,8 +310,10 @@ def _job_terms(reader: Reader, data: dict[str, object]) -> None:
     if "requeue" in reader.options:
         if reader.value("requeue"):
             raise reader.fail("requeue", "takes no value")
-        if reader.options["requeue"].option == "--no-requeue":
-            data["restart"] = {"max_restarts": 0}  # (nor fusesched requeue: controller/requeues)
+        # (preempted: cancelled; a node failure: failed; fusesched requeue: refused)
+        data["requeue"] = reader.options["requeue"].option != "--no-requeue"
+    if "open-mode" in reader.options:
+        data["open_mode"] = read("open-mode", open_mode)
     if "export" in reader.options:
         env, notes = read("export", export_env)
         groups = data["groups"]

@@ -1,7 +1,7 @@
-"""Readers for the values of some ``sbatch`` options: ``--nice``, ``--priority``, ``--export``
-and ``--kill-on-invalid-dep``. Pure: each returns the job's value (and any warnings) or raises
-``ValueError`` with the reason, which the batch-script parser (submit/sbatch.py) locates at the
-option's line.
+"""Readers for the values of some ``sbatch`` options: ``--nice``, ``--priority``, ``--export``,
+``--kill-on-invalid-dep``, ``--open-mode`` and ``--deadline``. Pure: each returns the job's
+value (and any warnings) or raises ``ValueError`` with the reason, which the batch-script
+parser (submit/sbatch.py) locates at the option's line.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from fusesched.submit.request import PRIORITY_MAX, PRIORITY_MIN
+from fusesched.submit.begin import parse_begin
+from fusesched.submit.request import OPEN_MODES, PRIORITY_MAX, PRIORITY_MIN
 
 #: ``--nice`` without a value lowers the priority by this much (as Slurm).
 DEFAULT_NICE: Final = 100
@@ -98,3 +99,32 @@ def kill_on_invalid_dep(text: str) -> tuple[str, ...]:
             "never be met (as =yes), with the reason; it does not leave it waiting",
         )
     raise ValueError(f"expected yes or no, got {text!r}")
+
+
+def open_mode(text: str) -> str:
+    """``--open-mode=append|truncate`` (any case): how the ``-o``/``-e`` files are opened
+    at each start of the job."""
+    mode = text.strip().lower()
+    if mode not in OPEN_MODES:
+        raise ValueError(f"expected append or truncate, got {text!r}")
+    return mode
+
+
+def deadline_time(text: str, now: float, walltime_s: float | None) -> float:
+    """The Unix time ``--deadline=TIME`` names (the forms of ``--begin``), read at ``now``:
+    it must be ahead, and the job's time limit (``--time``, required: without one the job
+    could not be known to end by it) must fit before it."""
+    deadline = parse_begin(text, now, what="deadline")
+    if deadline <= now:
+        raise ValueError(f"the deadline {text!r} has passed")
+    if walltime_s is None:
+        raise ValueError(
+            "a deadline needs a time limit (--time): without one the job could not be known "
+            "to end by it"
+        )
+    if now + walltime_s > deadline:
+        raise ValueError(
+            f"the job cannot end by its deadline {text!r}: its time limit ({walltime_s:g} s) "
+            "runs past it even if it started now"
+        )
+    return deadline

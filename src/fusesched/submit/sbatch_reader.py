@@ -60,6 +60,8 @@ VALUE_OPTIONS: Final = frozenset(
         "priority",  # (with --nice: submit/sbatch_options.py reads them)
         "export",
         "kill-on-invalid-dep",
+        "open-mode",
+        "deadline",
     }
 )
 # --exclusive and --nice may take a value too (written --nice=N)
@@ -68,9 +70,8 @@ FLAG_OPTIONS: Final = frozenset({"exclusive", "hold", "nice", "requeue", "no-req
 _FLAG_KEYS: Final = {"no-requeue": "requeue"}
 #: Options fusesched cannot honour, with the reason their warning gives.
 _IGNORED_WHY: Final = {
-    "open-mode": "the local agents write no -o/-e files, a task's output is its log "
-    "(fusesched logs)",
     "tmp": "nodes do not advertise local disk space",
+    "time-min": "a job's time limit is its --time, never shortened to start it sooner",
 }
 #: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
 #: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with

@@ -12,7 +12,7 @@ with five conveniences:
 * ``dependencies`` items and ``array`` may be written as in Slurm (``afterok:123``,
   ``0-99:2%10``);
 * ``begin`` takes a time (ISO, or a Slurm ``--begin`` form such as ``now+1hour``) instead of
-  ``begin_time`` (a Unix time).
+  ``begin_time`` (a Unix time); ``deadline`` takes the same forms, or a Unix time.
 
 An optional ``apiVersion: fusesched.io/v1`` and ``kind: Job`` head may mark the file.
 """
@@ -70,6 +70,8 @@ def job_from_document(doc: Document, now: float | None = None) -> JobRequest:
         if "begin_time" in out:
             raise doc.error("give begin or begin_time, not both", ("begin",))
         out["begin_time"] = _begin(out.pop("begin"), doc, now)
+    if isinstance(out.get("deadline"), str | datetime | date):  # (a number: a Unix time)
+        out["deadline"] = _begin(out["deadline"], doc, now, "deadline")
     if "walltime" in out:
         if "walltime_s" in out:
             raise doc.error("give walltime or walltime_s, not both", ("walltime",))
@@ -108,8 +110,9 @@ def job_from_document(doc: Document, now: float | None = None) -> JobRequest:
     return parse_request(out, source=doc.source, locate=doc.line_of, rename=rename)
 
 
-def _begin(value: object, doc: Document, now: float | None) -> float:
-    """``begin``: a Slurm ``--begin`` form or an ISO time (a YAML timestamp included)."""
+def _begin(value: object, doc: Document, now: float | None, field: str = "begin") -> float:
+    """``begin`` (or ``deadline``): a Slurm ``--begin`` form or an ISO time (a YAML timestamp
+    included)."""
     try:
         if isinstance(value, datetime | date):
             return begin_of(value)
@@ -117,9 +120,10 @@ def _begin(value: object, doc: Document, now: float | None) -> float:
             raise ValueError(
                 f"expected a time such as now+1hour or 2030-01-31T08:00, got {value!r}"
             )
-        return parse_begin(value, time.time() if now is None else now)
+        what = "begin time" if field == "begin" else field
+        return parse_begin(value, time.time() if now is None else now, what=what)
     except ValueError as exc:
-        raise doc.error(str(exc), ("begin",)) from None
+        raise doc.error(str(exc), (field,)) from None
 
 
 def _check_head(out: dict[str, object], doc: Document) -> None:

@@ -40,7 +40,7 @@ from fusesched.policies.registry import CoreConfig, PolicyError
 from fusesched.power.saving import SavingConfig
 from fusesched.sim.engine import Outage, SimJob
 from fusesched.sim.power import PowerSetup
-from fusesched.sim.reservations import SimReservation, bind, check, fit_to
+from fusesched.sim.reservations import SimReservation, bind, check, fit_to, from_live
 from fusesched.store.records import JobState
 from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.request import JobRequest
@@ -374,10 +374,7 @@ def reservations(
     for snap_res in snapshot.reservations:
         if snap_res.name in gone:
             continue
-        res = snap_res.reservation()
-        made = snap_res.created_at - origin if snap_res.created_at is not None else 0.0
-        shifted = dataclasses.replace(res, start=res.start - origin, end=res.end - origin)
-        kept.append(SimReservation(shifted, max(0.0, made)))
+        kept.append(from_live(snap_res.reservation(), snap_res.created_at, origin))
     kept, _ = fit_to(kept, nodes)  # (the scenario removed all its nodes: it is gone)
     names = {k.reservation.name for k in kept}
     now = max(0.0, snapshot.created_at - origin)
@@ -419,7 +416,15 @@ def _added(
         res = Reservation(add.name, tuple(names), start, end, tuple(add.users), tuple(add.tenants))
     except ValueError as exc:
         raise ScenarioError(f"{where}: {exc}") from None
-    return SimReservation(res, add.made_at_s if add.made_at_s is not None else now)
+    made = add.made_at_s if add.made_at_s is not None else now
+    if end <= made:  # (live: refused, its end has passed)
+        since = "made_at_s" if add.made_at_s is not None else "the snapshot's time"
+        raise ScenarioError(
+            f"{where}: it ends at {end:g} s after the first submission, before it is made "
+            f"({made:g} s, {since}): give a later window (or, in a scenario, an earlier "
+            "made_at_s)"
+        )
+    return SimReservation(res, made)
 
 
 _LATENCY_CACHE: list[tuple[Snapshot, float]] = []
@@ -429,23 +434,31 @@ def dispatch_latency(snapshot: Snapshot) -> float:
     """The live controller's dispatch latency, measured from the snapshot's history: the
     median wait, live, of the jobs that the twin (without latency) starts the moment they are
     submitted (for them the live wait is the time from the submission to the cycle that
-    started them). 0 when no job qualifies (a trace's history: starts are not known).
-    Computed once per snapshot object and process."""
+    started them). 0 when no job qualifies (a trace's history: starts are not known). Jobs
+    that named a reservation the replay does not have (it ended or was deleted before the
+    snapshot) do not count: live, they waited for its window, not for a cycle. Computed once
+    per snapshot object and process."""
     if _LATENCY_CACHE and _LATENCY_CACHE[0][0] is snapshot:
         return _LATENCY_CACHE[0][1]
     from fusesched.sim.engine import Simulation
 
-    inputs = build(snapshot, Scenario(name="calibration", dispatch_latency_s=0.0), 0)
+    inputs = build(snapshot, Scenario(name="calibration", dispatch_latency_s=0.0), 0, "snapshot")
     outcomes = (
         Simulation(inputs.nodes, inputs.jobs, inputs.config, reservations=inputs.reservations)
         .run()
         .outcomes
     )
     by_id = {j.id: j for j in snapshot.jobs}
+    booked = {b.reservation.name for b in inputs.reservations}
+    unbooked = {
+        spec.id
+        for _, spec in replayable(snapshot)
+        if spec.reservation is not None and spec.reservation not in booked
+    }
     waits = []
     for o in outcomes:
         job = by_id.get(o.job_id)
-        if job is None or job.start is None or o.start != o.submit:
+        if job is None or job.start is None or o.start != o.submit or o.job_id in unbooked:
             continue
         if o.failures or o.preemptions:
             continue

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect
 
 from fusesched.model.reservation import Reservation
 from fusesched.policies.registry import CoreConfig, PolicyError
@@ -174,26 +174,27 @@ def _job(row: JobRow) -> SnapJob:
 
 def _reservations(store: Store) -> list[SnapReservation]:
     """Every reservation the store holds, by start and name (the store keeps one until it
-    has ended, and its row until the table is next read); none from a store older than
-    reservations (a snapshot does not upgrade the store)."""
-    table = reservation_table
+    has ended, and its row until the table is next read), read as the controller reads
+    them; none from a store older than reservations (a snapshot does not upgrade the
+    store)."""
+    from fusesched.controller.reservations import _read
+
     with store._read() as conn:  # the store's own connection (as controller/reservations.py)
-        if not inspect(conn).has_table(table.name):
+        if not inspect(conn).has_table(reservation_table.name):
             return []
-        rows = conn.execute(select(table).order_by(table.c.start_time, table.c.name))
-        return [
-            SnapReservation(
-                name=m["name"],
-                nodes=list(m["nodes"]),
-                start=float(m["start_time"]),
-                end=float(m["end_time"]),
-                users=list(m["users"]),
-                tenants=list(m["tenants"]),
-                created_at=float(m["created_at"]),
-                created_by=m["created_by"],
-            )
-            for m in rows.mappings()
-        ]
+    return [
+        SnapReservation(
+            name=s.reservation.name,
+            nodes=list(s.reservation.nodes),
+            start=s.reservation.start,
+            end=s.reservation.end,
+            users=list(s.reservation.users),
+            tenants=list(s.reservation.tenants),
+            created_at=s.created_at,
+            created_by=s.created_by,
+        )
+        for s in _read(store)
+    ]
 
 
 def take_snapshot(

@@ -1,0 +1,137 @@
+"""A batch task's output files (``sbatch -o/-e``, ``--open-mode``): its output goes to its log,
+as every task's, and also to the files its job named.
+
+The task writes into a pipe instead of its log; a ``tee`` reads the pipe and writes both the
+log (its standard output, the log's own descriptor) and the file. ``tee`` runs as the task's
+user (as the task: ``setpriv`` or ``subprocess``'s identity switch), so the file is opened
+with that user's rights and never root's, and it opens it at the task's start: emptied first
+(``--open-mode=truncate``, the default) or added to (``append``, ``tee -a``). With an error
+file (``-e``) of its own, standard error has a pipe and a ``tee`` too; both write the log.
+
+Each ``tee`` leads a session of its own, out of the task's process group: killing the task's
+group at its end does not cut it off before it has copied all, and it ends at the pipe's end
+of file, once every process of the task has closed it. :func:`finish` waits for that (briefly:
+a process that left the task's group and lives on keeps the pipe open; its ``tee`` is then
+stopped). A file that cannot be opened (a missing folder, no right to write) does not stop the
+task: ``tee`` says so in the log and copies on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fusesched.agent.users import Identity
+from fusesched.api.wire import TaskLaunch
+
+#: Where ``tee`` is looked for (absolute paths, never the job's PATH).
+TEE_DIRS = "/usr/bin:/bin"
+#: How long the runtime waits, after a task's end, for its writers to copy what is left.
+FINISH_WAIT_S = 5.0
+
+Writer = subprocess.Popen[bytes]
+
+
+class OutputFileError(Exception):
+    """The output files cannot be written at all here (no ``tee``, no process)."""
+
+
+@dataclass(slots=True)
+class OutputWriters:
+    """The writers of one task and the descriptors its process gets for its output."""
+
+    stdout: int  # the write end of the pipe to the output file's writer
+    stderr: int  # the write end of the error file's pipe, or ``subprocess.STDOUT``
+    writers: list[Writer] = field(default_factory=list)
+
+    def close_task_ends(self) -> None:
+        """Close the agent's copies of the write ends (once the task holds its own); twice
+        closes nothing (the numbers may be another thread's by then)."""
+        for fd in (self.stdout, self.stderr):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.stdout = self.stderr = -1
+
+
+def start(
+    launch: TaskLaunch, log_fd: int, who: Identity | None, setpriv: str | None
+) -> OutputWriters | None:
+    """Start the writers of ``launch``'s output files (None when it names none): each
+    copies a pipe to the log (``log_fd``) and to its file, as ``who`` (None: as the agent),
+    switching identity with ``setpriv`` when given. Raises :class:`OutputFileError`."""
+    if launch.output_file is None:
+        return None
+    tee = shutil.which("tee", path=TEE_DIRS)
+    if tee is None:
+        raise OutputFileError("cannot write the output file: tee (coreutils) is not installed")
+    paths = [launch.output_file]
+    if launch.error_file is not None and launch.error_file != launch.output_file:
+        paths.append(launch.error_file)
+    ends: list[int] = []
+    writers: list[Writer] = []
+    try:
+        for path in paths:
+            read, write = os.pipe()
+            ends.append(write)
+            try:
+                writers.append(_writer(tee, path, launch.output_append, read, log_fd, who, setpriv))
+            finally:
+                os.close(read)
+    except OSError as exc:
+        for fd in ends:
+            os.close(fd)
+        finish(writers, 0.0)
+        raise OutputFileError(f"cannot start the output file's writer: {exc}") from None
+    stderr = ends[1] if len(ends) > 1 else subprocess.STDOUT
+    return OutputWriters(ends[0], stderr, writers)
+
+
+def _writer(
+    tee: str,
+    path: str,
+    append: bool,
+    read: int,
+    log_fd: int,
+    who: Identity | None,
+    setpriv: str | None,
+) -> Writer:
+    argv = [tee, *(["-a"] if append else []), "--", path]
+    env = {"PATH": TEE_DIRS, "LANG": "C.UTF-8"}
+    switch = who
+    if who is not None and setpriv is not None:  # (spawned by vfork: no fork of the agent)
+        ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
+        argv = [setpriv, *ids, "--", *argv]
+        switch = None
+    return subprocess.Popen(
+        argv,
+        stdin=read,
+        stdout=log_fd,
+        stderr=log_fd,  # (its complaints, such as a folder that does not exist: in the log)
+        cwd="/",
+        env=env,
+        start_new_session=True,  # out of the task's group: its end does not cut the copy
+        user=switch.uid if switch is not None else None,
+        group=switch.gid if switch is not None else None,
+        extra_groups=[] if switch is not None else None,
+    )
+
+
+def finish(writers: Sequence[Writer], wait_s: float = FINISH_WAIT_S) -> None:
+    """Wait up to ``wait_s`` (in all) for ``writers`` to copy what is left and end (the
+    task has ended: their pipes reach their end once its processes are gone), then stop
+    those still running (a process of the task's that left its group keeps a pipe open)."""
+    deadline = time.monotonic() + wait_s
+    for writer in writers:
+        try:
+            writer.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
