@@ -740,3 +740,24 @@ def test_a_job_held_by_its_users_limit_starts_when_the_user_frees_one_in_another
     out = core.step(3, [JobExited("u1")])  # u frees its job in queue a
     assert started(out) == ["u2"]
     core.tenants.ledger.check_invariants()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ("{half_life_s: 1e400}", "scheduling.half_life_s: must be a number, not '1e400'"),
+        ("{max_preemptions: 2.5}", "scheduling.max_preemptions: must be a whole number"),
+        ("{preempt_for_priority: 1}", "scheduling.preempt_for_priority: must be true or false"),
+        ("{victim_order: 3}", "scheduling.victim_order: must be a name"),
+        ("{weights: {age: high}}", "scheduling.weights.age: must be a number, not 'high'"),
+    ],
+)
+def test_a_scheduling_value_of_the_wrong_type_is_named(section: str, message: str) -> None:
+    """YAML reads ``1e400`` as a string: the error names the field, not Python's '>'."""
+    import yaml
+
+    from fusesched.model.tenancy import TenancyError
+
+    with pytest.raises(TenancyError) as refused:
+        TenancyPolicy.from_dict(yaml.safe_load(f"scheduling: {section}"))
+    assert message in str(refused.value)

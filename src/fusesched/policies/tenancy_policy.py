@@ -75,10 +75,14 @@ class TenancyPolicy:
                 f"scheduling: unknown field(s) {names}; known: {', '.join(sorted(known))}"
             )
         kwargs: dict[str, Any] = dict(sched)
+        for name, value in kwargs.items():
+            _check_type(name, value, _KINDS.get(name))
         if "weights" in kwargs:
             weights = kwargs["weights"]
             if not isinstance(weights, Mapping):
                 raise TenancyError("scheduling.weights: must be a mapping")
+            for name, value in weights.items():
+                _check_type(f"weights.{name}", value, float)
             try:
                 kwargs["weights"] = PriorityWeights(**weights)
             except (TypeError, ValueError) as exc:
@@ -87,3 +91,37 @@ class TenancyPolicy:
             return cls(config=TenancyConfig.from_dict(body), **kwargs)
         except TypeError as exc:
             raise TenancyError(f"scheduling: {exc}") from None
+
+
+#: The type each ``scheduling:`` field takes (a YAML reader gives ``1e400`` as a string).
+_KINDS: dict[str, type] = {
+    "half_life_s": float,
+    "recalc_s": float,
+    "gpu_weight": float,
+    "max_age_s": float,
+    "borrow_backoff_s": float,
+    "victim_order": str,
+    "max_preemptions": int,
+    "preempt_for_priority": bool,
+}
+
+
+def _check_type(name: str, value: object, kind: type | None) -> None:
+    """A clear error for a ``scheduling:`` value of the wrong type (Python's own comparison
+    error named neither the field nor the value)."""
+    if kind is None:
+        return
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        what = "a number"
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        what = "a whole number"
+    elif kind is bool:
+        ok = isinstance(value, bool)
+        what = "true or false"
+    else:
+        ok = isinstance(value, kind)
+        what = "a name"
+    if not ok:
+        raise TenancyError(f"scheduling.{name}: must be {what}, not {value!r}")
