@@ -119,3 +119,11 @@ def test_many_ranges_in_one_pair_of_brackets_are_counted_before_they_are_made() 
 def test_numbers_too_long_for_a_host_are_refused() -> None:
     with pytest.raises(ValueError, match="at most 18 digits"):
         expand_hostlist("n[" + "9" * 5000 + "]")
+
+
+@pytest.mark.parametrize("text", ["n[٠-٣]", "n[0-٣]", "n[１]"])
+def test_host_ranges_take_ascii_digits_only(text: str) -> None:
+    """Python's ``\\d`` matches any script's digits and ``int`` reads them: ``n[٠-٣]`` was
+    n0…n3, names no node has."""
+    with pytest.raises(ValueError, match="cannot read"):
+        expand_hostlist(text)

@@ -66,7 +66,7 @@ UNKNOWN_MODEL: Final = "unknown"
 MIG_SLICES: Final = 7
 
 _MIG_RE: Final = re.compile(r"^nvidia\.com/mig-(\d+)g\.")
-_RELATIVE_RE: Final = re.compile(r"^-(\d+(?:\.\d+)?)([smhdw])$")
+_RELATIVE_RE: Final = re.compile(r"^-(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT_S: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 

@@ -33,9 +33,11 @@ _UNIT_WORDS: Final = {
     **{u: u for u in _UNITS},
 }
 _NAMED: Final = {"noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
-_RELATIVE_RE: Final = re.compile(r"^now\s*(?:\+\s*(\d+)\s*([a-z]*))?$")
-_CLOCK_RE: Final = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
-_DATE_RE: Final = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+_RELATIVE_RE: Final = re.compile(r"^now\s*(?:\+\s*(\d+)\s*([a-z]*))?$", re.ASCII)
+_CLOCK_RE: Final = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$", re.ASCII)
+_DATE_RE: Final = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$", re.ASCII
+)
 #: ``now+N`` reaches this far at most (a typo of many digits is refused, not overflowed).
 MAX_AHEAD_S: Final = 100 * 365 * 86400
 

@@ -20,7 +20,7 @@ MAX_HOSTS: Final = 100_000
 MAX_DIGITS: Final = 18
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9._-]*$")
-_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
 
 
 def expand_hostlist(text: str) -> list[str]:

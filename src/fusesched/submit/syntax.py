@@ -14,11 +14,11 @@ from fusesched.submit.request import MAX_ARRAY_INDICES, ArrayRequest, Dependency
 _SLURM_TIME_RE: Final = re.compile(
     r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$"
 )
-_UNIT_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)")
+_UNIT_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.ASCII)
 _UNIT_SECONDS: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNLIMITED: Final = frozenset({"unlimited", "infinite", "-1"})
-_MEMORY_RE: Final = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
-_ARRAY_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_MEMORY_RE: Final = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE | re.ASCII)
+_ARRAY_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", re.ASCII)
 
 
 def parse_slurm_time(text: str) -> float | None:
