@@ -10,6 +10,7 @@ Every function here runs with the controller's lock held.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
@@ -157,7 +158,8 @@ def settle_terminal(ctl: Controller, now: float) -> None:
             if rec is not None and rec.phase in (JobPhase.QUEUED, JobPhase.PENDING):
                 live = ctl.jobs[job_id]  # (pending: requeued and held at once)
                 if live.exit_sent:
-                    requeued(ctl, live, rec.history[-1].reason, rec.attempts, now)
+                    said = readable_wait(rec.history[-1].reason, rec.not_before)
+                    requeued(ctl, live, said, rec.attempts, now)
             continue
         live = ctl.jobs.pop(job_id)
         if live.tasks:
@@ -174,6 +176,16 @@ def settle_terminal(ctl: Controller, now: float) -> None:
             del ctl.finished[next(iter(ctl.finished))]
     if ended and ctl.auth is not None and ctl.auth.enabled:
         ctl.persist.store.revoke_job_tokens(ended)  # their helpers may call no more
+
+
+def readable_wait(reason: str, not_before: float) -> str:
+    """The core's reason for a job requeued with a back-off ends "eligible at <Unix seconds,
+    6 digits>" (the simulator's clock has no calendar): the controller says the local time."""
+    raw = f"eligible at {not_before:g}"
+    if not reason.endswith(raw):
+        return reason
+    when = time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(not_before))
+    return f"{reason[: -len(raw)]}eligible at {when}"
 
 
 def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: float) -> None:
