@@ -206,6 +206,20 @@ BAD_KUBE = [
         ("tcpSocket: {port: 8080}", "exec: {command: []}"),
         "p.yaml:21: spec.containers[0].readinessProbe.exec: exec needs command, a non-empty list",
     ),
+    (
+        ("tcpSocket: {port: 8080}", "tcpSocket: {port: 8080, host: [a]}"),
+        "p.yaml:21: spec.containers[0].readinessProbe.tcpSocket.host: host must be a string",
+    ),
+    (  # digits other than ASCII's are no number
+        ("tcpSocket: {port: 8080}", "tcpSocket: {port: '\uff18\uff10'}"),
+        "p.yaml:21: spec.containers[0].readinessProbe.tcpSocket.port: port '\uff18\uff10' names "
+        "no containerPort of this container (named ports: http)",
+    ),
+    (
+        ("tcpSocket: {port: 8080}", "exec: {command: [check, --quiet, null]}"),
+        "p.yaml:21: spec.containers[0].readinessProbe.exec.command[2]: Input should be a valid "
+        "string",
+    ),
 ]
 
 

@@ -1,13 +1,17 @@
 """The agent's probe runner: the liveness and readiness probes of its running tasks.
 
-One scheduler thread for every task's probes, started with the first probed task, and a few
-worker threads (:data:`WORKERS`) that run the checks, so a check that hangs until its timeout
-delays no other task's, and nothing here ever holds up a heartbeat. The runtime (single
-threaded, under the agent client's lock) adds a task when it starts (:meth:`ProbeRunner.add`),
-stops its probes when it is being stopped (:meth:`ProbeRunner.stopping`) and forgets it once
-reaped (:meth:`ProbeRunner.remove`); each ``poll`` takes the liveness verdicts
-(:meth:`ProbeRunner.failed`) and stops those tasks itself. The client reads every probed task's
-ready state (:meth:`ProbeRunner.readiness`) for its heartbeats.
+One scheduler thread for every task's probes, started with the first probed task, and worker
+threads that run the checks (:func:`~fusesched.agent.probe_checks.run_check`): started as
+checks fall due and none is idle, at most :data:`WORKERS`, each leaving after
+:data:`IDLE_S` without work. So a check that hangs until its timeout delays no other task's
+(unless :data:`WORKERS` hang at once), and nothing here ever holds up a heartbeat. The runtime
+(single threaded, under the agent client's lock) adds a task when it starts
+(:meth:`ProbeRunner.add`), stops its probes when it is being stopped
+(:meth:`ProbeRunner.stopping`) and forgets it once reaped (:meth:`ProbeRunner.remove`); each
+``poll`` takes the liveness verdicts (:meth:`ProbeRunner.failed`) and stops those tasks itself.
+The client reads every probed task's ready state (:meth:`ProbeRunner.readiness`) for its
+heartbeats. :meth:`ProbeRunner.close` (the agent's shutdown) stops the threads and kills the
+``exec`` checks under way.
 
 Schedule, as Kubernetes: the first check ``initial_delay_s`` after the task started, then one
 every ``period_s`` from the start of the previous one (at once when the previous took longer);
@@ -15,169 +19,34 @@ checks of one probe never overlap. A task with a readiness probe is not ready un
 ``success_threshold`` checks in a row pass; ``failure_threshold`` failures in a row make it not
 ready again, or make a liveness probe fail (once: the task is then stopped).
 
-Checks (:func:`run_check`): ``http`` and ``tcp`` go to 127.0.0.1 (a container task shares the
-node's network); ``exec`` runs the program in its own session with the task's environment, in
-its working folder and as its user (:class:`ExecContext`), inside the same sandbox command for
-a container task (its image, binds and task folder; not its process namespace), and is killed
-with its whole process group at ``timeout_s``.
+The checks themselves (``http``, ``tcp``, ``exec``): :mod:`fusesched.agent.probe_checks`.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import http.client
 import logging
 import os
-import signal
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
-from fusesched.submit.probes import HttpCheck, Probe
+from fusesched.agent.probe_checks import ExecContext, Outcome, exec_context, run_check
+from fusesched.submit.probes import Probe
+
+__all__ = ["ExecContext", "Outcome", "ProbeRunner", "exec_context", "run_check"]
 
 log = logging.getLogger(__name__)
 
-#: Threads that run checks (each at most one check at a time).
-WORKERS: Final = 4
-#: The most output of a failed ``exec`` check kept in its reason.
-OUTPUT_KEPT: Final = 200
-#: Enters the working folder (its first argument) as the check's own user, then runs the check:
-#: root never enters a folder for a user (``cwd`` is entered before the switch; agent/spawn.py)
-_CD: Final = 'cd -- "$1" || exit 125\nshift\nexec "$@"\n'
+#: The most threads running checks at once (each one check at a time).
+WORKERS: Final = 32
+#: How long a worker thread waits for a check to run before it leaves.
+IDLE_S: Final = 30.0
 LIVENESS: Final = "liveness"
 READINESS: Final = "readiness"
-
-
-@dataclass(frozen=True, slots=True)
-class ExecContext:
-    """How an ``exec`` check of a task runs: the task's environment, its working folder, its
-    user (``uid``/``gid`` None: the agent's own) and, for a container task, the sandbox
-    command the check's argv goes after (``prefix``, ending with ``--``)."""
-
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: Path = Path("/")
-    uid: int | None = None
-    gid: int | None = None
-    prefix: tuple[str, ...] = ()
-
-
-def exec_context(
-    env: Mapping[str, str],
-    cwd: Path,
-    ids: tuple[int, int] | None,
-    argv: Sequence[str],
-    command: Sequence[str],
-) -> ExecContext:
-    """The context of a task started with ``argv`` to run ``command`` (``argv`` is a container
-    sandbox's ``bwrap … -- command``, or ``command`` itself) in ``cwd`` with ``env``, as the
-    uid and gid ``ids`` (None: the agent's)."""
-    uid, gid = ids if ids is not None else (None, None)
-    prefix = tuple(argv[: len(argv) - len(command)])
-    return ExecContext(dict(env), cwd, uid, gid, prefix)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    passed: bool
-    detail: str = ""  # why it failed
-
-
-def run_check(probe: Probe, context: ExecContext) -> Outcome:
-    """Run ``probe``'s check once (blocks up to about ``probe.timeout_s``); never raises."""
-    try:
-        if probe.http is not None:
-            return _http(probe.http, probe.timeout_s)
-        if probe.tcp is not None:
-            return _tcp(probe.tcp.port, probe.timeout_s)
-        return _exec(list(probe.exec or ()), context, probe.timeout_s)
-    except Exception as exc:  # never out of a worker thread
-        log.exception("probe %s failed unexpectedly", probe.describe())
-        return Outcome(False, f"{probe.describe()}: internal error: {exc!r}")
-
-
-def _http(check: HttpCheck, timeout_s: float) -> Outcome:
-    what = check.describe()
-    deadline = time.monotonic() + timeout_s
-    conn = http.client.HTTPConnection("127.0.0.1", check.port, timeout=timeout_s)
-    try:
-        conn.connect()
-        if conn.sock is not None:  # the whole check within timeout_s, not each step
-            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
-        conn.request(
-            "GET", check.path, headers={"User-Agent": "fusesched-probe", "Connection": "close"}
-        )
-        response = conn.getresponse()
-        status = response.status
-    except TimeoutError:
-        return Outcome(False, f"{what}: no answer within {timeout_s:g} s")
-    except (OSError, http.client.HTTPException) as exc:
-        return Outcome(False, f"{what}: {_error(exc)}")
-    finally:
-        conn.close()
-    if 200 <= status < 400:
-        return Outcome(True)
-    return Outcome(False, f"{what}: HTTP {status}")
-
-
-def _tcp(port: int, timeout_s: float) -> Outcome:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s):
-            return Outcome(True)
-    except TimeoutError:
-        return Outcome(False, f"TCP 127.0.0.1:{port}: no connection within {timeout_s:g} s")
-    except OSError as exc:
-        return Outcome(False, f"TCP 127.0.0.1:{port}: {_error(exc)}")
-
-
-def _exec(argv: Sequence[str], context: ExecContext, timeout_s: float) -> Outcome:
-    what = "exec " + " ".join(argv)
-    command, cwd = [*context.prefix, *argv], context.cwd
-    if context.uid is not None:  # it enters the folder itself, as its user
-        command = ["/bin/sh", "-c", _CD, "fusesched-probe", str(cwd), *command]
-        cwd = Path("/")
-    try:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=dict(context.env),
-            start_new_session=True,  # its own process group: killed whole at its timeout
-            user=context.uid,
-            group=context.gid,
-            extra_groups=[] if context.uid is not None else None,
-        )
-    except (OSError, ValueError) as exc:
-        return Outcome(False, f"{what}: cannot run: {_error(exc)}")
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=5.0)  # reaped; a child that left its group may hold on
-        return Outcome(False, f"{what}: timed out after {timeout_s:g} s (killed)")
-    if proc.returncode == 0:
-        return Outcome(True)
-    text = output[-4 * OUTPUT_KEPT :].decode("utf-8", errors="replace").strip()
-    text = " ".join(text.split())[-OUTPUT_KEPT:]
-    code = proc.returncode
-    said = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-    return Outcome(False, f"{what}: {said}" + (f": {text}" if text else ""))
-
-
-def _error(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return str(exc) or type(exc).__name__
 
 
 @dataclass(slots=True)
@@ -206,18 +75,25 @@ class ProbeRunner:
         self,
         *,
         clock: Callable[[], float] = time.monotonic,
-        check: Callable[[Probe, ExecContext], Outcome] = run_check,
+        check: Callable[[Probe, ExecContext], Outcome] | None = None,
         workers: int = WORKERS,
     ) -> None:
         self._clock = clock
-        self._check = check
+        self._check = check if check is not None else self._run_check
         self._workers = workers
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # the scheduler waits on it
+        self._work = threading.Condition(self._lock)  # idle workers wait on it
         self._probes: dict[tuple[str, str], _State] = {}
         self._ready: dict[str, bool] = {}  # tasks with a readiness probe, not being stopped
         self._failed: dict[str, str] = {}  # liveness failed, not yet taken: why
+        self._due: collections.deque[_State] = collections.deque()  # checks to run, in order
+        self._alive = 0  # worker threads
+        self._idle = 0  # of them, waiting for a check
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        # written at close: the exec checks under way stop (run_check's ``stop``)
+        self._stop_r: int | None = None
+        self._stop_w: int | None = None
         self._closed = False
 
     # -- what the runtime tells it ----------------------------------------------------------
@@ -233,7 +109,7 @@ class ProbeRunner:
         if liveness is None and readiness is None:
             return
         now = self._clock()
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             for kind, probe in ((LIVENESS, liveness), (READINESS, readiness)):
@@ -248,15 +124,12 @@ class ProbeRunner:
 
     def stopping(self, task_id: str) -> None:
         """The task is being stopped: no more checks, and it is not ready."""
-        with self._cond:
-            for kind in (LIVENESS, READINESS):
-                self._probes.pop((task_id, kind), None)
-            if task_id in self._ready:
-                self._ready[task_id] = False
+        with self._lock:
+            self._stop(task_id)
 
     def remove(self, task_id: str) -> None:
         """The task has ended: forget it."""
-        with self._cond:
+        with self._lock:
             for kind in (LIVENESS, READINESS):
                 self._probes.pop((task_id, kind), None)
             self._ready.pop(task_id, None)
@@ -265,58 +138,116 @@ class ProbeRunner:
     def failed(self) -> dict[str, str]:
         """The tasks whose liveness probe has failed since the last call, each with why (its
         last failed check); each task is named once."""
-        with self._cond:
+        with self._lock:
             found, self._failed = self._failed, {}
             return found
 
     def readiness(self) -> dict[str, bool]:
         """Each probed task's ready state (tasks without a readiness probe are not named)."""
-        with self._cond:
+        with self._lock:
             return dict(self._ready)
 
     def close(self) -> None:
-        """Stop the threads (checks under way finish; their results are dropped)."""
-        with self._cond:
+        """Stop the threads; the ``exec`` checks under way are killed (their results, and
+        those of the other checks under way, are dropped)."""
+        with self._lock:
             self._closed = True
             self._probes.clear()
+            self._due.clear()
             self._cond.notify()
-            thread, pool = self._thread, self._pool
+            self._work.notify_all()
+            thread = self._thread
+            if self._stop_w is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._stop_w, b"x")
+            if self._alive == 0:
+                self._close_pipe()
         if thread is not None:
             thread.join(timeout=5.0)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the threads ------------------------------------------------------------------------
 
+    def _run_check(self, probe: Probe, context: ExecContext) -> Outcome:
+        return run_check(probe, context, self._stop_r)
+
     def _start(self) -> None:
         if self._thread is None:
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="agent-probe")
+            self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             self._thread = threading.Thread(target=self._schedule, name="agent-probes", daemon=True)
             self._thread.start()
 
+    def _close_pipe(self) -> None:
+        for fd in (self._stop_r, self._stop_w):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._stop_r = self._stop_w = None
+
     def _schedule(self) -> None:
-        with self._cond:
+        with self._lock:
             while not self._closed:
                 now = self._clock()
-                waiting = [s for s in self._probes.values() if not s.running]
-                for state in waiting:
-                    if state.due <= now and self._pool is not None:
+                soonest: float | None = None
+                for state in self._probes.values():
+                    if state.running:
+                        continue
+                    if state.due <= now:
                         state.running = True
-                        self._pool.submit(self._run, state)
-                upcoming = [s.due for s in waiting if not s.running]
-                timeout = None if not upcoming else max(0.0, min(upcoming) - now)
-                self._cond.wait(timeout)
+                        self._due.append(state)
+                    elif soonest is None or state.due < soonest:
+                        soonest = state.due
+                self._hire()
+                self._cond.wait(None if soonest is None else max(0.0, soonest - now))
 
-    def _run(self, state: _State) -> None:
-        began = self._clock()
-        outcome = self._check(state.probe, state.context)
-        with self._cond:
-            state.running = False
-            state.due = max(began + state.probe.period_s, self._clock())
-            if self._probes.get((state.task_id, state.kind)) is not state:
-                return  # stopped or ended meanwhile
-            self._count(state, outcome)
-            self._cond.notify()
+    def _hire(self) -> None:
+        """Hand the due checks to idle workers, and start workers for the rest (at most
+        ``workers`` in all). With the lock held."""
+        if not self._due:
+            return
+        self._work.notify(len(self._due))
+        for _ in range(min(len(self._due) - self._idle, self._workers - self._alive)):
+            self._alive += 1
+            threading.Thread(target=self._serve, name="agent-probe", daemon=True).start()
+
+    def _serve(self) -> None:
+        """A worker: runs due checks until none comes for :data:`IDLE_S`."""
+        with self._lock:
+            try:
+                while not self._closed:
+                    if not self._due:
+                        self._idle += 1
+                        self._work.wait(IDLE_S)
+                        self._idle -= 1
+                        if not self._due:
+                            return  # idle for long, or closed
+                    state = self._due.popleft()
+                    self._lock.release()
+                    try:
+                        began = self._clock()
+                        outcome = self._guarded(state)
+                    finally:
+                        self._lock.acquire()
+                    self._finish(state, began, outcome)
+            finally:
+                self._alive -= 1
+                if self._closed and self._alive == 0:
+                    self._close_pipe()
+
+    def _guarded(self, state: _State) -> Outcome:
+        try:
+            return self._check(state.probe, state.context)
+        except Exception as exc:  # (a check that raises must not end its worker)
+            log.exception("probe %s failed unexpectedly", state.probe.describe())
+            return Outcome(False, f"{state.probe.describe()}: internal error: {exc!r}")
+
+    def _finish(self, state: _State, began: float, outcome: Outcome) -> None:
+        """Count a check's outcome (with the lock held)."""
+        state.running = False
+        state.due = max(began + state.probe.period_s, self._clock())
+        if self._probes.get((state.task_id, state.kind)) is not state:
+            return  # stopped or ended meanwhile
+        self._count(state, outcome)
+        self._cond.notify()
 
     def _count(self, state: _State, outcome: Outcome) -> None:
         probe, task_id = state.probe, state.task_id
@@ -337,7 +268,14 @@ class ProbeRunner:
             self._ready[task_id] = False
             return
         times = state.failures
-        log.warning("task %s: liveness probe failed %d times: %s", task_id, times, outcome.detail)
         again = f" ({times} checks in a row)" if times > 1 else ""
+        log.warning("task %s: liveness probe failed: %s%s", task_id, outcome.detail, again)
         self._failed[task_id] = outcome.detail + again
-        self.stopping(task_id)
+        self._stop(task_id)
+
+    def _stop(self, task_id: str) -> None:
+        """No more checks of ``task_id``, and it is not ready (with the lock held)."""
+        for kind in (LIVENESS, READINESS):
+            self._probes.pop((task_id, kind), None)
+        if task_id in self._ready:
+            self._ready[task_id] = False

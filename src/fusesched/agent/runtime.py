@@ -325,7 +325,8 @@ class ProcessRuntime:
                 self._launch(launch, data)
         for task_id, why in self.probes.failed().items():  # stopped as a cancel would be
             failing = self._tasks.get(task_id)
-            if failing is not None and failing.kill_reason is None:
+            # (one that has exited meanwhile ended on its own: its exit is what it reports)
+            if failing is not None and failing.kill_reason is None and not failing.has_exited():
                 failing.liveness_failed = True
                 self.kill(task_id, failing.launch.grace_s, f"{REASON_LIVENESS}: {why}")
         now = self._clock()

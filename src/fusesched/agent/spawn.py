@@ -50,7 +50,7 @@ from fusesched.agent.containers import TASK_DIR_IN_CONTAINER, Bind, bwrap_argv, 
 from fusesched.agent.dataset_staging import DatasetError
 from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
-from fusesched.agent.probes import exec_context
+from fusesched.agent.probe_checks import exec_context
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
 from fusesched.agent.users import Identity, IdentityError, check_reachable

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusesched.agent.cgroups import TaskCgroup
-from fusesched.agent.probes import ExecContext
+from fusesched.agent.probe_checks import ExecContext
 from fusesched.api.wire import TaskLaunch
 
 PID_NAME = "pid"

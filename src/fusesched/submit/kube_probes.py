@@ -133,6 +133,8 @@ class _Probe:
         if not isinstance(command, list) or not command:
             raise self.reader.error("exec needs command, a non-empty list", loc)
         self.reader.renames[f"{self.field}.exec"] = (*loc, "command")
+        for index in range(len(command)):  # (an error names the word)
+            self.reader.renames[f"{self.field}.exec[{index}]"] = (*loc, "command", index)
         return [
             str(w) if isinstance(w, int | float) and not isinstance(w, bool) else w for w in command
         ]
@@ -175,6 +177,8 @@ class _Probe:
 
     def host(self, handler: Mapping[str, object], loc: Loc) -> None:
         host = handler.get("host")
+        if host is not None and not isinstance(host, str):
+            raise self.reader.error("host must be a string", (*loc, "host"))
         if host is not None and host not in _LOCAL_HOSTS:
             self.reader.warn(
                 f"{format_loc((*loc, 'host'))} {host!r} is ignored: fusesched probes the "
@@ -191,7 +195,7 @@ class _Probe:
         self.reader.renames[f"{self.field}.{'http' if loc[-1] == 'httpGet' else 'tcp'}.port"] = (
             port_loc
         )
-        if not isinstance(port, str) or port.isdigit():
+        if not isinstance(port, str) or (port.isascii() and port.isdigit()):
             return int(port) if isinstance(port, str) else port
         if port not in self.ports:
             named = ", ".join(sorted(self.ports)) or "none"
