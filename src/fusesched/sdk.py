@@ -150,21 +150,31 @@ class Client:
 
     def jobs(
         self,
-        user: str | None = None,
+        user: str | Sequence[str] | None = None,
         states: Sequence[str] = (),
-        queue: str | None = None,
+        queue: str | Sequence[str] | None = None,
         limit: int = 50,
         array: str | None = None,
+        *,
+        phases: Sequence[str] = (),
+        ids: Sequence[str] = (),
+        names: Sequence[str] = (),
+        me: bool = False,
     ) -> list[dict[str, Any]]:
-        """Jobs newest first; ``array``: only that array's members."""
+        """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
+        may be several (any of them); ``states`` and ``phases``: in any of those states or
+        phases; ``ids``: those jobs (an array's id: its members); ``me``: the token's user's."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
-        if user:
-            query.append(("user", user))
-        if queue:
-            query.append(("queue", queue))
+        query.extend(("user", u) for u in _several(user))
+        query.extend(("queue", q) for q in _several(queue))
         if array:
             query.append(("array", array))
         query.extend(("state", s) for s in states)
+        query.extend(("phase", s) for s in phases)
+        query.extend(("id", i) for i in ids)
+        query.extend(("name", n) for n in names)
+        if me:
+            query.append(("me", "true"))
         return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
 
     def starts(self, user: str | None = None, queue: str | None = None) -> dict[str, Any]:
@@ -618,3 +628,10 @@ def _tls_hint(url: str, exc: BaseException) -> str:
 
 def _quote(job_id: str) -> str:
     return urllib.parse.quote(job_id, safe="")
+
+
+def _several(value: str | Sequence[str] | None) -> Sequence[str]:
+    """A filter's values: none, one, or several."""
+    if not value:
+        return ()
+    return (value,) if isinstance(value, str) else value

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from fusesched.cli import admin, live
+from fusesched.cli import admin, job_list, live
 
 JOB = {
     "id": "1005_4",
@@ -40,7 +40,7 @@ TOKEN = {
 
 
 class FakeClient:
-    def jobs(self, *args: Any) -> list[dict[str, Any]]:
+    def jobs(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         return [JOB, JOB | {"id": "1004", "state": "Cancelled", "exit_code": -15}]
 
     def show(self, job_id: str) -> dict[str, Any]:
@@ -60,14 +60,14 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     """What the commands print, on an 80-column terminal."""
     out = io.StringIO()
     narrow = Console(file=out, width=80, color_system=None)
-    for module in (live, admin):
+    for module in (live, admin, job_list):
         monkeypatch.setattr(module, "console", narrow)
         monkeypatch.setattr(module, "_client", lambda *args: FakeClient())
     return out
 
 
 def test_the_jobs_table_never_cuts_ids_or_states(screen: io.StringIO) -> None:
-    live.jobs(None, None, None, 50)
+    job_list.jobs(limit=50)  # (fusesched jobs)
     text = screen.getvalue()
     assert "Completed" in text and "Cancelled" in text and "…" in text  # the name is cut
     assert "1005_4" in text

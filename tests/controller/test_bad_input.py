@@ -221,3 +221,12 @@ def test_an_array_limit_of_unicode_digits_is_refused_with_the_reason(client: Tes
         assert answer.status_code == 400, answer.text
         assert "the %N limit must be a positive whole number" in answer.text
         assert "invalid literal" not in answer.text
+
+
+def test_a_group_name_outside_ascii_is_refused(client: TestClient, ctl: Controller) -> None:
+    """``\\w`` took "aé": its tasks' logs could never be written (every beat carrying their
+    output failed)."""
+    body = '{"groups": [{"name": "aé", "resources": {"cpu": "1"}, "argv": ["true"]}]}'
+    status, text = post(client, "/v1/jobs", body)
+    assert status == 422, text
+    assert not ctl.jobs

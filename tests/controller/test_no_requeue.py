@@ -168,3 +168,42 @@ def test_a_job_without_the_flag_on_a_lost_node_is_requeued(make: Any, clock: Clo
     assert again["reason"].startswith("requeued (node n0 stopped heartbeating: requeued)")
     kinds = [row.event.kind for row in ctl.persist.store.events_for_job(job)]
     assert "JobNode" in kinds and "JobRequeued" in kinds, kinds
+
+
+@pytest.mark.parametrize("no_requeue", [True, False])
+def test_after_a_controller_restart_a_job_whose_node_is_gone(
+    tmp_path: Path, clock: Clock, no_requeue: bool
+) -> None:
+    """A job left running whose node does not come back within the node timeout: requeued,
+    or, with --no-requeue, ended (cancelled: the restarted core never had it running) and
+    what waits on it settled, instead of being run a second time."""
+    url, logs = f"sqlite:///{tmp_path / 'db.sqlite'}", LogStore(tmp_path / "logs")
+    config = ControllerConfig(core=CoreConfig(placement="best-fit"), node_timeout_s=30.0)
+    ctl = Controller(Persistence(url), logs, config, clock=clock)
+    for name in ("n0", "n1"):
+        ctl.register(node(name))
+    job = sbatch(ctl, "-c", "4", *(["--no-requeue"] if no_requeue else []))
+    (task,) = start(ctl, "n0")
+    assert task.startswith(f"{job}.")
+    ok = sbatch(ctl, "-c", "1", f"--dependency=afterok:{job}")
+    ctl.run_cycle()
+    ctl.persist.close()
+    again = Controller(Persistence(url), logs, config, clock=clock)  # n0 never comes back
+    try:
+        again.register(node("n1"))
+        clock.now += 31
+        again.heartbeat(Heartbeat(node="n1", running=[]), wait_s=0)
+        again._check_nodes()
+        again.run_cycle()
+        ended = show(again, job)
+        if no_requeue:
+            assert (ended["state"], ended["phase"]) == ("Cancelled", "cancelled"), ended
+            assert ended["reason"] == (
+                f"a node of it did not come back after a controller restart; {NOT_REQUEUED}"
+            )
+            assert job not in again.jobs and show(again, ok)["state"] == "Cancelled"
+        else:
+            assert (ended["state"], ended["nodes"]) == ("Running", ["n1"]), ended  # run again
+            assert show(again, ok)["state"] == "Pending", show(again, ok)["reason"]
+    finally:
+        again.persist.close()

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from fusesched.controller.output_files import NO_ARRAY_INDEX, batch_outputs, expand, resolve
+from fusesched.controller.output_files import (
+    NO_ARRAY_INDEX,
+    batch_dirs,
+    batch_outputs,
+    expand,
+    resolve,
+)
+from fusesched.submit.sbatch import parse_sbatch
 
 MEMBER: dict[str, Any] = {
     "job_id": "12_7",
@@ -31,6 +38,11 @@ PLAIN: dict[str, Any] = MEMBER | {"job_id": "40", "array_job": None, "array_inde
         ("100%% done %j", PLAIN, "100% done 40"),
         ("keep %q and %", PLAIN, "keep %q and %"),  # (unknown sequences stay as written)
         ("%5j", PLAIN, "00040"),
+        ("%%%j%", PLAIN, "%40%"),
+        ("%5%-%٣j-%-1j", PLAIN, "%-%٣j-%-1j"),  # (only ASCII digits make a width)
+        ("%x", PLAIN | {"name": "a/../b"}, "a/../b"),  # (as Slurm: the name as it is)
+        ("%9999999999999999999a", MEMBER, "7".zfill(64)),
+        ("é-%u", PLAIN, "é-ann"),
     ],
 )
 def test_expand(pattern: str, names: dict[str, Any], expanded: str) -> None:
@@ -39,7 +51,9 @@ def test_expand(pattern: str, names: dict[str, Any], expanded: str) -> None:
 
 def test_resolve() -> None:
     assert resolve("/data/out.txt", None) == "/data/out.txt"
-    assert resolve("logs/../out.txt", "/home/ann/run") == "/home/ann/run/out.txt"
+    # (not normalised: the kernel resolves ``..`` after a link to the link target's parent)
+    assert resolve("logs/../out.txt", "/home/ann/run") == "/home/ann/run/logs/../out.txt"
+    assert resolve("/a/.", None) == "/a/." and resolve("/.", None) is None
     # relative, without an absolute working directory: in the task's own folder, not written
     assert resolve("out.txt", None) is None and resolve("out.txt", "sub") is None
     assert resolve("/" + "x" * 5000, None) is None and resolve("/", None) is None
@@ -52,3 +66,20 @@ def test_batch_outputs() -> None:
     assert batch_outputs("/w/o", "o", "/w", **named) == ("/w/o", None)
     assert batch_outputs("o-%j", "/e", None, **named) == (None, None)
     assert batch_outputs(None, "/e", "/w", **named) == (None, None)
+    # the same file, written differently: standard error goes with the output
+    assert batch_outputs("o", "./o", "/w", **named) == ("/w/o", None)
+
+
+@pytest.mark.parametrize(
+    ("args", "submit_dir", "dirs"),
+    [
+        ([], "/home/ann", (None, "/home/ann")),  # where sbatch ran, if the node has it
+        (["-D", "run"], "/home/ann", ("/home/ann/run", None)),  # relative to it (Slurm)
+        (["-D", "/scratch"], "/home/ann", ("/scratch", None)),
+        (["-D", "run"], None, ("run", None)),  # (a client older than submit_dir)
+        ([], None, (None, None)),
+    ],
+)
+def test_batch_dirs(args: list[str], submit_dir: str | None, dirs: tuple[str | None, ...]) -> None:
+    request = parse_sbatch("#!/bin/sh\n", args=args, submit_dir=submit_dir).request
+    assert batch_dirs(request) == dirs

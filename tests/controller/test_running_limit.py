@@ -248,6 +248,7 @@ def fusesched(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[
         text=True,
         timeout=60,
         env={"FUSESCHED_CONTROLLER": cluster.url, "PATH": "/usr/bin:/bin"},
+        cwd=cluster.data_dir,  # (sbatch's jobs run there)
         check=False,
     )
 

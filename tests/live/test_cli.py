@@ -36,6 +36,7 @@ def fusesched(
         text=True,
         timeout=60,
         env={"FUSESCHED_CONTROLLER": url, "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        cwd=cluster.data_dir if cluster is not None else None,  # (sbatch's jobs run there)
     )
 
 

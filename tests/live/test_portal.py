@@ -229,8 +229,12 @@ def test_submit_through_the_form_run_complete_and_read_logs(portal: Portal) -> N
     expect(page.locator("#energy-total")).to_contain_text("kWh")
     # its final sample came with its exit: the ended job's use, asked for once
     expect(page.locator("#efficiency")).to_contain_text("CPU")
+    # its log is complete (the controller says so): read no more, though the page refreshes
+    expect(page.locator("#logs")).to_have_attribute("data-complete", "true")
+    expect(page.locator("#logs-note")).to_have_text("")  # (its agent confirmed the end)
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/efficiency" in r.url else None)
+    page.on("request", lambda r: asked.append(r.url) if "/logs" in r.url else None)
     page.wait_for_timeout(2500)  # the page still refreshes for 10 s after the end
     assert asked == []
     expect(page.locator("#spec")).to_contain_text('"portal-hello"')

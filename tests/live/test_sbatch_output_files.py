@@ -107,3 +107,34 @@ def test_a_requeued_job_empties_its_file_or_adds_to_it(
     assert appended.read_text() == (
         f"out {job} run 0\nerr {job} run 0\nout {job} run 1\nerr {job} run 1\n"
     )
+
+
+def test_the_job_runs_where_sbatch_ran_and_writes_slurm_out_there(
+    cluster: LocalCluster, scratch: Path, tmp_path: Path
+) -> None:
+    (scratch / "job.sh").write_text('#!/bin/sh\necho "in $(pwd) from $SLURM_SUBMIT_DIR"\n')
+    (scratch / "runs").mkdir(mode=0o777)
+    (scratch / "runs").chmod(0o777)
+    job = sbatch(cluster, scratch)  # as Slurm: in the folder sbatch ran in, slurm-<id>.out
+    said = f"in {scratch} from {scratch}\n"
+    assert (scratch / f"slurm-{job}.out").read_text() == said
+    assert Client(cluster.url).logs(job) == said
+    job = sbatch(cluster, scratch, "-D", "runs", "-o", "o-%j.txt")  # relative to it too
+    assert (scratch / "runs" / f"o-{job}.txt").read_text() == f"in {scratch}/runs from {scratch}\n"
+    # a folder the node does not have (or the job's user cannot enter): the task's folder
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    (gone / "job.sh").write_text((scratch / "job.sh").read_text())
+    job = submitted(run_in(gone, cluster, PYTHON, "sbatch", "--json", "-H", "job.sh"))
+    gone.rename(tmp_path / "moved")
+    client = Client(cluster.url)
+    assert client.release(job) == [job]
+    done = client.wait(job, timeout=30)
+    assert done["state"] == "Completed", done
+    first, ran = client.logs(job).splitlines()
+    assert first == (
+        f"fusesched: the job runs in its task folder: {gone}, the folder it was submitted "
+        f"from, is not a folder on this node; its output file {gone}/slurm-{job}.out is not "
+        "written (its log has all of its output)"
+    )
+    assert ran.startswith("in /") and ran.endswith(f"/tasks/{job}.main.0 from {gone}"), ran

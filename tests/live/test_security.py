@@ -503,6 +503,9 @@ def test_a_job_token_is_scoped_to_its_job_and_dies_with_it(secure: Secure) -> No
         bobs = {"offsets": {f"{secure.bob_job}.main.0": 0}}
         assert http.post(own_logs, json=bobs).status_code == 400
         assert http.post(f"/v1/jobs/{secure.bob_job}/logs", json=bobs).status_code == 403
+        for missing in ("987654", "no-such-job"):  # as for bob's: nothing says which jobs exist
+            assert http.get(f"/v1/jobs/{missing}/logs").status_code == 403
+            assert http.post(f"/v1/jobs/{missing}/logs", json={}).status_code == 403
         assert http.get("/v1/jobs").status_code == 403
         assert http.get(f"/v1/jobs/{job_id}").status_code == 403
         assert http.post(f"/v1/jobs/{job_id}/cancel", json={}).status_code == 403

@@ -475,12 +475,16 @@ class AgentClient:
         own work). Quick reports say ``launch=true``: this agent takes launches in their
         replies (a controller that does not know the flag ignores it and answers none). Every
         beat says ``signals=true``: this agent understands the replies' signals (a controller
-        sends none to an agent that does not say so: older agents refuse the fields), and
-        ``probes=true``: it runs the launches' liveness and readiness probes (the same)."""
+        sends none to an agent that does not say so: older agents refuse the fields),
+        ``probes=true``: it runs the launches' liveness and readiness probes (the same), and
+        ``outputs=true``: it writes their output files and starts them in the folder they were
+        submitted from (the same)."""
         key = (url, wait_s, quick)
         found = self._urls.get(key)
         if found is None:
-            query = f"wait={wait_s}&signals=true&probes=true" + ("&launch=true" if quick else "")
+            query = f"wait={wait_s}&signals=true&probes=true&outputs=true" + (
+                "&launch=true" if quick else ""
+            )
             found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")
         return found
 

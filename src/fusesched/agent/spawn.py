@@ -258,6 +258,8 @@ class TaskSpawner:
         data_binds: Sequence[Bind] = (),
     ) -> TaskProcess:
         task_command = command  # (in a container: what the sandbox runs)
+        writing = launch  # (what its output files' writers take: without those in that folder)
+        moved: str | None = None  # (why it does not run in the folder it was submitted from)
         if launch.image is not None:
             if self.image_cache is None:
                 raise StartFailure("container images are not enabled on this agent")
@@ -284,6 +286,14 @@ class TaskSpawner:
             cwd = task_dir
         else:
             cwd = task_dir / launch.workdir if launch.workdir else task_dir  # relative: to it
+            if not launch.workdir and launch.submit_dir is not None:  # (sbatch's default)
+                why = _cannot_enter(launch.submit_dir, who)
+                if why is None:
+                    cwd = Path(launch.submit_dir)
+                else:
+                    writing, lost = _outside(launch, launch.submit_dir)
+                    moved = _moved(launch.submit_dir, why, lost)
+                    notes.append(moved)  # (the job's events)
             if not cwd.is_dir():
                 raise StartFailure(f"working directory does not exist: {cwd}")
             program = _check_executable(command[0], cwd, env["PATH"])
@@ -334,8 +344,11 @@ class TaskSpawner:
         except OSError as exc:
             (task_dir / ENV_NAME).unlink(missing_ok=True)
             raise StartFailure(f"cannot create the task's log {log_path}: {exc}") from None
+        if moved is not None:  # its log's first line says so (as Slurm's job's stderr would)
+            with contextlib.suppress(OSError):
+                os.write(log_fd, f"fusesched: {moved}\n".encode("utf-8", "replace"))
         try:  # its output files (sbatch -o/-e): it writes to their writers, they to its log
-            outputs = output_files.start(launch, log_fd, who, setpriv)
+            outputs = output_files.start(writing, log_fd, who, setpriv)
         except output_files.OutputFileError as exc:
             os.close(log_fd)
             (task_dir / ENV_NAME).unlink(missing_ok=True)
@@ -386,6 +399,52 @@ class TaskSpawner:
             probe_context=probes,
             writers=[] if outputs is None else outputs.writers,
         )
+
+
+def _cannot_enter(folder: str, who: Identity | None) -> str | None:
+    """Why a task cannot start in ``folder`` (the one its job was submitted from, which it
+    enters as its user), or None: it must be a folder here that its user can reach."""
+    path = Path(folder)
+    try:
+        if not path.is_dir():
+            return "is not a folder on this node"
+        if who is None:
+            return None if os.access(path, os.X_OK) else "cannot be entered by the agent's user"
+        check_reachable(path, who, execute=True)
+    except IdentityError as exc:
+        return f"cannot be entered: {exc}"
+    except OSError as exc:
+        return f"cannot be entered: {exc.strerror or exc}"
+    return None
+
+
+def _in_folder(path: str | None, folder: str) -> bool:
+    return path is not None and path.startswith(folder.rstrip("/") + "/")
+
+
+def _outside(launch: TaskLaunch, folder: str) -> tuple[TaskLaunch, list[str]]:
+    """``launch`` without its output files if the output file is in ``folder`` (which its
+    task cannot enter; an error file goes with it: it is written beside the output), and the
+    files so left out."""
+    if _in_folder(launch.output_file, folder):
+        lost = [p for p in (launch.output_file, launch.error_file) if p is not None]
+        return launch.model_copy(update={"output_file": None, "error_file": None}), lost
+    if _in_folder(launch.error_file, folder):
+        assert launch.error_file is not None
+        return launch.model_copy(update={"error_file": None}), [launch.error_file]
+    return launch, []
+
+
+def _moved(folder: str, why: str, lost: list[str]) -> str:
+    """What a batch task that runs in its task folder instead of ``folder``, the one its job
+    was submitted from (Slurm's would run in ``/tmp``), says in its log and the job's events."""
+    files = ""
+    if lost:
+        which = f"file {lost[0]} is" if len(lost) == 1 else f"files {' and '.join(lost)} are"
+        files = f"; its output {which} not written (its log has all of its output)"
+    return (
+        f"the job runs in its task folder: {folder}, the folder it was submitted from, {why}{files}"
+    )
 
 
 def _end_outputs(outputs: output_files.OutputWriters | None) -> None:

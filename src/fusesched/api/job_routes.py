@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import Response
 
+from fusesched.api import job_filters
 from fusesched.api.access import Access, Caller, person, sees
 from fusesched.api.responses import forbidden, json_response
 from fusesched.api.schemas import (
@@ -48,7 +49,9 @@ def accept_files(access: Access, files: SubmissionFiles, p: Principal) -> Submit
     warnings: list[str] = []
     now = access.controller.clock()  # relative begin times are the controller's
     for item in files.files:
-        parsed_items = parse_submission(item.text, source=item.name, sbatch_args=item.args, now=now)
+        parsed_items = parse_submission(
+            item.text, source=item.name, sbatch_args=item.args, now=now, submit_dir=item.submit_dir
+        )
         for parsed in parsed_items:
             request = parsed.request
             if not access.auth.enabled and files.user and not request.user:
@@ -98,10 +101,10 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
     @app.get("/v1/jobs", response_model=list[JobView], tags=["jobs"])
     def list_jobs(
         p: Caller,
-        user: str | None = None,
+        user: Annotated[list[str] | None, Query(description="any of these users")] = None,
         tenant: str | None = None,
         state: Annotated[list[JobState] | None, Query()] = None,
-        queue: str | None = None,
+        queue: Annotated[list[str] | None, Query(description="any of these queues")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 50,
         before: Annotated[
             int | None, Query(ge=0, le=2**63 - 1, description="jobs older than this id")
@@ -109,21 +112,42 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         array: Annotated[
             str | None, Query(max_length=64, description="only this array's members")
         ] = None,
+        phase: Annotated[
+            list[str] | None,
+            Query(description="also the jobs in any of these phases (timeout, preempted, …)"),
+        ] = None,
+        id: Annotated[
+            list[str] | None, Query(description="these jobs (an array's id: its members)")
+        ] = None,
+        name: Annotated[list[str] | None, Query(description="any of these job names")] = None,
+        me: Annotated[bool, Query(description="the caller's own jobs (its token's user)")] = False,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
             if tenant is not None and tenant != p.tenant:
                 return []
             tenant = p.tenant
+        users = job_filters.values("user", user)
+        if me:
+            if not checker.enabled:
+                raise HTTPException(
+                    400,
+                    "authentication is off on this controller: me=true names no one "
+                    "(name the user: user=NAME)",
+                )
+            users = sorted({*(users or ()), p.user})
         states = [s.value for s in state] if state else None
         found = controller.persist.list_jobs(
-            user=user,
+            user=users,
             states=states,
-            queue=queue,
+            queue=job_filters.values("queue", queue),
             limit=limit,
             before_seq=before,
             tenant=tenant,
             array=array,
+            phases=job_filters.phases(phase),
+            ids=job_filters.job_ids(id),
+            names=job_filters.values("name", name),
         )
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)
 

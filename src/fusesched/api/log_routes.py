@@ -12,20 +12,22 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import Field
 
-from fusesched.api.access import Access, Caller
+from fusesched.api.access import Access, Caller, person
 from fusesched.api.responses import json_response
 from fusesched.api.schemas import JobView, _Input, _View
 from fusesched.client_base import LOG_COMPLETE, LOG_CONFIRMED, NEXT_OFFSET
 from fusesched.controller.auth import Principal, Role
-from fusesched.controller.logs import LogState, job_of, log_state, task_order
+from fusesched.controller.logs import LogState, job_of, log_state, loggable, task_order
 
 #: Most tasks one ``POST /v1/jobs/{id}/logs`` names.
 MAX_TASKS = 10_000
-#: Text one answer carries by default, at most, and at least per task (a task's share of the
-#: whole, so that no task's output starves the others').
+#: Text one answer carries by default, and at most (:func:`fair_shares` splits it).
 DEFAULT_BYTES = 4 << 20
 MAX_BYTES = 64 << 20
-MIN_SHARE = 64 << 10
+#: What a task with new output gets at least, however small its share: a whole character,
+#: so that asking again always gets on (the answer may then pass ``max_bytes`` by this much
+#: a task).
+MIN_READ = 4
 _ENDED = ("Completed", "Failed", "Cancelled")
 
 
@@ -67,13 +69,14 @@ def add_log_routes(app: FastAPI, access: Access) -> None:
 
     def job_view(p: Principal, job_id: str) -> JobView:
         """The job, as ``p`` may read its logs: people who see it, and its own job token
-        (``srun``'s steps following their tasks)."""
+        (``srun``'s steps following their tasks). Another machine credential gets 403 before
+        the job is looked for, so that its answer says nothing of which jobs exist."""
         if p.role is Role.JOB and p.job_id == job_id:
             own = controller.persist.get_job(job_id)
             if own is None:
                 raise HTTPException(404, f"no job {job_id!r}")
             return own
-        return access.visible_job(p, job_id)
+        return access.visible_job(person(p), job_id)
 
     def known(view: JobView, task_id: str) -> bool:
         """Whether the task is one of the job's that the controller knows, written or not."""
@@ -107,12 +110,8 @@ def add_log_routes(app: FastAPI, access: Access) -> None:
             state = log_state(controller, task, ended)
             text, after = store.read(task, offset, state.complete)
         else:
-            parts = [log_state(controller, t, ended) for t in store.job_parts(job_id)]
-            state = LogState(
-                ended is not None and all(s.complete for s in parts),
-                all(s.confirmed for s in parts) if parts else not view.tasks,
-            )
-            text, after = store.read_job(job_id, offset, state.complete)
+            parts, state = job_log(view, ended)
+            text, after = store.read_parts(parts, offset, state.complete)
         headers = {
             NEXT_OFFSET: str(after),
             LOG_COMPLETE: _flag(state.complete),
@@ -135,18 +134,25 @@ def add_log_routes(app: FastAPI, access: Access) -> None:
         offsets = dict(body.offsets)
         if body.all:
             for task_id in [*store.tasks(job_id), *(t.task_id for t in view.tasks)]:
-                offsets.setdefault(task_id, 0)
-        share = max(MIN_SHARE, body.max_bytes // max(1, len(offsets)))
+                if loggable(task_id):  # (a task whose id names no file has no log)
+                    offsets.setdefault(task_id, 0)
+        order = sorted(offsets, key=task_order)
+        try:
+            states = [log_state(controller, t, ended) for t in order]  # (before the sizes)
+            found = [store.stat(t) for t in order]
+        except ValueError as exc:  # a task id that cannot name a log
+            raise HTTPException(400, str(exc)) from None
+        new = [
+            max(0, f.st_size - offsets[t]) if f else 0 for t, f in zip(order, found, strict=True)
+        ]
+        shares = fair_shares(new, body.max_bytes)
         out: list[TaskLogView] = []
         more = False
-        for task_id in sorted(offsets, key=task_order):
+        for task_id, state, share, size in zip(order, states, shares, new, strict=True):
             start = offsets[task_id]
-            try:
-                state = log_state(controller, task_id, ended)
-                text, after, at_end = store.read_some(task_id, start, state.complete, share)
-            except ValueError as exc:  # a task id that cannot name a log
-                raise HTTPException(400, str(exc)) from None
-            more = more or not at_end
+            text, after, at_end = store.read_some(task_id, start, state.complete, share)
+            # (cut short by its share; what was written since the sizes comes next round)
+            more = more or (not at_end and share < size)
             whole = state.complete and at_end
             out.append(
                 TaskLogView(
@@ -159,6 +165,37 @@ def add_log_routes(app: FastAPI, access: Access) -> None:
                 )
             )
         return json_response(JobLogsView(job_id=job_id, state=view.state, tasks=out, more=more))
+
+    def job_log(view: JobView, ended: float | None) -> tuple[list[str], LogState]:
+        """The tasks whose logs make the job's output (its first task's, run after run), and
+        whether it is complete. A run's output is shown once the run before it is complete:
+        so a run's last output arriving late (a job restarted in place: its new run starts
+        as the old one's agent sends the rest) lands where the offsets say, not in the middle
+        of the next run's."""
+        parts: list[str] = []
+        states: list[LogState] = []
+        for task_id in store.job_parts(view.id, (t.task_id for t in view.tasks)):
+            parts.append(task_id)
+            states.append(log_state(controller, task_id, ended))
+            if not states[-1].complete:
+                break
+        complete = ended is not None and all(s.complete for s in states)
+        return parts, LogState(complete, all(s.confirmed for s in states))
+
+
+def fair_shares(sizes: list[int], budget: int) -> list[int]:
+    """How many bytes of each of ``sizes`` (what each task has new) one answer carries: all of
+    it while they fit in ``budget``; else each as much as the others up to what it has, what
+    the small ones leave going to the large ones (no task's output starves the others'); at
+    least :data:`MIN_READ` for one with something new."""
+    shares = [0] * len(sizes)
+    left = budget
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    for done, i in enumerate(order):
+        level = left // (len(order) - done)
+        shares[i] = min(sizes[i], max(level, MIN_READ))
+        left = max(0, left - shares[i])
+    return shares
 
 
 def _end(view: JobView) -> float | None:

@@ -47,10 +47,11 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         launch: bool = False,  # the agent takes work in replies to quick reports
         signals: bool = False,  # the agent understands signals (older ones refuse them)
         probes: bool = False,  # the agent runs probes (older ones refuse them)
+        outputs: bool = False,  # the agent writes output files (older ones refuse them)
     ) -> Response:
         access.the_node(p, beat.node)
         try:
-            reply = controller.heartbeat(beat, wait, launch, signals, probes)
+            reply = controller.heartbeat(beat, wait, launch, signals, probes, outputs)
         except UnknownNodeError:
             raise HTTPException(404, f"node {beat.node!r} is not registered") from None
         # an empty ``limit`` is left out: agents older than it (whose reply model refuses

@@ -66,6 +66,13 @@ class JobView(_View):
     deadline: float | None = None  # removed if it cannot end by then (sbatch --deadline)
     licenses: dict[str, int] = Field(default_factory=dict)  # cluster licenses (sbatch -L)
     nodes: list[str] = Field(default_factory=list)
+    # what it asks for in all (squeue %C, %b, %D; controller/job_sizes.py); None: unknown
+    cpus: float | None = None
+    gpus: int | None = None
+    min_nodes: int | None = None
+    # its accelerators in all by resource name (nvidia.com/gpu, nvidia.com/mig-1g.10gb,
+    # fusesched.io/gpu-milli shares, …; squeue %b); None: unknown
+    accelerators: dict[str, int] | None = None
     submit_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None
@@ -144,8 +151,11 @@ class SubmissionFile(BaseModel):
     name: str = Field(default="<file>", max_length=4096)  # for messages: "job.sh:3: ..."
     text: str = Field(max_length=4_000_000)  # its parser says what a NUL in it means
     args: list[str] = Field(default_factory=list, max_length=200)  # sbatch options
+    # the folder the submitting command runs in: a batch script's default working directory
+    # (``JobRequest.submit_dir``); left out by clients older than it
+    submit_dir: str | None = Field(default=None, max_length=4096)
 
-    @field_validator("name", "args")
+    @field_validator("name", "args", "submit_dir")
     @classmethod
     def _no_nul(cls, value: object) -> object:
         return refuse_nul(value)

@@ -32,6 +32,8 @@ NodeText = Annotated[str, AfterValidator(lambda text: text.replace(NUL, "\ufffd"
 
 #: A file a task's output is copied to: an absolute path, without NUL characters.
 OutputPath = Annotated[str, Field(min_length=2, max_length=4096, pattern=r"^/[^\x00]*$")]
+#: A folder on the nodes: an absolute path (``/`` included), without NUL characters.
+FolderPath = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/[^\x00]*$")]
 
 
 class _Wire(BaseModel):
@@ -144,6 +146,11 @@ class TaskLaunch(_Wire):
     output_file: OutputPath | None = Field(default=None, exclude_if=lambda value: value is None)
     error_file: OutputPath | None = Field(default=None, exclude_if=lambda value: value is None)
     output_append: bool = Field(default=False, exclude_if=lambda value: not value)
+    # the folder its job was submitted from (sbatch's default working directory): a task with
+    # no ``workdir`` starts there if this node has it and its user can reach it, else in its
+    # task folder, with a line in its log saying so; left out (as ``signal``) when None. A
+    # controller sends it and the output files only to agents that say ``outputs=true``
+    submit_dir: FolderPath | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it
@@ -172,8 +179,8 @@ class LogChunk(_Wire):
     A chunk with no ``data`` is the log's end mark: the task has ended and its log is
     ``offset`` bytes long, all of it sent (the controller then serves the log as complete).
     Agents send it after the task's last output, with its exit report when they can; agents
-    older than it send none (the controller waits a little, then takes the log as complete),
-    and controllers older than it write nothing for it."""
+    older than it send none (the controller takes the log as complete once their beats leave
+    the task out), and controllers older than it write nothing for it."""
 
     task_id: str
     offset: int = Field(ge=0, le=1 << 40)  # byte offset of ``data`` in the task's log

@@ -6,6 +6,10 @@ controller's ``/v1/submissions`` (which parses and validates them, with the same
 print the ids. Output and exit codes are those of the full commands (``--help`` goes to the
 full command).
 
+Each file says the folder the command runs in (``submit_dir``: a batch script's working
+directory, as Slurm's sbatch). A controller older than that field refuses it (422 naming
+it): the files are sent again without it, with a warning (:func:`refuses_submit_dir`).
+
 With one plain ``http://`` controller (the common case) the request is one POST on a socket
 of its own (:func:`post_once`), so that not even :mod:`http.client` (and the e-mail parser it
 imports) is loaded: about half of such a process's time went to imports. TLS (``https://``,
@@ -27,6 +31,12 @@ from fusesched.client_base import ControllerError, default_token, default_url, r
 TIMEOUT_S = 30.0
 
 OWN_OPTIONS = ("--controller", "--token", "--ca")
+
+#: The warning when the controller is older than ``submit_dir``.
+OLDER_CONTROLLER = (
+    "the controller is older than this command: batch jobs start in their task folder, not "
+    "in this one, and their relative output files (-o/-e, slurm-%j.out) are not written"
+)
 
 
 class UsageError(Exception):
@@ -68,6 +78,23 @@ def _split(argv: Sequence[str]) -> tuple[dict[str, str], bool, list[str]]:
     return own, as_json, rest
 
 
+def submit_dir() -> str | None:
+    """The folder this command runs in, the jobs' ``submit_dir`` (None: it cannot be told,
+    e.g. it was removed, or its name is not UTF-8 text)."""
+    try:
+        folder = os.getcwd()
+        folder.encode("utf-8")
+    except (OSError, UnicodeError):
+        return None
+    return folder
+
+
+def refuses_submit_dir(exc: ControllerError) -> bool:
+    """Whether ``exc`` is the refusal of a controller older than ``submit_dir`` (it refuses
+    fields it does not know: nothing was submitted)."""
+    return exc.status == 422 and "submit_dir" in str(exc)
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -82,6 +109,15 @@ def _read(path: str) -> str:
 
 
 def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
+    files = _named_files(command, rest)
+    folder = submit_dir()
+    if folder is not None:
+        for item in files:
+            item["submit_dir"] = folder
+    return files
+
+
+def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
     if command == "submit":
         if not rest:
             raise UsageError("no job file given (usage: fusesched submit FILE...)")
@@ -121,7 +157,15 @@ def run(command: str, argv: Sequence[str]) -> int | None:
     except HandOver:
         return None
     try:
-        answer = submit_files(files, own)
+        try:
+            answer = submit_files(files, own)
+        except ControllerError as exc:
+            if not refuses_submit_dir(exc):
+                raise
+            print(f"warning: {OLDER_CONTROLLER}", file=sys.stderr)
+            for item in files:
+                item.pop("submit_dir", None)
+            answer = submit_files(files, own)
     except ControllerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if 400 <= exc.status < 500 else 1

@@ -764,6 +764,21 @@ static void add_file(Buf *body, const char *name, const char *path) {
     free(text.data);
 }
 
+/* Each file's "submit_dir": the folder the command runs in (fast.submit_dir), nothing when
+ * it cannot be told; a name that is not UTF-8 text is Python's (which leaves it out). */
+static void add_submit_dir(Buf *body) {
+    static char *folder;
+    static int known;
+    if (!known) {
+        known = 1;
+        folder = getcwd(NULL, 0);
+        if (folder && !utf8_valid(folder, strlen(folder), 0)) to_python();
+    }
+    if (!folder) return;
+    buf_str(body, ", \"submit_dir\": ");
+    json_str(body, folder, strlen(folder), 0);
+}
+
 /* The "files" of the request (fast._files); Python's for any mistake in them. */
 static void add_files(Buf *body, const Args *a, int sbatch) {
     buf_str(body, "\"files\": [");
@@ -774,6 +789,7 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
         for (int i = 0; i < a->nrest; i++) {
             if (i) buf_str(body, ", ");
             add_file(body, a->rest[i], a->rest[i]);
+            add_submit_dir(body);
             buf_str(body, "}");
         }
     } else { /* sbatch [OPTIONS] SCRIPT: the first existing file */
@@ -793,7 +809,9 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
             if (i) buf_str(body, ", ");
             json_str(body, a->rest[i], strlen(a->rest[i]), 0);
         }
-        buf_str(body, "]}");
+        buf_str(body, "]");
+        add_submit_dir(body);
+        buf_str(body, "}");
     }
     buf_str(body, "]");
 }
@@ -1300,5 +1318,10 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     Response resp = {0};
     int rc = exchange(fd, url, &req, &resp);
+    /* a controller older than "submit_dir" refuses it, having submitted nothing: the Python
+     * command sends the files again without it, with its warning (fast.refuses_submit_dir) */
+    if (!rc && resp.status == 422 && resp.body.len &&
+        memmem(resp.body.data, resp.body.len, "submit_dir", 10))
+        to_python();
     return rc ? rc : report(&resp, url, sbatch, a.as_json);
 }

@@ -216,60 +216,20 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
 # ---------------------------------------------------------------------- queries
 
 
-def jobs(
-    user: Annotated[str | None, typer.Option(help="Only this user's jobs.")] = None,
-    state: Annotated[
-        list[str] | None, typer.Option(help="Only jobs in this state (repeatable).")
-    ] = None,
-    queue: Annotated[str | None, typer.Option(help="Only this queue's jobs.")] = None,
-    array: Annotated[
-        str | None, typer.Option(help="Only this array's members (as squeue -j ARRAY_ID).")
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
-    start: Annotated[
-        bool,
-        typer.Option(
-            "--start",
-            help="The waiting jobs with their expected start times and nodes, soonest first "
-            "(as squeue --start).",
-        ),
-    ] = False,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """List jobs, newest first."""
-    client = _client(controller_url, token, ca)
-    if start:
-        if state:
-            _fail("--start lists the waiting jobs: leave out --state", 2)
-        from fusesched.cli.starts import print_starts
-
-        answer = _call(client.starts, user, queue)
-        answer["jobs"] = answer["jobs"][:limit]
-        if as_json:
-            _print_json(answer)
-        else:
-            print_starts(answer)
-        return
-    found = _call(client.jobs, user, state or (), queue, limit, array)
-    if as_json:
-        _print_json(found)
-    else:
-        console.print(jobs_table(found))
-
-
 def show(
-    job_id: Annotated[str, typer.Argument(help="Job id.")],
+    job_id: Annotated[str, typer.Argument(help="Job id (an array's id: its members).")],
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one job with its tasks."""
+    """Show one job with its tasks, or an array's members (as scontrol show job)."""
+    from fusesched.cli.job_list import show_or_array
+
     client = _client(controller_url, token, ca)
-    job = _call(client.show, job_id)
+    job = show_or_array(client, job_id, as_json)  # (an array's id: its members, printed)
+    if job is None:
+        return
     if as_json:
         _print_json(job)
         return
@@ -483,6 +443,7 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.admin import token_app
     from fusesched.cli.efficiency import eff
     from fusesched.cli.job_holds import hold, release, requeue, update
+    from fusesched.cli.job_list import jobs
     from fusesched.cli.licenses import licenses
     from fusesched.cli.node_admin import drain, undrain
     from fusesched.cli.queue_status import queues, share

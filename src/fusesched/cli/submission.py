@@ -105,6 +105,23 @@ def _check_flags(test_only: bool, parsable: bool, wait: bool, as_json: bool) -> 
         _fail("give --json or --parsable, not both", 2)
 
 
+def _sent(call: Any, payload: Any) -> Any:
+    """``call(payload)``; a controller older than ``submit_dir`` (which refuses it, having
+    submitted nothing) gets the payload again without it, with a warning."""
+    from fusesched.cli.fast import OLDER_CONTROLLER, refuses_submit_dir
+    from fusesched.sdk import ControllerError
+
+    try:
+        return call(payload)
+    except ControllerError as exc:
+        if not refuses_submit_dir(exc):
+            raise
+    err.print(f"[yellow]warning:[/] {OLDER_CONTROLLER}", highlight=False)
+    if isinstance(payload, list):
+        return call([{k: v for k, v in p.items() if k != "submit_dir"} for p in payload])
+    return call({k: v for k, v in payload.items() if k != "submit_dir"})
+
+
 def _targets(job_ids: Sequence[str], requests: Sequence[Any]) -> list[Target]:
     """The jobs to wait for: each submitted job, an array as a whole."""
     return [target(job_id, r.array) for job_id, r in zip(job_ids, requests, strict=True)]
@@ -151,15 +168,18 @@ def submit(
 ) -> None:
     """Submit jobs; the format of each file is recognised from its content.
 
-    A batch script's `#SBATCH --parsable` or `#SBATCH --wait` line counts as the option."""
+    A batch script's `#SBATCH --parsable` or `#SBATCH --wait` line counts as the option; it
+    runs in the current folder, as with sbatch."""
+    from fusesched.cli.fast import submit_dir
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.load import load_submission
 
     requests = []
     flags: set[str] = set()
+    folder = submit_dir()
     try:
         for path in files:
-            for parsed in load_submission(path):
+            for parsed in load_submission(path, submit_dir=folder):
                 requests.append(parsed.request)
                 for warning in parsed.warnings:
                     err.print(f"[yellow]warning:[/] {warning}", highlight=False)
@@ -174,12 +194,12 @@ def submit(
     if test_only:
         from fusesched.cli.starts import report_trial
 
-        report_trial(_call(client.test_start, payload), as_json)
+        report_trial(_call(_sent, client.test_start, payload), as_json)
         return
     ids = (
-        [_call(client.submit, payload[0])]
+        [_call(_sent, client.submit, payload[0])]
         if len(payload) == 1
-        else _call(client.submit_many, payload)
+        else _call(_sent, client.submit_many, payload)
     )
     if parsable:
         print_ids(ids)
@@ -203,7 +223,9 @@ def sbatch(
 
     The script's #SBATCH directives are honoured; options given here override them, as with
     Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). Without a script,
-    --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname").
+    --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname"). The job
+    runs in the current folder (where its node has it) unless -D names another, and writes
+    its output to slurm-<id>.out there unless -o names another file.
 
     `--parsable` prints only the job id: `jid=$(fusesched sbatch --parsable job.sh)`.
     `-W`/`--wait` returns when the job (every member of an array) has ended, with its exit
@@ -211,6 +233,7 @@ def sbatch(
     saying its state changes on stderr; Ctrl-C stops waiting and leaves the job running
     (exit 130). A script's `#SBATCH --parsable` and `#SBATCH --wait` lines count as the options.
     """
+    from fusesched.cli.fast import submit_dir
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import load_sbatch, parse_sbatch
 
@@ -230,11 +253,12 @@ def sbatch(
         )
     if rest:
         _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
+    folder = submit_dir()  # (the job's working directory, as Slurm's)
     try:
         if script is None:
-            parsed = parse_sbatch("", source=WRAP_SOURCE, args=options)
+            parsed = parse_sbatch("", source=WRAP_SOURCE, args=options, submit_dir=folder)
         else:
-            parsed = load_sbatch(script, options)
+            parsed = load_sbatch(script, options, submit_dir=folder)
     except SubmitError as exc:
         _fail(str(exc), 2)
     request = parsed.request
@@ -249,9 +273,9 @@ def sbatch(
     if test_only:
         from fusesched.cli.starts import report_trial
 
-        report_trial(_call(client.test_start, [payload]), as_json)
+        report_trial(_call(_sent, client.test_start, [payload]), as_json)
         return
-    job_id = _call(client.submit, payload)
+    job_id = _call(_sent, client.submit, payload)
     if parsable:
         print_ids([job_id])
     elif as_json:

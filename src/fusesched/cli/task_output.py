@@ -29,7 +29,7 @@ class Sink(Protocol):
 def task_index(task_id: str) -> int:
     """A task's index in the job (``<job>[-r<run>].main.<index>``)."""
     tail = task_id.rsplit(".", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 18 else 0
 
 
 @dataclass

@@ -22,7 +22,8 @@ from fusesched.api.wire import NodeInventory, TaskLaunch
 from fusesched.controller import endings, failures, federation
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
-from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
+from fusesched.core.requeue import NOT_REQUEUED
+from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.store import JobDetail
@@ -176,12 +177,19 @@ def expire(ctl: Controller, now: float) -> None:
 
 
 def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
-    """A job left running that cannot be adopted: forget its old run, queue a new one."""
+    """A job left running that cannot be adopted: forget its old run, queue a new one. One
+    that may not be requeued (``sbatch --no-requeue``) ends instead, cancelled (the core
+    never had it running) with the reason, and what waits on it settles."""
     for task_id, task in live.tasks.items():
         ctl.tasks.pop(task_id, None)
         ctl.finished[task_id] = task
     live.tasks = {}
     live.adopting = False
+    if not live.request.requeue:  # (straight to the core: it must not wait to run again)
+        why = f"{reason}; {NOT_REQUEUED}"
+        ctl.persist.job_event(live.id, "JobNotRequeued", why, now)
+        ctl.events.extend([JobSubmitted(live.spec), JobCancelRequested(live.id, why)])
+        return
     live.attempt_base += 1
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)
     ctl.resubmit(JobSubmitted(live.spec))

@@ -20,7 +20,7 @@ from fusesched.api.wire import (
     TaskLimit,
     TaskState,
 )
-from fusesched.controller import adoption, data, drains, endings, failures
+from fusesched.controller import adoption, data, drains, endings, failures, output_files
 from fusesched.controller import probes as task_probes
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
@@ -104,6 +104,7 @@ def heartbeat(
     launch: bool = False,
     signals: bool = True,
     probes: bool = True,
+    outputs: bool = True,
 ) -> HeartbeatReply:
     """Take what an agent reports; the reply carries its work (launches, kills, running
     tasks' new time limits, datasets to stage).
@@ -123,6 +124,10 @@ def heartbeat(
 
     ``probes``: the agent runs liveness and readiness probes (``probes=true``); an older
     one's launches go without them (controller/probes.py).
+
+    ``outputs``: the agent writes output files and starts batch scripts in the folder they
+    were submitted from (``outputs=true``); an older one's launches go without them, as
+    before (controller/output_files.py).
     """
     now = ctl.clock()
     wait = ctl.config.long_poll_s if wait_s is None else wait_s
@@ -142,6 +147,7 @@ def heartbeat(
         if beat.samples or beat.health is not None:
             failures.observe(ctl, beat, now)
         data.heard(ctl, beat)
+        ctl.logs.heard(beat)  # (the tasks it speaks of: a log's end is not waited for forever)
         # a node speaks only for its own tasks: it can neither write another node's task
         # logs nor end another node's tasks
         for chunk in beat.logs:
@@ -197,6 +203,8 @@ def heartbeat(
                 )
         ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
         launches = node.outbox if probes else task_probes.without_probes(beat.node, node.outbox)
+        if not outputs:
+            launches = output_files.without_outputs(beat.node, launches)
         reply = HeartbeatReply(
             launch=launches if signals else _without_signals(beat.node, launches),
             kill=node.kills,

@@ -26,7 +26,7 @@ from fusesched.controller.launchenv import (
     task_env,
     task_slots,
 )
-from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs
+from fusesched.controller.output_files import NO_OUTPUTS, batch_dirs, launch_outputs
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
 from fusesched.model.events import StartJob
@@ -131,9 +131,13 @@ class AgentPool:
                 env = slurm_env(slurm, slot, slots, batch) | env
             env.update(secret)
             env["FUSESCHED_RESTART_COUNT"] = str(attempt)
-            # the batch script's output files (sbatch -o/-e; not a container's)
+            # the batch script's working directory and output files (sbatch -D, -o/-e; not a
+            # container's): where sbatch ran unless -D says otherwise
             scripted = batch and group.image is None
             output, error, append = launch_outputs(live, slot.node) if scripted else NO_OUTPUTS
+            workdir, submit_dir = batch_dirs(live.request) if scripted else (group.workdir, None)
+            if slurm is not None and live.request.submit_dir is not None:
+                env.setdefault("SLURM_SUBMIT_DIR", live.request.submit_dir)
             launch = TaskLaunch(
                 task_id=slot.task_id,
                 job_id=live.id,
@@ -141,7 +145,7 @@ class AgentPool:
                 argv=list(group.argv),
                 script=group.script,
                 env=env,
-                workdir=group.workdir,
+                workdir=workdir,
                 cpu_ids=list(grant.cpu_ids),
                 gpu_indices=list(grant.gpu_indices),
                 gpu_uuids=list(grant.gpu_uuids),
@@ -157,6 +161,7 @@ class AgentPool:
                 output_file=output,
                 error_file=error,
                 output_append=append,
+                submit_dir=submit_dir,
                 liveness=group.liveness,
                 readiness=group.readiness,
             )

@@ -349,4 +349,7 @@ def _write_logs(ctl: Controller, task: LiveTask, data: dict[str, bytes]) -> None
     parts = [data[k] for k in ("stdout", "stderr") if k in data]
     parts += [v for k, v in sorted(data.items()) if k not in ("stdout", "stderr")]
     text = b"".join(parts).decode(errors="replace")
+    if not text:  # (an empty chunk is an agent's end mark: an empty copy is no end)
+        ctl.logs.create(task.launch.task_id)
+        return
     ctl.logs.write(LogChunk(task_id=task.launch.task_id, offset=0, data=text))

@@ -9,6 +9,13 @@ log's length), so it outlives a controller restart. :func:`log_state` says from 
 what the controller knows of the task, whether more of a log may still come: readers (``run``,
 ``logs -f``, job steps) stop at the end of a complete log instead of waiting for quiet.
 
+A mark that can never come (an agent older than marks, or one restarted since the task ended)
+is not waited for by the clock: an agent speaks of an ended task in every beat until its mark
+is delivered (its output, its exit, the mark), so once its node's agent has sent
+:data:`SILENT_BEATS` beats that leave the task out, it has had its chance. A stalled
+controller or a network hiccup delays beats, never declares a log complete; a node that stays
+silent is declared lost, and its tasks' logs with it.
+
 Folders are created mode 0700 and files mode 0600: only the controller reads them, and serves
 each job's logs through the API to its tenant only.
 """
@@ -18,28 +25,33 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusesched.agent.logtext import complete_utf8
-from fusesched.api.wire import LogChunk
+from fusesched.api.wire import Heartbeat, LogChunk
 from fusesched.model.node import NodeState
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_LONGEST = 200  # characters of a task id (a file name is at most 255 bytes)
 
-#: A task that ended without an end mark (its agent is older than end marks, or went away
-#: before sending it) has its log taken as complete, unconfirmed, once nothing has been
-#: written to it for this long since its end: the bounded wait of readers when the mark can
-#: never come. An agent that sends marks sends one with the exit report, or right after the
-#: last of the output.
-UNCONFIRMED_AFTER_S = 3.0
-#: End marks kept in memory (they are on disk; this spares reading them again).
+#: A task that ended without an end mark has its log taken as complete, unconfirmed, once its
+#: node's agent has sent this many beats since it last spoke of the task (an agent older than
+#: marks has sent all of its output then; a restarted one forgot it). Two, not one: a beat put
+#: together just before the task ended may arrive just after its exit report (an agent's two
+#: threads each have one beat on the way at most). An agent that sends marks sends one with
+#: the exit report, or right after the last of the output.
+SILENT_BEATS = 2
+#: End marks kept in memory (they are on disk; this spares reading them again), and tasks
+#: whose agents' last word is remembered (a task forgotten is counted again from scratch).
 _ENDS_KEPT = 100_000
+_HEARD_KEPT = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +77,14 @@ class LogStore:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         self._ends: dict[str, int] = {}  # end marks read or written (they never change)
+        self._lock = threading.Lock()  # beats come under the controller's lock, reads do not
+        self._beats: dict[str, tuple[int, int]] = {}  # per node: its beats, its full beats
+        # per task: its node and that node's counts when its agent last spoke of it
+        self._heard: dict[str, tuple[str, int, int]] = {}
 
     def path(self, task_id: str) -> Path:
-        if not _SAFE.fullmatch(task_id) or task_id.startswith("."):
-            raise ValueError(f"bad task id {task_id!r}")
+        if not loggable(task_id):
+            raise ValueError(f"bad task id {task_id[:_LONGEST]!r}")
         return self.root / job_of(task_id) / f"{task_id}.log"
 
     def write(self, chunk: LogChunk) -> None:
@@ -76,8 +92,7 @@ class LogStore:
         if not chunk.data:
             self.mark_end(chunk.task_id, chunk.offset)
             return
-        path = self.path(chunk.task_id)
-        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path = self.create(chunk.task_id)
         data = chunk.data.encode()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         with os.fdopen(fd, "r+b") as f:
@@ -90,8 +105,7 @@ class LogStore:
         path = self.path(task_id)
         if self._ends.get(task_id) == length:
             return  # (sent again: a retried heartbeat)
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        self.create(task_id)
         mark = path.with_suffix(".end")
         fresh = mark.with_name(f".{mark.name}.new")
         fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -99,6 +113,40 @@ class LogStore:
             f.write(f"{length}\n")
         os.replace(fresh, mark)  # (a reader never sees half a mark)
         self._remember(task_id, length)
+
+    def create(self, task_id: str) -> Path:
+        """The task's log, created empty if it is not there yet (so that it is listed)."""
+        path = self.path(task_id)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        return path
+
+    def heard(self, beat: Heartbeat) -> None:
+        """Count a beat of ``beat.node``'s agent, and the tasks it speaks of: their output
+        or end mark, their reports, and (a full beat) those that run."""
+        named = {c.task_id for c in beat.logs} | {r.task_id for r in beat.reports}
+        named.update(beat.running or ())
+        with self._lock:
+            beats, full = self._beats.get(beat.node, (0, 0))
+            beats, full = beats + 1, full + (beat.running is not None)
+            self._beats[beat.node] = (beats, full)
+            for task_id in named:
+                self._heard.pop(task_id, None)  # (newest last: the oldest are let go first)
+                self._heard[task_id] = (beat.node, beats, full)
+            if len(self._heard) > _HEARD_KEPT:
+                for task_id in list(self._heard)[: len(self._heard) - _HEARD_KEPT // 2]:
+                    del self._heard[task_id]
+
+    def silence(self, task_id: str, node: str) -> tuple[int, int]:
+        """How many beats, and full beats, ``node``'s agent has sent since it last spoke of
+        the task (counted from now when it has not since this controller started)."""
+        with self._lock:
+            now = self._beats.get(node, (0, 0))
+            found = self._heard.get(task_id)
+            if found is None or found[0] != node:
+                self._heard[task_id] = (node, *now)
+                return 0, 0
+            return now[0] - found[1], now[1] - found[2]
 
     def end(self, task_id: str) -> int | None:
         """The length its agent said the task's log has, once complete; ``None``: not said."""
@@ -157,10 +205,14 @@ class LogStore:
         text, after = complete_text(data, offset, final and at_end)
         return text, after, at_end
 
-    def job_parts(self, job_id: str) -> list[str]:
-        """The tasks whose logs make the job's log (:meth:`read_job`), in order."""
+    def job_parts(self, job_id: str, known: Iterable[str] = ()) -> list[str]:
+        """The tasks whose logs make the job's log (:meth:`read_job`), in order: each run's
+        first task (of those with a log, and of ``known``, the job's tasks the controller
+        knows: a first task that has written nothing yet still comes first)."""
+        names = set(self.tasks(job_id))
+        names.update(t for t in known if job_of(t) == job_id and loggable(t))
         first: dict[int, str] = {}
-        for task_id in self.tasks(job_id):
+        for task_id in sorted(names, key=task_order):
             remote, attempt, _, _ = task_order(task_id)
             if not remote:
                 first.setdefault(attempt, task_id)
@@ -169,8 +221,32 @@ class LogStore:
     def read_job(self, job_id: str, offset: int = 0, final: bool = False) -> tuple[str, int]:
         """The job's log: its first task's, run after run (a requeued job's restarts append,
         as a requeued Slurm job's output file does); ``offset`` counts over the whole."""
-        data = b"".join(self.path(t).read_bytes() for t in self.job_parts(job_id))
-        return complete_text(data[offset:], offset, final)
+        return self.read_parts(self.job_parts(job_id), offset, final)
+
+    def read_parts(self, parts: Sequence[str], offset: int, final: bool) -> tuple[str, int]:
+        """The logs of ``parts`` one after another, from byte ``offset`` of the whole (only
+        what lies past it is read: following a long log costs what is new)."""
+        data = bytearray()
+        start = 0  # where the part begins in the whole
+        for task_id in parts:
+            found = self.stat(task_id)
+            size = found.st_size if found is not None else 0
+            skip = max(0, offset - start)  # (of this part)
+            if skip < size:
+                with contextlib.suppress(FileNotFoundError), open(self.path(task_id), "rb") as f:
+                    f.seek(skip)
+                    # (the last part to its end; the others to the size they had above, so
+                    # that what follows them stays where the offsets say)
+                    data += f.read() if task_id == parts[-1] else f.read(size - skip)
+            start += size
+        return complete_text(bytes(data), offset, final)
+
+
+def loggable(task_id: str) -> bool:
+    """Whether ``task_id`` can name a log file (no other task's, no folder's)."""
+    return (
+        bool(_SAFE.fullmatch(task_id)) and not task_id.startswith(".") and len(task_id) <= _LONGEST
+    )
 
 
 def log_state(ctl: Controller, task_id: str, job_end: float | None) -> LogState:
@@ -178,14 +254,15 @@ def log_state(ctl: Controller, task_id: str, job_end: float | None) -> LogState:
     the controller's clock; ``None`` while it has not).
 
     Complete and confirmed: its agent sent the end mark and all of the log is here. Complete
-    and unconfirmed (the end may be missing): the task was lost, its node is down or gone, its
-    job ended before this controller knew of it (after a restart, a heartbeat writes only the
-    logs of tasks the controller knows, so no agent can add to it), or its agent sent neither
-    a mark nor output for :data:`UNCONFIRMED_AFTER_S` after the task's end (or its job's, for
-    a helper still being stopped as its job ended). Tasks an external pool ran are complete
-    once ended (the controller copied the cluster's files itself), and so are tasks that
-    never ran (no pid reported, no log). Ask before reading: a log complete before the read
-    is whole in what the read returns.
+    and unconfirmed (the end may be missing): the task was lost, its node is down or gone, it
+    is not of its job's current run and this controller does not know it, or its job ended
+    before this controller knew of it (after a restart, a heartbeat writes only the logs of
+    tasks the controller knows, so no agent can add to them), or its agent has sent
+    :data:`SILENT_BEATS` beats since it last spoke of the ended task (full beats, for a task
+    not known to have ended whose job has: a helper still being stopped). Tasks an external
+    pool ran are complete once ended (the controller copied the cluster's files itself), and
+    so are tasks that never ran (no pid reported, no log). Ask before reading: a log complete
+    before the read is whole in what the read returns.
     """
     store = ctl.logs
     entry = ctl.tasks.get(task_id)
@@ -197,7 +274,9 @@ def log_state(ctl: Controller, task_id: str, job_end: float | None) -> LogState:
         return COMPLETE
     task = entry[1] if entry is not None else ctl.finished.get(task_id)
     if task is None:  # not a task this controller runs or ran
-        return OPEN if job_end is None else UNCONFIRMED
+        live = ctl.jobs.get(job_of(task_id))
+        stale = live is not None and bool(live.tasks) and task_id not in live.tasks
+        return UNCONFIRMED if job_end is not None or stale else OPEN
     if task.pool is not None:
         return COMPLETE
     if task.state == "exited" and task.pid is None and found is None:
@@ -205,13 +284,11 @@ def log_state(ctl: Controller, task_id: str, job_end: float | None) -> LogState:
     node = ctl.nodes.get(task.node)
     if task.lost or node is None or node.state is NodeState.DOWN:
         return UNCONFIRMED
-    ended = task.end_time if task.state == "exited" and task.end_time is not None else job_end
-    if ended is None:
+    exited = task.state == "exited"
+    if not exited and job_end is None:
         return OPEN
-    quiet = found is None or time.time() - found.st_mtime >= UNCONFIRMED_AFTER_S
-    if quiet and ctl.clock() - ended >= UNCONFIRMED_AFTER_S:
-        return UNCONFIRMED
-    return OPEN
+    beats, full = store.silence(task_id, task.node)
+    return UNCONFIRMED if (beats if exited else full) >= SILENT_BEATS else OPEN
 
 
 def complete_text(data: bytes, offset: int, final: bool = False) -> tuple[str, int]:
@@ -226,7 +303,7 @@ def complete_text(data: bytes, offset: int, final: bool = False) -> tuple[str, i
     return whole.decode(errors="replace"), offset + len(whole)
 
 
-_RESTART = re.compile(r"-r(\d+)$")
+_RESTART = re.compile(r"-r([0-9]{1,18})$")  # (ASCII digits: int() takes others, or fails)
 
 
 def job_of(task_id: str) -> str:
@@ -238,7 +315,8 @@ def task_order(task_id: str) -> tuple[int, int, str, int]:
     """Tasks' sort key: the gang's before remote helpers, then by run, group and index."""
     parts = task_id.split(".")
     remote = 1 if len(parts) > 1 and parts[1] == "remote" else 0
-    index = int(parts[-1]) if parts[-1].isdigit() else 0
+    tail = parts[-1]
+    index = int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 18 else 0
     restart = _RESTART.search(parts[0])
     attempt = int(restart.group(1)) if restart else 0
     return remote, attempt, ".".join(parts[1:-1]), index

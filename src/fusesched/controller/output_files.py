@@ -10,19 +10,29 @@ first node's short name; ``%n`` and ``%t`` 0 (the batch script runs as the first
 the first node). A number between ``%`` and the letter pads a number with zeros to that
 width (``%4a``: ``0007``). Other ``%`` sequences are kept as written.
 
-A relative path is relative to the job's working directory (``-D``), as in Slurm. A job
-that names none runs in its task's own folder, where the agent keeps its log already: its
-relative output files are not written (only an absolute path, or a relative one under an
-absolute ``-D``, is).
+A relative path is relative to the job's working directory, as in Slurm: ``-D``, else the
+folder sbatch ran in (the request's ``submit_dir``; a relative ``-D`` is relative to it too:
+:func:`batch_dirs`). A job with neither (a client older than ``submit_dir``, a request made
+by hand) runs in its task's own folder, where the agent keeps its log already: its relative
+output files are not written.
+
+Agents older than output files refuse the launch fields they do not know: a controller sends
+them only to agents that say ``outputs=true`` (:func:`without_outputs`).
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from typing import TYPE_CHECKING, Final
 
+from fusesched.api.wire import TaskLaunch
+
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob
+    from fusesched.submit.request import JobRequest
+
+log = logging.getLogger(__name__)
 
 #: ``%a`` of a job that is no array member (Slurm's NO_VAL).
 NO_ARRAY_INDEX: Final = "4294967294"
@@ -91,8 +101,8 @@ def resolve(path: str, workdir: str | None) -> str | None:
         if workdir is None or not posixpath.isabs(workdir):
             return None
         path = posixpath.join(workdir, path)
-    path = posixpath.normpath(path)
-    if len(path) > MAX_PATH or "\x00" in path or path == "/":
+    # (not normalised: ``..`` after a link is the link target's parent, as the kernel sees it)
+    if len(path) > MAX_PATH or "\x00" in path or posixpath.normpath(path) == "/":
         return None
     return path
 
@@ -132,17 +142,32 @@ def batch_outputs(
     if out is None:
         return None, None
     err = None if error is None else path(error)
-    return out, None if err == out else err
+    same = err is not None and posixpath.normpath(err) == posixpath.normpath(out)
+    return out, None if same else err
+
+
+def batch_dirs(request: JobRequest) -> tuple[str | None, str | None]:
+    """(workdir, submit_dir) of the task that runs ``request``'s batch script: its ``-D``,
+    made absolute against the folder it was submitted from when relative (as Slurm); no
+    ``-D``: that folder, which the agent enters where its node has it (else the task's own
+    folder), as ``TaskLaunch.submit_dir``."""
+    workdir, submitted = request.groups[0].workdir, request.submit_dir
+    if submitted is None:
+        return workdir, None
+    if workdir is None:
+        return None, submitted
+    return posixpath.join(submitted, workdir), None  # (as the kernel resolves it: no normpath)
 
 
 def launch_outputs(live: LiveJob, node: str) -> tuple[str | None, str | None, bool]:
     """(output file, error file, append?) of the task that runs ``live``'s batch script on
-    ``node`` (its first group's working directory; ``--open-mode``)."""
+    ``node`` (resolved against its working directory, :func:`batch_dirs`; ``--open-mode``)."""
     request, spec = live.request, live.spec
+    workdir, submitted = batch_dirs(request)
     out, err = batch_outputs(
         request.output,
         request.error,
-        request.groups[0].workdir,
+        workdir or submitted,
         job_id=live.id,
         array_job=spec.array_parent,
         array_index=spec.array_index,
@@ -151,3 +176,30 @@ def launch_outputs(live: LiveJob, node: str) -> tuple[str | None, str | None, bo
         node=node,
     )
     return out, err, out is not None and request.open_mode == "append"
+
+
+def without_outputs(node: str, launches: list[TaskLaunch]) -> list[TaskLaunch]:
+    """``launches`` for an agent too old for output files and the submit folder (its reply
+    model would refuse the whole reply): without them (logged). Such a task runs in its task
+    folder and writes its output to its log alone, as before."""
+    out: list[TaskLaunch] = []
+    for sent in launches:
+        if sent.output_file is not None or sent.submit_dir is not None:
+            log.warning(
+                "node %s's agent is too old for output files: task %s starts without its "
+                "output file (%s)%s",
+                node,
+                sent.task_id,
+                sent.output_file or "none",
+                "" if sent.submit_dir is None else f", in its task folder, not {sent.submit_dir}",
+            )
+            sent = sent.model_copy(
+                update={
+                    "output_file": None,
+                    "error_file": None,
+                    "output_append": False,
+                    "submit_dir": None,
+                }
+            )
+        out.append(sent)
+    return out

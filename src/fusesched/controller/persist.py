@@ -19,6 +19,7 @@ from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
+from fusesched.controller.job_sizes import job_size
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -414,14 +415,20 @@ class Persistence:
 
     def list_jobs(
         self,
-        user: str | None,
+        user: str | Sequence[str] | None,
         states: Sequence[str] | None,
-        queue: str | None,
+        queue: str | Sequence[str] | None,
         limit: int,
         before_seq: int | None,
         tenant: str | None = None,
         array: str | None = None,
+        *,
+        phases: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[JobView]:
+        """Jobs newest first; ``user`` and ``queue`` may each be several (any of them); see
+        :meth:`Store.list_jobs` for the rest."""
         rows = self.store.list_jobs(
             user=user,
             states=states,
@@ -430,6 +437,9 @@ class Persistence:
             before_seq=before_seq,
             tenant=tenant,
             array_parent=array,
+            phases=phases,
+            ids=ids,
+            names=names,
         )
         return [_view(row, ()) for row in rows]
 
@@ -457,6 +467,7 @@ def _number_or_none(value: object) -> float | None:
 
 def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
     mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
+    size = job_size(row.request)
     return JobView(
         id=row.id,
         name=row.name,
@@ -477,6 +488,10 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         deadline=_number_or_none(row.request.get("deadline")),
         licenses=_licenses(row.request.get("licenses")),
         nodes=list(row.nodes),
+        cpus=size.cpus,
+        gpus=size.gpus,
+        min_nodes=size.min_nodes,
+        accelerators=size.accelerators,
         pool=row.pool,
         energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,
         energy_measured_kwh=None

@@ -262,9 +262,10 @@ class Controller:
         launch: bool = False,
         signals: bool = True,
         probes: bool = True,
+        outputs: bool = True,
     ) -> HeartbeatReply:
         """An agent's beat and the work in the reply, a long poll (:func:`agents.heartbeat`)."""
-        return agents.heartbeat(self, beat, wait_s, launch, signals, probes)
+        return agents.heartbeat(self, beat, wait_s, launch, signals, probes, outputs)
 
     def on_node(self, task_id: str, node: str) -> bool:
         """Whether the task (live or recently finished) ran on ``node``."""

@@ -19,6 +19,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    or_,
     select,
     update,
 )
@@ -206,19 +207,27 @@ class Store:
     def list_jobs(
         self,
         *,
-        user: str | None = None,
+        user: str | Collection[str] | None = None,
         states: Collection[JobState | str] | None = None,
-        queue: str | None = None,
+        queue: str | Collection[str] | None = None,
         limit: int = 50,
         before_seq: int | None = None,
         tenant: str | None = None,
         array_parent: str | None = None,
+        phases: Collection[str] | None = None,
+        ids: Collection[str] | None = None,
+        names: Collection[str] | None = None,
     ) -> list[JobRow]:
-        """Jobs newest first (by seq), filtered by whichever of ``user``, ``tenant``,
-        ``states`` (any of), ``queue`` and ``array_parent`` (an array's members) are given.
+        """Jobs newest first (by seq), filtered by whichever of ``user`` (one, or any of
+        several), ``tenant``, ``states``/``phases`` (in any of the states or any of the
+        phases), ``queue`` (one or any of several), ``array_parent`` (an array's members),
+        ``ids`` (those jobs, and the members of the arrays among them) and ``names`` are given.
         For the next page pass the last row's seq as ``before_seq``."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        users, queues = _some(user), _some(queue)
+        if any(wanted is not None and not wanted for wanted in (users, queues, ids, names)):
+            return []
         stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
         # With a user, walk the user's (user, seq) index and test the rest row by row: a
         # user's newest jobs come first there. SQLite has no value statistics and would
@@ -231,21 +240,28 @@ class Store:
             stmt = stmt.where(jobs.c.array_parent == array_parent)
             state, queue_column = unindexed(state), unindexed(queue_column)
             tenant_column = unindexed(tenant_column)
-        if user is not None:
-            stmt = stmt.where(jobs.c.user == user)
+        if users is not None:
+            stmt = stmt.where(jobs.c.user.in_(users))
             state, queue_column = unindexed(state), unindexed(queue_column)
             tenant_column = unindexed(tenant_column)
         elif tenant is not None:
             state, queue_column = unindexed(state), unindexed(queue_column)
         if tenant is not None:
             stmt = stmt.where(tenant_column == tenant)
-        if queue is not None:
-            stmt = stmt.where(queue_column == queue)
-        if states is not None:
-            wanted = sorted({JobState.parse(s).value for s in states})
-            if not wanted:
+        if queues is not None:
+            stmt = stmt.where(queue_column.in_(queues))
+        if ids is not None:  # by primary key and the array index, whatever else is asked
+            stmt = stmt.where(or_(jobs.c.id.in_(sorted(ids)), jobs.c.array_parent.in_(sorted(ids))))
+        if names is not None:
+            stmt = stmt.where(jobs.c.name.in_(sorted(names)))
+        if states is not None or phases is not None:
+            wanted = sorted({JobState.parse(s).value for s in states or ()})
+            if not wanted and not phases:
                 return []
-            stmt = stmt.where(state.in_(wanted))
+            in_state = state.in_(wanted)
+            stmt = stmt.where(
+                or_(in_state, jobs.c.phase.in_(sorted(phases))) if phases else in_state
+            )
         if before_seq is not None:
             stmt = stmt.where(jobs.c.seq < before_seq)
         with self._read() as conn:
@@ -522,3 +538,10 @@ class Store:
 
 
 _TASK_ORDER: Final = (tasks.c.job_id, tasks.c.group, tasks.c.index)
+
+
+def _some(value: str | Collection[str] | None) -> list[str] | None:
+    """One value or several as a sorted list (``None``: no filter)."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else sorted(set(value))

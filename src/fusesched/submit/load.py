@@ -22,13 +22,15 @@ def parse_submission(
     source: str = "<string>",
     sbatch_args: Sequence[str] = (),
     now: float | None = None,
+    submit_dir: str | None = None,
 ) -> list[ParsedJob]:
     """Every job in ``text``, whatever its format (see the module); an empty ``text`` with
     ``sbatch_args`` is ``sbatch --wrap`` (no script file: the options say what runs).
     Relative begin times (``--begin=now+1hour``, ``begin: "16:00"``) are read against ``now``
-    (None: this machine's clock; the controller passes its own)."""
+    (None: this machine's clock; the controller passes its own). ``submit_dir``: the folder
+    the submitting command runs in, a batch script's (:func:`parse_sbatch`); others ignore it."""
     if text.startswith("#!") or (sbatch_args and not text.strip()):
-        return [parse_sbatch(text, source=source, args=sbatch_args, now=now)]
+        return [parse_sbatch(text, source=source, args=sbatch_args, now=now, submit_dir=submit_dir)]
     if sbatch_args:
         raise SubmitError(
             "sbatch options were given but the file is not a batch script (no #! line)",
@@ -48,8 +50,13 @@ def _yaml_job(request: JobRequest) -> ParsedJob:
 
 
 def load_submission(
-    path: str | Path, sbatch_args: Sequence[str] = (), now: float | None = None
+    path: str | Path,
+    sbatch_args: Sequence[str] = (),
+    now: float | None = None,
+    submit_dir: str | None = None,
 ) -> list[ParsedJob]:
     """:func:`parse_submission` on a file (errors name the file)."""
     text, name = read_source(path, "the file")
-    return parse_submission(text, source=name, sbatch_args=sbatch_args, now=now)
+    return parse_submission(
+        text, source=name, sbatch_args=sbatch_args, now=now, submit_dir=submit_dir
+    )

@@ -263,9 +263,9 @@ class DatasetRequest(_Model):
 class TaskGroupRequest(_Model):
     """``replicas`` identical tasks, each needing ``resources`` and running argv or script."""
 
-    name: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-\w.]*$")] = (
-        "main"
-    )
+    name: Annotated[
+        str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
+    ] = "main"
     replicas: Annotated[int, Field(ge=1)] = 1
     resources: dict[str, str]
     argv: list[str] = Field(default_factory=list)
@@ -384,6 +384,10 @@ class JobRequest(_Model):
     # how the output files are opened at each start: emptied first, or added to
     # (sbatch --open-mode; docs/SUBMIT.md, "Output files")
     open_mode: Literal["truncate", "append"] = "truncate"
+    # the folder it was submitted from (sbatch sends its own; Slurm's SLURM_SUBMIT_DIR): a
+    # batch script with no ``workdir`` starts there where its node has it, a relative
+    # ``workdir`` and relative output files are relative to it (docs/SUBMIT.md, "Output files")
+    submit_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
     labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
@@ -448,6 +452,13 @@ class JobRequest(_Model):
             if not _LABEL_VALUE_RE.fullmatch(value):
                 raise ValueError(f"label {key}: invalid value {value!r} (63 characters at most)")
         return labels
+
+    @field_validator("submit_dir")
+    @classmethod
+    def _absolute(cls, folder: str | None) -> str | None:
+        if folder is not None and not folder.startswith("/"):
+            raise ValueError(f"submit_dir must be an absolute path, not {folder!r}")
+        return folder
 
     @field_validator("pool")
     @classmethod

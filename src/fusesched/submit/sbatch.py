@@ -83,10 +83,15 @@ _T = TypeVar("_T")
 _GPU_HINT: Final = "--gpus-per-task, --gres=gpu:N, --gpus-per-node or -G/--gpus"
 
 
-def load_sbatch(path: str | Path, args: Sequence[str] = (), now: float | None = None) -> ParsedJob:
+def load_sbatch(
+    path: str | Path,
+    args: Sequence[str] = (),
+    now: float | None = None,
+    submit_dir: str | None = None,
+) -> ParsedJob:
     """:func:`parse_sbatch` on a file (its name is the default job name)."""
     text, name = read_source(path, "the batch script")
-    return parse_sbatch(text, source=name, args=args, now=now)
+    return parse_sbatch(text, source=name, args=args, now=now, submit_dir=submit_dir)
 
 
 def parse_sbatch(
@@ -95,9 +100,14 @@ def parse_sbatch(
     source: str = "<script>",
     args: Sequence[str] = (),
     now: float | None = None,
+    submit_dir: str | None = None,
 ) -> ParsedJob:
     """A job from a batch script and optional ``sbatch`` command-line options (``args``,
     e.g. ``["-N", "2", "--time=1:00:00"]``), which override the script's directives.
+
+    ``submit_dir``: the folder sbatch runs in (the job's ``submit_dir``): the script starts
+    there unless ``-D`` says otherwise, and relative ``-D``, ``-o`` and ``-e`` are relative
+    to it, as with Slurm. None: not known (the job runs in its task's folder).
 
     An empty ``script`` with ``--wrap=COMMAND`` in ``args`` is the job sbatch makes of that
     command; a script and ``--wrap`` together are an error. ``--begin`` is read against
@@ -117,6 +127,8 @@ def parse_sbatch(
         if "wrap" in reader.options:
             raise reader.fail("wrap", "give a batch script or --wrap, not both")
     data = _build(reader, script)
+    if submit_dir is not None:
+        data["submit_dir"] = submit_dir
     now = time.time() if now is None else now
     if reader.value("begin") is not None:
         try:

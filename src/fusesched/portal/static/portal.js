@@ -160,9 +160,13 @@
       try { detail = (await response.json()).detail; } catch (e) { detail = response.statusText; }
       throw new ApiError(response.status, detail);
     }
-    if (asText === "chunk") { // a log's text and the byte offset to ask for next
+    if (asText === "chunk") { // a log's text, the byte offset to ask for next, and whether
+      // the log is complete (null: the controller is older than complete logs)
       const next = Number(response.headers.get("x-next-offset"));
-      return { text: await response.text(), next: Number.isFinite(next) ? next : null };
+      const complete = response.headers.get("x-log-complete");
+      return { text: await response.text(), next: Number.isFinite(next) ? next : null,
+        complete: complete === null ? null : complete === "true",
+        confirmed: response.headers.get("x-log-confirmed") === "true" };
     }
     return asText ? response.text() : response.json();
   }
@@ -442,6 +446,8 @@
     const events = h("tbody");
     const spec = h("pre", { id: "spec", tabindex: "0" });
     const logs = h("pre", { id: "logs", tabindex: "0", "aria-live": "off" });
+    const logsNote = h("p", { id: "logs-note", class: "muted" });
+    let logsComplete = null; // the log is complete (null: the controller does not say)
     const follow = h("input", { type: "checkbox", id: "follow", checked: true });
     let offset = 0;
     const decoder = new TextEncoder();
@@ -469,7 +475,7 @@
       h("section", { class: "panel", "aria-labelledby": "h-logs" },
         h("h2", { id: "h-logs", text: "Logs" }),
         h("div", { class: "row" }, h("label", { for: "follow" }, follow, " Follow the log")),
-        logs),
+        logs, logsNote),
       h("section", { class: "panel", "aria-labelledby": "h-ev" },
         h("h2", { id: "h-ev", text: "Events" }),
         h("div", { class: "table-wrap" }, h("table", { id: "events" },
@@ -543,20 +549,30 @@
     }
 
     async function pollLogs() {
+      if (logsComplete) return; // all of it is shown, and nothing more will be written to it
       let chunk;
       try {
         chunk = await api("GET", `/v1/jobs/${encodeURIComponent(id)}/logs?offset=${offset}`,
           undefined, "chunk");
       } catch (err) { return; }
       const text = chunk.text;
-      if (!alive() || !text) return;
-      // the server says where the text ends in bytes: not UTF-8 bytes come as U+FFFD
-      offset = chunk.next !== null ? chunk.next : offset + decoder.encode(text).length;
-      logs.append(document.createTextNode(text));
-      if (logs.textContent.length > LOG_KEEP * 2) { // keep the page light on endless logs
-        logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
+      if (!alive()) return;
+      if (text) {
+        // the server says where the text ends in bytes: not UTF-8 bytes come as U+FFFD
+        offset = chunk.next !== null ? chunk.next : offset + decoder.encode(text).length;
+        logs.append(document.createTextNode(text));
+        if (logs.textContent.length > LOG_KEEP * 2) { // keep the page light on endless logs
+          logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
+        }
+        if (follow.checked) logs.scrollTop = logs.scrollHeight;
       }
-      if (follow.checked) logs.scrollTop = logs.scrollHeight;
+      logsComplete = chunk.complete;
+      if (!logsComplete) return;
+      logs.dataset.complete = "true";
+      if (!chunk.confirmed) {
+        logsNote.textContent = "The end of this output may be missing: its agent did not "
+          + "confirm it (the task was lost with its node, or its agent is too old to say).";
+      }
     }
 
     let usageFinal = false; // the efficiency shown is the ended job's: not asked again
@@ -669,6 +685,7 @@
       if (FINISHED.has(detail.job.state)) endedAt = endedAt || now();
       else endedAt = null;
       if (endedAt === null || now() - endedAt < 10) refresh();
+      else if (logsComplete === false) pollLogs(); // (the rest of its output is on the way)
     });
   }
 

@@ -1,0 +1,229 @@
+"""``fusesched jobs`` (squeue's options and output formats, the formats and state names in
+:mod:`fusesched.cli.squeue_format`) and ``fusesched show ARRAY_ID`` (an array's members)."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from fusesched.cli.live import (
+    CaOpt,
+    ControllerOpt,
+    JsonOpt,
+    TokenOpt,
+    _call,
+    _client,
+    _fail,
+    _print_json,
+    console,
+    jobs_table,
+)
+
+if TYPE_CHECKING:
+    from fusesched.cli.squeue_format import StateMatch
+
+#: The most members ``show ARRAY_ID`` lists (what one ``GET /v1/jobs`` answers).
+MAX_MEMBERS = 1000
+
+ListOpt = list[str] | None
+
+
+def _me(client: Any) -> tuple[list[str], bool]:
+    """Who ``--me`` is: with a token, the controller says (``me=true``: its user); without
+    one, the local user name (what a controller without authentication stores)."""
+    if client.token:
+        return [], True
+    try:
+        return [getpass.getuser()], False
+    except (KeyError, OSError):  # a uid with no account and no USER/LOGNAME
+        _fail("cannot tell who you are (no user name for this uid): set USER or use --user", 2)
+
+
+def jobs(
+    user: Annotated[
+        ListOpt, typer.Option("--user", "-u", help="Only these users' jobs (a comma list).")
+    ] = None,
+    me: Annotated[
+        bool,
+        typer.Option(
+            "--me", help="Only your jobs (the token's user; without a token, your user name)."
+        ),
+    ] = False,
+    state: Annotated[
+        ListOpt,
+        typer.Option(
+            "--state",
+            "--states",
+            "-t",
+            help="Only jobs in these states (a comma list of Slurm's names or codes: PD, R, "
+            "CD, F, CA, TO, PR, PENDING, …, all).",
+        ),
+    ] = None,
+    queue: Annotated[
+        ListOpt,
+        typer.Option("--queue", "--partition", "-p", help="Only these queues' jobs (comma list)."),
+    ] = None,
+    job_ids: Annotated[
+        ListOpt,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Only these jobs (a comma list: 12, array members 13_2, whole arrays 13).",
+        ),
+    ] = None,
+    name: Annotated[
+        ListOpt, typer.Option("--name", "-n", help="Only jobs with these names (a comma list).")
+    ] = None,
+    array: Annotated[
+        str | None, typer.Option(help="Only this array's members (as squeue -j ARRAY_ID).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    start: Annotated[
+        bool,
+        typer.Option(
+            "--start",
+            help="The waiting jobs with their expected start times and nodes, soonest first "
+            "(as squeue --start).",
+        ),
+    ] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-o",
+            help='Plain lines in squeue\'s format: "%.10i %9P %20j %8u %2t %10M %6D %R" '
+            "(fields: see docs/LIVE.md).",
+        ),
+    ] = None,
+    long_fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--Format", "-O", help='Plain lines in squeue\'s long format: "JobID,Name:30,State".'
+        ),
+    ] = None,
+    noheader: Annotated[
+        bool, typer.Option("--noheader", "-h", help="No header line (as squeue -h).")
+    ] = False,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O are understood)."""
+    from fusesched.cli import squeue_format as sq
+
+    try:
+        users = sq.comma_list(user, "user")
+        queues = sq.comma_list(queue, "queue")
+        names = sq.comma_list(name, "name")
+        ids = sq.job_ids(job_ids)
+        match = sq.parse_states(state) if state else None
+        pieces = None
+        if fmt is not None and long_fmt is not None:
+            raise ValueError("give --format (-o) or --Format (-O), not both")
+        if fmt is not None:
+            pieces = sq.parse_format(fmt)
+        elif long_fmt is not None:
+            pieces = sq.parse_long_format(long_fmt)
+    except ValueError as exc:  # (FormatError too)
+        _fail(str(exc), 2)
+    if pieces is not None and (as_json or start):
+        _fail(f"--format prints plain lines: leave out {'--json' if as_json else '--start'}", 2)
+    client = _client(controller_url, token, ca)
+    ask_me = False
+    if me:
+        mine, ask_me = _me(client)
+        users = [*users, *mine]
+    if start:
+        if state or ids or names:
+            _fail("--start lists the waiting jobs: leave out --state, --jobs and --name", 2)
+        if len(users) > 1 or len(queues) > 1 or ask_me:
+            _fail(
+                "--start takes at most one --user and one --queue (and --me only without a token)",
+                2,
+            )
+        from fusesched.cli.starts import print_starts
+
+        answer = _call(client.starts, users[0] if users else None, queues[0] if queues else None)
+        answer["jobs"] = answer["jobs"][:limit]
+        if as_json:
+            _print_json(answer)
+        else:
+            print_starts(answer)
+        return
+    if match is not None and not (match.states or match.phases):
+        found: list[dict[str, Any]] = []  # (-t CG: a state no fusesched job is in)
+    else:
+        found = _list(client, users, match, queues, limit, array, ids, names, ask_me)
+    if as_json:
+        _print_json(found)
+    elif pieces is not None:
+        lines = sq.render(pieces, found, header=not noheader)
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    else:
+        table = jobs_table(found)
+        table.show_header = not noheader
+        console.print(table)
+
+
+def _list(
+    client: Any,
+    users: list[str],
+    match: StateMatch | None,
+    queues: list[str],
+    limit: int,
+    array: str | None,
+    ids: list[str],
+    names: list[str],
+    ask_me: bool,
+) -> list[dict[str, Any]]:
+    """``GET /v1/jobs`` with the filters (``match``: the states and phases, None: any)."""
+    found: list[dict[str, Any]] = _call(
+        client.jobs,
+        users or None,
+        match.states if match else (),
+        queues or None,
+        limit,
+        array,
+        phases=match.phases if match else (),
+        ids=ids,
+        names=names,
+        me=ask_me,
+    )
+    return found
+
+
+def show_array(client: Any, array_id: str, as_json: bool) -> bool:
+    """Print the array ``array_id``'s members (a summary line by state, then a table, lowest
+    index first) and answer True; False when it is no array the caller sees."""
+    from fusesched.cli.squeue_format import array_summary
+
+    if not (array_id.isascii() and array_id.isdigit() and len(array_id) <= 18):
+        return False  # (no job number has more digits: the 404 stands)
+    members = _call(client.jobs, array=array_id, limit=MAX_MEMBERS)
+    if not members:
+        return False
+    members.sort(key=lambda j: int(str(j["id"]).rpartition("_")[2] or 0))
+    complete = len(members) < MAX_MEMBERS  # (else there may be more than one answer holds)
+    if as_json:
+        _print_json({"array": array_id, "members": members, "complete": complete})
+        return True
+    console.print(array_summary(array_id, members, complete), highlight=False)
+    console.print(jobs_table(members))
+    return True
+
+
+def show_or_array(client: Any, job_id: str, as_json: bool) -> dict[str, Any] | None:
+    """The job ``job_id`` (``GET /v1/jobs/ID``); for an array's id, its members printed and
+    None. An unknown job fails with the controller's message."""
+    from fusesched.sdk import ControllerError
+
+    try:
+        return dict(client.show(job_id))
+    except ControllerError as exc:
+        if exc.status == 404 and show_array(client, job_id, as_json):
+            return None
+        _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)

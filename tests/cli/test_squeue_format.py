@@ -1,0 +1,97 @@
+"""squeue's formats and state names as ``fusesched jobs`` reads them (cli/squeue_format.py):
+the edges a script or a typo reaches: zero and enormous widths, empty formats, part CPUs,
+accelerators other than whole GPUs, Slurm states fusesched never has, a truncated array."""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from fusesched.cli import squeue_format as sq
+
+JOB: dict[str, Any] = {"id": "1234", "name": "train", "state": "Running", "phase": "running"}
+
+
+def line(fmt: str, **fields: Any) -> str:
+    return sq.render(sq.parse_format(fmt), [{**JOB, **fields}], header=False)[0]
+
+
+def test_a_zero_width_is_no_width_as_in_squeue() -> None:
+    assert line("%0i|%.0j|%-0t") == "1234|train|R"
+    assert line("%3j|%.6i|%.0005i") == "tra|  1234| 1234"
+
+
+@pytest.mark.parametrize("fmt", ["%1001i", "%99999999i", "%" + "9" * 5000 + "i", "%.00001001i"])
+def test_a_too_wide_field_is_refused_by_its_width(fmt: str) -> None:
+    with pytest.raises(sq.FormatError, match=r"too wide \(at most 1000\)") as caught:
+        sq.parse_format(fmt)
+    assert len(str(caught.value)) < 200  # (a 5000-digit width is not repeated)
+
+
+def test_a_line_of_many_wide_fields_is_refused_before_it_is_built() -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(sq.FormatError, match="wide in all; at most 20000"):
+            sq.parse_format("%1000i" * 20_000)
+        with pytest.raises(sq.FormatError, match="wide in all"):
+            sq.parse_long_format(",".join(["JobID"] * 5_000))
+        assert tracemalloc.get_traced_memory()[1] < 50_000_000
+    finally:
+        tracemalloc.stop()
+    assert len(sq.parse_format("%1000i" * 20)) == 20
+
+
+def test_empty_formats_are_refused() -> None:
+    with pytest.raises(sq.FormatError, match="empty --format"):
+        sq.parse_format("")
+    with pytest.raises(sq.FormatError, match="empty --Format"):
+        sq.parse_long_format(" ")
+
+
+@pytest.mark.parametrize("size", ["²", "0", "00", ".0", "1" * 5000, "-3"])
+def test_a_long_format_width_is_ascii_digits_from_1(size: str) -> None:
+    with pytest.raises(sq.FormatError, match=r"bad width|too wide"):
+        sq.parse_long_format(f"JobID:{size}")
+
+
+@pytest.mark.parametrize(
+    ("cpus", "shown"),
+    [(4.0, "4"), (0.5, "0.5"), (0.25, "0.25"), (1_000_000.0, "1000000"), (123456.5, "123456.5")],
+)
+def test_cpus_are_written_plainly(cpus: float, shown: str) -> None:
+    assert line("%C", cpus=cpus) == shown
+
+
+def test_gres_names_every_accelerator() -> None:
+    kinds = {"fusesched.io/gpu-milli": 500, "nvidia.com/gpu": 6, "nvidia.com/mig-1g.10gb": 2}
+    assert line("%b", gpus=6, accelerators=kinds) == (
+        "gres/fusesched.io/gpu-milli:500,gres/gpu:6,gres/nvidia.com/mig-1g.10gb:2"
+    )
+    assert line("%b", gpus=0, accelerators={"nvidia.com/mig-1g.10gb": 1}) == (
+        "gres/nvidia.com/mig-1g.10gb:1"
+    )
+    assert line("%b", gpus=0, accelerators={}) == "N/A"
+    assert line("%b", gpus=2) == "gres/gpu:2"  # (a controller without accelerators)
+
+
+def test_slurm_states_fusesched_never_has_match_nothing() -> None:
+    assert sq.parse_states(["PD,R,CG"]) == sq.StateMatch(states=("Pending", "Running"))
+    assert sq.parse_states(["cg", "SUSPENDED", "OOM"]) == sq.StateMatch()
+    with pytest.raises(ValueError, match="unknown job state 'XX'"):
+        sq.parse_states(["CG,XX"])
+
+
+def test_a_truncated_arrays_summary_says_so() -> None:
+    members = [{"id": f"5_{i}", "state": "Pending", "phase": "queued"} for i in range(3)]
+    assert sq.array_summary("5", members) == "array 5: 3 members: 3 PENDING"
+    assert sq.array_summary("5", members, complete=False) == (
+        "array 5: the newest 3 members: 3 PENDING"
+    )
+
+
+def test_control_characters_in_values_stay_on_their_line() -> None:
+    assert line("%j|%u", name="a\nb\x1b]0;pwned\x07", user="x\x9by") == "a?b?]0;pwned?|x?y"
+    lines = sq.render(sq.parse_format("%i %j"), [{**JOB, "name": "two\nlines"}] * 2)
+    assert lines == ["JOBID NAME", "1234 two?lines", "1234 two?lines"]

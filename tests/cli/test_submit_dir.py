@@ -1,0 +1,122 @@
+"""``fusesched sbatch`` and ``submit`` say the folder they run in (``submit_dir``: a batch
+script's working directory, as Slurm's sbatch), by every path: the quick one, the full
+command (``--parsable``) and the native front. A controller older than the field refuses it
+(422 naming it, nothing submitted): each path sends the job again without it, with a
+warning, and the job is submitted. Real processes against a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYTHON = [sys.executable, "-m", "fusesched"]
+SCRIPT = "#!/bin/sh\n#SBATCH -J s\ntrue\n"
+WARNING = "the controller is older than this command"
+
+
+def _refusal(body: Any) -> list[dict[str, Any]]:
+    """What FastAPI answers for ``submit_dir`` to a controller that does not know it."""
+    items = body["files"] if isinstance(body, dict) and "files" in body else [body]
+    return [
+        {"type": "extra_forbidden", "loc": ["body", "files", i, "submit_dir"], "msg": "Extra"}
+        for i, item in enumerate(items)
+        if "submit_dir" in item
+    ]
+
+
+@pytest.fixture
+def controller(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Any]]]:
+    """A controller that knows ``submit_dir`` (``param`` True) or is older (False): its URL
+    and the bodies it received."""
+    knows: bool = request.param
+    received: list[Any] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            received.append(body)
+            refused = [] if knows else _refusal(body)
+            answer: Any = {"ids": ["5"]} if self.path == "/v1/submissions" else {"id": "5"}
+            status = 201
+            if refused:
+                answer, status = {"detail": refused}, 422
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", received
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def sbatch(
+    command: list[str], url: str, folder: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    (folder / "job.sh").write_text(SCRIPT)
+    env = {"PATH": "/usr/bin:/bin", "USER": "ann", "FUSESCHED_CONTROLLER": url, "LANG": "C.UTF-8"}
+    env["XDG_CONFIG_HOME"] = str(folder / "config")
+    return subprocess.run(
+        [*command, *args, "job.sh"], capture_output=True, text=True, cwd=folder, env=env, timeout=60
+    )
+
+
+def dirs(body: Any) -> list[str | None]:
+    """The ``submit_dir`` each job of a request body carries."""
+    items = body.get("files", [body])
+    return [item.get("submit_dir") for item in items]
+
+
+def paths(native_front: Path) -> list[tuple[list[str], tuple[str, ...]]]:
+    return [
+        (PYTHON, ("sbatch",)),  # the quick path
+        (PYTHON, ("sbatch", "--parsable")),  # the full command
+        (PYTHON, ("submit",)),  # (a batch script submitted as any job file)
+        (PYTHON, ("submit", "--parsable")),
+        ([str(native_front)], ("sbatch",)),  # (to an older controller: Python retries)
+    ]
+
+
+@pytest.mark.parametrize("controller", [True], indirect=True)
+def test_every_path_sends_the_folder_it_runs_in(
+    controller: tuple[str, list[Any]], native_front: Path, tmp_path: Path
+) -> None:
+    url, received = controller
+    for command, args in paths(native_front):
+        done = sbatch(command, url, tmp_path, *args)
+        assert done.returncode == 0 and WARNING not in done.stderr, done.stderr
+        assert [dirs(body) for body in received] == [[str(tmp_path)]], (command, args)
+        received.clear()
+
+
+@pytest.mark.parametrize("controller", [False], indirect=True)
+def test_an_older_controller_gets_the_job_without_it(
+    controller: tuple[str, list[Any]], native_front: Path, tmp_path: Path
+) -> None:
+    url, received = controller
+    for command, args in paths(native_front):
+        done = sbatch(command, url, tmp_path, *args)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.count(WARNING) == 1 and "5" in done.stdout, done.stderr
+        refused, taken = received[-2:]
+        assert dirs(refused) == [str(tmp_path)] and dirs(taken) == [None], (command, args)
+        received.clear()
