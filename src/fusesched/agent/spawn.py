@@ -61,6 +61,7 @@ from fusesched.agent.watching import (
     prepare_checkpoint_dir,
 )
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER, TaskLaunch
+from fusesched.model.text import is_env_name
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOG_NAME = "output.log"
@@ -81,7 +82,6 @@ _SHIM_ENV = (
 ENV_NAME = ".fusesched-env"
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
 SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
-_SHELL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -322,7 +322,7 @@ class TaskSpawner:
         # how the child becomes ``who`` (module docstring): by setpriv, or by subprocess
         switch = who
         setpriv = find_setpriv() if who is not None else None
-        if who is not None and setpriv is not None and all(map(_SHELL_NAME_RE.match, env)):
+        if who is not None and setpriv is not None and all(map(is_env_name, env)):
             env_file = task_dir / ENV_NAME
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
             try:

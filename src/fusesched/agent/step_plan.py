@@ -7,15 +7,14 @@ distribution (:func:`place`, :func:`step_shape`), each task's environment and co
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fusesched.model.text import is_env_name
 from fusesched.submit.hostlist import tasks_per_node
 
 USAGE = "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [OPTIONS] COMMAND [ARGS...]"
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Variables of the calling script not passed on to the tasks: each task's node gives it its
 # own (folder, CPUs, devices, ranks), and the job's credential reaches it from the job.
@@ -188,7 +187,7 @@ def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
         items = items[1:]
     for item in items:
         name, eq, value = item.partition("=")
-        if not _NAME_RE.fullmatch(name):
+        if not is_env_name(name):
             raise StepError(f"--export: {name!r} is not a variable name")
         if eq:
             out[name] = value
@@ -201,7 +200,7 @@ def _passed(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         name: value
         for name, value in environ.items()
-        if _NAME_RE.fullmatch(name)
+        if is_env_name(name)
         and name not in _NOT_EXPORTED
         and not name.startswith("OMPI_MCA_")
         and not name.startswith("SLURM_STEP")

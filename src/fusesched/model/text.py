@@ -1,4 +1,4 @@
-"""Text the store can keep: no NUL character (``\\u0000``) anywhere.
+"""Text the store can keep: no NUL character (``\\u0000``) anywhere; environment variable names.
 
 PostgreSQL refuses NUL in its text and JSONB columns, so a submission or node registration
 holding one would fail at insert (a 500, after earlier jobs of a batch were stored). The
@@ -7,9 +7,13 @@ request models refuse it instead, with :func:`refuse_nul` as a validator of ever
 
 from __future__ import annotations
 
+import re
 from typing import Final, TypeVar
 
 NUL: Final = "\x00"
+
+#: A name a shell takes as a variable (the job's ``env``, ``--export``, srun's environment).
+ENV_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 T = TypeVar("T")
 
@@ -43,3 +47,8 @@ def refuse_nul(value: T) -> T:
         return value
     at = f" (in {where})" if where else ""
     raise ValueError(f"a NUL character (\\u0000) is not allowed{at}")
+
+
+def is_env_name(text: str) -> bool:
+    """``text`` is a whole shell variable name (ASCII letters, digits, ``_``; not a digit first)."""
+    return ENV_NAME_RE.fullmatch(text) is not None

@@ -46,7 +46,7 @@ from fusesched.model.resources import (
     Resources,
     parse_quantity,
 )
-from fusesched.model.text import refuse_nul
+from fusesched.model.text import is_env_name, refuse_nul
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.job_notify import NotifyRequest
@@ -55,7 +55,6 @@ from fusesched.submit.probes import PROBE_MODELS, LivenessProbe, Probe
 from fusesched.submit.problems import Loc, submit_error_from
 from fusesched.submit.resource_names import resource_name
 
-_ENV_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TARBALL_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
 # an OCI image reference: [registry[:port]/]path[:tag][@digest], lower-case path components
 _IMAGE_REF_RE: Final = re.compile(
@@ -312,7 +311,7 @@ class TaskGroupRequest(_Model):
     @classmethod
     def _env(cls, env: dict[str, str]) -> dict[str, str]:
         for name in env:
-            if not _ENV_NAME_RE.fullmatch(name):
+            if not is_env_name(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
         return env
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from fusesched.model.text import is_env_name
 from fusesched.submit.begin import parse_begin
 from fusesched.submit.request import OPEN_MODES, PRIORITY_MAX, PRIORITY_MIN
 
@@ -16,7 +17,6 @@ from fusesched.submit.request import OPEN_MODES, PRIORITY_MAX, PRIORITY_MIN
 DEFAULT_NICE: Final = 100
 #: The largest ``--nice`` adjustment either way (Slurm's range).
 MAX_NICE: Final = 2_147_483_645
-_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INTEGER_RE: Final = re.compile(r"^[+-]?[0-9]+$")
 
 #: What ``--export=ALL`` (Slurm's default) is told, once.
@@ -74,7 +74,7 @@ def export_env(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
         name, eq, value = item.partition("=")
         if name.upper() in ("ALL", "NONE") and not eq:
             raise ValueError(f"{name} may only come first (--export={name},NAME=value)")
-        if not _NAME_RE.fullmatch(name):
+        if not is_env_name(name):
             raise ValueError(f"invalid environment variable name {name!r}")
         if not eq:
             raise ValueError(
