@@ -95,7 +95,10 @@ def test_a_short_job_is_counted_to_its_exit(tmp_path: Path) -> None:
         # more than the agent (this process) ever held: the kernel's peak of a task includes
         # the peak of the process that forked it, so only a higher one is the task's own
         hold = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 + 80 * MiB
-        job_id = client.submit(job("short", SHORT_BUSY.replace("HOLD", str(hold))))
+        # (its memory request above that: the agent's peak is the test process's, which is
+        # larger late in a full run, and a request below it made the task's cgroup kill it)
+        memory = f"{hold // MiB + 256}Mi"
+        job_id = client.submit(job("short", SHORT_BUSY.replace("HOLD", str(hold)), memory=memory))
         assert ended(client, job_id)["state"] == "Completed"
         eff = client.efficiency(job_id)
         own = float(client.logs(job_id).split("cpu ")[1].split()[0])
