@@ -22,11 +22,9 @@ import contextlib
 import logging
 import os
 import signal
-import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 from fusesched.agent import output_files
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
@@ -41,6 +39,7 @@ from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.step_wrapper import install_wrapper
 from fusesched.agent.task_data import TaskData
+from fusesched.agent.task_files import make_tmp, open_task_file, read_pid_file
 from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_time
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
@@ -83,7 +82,7 @@ class ProcessRuntime:
     ) -> None:
         if tmp_dir is not None:
             tmp_dir = tmp_dir.absolute()  # (tasks start in their own folders)
-            _make_tmp(tmp_dir)
+            make_tmp(tmp_dir)
         self._spawner = TaskSpawner(
             Path(work_dir).absolute(),  # task commands name files in it
             image_cache,
@@ -142,7 +141,7 @@ class ProcessRuntime:
         killed = []
         for pid_file in sorted((self.work_dir / "tasks").glob(f"*/{PID_NAME}")):
             try:
-                pid, start = _read_pid_file(pid_file)
+                pid, start = read_pid_file(pid_file)
             except (OSError, ValueError):
                 continue
             now_start = start_time(pid)
@@ -560,42 +559,3 @@ def _signum(name: str) -> int | None:
     except ValueError as exc:
         log.warning("signal %r not sent: %s", name, exc)
         return None
-
-
-def open_task_file(path: Path) -> BinaryIO:
-    """Open a file of a task's folder (its log, its pid file) for reading as the agent (root).
-    The folder is the task user's: a link or a FIFO put in the file's place is refused
-    (``OSError``), so the agent never reads another file on the user's behalf (hard links
-    to others' files are refused by the kernel's ``fs.protected_hardlinks``, on by
-    default)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path} is not a regular file")
-    return os.fdopen(fd, "rb")
-
-
-def _read_pid_file(path: Path) -> tuple[int, int]:
-    """(pid, start time) from a task's pid file, only if this agent's user wrote it: the
-    file lies in the task user's folder, and a file that user made (or a link) must not
-    make the agent kill someone else's processes (``ValueError`` / ``OSError``)."""
-    with open_task_file(path) as handle:
-        st = os.fstat(handle.fileno())
-        if st.st_uid != os.geteuid() or st.st_nlink != 1:
-            raise ValueError(f"{path} was not written by the agent")
-        pid_text, start_text = handle.read().decode().split()
-    return int(pid_text), int(start_text)
-
-
-def _make_tmp(folder: Path) -> None:
-    """Make a missing TMPDIR folder like /tmp (sticky, writable by all), without following a
-    link put in its place."""
-    try:
-        folder.mkdir(parents=True)
-    except FileExistsError:
-        return  # (made already, by this agent before or another one now)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        os.fchmod(fd, 0o1777)
-    finally:
-        os.close(fd)
