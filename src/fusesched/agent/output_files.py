@@ -13,7 +13,9 @@ group at its end does not cut it off before it has copied all, and it ends at th
 of file, once every process of the task has closed it. :func:`finish` waits for that (briefly:
 a process that left the task's group and lives on keeps the pipe open; its ``tee`` is then
 stopped). A file that cannot be opened (a missing folder, no right to write) does not stop the
-task: ``tee`` says so in the log and copies on.
+task: ``tee`` says so in the log and copies on, after a line of the agent's that says why
+when the owners and modes tell (:func:`unwritable`: root's jobs, which never run as root,
+cannot write in a folder only root may write).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Sequence
@@ -78,6 +81,8 @@ def start(
     writers: list[Writer] = []
     try:
         for path in paths:
+            if who is not None:
+                _say_if_unwritable(path, who, log_fd)
             read, write = os.pipe()
             ends.append(write)
             try:
@@ -91,6 +96,50 @@ def start(
         raise OutputFileError(f"cannot start the output file's writer: {exc}") from None
     stderr = ends[1] if len(ends) > 1 else subprocess.STDOUT
     return OutputWriters(ends[0], stderr, writers)
+
+
+def unwritable(path: str, who: Identity) -> str | None:
+    """Why ``who`` may not write ``path`` (the file, or the folder it would be made in),
+    read from their owners and modes (ACLs and network file systems may decide otherwise:
+    a hint, not a verdict); None when it may, or when there is nothing to look at."""
+    target = path
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        target = os.path.dirname(path) or "/"
+        try:
+            st = os.stat(target)
+        except OSError:
+            return None  # (a missing folder: tee says so itself)
+    except OSError:
+        return None
+    if st.st_uid == who.uid:
+        allowed = st.st_mode & stat.S_IWUSR
+    elif st.st_gid in who.groups:
+        allowed = st.st_mode & stat.S_IWGRP
+    else:
+        allowed = st.st_mode & stat.S_IWOTH
+    if allowed:
+        return None
+    whose = (
+        "root's jobs run as an unprivileged uid of their own, never as root"
+        if who.name == "root"
+        else f"user {who.name}'s"
+    )
+    return (
+        f"fusesched: the output file {path} cannot be written: the task runs as uid "
+        f"{who.uid} ({whose}), which may not write {target} (owner uid {st.st_uid}, mode "
+        f"{stat.S_IMODE(st.st_mode):o}); the output is in the job's log only (fusesched logs)"
+    )
+
+
+def _say_if_unwritable(path: str, who: Identity, log_fd: int) -> None:
+    """Put :func:`unwritable`'s reason at the top of the task's log (tee's own complaint,
+    "Permission denied", follows it)."""
+    why = unwritable(path, who)
+    if why is not None:
+        with contextlib.suppress(OSError):
+            os.write(log_fd, f"{why}\n".encode(errors="replace"))
 
 
 def _writer(
