@@ -69,3 +69,18 @@ def test_changes_made_while_the_database_is_locked_are_written_later(
         assert reason(persist, job) == "while locked"
     finally:
         persist.close()
+
+
+def test_a_clean_stop_does_not_skip_job_numbers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    first = Persistence(url)
+    assert [submitted(first), submitted(first)] == ["1", "2"]
+    first.close()  # gives back 3..1000
+    second = Persistence(url)
+    assert submitted(second) == "3"
+    second.store.close()  # a crash: no close(), the rest of its block is skipped
+    third = Persistence(url)
+    try:
+        assert submitted(third) == "1003"  # (the second took 3..1002)
+    finally:
+        third.close()

@@ -36,6 +36,18 @@ def test_job_seq_never_reuses_a_stored_seq(store: Store) -> None:
     assert store.next_job_seq() == range(41, 42)
 
 
+def test_unused_job_seqs_are_given_back_only_while_nobody_took_more(store: Store) -> None:
+    assert store.next_job_seq(1000) == range(1, 1001)
+    store.add_jobs([job(1), job(2)])
+    assert store.return_job_seqs(3, 1000)  # the rest of the block
+    assert store.next_job_seq() == range(3, 4)  # numbering goes on
+    block = store.next_job_seq(10)  # 4..13
+    assert store.next_job_seq() == range(14, 15)  # someone took more since
+    assert not store.return_job_seqs(block.start, block.stop - 1)
+    assert store.next_job_seq() == range(15, 16)
+    assert not store.return_job_seqs(0, 5) and not store.return_job_seqs(9, 8)
+
+
 def test_job_seq_rejects_empty_blocks(store: Store) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         store.next_job_seq(0)

@@ -69,15 +69,25 @@ class Persistence:
         self.notices: JobNotices | None = None
 
     def close(self) -> None:
+        """The last flush, then the unused rest of the block of job numbers is given back
+        (a clean stop does not skip numbers: the next controller goes on from here)."""
         self.flush()
+        if self._seq_left > 0:
+            try:
+                self.store.return_job_seqs(self._seq_next, self._seq_next + self._seq_left - 1)
+            except (*_REFUSED, OSError):
+                log.warning(
+                    "could not give back job numbers %d..: they are skipped", self._seq_next
+                )
+            self._seq_left = 0
         self.store.close()
 
     # ------------------------------------------------------------------ writes
 
     def allocate_seqs(self, n: int) -> int:
         """The first of ``n`` new job numbers. Numbers are reserved from the store in blocks
-        (one transaction per :data:`SEQ_BLOCK` jobs, not per job); a restart skips the rest of
-        a block, as Slurm's job ids may skip."""
+        (one transaction per :data:`SEQ_BLOCK` jobs, not per job); a clean stop gives the rest
+        of a block back (:meth:`close`), a crash skips it, as Slurm's job ids may skip."""
         if n > self._seq_left:
             block = max(n, SEQ_BLOCK)
             self._seq_next = self.store.next_job_seq(block).start
@@ -426,6 +436,8 @@ class Persistence:
         phases: Sequence[str] | None = None,
         ids: Sequence[str] | None = None,
         names: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[JobView]:
         """Jobs newest first; ``user`` and ``queue`` may each be several (any of them); see
         :meth:`Store.list_jobs` for the rest."""
@@ -440,6 +452,8 @@ class Persistence:
             phases=phases,
             ids=ids,
             names=names,
+            since=since,
+            until=until,
         )
         return [_view(row, ()) for row in rows]
 

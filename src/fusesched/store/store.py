@@ -155,6 +155,21 @@ class Store:
         return range(last - n + 1, last + 1)
 
     def add_jobs(self, rows: Iterable[JobRow]) -> int:
+    def return_job_seqs(self, first: int, last: int) -> bool:
+        """Give back the unused numbers ``first..last`` of the last block this process took
+        (:meth:`next_job_seq`), so that numbering goes on from ``first`` after a clean
+        restart. Only while nobody has taken numbers since (the counter still reads
+        ``last``): returns whether they were given back."""
+        if first < 1 or last < first:
+            return False
+        stmt = (
+            update(counters)
+            .where((counters.c.name == JOB_SEQ) & (counters.c.value == last))
+            .values(value=first - 1)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
         """Insert jobs in one transaction. An id or seq that is already stored, or repeated in
         ``rows``, raises :class:`DuplicateJob` and inserts nothing. Returns the count."""
         batch = [job_values(r) for r in rows]
