@@ -298,6 +298,14 @@ def test_cancel_and_resubmit(portal: Portal) -> None:
     expect(page.get_by_role("heading", level=1)).to_contain_text("to-cancel")
     assert alice.show(again)["user"] == "alice"
     alice.cancel(again)
+    never = alice.submit(job(["true"], name="never-started", hold=True))
+    alice.cancel(never)  # its wait ended with it: the list does not go on counting
+    page.goto(page.url.split("#")[0] + "#/jobs")
+    cell = page.locator(f'#jobs tr[data-job="{never}"] td').nth(8)
+    expect(cell).to_have_text(re.compile(r"^\d+\.\d s$"))
+    first = cell.inner_text()
+    page.wait_for_timeout(2_500)  # past a refresh
+    assert cell.inner_text() == first
     page.context.close()
 
 

@@ -394,7 +394,8 @@
   }
 
   function jobRow(j) {
-    const waited = j.start_time ? j.start_time - j.submit_time : now() - (j.submit_time || now());
+    // (a job that ended without starting waited until its end, not until now)
+    const waited = (j.start_time || j.end_time || now()) - (j.submit_time || now());
     const ran = j.start_time ? (j.end_time || now()) - j.start_time : null;
     return h("tr", { "data-job": j.id, "data-state": j.state },
       h("td", {}, h("a", { href: `#/job/${encodeURIComponent(j.id)}`, text: j.id })),
