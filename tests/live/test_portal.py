@@ -391,6 +391,10 @@ def test_operator_pages(portal: Portal) -> None:
         page.get_by_role("link", name="Cluster").click()
         expect(heat.locator('tr[data-node="node-c"]')).to_be_visible()
         page.get_by_role("link", name="Queues").click()
+        # quantities in readable units (not "64Mi of 49367544Ki"); CPUs as numbers
+        memory = re.compile(r"memory[\d.]+ (B|KiB|MiB|GiB) of [\d.]+ (MiB|GiB|TiB) \(\d+%\)")
+        expect(page.locator("#pools")).to_contain_text(memory)
+        expect(page.locator("#pools")).not_to_contain_text(re.compile(r"\dKi\b|\dMi\b"))
         queues = page.locator("#queues")
         expect(queues).to_contain_text("cpu / cpu: 2 of 1, borrowing 1")
         expect(page.locator("#fairshare")).to_contain_text("lab/physics/physics/alice")

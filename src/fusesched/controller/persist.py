@@ -54,6 +54,7 @@ SEQ_BLOCK = 1000
 #: what the store raises for a change it refuses (not for a database that is away): the
 #: change is dropped, never kept to block every later write
 _REFUSED: tuple[type[Exception], ...] = (StoreError, SQLAlchemyError, OverflowError)
+_REFUSED_OR_AWAY: tuple[type[Exception], ...] = (*_REFUSED, OSError)
 
 
 class Persistence:
@@ -75,7 +76,7 @@ class Persistence:
         if self._seq_left > 0:
             try:
                 self.store.return_job_seqs(self._seq_next, self._seq_next + self._seq_left - 1)
-            except (*_REFUSED, OSError):
+            except _REFUSED_OR_AWAY:
                 log.warning(
                     "could not give back job numbers %d..: they are skipped", self._seq_next
                 )

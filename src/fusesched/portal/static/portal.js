@@ -113,6 +113,18 @@
     while (n >= 1024 && k < units.length - 1) { n /= 1024; k += 1; }
     return `${k ? n.toFixed(1) : n} ${units[k]}`;
   }
+  // A Kubernetes-style quantity as the API gives it ("49367544Ki", "500m", "4") made
+  // readable: memory and storage in bytes' units (47.1 GiB), others as plain numbers.
+  const QTY_SUFFIX = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+  function fmtQty(resource, q) {
+    const m = /^(-?[0-9.]+)([a-zA-Z]{0,2})$/.exec(String(q));
+    if (!m || !(m[2] in QTY_SUFFIX || m[2] === "")) return String(q);
+    const v = Number(m[1]) * (m[2] ? QTY_SUFFIX[m[2]] : 1);
+    if (!isFinite(v)) return String(q);
+    if (/memory|storage/.test(resource)) return fmtBytes(v);
+    return String(+v.toPrecision(4));
+  }
   function pct(x) { return `${Math.round((x || 0) * 100)}%`; }
   function badge(state) { return h("span", { class: `badge ${state}`, text: state }); }
   function now() { return Date.now() / 1000; }
@@ -1204,7 +1216,7 @@
       poolsBox.replaceChildren(...c.pools.map((p) => h("section", { class: "panel" },
         h("h3", { text: `${p.name} · ${p.nodes} node(s)` }),
         h("dl", { class: "facts" }, p.resources.flatMap((r) => [h("dt", { text: r.name }),
-          h("dd", {}, `${r.used} of ${r.capacity} (${pct(r.fraction)})`,
+          h("dd", {}, `${fmtQty(r.name, r.used)} of ${fmtQty(r.name, r.capacity)} (${pct(r.fraction)})`,
             bar(r.fraction, false))])))));
       const kinds = [];
       for (const n of c.nodes) for (const r of n.resources) if (!kinds.includes(r.name)) kinds.push(r.name);
@@ -1223,7 +1235,7 @@
             const r = byName[k];
             if (!r) return h("td", { class: "muted", text: "—" });
             return heatCell(r.fraction, pct(r.fraction),
-              `${n.name} ${k}: ${r.used} of ${r.capacity} in use`);
+              `${n.name} ${k}: ${fmtQty(k, r.used)} of ${fmtQty(k, r.capacity)} in use`);
           }),
           n.devices.map((d) => {
             const what = d.mig_profile ? `MIG ${d.mig_profile} on GPU ${d.index}` : `GPU ${d.index}`;
@@ -1325,8 +1337,10 @@
         h("td", { class: "num", text: x.shares === null ? "—" : x.shares }),
         h("td", { class: "num", text: x.pending }), h("td", { class: "num", text: x.running }),
         h("td", {}, x.quota.length ? x.quota.map((c) => h("div", {},
-          `${c.flavor} / ${c.resource}: ${c.used} of ${c.nominal}` +
-          `${c.borrowed !== "0" ? `, borrowing ${c.borrowed}` : ""}, ${c.available} available`,
+          `${c.flavor} / ${c.resource}: ${fmtQty(c.resource, c.used)} of ` +
+          `${fmtQty(c.resource, c.nominal)}` +
+          `${c.borrowed !== "0" ? `, borrowing ${fmtQty(c.resource, c.borrowed)}` : ""}, ` +
+          `${fmtQty(c.resource, c.available)} available`,
           bar(c.fraction, c.borrowed !== "0"))) : "—")))
         : [h("tr", {}, h("td", { colspan: 7, class: "muted", text: "No queue has jobs." }))]));
       fair.replaceChildren(...(q.fairshare.length ? q.fairshare.map((f) => h("tr", {},
