@@ -2,8 +2,9 @@
 
 Migrations in ``migrations/versions`` create exactly this schema; a test compares the two.
 Indexes serve the store's queries: a user's newest jobs ``(user, seq)``, jobs in a state
-``(state, seq)``, a queue's jobs ``(queue, seq)``, a job's tasks and events ``(job_id)``, a
-node's tasks ``(node, state)``.
+``(state, seq)``, a queue's jobs ``(queue, seq)``, the jobs ended since a time ``(end_time)``
+and ``(user, end_time)``, a job's tasks and events ``(job_id)``, a node's tasks ``(node,
+state)``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class Job(Base):
         Index(None, "state", "seq"),
         Index(None, "queue", "seq"),
         Index(None, "array_parent"),
+        # A time window's jobs (sacct -S): those ended since, all users' or some users'.
+        Index(None, "end_time"),
+        Index(None, "user", "end_time"),
         # Only the few live jobs: what a restarting controller reads.
         Index(
             "ix_jobs_unfinished",

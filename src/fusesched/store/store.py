@@ -51,6 +51,7 @@ from fusesched.store.errors import (
     UnknownNode,
     UnknownTask,
 )
+from fusesched.store.job_window import windowed
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
     EventRecord,
@@ -154,7 +155,6 @@ class Store:
             last: int = conn.execute(stmt).scalar_one()
         return range(last - n + 1, last + 1)
 
-    def add_jobs(self, rows: Iterable[JobRow]) -> int:
     def return_job_seqs(self, first: int, last: int) -> bool:
         """Give back the unused numbers ``first..last`` of the last block this process took
         (:meth:`next_job_seq`), so that numbering goes on from ``first`` after a clean
@@ -170,6 +170,7 @@ class Store:
         with self._write() as conn:
             return conn.execute(stmt).rowcount == 1
 
+    def add_jobs(self, rows: Iterable[JobRow]) -> int:
         """Insert jobs in one transaction. An id or seq that is already stored, or repeated in
         ``rows``, raises :class:`DuplicateJob` and inserts nothing. Returns the count."""
         batch = [job_values(r) for r in rows]
@@ -232,12 +233,16 @@ class Store:
         phases: Collection[str] | None = None,
         ids: Collection[str] | None = None,
         names: Collection[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[JobRow]:
         """Jobs newest first (by seq), filtered by whichever of ``user`` (one, or any of
         several), ``tenant``, ``states``/``phases`` (in any of the states or any of the
         phases), ``queue`` (one or any of several), ``array_parent`` (an array's members),
-        ``ids`` (those jobs, and the members of the arrays among them) and ``names`` are given.
-        For the next page pass the last row's seq as ``before_seq``."""
+        ``ids`` (those jobs, and the members of the arrays among them), ``names`` and the
+        time window ``since``/``until`` (waiting or running in it: see
+        :mod:`~fusesched.store.job_window`) are given. For the next page pass the last row's
+        seq as ``before_seq``."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         users, queues = _some(user), _some(queue)
@@ -255,7 +260,10 @@ class Store:
             stmt = stmt.where(jobs.c.array_parent == array_parent)
             state, queue_column = unindexed(state), unindexed(queue_column)
             tenant_column = unindexed(tenant_column)
-        if users is not None:
+        if since is not None:  # the window's indexes serve it (users: there too)
+            state, queue_column = unindexed(state), unindexed(queue_column)
+            tenant_column = unindexed(tenant_column)
+        elif users is not None:
             stmt = stmt.where(jobs.c.user.in_(users))
             state, queue_column = unindexed(state), unindexed(queue_column)
             tenant_column = unindexed(tenant_column)
@@ -279,6 +287,7 @@ class Store:
             )
         if before_seq is not None:
             stmt = stmt.where(jobs.c.seq < before_seq)
+        stmt = windowed(stmt, users, since, until, limit)
         with self._read() as conn:
             return [job_row(m) for m in conn.execute(stmt).mappings()]
 
