@@ -12,6 +12,7 @@ revision during development::
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Final
 
@@ -61,10 +62,35 @@ def upgrade(url: str, revision: str = "head") -> None:
         engine.dispose()
 
 
+@functools.cache
+def shipped_revisions() -> frozenset[str]:
+    """Every revision the package ships."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return frozenset(s.revision for s in script.walk_revisions())
+
+
+class NewerSchema(ValueError):
+    """The database is at a revision this package does not ship: a newer release of fusesched
+    has migrated it (an upgrade rolled back without restoring the database). Alembic alone
+    would answer with a traceback of its own."""
+
+    def __init__(self, revision: str) -> None:
+        super().__init__(
+            f"the store's schema is at revision {revision!r}, which this release of fusesched "
+            f"does not know (its newest is {head_revision()!r}): a newer release has migrated "
+            "it; run that release, or restore the database backed up before the upgrade"
+        )
+        self.revision = revision
+
+
 def upgrade_engine(engine: Engine, revision: str = "head") -> None:
-    """:func:`upgrade` through an existing engine (needed for in-memory SQLite)."""
+    """:func:`upgrade` through an existing engine (needed for in-memory SQLite);
+    :class:`NewerSchema` when the database is ahead of the package."""
     with writer(engine).connect() as connection:
         config = alembic_config(engine.url.render_as_string(hide_password=False))
+        current = MigrationContext.configure(connection).get_current_revision()
+        if current is not None and current not in shipped_revisions():
+            raise NewerSchema(current)
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
         connection.commit()
