@@ -21,6 +21,10 @@ NEXT_OFFSET = "X-Next-Offset"
 #: missing). A controller older than them sends neither.
 LOG_COMPLETE = "X-Log-Complete"
 LOG_CONFIRMED = "X-Log-Confirmed"
+#: Its header saying that the text stops short of what is written (its ``max_bytes``, 4 MiB by
+#: default): ``true`` asks for the next offset at once. A controller older than it sends none
+#: (it sends all there is).
+LOG_MORE = "X-Log-More"
 
 
 class ControllerError(RuntimeError):

@@ -27,33 +27,26 @@ been carried out (no connection, or a standby's refusal) or is a read (GET).
 from __future__ import annotations
 
 import getpass
-import http.client
-import json
 import os
-import select
-import ssl
-import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from fusesched.client_base import (
     DEFAULT_URL,
     LOG_COMPLETE,
     LOG_CONFIRMED,
+    LOG_MORE,
     NEXT_OFFSET,
     ControllerError,
     default_token,
     default_url,
-    refusal,
     split_urls,
     token_file,
 )
+from fusesched.sdk_transport import Transport
 
-#: With several controllers, how long to wait for a connection before trying the next one.
-CONNECT_TIMEOUT_S = 5.0
 FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
 
 __all__ = [
@@ -79,40 +72,14 @@ class LogPage(NamedTuple):
     complete: bool | None
     # its agent said where it ends (False with complete: the end of the output may be missing)
     confirmed: bool
+    # the text stops short of what is written (the read's ``max_bytes``): read on at once
+    more: bool = False
 
 
-class _Unreachable(ConnectionError):
-    """No connection could be made: the request was not sent."""
-
-
-class Client:
-    def __init__(
-        self,
-        url: str | Sequence[str] | None = None,
-        timeout: float = 30.0,
-        token: str | None = None,
-        ca: str | Path | None = None,
-        failover_s: float = 15.0,
-    ) -> None:
-        self.urls = split_urls(url or default_url()) or [DEFAULT_URL]
-        self.url = self.urls[0]  # the controller requests go to (the leader, once found)
-        self.timeout = timeout
-        self.failover_s = failover_s
-        self.token = token or default_token()
-        ca = ca or os.environ.get("FUSESCHED_CA") or None
-        self._ssl = ssl.create_default_context(cafile=str(ca)) if ca else None
-        self._split: dict[str, urllib.parse.SplitResult] = {}
-        for one in self.urls:
-            parts = urllib.parse.urlsplit(one)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ControllerError(0, f"not a controller URL: {one!r} (http://HOST:PORT)")
-            self._split[one] = parts
-        self._base_path = {one: parts.path.rstrip("/") for one, parts in self._split.items()}
-        self._failover = len(self.urls) > 1
-        self._local = threading.local()  # one kept-alive connection per thread
-
-    def __repr__(self) -> str:  # never shows the token
-        return f"Client({','.join(self.urls)!r})"
+class Client(Transport):
+    """The controller's REST API, a method a route. Its constructor (controller URLs, timeout,
+    token, CA, fail-over time) and the requests' transport are :class:`Transport`'s
+    (:mod:`fusesched.sdk_transport`)."""
 
     # ------------------------------------------------------------------ jobs
 
@@ -160,10 +127,15 @@ class Client:
         ids: Sequence[str] = (),
         names: Sequence[str] = (),
         me: bool = False,
+        tenant: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[dict[str, Any]]:
         """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
         may be several (any of them); ``states`` and ``phases``: in any of those states or
-        phases; ``ids``: those jobs (an array's id: its members); ``me``: the token's user's."""
+        phases; ``ids``: those jobs (an array's id: its members); ``me``: the token's user's;
+        ``tenant``: that tenant's; ``since``/``until`` (Unix times): those waiting or running
+        at some time between (not ended before ``since``, submitted by ``until``)."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         query.extend(("user", u) for u in _several(user))
         query.extend(("queue", q) for q in _several(queue))
@@ -175,6 +147,9 @@ class Client:
         query.extend(("name", n) for n in names)
         if me:
             query.append(("me", "true"))
+        for key, value in (("tenant", tenant), ("since", since), ("until", until)):
+            if value is not None:
+                query.append((key, str(value)))
         return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
 
     def starts(self, user: str | None = None, queue: str | None = None) -> dict[str, Any]:
@@ -238,15 +213,31 @@ class Client:
         return self.logs_from(job_id, task, offset)[0]
 
     def logs_from(self, job_id: str, task: str | None = None, offset: int = 0) -> tuple[str, int]:
-        """The job's output from byte ``offset`` on, and the offset to ask for next (to follow
-        a log: not the text's length, see ``GET /v1/jobs/{id}/logs``)."""
-        page = self.log_page(job_id, task, offset)
-        return page.text, page.next_offset
+        """The job's output from byte ``offset`` on, all that is written (page after page,
+        :meth:`log_page`), and the offset to ask for next (to follow a log: not the text's
+        length, see ``GET /v1/jobs/{id}/logs``)."""
+        texts: list[str] = []
+        while True:
+            page = self.log_page(job_id, task, offset)
+            texts.append(page.text)
+            moved, offset = page.next_offset != offset, page.next_offset
+            if not (page.more and moved):
+                return "".join(texts), offset
 
-    def log_page(self, job_id: str, task: str | None = None, offset: int = 0) -> LogPage:
-        """:meth:`logs_from`, with whether the log is complete (``GET /v1/jobs/{id}/logs``'s
-        ``X-Log-Complete`` and ``X-Log-Confirmed``)."""
+    def log_page(
+        self,
+        job_id: str,
+        task: str | None = None,
+        offset: int = 0,
+        max_bytes: int | None = None,
+    ) -> LogPage:
+        """One read of the log from ``offset``: at most ``max_bytes`` of it (None: the
+        controller's default, 4 MiB), with whether more is written past it and whether the log
+        is complete (``GET /v1/jobs/{id}/logs``'s ``X-Log-More``, ``X-Log-Complete`` and
+        ``X-Log-Confirmed``)."""
         query = {"offset": str(offset)} | ({"task": task} if task else {})
+        if max_bytes is not None:
+            query["max_bytes"] = str(max_bytes)
         path = f"/v1/jobs/{_quote(job_id)}/logs?" + urllib.parse.urlencode(query)
         payload, answer = self._request("GET", path)
         after = answer.get(NEXT_OFFSET)
@@ -256,6 +247,7 @@ class Client:
             int(after) if after is not None else offset + len(payload),
             None if complete is None else complete == "true",
             answer.get(LOG_CONFIRMED) == "true",
+            answer.get(LOG_MORE) == "true",
         )
 
     def task_logs(
@@ -455,175 +447,11 @@ class Client:
     def revoke_token(self, token_id: str) -> str:
         return str(self._call("DELETE", f"/v1/tokens/{_quote(token_id)}")["revoked"])
 
-    # ------------------------------------------------------------------ transport
-
-    def _call(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
-        payload, _ = self._request(method, path, body)
-        return payload.decode() if raw else json.loads(payload)
-
-    def _request(
-        self, method: str, path: str, body: Any = None
-    ) -> tuple[bytes, http.client.HTTPMessage]:
-        """The answer's body and headers; :class:`ControllerError` for a refusal or when no
-        controller answers."""
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"content-type": "application/json"} if data is not None else {}
-        if self.token:
-            headers["authorization"] = f"Bearer {self.token}"
-        if self._failover:
-            status, payload, answer = self._exchange_any(method, path, data, headers)
-        else:
-            try:
-                status, payload, answer = self._exchange(method, path, data, headers)
-            except _Unreachable as exc:
-                reason = getattr(exc, "reason", None) or exc
-                raise ControllerError(
-                    0, f"cannot reach the controller at {self.url}: {reason}"
-                ) from None
-            except (OSError, http.client.HTTPException) as exc:
-                if method != "GET":
-                    raise ControllerError(
-                        0,
-                        f"lost the controller at {self.url} during the request ({exc}); it "
-                        "may or may not have been carried out",
-                    ) from None
-                reason = getattr(exc, "reason", None) or exc
-                hint = _tls_hint(self.url, exc)
-                raise ControllerError(
-                    0, f"cannot reach the controller at {self.url}: {reason}{hint}"
-                ) from None
-        if status >= 400:
-            raise ControllerError(status, refusal(payload, status))
-        return payload, answer
-
-    def _exchange_any(
-        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes, http.client.HTTPMessage]:
-        """:meth:`_exchange` with the current controller, else the next ones (see the module
-        docstring), for up to ``failover_s``."""
-        deadline = time.monotonic() + self.failover_s
-        why: dict[str, str] = {}
-        while True:
-            for _ in self.urls:
-                url = self.url
-                try:
-                    status, payload, answer = self._exchange(method, path, data, headers)
-                except _Unreachable as exc:
-                    why[url] = f"unreachable ({exc})"
-                except (OSError, http.client.HTTPException) as exc:
-                    if method != "GET":  # it may have been carried out: do not repeat it
-                        raise ControllerError(
-                            0,
-                            f"lost the controller at {url} during the request ({exc}); it may "
-                            "or may not have been carried out",
-                        ) from None
-                    why[url] = f"unreachable ({exc}{_tls_hint(url, exc)})"
-                else:
-                    if status != 503 or refusal(payload, status) != "standby":
-                        return status, payload, answer
-                    why[url] = "standby"
-                index = self.urls.index(url)
-                if self.url == url:
-                    self.url = self.urls[(index + 1) % len(self.urls)]
-            if time.monotonic() >= deadline:
-                reasons = "; ".join(f"{u}: {w}" for u, w in why.items())
-                raise ControllerError(0, f"no controller leads ({reasons})")
-            time.sleep(0.2)
-
-    def _exchange(
-        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes, http.client.HTTPMessage]:
-        """One request on this thread's kept-alive connection (opened on first use).
-
-        A connection the controller closed while it sat idle is noticed when it is used, before
-        any answer: a ``GET`` is then sent once more on a fresh connection. Anything else is
-        sent only on a connection seen to be open just before, and never twice: a connection
-        lost after it was sent may have been carried out (a submission must not be doubled).
-        """
-        url = self.url
-        target = self._base_path[url] + path
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.conn_url != url:  # moved to another controller
-            conn.close()
-            conn = None
-        if conn is not None and method != "GET" and _peer_closed(conn):
-            conn.close()
-            conn = None
-        for attempt in (0, 1):
-            fresh = conn is None
-            if conn is None:
-                conn = self._connect(url)
-                self._local.conn, self._local.conn_url = conn, url
-            try:
-                conn.request(method, target, body=data, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                conn.close()
-                self._local.conn = conn = None
-                if fresh or attempt or method != "GET":
-                    raise
-                continue
-            except BaseException:
-                conn.close()
-                self._local.conn = None
-                raise
-            if response.will_close:
-                conn.close()
-                self._local.conn = None
-            return response.status, payload, response.headers
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _connect(self, url: str) -> http.client.HTTPConnection:
-        """A connected connection to ``url``; :class:`_Unreachable` if none can be made."""
-        parts = self._split[url]
-        conn: http.client.HTTPConnection
-        if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout, context=self._ssl
-            )
-        else:
-            conn = http.client.HTTPConnection(
-                parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout
-            )
-        if self._failover:  # a vanished host should not hold up the move to the next one
-            conn.timeout = min(self.timeout, CONNECT_TIMEOUT_S)
-        try:
-            conn.connect()
-            if conn.sock is not None:
-                conn.sock.settimeout(self.timeout)
-        except OSError as exc:
-            conn.close()
-            raise _Unreachable(str(exc)) from exc
-        return conn
-
     def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(request)
         if not out.get("user") and not self.token:  # with a token, the controller knows
             out["user"] = getpass.getuser()
         return out
-
-
-def _peer_closed(conn: http.client.HTTPConnection) -> bool:
-    """Whether an idle kept-alive connection was closed by the other end (it is readable:
-    end of file, or bytes nobody asked for)."""
-    sock = conn.sock
-    if sock is None:
-        return True
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-def _tls_hint(url: str, exc: BaseException) -> str:
-    """A hint when a plain-HTTP request met what looks like a TLS server: it hangs up at once
-    (or answers bytes that are no HTTP status line)."""
-    hung_up = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
-    if url.startswith("http://") and isinstance(exc, hung_up):
-        return "; if the controller serves TLS, use https://"
-    return ""
 
 
 def _quote(job_id: str) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.probe_server import probe_server
 
 from fusesched.agent.probes import ExecContext, Outcome, ProbeRunner, run_check
 from fusesched.agent.runtime import REASON_LIVENESS, ProcessRuntime
@@ -26,32 +26,11 @@ from fusesched.submit.probes import Probe
 from .conftest import make_rootfs
 from .helpers import launch, wait_end
 
-# GET /healthz: 200, or 500 once the file named by argv[2] exists; listens after argv[3] s
-SERVER = """
-import http.server, os, sys, time
-port, flag = int(sys.argv[1]), sys.argv[2]
-time.sleep(float(sys.argv[3]))
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(500 if os.path.exists(flag) else 200)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
-
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def server(folder: Path, port: int, delay_s: float = 0.0) -> list[str]:
-    script = folder / "server.py"
-    script.write_text(SERVER)
-    script.chmod(0o644)
-    return [sys.executable, str(script), str(port), str(folder / "unhealthy"), str(delay_s)]
 
 
 def poll_until(
@@ -72,7 +51,7 @@ def test_a_failing_liveness_probe_stops_the_task_and_says_why(
     port = free_port()
     liveness = {"http": {"port": port, "path": "/healthz"}, "period_s": 0.5}
     liveness |= {"failure_threshold": 2, "initial_delay_s": 1.0}
-    runtime.start(launch("l1.main.0", *server(shared, port), grace_s=1.0, liveness=liveness))
+    runtime.start(launch("l1.main.0", *probe_server(shared, port), grace_s=1.0, liveness=liveness))
     time.sleep(3.0)  # healthy: many checks pass, nothing happens
     assert [r.state for r in runtime.poll()] == [TaskState.RUNNING]
     assert runtime.running() == ["l1.main.0"]
@@ -99,7 +78,9 @@ def test_a_task_without_probes_reports_no_liveness_failure(runtime: ProcessRunti
 def test_readiness_goes_true_once_the_server_listens(runtime: ProcessRuntime, shared: Path) -> None:
     port = free_port()
     readiness = {"tcp": {"port": port}, "period_s": 0.5}
-    runtime.start(launch("r1.main.0", *server(shared, port, delay_s=2.0), readiness=readiness))
+    runtime.start(
+        launch("r1.main.0", *probe_server(shared, port, delay_s=2.0), readiness=readiness)
+    )
     runtime.poll()
     assert runtime.readiness() == {"r1.main.0": False}  # not ready before a check passes
     time.sleep(1.0)
@@ -117,7 +98,7 @@ def test_readiness_goes_false_after_failure_threshold_failures(
     port = free_port()
     readiness = {"http": {"port": port, "path": "/healthz"}, "period_s": 0.5}
     readiness |= {"failure_threshold": 2, "success_threshold": 2}
-    runtime.start(launch("r2.main.0", *server(shared, port), readiness=readiness))
+    runtime.start(launch("r2.main.0", *probe_server(shared, port), readiness=readiness))
     poll_until(runtime, lambda: runtime.readiness().get("r2.main.0"), timeout=6.0)
     (shared / "unhealthy").touch()
     poll_until(runtime, lambda: runtime.readiness().get("r2.main.0") is False, timeout=6.0)

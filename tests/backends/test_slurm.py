@@ -74,6 +74,30 @@ def test_single_task_options(options: SlurmOptions, tmp_path: Path) -> None:
     assert "--no-requeue" in args and "--exclusive" not in args
 
 
+@pytest.mark.parametrize(
+    ("fields", "chdir"),
+    [
+        ({"submit_dir": "/home/ann/run"}, "/home/ann/run"),  # where sbatch or run ran
+        ({"submit_dir": "/home/ann", "group": {"workdir": "run"}}, "/home/ann/run"),  # -D, in it
+        ({"submit_dir": "/home/ann", "group": {"workdir": "/scratch"}}, "/scratch"),  # -D wins
+        ({"group": {"workdir": "/scratch"}}, "/scratch"),
+    ],
+)
+def test_the_job_starts_in_its_submit_folder(
+    options: SlurmOptions, tmp_path: Path, fields: dict[str, Any], chdir: str
+) -> None:
+    submitted = job(**fields)
+    assert flags(sbatch_args(submitted, options, tmp_path / "s"))["chdir"] == chdir
+    exported = "export SLURM_SUBMIT_DIR=" in batch_script(submitted, {"wrapper": tmp_path / "w"})
+    assert exported == ("submit_dir" in fields)  # (Slurm's: the controller's own folder)
+
+
+def test_licenses_go_to_slurm(options: SlurmOptions, tmp_path: Path) -> None:
+    licensed = job(licenses={"matlab": 2, "ansys": 1})
+    assert flags(sbatch_args(licensed, options, tmp_path / "s"))["licenses"] == "ansys:1,matlab:2"
+    assert not any(a.startswith("--licenses") for a in sbatch_args(job(), options, tmp_path / "s"))
+
+
 def test_gang_gpus_and_exclusive(options: SlurmOptions, tmp_path: Path) -> None:
     gang = job(
         tasks={"n1": 2, "n2": 2},

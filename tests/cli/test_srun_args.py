@@ -117,6 +117,17 @@ def test_the_job_runs_the_command_and_is_named_after_it() -> None:
     assert named.name == "mine"
 
 
+def test_the_job_starts_where_run_runs_and_writes_no_output_file() -> None:
+    here, _ = job_request(split_run_args(["pwd"]), "/home/ann/run")
+    assert here.submit_dir == "/home/ann/run" and here.groups[0].workdir is None
+    assert here.output is None  # (sbatch's slurm-%j.out: run prints the output instead)
+    inner, _ = job_request(split_run_args(["-D", "sub", "-o", "out.txt", "pwd"]), "/home/ann")
+    assert (inner.submit_dir, inner.groups[0].workdir) == ("/home/ann", "sub")
+    assert inner.output == "out.txt"  # (one -o names is kept)
+    unknown, _ = job_request(split_run_args(["pwd"]))  # (the folder cannot be told)
+    assert unknown.submit_dir is None
+
+
 def test_a_bad_value_is_the_sbatch_parsers_error() -> None:
     with pytest.raises(SubmitError, match="cannot read time"):
         job_request(split_run_args(["-t", "soon", "true"]))

@@ -120,3 +120,21 @@ def test_an_older_controller_gets_the_job_without_it(
         refused, taken = received[-2:]
         assert dirs(refused) == [str(tmp_path)] and dirs(taken) == [None], (command, args)
         received.clear()
+
+
+@pytest.mark.parametrize(("controller", "warned"), [(True, 0), (False, 1)], indirect=["controller"])
+def test_run_sends_the_folder_it_runs_in(
+    controller: tuple[str, list[Any]], warned: int, tmp_path: Path
+) -> None:
+    """``fusesched run`` too (its tasks start there, as srun's); an older controller gets
+    the job again without it. (This one answers no ``GET``: run stops after submitting.)"""
+    url, received = controller
+    env = {"PATH": "/usr/bin:/bin", "FUSESCHED_CONTROLLER": url, "LANG": "C.UTF-8"}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    done = subprocess.run(
+        [*PYTHON, "run", "-Q", "true"], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert "Traceback" not in done.stderr and done.stderr.count(WARNING) == warned, done.stderr
+    expected = [[str(tmp_path)], [None]] if warned else [[str(tmp_path)]]
+    assert [dirs(body) for body in received] == expected
+    assert "output" not in received[0]  # (run writes no output file: it prints the output)

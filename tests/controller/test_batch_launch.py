@@ -77,6 +77,33 @@ def test_the_script_runs_where_sbatch_ran_unless_d_says_otherwise(
     assert launch.env["SLURM_SUBMIT_DIR"] == HOME
 
 
+@pytest.mark.parametrize(
+    ("group", "workdir", "submit_dir"),
+    [
+        ({}, None, HOME),  # where run ran, when the node has it
+        ({"workdir": "runs"}, f"{HOME}/runs", None),  # -D, relative to it
+        ({"workdir": "/scratch"}, "/scratch", None),
+        ({"image": "/images/alpine"}, None, None),  # a container: its own folder
+    ],
+)
+def test_every_task_of_a_run_starts_where_run_ran(
+    client: TestClient,
+    ctl: Controller,
+    group: dict[str, Any],
+    workdir: str | None,
+    submit_dir: str | None,
+) -> None:
+    """``fusesched run``'s job: every task runs the command (no script), each in the folder
+    run ran in unless ``-D`` says otherwise, none writing an output file."""
+    task = {"replicas": 2, "resources": {"cpu": "1"}, "argv": ["pwd"], **group}
+    job = {"slurm_env": True, "submit_dir": HOME, "groups": [task]}
+    assert client.post("/v1/jobs", json=job).status_code == 201
+    ctl.run_cycle()
+    launches = ctl.heartbeat(Heartbeat(node="n0", running=[]), wait_s=0).launch
+    assert [(t.workdir, t.submit_dir) for t in launches] == [(workdir, submit_dir)] * 2
+    assert all(t.output_file is None and t.env["SLURM_SUBMIT_DIR"] == HOME for t in launches)
+
+
 def test_without_a_submit_dir_as_before(client: TestClient, ctl: Controller) -> None:
     sent(client, submit_dir=None)  # (a client older than it)
     launch = launched(ctl)

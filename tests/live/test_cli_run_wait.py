@@ -127,9 +127,10 @@ def test_array_and_submit_wait(cluster: LocalCluster, tmp_path: Path) -> None:
 
 
 def test_run_prints_the_output_and_exits_with_the_code(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path, scratch: Path
 ) -> None:
-    hello = run_in(tmp_path, cluster, PYTHON, "run", "echo", "hello")
+    """``run``'s tasks start where it runs (``scratch``: a folder their user can enter)."""
+    hello = run_in(scratch, cluster, PYTHON, "run", "echo", "hello")
     assert hello.returncode == 0, hello.stderr
     assert hello.stdout == "hello\n"
     assert "started on node-" in hello.stderr
@@ -137,13 +138,13 @@ def test_run_prints_the_output_and_exits_with_the_code(
     assert client.jobs()[0]["name"] == "echo"  # named after the command
 
     labelled = run_in(
-        tmp_path, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", "echo rank $RANK"
+        scratch, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", "echo rank $RANK"
     )
     assert labelled.returncode == 0, labelled.stderr
     assert sorted(labelled.stdout.splitlines()) == ["0: rank 0", "1: rank 1"]
     # Slurm's variables, as srun's tasks have them (scripts written for Slurm read them)
     ranks = "echo $SLURM_PROCID of $SLURM_NTASKS in $SLURM_JOB_ID, $SLURM_CPUS_PER_TASK cpu"
-    slurm = run_in(tmp_path, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", ranks)
+    slurm = run_in(scratch, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", ranks)
     job_id = client.jobs()[0]["id"]
     assert sorted(slurm.stdout.splitlines()) == [
         f"0: 0 of 2 in {job_id}, 1 cpu",
@@ -155,25 +156,25 @@ def test_run_prints_the_output_and_exits_with_the_code(
     # the batch step's line (last: as root, a line first says it runs in its task folder, as
     # tmp_path is root's own, which its user cannot enter)
     assert client.logs(batch_id).splitlines()[-1].split() == [batch_id, "2", "1", "0", "1"]
-    both = run_in(tmp_path, cluster, PYTHON, "run", "-n2", "-Q", "sh", "-c", "echo rank $RANK")
+    both = run_in(scratch, cluster, PYTHON, "run", "-n2", "-Q", "sh", "-c", "echo rank $RANK")
     assert sorted(both.stdout.splitlines()) == ["rank 0", "rank 1"]  # every task's output
     assert both.stderr == ""  # -Q: none of run's messages
 
-    seven = run_in(tmp_path, cluster, PYTHON, "run", "sh", "-c", "echo out; exit 7")
+    seven = run_in(scratch, cluster, PYTHON, "run", "sh", "-c", "echo out; exit 7")
     assert seven.returncode == 7 and seven.stdout == "out\n"
     assert "failed with exit code 7" in seven.stderr
 
-    late = run_in(tmp_path, cluster, PYTHON, "run", "-t", "0:02", "sh", "-c", "echo a; sleep 60")
+    late = run_in(scratch, cluster, PYTHON, "run", "-t", "0:02", "sh", "-c", "echo a; sleep 60")
     assert late.returncode == 1, late.stderr
     assert late.stdout == "a\n"
     assert "reached its time limit (00:00:02)" in late.stderr
 
 
-def test_run_prints_a_large_last_burst_whole(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_run_prints_a_large_last_burst_whole(cluster: LocalCluster, scratch: Path) -> None:
     """An agent sends a task's output a chunk at a time, so much of what a job writes just
     before it ends reaches the controller after its end: run still prints all of it."""
     burst = run_in(
-        tmp_path,
+        scratch,
         cluster,
         PYTHON,
         "run",

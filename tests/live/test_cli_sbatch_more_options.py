@@ -68,7 +68,7 @@ def test_comment_export_nice_and_no_requeue(
 
 
 def test_requeue_allowed_without_no_requeue_and_run_exports(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path, scratch: Path
 ) -> None:
     """A job without --no-requeue is requeued as before; ``fusesched run`` takes --export and
     --comment too (it shares sbatch's parser); a bare --export name is refused."""
@@ -81,7 +81,7 @@ def test_requeue_allowed_without_no_requeue_and_run_exports(
     client.cancel(job_id)
 
     ran = run_in(
-        tmp_path,
+        scratch,  # (run's tasks start where it runs: a folder their user can enter)
         cluster,
         PYTHON,
         "run",

@@ -12,6 +12,7 @@ since a reader stops at that answer (one that waited for quiet would read it aga
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,20 +40,22 @@ class Answers:
         self.complete: Counter[str] = Counter()
         self.one_task_reads: list[str] = []
         answer = log_routes.json_response
-        read = LogStore.read
+        read = LogStore.read_some
 
         def many(view: Any) -> Any:
             for task in view.tasks:
                 self.complete[task.task_id] += task.complete
             return answer(view)
 
-        def one(store: LogStore, task_id: str, offset: int = 0, final: bool = False) -> Any:
-            self.one_task_reads.append(task_id)
-            self.complete[task_id] += final
-            return read(store, task_id, offset, final)
+        def one(store: LogStore, task_id: str, offset: int, final: bool, limit: int) -> Any:
+            text, after, at_end = read(store, task_id, offset, final, limit)
+            if sys._getframe(1).f_code.co_name == "logs":  # (the one-task route's read)
+                self.one_task_reads.append(task_id)
+                self.complete[task_id] += final and at_end
+            return text, after, at_end
 
         monkeypatch.setattr(log_routes, "json_response", many)
-        monkeypatch.setattr(LogStore, "read", one)
+        monkeypatch.setattr(LogStore, "read_some", one)
 
 
 def burst(size: int, letter: str) -> str:
@@ -60,10 +63,10 @@ def burst(size: int, letter: str) -> str:
 
 
 def test_run_prints_a_burst_of_megabytes_whole_and_returns_at_once(
-    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: LocalCluster, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answers = Answers(monkeypatch)
-    result = run_in(tmp_path, cluster, PYTHON, "run", "-Q", "sh", "-c", burst(MB5, "a"))
+    result = run_in(scratch, cluster, PYTHON, "run", "-Q", "sh", "-c", burst(MB5, "a"))
     assert result.returncode == 0, result.stderr
     assert len(result.stdout) == MB5 + 4 and result.stdout.endswith("a\nend")
     assert set(result.stdout[:MB5]) == {"a"}
@@ -76,12 +79,12 @@ def test_run_prints_a_burst_of_megabytes_whole_and_returns_at_once(
 
 
 def test_run_follows_many_tasks_to_their_ends(
-    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: LocalCluster, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One request a round reads every task's output (not one per task a round)."""
     answers = Answers(monkeypatch)
     cmd = 'head -c 300000 /dev/zero | tr "\\0" x; echo; echo "end of $RANK"'
-    result = run_in(tmp_path, cluster, PYTHON, "run", "-n", "4", "-l", "-Q", "sh", "-c", cmd)
+    result = run_in(scratch, cluster, PYTHON, "run", "-n", "4", "-l", "-Q", "sh", "-c", cmd)
     assert answers.one_task_reads == []
     assert result.returncode == 0, result.stderr
     assert sorted(answers.complete.values()) == [1, 1, 1, 1]  # (each read to its end once)
@@ -188,7 +191,7 @@ def test_a_step_prints_its_tasks_last_burst_and_ends_at_once(
 
 
 def test_an_agent_that_marks_no_end_still_ends_with_a_warning(
-    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: LocalCluster, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The agents here run in this process: made to send no end marks, as older ones."""
     new_logs = AgentClient._new_logs
@@ -201,7 +204,7 @@ def test_an_agent_that_marks_no_end_still_ends_with_a_warning(
         return [c for c in chunks if c.data]
 
     monkeypatch.setattr(AgentClient, "_new_logs", no_marks)
-    result = run_in(tmp_path, cluster, PYTHON, "run", "-Q", "sh", "-c", burst(500_000, "o"))
+    result = run_in(scratch, cluster, PYTHON, "run", "-Q", "sh", "-c", burst(500_000, "o"))
     assert result.returncode == 0, result.stderr
     assert len(result.stdout) == 500_004 and result.stdout.endswith("o\nend")
     assert "task 0's output may be missing its end" in result.stderr

@@ -250,6 +250,26 @@ def test_submit_through_the_form_run_complete_and_read_logs(portal: Portal) -> N
     page.context.close()
 
 
+def test_a_log_past_the_reads_cap_is_read_to_its_end(portal: Portal) -> None:
+    """The log route answers 4 MiB a read (``X-Log-More``): the page asks for the rest at
+    once, up to the end (it shows the last million characters of so long a log)."""
+    write = "yes 'é€😀 line' | head -n 300000; echo the-very-end"  # (4.5 MB)
+    job_id = portal.client("alice").submit(job(["sh", "-c", write], name="chatty"))
+    wait_state(portal.client("alice"), job_id, "Completed")
+    page = portal.login("alice")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/logs" in r.url else None)
+    page.goto(f"{portal.url}/portal/#/job/{job_id}")
+    logs = page.locator("#logs")
+    expect(logs).to_have_attribute("data-complete", "true")
+    shown = logs.text_content() or ""
+    assert shown.endswith("é€😀 line\nthe-very-end\n"), shown[-200:]
+    offsets = [int(url.rsplit("offset=", 1)[1]) for url in asked]
+    # the second read at once, where the first stopped: 4 MiB, less a character it cut
+    assert offsets[0] == 0 and 4 * 2**20 - 4 < offsets[1] < 4 * 2**20, asked
+    page.context.close()
+
+
 def test_a_job_is_submitted_into_a_reservation_from_the_form(portal: Portal) -> None:
     admin = portal.client("admin")
     now = time.time()
@@ -371,6 +391,10 @@ def test_operator_pages(portal: Portal) -> None:
         expect(heat.locator('tr[data-node="node-c"] td.dev')).to_have_count(2)
         expect(heat.locator('tr[data-node="node-c"]')).to_contain_text(f"#{gpu_job}")
         expect(page.locator("#unhealthy")).to_contain_text("maintenance: new DIMMs")
+        # quantities in readable units (not "64Mi of 49367544Ki"); CPUs as numbers
+        memory = re.compile(r"memory[\d.]+ (B|KiB|MiB|GiB) of [\d.]+ (MiB|GiB|TiB) \(\d+%\)")
+        expect(page.locator("#pools")).to_contain_text(memory)
+        expect(page.locator("#pools")).not_to_contain_text(re.compile(r"\dKi\b|\dMi\b"))
         in_a_month = time.time() + 30 * 86400
         admin.create_reservation("dimms", ["node-a"], in_a_month, in_a_month + 3600)
         admin.create_reservation("alice-slot", ["node-b"], in_a_month, in_a_month + 60, ["alice"])
@@ -391,10 +415,6 @@ def test_operator_pages(portal: Portal) -> None:
         page.get_by_role("link", name="Cluster").click()
         expect(heat.locator('tr[data-node="node-c"]')).to_be_visible()
         page.get_by_role("link", name="Queues").click()
-        # quantities in readable units (not "64Mi of 49367544Ki"); CPUs as numbers
-        memory = re.compile(r"memory[\d.]+ (B|KiB|MiB|GiB) of [\d.]+ (MiB|GiB|TiB) \(\d+%\)")
-        expect(page.locator("#pools")).to_contain_text(memory)
-        expect(page.locator("#pools")).not_to_contain_text(re.compile(r"\dKi\b|\dMi\b"))
         queues = page.locator("#queues")
         expect(queues).to_contain_text("cpu / cpu: 2 of 1, borrowing 1")
         expect(page.locator("#fairshare")).to_contain_text("lab/physics/physics/alice")

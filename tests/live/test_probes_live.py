@@ -25,25 +25,11 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.probe_server import probe_server
 
 from fusesched.agent.client import AgentClient
 
 from .failure_cluster import FailureCluster, failure_cluster, until
-
-# GET /healthz: 200, or 500 once <flag>.<restart count> exists; listens after argv[3] seconds
-SERVER = """
-import http.server, os, sys, time
-port = int(sys.argv[1])
-flag = sys.argv[2] + "." + os.environ["FUSESCHED_RESTART_COUNT"]
-time.sleep(float(sys.argv[3]))
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(500 if os.path.exists(flag) else 200)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
 
 
 def free_port() -> int:
@@ -53,13 +39,10 @@ def free_port() -> int:
 
 
 def service(scratch: Path, port: int, **extra: Any) -> dict[str, Any]:
-    script = scratch / "server.py"
-    script.write_text(SERVER)
-    script.chmod(0o644)
     group = {
         "resources": {"cpu": "250m", "memory": "64Mi"},
         "ports": [port],
-        "argv": [sys.executable, str(script), str(port), str(scratch / "unhealthy"), "2"],
+        "argv": probe_server(scratch, port, delay_s=2, per_restart=True),
         "liveness": {
             "http": {"port": port, "path": "/healthz"},
             "initial_delay_s": 4,  # (it listens after 2 s)
@@ -109,7 +92,9 @@ def test_readiness_and_a_liveness_restart_of_a_service(
     def task_said() -> dict[str, Any] | None:
         shown.update(cluster.client.show(job_id))
         task = running_task(shown)
-        return task if task is not None and task["ready"] is not None else None
+        # (its agent's first word: until then a task placed but not yet running on its
+        # node reads not ready, with no time since: the store says Running at placement)
+        return task if task is not None and task["ready_since"] is not None else None
 
     first = until(task_said, 10, lambda: f"no readiness shown: {shown}")
     assert first["ready"] is False and shown["ready"] is False  # it listens after 2 s

@@ -24,28 +24,43 @@ import pytest
 
 from fusesched.backends.federation_config import parse_federation
 from fusesched.cli.local import LocalCluster
+from fusesched.policies.registry import CoreConfig
 from fusesched.sdk import Client
 
 from .conftest import agent_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 SLURM_SCRIPT = ROOT / "scripts" / "slurm_local.sh"
+#: The test cluster's own licenses (slurm.conf's ``Licenses=``): a job handed to Slurm with
+#: licenses needs them defined there.
+SLURM_LICENSES = "fluent:2"
 
 
 def _slurm_up() -> bool:
     done = subprocess.run(["bash", str(SLURM_SCRIPT), "status"], capture_output=True, check=False)
-    return done.returncode == 0
+    if done.returncode != 0:
+        return False
+    shown = subprocess.run(
+        ["scontrol", "show", "licenses"], capture_output=True, text=True, check=False
+    )
+    return "LicenseName=fluent" in shown.stdout  # (else: started without them, by another)
+
+
+def _start_slurm() -> None:
+    """Slurm started afresh, with :data:`SLURM_LICENSES`."""
+    env = {**os.environ, "SLURM_LOCAL_SET": f"Licenses={SLURM_LICENSES}"}
+    subprocess.run(["bash", str(SLURM_SCRIPT), "start", "default"], check=True, env=env)
 
 
 @pytest.fixture(scope="module")
 def slurm() -> None:
-    """A running single-node Slurm (started here when it is not)."""
+    """A running single-node Slurm with :data:`SLURM_LICENSES` (started here when not)."""
     if os.geteuid() != 0 or shutil.which("slurmctld") is None:
         if os.environ.get("CI"):
             pytest.fail("CI runs as root with slurm-wlm installed (scripts/system_deps.sh)")
         pytest.skip("needs root and slurm-wlm (scripts/system_deps.sh installs it)")
     if not _slurm_up():
-        subprocess.run(["bash", str(SLURM_SCRIPT), "start", "default"], check=True)
+        _start_slurm()
 
 
 HPC_RULE = {"name": "hpc-to-slurm", "match": {"types": ["hpc"]}, "pools": ["hpc"]}
@@ -79,7 +94,10 @@ def federation(log_dir: Path, hpc_rule: dict[str, Any] = HPC_RULE, **slurm_optio
 
 
 def _start(
-    tmp_path: Path, hpc_rule: dict[str, Any] = HPC_RULE, **slurm_options: Any
+    tmp_path: Path,
+    hpc_rule: dict[str, Any] = HPC_RULE,
+    core: CoreConfig | None = None,
+    **slurm_options: Any,
 ) -> Iterator[tuple[LocalCluster, Path]]:
     shared = Path(tempfile.mkdtemp(prefix="fusesched-slurm-"))
     shared.chmod(0o755)
@@ -88,6 +106,7 @@ def _start(
         tmp_path / "data",
         port=0,
         agents=agent_configs(shared),
+        core=core,
         long_poll_s=0.5,
         federation=federation(logs, hpc_rule, **slurm_options),
     )
@@ -236,6 +255,52 @@ def test_rejected_job_fails_with_slurms_reason(slurm: None, tmp_path: Path) -> N
         assert "rejected" in view["reason"] and "reservation" in view["reason"].lower()
 
 
+def test_jobs_start_in_their_submit_folder(fed: tuple[LocalCluster, Path]) -> None:
+    """As Slurm's sbatch: the folder the job was submitted from (``submit_dir``, which sbatch
+    and run send), a ``-D`` relative to it, or a ``-D`` of its own; a folder the node lacks is
+    Slurm's to handle (it says so and runs the job in ``/tmp``)."""
+    cluster, shared = fed
+    client = Client(cluster.url)
+    wait_for_pool(client)
+    home = shared / "home"
+    (home / "inner").mkdir(parents=True)
+    show = ["/bin/sh", "-c", "pwd; echo $SLURM_SUBMIT_DIR"]
+    here = client.submit(hpc(show, submit_dir=str(home)))
+    inner = hpc(show, name="inner", submit_dir=str(home))
+    inner["groups"][0]["workdir"] = "inner"
+    own = hpc(show, name="own", submit_dir=str(home))
+    own["groups"][0]["workdir"] = str(shared)
+    gone = client.submit(hpc(show, name="gone", submit_dir=str(shared / "gone")))
+    ids = [here, client.submit(inner), client.submit(own), gone]
+    views = [wait_job(client, i, {"Completed", "Failed"}) for i in ids]
+    assert [v["state"] for v in views] == ["Completed"] * 4, views
+    assert client.logs(here) == f"{home}\n{home}\n"
+    assert client.logs(ids[1]) == f"{home / 'inner'}\n{home}\n"
+    assert client.logs(ids[2]) == f"{shared}\n{home}\n"
+    moved = client.logs(gone).splitlines()
+    assert f"couldn't chdir to `{shared / 'gone'}'" in moved[0], moved
+    assert moved[-2:] == ["/tmp", str(shared / "gone")]
+
+
+def test_licenses_go_to_slurm(slurm: None, tmp_path: Path) -> None:
+    """A job's licenses are asked of Slurm too (``--licenses``): it holds them there while it
+    runs. One the Slurm cluster does not define is refused by its slurmctld: the job fails
+    with its reason."""
+    core = CoreConfig(placement="best-fit", licenses=(("abaqus", 1), ("fluent", 2)))
+    for cluster, _ in _start(tmp_path, core=core):
+        client = Client(cluster.url)
+        wait_for_pool(client)
+        held = "scontrol show job $SLURM_JOB_ID | grep -o 'Licenses=[^ ]*'"
+        job = client.submit(hpc(["/bin/sh", "-c", held], licenses={"fluent": 2}))
+        undefined = client.submit(hpc(["true"], name="undefined", licenses={"abaqus": 1}))
+        view = wait_job(client, job, {"Completed", "Failed"})
+        assert view["state"] == "Completed", view
+        assert client.logs(job).strip() == "Licenses=fluent:2"
+        refused = wait_job(client, undefined, {"Completed", "Failed"})
+        assert refused["state"] == "Failed", refused
+        assert "Invalid license specification" in refused["reason"], refused
+
+
 def test_registry_image_needs_a_kubernetes_pool(fed: tuple[LocalCluster, Path]) -> None:
     cluster, _ = fed
     with httpx.Client(base_url=cluster.url) as http:
@@ -367,7 +432,7 @@ def test_slurm_down_then_back(slurm: None, tmp_path: Path) -> None:
             view = client.show(job)
             assert view["state"] == "Pending", view
         finally:
-            subprocess.run(["bash", str(SLURM_SCRIPT), "start", "default"], check=True)
+            _start_slurm()
         view = wait_job(client, job, {"Completed", "Failed"}, timeout=90)
         assert view["state"] == "Completed", view
         assert "after-outage" in client.logs(job)

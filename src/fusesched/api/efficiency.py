@@ -34,7 +34,7 @@ from fusesched.controller.task_usage import TaskUsage
 from fusesched.model.job import TaskGroup
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, MEMORY, QuantityError, Resources
 from fusesched.store.records import JobDetail, JobRow, JobState, TaskRow
-from fusesched.submit.request import TaskGroupRequest
+from fusesched.submit.task_group import TaskGroupRequest
 
 __all__ = ["JobEfficiency", "TaskEfficiency", "job_efficiency"]
 

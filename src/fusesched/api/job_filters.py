@@ -1,13 +1,14 @@
-"""The lists ``GET /v1/jobs`` filters by (``user=a&user=b``, ``id=5&id=6_2``, ``phase=…``),
-checked and bounded: a bad value is a 400 that says which and why."""
+"""The lists ``GET /v1/jobs`` filters by (``user=a&user=b``, ``id=5&id=6_2``, ``phase=…``) and
+its time window (``since``/``until``), checked and bounded: a bad value is a 400 (or 422) that
+says which and why."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Query
 
 from fusesched.controller.holds import HELD
 from fusesched.model.phases import JobPhase
@@ -56,3 +57,22 @@ def phases(given: Sequence[str] | None) -> list[str] | None:
                 400, f"unknown phase {phase!r}; expected one of {', '.join(PHASES)}"
             )
     return found
+
+
+#: The latest time a window may name (the end of the year 9999, in Unix seconds).
+LAST_TIME: Final = 253_402_300_799.0
+
+
+def time_query(description: str) -> Any:
+    """A Unix time query parameter: a finite number from 0 to :data:`LAST_TIME` (else 422)."""
+    return Query(ge=0, le=LAST_TIME, allow_inf_nan=False, description=description)
+
+
+def window(since: float | None, until: float | None) -> tuple[float | None, float | None]:
+    """A time window (``since``/``until``, Unix seconds, each checked by its query parameter)
+    that starts no later than it ends."""
+    if since is not None and until is not None and since > until:
+        raise HTTPException(
+            400, f"the window starts after it ends: since={since:g} is later than until={until:g}"
+        )
+    return since, until

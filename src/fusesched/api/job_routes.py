@@ -121,6 +121,13 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         ] = None,
         name: Annotated[list[str] | None, Query(description="any of these job names")] = None,
         me: Annotated[bool, Query(description="the caller's own jobs (its token's user)")] = False,
+        since: Annotated[
+            float | None,
+            job_filters.time_query("jobs not ended before this Unix time (waiting or running)"),
+        ] = None,
+        until: Annotated[
+            float | None, job_filters.time_query("jobs submitted by this Unix time")
+        ] = None,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
@@ -137,6 +144,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
                 )
             users = sorted({*(users or ()), p.user})
         states = [s.value for s in state] if state else None
+        since, until = job_filters.window(since, until)
         found = controller.persist.list_jobs(
             user=users,
             states=states,
@@ -148,6 +156,8 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             phases=job_filters.phases(phase),
             ids=job_filters.job_ids(id),
             names=job_filters.values("name", name),
+            since=since,
+            until=until,
         )
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)
 

@@ -15,13 +15,14 @@ from pydantic import Field
 from fusesched.api.access import Access, Caller, person
 from fusesched.api.responses import json_response
 from fusesched.api.schemas import JobView, _Input, _View
-from fusesched.client_base import LOG_COMPLETE, LOG_CONFIRMED, NEXT_OFFSET
+from fusesched.client_base import LOG_COMPLETE, LOG_CONFIRMED, LOG_MORE, NEXT_OFFSET
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.logs import LogState, job_of, log_state, loggable, task_order
 
 #: Most tasks one ``POST /v1/jobs/{id}/logs`` names.
 MAX_TASKS = 10_000
-#: Text one answer carries by default, and at most (:func:`fair_shares` splits it).
+#: Text one answer carries by default, and at most (``POST``: :func:`fair_shares` splits it
+#: among the tasks; ``GET``: one log's, ``max_bytes``).
 DEFAULT_BYTES = 4 << 20
 MAX_BYTES = 64 << 20
 #: What a task with new output gets at least, however small its share: a whole character,
@@ -92,30 +93,37 @@ def add_log_routes(app: FastAPI, access: Access) -> None:
         p: Caller,
         task: str | None = None,
         offset: Annotated[int, Query(ge=0, le=1 << 62)] = 0,
+        max_bytes: Annotated[int, Query(ge=1, le=MAX_BYTES)] = DEFAULT_BYTES,
     ) -> Response:
         """The job's output (its first task's, run after run; or ``task``'s) from byte
-        ``offset`` on. ``X-Next-Offset`` is the offset to ask for next (the text's length in
+        ``offset`` on, at most ``max_bytes`` of it (4 MiB unless asked; at least a whole
+        character). ``X-Next-Offset`` is the offset to ask for next (the text's length in
         bytes is not: bytes that are not UTF-8 are shown as U+FFFD, and a character not yet
-        wholly written is held back). ``X-Log-Complete: true``: the text reaches the end and
-        nothing more will be written (for the job's output: the job has ended, too);
-        ``X-Log-Confirmed: false`` with it: the end of the output may be missing (a task
-        lost with its node, or an agent too old to say where a log ends)."""
+        wholly written is held back). ``X-Log-More: true``: the text stops short of what is
+        written (``max_bytes``): ask again at once from the next offset.
+        ``X-Log-Complete: true``: the text reaches the end and nothing more will be written
+        (for the job's output: the job has ended, too); ``X-Log-Confirmed: false`` with it:
+        the end of the output may be missing (a task lost with its node, or an agent too old
+        to say where a log ends)."""
         view = job_view(p, job_id)
         ended = _end(view)
+        limit = max(max_bytes, MIN_READ)
         if task is not None:
             if job_of(task) != job_id or (
                 task not in store.tasks(job_id) and not known(view, task)
             ):
                 raise HTTPException(404, f"job {job_id} has no log for task {task!r}")
             state = log_state(controller, task, ended)
-            text, after = store.read(task, offset, state.complete)
+            text, after, at_end = store.read_some(task, offset, state.complete, limit)
         else:
             parts, state = job_log(view, ended)
-            text, after = store.read_parts(parts, offset, state.complete)
+            text, after, at_end = store.read_parts(parts, offset, state.complete, limit)
+        whole = state.complete and at_end
         headers = {
             NEXT_OFFSET: str(after),
-            LOG_COMPLETE: _flag(state.complete),
-            LOG_CONFIRMED: _flag(state.complete and state.confirmed),
+            LOG_MORE: _flag(not at_end),
+            LOG_COMPLETE: _flag(whole),
+            LOG_CONFIRMED: _flag(whole and state.confirmed),
         }
         return PlainTextResponse(text, headers=headers)
 

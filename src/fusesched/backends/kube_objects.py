@@ -25,7 +25,7 @@ from fusesched.model.job import JobType
 from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.model.resources import CPU, GPU_MILLI, MEMORY, Resources
 from fusesched.submit.identify import identify_type
-from fusesched.submit.request import TaskGroupRequest
+from fusesched.submit.task_group import TaskGroupRequest
 
 LABEL_JOB_ID: Final = "fusesched.io/job-id"
 LABEL_TENANT: Final = "fusesched.io/tenant"

@@ -19,6 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from fusesched.cli.consoles import make_console
@@ -79,7 +80,7 @@ DataDirOpt = Annotated[
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[red]error:[/] {message}", highlight=False)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False)  # (text, never markup)
     raise typer.Exit(code)
 
 
@@ -292,9 +293,11 @@ def logs(
     offset = 0
     while True:
         page = _call(client.log_page, job_id, task, offset)
-        offset = page.next_offset
+        offset_before, offset = offset, page.next_offset
         sys.stdout.write(page.text)
         sys.stdout.flush()
+        if page.more and page.next_offset != offset_before:  # (cut short: the rest at once)
+            continue
         if not follow:
             return
         if page.complete:

@@ -22,7 +22,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from fusesched import __version__
-from fusesched.cli import live, route, train_policy, twin, usage
+from fusesched.cli import live, route, sacct, train_policy, twin, usage
 from fusesched.cli.consoles import make_console
 from fusesched.cli.entry import HELP_MARKUP, PROG
 from fusesched.cli.seeds import SeedsError, parse_seeds
@@ -32,16 +32,10 @@ from fusesched.cli.simulate import (
     UsageError,
     check_options,
     check_reservations,
-    dl_table,
     load_workload,
     parse_policies,
     parse_reservations,
-    plot,
-    plot_dl,
-    plot_fgd,
-    plot_file,
     refuse_unused,
-    reserved,
     resolve_openb,
     resolve_trace,
     run_dl_protocol,
@@ -50,6 +44,14 @@ from fusesched.cli.simulate import (
     run_protocol,
     run_reserved,
     shared_dir,
+)
+from fusesched.cli.simulate_report import (
+    dl_table,
+    plot,
+    plot_dl,
+    plot_fgd,
+    plot_file,
+    reserved,
     write_json,
 )
 from fusesched.policies.dl_registry import DL_POLICIES
@@ -464,6 +466,7 @@ def demo() -> None:
 
 live.register(app)
 usage.register(app)
+sacct.register(app)
 route.register(app)
 train_policy.register(app)
 twin.register(app)

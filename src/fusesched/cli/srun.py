@@ -52,6 +52,8 @@ REFUSED = {
 QUEUED_AFTER_S = 1.0
 #: A job name is at most this long (``JobRequest.name``).
 MAX_NAME = 200
+#: sbatch's output file when ``-o`` names none (run has no array: never ``%A_%a``).
+SBATCH_OUTPUT = "slurm-%j.out"
 
 
 class RunUsageError(Exception):
@@ -188,15 +190,20 @@ def job_args(parsed: RunArgs) -> list[str]:
     ]
 
 
-def job_request(parsed: RunArgs) -> tuple[Any, tuple[str, ...]]:
+def job_request(parsed: RunArgs, submit_dir: str | None = None) -> tuple[Any, tuple[str, ...]]:
     """The job (a ``JobRequest``) and the parser's warnings: sbatch's job for the options,
     whose every task runs the command itself (not a batch script, whose first task alone
-    would run it). :class:`fusesched.submit.errors.SubmitError` for a bad option value."""
+    would run it), in ``submit_dir`` (the folder run runs in, as srun's tasks) unless ``-D``
+    says otherwise. No output file but one ``-o`` names (sbatch's default ``slurm-%j.out``
+    is not written: run prints the output). :class:`fusesched.submit.errors.SubmitError`
+    for a bad option value."""
     from fusesched.submit.request import parse_request
     from fusesched.submit.sbatch import parse_sbatch
 
-    job = parse_sbatch("", source="run", args=job_args(parsed))
+    job = parse_sbatch("", source="run", args=job_args(parsed), submit_dir=submit_dir)
     data = job.request.model_dump(mode="json", exclude_none=True)
+    if data.get("output") == SBATCH_OUTPUT:
+        del data["output"]
     group = data["groups"][0]
     del group["script"]
     group["argv"] = list(parsed.command)
@@ -306,11 +313,17 @@ def run(
     output is printed, a whole line at a time when there are several tasks. `-Q`/`--quiet`
     leaves out run's own messages on stderr (not its errors).
 
+    Its tasks start in the folder run runs in, as srun's (-D names another; a relative one
+    is relative to it); a node that lacks that folder, or whose job user cannot enter it,
+    runs them in their task folder and says so in the output's first line.
+
     It waits for the job to start (saying so on stderr), prints its output as it comes and
     exits with its exit code (1 when it was cancelled, timed out or ended without one).
     Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is not
     forwarded and there is no pseudo-terminal (srun --pty is not supported).
     """
+    from fusesched.cli.fast import submit_dir
+    from fusesched.cli.submission import _sent
     from fusesched.submit.errors import SubmitError
 
     try:
@@ -328,7 +341,7 @@ def run(
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     try:
-        request, warnings = job_request(parsed)
+        request, warnings = job_request(parsed, submit_dir())
     except SubmitError as exc:
         _fail(str(exc), 2)
     for warning in warnings:
@@ -339,7 +352,7 @@ def run(
         _path(parsed.own.get("--ca")) or ca,
     )
     try:
-        job_id = _call(client.submit, request.model_dump(mode="json", exclude_none=True))
+        job_id = _call(_sent, client.submit, request.model_dump(mode="json", exclude_none=True))
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         say("interrupted while submitting: the job may have been queued (see fusesched jobs)")
         raise typer.Exit(INTERRUPTED) from None

@@ -26,7 +26,7 @@ from fusesched.controller.launchenv import (
     task_env,
     task_slots,
 )
-from fusesched.controller.output_files import NO_OUTPUTS, batch_dirs, launch_outputs
+from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs, start_dirs
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
 from fusesched.model.events import StartJob
@@ -131,11 +131,14 @@ class AgentPool:
                 env = slurm_env(slurm, slot, slots, batch) | env
             env.update(secret)
             env["FUSESCHED_RESTART_COUNT"] = str(attempt)
-            # the batch script's working directory and output files (sbatch -D, -o/-e; not a
-            # container's): where sbatch ran unless -D says otherwise
-            scripted = batch and group.image is None
+            # the batch script's output files (sbatch -o/-e; not a container's), and the
+            # working directory of its tasks (not a container's): where sbatch or run ran
+            # unless -D says otherwise
+            native = group.image is None
+            scripted = batch and native
             output, error, append = launch_outputs(live, slot.node) if scripted else NO_OUTPUTS
-            workdir, submit_dir = batch_dirs(live.request) if scripted else (group.workdir, None)
+            submitted = live.request.submit_dir if native else None
+            workdir, submit_dir = start_dirs(group.workdir, submitted)
             if slurm is not None and live.request.submit_dir is not None:
                 env.setdefault("SLURM_SUBMIT_DIR", live.request.submit_dir)
             launch = TaskLaunch(

@@ -221,13 +221,19 @@ class LogStore:
     def read_job(self, job_id: str, offset: int = 0, final: bool = False) -> tuple[str, int]:
         """The job's log: its first task's, run after run (a requeued job's restarts append,
         as a requeued Slurm job's output file does); ``offset`` counts over the whole."""
-        return self.read_parts(self.job_parts(job_id), offset, final)
+        text, after, _ = self.read_parts(self.job_parts(job_id), offset, final)
+        return text, after
 
-    def read_parts(self, parts: Sequence[str], offset: int, final: bool) -> tuple[str, int]:
+    def read_parts(
+        self, parts: Sequence[str], offset: int, final: bool, limit: int | None = None
+    ) -> tuple[str, int, bool]:
         """The logs of ``parts`` one after another, from byte ``offset`` of the whole (only
-        what lies past it is read: following a long log costs what is new)."""
+        what lies past it is read: following a long log costs what is new), of at most
+        ``limit`` bytes; and whether the text reaches the end of what is written (as
+        :meth:`read_some`)."""
         data = bytearray()
         start = 0  # where the part begins in the whole
+        at_end = True
         for task_id in parts:
             found = self.stat(task_id)
             size = found.st_size if found is not None else 0
@@ -237,9 +243,17 @@ class LogStore:
                     f.seek(skip)
                     # (the last part to its end; the others to the size they had above, so
                     # that what follows them stays where the offsets say)
-                    data += f.read() if task_id == parts[-1] else f.read(size - skip)
+                    last = task_id == parts[-1]
+                    wanted = -1 if last else size - skip
+                    room = None if limit is None else limit - len(data)
+                    if room is not None and (last or wanted > room):
+                        data += f.read(room)
+                        at_end = last and not f.read(1)
+                        break
+                    data += f.read(wanted)
             start += size
-        return complete_text(bytes(data), offset, final)
+        text, after = complete_text(bytes(data), offset, final and at_end)
+        return text, after, at_end
 
 
 def loggable(task_id: str) -> bool:

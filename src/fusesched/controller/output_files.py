@@ -147,11 +147,17 @@ def batch_outputs(
 
 
 def batch_dirs(request: JobRequest) -> tuple[str | None, str | None]:
-    """(workdir, submit_dir) of the task that runs ``request``'s batch script: its ``-D``,
-    made absolute against the folder it was submitted from when relative (as Slurm); no
-    ``-D``: that folder, which the agent enters where its node has it (else the task's own
-    folder), as ``TaskLaunch.submit_dir``."""
-    workdir, submitted = request.groups[0].workdir, request.submit_dir
+    """(workdir, submit_dir) of the task that runs ``request``'s batch script
+    (:func:`start_dirs`)."""
+    return start_dirs(request.groups[0].workdir, request.submit_dir)
+
+
+def start_dirs(workdir: str | None, submitted: str | None) -> tuple[str | None, str | None]:
+    """(workdir, submit_dir) of a task (not a container's) whose ``-D`` is ``workdir`` and
+    whose job was submitted from ``submitted`` (sbatch's script, run's tasks): its ``-D``,
+    made absolute against that folder when relative (as Slurm); no ``-D``: that folder,
+    which the agent enters where its node has it (else the task's own folder), as
+    ``TaskLaunch.submit_dir``."""
     if submitted is None:
         return workdir, None
     if workdir is None:

@@ -14,16 +14,15 @@ from fusesched.submit.request import (
     DependencyRequest,
     JobRequest,
     LabelRequirementRequest,
-    Launcher,
     ParsedJob,
     PlacementRequest,
     PreferredTermRequest,
-    TaskGroupRequest,
     TopologyMode,
     TopologyRequest,
     parse_request,
 )
 from fusesched.submit.sbatch import load_sbatch, parse_sbatch
+from fusesched.submit.task_group import Launcher, TaskGroupRequest
 from fusesched.submit.yaml_spec import load_job_yaml, parse_job_yaml
 
 __all__ = [

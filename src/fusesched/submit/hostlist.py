@@ -112,3 +112,37 @@ def tasks_per_node(counts: Sequence[int]) -> str:
         parts.append(f"{counts[k]}(x{run})" if run > 1 else str(counts[k]))
         k += run
     return ",".join(parts)
+
+
+_NUMBERED: Final = re.compile(r"^(.*?)(\d+)$", re.ASCII)
+
+
+def compress_hostlist(nodes: Sequence[str]) -> str:
+    """Slurm's short form of a host list (``n1,n2,n3,x`` → ``n[1-3],x``): consecutive
+    names that differ only in a trailing number of the same width, in order."""
+    parts: list[str] = []
+    k = 0
+    while k < len(nodes):
+        match = _NUMBERED.match(nodes[k])
+        if match is None:
+            parts.append(nodes[k])
+            k += 1
+            continue
+        prefix, digits = match.groups()
+        ranges: list[tuple[str, str]] = []
+        while k < len(nodes):
+            more = _NUMBERED.match(nodes[k])
+            if more is None or more.group(1) != prefix or len(more.group(2)) != len(digits):
+                break
+            number = more.group(2)
+            if ranges and int(number) == int(ranges[-1][1]) + 1:
+                ranges[-1] = (ranges[-1][0], number)
+            else:
+                ranges.append((number, number))
+            k += 1
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            parts.append(prefix + ranges[0][0])
+            continue
+        inner = ",".join(low if low == high else f"{low}-{high}" for low, high in ranges)
+        parts.append(f"{prefix}[{inner}]")
+    return ",".join(parts)

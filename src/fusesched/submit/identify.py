@@ -32,7 +32,8 @@ from typing import Final
 
 from fusesched.model.job import JobType
 from fusesched.model.resources import GPU, GPU_MILLI
-from fusesched.submit.request import JobRequest, Launcher, TaskGroupRequest
+from fusesched.submit.request import JobRequest
+from fusesched.submit.task_group import Launcher, TaskGroupRequest
 
 TRAIN_WORDS: Final = ("torchrun", "deepspeed", "accelerate", "horovodrun", "torch.distributed")
 SERVE_WORDS: Final = (

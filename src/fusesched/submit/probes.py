@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from fusesched.model.text import refuse_nul
+from fusesched.submit.strict_model import StrictModel
 
 #: The longest probe period and timeout (an hour) and initial delay (a day).
 MAX_PERIOD_S: Final = 3600.0
@@ -42,16 +42,7 @@ _PATH_RE: Final = re.compile(r"^/[!-~]*$")
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*")
-    @classmethod
-    def _no_nul(cls, value: object) -> object:
-        return refuse_nul(value)
-
-
-class HttpCheck(_Model):
+class HttpCheck(StrictModel):
     """``GET http://127.0.0.1:<port><path>``: 200–399 passes."""
 
     port: Port
@@ -73,7 +64,7 @@ class HttpCheck(_Model):
         return f"GET http://127.0.0.1:{self.port}{self.path}"
 
 
-class TcpCheck(_Model):
+class TcpCheck(StrictModel):
     """A TCP connection to ``127.0.0.1:<port>`` that opens passes."""
 
     port: Port
@@ -82,7 +73,7 @@ class TcpCheck(_Model):
         return f"TCP 127.0.0.1:{self.port}"
 
 
-class Probe(_Model):
+class Probe(StrictModel):
     """One of ``http``, ``tcp`` or ``exec``, and when and how often it runs."""
 
     http: HttpCheck | None = None

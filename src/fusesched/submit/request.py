@@ -4,7 +4,8 @@ Every submission format (fusesched YAML, ``#SBATCH`` scripts, Kubernetes Pod/Job
 Python SDK) ends as a ``JobRequest``. It carries what the scheduler needs (groups × resources,
 placement, walltime, dependencies, array) and what the node agents need (argv or script, env,
 workdir, image, ports, launcher). :meth:`JobRequest.to_job_spec` turns it into the core's
-frozen :class:`~fusesched.model.job.JobSpec`.
+frozen :class:`~fusesched.model.job.JobSpec`. A task group's model and its checks are
+:mod:`fusesched.submit.task_group`'s.
 
 Unknown fields are errors. Problems raise :class:`SubmitError` naming the field (and the file
 and line where the caller knows them, see :func:`parse_request`).
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fusesched.core.topology import TopologyMode as CoreTopologyMode
 from fusesched.core.topology import TopologyRequest as CoreTopologyRequest
@@ -37,30 +38,18 @@ from fusesched.model.job import (
     Placement,
     PreferredTerm,
     QoS,
-    TaskGroup,
 )
 from fusesched.model.licenses import normalize, parse_licenses
-from fusesched.model.resources import (
-    MEMORY,
-    QuantityError,
-    Resources,
-    parse_quantity,
-)
-from fusesched.model.text import is_env_name, refuse_nul
+from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
-from fusesched.submit.probes import PROBE_MODELS, LivenessProbe, Probe
+from fusesched.submit.probes import PROBE_MODELS
 from fusesched.submit.problems import Loc, submit_error_from
-from fusesched.submit.resource_names import resource_name
+from fusesched.submit.strict_model import StrictModel
+from fusesched.submit.task_group import TaskGroupRequest
 
-_TARBALL_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
-# an OCI image reference: [registry[:port]/]path[:tag][@digest], lower-case path components
-_IMAGE_REF_RE: Final = re.compile(
-    r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
-)
 _LABEL_KEY_RE: Final = re.compile(r"^(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE_RE: Final = re.compile(r"^(?:[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?)?$")
 _POOL_NAME_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -84,31 +73,12 @@ def comment_control(comment: str) -> str | None:
     return None
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*")
-    @classmethod
-    def _no_nul(cls, value: object) -> object:
-        """No field holds a NUL character (the store cannot keep one)."""
-        return refuse_nul(value)
-
-
-class Launcher(StrEnum):
-    """How the platform starts the tasks of a group (which rendezvous it prepares)."""
-
-    NONE = "none"  # each task runs argv/script as is
-    TORCHRUN = "torchrun"  # MASTER_ADDR/PORT, WORLD_SIZE, RANK for torch.distributed
-    DEEPSPEED = "deepspeed"  # a hostfile and the same rendezvous variables
-    MPI = "mpi"  # a hostfile / host list for mpirun or srun
-
-
 class TopologyMode(StrEnum):
     REQUIRED = "required"  # all tasks within one domain of the label
     PREFERRED = "preferred"  # as few domains as possible
 
 
-class DependencyRequest(_Model):
+class DependencyRequest(StrictModel):
     """``kind`` on job ``job_id``; a ``singleton`` names no job (it waits for the earlier jobs
     of the same name and user that have not ended)."""
 
@@ -126,7 +96,7 @@ class DependencyRequest(_Model):
         return self
 
 
-class ArrayRequest(_Model):
+class ArrayRequest(StrictModel):
     """Indices ``start, start+step, …, ≤ stop``; at most ``max_parallel`` run at once."""
 
     start: Annotated[int, Field(ge=0)]
@@ -143,7 +113,7 @@ class ArrayRequest(_Model):
         return self
 
 
-class LabelRequirementRequest(_Model):
+class LabelRequirementRequest(StrictModel):
     """A condition on a node label: ``In``/``NotIn`` need values, ``Exists``/``DoesNotExist``
     take none."""
 
@@ -176,7 +146,7 @@ class PreferredTermRequest(LabelRequirementRequest):
         return weight
 
 
-class TopologyRequest(_Model):
+class TopologyRequest(StrictModel):
     """Keep a gang's tasks inside one domain of a node label (NVLink domain, switch, rack)."""
 
     key: Annotated[str, Field(min_length=1)]
@@ -186,7 +156,7 @@ class TopologyRequest(_Model):
         return CoreTopologyRequest(self.key, CoreTopologyMode(self.mode.value))
 
 
-class PlacementRequest(_Model):
+class PlacementRequest(StrictModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     required: list[LabelRequirementRequest] = Field(default_factory=list)
     anti_affinity: list[LabelRequirementRequest] = Field(default_factory=list)
@@ -207,7 +177,7 @@ class PlacementRequest(_Model):
         )
 
 
-class RestartRequest(_Model):
+class RestartRequest(StrictModel):
     """What to do when a run fails for a reason outside the job (node or GPU fault, hang,
     lost agent): ``requeue-excluding-node`` (default), ``restart-in-place`` or ``notify``."""
 
@@ -219,7 +189,7 @@ class RestartRequest(_Model):
     retry_application_failures: bool = False
 
 
-class HangRequest(_Model):
+class HangRequest(StrictModel):
     """Per-job hang detection: off, or a window other than the job type's default."""
 
     enabled: bool | None = None  # None: as the job type's default (off for services)
@@ -227,7 +197,7 @@ class HangRequest(_Model):
     startup_s: Annotated[float, Field(ge=0, le=7 * 86400)] | None = None
 
 
-class DatasetRequest(_Model):
+class DatasetRequest(StrictModel):
     """A dataset the job reads: ``name`` (→ ``$FUSESCHED_DATA_<NAME>``), ``source`` (an
     absolute path or ``file://`` URI on shared storage) and ``size`` (bytes, or ``"50Gi"``)."""
 
@@ -259,102 +229,7 @@ class DatasetRequest(_Model):
         return Dataset(self.name, self.source, parse_quantity(MEMORY, self.size))
 
 
-class TaskGroupRequest(_Model):
-    """``replicas`` identical tasks, each needing ``resources`` and running argv or script."""
-
-    name: Annotated[
-        str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
-    ] = "main"
-    replicas: Annotated[int, Field(ge=1)] = 1
-    resources: dict[str, str]
-    argv: list[str] = Field(default_factory=list)
-    script: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    workdir: str | None = None
-    image: str | None = None
-    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=list)
-    launcher: Launcher | None = None
-    # probes the agents run on each task (submit/probes.py); None: none (left out of the JSON)
-    liveness: LivenessProbe | None = Field(default=None, exclude_if=lambda value: value is None)
-    readiness: Probe | None = Field(default=None, exclude_if=lambda value: value is None)
-
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _parse_resources(cls, value: object) -> object:
-        """Canonical names and quantities (``{"gpu": 1}`` → ``{"nvidia.com/gpu": "1"}``)."""
-        if not isinstance(value, Mapping):
-            return value  # pydantic reports the type error
-        merged: dict[str, int] = {}
-        for raw_name, amount in value.items():
-            name = resource_name(str(raw_name))
-            if name in merged:
-                raise ValueError(f"resource {name!r} is given twice")
-            if not isinstance(amount, str | int | float):
-                raise ValueError(f"{name}: a quantity must be a number or a string like '64Gi'")
-            try:
-                merged[name] = parse_quantity(name, amount)
-            except QuantityError as exc:
-                raise ValueError(str(exc)) from None
-        resources = Resources(merged)
-        if not resources:
-            raise ValueError("a task must request some resource (for example cpu: 1)")
-        return resources.to_spec()
-
-    @field_validator("argv")
-    @classmethod
-    def _argv(cls, argv: list[str]) -> list[str]:
-        if argv and not argv[0]:
-            raise ValueError("the program (argv[0]) must not be empty")
-        return argv
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if not is_env_name(name):
-                raise ValueError(f"invalid environment variable name {name!r}")
-        return env
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, image: str | None) -> str | None:
-        if image is not None and not image.startswith("/") and not _IMAGE_REF_RE.match(image):
-            raise ValueError(
-                f"image {image!r}: give the absolute path of a root filesystem directory or "
-                f"tarball ({', '.join(_TARBALL_SUFFIXES)}) on the nodes, or a registry "
-                "reference such as docker.io/library/python:3.11 (run only by Kubernetes pools)"
-            )
-        return image
-
-    @property
-    def registry_image(self) -> bool:
-        """True when ``image`` names a registry image (pulled by a Kubernetes pool only)."""
-        return self.image is not None and not self.image.startswith("/")
-
-    @field_validator("ports")
-    @classmethod
-    def _ports(cls, ports: list[int]) -> list[int]:
-        if len(set(ports)) != len(ports):
-            raise ValueError("ports must be unique")
-        return ports
-
-    @model_validator(mode="after")
-    def _one_program(self) -> TaskGroupRequest:
-        if self.argv and self.script is not None:
-            raise ValueError(f"group {self.name!r}: give argv or script, not both")
-        if not self.argv and not (self.script and self.script.strip()):
-            raise ValueError(f"group {self.name!r}: give argv (a command) or script to run")
-        return self
-
-    @property
-    def resource_amounts(self) -> Resources:
-        return Resources.parse(self.resources)
-
-    def to_task_group(self) -> TaskGroup:
-        return TaskGroup(self.name, self.replicas, self.resource_amounts)
-
-
-class JobRequest(_Model):
+class JobRequest(StrictModel):
     """A job as submitted. ``type`` and group ``launcher`` None mean: identify them."""
 
     name: Annotated[str, Field(max_length=200)] = ""

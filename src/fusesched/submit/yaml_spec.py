@@ -30,8 +30,9 @@ from fusesched.submit._yamldoc import Document, load_documents
 from fusesched.submit.begin import begin_of, parse_begin
 from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.problems import Loc
-from fusesched.submit.request import JobRequest, TaskGroupRequest, parse_request
+from fusesched.submit.request import JobRequest, parse_request
 from fusesched.submit.syntax import parse_array, parse_dependencies, parse_duration
+from fusesched.submit.task_group import TaskGroupRequest
 
 API_VERSION: Final = "fusesched.io/v1"
 KIND: Final = "Job"

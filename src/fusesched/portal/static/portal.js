@@ -172,13 +172,15 @@
       try { detail = (await response.json()).detail; } catch (e) { detail = response.statusText; }
       throw new ApiError(response.status, detail);
     }
-    if (asText === "chunk") { // a log's text, the byte offset to ask for next, and whether
-      // the log is complete (null: the controller is older than complete logs)
+    if (asText === "chunk") { // a log's text, the byte offset to ask for next, whether
+      // the log is complete (null: the controller is older than complete logs) and whether
+      // more is written past the text (cut short at the read's cap: ask again at once)
       const next = Number(response.headers.get("x-next-offset"));
       const complete = response.headers.get("x-log-complete");
       return { text: await response.text(), next: Number.isFinite(next) ? next : null,
         complete: complete === null ? null : complete === "true",
-        confirmed: response.headers.get("x-log-confirmed") === "true" };
+        confirmed: response.headers.get("x-log-confirmed") === "true",
+        more: response.headers.get("x-log-more") === "true" };
     }
     return asText ? response.text() : response.json();
   }
@@ -578,6 +580,7 @@
           logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
         }
         if (follow.checked) logs.scrollTop = logs.scrollHeight;
+        if (chunk.more) return pollLogs(); // (cut short: the rest now, not in a second)
       }
       logsComplete = chunk.complete;
       if (!logsComplete) return;

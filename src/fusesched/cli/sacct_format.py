@@ -1,0 +1,353 @@
+"""What ``fusesched sacct`` prints, as Slurm's sacct: its job states (``COMPLETED``,
+``OUT_OF_MEMORY``, …) and their codes for ``-s``, exit codes as ``code:signal``, its field
+names for ``-o`` (``JobID,JobName%30,State``), and its table, ``-p``/``-P`` and JSON outputs.
+
+Pure functions of the job views (``GET /v1/jobs``), with the efficiency views (``GET
+/v1/jobs/{id}/efficiency``) where a field needs what a job used (MaxRSS, TotalCPU, ReqMem,
+NTasks, AllocTRES's memory); bad input raises ``ValueError`` with a message that says what is
+known. fusesched keeps one record a job (no steps), its latest run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
+from fusesched.submit.hostlist import compress_hostlist
+
+Job = dict[str, Any]
+#: A job's efficiency view (``{}``: not asked for, or unknown).
+Usage = dict[str, Any]
+
+#: sacct's states fusesched's jobs end in or pass through: (code, what to ask the controller
+#: for). The jobs the controller answers are then kept by :func:`sacct_state`.
+SACCT_STATES: Final[dict[str, tuple[str, StateMatch]]] = {
+    "PENDING": ("PD", StateMatch(states=("Pending",))),
+    "RUNNING": ("R", StateMatch(states=("Running",))),
+    "COMPLETED": ("CD", StateMatch(states=("Completed",))),
+    "FAILED": ("F", StateMatch(phases=("failed",))),
+    "OUT_OF_MEMORY": ("OOM", StateMatch(phases=("failed",))),
+    "NODE_FAIL": ("NF", StateMatch(phases=("failed",))),
+    "CANCELLED": ("CA", StateMatch(phases=("cancelled",))),
+    "DEADLINE": ("DL", StateMatch(phases=("cancelled",))),
+    "TIMEOUT": ("TO", StateMatch(phases=("timeout",))),
+    "PREEMPTED": ("PR", StateMatch(phases=("preempted", "cancelled"))),
+}
+#: sacct's states no fusesched job is shown in (a requeued job shows its latest run, as
+#: sacct without --duplicates): asked for, they match no job.
+NEVER_STATES: Final[dict[str, str]] = {
+    "BOOT_FAIL": "BF",
+    "COMPLETING": "CG",
+    "REQUEUED": "RQ",
+    "RESIZING": "RS",
+    "REVOKED": "RV",
+    "SUSPENDED": "S",
+}
+_BY_CODE: Final = {code: name for name, (code, _) in SACCT_STATES.items()}
+_NEVER: Final = frozenset({*NEVER_STATES, *NEVER_STATES.values()})
+
+#: What the reason of a job ended by the kernel's OOM killer says (the agent's
+#: ``REASON_OOM``), of one whose node was lost, of one removed at its deadline (the core's
+#: ``deadlines.REASON``) and of a preempted one not requeued (``requeue.NOT_REQUEUED``).
+OOM_MARK: Final = "OOM killer"
+NODE_LOST_MARKS: Final = ("node lost", "lost by its agent")
+DEADLINE_MARK: Final = "DeadLine"
+NOT_REQUEUED_MARK: Final = "not requeued"
+
+
+def known_states() -> str:
+    """The names ``-s`` takes, for an error message."""
+    return ", ".join(f"{code}/{name}" for name, (code, _) in SACCT_STATES.items())
+
+
+def parse_states(given: Iterable[str]) -> set[str]:
+    """``-s CD,F`` (each item may hold a comma list; any case) as sacct's long names (none
+    when only states fusesched never shows are named); a ``ValueError`` for an unknown one."""
+    names: set[str] = set()
+    for item in given:
+        for raw in item.split(","):
+            word = raw.strip().upper()
+            if word in SACCT_STATES:
+                names.add(word)
+            elif word in _BY_CODE:
+                names.add(_BY_CODE[word])
+            elif word not in _NEVER:
+                shown = raw.strip() or item
+                raise ValueError(f"unknown job state {shown!r}; known: {known_states()}")
+    return names
+
+
+def state_query(names: Iterable[str]) -> StateMatch:
+    """The states and phases to ask the controller for, to find jobs in any of ``names``."""
+    states: set[str] = set()
+    phases: set[str] = set()
+    for name in names:
+        match = SACCT_STATES[name][1]
+        states.update(match.states)
+        phases.update(match.phases)
+    return StateMatch(tuple(sorted(states)), tuple(sorted(phases)))
+
+
+def sacct_state(job: Job) -> str:
+    """The job's state as sacct prints it; a failure or cancellation told apart by its
+    reason (out of memory, a lost node, its deadline, preempted and not requeued)."""
+    phase, reason = job.get("phase"), str(job.get("reason") or "")
+    if phase == "failed":
+        if OOM_MARK in reason:
+            return "OUT_OF_MEMORY"
+        return "NODE_FAIL" if any(m in reason for m in NODE_LOST_MARKS) else "FAILED"
+    if phase == "cancelled":
+        if reason.startswith(DEADLINE_MARK):
+            return "DEADLINE"
+        return "PREEMPTED" if NOT_REQUEUED_MARK in reason else "CANCELLED"
+    if phase in ("timeout", "preempted"):
+        return str(phase).upper()
+    return str(job.get("state") or "").upper()
+
+
+def exit_code(job: Job) -> str:
+    """``code:signal``: ``3:0`` for an exit status, ``0:15`` for a signal (fusesched keeps a
+    signal as a negative code; -1, a task the controller ended, has neither)."""
+    code = job.get("exit_code")
+    if code is None or code == -1:
+        return "0:0"
+    return f"0:{-code}" if code < 0 else f"{code}:0"
+
+
+# ---------------------------------------------------------------------- values
+
+
+def duration(seconds: float) -> str:
+    """sacct's ``[D-]HH:MM:SS`` (Elapsed, Timelimit, CPUTime)."""
+    days, rest = divmod(max(0, int(seconds)), 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def cpu_duration(seconds: float) -> str:
+    """sacct's CPU time: ``MM:SS.mmm`` under an hour, else ``[D-]HH:MM:SS``."""
+    if seconds >= 3600:
+        return duration(seconds)
+    minutes, rest = divmod(max(0.0, seconds), 60)
+    return f"{int(minutes):02d}:{rest:06.3f}"
+
+
+def _stamp(t: float | None) -> str:
+    return "Unknown" if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def _elapsed_s(job: Job, now: float) -> int:
+    start, end = job.get("start_time"), job.get("end_time")
+    return 0 if start is None else max(0, int((end if end is not None else now) - start))
+
+
+def _cpus(job: Job) -> float:
+    """The cores it holds (0: it never started, as sacct's AllocCPUS)."""
+    return float(job.get("cpus") or 0) if job.get("start_time") is not None else 0.0
+
+
+def _number(value: float) -> str:
+    """Whole numbers as integers, parts to the thousandth (``0.5``)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
+
+
+def _kib(n: int | None) -> str:
+    return "" if n is None else f"{math.ceil(n / 1024)}K"
+
+
+def _memory(n: int | None) -> str:
+    """``4G`` when whole gibibytes, else ``500M`` (as sacct's ReqMem)."""
+    if n is None:
+        return ""
+    return f"{n // 2**30}G" if n and n % 2**30 == 0 else f"{math.ceil(n / 2**20)}M"
+
+
+def _node_list(job: dict[str, Any]) -> str:
+    """Slurm's short host list of the job's nodes (``n[1-3]``), or its "None assigned"."""
+    return compress_hostlist(job.get("nodes") or []) or "None assigned"
+
+
+def _alloc_tres(job: Job, usage: Usage) -> str:
+    """``cpu=2,mem=4G,node=1,gres/gpu=1``: what a started job holds (blank before)."""
+    if job.get("start_time") is None:
+        return ""
+    parts = [f"cpu={_number(_cpus(job))}"]
+    if usage.get("memory_bytes"):
+        parts.append(f"mem={_memory(usage['memory_bytes'])}")
+    parts.append(f"node={len(job.get('nodes') or []) or job.get('min_nodes') or 1}")
+    kinds = job.get("accelerators") or ({GPU: job["gpus"]} if job.get("gpus") else {})
+    parts.extend(f"gres/{'gpu' if k == GPU else k}={n}" for k, n in kinds.items() if n)
+    return ",".join(parts)
+
+
+def _eligible(job: Job) -> str:
+    """When it could start: its submit time, Unknown while it waits for dependencies or its
+    begin time (phase pending) or is held."""
+    return "Unknown" if job.get("phase") in ("pending", "held") else _stamp(job.get("submit_time"))
+
+
+def _timelimit(job: Job) -> str:
+    limit = job.get("time_limit_s")
+    return "UNLIMITED" if limit is None else duration(math.ceil(limit))
+
+
+def _cpu_time_s(job: Job, now: float) -> int:
+    return math.ceil(_elapsed_s(job, now) * _cpus(job))
+
+
+def _total_cpu(usage: Usage) -> str:
+    used = usage.get("cpu_seconds")
+    return "" if used is None else cpu_duration(used)
+
+
+class Field(NamedTuple):
+    """One of sacct's fields: its header, default width (negative: left-justified, as sacct's
+    JobID) and value; ``usage``: it needs the job's efficiency view."""
+
+    header: str
+    width: int
+    value: Callable[[Job, Usage, float], str]
+    usage: bool = False
+
+
+def _plain(key: str, default: str = "") -> Callable[[Job, Usage, float], str]:
+    return lambda job, _u, _n: str(job.get(key) or default)
+
+
+#: sacct's fields by lower-case name.
+FIELDS: Final[dict[str, Field]] = {
+    f.header.lower(): f
+    for f in (
+        Field("JobID", -12, lambda j, _u, _n: str(j["id"])),
+        Field("JobIDRaw", -12, lambda j, _u, _n: str(j["id"])),
+        Field("JobName", 10, _plain("name")),
+        Field("User", 9, _plain("user")),
+        Field("Partition", 10, _plain("queue")),
+        Field("Account", 10, _plain("tenant")),
+        Field("QOS", 10, _plain("qos")),
+        Field("State", 10, lambda j, _u, _n: sacct_state(j)),
+        Field("ExitCode", 8, lambda j, _u, _n: exit_code(j)),
+        Field("Reason", 20, _plain("reason", "None")),
+        Field("Submit", 19, lambda j, _u, _n: _stamp(j.get("submit_time"))),
+        Field("Eligible", 19, lambda j, _u, _n: _eligible(j)),
+        Field("Start", 19, lambda j, _u, _n: _stamp(j.get("start_time"))),
+        Field("End", 19, lambda j, _u, _n: _stamp(j.get("end_time"))),
+        Field("Elapsed", 10, lambda j, _u, n: duration(_elapsed_s(j, n))),
+        Field("ElapsedRaw", 10, lambda j, _u, n: str(_elapsed_s(j, n))),
+        Field("Timelimit", 10, lambda j, _u, _n: _timelimit(j)),
+        Field("AllocCPUS", 10, lambda j, _u, _n: _number(_cpus(j))),
+        Field("AllocNodes", 10, lambda j, _u, _n: str(len(j.get("nodes") or []))),
+        Field("AllocTRES", -40, lambda j, u, _n: _alloc_tres(j, u), usage=True),
+        Field("NodeList", -15, lambda j, _u, _n: _node_list(j)),
+        Field(
+            "NNodes",
+            8,
+            lambda j, _u, _n: str(len(j.get("nodes") or []) or j.get("min_nodes") or 1),
+        ),
+        Field("NTasks", 8, lambda _j, u, _n: str(u.get("tasks_count") or ""), usage=True),
+        Field("ReqCPUS", 8, lambda j, _u, _n: _number(float(j.get("cpus") or 0))),
+        Field("ReqMem", 10, lambda _j, u, _n: _memory(u.get("memory_bytes")), usage=True),
+        Field("MaxRSS", 10, lambda _j, u, _n: _kib(u.get("max_rss_bytes")), usage=True),
+        Field("TotalCPU", 10, lambda _j, u, _n: _total_cpu(u), usage=True),
+        Field("CPUTime", 10, lambda j, _u, n: duration(_cpu_time_s(j, n))),
+        Field("CPUTimeRaw", 10, lambda j, _u, n: str(_cpu_time_s(j, n))),
+        Field("Priority", 10, lambda j, _u, _n: str(j.get("priority", 0))),
+        Field("Restarts", 8, lambda _j, _u, _n: ""),
+    )
+}
+#: sacct's default fields.
+DEFAULT_FORMAT: Final = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+#: The widest a field may be (``%1000``).
+MAX_WIDTH: Final = 1000
+
+
+# ---------------------------------------------------------------------- formats
+
+
+@dataclass(frozen=True)
+class Column:
+    """A field as ``-o`` names it, with its width (negative: left-justified)."""
+
+    field: Field
+    width: int
+
+
+_ITEM: Final = re.compile(r"(?P<name>[A-Za-z]+)(?:%(?P<width>-?[0-9]{1,4}))?")
+
+
+def parse_format(text: str) -> list[Column]:
+    """``-o JobID,JobName%30,State%-12`` (any case): the fields with their widths (``%N``:
+    right-justified in N columns, ``%-N`` left-justified); a ``ValueError`` that lists the
+    known fields for an unknown one."""
+    columns: list[Column] = []
+    for raw in text.split(","):
+        item = _ITEM.fullmatch(raw.strip())
+        field = FIELDS.get(item["name"].lower()) if item else None
+        if item is None or field is None:
+            name = item["name"] if item else raw.strip()
+            if not name:
+                raise ValueError(f"an empty field in --format {text!r}")
+            known = ",".join(f.header for f in FIELDS.values())
+            raise ValueError(f"unknown field {name!r} in --format {text!r}; known: {known}")
+        width = field.width if item["width"] is None else int(item["width"])
+        if not 1 <= abs(width) <= MAX_WIDTH:
+            raise ValueError(f"bad width in {raw.strip()!r}: 1 to {MAX_WIDTH} (-N: left-justified)")
+        columns.append(Column(field, width))
+    return columns
+
+
+def needs_usage(columns: Sequence[Column]) -> bool:
+    """Whether any of ``columns`` needs the jobs' efficiency views."""
+    return any(c.field.usage for c in columns)
+
+
+def values(columns: Sequence[Column], job: Job, usage: Usage, now: float) -> list[str]:
+    """The job's values in ``columns`` (control characters as ``?``: one line a job)."""
+    return [c.field.value(job, usage, now).translate(_CONTROLS) for c in columns]
+
+
+def _cell(text: str, width: int) -> str:
+    """``text`` in ``abs(width)`` columns; a longer one cut, its last kept column ``+``."""
+    size = abs(width)
+    if len(text) > size:
+        text = text[: size - 1] + "+"
+    return text.ljust(size) if width < 0 else text.rjust(size)
+
+
+def table(columns: Sequence[Column], rows: Iterable[list[str]], header: bool = True) -> list[str]:
+    """sacct's table: the headers and a line of dashes (unless ``header`` is off), then a
+    line a job; trailing blanks dropped. A value too long is cut with a ``+``, a header plainly."""
+    lines = []
+    if header:
+        cut = [c.field.header[: abs(c.width)] for c in columns]  # (a header: no "+")
+        lines.append(" ".join(_cell(h, c.width) for h, c in zip(cut, columns, strict=True)))
+        lines.append(" ".join("-" * abs(c.width) for c in columns))
+    lines.extend(
+        " ".join(_cell(v, c.width) for v, c in zip(row, columns, strict=True)) for row in rows
+    )
+    return [line.rstrip() for line in lines]
+
+
+def parsable(
+    columns: Sequence[Column],
+    rows: Iterable[list[str]],
+    header: bool = True,
+    trailing: bool = False,
+) -> list[str]:
+    """``-P``: the values separated by ``|`` (``-p``, ``trailing``: one after the last too),
+    never cut; the header line first unless ``header`` is off."""
+    end = "|" if trailing else ""
+    lines = ["|".join(c.field.header for c in columns) + end] if header else []
+    lines.extend("|".join(v.replace("|", "?") for v in row) + end for row in rows)
+    return lines
+
+
+def records(columns: Sequence[Column], rows: Iterable[list[str]]) -> list[dict[str, str]]:
+    """``--json``: an object a job, the fields' names as keys."""
+    return [{c.field.header: v for v, c in zip(row, columns, strict=True)} for row in rows]
