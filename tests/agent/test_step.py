@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent.step import main, next_step_id
+from fusesched.agent.step import main
 from fusesched.agent.step_plan import (
     StepError,
     StepTask,
@@ -48,6 +48,13 @@ def test_options_as_scripts_write_them() -> None:
     assert o.command == ("-x",)
     assert parse_args(["-K", "true"]).kill_on_bad_exit
     assert parse_args(["--mpi=openmpi", "true"]).warnings
+    for mpi in ("pmix", "pmix_v4", "pmi2", "none"):
+        assert not parse_args([f"--mpi={mpi}", "true"]).warnings
+    o = parse_args(["--overlap", "--exact", "--exclusive", "-I", "true"])
+    assert (o.overlap, o.immediate) == (True, 0)
+    assert parse_args(["--immediate=5", "true"]).immediate == 5
+    assert parse_args(["-I3", "true"]).immediate == 3
+    assert parse_args(["true"]).immediate is None  # waits as long as it takes
 
 
 @pytest.mark.parametrize(
@@ -61,6 +68,8 @@ def test_options_as_scripts_write_them() -> None:
         (["-l"], "no command"),
         (["--label=1", "x"], "takes no value"),
         (["--kill-on-bad-exit=2", "x"], "0 or 1"),
+        (["--immediate=soon", "x"], "whole seconds"),
+        (["--overlap=1", "x"], "takes no value"),
         (["--export=NONE,A=1", "x"], "NONE takes no"),
         (["--export=1A=2", "x"], "not a variable name"),
     ],
@@ -119,7 +128,7 @@ def test_hostfile() -> None:
 
 def test_each_task_gets_its_ranks_and_the_steps() -> None:
     tasks, _ = place(HOSTS, 3, None, None)
-    env = task_env(tasks[2], tasks, 5, 2)
+    env = task_env(tasks[2], tasks, 2)
     assert env["SLURM_PROCID"] == env["RANK"] == "2"
     assert env["SLURM_LOCALID"] == env["LOCAL_RANK"] == "0"
     assert env["SLURM_NODEID"] == env["NODE_RANK"] == "1"
@@ -127,7 +136,7 @@ def test_each_task_gets_its_ranks_and_the_steps() -> None:
     assert env["SLURM_NTASKS"] == env["SLURM_NPROCS"] == env["WORLD_SIZE"] == "3"
     assert env["SLURM_STEP_NUM_TASKS"] == "3"
     assert env["LOCAL_WORLD_SIZE"] == "1"
-    assert env["SLURM_STEP_ID"] == "5"
+    assert "SLURM_STEP_ID" not in env  # the controller gives it out, with the launch
     assert env["SLURM_STEP_NODELIST"] == "node-a,node-b"
     assert env["SLURM_STEP_TASKS_PER_NODE"] == "2,1"
     assert env["SLURM_CPUS_PER_TASK"] == "2"
@@ -161,11 +170,6 @@ def test_exit_status() -> None:
     assert exit_status([0, 0]) == 0
     assert exit_status([0, 3, 1]) == 3
     assert exit_status([0, -9]) == 137
-
-
-def test_step_ids_count_per_task_folder(tmp_path: Path) -> None:
-    assert [next_step_id(str(tmp_path)) for _ in range(3)] == [0, 1, 2]
-    assert next_step_id(None) == 0
 
 
 def test_outside_a_job_is_a_clear_error(

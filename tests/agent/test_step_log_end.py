@@ -50,8 +50,8 @@ class Controller:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
-        if request.method == "POST" and path == "/v1/jobs/7/remote":
-            return httpx.Response(201, json={"task_id": TASK})
+        if request.method == "POST" and path == "/v1/jobs/7/steps":
+            return httpx.Response(201, json={"step_id": 0, "task_ids": [TASK]})
         if path == f"/v1/tasks/{TASK}":
             if self.running > 0:
                 self.running -= 1
@@ -74,7 +74,8 @@ class Controller:
 def follow(controller: Controller) -> list[int]:
     http = httpx.Client(base_url="http://controller", transport=httpx.MockTransport(controller))
     run = Step(http, "7", label=False)
-    run.launch(StepTask(rank=0, node="n0", node_index=0, local_rank=0, local_size=1), ["true"])
+    task = StepTask(rank=0, node="n0", node_index=0, local_rank=0, local_size=1)
+    assert run.create({"n0": 1}, False, [(task, ["true"])]) is None
     return run.follow(kill_on_bad_exit=False)
 
 

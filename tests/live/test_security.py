@@ -187,6 +187,13 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "path": {"job_id": bob_job},
             "json": {"node": "node-a", "argv": ["sh", "-c", "echo pwned"]},
         },
+        ("POST", "/v1/jobs/{job_id}/steps"): {
+            "path": {"job_id": bob_job},
+            "json": {
+                "slots": {"node-a": 1},
+                "tasks": [{"node": "node-a", "argv": ["sh", "-c", "echo pwned"]}],
+            },
+        },
         ("GET", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("DELETE", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("POST", "/v1/tokens"): {"json": {"user": "mallory", "tenant": "biology"}},
@@ -488,6 +495,9 @@ def test_a_job_token_is_scoped_to_its_job_and_dies_with_it(secure: Secure) -> No
         launch = {"node": node, "argv": ["true"]}
         assert http.post(f"/v1/jobs/{secure.bob_job}/remote", json=launch).status_code == 403
         assert http.post(f"/v1/jobs/{job_id}/remote", json=launch).status_code == 201
+        step = {"slots": {node: 1}, "tasks": [launch], "overlap": True}
+        assert http.post(f"/v1/jobs/{secure.bob_job}/steps", json=step).status_code == 403
+        assert http.post(f"/v1/jobs/{job_id}/steps", json=step).status_code == 201
         # srun's job steps: its own tasks' output, and stopping its own remote tasks only
         assert http.get(f"/v1/jobs/{job_id}/logs").status_code == 200
         assert http.get(f"/v1/jobs/{secure.bob_job}/logs").status_code == 403

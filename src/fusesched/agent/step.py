@@ -3,14 +3,22 @@
 A batch script runs once, on the first node of its allocation; Slurm scripts start their work
 with ``srun``, which runs COMMAND as N tasks over the allocation (a *job step*). This module
 is that: the agent puts it on the PATH of ``slurm_env`` jobs' tasks as ``srun``
-(:mod:`fusesched.agent.step_wrapper`). Every task of the step, those on the first node
-included, is started through the controller's remote route (``POST /v1/jobs/{id}/remote``,
-with the job's own credential, as ``mpirun``'s launcher does), so each runs as a task of the job
+(:mod:`fusesched.agent.step_wrapper`). The step asks the controller for itself
+(``POST /v1/jobs/{id}/steps``, with the job's own credential, as ``mpirun``'s launcher uses;
+under ``fusesched salloc``, which runs a command on the submit host in an allocation, with its
+owner's): the controller gives it an id and its share of the job's slots and starts every task
+of it, those on the first node included, at once, or answers that running steps hold the
+slots (409: the step says so once and asks again until they are free; ``--immediate``: it
+gives up) (:mod:`fusesched.controller.job_steps`). Each task runs as a task of the job
 (``<job>.remote.<k>``) on its node, outside the batch task's CPU pinning and memory cgroup
 (which are one task's share), is killed with the job, and has its output kept by the
 controller. The step follows each task's output through the log route and prints it (``-l``:
 each line prefixed with the task's rank), and exits 0 if every task exited 0, else with the
 highest exit code (a task killed by signal N counts as 128+N).
+
+An MPI program (``--mpi=pmix``…, ``$SLURM_MPI_TYPE``, or a program linked to ``libmpi``) runs
+as one task instead, ``mpirun`` on the step's first node, which starts the ranks as one MPI
+job (:mod:`fusesched.agent.step_mpi`).
 
 Placement: N tasks (``-n``, else ``$SLURM_NTASKS``) over the hostfile's nodes in allocation
 order (``-N``, else ``$SLURM_NNODES``: the first N, each getting at least one task;
@@ -24,21 +32,25 @@ without I/O in :mod:`fusesched.agent.step_plan`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import mmap
 import os
+import shutil
 import signal
 import ssl
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 import httpx
 
+from fusesched.agent.elf import ElfError, needed_libraries
+from fusesched.agent.step_mpi import label_line, links_mpi, mpi_mode, mpirun_argv, mpirun_env
 from fusesched.agent.step_plan import (
     StepError,
+    StepOptions,
     StepTask,
     exit_status,
     export_vars,
@@ -46,12 +58,13 @@ from fusesched.agent.step_plan import (
     place,
     read_hostfile,
     step_shape,
+    step_slots,
     task_argv,
     task_env,
+    unknown_mpi,
 )
+from fusesched.client_base import default_token
 
-#: Counter of the steps a batch task has started (in its own folder).
-STEP_COUNTER = ".fusesched-steps"
 POLL_MIN_S = 0.05
 POLL_MAX_S = 0.5
 #: With a controller older than complete logs (no ``X-Log-Complete``): how long a task's
@@ -59,27 +72,13 @@ POLL_MAX_S = 0.5
 DRAIN_QUIET_S = 0.6
 #: After a signal: how long the step waits for its killed tasks to end.
 STOP_WAIT_S = 15.0
+#: While the job's slots are busy: the first pause before asking again, and the longest.
+RETRY_MIN_S = 0.1
+RETRY_MAX_S = 0.5
+#: A program bigger than this is not looked into for libmpi.
+ELF_MAX_BYTES = 1 << 30
 
 # -- the step's process -------------------------------------------------------------------------
-
-
-def next_step_id(task_dir: str | None) -> int:
-    """0, 1, 2… per step of the batch task (a locked counter file in its folder)."""
-    if not task_dir:
-        return 0
-    path = Path(task_dir) / STEP_COUNTER
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        return 0
-    with os.fdopen(fd, "r+", encoding="ascii") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        text = f.read().strip()
-        current = int(text) if text.isdigit() else 0
-        f.seek(0)
-        f.truncate()
-        f.write(f"{current + 1}\n")
-    return current
 
 
 @dataclass
@@ -98,22 +97,46 @@ class _Running:
 
 
 class Step:
-    """One running step: its tasks through the controller's API."""
+    """One step: its share of the job's slots and its tasks, through the controller's API.
+    ``tagged``: its one task is mpirun, whose ``--tag-output`` lines carry the ranks."""
 
-    def __init__(self, http: httpx.Client, job_id: str, label: bool) -> None:
+    def __init__(self, http: httpx.Client, job_id: str, label: bool, tagged: bool = False) -> None:
         self.http = http
         self.job_id = job_id
         self.label = label
+        self.tagged = tagged
         self.running: list[_Running] = []
         self.stop_signal: int | None = None
+        self.step_id: int | None = None
 
-    def launch(self, task: StepTask, argv: list[str]) -> None:
-        response = self.http.post(
-            f"/v1/jobs/{self.job_id}/remote", json={"node": task.node, "argv": argv}
-        )
+    def create(
+        self,
+        slots: Mapping[str, int],
+        overlap: bool,
+        launches: Sequence[tuple[StepTask, list[str]]],
+    ) -> str | None:
+        """Ask for the step (its slots per node) and start its tasks: None once it runs,
+        else why it must wait (the job's slots are busy). :class:`StepError` for a refusal
+        that waiting would not change."""
+        body = {
+            "slots": dict(slots),
+            "overlap": overlap,
+            "tasks": [{"node": task.node, "argv": argv} for task, argv in launches],
+        }
+        response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
+        if response.status_code == 409:
+            return _detail(response)
+        if response.status_code == 404 and _detail(response) == "Not Found":
+            raise StepError("the controller is older than this srun (it has no step route)")
         if response.status_code >= 400:
-            raise StepError(f"cannot start task {task.rank} on {task.node}: {_detail(response)}")
-        self.running.append(_Running(task, response.json()["task_id"]))
+            raise StepError(f"cannot start the step: {_detail(response)}")
+        created = response.json()
+        self.step_id = int(created["step_id"])
+        self.running = [
+            _Running(task, task_id)
+            for (task, _), task_id in zip(launches, created["task_ids"], strict=True)
+        ]
+        return None
 
     def kill(self, which: Sequence[_Running]) -> None:
         for run in which:
@@ -217,33 +240,19 @@ class Step:
         lines = (run.partial + text).split("\n")
         run.partial = lines.pop()
         if lines:
-            prefix = f"{run.task.rank}: " if self.label else ""
-            sys.stdout.write("".join(f"{prefix}{line}\n" for line in lines))
+            sys.stdout.write("".join(f"{self._labelled(run, line)}\n" for line in lines))
             sys.stdout.flush()
 
     def _flush(self, run: _Running) -> None:
         if run.partial:
-            prefix = f"{run.task.rank}: " if self.label else ""
-            sys.stdout.write(f"{prefix}{run.partial}\n")
+            sys.stdout.write(f"{self._labelled(run, run.partial)}\n")
             sys.stdout.flush()
             run.partial = ""
 
-
-def _detail(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip() or f"HTTP {response.status_code}"
-    detail = body.get("detail") if isinstance(body, dict) else None
-    return str(detail) if detail else response.text.strip()
-
-
-def _error(message: str) -> None:
-    print(f"srun: error: {message}", file=sys.stderr, flush=True)
-
-
-def _warn(message: str) -> None:
-    print(f"srun: warning: {message}", file=sys.stderr, flush=True)
+    def _labelled(self, run: _Running, line: str) -> str:
+        if self.tagged:
+            return label_line(line) if self.label else line
+        return f"{run.task.rank}: {line}" if self.label else line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if not job_id or not url:
         _error(
             "not inside a fusesched job (FUSESCHED_JOB_ID and FUSESCHED_CONTROLLER are unset): "
-            "this srun runs job steps of fusesched batch jobs only"
+            "this srun runs job steps of fusesched batch jobs and salloc allocations only"
         )
         return 2
     hostfile = env.get("FUSESCHED_HOSTFILE", "")
@@ -267,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         _error(
             f"no hostfile at {hostfile or '$FUSESCHED_HOSTFILE'}: srun runs in the batch "
-            "script of a job (sbatch), on its first node"
+            "script of a job (sbatch), on its first node, or under fusesched salloc"
         )
         return 2
     ntasks, nodes = step_shape(options, env, len(hosts))
@@ -278,17 +287,20 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(exc))
         return 2
     for warning in (*options.warnings, *warnings):
-        print(f"srun: warning: {warning}", file=sys.stderr, flush=True)
-    step_id = next_step_id(env.get("FUSESCHED_TASK_DIR"))
+        _warn(warning)
     cwd = os.getcwd()
-    token = env.get("FUSESCHED_JOB_TOKEN")
+    mpi = _through_mpirun(options, env, cwd)
+    launches = _launches(options, env, tasks, exported, cwd, mpi)
+    # the job's own credential in its batch script; under salloc (no job credential), the
+    # user's, as every fusesched command finds it: the owner may run steps of their own job
+    token = env.get("FUSESCHED_JOB_TOKEN") or default_token()
     headers = {"authorization": f"Bearer {token}"} if token else {}
     ca = env.get("FUSESCHED_CA")
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
     with httpx.Client(
         base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
     ) as http:
-        step = Step(http, job_id, options.label)
+        step = Step(http, job_id, options.label, tagged=mpi)
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             step.stop_signal = signum
@@ -296,26 +308,138 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
         try:
-            for task in tasks:
-                if step.stop_signal is not None:
-                    break
-                own = exported | task_env(task, tasks, step_id, options.cpus_per_task)
-                step.launch(task, task_argv(own, cwd, options.command))
+            refused = _create(step, step_slots(tasks), options, launches)
         except (StepError, httpx.HTTPError) as exc:
             _error(str(exc))
-            step.kill(step.running)
             return 1
+        if refused is not None:
+            return refused
         codes = step.follow(options.kill_on_bad_exit)
         for run in step.running:
             if run.code not in (None, 0):
                 why = f" ({run.reason})" if run.reason and run.reason != "exited" else ""
                 code = exit_status([run.code])
-                _error(
-                    f"task {run.task.rank} on {run.task.node}: exited with exit code {code}{why}"
-                )
+                who = "mpirun" if mpi else f"task {run.task.rank}"
+                _error(f"{who} on {run.task.node}: exited with exit code {code}{why}")
     if step.stop_signal is not None:
         return 128 + step.stop_signal
     return exit_status(codes)
+
+
+def _create(
+    step: Step,
+    slots: Mapping[str, int],
+    options: StepOptions,
+    launches: Sequence[tuple[StepTask, list[str]]],
+) -> int | None:
+    """Start the step, waiting while the job's slots are busy (saying so once, and once
+    more when it starts), as long as it takes (``--immediate``: that many seconds, or
+    none); None once it runs, else the exit status (a signal while waiting, or no room)."""
+    job_id = step.job_id
+    waited = False
+    pause = RETRY_MIN_S
+    deadline = None if options.immediate is None else time.monotonic() + options.immediate
+    while True:
+        if step.stop_signal is not None:
+            return 128 + step.stop_signal
+        busy = step.create(slots, options.overlap, launches)
+        if busy is None:
+            if waited:
+                _say(f"Step created for StepId={job_id}.{step.step_id}")
+            return None
+        if deadline is not None and time.monotonic() >= deadline:
+            _error(f"Unable to create step for job {job_id}: {busy}")
+            return 1
+        if not waited:
+            _say(f"Job {job_id} step creation temporarily disabled, retrying ({busy})")
+            waited = True
+        time.sleep(pause)
+        pause = min(pause * 2, RETRY_MAX_S)
+
+
+def _launches(
+    options: StepOptions,
+    env: Mapping[str, str],
+    tasks: Sequence[StepTask],
+    exported: Mapping[str, str],
+    cwd: str,
+    mpi: bool,
+) -> list[tuple[StepTask, list[str]]]:
+    """What the step starts: each of its tasks, or (``mpi``) one mpirun on its first node
+    that starts them all as one MPI job."""
+    if not mpi:
+        per_task = [dict(exported) | task_env(t, tasks, options.cpus_per_task) for t in tasks]
+        return [
+            (task, task_argv(vars_, cwd, options.command))
+            for task, vars_ in zip(tasks, per_task, strict=True)
+        ]
+    launcher = env.get("OMPI_MCA_plm_rsh_agent") or f"{sys.executable} -m fusesched.agent.remote"
+    own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
+    command = mpirun_argv(tasks, passed, options.label, options.command)
+    return [(tasks[0], task_argv(own, cwd, command))]
+
+
+def _through_mpirun(options: StepOptions, env: Mapping[str, str], cwd: str) -> bool:
+    """Whether the step runs through mpirun: ``--mpi``, else ``$SLURM_MPI_TYPE``, else
+    whether its program is linked to libmpi (said once on stderr)."""
+    site = env.get("SLURM_MPI_TYPE") or None
+    if options.mpi is None and site is not None:
+        said = unknown_mpi(site)
+        if said is not None:
+            _warn(f"SLURM_MPI_TYPE: {said}")
+    chosen = mpi_mode(options.mpi, site)
+    if chosen is not None:
+        return chosen
+    program = _program(options.command[0], env.get("PATH", ""), cwd)
+    if program is None or not links_mpi(_needed(program)):
+        return False
+    _say(
+        f"{options.command[0]} is linked to libmpi: its tasks start as one MPI job, "
+        "through mpirun (--mpi=none: as separate tasks)"
+    )
+    return True
+
+
+def _program(name: str, path: str, cwd: str) -> str | None:
+    """Where the command's program is (a name with a slash from ``cwd``, else on ``path``)."""
+    if "/" in name:
+        found = os.path.join(cwd, name)
+        return found if os.path.isfile(found) else None
+    return shutil.which(name, path=path)
+
+
+def _needed(program: str) -> list[str]:
+    """The libraries ``program`` needs (none when it cannot be read as an ELF program)."""
+    try:
+        with open(program, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if not 0 < size <= ELF_MAX_BYTES:
+                return []
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return needed_libraries(data)
+    except (OSError, ValueError, ElfError):
+        return []
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip() or f"HTTP {response.status_code}"
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return str(detail) if detail else response.text.strip()
+
+
+def _say(message: str) -> None:
+    print(f"srun: {message}", file=sys.stderr, flush=True)
+
+
+def _error(message: str) -> None:
+    _say(f"error: {message}")
+
+
+def _warn(message: str) -> None:
+    _say(f"warning: {message}")
 
 
 # -- the wrapper on tasks' PATH -----------------------------------------------------------------

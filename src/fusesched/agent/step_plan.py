@@ -7,13 +7,17 @@ distribution (:func:`place`, :func:`step_shape`), each task's environment and co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fusesched.model.text import is_env_name
 from fusesched.submit.hostlist import tasks_per_node
 
-USAGE = "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [OPTIONS] COMMAND [ARGS...]"
+USAGE = (
+    "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
+    "[OPTIONS] COMMAND [ARGS...]"
+)
 
 
 # Variables of the calling script not passed on to the tasks: each task's node gives it its
@@ -28,6 +32,7 @@ _NOT_EXPORTED = frozenset(
         "FUSESCHED_MEMORY_LIMIT_BYTES",
         "FUSESCHED_HOSTFILE",
         "FUSESCHED_JOB_TOKEN",
+        "FUSESCHED_TOKEN",  # a person's credential (srun under salloc): never into a task
         "FUSESCHED_CA",  # where this node's agent keeps the controller's CA: each node its own
         "FUSESCHED_CHECKPOINT_DIR",
         "CUDA_VISIBLE_DEVICES",
@@ -60,6 +65,8 @@ class StepOptions:
     unbuffered: bool = False
     kill_on_bad_exit: bool = False
     job_name: str | None = None
+    overlap: bool = False  # share the running steps' slots (else wait for room)
+    immediate: int | None = None  # seconds to wait for room (0: none); None: as long as it takes
     warnings: tuple[str, ...] = ()
 
 
@@ -75,6 +82,11 @@ _LONG: dict[str, tuple[str, bool]] = {
     "unbuffered": ("unbuffered", False),
     "kill-on-bad-exit": ("kill_on_bad_exit", False),
     "job-name": ("job_name", True),
+    "overlap": ("overlap", False),
+    "immediate": ("immediate", False),  # (its value, optional, only as --immediate=N)
+    # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
+    "exact": ("", False),
+    "exclusive": ("", False),
 }
 _SHORT: dict[str, str] = {
     "n": "ntasks",
@@ -84,9 +96,21 @@ _SHORT: dict[str, str] = {
     "u": "unbuffered",
     "K": "kill-on-bad-exit",
     "J": "job-name",
+    "I": "immediate",
 }
-#: ``--mpi`` values taken as they are: fusesched starts the tasks itself and sets no PMI.
-MPI_TYPES = frozenset({"none", "pmix", "pmix_v3", "pmix_v4", "pmi2", "cray_shasta"})
+#: ``--mpi`` (or ``$SLURM_MPI_TYPE``) values that start the step through mpirun
+#: (:mod:`fusesched.agent.step_mpi`); ``none`` starts N separate tasks.
+PMI_TYPES = re.compile(r"^(pmix(_v\d+)?|pmi2)$")
+
+
+def unknown_mpi(value: str) -> str | None:
+    """A warning for an MPI type that neither starts mpirun nor is ``none`` (or ``list``)."""
+    if value in ("none", "list") or PMI_TYPES.match(value):
+        return None
+    return (
+        f"--mpi={value} is not supported; the tasks start without any PMI (pmix, pmix_v*, "
+        "pmi2: the step runs through mpirun)"
+    )
 
 
 def parse_args(argv: Sequence[str]) -> StepOptions:
@@ -112,6 +136,10 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
                 values[field_name] = value == "1"
                 k += 1
                 continue
+            if name == "immediate":  # --immediate[=seconds]
+                values[field_name] = _seconds(value) if eq else 0
+                k += 1
+                continue
             if takes and not eq:
                 if k + 1 >= len(args):
                     raise StepError(f"--{name} needs a value")
@@ -119,7 +147,8 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
                 k += 1
             elif not takes and eq:
                 raise StepError(f"--{name} takes no value")
-            values[field_name] = _value(name, value) if takes else True
+            if field_name:
+                values[field_name] = _value(name, value) if takes else True
             k += 1
             continue
         # short options: -n4, -n 4, -l, -lu, -ln4
@@ -130,6 +159,9 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
                 raise StepError(f"unknown option -{letter} (supported: {_supported()})")
             name = _SHORT[letter]
             field_name, takes = _LONG[name]
+            if name == "immediate":  # -I, -I5: its value attached or none
+                values[field_name] = _seconds(arg[j + 1 :]) if arg[j + 1 :] else 0
+                break
             if not takes:
                 values[field_name] = True
                 j += 1
@@ -148,8 +180,9 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
         raise StepError(f"no command to run\n{USAGE}")
     warnings: list[str] = []
     mpi = values.get("mpi")
-    if isinstance(mpi, str) and mpi not in MPI_TYPES and mpi != "list":
-        warnings.append(f"--mpi={mpi} is not known; the tasks start without any PMI")
+    said = unknown_mpi(mpi) if isinstance(mpi, str) else None
+    if said is not None:
+        warnings.append(said)
     export = values.get("export")
     if isinstance(export, str):
         export_vars(export, {})  # refuse a bad one now
@@ -158,6 +191,12 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
 
 def _supported() -> str:
     return ", ".join(f"--{name}" for name in _LONG)
+
+
+def _seconds(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise StepError(f"--immediate takes whole seconds, not {text!r}")
+    return int(text)
 
 
 def _value(name: str, text: str) -> object:
@@ -323,34 +362,47 @@ def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:
     return tasks_per_node(counts)
 
 
-def task_env(
-    task: StepTask, tasks: Sequence[StepTask], step_id: int, cpus_per_task: int | None
-) -> dict[str, str]:
-    """The variables that make one task of the step what it is (Slurm's and torch's)."""
-    nodes = list(dict.fromkeys(t.node for t in tasks))
+def step_slots(tasks: Sequence[StepTask]) -> dict[str, int]:
+    """The step's tasks per node, in its node order: its share of the job's slots."""
+    slots: dict[str, int] = {}
+    for task in tasks:
+        slots[task.node] = slots.get(task.node, 0) + 1
+    return slots
+
+
+def step_env(tasks: Sequence[StepTask], cpus_per_task: int | None) -> dict[str, str]:
+    """The variables every task of the step gets alike (its id comes with each task's
+    launch: the controller gives it out)."""
+    nodes = list(step_slots(tasks))
     env = {
-        "SLURM_STEP_ID": str(step_id),
-        "SLURM_STEPID": str(step_id),
         "SLURM_STEP_NUM_TASKS": str(len(tasks)),
         "SLURM_STEP_NUM_NODES": str(len(nodes)),
         "SLURM_STEP_NODELIST": ",".join(nodes),
         "SLURM_STEP_TASKS_PER_NODE": step_tasks_per_node(tasks),
         "SLURM_NTASKS": str(len(tasks)),
         "SLURM_NPROCS": str(len(tasks)),
+        "WORLD_SIZE": str(len(tasks)),
+    }
+    if cpus_per_task is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
+    return env
+
+
+def task_env(
+    task: StepTask, tasks: Sequence[StepTask], cpus_per_task: int | None
+) -> dict[str, str]:
+    """The variables that make one task of the step what it is (Slurm's and torch's)."""
+    return step_env(tasks, cpus_per_task) | {
         "SLURM_PROCID": str(task.rank),
         "SLURM_LOCALID": str(task.local_rank),
         "SLURM_NODEID": str(task.node_index),
         "SLURMD_NODENAME": task.node,
         "RANK": str(task.rank),
         "LOCAL_RANK": str(task.local_rank),
-        "WORLD_SIZE": str(len(tasks)),
         "LOCAL_WORLD_SIZE": str(task.local_size),
         "NODE_RANK": str(task.node_index),
         "GROUP_RANK": str(task.node_index),
     }
-    if cpus_per_task is not None:
-        env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
-    return env
 
 
 # Enters the caller's working directory where the node has it (else stays in the task's own

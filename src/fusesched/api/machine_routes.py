@@ -1,5 +1,5 @@
 """The routes machines call: node agents (register, heartbeat, join with a one-time token) and
-running jobs (launch a remote task, ask a task's state, report a checkpoint)."""
+running jobs (launch a remote task or a job step, ask a task's state, report a checkpoint)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,32 @@ from fusesched.api.schemas import (
     JoinRequest,
     RemoteLaunch,
     RemoteTask,
+    StepCreated,
+    StepRequest,
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
-from fusesched.controller.auth import Role
+from fusesched.controller.auth import Principal, Role
+from fusesched.controller.job_steps import StepsBusy
 from fusesched.controller.logs import job_of
 from fusesched.controller.records import NodeChangedError, UnknownJobError, UnknownNodeError
 
 
 def add_machine_routes(app: FastAPI, access: Access) -> None:
-    """Serve ``/v1/agents/...``, ``/v1/jobs/{job_id}/remote``, ``/v1/jobs/{job_id}/checkpoint``
-    and ``/v1/tasks/{task_id}`` from ``app``."""
+    """Serve ``/v1/agents/...``, ``/v1/jobs/{job_id}/remote``, ``/v1/jobs/{job_id}/steps``,
+    ``/v1/jobs/{job_id}/checkpoint`` and ``/v1/tasks/{task_id}`` from ``app``."""
     controller = access.controller
     checker = access.auth
+
+    def runs_steps(p: Principal, job_id: str) -> bool:
+        """Whether ``p`` may launch and stop ``job_id``'s step tasks: the job's own credential
+        (``srun`` in its batch script), its owner (``srun`` under ``salloc``: the same person,
+        not merely one who sees the job) or a cluster-admin."""
+        if not checker.enabled or p.role is Role.CLUSTER_ADMIN:
+            return True
+        if p.role is Role.JOB:
+            return p.job_id == job_id
+        owner = controller.owner(job_id) if p.person else None
+        return owner is not None and owner == (p.user, p.tenant)
 
     @app.post("/v1/agents/register", status_code=201, tags=["agents"])
     def register(inventory: NodeInventory, p: Caller) -> dict[str, str]:
@@ -62,14 +76,31 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         "/v1/jobs/{job_id}/remote", status_code=201, response_model=RemoteTask, tags=["agents"]
     )
     def remote(job_id: str, launch: RemoteLaunch, p: Caller) -> RemoteTask:
-        own_job = p.role is Role.JOB and p.job_id == job_id
-        if checker.enabled and p.role is not Role.CLUSTER_ADMIN and not own_job:
-            raise forbidden(f"only job {job_id}'s own credential may launch its tasks")
+        if not runs_steps(p, job_id):
+            raise forbidden(f"only job {job_id}'s own credential or its owner may launch its tasks")
         try:
             task_id = controller.remote_launch(job_id, launch.node, launch.argv)
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None
         return RemoteTask(task_id=task_id, state="launching")
+
+    @app.post(
+        "/v1/jobs/{job_id}/steps", status_code=201, response_model=StepCreated, tags=["agents"]
+    )
+    def step(job_id: str, body: StepRequest, p: Caller) -> StepCreated:
+        """Start a job step (``srun``): its share of the job's slots and its tasks at once
+        (controller/job_steps.py); 409 when running steps leave too little room now (try
+        again), 400 when the job could never hold it."""
+        if not runs_steps(p, job_id):
+            raise forbidden(f"only job {job_id}'s own credential or its owner may run its steps")
+        launches = [(t.node, t.argv) for t in body.tasks]
+        try:
+            step_id, task_ids = controller.create_step(job_id, body.slots, body.overlap, launches)
+        except UnknownJobError:
+            raise HTTPException(404, f"job {job_id!r} is not running") from None
+        except StepsBusy as exc:
+            raise HTTPException(409, str(exc)) from None
+        return StepCreated(step_id=step_id, task_ids=task_ids)
 
     @app.post(
         "/v1/jobs/{job_id}/checkpoint",
@@ -112,11 +143,11 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
     @app.delete("/v1/tasks/{task_id}", status_code=202, tags=["agents"])
     def stop_task(task_id: str, p: Caller) -> dict[str, str]:
         """Stop one of a running job's remote tasks (``srun`` stops its step's tasks this
-        way): the job's own credential or a cluster-admin; 404 when it is not running."""
+        way): the job's own credential, its owner or a cluster-admin; 404 when it is not
+        running."""
         job_id = job_of(task_id)
-        own_job = p.role is Role.JOB and p.job_id == job_id
-        if checker.enabled and p.role is not Role.CLUSTER_ADMIN and not own_job:
-            raise forbidden(f"only job {job_id}'s own credential may stop its tasks")
+        if not runs_steps(p, job_id):
+            raise forbidden(f"only job {job_id}'s own credential or its owner may stop its tasks")
         try:
             controller.remote_kill(task_id)
         except UnknownJobError:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -274,6 +274,21 @@ class FairShareRow(_View):
 class RemoteLaunch(_Input):
     node: str
     argv: list[str] = Field(min_length=1)
+
+
+class StepRequest(_Input):
+    """A job step (``srun``): its slots per node (its tasks there, in its node order), its
+    tasks to start (each on one of those nodes; an MPI step's one: mpirun, on the first),
+    and whether it shares the slots of the running steps (``--overlap``)."""
+
+    slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    tasks: list[RemoteLaunch] = Field(min_length=1)
+    overlap: bool = False
+
+
+class StepCreated(_View):
+    step_id: int
+    task_ids: list[str]
 
 
 class RemoteTask(_View):

@@ -16,6 +16,7 @@ CLIENT_COMMANDS = frozenset(
         "submit",
         "sbatch",
         "run",
+        "salloc",
         "jobs",
         "show",
         "eff",

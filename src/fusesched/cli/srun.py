@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,21 @@ def _option_names() -> tuple[dict[str, str], frozenset[str], frozenset[str]]:
     return SHORT_OPTIONS, VALUE_OPTIONS | COMMAND_FLAGS, FLAG_OPTIONS
 
 
-def split_run_args(args: Sequence[str]) -> RunArgs:
+def split_run_args(
+    args: Sequence[str],
+    prog: str = "run",
+    refused: Mapping[str, str] = REFUSED,
+    own_flags: frozenset[str] = frozenset(),
+    command_needed: bool = True,
+) -> RunArgs:
     """Split ``run``'s arguments at the command: options up to the first word that is not one
     (or an option's value), or up to ``--``. Raises :class:`RunUsageError` for an unknown
-    option, a refused one, a missing value or no command."""
+    option, a refused one, a missing value or no command.
+
+    ``salloc`` splits its own the same way (:mod:`fusesched.cli.salloc_plan`): ``prog`` names
+    the command in messages, ``refused`` are its refusals, ``own_flags`` its own flags
+    (kept in ``own`` with an empty value) and ``command_needed`` False lets the command be
+    left out."""
     short, values, flags = _option_names()
     options: list[str] = []
     own: dict[str, str] = {}
@@ -113,6 +124,9 @@ def split_run_args(args: Sequence[str]) -> RunArgs:
             continue
         if arg in UNBUFFERED:
             continue
+        if arg in own_flags:
+            own[arg] = ""
+            continue
         written, eq, value = arg.partition("=")
         if written in OWN_VALUES:
             if not eq:
@@ -129,14 +143,14 @@ def split_run_args(args: Sequence[str]) -> RunArgs:
             if not name:
                 name = next((k for k, s in IGNORED_VALUES.items() if s == arg[1]), "")
             written = arg[:2]
-        if name in REFUSED:
-            raise RunUsageError(f"{written}: {REFUSED[name]}")
+        if name in refused:
+            raise RunUsageError(f"{written}: {refused[name]}")
         if name in IGNORED_VALUES:
             if not attached:
                 if i >= len(args):
                     raise RunUsageError(f"{written} needs a value")
                 i += 1
-            warnings.append(f"{written} is not supported by fusesched run; ignored")
+            warnings.append(f"{written} is not supported by fusesched {prog}; ignored")
             continue
         if name in flags:  # (--exclusive=user takes its value attached)
             options.append(arg)
@@ -152,15 +166,17 @@ def split_run_args(args: Sequence[str]) -> RunArgs:
         if arg.startswith("--") and eq:
             options.append(arg)  # the sbatch parser warns that it is not supported, as sbatch
             continue
-        raise RunUsageError(_unknown(written, short, values, flags))
+        raise RunUsageError(_unknown(written, short, values, flags, prog))
     command = tuple(args[i:])
-    if not command:
-        raise RunUsageError("no command given (usage: fusesched run [OPTIONS] COMMAND [ARGS...])")
+    if not command and command_needed:
+        raise RunUsageError(
+            f"no command given (usage: fusesched {prog} [OPTIONS] COMMAND [ARGS...])"
+        )
     return RunArgs(tuple(options), command, label, quiet, False, own, tuple(warnings))
 
 
 def _unknown(
-    written: str, short: dict[str, str], values: frozenset[str], flags: frozenset[str]
+    written: str, short: dict[str, str], values: frozenset[str], flags: frozenset[str], prog: str
 ) -> str:
     known = sorted(
         {f"--{o}" for o in (*values, *flags, *IGNORED_VALUES)}
@@ -170,7 +186,7 @@ def _unknown(
     close = difflib.get_close_matches(written, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return (
-        f"unknown option {written}{hint}: fusesched run cannot tell whether the next word is "
+        f"unknown option {written}{hint}: fusesched {prog} cannot tell whether the next word is "
         f"its value or the command (an option it does not know is ignored, with a warning, "
         f"when written as {written}=VALUE)"
         if written.startswith("--")

@@ -24,6 +24,7 @@ from fusesched.controller import adoption, data, drains, endings, failures, outp
 from fusesched.controller import probes as task_probes
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
+    LiveJob,
     LiveNode,
     LiveTask,
     NodeChangedError,
@@ -52,6 +53,9 @@ UNCONFIRMED_GRACE_S = 10.0
 #: ":" is kept for external pools' nodes (``<pool>:<node>``)
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 _ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:%_-]{0,252}$")
+#: What a remote task does not take from its job's environment: OpenMPI's settings (for
+#: the batch script's mpirun) and a job step's marks (controller/job_steps.py)
+_NOT_INHERITED = ("OMPI_MCA_", "FUSESCHED_STEP_")
 
 
 def register(ctl: Controller, inventory: NodeInventory) -> None:
@@ -271,35 +275,61 @@ def _without_signals(node: str, launches: list[TaskLaunch]) -> list[TaskLaunch]:
 def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> str:
     """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
     with ctl.work:
-        live = ctl.jobs.get(job_id)
-        if live is None or not live.tasks:
-            raise UnknownJobError(job_id)
-        if node not in live.nodes:
-            raise SubmitError(f"node {node!r} is not allocated to job {job_id}")
-        if node not in ctl.nodes:  # an external pool's node: no agent of ours runs there
-            raise SubmitError(
-                f"node {node!r} of job {job_id} is in pool {live.pool}, not run by an agent: "
-                "its tasks start through that pool"
-            )
-        live.remote_count += 1
-        task_id = f"{job_id}.remote.{live.remote_count}"
-        base = next(iter(live.tasks.values())).launch
-        launch = TaskLaunch(
-            task_id=task_id,
-            job_id=job_id,
-            user=base.user,
-            argv=argv,
-            env={k: v for k, v in base.env.items() if not k.startswith("OMPI_MCA_")}
-            | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
-            grace_s=ctl.config.grace_s,
-            image=base.image,
-        )
-        task = LiveTask(launch, node, Grant(), remote=True, start_time=ctl.clock())
-        live.tasks[task_id] = task
-        ctl.tasks[task_id] = (job_id, task)
-        ctl.persist.tasks_started(job_id, [task], task.start_time or 0.0)
-        ctl.nodes[node].outbox.append(launch)
+        live = running_job(ctl, job_id)
+        check_remote_node(ctl, live, node)
+        task_id = launch_remote(ctl, live, node, argv, {})
         ctl.work.notify_all()
+    return task_id
+
+
+def running_job(ctl: Controller, job_id: str) -> LiveJob:
+    """The live record of a job whose tasks run; :class:`UnknownJobError` otherwise."""
+    live = ctl.jobs.get(job_id)
+    if live is None or not live.tasks:
+        raise UnknownJobError(job_id)
+    return live
+
+
+def check_remote_node(ctl: Controller, live: LiveJob, node: str) -> None:
+    """Refuse (:class:`SubmitError`) a remote task on a node that is not the job's or that
+    no agent of ours runs."""
+    if node not in live.nodes:
+        raise SubmitError(f"node {node!r} is not allocated to job {live.id}")
+    if node not in ctl.nodes:  # an external pool's node: no agent of ours runs there
+        raise SubmitError(
+            f"node {node!r} of job {live.id} is in pool {live.pool}, not run by an agent: "
+            "its tasks start through that pool"
+        )
+
+
+def launch_remote(
+    ctl: Controller, live: LiveJob, node: str, argv: list[str], env: dict[str, str]
+) -> str:
+    """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
+    environment, less OpenMPI's settings and any step's marks, plus ``env``); its id. The
+    caller holds the lock and has checked the node (:func:`check_remote_node`)."""
+    live.remote_count += 1
+    task_id = f"{live.id}.remote.{live.remote_count}"
+    while task_id in live.tasks:  # (adopted after a restart, which starts the count again)
+        live.remote_count += 1
+        task_id = f"{live.id}.remote.{live.remote_count}"
+    base = next(iter(live.tasks.values())).launch
+    launch = TaskLaunch(
+        task_id=task_id,
+        job_id=live.id,
+        user=base.user,
+        argv=argv,
+        env={k: v for k, v in base.env.items() if not k.startswith(_NOT_INHERITED)}
+        | env
+        | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
+        grace_s=ctl.config.grace_s,
+        image=base.image,
+    )
+    task = LiveTask(launch, node, Grant(), remote=True, start_time=ctl.clock())
+    live.tasks[task_id] = task
+    ctl.tasks[task_id] = (live.id, task)
+    ctl.persist.tasks_started(live.id, [task], task.start_time or 0.0)
+    ctl.nodes[node].outbox.append(launch)
     return task_id
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ from fusesched.controller import (
     federation,
     holds,
     reservations,
+    steps,
     submissions,
 )
 from fusesched.controller.auth import Authenticator
@@ -276,6 +277,16 @@ class Controller:
     def remote_launch(self, job_id: str, node: str, argv: list[str]) -> str:
         """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
         return agents.remote_launch(self, job_id, node, argv)
+
+    def create_step(
+        self,
+        job_id: str,
+        slots: Mapping[str, int],
+        overlap: bool,
+        launches: Sequence[tuple[str, list[str]]],
+    ) -> tuple[int, list[str]]:
+        """A job step's share of the job's slots and its tasks (:func:`steps.create_step`)."""
+        return steps.create_step(self, job_id, slots, overlap, launches)
 
     def remote_kill(self, task_id: str) -> None:
         """Stop a running remote task of a job (a job step's)."""

@@ -1,0 +1,128 @@
+"""Job steps' shares of their job's slots, as Slurm (20.11 on) gives them out, without I/O.
+
+A job's *slots* are its tasks per node (its hostfile). Each job step (an ``srun``) holds, on
+each of its nodes, as many slots as it runs tasks there, from its creation until every task
+of it has ended. A step that does not fit beside the steps running is refused as *busy*
+(:class:`StepsBusy`: the API answers 409 and ``srun`` tries again), one that could never fit
+in the job at once (:class:`StepNeverFits`). An ``--overlap`` step shares everything with
+every other step, as Slurm's: it needs no room and takes none.
+
+A step's share travels in its tasks' launch environment (:func:`share_env`), not in a table
+of the controller's: the steps running are read back from the job's live tasks alone
+(:func:`running_shares`), so nothing is left behind by a ``srun`` killed outright (its step
+ends when its tasks do) and a restarted controller knows the steps of the tasks it adopts.
+mpirun's daemons (remote tasks without a share) are no step's and are not counted. Step ids
+are 0, 1, 2… per run of the job (:func:`next_step_id`: one past the highest its tasks carry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from fusesched.submit.errors import SubmitError
+
+#: The launch environment of a step's task: its step's id, share and whether it overlaps.
+STEP_ID_ENV = "FUSESCHED_STEP_ID"
+STEP_SLOTS_ENV = "FUSESCHED_STEP_SLOTS"  # node:count,node:count
+STEP_OVERLAP_ENV = "FUSESCHED_STEP_OVERLAP"  # "1" for --overlap
+
+
+class StepNeverFits(SubmitError):
+    """The step asks for more than the job has (a 400): waiting would not help."""
+
+
+class StepsBusy(Exception):
+    """The step does not fit beside the running steps now (a 409): ``srun`` tries again."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepShare:
+    """What a running step holds: slots per node (in the step's node order)."""
+
+    step_id: int
+    slots: tuple[tuple[str, int], ...]
+    overlap: bool = False
+
+
+def share_env(share: StepShare) -> dict[str, str]:
+    """The variables that mark a task as ``share``'s (and give scripts its id, as Slurm's)."""
+    env = {
+        STEP_ID_ENV: str(share.step_id),
+        STEP_SLOTS_ENV: ",".join(f"{node}:{count}" for node, count in share.slots),
+        "SLURM_STEP_ID": str(share.step_id),
+        "SLURM_STEPID": str(share.step_id),
+    }
+    if share.overlap:
+        env[STEP_OVERLAP_ENV] = "1"
+    return env
+
+
+def share_of(env: Mapping[str, str]) -> StepShare | None:
+    """The step share a task's launch environment names; None for a task of no step (or
+    one whose marks do not read as a share: it is not counted)."""
+    step = env.get(STEP_ID_ENV, "")
+    if not (step.isascii() and step.isdigit()):
+        return None
+    slots: list[tuple[str, int]] = []
+    for item in env.get(STEP_SLOTS_ENV, "").split(","):
+        node, _, count = item.rpartition(":")
+        if not node or not (count.isascii() and count.isdigit()):
+            return None
+        slots.append((node, int(count)))
+    return StepShare(int(step), tuple(slots), env.get(STEP_OVERLAP_ENV) == "1")
+
+
+def running_shares(envs: Iterable[Mapping[str, str]]) -> list[StepShare]:
+    """The steps of the live tasks whose launch environments are ``envs`` (each once)."""
+    found: dict[int, StepShare] = {}
+    for env in envs:
+        share = share_of(env)
+        if share is not None:
+            found.setdefault(share.step_id, share)
+    return list(found.values())
+
+
+def in_use(shares: Iterable[StepShare]) -> dict[str, int]:
+    """Slots held per node by the steps ``shares`` (overlapping ones hold none)."""
+    used: dict[str, int] = {}
+    for share in shares:
+        if not share.overlap:
+            for node, count in share.slots:
+                used[node] = used.get(node, 0) + count
+    return used
+
+
+def next_step_id(ids: Iterable[int]) -> int:
+    """The id of a run's next step: one past the highest of its steps so far (0 first)."""
+    return max(ids, default=-1) + 1
+
+
+def check_fits(
+    job_slots: Mapping[str, int] | None,
+    asked: Mapping[str, int],
+    overlap: bool,
+    running: Iterable[StepShare],
+) -> None:
+    """Refuse a step asking ``asked`` slots per node in a job with ``job_slots`` (None: not
+    known, so not checked: a controller adopting a job whose launch it never saw) beside the
+    steps ``running``: :class:`StepNeverFits` when the job itself is too small for it,
+    :class:`StepsBusy` when the running steps leave too little now."""
+    if job_slots is None:
+        return
+    for node, count in asked.items():
+        has = job_slots.get(node, 0)
+        if count > has:
+            where = f"has {has} slot(s) on node {node}" if has else f"has no node {node}"
+            raise StepNeverFits(f"the step asks for {count} task(s) on {node}; the job {where}")
+    if overlap:
+        return
+    holding = [s for s in running if not s.overlap]
+    used = in_use(holding)
+    full = [node for node, count in asked.items() if used.get(node, 0) + count > job_slots[node]]
+    if full:
+        said = "; ".join(f"{node} has {used[node]} of {job_slots[node]} in use" for node in full)
+        steps = sorted(s.step_id for s in holding if any(n in full for n, _ in s.slots))
+        raise StepsBusy(
+            f"Requested nodes are busy: {said} (by step(s) {', '.join(map(str, steps))})"
+        )
