@@ -43,8 +43,9 @@ def test_not_an_elf_program() -> None:
         needed_libraries(bytes(elf))
 
 
-def _elf32_big_endian(names: list[str]) -> bytes:
-    """A minimal 32-bit big-endian ELF: one PT_LOAD over the file, one PT_DYNAMIC."""
+def _elf32_big_endian(names: list[str], filler: int = 0) -> bytes:
+    """A minimal 32-bit big-endian ELF: one PT_LOAD over the file, one PT_DYNAMIC (with
+    ``filler`` DT_DEBUG entries before the rest)."""
     strings = b"\0" + b"".join(n.encode() + b"\0" for n in names)
     phoff, strtab_at = 52, 52 + 2 * 32
     dynamic_at = strtab_at + len(strings)
@@ -52,7 +53,7 @@ def _elf32_big_endian(names: list[str]) -> bytes:
     for name in names:
         offsets.append(at)
         at += len(name) + 1
-    entries = [(1, o) for o in offsets] + [(5, 0x1000 + strtab_at), (0, 0)]
+    entries = [(21, 0)] * filler + [(1, o) for o in offsets] + [(5, 0x1000 + strtab_at), (0, 0)]
     dynamic = b"".join(struct.pack(">iI", tag, value) for tag, value in entries)
     size = dynamic_at + len(dynamic)
     header = b"\x7fELF\x01\x02\x01" + bytes(9)
@@ -68,6 +69,17 @@ def test_a_32_bit_big_endian_program() -> None:
         "libc.so.6",
     ]
     assert needed_libraries(_elf32_big_endian([])) == []
+
+
+def test_a_malformed_program_costs_a_bounded_read() -> None:
+    """A name with no end near it, or a dynamic section with no end, is refused after a
+    bounded read (not scanned byte by byte through a program of gigabytes)."""
+    assert needed_libraries(_elf32_big_endian(["libmpi.so.40"], filler=1000)) == ["libmpi.so.40"]
+    with pytest.raises(ElfError, match="no end within 16384 entries"):
+        needed_libraries(_elf32_big_endian(["libmpi.so.40"], filler=20_000))
+    assert needed_libraries(_elf32_big_endian(["lib" + "m" * 4000])) == ["lib" + "m" * 4000]
+    with pytest.raises(ElfError, match="no end within 4096 bytes"):
+        needed_libraries(_elf32_big_endian(["lib" + "m" * 5000]))
 
 
 def test_which_steps_run_through_mpirun() -> None:

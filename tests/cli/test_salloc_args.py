@@ -4,12 +4,16 @@ allocation read back from that job's output and the command's environment
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from fusesched.agent.step_plan import export_vars, read_hostfile
 from fusesched.cli import salloc
+from fusesched.cli.main import app
 from fusesched.cli.salloc_plan import (
     HOLDER,
     NO_SHELL,
@@ -24,6 +28,7 @@ from fusesched.cli.salloc_plan import (
     workdir,
 )
 from fusesched.cli.srun import RunUsageError
+from fusesched.client_base import ControllerError
 from fusesched.controller.launchenv import TaskSlot, hostfile
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.hostlist import compress_hostlist
@@ -226,3 +231,91 @@ def test_salloc_says_when_it_waits_and_when_it_is_granted() -> None:
     assert waiting(FakeController([pending, ended], [""]))[0] == (ended, None)
     with pytest.raises(salloc._NotReady, match="hostfile did not come"):
         waiting(FakeController([running], ["no marker"]))  # (its time passes in no time)
+
+
+class Restarting(FakeController):
+    """A controller whose first ``down`` answers are errors: ``status`` 0, it cannot be
+    reached (restarting)."""
+
+    def __init__(self, down: int, records: list[dict[str, Any]], status: int = 0) -> None:
+        super().__init__(records, [f"n1 slots=1\n{READY}\n"])
+        self.down = down
+        self.status = status
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        if self.down:
+            self.down -= 1
+            raise ControllerError(self.status, "cannot reach the controller at http://c:1")
+        return super().show(job_id)
+
+
+def test_a_controller_restart_while_waiting_is_waited_out() -> None:
+    """An unreachable controller (restarting) neither cancels the request nor ends salloc:
+    it says so once and waits on; a refusal (an HTTP status) still ends the wait."""
+    running = {"state": "Running", "phase": "running", "nodes": ["n1"]}
+    (job, hosts), said = waiting(Restarting(3, [running]))
+    assert job is running and hosts == [("n1", 1)]
+    assert said == [
+        "warning: cannot reach the controller at http://c:1: waiting on",
+        "Granted job allocation 7",
+    ]
+    with pytest.raises(ControllerError):
+        waiting(Restarting(1, [running], status=403))
+
+
+class FakeAllocation(FakeController):
+    """A controller whose job 7 runs at once on n1, recording cancellations."""
+
+    url = "http://controller:1"
+    token = None
+
+    def __init__(self) -> None:
+        running = {"id": "7", "state": "Running", "phase": "running", "nodes": ["n1"]}
+        super().__init__([running], [f"n1 slots=1\n{READY}\n"])
+        self.cancelled: list[str] = []
+
+    def submit(self, request: Any) -> str:
+        return "7"
+
+    def cancel(self, job_id: str) -> list[str]:
+        self.cancelled.append(job_id)
+        return [job_id]
+
+
+@pytest.fixture
+def own_signals() -> Any:
+    """salloc sets its own signal handlers: the test's are put back after it."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    saved[signal.SIGQUIT] = signal.getsignal(signal.SIGQUIT)
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_an_allocation_it_cannot_use_is_given_back(
+    monkeypatch: pytest.MonkeyPatch, own_signals: None
+) -> None:
+    """Granted, but the command's folder cannot be made (or Ctrl-C comes before the command
+    runs): salloc cancels the job and says why, with no traceback and no job left running."""
+    from fusesched.agent import step_wrapper
+
+    fake = FakeAllocation()
+    monkeypatch.setattr(salloc, "_client", lambda *args: fake)
+
+    def unwritable(folder: Path) -> Path:
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    monkeypatch.setattr(step_wrapper, "install_wrapper", unwritable)
+    result = CliRunner().invoke(app, ["salloc", "-N", "1", "true"])
+    assert result.exit_code == 1, result.output
+    assert fake.cancelled == ["7"]
+    assert "Permission denied" in result.stderr
+    assert "Job allocation 7 has been revoked" in result.stderr
+
+    def interrupted(folder: Path) -> Path:
+        raise salloc._Stop(signal.SIGINT)
+
+    monkeypatch.setattr(step_wrapper, "install_wrapper", interrupted)
+    fake.cancelled.clear()
+    assert CliRunner().invoke(app, ["salloc", "-N", "1", "true"]).exit_code == 1
+    assert fake.cancelled == ["7"]

@@ -15,9 +15,11 @@ from tests.controller.conftest import ONE_NODE, one_node_controller
 
 from fusesched.api.app import create_app
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskLaunch, TaskReport, TaskState
+from fusesched.controller.failures import set_node_state
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
+from fusesched.model.node import NodeState
 from fusesched.submit.sbatch import parse_sbatch
 
 
@@ -68,10 +70,47 @@ def test_steps_share_the_jobs_slots_and_survive_a_restart(tmp_path: Path, clock:
         again.run_cycle()
         assert not again.jobs[job].adopting
         assert step(client, job, 1).status_code == 409
-        beat(again, running[1:], ended=step0)  # step 0's tasks end: its slots are free
+        left = [t for t in running if t not in step0]
+        beat(again, left, ended=step0)  # step 0's tasks end: its slots are free
         after = step(client, job, 2)
         assert after.status_code == 201, after.text
         assert after.json()["step_id"] == 2  # on from the highest step still running
         assert not set(after.json()["task_ids"]) & set(running)  # no task id given twice
     finally:
         again.persist.close()
+
+
+def test_no_step_starts_in_a_job_that_is_ending(ctl: Controller, client: TestClient) -> None:
+    """Once the job's script has exited (or the job is being cancelled) a waiting ``srun``
+    gets 404, not a task that would outlive the job (and whose launch, left in the node's
+    outbox after the job is forgotten, would fail every heartbeat of its node)."""
+    (job,) = ctl.submit([parse_sbatch("#!/bin/sh\nsleep 60\n", args=["-n", "2"]).request])
+    ctl.run_cycle()
+    (batch,) = beat(ctl, [])
+    beat(ctl, [], ended=[batch.task_id])  # the script exits: the job ends at the next cycle
+    ended = step(client, job, 1)
+    assert ended.status_code == 404, ended.text
+    orted = client.post(f"/v1/jobs/{job}/remote", json={"node": "n0", "argv": ["true"]})
+    assert orted.status_code == 404, orted.text
+    ctl.run_cycle()
+    assert beat(ctl, []) == []  # the node's heartbeats go on
+
+    (cancelled,) = ctl.submit([parse_sbatch("#!/bin/sh\nsleep 60\n", args=["-n", "2"]).request])
+    ctl.run_cycle()
+    (batch,) = beat(ctl, [])
+    ctl.cancel(cancelled)
+    ctl.run_cycle()  # its tasks are being stopped
+    assert step(client, cancelled, 1).status_code == 404
+
+
+def test_no_step_task_is_sent_to_a_node_that_is_down(ctl: Controller, client: TestClient) -> None:
+    """A node of the job that stopped heartbeating would never take the launch: the step
+    would hold its slots, and its ``srun`` wait, until the job ends. It is refused (400)."""
+    (job,) = ctl.submit([parse_sbatch("#!/bin/sh\nsleep 60\n", args=["-n", "2"]).request])
+    ctl.run_cycle()
+    beat(ctl, [])
+    set_node_state(ctl, "n0", NodeState.DOWN, "no heartbeat", ctl.clock())
+    down = step(client, job, 1)
+    assert down.status_code == 400, down.text
+    assert "node 'n0' of job 1 is down" in down.json()["detail"]
+    assert ctl.nodes["n0"].outbox == []

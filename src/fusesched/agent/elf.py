@@ -15,6 +15,11 @@ import struct
 from typing_extensions import Buffer
 
 MAGIC = b"\x7fELF"
+#: What a well-formed program stays within (real ones: tens of dynamic entries, names of a
+#: few dozen bytes); past these a file is taken as malformed, so a broken or hostile one
+#: costs a bounded read, not a scan of its gigabytes byte by byte.
+MAX_DYNAMIC_ENTRIES = 1 << 14
+MAX_NAME_BYTES = 4096
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_NULL, _DT_NEEDED, _DT_STRTAB = 0, 1, 5
 
@@ -57,8 +62,10 @@ def _needed(view: memoryview) -> list[str]:
     needed: list[int] = []
     strtab: int | None = None
     start, length = dynamic
-    for at in range(start, start + length - size + 1, size):
-        tag, value = _unpack(view, dyn_entry, at)
+    for k in range(length // size):
+        if k == MAX_DYNAMIC_ENTRIES:
+            raise ElfError(f"its dynamic section has no end within {k} entries")
+        tag, value = _unpack(view, dyn_entry, start + k * size)
         if tag == _DT_NULL:
             break
         if tag == _DT_NEEDED:
@@ -92,12 +99,10 @@ def _file_offset(loads: list[tuple[int, int, int]], address: int) -> int:
 def _string(view: memoryview, at: int) -> str:
     if not 0 <= at < len(view):
         raise ElfError(f"a library name at {at:#x}, past the file's end")
-    end = at
-    while end < len(view) and view[end] != 0:
-        end += 1
-    if end == len(view):
-        raise ElfError("a library name runs past the file's end")
-    return bytes(view[at:end]).decode("utf-8", "replace")
+    name, nul, _ = bytes(view[at : at + MAX_NAME_BYTES + 1]).partition(b"\0")
+    if not nul:
+        raise ElfError(f"a library name at {at:#x} has no end within {MAX_NAME_BYTES} bytes")
+    return name.decode("utf-8", "replace")
 
 
 def _unpack(view: memoryview, fmt: str, at: int) -> tuple[int, ...]:

@@ -25,13 +25,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
 from fusesched.cli.srun import QUEUED_AFTER_S, RUN_CONTEXT, RunUsageError
 from fusesched.cli.waiting import FINISHED, describe
+
+T = TypeVar("T")
 
 #: How often the job is looked at while waiting for it (at first, and at most).
 POLL_MIN_S = 0.1
@@ -85,8 +87,13 @@ def wait_for_allocation(
     granted_at: float | None = None
     since = clock()
     pause = POLL_MIN_S
+    warned: list[bool] = []
     while True:
-        job: dict[str, Any] = client.show(job_id)
+        asked: dict[str, Any] | None = _asked(lambda: client.show(job_id), say, warned)
+        if asked is None:
+            sleep(POLL_MAX_S)
+            continue
+        job = asked
         state = job["state"]
         if state in FINISHED:
             return job, None
@@ -99,7 +106,8 @@ def wait_for_allocation(
             if granted_at is None:
                 say(f"Granted job allocation {job_id}")
                 granted_at, pause = clock(), POLL_MIN_S
-            hosts = read_allocation(client.logs(job_id))
+            output: str | None = _asked(lambda: client.logs(job_id), say, warned)
+            hosts = None if output is None else read_allocation(output)
             if hosts is not None:
                 return job, hosts
             if clock() - granted_at > READY_WITHIN_S:
@@ -109,6 +117,22 @@ def wait_for_allocation(
                 )
         sleep(pause)
         pause = min(pause * 1.5, POLL_MAX_S)
+
+
+def _asked(call: Callable[[], T], say: Callable[[str], None], warned: list[bool]) -> T | None:
+    """``call``'s answer; None while the controller cannot be reached (said once), so that
+    a restart of it does not end the wait (a refusal, an HTTP status, still does)."""
+    from fusesched.sdk import ControllerError
+
+    try:
+        return call()
+    except ControllerError as exc:
+        if exc.status != 0:
+            raise
+        if not warned:
+            say(f"warning: {exc}: waiting on")
+            warned.append(True)
+        return None
 
 
 def _cancel(client: Any, job_id: str) -> str | None:
@@ -351,7 +375,13 @@ def salloc(
     say(f"Nodes {compress_hostlist([node for node, _ in hosts])} are ready for job")
     if parsed.no_shell:
         raise typer.Exit(0)
-    code, revoked = _in_allocation(client, job, hosts, parsed, command, ca_path)
+    try:
+        code, revoked = _in_allocation(client, job, hosts, parsed, command, ca_path)
+    except _Stop:  # (before the command ran: its own handling of signals was not in place)
+        _revoke(client, job_id)
+    except OSError as exc:  # its private folder could not be made
+        _say(f"error: cannot prepare the allocation's folder: {exc}")
+        _revoke(client, job_id)
     if not revoked:
         _cancelling()
         say(f"Relinquishing job allocation {job_id}")

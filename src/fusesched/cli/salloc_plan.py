@@ -48,7 +48,7 @@ READY = "fusesched-salloc: allocation ready"
 #: signals once its command has exited (``wait`` lets the trap run at once, not after the
 #: hour's ``sleep``), so the job ends as the command did: completed, or failed.
 HOLDER = (
-    f'cat "$FUSESCHED_HOSTFILE"; echo "{READY}"; trap "exit 0" USR1; trap "exit 1" USR2; '
+    f'trap "exit 0" USR1; trap "exit 1" USR2; cat "$FUSESCHED_HOSTFILE"; echo "{READY}"; '
     "while :; do sleep 3600 & wait $!; done"
 )
 #: The signal that ends the holder for the command's exit status: 0 and any other.

@@ -283,16 +283,22 @@ def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> s
 
 
 def running_job(ctl: Controller, job_id: str) -> LiveJob:
-    """The live record of a job whose tasks run; :class:`UnknownJobError` otherwise."""
+    """The live record of a job whose tasks run; :class:`UnknownJobError` otherwise, and
+    for one that is ending (cancelled, requeued, restarting, or its tasks have exited): a
+    task started then would outlive the job, which stops only the tasks it has when it ends."""
     live = ctl.jobs.get(job_id)
     if live is None or not live.tasks:
+        raise UnknownJobError(job_id)
+    ending = live.requeue is not None or live.relaunch is not None
+    if ending or live.stopping is not None or live.exit_sent:
         raise UnknownJobError(job_id)
     return live
 
 
 def check_remote_node(ctl: Controller, live: LiveJob, node: str) -> None:
-    """Refuse (:class:`SubmitError`) a remote task on a node that is not the job's or that
-    no agent of ours runs."""
+    """Refuse (:class:`SubmitError`) a remote task on a node that is not the job's, that
+    no agent of ours runs, or whose agent has stopped heartbeating (the launch would wait
+    there, and a step's task hold its slots, for as long as the node is down)."""
     if node not in live.nodes:
         raise SubmitError(f"node {node!r} is not allocated to job {live.id}")
     if node not in ctl.nodes:  # an external pool's node: no agent of ours runs there
@@ -300,6 +306,8 @@ def check_remote_node(ctl: Controller, live: LiveJob, node: str) -> None:
             f"node {node!r} of job {live.id} is in pool {live.pool}, not run by an agent: "
             "its tasks start through that pool"
         )
+    if ctl.nodes[node].state is NodeState.DOWN:
+        raise SubmitError(f"node {node!r} of job {live.id} is down (its agent is not heard)")
 
 
 def launch_remote(
