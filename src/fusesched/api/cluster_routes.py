@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 
 from fusesched.api.access import Access, Caller, person
 from fusesched.api.queues import queue_view, visible_queues, visible_shares
@@ -22,7 +24,9 @@ from fusesched.api.schemas import (
 from fusesched.controller import licenses
 from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from fusesched.controller.metrics import metrics_for
+from fusesched.model.node import NodeState
 from fusesched.model.resources import format_quantity
+from fusesched.portal.views import NodeReasons
 from fusesched.store.usage import (
     UsageForbidden,
     UsageQueryError,
@@ -32,6 +36,8 @@ from fusesched.store.usage import (
     usage_scope,
 )
 
+log = logging.getLogger(__name__)
+
 
 def add_cluster_routes(app: FastAPI, access: Access) -> None:
     """Serve ``/v1/nodes``, ``/metrics``, ``/v1/queues``, ``/v1/fairshare`` and ``/v1/usage``
@@ -39,14 +45,29 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
     controller = access.controller
     checker = access.auth
 
+    reasons = NodeReasons()  # (what GET /v1/nodes has read of the event log so far)
+
     @app.get("/v1/nodes", response_model=list[NodeView], tags=["cluster"])
     def nodes(p: Caller) -> list[NodeView]:
+        """Every node with its capacity, what is free, its state and why it is not up (its
+        latest state change, its operator's drain: when and by whom)."""
         person(p)
+        try:
+            reasons.refresh(controller.persist.store)
+        except SQLAlchemyError as exc:  # the store down: what was read before still shows
+            log.warning("node reasons not read: %s", exc)
+        with reasons.lock:
+            latest = dict(reasons.latest)
+        drained = reasons.drains()
         now = controller.clock()
         out = []
         for inventory, state, seen, free in controller.snapshot_nodes():
             live = controller.nodes.get(inventory.name)
             held = None if live is None or live.datasets is None else sorted(live.datasets)
+            drain = None if live is None else live.drain
+            when, by = drained.get(inventory.name, (None, None)) if drain else (None, None)
+            change = latest.get(inventory.name)
+            late = now - seen > controller.config.node_timeout_s
             out.append(
                 NodeView(
                     name=inventory.name,
@@ -58,7 +79,12 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
                     devices=len(inventory.devices),
                     last_heartbeat_s_ago=round(max(0.0, now - seen), 3),
                     datasets=held,
-                    drain_reason=None if live is None else live.drain,
+                    drain_reason=drain,
+                    drained_at=when,
+                    drained_by=by,
+                    reason=change[1] if change and state is not NodeState.UP else None,
+                    since=change[2] if change else None,
+                    responding=state is NodeState.SUSPENDED or not late,
                 )
             )
         return out

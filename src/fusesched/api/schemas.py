@@ -215,6 +215,15 @@ class NodeView(_View):
     last_heartbeat_s_ago: float
     datasets: list[str] | None = None  # what its dataset cache holds (None: no cache)
     drain_reason: str | None = None  # why an operator drained it (None: not drained)
+    # when the drain was set and by whom (None: not drained, or not known: who only with
+    # authentication on)
+    drained_at: float | None = None
+    drained_by: str | None = None
+    # why it is not up (its latest state change; None: up) and since when (sinfo -R)
+    reason: str | None = None
+    since: float | None = None
+    # its agent's heartbeats arrive (a powered-down node's are not expected; sinfo's "*")
+    responding: bool = True
 
 
 class NodeDrain(_Input):

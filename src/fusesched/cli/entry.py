@@ -27,6 +27,7 @@ CLIENT_COMMANDS = frozenset(
         "requeue",
         "update",
         "nodes",
+        "sinfo",
         "drain",
         "undrain",
         "queues",

@@ -457,10 +457,11 @@ def register_clients(app: typer.Typer) -> None:
     for fn in (*commands, eff, drain, undrain, queues, share, licenses, reconfigure, priority):
         app.command(rich_help_panel="Jobs and cluster")(fn)
     app.command(rich_help_panel="Jobs and cluster", context_settings=SBATCH_CONTEXT)(sbatch)
-    from fusesched.cli import salloc, srun
+    from fusesched.cli import salloc, sinfo, srun
 
     srun.register(app)  # fusesched run, beside sbatch
     salloc.register(app)
+    sinfo.register(app)
     app.add_typer(token_app, rich_help_panel="Jobs and cluster")
     from fusesched.cli.reservations import reservation_app
 

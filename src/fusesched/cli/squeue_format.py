@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -298,9 +298,10 @@ class Piece:
 _SPEC: Final = re.compile(r"%(?P<side>[.-]?)(?P<width>[0-9]*)(?P<letter>.?)", re.DOTALL)
 
 
-def parse_format(text: str) -> list[Piece]:
+def parse_format(text: str, fields: Mapping[str, Field] = FIELDS) -> list[Piece]:
     """squeue's ``-o`` text: ``%[.|-][WIDTH]LETTER`` fields (``.``: right-justified; a width
-    pads the value and cuts a longer one), ``%%`` a percent sign, anything else as written."""
+    pads the value and cuts a longer one), ``%%`` a percent sign, anything else as written.
+    ``fields``: the letters known (sinfo's are its own: :mod:`fusesched.cli.sinfo_format`)."""
     pieces: list[Piece] = []
     at = 0
     while (found := text.find("%", at)) >= 0:
@@ -313,15 +314,15 @@ def parse_format(text: str) -> list[Piece]:
             pieces.append(Piece(text="%"))
         elif not letter:
             raise FormatError(f"format {text!r} ends inside a field: give a letter after '%'")
-        elif letter not in FIELDS:
+        elif letter not in fields:
             raise FormatError(
                 f"unknown format field %{letter} in {text!r}; known: "
-                + " ".join(f"%{k}" for k in FIELDS)
+                + " ".join(f"%{k}" for k in fields)
                 + " (and %% for a percent sign)"
             )
         else:
             width = _width(spec["width"], f"%{letter}") or None  # (%0i: as %i, as squeue)
-            pieces.append(Piece(field=FIELDS[letter], width=width, right=spec["side"] == "."))
+            pieces.append(Piece(field=fields[letter], width=width, right=spec["side"] == "."))
         at = spec.end()
     if at < len(text):
         pieces.append(Piece(text=text[at:]))

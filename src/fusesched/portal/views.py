@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import select
 
+from fusesched.api.access import AUDIT
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources, format_quantity
 from fusesched.portal.schemas import (
@@ -38,35 +39,58 @@ MIG_PREFIX: Final = "nvidia.com/mig-"
 SHOWN_FIRST: Final = (CPU, MEMORY, GPU)
 #: At most this many job rows are read for the wait-time chart.
 MAX_WAIT_ROWS: Final = 200_000
+#: The events :class:`NodeReasons` reads: state changes, drains and their audit rows.
+NODE_EVENTS: Final = ("NodeStateChanged", "NodeDrained", "NodeUndrained", AUDIT)
 
 
 # --------------------------------------------------------------------------- node reasons
 
 
 class NodeReasons:
-    """The latest state change of each node and why, from the event log, read incrementally
-    (each call reads only the events added since the last one)."""
+    """The latest state change of each node and why, and when (and by whom) its operator's
+    drain was set, from the event log, read incrementally (each call reads only the events
+    added since the last one)."""
 
     def __init__(self) -> None:
         self.last_id = 0
         self.latest: dict[str, tuple[str, str, float]] = {}  # node -> (state, why, time)
+        self.drained: dict[str, tuple[float, str | None]] = {}  # node -> (time, by whom)
         self.lock = threading.Lock()
 
     def refresh(self, store: Store) -> Mapping[str, tuple[str, str, float]]:
         with self.lock:
             stmt = (
-                select(events.c.id, events.c.time, events.c.node, events.c.data)
-                .where(events.c.id > self.last_id, events.c.kind == "NodeStateChanged")
+                select(events.c.id, events.c.time, events.c.node, events.c.kind, events.c.data)
+                .where(
+                    events.c.id > self.last_id,
+                    events.c.kind.in_(NODE_EVENTS),
+                    events.c.node.is_not(None),  # (not the audit rows of jobs)
+                )
                 .order_by(events.c.id)
             )
             with store._read() as conn:  # the store has no public "events since" read
-                for event_id, at, node, data in conn.execute(stmt):
+                for event_id, at, node, kind, data in conn.execute(stmt):
                     self.last_id = max(self.last_id, int(event_id))
                     if node:
                         info = data if isinstance(data, dict) else {}
-                        state = str(info.get("state", ""))
-                        self.latest[str(node)] = (state, str(info.get("why", "")), float(at))
+                        self._note(str(node), str(kind), info, float(at))
             return dict(self.latest)
+
+    def _note(self, node: str, kind: str, info: Mapping[str, Any], at: float) -> None:
+        if kind == "NodeStateChanged":
+            self.latest[node] = (str(info.get("state", "")), str(info.get("why", "")), at)
+        elif kind == "NodeDrained":
+            self.drained[node] = (at, None)
+        elif kind == "NodeUndrained":
+            self.drained.pop(node, None)
+        elif info.get("action") == "node-drain" and node in self.drained:
+            # (the audit row follows its NodeDrained: it names who, with authentication on)
+            self.drained[node] = (self.drained[node][0], str(info.get("by") or "") or None)
+
+    def drains(self) -> dict[str, tuple[float, str | None]]:
+        """Each drained node's drain: when it was set and who set it (None: unknown)."""
+        with self.lock:
+            return dict(self.drained)
 
 
 # --------------------------------------------------------------------------- nodes

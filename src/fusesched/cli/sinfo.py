@@ -1,0 +1,133 @@
+"""``fusesched sinfo``: the cluster's nodes as Slurm's sinfo shows them, by partition (a
+pool) and state, or node by node.
+
+The nodes come from ``GET /v1/nodes`` (one request); states, fields and lines are in
+:mod:`fusesched.cli.sinfo_format`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, _print_json
+
+ListOpt = list[str] | None
+
+
+def sinfo(
+    node_oriented: Annotated[
+        bool,
+        typer.Option("--Node", "-N", help="A line per node (NODELIST NODES PARTITION STATE)."),
+    ] = False,
+    long: Annotated[
+        bool,
+        typer.Option(
+            "--long",
+            "-l",
+            help="More columns: CPUS, MEMORY (MB), GRES, REASON; node by node also TMP_DISK "
+            "and AVAIL_FEATURES.",
+        ),
+    ] = False,
+    list_reasons: Annotated[
+        bool,
+        typer.Option(
+            "--list-reasons",
+            "-R",
+            help="Drained, draining and down nodes with why, who set it and when "
+            "(REASON USER TIMESTAMP NODELIST).",
+        ),
+    ] = False,
+    summarize: Annotated[
+        bool,
+        typer.Option(
+            "--summarize",
+            "-s",
+            help="A line per partition: NODES(A/I/O/T) (allocated, idle, "
+            "other: drained or down, total).",
+        ),
+    ] = False,
+    partition: Annotated[
+        ListOpt,
+        typer.Option("--partition", "-p", help="Only these partitions (pools; a comma list)."),
+    ] = None,
+    nodes: Annotated[
+        str | None,
+        typer.Option("--nodes", "-n", help="Only these nodes (a host list: node[01-04],gpu1)."),
+    ] = None,
+    states: Annotated[
+        ListOpt,
+        typer.Option(
+            "--states",
+            "-t",
+            help="Only nodes in these states (a comma list: idle, mix, alloc, drain, drained, "
+            "drng, down, powered_down, no_respond, all).",
+        ),
+    ] = None,
+    noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-o",
+            envvar="SINFO_FORMAT",
+            help='Fields, as "%9P %.5a %.6D %.6t %N" (%[.][WIDTH]LETTER, ".": right-justified; '
+            "letters: docs/LIVE.md) (default: SINFO_FORMAT, else the view's own).",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="A JSON list: an object a node listed (the format options aside)."
+        ),
+    ] = False,
+    controller_url: ControllerOpt = None,
+    token: TokenOpt = None,
+    ca: CaOpt = None,
+) -> None:
+    """The cluster's nodes as Slurm's sinfo shows them (-N -l -R -s -p -n -t -h -o). A
+    partition is a pool (`local`: the local agents' nodes, the default, marked `*`)."""
+    from fusesched.cli import sinfo_format as si
+    from fusesched.cli.squeue_format import FormatError, comma_list
+    from fusesched.submit.hostlist import expand_hostlist
+
+    try:
+        wanted = si.parse_states(states) if states else None
+        pools = set(comma_list(partition, "partition"))
+        names = set(expand_hostlist(nodes)) if nodes is not None else None
+        pieces = si.parse(fmt) if fmt is not None else None
+    except (FormatError, ValueError) as exc:
+        _fail(str(exc), 2)
+    found: list[dict[str, Any]] = _call(_client(controller_url, token, ca).nodes)
+    listed = [si.node_info(view) for view in found]
+    listed = [
+        n
+        for n in listed
+        if (not pools or n.partition in pools)
+        and (names is None or n.name in names)
+        and (wanted is None or wanted(n))
+        and (not list_reasons or si.reasons_only(n))
+    ]
+    if as_json:
+        _print_json([si.record(n) for n in listed])
+        return
+    if pieces is None:
+        text = si.default_format(
+            listed,
+            node_oriented=node_oriented,
+            long=long,
+            summarize=summarize,
+            reasons=list_reasons,
+        )
+        pieces = si.parse(text)
+    lines = si.lines(listed, pieces, node_oriented=node_oriented, header=not noheader)
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fusesched sinfo`` to the ``fusesched`` command."""
+    app.command(rich_help_panel="Jobs and cluster")(sinfo)

@@ -1,0 +1,159 @@
+"""``fusesched sinfo`` against a live controller (with authentication) and three agents: one
+idle, one running a job (both in the default ``local`` pool), one drained with a reason (pool
+``gpu``) — the default view, -N, -R, -t, -s, -o, --json and refused input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fusesched.cli.local import LocalCluster
+from fusesched.sdk import Client
+
+from .conftest import agent_configs
+from .test_cli import PYTHON
+
+
+@dataclass
+class Nodes:
+    cluster: LocalCluster
+    token: str
+    busy: str  # runs the job (1 of its 2 CPUs)
+    idle: str
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
+    shared.chmod(0o755)
+    a, b, c = agent_configs(shared)
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("sinfo") / "data",
+        port=0,
+        agents=[a.model_copy(update={"labels": {}}), b.model_copy(update={"labels": {}}), c],
+        long_poll_s=0.5,
+        auth=True,
+    )
+    try:
+        with cluster:
+            token = cluster.admin_token
+            assert token is not None
+            client = Client(cluster.url, token=token)
+            job = client.submit(
+                {"name": "busy", "groups": [{"resources": {"cpu": "1"}, "argv": ["sleep", "120"]}]}
+            )
+            client.drain_node("node-c", "fan swap")
+            deadline = time.monotonic() + 60
+            while client.show(job)["state"] != "Running" or len(client.nodes()) < 3:
+                assert time.monotonic() < deadline, client.show(job)
+                time.sleep(0.2)
+            (busy,) = client.show(job)["nodes"]
+            idle = "node-b" if busy == "node-a" else "node-a"
+            yield Nodes(cluster, token, busy, idle)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def sinfo(nodes: Nodes, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "FUSESCHED_CONTROLLER": nodes.cluster.url,
+        "FUSESCHED_TOKEN": nodes.token,
+        "PATH": "/usr/bin:/bin",
+        "COLUMNS": "200",
+        "TZ": os.environ.get("TZ", "UTC"),
+    }
+    return subprocess.run(
+        [*PYTHON, "sinfo", *args], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def lines(nodes: Nodes, *args: str) -> list[str]:
+    result = sinfo(nodes, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_default_view_a_line_per_partition_and_state(nodes: Nodes) -> None:
+    first, second = sorted([(nodes.busy, "mix"), (nodes.idle, "idle")])
+    assert lines(nodes) == [
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+        f"local*       up   infinite      1 {first[1]:>6} {first[0]}",
+        f"local*       up   infinite      1 {second[1]:>6} {second[0]}",
+        "gpu          up   infinite      1  drain node-c",
+    ]
+
+
+def test_node_oriented_and_long(nodes: Nodes) -> None:
+    assert lines(nodes, "-N", "-h") == [
+        f"node-a        1 local*    {'mix' if nodes.busy == 'node-a' else 'idle'}",
+        f"node-b        1 local*    {'mix' if nodes.busy == 'node-b' else 'idle'}",
+        "node-c        1 gpu       drain",
+    ]
+    long = lines(nodes, "-N", "-l", "-n", "node-c")
+    assert long[0].split() == [
+        "NODELIST",
+        "NODES",
+        "PARTITION",
+        "STATE",
+        "CPUS",
+        "MEMORY",
+        "TMP_DISK",
+        "GRES",
+        "AVAIL_FEAT",  # (cut to the column's width, as sinfo cuts it)
+        "REASON",
+    ]
+    shown = "node-c 1 gpu drained 4 4096 0 gpu:H200:2 (null) fan swap"
+    assert long[1].split() == shown.split()
+
+
+def test_list_reasons_says_who_drained_and_when(nodes: Nodes) -> None:
+    header, row = lines(nodes, "-R")
+    assert header.split() == ["REASON", "USER", "TIMESTAMP", "NODELIST"]
+    reason, user, stamp, listed = row[:20].strip(), row[21:30].strip(), row[31:50], row[51:]
+    assert (reason, user, listed) == ("fan swap", "admin", "node-c")
+    assert abs(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) - time.time()) < 600
+
+
+def test_states_summary_and_format(nodes: Nodes) -> None:
+    assert lines(nodes, "-h", "-t", "drain", "-o", "%N %t %E") == ["node-c drain fan swap"]
+    assert lines(nodes, "-h", "-t", "IDLE,mix", "-o", "%N") == ["node-a,node-b"]
+    assert lines(nodes, "-h", "-t", "IDLE,mix", "-o", "%N", "-N") == ["node-a", "node-b"]
+    assert lines(nodes, "-s", "-h", "-p", "local") == [
+        "local*       up   infinite          1/1/0/2  node-a,node-b"
+    ]
+    assert lines(nodes, "-h", "-o", "%R %C %G") == [
+        "local 1/3/0/4 (null)",
+        "gpu 0/0/4/4 gpu:H200:2",
+    ]
+
+
+def test_json_lists_the_nodes(nodes: Nodes) -> None:
+    found = json.loads(sinfo(nodes, "--json", "-t", "drain").stdout)
+    assert [(n["name"], n["state"], n["reason"], n["reason_user"]) for n in found] == [
+        ("node-c", "drain", "fan swap", "admin")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-t", "sleepy"], "unknown node state 'sleepy'"),
+        (["-o", "%P %q"], "unknown format field %q"),
+        (["-n", "node[3-1]"], "runs backwards"),
+        (["--bogus"], "No such option"),
+    ],
+)
+def test_bad_input_is_refused_with_status_2(nodes: Nodes, args: list[str], says: str) -> None:
+    result = sinfo(nodes, *args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert says in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
