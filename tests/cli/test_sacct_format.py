@@ -235,6 +235,11 @@ def at(*args: int) -> float:
         ("03/01/25-10:00", at(2025, 3, 1, 10)),
         ("3.1.24", at(2024, 3, 1)),
         ("0301-06:30:15", at(2026, 3, 1, 6, 30, 15)),
+        # no year and a month still to come: last year's (sacct looks back, across New Year)
+        ("1231", at(2025, 12, 31)),
+        ("04/01-08:00", at(2025, 4, 1, 8)),
+        ("0325", at(2026, 3, 25)),  # (this month: this year's, as Slurm's)
+        ("12.31.26", at(2026, 12, 31)),  # (a year given: that one)
     ],
 )
 def test_sacct_times(text: str, expected: float) -> None:

@@ -135,6 +135,8 @@ def test_the_window_and_filters(jobs: Jobs) -> None:
     assert ids(jobs, "-a", "-S", "now-1hours") == every
     assert ids(jobs, "-a", "-S", "now-1hours", "-E", "now") == every
     assert ids(jobs, "-a", "-S", "2000-01-01", "-E", "2000-01-02T10:00") == []
+    assert ids(jobs, "-a", "-S", "1960-01-01") == every  # (before Unix time: any time)
+    assert ids(jobs, "-a", "-S", "1960-01-01", "-E", "1965-01-01") == []
     # starting after they ended: only what has not ended
     after = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(jobs.after + 5))
     assert ids(jobs, "-a", "-S", after) == [jobs.held]
@@ -181,6 +183,7 @@ def test_bad_input_is_refused_with_a_reason(jobs: Jobs) -> None:
         (["-o", "JobID,Bogus"], "unknown field 'Bogus'"),
         (["-s", "XX"], "unknown job state 'XX'"),
         (["-S", "someday"], "cannot read the --starttime 'someday'"),
+        (["-E", ""], "an empty --endtime"),  # (not the default: nothing was meant)
         (["-S", "now", "-E", "now-1days"], "is after --endtime"),
         (["-j", "1x"], "bad job id"),
         (["-p", "-P"], "not both"),

@@ -90,9 +90,12 @@ class Portal:
     def client(self, who: str) -> Client:
         return Client(self.url, token=self.tokens[who])
 
-    def login(self, who: str) -> Any:
-        """A fresh browser context (its own session storage) logged in as ``who``."""
+    def login(self, who: str, script: str | None = None) -> Any:
+        """A fresh browser context (its own session storage) logged in as ``who`` (``script``:
+        run in each of its pages before the portal's own)."""
         context = self.browser.new_context(viewport=LAPTOP)
+        if script is not None:
+            context.add_init_script(script)
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
         page.on("dialog", lambda dialog: dialog.accept())
@@ -267,6 +270,28 @@ def test_a_log_past_the_reads_cap_is_read_to_its_end(portal: Portal) -> None:
     offsets = [int(url.rsplit("offset=", 1)[1]) for url in asked]
     # the second read at once, where the first stopped: 4 MiB, less a character it cut
     assert offsets[0] == 0 and 4 * 2**20 - 4 < offsets[1] < 4 * 2**20, asked
+    page.context.close()
+
+
+def test_a_slow_log_read_is_not_read_twice(portal: Portal) -> None:
+    """A log read slower than the page's second-by-second refresh (a slow link, or the reads
+    of a long log one after another) is the only one under way: a second read from the same
+    offset would show that output twice."""
+    write = "for i in $(seq 1 12); do echo line-$i; sleep 0.5; done"
+    job_id = portal.client("alice").submit(job(["sh", "-c", write], name="slow-link"))
+    slow_reads = """(() => {  // every log read takes 1.5 s, as over a slow link
+      const fetch = window.fetch;
+      window.fetch = (path, options) => String(path).includes("/logs")
+        ? new Promise((done) => setTimeout(() => done(fetch(path, options)), 1500))
+        : fetch(path, options);
+    })();"""
+    page = portal.login("alice", slow_reads)
+    page.goto(f"{portal.url}/portal/#/job/{job_id}")
+    logs = page.locator("#logs")
+    expect(logs).to_have_attribute("data-complete", "true")
+    page.wait_for_timeout(2000)  # (a read still under way would show its text by now)
+    shown = (logs.text_content() or "").split()
+    assert shown == [f"line-{i}" for i in range(1, 13)], shown
     page.context.close()
 
 

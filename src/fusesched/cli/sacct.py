@@ -123,8 +123,8 @@ def sacct(
         ids = sq.job_ids(job_ids)
         wanted = sf.parse_states(state) if state else None
         columns = sf.parse_format(fmt if fmt is not None else sf.DEFAULT_FORMAT)
-        since = parse_sacct_time(starttime, now, what="--starttime") if starttime else None
-        until = parse_sacct_time(endtime, now, what="--endtime") if endtime else None
+        since = None if starttime is None else parse_sacct_time(starttime, now, what="--starttime")
+        until = None if endtime is None else parse_sacct_time(endtime, now, what="--endtime")
         queues = sq.comma_list(partition, "partition")
         tenants = sq.comma_list(accounts, "account")
         names = sq.comma_list(name, "name")
@@ -156,8 +156,8 @@ def sacct(
             "ids": ids,
             "names": names,
             "me": ask_me,
-            "since": since,
-            "until": until,
+            "since": _after_1970(since),
+            "until": _after_1970(until),
         }
         found = _gather(client, query, tenants, limit)
     if wanted is not None:
@@ -214,6 +214,12 @@ def _id_order(job: dict[str, Any]) -> tuple[int, int]:
     """Job ids in submission order: ``12`` before ``12_1`` before ``12_2`` before ``13``."""
     head, _, index = str(job["id"]).partition("_")
     return (int(head) if head.isdigit() else 0, int(index) if index.isdigit() else -1)
+
+
+def _after_1970(t: float | None) -> float | None:
+    """``t`` as the API takes it (Unix times are not negative): a time before 1970 is its
+    start (``-S 1960-01-01``: any time)."""
+    return None if t is None else max(t, 0.0)
 
 
 def _midnight(now: float) -> float:

@@ -9,7 +9,7 @@ morning, before nine yesterday morning), unlike ``sbatch --begin`` (the next one
   ``elevenses``, ``fika``, ``teatime`` (the latest past one);
 * ``YYYY-MM-DD[THH:MM[:SS]]`` (any ISO 8601 time, also with a zone offset);
 * ``MMDD[YY]``, ``MM/DD[/YY]``, ``MM.DD[.YY]``, each with an optional ``-HH:MM[:SS]``: a day
-  of this year (``YY``: of 20YY).
+  of this year, or of last year when its month is still to come (``YY``: of 20YY).
 
 Read in the local time zone (``tz`` None) unless one is given. Pure: ``now`` is passed in.
 """
@@ -90,12 +90,15 @@ def _clock(text: str, groups: tuple[str | None, ...], what: str) -> tuple[int, i
 
 
 def _day(text: str, match: re.Match[str], today: date, tz: tzinfo | None, what: str) -> float:
-    """``MMDD[YY]``, ``MM/DD[/YY]`` or ``MM.DD[.YY]``, with an optional time of day."""
+    """``MMDD[YY]``, ``MM/DD[/YY]`` or ``MM.DD[.YY]``, with an optional time of day; without
+    a year, last year's when its month is later than this one (as Slurm's sacct looks back:
+    ``1231`` read on January 2nd is three days ago, not a date to come)."""
     g = match.groups()
     month, day, year = (g[0], g[1], g[2]) if g[0] is not None else (g[3], g[5], g[6])
     hour, minute, second = _clock(text, g[7:10], what) if g[7] is not None else (0, 0, 0)
+    in_year = 2000 + int(year) if year else today.year - (int(month or 0) > today.month)
     try:
-        on = date(2000 + int(year) if year else today.year, int(month or 0), int(day or 0))
+        on = date(in_year, int(month or 0), int(day or 0))
     except ValueError as exc:
         raise ValueError(f"{what} {text!r}: {exc}") from None
     return _at(on, hour, minute, second, tz)

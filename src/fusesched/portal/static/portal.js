@@ -563,7 +563,16 @@
       spec.textContent = JSON.stringify(d.request, null, 2);
     }
 
-    async function pollLogs() {
+    // One read of the log at a time: the page refreshes every second, and a read slower than
+    // that (a slow link, or a long log's reads one after another) would otherwise be joined
+    // by another from the same offset, and its text shown twice. A call meanwhile waits for it.
+    let logsReading = null;
+    function pollLogs() {
+      if (!logsReading) logsReading = readLogs().finally(() => { logsReading = null; });
+      return logsReading;
+    }
+
+    async function readLogs() {
       if (logsComplete) return; // all of it is shown, and nothing more will be written to it
       let chunk;
       try {
@@ -580,7 +589,7 @@
           logs.textContent = `[… earlier output not shown here]\n${logs.textContent.slice(-LOG_KEEP)}`;
         }
         if (follow.checked) logs.scrollTop = logs.scrollHeight;
-        if (chunk.more) return pollLogs(); // (cut short: the rest now, not in a second)
+        if (chunk.more) return readLogs(); // (cut short: the rest now, not in a second)
       }
       logsComplete = chunk.complete;
       if (!logsComplete) return;
