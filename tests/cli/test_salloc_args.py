@@ -119,7 +119,10 @@ def test_the_allocation_is_read_from_the_holders_output() -> None:
         (["n1", "n2"], "n[1-2]"),
         (["node-a", "node-b"], "node-a,node-b"),
         (["n1", "n2", "n3", "n5", "gpu07", "gpu08", "x"], "n[1-3,5],gpu[07-08],x"),
-        (["n9", "n10"], "n9,n10"),  # (a different width is another list)
+        (["n9", "n10"], "n[9-10]"),  # (unpadded: one range)
+        (["n1", "n2", "n10"], "n[1-2,10]"),
+        (["n08", "n09", "n10", "n011"], "n[08-10,011]"),  # (padded: its width only)
+        (["n9", "n010"], "n[9,010]"),
         (["n3"], "n3"),
         ([], ""),
     ],
@@ -319,3 +322,13 @@ def test_an_allocation_it_cannot_use_is_given_back(
     fake.cancelled.clear()
     assert CliRunner().invoke(app, ["salloc", "-N", "1", "true"]).exit_code == 1
     assert fake.cancelled == ["7"]
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [["n9", "n10", "n11"], ["n08", "n09", "n10", "n011"], ["n1", "n01", "n2"], ["a7", "b8"]],
+)
+def test_a_short_host_list_expands_back_to_its_nodes(nodes: list[str]) -> None:
+    from fusesched.submit.hostlist import expand_hostlist
+
+    assert expand_hostlist(compress_hostlist(nodes)) == nodes

@@ -106,7 +106,7 @@ def test_default_view_is_a_line_per_partition_and_state_default_first() -> None:
     lines = si.lines(nodes, si.parse(text), node_oriented=False, header=True)
     assert lines == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
-        "local*       up   infinite      3   idle n[1-2],n10",  # (as compress_hostlist writes it)
+        "local*       up   infinite      3   idle n[1-2,10]",  # (as Slurm writes it)
         "local*       up   infinite      1  drain n3",
         "gpu          up   infinite      1  alloc gpu1",
         "gpu          up   infinite      1   idle gpu2",

@@ -118,8 +118,10 @@ _NUMBERED: Final = re.compile(r"^(.*?)(\d+)$", re.ASCII)
 
 
 def compress_hostlist(nodes: Sequence[str]) -> str:
-    """Slurm's short form of a host list (``n1,n2,n3,x`` → ``n[1-3],x``): consecutive
-    names that differ only in a trailing number of the same width, in order."""
+    """Slurm's short form of a host list (``n1,n2,n3,n10,x`` → ``n[1-3,10],x``):
+    consecutive names with the same prefix and a trailing number share one bracket, in
+    order; a run of numbers one apart is a range when :func:`expand_hostlist` gives it back
+    (the same width, or no zero-padding: ``n[9-10]``, ``n[08-10]``; ``n9,n010`` stay two)."""
     parts: list[str] = []
     k = 0
     while k < len(nodes):
@@ -128,14 +130,14 @@ def compress_hostlist(nodes: Sequence[str]) -> str:
             parts.append(nodes[k])
             k += 1
             continue
-        prefix, digits = match.groups()
+        prefix = match.group(1)
         ranges: list[tuple[str, str]] = []
         while k < len(nodes):
             more = _NUMBERED.match(nodes[k])
-            if more is None or more.group(1) != prefix or len(more.group(2)) != len(digits):
+            if more is None or more.group(1) != prefix:
                 break
             number = more.group(2)
-            if ranges and int(number) == int(ranges[-1][1]) + 1:
+            if ranges and _follows(ranges[-1], number):
                 ranges[-1] = (ranges[-1][0], number)
             else:
                 ranges.append((number, number))
@@ -146,3 +148,13 @@ def compress_hostlist(nodes: Sequence[str]) -> str:
         inner = ",".join(low if low == high else f"{low}-{high}" for low, high in ranges)
         parts.append(f"{prefix}[{inner}]")
     return ",".join(parts)
+
+
+def _follows(run: tuple[str, str], number: str) -> bool:
+    """Whether ``number`` extends the range ``run`` (low, high) so that it expands back to
+    the same names: one more than its high end, and its width, or none of them padded."""
+    low, high = run
+    if int(number) != int(high) + 1:
+        return False
+    padded = any(len(n) > 1 and n.startswith("0") for n in (low, high, number))
+    return len(number) == len(high) or not padded
