@@ -182,6 +182,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("GET", "/v1/usage"): {"params": {"tenant": "biology"}},
         ("POST", "/v1/agents/register"): {"json": inventory},
         ("POST", "/v1/agents/heartbeat"): {"json": {"node": "node-a", "running": []}},
+        ("POST", "/v1/agents/leaving"): {"json": {"node": "node-a"}},
         ("POST", "/v1/agents/join"): {"json": {"node": "node-evil"}},
         ("POST", "/v1/jobs/{job_id}/remote"): {
             "path": {"job_id": bob_job},
@@ -414,6 +415,7 @@ def test_nodes_must_prove_who_they_are(secure: Secure) -> None:
         assert http.post("/v1/agents/register", json=inventory).status_code == 403
         beat = {"node": "node-b", "running": []}
         assert http.post("/v1/agents/heartbeat", json=beat).status_code == 403
+        assert http.post("/v1/agents/leaving", json={"node": "node-b"}).status_code == 403
         assert http.post("/v1/agents/join", json={"node": "node-z"}).status_code == 403
     names = {n["name"] for n in secure.client("admin").nodes()}
     assert "node-fake" not in names

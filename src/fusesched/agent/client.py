@@ -38,6 +38,7 @@ from typing import Protocol
 import httpx
 
 from fusesched.agent.datasets import DatasetCache
+from fusesched.agent.leaving import tell_leaving
 from fusesched.agent.logtext import chunk_end
 from fusesched.agent.sensing import Sensing
 from fusesched.agent.sensors import TaskWatch
@@ -265,9 +266,14 @@ class AgentClient:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, kill_tasks: bool = True) -> None:
+    def stop(self, kill_tasks: bool = True, leave: bool = True) -> None:
+        """Stop; with ``kill_tasks``, kill every task, once the controller is told the node
+        is leaving (:meth:`leave`), so that it requeues their jobs now, not after its node
+        timeout. ``leave=False``: not told (the controller stops along with its agents)."""
         self.stop_event.set()
         self._poke()
+        if kill_tasks and leave and self._threads:  # (started: registered)
+            self.leave()  # while the threads wind down: their last requests end meanwhile
         for thread in self._threads:
             thread.join(timeout=self.long_poll_s + 5)
         if kill_tasks:
@@ -280,6 +286,14 @@ class AgentClient:
             for fd in (self._wake_r, self._wake_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    def leave(self) -> bool:
+        """Tell the controller this node is leaving (:func:`tell_leaving`, the current URL
+        first); not over an in-process link, whose controller stops with the agent."""
+        if self._link is not None:
+            return False
+        first = self.urls.index(self.url)
+        return tell_leaving(self._http, self.urls[first:] + self.urls[:first], self.inventory.name)
 
     def register(self, retry_s: float = 30.0) -> None:
         """Register, retrying while the controller is still starting."""

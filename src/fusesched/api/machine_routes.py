@@ -1,5 +1,6 @@
-"""The routes machines call: node agents (register, heartbeat, join with a one-time token) and
-running jobs (launch a remote task or a job step, ask a task's state, report a checkpoint)."""
+"""The routes machines call: node agents (register, heartbeat, say they are leaving, join with
+a one-time token) and running jobs (launch a remote task or a job step, ask a task's state,
+report a checkpoint)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from fusesched.api.schemas import (
     StepCreated,
     StepRequest,
 )
-from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
+from fusesched.api.wire import Heartbeat, HeartbeatReply, Leaving, NodeInventory
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.job_steps import StepsBusy
 from fusesched.controller.logs import job_of
@@ -71,6 +72,21 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         # an empty ``limit`` is left out: agents older than it (whose reply model refuses
         # fields it does not know) keep working until a time limit is actually changed
         return json_response(reply, exclude=None if reply.limit else {"limit"})
+
+    @app.post("/v1/agents/leaving", tags=["agents"])
+    def leaving(body: Leaving, p: Caller) -> dict[str, str]:
+        """The node's agent is stopping and kills its tasks: the node is taken for lost now
+        (down, "agent stopped"; its jobs requeued or failed by their restart policies), not
+        after the node timeout, until its agent registers again. The node's own credential
+        or a cluster-admin; audited."""
+        if p.role is not Role.CLUSTER_ADMIN:
+            access.the_node(p, body.node)
+        try:
+            state = controller.leaving(body.node)
+        except UnknownNodeError:
+            raise HTTPException(404, f"node {body.node!r} is not registered") from None
+        access.audit(p, "node-leaving", node=body.node)
+        return {"node": body.node, "state": state.value}
 
     @app.post(
         "/v1/jobs/{job_id}/remote", status_code=201, response_model=RemoteTask, tags=["agents"]

@@ -274,6 +274,14 @@ class Heartbeat(_Wire):
     ready: dict[str, bool] = Field(default_factory=dict, exclude_if=lambda value: not value)
 
 
+class Leaving(_Wire):
+    """An agent that is stopping, and kills its tasks as it goes, says so first
+    (``POST /v1/agents/leaving``): the controller takes the node for lost at once instead of
+    after its node timeout."""
+
+    node: str
+
+
 class KillTask(_Wire):
     task_id: str
     grace_s: float = 10.0

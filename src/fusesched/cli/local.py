@@ -110,8 +110,10 @@ class AgentHandle:
     name: str
     client: AgentClient
 
-    def stop(self) -> None:
-        self.client.stop()
+    def stop(self, leave: bool = True) -> None:
+        """Stop the agent and kill its tasks; ``leave``: tell the controller first
+        (:meth:`AgentClient.stop`)."""
+        self.client.stop(leave=leave)
 
 
 def _credential(
@@ -291,8 +293,11 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        # the agents do not tell the controller they leave: it stops with them (its next start
+        # settles their jobs), and requeueing each agent's jobs onto the next agent to stop
+        # would only slow the stop down and spend the jobs' restarts
         for handle in self.agents:
-            handle.stop()
+            handle.stop(leave=False)
         self.agents = []
         self.server.stop()
 

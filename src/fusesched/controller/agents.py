@@ -1,7 +1,8 @@
 """The controller's side of the exchange with the node agents: a node registering
 (:func:`register`), its heartbeats with their reports and the work sent back in the reply
-(:func:`heartbeat`, a long poll), and what a running job's helpers ask of it (mpirun's
-orteds: :func:`remote_launch`, :func:`task_status`). The API layer reaches these through the
+(:func:`heartbeat`, a long poll), its agent saying it is stopping (:func:`leaving`), and what
+a running job's helpers ask of it (mpirun's orteds: :func:`remote_launch`,
+:func:`task_status`). The API layer reaches these through the
 :class:`~fusesched.controller.service.Controller` methods of the same names.
 """
 
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 #: task its agent never reports (a reply lost on the way) is lost as usual.
 UNCONFIRMED_GRACE_S = 10.0
 
+#: Why a node is down after its agent said it is stopping (:func:`leaving`).
+AGENT_STOPPED = "agent stopped"
+
 #: what an agent may call its node and give as its address: they name things in commands
 #: (power-saving templates, mpirun's host list), so no option-like or template-like words;
 #: ":" is kept for external pools' nodes (``<pool>:<node>``)
@@ -79,6 +83,7 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
             _check_unchanged(known, inventory)
             known.inventory = inventory
             known.last_seen = now
+            known.left = False
             endings.lose_tasks(ctl, inventory.name, set(), "agent restarted", now)
             asleep = ctl.power is not None and ctl.power.state_of(inventory.name) in (
                 PowerState.SUSPENDING,
@@ -89,6 +94,7 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
             if known.state is not back and not asleep:  # power saving decides
                 known.state = back
                 ctl.events.append(NodeStateChanged(inventory.name, back, "back"))
+                ctl.persist.node_state(inventory.name, back, now, "back")  # (its history)
         ctl.persist.node_registered(inventory, now, ctl.nodes[inventory.name].state)
         if ctl.power is not None:
             ctl.power.heard(ctl, inventory.name, registered=True, now=now)
@@ -143,7 +149,9 @@ def heartbeat(
         node.last_seen = now
         node.takes_signals = signals
         fenced = failures.fence(ctl, beat) if not quick else 0
-        if node.state is NodeState.DOWN and not fenced:  # back, and its stale tasks gone
+        # back, and its stale tasks gone (a node whose agent left comes back by registering:
+        # a beat sent before it left may arrive after)
+        if node.state is NodeState.DOWN and not fenced and not node.left:
             failures.set_node_state(ctl, beat.node, NodeState.UP, "heartbeat", now)
             ctl.wake()
         if ctl.power is not None:
@@ -270,6 +278,28 @@ def _without_signals(node: str, launches: list[TaskLaunch]) -> list[TaskLaunch]:
             sent = sent.model_copy(update={"signal": None})
         out.append(sent)
     return out
+
+
+def leaving(ctl: Controller, name: str) -> NodeState:
+    """Node ``name``'s agent is stopping and kills its tasks: the node is handled as one that
+    fell silent (:func:`failures.node_lost`), at once instead of after ``node_timeout_s`` —
+    down with the reason :data:`AGENT_STOPPED`, its tasks lost, their jobs requeued or
+    failed by their restart policies. It stays down until its agent registers again. A node
+    that is neither up nor draining (down already, asleep for power saving) keeps its state.
+    Returns the state the node is shown in; :class:`UnknownNodeError` for one not known."""
+    now = ctl.clock()
+    with ctl.work:
+        node = ctl.nodes.get(name)
+        if node is None:
+            raise UnknownNodeError(name)
+        if node.state in (NodeState.UP, NodeState.DRAINING):
+            node.left = True
+            failures.set_node_state(ctl, name, NodeState.DOWN, AGENT_STOPPED, now)
+            failures.node_lost(ctl, name, now, f"node {name}'s agent stopped")
+            ctl.persist.flush()
+            ctl.work.notify_all()  # (a long poll of a job's other nodes may carry kills now)
+            ctl.wake()
+        return drains.shown_state(ctl, name)
 
 
 def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> str:

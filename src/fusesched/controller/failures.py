@@ -150,16 +150,20 @@ def running_tasks(ctl: Controller) -> dict[str, JobInfo]:
     return out
 
 
-def node_lost(ctl: Controller, name: str, now: float) -> None:
-    """``name`` stopped heartbeating: its tasks are lost (fenced if they show up again) and
-    their jobs are handled as node failures."""
+def node_lost(ctl: Controller, name: str, now: float, reason: str | None = None) -> None:
+    """``name`` stopped heartbeating (or its agent said it is stopping: ``reason``): its
+    tasks are lost (fenced if they show up again), launches not yet sent there are dropped
+    (no agent will take them), and their jobs are handled as node failures."""
+    reason = reason or f"node {name} stopped heartbeating"
     for job_id, task in list(ctl.tasks.values()):
-        if task.node != name or task.state not in ("delivered", "running"):
+        if task.node != name or task.state not in ("launching", "delivered", "running"):
             continue
         live = ctl.jobs.get(job_id)
         if live is not None:
-            reason = f"node {name} stopped heartbeating"
             job_failed(ctl, live, Failure(FailureKind.NODE, name, reason), now)
+        if task.state == "launching":  # never sent (job_failed may have dropped it already)
+            ctl.kill_task(task, "node lost")
+            continue
         task.lost = True
         ctl.finish_task(task, FAILED_BY_CONTROLLER, "node lost", now)
 

@@ -137,6 +137,9 @@ class LiveNode:
     stage: list[DatasetWire] = field(default_factory=list)  # to send: stage these ahead
     staging: dict[str, float] = field(default_factory=dict)  # asked to stage (when), not held yet
     cycle_waiters: int = 0  # its beats waiting for the cycle that handles the exits they report
+    # its agent said it is stopping (agents.leaving): down, whatever beats were already on
+    # their way, until it registers again
+    left: bool = False
 
     def has_work(self) -> bool:
         """Whether its agent's next reply carries something (launches, kills, new time

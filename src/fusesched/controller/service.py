@@ -256,6 +256,10 @@ class Controller:
         """A node's agent (re)starts (:func:`agents.register`)."""
         agents.register(self, inventory)
 
+    def leaving(self, name: str) -> NodeState:
+        """A node's agent is stopping: its node is lost at once (:func:`agents.leaving`)."""
+        return agents.leaving(self, name)
+
     def heartbeat(
         self,
         beat: Heartbeat,
