@@ -7,8 +7,10 @@ import numpy as np
 from fusesched.api.wire import DeviceInfo, NodeInventory
 from fusesched.controller.launchenv import (
     SlurmJob,
+    TaskSlot,
     hostfile,
     master_port,
+    shared_host_env,
     slurm_env,
     task_env,
     task_slots,
@@ -169,3 +171,16 @@ def test_tasks_per_node_is_written_as_slurm_writes_it() -> None:
     assert tasks_per_node([2, 2, 1]) == "2(x2),1"
     assert tasks_per_node([1, 3, 3, 3]) == "1,3(x3)"
     assert tasks_per_node([4]) == "4"
+
+
+def test_nodes_of_one_machine_do_without_openmpis_shared_memory() -> None:
+    def slot(k: int, node: str) -> TaskSlot:
+        return TaskSlot(f"1.main.{k}", "main", k, k, node, 0, 0, 1)
+
+    two = [slot(0, "local-1"), slot(1, "local-1"), slot(2, "local-2")]
+    same = {"local-1": "127.0.0.1", "local-2": "127.0.0.1"}
+    apart = {"local-1": "10.0.0.1", "local-2": "10.0.0.2"}
+    assert shared_host_env(two, same) == {"OMPI_MCA_btl": "^vader"}
+    assert shared_host_env(two, apart) == {}  # (separate machines: as OpenMPI chooses)
+    assert shared_host_env(two[:2], same) == {}  # (one node: its ranks share memory well)
+    assert shared_host_env(two, {}) == {}

@@ -469,7 +469,8 @@ def _watched_checkpoints(launch: TaskLaunch, task_dir: Path, who: Identity | Non
 def _environment(
     launch: TaskLaunch, task_dir: str, memory_limit: int | None, tmp_dir: str | None = None
 ) -> dict[str, str]:
-    env = {"PATH": DEFAULT_PATH, "HOME": task_dir, "LANG": "C.UTF-8"}
+    # (SHELL: OpenMPI's launcher asks it, else warns "local probe returned unhandled shell")
+    env = {"PATH": DEFAULT_PATH, "HOME": task_dir, "LANG": "C.UTF-8", "SHELL": "/bin/sh"}
     if tmp_dir is not None:
         env["TMPDIR"] = tmp_dir
     env.update({k: v.replace(TASK_DIR_PLACEHOLDER, task_dir) for k, v in launch.env.items()})

@@ -22,6 +22,7 @@ from fusesched.controller.launchenv import (
     HOSTFILE_NAME,
     SlurmJob,
     hostfile,
+    shared_host_env,
     slurm_env,
     task_env,
     task_slots,
@@ -113,7 +114,7 @@ class AgentPool:
             cpus = ctl.nodes[slot.node].pool.take(Resources({CPU: per_task[slot.group].get(CPU)}))
             assigned = devices[slot.group]
             grant = with_devices(cpus, assigned.tasks[slot.index] if assigned is not None else None)
-            env = dict(group.env)
+            env = shared_host_env(slots, addresses) | dict(group.env)
             env.update(
                 task_env(
                     job_id=live.id,

@@ -95,6 +95,25 @@ def remote_launcher_command() -> str:
     return f"{sys.executable} -m fusesched.agent.remote"
 
 
+def shared_host_env(slots: Sequence[TaskSlot], addresses: Mapping[str, str]) -> dict[str, str]:
+    """What a job gets when two or more of its nodes are one machine (several agents on one
+    host, as ``fusesched up --agents 2``): OpenMPI without its shared-memory transport. That
+    transport names its files after the host name, the job and each rank's index on its node,
+    so ranks of two such "nodes" open the same files and corrupt each other's memory (a
+    segmentation fault in ``mca_btl_vader_poll_handle_frag`` with 2 ranks on each of two local
+    agents); TCP over the loopback works. Nothing on a cluster of separate machines, and a
+    job's own ``OMPI_MCA_btl`` wins (drivers apply this under the job's ``env``)."""
+    seen: dict[str, str] = {}
+    for node in dict.fromkeys(s.node for s in slots):
+        address = addresses.get(node)
+        if address is None:
+            continue
+        if address in seen:
+            return {"OMPI_MCA_btl": "^vader"}
+        seen[address] = node
+    return {}
+
+
 def task_env(
     *,
     job_id: str,
