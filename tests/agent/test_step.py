@@ -143,15 +143,12 @@ def test_each_task_gets_its_ranks_and_the_steps() -> None:
 
 
 def test_task_argv_runs_the_command_as_given(tmp_path: Path) -> None:
-    argv = task_argv(
-        {"A": "it's $HOME", "SLURM_PROCID": "1"},
-        str(tmp_path),
-        ["sh", "-c", 'echo "$A" $SLURM_PROCID; pwd'],
-    )
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    argv = task_argv(str(tmp_path), ["sh", "-c", 'echo "$A" $SLURM_PROCID; pwd'])
+    env = {"PATH": os.environ["PATH"], "A": "it's $HOME", "SLURM_PROCID": "1"}
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
     assert out.splitlines() == ["it's $HOME 1", str(tmp_path)]
     # a working directory the node lacks: the task stays where it started
-    argv = task_argv({}, "/no/such/dir", ["a=b"])
+    argv = task_argv("/no/such/dir", ["a=b"])
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 127  # "a=b" is run as a command, not taken as a variable
 

@@ -14,7 +14,7 @@ import pytest
 
 from fusesched.agent import step
 from fusesched.agent.step import DRAIN_QUIET_S, Step
-from fusesched.agent.step_plan import StepTask
+from fusesched.agent.step_plan import StepLaunch, StepTask
 
 TASK = "7.remote.0"
 
@@ -75,7 +75,7 @@ def follow(controller: Controller) -> list[int]:
     http = httpx.Client(base_url="http://controller", transport=httpx.MockTransport(controller))
     run = Step(http, "7", label=False)
     task = StepTask(rank=0, node="n0", node_index=0, local_rank=0, local_size=1)
-    assert run.create({"n0": 1}, False, [(task, ["true"])]) is None
+    assert run.create({"n0": 1}, False, [StepLaunch(task, ["true"], {})]) is None
     return run.follow(kill_on_bad_exit=False)
 
 

@@ -25,6 +25,11 @@ order (``-N``, else ``$SLURM_NNODES``: the first N, each getting at least one ta
 ``--ntasks-per-node``: at most that many per node), filling each node's slots before the next
 (Slurm's default block distribution).
 
+Each task's variables (the script's exported ones, the step's and its ranks) travel in its
+launch's environment (the request's ``env``), not in its command line, which ``ps`` shows on
+the nodes; a controller older than that field gets them as ``env NAME=value…`` in front of
+the command, as before, with a warning.
+
 What the step is to do (options, placement, each task's environment) is worked out
 without I/O in :mod:`fusesched.agent.step_plan`.
 """
@@ -50,6 +55,7 @@ from fusesched.agent.elf import ElfError, needed_libraries
 from fusesched.agent.step_mpi import label_line, links_mpi, mpi_mode, mpirun_argv, mpirun_env
 from fusesched.agent.step_plan import (
     StepError,
+    StepLaunch,
     StepOptions,
     StepTask,
     exit_status,
@@ -105,25 +111,33 @@ class Step:
         self.job_id = job_id
         self.label = label
         self.tagged = tagged
+        # the controller is older than launch variables: they go in the tasks' command lines
+        self.env_in_argv = False
         self.running: list[_Running] = []
         self.stop_signal: int | None = None
         self.step_id: int | None = None
 
     def create(
-        self,
-        slots: Mapping[str, int],
-        overlap: bool,
-        launches: Sequence[tuple[StepTask, list[str]]],
+        self, slots: Mapping[str, int], overlap: bool, launches: Sequence[StepLaunch]
     ) -> str | None:
         """Ask for the step (its slots per node) and start its tasks: None once it runs,
         else why it must wait (the job's slots are busy). :class:`StepError` for a refusal
-        that waiting would not change."""
+        that waiting would not change. A controller that refuses the tasks' ``env`` as a
+        field it does not know is older than launch variables: then they go as ``env
+        NAME=value…`` in the tasks' command lines, said once."""
         body = {
             "slots": dict(slots),
             "overlap": overlap,
-            "tasks": [{"node": task.node, "argv": argv} for task, argv in launches],
+            "tasks": [launch.request(self.env_in_argv) for launch in launches],
         }
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
+        if response.status_code == 422 and not self.env_in_argv and _unknown_env(response):
+            self.env_in_argv = True
+            _warn(
+                "the controller is older than this srun: the step's variables go in its "
+                "tasks' command lines (seen in ps on the nodes)"
+            )
+            return self.create(slots, overlap, launches)
         if response.status_code == 409:
             return _detail(response)
         if response.status_code == 404 and _detail(response) == "Not Found":
@@ -133,8 +147,8 @@ class Step:
         created = response.json()
         self.step_id = int(created["step_id"])
         self.running = [
-            _Running(task, task_id)
-            for (task, _), task_id in zip(launches, created["task_ids"], strict=True)
+            _Running(launch.task, task_id)
+            for launch, task_id in zip(launches, created["task_ids"], strict=True)
         ]
         return None
 
@@ -330,7 +344,7 @@ def _create(
     step: Step,
     slots: Mapping[str, int],
     options: StepOptions,
-    launches: Sequence[tuple[StepTask, list[str]]],
+    launches: Sequence[StepLaunch],
 ) -> int | None:
     """Start the step, waiting while the job's slots are busy (saying so once, and once
     more when it starts), as long as it takes (``--immediate``: that many seconds, or
@@ -364,19 +378,20 @@ def _launches(
     exported: Mapping[str, str],
     cwd: str,
     mpi: bool,
-) -> list[tuple[StepTask, list[str]]]:
+) -> list[StepLaunch]:
     """What the step starts: each of its tasks, or (``mpi``) one mpirun on its first node
-    that starts them all as one MPI job."""
+    that starts them all as one MPI job (its ranks get the variables from mpirun's own,
+    ``-x NAME``)."""
     if not mpi:
-        per_task = [dict(exported) | task_env(t, tasks, options.cpus_per_task) for t in tasks]
+        argv = task_argv(cwd, options.command)
         return [
-            (task, task_argv(vars_, cwd, options.command))
-            for task, vars_ in zip(tasks, per_task, strict=True)
+            StepLaunch(task, argv, dict(exported) | task_env(task, tasks, options.cpus_per_task))
+            for task in tasks
         ]
     launcher = env.get("OMPI_MCA_plm_rsh_agent") or f"{sys.executable} -m fusesched.agent.remote"
     own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
     command = mpirun_argv(tasks, passed, options.label, options.command)
-    return [(tasks[0], task_argv(own, cwd, command))]
+    return [StepLaunch(tasks[0], task_argv(cwd, command), own)]
 
 
 def _through_mpirun(options: StepOptions, env: Mapping[str, str], cwd: str) -> bool:
@@ -422,12 +437,37 @@ def _needed(program: str) -> list[str]:
 
 
 def _detail(response: httpx.Response) -> str:
+    """Why the controller refused: its ``detail``; a validation error's places and messages
+    only (it echoes what was sent, the variables' values among it: never printed)."""
     try:
         body = response.json()
     except ValueError:
         return response.text.strip() or f"HTTP {response.status_code}"
     detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, list):
+        return "; ".join(_problem(item) for item in detail) or f"HTTP {response.status_code}"
     return str(detail) if detail else response.text.strip()
+
+
+def _problem(item: object) -> str:
+    if not isinstance(item, dict):
+        return "invalid request"
+    where = ".".join(str(part) for part in item.get("loc", [])[1:])  # (after "body")
+    return f"{where}: {item.get('msg', 'invalid')}" if where else str(item.get("msg", "invalid"))
+
+
+def _unknown_env(response: httpx.Response) -> bool:
+    """Whether a 422 refuses the tasks' ``env`` as a field the controller does not know."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(detail, list) and any(
+        isinstance(item, dict)
+        and item.get("type") == "extra_forbidden"
+        and list(item.get("loc", []))[-1:] == ["env"]
+        for item in detail
+    )
 
 
 def _say(message: str) -> None:

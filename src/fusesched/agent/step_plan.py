@@ -2,7 +2,8 @@
 with no I/O: its options as scripts write them (:func:`parse_args`), the variables passed on
 (:func:`export_vars`), the placement of its tasks over the job's hostfile in Slurm's block
 distribution (:func:`place`, :func:`step_shape`), each task's environment and command line
-(:func:`task_env`, :func:`task_argv`) and the step's exit status (:func:`exit_status`).
+(:func:`task_env`, :func:`task_argv`, :class:`StepLaunch`; what a launch may set:
+:func:`settable`) and the step's exit status (:func:`exit_status`).
 """
 
 from __future__ import annotations
@@ -20,32 +21,42 @@ USAGE = (
 )
 
 
-# Variables of the calling script not passed on to the tasks: each task's node gives it its
-# own (folder, CPUs, devices, ranks), and the job's credential reaches it from the job.
-_NOT_EXPORTED = frozenset(
+#: What belongs to a task's job, node or folder, never set by a launch's own variables (a
+#: step's): each task's node gives it its own (folder, CPUs, devices, the CA's path), the
+#: job its id, controller and credential, the controller a step's marks. ``srun`` does not
+#: send them, and the controller drops them from what a launch sends (:func:`settable`).
+TASK_OWN = frozenset(
     {
         "FUSESCHED_TASK_ID",
         "FUSESCHED_TASK_DIR",
+        "FUSESCHED_JOB_ID",
+        "FUSESCHED_CONTROLLER",
         "FUSESCHED_NODE",
         "FUSESCHED_CPU_IDS",
         "FUSESCHED_GPU_INDICES",
         "FUSESCHED_MEMORY_LIMIT_BYTES",
         "FUSESCHED_HOSTFILE",
         "FUSESCHED_JOB_TOKEN",
-        "FUSESCHED_TOKEN",  # a person's credential (srun under salloc): never into a task
         "FUSESCHED_CA",  # where this node's agent keeps the controller's CA: each node its own
         "FUSESCHED_CHECKPOINT_DIR",
         "CUDA_VISIBLE_DEVICES",
         "HOME",
         "TMPDIR",
-        "PWD",
-        "OLDPWD",
-        "SHLVL",
-        "_",
-        "USER",
-        "LOGNAME",
     }
 )
+_TASK_OWN_PREFIXES = ("FUSESCHED_STEP_",)  # a step's marks (controller/job_steps.py)
+
+# Variables of the calling script not passed on to the tasks: what belongs to the task,
+# a person's credential, and the shell's own.
+_NOT_EXPORTED = TASK_OWN | {
+    "FUSESCHED_TOKEN",  # a person's credential (srun under salloc): never into a task
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "USER",
+    "LOGNAME",
+}
 
 
 class StepError(Exception):
@@ -405,24 +416,44 @@ def task_env(
     }
 
 
+def settable(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``env`` (a launch's own) that a task may be given: not
+    :data:`TASK_OWN` or a step's marks, which the job, the node and the controller give."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name not in TASK_OWN and not name.startswith(_TASK_OWN_PREFIXES)
+    }
+
+
 # Enters the caller's working directory where the node has it (else stays in the task's own
 # folder), then becomes the command.
 _ENTER = 'cd -- "$1" 2>/dev/null || :; shift; exec "$@"'
 
 
-def task_argv(env: Mapping[str, str], cwd: str, command: Sequence[str]) -> list[str]:
-    """What the remote route runs for one task: ``env NAME=value… /bin/sh -c … COMMAND``
-    (an argument list: nothing is parsed by a shell but the fixed ``_ENTER``)."""
-    return [
-        "env",
-        *(f"{k}={v}" for k, v in env.items()),
-        "/bin/sh",
-        "-c",
-        _ENTER,
-        "srun-task",
-        cwd,
-        *command,
-    ]
+def task_argv(cwd: str, command: Sequence[str]) -> list[str]:
+    """What the remote route runs for one task: ``/bin/sh -c … COMMAND`` (an argument list:
+    nothing is parsed by a shell but the fixed ``_ENTER``). Its variables travel in the
+    launch's environment (:class:`StepLaunch`), not here."""
+    return ["/bin/sh", "-c", _ENTER, "srun-task", cwd, *command]
+
+
+@dataclass(frozen=True, slots=True)
+class StepLaunch:
+    """One task the step starts: on ``task``'s node, ``argv``, with the variables ``env``."""
+
+    task: StepTask
+    argv: list[str]
+    env: dict[str, str]
+
+    def request(self, env_in_argv: bool = False) -> dict[str, object]:
+        """This task in a step request: its variables in the launch's ``env``, which no
+        command line shows; ``env_in_argv`` (a controller older than that field): as ``env
+        NAME=value…`` in front of its command, as srun did before."""
+        if env_in_argv:
+            assigned = [f"{name}={value}" for name, value in self.env.items()]
+            return {"node": self.task.node, "argv": ["env", *assigned, *self.argv]}
+        return {"node": self.task.node, "argv": self.argv, "env": self.env}
 
 
 def exit_status(codes: Sequence[int]) -> int:

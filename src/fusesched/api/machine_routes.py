@@ -95,7 +95,7 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         if not runs_steps(p, job_id):
             raise forbidden(f"only job {job_id}'s own credential or its owner may launch its tasks")
         try:
-            task_id = controller.remote_launch(job_id, launch.node, launch.argv)
+            task_id = controller.remote_launch(job_id, launch.node, launch.argv, launch.env)
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None
         return RemoteTask(task_id=task_id, state="launching")
@@ -109,7 +109,7 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         again), 400 when the job could never hold it."""
         if not runs_steps(p, job_id):
             raise forbidden(f"only job {job_id}'s own credential or its owner may run its steps")
-        launches = [(t.node, t.argv) for t in body.tasks]
+        launches = [(t.node, t.argv, t.env) for t in body.tasks]
         try:
             step_id, task_ids = controller.create_step(job_id, body.slots, body.overlap, launches)
         except UnknownJobError:

@@ -55,11 +55,14 @@ def refusal(exc: Exception) -> JSONResponse:
 
 def finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float written as a string (``"inf"``): JSON has no
-    such numbers, and a request may carry them (Python's JSON reads ``NaN``, ``1e400``)."""
+    such numbers, and a request may carry them (Python's JSON reads ``NaN``, ``1e400``). So
+    with a lone surrogate (``"\\ud800"`` in a request), which UTF-8 cannot carry: U+FFFD."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
+        return {finite(k): finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [finite(v) for v in value]
     return value

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.job import QoS
-from fusesched.model.text import refuse_nul
+from fusesched.model.text import is_env_name, refuse_nul
 
 if TYPE_CHECKING:
     from fusesched.store.usage import UsageReport, UsageRow
@@ -280,9 +280,44 @@ class FairShareRow(_View):
     factor: float | None = None
 
 
+#: A launch's own variables (:class:`RemoteLaunch`'s ``env``): at most this many, each
+#: ``NAME=value`` at most this long and all of them together at most this many bytes (UTF-8)
+#: — what one process's environment holds on Linux (128 KiB a string), with room left for
+#: the job's own.
+LAUNCH_ENV_MAX_VARS = 4096
+LAUNCH_ENV_MAX_VAR_BYTES = 128 * 1024 - 1
+LAUNCH_ENV_MAX_BYTES = 1024 * 1024
+
+
 class RemoteLaunch(_Input):
+    """A task of a running job to start on one of its nodes: ``argv`` with ``env`` over the
+    job's environment (a step's variables: in the process's environment, never in a command
+    line). What the task's job, node or folder gives it (``HOME``, ``FUSESCHED_TASK_ID``…:
+    ``agent/step_plan.py``'s ``TASK_OWN``) is not taken from ``env``."""
+
     node: str
     argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        if len(env) > LAUNCH_ENV_MAX_VARS:
+            raise ValueError(f"{len(env)} variables: at most {LAUNCH_ENV_MAX_VARS}")
+        total = 0
+        for name, value in env.items():
+            if not is_env_name(name):
+                raise ValueError(f"{name[:100]!r} is not a variable name")
+            try:
+                size = len(name) + 1 + len(value.encode())
+            except UnicodeEncodeError:  # (a lone surrogate: no process can be given it)
+                raise ValueError(f"{name}: its value is not UTF-8 text") from None
+            if size > LAUNCH_ENV_MAX_VAR_BYTES:
+                raise ValueError(f"{name}: {size} bytes, at most {LAUNCH_ENV_MAX_VAR_BYTES}")
+            total += size
+        if total > LAUNCH_ENV_MAX_BYTES:
+            raise ValueError(f"{total} bytes of variables: at most {LAUNCH_ENV_MAX_BYTES}")
+        return env
 
 
 class StepRequest(_Input):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from fusesched.agent.step_plan import settable
 from fusesched.api.wire import (
     Heartbeat,
     HeartbeatReply,
@@ -302,12 +304,15 @@ def leaving(ctl: Controller, name: str) -> NodeState:
         return drains.shown_state(ctl, name)
 
 
-def remote_launch(ctl: Controller, job_id: str, node: str, argv: list[str]) -> str:
-    """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
+def remote_launch(
+    ctl: Controller, job_id: str, node: str, argv: list[str], env: Mapping[str, str]
+) -> str:
+    """Start a helper process of a running job on one of its nodes (mpirun's orted), with
+    its own variables ``env`` (:func:`launch_remote`)."""
     with ctl.work:
         live = running_job(ctl, job_id)
         check_remote_node(ctl, live, node)
-        task_id = launch_remote(ctl, live, node, argv, {})
+        task_id = launch_remote(ctl, live, node, argv, {}, env)
         ctl.work.notify_all()
     return task_id
 
@@ -341,11 +346,20 @@ def check_remote_node(ctl: Controller, live: LiveJob, node: str) -> None:
 
 
 def launch_remote(
-    ctl: Controller, live: LiveJob, node: str, argv: list[str], env: dict[str, str]
+    ctl: Controller,
+    live: LiveJob,
+    node: str,
+    argv: list[str],
+    marks: dict[str, str],
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
-    environment, less OpenMPI's settings and any step's marks, plus ``env``); its id. The
-    caller holds the lock and has checked the node (:func:`check_remote_node`)."""
+    environment, less OpenMPI's settings and any step's marks; over it the launch's own
+    variables ``env``, less what the job, the node or the task gives (``settable``); over
+    those the controller's ``marks``); its id. The caller holds the lock and has checked the
+    node (:func:`check_remote_node`). ``env`` travels in the launch (an agent of any age
+    applies a launch's ``env``), is kept in memory only, never stored or shown, and reaches
+    the task's process environment, not its command line."""
     live.remote_count += 1
     task_id = f"{live.id}.remote.{live.remote_count}"
     while task_id in live.tasks:  # (adopted after a restart, which starts the count again)
@@ -358,7 +372,8 @@ def launch_remote(
         user=base.user,
         argv=argv,
         env={k: v for k, v in base.env.items() if not k.startswith(_NOT_INHERITED)}
-        | env
+        | settable(env or {})
+        | marks
         | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
         grace_s=ctl.config.grace_s,
         image=base.image,

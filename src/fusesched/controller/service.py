@@ -278,16 +278,18 @@ class Controller:
         task = entry[1] if entry is not None else self.finished.get(task_id)
         return task is not None and task.node == node
 
-    def remote_launch(self, job_id: str, node: str, argv: list[str]) -> str:
+    def remote_launch(
+        self, job_id: str, node: str, argv: list[str], env: Mapping[str, str] | None = None
+    ) -> str:
         """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
-        return agents.remote_launch(self, job_id, node, argv)
+        return agents.remote_launch(self, job_id, node, argv, env or {})
 
     def create_step(
         self,
         job_id: str,
         slots: Mapping[str, int],
         overlap: bool,
-        launches: Sequence[tuple[str, list[str]]],
+        launches: Sequence[tuple[str, list[str], Mapping[str, str]]],
     ) -> tuple[int, list[str]]:
         """A job step's share of the job's slots and its tasks (:func:`steps.create_step`)."""
         return steps.create_step(self, job_id, slots, overlap, launches)

@@ -35,10 +35,11 @@ def create_step(
     job_id: str,
     slots: Mapping[str, int],
     overlap: bool,
-    launches: Sequence[tuple[str, list[str]]],
+    launches: Sequence[tuple[str, list[str], Mapping[str, str]]],
 ) -> tuple[int, list[str]]:
     """Give a step of ``job_id`` ``slots`` (tasks per node) and start its ``launches``
-    (node, argv) as remote tasks of the job; (step id, task ids in order).
+    (node, argv, the task's own variables) as remote tasks of the job; (step id, task ids
+    in order).
 
     :class:`UnknownJobError` when the job does not run, :class:`StepNeverFits` (and
     :class:`SubmitError` for a launch off the step's nodes) when it can never start,
@@ -51,7 +52,7 @@ def create_step(
                 "Requested nodes are busy: the job's running tasks are being adopted after "
                 "a controller restart"
             )
-        for node, _ in launches:
+        for node, _, _ in launches:
             if node not in slots:
                 raise StepNeverFits(f"a task of the step on {node}, which the step has no slot on")
             agents.check_remote_node(ctl, live, node)
@@ -60,8 +61,10 @@ def create_step(
         check_fits(job_slots(live), slots, overlap, running)
         shares = (share_of(t.launch.env) for t in remote)
         step_id = next_step_id(s.step_id for s in shares if s is not None)
-        env = share_env(StepShare(step_id, tuple(slots.items()), overlap))
-        task_ids = [agents.launch_remote(ctl, live, node, argv, env) for node, argv in launches]
+        marks = share_env(StepShare(step_id, tuple(slots.items()), overlap))
+        task_ids = [
+            agents.launch_remote(ctl, live, node, argv, marks, env) for node, argv, env in launches
+        ]
         ctl.work.notify_all()
     return step_id, task_ids
 
