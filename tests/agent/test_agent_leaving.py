@@ -194,3 +194,51 @@ def test_the_leaving_goes_to_the_controller_that_leads(serve: Serve) -> None:
         assert tell_leaving(http, [down, standby.url, leader.url], "node-x")
         assert [c[0] for c in standby.calls + leader.calls] == [{"node": "node-x"}] * 2
         assert not tell_leaving(http, [down, standby.url], "node-x")  # none leads: not taken
+
+
+def test_a_controller_that_answers_a_byte_at_a_time_holds_it_no_longer_than_its_timeout() -> None:
+    """httpx's timeouts bound each read, not the request: an answer that trickles in (a slow
+    proxy, a half-dead link) must not hold the stop past the leave's timeout."""
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def trickle() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                for byte in answer:  # 0.1 s a byte: some 8 s in all
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:  # (the client gave up)
+                        return
+                    time.sleep(0.1)
+
+        threading.Thread(target=trickle, daemon=True).start()
+        with httpx.Client() as http:
+            started = time.monotonic()
+            taken = tell_leaving(http, [f"http://127.0.0.1:{server.getsockname()[1]}"], "n", 0.5)
+            took = time.monotonic() - started
+    assert not taken
+    assert took < 1.5, took
+
+
+def test_a_name_that_takes_long_to_resolve_holds_it_no_longer_than_its_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Name resolution (getaddrinfo) has no timeout of its own in httpx: a stalled DNS server
+    must not hold the stop either."""
+    resolve = socket.getaddrinfo
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(2.0)
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    with httpx.Client() as http:
+        started = time.monotonic()
+        taken = tell_leaving(http, ["http://controller.invalid:8642"], "n", 0.5)
+        took = time.monotonic() - started
+    assert not taken
+    assert took < 1.5, took

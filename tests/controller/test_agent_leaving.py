@@ -193,3 +193,22 @@ def test_only_the_node_itself_or_a_cluster_admin_says_it_leaves(
     audit = [(e["node"], e["action"], e["role"]) for e in stored(ctl, "Audit")]
     assert audit == [("n0", "node-leaving", "agent"), ("n1", "node-leaving", "cluster-admin")]
     ctl.persist.close()
+
+
+def test_a_node_whose_agent_left_does_not_answer_until_it_registers(
+    ctl: Controller, client: TestClient
+) -> None:
+    """sinfo marks it ``down*`` at once (no agent answers there), not only once the node
+    timeout has passed since its last beat."""
+
+    def view() -> dict[str, Any]:
+        (found,) = [n for n in client.get("/v1/nodes").json() if n["name"] == "n0"]
+        return dict(found)
+
+    running_on_n0(ctl, client)
+    assert client.post("/v1/agents/leaving", json={"node": "n0"}).status_code == 200
+    beat(ctl, "n0")  # (a beat sent before it left, arriving after)
+    left = view()
+    assert (left["state"], left["reason"], left["responding"]) == ("down", "agent stopped", False)
+    ctl.register(N0)
+    assert view()["responding"] is True

@@ -11,7 +11,9 @@ from tests.builders import Clock
 from fusesched.api.app import create_app
 from fusesched.controller.auth import Authenticator
 from fusesched.controller.service import Controller
+from fusesched.portal.views import NodeReasons
 from fusesched.store import TokenKind
+from fusesched.store.records import EventRow
 
 
 def node(client: TestClient, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -71,3 +73,20 @@ def test_a_silent_node_is_not_responding_then_down_with_its_reason(
     down = node(client)
     assert (down["state"], down["responding"], down["reason"]) == ("down", False, "no heartbeat")
     assert down["since"] == clock.now
+
+
+def test_a_refresh_goes_on_from_the_newest_event_not_the_newest_node_event(
+    ctl: Controller,
+) -> None:
+    """Each ``GET /v1/nodes`` refreshes the reasons: after a stretch of job events only, the
+    next refresh must start after them, not read them all again (with node changes rare and
+    jobs many, that was every event since the last node change, on every request)."""
+    store = ctl.persist.store
+    reasons = NodeReasons()
+    store.add_events([EventRow(1.0, "NodeStateChanged", node="n0", data={"state": "down"})])
+    store.add_events(EventRow(2.0, "JobStarted", job_id="j1") for _ in range(50))
+    reasons.refresh(store)
+    newest = store.events_for_job("j1")[-1].id
+    assert reasons.last_id == newest
+    store.add_events([EventRow(3.0, "NodeStateChanged", node="n0", data={"state": "up"})])
+    assert reasons.refresh(store)["n0"][0] == "up"  # (what comes after is still read)

@@ -16,6 +16,7 @@ from fusesched.api.schemas import (
     LAUNCH_ENV_MAX_VAR_BYTES,
     LAUNCH_ENV_MAX_VARS,
 )
+from fusesched.api.wire import Heartbeat, NodeInventory
 from fusesched.controller.service import Controller
 from fusesched.submit.sbatch import parse_sbatch
 
@@ -111,3 +112,35 @@ def test_bad_variables_are_refused_with_a_reason(
     assert orted.status_code == 422, orted.text
     assert beat(ctl, [f"{job}.main.0"]) == []  # nothing started
     assert step(client, job, {"A": "x" * 1000}).status_code == 201  # (the job goes on)
+
+
+def test_a_step_on_nodes_of_one_machine_keeps_the_jobs_transport_setting(
+    ctl: Controller, client: TestClient
+) -> None:
+    """Two nodes at one address (``fusesched up --agents 2``): the job's OpenMPI goes without
+    shared memory (``OMPI_MCA_btl=^vader``, controller/launchenv.py). A step's mpirun gets it
+    from the job too, not only from the environment srun was run in: under salloc that is
+    the user's login shell, which does not have it (the ranks then crashed in vader). The
+    step's own setting wins."""
+    ctl.register(NodeInventory(name="n1", resources={"cpu": "4", "memory": "4Gi"}))
+    script = parse_sbatch("#!/bin/sh\nsleep 60\n", args=["-N", "2", "-n", "2"])
+    (job,) = ctl.submit([script.request])
+    ctl.run_cycle()
+    (batch,) = beat(ctl, [])
+    assert batch.env["OMPI_MCA_btl"] == "^vader"
+
+    on_n1: list[str] = []
+
+    def mpirun_on_n1(env: dict[str, str]) -> dict[str, str]:
+        task = {"node": "n1", "argv": ["mpirun", "a.out"], "env": env}
+        body = {"slots": {"n1": 1}, "tasks": [task], "overlap": True}
+        created = post(client, f"/v1/jobs/{job}/steps", body)
+        assert created.status_code == 201, created.text
+        (launch,) = ctl.heartbeat(Heartbeat(node="n1", running=on_n1), wait_s=0).launch
+        on_n1.append(launch.task_id)
+        return dict(launch.env)
+
+    salloc = mpirun_on_n1({"OMPI_MCA_plm_rsh_agent": "fusesched-remote"})
+    assert salloc["OMPI_MCA_btl"] == "^vader"
+    assert "OMPI_MCA_orte_default_hostfile" not in salloc  # (the batch script's, not the step's)
+    assert mpirun_on_n1({"OMPI_MCA_btl": "tcp,self"})["OMPI_MCA_btl"] == "tcp,self"

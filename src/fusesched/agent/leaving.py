@@ -11,6 +11,7 @@ older than the route answering 404) is logged and the agent stops as before.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 
@@ -29,7 +30,37 @@ def tell_leaving(
     http: httpx.Client, urls: Sequence[str], node: str, timeout_s: float = LEAVE_TIMEOUT_S
 ) -> bool:
     """Say that ``node`` is leaving to the first of ``urls`` (the current controller first)
-    that leads, each tried once, within ``timeout_s`` in all. Returns whether one took it."""
+    that leads, each tried once, within ``timeout_s`` in all. Returns whether one took it.
+
+    The calls run on a thread of their own, waited for ``timeout_s`` at most: httpx's timeouts
+    bound each step of a request (each read, the connect), not the whole of it, and name
+    resolution not at all, so an answer that trickles in or a stalled DNS server would hold
+    the stop for longer. A call still going then is left to end on its own (the agent is
+    stopping; its client is closed under it)."""
+    taken: list[bool] = []
+
+    def tell() -> None:
+        try:
+            taken.append(_tell(http, urls, node, timeout_s))
+        except Exception as exc:  # (its client closed under it as the stop went on)
+            log.warning("could not tell that node %s is leaving: %s", node, exc)
+
+    worker = threading.Thread(target=tell, name=f"leaving-{node}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        log.warning(
+            "no controller took node %s's leaving within %g s: it requeues the node's jobs "
+            "once its heartbeats have been missing for its node timeout",
+            node,
+            timeout_s,
+        )
+        return False
+    return bool(taken and taken[0])
+
+
+def _tell(http: httpx.Client, urls: Sequence[str], node: str, timeout_s: float) -> bool:
+    """:func:`tell_leaving`'s calls, one URL after the other."""
     deadline = time.monotonic() + timeout_s
     body = Leaving(node=node).model_dump(mode="json")
     for url in urls:

@@ -67,7 +67,8 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
             drain = None if live is None else live.drain
             when, by = drained.get(inventory.name, (None, None)) if drain else (None, None)
             change = latest.get(inventory.name)
-            late = now - seen > controller.config.node_timeout_s
+            # (an agent that said it stopped answers no more, whatever beat came after)
+            late = now - seen > controller.config.node_timeout_s or (live is not None and live.left)
             out.append(
                 NodeView(
                     name=inventory.name,

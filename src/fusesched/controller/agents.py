@@ -62,6 +62,10 @@ _ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:%_-]{0,252}$")
 #: What a remote task does not take from its job's environment: OpenMPI's settings (for
 #: the batch script's mpirun) and a job step's marks (controller/job_steps.py)
 _NOT_INHERITED = ("OMPI_MCA_", "FUSESCHED_STEP_")
+#: ... but for the transports the job's MPI may use, which are the whole job's: on nodes of
+#: one machine, OpenMPI without shared memory (launchenv.shared_host_env), which a step's
+#: mpirun started from salloc's shell would not otherwise have
+_INHERITED = ("OMPI_MCA_btl",)
 
 
 def register(ctl: Controller, inventory: NodeInventory) -> None:
@@ -354,12 +358,12 @@ def launch_remote(
     env: Mapping[str, str] | None = None,
 ) -> str:
     """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
-    environment, less OpenMPI's settings and any step's marks; over it the launch's own
-    variables ``env``, less what the job, the node or the task gives (``settable``); over
-    those the controller's ``marks``); its id. The caller holds the lock and has checked the
-    node (:func:`check_remote_node`). ``env`` travels in the launch (an agent of any age
-    applies a launch's ``env``), is kept in memory only, never stored or shown, and reaches
-    the task's process environment, not its command line."""
+    environment, less OpenMPI's settings but its transports and any step's marks; over it
+    the launch's own variables ``env``, less what the job, the node or the task gives
+    (``settable``); over those the controller's ``marks``); its id. The caller holds the
+    lock and has checked the node (:func:`check_remote_node`). ``env`` travels in the launch
+    (an agent of any age applies a launch's ``env``), is kept in memory only, never stored or
+    shown, and reaches the task's process environment, not its command line."""
     live.remote_count += 1
     task_id = f"{live.id}.remote.{live.remote_count}"
     while task_id in live.tasks:  # (adopted after a restart, which starts the count again)
@@ -371,7 +375,9 @@ def launch_remote(
         job_id=live.id,
         user=base.user,
         argv=argv,
-        env={k: v for k, v in base.env.items() if not k.startswith(_NOT_INHERITED)}
+        env={
+            k: v for k, v in base.env.items() if k in _INHERITED or not k.startswith(_NOT_INHERITED)
+        }
         | settable(env or {})
         | marks
         | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from fusesched.api.access import AUDIT
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL
@@ -59,21 +59,28 @@ class NodeReasons:
 
     def refresh(self, store: Store) -> Mapping[str, tuple[str, str, float]]:
         with self.lock:
-            stmt = (
-                select(events.c.id, events.c.time, events.c.node, events.c.kind, events.c.data)
-                .where(
-                    events.c.id > self.last_id,
-                    events.c.kind.in_(NODE_EVENTS),
-                    events.c.node.is_not(None),  # (not the audit rows of jobs)
-                )
-                .order_by(events.c.id)
-            )
             with store._read() as conn:  # the store has no public "events since" read
-                for event_id, at, node, kind, data in conn.execute(stmt):
-                    self.last_id = max(self.last_id, int(event_id))
+                # up to the newest event of any kind, and the next read from there: a read
+                # that went on from the newest node event would scan every job event since
+                # it again, at each call
+                newest = conn.execute(select(func.max(events.c.id))).scalar()
+                if newest is None or int(newest) <= self.last_id:
+                    return dict(self.latest)
+                stmt = (
+                    select(events.c.time, events.c.node, events.c.kind, events.c.data)
+                    .where(
+                        events.c.id > self.last_id,
+                        events.c.id <= newest,
+                        events.c.kind.in_(NODE_EVENTS),
+                        events.c.node.is_not(None),  # (not the audit rows of jobs)
+                    )
+                    .order_by(events.c.id)
+                )
+                for at, node, kind, data in conn.execute(stmt):
                     if node:
                         info = data if isinstance(data, dict) else {}
                         self._note(str(node), str(kind), info, float(at))
+                self.last_id = int(newest)
             return dict(self.latest)
 
     def _note(self, node: str, kind: str, info: Mapping[str, Any], at: float) -> None:
