@@ -25,6 +25,7 @@ from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.store.errors import StoreError
 from fusesched.store.records import (
+    UNSET,
     EventRow,
     JobChange,
     JobDetail,
@@ -64,6 +65,11 @@ class Persistence:
         self._new_tasks: list[TaskRow] = []
         self._task_changes: list[TaskChange] = []
         self._events: list[EventRow] = []
+        # the reasons last written from the core's explanation (wait_reasons), by job: a
+        # job's entry goes when anything else writes its reason; and why the waiting jobs
+        # that were requeued were (said after the core's reason until they start)
+        self._waits: dict[str, str] = {}
+        self._requeued: dict[str, str] = {}
         self._seq_next = 0
         self._seq_left = 0
         # told of every job transition written here (the controller sets it): notifications
@@ -152,6 +158,8 @@ class Persistence:
         tasks: Sequence[LiveTask],
         pool: str | None = None,
     ) -> None:
+        """A job started; the reason it waited for (:meth:`wait_reasons`) is cleared."""
+        waited = self._forget_wait(job_id)
         self._job_changes.append(
             JobChange(
                 job_id,
@@ -160,6 +168,7 @@ class Persistence:
                 start_time=now,
                 nodes=tuple(nodes),
                 pool=pool,
+                reason="" if waited else UNSET,
             )
         )
         self.tasks_started(job_id, tasks, now)
@@ -222,6 +231,8 @@ class Persistence:
         self, job_id: str, phase: JobPhase, reason: str, attempt: int, now: float
     ) -> None:
         """A run ended by preemption or a retried failure: the job waits again (Pending)."""
+        self._waits.pop(job_id, None)
+        self._requeued[job_id] = reason
         self._job_changes.append(
             JobChange(job_id, state=JobState.PENDING, phase=phase.value, reason=reason, nodes=())
         )
@@ -236,8 +247,35 @@ class Persistence:
         self._job_changes.append(JobChange(job_id, energy_j=total_j, energy_measured_j=measured_j))
 
     def job_reason(self, job_id: str, reason: str) -> None:
-        """Why a running job is where it is (waiting in an external cluster's queue)."""
+        """Why a job is where it is (a running one waiting in an external cluster's queue,
+        one waiting for its reservation's window)."""
+        self._forget_wait(job_id)
         self._job_changes.append(JobChange(job_id, reason=reason))
+
+    def wait_reasons(self, reasons: Mapping[str, str]) -> None:
+        """Why the waiting jobs wait, as the core explains it (``Resources``, ``Priority``…:
+        :mod:`fusesched.core.pending_reasons`): written for the jobs whose reason changed
+        since the last call, and cleared for those it no longer explains — not rewritten
+        every cycle. Reasons written otherwise (a hold, a begin time) are the core's to
+        replace only once it explains the job again; a requeued job's stays after it
+        (``Resources; requeued (preempted for job 12 …)``) until it starts."""
+        shown, requeued = self._waits, self._requeued
+        said = dict(reasons)
+        for job_id, why in requeued.items():
+            if job_id in said:
+                said[job_id] = f"{said[job_id]}; {why}" if said[job_id] else why
+        for job_id, reason in said.items():
+            if shown.get(job_id) != reason:
+                self._job_changes.append(JobChange(job_id, reason=reason))
+        for job_id in shown.keys() - said.keys():
+            self._job_changes.append(JobChange(job_id, reason=requeued.get(job_id, "")))
+        self._waits = said
+
+    def _forget_wait(self, job_id: str) -> bool:
+        """Forget what :meth:`wait_reasons` wrote of ``job_id`` and why it was requeued (its
+        reason is written otherwise now); True if it had written some."""
+        self._requeued.pop(job_id, None)
+        return self._waits.pop(job_id, None) is not None
 
     def job_updated(
         self,
@@ -268,6 +306,7 @@ class Persistence:
         """A waiting job held for ``reason`` (``by_admin``: an administrator's hold, stored as
         such in its reason), or released (``None``), now in ``phase``; a released job whose
         ``begin_time`` is ahead says it waits for it."""
+        self._forget_wait(job_id)
         if reason is not None:
             why = f"{ADMIN_PREFIX if by_admin else USER_PREFIX}{reason}"
             change = JobChange(job_id, state=JobState.PENDING, phase=phase, reason=why)
@@ -294,6 +333,7 @@ class Persistence:
         now: float,
     ) -> None:
         """A job ended: it ran, or was cancelled or rejected before it could."""
+        self._forget_wait(job_id)
         state = JobState.of_phase(phase)
         self._job_changes.append(
             JobChange(

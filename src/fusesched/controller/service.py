@@ -60,6 +60,7 @@ from fusesched.controller.records import (
 )
 from fusesched.controller.remote import RemotePool, Update
 from fusesched.controller.wake import Wake
+from fusesched.core.pending_reasons import take_reasons
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -319,6 +320,9 @@ class Controller:
             for decision in decisions:
                 self._apply(decision, now)
             endings.settle_terminal(self, now)
+            reasons = take_reasons(self.core)  # (why jobs wait: written where it changed)
+            if reasons is not None:
+                self.persist.wait_reasons(reasons)
             self.persist.flush()
             if self.keep_decisions:
                 self.decisions.extend(decisions)

@@ -148,6 +148,7 @@ def _park(
     assert gate is not None
     done.add(id(rec))
     core._parked[rec.id] = rec
+    rec.parked_by = verdict
     victims = gate.reclaim(core, rec, verdict, now)
     return preempt(core, victims or gate.priority_victims(core, rec, now))
 
@@ -201,6 +202,7 @@ def reclaim_behind(
             if victims:
                 done.add(id(rec))
                 core._parked[rec.id] = rec
+                rec.parked_by = verdict
                 out.extend(preempt(core, victims))
         elif queue not in tried and _guaranteed(verdict):
             tried.add(queue)  # (a job that would borrow reclaims nothing: the next one may)

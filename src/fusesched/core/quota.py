@@ -65,6 +65,12 @@ class FlavorAssignment:
         return {res: flavor for (flavor, res) in self.amounts}
 
 
+#: Slurm's pending reasons for a QoS tier's per-user limits (``max_jobs_per_user``,
+#: ``max_gpus_per_user``): :attr:`Admission.limit`.
+USER_JOBS_LIMIT = "QOSMaxJobsPerUserLimit"
+USER_GPUS_LIMIT = "QOSMaxGRESPerUser"
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """The answer of :meth:`QuotaLedger.check`.
@@ -72,7 +78,9 @@ class Admission:
     When ``ok``, ``assignment`` is what to pass to :meth:`QuotaLedger.admit` and ``borrowed``
     the part of it above the queue's nominal quota. When not, ``reason`` says why, and
     ``assignment`` (if not ``None``) is the preferred flavour assignment to try to make room
-    for (by reclaim or preemption).
+    for (by reclaim or preemption). ``limit`` names, in Slurm's words, a limit other than
+    the queue's quota that refused it (:data:`USER_JOBS_LIMIT`…; ``""``: the quota), so a
+    waiting job's reason can say which (:mod:`fusesched.core.pending_reasons`).
     """
 
     ok: bool
@@ -80,6 +88,7 @@ class Admission:
     assignment: FlavorAssignment | None
     borrowed: Mapping[Column, int] = field(default_factory=dict)
     reason: str = ""
+    limit: str = ""
 
     @property
     def borrowing(self) -> bool:
@@ -271,9 +280,9 @@ class QuotaLedger:
             labels = None if node_labels is None else list(node_labels)
             result = self._assign(qi, queue, demand, placement, labels, avail)
         if result.ok and qos is not None and user:
-            limit = self._user_limit(user, qos, result.assignment)
+            kind, limit = self._user_limit(user, qos, result.assignment)
             if limit:
-                return Admission(False, queue, result.assignment, {}, limit)
+                return Admission(False, queue, result.assignment, {}, limit, kind)
         return result
 
     def _borrowed(self, qi: int, amounts: Mapping[Column, int]) -> dict[Column, int]:
@@ -362,21 +371,24 @@ class QuotaLedger:
 
     def _user_limit(
         self, user: str, qos: str | QoSTier, assignment: FlavorAssignment | None
-    ) -> str:
+    ) -> tuple[str, str]:
+        """The per-user limit of the tier that ``assignment`` would pass, as (Slurm's name
+        for it, why), or ``("", "")``."""
         tier = qos if isinstance(qos, QoSTier) else self.config.tier(qos)
         key = (user, tier.name)
         jobs = self._user_jobs.get(key, 0)
         if tier.max_jobs_per_user is not None and jobs + 1 > tier.max_jobs_per_user:
             limit = tier.max_jobs_per_user
-            return f"user {user!r} has {jobs} {tier.name} jobs running (limit {limit})"
+            why = f"user {user!r} has {jobs} {tier.name} jobs running (limit {limit})"
+            return USER_JOBS_LIMIT, why
         gpus = _gpus(assignment)
         held = self._user_gpus.get(key, 0)
         if tier.max_gpus_per_user is not None and held + gpus > tier.max_gpus_per_user:
-            return (
+            return USER_GPUS_LIMIT, (
                 f"user {user!r} holds {held} GPUs in {tier.name}; {gpus} more exceed the limit "
                 f"of {tier.max_gpus_per_user}"
             )
-        return ""
+        return "", ""
 
     def admit(
         self,

@@ -52,6 +52,7 @@ class JobRecord:
     stop_requested: str | None = None
     # tenancy and restarts (see core/tenants.py)
     admission: Admission | None = None  # the quota check that let it start
+    parked_by: Admission | None = None  # the quota check that parked it (its wait's reason)
     preempt_reason: str | None = None  # asked to make room; requeued when it exits
     attempts: int = 0  # runs that ended in a requeue (preemption or failure)
     preemptions: int = 0

@@ -136,6 +136,9 @@ class SchedulerCore:
         self._changed = False
         self._fresh: list[JobRecord] = []
         self.blocked_head: JobRecord | None = None
+        # waiting jobs' reasons may have changed: a shell that shows them asks again
+        # (core/pending_reasons.py; the simulator never does)
+        self.reasons_due = False
         self.reservation: object | None = None  # the backfill policy's cached reservation
         self.last_reservation: tuple[str, float, tuple[int, ...]] | None = None
         # tenancy: quotas, fair share, preemption (None: one flat pool, no quotas)
@@ -196,6 +199,7 @@ class SchedulerCore:
 
     def handle(self, event: Event, now: float) -> list[Decision]:
         """Apply one event to the state; returns decisions it forces (rejections, stops)."""
+        self.reasons_due = True
         if isinstance(event, JobSubmitted):
             return self._submit(event.job, now)
         if isinstance(event, JobExited):
@@ -299,6 +303,8 @@ class SchedulerCore:
         fresh = self._fresh
         self._changed = False
         self._fresh = []
+        if changed or fresh:
+            self.reasons_due = True
         if not queue.records or not (changed or fresh):
             return []
         out: list[Decision] = []

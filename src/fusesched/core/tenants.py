@@ -124,8 +124,8 @@ class TenantGate:
         """The quota verdict for starting ``rec`` now; ``None`` when its queue has no quota."""
         spec = rec.spec
         why = self._yielding(spec)
-        if why:
-            return Admission(False, spec.queue, None, {}, why)
+        if why:  # (Slurm's word for a job that waits for one ahead of it: Priority)
+            return Admission(False, spec.queue, None, {}, why, "Priority")
         if spec.queue not in self._queues:
             return None
         tier = self.tier(spec)

@@ -1,0 +1,127 @@
+"""Why each waiting job waits, in Slurm's words (squeue's ``NODELIST(REASON)``).
+
+An explanation of the cycle, not a part of it: :func:`take_reasons` reads what the cycle left
+behind (the queue in order, the jobs parked by quota with the verdict that parked them, the
+array children held by their throttle, the jobs waiting on dependencies) and decides nothing.
+It walks the waiting jobs once (no node is looked at, except the few a job names with
+``--nodelist``), and only after a cycle that could have changed something: the core raises
+``reasons_due`` then, and the shell asks. The simulator never asks.
+
+The reasons, first that applies:
+
+* ``ReqNodeNotAvail: n3 drained`` — a node the job names (``--nodelist``) takes no work;
+* ``""`` — its licenses are not all free: the shell's own view says which, with live counts
+  (:meth:`~fusesched.core.licenses.LicensePool.shortage`);
+* ``Resources`` — the first job in line: it waits for room;
+* ``Priority`` — a job behind it;
+* ``QuotaExceeded: queue physics (…)`` — its queue's quota parked it (the ledger's words);
+  ``QOSMaxJobsPerUserLimit: …`` / ``QOSMaxGRESPerUser: …`` — its tier's per-user limit did;
+  ``Priority: waits while job 12 takes the room it preempted for``;
+* ``JobArrayTaskLimit: …`` — its array runs at most so many children at a time;
+* ``Dependency: job 12`` — it waits for the jobs its dependencies name.
+
+Jobs with a reason of their own are left out, and the shell keeps what it said of them:
+held jobs, jobs waiting for their begin time, a requeue's back-off or a reservation's window.
+Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fusesched.core.quota import Admission
+from fusesched.core.records import JobRecord
+from fusesched.model.job import LabelOp
+from fusesched.model.node import LABEL_HOSTNAME, NodeState
+from fusesched.model.phases import JobPhase
+
+if TYPE_CHECKING:
+    from fusesched.core.scheduler import SchedulerCore
+
+RESOURCES = "Resources"
+PRIORITY = "Priority"
+REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+QUOTA_EXCEEDED = "QuotaExceeded"
+ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
+DEPENDENCY = "Dependency"
+
+#: Node states that take no new work and do not come back by themselves (a suspended node
+#: is resumed for the jobs that wait for it: it is no reason).
+_UNAVAILABLE = (NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING)
+#: Jobs named in a dependency reason; more are counted.
+_NAMED = 3
+
+
+def take_reasons(core: SchedulerCore) -> dict[str, str] | None:
+    """The reasons of the waiting jobs (job id → reason; ``""``: none the core can give)
+    if a cycle or an event may have changed them since the last call, else ``None``."""
+    if not core.reasons_due:
+        return None
+    core.reasons_due = False
+    return waiting_reasons(core)
+
+
+def waiting_reasons(core: SchedulerCore) -> dict[str, str]:
+    """Every waiting job's reason but those the shell keeps (see the module's docstring)."""
+    reasons: dict[str, str] = {}
+    licenses = core.licenses
+    first = True
+    for rec in core.queue.records:
+        why = nodes_not_available(core, rec)
+        if not why and licenses is not None and licenses.blocks(rec):
+            why = ""  # (the shell's view names the licenses, with live counts)
+        elif not why:
+            why = RESOURCES if first else PRIORITY
+        reasons[rec.id] = why
+        first = False
+    for rec in core._parked.values():
+        reasons[rec.id] = refused(rec.parked_by)
+    for parent, held in core._array_held.items():
+        for rec in held:
+            array = rec.spec.array
+            most = array.max_parallel if array is not None else None
+            reasons[rec.id] = f"{ARRAY_TASK_LIMIT}: array {parent} runs at most {most} at a time"
+    jobs = core.jobs
+    for waiters in core._dependents.values():
+        for job_id in waiters:
+            rec = jobs[job_id]
+            if job_id not in reasons and rec.phase is JobPhase.PENDING and rec.held is None:
+                reasons[job_id] = dependency(rec)
+    return reasons
+
+
+def nodes_not_available(core: SchedulerCore, rec: JobRecord) -> str:
+    """``ReqNodeNotAvail: n3 drained, n4 down`` when nodes the job names (``--nodelist``:
+    a hostname ``In`` requirement) take no work, else ``""``."""
+    required = rec.spec.placement.required
+    if not required:
+        return ""
+    cluster = core.cluster
+    out: list[str] = []
+    for req in required:
+        if req.key != LABEL_HOSTNAME or req.op is not LabelOp.IN:
+            continue
+        for name in req.values:
+            row = cluster.index.get(name)
+            if row is None:
+                out.append(f"{name} not registered")
+            elif cluster.states[row] in _UNAVAILABLE:
+                out.append(f"{name} {cluster.states[row]}")
+    return f"{REQ_NODE_NOT_AVAIL}: {', '.join(out)}" if out else ""
+
+
+def refused(verdict: Admission | None) -> str:
+    """The reason of a job its quota (or a tier's limit) parked, from the verdict that did."""
+    if verdict is None:
+        return QUOTA_EXCEEDED
+    if verdict.limit:
+        return f"{verdict.limit}: {verdict.reason}"
+    return f"{QUOTA_EXCEEDED}: queue {verdict.queue} ({verdict.reason})"
+
+
+def dependency(rec: JobRecord) -> str:
+    """``Dependency: job 12`` (``jobs 12, 13, 14 and 2 more``): the jobs it still waits on."""
+    ids = sorted(rec.waiting_on, key=lambda j: (len(j), j))
+    named = ", ".join(ids[:_NAMED])
+    more = f" and {len(ids) - _NAMED} more" if len(ids) > _NAMED else ""
+    return f"{DEPENDENCY}: {'job' if len(ids) == 1 else 'jobs'} {named}{more}"
