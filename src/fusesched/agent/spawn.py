@@ -74,11 +74,17 @@ _SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
 # reach it, at the moment it enters.
 _SHIM_CD = 'read -r _ || exit 125\ncd -- "$1" || exit 125\nshift\nexec "$@" </dev/null\n'
 # The same, run as the task's identity by setpriv: first takes the job's environment from
-# the file named by its first argument (and deletes it); the second is the working directory.
+# the file named by its first argument (opened, then deleted before it is read, so that no
+# failure while reading it leaves it behind); the second is the working directory.
 _SHIM_ENV = (
-    'read -r _ || exit 125\n. "$1" || exit 125\ncommand -p rm -f -- "$1"\n'
-    'cd -- "$2" || exit 125\nshift 2\nexec "$@" </dev/null\n'
+    'read -r _ || exit 125\nexec 3<"$1" || exit 125\ncommand -p rm -f -- "$1"\n'
+    '. /dev/fd/3 || exit 125\nexec 3<&-\ncd -- "$2" || exit 125\nshift 2\n'
+    'exec "$@" </dev/null\n'
 )
+#: Names bash keeps read-only: assigning one ends a POSIX shell (bash as /bin/sh, as on
+#: RHEL-family nodes) and the task with it, so they are left out of the file (bash sets
+#: them itself in every shell anyway).
+SHELL_READ_ONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 ENV_NAME = ".fusesched-env"
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
 SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -120,8 +126,13 @@ def find_setpriv() -> str | None:
 
 def _exports(env: Mapping[str, str]) -> str:
     """``env`` as lines a POSIX shell sources: ``export 'NAME=value'`` (single quotes keep
-    every byte literal; a quote inside is closed, escaped and reopened)."""
-    quoted = (f"{name}={value}".replace("'", "'\\''") for name, value in env.items())
+    every byte literal; a quote inside is closed, escaped and reopened); without
+    :data:`SHELL_READ_ONLY`'s names."""
+    quoted = (
+        f"{name}={value}".replace("'", "'\\''")
+        for name, value in env.items()
+        if name not in SHELL_READ_ONLY
+    )
     return "".join(f"export '{item}'\n" for item in quoted)
 
 
