@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from builders import job, make_core, node, nodes
-from fusesched.core.pending_reasons import take_reasons, waiting_reasons
+from fusesched.core.pending_reasons import given, take_reasons, waiting_reasons
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
+    JobCheckpointed,
     JobExited,
     JobHoldRequested,
     JobReleaseRequested,
@@ -123,6 +124,23 @@ def test_held_jobs_and_jobs_waiting_for_their_begin_time_keep_the_shells_reason(
     assert take_reasons(core) == {"b": "Resources"}
 
 
+def test_a_dynamic_order_explains_again_only_when_a_cycle_changed_something() -> None:
+    """The multifactor order re-sorts the queue every cycle; the reasons stay the same
+    unless the first job in line changes or jobs start: not explained again every cycle
+    (50,000 waiting jobs cost ~35 ms each time), nor for a running job's checkpoint."""
+    core = make_core(nodes(1, cpu=4), queue_order="multifactor", backfill="easy")
+    core.step(0, [JobSubmitted(whole("a", 1)), JobSubmitted(whole("b", 1))])
+    core.step(1, [JobSubmitted(whole("c", 1, at=1))])
+    assert take_reasons(core) == {"b": "Resources", "c": "Priority"}
+    for now in (2.0, 3.0):
+        core.step(now)
+        assert take_reasons(core) is None
+    core.step(4, [JobCheckpointed("a", 3.5)])
+    assert take_reasons(core) is None
+    assert started(core.step(5, [JobExited("a")])) == ["b"]
+    assert take_reasons(core) == {"c": "Resources"}
+
+
 def test_reasons_never_change_what_the_cycle_decides() -> None:
     """The explanation only reads: a core asked every cycle decides as one never asked."""
     policy = TenancyPolicy(tenancy({"a": (3, None, None)}, cohort=None))
@@ -138,3 +156,12 @@ def test_reasons_never_change_what_the_cycle_decides() -> None:
         take_reasons(asked)
         events = [JobExited(j) for j in started(out)]
     assert all(rec.phase.terminal for rec in asked.jobs.values())
+
+
+def test_the_reasons_the_core_gives_are_told_from_the_shells() -> None:
+    """After a restart the shell knows which stored reasons were the core's (cleared when
+    the job starts) and which its own."""
+    for said in ("Priority", "Resources; requeued (preempted for job 8)", "Dependency: job 3"):
+        assert given(said)
+    for said in ("held: Priority", "begin time 2026-12-06", "released", "", "requeued (x)"):
+        assert not given(said)

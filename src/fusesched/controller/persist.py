@@ -70,6 +70,9 @@ class Persistence:
         # that were requeued were (said after the core's reason until they start)
         self._waits: dict[str, str] = {}
         self._requeued: dict[str, str] = {}
+        # waiting jobs recovered with a reason the core gave them before a restart: theirs
+        # too is cleared when they start (recovered_wait)
+        self._recovered: set[str] = set()
         self._seq_next = 0
         self._seq_left = 0
         # told of every job transition written here (the controller sets it): notifications
@@ -232,7 +235,8 @@ class Persistence:
     ) -> None:
         """A run ended by preemption or a retried failure: the job waits again (Pending)."""
         self._waits.pop(job_id, None)
-        self._requeued[job_id] = reason
+        # (said after the core's reason once back in the queue: its back-off is over then)
+        self._requeued[job_id] = reason.partition("; eligible at ")[0]
         self._job_changes.append(
             JobChange(job_id, state=JobState.PENDING, phase=phase.value, reason=reason, nodes=())
         )
@@ -271,11 +275,20 @@ class Persistence:
             self._job_changes.append(JobChange(job_id, reason=requeued.get(job_id, "")))
         self._waits = said
 
+    def recovered_wait(self, job_id: str) -> None:
+        """A waiting job recovered after a restart, its stored reason one the core gave
+        (:func:`~fusesched.core.pending_reasons.given`): cleared when it starts, as if
+        :meth:`wait_reasons` had written it."""
+        self._recovered.add(job_id)
+
     def _forget_wait(self, job_id: str) -> bool:
         """Forget what :meth:`wait_reasons` wrote of ``job_id`` and why it was requeued (its
-        reason is written otherwise now); True if it had written some."""
+        reason is written otherwise now); True if it had written some (or a recovered job
+        came with some)."""
         self._requeued.pop(job_id, None)
-        return self._waits.pop(job_id, None) is not None
+        recovered = job_id in self._recovered
+        self._recovered.discard(job_id)
+        return self._waits.pop(job_id, None) is not None or recovered
 
     def job_updated(
         self,

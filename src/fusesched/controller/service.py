@@ -60,7 +60,7 @@ from fusesched.controller.records import (
 )
 from fusesched.controller.remote import RemotePool, Update
 from fusesched.controller.wake import Wake
-from fusesched.core.pending_reasons import take_reasons
+from fusesched.core.pending_reasons import given, take_reasons
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -422,6 +422,8 @@ class Controller:
                 spec = federation.routed(self, request, spec)
             except SubmitError as exc:  # the pools changed since: it may still fit somewhere
                 log.warning("job %s: %s; queued without a route", spec.id, exc)
+            if given(row.reason):  # (cleared when it starts)
+                self.persist.recovered_wait(spec.id)
             live = LiveJob(spec.id, row.seq, spec, request)
             live.hold = holds.stored_hold(row.phase, row.reason)
             live.hold_admin = holds.stored_admin(row.phase, row.reason)

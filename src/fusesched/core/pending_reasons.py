@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusesched.core.quota import Admission
+from fusesched.core.quota import USER_GPUS_LIMIT, USER_JOBS_LIMIT, Admission
 from fusesched.core.records import JobRecord
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_HOSTNAME, NodeState
@@ -50,6 +50,11 @@ DEPENDENCY = "Dependency"
 _UNAVAILABLE = (NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING)
 #: Jobs named in a dependency reason; more are counted.
 _NAMED = 3
+#: The first word of every reason the core gives (:func:`given`).
+_GIVEN = frozenset(
+    {RESOURCES, PRIORITY, REQ_NODE_NOT_AVAIL, QUOTA_EXCEEDED, USER_JOBS_LIMIT, USER_GPUS_LIMIT}
+    | {ARRAY_TASK_LIMIT, DEPENDENCY}
+)
 
 
 def take_reasons(core: SchedulerCore) -> dict[str, str] | None:
@@ -88,6 +93,13 @@ def waiting_reasons(core: SchedulerCore) -> dict[str, str]:
             if job_id not in reasons and rec.phase is JobPhase.PENDING and rec.held is None:
                 reasons[job_id] = dependency(rec)
     return reasons
+
+
+def given(reason: str) -> bool:
+    """Whether a stored reason is one :func:`waiting_reasons` gives (``Priority``,
+    ``QuotaExceeded: …``, ``Resources; requeued (…)``): a shell restarted with it stored
+    knows it as its own to replace."""
+    return reason.split(";", 1)[0].split(":", 1)[0] in _GIVEN
 
 
 def nodes_not_available(core: SchedulerCore, rec: JobRecord) -> str:

@@ -199,7 +199,8 @@ class SchedulerCore:
 
     def handle(self, event: Event, now: float) -> list[Decision]:
         """Apply one event to the state; returns decisions it forces (rejections, stops)."""
-        self.reasons_due = True
+        if type(event) is not JobCheckpointed:  # (a checkpoint changes no waiting job)
+            self.reasons_due = True
         if isinstance(event, JobSubmitted):
             return self._submit(event.job, now)
         if isinstance(event, JobExited):
@@ -260,6 +261,7 @@ class SchedulerCore:
         those too late to start, after it those it could not start at their latest start.
         """
         self.stats.cycles += 1
+        parked = len(self._parked)
         expired = None
         if self._deadlines and self._deadlines[0][0] < now:  # (none in most workloads)
             expired = deadlines.expire(self, now, this_cycle=False)  # too late to start
@@ -279,6 +281,8 @@ class SchedulerCore:
             out.extend(deadlines.expire(self, now, this_cycle=True))
         if expired:
             out[:0] = expired
+        if out or len(self._parked) != parked:  # (jobs started, left or were parked)
+            self.reasons_due = True
         return out
 
     def _cycle(self, now: float) -> list[Decision]:
@@ -301,10 +305,10 @@ class SchedulerCore:
         queue = self.queue
         changed = self._changed or self.order.dynamic
         fresh = self._fresh
+        if self._changed or fresh:  # (a dynamic order alone: only a new head, starts, parks)
+            self.reasons_due = True
         self._changed = False
         self._fresh = []
-        if changed or fresh:
-            self.reasons_due = True
         if not queue.records or not (changed or fresh):
             return []
         out: list[Decision] = []
@@ -329,6 +333,7 @@ class SchedulerCore:
         if head is not self.blocked_head:
             changed = True
             self.blocked_head = head
+            self.reasons_due = True  # (a new first in line)
         if changed or out:  # something freed, a new head, or jobs started ahead of the head
             self.reservation = None
         if self._backfill is not None:
