@@ -87,6 +87,16 @@ REASONS: list[tuple[str, JobSpec, str]] = [
         "no node meets pool In [x]",
     ),
     (
+        "nodelist",
+        job(
+            {"cpu": 1},
+            placement={
+                "required": [{"key": "kubernetes.io/hostname", "op": "In", "values": ["n9"]}]
+            },
+        ),
+        "no node is named n9 (-w/--nodelist; the nodes: c1, c2, g1, g2)",
+    ),
+    (
         "anti-affinity",
         job({"cpu": 1}, placement={"anti_affinity": [{"key": "pool", "op": "Exists"}]}),
         "every node meets the anti-affinity pool Exists",

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from fusesched.model.job import JobSpec, LabelRequirement, Placement, TaskGroup
-from fusesched.model.node import NodeSpec
+from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
 from fusesched.model.resources import Resources, format_quantity
 
 
@@ -49,11 +49,21 @@ def _placement_reason(placement: Placement, nodes: Sequence[NodeSpec]) -> str:
             return f"no node has label {key}={value} ({have})"
     for req in placement.required:
         if not any(req.matches(node.labels) for node in nodes):
+            if req.key == LABEL_HOSTNAME and req.op == "In":  # (sbatch -w, --nodelist)
+                return _unknown_nodes(req.values, nodes)
             return f"no node meets {_show_requirement(req)}"
     for req in placement.anti_affinity:
         if all(req.matches(node.labels) for node in nodes):
             return f"every node meets the anti-affinity {_show_requirement(req)}"
     return "no node meets the node selector, required and anti-affinity terms together"
+
+
+def _unknown_nodes(names: Sequence[str], nodes: Sequence[NodeSpec]) -> str:
+    """A node list (``-w``) naming no node of the cluster, said as Slurm users read it."""
+    known = sorted(node.labels.get(LABEL_HOSTNAME, node.name) for node in nodes)
+    shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+    asked = ", ".join(names)
+    return f"no node is named {asked} (-w/--nodelist; the nodes: {shown})"
 
 
 def _task_reason(group: TaskGroup, nodes: Sequence[NodeSpec], where: str) -> str | None:
