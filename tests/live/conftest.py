@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,21 +61,30 @@ def scratch() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _cluster(tmp_path: Path, database_url: str | None) -> Iterator[LocalCluster]:
+@contextlib.contextmanager
+def local_cluster(
+    data: Path,
+    pick: Callable[[list[AgentConfig]], Sequence[AgentConfig]] = list,
+    **options: Any,
+) -> Iterator[LocalCluster]:
+    """A running controller with the agents ``pick`` chooses of :func:`agent_configs` (all
+    three by default), their work dirs in a folder the tasks' uids can reach; ``options``
+    go to :class:`LocalCluster`."""
     shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
     shared.chmod(0o755)  # the agents' work dirs must be reachable by the tasks' uids
     cluster = LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(shared),
-        database_url=database_url,
-        long_poll_s=0.5,
+        data, port=0, agents=list(pick(agent_configs(shared))), long_poll_s=0.5, **options
     )
     try:
         with cluster:
             yield cluster
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def _cluster(tmp_path: Path, database_url: str | None) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path / "data", database_url=database_url) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import getpass
 import json
-import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +18,7 @@ import pytest
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 from .test_cli import fusesched
 
 ME = getpass.getuser()
@@ -68,19 +65,8 @@ class Jobs:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("sacct") / "data",
-        port=0,
-        agents=agent_configs(shared)[:1],
-        long_poll_s=0.5,
-    )
-    try:
-        with cluster:
-            yield Jobs(cluster)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(tmp_path_factory.mktemp("sacct") / "data", lambda a: a[:1]) as cluster:
+        yield Jobs(cluster)
 
 
 def lines(jobs: Jobs, *args: str) -> list[str]:

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
+from fusesched.agent.config import AgentConfig
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 from .test_cli import PYTHON
 
 
@@ -33,34 +31,26 @@ class Nodes:
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    a, b, c = agent_configs(shared)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("sinfo") / "data",
-        port=0,
-        agents=[a.model_copy(update={"labels": {}}), b.model_copy(update={"labels": {}}), c],
-        long_poll_s=0.5,
-        auth=True,
-    )
-    try:
-        with cluster:
-            token = cluster.admin_token
-            assert token is not None
-            client = Client(cluster.url, token=token)
-            job = client.submit(
-                {"name": "busy", "groups": [{"resources": {"cpu": "1"}, "argv": ["sleep", "120"]}]}
-            )
-            client.drain_node("node-c", "fan swap")
-            deadline = time.monotonic() + 60
-            while client.show(job)["state"] != "Running" or len(client.nodes()) < 3:
-                assert time.monotonic() < deadline, client.show(job)
-                time.sleep(0.2)
-            (busy,) = client.show(job)["nodes"]
-            idle = "node-b" if busy == "node-a" else "node-a"
-            yield Nodes(cluster, token, busy, idle)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    def unlabelled_first_two(agents: list[AgentConfig]) -> list[AgentConfig]:
+        a, b, c = agents  # (a and b in the default pool, c in its own)
+        return [a.model_copy(update={"labels": {}}), b.model_copy(update={"labels": {}}), c]
+
+    data = tmp_path_factory.mktemp("sinfo") / "data"
+    with local_cluster(data, unlabelled_first_two, auth=True) as cluster:
+        token = cluster.admin_token
+        assert token is not None
+        client = Client(cluster.url, token=token)
+        job = client.submit(
+            {"name": "busy", "groups": [{"resources": {"cpu": "1"}, "argv": ["sleep", "120"]}]}
+        )
+        client.drain_node("node-c", "fan swap")
+        deadline = time.monotonic() + 60
+        while client.show(job)["state"] != "Running" or len(client.nodes()) < 3:
+            assert time.monotonic() < deadline, client.show(job)
+            time.sleep(0.2)
+        (busy,) = client.show(job)["nodes"]
+        idle = "node-b" if busy == "node-a" else "node-a"
+        yield Nodes(cluster, token, busy, idle)
 
 
 def sinfo(nodes: Nodes, *args: str) -> subprocess.CompletedProcess[str]:

@@ -5,11 +5,9 @@ under it, and only the job's owner may run steps of it from outside the job."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ import pytest
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 
 PYTHON = [sys.executable, "-m", "fusesched"]
 #: Every allocation here: small enough for both test nodes.
@@ -47,24 +45,13 @@ class Secure:
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("salloc") / "data",
-        port=0,
-        agents=agent_configs(shared)[:2],
-        long_poll_s=0.5,
-        auth=True,
-    )
-    try:
-        with cluster:
-            admin = Client(cluster.url, token=cluster.admin_token)
-            tokens = {"admin": cluster.admin_token or ""}
-            for who, role in (("ann", "user"), ("ben", "user"), ("tia", "tenant-admin")):
-                tokens[who] = admin.create_token(who, tenant="lab", role=role)["token"]
-            yield Secure(cluster, tokens)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    data = tmp_path_factory.mktemp("salloc") / "data"
+    with local_cluster(data, lambda a: a[:2], auth=True) as cluster:
+        admin = Client(cluster.url, token=cluster.admin_token)
+        tokens = {"admin": cluster.admin_token or ""}
+        for who, role in (("ann", "user"), ("ben", "user"), ("tia", "tenant-admin")):
+            tokens[who] = admin.create_token(who, tenant="lab", role=role)["token"]
+        yield Secure(cluster, tokens)
 
 
 def salloc(secure: Secure, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
