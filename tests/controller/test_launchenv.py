@@ -167,6 +167,34 @@ def test_a_slurm_batch_script_gets_the_batch_steps_ranks() -> None:
     assert "SLURM_CPUS_PER_TASK" not in env and "SLURM_ARRAY_JOB_ID" not in env
 
 
+def test_slurm_variables_say_what_the_job_holds_on_each_node() -> None:
+    """SLURM_CPUS_ON_NODE & co. sum the tasks of every group on the node (fractions of a
+    CPU rounded up); the start and end times come from the start and the time limit."""
+    slots = task_slots(decision())  # n2: 2 workers; n0: 1 worker + the ps
+    worker = Resources.parse({"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"})
+    ps = Resources.parse({"cpu": "500m", "memory": "1Gi"})
+    job = SlurmJob(
+        "9", "j", "bob", "default", "default", "silver", None, 0,
+        per_task={"worker": worker, "ps": ps},
+        start_time=1_700_000_000.7,
+        walltime_s=3600,
+    )  # fmt: skip
+    env = [slurm_env(job, s, slots, batch=False) for s in slots]
+    assert [e["SLURM_CPUS_ON_NODE"] for e in env] == ["8", "8", "5", "5"]
+    assert {e["SLURM_JOB_CPUS_PER_NODE"] for e in env} == {"8,5"}
+    assert [e["SLURM_MEM_PER_NODE"] for e in env] == ["16384", "16384", "9216", "9216"]
+    assert [e["SLURM_GPUS_ON_NODE"] for e in env] == ["2", "2", "1", "1"]
+    assert (env[0]["SLURM_JOB_START_TIME"], env[0]["SLURM_JOB_END_TIME"]) == (
+        "1700000000",
+        "1700003600",
+    )
+    batch = slurm_env(job, slots[0], slots, batch=True)  # the script: the first node's
+    assert (batch["SLURM_CPUS_ON_NODE"], batch["SLURM_GPUS_ON_NODE"]) == ("8", "2")
+    bare = SlurmJob("8", "job", "bob", "default", "default", "silver", None, 0)
+    plain = slurm_env(bare, slots[0], slots, batch=True)  # nothing known: nothing said
+    assert not {"SLURM_CPUS_ON_NODE", "SLURM_MEM_PER_NODE", "SLURM_JOB_END_TIME"} & set(plain)
+
+
 def test_tasks_per_node_is_written_as_slurm_writes_it() -> None:
     assert tasks_per_node([2, 2, 1]) == "2(x2),1"
     assert tasks_per_node([1, 3, 3, 3]) == "1,3(x3)"

@@ -53,8 +53,9 @@ class PoolDriver(Protocol):
         ...
 
 
-def _slurm_job(live: LiveJob, attempt: int) -> SlurmJob:
-    """What the Slurm variables of ``live``'s tasks say of it (``slurm_env`` jobs)."""
+def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
+    """What the Slurm variables of ``live``'s tasks say of it (``slurm_env`` jobs) when it
+    starts at ``now``."""
     spec = live.spec
     millicores = spec.task_groups[0].resources.get(CPU, 0)
     array = spec.array
@@ -74,6 +75,9 @@ def _slurm_job(live: LiveJob, attempt: int) -> SlurmJob:
         array_parent=spec.array_parent,
         array=span,
         array_index=spec.array_index,
+        per_task={group.name: group.resources for group in spec.task_groups},
+        start_time=now,
+        walltime_s=spec.walltime_s,
     )
 
 
@@ -105,7 +109,7 @@ class AgentPool:
         tenants = ctl.core.tenants  # the job's QoS tier may cap its power
         power_cap = dict(tenants.tier(live.spec).power_cap) if tenants is not None else {}
         group_of = {g.name: g for g in live.request.groups}
-        slurm = _slurm_job(live, attempt) if live.request.slurm_env else None
+        slurm = _slurm_job(live, attempt, now) if live.request.slurm_env else None
         per_task = {g.group: g.resources for g in decision.groups}
         devices = {g.group: g.devices for g in decision.groups}
         for slot in launched:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER
 from fusesched.model.events import StartJob
+from fusesched.model.resources import CPU, GPU, MEMORY
 from fusesched.submit.hostlist import tasks_per_node
 
 #: Port range for MASTER_PORT; the job's sequence number picks one (distinct for 20,000 jobs).
@@ -179,6 +180,10 @@ class SlurmJob:
     array_parent: str | None = None
     array: tuple[int, int, int, int] | None = None  # (first, last, step, count)
     array_index: int | None = None
+    #: each task group's per-task resources (cpu in millicores, memory in bytes, GPUs)
+    per_task: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    start_time: float | None = None  # SLURM_JOB_START_TIME (Unix seconds)
+    walltime_s: float | None = None  # with the start: SLURM_JOB_END_TIME
 
 
 def slurm_env(
@@ -221,6 +226,11 @@ def slurm_env(
     }
     if job.cpus_per_task is not None:
         env["SLURM_CPUS_PER_TASK"] = str(job.cpus_per_task)
+    env.update(_node_shares(job, own.node, nodes, slots))
+    if job.start_time is not None:
+        env["SLURM_JOB_START_TIME"] = str(int(job.start_time))
+        if job.walltime_s is not None:
+            env["SLURM_JOB_END_TIME"] = str(int(job.start_time + job.walltime_s))
     if job.array_index is not None and job.array_parent is not None:
         env["SLURM_ARRAY_JOB_ID"] = job.array_parent
         env["SLURM_ARRAY_TASK_ID"] = str(job.array_index)
@@ -230,4 +240,29 @@ def slurm_env(
             env["SLURM_ARRAY_TASK_MAX"] = str(last)
             env["SLURM_ARRAY_TASK_STEP"] = str(step)
             env["SLURM_ARRAY_TASK_COUNT"] = str(count)
+    return env
+
+
+def _node_shares(
+    job: SlurmJob, node: str, nodes: Sequence[str], slots: Sequence[TaskSlot]
+) -> dict[str, str]:
+    """What the job holds per node, as Slurm says it: ``SLURM_CPUS_ON_NODE`` (whole CPUs on
+    ``node``, a fraction rounded up), ``SLURM_JOB_CPUS_PER_NODE`` (every node, ``4(x2),2``),
+    ``SLURM_MEM_PER_NODE`` (MiB) and ``SLURM_GPUS_ON_NODE`` — each only when the job holds
+    some of it."""
+    totals: dict[str, dict[str, int]] = {name: {} for name in nodes}
+    for slot in slots:
+        held = totals[slot.node]
+        for name, amount in job.per_task.get(slot.group, {}).items():
+            held[name] = held.get(name, 0) + amount
+    env: dict[str, str] = {}
+    cpus = [-(-totals[name].get(CPU, 0) // 1000) for name in nodes]
+    if any(cpus):
+        env["SLURM_CPUS_ON_NODE"] = str(cpus[list(nodes).index(node)])
+        env["SLURM_JOB_CPUS_PER_NODE"] = tasks_per_node(cpus)
+    here = totals[node]
+    if here.get(MEMORY):
+        env["SLURM_MEM_PER_NODE"] = str(here[MEMORY] // 2**20)
+    if here.get(GPU):
+        env["SLURM_GPUS_ON_NODE"] = str(here[GPU])
     return env
