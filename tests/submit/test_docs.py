@@ -16,7 +16,7 @@ def blocks(language: str) -> list[str]:
 
 
 def test_yaml_examples() -> None:
-    own, kube = blocks("yaml")
+    own, kube, *_ = blocks("yaml")
     hello, pretrain = (p.request for p in parse_submission(own))
     assert hello.walltime_s == 300 and hello.identified().type is JobType.BATCH
     assert [g.replicas for g in pretrain.groups] == [4, 1]
@@ -33,3 +33,17 @@ def test_batch_script_example() -> None:
     assert req.groups[0].replicas == 8 and req.placement.max_tasks_per_node == 4
     assert req.groups[0].resources == {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}
     assert req.identified().type is JobType.AI_TRAIN
+
+
+def test_kubeflow_volcano_and_deployment_examples() -> None:
+    _, _, pytorch, mpi, volcano, deployment = blocks("yaml")
+    parsed = [parse_submission(text)[0] for text in (pytorch, mpi, volcano, deployment)]
+    assert all(p.warnings == () for p in parsed)
+    pt, mp, vc, dep = (p.request.identified() for p in parsed)
+    assert [(g.name, g.replicas) for g in pt.groups] == [("master", 1), ("worker", 3)]
+    assert pt.type is JobType.AI_TRAIN and pt.queue == "gpu"
+    assert (mp.groups[0].replicas, mp.groups[0].resources) == (4, {"cpu": "1", "memory": "2Gi"})
+    assert mp.type is JobType.HPC
+    assert [(g.name, g.replicas) for g in vc.groups] == [("ps", 1), ("worker", 2)]
+    assert vc.min_member == 3
+    assert dep.type is JobType.SERVICE and dep.groups[0].replicas == 2

@@ -199,7 +199,17 @@ BAD: list[tuple[str, str, str]] = [
         POD.replace("  schedulerName: fused-scheduler\n", ""),
         "j.yaml:4: spec: schedulerName: fused-scheduler is missing",
     ),
-    ("kind", JOB.replace("kind: Job", "kind: Deployment"), "j.yaml:2: kind: 'Deployment' is"),
+    ("kind", JOB.replace("kind: Job", "kind: StatefulSet"), "j.yaml:2: kind: 'StatefulSet' is"),
+    (
+        "kind of another version",
+        JOB.replace("kind: Job", "kind: Deployment"),
+        "j.yaml:1: apiVersion: a Deployment needs apiVersion 'apps/v1', not 'batch/v1'",
+    ),
+    (
+        "job version",
+        JOB.replace("apiVersion: batch/v1", "apiVersion: batch/v2"),
+        "a Job needs apiVersion 'batch/v1' or 'batch.volcano.sh/v1alpha1', not 'batch/v2'",
+    ),
     ("version", POD.replace("apiVersion: v1", "apiVersion: v2"), "a Pod needs apiVersion 'v1'"),
     ("top field", POD + "extra: 1\n", "j.yaml:12: extra: unknown field 'extra'"),
     ("not a mapping", "- a\n", "a Kubernetes object must be a mapping"),

@@ -38,12 +38,14 @@ def test_each_format_is_recognised(tmp_path: Path) -> None:
     [
         (OWN, ["-n", "2"], "f: sbatch options were given but the file is not a batch script"),
         ("", [], "f: no job in the file (it is empty)"),
-        ("apiVersion: apps/v1\nkind: Deployment\n", [], "f:2: kind: 'Deployment' is not"),
+        ("apiVersion: apps/v1\nkind: StatefulSet\n", [], "f:2: kind: 'StatefulSet' is not"),
         (
             "apiVersion: fusesched/v1\n" + OWN,
             [],
-            "f:1: kind: None is not supported; submit a Pod (v1) or a Job (batch/v1) (a fusesched "
-            "job file has apiVersion fusesched.io/v1, not 'fusesched/v1')",
+            "f:1: kind: None is not supported; submit a Pod (v1), Job (batch/v1), Deployment "
+            "(apps/v1), PyTorchJob (kubeflow.org/v1), MPIJob (kubeflow.org/v2beta1) or Volcano Job "
+            "(batch.volcano.sh/v1alpha1) (a fusesched job file has apiVersion fusesched.io/v1, not "
+            "'fusesched/v1')",
         ),
     ],
 )

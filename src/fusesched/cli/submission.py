@@ -131,7 +131,8 @@ def submit(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Job files: fusesched YAML, Kubernetes Pod/Job YAML or a batch script."
+            help="Job files: fusesched YAML, Kubernetes YAML (Pod, Job, Deployment, Kubeflow "
+            "PyTorchJob or MPIJob, Volcano Job) or a batch script."
         ),
     ],
     test_only: Annotated[

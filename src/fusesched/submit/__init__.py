@@ -1,5 +1,6 @@
-"""Job submission: fusesched YAML, ``#SBATCH`` scripts, Kubernetes Pod/Job YAML and the
-Python objects the REST API and SDK use, all validated into :class:`JobRequest`.
+"""Job submission: fusesched YAML, ``#SBATCH`` scripts, Kubernetes YAML (Pod, Job, Deployment,
+Kubeflow PyTorchJob and MPIJob, Volcano Job) and the Python objects the REST API and SDK use,
+all validated into :class:`JobRequest`.
 
 See docs/SUBMIT.md.
 """

@@ -48,18 +48,23 @@ class Reader(Protocol):
 
 
 def add_probes(
-    reader: Reader, container: Mapping[str, object], loc: Loc, group: dict[str, object]
+    reader: Reader,
+    container: Mapping[str, object],
+    loc: Loc,
+    group: dict[str, object],
+    prefix: str = "groups[0]",
 ) -> None:
-    """Put the container's (at ``loc``) probes in ``group`` (the request's ``groups[0]``)."""
+    """Put the container's (at ``loc``) probes in ``group`` (the request's ``prefix``, as
+    ``groups[1]``)."""
     ports = _named_ports(container)
     for kube_key, field in PROBES.items():
         if kube_key not in container:
             continue
         probe_loc: Loc = (*loc, kube_key)
-        probe = _Probe(reader, probe_loc, f"groups[0].{field}", ports).read(container[kube_key])
+        probe = _Probe(reader, probe_loc, f"{prefix}.{field}", ports).read(container[kube_key])
         if probe is not None:
             group[field] = probe
-            reader.renames[f"groups[0].{field}"] = probe_loc
+            reader.renames[f"{prefix}.{field}"] = probe_loc
 
 
 def _named_ports(container: Mapping[str, object]) -> dict[str, object]:

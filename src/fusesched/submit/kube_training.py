@@ -1,0 +1,327 @@
+"""Kubeflow training jobs for ``schedulerName: fused-scheduler`` (docs/SUBMIT.md has the
+tables): a ``kubeflow.org/v1`` PyTorchJob and a ``kubeflow.org/v2beta1`` MPIJob, each one gang
+job.
+
+**PyTorchJob** — a task group per replica type, ``master`` (at most one replica) then
+``worker``. Every task gets what the training operator gives its pods, from fusesched's own
+rendezvous variables (controller/launchenv.py): ``MASTER_ADDR`` (the Master's node),
+``MASTER_PORT``, ``WORLD_SIZE`` (all replicas) and ``RANK`` (the Master 0, workers 1…n), and
+``PYTHONUNBUFFERED=1``. ``MASTER_PORT`` is fusesched's port of the job, not the operator's
+23456 nor a ``pytorchjob-port``: tasks share their nodes' network, so a fixed port would clash
+between jobs (a warning says so when a container names that port). The main container is the
+one the default-container annotation names, else the one named ``pytorch``, else the first.
+``elasticPolicy`` and ``nprocPerNode`` are refused: fusesched starts fixed gangs and does not
+set torchrun's ``PET_*`` variables. Its type is ``ai-train``.
+
+**MPIJob** — one group of ``Worker.replicas × slotsPerWorker`` tasks (the job's MPI slots),
+each with a worker pod's resources divided by ``slotsPerWorker``; run as fusesched runs MPI
+jobs: the Launcher's command (``mpirun …``) starts on the first node with a hostfile of the
+slots, and ``mpirun`` reaches the other nodes through fusesched's launcher (no ssh, no
+sshd in the workers: their command is not run). Only OpenMPI is supported.
+
+Both: ``runPolicy.activeDeadlineSeconds`` → ``walltime_s``; ``backoffLimit`` →
+``restart.max_restarts``; ``suspend`` → ``hold``; ``schedulingPolicy.minAvailable`` →
+``min_member``, ``.queue`` → ``queue``; a replica ``restartPolicy`` of ``OnFailure``,
+``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts).
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Final
+
+from fusesched.model.resources import CPU, MEMORY, Resources
+from fusesched.submit._yamldoc import Document
+from fusesched.submit.kube_pod import PodPart, PodReader
+from fusesched.submit.problems import Loc, format_loc
+from fusesched.submit.request import ParsedJob
+
+_NONE: Final = frozenset[str]()
+REPLICA_FIELDS: Final = frozenset({"replicas", "template", "restartPolicy"})
+RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
+RUN_POLICY_USED: Final = frozenset(
+    {"activeDeadlineSeconds", "backoffLimit", "schedulingPolicy", "suspend"}
+)
+RUN_POLICY_QUIET: Final = frozenset({"cleanPodPolicy", "ttlSecondsAfterFinished"})
+RUN_POLICY_WARN: Final = frozenset({"managedBy"})
+SCHEDULING_USED: Final = frozenset({"minAvailable", "queue"})
+SCHEDULING_WARN: Final = frozenset({"minResources", "priorityClass", "scheduleTimeoutSeconds"})
+
+PYTORCH_TYPES: Final = ("Master", "Worker")
+PYTORCH_USED: Final = frozenset({"pytorchReplicaSpecs", "runPolicy"})
+PYTORCH_REFUSED: Final = {
+    "elasticPolicy": "elastic training (a changing number of replicas) is not supported: "
+    "fusesched starts a fixed gang; give replicas and leave elasticPolicy out",
+    "nprocPerNode": "nprocPerNode is not supported: fusesched does not set torchrun's PET_* "
+    "variables; run torchrun with --nproc-per-node and --nnodes=$WORLD_SIZE "
+    "--node-rank=$RANK --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT",
+}
+#: The container the training operator gives the rendezvous variables.
+PYTORCH_CONTAINER: Final = "pytorch"
+PYTORCH_PORT_NAME: Final = "pytorchjob-port"
+
+MPI_TYPES: Final = ("Launcher", "Worker")
+MPI_USED: Final = frozenset({"mpiReplicaSpecs", "runPolicy", "slotsPerWorker", "mpiImplementation"})
+MPI_QUIET: Final = frozenset({"sshAuthMountPath", "launcherCreationPolicy"})
+MPI_WARN: Final = frozenset({"runLauncherAsWorker"})
+#: Where Kubeflow's launcher finds its hostfile; fusesched's is in the task's folder.
+KUBEFLOW_HOSTFILE: Final = "/etc/mpi/hostfile"
+_NP_FLAGS: Final = ("-np", "-n", "--np", "-c")
+#: Resources a worker's share may round up (millicores, bytes); others must divide evenly.
+_DIVISIBLE: Final = frozenset({CPU, MEMORY, "ephemeral-storage"})
+
+
+def pytorch_job(doc: Document) -> ParsedJob:
+    """One gang job from a ``kubeflow.org/v1`` PyTorchJob document."""
+    return _TrainingReader(doc).pytorch()
+
+
+def mpi_job(doc: Document) -> ParsedJob:
+    """One MPI job from a ``kubeflow.org/v2beta1`` MPIJob document."""
+    return _TrainingReader(doc).mpi()
+
+
+class _TrainingReader(PodReader):
+    def replica_specs(
+        self, spec: Mapping[str, object], key: str, types: Sequence[str], required: Sequence[str]
+    ) -> list[tuple[str, Mapping[str, object], Loc]]:
+        """The replica specs under ``spec[key]`` in the order of ``types``."""
+        loc: Loc = ("spec", key)
+        if key not in spec:
+            raise self.error(f"{key} is required", ("spec",))
+        found = self.mapping(spec[key], loc, key)
+        for name in found:
+            if name not in types:
+                close = difflib.get_close_matches(name, types, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.error(
+                    f"unknown replica type {name!r} (known: {', '.join(types)}){hint}",
+                    (*loc, name),
+                )
+        for name in required:
+            if name not in found:
+                raise self.error(f"a {name} replica spec is required", loc)
+        if not found:
+            raise self.error(f"give a replica spec ({' or '.join(types)})", loc)
+        out = []
+        for name in types:
+            if name in found:
+                replica_loc: Loc = (*loc, name)
+                replica = self.mapping(found[name], replica_loc, "a replica spec")
+                self.check_fields(replica, replica_loc, REPLICA_FIELDS, _NONE, _NONE)
+                if "template" not in replica:
+                    raise self.error("a replica spec needs template", replica_loc)
+                out.append((name, replica, replica_loc))
+        return out
+
+    def one_replica(self, name: str, replica: Mapping[str, object], loc: Loc) -> None:
+        if self.count(replica, (*loc, "replicas"), 1) != 1:
+            raise self.error(f"a {name} has exactly 1 replica", (*loc, "replicas"))
+
+    def restart_policies(
+        self, replicas: Sequence[tuple[str, Mapping[str, object], Loc]], data: dict[str, object]
+    ) -> None:
+        """Replicas restarted on failure → the job's application failures are retried."""
+        retried = False
+        for _, replica, loc in replicas:
+            if "restartPolicy" not in replica:
+                continue
+            policy = replica["restartPolicy"]
+            if policy not in RESTART_POLICIES:
+                raise self.error(
+                    f"must be one of {', '.join(RESTART_POLICIES)}, not {policy!r}",
+                    (*loc, "restartPolicy"),
+                )
+            if policy == "ExitCode":
+                self.warn(
+                    f"{format_loc((*loc, 'restartPolicy'))}: ExitCode restarts the job after "
+                    "any failing exit here (as OnFailure)",
+                    (*loc, "restartPolicy"),
+                )
+            retried = retried or policy != "Never"
+        if retried:
+            restart = data.setdefault("restart", {})
+            assert isinstance(restart, dict)
+            restart["retry_application_failures"] = True
+
+    def run_policy(self, spec: Mapping[str, object], data: dict[str, object]) -> None:
+        loc: Loc = ("spec", "runPolicy")
+        policy = self.mapping(spec.get("runPolicy"), loc, "runPolicy")
+        self.check_fields(policy, loc, RUN_POLICY_USED, RUN_POLICY_QUIET, RUN_POLICY_WARN)
+        if "activeDeadlineSeconds" in policy:
+            data["walltime_s"] = self.seconds(policy, (*loc, "activeDeadlineSeconds"))
+        if "backoffLimit" in policy:
+            restart = data.setdefault("restart", {})
+            assert isinstance(restart, dict)
+            restart["max_restarts"] = policy["backoffLimit"]
+            self.renames["restart.max_restarts"] = (*loc, "backoffLimit")
+        if "suspend" in policy:
+            data["hold"] = self.flag(policy, (*loc, "suspend"))
+        gang_loc: Loc = (*loc, "schedulingPolicy")
+        gang = self.mapping(policy.get("schedulingPolicy"), gang_loc, "schedulingPolicy")
+        self.check_fields(gang, gang_loc, SCHEDULING_USED, _NONE, SCHEDULING_WARN)
+        if "minAvailable" in gang:
+            self.set_field(data, "min_member", gang["minAvailable"], (*gang_loc, "minAvailable"))
+        if "queue" in gang:
+            self.set_field(data, "queue", gang["queue"], (*gang_loc, "queue"))
+
+    def refuse(self, spec: Mapping[str, object], refused: Mapping[str, str]) -> None:
+        for key, why in refused.items():
+            if key in spec:
+                raise self.error(why, ("spec", key))
+
+    # -- PyTorchJob -------------------------------------------------------------------------
+
+    def pytorch(self) -> ParsedJob:
+        meta, spec = self.read_object()
+        self.refuse(spec, PYTORCH_REFUSED)
+        self.check_fields(spec, ("spec",), PYTORCH_USED, _NONE, _NONE)
+        replicas = self.replica_specs(spec, "pytorchReplicaSpecs", PYTORCH_TYPES, ())
+        data: dict[str, object] = {"type": "ai-train"}
+        parts: list[PodPart] = []
+        for index, (kind, replica, loc) in enumerate(replicas):
+            if kind == "Master":
+                self.one_replica(kind, replica, loc)
+            count = self.count(replica, (*loc, "replicas"), 1)
+            template_loc: Loc = (*loc, "template")
+            part = self.template(replica["template"], template_loc, index, main=PYTORCH_CONTAINER)
+            part.group.update(name=kind.lower(), replicas=count)
+            self.renames[f"groups[{index}].replicas"] = (*loc, "replicas")
+            env = part.group.setdefault("env", {})
+            assert isinstance(env, dict)
+            env.setdefault("PYTHONUNBUFFERED", "1")  # as the training operator sets it
+            self.named_port(replica["template"], template_loc)
+            parts.append(part)
+        self.run_policy(spec, data)
+        self.restart_policies(replicas, data)
+        self.combine(parts, data)
+        self.metadata(meta, data)
+        return self.request(data)
+
+    def named_port(self, template: object, loc: Loc) -> None:
+        """Warn that a ``pytorchjob-port`` is not the job's ``MASTER_PORT`` here."""
+        spec = template.get("spec") if isinstance(template, Mapping) else None
+        containers = spec.get("containers") if isinstance(spec, Mapping) else None
+        for i, container in enumerate(containers if isinstance(containers, list) else []):
+            ports = container.get("ports") if isinstance(container, Mapping) else None
+            for j, port in enumerate(ports if isinstance(ports, list) else []):
+                if isinstance(port, Mapping) and port.get("name") == PYTORCH_PORT_NAME:
+                    port_loc: Loc = (*loc, "spec", "containers", i, "ports", j)
+                    self.warn(
+                        f"{format_loc(port_loc)}: {PYTORCH_PORT_NAME} is not the job's "
+                        "MASTER_PORT: fusesched gives each job its own MASTER_PORT (tasks "
+                        "share their nodes' network, so a fixed port would clash)",
+                        port_loc,
+                    )
+
+    # -- MPIJob -----------------------------------------------------------------------------
+
+    def mpi(self) -> ParsedJob:
+        meta, spec = self.read_object()
+        self.check_fields(spec, ("spec",), MPI_USED, MPI_QUIET, MPI_WARN)
+        implementation = spec.get("mpiImplementation", "OpenMPI")
+        if implementation != "OpenMPI":
+            raise self.error(
+                f"{implementation!r} is not supported: fusesched runs MPI jobs with OpenMPI's "
+                "mpirun (give OpenMPI)",
+                ("spec", "mpiImplementation"),
+            )
+        slots = self.count(spec, ("spec", "slotsPerWorker"), 1)
+        replicas = self.replica_specs(spec, "mpiReplicaSpecs", MPI_TYPES, MPI_TYPES)
+        (_, launcher, launcher_loc), (_, worker, worker_loc) = replicas
+        self.one_replica("Launcher", launcher, launcher_loc)
+        workers = self.count(worker, (*worker_loc, "replicas"), 1)
+        worker_template: Loc = (*worker_loc, "template")
+        workers_part = self.template(worker["template"], worker_template, 0, command=False)
+        for probe in ("liveness", "readiness"):
+            if probe in workers_part.group:
+                self.warn(
+                    f"the Worker's {probe} probe is not run: mpirun starts the ranks",
+                    (*worker_loc, "template"),
+                )
+        # (the launcher's resources are not booked: mpirun runs in the first slot)
+        part = self.template(launcher["template"], (*launcher_loc, "template"), 0, resources=False)
+        group = part.group
+        self.check_argv(group, workers * slots)
+        group["env"] = {**_env(workers_part.group), **_env(group)}
+        self.one_image(group, workers_part.group, launcher_loc)
+        group.update(
+            name="worker",
+            replicas=workers * slots,
+            launcher="mpi",
+            resources=self.share(workers_part.resources, slots, worker_loc),
+        )
+        self.renames["groups[0].resources"] = (*worker_loc, "template", "spec", "containers")
+        self.renames["groups[0].replicas"] = (*worker_loc, "replicas")
+        if part.placement != workers_part.placement and any(part.placement.values()):
+            self.warn(
+                "the Launcher's node selection is ignored: mpirun runs on the first node of "
+                "the Worker's slots",
+                part.loc,
+            )
+        deadlines = [d for d in (part.deadline_s, workers_part.deadline_s) if d is not None]
+        merged = replace(workers_part, group=group, deadline_s=min(deadlines, default=None))
+        if merged.priority is None:
+            merged.priority, merged.priority_loc = part.priority, part.priority_loc
+        data: dict[str, object] = {}
+        self.run_policy(spec, data)
+        self.restart_policies(replicas, data)
+        self.combine([merged], data)
+        self.metadata(meta, data)
+        return self.request(data)
+
+    def share(self, total: Resources, slots: int, loc: Loc) -> dict[str, str]:
+        """One slot's share of a worker's resources (cpu and memory rounded up)."""
+        out: dict[str, int] = {}
+        for name, amount in total.items():
+            if name not in _DIVISIBLE and amount % slots:
+                raise self.error(
+                    f"{name}: a worker's {amount} cannot be shared evenly by slotsPerWorker "
+                    f"({slots}) slots; give a multiple of {slots}",
+                    (*loc, "template", "spec", "containers"),
+                )
+            out[name] = -(-amount // slots)
+        return Resources(out).to_spec()
+
+    def check_argv(self, group: Mapping[str, object], slots: int) -> None:
+        """The launcher's command must not name Kubeflow's hostfile nor more processes than
+        there are slots."""
+        argv = group.get("argv")
+        words = [str(w) for w in argv] if isinstance(argv, list) else []
+        where = self.rename(("groups", 0, "argv"))
+        if any(KUBEFLOW_HOSTFILE in word for word in words):
+            raise self.error(
+                f"{KUBEFLOW_HOSTFILE} does not exist under fusesched: leave --hostfile out "
+                "(mpirun reads the job's hostfile from $OMPI_MCA_orte_default_hostfile; "
+                "the file is $FUSESCHED_HOSTFILE)",
+                where,
+            )
+        for flag, value in itertools.pairwise(words):
+            if flag in _NP_FLAGS and value.isdigit() and int(value) > slots:
+                raise self.error(
+                    f"mpirun {flag} {value} asks for more processes than the job's {slots} "
+                    "slots (Worker replicas × slotsPerWorker)",
+                    where,
+                )
+
+    def one_image(
+        self, launcher: dict[str, object], worker: Mapping[str, object], loc: Loc
+    ) -> None:
+        """The launcher and the ranks run in one image: the launcher's, else the worker's."""
+        mine, theirs = launcher.get("image"), worker.get("image")
+        if mine is not None and theirs is not None and mine != theirs:
+            raise self.error(
+                f"the Launcher's image {mine!r} differs from the Worker's {theirs!r}: "
+                "fusesched runs mpirun and its ranks in one image; give the same",
+                (*loc, "template"),
+            )
+        if mine is None and theirs is not None:
+            launcher["image"] = theirs
+
+
+def _env(group: Mapping[str, object]) -> dict[str, object]:
+    env = group.get("env")
+    return dict(env) if isinstance(env, Mapping) else {}

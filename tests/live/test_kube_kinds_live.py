@@ -1,0 +1,157 @@
+"""Kubeflow and Volcano kinds end to end: ``fusesched submit`` of a PyTorchJob (Master + one
+Worker) on a real controller with two real agents; each task gets the training operator's
+rendezvous variables (Master rank 0 at MASTER_ADDR, the Worker rank 1, one MASTER_PORT,
+WORLD_SIZE 2), and a real torch.distributed gloo all-reduce runs across the two tasks; an
+MPIJob's mpirun spans the Worker's slots through fusesched's launcher."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fusesched.cli.local import LocalCluster
+from fusesched.controller.launchenv import MASTER_PORT_BASE, MASTER_PORT_SPAN
+from fusesched.examples import EXAMPLES
+from fusesched.sdk import Client
+
+from .conftest import local_cluster
+
+PRINT_ENV = (
+    "import os; print(*(os.environ[k] for k in "
+    "('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'PYTHONUNBUFFERED')))"
+)
+
+
+def pytorch_job(argv: list[str], cpu: str = "500m", memory: str = "128Mi") -> str:
+    def replica(kind: str) -> str:
+        return f"""\
+    {kind}:
+      replicas: 1
+      restartPolicy: Never
+      template:
+        spec:
+          schedulerName: fused-scheduler
+          containers:
+            - name: pytorch
+              command: {json.dumps(argv)}
+              resources: {{requests: {{cpu: {cpu}, memory: {memory}}}}}
+"""
+
+    return (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pt}\nspec:\n"
+        "  runPolicy: {activeDeadlineSeconds: 240}\n  pytorchReplicaSpecs:\n"
+        + replica("Master")
+        + replica("Worker")
+    )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path / "data", lambda agents: agents[:2]) as made:
+        yield made
+
+
+def submit(cluster: LocalCluster, path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fusesched", "submit", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"FUSESCHED_CONTROLLER": cluster.url, "PATH": "/usr/bin:/bin"},
+    )
+
+
+def run(cluster: LocalCluster, path: Path, text: str, timeout: float) -> tuple[str, dict]:  # type: ignore[type-arg]
+    path.write_text(text, encoding="utf-8")
+    submitted = submit(cluster, path)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = str(json.loads(submitted.stdout)["id"])
+    return job_id, Client(cluster.url).wait(job_id, timeout=timeout)
+
+
+def test_pytorchjob_tasks_get_the_operators_variables(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    job_id, done = run(
+        cluster, tmp_path / "pt.yaml", pytorch_job([sys.executable, "-c", PRINT_ENV]), 60
+    )
+    client = Client(cluster.url)
+    said = {
+        group: client.logs(job_id, task=f"{job_id}.{group}.0").split()
+        for group in ("master", "worker")
+    }
+    assert done["state"] == "Completed", (done, said)
+    assert done["type"] == "ai-train"
+    master, worker = said["master"], said["worker"]
+    assert master[:3] == ["0", "2", "127.0.0.1"] and worker[:3] == ["1", "2", "127.0.0.1"]
+    assert master[3] == worker[3]  # one rendezvous port, fusesched's for the job
+    assert MASTER_PORT_BASE <= int(master[3]) < MASTER_PORT_BASE + MASTER_PORT_SPAN
+    assert master[4] == worker[4] == "1"  # PYTHONUNBUFFERED, as the operator sets it
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
+def test_pytorchjob_gloo_all_reduce_across_its_tasks(cluster: LocalCluster, tmp_path: Path) -> None:
+    argv = [sys.executable, str(EXAMPLES / "ddp_train.py"), "3"]
+    job_id, done = run(cluster, tmp_path / "ddp.yaml", pytorch_job(argv, "1", "1Gi"), 180)
+    client = Client(cluster.url)
+    lines = [
+        client.logs(job_id, task=f"{job_id}.{group}.0").strip().splitlines()
+        for group in ("master", "worker")
+    ]
+    assert done["state"] == "Completed", (done, lines)
+    master, worker = lines[0][-1], lines[1][-1]
+    assert master.startswith("rank 0/2") and worker.startswith("rank 1/2")
+    assert "allreduce 3" in master and "allreduce 3" in worker  # 1 + 2, summed over both
+    assert master.rsplit("checksum ", 1)[1] == worker.rsplit("checksum ", 1)[1]
+
+
+MPI_JOB = """\
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: hello-mpi}
+spec:
+  slotsPerWorker: 1
+  runPolicy: {activeDeadlineSeconds: 120}
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: fused-scheduler
+          containers:
+            - name: launcher
+              command: [mpirun, -np, "2", --mca, btl, "tcp,self", --mca, btl_tcp_if_include, lo,
+                        sh, -c, 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE"']
+              env: [{name: PATH, value: "PATH_HERE"}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          schedulerName: fused-scheduler
+          containers:
+            - name: worker
+              resources: {requests: {cpu: "2", memory: 128Mi}}
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI is not installed")
+def test_mpijob_runs_mpirun_over_the_worker_slots(cluster: LocalCluster, tmp_path: Path) -> None:
+    text = MPI_JOB.replace(
+        "PATH_HERE", str(Path(shutil.which("mpirun") or "").parent) + ":/usr/bin:/bin"
+    )
+    job_id, done = run(cluster, tmp_path / "mpi.yaml", text, 120)
+    output = Client(cluster.url).logs(job_id)
+    assert done["state"] == "Completed", (done, output)
+    assert done["type"] == "hpc"
+    ranks = sorted(line for line in output.splitlines() if line.startswith("rank "))
+    assert ranks == ["rank 0 of 2", "rank 1 of 2"], output
+    # a slot per node (2 cpu each): mpirun reached the other one through fusesched's launcher
+    assert sorted(done["nodes"]) == ["node-a", "node-b"]
+    assert any(".remote." in task["task_id"] for task in done["tasks"])

@@ -1,0 +1,234 @@
+"""Volcano Job and apps/v1 Deployment YAML (submit/kube_workloads.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fusesched.model.job import JobType
+from fusesched.submit import SubmitError, parse_kube_yaml, parse_submission
+
+VOLCANO = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: tf, namespace: team-b}
+spec:
+  schedulerName: fused-scheduler
+  minAvailable: 2
+  queue: research
+  maxRetry: 5
+  ttlSecondsAfterFinished: 60
+  tasks:
+    - name: ps
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - {name: ps, command: [python, ps.py], resources: {requests: {cpu: "1"}}}
+    - replicas: 2
+      template:
+        spec:
+          activeDeadlineSeconds: 300
+          containers:
+            - name: worker
+              command: [python, worker.py]
+              resources: {requests: {cpu: "2", memory: 1Gi}}
+"""
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {kueue.x-k8s.io/queue-name: services}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  strategy: {type: RollingUpdate}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      schedulerName: fused-scheduler
+      containers:
+        - name: web
+          command: [python, -m, http.server, "8080"]
+          ports: [{containerPort: 8080}]
+          readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 2}
+          resources: {requests: {cpu: 250m, memory: 64Mi}}
+"""
+
+
+def test_volcano_job_is_a_gang_of_its_tasks() -> None:
+    (parsed,) = parse_kube_yaml(VOLCANO, "vc.yaml")
+    req = parsed.request
+    assert parsed.warnings == ()
+    assert (req.name, req.tenant, req.queue, req.min_member) == ("tf", "team-b", "research", 2)
+    assert req.restart.max_restarts == 5 and req.walltime_s == 300
+    ps, worker = req.groups
+    assert (ps.name, ps.replicas, ps.argv) == ("ps", 1, ["python", "ps.py"])
+    assert (worker.name, worker.replicas) == ("default1", 2)  # Volcano's default task name
+    assert worker.resources == {"cpu": "2", "memory": "1Gi"}
+    assert req.identified().type is JobType.BATCH
+
+
+def test_volcano_templates_name_the_scheduler_without_the_jobs() -> None:
+    text = VOLCANO.replace("  schedulerName: fused-scheduler\n", "").replace(
+        "        spec:\n", "        spec:\n          schedulerName: fused-scheduler\n"
+    )
+    (parsed,) = parse_kube_yaml(text)
+    assert len(parsed.request.groups) == 2
+    with pytest.raises(SubmitError, match=r"spec\.tasks\[0\]\.template\.spec: schedulerName: "):
+        parse_kube_yaml(VOLCANO.replace("  schedulerName: fused-scheduler\n", ""))
+
+
+def test_volcano_warns_of_what_it_ignores() -> None:
+    text = VOLCANO.replace(
+        "  maxRetry: 5\n",
+        "  maxRetry: 5\n  priorityClassName: high\n  policies: [{event: PodEvicted, action: "
+        "RestartJob}]\n  plugins: {svc: [], env: []}\n",
+    ).replace("      replicas: 1\n", "      replicas: 1\n      dependsOn: {name: [worker]}\n")
+    (parsed,) = parse_kube_yaml(text, "vc.yaml")
+    assert parsed.warnings == (
+        "vc.yaml:9: spec.priorityClassName is not supported; ignored",
+        "vc.yaml:10: spec.policies is not supported; ignored",
+        "vc.yaml:11: spec.plugins is not supported; ignored",
+        "vc.yaml:16: spec.tasks[0].dependsOn is not supported; ignored",
+    )
+
+
+def test_deployment_is_a_restarted_service() -> None:
+    (parsed,) = parse_submission(DEPLOYMENT, source="d.yaml")
+    req = parsed.request
+    assert parsed.warnings == ()
+    assert (req.name, req.queue, req.type) == ("web", "services", JobType.SERVICE)
+    (group,) = req.groups
+    assert group.replicas == 3 and group.ports == [8080]
+    assert group.readiness is not None and group.readiness.period_s == 2
+    restart = req.restart
+    assert (restart.mode, restart.max_restarts, restart.backoff_s) == ("restart-in-place", 1000, 10)
+    assert restart.retry_application_failures
+    assert req.walltime_s is None
+
+
+def test_deployment_default_replicas_and_type_annotation() -> None:
+    text = DEPLOYMENT.replace("  replicas: 3\n", "").replace(
+        "  labels:", "  annotations: {fusesched.io/type: ai-infer}\n  labels:"
+    )
+    (parsed,) = parse_kube_yaml(text)
+    assert parsed.request.groups[0].replicas == 1
+    assert parsed.request.type is JobType.AI_INFER
+
+
+BAD: list[tuple[str, str, str]] = [
+    (
+        "volcano scheduler",
+        VOLCANO.replace("schedulerName: fused-scheduler", "schedulerName: volcano"),
+        "vc.yaml:5: spec.schedulerName: must be 'fused-scheduler' for fusesched to run this job, "
+        "not 'volcano'",
+    ),
+    ("no tasks", VOLCANO.split("  tasks:")[0], "vc.yaml:4: spec: a Volcano Job needs at least one"),
+    (
+        "task typo",
+        VOLCANO.replace("      replicas: 1\n", "      replica: 1\n"),
+        "vc.yaml:12: spec.tasks[0].replica: unknown field 'replica'; did you mean 'replicas'?",
+    ),
+    (
+        "spec typo",
+        VOLCANO.replace("minAvailable: 2", "minAvailble: 2"),
+        "spec.minAvailble: unknown field 'minAvailble'; did you mean 'minAvailable'?",
+    ),
+    (
+        "min available",
+        VOLCANO.replace("minAvailable: 2", "minAvailable: 4"),
+        "vc.yaml:6: spec.minAvailable: 4 is more than the job's 3 tasks",
+    ),
+    (
+        "min available type",
+        VOLCANO.replace("minAvailable: 2", "minAvailable: many"),
+        "vc.yaml:6: spec.minAvailable: Input should be a valid integer",
+    ),
+    (
+        "duplicate names",
+        VOLCANO.replace("    - replicas: 2\n", "    - name: ps\n      replicas: 2\n"),
+        "task group names must be unique; repeated: ps",
+    ),
+    (
+        "task name",
+        VOLCANO.replace("name: ps\n", "name: -ps\n"),
+        "vc.yaml:11: spec.tasks[0].name: String should match pattern",
+    ),
+    ("task template", VOLCANO.split("      template:")[0], "spec.tasks[0]: a task needs template"),
+    (
+        "replicas",
+        VOLCANO.replace("replicas: 2", "replicas: 0"),
+        "vc.yaml:17: spec.tasks[1].replicas: must be a whole number ≥ 1",
+    ),
+    (
+        "max retry",
+        VOLCANO.replace("maxRetry: 5", "maxRetry: 5000"),
+        "vc.yaml:8: spec.maxRetry: Input should be less than or equal to 1000",
+    ),
+    (
+        "different selections",
+        VOLCANO.replace(
+            "        spec:\n          containers:",
+            "        spec:\n          nodeSelector: {a: b}\n          containers:",
+        ).replace(
+            "        spec:\n          activeDeadlineSeconds",
+            "        spec:\n          nodeName: n1\n          activeDeadlineSeconds",
+        ),
+        "spec.tasks[1].template.spec: its node selection (nodeSelector, nodeName, nodeAffinity) "
+        "differs from that of spec.tasks[0].template.spec",
+    ),
+    (
+        "template field",
+        VOLCANO.replace(
+            "      template:\n        spec:\n          containers:",
+            "      template:\n        spc: {}\n        spec:\n          containers:",
+        ),
+        "spec.tasks[0].template: unknown field 'spc' (a template has metadata and spec)",
+    ),
+    (
+        "deployment replicas",
+        DEPLOYMENT.replace("replicas: 3", "replicas: 0"),
+        "vc.yaml:7: spec.replicas: must be a whole number ≥ 1",
+    ),
+    (
+        "deployment template",
+        DEPLOYMENT.split("  template:")[0],
+        "vc.yaml:6: spec: a Deployment needs spec.template",
+    ),
+    (
+        "deployment typo",
+        DEPLOYMENT.replace("replicas: 3", "replica: 3"),
+        "spec.replica: unknown field 'replica'; did you mean 'replicas'?",
+    ),
+    (
+        "deployment version",
+        DEPLOYMENT.replace("apps/v1", "extensions/v1beta1"),
+        "vc.yaml:1: apiVersion: a Deployment needs apiVersion 'apps/v1', not 'extensions/v1beta1'",
+    ),
+    (
+        "deployment scheduler",
+        DEPLOYMENT.replace("      schedulerName: fused-scheduler\n", ""),
+        "vc.yaml:12: spec.template.spec: schedulerName: fused-scheduler is missing",
+    ),
+    (
+        "deployment probe",
+        DEPLOYMENT.replace("periodSeconds: 2", "periodSeconds: 0"),
+        "vc.yaml:18: spec.template.spec.containers[0].readinessProbe.periodSeconds: Input should "
+        "be greater than or equal to 0.5",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [(t, m) for _, t, m in BAD], ids=[c for c, *_ in BAD])
+def test_errors_name_file_line_and_field(text: str, message: str) -> None:
+    with pytest.raises(SubmitError) as caught:
+        parse_kube_yaml(text, "vc.yaml")
+    assert message in str(caught.value)
+
+
+def test_deployment_warns_of_what_it_ignores() -> None:
+    text = DEPLOYMENT.replace("  replicas: 3\n", "  replicas: 3\n  paused: true\n")
+    (parsed,) = parse_kube_yaml(text, "d.yaml")
+    assert parsed.warnings == ("d.yaml:8: spec.paused is not supported; ignored",)
