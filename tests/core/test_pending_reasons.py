@@ -36,6 +36,7 @@ def whole(job_id: str, count: int, at: float = 0.0) -> JobSpec:
 
 
 def test_the_first_job_waits_for_resources_the_others_for_priority() -> None:
+    """(Without backfilling: per partition with it, tests/core/test_contention.py.)"""
     core = two_nodes()
     core.step(0, [JobSubmitted(whole("a", 1))])  # one node left free
     core.step(1, [JobSubmitted(whole("big", 2, at=1)), JobSubmitted(whole("small", 1, at=1))])
@@ -80,13 +81,12 @@ def test_a_job_its_licenses_hold_back_gets_no_reason_from_the_core() -> None:
     assert take_reasons(core) == {"b": ""}
 
 
-def test_a_job_its_queue_quota_parks_says_so_in_the_ledgers_words() -> None:
+def test_a_job_its_queue_quota_parks_says_whose_quota_is_used_up() -> None:
+    """(Its wording for each case: tests/core/test_quota_reasons.py.)"""
     core = core_with(tenancy({"a": (2, None, None), "b": (4, None, None)}, cohort=None))
     core.step(0, [JobSubmitted(gjob("a1", "a", 2)), JobSubmitted(gjob("a2", "a", 2))])
     reasons = take_reasons(core)
-    assert reasons is not None
-    assert reasons["a2"].startswith("QuotaExceeded: queue a (")
-    assert "nvidia.com/gpu needs 2, 0 free" in reasons["a2"]
+    assert reasons == {"a2": "QuotaExceeded: queue a gpu 2/2, needs 2; no cohort to borrow from"}
     core.step(1, [JobExited("a1")])
     assert take_reasons(core) == {}
 

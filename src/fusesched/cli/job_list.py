@@ -95,7 +95,7 @@ def jobs(
             "--format",
             "-o",
             help='Plain lines in squeue\'s format: "%.10i %9P %20j %8u %2t %10M %6D %R" '
-            "(fields: see docs/LIVE.md).",
+            "(fields, and the reasons %R gives a waiting job: see docs/LIVE.md).",
         ),
     ] = None,
     long_fmt: Annotated[

@@ -12,9 +12,12 @@ The reasons, first that applies:
 * ``ReqNodeNotAvail: n3 drained`` — a node the job names (``--nodelist``) takes no work;
 * ``""`` — its licenses are not all free: the shell's own view says which, with live counts
   (:meth:`~fusesched.core.licenses.LicensePool.shortage`);
-* ``Resources`` — the first job in line: it waits for room;
-* ``Priority`` — a job behind it;
-* ``QuotaExceeded: queue physics (…)`` — its queue's quota parked it (the ledger's words);
+* ``Resources`` — the first job of its partition: it waits for room;
+* ``Priority`` — a job behind one of its partition (:mod:`fusesched.core.contention`: a
+  partition is the nodes a job may use and the scarce kind it asks for, e.g. H100 GPUs);
+* ``QuotaExceeded: queue physics gpu 8/8, needs 2; cohort lab has none to lend`` — its
+  queue's quota parked it: its use against its nominal quota and why it may not borrow
+  (:mod:`fusesched.core.quota_reasons`);
   ``QOSMaxJobsPerUserLimit: …`` / ``QOSMaxGRESPerUser: …`` — its tier's per-user limit did;
   ``Priority: waits while job 12 takes the room it preempted for``;
 * ``JobArrayTaskLimit: …`` — its array runs at most so many children at a time;
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fusesched.core.contention import Contention
 from fusesched.core.quota import USER_GPUS_LIMIT, USER_JOBS_LIMIT, Admission
+from fusesched.core.quota_reasons import QUOTA_EXCEEDED, quota_reason
 from fusesched.core.records import JobRecord
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_HOSTNAME, NodeState
@@ -41,7 +46,6 @@ if TYPE_CHECKING:
 RESOURCES = "Resources"
 PRIORITY = "Priority"
 REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
-QUOTA_EXCEEDED = "QuotaExceeded"
 ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
 DEPENDENCY = "Dependency"
 
@@ -70,17 +74,23 @@ def waiting_reasons(core: SchedulerCore) -> dict[str, str]:
     """Every waiting job's reason but those the shell keeps (see the module's docstring)."""
     reasons: dict[str, str] = {}
     licenses = core.licenses
-    first = True
-    for rec in core.queue.records:
-        why = nodes_not_available(core, rec)
+    records = core.queue.records
+    for rec, first in zip(records, Contention(core).firsts(records), strict=True):
+        spec = rec.spec
+        # (most jobs name no node: no call for them)
+        why = nodes_not_available(core, rec) if spec.placement.required else ""
         if not why and licenses is not None and licenses.blocks(rec):
             why = ""  # (the shell's view names the licenses, with live counts)
         elif not why:
             why = RESOURCES if first else PRIORITY
-        reasons[rec.id] = why
-        first = False
+        reasons[spec.id] = why
+    said: dict[int, str] = {}  # (parked jobs alike share their verdict)
     for rec in core._parked.values():
-        reasons[rec.id] = refused(rec.parked_by)
+        verdict = rec.parked_by
+        known = said.get(id(verdict))
+        if known is None:
+            known = said[id(verdict)] = refused(core, rec, verdict)
+        reasons[rec.id] = known
     for parent, held in core._array_held.items():
         for rec in held:
             array = rec.spec.array
@@ -122,13 +132,17 @@ def nodes_not_available(core: SchedulerCore, rec: JobRecord) -> str:
     return f"{REQ_NODE_NOT_AVAIL}: {', '.join(out)}" if out else ""
 
 
-def refused(verdict: Admission | None) -> str:
-    """The reason of a job its quota (or a tier's limit) parked, from the verdict that did."""
+def refused(core: SchedulerCore, rec: JobRecord, verdict: Admission | None) -> str:
+    """The reason of a job its quota (or a tier's limit) parked, from the verdict that did
+    and the quota ledger as it is now."""
     if verdict is None:
         return QUOTA_EXCEEDED
     if verdict.limit:
         return f"{verdict.limit}: {verdict.reason}"
-    return f"{QUOTA_EXCEEDED}: queue {verdict.queue} ({verdict.reason})"
+    gate = core.tenants
+    if gate is None:  # (not parked by a quota: no ledger to read)
+        return f"{QUOTA_EXCEEDED}: queue {verdict.queue} ({verdict.reason})"
+    return quota_reason(gate.ledger, verdict, gate.tier(rec.spec))
 
 
 def dependency(rec: JobRecord) -> str:
