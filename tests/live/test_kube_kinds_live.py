@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from fusesched.cli.local import LocalCluster
+from fusesched.client_base import ControllerError
 from fusesched.controller.launchenv import MASTER_PORT_BASE, MASTER_PORT_SPAN
 from fusesched.examples import EXAMPLES
 from fusesched.sdk import Client
@@ -155,3 +156,54 @@ def test_mpijob_runs_mpirun_over_the_worker_slots(cluster: LocalCluster, tmp_pat
     # a slot per node (2 cpu each): mpirun reached the other one through fusesched's launcher
     assert sorted(done["nodes"]) == ["node-a", "node-b"]
     assert any(".remote." in task["task_id"] for task in done["tasks"])
+
+
+GOOD_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      schedulerName: fused-scheduler
+      containers: [{name: web, command: [sleep, "60"], resources: {requests: {cpu: 100m}}}]
+"""
+
+MALFORMED = [
+    (
+        "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n"
+        "      schedulerName: fused-scheduler\n      affinity: {nodeAffinity: "
+        "{requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
+        "[{matchExpressions: [{key: a, operator: [In]}]}]}}}\n"
+        "      containers: [{name: c, command: [x], resources: {requests: {cpu: 1}}}]\n",
+        "k.yaml:7: spec.template.spec.affinity.nodeAffinity.requiredDuringScheduling"
+        "IgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]: operator ['In'] is "
+        "not supported",
+    ),
+    (
+        # a good Deployment, then a bad Volcano Job: neither is stored
+        GOOD_DEPLOYMENT + "---\napiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nspec:\n"
+        "  tasks: 3\n",
+        "k.yaml:13: spec.tasks: must be a list, not a number",
+    ),
+    (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nspec:\n  pytorchReplicaSpecs:\n"
+        "    Worker: {replicas: '2', template: {}}\n",
+        "k.yaml:5: spec.pytorchReplicaSpecs.Worker.replicas: must be a whole number ≥ 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), MALFORMED)
+def test_malformed_kinds_are_refused_by_the_api_with_the_field(
+    cluster: LocalCluster, text: str, message: str
+) -> None:
+    """``POST /v1/submissions`` (what ``fusesched submit`` sends) parses Kubernetes YAML on the
+    controller: a malformed document is a 400 naming the file, line and field — not a 500 —
+    and no job of the file is stored."""
+    client = Client(cluster.url)
+    with pytest.raises(ControllerError) as refused:
+        client.submit_files([{"name": "k.yaml", "text": text}])
+    assert refused.value.status == 400
+    assert message in str(refused.value)
+    assert client.jobs() == []

@@ -140,6 +140,16 @@ def test_default_container_annotation_picks_the_main_container() -> None:
     assert parsed.request.groups[0].argv == ["gunicorn", "app:app"]
 
 
+def test_without_the_annotation_the_first_container_is_the_main_one() -> None:
+    """Even when a later one has no name (a PyTorchJob's "pytorch" rule is not a Pod's)."""
+    text = POD.replace(
+        "    - name: app\n",
+        "    - name: a\n      command: [a]\n      resources: {requests: {cpu: 1}}\n    -\n",
+    )
+    (parsed,) = parse_kube_yaml(text)
+    assert parsed.request.groups[0].argv == ["a"]
+
+
 def test_more_completions_than_parallelism_become_an_array() -> None:
     text = JOB.replace("completions: 4", "completions: 10").replace(
         "parallelism: 4", "parallelism: 2"

@@ -276,7 +276,7 @@ BAD: list[tuple[str, str, str]] = [
     (
         "backoff limit",
         PYTORCH.replace("backoffLimit: 2", "backoffLimit: -1"),
-        "pt.yaml:9: spec.runPolicy.backoffLimit: Input should be greater than or equal to 0",
+        "pt.yaml:9: spec.runPolicy.backoffLimit: must be a whole number ≥ 0",
     ),
     (
         "min available",
@@ -412,3 +412,62 @@ def test_warnings_for_what_is_ignored() -> None:
         "selection of spec.pytorchReplicaSpecs.Master.template.spec applies to it too (a job has "
         "one placement)",
     )
+
+
+def test_pytorchjob_replica_types_in_any_case() -> None:
+    """The training operator reads ``master``/``worker`` as Master/Worker: so does fusesched."""
+    text = PYTORCH.replace("    Worker:", "    worker:").replace("    Master:", "    MASTER:")
+    (parsed,) = parse_kube_yaml(text, "pt.yaml")
+    master, worker = parsed.request.groups
+    assert (master.name, master.replicas, worker.name, worker.replicas) == (
+        "master",
+        1,
+        "worker",
+        2,
+    )
+    twice = PYTORCH.replace("    Master:", "    worker:")
+    with pytest.raises(SubmitError) as caught:
+        parse_kube_yaml(twice, "pt.yaml")
+    assert "pt.yaml:25: spec.pytorchReplicaSpecs.worker: 'Worker' and 'worker' are both the " in (
+        str(caught.value)
+    )
+    with pytest.raises(SubmitError, match="unknown replica type 'launcher'"):
+        parse_kube_yaml(MPI.replace("    Launcher:", "    launcher:"))  # (MPIJob's: exact)
+
+
+def test_restart_policies_default_as_the_operators() -> None:
+    """Without restartPolicy a PyTorchJob's replicas and an MPIJob's Launcher are OnFailure
+    (the operators' defaults): a failing exit restarts the job; an MPIJob's Worker is Never."""
+    (parsed,) = parse_kube_yaml(PYTORCH.replace("      restartPolicy: OnFailure\n", ""))
+    assert parsed.request.restart.retry_application_failures
+    (parsed,) = parse_kube_yaml(MPI)
+    assert parsed.request.restart.retry_application_failures
+    never = MPI.replace(
+        "    Launcher:\n      replicas: 1\n",
+        "    Launcher:\n      replicas: 1\n      restartPolicy: Never\n",
+    )
+    (parsed,) = parse_kube_yaml(never)
+    assert not parsed.request.restart.retry_application_failures
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("backoffLimit: 2", "backoffLimit: true", "spec.runPolicy.backoffLimit: must be a whole"),
+        ("backoffLimit: 2", 'backoffLimit: "2"', "spec.runPolicy.backoffLimit: must be a whole"),
+        (
+            "minAvailable: 3",
+            "minAvailable: true",
+            "spec.runPolicy.schedulingPolicy.minAvailable: must be a whole number ≥ 1",
+        ),
+        (
+            "minAvailable: 3",
+            'minAvailable: "3"',
+            "spec.runPolicy.schedulingPolicy.minAvailable: must be a whole number ≥ 1",
+        ),
+    ],
+)
+def test_run_policy_numbers_are_whole_numbers(old: str, new: str, message: str) -> None:
+    """Kubernetes' int32 fields: true or "3" is refused, not read as 1 or 3."""
+    with pytest.raises(SubmitError, match=message):
+        parse_kube_yaml(PYTORCH.replace(old, new))

@@ -89,7 +89,6 @@ def test_volcano_warns_of_what_it_ignores() -> None:
     (parsed,) = parse_kube_yaml(text, "vc.yaml")
     assert parsed.warnings == (
         "vc.yaml:9: spec.priorityClassName is not supported; ignored",
-        "vc.yaml:10: spec.policies is not supported; ignored",
         "vc.yaml:11: spec.plugins is not supported; ignored",
         "vc.yaml:16: spec.tasks[0].dependsOn is not supported; ignored",
     )
@@ -144,12 +143,13 @@ BAD: list[tuple[str, str, str]] = [
     (
         "min available type",
         VOLCANO.replace("minAvailable: 2", "minAvailable: many"),
-        "vc.yaml:6: spec.minAvailable: Input should be a valid integer",
+        "vc.yaml:6: spec.minAvailable: must be a whole number ≥ 0",
     ),
     (
         "duplicate names",
         VOLCANO.replace("    - replicas: 2\n", "    - name: ps\n      replicas: 2\n"),
-        "task group names must be unique; repeated: ps",
+        "vc.yaml:17: spec.tasks[1].name: task name 'ps' is also that of spec.tasks[0]: names "
+        "must be unique",
     ),
     (
         "task name",
@@ -232,3 +232,112 @@ def test_deployment_warns_of_what_it_ignores() -> None:
     text = DEPLOYMENT.replace("  replicas: 3\n", "  replicas: 3\n  paused: true\n")
     (parsed,) = parse_kube_yaml(text, "d.yaml")
     assert parsed.warnings == ("d.yaml:8: spec.paused is not supported; ignored",)
+
+
+def test_volcano_zero_is_the_default_min_available_and_max_retry() -> None:
+    """Volcano reads minAvailable 0 as every task and maxRetry 0 as its default, 3."""
+    text = VOLCANO.replace("minAvailable: 2", "minAvailable: 0").replace(
+        "maxRetry: 5", "maxRetry: 0"
+    )
+    (parsed,) = parse_kube_yaml(text)
+    assert parsed.request.min_member is None
+    assert parsed.request.restart.max_restarts == 3
+
+
+def _with_policies(job: str, task: str = "") -> str:
+    text = VOLCANO.replace("  maxRetry: 5\n", f"  maxRetry: 5\n  policies: {job}\n")
+    if task:
+        text = text.replace("    - replicas: 2\n", f"    - replicas: 2\n      policies: {task}\n")
+    return text
+
+
+@pytest.mark.parametrize(
+    ("job", "task", "retried", "warnings"),
+    [
+        ("[{event: PodFailed, action: RestartJob}]", "", True, []),
+        ("[{events: [TaskFailed], action: RestartJob}]", "", True, []),
+        ("[{event: PodEvicted, action: RestartJob}]", "", False, []),
+        ("[{event: PodFailed, action: AbortJob}]", "", False, []),
+        (
+            "[]",
+            "[{event: PodFailed, action: RestartTask}]",
+            True,
+            [
+                "vc.yaml:19: spec.tasks[1].policies[0] (PodFailed → RestartTask): fusesched "
+                "restarts the whole job after any failing exit"
+            ],
+        ),
+        (
+            "[{exitCode: 3, action: RestartJob}]",
+            "",
+            True,
+            [
+                "vc.yaml:9: spec.policies[0] (exitCode 3 → RestartJob): fusesched restarts the "
+                "whole job after any failing exit"
+            ],
+        ),
+        (
+            "[{event: TaskCompleted, action: CompleteJob}]",
+            "",
+            False,
+            ["vc.yaml:9: spec.policies[0] (TaskCompleted → CompleteJob) is not supported; ignored"],
+        ),
+    ],
+)
+def test_volcano_policies(job: str, task: str, retried: bool, warnings: list[str]) -> None:
+    """A policy restarting the job after a failure retries its application failures; one
+    asking for what fusesched does anyway is silent; the others are warnings."""
+    (parsed,) = parse_kube_yaml(_with_policies(job, task), "vc.yaml")
+    assert parsed.request.restart.retry_application_failures is retried
+    assert parsed.request.restart.max_restarts == 5
+    assert list(parsed.warnings) == warnings
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        ("{event: PodFailed}", "vc.yaml:9: spec.policies: must be a list, not a mapping"),
+        ("[{event: PodFailed}]", "vc.yaml:9: spec.policies[0]: a policy needs an action"),
+        (
+            "[{event: PodFailed, action: Restart}]",
+            "spec.policies[0].action: must be one of AbortJob, RestartJob, RestartTask, "
+            "RestartPod, TerminateJob, CompleteJob, ResumeJob, not 'Restart'",
+        ),
+        (
+            "[{events: [PodFail], action: RestartJob}]",
+            "spec.policies[0].events[0]: must be one of *, PodFailed,",
+        ),
+        (
+            "[{event: PodFailed, exitCode: 1, action: RestartJob}]",
+            "spec.policies[0]: a policy needs an event (or events) or an exitCode, not both",
+        ),
+        ("[{action: RestartJob}]", "spec.policies[0]: a policy needs an event (or events)"),
+        (
+            "[{exitCode: 0, action: RestartJob}]",
+            "spec.policies[0].exitCode: must be a whole number other than 0",
+        ),
+        (
+            "[{event: PodFailed, action: RestartJob, evnt: x}]",
+            "spec.policies[0].evnt: unknown field 'evnt'; did you mean 'event'?",
+        ),
+    ],
+)
+def test_volcano_policy_errors(job: str, message: str) -> None:
+    with pytest.raises(SubmitError) as caught:
+        parse_kube_yaml(_with_policies(job), "vc.yaml")
+    assert message in str(caught.value)
+
+
+def test_deployment_pods_restart_always() -> None:
+    """Kubernetes takes only restartPolicy Always in a Deployment's pods: so does fusesched."""
+    always = DEPLOYMENT.replace(
+        "      schedulerName: fused-scheduler\n",
+        "      schedulerName: fused-scheduler\n      restartPolicy: Always\n",
+    )
+    assert parse_kube_yaml(always)[0].request.restart.retry_application_failures
+    with pytest.raises(SubmitError) as caught:
+        parse_kube_yaml(always.replace("restartPolicy: Always", "restartPolicy: Never"), "d.yaml")
+    assert str(caught.value) == (
+        "d.yaml:14: spec.template.spec.restartPolicy: must be Always, not 'Never': a "
+        "Deployment's pods are always restarted"
+    )

@@ -2,18 +2,19 @@
 Job YAML"): ``nodeSelector``, ``nodeName`` (→ ``kubernetes.io/hostname``) and
 ``affinity.nodeAffinity`` — one required term of ``matchExpressions`` (``In``, ``NotIn``,
 ``Exists``, ``DoesNotExist``) and preferred terms with their weights. Pod (anti-)affinity is a
-warning; several required terms (an "or"), ``matchFields`` and other operators are errors."""
+warning; several required terms (an "or"), ``matchFields`` and other operators are errors.
+The pods of one job have one placement (:func:`one_selection`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from fusesched.model.node import LABEL_HOSTNAME
-from fusesched.submit.problems import Loc
+from fusesched.submit.problems import Loc, format_loc
 
 if TYPE_CHECKING:
-    from fusesched.submit.kube_pod import PodReader
+    from fusesched.submit.kube_pod import PodPart, PodReader
 
 _OPS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
@@ -91,7 +92,7 @@ def _expressions(reader: PodReader, value: object, loc: Loc) -> list[tuple[dict[
     for i, item in enumerate(reader.sequence(term.get("matchExpressions"), exprs_loc, "list")):
         expr = reader.mapping(item, (*exprs_loc, i), "an expression")
         op = expr.get("operator")
-        if op not in _OPS:
+        if not isinstance(op, str) or op not in _OPS:
             raise reader.error(
                 f"operator {op!r} is not supported (In, NotIn, Exists, DoesNotExist)",
                 (*exprs_loc, i),
@@ -102,3 +103,30 @@ def _expressions(reader: PodReader, value: object, loc: Loc) -> list[tuple[dict[
     if not out:
         raise reader.error("a node selector term needs matchExpressions", loc)
     return out
+
+
+def one_selection(reader: PodReader, parts: Sequence[PodPart]) -> PodPart:
+    """The part whose node selection is the job's: the pods' selections must agree, and a pod
+    without one takes the others' (with a warning)."""
+    chosen = next((p for p in parts if _selects(p.placement)), parts[0])
+    for part in parts:
+        if _selects(part.placement) and part.placement != chosen.placement:
+            raise reader.error(
+                f"its node selection (nodeSelector, nodeName, nodeAffinity) differs from "
+                f"that of {format_loc(chosen.loc)}: fusesched places all the pods of one "
+                "job by one selection; give them the same",
+                part.loc,
+            )
+    if _selects(chosen.placement):
+        for part in parts:
+            if not _selects(part.placement):
+                reader.warn(
+                    f"{format_loc(part.loc)} selects no nodes: the node selection of "
+                    f"{format_loc(chosen.loc)} applies to it too (a job has one placement)",
+                    part.loc,
+                )
+    return chosen
+
+
+def _selects(placement: Mapping[str, object]) -> bool:
+    return any(bool(value) for value in placement.values())

@@ -43,7 +43,7 @@ from fusesched.submit._kube_fields import (
 )
 from fusesched.submit._yamldoc import Document
 from fusesched.submit.errors import SubmitError
-from fusesched.submit.kube_placement import node_selection
+from fusesched.submit.kube_placement import node_selection, one_selection
 from fusesched.submit.kube_probes import add_probes
 from fusesched.submit.problems import Loc, format_loc
 from fusesched.submit.request import ParsedJob, parse_request
@@ -65,21 +65,32 @@ DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
 
 
 def as_mapping(value: object, doc: Document, loc: Loc, what: str) -> Mapping[str, object]:
-    """``value`` as a mapping with text keys (None: empty); an error naming ``what`` else."""
+    """``value`` as a mapping with text keys (None: empty); an error naming the field else."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise doc.error(f"{what} must be a mapping", loc)
+        raise _not_a("a mapping", value, doc, loc, what)
     return {str(k): v for k, v in value.items()}
 
 
 def as_list(value: object, doc: Document, loc: Loc, what: str) -> list[object]:
-    """``value`` as a list (None: empty); an error naming ``what`` else."""
+    """``value`` as a list (None: empty); an error naming the field else."""
     if value is None:
         return []
     if not isinstance(value, list):
-        raise doc.error(f"{what} must be a list", loc)
+        raise _not_a("a list", value, doc, loc, what)
     return value
+
+
+_KINDS: Final = {bool: "true/false", int: "a number", float: "a number", str: "a string"}
+
+
+def _not_a(wanted: str, value: object, doc: Document, loc: Loc, what: str) -> SubmitError:
+    """``<what> must be <wanted>, not <what the value is>``, at the field ``loc`` (which says
+    ``what`` itself when it is the field's name)."""
+    kind = "a list" if isinstance(value, list) else _KINDS.get(type(value), "a mapping")
+    subject = "" if loc and what == str(loc[-1]) else f"{what} "
+    return doc.error(f"{subject}must be {wanted}, not {kind}", loc, format_loc(loc) or None)
 
 
 @dataclass(slots=True)
@@ -184,10 +195,17 @@ class PodReader:
             raise self.error("must be a whole number of seconds ≥ 1", loc)
         return float(value)
 
-    def count(self, obj: Mapping[str, object], loc: Loc, default: int) -> int:
+    def count(self, obj: Mapping[str, object], loc: Loc, default: int, least: int = 1) -> int:
+        """The whole number at ``loc`` (``default`` when absent), at least ``least``."""
         value = obj.get(str(loc[-1]), default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.error("must be a whole number ≥ 1", loc)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise self.error(f"must be a whole number ≥ {least}", loc)
+        return value
+
+    def one_of(self, value: object, loc: Loc, allowed: Sequence[str]) -> str:
+        """``value`` (written at ``loc``), which must be one of ``allowed``."""
+        if not isinstance(value, str) or value not in allowed:
+            raise self.error(f"must be one of {', '.join(allowed)}, not {value!r}", loc)
         return value
 
     def flag(self, obj: Mapping[str, object], loc: Loc) -> bool:
@@ -214,9 +232,10 @@ class PodReader:
         return out
 
     def metadata(self, meta: Mapping[str, object], data: dict[str, object]) -> None:
+        for key in ("name", "generateName"):
+            if meta.get(key) is not None and not isinstance(meta[key], str):
+                raise self.error("must be a string", ("metadata", key))
         name = meta.get("name") or meta.get("generateName") or ""
-        if not isinstance(name, str):
-            raise self.error("metadata.name must be a string", ("metadata", "name"))
         self.set_field(data, "name", name, ("metadata", "name"))
         namespace = meta.get("namespace")
         if namespace is not None:
@@ -367,11 +386,13 @@ class PodReader:
                     (*loc, "containers"),
                 )
             return names.index(chosen)
-        return names.index(main) if main in names else 0
+        return names.index(main) if main and main in names else 0
 
     def container(self, value: object, loc: Loc) -> tuple[Mapping[str, object], Resources]:
         container = self.mapping(value, loc, "a container")
         self.check_fields(container, loc, CONTAINER_USED, CONTAINER_QUIET, CONTAINER_WARN)
+        if not isinstance(container.get("name", ""), str):
+            raise self.error("must be a string", (*loc, "name"))
         res = self.mapping(container.get("resources"), (*loc, "resources"), "resources")
         for key in res:
             if key == "claims":
@@ -463,23 +484,7 @@ class PodReader:
         limit and the priority into ``data``. The groups' node selections must agree (a pod
         without one takes the others', with a warning): a job has one placement."""
         data["groups"] = [part.group for part in parts]
-        chosen = next((p for p in parts if _selects(p.placement)), parts[0])
-        for part in parts:
-            if _selects(part.placement) and part.placement != chosen.placement:
-                raise self.error(
-                    f"its node selection (nodeSelector, nodeName, nodeAffinity) differs from "
-                    f"that of {format_loc(chosen.loc)}: fusesched places all the pods of one "
-                    "job by one selection; give them the same",
-                    part.loc,
-                )
-        if _selects(chosen.placement):
-            for part in parts:
-                if not _selects(part.placement):
-                    self.warn(
-                        f"{format_loc(part.loc)} selects no nodes: the node selection of "
-                        f"{format_loc(chosen.loc)} applies to it too (a job has one placement)",
-                        part.loc,
-                    )
+        chosen = one_selection(self, parts)
         data["placement"] = chosen.placement
         self.renames.update(chosen.placement_renames)
         deadlines = [p.deadline_s for p in parts if p.deadline_s is not None]
@@ -492,7 +497,3 @@ class PodReader:
             if part.priority is not None:
                 self.set_field(data, "priority", part.priority, part.priority_loc)
                 break
-
-
-def _selects(placement: Mapping[str, object]) -> bool:
-    return any(bool(value) for value in placement.values())

@@ -23,6 +23,9 @@ Both: ``runPolicy.activeDeadlineSeconds`` → ``walltime_s``; ``backoffLimit`` �
 ``restart.max_restarts``; ``suspend`` → ``hold``; ``schedulingPolicy.minAvailable`` →
 ``min_member``, ``.queue`` → ``queue``; a replica ``restartPolicy`` of ``OnFailure``,
 ``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts).
+A replica type without one has its operator's default: ``OnFailure`` for a PyTorchJob's and
+an MPIJob's Launcher, ``Never`` for an MPIJob's Worker. A PyTorchJob's replica types may be
+written in any case (``master``), as the training operator reads them.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ PYTORCH_REFUSED: Final = {
     "variables; run torchrun with --nproc-per-node and --nnodes=$WORLD_SIZE "
     "--node-rank=$RANK --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT",
 }
+#: The training operator's restartPolicy of a replica type that gives none.
+PYTORCH_RESTART: Final = {"Master": "OnFailure", "Worker": "OnFailure"}
 #: The container the training operator gives the rendezvous variables.
 PYTORCH_CONTAINER: Final = "pytorch"
 PYTORCH_PORT_NAME: Final = "pytorchjob-port"
@@ -67,6 +72,8 @@ MPI_TYPES: Final = ("Launcher", "Worker")
 MPI_USED: Final = frozenset({"mpiReplicaSpecs", "runPolicy", "slotsPerWorker", "mpiImplementation"})
 MPI_QUIET: Final = frozenset({"sshAuthMountPath", "launcherCreationPolicy"})
 MPI_WARN: Final = frozenset({"runLauncherAsWorker"})
+#: The MPI operator's restartPolicy of a replica type that gives none.
+MPI_RESTART: Final = {"Launcher": "OnFailure", "Worker": "Never"}
 #: Where Kubeflow's launcher finds its hostfile; fusesched's is in the task's folder.
 KUBEFLOW_HOSTFILE: Final = "/etc/mpi/hostfile"
 _NP_FLAGS: Final = ("-np", "-n", "--np", "-c")
@@ -86,21 +93,37 @@ def mpi_job(doc: Document) -> ParsedJob:
 
 class _TrainingReader(PodReader):
     def replica_specs(
-        self, spec: Mapping[str, object], key: str, types: Sequence[str], required: Sequence[str]
+        self,
+        spec: Mapping[str, object],
+        key: str,
+        types: Sequence[str],
+        required: Sequence[str],
+        *,
+        any_case: bool = False,
     ) -> list[tuple[str, Mapping[str, object], Loc]]:
-        """The replica specs under ``spec[key]`` in the order of ``types``."""
+        """The replica specs under ``spec[key]`` in the order of ``types``, each with where
+        it is written (``any_case``: ``master`` is the ``Master``, as the training operator
+        reads the names of a PyTorchJob's replica types)."""
         loc: Loc = ("spec", key)
         if key not in spec:
             raise self.error(f"{key} is required", ("spec",))
-        found = self.mapping(spec[key], loc, key)
-        for name in found:
-            if name not in types:
+        specs = self.mapping(spec[key], loc, key)
+        found: dict[str, str] = {}  # replica type → the key it is written under
+        for name in specs:
+            kind = next((t for t in types if t.lower() == name.lower()), None)
+            if kind is None or (kind != name and not any_case):
                 close = difflib.get_close_matches(name, types, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise self.error(
                     f"unknown replica type {name!r} (known: {', '.join(types)}){hint}",
                     (*loc, name),
                 )
+            if kind in found:
+                raise self.error(
+                    f"{found[kind]!r} and {name!r} are both the {kind} replica spec",
+                    (*loc, name),
+                )
+            found[kind] = name
         for name in required:
             if name not in found:
                 raise self.error(f"a {name} replica spec is required", loc)
@@ -109,8 +132,8 @@ class _TrainingReader(PodReader):
         out = []
         for name in types:
             if name in found:
-                replica_loc: Loc = (*loc, name)
-                replica = self.mapping(found[name], replica_loc, "a replica spec")
+                replica_loc: Loc = (*loc, found[name])
+                replica = self.mapping(specs[found[name]], replica_loc, "a replica spec")
                 self.check_fields(replica, replica_loc, REPLICA_FIELDS, _NONE, _NONE)
                 if "template" not in replica:
                     raise self.error("a replica spec needs template", replica_loc)
@@ -122,19 +145,17 @@ class _TrainingReader(PodReader):
             raise self.error(f"a {name} has exactly 1 replica", (*loc, "replicas"))
 
     def restart_policies(
-        self, replicas: Sequence[tuple[str, Mapping[str, object], Loc]], data: dict[str, object]
+        self,
+        replicas: Sequence[tuple[str, Mapping[str, object], Loc]],
+        data: dict[str, object],
+        defaults: Mapping[str, str],
     ) -> None:
-        """Replicas restarted on failure → the job's application failures are retried."""
+        """Replicas restarted on failure → the job's application failures are retried. A
+        replica type without ``restartPolicy`` has the operator's default (``defaults``)."""
         retried = False
-        for _, replica, loc in replicas:
-            if "restartPolicy" not in replica:
-                continue
-            policy = replica["restartPolicy"]
-            if policy not in RESTART_POLICIES:
-                raise self.error(
-                    f"must be one of {', '.join(RESTART_POLICIES)}, not {policy!r}",
-                    (*loc, "restartPolicy"),
-                )
+        for kind, replica, loc in replicas:
+            policy = replica.get("restartPolicy", defaults[kind])
+            policy = self.one_of(policy, (*loc, "restartPolicy"), RESTART_POLICIES)
             if policy == "ExitCode":
                 self.warn(
                     f"{format_loc((*loc, 'restartPolicy'))}: ExitCode restarts the job after "
@@ -156,7 +177,7 @@ class _TrainingReader(PodReader):
         if "backoffLimit" in policy:
             restart = data.setdefault("restart", {})
             assert isinstance(restart, dict)
-            restart["max_restarts"] = policy["backoffLimit"]
+            restart["max_restarts"] = self.count(policy, (*loc, "backoffLimit"), 0, least=0)
             self.renames["restart.max_restarts"] = (*loc, "backoffLimit")
         if "suspend" in policy:
             data["hold"] = self.flag(policy, (*loc, "suspend"))
@@ -164,7 +185,8 @@ class _TrainingReader(PodReader):
         gang = self.mapping(policy.get("schedulingPolicy"), gang_loc, "schedulingPolicy")
         self.check_fields(gang, gang_loc, SCHEDULING_USED, _NONE, SCHEDULING_WARN)
         if "minAvailable" in gang:
-            self.set_field(data, "min_member", gang["minAvailable"], (*gang_loc, "minAvailable"))
+            least_loc: Loc = (*gang_loc, "minAvailable")
+            self.set_field(data, "min_member", self.count(gang, least_loc, 1), least_loc)
         if "queue" in gang:
             self.set_field(data, "queue", gang["queue"], (*gang_loc, "queue"))
 
@@ -179,7 +201,7 @@ class _TrainingReader(PodReader):
         meta, spec = self.read_object()
         self.refuse(spec, PYTORCH_REFUSED)
         self.check_fields(spec, ("spec",), PYTORCH_USED, _NONE, _NONE)
-        replicas = self.replica_specs(spec, "pytorchReplicaSpecs", PYTORCH_TYPES, ())
+        replicas = self.replica_specs(spec, "pytorchReplicaSpecs", PYTORCH_TYPES, (), any_case=True)
         data: dict[str, object] = {"type": "ai-train"}
         parts: list[PodPart] = []
         for index, (kind, replica, loc) in enumerate(replicas):
@@ -196,7 +218,7 @@ class _TrainingReader(PodReader):
             self.named_port(replica["template"], template_loc)
             parts.append(part)
         self.run_policy(spec, data)
-        self.restart_policies(replicas, data)
+        self.restart_policies(replicas, data, PYTORCH_RESTART)
         self.combine(parts, data)
         self.metadata(meta, data)
         return self.request(data)
@@ -268,7 +290,7 @@ class _TrainingReader(PodReader):
             merged.priority, merged.priority_loc = part.priority, part.priority_loc
         data: dict[str, object] = {}
         self.run_policy(spec, data)
-        self.restart_policies(replicas, data)
+        self.restart_policies(replicas, data, MPI_RESTART)
         self.combine([merged], data)
         self.metadata(meta, data)
         return self.request(data)

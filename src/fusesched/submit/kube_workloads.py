@@ -1,20 +1,27 @@
 """A Volcano ``batch.volcano.sh/v1alpha1`` Job and an ``apps/v1`` Deployment, for
 ``schedulerName: fused-scheduler`` (docs/SUBMIT.md has the tables).
 
-**Volcano Job** — one gang job, a task group per ``spec.tasks[]`` entry (``name``, default
-``default<i>`` as Volcano's; ``replicas``; the pod ``template``). ``spec.minAvailable`` → the
-gang's ``min_member``, ``spec.queue`` → ``queue``, ``spec.maxRetry`` →
-``restart.max_restarts``. ``spec.schedulerName``, when given, must be ``fused-scheduler``; the
-templates then need not repeat it. ``policies``, ``plugins``, ``priorityClassName``,
-``volumes``, per-task ``minAvailable``/``dependsOn``/… are warnings (ignored).
+**Volcano Job** — one gang job, a task group per ``spec.tasks[]`` entry (``name``, unique,
+default ``default<i>`` as Volcano's; ``replicas``; the pod ``template``). ``spec.minAvailable``
+→ the gang's ``min_member`` (0, Volcano's "unset": every task), ``spec.queue`` → ``queue``,
+``spec.maxRetry`` → ``restart.max_restarts`` (0: Volcano's default, 3). ``spec.schedulerName``,
+when given, must be ``fused-scheduler``; the templates then need not repeat it. ``policies``
+(the job's and each task's) that restart the job on a failure (``RestartJob``, ``RestartTask``,
+``RestartPod`` on ``PodFailed``, ``TaskFailed``, ``*`` or an ``exitCode``) →
+``restart.retry_application_failures``: the whole gang restarts, up to ``maxRetry`` times; a
+restart on ``PodEvicted``/``Unknown`` and an abort or termination on a failure are what
+fusesched does anyway; other policies are warnings (ignored). ``plugins``,
+``priorityClassName``, ``volumes``, per-task ``minAvailable``/``dependsOn``/… are warnings too.
 
 **Deployment** — a long-running ``service`` job of ``replicas`` tasks (one gang: they start
-together). Its pods are restarted as Kubernetes restarts a Deployment's: a task that fails
-(non-zero exit, failed liveness probe, lost node) restarts the whole job in place after a
-back-off (10 s, doubling, at most 30 min), up to 1,000 times; a task that exits 0 is not
-restarted (the job completes when all have). ``strategy``, ``selector``,
+together). Kubernetes restarts each pod of a Deployment by itself, whatever its exit; fusesched
+restarts a gang whole, and only after a failure: a task that fails (non-zero exit, failed
+liveness probe, lost node) restarts the whole job in place after a back-off (10 s, doubling,
+at most 30 min), up to 1,000 times; a task that exits 0 is not restarted (the others keep
+running, and the job completes when all have exited). ``strategy``, ``selector``,
 ``revisionHistoryLimit``, ``progressDeadlineSeconds`` are ignored; ``minReadySeconds`` and
-``paused`` are warnings.
+``paused`` are warnings; a pod ``restartPolicy`` other than ``Always`` is refused, as
+Kubernetes refuses it.
 """
 
 from __future__ import annotations
@@ -24,25 +31,44 @@ from typing import Final
 
 from fusesched.submit._yamldoc import Document
 from fusesched.submit.kube_pod import SCHEDULER_NAME, PodReader
-from fusesched.submit.problems import Loc
+from fusesched.submit.problems import Loc, format_loc
 from fusesched.submit.request import ParsedJob
 
-VOLCANO_USED: Final = frozenset({"tasks", "minAvailable", "queue", "schedulerName", "maxRetry"})
+VOLCANO_USED: Final = frozenset(
+    {"tasks", "minAvailable", "queue", "schedulerName", "maxRetry", "policies"}
+)
 VOLCANO_QUIET: Final = frozenset({"ttlSecondsAfterFinished", "runningEstimate"})
 VOLCANO_WARN: Final = frozenset(
-    {
-        "policies",
-        "plugins",
-        "priorityClassName",
-        "volumes",
-        "minSuccess",
-        "networkTopology",
-    }
+    {"plugins", "priorityClassName", "volumes", "minSuccess", "networkTopology"}
 )
-TASK_USED: Final = frozenset({"name", "replicas", "template"})
+#: What Volcano gives a job whose ``maxRetry`` is absent or 0.
+VOLCANO_MAX_RETRY: Final = 3
+TASK_USED: Final = frozenset({"name", "replicas", "template", "policies"})
 TASK_WARN: Final = frozenset(
-    {"policies", "minAvailable", "maxRetry", "topologyPolicy", "dependsOn", "partitionPolicy"}
+    {"minAvailable", "maxRetry", "topologyPolicy", "dependsOn", "partitionPolicy"}
 )
+POLICY_FIELDS: Final = frozenset({"event", "events", "action", "exitCode", "timeout"})
+#: The events and actions Volcano accepts in a policy.
+POLICY_EVENTS: Final = (
+    "*",
+    "PodFailed",
+    "PodEvicted",
+    "Unknown",
+    "TaskCompleted",
+    "TaskFailed",
+    "JobUpdated",
+)
+POLICY_ACTIONS: Final = (
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
+)
+_FAILED: Final = frozenset({"*", "PodFailed", "TaskFailed"})
+_RESTARTS: Final = frozenset({"RestartJob", "RestartTask", "RestartPod"})
 DEPLOYMENT_USED: Final = frozenset({"replicas", "template"})
 DEPLOYMENT_QUIET: Final = frozenset(
     {"selector", "strategy", "revisionHistoryLimit", "progressDeadlineSeconds"}
@@ -91,6 +117,8 @@ class _WorkloadReader(PodReader):
             raise self.error("a Volcano Job needs at least one task", ("spec",))
         data: dict[str, object] = {}
         parts = []
+        names: dict[str, int] = {}
+        retried = self.policies(spec, ("spec",))
         for index, item in enumerate(tasks):
             loc: Loc = (*tasks_loc, index)
             task = self.mapping(item, loc, "a task")
@@ -100,28 +128,102 @@ class _WorkloadReader(PodReader):
             part = self.template(
                 task["template"], (*loc, "template"), index, scheduler_set=scheduler is not None
             )
-            name = task.get("name", f"default{index}")
+            name = task.get("name") or f"default{index}"
+            if not isinstance(name, str):
+                raise self.error("must be a string", (*loc, "name"))
+            if name in names:
+                raise self.error(
+                    f"task name {name!r} is also that of spec.tasks[{names[name]}]: names must "
+                    "be unique",
+                    (*loc, "name"),
+                )
+            names[name] = index
             part.group.update(name=name, replicas=self.count(task, (*loc, "replicas"), 1))
             self.renames[f"groups[{index}].name"] = (*loc, "name")
             self.renames[f"groups[{index}].replicas"] = (*loc, "replicas")
+            retried = self.policies(task, loc) or retried
             parts.append(part)
-        if "minAvailable" in spec:
-            self.set_field(data, "min_member", spec["minAvailable"], ("spec", "minAvailable"))
+        least = self.count(spec, ("spec", "minAvailable"), 0, least=0)
+        if least:  # (0 is Volcano's "unset": the job's every task)
+            self.set_field(data, "min_member", least, ("spec", "minAvailable"))
         if "queue" in spec:
             self.set_field(data, "queue", spec["queue"], ("spec", "queue"))
+        restart: dict[str, object] = {}
         if "maxRetry" in spec:
-            data["restart"] = {"max_restarts": spec["maxRetry"]}
+            retries = self.count(spec, ("spec", "maxRetry"), 0, least=0)
+            restart["max_restarts"] = retries or VOLCANO_MAX_RETRY
             self.renames["restart.max_restarts"] = ("spec", "maxRetry")
+        if retried:
+            restart["retry_application_failures"] = True
+        if restart:
+            data["restart"] = restart
         self.combine(parts, data)
         self.metadata(meta, data)
         return self.request(data)
 
+    def policies(self, owner: Mapping[str, object], owner_loc: Loc) -> bool:
+        """Check the ``policies`` of the job or of a task; True if one restarts the job after
+        a failing exit. Those fusesched cannot follow are warnings."""
+        loc: Loc = (*owner_loc, "policies")
+        retried = False
+        for i, item in enumerate(self.sequence(owner.get("policies"), loc, "policies")):
+            at: Loc = (*loc, i)
+            policy = self.mapping(item, at, "a policy")
+            self.check_fields(policy, at, POLICY_FIELDS, frozenset(), frozenset())
+            if "action" not in policy:
+                raise self.error("a policy needs an action", at)
+            action = self.one_of(policy["action"], (*at, "action"), POLICY_ACTIONS)
+            listed = self.sequence(policy.get("events"), (*at, "events"), "events")
+            events = [
+                self.one_of(e, (*at, "events", j), POLICY_EVENTS) for j, e in enumerate(listed)
+            ]
+            if "event" in policy:
+                events.append(self.one_of(policy["event"], (*at, "event"), POLICY_EVENTS))
+            code = policy.get("exitCode")
+            if (code is None) != bool(events):
+                raise self.error("a policy needs an event (or events) or an exitCode, not both", at)
+            if code is not None and (
+                isinstance(code, bool) or not isinstance(code, int) or not code
+            ):
+                raise self.error("must be a whole number other than 0", (*at, "exitCode"))
+            if "timeout" in policy:
+                self.ignored((*at, "timeout"), " (the action is taken at once)")
+            failed = code is not None or any(e in _FAILED for e in events)
+            said = f"{' or '.join(events) or f'exitCode {code}'} → {action}"
+            if action in _RESTARTS and failed:
+                retried = True
+                if action != "RestartJob" or code is not None:
+                    self.warn(
+                        f"{format_loc(at)} ({said}): fusesched restarts the whole job after any "
+                        "failing exit",
+                        at,
+                    )
+            elif not _as_fusesched_does(action, events, failed):
+                self.warn(f"{format_loc(at)} ({said}) is not supported; ignored", at)
+        return retried
+
     def deployment(self) -> ParsedJob:
         meta, spec = self.start("Deployment", DEPLOYMENT_USED, DEPLOYMENT_QUIET, DEPLOYMENT_WARN)
         part = self.template(spec["template"], ("spec", "template"), 0)
+        pod = self.mapping(spec["template"], ("spec", "template"), "template").get("spec")
+        policy = pod.get("restartPolicy", "Always") if isinstance(pod, Mapping) else "Always"
+        if policy != "Always":  # (Kubernetes refuses it too)
+            raise self.error(
+                f"must be Always, not {policy!r}: a Deployment's pods are always restarted",
+                (*part.loc, "restartPolicy"),
+            )
         part.group["replicas"] = self.count(spec, ("spec", "replicas"), 1)
         self.renames["groups[0].replicas"] = ("spec", "replicas")
         data: dict[str, object] = {"type": "service", "restart": dict(SERVICE_RESTART)}
         self.combine([part], data)
         self.metadata(meta, data)
         return self.request(data)
+
+
+def _as_fusesched_does(action: str, events: list[str], failed: bool) -> bool:
+    """A policy that asks for what fusesched does anyway: a restart after an eviction or a
+    lost pod (node faults and lost tasks restart the job), an end after a failure (the first
+    failing task stops the gang)."""
+    if action == "RestartJob":
+        return bool(events) and set(events) <= {"PodEvicted", "Unknown"}
+    return action in ("AbortJob", "TerminateJob") and failed
