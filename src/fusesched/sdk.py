@@ -130,12 +130,17 @@ class Client(Transport):
         tenant: str | None = None,
         since: float | None = None,
         until: float | None = None,
+        before: int | None = None,
+        detail: bool = False,
     ) -> list[dict[str, Any]]:
         """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
         may be several (any of them); ``states`` and ``phases``: in any of those states or
         phases; ``ids``: those jobs (an array's id: its members); ``me``: the token's user's;
         ``tenant``: that tenant's; ``since``/``until`` (Unix times): those waiting or running
-        at some time between (not ended before ``since``, submitted by ``until``)."""
+        at some time between (not ended before ``since``, submitted by ``until``);
+        ``before``: those submitted before the job whose ``seq`` this is (the next page after
+        a full one: its last job's ``seq``); ``detail``: each with its ``tasks`` and
+        ``restarts``, as :meth:`show` answers."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         query.extend(("user", u) for u in _several(user))
         query.extend(("queue", q) for q in _several(queue))
@@ -147,7 +152,14 @@ class Client(Transport):
         query.extend(("name", n) for n in names)
         if me:
             query.append(("me", "true"))
-        for key, value in (("tenant", tenant), ("since", since), ("until", until)):
+        if detail:
+            query.append(("detail", "true"))
+        for key, value in (
+            ("tenant", tenant),
+            ("since", since),
+            ("until", until),
+            ("before", before),
+        ):
             if value is not None:
                 query.append((key, str(value)))
         return list(self._call("GET", "/v1/jobs?" + urllib.parse.urlencode(query)))
@@ -178,6 +190,13 @@ class Client(Transport):
         answer = dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/signal", body))
         answer.setdefault("skipped", {})
         return answer
+
+    def alive(self, job_id: str) -> dict[str, Any]:
+        """Say that the command holding an attended job (``attended: true``, as salloc's and
+        run's) is still there (``POST /v1/jobs/{id}/alive``): ``{"job_id", "inactive_limit_s"
+        (0: off), "ping_every_s"}``. A job whose holder stays silent longer than the limit is
+        ended (Slurm's InactiveLimit)."""
+        return dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/alive", {}))
 
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""

@@ -6,16 +6,14 @@ warning, and the job is submitted. Real processes against a real HTTP server on 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.old_controller import serving
 
 PYTHON = [sys.executable, "-m", "fusesched"]
 SCRIPT = "#!/bin/sh\n#SBATCH -J s\ntrue\n"
@@ -37,36 +35,8 @@ def controller(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Any]]
     """A controller that knows ``submit_dir`` (``param`` True) or is older (False): its URL
     and the bodies it received."""
     knows: bool = request.param
-    received: list[Any] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            received.append(body)
-            refused = [] if knows else _refusal(body)
-            answer: Any = {"ids": ["5"]} if self.path == "/v1/submissions" else {"id": "5"}
-            status = 201
-            if refused:
-                answer, status = {"detail": refused}, 422
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(lambda body: [] if knows else _refusal(body)) as served:
+        yield served
 
 
 def sbatch(

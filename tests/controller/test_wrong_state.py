@@ -1,6 +1,7 @@
 """Requests that make no sense in the current state get a 4xx with a reason, never a 500, and
 change nothing stored: cancelling finished or unknown jobs, a node registering again with
-another size, a dependency on an array job, a helper launched on an external pool's node."""
+another size, a dependency on a job that does not exist, a helper launched on an external
+pool's node."""
 
 from __future__ import annotations
 
@@ -81,17 +82,19 @@ def test_a_node_registering_again_with_another_size_is_refused_and_kept(
     assert client.get("/v1/nodes").json()[0]["address"] == "10.0.0.7"
 
 
-def test_a_dependency_on_an_array_job_says_to_name_its_members(client: TestClient) -> None:
+def test_a_dependency_on_an_array_job_waits_on_its_members(client: TestClient) -> None:
+    """Once refused (members had to be named one by one); now the whole array, as Slurm.
+    A member of an array that does not exist is still refused, and nothing is stored."""
     array = submit(client, array={"start": 0, "stop": 1})
-    answer = client.post(
-        "/v1/jobs",
-        json={"groups": [GROUP], "dependencies": [{"kind": "afterok", "job_id": array["id"]}]},
-    )
-    assert answer.status_code == 400
-    assert "array members" in answer.json()["detail"]
-    assert len(client.get("/v1/jobs").json()) == 2
+    whole = {"kind": "afterok", "job_id": array["id"]}
+    assert client.post("/v1/jobs", json={"groups": [GROUP], "dependencies": [whole]}).is_success
     member = {"kind": "afterok", "job_id": array["ids"][0]}
     assert client.post("/v1/jobs", json={"groups": [GROUP], "dependencies": [member]}).is_success
+    missing = {"kind": "afterok", "job_id": "77_0"}
+    answer = client.post("/v1/jobs", json={"groups": [GROUP], "dependencies": [missing]})
+    assert answer.status_code == 400
+    assert answer.json() == {"detail": "dependency on unknown job '77_0'"}
+    assert len(client.get("/v1/jobs").json()) == 4
 
 
 def test_a_helper_on_an_external_pools_node_is_refused_and_adds_no_task(

@@ -74,3 +74,17 @@ def test_gpus_it_does_not_hold_are_not_adoptable() -> None:
     out = core.step(10, [JobAdopted(spec, (AdoptedTask("main", "n0", (0,)),), 5.0)])
     assert isinstance(out[0], StopJob)  # GPU 0 went to "first"
     assert core.cluster.free[:, core.cluster.columns["cpu"]].tolist() == [7000, 8000]
+
+
+def test_a_slot_held_where_nothing_was_launched_takes_gpus_the_launched_task_leaves() -> None:
+    core = cluster()
+    spec = job("batch").tasks(2, cpu=2, gpu=2).at(0).build()
+    held = AdoptedTask("main", "n0", launched=False)  # (listed first: still booked second)
+    tasks = (held, AdoptedTask("main", "n0", (1, 3)))
+    assert core.step(10, [JobAdopted(spec, tasks, 5.0)]) == []
+    assert core.cluster.free[:, core.cluster.columns["cpu"]].tolist() == [4000, 8000]
+    # all four GPUs are the job's: a one-GPU job waits
+    out = core.step(11, [JobSubmitted(job("new").tasks(1, cpu=1, gpu=1).at(11).build())])
+    assert not [d for d in out if isinstance(d, StartJob)]
+    out = core.step(12, [JobExited("batch")])
+    assert [d.job_id for d in out if isinstance(d, StartJob)] == ["new"]

@@ -155,6 +155,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "path": {"job_id": bob_job},
             "json": {"signal": "USR1"},
         },
+        ("POST", "/v1/jobs/{job_id}/alive"): {"path": {"job_id": bob_job}, "json": {}},
         ("GET", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}},
         ("POST", "/v1/jobs/{job_id}/logs"): {"path": {"job_id": bob_job}, "json": {"all": True}},
         ("GET", "/v1/jobs/{job_id}/priority"): {"path": {"job_id": bob_job}},

@@ -54,9 +54,9 @@ def test_every_kind_is_read(text: str, expected: list[tuple[str, str]]) -> None:
         ("after", "'after': give job ids, as in after:123:124"),
         ("afternotok:", "give job ids, as in afternotok:123:124"),
         (
-            "aftercorr:3",
-            r"'aftercorr:3' is not supported \(use after:ID, afterok:ID, afternotok:ID, "
-            r"afterany:ID or singleton\)",
+            "afterburstbuffer:3",
+            r"'afterburstbuffer:3' is not supported \(use after:ID, afterok:ID, afternotok:ID, "
+            r"afterany:ID, aftercorr:ID or singleton\)",
         ),
         ("expand:3", "'expand:3' is not supported"),
         ("Singleton", "'Singleton' is not supported"),

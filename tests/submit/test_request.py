@@ -204,8 +204,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("walltime inf", minimal(walltime_s=float("inf")), "walltime_s: Input should be a finite"),
     (
         "dependency kind",
-        minimal(dependencies=[{"kind": "aftercorr", "job_id": "1"}]),
-        "dependencies[0].kind: Input should be 'after', 'afterok', 'afternotok', 'afterany' or",
+        minimal(dependencies=[{"kind": "expand", "job_id": "1"}]),
+        "dependencies[0].kind: Input should be 'after', 'afterok', 'afternotok', 'afterany', "
+        "'aftercorr'",
     ),
     (
         "dependency id",

@@ -239,7 +239,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ("#!/bin/sh\n#SBATCH -p a,b\n", [], "s.sh:2: -p: one partition please, not 'a,b'"),
     ("#!/bin/sh\n#SBATCH --qos=normal2\n", [], "s.sh:2: --qos: unknown QoS 'normal2'"),
     ("#!/bin/sh\n#SBATCH -a 1,2,7\n", [], "s.sh:2: -a: array '1,2,7': indices must be evenly"),
-    ("#!/bin/sh\n#SBATCH -d aftercorr:5\n", [], "s.sh:2: -d: dependency 'aftercorr:5'"),
+    ("#!/bin/sh\n#SBATCH -d expand:5\n", [], "s.sh:2: -d: dependency 'expand:5'"),
     (
         "#!/bin/sh\n#SBATCH --gres=gpux:1\n",
         [],
@@ -281,3 +281,11 @@ def test_errors_name_line_and_option(script: str, args: list[str], message: str)
     with pytest.raises(SubmitError) as caught:
         parse_sbatch(script, source="s.sh", args=args)
     assert message in str(caught.value)
+
+
+def test_a_wrapped_command_may_be_an_array() -> None:
+    """--wrap with --array is one job array (the check that refuses arrays of
+    heterogeneous jobs is for jobs of several components only)."""
+    req = parse_sbatch("", args=["-a", "0-2%2", "--wrap=exit $SLURM_ARRAY_TASK_ID"]).request
+    assert req.array is not None and (req.array.start, req.array.stop) == (0, 2)
+    assert req.array.max_parallel == 2 and not req.hetjob

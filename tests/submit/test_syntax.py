@@ -128,11 +128,13 @@ def test_bad_arrays(text: str, message: str) -> None:
 
 
 def test_dependencies() -> None:
-    deps = parse_dependencies("afterok:12:13,afterany:14_2")
+    deps = parse_dependencies("afterok:12:13,afterany:14_2,aftercorr:15,afternotok:16_*")
     assert [(d.kind, d.job_id) for d in deps] == [
         (DependencyKind.AFTER_OK, "12"),
         (DependencyKind.AFTER_OK, "13"),
         (DependencyKind.AFTER_ANY, "14_2"),
+        (DependencyKind.AFTER_CORR, "15"),
+        (DependencyKind.AFTER_NOT_OK, "16"),  # (Slurm's name of the whole array 16)
     ]
 
 
@@ -140,7 +142,8 @@ def test_dependencies() -> None:
     ("text", "message"),
     [
         ("afterok:1?afterany:2", r"'\?' \(any of\) is not supported"),
-        ("aftercorr:1", "'aftercorr:1' is not supported"),
+        ("afterburstbuffer:1", "'afterburstbuffer:1' is not supported"),
+        ("afterok:1_*x", "cannot read job id '1_\\*x'"),
         ("singleton:1", "singleton takes no job ids"),
         ("afterok", "give job ids, as in afterok:123:124"),
         ("afterok:1::2", "give job ids"),

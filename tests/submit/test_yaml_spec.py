@@ -139,8 +139,8 @@ BAD: list[tuple[str, str]] = [
     ),
     ("resources: {cpu: 1}\ncommand: a\narray: 1,2,7\n", "f.yaml:3: array '1,2,7': indices"),
     (
-        "resources: {cpu: 1}\ncommand: a\ndependencies:\n  - afterok:1\n  - aftercorr:2\n",
-        "f.yaml:5: dependency 'aftercorr:2' is not supported",
+        "resources: {cpu: 1}\ncommand: a\ndependencies:\n  - afterok:1\n  - expand:2\n",
+        "f.yaml:5: dependency 'expand:2' is not supported",
     ),
     (
         "apiVersion: batch/v1\nkind: Job\n",

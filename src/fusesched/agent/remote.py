@@ -7,7 +7,9 @@ agent" (``plm_rsh_agent``); fusesched sets that to this module (see
 no ssh daemon, keys or open ports are needed and the process is accounted to the job and
 killed with it. It waits for the remote process and exits with its exit code. It
 authenticates with the job's own credential (``FUSESCHED_JOB_TOKEN``, valid for this job
-only, while it runs) and trusts ``FUSESCHED_CA`` when the controller speaks TLS.
+only, while it runs) and trusts ``FUSESCHED_CA`` when the controller speaks TLS. Called by
+the mpirun of a job step (``srun`` of an MPI program: ``FUSESCHED_STEP_ID`` set), it names
+that step, so the daemon is accounted to it (``fusesched sacct``'s ``ID.N`` rows).
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     with httpx.Client(
         base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
     ) as http:
-        response = http.post(
-            f"/v1/jobs/{job_id}/remote", json={"node": host, "argv": ["/bin/sh", "-c", command]}
-        )
+        launch: dict[str, object] = {"node": host, "argv": ["/bin/sh", "-c", command]}
+        step = os.environ.get("FUSESCHED_STEP_ID", "")
+        if step.isascii() and step.isdigit():
+            launch["step"] = int(step)
+        response = http.post(f"/v1/jobs/{job_id}/remote", json=launch)
         if response.status_code >= 400:
             print(f"fusesched remote launcher: {response.text}", file=sys.stderr)
             return 255  # what ssh returns when it cannot run the command

@@ -52,6 +52,14 @@ from types import FrameType
 import httpx
 
 from fusesched.agent.elf import ElfError, needed_libraries
+from fusesched.agent.step_het import (
+    HetShares,
+    het_groups,
+    het_hostfile_name,
+    het_rank_env,
+    het_step_env,
+    place_components,
+)
 from fusesched.agent.step_mpi import label_line, links_mpi, mpi_mode, mpirun_argv, mpirun_env
 from fusesched.agent.step_plan import (
     StepError,
@@ -118,7 +126,11 @@ class Step:
         self.step_id: int | None = None
 
     def create(
-        self, slots: Mapping[str, int], overlap: bool, launches: Sequence[StepLaunch]
+        self,
+        slots: Mapping[str, int],
+        overlap: bool,
+        launches: Sequence[StepLaunch],
+        het: HetShares | None = None,
     ) -> str | None:
         """Ask for the step (its slots per node) and start its tasks: None once it runs,
         else why it must wait (the job's slots are busy). :class:`StepError` for a refusal
@@ -130,14 +142,20 @@ class Step:
             "overlap": overlap,
             "tasks": [launch.request(self.env_in_argv) for launch in launches],
         }
+        if het is not None:  # (a heterogeneous job's step: its share of each component)
+            body["het"] = [{"group": group, "slots": own} for group, own in het]
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
+        if response.status_code == 422 and het is not None and _unknown_field(response, "het"):
+            raise StepError(
+                "the controller is older than this srun: it cannot run steps of heterogeneous jobs"
+            )
         if response.status_code == 422 and not self.env_in_argv and _unknown_env(response):
             self.env_in_argv = True
             _warn(
                 "the controller is older than this srun: the step's variables go in its "
                 "tasks' command lines (seen in ps on the nodes)"
             )
-            return self.create(slots, overlap, launches)
+            return self.create(slots, overlap, launches, het)
         if response.status_code == 409:
             return _detail(response)
         if response.status_code == 404 and _detail(response) == "Not Found":
@@ -293,10 +311,18 @@ def main(argv: list[str] | None = None) -> int:
             "script of a job (sbatch), on its first node, or under fusesched salloc"
         )
         return 2
-    ntasks, nodes = step_shape(options, env, len(hosts))
+    het: HetShares | None = None
+    allocation: dict[str, str] = {}
     try:
-        tasks, warnings = place(hosts, ntasks, nodes, options.ntasks_per_node)
-        exported = export_vars(options.export or "ALL", env)
+        groups = het_groups(options.het_groups, env)
+        if groups is None:
+            ntasks, nodes = step_shape(options, env, len(hosts))
+            tasks, warnings = place(hosts, ntasks, nodes, options.ntasks_per_node)
+        else:  # a heterogeneous job's step: over its components' own hostfiles
+            own = {g: _component_hosts(hostfile, g) for g in groups}
+            tasks, warnings, het = place_components(options, env, own)
+            allocation = het_step_env(own, env)
+        exported = export_vars(options.export or "ALL", env) | allocation
     except StepError as exc:
         _error(str(exc))
         return 2
@@ -304,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         _warn(warning)
     cwd = os.getcwd()
     mpi = _through_mpirun(options, env, cwd)
-    launches = _launches(options, env, tasks, exported, cwd, mpi)
+    own_env = het_rank_env(het, env) if het is not None else []
+    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env)
     # the job's own credential in its batch script; under salloc (no job credential), the
     # user's, as every fusesched command finds it: the owner may run steps of their own job
     token = env.get("FUSESCHED_JOB_TOKEN") or default_token()
@@ -322,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
         try:
-            refused = _create(step, step_slots(tasks), options, launches)
+            refused = _create(step, step_slots(tasks), options, launches, het)
         except (StepError, httpx.HTTPError) as exc:
             _error(str(exc))
             return 1
@@ -340,11 +367,24 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(codes)
 
 
+def _component_hosts(hostfile: str, group: int) -> list[tuple[str, int]]:
+    """Component ``group``'s hostfile, beside the job's (controller/hetjob_env.py)."""
+    path = Path(hostfile).parent / het_hostfile_name(group)
+    try:
+        return read_hostfile(path.read_text(encoding="utf-8"))
+    except OSError:
+        raise StepError(
+            f"no hostfile of component {group} at {path} (is the controller older than "
+            "heterogeneous jobs?)"
+        ) from None
+
+
 def _create(
     step: Step,
     slots: Mapping[str, int],
     options: StepOptions,
     launches: Sequence[StepLaunch],
+    het: HetShares | None = None,
 ) -> int | None:
     """Start the step, waiting while the job's slots are busy (saying so once, and once
     more when it starts), as long as it takes (``--immediate``: that many seconds, or
@@ -356,7 +396,7 @@ def _create(
     while True:
         if step.stop_signal is not None:
             return 128 + step.stop_signal
-        busy = step.create(slots, options.overlap, launches)
+        busy = step.create(slots, options.overlap, launches, het)
         if busy is None:
             if waited:
                 _say(f"Step created for StepId={job_id}.{step.step_id}")
@@ -378,14 +418,21 @@ def _launches(
     exported: Mapping[str, str],
     cwd: str,
     mpi: bool,
+    own_env: Sequence[Mapping[str, str]] = (),
 ) -> list[StepLaunch]:
-    """What the step starts: each of its tasks, or (``mpi``) one mpirun on its first node
+    """What the step starts: each of its tasks (with its own variables ``own_env[rank]``,
+    if given: a heterogeneous job's component's), or (``mpi``) one mpirun on its first node
     that starts them all as one MPI job (its ranks get the variables from mpirun's own,
     ``-x NAME``)."""
     if not mpi:
         argv = task_argv(cwd, options.command)
         return [
-            StepLaunch(task, argv, dict(exported) | task_env(task, tasks, options.cpus_per_task))
+            StepLaunch(
+                task,
+                argv,
+                {**exported, **(own_env[task.rank] if own_env else {})}
+                | task_env(task, tasks, options.cpus_per_task),
+            )
             for task in tasks
         ]
     launcher = env.get("OMPI_MCA_plm_rsh_agent") or f"{sys.executable} -m fusesched.agent.remote"
@@ -458,6 +505,11 @@ def _problem(item: object) -> str:
 
 def _unknown_env(response: httpx.Response) -> bool:
     """Whether a 422 refuses the tasks' ``env`` as a field the controller does not know."""
+    return _unknown_field(response, "env")
+
+
+def _unknown_field(response: httpx.Response, name: str) -> bool:
+    """Whether a 422 refuses ``name`` as a field the controller does not know."""
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
@@ -465,7 +517,7 @@ def _unknown_env(response: httpx.Response) -> bool:
     return isinstance(detail, list) and any(
         isinstance(item, dict)
         and item.get("type") == "extra_forbidden"
-        and list(item.get("loc", []))[-1:] == ["env"]
+        and list(item.get("loc", []))[-1:] == [name]
         for item in detail
     )
 

@@ -17,7 +17,7 @@ from fusesched.submit.hostlist import tasks_per_node
 
 USAGE = (
     "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
-    "[OPTIONS] COMMAND [ARGS...]"
+    "[--het-group=N[,M...]] [OPTIONS] COMMAND [ARGS...]"
 )
 
 
@@ -78,6 +78,8 @@ class StepOptions:
     job_name: str | None = None
     overlap: bool = False  # share the running steps' slots (else wait for room)
     immediate: int | None = None  # seconds to wait for room (0: none); None: as long as it takes
+    # a heterogeneous job's components to run on (--het-group); None: not given (component 0)
+    het_groups: tuple[int, ...] | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -95,6 +97,8 @@ _LONG: dict[str, tuple[str, bool]] = {
     "job-name": ("job_name", True),
     "overlap": ("overlap", False),
     "immediate": ("immediate", False),  # (its value, optional, only as --immediate=N)
+    "het-group": ("het_groups", True),
+    "pack-group": ("het_groups", True),  # (Slurm's older name for it)
     # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
     "exact": ("", False),
     "exclusive": ("", False),
@@ -217,7 +221,33 @@ def _value(name: str, text: str) -> object:
         return int(text)
     if name == "job-name" and not text:
         raise StepError("--job-name needs a name")
+    if name in ("het-group", "pack-group"):
+        return het_group_list(name, text)
     return text
+
+
+#: The most components ``--het-group`` may name.
+MAX_HET_GROUPS = 1000
+
+
+def het_group_list(name: str, text: str) -> tuple[int, ...]:
+    """The components ``--het-group=TEXT`` names: numbers and ranges joined by commas
+    (``1``, ``0,2``, ``1,3-5``), in order, each once."""
+    groups: set[int] = set()
+    for item in text.split(","):
+        low, dash, high = item.partition("-")
+        if not _number(low) or (dash and not _number(high)):
+            raise StepError(f"--{name} takes component numbers such as 1, 0,2 or 1-3, not {text!r}")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first or last >= MAX_HET_GROUPS:
+            top = MAX_HET_GROUPS - 1
+            raise StepError(f"--{name}: {item!r} is not a range of components 0-{top}")
+        groups.update(range(first, last + 1))
+    return tuple(sorted(groups))
+
+
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 6
 
 
 def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:

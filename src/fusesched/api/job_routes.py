@@ -107,7 +107,12 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         queue: Annotated[list[str] | None, Query(description="any of these queues")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 50,
         before: Annotated[
-            int | None, Query(ge=0, le=2**63 - 1, description="jobs older than this id")
+            int | None,
+            Query(
+                ge=0,
+                le=2**63 - 1,
+                description="jobs submitted before this seq (the last job's: the next page)",
+            ),
         ] = None,
         array: Annotated[
             str | None, Query(max_length=64, description="only this array's members")
@@ -128,6 +133,10 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
         until: Annotated[
             float | None, job_filters.time_query("jobs submitted by this Unix time")
         ] = None,
+        detail: Annotated[
+            bool,
+            Query(description="each job with its tasks and restarts, as GET /v1/jobs/{id}"),
+        ] = False,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
@@ -158,12 +167,15 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             names=job_filters.values("name", name),
             since=since,
             until=until,
+            detail=detail,
         )
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
     def show(job_id: str, p: Caller) -> JobView:
-        shown = licenses.with_reasons(controller, [access.visible_job(p, job_id)])
+        view = access.visible_job(p, job_id)
+        view = view.model_copy(update={"restarts": controller.persist.restarts(view.id)})
+        shown = licenses.with_reasons(controller, [view])
         return probes.with_readiness(controller, shown)[0]  # (its tasks ready or not)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])

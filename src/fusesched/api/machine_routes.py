@@ -95,7 +95,9 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         if not runs_steps(p, job_id):
             raise forbidden(f"only job {job_id}'s own credential or its owner may launch its tasks")
         try:
-            task_id = controller.remote_launch(job_id, launch.node, launch.argv, launch.env)
+            task_id = controller.remote_launch(
+                job_id, launch.node, launch.argv, launch.env, launch.step
+            )
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None
         return RemoteTask(task_id=task_id, state="launching")
@@ -110,8 +112,11 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         if not runs_steps(p, job_id):
             raise forbidden(f"only job {job_id}'s own credential or its owner may run its steps")
         launches = [(t.node, t.argv, t.env) for t in body.tasks]
+        het = None if body.het is None else {part.group: part.slots for part in body.het}
         try:
-            step_id, task_ids = controller.create_step(job_id, body.slots, body.overlap, launches)
+            step_id, task_ids = controller.create_step(
+                job_id, body.slots, body.overlap, launches, het
+            )
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None
         except StepsBusy as exc:

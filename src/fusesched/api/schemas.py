@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fusesched.model.job import QoS
 from fusesched.model.text import is_env_name, refuse_nul
@@ -37,6 +37,13 @@ class TaskView(_View):
     reason: str = ""
     start_time: float | None = None
     end_time: float | None = None
+    group: str = ""  # its task group ("remote": a helper or job step's task the job started)
+    step_id: int | None = None  # its job step (srun); None: the job's own task, or of no step
+    # that step's tasks in all (srun -n, an MPI step's ranks); None: no step's, or a daemon
+    step_tasks: int | None = None
+    # what it used, once ended (agents' samples; None: not sampled, or still running)
+    cpu_seconds: float | None = None
+    max_rss_bytes: int | None = None
     cpu_ids: list[int] = Field(default_factory=list)
     gpu_indices: list[int] = Field(default_factory=list)
     external_id: str | None = None  # the external cluster's id (a Slurm job id, …)
@@ -44,6 +51,14 @@ class TaskView(_View):
     # unknown, or no readiness probe)
     ready: bool | None = None
     ready_since: float | None = None
+
+
+class ComponentView(_View):
+    """One component of a heterogeneous job (sbatch's ``hetjob``): its task group."""
+
+    name: str  # its task group: het0, het1, …
+    tasks: int
+    resources: dict[str, str] = Field(default_factory=dict)  # each task's
 
 
 class JobView(_View):
@@ -73,14 +88,26 @@ class JobView(_View):
     # its accelerators in all by resource name (nvidia.com/gpu, nvidia.com/mig-1g.10gb,
     # fusesched.io/gpu-milli shares, …; squeue %b); None: unknown
     accelerators: dict[str, int] | None = None
+    # each task's CPUs, when all its task groups ask the same (a job step's task holds as
+    # many: sacct's step AllocCPUS); None: they differ, or unknown
+    cpus_per_task: float | None = None
     submit_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None
     array_parent: str | None = None
+    # its number in submission order: GET /v1/jobs?before=SEQ lists the jobs before it
+    seq: int | None = None
+    # started by one task (its batch script, or mpirun) that launches the rest: sacct's ID.batch
+    batch: bool = False
+    # how many times it was requeued or restarted in place (GET /v1/jobs/{id}, and
+    # GET /v1/jobs?detail=true); None: not asked for
+    restarts: int | None = None
     pool: str | None = None  # the pool that runs or ran it (local agents' or a cluster's)
     energy_kwh: float | None = None  # what its run drew, once ended (measured + estimated)
     energy_measured_kwh: float | None = None  # the part measured (GPU power readings)
     tasks: list[TaskView] = Field(default_factory=list)
+    # a heterogeneous job's components, in order (sbatch's hetjob); None: not one
+    components: list[ComponentView] | None = None
     # not ended, with readiness probes: whether every probed task is ready (None: unknown, or
     # no readiness probe; controller/probes.py)
     ready: bool | None = None
@@ -298,6 +325,8 @@ class RemoteLaunch(_Input):
     node: str
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
+    # the running job step it is a helper of (a step's mpirun's daemon), for accounting
+    step: int | None = Field(default=None, ge=0, le=2**31 - 1)
 
     @field_validator("env")
     @classmethod
@@ -320,14 +349,40 @@ class RemoteLaunch(_Input):
         return env
 
 
+class HetStepSlots(_Input):
+    """A heterogeneous job's step's share of one component (``srun --het-group``): its
+    tasks per node there."""
+
+    group: Annotated[int, Field(ge=0, le=9999)]
+    slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
+
+
 class StepRequest(_Input):
     """A job step (``srun``): its slots per node (its tasks there, in its node order), its
     tasks to start (each on one of those nodes; an MPI step's one: mpirun, on the first),
-    and whether it shares the slots of the running steps (``--overlap``)."""
+    and whether it shares the slots of the running steps (``--overlap``). A heterogeneous
+    job's step also gives its share of each component it runs on (``het``; ``slots`` is
+    their sum; absent: component 0)."""
 
     slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
     tasks: list[RemoteLaunch] = Field(min_length=1)
     overlap: bool = False
+    het: list[HetStepSlots] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _het_adds_up(self) -> StepRequest:
+        if self.het is None:
+            return self
+        groups = [part.group for part in self.het]
+        if len(set(groups)) != len(groups):
+            raise ValueError("het: a component is given twice")
+        total: dict[str, int] = {}
+        for part in self.het:
+            for node, count in part.slots.items():
+                total[node] = total.get(node, 0) + count
+        if total != self.slots:
+            raise ValueError("slots must be the sum of the components' slots in het")
+        return self
 
 
 class StepCreated(_View):

@@ -203,7 +203,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             job["id"],
             job.get("name") or "",
             job.get("user") or "",
-            job.get("type") or "",
+            _type_cell(job),
             job.get("queue") or "",
             job.get("pool") or "",
             f"[{STATE_STYLE.get(state, 'white')}]{state}{held}[/]",
@@ -212,6 +212,29 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             ",".join(job.get("nodes") or []),
         )
     return table
+
+
+def _type_cell(job: dict[str, Any]) -> str:
+    """The job's type; a heterogeneous job's with its number of components (``hpc+het2``)."""
+    kind = job.get("type") or ""
+    parts = job.get("components")
+    return f"{kind}+het{len(parts)}" if isinstance(parts, list) and parts else kind
+
+
+def component_lines(job: dict[str, Any]) -> list[str]:
+    """A heterogeneous job's components, one line each (``fusesched show``); none for a job
+    that is not one."""
+    parts = job.get("components")
+    if not isinstance(parts, list) or not parts:
+        return []
+    lines = [f"heterogeneous job: {len(parts)} components (srun --het-group=N runs on one)"]
+    for index, part in enumerate(parts):
+        tasks = part.get("tasks", 1)
+        held = (part.get("resources") or {}).items()
+        each = ", ".join(f"{k} {_memory(v) if k == 'memory' else v}" for k, v in held)
+        noun = "task" if tasks == 1 else "tasks"
+        lines.append(f"  component {index} ({part.get('name', '')}): {tasks} {noun} × {each}")
+    return lines
 
 
 # ---------------------------------------------------------------------- queries
@@ -235,6 +258,8 @@ def show(
         _print_json(job)
         return
     console.print(jobs_table([job]))
+    for said in component_lines(job):  # (a heterogeneous job's, sbatch hetjob)
+        console.print(said, highlight=False, markup=False)
     if job.get("reason"):
         console.print(f"reason: {job['reason']}", highlight=False)
     if job.get("qos") is not None:  # (an older controller does not say)

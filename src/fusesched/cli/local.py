@@ -36,6 +36,7 @@ from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.backends.federation_config import FederationConfig
+from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
 from fusesched.controller.notify_send import NotifyConfig
 from fusesched.controller.power import PowerConfig
 from fusesched.controller.records import UnknownNodeError
@@ -210,6 +211,7 @@ class LocalCluster:
         agent_link: AgentLink = "http",
         notify: NotifyConfig | None = None,
         tenancy_file: Path | None = None,
+        inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S,
     ) -> None:
         if agent_link not in AGENT_LINKS:
             known = ", ".join(AGENT_LINKS)
@@ -229,6 +231,7 @@ class LocalCluster:
             power=power,
             notify=notify,
             tenancy_file=tenancy_file,
+            inactive_limit_s=inactive_limit_s,
         )
         self.ca = ca
         if isinstance(agents, int):

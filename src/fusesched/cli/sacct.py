@@ -1,10 +1,13 @@
 """``fusesched sacct``: what happened to jobs in a time window, as Slurm's sacct prints it.
 
 The rows come from ``GET /v1/jobs`` (``since``/``until``: the window; the same filters as
-``fusesched jobs``); fields that need what a job used (MaxRSS, TotalCPU, ReqMem, NTasks,
-AllocTRES) ask ``GET /v1/jobs/{id}/efficiency`` once a job, only when the format names them.
-States, fields and outputs are in :mod:`fusesched.cli.sacct_format`, the times in
-:mod:`fusesched.cli.sacct_time`.
+``fusesched jobs``), a page of :data:`PAGE` jobs after another (``before``: the last one's
+``seq``) until the window's jobs are all read; with their tasks and restarts (``detail``)
+unless ``-X`` leaves out the steps and no field needs them. Fields that need what a job used
+(MaxRSS, TotalCPU, ReqMem, NTasks, AllocTRES) ask ``GET /v1/jobs/{id}/efficiency`` once a
+job, only when the format names them. States, fields and outputs are in
+:mod:`fusesched.cli.sacct_format`, the steps in :mod:`fusesched.cli.sacct_steps`, the times
+in :mod:`fusesched.cli.sacct_time`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ import typer
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, _print_json
 
 ListOpt = list[str] | None
-#: The most jobs one ``GET /v1/jobs`` answers (the controller's limit).
-MAX_LIMIT = 1000
+#: Jobs asked for in one ``GET /v1/jobs`` (the most the controller answers).
+PAGE = 1000
 
 
 def sacct(
@@ -56,7 +59,12 @@ def sacct(
     ] = False,
     job_ids: Annotated[
         ListOpt,
-        typer.Option("--jobs", "-j", help="These jobs (12, array members 12_3, whole arrays 12)."),
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="These jobs (12, array members 12_3, whole arrays 12) or only these steps "
+            "of them (12.0, 12.batch).",
+        ),
     ] = None,
     state: Annotated[
         ListOpt,
@@ -97,30 +105,36 @@ def sacct(
     allocations: Annotated[
         bool,
         typer.Option(
-            "--allocations", "-X", help="Only the jobs, not their steps (always so: no steps)."
+            "--allocations",
+            "-X",
+            help="Only the jobs, not their steps (ID.batch, ID.0, ID.1…: each srun in a job).",
         ),
     ] = False,
     limit: Annotated[
-        int, typer.Option(min=1, max=MAX_LIMIT, help="At most this many jobs, the newest.")
-    ] = MAX_LIMIT,
+        int | None,
+        typer.Option(min=1, help="At most this many jobs, the newest (default: all)."),
+    ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="A JSON list: an object a job, the fields as keys.")
+        bool,
+        typer.Option(
+            "--json", help="A JSON list: an object a row (a job or a step), the fields as keys."
+        ),
     ] = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """Accounting of jobs in a time window, oldest first (as Slurm's sacct: -S -E -u -a -j
-    -s -r -A --name -o -p -P -n -X)."""
+    """Accounting of jobs in a time window, oldest first, each with its steps (as Slurm's
+    sacct: -S -E -u -a -j -s -r -A --name -o -p -P -n -X)."""
     from fusesched.cli import sacct_format as sf
+    from fusesched.cli import sacct_steps as st
     from fusesched.cli import squeue_format as sq
     from fusesched.cli.sacct_time import parse_sacct_time
 
-    del allocations  # (fusesched keeps no steps: every listing is of allocations)
     now = time.time()
     try:
         users = sq.comma_list(user, "user")
-        ids = sq.job_ids(job_ids)
+        ids, picks = st.parse_job_steps(job_ids)
         wanted = sf.parse_states(state) if state else None
         columns = sf.parse_format(fmt if fmt is not None else sf.DEFAULT_FORMAT)
         since = None if starttime is None else parse_sacct_time(starttime, now, what="--starttime")
@@ -151,20 +165,28 @@ def sacct(
             "user": users or None,
             "states": match.states,
             "queue": queues or None,
-            "limit": limit,
             "phases": match.phases,
             "ids": ids,
             "names": names,
             "me": ask_me,
             "since": _after_1970(since),
             "until": _after_1970(until),
+            "detail": not allocations or sf.needs_detail(columns),
         }
         found = _gather(client, query, tenants, limit)
     if wanted is not None:
         found = [job for job in found if sf.sacct_state(job) in wanted]
     found.sort(key=_id_order)
-    usage = _usage(client, found) if sf.needs_usage(columns) else {}
-    rows = [sf.values(columns, job, usage.get(job["id"], {}), now) for job in found]
+    shown = [(job, None if allocations else st.picked(picks, job)) for job in found]
+    whole = [job for job, steps in shown if steps is None]  # (the job's own row shown)
+    usage = _usage(client, whole) if sf.needs_usage(columns) else {}
+    rows: list[list[str]] = []
+    for job, steps in shown:
+        if steps is None:
+            rows.append(sf.values(columns, job, usage.get(job["id"], {}), now))
+        if not allocations:
+            for view, used in st.step_rows(job, sf.sacct_state(job), steps):
+                rows.append(sf.values(columns, view, used, now))
     if as_json:
         _print_json(sf.records(columns, rows))
         return
@@ -176,23 +198,44 @@ def sacct(
 
 
 def _gather(
-    client: Any, query: dict[str, Any], tenants: list[str], limit: int
+    client: Any, query: dict[str, Any], tenants: list[str], limit: int | None
 ) -> list[dict[str, Any]]:
-    """The jobs ``query`` asks for (one request per tenant of ``tenants``, or one for all),
-    each once; a note on stderr when an answer is full (older jobs of the window are left
-    out)."""
+    """The jobs ``query`` asks for (of each tenant of ``tenants``, or of all), each once:
+    all of them, or the newest ``limit`` of each."""
     found: dict[str, dict[str, Any]] = {}
     each: list[str | None] = [*tenants] or [None]
     for tenant in each:
-        answer: list[dict[str, Any]] = _call(client.jobs, tenant=tenant, **query)
-        if len(answer) >= limit:
+        found.update((job["id"], job) for job in _pages(client, query, tenant, limit))
+    return list(found.values())
+
+
+def _pages(
+    client: Any, query: dict[str, Any], tenant: str | None, limit: int | None
+) -> list[dict[str, Any]]:
+    """The jobs ``query`` asks for of ``tenant``, newest first, a page of :data:`PAGE` after
+    another, up to ``limit`` (None: all). A controller whose jobs carry no ``seq`` (older)
+    answers one page: a note on stderr says when it was full."""
+    jobs: list[dict[str, Any]] = []
+    before: int | None = None
+    while limit is None or len(jobs) < limit:
+        size = PAGE if limit is None else min(PAGE, limit - len(jobs))
+        page: list[dict[str, Any]] = _call(
+            client.jobs, tenant=tenant, limit=size, before=before, **query
+        )
+        jobs.extend(page)
+        if len(page) < size:
+            break
+        seqs = [seq for job in page if isinstance(seq := job.get("seq"), int)]
+        if len(seqs) < len(page):
+            of = f" of {tenant}" if tenant else ""
             print(
-                f"note: only the newest {limit} jobs{f' of {tenant}' if tenant else ''} are "
-                "shown: narrow the window (-S/-E) or the filters",
+                f"note: only the newest {len(jobs)} jobs{of} are shown (the controller pages "
+                "no further): narrow the window (-S/-E) or the filters",
                 file=sys.stderr,
             )
-        found.update((job["id"], job) for job in answer)
-    return list(found.values())
+            break
+        before = min(seqs)
+    return jobs
 
 
 def _usage(client: Any, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

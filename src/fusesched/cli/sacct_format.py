@@ -5,7 +5,9 @@ names for ``-o`` (``JobID,JobName%30,State``), and its table, ``-p``/``-P`` and 
 Pure functions of the job views (``GET /v1/jobs``), with the efficiency views (``GET
 /v1/jobs/{id}/efficiency``) where a field needs what a job used (MaxRSS, TotalCPU, ReqMem,
 NTasks, AllocTRES's memory); bad input raises ``ValueError`` with a message that says what is
-known. fusesched keeps one record a job (no steps), its latest run.
+known. A job shows its latest run; its steps' rows (:mod:`fusesched.cli.sacct_steps`) are
+job-like views with a ``step``, where the fields of the job alone (User, Partition, QOS,
+Timelimit, Priority, ReqCPUS, ReqMem, Restarts) are blank, as in Slurm's.
 """
 
 from __future__ import annotations
@@ -110,11 +112,20 @@ def sacct_state(job: Job) -> str:
     return str(job.get("state") or "").upper()
 
 
+#: Job states the controller ends a job in (not its tasks' own exit): sacct's job row shows
+#: ``0:0`` for them whatever the tasks' signal (``TIMEOUT 0:0``, its ``.batch`` ``0:15``).
+ENDED_BY_CONTROLLER: Final = frozenset({"CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
+
+
 def exit_code(job: Job) -> str:
     """``code:signal``: ``3:0`` for an exit status, ``0:15`` for a signal (fusesched keeps a
-    signal as a negative code; -1, a task the controller ended, has neither)."""
+    signal as a negative code; -1, a task the controller ended, has neither). A job's own
+    row (not a step's) in a state of :data:`ENDED_BY_CONTROLLER` is ``0:0``, as Slurm's: the
+    signal that stopped it shows on its steps' rows."""
     code = job.get("exit_code")
     if code is None or code == -1:
+        return "0:0"
+    if job.get("step") is None and sacct_state(job) in ENDED_BY_CONTROLLER:
         return "0:0"
     return f"0:{-code}" if code < 0 else f"{code}:0"
 
@@ -201,6 +212,12 @@ def _cpu_time_s(job: Job, now: float) -> int:
     return math.ceil(_elapsed_s(job, now) * _cpus(job))
 
 
+def _restarts(job: Job) -> str:
+    """How many times it was requeued or restarted (blank: not known)."""
+    count = job.get("restarts")
+    return "" if count is None else str(count)
+
+
 def _total_cpu(usage: Usage) -> str:
     used = usage.get("cpu_seconds")
     return "" if used is None else cpu_duration(used)
@@ -208,12 +225,15 @@ def _total_cpu(usage: Usage) -> str:
 
 class Field(NamedTuple):
     """One of sacct's fields: its header, default width (negative: left-justified, as sacct's
-    JobID) and value; ``usage``: it needs the job's efficiency view."""
+    JobID) and value; ``usage``: it needs the job's efficiency view; ``detail``: the job's
+    detailed view (``GET /v1/jobs?detail=true``); ``steps``: step rows show it (else blank)."""
 
     header: str
     width: int
     value: Callable[[Job, Usage, float], str]
     usage: bool = False
+    detail: bool = False
+    steps: bool = True
 
 
 def _plain(key: str, default: str = "") -> Callable[[Job, Usage, float], str]:
@@ -227,10 +247,10 @@ FIELDS: Final[dict[str, Field]] = {
         Field("JobID", -12, lambda j, _u, _n: str(j["id"])),
         Field("JobIDRaw", -12, lambda j, _u, _n: str(j["id"])),
         Field("JobName", 10, _plain("name")),
-        Field("User", 9, _plain("user")),
-        Field("Partition", 10, _plain("queue")),
+        Field("User", 9, _plain("user"), steps=False),
+        Field("Partition", 10, _plain("queue"), steps=False),
         Field("Account", 10, _plain("tenant")),
-        Field("QOS", 10, _plain("qos")),
+        Field("QOS", 10, _plain("qos"), steps=False),
         Field("State", 10, lambda j, _u, _n: sacct_state(j)),
         Field("ExitCode", 8, lambda j, _u, _n: exit_code(j)),
         Field("Reason", 20, _plain("reason", "None")),
@@ -240,7 +260,7 @@ FIELDS: Final[dict[str, Field]] = {
         Field("End", 19, lambda j, _u, _n: _stamp(j.get("end_time"))),
         Field("Elapsed", 10, lambda j, _u, n: duration(_elapsed_s(j, n))),
         Field("ElapsedRaw", 10, lambda j, _u, n: str(_elapsed_s(j, n))),
-        Field("Timelimit", 10, lambda j, _u, _n: _timelimit(j)),
+        Field("Timelimit", 10, lambda j, _u, _n: _timelimit(j), steps=False),
         Field("AllocCPUS", 10, lambda j, _u, _n: _number(_cpus(j))),
         Field("AllocNodes", 10, lambda j, _u, _n: str(len(j.get("nodes") or []))),
         Field("AllocTRES", -40, lambda j, u, _n: _alloc_tres(j, u), usage=True),
@@ -251,14 +271,20 @@ FIELDS: Final[dict[str, Field]] = {
             lambda j, _u, _n: str(len(j.get("nodes") or []) or j.get("min_nodes") or 1),
         ),
         Field("NTasks", 8, lambda _j, u, _n: str(u.get("tasks_count") or ""), usage=True),
-        Field("ReqCPUS", 8, lambda j, _u, _n: _number(float(j.get("cpus") or 0))),
-        Field("ReqMem", 10, lambda _j, u, _n: _memory(u.get("memory_bytes")), usage=True),
+        Field("ReqCPUS", 8, lambda j, _u, _n: _number(float(j.get("cpus") or 0)), steps=False),
+        Field(
+            "ReqMem",
+            10,
+            lambda _j, u, _n: _memory(u.get("memory_bytes")),
+            usage=True,
+            steps=False,
+        ),
         Field("MaxRSS", 10, lambda _j, u, _n: _kib(u.get("max_rss_bytes")), usage=True),
         Field("TotalCPU", 10, lambda _j, u, _n: _total_cpu(u), usage=True),
         Field("CPUTime", 10, lambda j, _u, n: duration(_cpu_time_s(j, n))),
         Field("CPUTimeRaw", 10, lambda j, _u, n: str(_cpu_time_s(j, n))),
-        Field("Priority", 10, lambda j, _u, _n: str(j.get("priority", 0))),
-        Field("Restarts", 8, lambda _j, _u, _n: ""),
+        Field("Priority", 10, lambda j, _u, _n: str(j.get("priority", 0)), steps=False),
+        Field("Restarts", 8, lambda j, _u, _n: _restarts(j), detail=True, steps=False),
     )
 }
 #: sacct's default fields.
@@ -307,9 +333,19 @@ def needs_usage(columns: Sequence[Column]) -> bool:
     return any(c.field.usage for c in columns)
 
 
+def needs_detail(columns: Sequence[Column]) -> bool:
+    """Whether any of ``columns`` needs the jobs' detailed views."""
+    return any(c.field.detail for c in columns)
+
+
 def values(columns: Sequence[Column], job: Job, usage: Usage, now: float) -> list[str]:
-    """The job's values in ``columns`` (control characters as ``?``: one line a job)."""
-    return [c.field.value(job, usage, now).translate(_CONTROLS) for c in columns]
+    """The values in ``columns`` of a job, or of a step's job-like view (``step`` set: the
+    fields of the job alone are blank); control characters as ``?``: one line a row."""
+    step = job.get("step") is not None
+    return [
+        "" if step and not c.field.steps else c.field.value(job, usage, now).translate(_CONTROLS)
+        for c in columns
+    ]
 
 
 def _cell(text: str, width: int) -> str:

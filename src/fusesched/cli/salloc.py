@@ -12,6 +12,10 @@ limit, ``fusesched cancel``) the allocation is revoked: the command's process gr
 SIGHUP, then SIGKILL after :data:`HANGUP_GRACE_S`. When the command exits, salloc releases
 the job, which ends completed (the command exited 0) or failed (any other status; exit code 1),
 cancelling it if it does not end at once, and exits with the command's exit status.
+
+From its submission on, salloc holds the job (:mod:`fusesched.cli.keepalive`: it is attended,
+and a thread pings the controller), so that a salloc killed outright no longer holds its
+allocation once the controller's ``--inactive-limit`` has passed (Slurm's InactiveLimit).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 
+from fusesched.cli.keepalive import Keepalive, submit_attended, warn
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
 from fusesched.cli.srun import QUEUED_AFTER_S, RUN_CONTEXT, RunUsageError
 from fusesched.cli.waiting import FINISHED, describe
@@ -320,6 +325,11 @@ def salloc(
     the request (exit 1). If the job ends while COMMAND runs (its time limit, fusesched
     cancel), COMMAND's process group gets SIGHUP and salloc exits (status 1 when COMMAND's
     is 0). Not supported: --pty (not needed), X11, images, heterogeneous jobs.
+
+    salloc tells the controller every few seconds that it is still there (Slurm's
+    InactiveLimit): if it is killed outright or stays suspended longer than the controller's
+    --inactive-limit (300 s by default), the allocation is ended (TIMEOUT, reason
+    InactiveLimit). With --no-shell nothing holds it: it lasts until its time limit.
     """
     from fusesched.cli.salloc_plan import (
         allocation_request,
@@ -351,10 +361,16 @@ def salloc(
     own = parsed.run.own
     ca_path = Path(own["--ca"]) if own.get("--ca") else ca
     client = _client(own.get("--controller", controller_url), own.get("--token", token), ca_path)
+    payload = request.model_dump(mode="json", exclude_none=True)
     try:
-        job_id = _call(client.submit, request.model_dump(mode="json", exclude_none=True))
+        if parsed.no_shell:  # (left to its time limit: nothing holds it)
+            job_id = _call(client.submit, payload)
+        else:  # held by this salloc: ended if it goes silent (InactiveLimit)
+            job_id = _call(submit_attended, client.submit, payload, warn)
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         _fail("interrupted while submitting: the job may have been queued (see fusesched jobs)")
+    if not parsed.no_shell:
+        Keepalive(client, job_id).start()  # (a daemon thread: it ends with salloc)
     say(f"Pending job allocation {job_id}")
     for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)

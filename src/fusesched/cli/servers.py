@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from fusesched.policies.tenancy_policy import TenancyPolicy
 
 from fusesched.cli.live import CaOpt, DataDirOpt, _fail, console, err
+from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S, MAX_INACTIVE_LIMIT_S
 
 
 def _stop_on_signals() -> None:
@@ -98,6 +99,23 @@ def _load_power(path: Path | None) -> PowerConfig | None:
         return PowerConfig.load(path)
     except ValueError as exc:
         _fail(str(exc), 2)
+
+
+InactiveLimitOpt = Annotated[
+    int,
+    typer.Option(
+        "--inactive-limit",
+        min=0,
+        max=MAX_INACTIVE_LIMIT_S,
+        metavar="SECONDS",
+        help="Slurm's InactiveLimit: end an allocation whose `fusesched salloc` or `fusesched "
+        "run` has not answered for this many seconds (killed, its host lost, or suspended "
+        "with Ctrl-Z): a running job ends TIMEOUT with the reason InactiveLimit, a waiting "
+        "one is cancelled. Batch jobs are never ended by it. 0 turns it off (Slurm's "
+        "default); 300 by default, so that an abandoned allocation gives its nodes back to "
+        "the shared pool within minutes; at most 65533 (as Slurm's) (docs/LIVE.md).",
+    ),
+]
 
 
 # job-notification options, of `controller` and `up` alike
@@ -306,6 +324,7 @@ def controller(
     smtp_starttls: StartTlsOpt = False,
     smtp_user: SmtpUserOpt = None,
     notify_webhook: WebhookOpt = None,
+    inactive_limit: InactiveLimitOpt = DEFAULT_INACTIVE_LIMIT_S,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -345,6 +364,7 @@ def controller(
                 smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
             ),
             tenancy_file=tenancy,
+            inactive_limit_s=inactive_limit,
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)
@@ -471,6 +491,7 @@ def up(
     smtp_starttls: StartTlsOpt = False,
     smtp_user: SmtpUserOpt = None,
     notify_webhook: WebhookOpt = None,
+    inactive_limit: InactiveLimitOpt = DEFAULT_INACTIVE_LIMIT_S,
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
@@ -501,6 +522,7 @@ def up(
                 smtp, mail_from, mail_domain, smtp_starttls, smtp_user, notify_webhook
             ),
             tenancy_file=tenancy,
+            inactive_limit_s=inactive_limit,
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

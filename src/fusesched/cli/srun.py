@@ -337,8 +337,13 @@ def run(
     exits with its exit code (1 when it was cancelled, timed out or ended without one).
     Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is not
     forwarded and there is no pseudo-terminal (srun --pty is not supported).
+
+    run tells the controller every few seconds that it is still there (Slurm's InactiveLimit):
+    if it is killed outright or stays suspended (Ctrl-Z) longer than the controller's
+    --inactive-limit (300 s by default), its job is ended (TIMEOUT, reason InactiveLimit).
     """
     from fusesched.cli.fast import submit_dir
+    from fusesched.cli.keepalive import Attended, Keepalive, warn
     from fusesched.cli.submission import _sent
     from fusesched.submit.errors import SubmitError
 
@@ -367,11 +372,15 @@ def run(
         parsed.own.get("--token", token),
         _path(parsed.own.get("--ca")) or ca,
     )
+
+    attended = Attended(client.submit, warn)  # (ended if this run goes silent: InactiveLimit)
     try:
-        job_id = _call(_sent, client.submit, request.model_dump(mode="json", exclude_none=True))
+        job_id = _call(_sent, attended, request.model_dump(mode="json", exclude_none=True))
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         say("interrupted while submitting: the job may have been queued (see fusesched jobs)")
         raise typer.Exit(INTERRUPTED) from None
+    if not attended.older:  # (a daemon thread: it ends with run)
+        Keepalive(client, job_id).start()
     tasks = sum(group.replicas for group in request.groups)
     signal.signal(signal.SIGINT, _first_interrupt)
     try:

@@ -228,11 +228,19 @@ def sbatch(
     runs in the current folder (where its node has it) unless -D names another, and writes
     its output to slurm-<id>.out there unless -o names another file.
 
+    A heterogeneous job: ':' separates its components' options (fusesched sbatch -n1 -c4 :
+    -n2 --gpus-per-task=1 job.sh), as do `#SBATCH hetjob` lines in the script. The script
+    runs on component 0; `srun --het-group=1` in it runs a step on component 1.
+
     `--parsable` prints only the job id: `jid=$(fusesched sbatch --parsable job.sh)`.
     `-W`/`--wait` returns when the job (every member of an array) has ended, with its exit
     code (an array's highest; 1 for a job cancelled, timed out or ended without a code),
     saying its state changes on stderr; Ctrl-C stops waiting and leaves the job running
     (exit 130). A script's `#SBATCH --parsable` and `#SBATCH --wait` lines count as the options.
+
+    -d/--dependency on an array's id waits on all its members (map-reduce: fusesched sbatch
+    -d afterok:$jid reduce.sh); -d aftercorr:$jid runs each member of an array after the
+    member of the same index of array $jid completed.
     """
     from fusesched.cli.fast import submit_dir
     from fusesched.submit.errors import SubmitError

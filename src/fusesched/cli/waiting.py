@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fusesched.controller.inactive import ended_by_limit
+
 #: The states a job ends in.
 FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
 #: The exit status for an interrupted wait (128 + SIGINT), as a shell gives.
@@ -51,6 +53,8 @@ def describe(job: Mapping[str, Any]) -> str:
     reason = f": {said}" if said and said != f"exit {code}" else ""
     if state == "Completed":
         return "completed"
+    if phase == "timeout" and ended_by_limit(said):  # (its salloc or run went silent)
+        return f"was ended: {said}"
     if phase == "timeout":
         limit = job.get("time_limit_s")
         shown = "" if limit is None else f" ({_hms(limit)})"

@@ -1,12 +1,15 @@
 """Crash recovery: a restarted controller adopts the jobs its predecessor left running.
 
 At start (:func:`recover_running`) every job the store shows running gets its live record
-back, with a task per task the store shows running, and waits. Each node that registers
-again says which of its tasks still run and with what (CPU ids, GPUs: :func:`on_register`);
-a node holding tasks of a waiting job joins the core as ``DRAINING``, so nothing new lands
-on resources those tasks hold. When all of a job's nodes are back, the core gets
-``JobAdopted`` and books the job where it runs (:func:`try_adopt`); exits reported in the
-meantime are kept and passed on right after. A job whose node is still missing after
+back, with a task per task the store shows running and the nodes the store shows it
+started on, and waits. Each node that registers again says which of its tasks still run and
+with what (CPU ids, GPUs, launch files: :func:`on_register`); a node of a waiting job joins
+the core as ``DRAINING``, so nothing new lands on resources it holds. When all of a job's
+nodes are back, the core gets ``JobAdopted`` and books the job where it runs
+(:func:`try_adopt`): its launched tasks, and the task slots its hostfile gives it where
+nothing was launched (a batch job's other nodes: :func:`held_slots`), so that ``srun`` in it
+reaches all its nodes again; exits reported in the meantime are kept and passed on right
+after. A job whose node is still missing after
 ``node_timeout_s`` is given up on that node: its tasks there are declared lost (fenced if
 the node returns), the others are killed, and the job goes back to the queue for a new run.
 
@@ -18,8 +21,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from fusesched.agent.step_het import het_hostfile_name
+from fusesched.agent.step_plan import read_hostfile
 from fusesched.api.wire import NodeInventory, TaskLaunch
 from fusesched.controller import endings, failures, federation
+from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
 from fusesched.core.requeue import NOT_REQUEUED
@@ -85,6 +91,8 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
                 live.pool = row.pool
             live.tasks[t.task_id] = task
             ctl.tasks[t.task_id] = (spec.id, task)
+        if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
+            live.nodes = tuple(row.nodes)
         ctl.jobs[spec.id] = live
         if not any(not t.remote for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
@@ -101,9 +109,9 @@ def _grant(devices: tuple[str, ...]) -> Grant:
 
 
 def holds(ctl: Controller, node: str) -> bool:
-    """Whether a job waiting for adoption has a task on ``node``."""
+    """Whether a job waiting for adoption has a task on ``node``, or ran there."""
     return any(
-        live.adopting and any(t.node == node for t in live.tasks.values())
+        live.adopting and (node in live.nodes or any(t.node == node for t in live.tasks.values()))
         for live in ctl.jobs.values()
     )
 
@@ -130,21 +138,53 @@ def try_adopt(ctl: Controller, now: float) -> None:
     for live in list(ctl.jobs.values()):
         if not live.adopting:
             continue
-        nodes = [t.node for t in live.tasks.values() if not t.remote]
+        nodes = [t.node for t in live.tasks.values() if not t.remote] + list(live.nodes)
+        nodes += [n for n, _ in read_hostfile(_reported_files(live).get(HOSTFILE_NAME, ""))]
         if all(n in ctl.nodes or n in ctl.remote_specs for n in nodes):
             _adopt(ctl, live, now)
     _release_held(ctl, now)
 
 
+def held_slots(live: LiveJob) -> dict[str, list[tuple[str, int]]] | None:
+    """The task slots ``live`` holds, by task group: (node, tasks) in allocation order, from
+    the hostfile its agents reported with its tasks' launches (a heterogeneous job's
+    components', each group its own); None when no launch reported one."""
+    files = _reported_files(live)
+    groups = [g.name for g in live.request.groups]
+    if not files or (not live.request.hetjob and len(groups) != 1):
+        return None
+    if not live.request.hetjob:
+        return {groups[0]: read_hostfile(files[HOSTFILE_NAME])}
+    names = [het_hostfile_name(i) for i in range(len(groups))]
+    if any(n not in files for n in names):
+        return None
+    return {g: read_hostfile(files[n]) for g, n in zip(groups, names, strict=True)}
+
+
+def _reported_files(live: LiveJob) -> dict[str, str]:
+    """The launch files (hostfiles) an agent reported with one of ``live``'s tasks, or {}."""
+    for task in live.tasks.values():
+        if not task.remote and HOSTFILE_NAME in task.launch.files:
+            return task.launch.files
+    return {}
+
+
 def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     main = [t for t in live.tasks.values() if not t.remote]
-    tasks = tuple(
+    tasks = [
         AdoptedTask(t.launch.task_id.split(".")[-2], t.node, t.grant.gpu_indices, t.grant.gpu_uuids)
         for t in main
-    )
-    ctl.events.append(JobAdopted(live.spec, tasks, live.started_at))
+    ]
+    files = _reported_files(live)  # (the job's nodes in allocation order)
+    nodes = [n for n, _ in read_hostfile(files.get(HOSTFILE_NAME, ""))]
+    nodes += [t.node for t in main]
+    for group, hosts in (held_slots(live) or {}).items():  # where nothing was launched too
+        for node, count in hosts:
+            launched = sum(1 for t in tasks if t.group == group and t.node == node)
+            tasks += [AdoptedTask(group, node, launched=False)] * max(count - launched, 0)
+    ctl.events.append(JobAdopted(live.spec, tuple(tasks), live.started_at))
     live.adopting = False
-    live.nodes = tuple(dict.fromkeys(t.node for t in main))
+    live.nodes = tuple(dict.fromkeys(nodes))
     ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
     for task in main:
         if task.pool is not None and task.external_id is not None:
@@ -185,6 +225,7 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
         ctl.finished[task_id] = task
     live.tasks = {}
     live.adopting = False
+    live.nodes = ()
     if not live.request.requeue:  # (straight to the core: it must not wait to run again)
         why = f"{reason}; {NOT_REQUEUED}"
         ctl.persist.job_event(live.id, "JobNotRequeued", why, now)

@@ -25,6 +25,7 @@ from fusesched.api.wire import (
 )
 from fusesched.controller import adoption, data, drains, endings, failures, output_files
 from fusesched.controller import probes as task_probes
+from fusesched.controller.job_steps import STEP_ID_ENV, share_of
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.controller.records import (
     LiveJob,
@@ -309,16 +310,37 @@ def leaving(ctl: Controller, name: str) -> NodeState:
 
 
 def remote_launch(
-    ctl: Controller, job_id: str, node: str, argv: list[str], env: Mapping[str, str]
+    ctl: Controller,
+    job_id: str,
+    node: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    step: int | None = None,
 ) -> str:
     """Start a helper process of a running job on one of its nodes (mpirun's orted), with
-    its own variables ``env`` (:func:`launch_remote`)."""
+    its own variables ``env`` (:func:`launch_remote`). ``step``: it is a helper of that job
+    step (a step's mpirun starts it): it carries the step's id, not a share of its slots
+    (:class:`SubmitError` when no such step runs)."""
     with ctl.work:
         live = running_job(ctl, job_id)
         check_remote_node(ctl, live, node)
-        task_id = launch_remote(ctl, live, node, argv, {}, env)
+        marks: dict[str, str] = {}
+        if step is not None:
+            _check_step_runs(live, step)
+            marks = {STEP_ID_ENV: str(step)}
+        task_id = launch_remote(ctl, live, node, argv, marks, env)
         ctl.work.notify_all()
     return task_id
+
+
+def _check_step_runs(live: LiveJob, step: int) -> None:
+    """Refuse (:class:`SubmitError`) a helper of step ``step`` of ``live`` when no task of
+    that step runs."""
+    for task in live.tasks.values():
+        share = share_of(task.launch.env) if task.remote and task.state != "exited" else None
+        if share is not None and share.step_id == step:
+            return
+    raise SubmitError(f"job {live.id} has no step {step} running")
 
 
 def running_job(ctl: Controller, job_id: str) -> LiveJob:
@@ -337,7 +359,13 @@ def running_job(ctl: Controller, job_id: str) -> LiveJob:
 def check_remote_node(ctl: Controller, live: LiveJob, node: str) -> None:
     """Refuse (:class:`SubmitError`) a remote task on a node that is not the job's, that
     no agent of ours runs, or whose agent has stopped heartbeating (the launch would wait
-    there, and a step's task hold its slots, for as long as the node is down)."""
+    there, and a step's task hold its slots, for as long as the node is down), or of a job
+    a restarted controller has not adopted yet (its nodes are not all back)."""
+    if live.adopting:
+        raise SubmitError(
+            f"job {live.id} runs and waits to be adopted after a controller restart: "
+            "try again once its nodes are back"
+        )
     if node not in live.nodes:
         raise SubmitError(f"node {node!r} is not allocated to job {live.id}")
     if node not in ctl.nodes:  # an external pool's node: no agent of ours runs there

@@ -6,6 +6,10 @@ is settled here, from what the store says of that job: a dependency it met is dr
 it can never meet rejects the waiting job (as the core would have), and the others stay for
 the core to wait on (their jobs are recovered too). A ``singleton`` stays as it is: the core
 looks again at the recovered jobs of the same name and user.
+
+A dependency on a whole array (``afterok:12``, ``aftercorr:12``) is the core's to settle
+(core/array_deps.py): the controller tells it, once per array, which of the array's members
+ended before the restart and how (:func:`recall`), before it hands over the waiting job.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from fusesched.core.intake import never_met
-from fusesched.model.job import DependencyKind, JobSpec
-from fusesched.model.phases import JobPhase
+from fusesched.model.events import ArrayRecalled
+from fusesched.model.job import ArraySpec, DependencyKind, JobSpec
+from fusesched.model.phases import TERMINAL, JobPhase
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -75,3 +80,36 @@ def settle_submitted(ctl: Controller, spec: JobSpec) -> JobSpec | str:
     if not spec.dependencies:
         return spec
     return settle_recovered(spec, partial(forgotten, ctl))
+
+
+def stored_array(ctl: Controller, array_id: str) -> ArraySpec | None:
+    """The indices of stored job array ``array_id`` (``None``: no array has that id)."""
+    rows = ctl.persist.store.list_jobs(array_parent=array_id, limit=1)
+    array = rows[0].request.get("array") if rows else None
+    if not isinstance(array, dict):
+        return None
+    return ArraySpec(array["start"], array["stop"], array.get("step", 1))
+
+
+def recall(ctl: Controller, spec: JobSpec, seen: set[str]) -> list[ArrayRecalled]:
+    """What the core must be told before it takes ``spec``: for each array ``spec`` depends
+    on whose every member the core cannot account for (one submitted before a restart),
+    the array's members that ended before the restart, with their phases from the store.
+    ``seen``: the arrays recalled already (``ctl.arrays_recalled``): each is read once,
+    though the core takes the account only at its next cycle and other jobs come before."""
+    out: list[ArrayRecalled] = []
+    core = ctl.core
+    for dep in spec.dependencies:
+        array_id = dep.job_id
+        if not array_id or array_id in seen or array_id in core.arrays.accounted:
+            continue
+        if array_id in core.jobs or array_id in ctl.jobs:
+            continue  # a job, not an array
+        array = stored_array(ctl, array_id)
+        if array is None:
+            continue
+        seen.add(array_id)
+        rows = ctl.persist.store.member_phases(array_id, [p.value for p in TERMINAL])
+        ended = {job_id: JobPhase(p) for job_id, p in rows.items() if job_id not in core.jobs}
+        out.append(ArrayRecalled(array_id, array, ended))
+    return out

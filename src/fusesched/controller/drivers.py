@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fusesched.api.wire import KillTask, TaskLaunch
 from fusesched.controller.data import dataset_wires
+from fusesched.controller.hetjob_env import components, het_files, het_slurm_env
 from fusesched.controller.launchenv import (
     HOSTFILE_NAME,
     SlurmJob,
@@ -84,6 +85,8 @@ def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
 def batch_mode(request: JobRequest) -> bool:
     """One task starts the job (a script or mpirun launches the rest), as sbatch does."""
     group = request.groups[0]
+    if request.hetjob:  # (its first component's first task runs the script: hetjob_env.py)
+        return True
     return len(request.groups) == 1 and (group.script is not None or group.launcher == "mpi")
 
 
@@ -112,6 +115,9 @@ class AgentPool:
         slurm = _slurm_job(live, attempt, now) if live.request.slurm_env else None
         per_task = {g.group: g.resources for g in decision.groups}
         devices = {g.group: g.devices for g in decision.groups}
+        groups = [g.name for g in live.request.groups]
+        het = components(groups, slots, per_task) if live.request.hetjob else []
+        files = {HOSTFILE_NAME: hostfile(slots)} | het_files(het)
         for slot in launched:
             group = group_of[slot.group]
             # the node pool pins CPUs; the devices are the core's decision
@@ -132,7 +138,9 @@ class AgentPool:
                     batch=batch,
                 )
             )
-            if slurm is not None:  # (before fusesched's own: those win)
+            if slurm is not None and het:  # (the batch script: component 0's allocation)
+                env = slurm_env(slurm, slot, het[0].slots, batch) | het_slurm_env(slurm, het) | env
+            elif slurm is not None:  # (before fusesched's own: those win)
                 env = slurm_env(slurm, slot, slots, batch) | env
             env.update(secret)
             env["FUSESCHED_RESTART_COUNT"] = str(attempt)
@@ -161,7 +169,7 @@ class AgentPool:
                 image=group.image,
                 walltime_s=live.spec.walltime_s,
                 grace_s=ctl.config.grace_s,
-                files={HOSTFILE_NAME: hostfile(slots)},
+                files=files,
                 checkpoint_dir=live.request.checkpoint_dir,
                 power_cap=power_cap,
                 datasets=dataset_wires(live.spec.datasets),

@@ -17,6 +17,7 @@ from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import failures, task_usage
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.holds import HELD
+from fusesched.controller.inactive import ended_by_limit
 from fusesched.controller.metrics import metrics_for
 from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
@@ -132,7 +133,7 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
                 live.hold, live.hold_after_requeue = live.hold_after_requeue, None
                 ctl.events.append(JobHoldRequested(job_id, live.hold))
         else:
-            timed_out = "walltime" in why
+            timed_out = "walltime" in why or ended_by_limit(why)  # (InactiveLimit: as Slurm)
             ctl.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
         ctl.wake()
 
@@ -162,6 +163,7 @@ def settle_terminal(ctl: Controller, now: float) -> None:
                     requeued(ctl, live, said, rec.attempts, now)
             continue
         live = ctl.jobs.pop(job_id)
+        ctl.holders.forget(job_id)  # (InactiveLimit: no holder to watch any more)
         if live.tasks:
             ended.append(job_id)
             energy = metrics_for(ctl).job_energy(live, now)

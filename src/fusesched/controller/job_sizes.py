@@ -17,6 +17,9 @@ class JobSize(NamedTuple):
     # every accelerator of all its tasks by resource name: whole GPUs, MIG slices
     # (nvidia.com/mig-1g.10gb), GPU shares (fusesched.io/gpu-milli), other vendors' */gpu
     accelerators: dict[str, int] | None = None
+    # each task's CPU cores, when every task group asks the same (what a job step's task
+    # holds: sacct's step AllocCPUS); None: they differ, or unknown
+    cpus_per_task: float | None = None
 
 
 UNKNOWN = JobSize(None, None, None, None)
@@ -33,6 +36,7 @@ def job_size(request: Mapping[str, object]) -> JobSize:
     if not isinstance(groups, list):
         return UNKNOWN
     millicores = tasks = 0
+    each: set[int] = set()  # (the groups' millicores per task)
     accelerators: dict[str, int] = {}
     try:
         for group in groups:
@@ -43,7 +47,9 @@ def job_size(request: Mapping[str, object]) -> JobSize:
             if not isinstance(replicas, int) or not isinstance(resources, Mapping):
                 return UNKNOWN
             tasks += replicas
-            millicores += replicas * parse_quantity("cpu", resources.get("cpu", 0))
+            per_task = parse_quantity("cpu", resources.get("cpu", 0))
+            each.add(per_task)
+            millicores += replicas * per_task
             for name, amount in resources.items():
                 if isinstance(name, str) and is_accelerator(name):
                     count = replicas * parse_quantity(name, amount)
@@ -60,4 +66,18 @@ def job_size(request: Mapping[str, object]) -> JobSize:
         accelerators.get(GPU, 0),
         max(min_nodes, 1),
         dict(sorted(accelerators.items())),
+        each.pop() / 1000 if len(each) == 1 else None,
     )
+
+
+def batch_started(request: Mapping[str, object]) -> bool:
+    """Whether one task starts the job and launches the rest (its batch script, or mpirun
+    for an MPI group), as sbatch does: ``controller/drivers.py``'s ``batch_mode``, read from
+    the stored JSON. That task is what ``sacct`` shows as the job's ``ID.batch`` step. A
+    heterogeneous job's script runs on its first component's first task."""
+    if request.get("hetjob") is True:
+        return True
+    groups = request.get("groups")
+    if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], Mapping):
+        return False
+    return groups[0].get("script") is not None or groups[0].get("launcher") == "mpi"

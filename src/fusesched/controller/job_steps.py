@@ -11,8 +11,9 @@ A step's share travels in its tasks' launch environment (:func:`share_env`), not
 of the controller's: the steps running are read back from the job's live tasks alone
 (:func:`running_shares`), so nothing is left behind by a ``srun`` killed outright (its step
 ends when its tasks do) and a restarted controller knows the steps of the tasks it adopts.
-mpirun's daemons (remote tasks without a share) are no step's and are not counted. Step ids
-are 0, 1, 2… per run of the job (:func:`next_step_id`: one past the highest its tasks carry).
+mpirun's daemons (remote tasks without a share) are not counted; those of a step's mpirun
+carry its id alone (:func:`step_of`), which the store keeps for accounting. Step ids are 0, 1,
+2… per run of the job (:func:`next_step_id`: one past the highest its tasks carry).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from fusesched.submit.errors import SubmitError
 STEP_ID_ENV = "FUSESCHED_STEP_ID"
 STEP_SLOTS_ENV = "FUSESCHED_STEP_SLOTS"  # node:count,node:count
 STEP_OVERLAP_ENV = "FUSESCHED_STEP_OVERLAP"  # "1" for --overlap
+#: A heterogeneous job's step: its share of each component (group:node:count,…).
+STEP_HET_SLOTS_ENV = "FUSESCHED_STEP_HET_SLOTS"
 
 
 class StepNeverFits(SubmitError):
@@ -43,6 +46,9 @@ class StepShare:
     step_id: int
     slots: tuple[tuple[str, int], ...]
     overlap: bool = False
+    # a heterogeneous job's step: (component, its slots per node) for each component it runs
+    # on; ``slots`` is their sum. Empty: the job is not heterogeneous.
+    het: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
 
 
 def share_env(share: StepShare) -> dict[str, str]:
@@ -55,14 +61,18 @@ def share_env(share: StepShare) -> dict[str, str]:
     }
     if share.overlap:
         env[STEP_OVERLAP_ENV] = "1"
+    if share.het:
+        env[STEP_HET_SLOTS_ENV] = ",".join(
+            f"{group}:{node}:{count}" for group, slots in share.het for node, count in slots
+        )
     return env
 
 
 def share_of(env: Mapping[str, str]) -> StepShare | None:
     """The step share a task's launch environment names; None for a task of no step (or
     one whose marks do not read as a share: it is not counted)."""
-    step = env.get(STEP_ID_ENV, "")
-    if not (step.isascii() and step.isdigit()):
+    step = step_of(env)
+    if step is None:
         return None
     slots: list[tuple[str, int]] = []
     for item in env.get(STEP_SLOTS_ENV, "").split(","):
@@ -70,7 +80,53 @@ def share_of(env: Mapping[str, str]) -> StepShare | None:
         if not node or not (count.isascii() and count.isdigit()):
             return None
         slots.append((node, int(count)))
-    return StepShare(int(step), tuple(slots), env.get(STEP_OVERLAP_ENV) == "1")
+    het = _het_of(env.get(STEP_HET_SLOTS_ENV))
+    if het is None:
+        return None
+    return StepShare(step, tuple(slots), env.get(STEP_OVERLAP_ENV) == "1", het)
+
+
+def _het_of(text: str | None) -> tuple[tuple[int, tuple[tuple[str, int], ...]], ...] | None:
+    """The components' shares ``group:node:count,…`` say (empty: none given; None: they do
+    not read as shares)."""
+    if not text:
+        return ()
+    parts: dict[int, list[tuple[str, int]]] = {}
+    for item in text.split(","):
+        group, _, rest = item.partition(":")
+        node, _, count = rest.rpartition(":")
+        if not (node and _whole(group) and _whole(count)):
+            return None
+        parts.setdefault(int(group), []).append((node, int(count)))
+    return tuple((group, tuple(slots)) for group, slots in parts.items())
+
+
+def _whole(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def component_share(share: StepShare, group: int) -> StepShare:
+    """What ``share`` holds of a heterogeneous job's component ``group`` (a share that names
+    no component: all of it is component 0's)."""
+    if not share.het:
+        return share if group == 0 else StepShare(share.step_id, (), share.overlap)
+    slots = next((own for g, own in share.het if g == group), ())
+    return StepShare(share.step_id, slots, share.overlap)
+
+
+def step_of(env: Mapping[str, str]) -> int | None:
+    """The id of the step a task's launch environment names: a step's task, or a daemon of
+    a step's mpirun (its id alone, no share); None for a task of no step."""
+    step = env.get(STEP_ID_ENV, "")
+    return int(step) if step.isascii() and step.isdigit() else None
+
+
+def step_tasks(env: Mapping[str, str]) -> int | None:
+    """The tasks in all of the step a task's launch environment gives a share of (its slots:
+    ``srun -n``, an MPI step's ranks); None for a task of no step and for a daemon of a
+    step's mpirun (it holds no slot)."""
+    share = share_of(env)
+    return None if share is None else sum(count for _, count in share.slots)
 
 
 def running_shares(envs: Iterable[Mapping[str, str]]) -> list[StepShare]:
@@ -103,18 +159,20 @@ def check_fits(
     asked: Mapping[str, int],
     overlap: bool,
     running: Iterable[StepShare],
+    what: str = "the job",
 ) -> None:
     """Refuse a step asking ``asked`` slots per node in a job with ``job_slots`` (None: not
     known, so not checked: a controller adopting a job whose launch it never saw) beside the
     steps ``running``: :class:`StepNeverFits` when the job itself is too small for it,
-    :class:`StepsBusy` when the running steps leave too little now."""
+    :class:`StepsBusy` when the running steps leave too little now. ``what`` names the slots
+    in messages (a heterogeneous job's component: ``component 1 of the job``)."""
     if job_slots is None:
         return
     for node, count in asked.items():
         has = job_slots.get(node, 0)
         if count > has:
             where = f"has {has} slot(s) on node {node}" if has else f"has no node {node}"
-            raise StepNeverFits(f"the step asks for {count} task(s) on {node}; the job {where}")
+            raise StepNeverFits(f"the step asks for {count} task(s) on {node}; {what} {where}")
     if overlap:
         return
     holding = [s for s in running if not s.overlap]
@@ -122,6 +180,8 @@ def check_fits(
     full = [node for node, count in asked.items() if used.get(node, 0) + count > job_slots[node]]
     if full:
         said = "; ".join(f"{node} has {used[node]} of {job_slots[node]} in use" for node in full)
+        if what != "the job":
+            said = f"{what}: {said}"
         steps = sorted(s.step_id for s in holding if any(n in full for n, _ in s.slots))
         raise StepsBusy(
             f"Requested nodes are busy: {said} (by step(s) {', '.join(map(str, steps))})"

@@ -165,6 +165,24 @@ def task_env(
     return env
 
 
+def allocation_env(slots: Sequence[TaskSlot], suffix: str = "") -> dict[str, str]:
+    """Slurm's variables for the nodes and tasks of ``slots`` (an allocation, or a
+    heterogeneous job's component with ``suffix`` ``_HET_GROUP_<n>``): the node list
+    (comma-separated, a valid Slurm host list), the counts and the tasks per node."""
+    nodes = list(dict.fromkeys(s.node for s in slots))
+    per_node = [sum(1 for s in slots if s.node == node) for node in nodes]
+    env = {
+        "SLURM_JOB_NODELIST": ",".join(nodes),
+        "SLURM_NODELIST": ",".join(nodes),
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_NTASKS": str(len(slots)),
+        "SLURM_NPROCS": str(len(slots)),
+        "SLURM_TASKS_PER_NODE": tasks_per_node(per_node),
+    }
+    return {f"{name}{suffix}": value for name, value in env.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class SlurmJob:
     """What a job's Slurm variables say of it beyond its ranks (:func:`slurm_env`)."""
@@ -197,7 +215,6 @@ def slurm_env(
     is kept off Slurm's launcher and allocation, which it would pick from these variables
     (there is no ``srun`` here): ``mpirun`` goes on using fusesched's launcher and hostfile."""
     nodes = list(dict.fromkeys(s.node for s in slots))
-    per_node = [sum(1 for s in slots if s.node == node) for node in nodes]
     own = slots[0] if batch else slot
     env = {
         "SLURM_JOB_ID": job.job_id,
@@ -208,13 +225,7 @@ def slurm_env(
         "SLURM_JOB_ACCOUNT": job.account,
         "SLURM_JOB_QOS": job.qos,
         "SLURM_CLUSTER_NAME": "fusesched",
-        "SLURM_JOB_NODELIST": ",".join(nodes),
-        "SLURM_NODELIST": ",".join(nodes),
-        "SLURM_JOB_NUM_NODES": str(len(nodes)),
-        "SLURM_NNODES": str(len(nodes)),
-        "SLURM_NTASKS": str(len(slots)),
-        "SLURM_NPROCS": str(len(slots)),
-        "SLURM_TASKS_PER_NODE": tasks_per_node(per_node),
+        **allocation_env(slots),
         "SLURM_PROCID": str(own.rank),
         "SLURM_LOCALID": str(own.local_rank),
         "SLURM_NODEID": str(own.node_rank),

@@ -18,8 +18,10 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from fusesched.api.schemas import JobView, TaskView
 from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
+from fusesched.controller.hetjob_env import stored_components
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
-from fusesched.controller.job_sizes import job_size
+from fusesched.controller.job_sizes import batch_started, job_size
+from fusesched.controller.job_steps import step_of, step_tasks
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -199,6 +201,8 @@ class Persistence:
                     node=task.node,
                     start_time=now,
                     devices=_devices(task),
+                    step_id=step_of(task.launch.env),
+                    step_tasks=step_tasks(task.launch.env),
                 )
             )
 
@@ -477,6 +481,10 @@ class Persistence:
             return None
         return _view(detail.job, detail.tasks)
 
+    def restarts(self, job_id: str) -> int:
+        """How many times the job was requeued or restarted in place (0: never, or unknown)."""
+        return self.store.restarts([job_id]).get(job_id, 0)
+
     def list_jobs(
         self,
         user: str | Sequence[str] | None,
@@ -492,8 +500,10 @@ class Persistence:
         names: Sequence[str] | None = None,
         since: float | None = None,
         until: float | None = None,
+        detail: bool = False,
     ) -> list[JobView]:
-        """Jobs newest first; ``user`` and ``queue`` may each be several (any of them); see
+        """Jobs newest first; ``user`` and ``queue`` may each be several (any of them);
+        ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it; see
         :meth:`Store.list_jobs` for the rest."""
         rows = self.store.list_jobs(
             user=user,
@@ -509,7 +519,11 @@ class Persistence:
             since=since,
             until=until,
         )
-        return [_view(row, ()) for row in rows]
+        if not detail:
+            return [_view(row, ()) for row in rows]
+        ids = [row.id for row in rows]
+        tasks, restarts = self.store.tasks_of_jobs(ids), self.store.restarts(ids)
+        return [_view(r, tasks.get(r.id, ()), restarts.get(r.id, 0)) for r in rows]
 
 
 def _devices(task: LiveTask) -> tuple[str, ...]:
@@ -533,7 +547,7 @@ def _number_or_none(value: object) -> float | None:
     return float(value)
 
 
-def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
+def _view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None) -> JobView:
     mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
     size = job_size(row.request)
     return JobView(
@@ -560,6 +574,7 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         gpus=size.gpus,
         min_nodes=size.min_nodes,
         accelerators=size.accelerators,
+        cpus_per_task=size.cpus_per_task,
         pool=row.pool,
         energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,
         energy_measured_kwh=None
@@ -569,6 +584,10 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
         start_time=row.start_time,
         end_time=row.end_time,
         array_parent=row.array_parent,
+        components=stored_components(row.request),
+        seq=row.seq,
+        batch=batch_started(row.request),
+        restarts=restarts,
         tasks=[
             TaskView(
                 task_id=t.task_id,
@@ -577,6 +596,11 @@ def _view(row: JobRow, tasks: Sequence[TaskRow]) -> JobView:
                 exit_code=t.exit_code,
                 start_time=t.start_time,
                 end_time=t.end_time,
+                group=t.group,
+                step_id=t.step_id,
+                step_tasks=t.step_tasks,
+                cpu_seconds=t.cpu_seconds,
+                max_rss_bytes=t.max_rss_bytes,
                 gpu_indices=[int(d[4:]) for d in t.devices if d.startswith("gpu:")],
                 external_id=t.external_id,
             )

@@ -16,6 +16,7 @@ from fusesched.api.wire import (
     TaskLimit,
     TaskSignal,
 )
+from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
 from fusesched.controller.pools import Grant, NodePool
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
@@ -62,6 +63,9 @@ class ControllerConfig:
     # the file ``core.tenancy`` was read from: re-read by ``fusesched reconfigure`` and SIGHUP
     # (controller/reconfigure.py); None: none to re-read
     tenancy_file: Path | None = None
+    # Slurm's InactiveLimit: an attended job (salloc's, run's) whose command has not said it
+    # is alive for this many seconds is ended (controller/inactive.py); 0: never
+    inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S
 
 
 @dataclass(slots=True)
@@ -162,14 +166,18 @@ def array_size(request: JobRequest) -> int:
 
 
 def recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:
-    """The spec of a stored pending job (an array member is found in its parent's expansion)."""
+    """The spec of a stored pending job (an array member: its parent's member of its index,
+    made alone; a restart recovers each member, so expanding the array for each would cost
+    the square of its size)."""
     if row.array_parent is None:
         return request.to_job_spec(row.id, row.submit_time)
     parent = request.to_job_spec(row.array_parent, row.submit_time)
-    for child in parent.expand_array():
-        if child.id == row.id:
-            return child
-    raise ValueError(f"stored job {row.id} is not a member of array {row.array_parent}")
+    try:
+        return parent.array_member(row.id)
+    except ValueError:
+        raise ValueError(
+            f"stored job {row.id} is not a member of array {row.array_parent}"
+        ) from None
 
 
 def with_devices(grant: Grant, devices: TaskDevices | None) -> Grant:

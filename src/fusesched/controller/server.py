@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from fusesched.api.app import create_app
 from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.auth import Authenticator, Role
+from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
 from fusesched.controller.leader import Elector, check_url
 from fusesched.controller.logs import LogStore
 from fusesched.controller.notify_send import NotifyConfig
@@ -73,6 +74,9 @@ class ControllerServer:
     #: The file ``core.tenancy`` was read from (``--tenancy FILE``): ``fusesched reconfigure``
     #: and SIGHUP re-read it, and a standby reads it again when it takes over.
     tenancy_file: Path | None = None
+    #: Slurm's InactiveLimit (``--inactive-limit``): an attended job (salloc's, run's) whose
+    #: command has been silent this many seconds is ended; 0: never.
+    inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -151,6 +155,7 @@ class ControllerServer:
                 notify=self.notify,
                 pools_dir=self.data_dir / "pools",
                 tenancy_file=self.tenancy_file,
+                inactive_limit_s=self.inactive_limit_s,
             ),
             clock=self.clock,
             auth=self.authenticator,

@@ -30,6 +30,7 @@ from fusesched.backends.routing import Route
 from fusesched.controller import (
     adoption,
     agents,
+    attendance,
     data,
     dependencies,
     drains,
@@ -125,6 +126,8 @@ class Controller:
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
         self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
         self.waiting: list[Event] = []  # recovered jobs the nodes back so far cannot hold
+        # arrays of before the restart whose ended members the core was told of (each once)
+        self.arrays_recalled: set[str] = set()
         # federation: pools and routing; external clusters' workers and nodes
         self.federation = self.config.federation or federation.default_config()
         self.pools: dict[str, RemotePool] = {}
@@ -142,6 +145,7 @@ class Controller:
         self.persist.notices = self.notices
         reservations.recover(self)  # (before the recovered jobs that may run in one)
         self._recover()
+        self.holders = attendance.recovered(self)  # (InactiveLimit: a fresh limit for each)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -174,6 +178,7 @@ class Controller:
                 self._check_nodes()
                 self._check_health()
                 self._check_power()
+                attendance.check(self)
             except Exception:  # the loop must outlive one bad cycle: say so and go on
                 log.exception("scheduling cycle failed")
             self._last_cycle = time.monotonic()
@@ -280,10 +285,16 @@ class Controller:
         return task is not None and task.node == node
 
     def remote_launch(
-        self, job_id: str, node: str, argv: list[str], env: Mapping[str, str] | None = None
+        self,
+        job_id: str,
+        node: str,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        step: int | None = None,
     ) -> str:
-        """Start a helper process of a running job on one of its nodes (mpirun's orted)."""
-        return agents.remote_launch(self, job_id, node, argv, env or {})
+        """Start a helper process of a running job on one of its nodes (mpirun's orted;
+        ``step``: of that running job step's mpirun)."""
+        return agents.remote_launch(self, job_id, node, argv, env or {}, step)
 
     def create_step(
         self,
@@ -291,9 +302,11 @@ class Controller:
         slots: Mapping[str, int],
         overlap: bool,
         launches: Sequence[tuple[str, list[str], Mapping[str, str]]],
+        het: Mapping[int, Mapping[str, int]] | None = None,
     ) -> tuple[int, list[str]]:
-        """A job step's share of the job's slots and its tasks (:func:`steps.create_step`)."""
-        return steps.create_step(self, job_id, slots, overlap, launches)
+        """A job step's share of the job's slots (``het``: of a heterogeneous job's
+        components) and its tasks (:func:`steps.create_step`)."""
+        return steps.create_step(self, job_id, slots, overlap, launches, het)
 
     def remote_kill(self, task_id: str) -> None:
         """Stop a running remote task of a job (a job step's)."""
@@ -429,6 +442,7 @@ class Controller:
             live.hold_admin = holds.stored_admin(row.phase, row.reason)
             live.attempt_base = adoption.next_attempt(detail.tasks)
             self.jobs[spec.id] = live
+            self.held.extend(dependencies.recall(self, spec, self.arrays_recalled))
             self.held.append(JobSubmitted(spec))
         if not self.expected_nodes:
             self.release_held()

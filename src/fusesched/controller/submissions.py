@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fusesched.controller import dependencies, federation, holds, licenses, reservations
+from fusesched.controller import (
+    attendance,
+    dependencies,
+    federation,
+    holds,
+    licenses,
+    reservations,
+)
 from fusesched.controller.records import LiveJob, NotReadyError, array_size
 from fusesched.model.events import JobSubmitted
 from fusesched.model.job import DependencyKind, JobSpec, QoS
@@ -44,6 +51,9 @@ def submit(ctl: Controller, requests: Sequence[JobRequest], user: str, now: floa
             ctl.persist.jobs_submitted(seqs, request, children, now)
             for child_seq, child in zip(seqs, children, strict=True):
                 ctl.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
+            if request.attended:  # (salloc's, run's: ended when their command goes silent)
+                attendance.track(ctl, [child.id for child in children])
+            ctl.events.extend(dependencies.recall(ctl, spec, ctl.arrays_recalled))  # (restarts)
             ctl.events.append(JobSubmitted(spec))
             if request.hold:  # submitted held: held as soon as the core takes it
                 ctl.events.extend(holds.at_submit(ctl, [c.id for c in children]))
@@ -112,12 +122,12 @@ def refusal(ctl: Controller, spec: JobSpec, node_specs: Sequence[NodeSpec]) -> s
             if not spec.name:
                 return "a singleton dependency needs a job name (sbatch -J, name:)"
             continue
-        known = dep.job_id in ctl.core.jobs or ctl.persist.job_exists(dep.job_id)
-        if not known and any(live.spec.array_parent == dep.job_id for live in ctl.jobs.values()):
-            return (
-                f"dependency on array job {dep.job_id}: a job depends on array "
-                f"members ({dep.job_id}_<index>), one by one"
-            )
+        known = (
+            dep.job_id in ctl.core.jobs
+            or dep.job_id in ctl.core.arrays.specs  # a whole array (core/array_deps.py)
+            or ctl.persist.job_exists(dep.job_id)
+            or dependencies.stored_array(ctl, dep.job_id) is not None
+        )
         if not known:
             return f"dependency on unknown job {dep.job_id!r}"
     reason = (

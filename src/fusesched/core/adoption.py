@@ -1,9 +1,10 @@
 """Adoption: a restarted controller hands the core the jobs its predecessor had running.
 
 The core books each such job where its tasks run (their nodes' resources, the exact devices
-they hold) and marks it running since its start time, without a launch decision. A job whose
-tasks no longer fit its nodes (the node came back smaller, say) is not adopted: the core
-cancels it and asks the shell to stop its tasks.
+they hold; a task slot it holds where nothing was launched, any free devices) and marks it
+running since its start time, without a launch decision. A job whose tasks no longer fit
+their nodes (the node came back smaller, say) is not adopted: the core cancels it and asks
+the shell to stop its tasks.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def adopt(core: SchedulerCore, event: JobAdopted, now: float) -> list[Decision]:
     except NotAdoptable as exc:
         reason = f"could not be adopted after a controller restart: {exc}"
         rec.move(JobPhase.CANCELLED, now, reason)
-        return [StopJob(spec.id, reason)]
+        return [StopJob(spec.id, reason), *core._settle_dependents(rec, now)]
+    if core.arrays.tallies and spec.array_parent in core.arrays.tallies:
+        core._started.append(rec)  # its array's ``after`` dependents count it as started
     return []
 
 
@@ -71,13 +74,15 @@ def _book(core: SchedulerCore, rec: JobRecord, event: JobAdopted) -> None:
                 devices.append(None)
                 continue
             taken = []
-            try:
-                for t in event.tasks:
-                    if t.group == name:
-                        row = cluster.index[t.node]
-                        taken.append(
-                            core.devices.claim(row, group.demand, t.gpu_indices, t.gpu_uuids)
-                        )
+            try:  # (launched tasks first: the slots held only take what those leave)
+                for t in sorted(event.tasks, key=lambda t: not t.launched):
+                    if t.group != name:
+                        continue
+                    row = cluster.index[t.node]
+                    if not t.launched:
+                        taken.append(core.devices.assign(row, group.demand).tasks[0])
+                        continue
+                    taken.append(core.devices.claim(row, group.demand, t.gpu_indices, t.gpu_uuids))
             finally:
                 held = DeviceAssignment(tuple(taken))
                 claimed.append(held)

@@ -43,7 +43,7 @@ def exited(core: SchedulerCore, event: JobExited, now: float) -> list[Decision]:
     if core.predictions is not None and core.predictions.ended(rec):
         repredict(core, rec.spec.user, now)
     # (no job waits on any other in most workloads: then there is nothing to settle)
-    return settle_dependents(core, rec, now) if core._dependents else []
+    return settle_dependents(core, rec, now) if core._dependents or core.arrays.tallies else []
 
 
 def repredict(core: SchedulerCore, user: str, now: float) -> None:

@@ -13,7 +13,7 @@ import heapq
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fusesched.core import deadlines, reservations
+from fusesched.core import array_deps, deadlines, reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, JobUpdateRequested, RejectJob, StopJob
 from fusesched.model.job import DependencyKind, JobSpec, QoS
@@ -39,7 +39,7 @@ QOS_RANK = {qos: qos.rank for qos in QoS}
 
 # (module globals: cheaper to read than the enum's attributes)
 PENDING, QUEUED = JobPhase.PENDING, JobPhase.QUEUED
-SINGLETON = DependencyKind.SINGLETON
+SINGLETON, AFTER_CORR = DependencyKind.SINGLETON, DependencyKind.AFTER_CORR
 
 #: ``JobFacts(*fields)`` without the Python-level ``__new__`` of a named tuple.
 _facts = tuple.__new__
@@ -84,6 +84,9 @@ def register_job(core: SchedulerCore, spec: JobSpec, now: float) -> JobRecord:
     core.jobs[spec.id] = rec
     if spec.name:  # (for the singletons of its name and user: see namesakes)
         core._named.setdefault((spec.name, spec.user), []).append(spec.id)
+    parent = spec.array_parent
+    if parent is not None and spec.array is not None and parent not in core.arrays.specs:
+        core.arrays.specs[parent] = spec.array  # (for dependencies on the whole array)
     return rec
 
 
@@ -93,6 +96,7 @@ def submit_array(core: SchedulerCore, spec: JobSpec, now: float) -> list[Decisio
     taken = [child.id for child in children if child.id in core.jobs]
     if taken:  # refuse before touching any state
         raise DuplicateJobId(f"job id {taken[0]!r} is already in use")
+    core.arrays.accounted.add(spec.id)  # (every member: see array_deps)
     out: list[Decision] = []
     for child in children:
         out.extend(submit(core, child, now))
@@ -198,8 +202,9 @@ def reshape(core: SchedulerCore, rec: JobRecord, spec: JobSpec) -> None:
 
 def wait_on_dependencies(core: SchedulerCore, rec: JobRecord) -> str:
     """A new job waits on the jobs its dependencies name, those not met yet (a
-    ``singleton``: on every earlier job of its name and user that has not ended). Returns why
-    it can never start (an unknown job, a dependency that can never be met), or ``""``."""
+    ``singleton``: on every earlier job of its name and user that has not ended; on an
+    array's id: see :mod:`~fusesched.core.array_deps`). Returns why it can never start (an
+    unknown job, a dependency that can never be met), or ``""``."""
     spec = rec.spec
     for dep in spec.dependencies:
         if dep.kind is SINGLETON:
@@ -209,8 +214,16 @@ def wait_on_dependencies(core: SchedulerCore, rec: JobRecord) -> str:
                 wait_on(core, rec, other_id)
             continue
         other = core.jobs.get(dep.job_id)
-        if other is None:
-            return f"dependency on unknown job {dep.job_id!r}"
+        if other is None:  # an array's id, or no job at all
+            found = array_deps.resolve(core, rec, dep)
+            if found is None:
+                return f"dependency on unknown job {dep.job_id!r}"
+            target, refused = found
+            if refused:
+                return refused
+            if target:
+                wait_on(core, rec, target)
+            continue
         if dep.kind.broken(other.phase):
             return never_met(dep.kind, other.id, other.phase, at_submit=True)
         if not dep.kind.met(other.phase):
@@ -244,9 +257,14 @@ def wait_on(core: SchedulerCore, rec: JobRecord, other_id: str) -> None:
 
 def dependency_kinds(waiter: JobRecord, other: JobRecord) -> set[DependencyKind]:
     """The kinds of ``waiter``'s dependencies on ``other``; waiting on it as a ``singleton``
-    (``other`` has the same name and user) counts as ``afterany``."""
+    (``other`` has the same name and user) counts as ``afterany``; an ``aftercorr`` on
+    ``other``'s array counts when ``other`` has the waiter's index."""
     spec = waiter.spec
     kinds = {d.kind for d in spec.dependencies if d.job_id == other.id}
+    parent = other.spec.array_parent
+    if parent is not None and spec.array_index == other.spec.array_index:
+        corr = [d for d in spec.dependencies if d.kind is AFTER_CORR and d.job_id == parent]
+        kinds.update(d.kind for d in corr)
     if SINGLETON in {d.kind for d in spec.dependencies} and (
         (other.spec.name, other.spec.user) == (spec.name, spec.user)
     ):
@@ -265,8 +283,10 @@ def never_met(kind: DependencyKind, job_id: str, phase: JobPhase, at_submit: boo
 
 def settle_dependents(core: SchedulerCore, rec: JobRecord, now: float) -> list[Decision]:
     """``rec`` ended: the jobs waiting on it stop waiting, or are rejected when it broke a
-    dependency of theirs (``afterok`` on a failure, ``afternotok`` on a success)."""
-    out: list[Decision] = []
+    dependency of theirs (``afterok`` on a failure, ``afternotok`` on a success). The
+    member of an array others depend on is counted in its array's tally."""
+    tallied = core.arrays.tallies and rec.spec.array_parent in core.arrays.tallies
+    out = array_deps.member_ended(core, rec, now) if tallied else []
     waiting = core._dependents.pop(rec.spec.id, None)
     if waiting is None:
         return out
@@ -289,6 +309,8 @@ def settle_started(core: SchedulerCore, rec: JobRecord, now: float) -> None:
     """``rec`` started: the jobs that waited only for its start (``after``) stop waiting on
     it; the others go on waiting for its end. Called after the cycle that started it (the
     jobs it lets go join the queue, and the cycle goes on with them)."""
+    if core.arrays.tallies and rec.spec.array_parent in core.arrays.tallies:
+        array_deps.member_started(core, rec, now)
     waiting = core._dependents.get(rec.id)
     if waiting is None:
         return

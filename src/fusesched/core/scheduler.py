@@ -33,7 +33,7 @@ from types import MethodType
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.core import deadlines, exits, intake, planning, reservations
+from fusesched.core import array_deps, deadlines, exits, intake, planning, reservations
 from fusesched.core.admission import start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
@@ -56,6 +56,7 @@ from fusesched.core.running import RunningSet
 from fusesched.core.shapes import ShapeCompiler
 from fusesched.core.tenants import TenantGate
 from fusesched.model.events import (
+    ArrayRecalled,
     Decision,
     Event,
     GroupPlacement,
@@ -121,6 +122,7 @@ class SchedulerCore:
         self.running = RunningSet(0)
         self.stats = CoreStats()
         self._dependents: dict[str, list[str]] = {}
+        self.arrays = array_deps.ArrayDeps()  # for dependencies on whole arrays (aftercorr too)
         # per (name, user), the jobs registered since the last singleton of it (intake.namesakes)
         self._named: dict[tuple[str, str], list[str]] = {}
         self._started: list[JobRecord] = []  # started this cycle, with jobs waiting on them
@@ -218,6 +220,8 @@ class SchedulerCore:
             return out
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
+        if isinstance(event, ArrayRecalled):
+            return array_deps.recall(self, event, now)
         if isinstance(event, JobCheckpointed):
             rec = self.jobs.get(event.job_id)
             if rec is None:
@@ -475,8 +479,10 @@ class SchedulerCore:
         est_end = rec.est_end = now + rec.estimate
         rec.move(RUNNING, now, "backfilled" if backfilled else "resources available")
         job_id = rec.spec.id
-        if self._dependents and job_id in self._dependents:
-            self._started.append(rec)  # its ``after`` dependents go on after the cycle
+        if (self._dependents and job_id in self._dependents) or (
+            self.arrays.tallies and rec.spec.array_parent in self.arrays.tallies
+        ):
+            self._started.append(rec)  # its (or its array's) ``after`` dependents go on later
         self.running.add(job_id, est_end, alloc.total, alloc)
         if self.predictions is not None:
             self.predictions.started(rec)

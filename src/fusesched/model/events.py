@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -9,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.model.fast import fast_init
-from fusesched.model.job import JobSpec, QoS
+from fusesched.model.job import ArraySpec, JobSpec, QoS
 from fusesched.model.node import NodeSpec, NodeState
+from fusesched.model.phases import JobPhase
 from fusesched.model.reservation import Reservation
 from fusesched.model.resources import Resources
 
@@ -110,12 +112,15 @@ class JobCheckpointed:
 @dataclass(frozen=True, slots=True)
 class AdoptedTask:
     """One task of an adopted job: its group, node and the GPUs it holds (by index; MIG
-    instances by UUID), as its agent reports it."""
+    instances by UUID), as its agent reports it. ``launched`` False: a task slot the job
+    holds where nothing was launched (a batch job's other nodes, from its hostfile), whose
+    GPUs are any the node has free."""
 
     group: str
     node: str
     gpu_indices: tuple[int, ...] = ()
     gpu_uuids: tuple[str, ...] = ()
+    launched: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,17 @@ class JobAdopted:
     job: JobSpec
     tasks: tuple[AdoptedTask, ...]
     start_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayRecalled:
+    """A restarted controller's account of a job array whose members ended before the
+    restart (the core no longer holds them): its indices and those members' end phases
+    (member id → phase), so that dependencies on the array count them as ended."""
+
+    array_id: str
+    array: ArraySpec
+    ended: Mapping[str, JobPhase] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +185,7 @@ Event = (
     | JobExited
     | JobCheckpointed
     | JobAdopted
+    | ArrayRecalled
     | ReservationSet
     | ReservationDeleted
 )

@@ -156,13 +156,16 @@ class DependencyKind(StrEnum):
     AFTER_OK = "afterok"  # after the other job completed successfully
     AFTER_NOT_OK = "afternotok"  # after the other job ended in failure (failed, timed out…)
     AFTER_ANY = "afterany"  # after the other job ended, however
+    # a member of an array after the member of the same index of the other array completed
+    # successfully; on a job, or when the other array lacks that index, as afterok on it
+    AFTER_CORR = "aftercorr"
     SINGLETON = "singleton"  # names no job: after the earlier ones of its name and user ended
 
     def met(self, phase: JobPhase) -> bool:
         """Whether another job in ``phase`` lets the dependent start (as far as it goes)."""
         if self is DependencyKind.AFTER:
             return phase is JobPhase.RUNNING or phase.terminal
-        if self is DependencyKind.AFTER_OK:
+        if self is DependencyKind.AFTER_OK or self is DependencyKind.AFTER_CORR:
             return phase is JobPhase.COMPLETED
         if self is DependencyKind.AFTER_NOT_OK:
             return phase.terminal and phase is not JobPhase.COMPLETED
@@ -170,7 +173,7 @@ class DependencyKind(StrEnum):
 
     def broken(self, phase: JobPhase) -> bool:
         """Whether another job in ``phase`` means the dependency can never be met."""
-        if self is DependencyKind.AFTER_OK:
+        if self is DependencyKind.AFTER_OK or self is DependencyKind.AFTER_CORR:
             return phase.terminal and phase is not JobPhase.COMPLETED
         if self is DependencyKind.AFTER_NOT_OK:
             return phase is JobPhase.COMPLETED
@@ -321,7 +324,21 @@ class JobSpec:
         """One job per array index (ids ``<id>_<index>``), or the job itself."""
         if self.array is None or self.array_index is not None:
             return (self,)
-        return tuple(
-            replace(self, id=f"{self.id}_{i}", array_index=i, array_parent=self.id)
-            for i in self.array.indices
-        )
+        return tuple(self._member(i) for i in self.array.indices)
+
+    def array_member(self, job_id: str) -> JobSpec:
+        """This array's member ``job_id`` (``<id>_<index>``) as :meth:`expand_array` makes
+        it, without making the others (``ValueError`` when the array has no such member)."""
+        index = job_id.removeprefix(f"{self.id}_")
+        number = int(index) if index.isascii() and index.isdigit() else -1
+        if (
+            self.array is None
+            or self.array_index is not None
+            or f"{self.id}_{number}" != job_id
+            or number not in self.array.indices
+        ):
+            raise ValueError(f"job {job_id} is not a member of array {self.id}")
+        return self._member(number)
+
+    def _member(self, index: int) -> JobSpec:
+        return replace(self, id=f"{self.id}_{index}", array_index=index, array_parent=self.id)

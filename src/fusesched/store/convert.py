@@ -55,6 +55,8 @@ def task_values(row: TaskRow) -> dict[str, Any]:
         "max_rss_bytes": row.max_rss_bytes,
         "gpu_util_mean": row.gpu_util_mean,
         "max_gpu_memory_bytes": row.max_gpu_memory_bytes,
+        "step_id": row.step_id,
+        "step_tasks": row.step_tasks,
     }
 
 

@@ -175,6 +175,11 @@ class TaskRow:
     max_rss_bytes: int | None = None
     gpu_util_mean: float | None = None  # percent, time-weighted
     max_gpu_memory_bytes: int | None = None
+    # the job step (srun) it belongs to; None: the job's own task, or a helper of no step
+    step_id: int | None = None
+    # that step's tasks in all (srun -n: its share of the job's slots); None: no step's, a
+    # step's mpirun's daemon (which holds no slot), or stored before
+    step_tasks: int | None = None
 
     def __post_init__(self) -> None:
         _need(self.task_id, "a task id")

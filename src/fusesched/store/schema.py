@@ -126,6 +126,11 @@ class Task(Base):
     max_rss_bytes: Mapped[int | None] = mapped_column(BigInteger)
     gpu_util_mean: Mapped[float | None] = mapped_column(Double)  # percent, time-weighted
     max_gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # the job step (srun) it belongs to; None: the job's own task, or a helper of no step
+    step_id: Mapped[int | None] = mapped_column(Integer)
+    # that step's tasks in all (srun -n: its share of the job's slots); None: no step's, a
+    # step's mpirun's daemon (which holds no slot), or stored before
+    step_tasks: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),

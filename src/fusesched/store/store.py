@@ -51,6 +51,7 @@ from fusesched.store.errors import (
     UnknownNode,
     UnknownTask,
 )
+from fusesched.store.job_history import restart_counts, tasks_by_job
 from fusesched.store.job_window import windowed
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
@@ -291,6 +292,15 @@ class Store:
         with self._read() as conn:
             return [job_row(m) for m in conn.execute(stmt).mappings()]
 
+    def member_phases(self, array_parent: str, phases: Collection[str]) -> dict[str, str]:
+        """The phase of each member of array ``array_parent`` that is in one of ``phases``, by
+        id (two columns, not whole rows: an array may have a million members)."""
+        stmt = select(jobs.c.id, jobs.c.phase).where(
+            jobs.c.array_parent == array_parent, jobs.c.phase.in_(sorted(phases))
+        )
+        with self._read() as conn:
+            return {job_id: phase for job_id, phase in conn.execute(stmt)}
+
     def count_jobs_by_state(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state is a key, zero included)."""
         stmt = select(jobs.c.state, func.count()).group_by(jobs.c.state)
@@ -385,6 +395,18 @@ class Store:
         stmt = select(tasks).where(tasks.c.job_id == job_id).order_by(*_TASK_ORDER)
         with self._read() as conn:
             return [task_row(m) for m in conn.execute(stmt).mappings()]
+
+    def tasks_of_jobs(self, job_ids: Collection[str]) -> dict[str, list[TaskRow]]:
+        """The tasks of each of ``job_ids`` (every run's), in (group, index) order; a job
+        with none (or unknown) has no key. See :mod:`~fusesched.store.job_history`."""
+        with self._read() as conn:
+            return tasks_by_job(conn, job_ids)
+
+    def restarts(self, job_ids: Collection[str]) -> dict[str, int]:
+        """How many times each of ``job_ids`` was requeued or restarted in place; a job
+        never restarted (or unknown) has no key."""
+        with self._read() as conn:
+            return restart_counts(conn, job_ids)
 
     def tasks_on_node(
         self, node: str, states: Collection[JobState | str] | None = None

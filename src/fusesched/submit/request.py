@@ -283,6 +283,14 @@ class JobRequest(StrictModel):
     # its tasks get Slurm's variables (SLURM_JOB_ID, SLURM_PROCID, …): jobs from sbatch and
     # fusesched run; others may ask for it (controller/launchenv.py slurm_env)
     slurm_env: bool = False
+    # a command waits on it and says every few seconds that it is alive (POST
+    # /v1/jobs/{id}/alive): salloc's and run's jobs. Silent longer than the controller's
+    # --inactive-limit, the job is ended (Slurm's InactiveLimit; controller/inactive.py)
+    attended: bool = False
+    # a Slurm heterogeneous job (sbatch's ``:``, ``#SBATCH hetjob``): one group per component,
+    # the first group's program run once, on its first task; the others' tasks are slots for
+    # ``srun --het-group`` (docs/SUBMIT.md, "Heterogeneous jobs")
+    hetjob: bool = False
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("licenses", mode="before")
@@ -355,6 +363,13 @@ class JobRequest(StrictModel):
         repeated = sorted({n for n in data if data.count(n) > 1})
         if repeated:
             raise ValueError(f"dataset names must be unique (ignoring case): {', '.join(repeated)}")
+        if self.hetjob and (problem := _hetjob_problem(self)) is not None:
+            raise ValueError(problem)
+        if self.attended and self.array is not None:  # (InactiveLimit: one holder, one job)
+            raise ValueError(
+                "a job array cannot be held by a waiting command (attended: true): each job "
+                "is kept by pings for its own id; salloc and run submit no arrays"
+            )
         if self.deadline is not None and self.walltime_s is None:
             raise ValueError(
                 "a deadline needs a time limit (walltime_s): without one the job could not be "
@@ -438,6 +453,19 @@ class JobRequest(StrictModel):
         if not isinstance(data, Mapping):
             raise SubmitError("a job request must be a JSON object", source=source)
         return parse_request(data, source=source)
+
+
+def _hetjob_problem(request: JobRequest) -> str | None:
+    """Why ``request`` cannot be a heterogeneous job (None: it can)."""
+    if len(request.groups) < 2:
+        return "a heterogeneous job (hetjob) needs two task groups or more, one per component"
+    if not request.slurm_env:
+        return "a heterogeneous job needs slurm_env: true (srun --het-group runs its steps)"
+    if request.array is not None:
+        return "job arrays of heterogeneous jobs are not supported (as with Slurm)"
+    if request.min_member is not None:
+        return "a heterogeneous job starts whole: min_member cannot be given with hetjob"
+    return None
 
 
 _ALL_FIELDS: Final = sorted(

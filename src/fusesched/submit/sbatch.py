@@ -18,6 +18,9 @@ node) divided by the tasks per node; GPUs from ``--gpus-per-task``,
 node selector on ``fusesched.io/gpu-model``. "Tasks per node" is ``--ntasks-per-node``, else
 ceil(tasks / nodes), else (no ``--nodes``) all tasks.
 
+A heterogeneous job (``#SBATCH hetjob`` lines, ``:`` among the options) has one task group
+per component: :mod:`fusesched.submit.sbatch_hetjob`.
+
 See docs/SUBMIT.md for every option.
 """
 
@@ -47,6 +50,7 @@ from fusesched.submit.request import (
     parse_request,
 )
 from fusesched.submit.resource_names import resource_name
+from fusesched.submit.sbatch_hetjob import build_hetjob, check_job_wide, read_components
 from fusesched.submit.sbatch_options import (
     deadline_time,
     explicit_priority,
@@ -60,6 +64,7 @@ from fusesched.submit.sbatch_reader import (
     Reader,
     digits,
     scan,
+    split_components,
 )
 from fusesched.submit.syntax import (
     parse_array,
@@ -116,17 +121,20 @@ def parse_sbatch(
     "command line").
     """
     reader = Reader(source)
-    args = list(args)
-    reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for a in args)
+    parts = split_components(args)  # (a heterogeneous job's components, separated by ':')
+    reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for p in parts for a in p)
     if reader.wrapping and not script.strip():
-        reader.read(args, None)
+        readers = read_components(reader, parts)
+        if len(readers) > 1:  # (--wrap in a later component is refused)
+            check_job_wide(readers)
         script = wrap_script(reader)
     else:
         scan(script, reader)
-        reader.read(args, None)
-        if "wrap" in reader.options:
-            raise reader.fail("wrap", "give a batch script or --wrap, not both")
-    data = _build(reader, script)
+        readers = read_components(reader, parts)
+        for component in readers:
+            if "wrap" in component.options:
+                raise component.fail("wrap", "give a batch script or --wrap, not both")
+    data = _build(reader, script) if len(readers) == 1 else build_hetjob(readers, script, _build)
     if submit_dir is not None:
         data["submit_dir"] = submit_dir
     now = time.time() if now is None else now
@@ -176,7 +184,8 @@ def command_flags(script: str) -> frozenset[str]:
         scan(script, reader)
     except SubmitError:
         return frozenset()
-    return COMMAND_FLAGS & reader.options.keys()
+    given = {name for r in (reader, *reader.components) for name in r.options}
+    return COMMAND_FLAGS & given
 
 
 def wrap_script(reader: Reader) -> str:

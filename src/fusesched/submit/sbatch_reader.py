@@ -1,7 +1,9 @@
 """Reading ``#SBATCH`` directives and sbatch's command-line options, as Slurm's ``sbatch``
 reads them: the option tables, :class:`Reader` (the options given, warnings for those
 fusesched does not take, errors located at their line) and :func:`scan` (the directives of a
-script's header). :mod:`fusesched.submit.sbatch` turns what was read into a job.
+script's header; ``#SBATCH hetjob`` lines start a heterogeneous job's next component, read
+into a reader of its own: :attr:`Reader.components`). :mod:`fusesched.submit.sbatch` turns
+what was read into a job.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ _IGNORED_WHY: Final = {
 #: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
 #: :func:`command_flags` and the job ignores them.
 COMMAND_FLAGS: Final = frozenset({"parsable", "wait"})
+#: The directive that separates a heterogeneous job's components (``packjob``: Slurm's older
+#: word for it), alone on its ``#SBATCH`` line.
+HETJOB_WORDS: Final = frozenset({"hetjob", "packjob"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,20 @@ class Reader:
         self.options: dict[str, Directive] = {}
         self.warnings: list[str] = []
         self.wrapping = False  # --wrap on the command line: there is no script file
+        # a heterogeneous job's components after the first (the first reader's only), each
+        # read from the lines after its ``#SBATCH hetjob``
+        self.components: list[Reader] = []
+        self.separator: int | None = None  # the line of the hetjob directive that began it
+
+    def add_component(self, line: int | None) -> Reader:
+        """A reader for the next component of a heterogeneous job, begun at ``line`` (its
+        warnings go with this reader's)."""
+        component = Reader(self.source)
+        component.warnings = self.warnings
+        component.wrapping = self.wrapping
+        component.separator = line
+        self.components.append(component)
+        return component
 
     def where(self, line: int | None) -> str:
         return COMMAND_LINE if line is None else f"{self.source}:{line}"
@@ -132,6 +151,12 @@ class Reader:
                 raise self.error(
                     f"unexpected argument {token!r}: give sbatch options only (the script's "
                     "own arguments are not supported)",
+                    line,
+                )
+            elif token in HETJOB_WORDS:
+                raise self.error(
+                    f"{token} separates the components of a heterogeneous job: put it alone "
+                    f"on its own line (#SBATCH {token})",
                     line,
                 )
             else:
@@ -204,6 +229,7 @@ def scan(script: str, reader: Reader) -> None:
             1,
         )
     in_header = True
+    current = reader
     for number, line in enumerate(script.split("\n")[1:], start=2):
         if line.startswith("#SBATCH") and (len(line) == 7 or line[7].isspace()):
             if not in_header:
@@ -216,9 +242,38 @@ def scan(script: str, reader: Reader) -> None:
                 tokens = shlex.split(line[7:], comments=True)
             except ValueError as exc:
                 raise reader.error(f"cannot read the directive: {exc}", number) from None
-            reader.read(tokens, number)
+            if len(tokens) == 1 and tokens[0] in HETJOB_WORDS:
+                current = reader.add_component(number)  # (a heterogeneous job's next one)
+                continue
+            current.read(tokens, number)
         elif line.strip() and not line.lstrip().startswith("#"):
             in_header = False
+
+
+def split_components(tokens: Sequence[str]) -> list[list[str]]:
+    """sbatch's command-line options split at each ``:`` word into a heterogeneous job's
+    components (one list without one). A ``:`` that is the value of an option written
+    without ``=`` (``-J :``) is that value, not a separator."""
+    parts: list[list[str]] = [[]]
+    value_next = False
+    for token in tokens:
+        if token == ":" and not value_next:
+            parts.append([])
+            continue
+        parts[-1].append(token)
+        value_next = not value_next and _takes_next(token)
+    return parts
+
+
+def _takes_next(token: str) -> bool:
+    """Whether ``token`` is an option whose value is the next word (``-J NAME``)."""
+    if token.startswith("--"):
+        name = "" if "=" in token else token[2:]
+    elif token.startswith("-") and len(token) == 2:
+        name = SHORT_OPTIONS.get(token[1], "")
+    else:
+        return False
+    return name in VALUE_OPTIONS and name not in FLAG_OPTIONS | COMMAND_FLAGS
 
 
 def digits(text: str) -> bool:

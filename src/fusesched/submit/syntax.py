@@ -139,14 +139,17 @@ _KINDS_WITH_IDS: Final = (
     DependencyKind.AFTER_OK,
     DependencyKind.AFTER_NOT_OK,
     DependencyKind.AFTER_ANY,
+    DependencyKind.AFTER_CORR,
 )
 
 
 def parse_dependencies(text: str) -> list[DependencyRequest]:
     """Slurm dependencies: ``after:ID[:ID…]`` (started), ``afterok``, ``afternotok`` and
-    ``afterany`` (ended: successfully, in failure, however) and ``singleton`` (no ids),
-    several joined by ``,`` (all must hold). ``?`` (any may hold), ``+time`` delays and
-    other kinds are refused."""
+    ``afterany`` (ended: successfully, in failure, however), ``aftercorr`` (an array's
+    members, each after the other array's member of its index completed) and
+    ``singleton`` (no ids), several joined by ``,`` (all must hold). An ID may be a job, an
+    array member (``12_3``) or a whole array (``12``, or Slurm's ``12_*``). ``?`` (any may
+    hold), ``+time`` delays and other kinds are refused."""
     value = text.strip()
     if not value:
         raise ValueError("no dependency given (as in afterok:123, or singleton)")
@@ -180,5 +183,10 @@ def parse_dependencies(text: str) -> list[DependencyRequest]:
         for job_id in job_ids:
             if "+" in job_id:
                 raise ValueError(f"dependency {part!r}: '+time' delays are not supported")
-            out.append(DependencyRequest(kind=DependencyKind(kind), job_id=job_id))
+            whole = job_id.removesuffix("_*")  # (Slurm's name of a whole array)
+            if not whole or "*" in whole:
+                raise ValueError(
+                    f"dependency {part!r}: cannot read job id {job_id!r} (as in 12, 12_3 or 12_*)"
+                )
+            out.append(DependencyRequest(kind=DependencyKind(kind), job_id=whole))
     return out

@@ -259,10 +259,24 @@ def job_spec(job: SnapJob) -> JobSpec:
         spec = request.to_job_spec(job.id, job.submit)
         return spec.expand_array()[0] if spec.array is not None else spec
     parent = request.to_job_spec(job.array_parent, job.submit)
-    for child in parent.expand_array():
-        if child.id == job.id:
-            return child
-    raise SnapshotError(f"job {job.id}: not a member of array {job.array_parent}")
+    try:
+        return parent.array_member(job.id)  # (not expanded whole: once per member)
+    except ValueError:
+        raise SnapshotError(f"job {job.id}: not a member of array {job.array_parent}") from None
+
+
+def whole_arrays(pairs: Sequence[tuple[SnapJob, JobSpec]]) -> set[str]:
+    """The arrays the replay has every member of: dependencies on them replay (on one that
+    lacks a member — one cancelled before it started, or outside the snapshot — they are
+    dropped, as dependencies on a job outside it are)."""
+    found: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for _, spec in pairs:
+        parent = spec.array_parent
+        if parent is not None and spec.array is not None:
+            found[parent] = found.get(parent, 0) + 1
+            sizes[parent] = len(spec.array.indices)
+    return {parent for parent, count in found.items() if count == sizes[parent]}
 
 
 _SPEC_CACHE: list[tuple[Snapshot, list[tuple[SnapJob, JobSpec]]]] = []
@@ -303,7 +317,7 @@ def build(
     offsets = np.array([j.submit - origin for j, _ in pairs], dtype=np.float64) / rate
     if jitter > 0 and len(offsets):
         offsets = np.maximum(0.0, offsets + rng.uniform(-jitter, jitter, len(offsets)))
-    ids = {j.id for j, _ in pairs}
+    ids = {j.id for j, _ in pairs} | whole_arrays(pairs)  # (what a dependency may name)
     jobs: list[SimJob] = []
     tenant_of: dict[str, str] = {}
     measured = estimated = 0
@@ -320,7 +334,8 @@ def build(
         if spec.begin_time is not None:  # the same wait after its submission (or none)
             wait = spec.begin_time - job.submit
             changes["begin_time"] = t + latency + wait if wait > 0 else None
-        # (a singleton names no job: it is resolved again against the replay's jobs)
+        # (a singleton names no job: it is resolved again against the replay's jobs; a
+        # dependency on an array replays when the replay has every member of it)
         if spec.dependencies and any(d.job_id and d.job_id not in ids for d in spec.dependencies):
             changes["dependencies"] = ()
         jobs.append(SimJob(dataclasses.replace(spec, **changes), runtime, code))
