@@ -153,19 +153,37 @@ def running_tasks(ctl: Controller) -> dict[str, JobInfo]:
 def node_lost(ctl: Controller, name: str, now: float, reason: str | None = None) -> None:
     """``name`` stopped heartbeating (or its agent said it is stopping: ``reason``): its
     tasks are lost (fenced if they show up again), launches not yet sent there are dropped
-    (no agent will take them), and their jobs are handled as node failures."""
+    (no agent will take them), and their jobs are handled as node failures — as is every
+    job whose allocation includes the node, even with no task of it there (a batch job whose
+    script runs on another of its nodes: Slurm's NODE_FAIL)."""
     reason = reason or f"node {name} stopped heartbeating"
+    failed = allocation_lost(ctl, name, reason, now)
     for job_id, task in list(ctl.tasks.values()):
         if task.node != name or task.state not in ("launching", "delivered", "running"):
             continue
         live = ctl.jobs.get(job_id)
-        if live is not None:
+        if live is not None and job_id not in failed:  # (once per job)
+            failed.add(job_id)
             job_failed(ctl, live, Failure(FailureKind.NODE, name, reason), now)
         if task.state == "launching":  # never sent (job_failed may have dropped it already)
             ctl.kill_task(task, "node lost")
             continue
         task.lost = True
         ctl.finish_task(task, FAILED_BY_CONTROLLER, "node lost", now)
+
+
+def allocation_lost(ctl: Controller, name: str, reason: str, now: float) -> set[str]:
+    """The local jobs allocated node ``name`` (:attr:`LiveJob.nodes`, rebuilt from the
+    hostfile after a controller restart) fail as if a task of theirs was lost there. Jobs an
+    external pool runs are that cluster's to fail; jobs still waiting to be adopted are
+    requeued by :func:`adoption.expire`; jobs already ending or restarting are left alone
+    (:func:`job_failed`). Returns the ids of the jobs failed here."""
+    failed: set[str] = set()
+    for live in list(ctl.jobs.values()):
+        if name in live.nodes and live.pool is None and not live.adopting:
+            failed.add(live.id)
+            job_failed(ctl, live, Failure(FailureKind.NODE, name, reason), now)
+    return failed
 
 
 def fence(ctl: Controller, beat: Heartbeat) -> int:
