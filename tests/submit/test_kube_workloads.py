@@ -104,7 +104,7 @@ def test_deployment_is_a_restarted_service() -> None:
     assert group.readiness is not None and group.readiness.period_s == 2
     restart = req.restart
     assert (restart.mode, restart.max_restarts, restart.backoff_s) == ("restart-in-place", 1000, 10)
-    assert restart.retry_application_failures
+    assert restart.always and restart.retry_application_failures  # after any exit, 0 included
     assert req.walltime_s is None
 
 
@@ -334,7 +334,7 @@ def test_deployment_pods_restart_always() -> None:
         "      schedulerName: fused-scheduler\n",
         "      schedulerName: fused-scheduler\n      restartPolicy: Always\n",
     )
-    assert parse_kube_yaml(always)[0].request.restart.retry_application_failures
+    assert parse_kube_yaml(always)[0].request.restart.always
     with pytest.raises(SubmitError) as caught:
         parse_kube_yaml(always.replace("restartPolicy: Always", "restartPolicy: Never"), "d.yaml")
     assert str(caught.value) == (

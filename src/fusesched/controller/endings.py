@@ -1,9 +1,9 @@
 """How tasks and jobs end: what the agents report of their tasks (:func:`task_report`), tasks
 they no longer list (:func:`lose_tasks`), a task's end (:func:`finish_task`) and, once the
 whole gang has exited, the ``JobExited`` the core gets (:func:`job_may_have_ended`, with the
-retry of an application failure its restart policy asks for); after a cycle, the jobs the
-core finished or queued again are written and their runs forgotten (:func:`settle_terminal`,
-:func:`requeued`).
+retry of an application failure its restart policy asks for, and the restart after an exit 0
+that ``restart.always`` asks for); after a cycle, the jobs the core finished or queued again
+are written and their runs forgotten (:func:`settle_terminal`, :func:`requeued`).
 
 Every function here runs with the controller's lock held.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import failures, task_usage
-from fusesched.controller.hang import Failure, FailureKind
+from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.inactive import ended_by_limit
 from fusesched.controller.metrics import metrics_for
@@ -94,6 +94,8 @@ def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: fl
         if ctl.config.kill_on_bad_exit and live.stopping is None:
             for other in live.tasks.values():
                 ctl.kill_task(other, f"task {task.launch.task_id} failed")
+    if code == 0 and live.request.restart.always and not task.remote:
+        _restart_after_success(ctl, live, task, now)
     job_may_have_ended(ctl, live, now)
 
 
@@ -109,6 +111,8 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
         restarting = live.requeue is not None or live.relaunch is not None
         if code != 0 and not restarting and live.stopping is None:
             _retry_exit(ctl, live, code, why, now)  # may set requeue or relaunch
+        if live.relaunch is not None and live.stopping is not None:
+            live.relaunch = None  # stopped (cancelled, timed out) while restarting: it ends
         if live.relaunch is not None:  # restarted in place once the delay is over
             for other in live.tasks.values():
                 ctl.kill_task(other, "restarting in place")
@@ -148,6 +152,24 @@ def _retry_exit(ctl: Controller, live: LiveJob, code: int, why: str, now: float)
     failures.job_failed(ctl, live, Failure(FailureKind.EXIT, None, why), now)
     if live.requeue is None:
         live.first_failure = (code, why)  # failed for good: keep the job's own reason
+
+
+def _restart_after_success(ctl: Controller, live: LiveJob, task: LiveTask, now: float) -> None:
+    """A task of a job restarted after every exit (``restart.always``, a Deployment's) exited
+    0: the job restarts as after a failure, with the same back-off and ``max_restarts``. Not
+    a job being stopped (cancelled, preempted, out of time) or already restarting; out of
+    restarts, it is left to end as without the policy, once every task has exited."""
+    rec = ctl.core.jobs.get(live.id)
+    if rec is None or rec.stop_requested is not None or rec.preempt_reason is not None:
+        return
+    if live.stopping is not None or live.requeue is not None or live.relaunch is not None:
+        return
+    failure = Failure(FailureKind.EXIT, None, f"task {task.launch.task_id} exited 0")
+    action = failures.planned_action(ctl, live, failure)
+    if action.kind in (ActionKind.RESTART_IN_PLACE, ActionKind.REQUEUE):
+        failures.job_failed(ctl, live, failure, now)
+    else:
+        ctl.persist.job_event(live.id, "JobExit", f"{action.reason}; not restarted", now)
 
 
 def settle_terminal(ctl: Controller, now: float) -> None:

@@ -73,13 +73,7 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
         return  # already being restarted
     if live.stopping is not None or live.exit_sent:
         return  # already ending
-    rec = ctl.core.jobs.get(live.id)
-    attempts = (rec.attempts if rec is not None else 0) + live.in_place
-    action = next_action(failure, attempts, restart_policy(live.request))
-    if action.kind is ActionKind.REQUEUE and not live.request.requeue:
-        # (sbatch --no-requeue: a node failure ends it, as Slurm's NODE_FAIL)
-        what = failure.reason or failure.kind.value
-        action = Action(ActionKind.FAIL, reason=f"{what}; {NOT_REQUEUED}")
+    action = planned_action(ctl, live, failure)
     ctl.persist.job_event(live.id, f"Job{failure.kind.value.title()}", action.reason, now)
     if action.kind is ActionKind.NOTIFY:
         return
@@ -93,6 +87,18 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
     else:
         live.requeue = (action.exclude_nodes, now + action.delay_s, action.reason)
     ctl.stop_tasks(live, action.reason)
+
+
+def planned_action(ctl: Controller, live: LiveJob, failure: Failure) -> Action:
+    """What ``live``'s restart policy does about ``failure``, its restarts so far counted."""
+    rec = ctl.core.jobs.get(live.id)
+    attempts = (rec.attempts if rec is not None else 0) + live.in_place
+    action = next_action(failure, attempts, restart_policy(live.request))
+    if action.kind is ActionKind.REQUEUE and not live.request.requeue:
+        # (sbatch --no-requeue: a node failure ends it, as Slurm's NODE_FAIL)
+        what = failure.reason or failure.kind.value
+        action = Action(ActionKind.FAIL, reason=f"{what}; {NOT_REQUEUED}")
+    return action
 
 
 def liveness_failed(ctl: Controller, job_id: str, task: LiveTask, reason: str, now: float) -> None:
@@ -219,12 +225,18 @@ def observe(ctl: Controller, beat: Heartbeat, now: float) -> None:
 
 def relaunch_due(ctl: Controller, now: float) -> None:
     """Start again, on the same nodes and resources, the jobs restarting in place whose
-    tasks have all exited and whose delay is over."""
+    tasks have all exited and whose delay is over; those stopped meanwhile end instead."""
     for live in list(ctl.jobs.values()):
         if live.relaunch is None or live.relaunch[0] > now:
             continue
         main = [t for t in live.tasks.values() if not t.remote]
         if not main or not all(t.state == "exited" for t in main):
+            continue
+        if live.stopping is not None:  # cancelled (or timed out) while it waited: it ends
+            from fusesched.controller import endings  # (endings imports this module)
+
+            live.relaunch = None
+            endings.job_may_have_ended(ctl, live, now)
             continue
         reason = live.relaunch[1]
         live.relaunch = None

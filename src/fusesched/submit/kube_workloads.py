@@ -14,11 +14,10 @@ fusesched does anyway; other policies are warnings (ignored). ``plugins``,
 ``priorityClassName``, ``volumes``, per-task ``minAvailable``/``dependsOn``/… are warnings too.
 
 **Deployment** — a long-running ``service`` job of ``replicas`` tasks (one gang: they start
-together). Kubernetes restarts each pod of a Deployment by itself, whatever its exit; fusesched
-restarts a gang whole, and only after a failure: a task that fails (non-zero exit, failed
-liveness probe, lost node) restarts the whole job in place after a back-off (10 s, doubling,
-at most 30 min), up to 1,000 times; a task that exits 0 is not restarted (the others keep
-running, and the job completes when all have exited). ``strategy``, ``selector``,
+together). Kubernetes restarts each pod of a Deployment by itself, whatever its exit;
+fusesched restarts a gang whole (``restart.always``): a task that exits, 0 or not (or fails a
+liveness probe, or is lost with its node), restarts the whole job in place after a back-off
+(10 s, doubling, at most 30 min), up to 1,000 times. ``strategy``, ``selector``,
 ``revisionHistoryLimit``, ``progressDeadlineSeconds`` are ignored; ``minReadySeconds`` and
 ``paused`` are warnings; a pod ``restartPolicy`` other than ``Always`` is refused, as
 Kubernetes refuses it.
@@ -74,12 +73,12 @@ DEPLOYMENT_QUIET: Final = frozenset(
     {"selector", "strategy", "revisionHistoryLimit", "progressDeadlineSeconds"}
 )
 DEPLOYMENT_WARN: Final = frozenset({"minReadySeconds", "paused"})
-#: How a Deployment's tasks are restarted (request.RestartRequest): in place, on any failure.
+#: How a Deployment's tasks are restarted (request.RestartRequest): in place, after any exit.
 SERVICE_RESTART: Final = {
     "mode": "restart-in-place",
     "max_restarts": 1000,
     "backoff_s": 10.0,
-    "retry_application_failures": True,
+    "always": True,
 }
 
 
