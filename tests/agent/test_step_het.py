@@ -4,9 +4,19 @@ step."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from fusesched.agent.step_het import het_groups, het_rank_env, het_step_env, place_components
+from fusesched.agent.step_het import (
+    NODE_SHARE_VARS,
+    het_groups,
+    het_node_env,
+    het_rank_env,
+    het_step_env,
+    place_components,
+)
+from fusesched.agent.step_het_plan import plan_het_step
 from fusesched.agent.step_plan import StepError, parse_args
 
 HET_ENV = {
@@ -129,3 +139,74 @@ def test_each_task_of_a_het_step_gets_its_own_components_cpus() -> None:
         == [{"SLURM_CPUS_PER_TASK": "4"}] + [{"SLURM_CPUS_PER_TASK": "2"}] * 3
     )
     assert het_rank_env([(1, {"b": 1})], HET_ENV) == [{}]  # (a fraction of a CPU: none)
+
+
+#: What the controller says of each component (controller/hetjob_env.py): component 0 one
+#: task of 4 CPUs and 8 GiB on a; component 1 tasks of 2 CPUs, 1 GiB and a GPU, 2 on b, 1 on a.
+NODE_ENV = HET_ENV | {
+    "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0": "4",
+    "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1": "4,2",
+    "SLURM_CPUS_PER_TASK_HET_GROUP_0": "4",
+    "SLURM_CPUS_PER_TASK_HET_GROUP_1": "2",
+    "FUSESCHED_MEM_PER_TASK_HET_GROUP_0": str(8 << 30),
+    "FUSESCHED_GPUS_PER_TASK_HET_GROUP_0": "0",
+    "FUSESCHED_MEM_PER_TASK_HET_GROUP_1": str(1 << 30),
+    "FUSESCHED_GPUS_PER_TASK_HET_GROUP_1": "1",
+}
+
+
+def test_a_het_steps_tasks_see_their_components_on_their_node() -> None:
+    assert het_node_env({1: HOSTS[1]}, NODE_ENV) == {
+        "b": {"SLURM_CPUS_ON_NODE": "4", "SLURM_MEM_PER_NODE": "2048", "SLURM_GPUS_ON_NODE": "2"},
+        "a": {"SLURM_CPUS_ON_NODE": "2", "SLURM_MEM_PER_NODE": "1024", "SLURM_GPUS_ON_NODE": "1"},
+    }
+    both = het_node_env(HOSTS, NODE_ENV)  # (on a: both components')
+    assert both is not None and both["a"] == {
+        "SLURM_CPUS_ON_NODE": "6",
+        "SLURM_MEM_PER_NODE": str(9 * 1024),
+        "SLURM_GPUS_ON_NODE": "1",
+    }
+    assert het_node_env({0: HOSTS[0]}, NODE_ENV) == {  # (no GPUs: none said)
+        "a": {"SLURM_CPUS_ON_NODE": "4", "SLURM_MEM_PER_NODE": str(8 * 1024)}
+    }
+    # a component of no CPUs (the controller gives none of its CPUs per node): 0 there
+    fewer = {k: v for k, v in NODE_ENV.items() if k != "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1"}
+    assert het_node_env({1: HOSTS[1]}, fewer) == {
+        "b": {"SLURM_MEM_PER_NODE": "2048", "SLURM_GPUS_ON_NODE": "2"},
+        "a": {"SLURM_MEM_PER_NODE": "1024", "SLURM_GPUS_ON_NODE": "1"},
+    }
+    # a controller older than the per-task variables, or CPUs not read: not guessed
+    assert het_node_env({1: HOSTS[1]}, HET_ENV) is None
+    assert het_node_env(HOSTS, NODE_ENV | {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1": "4"}) is None
+
+
+SCRIPT_SHARES = {  # (the batch script's: component 0's, on a)
+    "SLURM_CPUS_ON_NODE": "4",
+    "SLURM_MEM_PER_NODE": "8192",
+    "SLURM_GPUS_ON_NODE": "3",
+    "HOME_SET": "x",
+}
+
+
+def test_each_task_of_a_het_step_gets_its_nodes_shares_not_the_scripts(tmp_path: Path) -> None:
+    for group, hosts in HOSTS.items():
+        text = "".join(f"{node} slots={n}\n" for node, n in hosts)
+        (tmp_path / f"fusesched.het{group}.hostfile").write_text(text)
+    hostfile = str(tmp_path / "fusesched.hostfile")
+    step = plan_het_step(parse_args(["--het-group=1", "true"]), NODE_ENV, hostfile, (1,))
+    common, own = step.envs(SCRIPT_SHARES, NODE_ENV, mpi=False)
+    assert common["HOME_SET"] == "x" and not NODE_SHARE_VARS & set(common)
+    assert [
+        (t.node, o["SLURM_CPUS_ON_NODE"], o["SLURM_GPUS_ON_NODE"])
+        for t, o in zip(step.tasks, own, strict=True)
+    ] == [("b", "4", "2"), ("b", "4", "2"), ("a", "2", "1")]
+    assert own[0]["SLURM_CPUS_PER_TASK"] == "2"
+    gpuless = plan_het_step(parse_args(["true"]), NODE_ENV, hostfile, (0,))
+    common, own = gpuless.envs(SCRIPT_SHARES, NODE_ENV, mpi=False)
+    assert "SLURM_GPUS_ON_NODE" not in common | own[0]  # (component 0 holds none: not said)
+    # through mpirun (one task: its ranks keep the script's), or an older controller
+    assert step.envs(SCRIPT_SHARES, NODE_ENV, mpi=True)[0]["SLURM_GPUS_ON_NODE"] == "3"
+    older = plan_het_step(parse_args(["--het-group=1", "true"]), HET_ENV, hostfile, (1,))
+    assert older.envs(SCRIPT_SHARES, HET_ENV, mpi=False)[0]["SLURM_CPUS_ON_NODE"] == "4"
+    with pytest.raises(StepError, match="no hostfile of component 2 at"):
+        plan_het_step(parse_args(["true"]), NODE_ENV, hostfile, (2,))

@@ -31,7 +31,11 @@ def serving(refusal: Refusal, route: Route | None = None) -> Iterator[tuple[str,
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            answer: Any = {"ids": ["5"]} if self.path == "/v1/submissions" else {"id": "5"}
+            answer: Any = {"id": "5"}
+            if self.path == "/v1/submissions":
+                answer = {"ids": ["5"]}
+            elif self.path == "/v1/jobs/batch":  # (an id per job, as the controller answers)
+                answer = {"ids": ["5"] * len(body)}
             status = 201
             if self.path not in SUBMISSIONS:
                 status, answer = (route and route(self.path)) or (404, {"detail": "Not Found"})

@@ -26,7 +26,7 @@ from fusesched.controller.job_steps import (
 )
 from fusesched.controller.launchenv import SlurmJob, TaskSlot
 from fusesched.controller.service import Controller
-from fusesched.model.resources import CPU, Resources
+from fusesched.model.resources import CPU, GPU, Resources
 from fusesched.submit.sbatch import parse_sbatch
 
 SCRIPT = "#!/bin/sh\nsrun --het-group=1 hostname\n"
@@ -68,6 +68,10 @@ def test_the_script_alone_starts_with_each_components_variables_and_hostfile(
     assert env["SLURM_PACK_SIZE"] == "2"  # (Slurm's older name, which it still sets)
     assert env["SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0"] == "2"  # (1 task × 2 CPUs on n0)
     assert env["SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1"] == "2"  # (2 tasks × 1 CPU on n0)
+    # each task's memory and GPUs (srun --het-group's per-node variables: agent/step_het.py)
+    assert env["FUSESCHED_MEM_PER_TASK_HET_GROUP_0"] == str(1 << 30)
+    assert env["FUSESCHED_MEM_PER_TASK_HET_GROUP_1"] == str(256 << 20)
+    assert env["FUSESCHED_GPUS_PER_TASK_HET_GROUP_0"] == "0"  # (said: a controller that knows)
     for name in ("SLURM_JOB_NAME", "SLURM_JOB_QOS", "SLURM_JOB_PARTITION"):
         assert env[f"{name}_HET_GROUP_0"] == env[f"{name}_HET_GROUP_1"] == env[name]
     assert launch.files == {
@@ -121,10 +125,12 @@ def test_a_components_cpus_per_node_round_a_fraction_up() -> None:
         return TaskSlot(f"1.{group}.{rank}", group, rank, rank, node, 0, 0, 1)
 
     slots = [slot("het0", 0, "a"), *(slot("het1", r, n) for r, n in enumerate("bbba", 1))]
-    per_task = {"het0": Resources({CPU: 2000}), "het1": Resources({CPU: 500})}
+    per_task = {"het0": Resources({CPU: 2000}), "het1": Resources({CPU: 500, GPU: 1})}
     parts = components(["het0", "het1"], slots, per_task)
     job = SlurmJob("1", "het", "ann", "default", "ann", "silver", 2, 0)
     env = het_slurm_env(job, parts)
+    assert env["FUSESCHED_GPUS_PER_TASK_HET_GROUP_1"] == "1"
+    assert env["FUSESCHED_MEM_PER_TASK_HET_GROUP_1"] == "0"
     assert env["SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0"] == "2"
     assert env["SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1"] == "2,1"  # (1.5 on b, 0.5 on a)
     assert "SLURM_CPUS_PER_TASK_HET_GROUP_1" not in env  # (half a CPU: no whole count)

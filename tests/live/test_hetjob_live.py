@@ -19,7 +19,8 @@ echo "size=$SLURM_HET_SIZE n=$SLURM_NTASKS n0=$SLURM_NTASKS_HET_GROUP_0 \\
 n1=$SLURM_NTASKS_HET_GROUP_1 nodes1=$SLURM_JOB_NODELIST_HET_GROUP_1 \\
 per1=$SLURM_TASKS_PER_NODE_HET_GROUP_1"
 srun --het-group=1 -l sh -c 'echo het1 $SLURMD_NODENAME of=$SLURM_NTASKS \
-cpt=$SLURM_CPUS_PER_TASK tpn=$SLURM_TASKS_PER_NODE cpn=$SLURM_JOB_CPUS_PER_NODE'
+cpt=$SLURM_CPUS_PER_TASK tpn=$SLURM_TASKS_PER_NODE cpn=$SLURM_JOB_CPUS_PER_NODE \
+con=$SLURM_CPUS_ON_NODE mem=$SLURM_MEM_PER_NODE gpn=$SLURM_GPUS_ON_NODE'
 srun sh -c 'echo het0 $SLURM_PROCID of=$SLURM_NTASKS cpt=$SLURM_CPUS_PER_TASK'
 srun --het-group=2 true
 echo "bad group: $?"
@@ -38,8 +39,9 @@ def test_srun_het_group_runs_on_the_components_tasks(
     lines = output.splitlines()
     assert "size=2 n=1 n0=1 n1=2 nodes1=node-c per1=2" in lines, output
     assert sorted(line for line in lines if "het1" in line) == [
-        "0: het1 node-c of=2 cpt=2 tpn=2 cpn=4",  # (component 1's CPUs, not the script's)
-        "1: het1 node-c of=2 cpt=2 tpn=2 cpn=4",
+        # component 1's CPUs, memory and GPUs on node-c, not the script's (1 CPU, 64M, none)
+        "0: het1 node-c of=2 cpt=2 tpn=2 cpn=4 con=4 mem=256 gpn=2",
+        "1: het1 node-c of=2 cpt=2 tpn=2 cpn=4 con=4 mem=256 gpn=2",
     ], output
     assert [line for line in lines if line.startswith("het0")] == ["het0 0 of=1 cpt=1"], output
     assert "srun: error: --het-group: job " + job_id + " has no component 2" in output, output

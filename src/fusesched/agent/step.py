@@ -52,14 +52,9 @@ from types import FrameType
 import httpx
 
 from fusesched.agent.elf import ElfError, needed_libraries
-from fusesched.agent.step_het import (
-    HetShares,
-    het_groups,
-    het_hostfile_name,
-    het_rank_env,
-    het_step_env,
-    place_components,
-)
+from fusesched.agent.step_answers import controller_detail, refuses_field
+from fusesched.agent.step_het import HetShares, het_groups
+from fusesched.agent.step_het_plan import HetStep, plan_het_step
 from fusesched.agent.step_mpi import label_line, links_mpi, mpi_mode, mpirun_argv, mpirun_env
 from fusesched.agent.step_plan import (
     StepError,
@@ -145,11 +140,11 @@ class Step:
         if het is not None:  # (a heterogeneous job's step: its share of each component)
             body["het"] = [{"group": group, "slots": own} for group, own in het]
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
-        if response.status_code == 422 and het is not None and _unknown_field(response, "het"):
+        if response.status_code == 422 and het is not None and refuses_field(response, "het"):
             raise StepError(
                 "the controller is older than this srun: it cannot run steps of heterogeneous jobs"
             )
-        if response.status_code == 422 and not self.env_in_argv and _unknown_env(response):
+        if response.status_code == 422 and not self.env_in_argv and refuses_field(response, "env"):
             self.env_in_argv = True
             _warn(
                 "the controller is older than this srun: the step's variables go in its "
@@ -157,11 +152,11 @@ class Step:
             )
             return self.create(slots, overlap, launches, het)
         if response.status_code == 409:
-            return _detail(response)
-        if response.status_code == 404 and _detail(response) == "Not Found":
+            return controller_detail(response)
+        if response.status_code == 404 and controller_detail(response) == "Not Found":
             raise StepError("the controller is older than this srun (it has no step route)")
         if response.status_code >= 400:
-            raise StepError(f"cannot start the step: {_detail(response)}")
+            raise StepError(f"cannot start the step: {controller_detail(response)}")
         created = response.json()
         self.step_id = int(created["step_id"])
         self.running = [
@@ -311,18 +306,16 @@ def main(argv: list[str] | None = None) -> int:
             "script of a job (sbatch), on its first node, or under fusesched salloc"
         )
         return 2
-    het: HetShares | None = None
-    allocation: dict[str, str] = {}
+    het: HetStep | None = None
     try:
         groups = het_groups(options.het_groups, env)
         if groups is None:
             ntasks, nodes = step_shape(options, env, len(hosts))
             tasks, warnings = place(hosts, ntasks, nodes, options.ntasks_per_node)
         else:  # a heterogeneous job's step: over its components' own hostfiles
-            own = {g: _component_hosts(hostfile, g) for g in groups}
-            tasks, warnings, het = place_components(options, env, own)
-            allocation = het_step_env(own, env)
-        exported = export_vars(options.export or "ALL", env) | allocation
+            het = plan_het_step(options, env, hostfile, groups)
+            tasks, warnings = het.tasks, het.warnings
+        exported = export_vars(options.export or "ALL", env)
     except StepError as exc:
         _error(str(exc))
         return 2
@@ -330,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         _warn(warning)
     cwd = os.getcwd()
     mpi = _through_mpirun(options, env, cwd)
-    own_env = het_rank_env(het, env) if het is not None else []
+    exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
     launches = _launches(options, env, tasks, exported, cwd, mpi, own_env)
     # the job's own credential in its batch script; under salloc (no job credential), the
     # user's, as every fusesched command finds it: the owner may run steps of their own job
@@ -349,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
         try:
-            refused = _create(step, step_slots(tasks), options, launches, het)
+            shares = het.shares if het is not None else None
+            refused = _create(step, step_slots(tasks), options, launches, shares)
         except (StepError, httpx.HTTPError) as exc:
             _error(str(exc))
             return 1
@@ -365,18 +359,6 @@ def main(argv: list[str] | None = None) -> int:
     if step.stop_signal is not None:
         return 128 + step.stop_signal
     return exit_status(codes)
-
-
-def _component_hosts(hostfile: str, group: int) -> list[tuple[str, int]]:
-    """Component ``group``'s hostfile, beside the job's (controller/hetjob_env.py)."""
-    path = Path(hostfile).parent / het_hostfile_name(group)
-    try:
-        return read_hostfile(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise StepError(
-            f"no hostfile of component {group} at {path} (is the controller older than "
-            "heterogeneous jobs?)"
-        ) from None
 
 
 def _create(
@@ -481,45 +463,6 @@ def _needed(program: str) -> list[str]:
                 return needed_libraries(data)
     except (OSError, ValueError, ElfError):
         return []
-
-
-def _detail(response: httpx.Response) -> str:
-    """Why the controller refused: its ``detail``; a validation error's places and messages
-    only (it echoes what was sent, the variables' values among it: never printed)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip() or f"HTTP {response.status_code}"
-    detail = body.get("detail") if isinstance(body, dict) else None
-    if isinstance(detail, list):
-        return "; ".join(_problem(item) for item in detail) or f"HTTP {response.status_code}"
-    return str(detail) if detail else response.text.strip()
-
-
-def _problem(item: object) -> str:
-    if not isinstance(item, dict):
-        return "invalid request"
-    where = ".".join(str(part) for part in item.get("loc", [])[1:])  # (after "body")
-    return f"{where}: {item.get('msg', 'invalid')}" if where else str(item.get("msg", "invalid"))
-
-
-def _unknown_env(response: httpx.Response) -> bool:
-    """Whether a 422 refuses the tasks' ``env`` as a field the controller does not know."""
-    return _unknown_field(response, "env")
-
-
-def _unknown_field(response: httpx.Response, name: str) -> bool:
-    """Whether a 422 refuses ``name`` as a field the controller does not know."""
-    try:
-        detail = response.json().get("detail")
-    except (ValueError, AttributeError):
-        return False
-    return isinstance(detail, list) and any(
-        isinstance(item, dict)
-        and item.get("type") == "extra_forbidden"
-        and list(item.get("loc", []))[-1:] == [name]
-        for item in detail
-    )
 
 
 def _say(message: str) -> None:

@@ -10,7 +10,8 @@ the options apply to each component named. A step on several components is one s
 tasks are ranked in component order (one ``MPI_COMM_WORLD``, as Slurm's), and its tasks see
 those components' allocation as the job's (:func:`het_step_env`: ``SLURM_JOB_NODELIST``,
 ``SLURM_TASKS_PER_NODE``…), each task with its own component's CPUs per task
-(:func:`het_rank_env`).
+(:func:`het_rank_env`) and what those components hold on its node (:func:`het_node_env`:
+``SLURM_CPUS_ON_NODE``, ``SLURM_MEM_PER_NODE``, ``SLURM_GPUS_ON_NODE``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from fusesched.submit.hostlist import tasks_per_node
 HET_SIZE_ENV = "SLURM_HET_SIZE"
 #: What Slurm appends to a component's variables: ``_HET_GROUP_<n>``.
 HET_SUFFIX = "_HET_GROUP_"
+#: Each component's memory (bytes) and whole GPUs per task, with :data:`HET_SUFFIX` and its
+#: number (fusesched's own: controller/hetjob_env.py), which :func:`het_node_env` reads.
+MEM_PER_TASK_ENV = "FUSESCHED_MEM_PER_TASK"
+GPUS_PER_TASK_ENV = "FUSESCHED_GPUS_PER_TASK"
+#: What a job holds on a task's node (controller/launchenv.py): a step's own, per node.
+NODE_SHARE_VARS = frozenset({"SLURM_CPUS_ON_NODE", "SLURM_MEM_PER_NODE", "SLURM_GPUS_ON_NODE"})
 
 #: (component, its slots per node in the step) for each component a step runs on.
 HetShares = list[tuple[int, dict[str, int]]]
@@ -128,8 +135,8 @@ def het_step_env(
     for group, own in hosts.items():
         for node, slots in own:
             tasks[node] = tasks.get(node, 0) + slots
-        per_node = _counts(environ.get(f"SLURM_JOB_CPUS_PER_NODE{HET_SUFFIX}{group}", ""))
-        if cpus is None or per_node is None or len(per_node) != len(own):
+        per_node = _component_cpus(environ, group, own, "")
+        if cpus is None or per_node is None:
             cpus = None
             continue
         for (node, _), count in zip(own, per_node, strict=True):
@@ -161,6 +168,58 @@ def het_rank_env(shares: HetShares, environ: Mapping[str, str]) -> list[dict[str
         own = {"SLURM_CPUS_PER_TASK": value} if value is not None else {}
         out.extend(dict(own) for _ in range(sum(counts.values())))
     return out
+
+
+def het_node_env(
+    hosts: Mapping[int, Sequence[tuple[str, int]]], environ: Mapping[str, str]
+) -> dict[str, dict[str, str]] | None:
+    """What the components a step runs on (``hosts``) hold on each of their nodes, as the
+    controller gives a job's tasks on theirs (controller/launchenv.py): ``SLURM_CPUS_ON_NODE``
+    (whole CPUs, as the components' ``SLURM_JOB_CPUS_PER_NODE_HET_GROUP_<n>``),
+    ``SLURM_MEM_PER_NODE`` (MiB) and ``SLURM_GPUS_ON_NODE``, each only when they hold some:
+    a task on node ``b`` of components 1 and 2 gets theirs on ``b``, not the script's
+    (component 0's, on its node). None when the controller does not say each component's
+    memory and GPUs per task (older than them): the tasks keep the script's."""
+    totals: dict[str, list[int]] = {}  # node → [CPUs, memory, GPUs]
+    for group, own in hosts.items():
+        needs = [_number(environ, f"{name}{HET_SUFFIX}{group}") for name in _PER_TASK]
+        cpus = _component_cpus(environ, group, own, "0")
+        if None in needs or cpus is None:
+            return None
+        for (node, slots), count in zip(own, cpus, strict=True):
+            held = totals.setdefault(node, [0, 0, 0])
+            held[0] += count
+            for k, amount in enumerate(needs, start=1):
+                held[k] += slots * (amount or 0)
+    some_cpus = any(held[0] for held in totals.values())
+    out: dict[str, dict[str, str]] = {}
+    for node, (cpus_here, memory, gpus) in totals.items():
+        env = out[node] = {"SLURM_CPUS_ON_NODE": str(cpus_here)} if some_cpus else {}
+        if memory:
+            env["SLURM_MEM_PER_NODE"] = str(memory // 2**20)
+        if gpus:
+            env["SLURM_GPUS_ON_NODE"] = str(gpus)
+    return out
+
+
+#: What :func:`het_node_env` reads of each component's task, in its totals' order.
+_PER_TASK = (MEM_PER_TASK_ENV, GPUS_PER_TASK_ENV)
+
+
+def _component_cpus(
+    environ: Mapping[str, str], group: int, own: Sequence[tuple[str, int]], missing: str
+) -> list[int] | None:
+    """Component ``group``'s whole CPUs on each node of its hostfile ``own`` (its
+    ``SLURM_JOB_CPUS_PER_NODE_HET_GROUP_<n>``; the controller gives none for a component of
+    no CPUs: ``missing`` then stands for each node's); None where that cannot be read so."""
+    text = environ.get(f"SLURM_JOB_CPUS_PER_NODE{HET_SUFFIX}{group}")
+    per_node = _counts(text if text is not None else f"{missing}(x{len(own)})")
+    return per_node if per_node is not None and len(per_node) == len(own) else None
+
+
+def _number(environ: Mapping[str, str], name: str) -> int | None:
+    text = environ.get(name, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def _cpus_per_task(environ: Mapping[str, str], group: int) -> str | None:

@@ -7,13 +7,15 @@ them: ``SLURM_HET_SIZE`` (and its older name ``SLURM_PACK_SIZE``); for each comp
 the allocation variables suffixed ``_HET_GROUP_<n>`` (``SLURM_JOB_NODELIST_HET_GROUP_1``,
 ``SLURM_NTASKS_HET_GROUP_1``, ``SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1``, …, with
 ``SLURM_JOB_ID_HET_GROUP_<n>``, ``SLURM_CPUS_PER_TASK_HET_GROUP_<n>``, the job's name, the
-partition, the account and the QoS); its unsuffixed allocation variables (``SLURM_NTASKS``,
-``SLURM_JOB_NODELIST``…) are component 0's, the one ``srun`` runs on by default
-(controller/drivers.py); ``srun --het-group`` gives its tasks those of the components it
-runs on (agent/step_het.py). Each
-component also gets a hostfile of its own beside the job's (:func:`het_hostfile_name`),
-which ``srun --het-group`` places its tasks in and the controller counts a step's slots
-against (controller/steps.py); ``mpirun`` in the script spans the whole job's.
+partition, the account and the QoS; and fusesched's own
+``FUSESCHED_MEM_PER_TASK_HET_GROUP_<n>`` (bytes) and ``FUSESCHED_GPUS_PER_TASK_HET_GROUP_<n>``,
+from which ``srun --het-group`` tells its tasks what their components hold on their node); its
+unsuffixed allocation variables (``SLURM_NTASKS``, ``SLURM_JOB_NODELIST``…) are component 0's,
+the one ``srun`` runs on by default (controller/drivers.py); ``srun --het-group`` gives its
+tasks those of the components it runs on (agent/step_het.py). Each component also gets a
+hostfile of its own beside the job's (:func:`het_hostfile_name`), which ``srun --het-group``
+places its tasks in and the controller counts a step's slots against (controller/steps.py);
+``mpirun`` in the script spans the whole job's.
 """
 
 from __future__ import annotations
@@ -22,10 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from fusesched.agent.step_het import HET_SIZE_ENV, HET_SUFFIX, het_hostfile_name
+from fusesched.agent.step_het import (
+    GPUS_PER_TASK_ENV,
+    HET_SIZE_ENV,
+    HET_SUFFIX,
+    MEM_PER_TASK_ENV,
+    het_hostfile_name,
+)
 from fusesched.api.schemas import ComponentView
 from fusesched.controller.launchenv import SlurmJob, TaskSlot, allocation_env, hostfile
-from fusesched.model.resources import CPU, Resources
+from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.submit.hostlist import tasks_per_node
 
 #: Slurm's older name of :data:`HET_SIZE_ENV` (from when heterogeneous jobs were "pack jobs").
@@ -41,6 +49,8 @@ class Component:
     slots: tuple[TaskSlot, ...]
     cpus_per_task: int | None  # whole cores per task; None: a fraction
     millicores: int = 0  # each task's CPU
+    memory: int = 0  # each task's memory (bytes)
+    gpus: int = 0  # each task's whole GPUs
 
 
 def components(
@@ -50,10 +60,12 @@ def components(
     ``slots``, each group's task needing ``per_task[group]``."""
     out: list[Component] = []
     for index, group in enumerate(groups):
-        millicores = per_task[group].get(CPU, 0) if group in per_task else 0
+        needs = per_task.get(group, Resources())
+        millicores = needs.get(CPU, 0)
         whole = millicores // 1000 if millicores and millicores % 1000 == 0 else None
         own = tuple(s for s in slots if s.group == group)
-        out.append(Component(index, group, own, whole, millicores))
+        memory, gpus = needs.get(MEMORY, 0), needs.get(GPU, 0)
+        out.append(Component(index, group, own, whole, millicores, memory, gpus))
     return out
 
 
@@ -80,6 +92,10 @@ def het_slurm_env(job: SlurmJob, parts: Sequence[Component]) -> dict[str, str]:
             env[f"SLURM_JOB_CPUS_PER_NODE{suffix}"] = _cpus_per_node(part)
         if part.cpus_per_task is not None:
             env[f"SLURM_CPUS_PER_TASK{suffix}"] = str(part.cpus_per_task)
+        # (srun --het-group's tasks: what their components hold on their node; always said,
+        # 0 included, so that a step tells this controller from an older one)
+        env[f"{MEM_PER_TASK_ENV}{suffix}"] = str(part.memory)
+        env[f"{GPUS_PER_TASK_ENV}{suffix}"] = str(part.gpus)
     return env
 
 

@@ -310,12 +310,14 @@ class JobRequest(StrictModel):
     slurm_env: bool = False
     # a command waits on it and says every few seconds that it is alive (POST
     # /v1/jobs/{id}/alive): salloc's and run's jobs. Silent longer than the controller's
-    # --inactive-limit, the job is ended (Slurm's InactiveLimit; controller/inactive.py)
-    attended: bool = False
+    # --inactive-limit, the job is ended (Slurm's InactiveLimit; controller/inactive.py).
+    # Dumped only when true, as ``hetjob``: a controller older than the field refuses it
+    # (unknown fields are 422), so a plain job's request must not name it
+    attended: bool = Field(default=False, exclude_if=lambda value: not value)
     # a Slurm heterogeneous job (sbatch's ``:``, ``#SBATCH hetjob``): one group per component,
     # the first group's program run once, on its first task; the others' tasks are slots for
     # ``srun --het-group`` (docs/SUBMIT.md, "Heterogeneous jobs")
-    hetjob: bool = False
+    hetjob: bool = Field(default=False, exclude_if=lambda value: not value)
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("licenses", mode="before")
@@ -465,7 +467,8 @@ class JobRequest(StrictModel):
             raise SubmitError(str(exc)) from exc
 
     def to_json(self) -> str:
-        """The REST/store form: every field, defaults included."""
+        """The REST/store form: every field, defaults included (``attended`` and ``hetjob``
+        only when true)."""
         return self.model_dump_json()
 
     @classmethod
