@@ -15,23 +15,16 @@ from fusesched.policies.registry import CoreConfig
 from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 from .test_cli import as_json, fusesched
 from .test_tenancy_live import QUOTAS
 
 
 @pytest.fixture
-def tenant_cluster(tmp_path: Path, scratch: Path) -> Iterator[LocalCluster]:
-    agents = scratch / "agents"
-    agents.mkdir(mode=0o755)
+def tenant_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     policy = TenancyPolicy(TenancyConfig.from_dict(QUOTAS))
-    with LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(agents),
-        core=CoreConfig(placement="best-fit", tenancy=policy),
-        long_poll_s=0.5,
-    ) as cluster:
+    core = CoreConfig(placement="best-fit", tenancy=policy)
+    with local_cluster(tmp_path / "data", core=core) as cluster:
         yield cluster
 
 

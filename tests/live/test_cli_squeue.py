@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +18,7 @@ import pytest
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 from .test_cli import PYTHON, fusesched
 
 ME = getpass.getuser()
@@ -66,19 +64,8 @@ class Jobs:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("squeue") / "data",
-        port=0,
-        agents=agent_configs(shared),
-        long_poll_s=0.5,
-    )
-    try:
-        with cluster:
-            yield Jobs(cluster)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(tmp_path_factory.mktemp("squeue") / "data") as cluster:
+        yield Jobs(cluster)
 
 
 def lines(jobs: Jobs, *args: str) -> list[str]:
@@ -241,12 +228,8 @@ def test_show_an_array_lists_its_members(jobs: Jobs) -> None:
     assert missing.returncode == 2 and f"no job '{'9' * 100}'" in missing.stderr
 
 
-def test_me_with_a_token_is_the_tokens_user(tmp_path: Path, scratch: Path) -> None:
-    agents = scratch / "agents"
-    agents.mkdir(mode=0o755)
-    with LocalCluster(
-        tmp_path / "data", port=0, agents=agent_configs(agents), auth=True
-    ) as cluster:
+def test_me_with_a_token_is_the_tokens_user(tmp_path: Path) -> None:
+    with local_cluster(tmp_path / "data", auth=True) as cluster:
         assert cluster.admin_token is not None
         admin = Client(cluster.url, token=cluster.admin_token)
         alice = admin.create_token("alice", tenant="default", role="user")["token"]

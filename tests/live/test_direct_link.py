@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 
 from fusesched.agent.client import LinkError, NodeForgotten
-from fusesched.agent.config import AgentConfig
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.cli.local import DirectLink, LocalCluster
 from fusesched.controller.records import UnknownNodeError
 from fusesched.sdk import Client
+
+from .conftest import local_cluster
 
 
 def until(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -40,24 +41,10 @@ def until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 @pytest.fixture
 def direct_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-direct-"))
-    shared.chmod(0o755)
-    config = AgentConfig(
-        name="solo",
-        address="127.0.0.1",
-        work_dir=shared / "agents" / "solo",
-        cpu=2,
-        memory="2Gi",
-        nvml=False,
-    )
-    cluster = LocalCluster(
-        tmp_path / "data", port=0, agents=[config], long_poll_s=0.5, agent_link="direct"
-    )
-    try:
-        with cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(
+        tmp_path / "data", lambda configs: configs[:1], agent_link="direct"
+    ) as cluster:
+        yield cluster
 
 
 def job(command: list[str], name: str) -> dict[str, Any]:
@@ -77,15 +64,15 @@ def test_jobs_run_and_report_through_the_direct_link(direct_cluster: LocalCluste
     assert failed["exit_code"] == 7
     until(lambda: "hello-direct" in client.logs(ok), 10, "the log never arrived")
     # the agent's node is known by its name, as over HTTP
-    assert [n["name"] for n in client.nodes()] == ["solo"]
+    assert [n["name"] for n in client.nodes()] == ["node-a"]
 
 
 def test_a_forgotten_node_registers_again(direct_cluster: LocalCluster) -> None:
     controller = direct_cluster.server.controller
     with controller.work:
-        controller.nodes.pop("solo")
+        controller.nodes.pop("node-a")
     # the next beat is refused as unknown; the agent registers again and takes work
-    until(lambda: "solo" in controller.nodes, 10, "the node never registered again")
+    until(lambda: "node-a" in controller.nodes, 10, "the node never registered again")
     client = Client(direct_cluster.url)
     job_id = client.submit(job(["true"], "after"))
     assert client.wait(job_id, timeout=30)["state"] == "Completed"

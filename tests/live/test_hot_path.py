@@ -15,6 +15,8 @@ from fusesched.api import hot_path
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
+from .conftest import local_cluster
+
 GOOD = "name: hot\nresources: {cpu: 1, memory: 100Mi}\ncommand: [/bin/true]\n"
 
 
@@ -95,7 +97,7 @@ def test_a_refused_submission_is_tried_once(cluster: LocalCluster, answered: lis
 
 
 def test_no_node_yet_is_a_503(tmp_path: Path, answered: list[str]) -> None:
-    with LocalCluster(tmp_path / "data", port=0, agents=[]) as empty:
+    with local_cluster(tmp_path / "data", lambda configs: []) as empty:
         response = post(empty, {"files": [{"name": "a.yaml", "text": GOOD}]})
     assert response.status_code == 503
     assert "no node has registered yet" in response.json()["detail"]

@@ -18,7 +18,7 @@ from fusesched.cli.local import LocalCluster
 from fusesched.policies.registry import CoreConfig
 from fusesched.sdk import Client, ControllerError
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 from .test_cli import as_json, fusesched
 from .test_recovery import FUSESCHED, Crashable, wait_for
 
@@ -34,16 +34,9 @@ echo "{name} ran"
 
 
 @pytest.fixture
-def licensed_cluster(tmp_path: Path, scratch: Path) -> Iterator[LocalCluster]:
-    agents = scratch / "agents"
-    agents.mkdir(mode=0o755)
-    with LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(agents),
-        core=CoreConfig(placement="best-fit", licenses=(("matlab", 1),)),
-        long_poll_s=0.5,
-    ) as cluster:
+def licensed_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    core = CoreConfig(placement="best-fit", licenses=(("matlab", 1),))
+    with local_cluster(tmp_path / "data", core=core) as cluster:
         yield cluster
 
 

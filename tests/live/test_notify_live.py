@@ -8,17 +8,15 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from tests.live.conftest import agent_configs
+from tests.live.conftest import local_cluster
 from tests.mailservers import closed_port, hook_server, smtp_server
 
 from fusesched.cli.local import LocalCluster
@@ -32,16 +30,8 @@ FUSESCHED = (sys.executable, "-m", "fusesched")
 @contextmanager
 def notifying_cluster(data: Path, notify: NotifyConfig) -> Iterator[LocalCluster]:
     """A controller with ``notify`` and one real agent (node-a, 2 CPUs)."""
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-notify-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        data, port=0, agents=agent_configs(shared)[:1], long_poll_s=0.5, notify=notify
-    )
-    try:
-        with cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(data, lambda configs: configs[:1], notify=notify) as cluster:
+        yield cluster
 
 
 def _sbatch(client: Client, body: str, *args: str) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,9 +25,9 @@ from fusesched.model.tenancy import TenancyConfig
 from fusesched.policies.registry import CoreConfig
 from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.sdk import Client
-from live.conftest import agent_configs
 
 from .browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, playwright_or_skip
+from .conftest import local_cluster
 
 #: Quotas for the queues page: "physics" may borrow what "default" does not use.
 TENANCY = """\
@@ -128,20 +127,14 @@ def portal(
     shots.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=WAIT_MS)
     announce(pytestconfig, f"portal screenshots: {shots}")
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("portal") / "data",
-        port=0,
-        agents=agent_configs(shared),
-        long_poll_s=0.5,
-        auth=True,
-        core=CoreConfig(
-            placement="best-fit", tenancy=TenancyPolicy(TenancyConfig.from_yaml(TENANCY))
-        ),
-    )
+    data = tmp_path_factory.mktemp("portal") / "data"
+    tenancy = TenancyPolicy(TenancyConfig.from_yaml(TENANCY))
+    core = CoreConfig(placement="best-fit", tenancy=tenancy)
     try:
-        with cluster, playwright_sync.sync_playwright() as pw:
+        with (
+            local_cluster(data, auth=True, core=core) as cluster,
+            playwright_sync.sync_playwright() as pw,
+        ):
             admin = cluster.admin_token
             assert admin is not None
             tokens = {"admin": admin}
@@ -156,7 +149,6 @@ def portal(
             finally:
                 browser.close()
     finally:
-        shutil.rmtree(shared, ignore_errors=True)
         announce(pytestconfig, f"portal screenshots: {shots}")
 
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ import pytest
 
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
-from live.conftest import agent_configs
+
+from .conftest import local_cluster
 
 PROMETHEUS = shutil.which("prometheus")
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "fusesched.json"
@@ -84,20 +84,8 @@ class Prometheus:
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[LocalCluster]:
     """The live cluster of conftest (three agents, pools cpu and gpu), authentication on."""
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(shared),
-        long_poll_s=0.5,
-        auth=True,
-    )
-    try:
-        with cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(tmp_path / "data", auth=True) as cluster:
+        yield cluster
 
 
 def start_prometheus(

@@ -24,7 +24,7 @@ from fusesched.controller.server import ControllerServer
 from fusesched.policies.registry import CoreConfig
 from fusesched.sdk import Client
 
-from .conftest import agent_configs, drop_postgres, fresh_postgres_url
+from .conftest import agent_configs, drop_postgres, fresh_postgres_url, local_cluster
 from .test_cli import as_json, fusesched
 from .test_recovery import FUSESCHED, free_port, wait_for
 
@@ -72,22 +72,14 @@ def tenancy_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def admin_cluster(tmp_path: Path, scratch: Path, tenancy_file: Path) -> Iterator[LocalCluster]:
-    agents = scratch / "agents"
-    agents.mkdir(mode=0o755)
+def admin_cluster(tmp_path: Path, tenancy_file: Path) -> Iterator[LocalCluster]:
     core = CoreConfig(
         placement="best-fit",
         tenancy=read_tenancy_file(tenancy_file),
         licenses=(("matlab", 1),),
     )
-    with LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(agents),
-        core=core,
-        long_poll_s=0.5,
-        auth=True,
-        tenancy_file=tenancy_file,
+    with local_cluster(
+        tmp_path / "data", core=core, auth=True, tenancy_file=tenancy_file
     ) as cluster:
         yield cluster
 

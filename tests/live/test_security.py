@@ -31,7 +31,8 @@ from fusesched.controller.server import ADMIN_TOKEN_FILE, ControllerServer
 from fusesched.sdk import Client, ControllerError
 from fusesched.store import TokenKind
 from fusesched.store.schema import events
-from live.conftest import agent_configs
+
+from .conftest import local_cluster
 
 PUBLIC = {("GET", "/healthz")}
 
@@ -79,19 +80,10 @@ class Secure:
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
     scratch = Path(tempfile.mkdtemp(prefix="fusesched-test-"))
     scratch.chmod(0o1777)
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("secure") / "data",
-        port=0,
-        agents=agent_configs(shared),
-        long_poll_s=0.5,
-        auth=True,
-    )
     try:
-        with cluster:
+        with local_cluster(tmp_path_factory.mktemp("secure") / "data", auth=True) as cluster:
             admin = cluster.admin_token
             assert admin is not None
             sec = Secure(cluster, cluster.url, {"admin": admin}, {}, "", "", scratch, [admin])
@@ -114,7 +106,6 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
             alice.wait(sec.alice_job, timeout=30)
             yield sec
     finally:
-        shutil.rmtree(shared, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -718,32 +709,18 @@ def test_a_tls_round_trip(tmp_path: Path) -> None:
     cert, key = issue(tmp_path / "ca", "controller", ["127.0.0.1", "localhost"])
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "ca" / "ca.key").stat().st_mode) == 0o600
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    config = agent_configs(shared)[0]
-    try:
-        cluster = LocalCluster(
-            tmp_path / "data",
-            port=0,
-            agents=[config],
-            long_poll_s=0.5,
-            auth=True,
-            tls_cert=cert,
-            tls_key=key,
-            ca=ca,
-        )
-        with cluster:
-            assert cluster.url.startswith("https://")
-            client = Client(cluster.url, token=cluster.admin_token, ca=ca)
-            job_id = client.submit(job(["echo", "over tls"]))
-            assert client.wait(job_id, timeout=30)["state"] == "Completed"
-            assert "over tls" in client.logs(job_id)
-            untrusting = Client(cluster.url, token=cluster.admin_token)
-            with pytest.raises(ControllerError, match="CERTIFICATE_VERIFY_FAILED"):
-                untrusting.jobs()
-            plain = cluster.url.replace("https://", "http://")
-            with pytest.raises(ControllerError, match="if the controller serves TLS, use https://"):
-                Client(plain, token=cluster.admin_token, timeout=5).jobs()
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(
+        tmp_path / "data", lambda configs: configs[:1], auth=True, tls_cert=cert, tls_key=key, ca=ca
+    ) as cluster:
+        assert cluster.url.startswith("https://")
+        client = Client(cluster.url, token=cluster.admin_token, ca=ca)
+        job_id = client.submit(job(["echo", "over tls"]))
+        assert client.wait(job_id, timeout=30)["state"] == "Completed"
+        assert "over tls" in client.logs(job_id)
+        untrusting = Client(cluster.url, token=cluster.admin_token)
+        with pytest.raises(ControllerError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusting.jobs()
+        plain = cluster.url.replace("https://", "http://")
+        with pytest.raises(ControllerError, match="if the controller serves TLS, use https://"):
+            Client(plain, token=cluster.admin_token, timeout=5).jobs()
     assert not os.environ.get("FUSESCHED_TOKEN")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 
 SCRIPT = """#!/bin/bash
 #SBATCH -N 2 --ntasks-per-node=2
@@ -69,16 +67,8 @@ sleep 3
 
 @pytest.fixture
 def secure(tmp_path: Path) -> Iterator[LocalCluster]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
-    cluster = LocalCluster(
-        tmp_path / "data", port=0, agents=agent_configs(shared)[:2], long_poll_s=0.5, auth=True
-    )
-    try:
-        with cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(tmp_path / "data", lambda configs: configs[:2], auth=True) as cluster:
+        yield cluster
 
 
 def test_steps_with_the_jobs_credential_and_a_stopped_step(secure: LocalCluster) -> None:

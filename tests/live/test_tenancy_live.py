@@ -18,7 +18,7 @@ from fusesched.policies.registry import CoreConfig
 from fusesched.policies.tenancy_policy import TenancyPolicy
 from fusesched.sdk import Client, ControllerError
 
-from .conftest import agent_configs
+from .conftest import local_cluster
 
 # Counts steps; checkpoints every 5 steps and on SIGTERM (then exits 143, as after SIGTERM);
 # resumes from the checkpoint on start.
@@ -84,18 +84,10 @@ QUOTAS = {
 
 
 @pytest.fixture
-def tenant_cluster(tmp_path: Path, scratch: Path) -> Iterator[LocalCluster]:
+def tenant_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     policy = TenancyPolicy(TenancyConfig.from_dict(QUOTAS))
-    agents = scratch / "agents"
-    agents.mkdir(mode=0o755)
-    cluster = LocalCluster(
-        tmp_path / "data",
-        port=0,
-        agents=agent_configs(agents),
-        core=CoreConfig(placement="best-fit", tenancy=policy),
-        long_poll_s=0.5,
-    )
-    with cluster:
+    core = CoreConfig(placement="best-fit", tenancy=policy)
+    with local_cluster(tmp_path / "data", core=core) as cluster:
         yield cluster
 
 

@@ -5,22 +5,19 @@ what it may, and bad parameters are refused with a reason."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client, ControllerError
-from live.conftest import agent_configs
+
+from .conftest import local_cluster
 
 
 @dataclass
@@ -40,30 +37,24 @@ def job(cpu: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def accounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Accounts]:
-    shared = Path(tempfile.mkdtemp(prefix="fusesched-agents-"))
-    shared.chmod(0o755)
     data = tmp_path_factory.mktemp("usage") / "data"
-    cluster = LocalCluster(data, port=0, agents=agent_configs(shared), long_poll_s=0.5, auth=True)
-    try:
-        with cluster:
-            admin_token = cluster.admin_token
-            assert admin_token is not None
-            admin = Client(cluster.url, token=admin_token)
-            tokens = {"admin": admin_token}
-            for name, user, tenant, role in (
-                ("alice", "alice", "physics", "user"),
-                ("bob", "bob", "biology", "user"),
-                ("physics-admin", "pat", "physics", "tenant-admin"),
-            ):
-                tokens[name] = admin.create_token(user, tenant=tenant, role=role)["token"]
-            acc = Accounts(cluster.url, tokens, f"sqlite:///{data}/fusesched.db")
-            for who, cpu in (("alice", "1"), ("bob", "500m")):
-                client = acc.client(who)
-                done = client.wait(client.submit(job(cpu)), timeout=60)
-                assert done["state"] == "Completed", done
-            yield acc
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    with local_cluster(data, auth=True) as cluster:
+        admin_token = cluster.admin_token
+        assert admin_token is not None
+        admin = Client(cluster.url, token=admin_token)
+        tokens = {"admin": admin_token}
+        for name, user, tenant, role in (
+            ("alice", "alice", "physics", "user"),
+            ("bob", "bob", "biology", "user"),
+            ("physics-admin", "pat", "physics", "tenant-admin"),
+        ):
+            tokens[name] = admin.create_token(user, tenant=tenant, role=role)["token"]
+        acc = Accounts(cluster.url, tokens, f"sqlite:///{data}/fusesched.db")
+        for who, cpu in (("alice", "1"), ("bob", "500m")):
+            client = acc.client(who)
+            done = client.wait(client.submit(job(cpu)), timeout=60)
+            assert done["state"] == "Completed", done
+        yield acc
 
 
 def keys(report: dict[str, Any]) -> list[dict[str, str]]:
