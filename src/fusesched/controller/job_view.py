@@ -1,0 +1,92 @@
+"""A stored job as the API shows it (:class:`JobView`): its row, its request's fields read
+defensively (a request stored by an older release may lack or mistype them) and its tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fusesched.api.schemas import JobView, TaskView
+from fusesched.controller.hetjob_env import stored_components
+from fusesched.controller.job_sizes import batch_started, job_size
+from fusesched.store.records import JobRow, TaskRow
+from fusesched.submit.job_notify import stored_mail
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _licenses(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int)}
+
+
+def _number_or_none(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def job_view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None) -> JobView:
+    """What the API shows of a stored job: its row, with ``tasks`` and its ``restarts``
+    (None: not counted)."""
+    mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
+    size = job_size(row.request)
+    return JobView(
+        id=row.id,
+        name=row.name,
+        user=row.user,
+        tenant=row.tenant,
+        queue=row.queue,
+        type=row.type,
+        state=row.state.value,
+        phase=row.phase,
+        exit_code=row.exit_code,
+        reason=row.reason,
+        priority=row.priority,
+        qos=_text_or_none(row.request.get("qos")),
+        time_limit_s=_number_or_none(row.request.get("walltime_s")),
+        mail_type=mail_type,
+        mail_user=mail_user,
+        comment=_text_or_none(row.request.get("comment")) or "",
+        deadline=_number_or_none(row.request.get("deadline")),
+        licenses=_licenses(row.request.get("licenses")),
+        nodes=list(row.nodes),
+        cpus=size.cpus,
+        gpus=size.gpus,
+        min_nodes=size.min_nodes,
+        accelerators=size.accelerators,
+        cpus_per_task=size.cpus_per_task,
+        pool=row.pool,
+        energy_kwh=None if row.energy_j is None else row.energy_j / 3.6e6,
+        energy_measured_kwh=None
+        if row.energy_measured_j is None
+        else row.energy_measured_j / 3.6e6,
+        submit_time=row.submit_time,
+        start_time=row.start_time,
+        end_time=row.end_time,
+        array_parent=row.array_parent,
+        components=stored_components(row.request),
+        seq=row.seq,
+        batch=batch_started(row.request),
+        restarts=restarts,
+        tasks=[
+            TaskView(
+                task_id=t.task_id,
+                node=t.node or "",
+                state=t.state.value,
+                exit_code=t.exit_code,
+                start_time=t.start_time,
+                end_time=t.end_time,
+                group=t.group,
+                step_id=t.step_id,
+                step_tasks=t.step_tasks,
+                cpu_seconds=t.cpu_seconds,
+                max_rss_bytes=t.max_rss_bytes,
+                gpu_indices=[int(d[4:]) for d in t.devices if d.startswith("gpu:")],
+                external_id=t.external_id,
+            )
+            for t in tasks
+        ],
+    )
