@@ -2,14 +2,14 @@
 
 For an SWF trace (Parallel Workloads Archive, default HPC2N) and the Philly GPU trace, a time
 window of jobs is replayed through the simulator (fusesched core, FCFS + EASY backfilling,
-first-fit) five times in one run, once per power-saving policy (``always-on``,
-``idle-timeout``, ``forecast``, ``predictive``, ``surge``; see docs/ENERGY.md), on the same
-nodes with the same power model. Philly runs twice: on one pool sized for an offered load
-(``--target-util``) and as Helios' simulator partitions it into 11 virtual clusters
-(``Philly-VC``, 352 nodes, ``philly_vc.csv``). Jobs submitted during ``--warmup`` days before
-the window are replayed too (the cluster is not empty when the window opens and the forecaster
-has history), but only the window is measured: energy metered from its first to its last
-second, waits of the jobs submitted in it.
+first-fit or ``--placement``) five times in one run, once per power-saving policy
+(``always-on``, ``idle-timeout``, ``forecast``, ``predictive``, ``surge``; see docs/ENERGY.md),
+on the same nodes with the same power model. Philly runs twice: on one pool sized for an
+offered load (``--target-util``) and as Helios' simulator partitions it into 11 virtual
+clusters (``Philly-VC``, 352 nodes, ``philly_vc.csv``). Jobs submitted during ``--warmup``
+days before the window are replayed too (the cluster is not empty when the window opens and
+the forecaster has history), but only the window is measured: energy metered from its first to
+its last second, waits of the jobs submitted in it.
 
 Per trace and policy it reports kWh (and kWh per 30-day month), the share saved against
 always-on, mean and p95 wait and the share of extra mean wait, suspends and resumes; a table
@@ -17,10 +17,13 @@ always-on, mean and p95 wait and the share of extra mean wait, suspends and resu
 
 The ceiling printed per trace is what suspending every idle node-hour of always-on at no cost
 would save; the zero-wait bound what a clairvoyant policy could save that never makes a job
-wait longer than always-on (``zero_wait_bound``). ``--sweep`` adds idle-timeout at other
-thresholds, forecast at other margins and surge with a shorter memory (the energy/wait
-frontiers); ``--extra-util`` re-runs Philly on clusters of other sizes; ``--skip`` leaves cases
-out.
+wait longer than always-on (``zero_wait_bound``); the packing bound what the ceiling could
+reach if the running jobs filled as few nodes as capacity allows (``packing_bound``: no
+placement can do more). ``--with-placement`` re-runs every policy with another placement
+(rows ``POLICY + NAME``, judged against idle-timeout under both placements). ``--sweep`` adds
+idle-timeout at other thresholds, forecast at other margins and surge with a shorter memory
+(the energy/wait frontiers); ``--extra-util`` re-runs Philly on clusters of other sizes;
+``--skip`` leaves cases out.
 
 Run (docs/ENERGY_RESULTS.md, 4-11 min on 2 shared cores): ``nice -n 19 .venv/bin/python
 bench/energy_sim.py --extra-util 0.5 --sweep --out docs/figures/energy``. The development
@@ -46,7 +49,8 @@ import numpy as np
 from cli_args import day_window
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
-from fusesched.model.resources import Resources
+from fusesched.model.resources import CPU, GPU, Resources
+from fusesched.policies.placement import PLACEMENT_POLICIES
 from fusesched.policies.registry import CoreConfig
 from fusesched.power.model import DEFAULT_MODELS, PowerModel
 from fusesched.power.saving import SavingConfig
@@ -200,6 +204,13 @@ class Outcome:
     wall_s: float
     samples: list[tuple[float, float, int, int]]
     pool_busy: list[tuple[float, tuple[int, ...]]] = field(default_factory=list)
+    placement: str = "first-fit"
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)  # job: (start, end)
+
+
+def saving_policy(label: str) -> str:
+    """The power-saving policy of a run's label (``"surge + best-fit"``: ``surge``)."""
+    return label.split(" + ", 1)[0]
 
 
 def run_policy(
@@ -211,6 +222,7 @@ def run_policy(
     label: str | None = None,
     rise: tuple[float | None, float | None] = (RISE_WAKE, RISE_KEEP),
     surge_days: int = PowerSetup().surge_memory_days,
+    placement: str = "first-fit",
 ) -> Outcome:
     power = PowerSim(
         PowerSetup(
@@ -225,7 +237,7 @@ def run_policy(
             record=True,
         )
     )
-    sim = Simulation(case.nodes, case.jobs, CoreConfig(), power=power)
+    sim = Simulation(case.nodes, case.jobs, CoreConfig(placement=placement), power=power)
     t0 = time.perf_counter()
     result = sim.run()
     wall = time.perf_counter() - t0
@@ -248,6 +260,12 @@ def run_policy(
         wall,
         power.samples,
         power.pool_busy,
+        placement,
+        {
+            o.job_id: (o.start, o.end if o.end == o.end else math.inf)
+            for o in result.outcomes
+            if o.start == o.start
+        },
     )
 
 
@@ -261,6 +279,7 @@ def row(out: Outcome, base: Outcome) -> dict[str, Any]:
     return {
         "case": out.case,
         "policy": out.policy,
+        "placement": out.placement,
         "kwh": r.energy_kwh,
         "kwh_per_month": r.kwh_per_month,
         "mean_kw": r.mean_power_kw,
@@ -303,7 +322,7 @@ def zero_wait_bound(case: Case, always_on: Outcome) -> float:
     as suspended at no cost (no boot or shut-down energy). A clairvoyant bound: it knows every
     arrival. (A policy that packs jobs onto fewer nodes than always-on, or moves energy out of
     the window, is not bound by it.)"""
-    if always_on.policy != "always-on":
+    if saving_policy(always_on.policy) != "always-on":
         raise ValueError(f"the zero-wait bound is computed from always-on, not {always_on.policy}")
     if not always_on.pool_busy or not always_on.report.energy_kwh:
         return 0.0
@@ -325,10 +344,64 @@ def zero_wait_bound(case: Case, always_on: Outcome) -> float:
     return saved_kwh / always_on.report.energy_kwh
 
 
-def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, bool]]:
-    """The issue's goal for each forecast-driven policy's main run (not the sweep's variants)."""
+def packing_bound(case: Case, always_on: Outcome) -> float:
+    """The ceiling if every job ran on as few nodes as its pool's capacity allows: with
+    always-on's start and end times, each pool keeps powered only ⌈the running jobs'
+    node-equivalents⌉ (per job, its largest share of a node's CPUs or GPUs; the fractional
+    bin-packing bound) and every other node-second is suspended at no cost. No placement leaves
+    fewer nodes busy, and always-on's energy is the same for every placement (power is linear
+    in utilisation), so no placement of always-on's schedule can raise the ceiling above it."""
+    if saving_policy(always_on.policy) != "always-on":
+        raise ValueError(f"the packing bound is computed from always-on, not {always_on.policy}")
+    if not always_on.report.energy_kwh:
+        return 0.0
+    model = node_model(case)
+    pools = sorted({n.labels.get(LABEL_POOL, DEFAULT_POOL) for n in case.nodes})
+    size = Counter(n.labels.get(LABEL_POOL, DEFAULT_POOL) for n in case.nodes)
+    cap = {
+        p: [
+            max(
+                n.capacity.get(res)
+                for n in case.nodes
+                if n.labels.get(LABEL_POOL, DEFAULT_POOL) == p
+            )
+            for res in (CPU, GPU)
+        ]
+        for p in pools
+    }
+    events: dict[str, list[tuple[float, float]]] = {p: [] for p in pools}
+    for job in case.jobs:
+        span = always_on.spans.get(job.spec.id)
+        if span is None:
+            continue
+        pool = job.spec.placement.node_selector.get(LABEL_POOL)
+        if pool is None and len(pools) > 1:
+            raise ValueError(f"job {job.spec.id} runs in no one pool of several")
+        pool = pool or pools[0]
+        total = job.spec.total
+        share = max(total.get(res) / c for res, c in zip((CPU, GPU), cap[pool], strict=True) if c)
+        events[pool] += [(span[0], share), (span[1], -share)]
+    lo, hi = case.meter
+    off_node_s = 0.0
+    for pool, changes in events.items():
+        changes.sort()
+        times = np.array([lo] + [t for t, _ in changes] + [hi])
+        running = np.concatenate(([0.0], np.cumsum([d for _, d in changes]), [0.0]))
+        step = np.diff(np.clip(times, lo, hi))
+        needed = np.ceil(running[:-1] - 1e-9)
+        off_node_s += float(((size[pool] - needed) * step).sum())
+    saved_kwh = off_node_s * (model.node_idle_w - model.suspended_w) / 3.6e6
+    return saved_kwh / always_on.report.energy_kwh
+
+
+def verdict(
+    rows: Sequence[dict[str, Any]], suffix: str = "", baseline: str = "idle-timeout"
+) -> dict[str, dict[str, bool]]:
+    """The issue's goal for each forecast-driven policy's main run (not the sweep's variants),
+    or for its run labelled ``policy + suffix`` (``--with-placement``), against the
+    ``baseline`` row; saved and extra wait are against the rows' always-on."""
     by = {r["policy"]: r for r in rows}
-    it = by["idle-timeout"]
+    it = by[baseline]
     return {
         name: {
             "saves_20pct": by[name]["saved"] >= GOAL_SAVING,
@@ -337,7 +410,7 @@ def verdict(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, bool]]:
             "beats_idle_timeout_energy": by[name]["kwh"] < it["kwh"],
             "beats_idle_timeout_wait": by[name]["wait_mean_s"] < it["wait_mean_s"],
         }
-        for name in CANDIDATES
+        for name in (c + suffix for c in CANDIDATES)
     }
 
 
@@ -461,6 +534,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rise-keep-margin", type=float, default=RISE_KEEP, help="predictive: keep")
     p.add_argument("--rate", type=int, default=0, help="suspends/resumes per minute (0: any)")
     p.add_argument(
+        "--placement",
+        choices=tuple(PLACEMENT_POLICIES),
+        default="first-fit",
+        help="the core's placement in every run (default first-fit, the core's default)",
+    )
+    p.add_argument(
+        "--with-placement",
+        choices=tuple(PLACEMENT_POLICIES),
+        help="also run every policy with this placement (rows 'POLICY + NAME'), judged against "
+        "idle-timeout under both placements",
+    )
+    p.add_argument(
         "--sweep",
         action="store_true",
         help="also run idle-timeout at 600/3600/7200 s, forecast at margin 0/1 and surge with 1 "
@@ -476,6 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "energy")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    if args.with_placement == args.placement:
+        p.error(f"--with-placement {args.with_placement} is already the --placement")
 
     sys.path.insert(0, str(ROOT / "bench"))
     from machine_info import machine
@@ -529,15 +616,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         outs = []
         for policy in POLICIES:
             rise = (args.rise_margin, args.rise_keep_margin)
-            out = run_policy(case, policy, config, args.margin, rise=rise)
+            out = run_policy(case, policy, config, args.margin, rise=rise, placement=args.placement)
             outs.append(out)
-            rep = out.report
-            print(
-                f"  {policy:>12}: {rep.energy_kwh:,.0f} kWh ({rep.kwh_per_month:,.0f}/month), "
-                f"mean wait {out.wait_mean_s / 60:.1f} min over {out.jobs:,} jobs, "
-                f"{rep.suspends:,} suspends, {rep.resumes:,} resumes, {out.wall_s:.1f} s",
-                flush=True,
-            )
+            report_run(out)
         if args.sweep:
             days = PowerSetup().surge_memory_days
             variants = (
@@ -555,28 +636,68 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + [(f"surge {d}d", "surge", config, args.margin, d) for d in (1, 3)]
             )
             for label, policy, variant, margin, memory in variants:
-                out = run_policy(case, policy, variant, margin, label=label, surge_days=memory)
+                out = run_policy(
+                    case,
+                    policy,
+                    variant,
+                    margin,
+                    label=label,
+                    surge_days=memory,
+                    placement=args.placement,
+                )
                 outs.append(out)
                 print(
                     f"  {label:>22}: {out.report.energy_kwh:,.0f} kWh, "
                     f"mean wait {out.wait_mean_s / 60:.1f} min, {out.wall_s:.1f} s",
                     flush=True,
                 )
+        suffix = f" + {args.with_placement}" if args.with_placement else ""
+        for policy in POLICIES if suffix else ():
+            rise = (args.rise_margin, args.rise_keep_margin)
+            out = run_policy(
+                case,
+                policy,
+                config,
+                args.margin,
+                label=policy + suffix,
+                rise=rise,
+                placement=args.with_placement,
+            )
+            outs.append(out)
+            report_run(out)
         results[case.name] = outs
         case_rows = [row(o, outs[0]) for o in outs]
         ceiling = saving_ceiling(case, outs[0].report)
         bound = zero_wait_bound(case, outs[0])
+        packed = packing_bound(case, outs[0])
         for r in case_rows:
             r["ceiling"] = ceiling
             r["zero_wait_bound"] = bound
+            r["packing_bound"] = packed
+        if suffix:  # the other placement's rows: also against its own always-on
+            own = next(o for o in outs if o.policy == "always-on" + suffix)
+            own_ceiling = saving_ceiling(case, own.report)
+            own_bound = zero_wait_bound(case, own)
+            for r, o in zip(case_rows, outs, strict=True):
+                if o.placement == args.with_placement:
+                    same = row(o, own)
+                    r["saved_same_placement"] = same["saved"]
+                    r["more_wait_same_placement"] = same["more_wait"]
+                    r["ceiling"] = own_ceiling
+                    r["zero_wait_bound"] = own_bound
         rows.extend(case_rows)
         verdicts[case.name] = verdict(case_rows)
+        for base in ("idle-timeout", "idle-timeout" + suffix) if suffix else ():
+            verdicts[f"{case.name}{suffix} vs {base}"] = verdict(case_rows, suffix, base)
         print(
             f"  ceiling (every idle node-hour suspended at no cost): {ceiling:.1%}; "
             f"zero-wait bound (clairvoyant, no job waits longer): {bound:.1%}; "
+            f"packing bound (as few nodes busy as capacity allows): {packed:.1%}; "
             f"goal: {verdicts[case.name]}",
             flush=True,
         )
+        for base in ("idle-timeout", "idle-timeout" + suffix) if suffix else ():
+            print(f"  goal{suffix} vs {base}: {verdicts[f'{case.name}{suffix} vs {base}']}")
     text = table(rows)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -597,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rise_margin": args.rise_margin,
             "rise_keep_margin": args.rise_keep_margin,
             "rate_per_min": args.rate,
+            "placement": args.placement,
+            "with_placement": args.with_placement,
             "surge_min_idle_s": config.surge_min_idle_s,
             "surge_memory_days": PowerSetup().surge_memory_days,
             "surge_warm_s": PowerSetup().surge_warm_s,
@@ -611,6 +734,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(results, rows, args.out)
     print(f"done in {time.perf_counter() - t0:.1f} s; wrote {args.out}", flush=True)
     return 0
+
+
+def report_run(out: Outcome) -> None:
+    rep = out.report
+    print(
+        f"  {out.policy:>12}: {rep.energy_kwh:,.0f} kWh ({rep.kwh_per_month:,.0f}/month), "
+        f"mean wait {out.wait_mean_s / 60:.1f} min over {out.jobs:,} jobs, "
+        f"{rep.suspends:,} suspends, {rep.resumes:,} resumes, {out.wall_s:.1f} s",
+        flush=True,
+    )
 
 
 def vars_of(model: PowerModel) -> dict[str, float]:
