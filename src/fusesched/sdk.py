@@ -26,6 +26,7 @@ been carried out (no connection, or a standby's refusal) or is a read (GET).
 
 from __future__ import annotations
 
+import base64
 import getpass
 import os
 import time
@@ -197,6 +198,32 @@ class Client(Transport):
         (0: off), "ping_every_s"}``. A job whose holder stays silent longer than the limit is
         ended (Slurm's InactiveLimit)."""
         return dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/alive", {}))
+
+    def pty_input(
+        self,
+        job_id: str,
+        offset: int,
+        data: bytes,
+        size: tuple[int, int] | None = None,
+        wait: float = 10.0,
+    ) -> int:
+        """Keystrokes for a ``fusesched run --pty`` job's terminal, from ``offset`` on
+        (``POST /v1/jobs/{id}/pty/input``; at most 64 KiB), and its window's new ``size``
+        (rows, columns); the offset to send from next (less than the end of ``data`` when
+        the relay had no room for all of it within ``wait`` seconds)."""
+        body: dict[str, Any] = {"offset": offset, "data": base64.b64encode(data).decode()}
+        if size is not None:
+            body.update(rows=size[0], cols=size[1])
+        path = f"/v1/jobs/{_quote(job_id)}/pty/input"
+        return int(self._call("POST", path, body | {"wait": wait})["offset"])
+
+    def pty_output(self, job_id: str, offset: int, wait: float = 10.0) -> tuple[bytes, int, bool]:
+        """A ``fusesched run --pty`` job's terminal output from ``offset`` on (``GET
+        /v1/jobs/{id}/pty/output``), waiting up to ``wait`` seconds for some: (the bytes, the
+        offset to read from next, whether the output ends there)."""
+        path = f"/v1/jobs/{_quote(job_id)}/pty/output?offset={offset}&wait={wait}"
+        page = self._call("GET", path)
+        return base64.b64decode(page["data"]), int(page["offset"]), bool(page["closed"])
 
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""

@@ -60,7 +60,9 @@ def test_options_as_scripts_write_them() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--gres=gpu:1", "x"], "unknown option --gres"),
+        (["--mem-bind=local", "x"], "unknown option --mem-bind"),
+        (["--gres=nic:1", "x"], "GPUs only"),
+        (["--gpus=lots", "x"], "type:]count"),
         (["-q", "x"], "unknown option -q"),
         (["-n", "0", "x"], "positive whole number"),
         (["-n", "x"], "positive whole number"),

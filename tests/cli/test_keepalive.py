@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.cli.old_controller import serving
 
-from fusesched.cli.keepalive import OLDER_CONTROLLER, _pause, submit_attended
+from fusesched.cli.keepalive import OLDER_CONTROLLER, Attended, _pause
 from fusesched.controller.inactive import MAX_PING_S, MIN_PING_S
 from fusesched.sdk import Client, ControllerError
 
@@ -44,7 +44,7 @@ def controller(request: pytest.FixtureRequest) -> Iterator[tuple[Client, list[An
 def test_the_job_is_submitted_attended(controller: tuple[Client, list[Any]]) -> None:
     client, received = controller
     warnings: list[str] = []
-    assert submit_attended(client.submit, JOB, warnings.append) == "5"
+    assert Attended(client.submit, warnings.append)(JOB) == "5"
     assert [body.get("attended") for body in received] == [True]
     assert warnings == [] and "attended" not in JOB  # (the caller's payload is left as it was)
 
@@ -55,7 +55,7 @@ def test_an_older_controller_gets_it_again_without_the_field(
 ) -> None:
     client, received = controller
     warnings: list[str] = []
-    assert submit_attended(client.submit, JOB, warnings.append) == "5"
+    assert Attended(client.submit, warnings.append)(JOB) == "5"
     assert [body.get("attended") for body in received] == [True, None]
     assert warnings == [OLDER_CONTROLLER]
 
@@ -64,7 +64,7 @@ def test_an_older_controller_gets_it_again_without_the_field(
 def test_other_refusals_are_the_callers(controller: tuple[Client, list[Any]]) -> None:
     client, received = controller
     with pytest.raises(ControllerError, match="frobnicate"):
-        submit_attended(client.submit, {**JOB, "frobnicate": 1}, pytest.fail)
+        Attended(client.submit, pytest.fail)({**JOB, "frobnicate": 1})
     assert len(received) == 1  # (not sent again)
 
 

@@ -95,6 +95,17 @@ def test_exit_codes_are_code_colon_signal(code: int, text: str) -> None:
     assert sf.exit_code(job(exit_code=None, state="Pending", phase="queued")) == "0:0"
 
 
+def test_out_of_memory_is_0_125_as_in_slurm() -> None:
+    """Slurm shows the job and its step killed for memory as ``0:125`` (its SIG_OOM, 253,
+    less the signal flag), not the SIGKILL's ``0:9``."""
+    oom = job(state="Failed", phase="failed", reason=REASON_OOM, exit_code=-9)
+    assert shown("State,ExitCode", **oom) == ["OUT_OF_MEMORY", "0:125"]
+    step = {"step": "batch", "state": "OUT_OF_MEMORY", "phase": "", "exit_code": -9}
+    assert sf.exit_code(step) == "0:125"
+    assert sf.exit_code({**step, "state": "CANCELLED"}) == "0:9"
+    assert sf.exit_code(job(state="Failed", phase="failed", exit_code=-9)) == "0:9"
+
+
 def test_times_and_durations() -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW - 90))
     assert shown("Start,Elapsed,ElapsedRaw,Timelimit,CPUTime,CPUTimeRaw") == [

@@ -99,6 +99,19 @@ def test_a_batch_job_shows_its_script_and_each_srun_step() -> None:
     assert usage["7.1"][1:7] == ["2", "2", "n[1-2]", "2", "10", ""]  # (not sampled)
 
 
+def test_a_step_is_named_as_srun_named_it() -> None:
+    named = [
+        task("7.main.0"),
+        task("7.remote.1", step=0, step_name="train.py"),
+        task("7.remote.2", step=0, step_name="train.py"),
+        task("7.remote.3", step=1),  # an mpirun's daemon (unnamed) after its named mpirun
+        task("7.remote.4", step=1, step_name="solver"),
+        task("7.remote.5", step=2),  # stored before steps were named
+    ]
+    shown = table(job(named), "JobID,JobName")
+    assert [row[1] for row in shown.values()] == ["batch", "train.py", "solver", ""]
+
+
 def test_a_job_without_a_batch_script_shows_only_its_steps() -> None:
     tasks = [task("8.main.0"), task("8.main.1", "n2"), task("8.remote.1", step=0)]
     assert list(table(job(tasks, id="8", batch=False))) == ["8.0"]

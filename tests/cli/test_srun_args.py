@@ -63,6 +63,12 @@ def test_run_own_options_are_not_the_jobs() -> None:
     assert not split_run_args(["echo", "--help"]).help  # the command's own
 
 
+def test_pty_is_runs_own_flag_up_to_the_command() -> None:
+    parsed = split_run_args(["-p", "gpu", "--pty", "bash", "--pty"])
+    assert parsed.own == {"--pty": ""} and parsed.options == ("-p", "gpu")
+    assert parsed.command == ("bash", "--pty")  # (the command's own)
+
+
 def test_srun_options_without_meaning_here_are_ignored_with_a_warning() -> None:
     parsed = split_run_args(["--mpi", "pmix", "-m", "block", "--cpu-bind=cores", "./a.out"])
     assert parsed.command == ("./a.out",)
@@ -79,7 +85,6 @@ def test_srun_options_without_meaning_here_are_ignored_with_a_warning() -> None:
         (["--frobnicate", "x"], "unknown option --frobnicate"),
         (["--ntask", "2", "x"], "did you mean --ntasks?"),
         (["-Z", "x"], "unknown option -Z"),
-        (["--pty", "bash"], "no pseudo-terminal"),
         (["--wrap=ls"], "run takes the command itself"),
         (["-a", "1-3", "x"], "use fusesched sbatch --array"),
         (["--wait", "x"], "run always waits"),

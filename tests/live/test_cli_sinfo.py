@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -147,3 +148,48 @@ def test_bad_input_is_refused_with_status_2(nodes: Nodes, args: list[str], says:
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert says in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+def test_long_format_names(nodes: Nodes) -> None:
+    """-O: sinfo's long names, each cut to leave a blank (``:.9``: right-justified)."""
+    first, second = sorted([(nodes.busy, "mixed", "1/1/0/2"), (nodes.idle, "idle", "0/2/0/2")])
+    got = lines(nodes, "-O", "PartitionName:7,StateLong:10,CPUsState:.9,Reason:10,NodeList")
+    assert got == [
+        f"{'PARTIT':<6} {'STATE':<9} {'CPUS(A/I':>8} {'REASON':<9} NODELIST",
+        *(f"{'local':<6} {s:<9} {c:>8} {'none':<9} {n}" for n, s, c in (first, second)),
+        f"{'gpu':<6} {'drained':<9} {'0/0/4/4':>8} {'fan swap':<9} node-c",
+    ]
+    refused = sinfo(nodes, "-O", "NodeList,FreeMem")
+    assert refused.returncode == 2
+    assert "unknown field 'FreeMem' in 'NodeList,FreeMem'; known: available," in " ".join(
+        refused.stderr.split()
+    )
+
+
+def test_iterate_until_ctrl_c(nodes: Nodes) -> None:
+    """-i 1: the listing under the time, a blank line, again a second later; Ctrl-C ends it."""
+    env = {
+        "FUSESCHED_CONTROLLER": nodes.cluster.url,
+        "FUSESCHED_TOKEN": nodes.token,
+        "PATH": "/usr/bin:/bin",
+        "COLUMNS": "200",
+    }
+    watching = subprocess.Popen(
+        [*PYTHON, "sinfo", "-i", "1", "-t", "drain", "-o", "%N %t"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert watching.stdout is not None
+        seen = [watching.stdout.readline() for _ in range(8)]  # two listings
+        watching.send_signal(signal.SIGINT)
+        _, err = watching.communicate(timeout=30)
+    finally:
+        watching.kill()
+    for stamp, header, row, blank in (seen[:4], seen[4:]):
+        assert abs(time.mktime(time.strptime(stamp.strip())) - time.time()) < 600
+        assert (header, row, blank) == ("NODELIST STATE\n", "node-c drain\n", "\n")
+    assert watching.returncode == 130
+    assert "Traceback" not in err

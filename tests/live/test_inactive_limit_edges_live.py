@@ -18,7 +18,7 @@ from tests.live.test_inactive_limit_live import (  # noqa: F401 (limited: a fixt
 )
 from tests.live.test_salloc_live import PYTHON, SIZE
 
-from fusesched.cli.keepalive import Keepalive, submit_attended
+from fusesched.cli.keepalive import Attended, Keepalive
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client
 
@@ -27,7 +27,7 @@ def test_a_held_job_waits_past_the_limit_while_pinged_and_is_cancelled_after(
     limited: LocalCluster,  # noqa: F811
 ) -> None:
     client = Client(limited.url)
-    held = submit_attended(client.submit, dict(HELD), warn=print)
+    held = Attended(client.submit, print)(dict(HELD))
     pinging = Keepalive(client, held).start()
     try:
         time.sleep(2 * LIMIT_S + 0.5)  # (salloc waiting on a held job: for hours, here 4.5 s)

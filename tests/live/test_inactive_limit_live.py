@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.live.test_salloc_live import PYTHON, SIZE, job_id_of
 
-from fusesched.cli.keepalive import Keepalive, submit_attended
+from fusesched.cli.keepalive import Attended, Keepalive
 from fusesched.cli.local import LocalCluster
 from fusesched.controller.inactive import ping_every
 from fusesched.sdk import Client
@@ -144,7 +144,7 @@ def test_the_keepalive_stops_when_the_controller_refuses(limited: LocalCluster) 
     refused = Keepalive(client, batch).start()
     assert refused.ended(timeout=10) and refused.pings == 0
     assert refused.refused is not None and "not submitted attended" in refused.refused
-    held = submit_attended(client.submit, dict(HELD), warn=pytest.fail)
+    held = Attended(client.submit, pytest.fail)(dict(HELD))
     pinging = Keepalive(client, held).start()
     try:
         time.sleep(1.0)

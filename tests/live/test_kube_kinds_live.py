@@ -1,8 +1,10 @@
 """Kubeflow and Volcano kinds end to end: ``fusesched submit`` of a PyTorchJob (Master + one
 Worker) on a real controller with two real agents; each task gets the training operator's
 rendezvous variables (Master rank 0 at MASTER_ADDR, the Worker rank 1, one MASTER_PORT,
-WORLD_SIZE 2), and a real torch.distributed gloo all-reduce runs across the two tasks; an
-MPIJob's mpirun spans the Worker's slots through fusesched's launcher."""
+WORLD_SIZE 2), a real torch.distributed gloo all-reduce runs across the two tasks, and a bare
+``torchrun`` in each takes torchrun's ``PET_*`` variables; an MPIJob's mpirun spans the
+Worker's slots, ``slotsPerWorker`` to a node, through fusesched's launcher; a Volcano Job
+completes when its launcher task does (``TaskCompleted → CompleteJob``)."""
 
 from __future__ import annotations
 
@@ -113,12 +115,38 @@ def test_pytorchjob_gloo_all_reduce_across_its_tasks(cluster: LocalCluster, tmp_
     assert master.rsplit("checksum ", 1)[1] == worker.rsplit("checksum ", 1)[1]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
+def test_pytorchjob_bare_torchrun_takes_the_pet_variables(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``torchrun train.py`` with no other argument in each replica: torchrun reads the
+    ``PET_*`` variables (2 nodes, this one's rank, the Master's address and fusesched's port,
+    ``nprocPerNode`` 2 processes each) and the four ranks all-reduce across both tasks."""
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    text = pytorch_job([torchrun, str(EXAMPLES / "ddp_train.py"), "2"], "1", "1Gi").replace(
+        "  runPolicy:", "  nprocPerNode: '2'\n  runPolicy:"
+    )
+    job_id, done = run(cluster, tmp_path / "torchrun.yaml", text, 180)
+    client = Client(cluster.url)
+    said = {
+        group: client.logs(job_id, task=f"{job_id}.{group}.0") for group in ("master", "worker")
+    }
+    assert done["state"] == "Completed", (done, said)
+    ranks = {
+        group: sorted(line.split()[1] for line in text.splitlines() if line.startswith("rank "))
+        for group, text in said.items()
+    }
+    # node rank 0 (the Master) runs ranks 0 and 1, the Worker 2 and 3, of one world of 4
+    assert ranks == {"master": ["0/4", "1/4"], "worker": ["2/4", "3/4"]}, said
+    assert all(text.count("allreduce 10 ") == 2 for text in said.values()), said
+
+
 MPI_JOB = """\
 apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
 metadata: {name: hello-mpi}
 spec:
-  slotsPerWorker: 1
+  slotsPerWorker: 2
   runPolicy: {activeDeadlineSeconds: 120}
   mpiReplicaSpecs:
     Launcher:
@@ -128,8 +156,9 @@ spec:
           schedulerName: fused-scheduler
           containers:
             - name: launcher
-              command: [mpirun, -np, "2", --mca, btl, "tcp,self", --mca, btl_tcp_if_include, lo,
-                        sh, -c, 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE"']
+              command: [mpirun, -np, "4", --mca, btl, "tcp,self", --mca, btl_tcp_if_include, lo,
+                        sh, -c, 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE,
+                        $OMPI_COMM_WORLD_LOCAL_SIZE here"']
               env: [{name: PATH, value: "PATH_HERE"}]
     Worker:
       replicas: 2
@@ -138,7 +167,7 @@ spec:
           schedulerName: fused-scheduler
           containers:
             - name: worker
-              resources: {requests: {cpu: "2", memory: 128Mi}}
+              resources: {requests: {cpu: 200m, memory: 256Mi}}
 """
 
 
@@ -152,10 +181,47 @@ def test_mpijob_runs_mpirun_over_the_worker_slots(cluster: LocalCluster, tmp_pat
     assert done["state"] == "Completed", (done, output)
     assert done["type"] == "hpc"
     ranks = sorted(line for line in output.splitlines() if line.startswith("rank "))
-    assert ranks == ["rank 0 of 2", "rank 1 of 2"], output
-    # a slot per node (2 cpu each): mpirun reached the other one through fusesched's launcher
+    assert ranks == [f"rank {r} of 4, 2 here" for r in range(4)], output
+    # slotsPerWorker (2) slots to a node, though one node has room for all four: mpirun
+    # reached the other one through fusesched's launcher
     assert sorted(done["nodes"]) == ["node-a", "node-b"]
     assert any(".remote." in task["task_id"] for task in done["tasks"])
+
+
+VOLCANO_LAUNCHER = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: launched}
+spec:
+  schedulerName: fused-scheduler
+  tasks:
+    - name: launcher
+      policies: [{event: TaskCompleted, action: CompleteJob}]
+      template:
+        spec:
+          containers:
+            - name: l
+              command: [sh, -c, "sleep 1; echo launched"]
+              resources: {requests: {cpu: 100m}}
+    - name: server
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - {name: s, command: [sleep, "300"], resources: {requests: {cpu: 100m}}}
+"""
+
+
+def test_volcano_task_completed_completes_the_job(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``TaskCompleted → CompleteJob`` on the launcher: once it exits 0 the servers, which
+    never exit, are stopped and the job completes (exit 0), well before its servers' 300 s."""
+    job_id, done = run(cluster, tmp_path / "vc.yaml", VOLCANO_LAUNCHER, 60)
+    assert (done["state"], done["exit_code"]) == ("Completed", 0), done
+    assert done["reason"] == "task group launcher completed"
+    ends = {task["task_id"]: task["exit_code"] for task in done["tasks"]}
+    assert ends[f"{job_id}.launcher.0"] == 0
+    assert all(ends[f"{job_id}.server.{i}"] != 0 for i in range(2))  # stopped
+    assert done["end_time"] - done["start_time"] < 30
 
 
 GOOD_DEPLOYMENT = """\

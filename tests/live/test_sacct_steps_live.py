@@ -67,12 +67,12 @@ def test_a_batch_job_shows_its_script_and_each_srun(ran: Ran) -> None:
     expected = {
         job: ["steps.sh", "COMPLETED", "0:0", "2", "2", "node-a,node-b"],
         f"{job}.batch": ["batch", "COMPLETED", "0:0", "1", "1", "node-a"],
-        f"{job}.0": ["", "COMPLETED", "0:0", "2", "2", "node-a,node-b"],
-        f"{job}.1": ["", "FAILED", "3:0", "1", "1", "node-a"],
+        f"{job}.0": ["true", "COMPLETED", "0:0", "2", "2", "node-a,node-b"],
+        f"{job}.1": ["sh", "FAILED", "3:0", "1", "1", "node-a"],
     }
     if ran.mpi:  # mpirun on node-a, its daemons (here on both nodes, which are one machine
         # to mpirun) tasks of the step too: its NTasks is its ranks, not those processes
-        expected[f"{job}.2"] = ["", "COMPLETED", "0:0", "2", "2", "node-a,node-b"]
+        expected[f"{job}.2"] = ["true", "COMPLETED", "0:0", "2", "2", "node-a,node-b"]
     assert found == expected, ran.output
     assert list(found) == list(expected)  # the job, then its steps in order
     assert "failed step: 3" in ran.output.splitlines()

@@ -187,6 +187,23 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
                 "tasks": [{"node": "node-a", "argv": ["sh", "-c", "echo pwned"]}],
             },
         },
+        # the terminal relay of run --pty (api/pty_routes.py): bob's job, its task on node-a
+        ("POST", "/v1/jobs/{job_id}/pty/input"): {
+            "path": {"job_id": bob_job},
+            "json": {"offset": 0, "data": "ZWNobyBwd25lZA0=", "wait": 0},
+        },
+        ("GET", "/v1/jobs/{job_id}/pty/output"): {
+            "path": {"job_id": bob_job},
+            "params": {"wait": 0},
+        },
+        ("GET", "/v1/agents/{node}/pty/{task_id}/input"): {
+            "path": {"node": "node-a", "task_id": f"{bob_job}.main.0"},
+            "params": {"wait": 0},
+        },
+        ("POST", "/v1/agents/{node}/pty/{task_id}/output"): {
+            "path": {"node": "node-a", "task_id": f"{bob_job}.main.0"},
+            "json": {"offset": 0, "data": "", "wait": 0},
+        },
         ("GET", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("DELETE", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("POST", "/v1/tokens"): {"json": {"user": "mallory", "tenant": "biology"}},

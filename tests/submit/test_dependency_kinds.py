@@ -27,6 +27,15 @@ def pairs(text: str) -> list[tuple[str, str]]:
         ("afternotok:7:8", [("afternotok", "7"), ("afternotok", "8")]),
         ("singleton", [("singleton", "")]),
         (" singleton , afterany:4", [("singleton", ""), ("afterany", "4")]),
+        ("afterok:12_[1-3]", [("afterok", "12_1"), ("afterok", "12_2"), ("afterok", "12_3")]),
+        (
+            "afterok:12_[1,5-6],after:3",
+            [("afterok", "12_1"), ("afterok", "12_5"), ("afterok", "12_6"), ("after", "3")],
+        ),
+        (
+            "afterany:12_[2,1-2]:13",
+            [("afterany", "12_2"), ("afterany", "12_1"), ("afterany", "13")],
+        ),
         (
             "after:1,afterok:2,afternotok:3,afterany:4,singleton",
             [
@@ -63,6 +72,16 @@ def test_every_kind_is_read(text: str, expected: list[tuple[str, str]]) -> None:
         ("afterok:1,,after:2", "an empty item"),
         ("after:1,", "an empty item"),
         ("  ", "no dependency given"),
+        ("afterok:12_[3-1]", r"'afterok:12_\[3-1\]': '3-1' ends before it starts"),
+        ("afterok:12_[", r"cannot read '12_\[' \(array members go in brackets, as in 12_\[1-3\]"),
+        ("afterok:12_[1,2", r"cannot read '12_\[1' \(array members go in brackets"),
+        ("afterok:12_[1-9:2]", r"cannot read '12_\[1-9' \(array members go in brackets"),
+        ("afterok:12_[a]", r"cannot read index 'a' of '12_\[a\]'"),
+        ("afterok:12_[]", r"cannot read index '' of '12_\[\]'"),
+        ("afterok:12[1]", r"cannot read job id '12\[1\]' \(as in 12, 12_3, 12_\[1-3\] or 12_\*\)"),
+        ("afterok:12_[0-99999999]", r"more than 10000 dependencies in all; .* array \(12\)"),
+        # (the limit holds for all the ranges together, not for each)
+        ("afterok:5:6,afterok:12_[1-9999]", "'afterok:12_.*more than 10000 dependencies"),
     ],
 )
 def test_what_stays_refused_says_why(text: str, message: str) -> None:

@@ -20,8 +20,23 @@ SAMPLES = {
     "pod": POD,
     "job": JOB,
     "pytorchjob": PYTORCH,
+    "pytorchjob-torchrun": PYTORCH.replace(
+        "  runPolicy:\n", "  nprocPerNode: '2'\n  runPolicy:\n"
+    ).replace("restartPolicy: OnFailure", "restartPolicy: Always"),
+    "pytorchjob-elastic": PYTORCH.replace(
+        "  runPolicy:\n",
+        "  elasticPolicy: {nProcPerNode: 2, minReplicas: 2, maxReplicas: 2, maxRestarts: 1}\n"
+        "  runPolicy:\n",
+    ),
     "mpijob": MPI,
     "volcano": VOLCANO,
+    "volcano-minimums": VOLCANO.replace("  minAvailable: 2\n", "  minAvailable: 1\n")
+    .replace("    - replicas: 2\n", "    - replicas: 2\n      minAvailable: 1\n")
+    .replace(
+        "      replicas: 1\n",
+        "      replicas: 1\n      minAvailable: 1\n"
+        "      policies: [{event: TaskCompleted, action: CompleteJob}]\n",
+    ),
     "deployment": DEPLOYMENT,
 }
 #: Stand-ins of the wrong type or range for any value; ``...`` removes the key.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fusesched.controller.launchenv import task_env, task_slots
+from fusesched.controller.torchrun_env import torchrun_env
 from fusesched.model.events import GroupPlacement, StartJob
 from fusesched.model.job import JobType
 from fusesched.submit import SubmitError, parse_kube_yaml, parse_submission
@@ -103,7 +104,12 @@ def test_pytorchjob_is_one_gang_master_first() -> None:
         2,
     )
     assert worker.argv == ["python", "train.py", "--epochs", "3"]
-    assert master.env == {"NCCL_DEBUG": "INFO", "PYTHONUNBUFFERED": "1"}
+    assert master.env == {
+        "NCCL_DEBUG": "INFO",
+        "PYTHONUNBUFFERED": "1",
+        "PET_NPROC_PER_NODE": "auto",  # the training operator's default
+    }
+    assert master.launcher is worker.launcher is Launcher.TORCHRUN
     assert worker.resources == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
     # the Master's node selection is the job's; the Worker's empty one takes it
     assert req.placement.node_selector == {"fusesched.io/gpu-model": "H200"}
@@ -146,6 +152,65 @@ def test_pytorchjob_ranks_master_addr_and_world_size() -> None:
     ]
     assert {e["MASTER_ADDR"] for e in env} == {"10.0.0.2"}  # the Master's node
     assert {e["WORLD_SIZE"] for e in env} == {"3"}
+
+
+@pytest.mark.parametrize(
+    ("given", "nproc", "extra"),
+    [
+        ("  nprocPerNode: '4'\n", "4", {}),
+        ("  nprocPerNode: 4\n", "4", {}),
+        ("  nprocPerNode: gpu\n", "gpu", {}),
+        (
+            "  elasticPolicy: {nProcPerNode: 2, minReplicas: 2, maxReplicas: 2, maxRestarts: 1}\n",
+            "2",
+            {"PET_MAX_RESTARTS": "1"},
+        ),
+    ],
+)
+def test_pytorchjob_nproc_per_node(given: str, nproc: str, extra: dict[str, str]) -> None:
+    """``nprocPerNode`` (or a fixed-size ``elasticPolicy``'s ``nProcPerNode``) is every task's
+    ``PET_NPROC_PER_NODE``, as the training operator sets it."""
+    (parsed,) = parse_kube_yaml(PYTORCH.replace("  runPolicy:\n", given + "  runPolicy:\n"))
+    for group in parsed.request.groups:
+        assert group.env["PET_NPROC_PER_NODE"] == nproc
+        assert {k: v for k, v in group.env.items() if k == "PET_MAX_RESTARTS"} == extra
+
+
+def test_pytorchjob_tasks_get_torchruns_pet_variables() -> None:
+    """Each task of a torchrun group started per task gets torchrun's defaults: its rank as
+    the node rank, the job's task count as the node count, fusesched's MASTER_ADDR/PORT; an
+    integer PET_NPROC_PER_NODE makes WORLD_SIZE count processes (the operator's rule)."""
+    slots = task_slots(
+        StartJob(
+            "9",
+            (
+                GroupPlacement(
+                    "worker", {}, np.array([0]), np.array([3]), np.array(["n0"], dtype=object)
+                ),
+            ),
+        )
+    )
+    base = task_env(
+        job_id="9",
+        job_name="t",
+        slot=slots[2],
+        slots=slots,
+        addresses={"n0": "10.0.0.1"},
+        seq=9,
+        controller_url="http://c",
+        array_index=None,
+        batch=False,
+    )
+    added = torchrun_env(base, {"PET_NPROC_PER_NODE": "auto"}, slots[2], slots)
+    assert added == {
+        "PET_NNODES": "3",
+        "PET_NODE_RANK": "2",
+        "PET_MASTER_ADDR": "10.0.0.1",
+        "PET_MASTER_PORT": base["MASTER_PORT"],
+    }
+    own = {"PET_NPROC_PER_NODE": "4", "PET_MASTER_PORT": "1234"}
+    added = torchrun_env(base, own, slots[2], slots)
+    assert added["WORLD_SIZE"] == "12" and "PET_MASTER_PORT" not in added  # (the group's kept)
 
 
 def test_worker_only_pytorchjob_and_the_pytorch_container() -> None:
@@ -191,6 +256,46 @@ def test_annotation_type_and_restart_never() -> None:
     assert not parsed.request.restart.retry_application_failures
 
 
+ALWAYS = "restartPolicy: Always"
+RESTART_ALWAYS: list[tuple[str, str, bool]] = [
+    # on the Master: its exit 0 restarts the job, as the operator's pod is restarted
+    (
+        "master",
+        PYTORCH.replace("restartPolicy: OnFailure", ALWAYS).replace(
+            ALWAYS, "restartPolicy: OnFailure", 1
+        ),
+        True,
+    ),
+    # on the Workers only: the Master's success still ends the job
+    ("workers", PYTORCH.replace("restartPolicy: OnFailure", ALWAYS, 1), False),
+    # no Master: the Workers' success ends the job
+    (
+        "worker-only",
+        PYTORCH.split("    Master:")[0]
+        .replace("restartPolicy: OnFailure", ALWAYS)
+        .replace(", minAvailable: 3", ""),
+        True,
+    ),
+    # an MPIJob's Launcher (mpirun) ends it
+    (
+        "mpi-launcher",
+        MPI.replace("    Launcher:\n", f"    Launcher:\n      {ALWAYS}\n"),
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "always"), [(t, a) for _, t, a in RESTART_ALWAYS], ids=[c for c, *_ in RESTART_ALWAYS]
+)
+def test_restart_policy_always_restarts_after_every_exit(text: str, always: bool) -> None:
+    (parsed,) = parse_kube_yaml(text, "job.yaml")
+    restart = parsed.request.restart
+    assert restart.always is always and restart.retry_application_failures
+    said = [w for w in parsed.warnings if "Always restarts the whole job" in w]
+    assert len(said) == always
+
+
 def test_mpijob_slots_are_the_workers_and_mpirun_starts_them() -> None:
     (parsed,) = parse_submission(MPI, source="mpi.yaml")
     req = parsed.request
@@ -202,6 +307,7 @@ def test_mpijob_slots_are_the_workers_and_mpirun_starts_them() -> None:
     assert group.argv == ["mpirun", "-np", "4", "/home/pi"]
     assert group.env == {"A": "launcher", "OMP_NUM_THREADS": "1"}  # the launcher's win
     assert req.placement.node_selector == {"fusesched.io/pool": "cpu"}
+    assert req.placement.max_tasks_per_node == 2  # a worker's slots: a host of the hostfile
     assert req.hold
     assert req.identified().type is JobType.HPC
 
@@ -227,13 +333,30 @@ BAD: list[tuple[str, str, str]] = [
     (
         "elastic",
         PYTORCH.replace("  runPolicy:\n", "  elasticPolicy: {minReplicas: 1}\n  runPolicy:\n"),
-        "pt.yaml:7: spec.elasticPolicy: elastic training (a changing number of replicas) is not "
-        "supported",
+        "pt.yaml:7: spec.elasticPolicy.minReplicas: elastic training (a changing number of "
+        "replicas) is not supported: fusesched starts a fixed gang; give minReplicas equal to "
+        "the Worker's replicas (2)",
+    ),
+    (
+        "elastic rendezvous",
+        PYTORCH.replace("  runPolicy:\n", "  elasticPolicy: {rdzvBackend: etcd}\n  runPolicy:\n"),
+        "pt.yaml:7: spec.elasticPolicy.rdzvBackend: elasticPolicy.rdzvBackend is not supported: "
+        "fusesched starts a fixed gang with torchrun's static rendezvous",
     ),
     (
         "nprocPerNode",
-        PYTORCH.replace("  runPolicy:\n", "  nprocPerNode: auto\n  runPolicy:\n"),
-        "spec.nprocPerNode: nprocPerNode is not supported: fusesched does not set torchrun's",
+        PYTORCH.replace("  runPolicy:\n", "  nprocPerNode: many\n  runPolicy:\n"),
+        "pt.yaml:7: spec.nprocPerNode: must be a whole number ≥ 1 or one of auto, cpu, gpu, xpu, "
+        "not 'many'",
+    ),
+    (
+        "nprocPerNode twice",
+        PYTORCH.replace(
+            "  runPolicy:\n",
+            "  nprocPerNode: '2'\n  elasticPolicy: {nProcPerNode: 2}\n  runPolicy:\n",
+        ),
+        "pt.yaml:8: spec.elasticPolicy.nProcPerNode: give nprocPerNode or "
+        "elasticPolicy.nProcPerNode, not both",
     ),
     (
         "replica type",
@@ -407,7 +530,8 @@ def test_warnings_for_what_is_ignored() -> None:
     assert parsed.warnings == (
         "pt.yaml:11: spec.runPolicy.schedulingPolicy.priorityClass is not supported; ignored",
         "pt.yaml:15: spec.pytorchReplicaSpecs.Worker.restartPolicy: ExitCode restarts the job "
-        "after any failing exit here (as OnFailure)",
+        "after any failing exit here (as OnFailure): the operator retries only exit codes "
+        "128-255 (killed by a signal), fusesched cannot tell them apart",
         "pt.yaml:17: spec.pytorchReplicaSpecs.Worker.template.spec selects no nodes: the node "
         "selection of spec.pytorchReplicaSpecs.Master.template.spec applies to it too (a job has "
         "one placement)",

@@ -244,6 +244,69 @@ def test_volcano_zero_is_the_default_min_available_and_max_retry() -> None:
     assert parsed.request.restart.max_restarts == 3
 
 
+def _with_minimums(job: int | None, ps: int | None, worker: int | None) -> str:
+    """VOLCANO with the job's minAvailable (None: left out) and the tasks' (ps: 1 replica,
+    the worker task: 2)."""
+    text = VOLCANO.replace("  minAvailable: 2\n", "" if job is None else f"  minAvailable: {job}\n")
+    if ps is not None:
+        text = text.replace("      replicas: 1\n", f"      replicas: 1\n      minAvailable: {ps}\n")
+    if worker is not None:
+        text = text.replace(
+            "    - replicas: 2\n", f"    - replicas: 2\n      minAvailable: {worker}\n"
+        )
+    return text
+
+
+@pytest.mark.parametrize(
+    ("job", "ps", "worker", "min_member"),
+    [
+        (None, None, None, None),  # every task whole: the whole gang
+        (2, None, 2, 2),  # the job's below the tasks' sum (3): Volcano checks the job's only
+        (None, 0, 0, 1),  # no task has a minimum: any one task may start
+        (0, 0, 0, 1),  # (0 is Volcano's "unset")
+        (3, 1, 1, 3),  # the job's is every task: each task is whole anyway
+    ],
+)
+def test_volcano_task_min_available(
+    job: int | None, ps: int | None, worker: int | None, min_member: int | None
+) -> None:
+    (parsed,) = parse_kube_yaml(_with_minimums(job, ps, worker), "vc.yaml")
+    assert parsed.request.min_member == min_member
+    assert not [w for w in parsed.warnings if "minAvailable" in w]
+
+
+def test_volcano_single_task_min_available_is_the_gangs() -> None:
+    """One task: its minAvailable (or the job's, when larger) is the gang's minimum."""
+    ps = VOLCANO[VOLCANO.index("    - name: ps") : VOLCANO.index("    - replicas: 2")]
+    for job, min_member in ((None, 1), (2, 2)):
+        (parsed,) = parse_kube_yaml(_with_minimums(job, None, 1).replace(ps, ""), "vc.yaml")
+        assert (parsed.request.min_member, parsed.request.task_count) == (min_member, 2)
+
+
+@pytest.mark.parametrize(
+    ("job", "ps", "worker", "message"),
+    [
+        (
+            None,
+            None,
+            1,
+            "vc.yaml:17: spec.tasks[1].minAvailable: task 'default1' may start with 1 of its 2 "
+            "replicas, each task held to its own minAvailable (the job's, 2, is at least their "
+            "sum, 2): fusesched's gang minimum is the job's only (min_member)",
+        ),
+        (2, None, 1, "task 'default1' may start with 1 of its 2 replicas"),
+        (None, None, 3, "vc.yaml:17: spec.tasks[1].minAvailable: 3 is more than the task's 2"),
+        (None, -1, None, "vc.yaml:12: spec.tasks[0].minAvailable: must be a whole number ≥ 0"),
+    ],
+)
+def test_volcano_task_min_available_refused(
+    job: int | None, ps: int | None, worker: int | None, message: str
+) -> None:
+    with pytest.raises(SubmitError) as caught:
+        parse_kube_yaml(_with_minimums(job, ps, worker), "vc.yaml")
+    assert message in str(caught.value)
+
+
 def _with_policies(job: str, task: str = "") -> str:
     text = VOLCANO.replace("  maxRetry: 5\n", f"  maxRetry: 5\n  policies: {job}\n")
     if task:
@@ -277,10 +340,13 @@ def _with_policies(job: str, task: str = "") -> str:
             ],
         ),
         (
-            "[{event: TaskCompleted, action: CompleteJob}]",
+            "[{event: TaskCompleted, action: TerminateJob}]",
             "",
             False,
-            ["vc.yaml:9: spec.policies[0] (TaskCompleted → CompleteJob) is not supported; ignored"],
+            [
+                "vc.yaml:9: spec.policies[0] (TaskCompleted → TerminateJob) is not supported; "
+                "ignored"
+            ],
         ),
     ],
 )
@@ -291,6 +357,26 @@ def test_volcano_policies(job: str, task: str, retried: bool, warnings: list[str
     assert parsed.request.restart.retry_application_failures is retried
     assert parsed.request.restart.max_restarts == 5
     assert list(parsed.warnings) == warnings
+
+
+@pytest.mark.parametrize(
+    ("job", "task", "completes"),
+    [
+        # on a task: that task's completion completes the job
+        ("[]", "[{event: TaskCompleted, action: CompleteJob}]", [False, True]),
+        # on the job: any task's
+        ("[{events: [TaskCompleted], action: CompleteJob}]", "", [True, True]),
+        ("[]", "", [False, False]),
+    ],
+)
+def test_volcano_task_completed_completes_the_job(
+    job: str, task: str, completes: list[bool]
+) -> None:
+    (parsed,) = parse_kube_yaml(_with_policies(job, task), "vc.yaml")
+    assert [g.completes_job for g in parsed.request.groups] == completes
+    assert parsed.warnings == ()
+    dumped = parsed.request.model_dump(mode="json")["groups"]
+    assert ["completes_job" in g for g in dumped] == completes  # (an older controller: absent)
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ import httpx
 from fusesched.agent.datasets import DatasetCache
 from fusesched.agent.leaving import tell_leaving
 from fusesched.agent.logtext import chunk_end
+from fusesched.agent.pty_bridge import HttpRelay, Pty, PtyBridge
 from fusesched.agent.sensing import Sensing
 from fusesched.agent.sensors import TaskWatch
 from fusesched.api.wire import (
@@ -248,6 +249,15 @@ class AgentClient:
         )
         self._threads: list[threading.Thread] = []
         self._link = link  # set: register and beat through it, not over HTTP
+        if hasattr(runtime, "on_pty"):  # pseudo-terminal tasks relayed through the controller
+            setattr(runtime, "on_pty", self._relay_pty)  # noqa: B010 (not in Runtime)
+
+    def _relay_pty(self, task_id: str, pty: Pty) -> None:
+        """Relay a pseudo-terminal task's terminal (``fusesched run --pty``) through the
+        controller, from threads of its own, until the task ends."""
+        relay = HttpRelay(self._http, lambda: self.url, self.inventory.name)
+        alive = lambda: task_id in self.runtime.running()  # noqa: E731
+        PtyBridge(task_id, pty, relay, alive, self.stop_event).start()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -492,11 +502,11 @@ class AgentClient:
         sends none to an agent that does not say so: older agents refuse the fields),
         ``probes=true``: it runs the launches' liveness and readiness probes (the same), and
         ``outputs=true``: it writes their output files and starts them in the folder they were
-        submitted from (the same)."""
+        submitted from (the same), ``pty=true``: it relays their pseudo-terminals (the same)."""
         key = (url, wait_s, quick)
         found = self._urls.get(key)
         if found is None:
-            query = f"wait={wait_s}&signals=true&probes=true&outputs=true" + (
+            query = f"wait={wait_s}&signals=true&probes=true&outputs=true&pty=true" + (
                 "&launch=true" if quick else ""
             )
             found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")

@@ -35,6 +35,7 @@ from fusesched.agent.images import ImageCache
 from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
 from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.probes import ProbeRunner
+from fusesched.agent.pty_bridge import Pty
 from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.step_wrapper import install_wrapper
@@ -108,6 +109,9 @@ class ProcessRuntime:
         # called with a task's id and what the kernel counted for it once it is reaped (its
         # CPU time and peak memory; the sampler may have missed a short-lived child)
         self.on_reaped: Callable[[str, Usage], None] | None = None
+        # given a pseudo-terminal task's terminal as it starts, to relay (the agent's client:
+        # agent/pty_bridge.py); None: the terminal is closed at once (the task hangs up)
+        self.on_pty: Callable[[str, Pty], None] | None = None
         if identities is not None:  # root, for others: its own folders must be its alone
             folders = [self.work_dir / "tasks"]
             folders += [image_cache.cache_dir] if image_cache is not None else []
@@ -225,6 +229,8 @@ class ProcessRuntime:
             return
         task.notes.extend(capped)
         self._tasks[launch.task_id] = task
+        if task.pty is not None:
+            self._hand_pty(launch.task_id, task)
         self.probes.add(launch.task_id, launch.liveness, launch.readiness, task.probe_context)
         self._logs[launch.task_id] = (task.log_path, False)
         self._pending.append(
@@ -235,6 +241,20 @@ class ProcessRuntime:
                 reason="; ".join(task.notes),
             )
         )
+
+    def _hand_pty(self, task_id: str, task: TaskProcess) -> None:
+        """Give the task's terminal to ``on_pty``, which owns it from then on."""
+        pty, task.pty = task.pty, None
+        if pty is None:
+            return
+        if self.on_pty is None:
+            pty.close()
+            return
+        try:
+            self.on_pty(task_id, pty)
+        except Exception:
+            log.exception("relaying the terminal of task %s failed", task_id)
+            pty.close()
 
     def _fail(self, launch: TaskLaunch, reason: str) -> None:
         self._pending.append(

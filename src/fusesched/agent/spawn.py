@@ -51,6 +51,7 @@ from fusesched.agent.dataset_staging import DatasetError
 from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.probe_checks import exec_context
+from fusesched.agent.pty_bridge import Pty, open_pty
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
 from fusesched.agent.users import Identity, IdentityError, check_reachable
@@ -86,6 +87,11 @@ _SHIM_ENV = (
 #: them itself in every shell anyway).
 SHELL_READ_ONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
 ENV_NAME = ".fusesched-env"
+#: How a shim gives the task a pseudo-terminal (``fusesched run --pty``) instead of
+#: ``/dev/null``: it opens the terminal's slave end itself, as the session leader it is, which
+#: makes it the task's controlling terminal as well as its stdin, stdout and stderr.
+PTY_ENV = "FUSESCHED_PTY"
+_ON_PTY = f' <>"${PTY_ENV}" >&0 2>&0\n'
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
 SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
 
@@ -229,12 +235,17 @@ class TaskSpawner:
         except DatasetError as exc:
             raise StartFailure(str(exc)) from None
         env.update(data_env)
+        pty = _open_pty(launch, who)
+        if pty is not None and launch.pty is not None:
+            env.update({"TERM": launch.pty.term, PTY_ENV: pty.path})
         try:
-            return self._exec(launch, task_dir, command, env, cgroup, notes, who, data_binds)
+            return self._exec(launch, task_dir, command, env, cgroup, notes, who, data_binds, pty)
         except BaseException:
             if cgroup is not None:
                 cgroup.kill_all()
                 cgroup.remove()
+            if pty is not None:
+                pty.close()
             raise
 
     def _identity(self, launch: TaskLaunch) -> Identity | None:
@@ -267,6 +278,7 @@ class TaskSpawner:
         notes: list[str],
         who: Identity | None = None,
         data_binds: Sequence[Bind] = (),
+        pty: Pty | None = None,
     ) -> TaskProcess:
         task_command = command  # (in a container: what the sandbox runs)
         writing = launch  # (what its output files' writers take: without those in that folder)
@@ -324,11 +336,11 @@ class TaskSpawner:
         as_who = None if who is None else (who.uid, who.gid)  # its exec probes run as it does
         probes = exec_context(env, cwd, as_who, command, task_command) if probing else None
         log_path = task_dir / LOG_NAME
-        argv = ["/bin/sh", "-c", _SHIM, "fusesched-task", *command]
+        argv = ["/bin/sh", "-c", _shim(_SHIM, pty), "fusesched-task", *command]
         argv_tail = command
         if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
             argv_tail = [str(cwd.absolute()), *command]
-            argv = ["/bin/sh", "-c", _SHIM_CD, "fusesched-task", *argv_tail]
+            argv = ["/bin/sh", "-c", _shim(_SHIM_CD, pty), "fusesched-task", *argv_tail]
             cwd = Path("/")
         # how the child becomes ``who`` (module docstring): by setpriv, or by subprocess
         switch = who
@@ -344,7 +356,7 @@ class TaskSpawner:
                 os.fchown(out.fileno(), who.uid, who.gid)
                 out.write(_exports(env))
             ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
-            argv = [setpriv, *ids, "--", "/bin/sh", "-c", _SHIM_ENV, "fusesched-task"]
+            argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty), "fusesched-task"]
             argv += [str(env_file), *argv_tail]
             env = {}  # nothing of the job's reaches a program that runs as root
             switch = None
@@ -409,7 +421,23 @@ class TaskSpawner:
             pidfd=open_pidfd(popen.pid),
             probe_context=probes,
             writers=[] if outputs is None else outputs.writers,
+            pty=pty,
         )
+
+
+def _shim(shim: str, pty: Pty | None) -> str:
+    """``shim``, ending on the terminal ``pty`` (if any) rather than ``/dev/null``."""
+    return shim if pty is None else shim.replace(" </dev/null\n", _ON_PTY)
+
+
+def _open_pty(launch: TaskLaunch, who: Identity | None) -> Pty | None:
+    """The launch's pseudo-terminal, its slave end ``who``'s (None: no ``pty``)."""
+    if launch.pty is None:
+        return None
+    try:
+        return open_pty(launch.pty, None if who is None else who.uid)
+    except OSError as exc:
+        raise StartFailure(f"cannot open a pseudo-terminal: {exc}") from None
 
 
 def _cannot_enter(folder: str, who: Identity | None) -> str | None:

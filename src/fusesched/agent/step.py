@@ -6,10 +6,11 @@ is that: the agent puts it on the PATH of ``slurm_env`` jobs' tasks as ``srun``
 (:mod:`fusesched.agent.step_wrapper`). The step asks the controller for itself
 (``POST /v1/jobs/{id}/steps``, with the job's own credential, as ``mpirun``'s launcher uses;
 under ``fusesched salloc``, which runs a command on the submit host in an allocation, with its
-owner's): the controller gives it an id and its share of the job's slots and starts every task
-of it, those on the first node included, at once, or answers that running steps hold the
-slots (409: the step says so once and asks again until they are free; ``--immediate``: it
-gives up) (:mod:`fusesched.controller.job_steps`). Each task runs as a task of the job
+owner's): the controller gives it an id and its share of the job's slots (and of its GPUs,
+with ``--gres=gpu:N``…: :mod:`fusesched.agent.step_gpus`) and starts every task of it, those
+on the first node included, at once, or answers that running steps hold the slots (409:
+the step says so once and asks again until they are free; ``--immediate``: it gives up)
+(:mod:`fusesched.controller.job_steps`). Each task runs as a task of the job
 (``<job>.remote.<k>``) on its node, outside the batch task's CPU pinning and memory cgroup
 (which are one task's share), is killed with the job, and has its output kept by the
 controller. The step follows each task's output through the log route and prints it (``-l``:
@@ -53,6 +54,7 @@ import httpx
 
 from fusesched.agent.elf import ElfError, needed_libraries
 from fusesched.agent.step_answers import controller_detail, refuses_field
+from fusesched.agent.step_gpus import GpuAsk, gpu_ask
 from fusesched.agent.step_het import HetShares, het_groups
 from fusesched.agent.step_het_plan import HetStep, plan_het_step
 from fusesched.agent.step_mpi import label_line, links_mpi, mpi_mode, mpirun_argv, mpirun_env
@@ -63,6 +65,7 @@ from fusesched.agent.step_plan import (
     StepTask,
     exit_status,
     export_vars,
+    mpi_listing,
     parse_args,
     place,
     read_hostfile,
@@ -109,11 +112,21 @@ class Step:
     """One step: its share of the job's slots and its tasks, through the controller's API.
     ``tagged``: its one task is mpirun, whose ``--tag-output`` lines carry the ranks."""
 
-    def __init__(self, http: httpx.Client, job_id: str, label: bool, tagged: bool = False) -> None:
+    def __init__(
+        self,
+        http: httpx.Client,
+        job_id: str,
+        label: bool,
+        tagged: bool = False,
+        gpus: GpuAsk | None = None,
+        name: str | None = None,
+    ) -> None:
         self.http = http
         self.job_id = job_id
         self.label = label
         self.tagged = tagged
+        self.gpus = gpus  # the step's GPUs (agent/step_gpus.py); None: none asked for
+        self.name = name  # its name in accounting (None: a controller older than names)
         # the controller is older than launch variables: they go in the tasks' command lines
         self.env_in_argv = False
         self.running: list[_Running] = []
@@ -139,7 +152,21 @@ class Step:
         }
         if het is not None:  # (a heterogeneous job's step: its share of each component)
             body["het"] = [{"group": group, "slots": own} for group, own in het]
+        if self.gpus is not None:
+            body["gpus"] = self.gpus.per_node
+            body["gpus_per_task"] = self.gpus.per_task
+        if self.name is not None:
+            body["name"] = self.name
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
+        refused = response.status_code == 422
+        if refused and self.name is not None and refuses_field(response, "name"):
+            self.name = None  # (a controller older than step names: the step goes unnamed)
+            return self.create(slots, overlap, launches, het)
+        if refused and self.gpus is not None and refuses_field(response, "gpus"):
+            raise StepError(
+                "the controller is older than this srun: it cannot give a step its own GPUs "
+                "(--gres, --gpus, --gpus-per-task, --gpus-per-node)"
+            )
         if response.status_code == 422 and het is not None and refuses_field(response, "het"):
             raise StepError(
                 "the controller is older than this srun: it cannot run steps of heterogeneous jobs"
@@ -283,8 +310,13 @@ class Step:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    listing = mpi_listing(args)
+    if listing is not None:  # srun --mpi=list: no step
+        print(listing, end="")
+        return 0
     try:
-        options = parse_args(sys.argv[1:] if argv is None else argv)
+        options = parse_args(args)
     except StepError as exc:
         _error(str(exc))
         return 2
@@ -323,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         _warn(warning)
     cwd = os.getcwd()
     mpi = _through_mpirun(options, env, cwd)
+    try:
+        gpus = gpu_ask(options, step_slots(tasks), mpi)
+    except ValueError as exc:
+        _error(str(exc))
+        return 2
     exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
     launches = _launches(options, env, tasks, exported, cwd, mpi, own_env)
     # the job's own credential in its batch script; under salloc (no job credential), the
@@ -334,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     with httpx.Client(
         base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
     ) as http:
-        step = Step(http, job_id, options.label, tagged=mpi)
+        step = Step(http, job_id, options.label, mpi, gpus, step_name(options))
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             step.stop_signal = signum
@@ -421,6 +458,13 @@ def _launches(
     own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
     command = mpirun_argv(tasks, passed, options.label, options.command)
     return [StepLaunch(tasks[0], task_argv(cwd, command), own)]
+
+
+def step_name(options: StepOptions) -> str:
+    """The step's name in accounting: ``-J``, else its command's base name (as Slurm's), cut
+    to the controller's limit (a program's file name may be longer)."""
+    name = options.job_name or os.path.basename(options.command[0]) or options.command[0]
+    return name[:200]  # (StepRequest's limit: api/schemas.py)
 
 
 def _through_mpirun(options: StepOptions, env: Mapping[str, str], cwd: str) -> bool:

@@ -12,12 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fusesched.agent.step_gpus import GPU_OPTIONS, gpu_count
 from fusesched.model.text import is_env_name
 from fusesched.submit.hostlist import tasks_per_node
 
 USAGE = (
     "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
-    "[--het-group=N[,M...]] [OPTIONS] COMMAND [ARGS...]"
+    "[--het-group=N[,M...]] [--gres=gpu:N | -G N | --gpus-per-task N | --gpus-per-node N] "
+    "[OPTIONS] COMMAND [ARGS...]"
 )
 
 
@@ -80,6 +82,11 @@ class StepOptions:
     immediate: int | None = None  # seconds to wait for room (0: none); None: as long as it takes
     # a heterogeneous job's components to run on (--het-group); None: not given (component 0)
     het_groups: tuple[int, ...] | None = None
+    # GPUs (agent/step_gpus.py): --gres=gpu:N, -G/--gpus, --gpus-per-task, --gpus-per-node
+    gres: int | None = None
+    gpus: int | None = None
+    gpus_per_task: int | None = None
+    gpus_per_node: int | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -99,6 +106,10 @@ _LONG: dict[str, tuple[str, bool]] = {
     "immediate": ("immediate", False),  # (its value, optional, only as --immediate=N)
     "het-group": ("het_groups", True),
     "pack-group": ("het_groups", True),  # (Slurm's older name for it)
+    "gres": ("gres", True),
+    "gpus": ("gpus", True),
+    "gpus-per-task": ("gpus_per_task", True),
+    "gpus-per-node": ("gpus_per_node", True),
     # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
     "exact": ("", False),
     "exclusive": ("", False),
@@ -112,6 +123,7 @@ _SHORT: dict[str, str] = {
     "K": "kill-on-bad-exit",
     "J": "job-name",
     "I": "immediate",
+    "G": "gpus",
 }
 #: ``--mpi`` (or ``$SLURM_MPI_TYPE``) values that start the step through mpirun
 #: (:mod:`fusesched.agent.step_mpi`); ``none`` starts N separate tasks.
@@ -126,6 +138,21 @@ def unknown_mpi(value: str) -> str | None:
         f"--mpi={value} is not supported; the tasks start without any PMI (pmix, pmix_v*, "
         "pmi2: the step runs through mpirun)"
     )
+
+
+#: What ``srun --mpi=list`` prints, as Slurm's lists its MPI plugins: the types it takes
+#: (a ``pmix_v*`` version is taken as pmix).
+MPI_LIST = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n"
+
+
+def mpi_listing(argv: Sequence[str]) -> str | None:
+    """:data:`MPI_LIST` when ``srun ARGV`` asks for it (``--mpi=list``, with or without a
+    command: a stand-in one lets the options be read), else ``None``."""
+    try:
+        options = parse_args([*argv, "true"])
+    except StepError:
+        return None
+    return MPI_LIST if options.mpi == "list" else None
 
 
 def parse_args(argv: Sequence[str]) -> StepOptions:
@@ -223,6 +250,11 @@ def _value(name: str, text: str) -> object:
         raise StepError("--job-name needs a name")
     if name in ("het-group", "pack-group"):
         return het_group_list(name, text)
+    if name in GPU_OPTIONS:
+        try:
+            return gpu_count(name, text)
+        except ValueError as exc:
+            raise StepError(str(exc)) from None
     return text
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fusesched.agent.cgroups import TaskCgroup
 from fusesched.agent.probe_checks import ExecContext
+from fusesched.agent.pty_bridge import Pty
 from fusesched.api.wire import TaskLaunch
 
 PID_NAME = "pid"
@@ -57,6 +58,8 @@ class TaskProcess:
     # how its exec probes run (None: as the agent, in its folder; agent/probes.py)
     probe_context: ExecContext | None = None
     liveness_failed: bool = False  # being stopped because its liveness probe failed
+    # its pseudo-terminal (fusesched run --pty) until the runtime hands it to its relay
+    pty: Pty | None = None
 
     @property
     def pid(self) -> int:

@@ -20,6 +20,7 @@ from fusesched.api.job_routes import add_job_routes
 from fusesched.api.log_routes import add_log_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
+from fusesched.api.pty_routes import add_pty_routes
 from fusesched.api.reconfigure_routes import add_reconfigure_routes
 from fusesched.api.reservation_routes import add_reservation_routes
 from fusesched.api.responses import add_error_handlers
@@ -60,6 +61,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_log_routes(app, access)
     add_signal_routes(app, access)
     add_alive_routes(app, access)
+    add_pty_routes(app, access)
     add_efficiency_routes(app, access)
     add_cluster_routes(app, access)
     add_node_routes(app, access)

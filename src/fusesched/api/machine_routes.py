@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import Response
 
+from fusesched.agent.step_gpus import GpuAsk
 from fusesched.api.access import Access, Caller, person, sees
 from fusesched.api.responses import forbidden, json_response, unauthorized
 from fusesched.api.schemas import (
@@ -63,10 +64,11 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         signals: bool = False,  # the agent understands signals (older ones refuse them)
         probes: bool = False,  # the agent runs probes (older ones refuse them)
         outputs: bool = False,  # the agent writes output files (older ones refuse them)
+        pty: bool = False,  # the agent relays pseudo-terminals (older ones refuse them)
     ) -> Response:
         access.the_node(p, beat.node)
         try:
-            reply = controller.heartbeat(beat, wait, launch, signals, probes, outputs)
+            reply = controller.heartbeat(beat, wait, launch, signals, probes, outputs, pty)
         except UnknownNodeError:
             raise HTTPException(404, f"node {beat.node!r} is not registered") from None
         # an empty ``limit`` is left out: agents older than it (whose reply model refuses
@@ -113,9 +115,10 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
             raise forbidden(f"only job {job_id}'s own credential or its owner may run its steps")
         launches = [(t.node, t.argv, t.env) for t in body.tasks]
         het = None if body.het is None else {part.group: part.slots for part in body.het}
+        gpus = None if body.gpus is None else GpuAsk(body.gpus, body.gpus_per_task)
         try:
             step_id, task_ids = controller.create_step(
-                job_id, body.slots, body.overlap, launches, het
+                job_id, body.slots, body.overlap, launches, het, gpus, body.name
             )
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None

@@ -41,6 +41,7 @@ class TaskView(_View):
     step_id: int | None = None  # its job step (srun); None: the job's own task, or of no step
     # that step's tasks in all (srun -n, an MPI step's ranks); None: no step's, or a daemon
     step_tasks: int | None = None
+    step_name: str | None = None  # that step's name (srun -J, else its command's); None: unknown
     # what it used, once ended (agents' samples; None: not sampled, or still running)
     cpu_seconds: float | None = None
     max_rss_bytes: int | None = None
@@ -362,12 +363,18 @@ class StepRequest(_Input):
     tasks to start (each on one of those nodes; an MPI step's one: mpirun, on the first),
     and whether it shares the slots of the running steps (``--overlap``). A heterogeneous
     job's step also gives its share of each component it runs on (``het``; ``slots`` is
-    their sum; absent: component 0)."""
+    their sum; absent: component 0). ``gpus``: the GPUs it asks for on each of its nodes
+    (``srun --gres=gpu:N``…; absent: none asked for, controller/step_gpus.py), and with
+    ``gpus_per_task`` how many each task gets of its node's; ``name``: its name in
+    accounting (``srun -J``, else its command's)."""
 
     slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
     tasks: list[RemoteLaunch] = Field(min_length=1)
     overlap: bool = False
     het: list[HetStepSlots] | None = Field(default=None, min_length=1)
+    gpus: dict[str, Annotated[int, Field(ge=0, le=4096)]] | None = None
+    gpus_per_task: int | None = Field(default=None, ge=1, le=4096)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def _het_adds_up(self) -> StepRequest:
@@ -382,6 +389,14 @@ class StepRequest(_Input):
                 total[node] = total.get(node, 0) + count
         if total != self.slots:
             raise ValueError("slots must be the sum of the components' slots in het")
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_on_its_nodes(self) -> StepRequest:
+        if self.gpus is not None and set(self.gpus) != set(self.slots):
+            raise ValueError("gpus must name each node of slots, and no other")
+        if self.gpus_per_task is not None and self.gpus is None:
+            raise ValueError("gpus_per_task needs gpus")
         return self
 
 

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from fusesched.model.resources import QuantityError, Resources
 from fusesched.model.text import NUL, refuse_nul
 from fusesched.submit.probes import LivenessProbe, Probe
+from fusesched.submit.terminal import Terminal
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
@@ -151,6 +152,10 @@ class TaskLaunch(_Wire):
     # task folder, with a line in its log saying so; left out (as ``signal``) when None. A
     # controller sends it and the output files only to agents that say ``outputs=true``
     submit_dir: FolderPath | None = Field(default=None, exclude_if=lambda value: value is None)
+    # ``fusesched run --pty``: the task runs on a pseudo-terminal of this type and size, which
+    # the agent relays through the controller (agent/pty_bridge.py); left out when None. A
+    # controller sends it only to agents that say ``pty=true``
+    pty: Terminal | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 NodeInventory.model_rebuild()  # its ``running`` names TaskLaunch, defined after it

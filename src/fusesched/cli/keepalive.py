@@ -1,5 +1,5 @@
 """The holder's side of Slurm's ``InactiveLimit``: ``fusesched salloc`` and ``fusesched run``
-submit their job *attended* (:func:`submit_attended`) and, from a thread of their own
+submit their job *attended* (:class:`Attended`) and, from a thread of their own
 (:class:`Keepalive`), tell the controller every few seconds that they are still there
 (``POST /v1/jobs/{id}/alive``), at the pace the controller's answer asks for. If the command
 is killed outright (SIGKILL, its host reboots or loses its network), the pings stop and the
@@ -35,11 +35,6 @@ def warn(line: str) -> None:
     from fusesched.cli.live import err
 
     err.print(f"[yellow]warning:[/] {line}", highlight=False)
-
-
-def submit_attended(call: Callable[[Any], Any], payload: Any, warn: Callable[[str], None]) -> Any:
-    """``call(payload)`` with ``payload`` attended (:class:`Attended`, once)."""
-    return Attended(call, warn)(payload)
 
 
 class Attended:
@@ -88,17 +83,30 @@ def final(status: int) -> bool:
     return 400 <= status < 500 and status not in (408, 429)
 
 
+def given_up(job_id: str, status: int, why: str) -> str:
+    """What the holder is told when the controller refuses its pings for good for another
+    reason than the job's end (a revoked token's 403, a job it cannot see): it is no longer
+    known to hold the job, which its InactiveLimit may then end."""
+    return (
+        f"the controller refused to hear that this command still holds job {job_id} "
+        f"(HTTP {status}: {why}); it is no longer told, and may end the job once its "
+        "inactive limit has passed"
+    )
+
+
 class Keepalive:
     """Pings ``job_id``'s alive route from a daemon thread until :meth:`stop` (or until the
     controller refuses for good, :func:`final`: the job has ended, is being stopped, or the
     controller does not know the route). While the controller cannot be reached it tries
     again every :data:`RETRY_S`, and after a server error (a standby's 503, a 500) at its
     usual pace: a controller that restarts or takes over gives every holder a fresh limit
-    anyway."""
+    anyway. A refusal other than the job's end (409) is said once with ``say``
+    (:func:`given_up`); the job's end is the command's own to tell."""
 
-    def __init__(self, client: Any, job_id: str) -> None:
+    def __init__(self, client: Any, job_id: str, say: Callable[[str], None] = warn) -> None:
         self.client = client
         self.job_id = job_id
+        self.say = say
         self.pings = 0  # answered so far
         self.refused: str | None = None  # why the controller refused it, if it did
         self._stopping = threading.Event()
@@ -128,6 +136,8 @@ class Keepalive:
             except ControllerError as exc:
                 if final(exc.status):  # ended, being stopped, unknown here: nothing to hold
                     self.refused = str(exc)
+                    if exc.status != 409:  # (the job's end: the command's own to tell)
+                        self.say(given_up(self.job_id, exc.status, str(exc)))
                     return
                 pause = RETRY_S if exc.status == 0 else pace
             except Exception:  # (a bad answer: try again later, never end the command)

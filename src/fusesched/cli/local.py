@@ -273,12 +273,12 @@ class LocalCluster:
         try:
             authenticator = self.server.authenticator
             for cfg in self.agent_configs:
-                # with authentication, local agents over HTTP get their credential directly
-                # (no join); agents on the direct link need none: they call no route
+                # with authentication, local agents get their credential directly (no join);
+                # on the direct link they use it only to relay terminals (run --pty)
                 name = cfg.name or socket.gethostname()  # as discovery names the node
                 link = DirectLink(self.server) if self.agent_link == "direct" else None
                 token = None
-                if authenticator.enabled and link is None:
+                if authenticator.enabled:
                     token = authenticator.issue_agent(name)
                 self.agents.append(
                     start_agent(

@@ -115,13 +115,19 @@ def sacct_state(job: Job) -> str:
 #: Job states the controller ends a job in (not its tasks' own exit): sacct's job row shows
 #: ``0:0`` for them whatever the tasks' signal (``TIMEOUT 0:0``, its ``.batch`` ``0:15``).
 ENDED_BY_CONTROLLER: Final = frozenset({"CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED"})
+#: What Slurm's sacct shows for a job (and step) killed for memory: its pseudo-signal
+#: ``SIG_OOM`` (253) less the signal flag (128), in place of the SIGKILL that killed it.
+OOM_EXIT: Final = "0:125"
 
 
 def exit_code(job: Job) -> str:
     """``code:signal``: ``3:0`` for an exit status, ``0:15`` for a signal (fusesched keeps a
     signal as a negative code; -1, a task the controller ended, has neither). A job's own
     row (not a step's) in a state of :data:`ENDED_BY_CONTROLLER` is ``0:0``, as Slurm's: the
-    signal that stopped it shows on its steps' rows."""
+    signal that stopped it shows on its steps' rows. A row ``OUT_OF_MEMORY`` is
+    :data:`OOM_EXIT`, as Slurm's."""
+    if sacct_state(job) == "OUT_OF_MEMORY":
+        return OOM_EXIT
     code = job.get("exit_code")
     if code is None or code == -1:
         return "0:0"

@@ -18,6 +18,8 @@ or after the latest start of the job's own tasks; a job waiting again (requeued)
   cancelled, timed out or preempted) or ``COMPLETED``; a task the job's end left running is
   ``CANCELLED`` (``NODE_FAIL`` when the job's node failed). Its exit code is the worst:
   the highest exit status, else the highest signal.
+* its JobName: ``batch``, or the step's name (``srun -J``, else its command's base name, as
+  Slurm's; empty for a step stored before names were).
 * its Start/End: its tasks' earliest start and latest end; NodeList/NNodes: their nodes;
   TotalCPU: their CPU time; MaxRSS: the highest peak of one task; NTasks: the step's tasks
   (``step_tasks``: ``srun -n``, an MPI step's ranks; stored before: its tasks' count).
@@ -139,7 +141,7 @@ def step_view(job: Job, name: str, tasks: Sequence[Task], job_state: str) -> tup
     view: Job = {
         "id": f"{job['id']}.{name}",
         "step": name,
-        "name": BATCH if name == BATCH else "",
+        "name": BATCH if name == BATCH else _step_name(tasks),
         "tenant": job.get("tenant"),
         "state": step_state(tasks, job_state),
         "phase": "",
@@ -192,6 +194,12 @@ def worst_exit(tasks: Iterable[Task]) -> int | None:
     if max(codes) > 0:
         return max(codes)
     return min(codes) if min(codes) < -1 else 0
+
+
+def _step_name(tasks: Iterable[Task]) -> str:
+    """A numbered step's name: its tasks' (``srun -J``, else its command's; stored before
+    names were: none)."""
+    return next((str(t["step_name"]) for t in tasks if t.get("step_name")), "")
 
 
 def _own(task: Task) -> bool:

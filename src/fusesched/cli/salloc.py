@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 import typer
 
-from fusesched.cli.keepalive import Keepalive, submit_attended, warn
+from fusesched.cli.keepalive import Attended, Keepalive, warn
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
 from fusesched.cli.srun import QUEUED_AFTER_S, RUN_CONTEXT, RunUsageError
 from fusesched.cli.waiting import FINISHED, describe
@@ -362,14 +362,14 @@ def salloc(
     ca_path = Path(own["--ca"]) if own.get("--ca") else ca
     client = _client(own.get("--controller", controller_url), own.get("--token", token), ca_path)
     payload = request.model_dump(mode="json", exclude_none=True)
+    # held by this salloc: ended if it goes silent (InactiveLimit); --no-shell's is left to
+    # its time limit: nothing holds it
+    attended = Attended(client.submit, warn)
     try:
-        if parsed.no_shell:  # (left to its time limit: nothing holds it)
-            job_id = _call(client.submit, payload)
-        else:  # held by this salloc: ended if it goes silent (InactiveLimit)
-            job_id = _call(submit_attended, client.submit, payload, warn)
+        job_id = _call(client.submit if parsed.no_shell else attended, payload)
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         _fail("interrupted while submitting: the job may have been queued (see fusesched jobs)")
-    if not parsed.no_shell:
+    if not parsed.no_shell and not attended.older:  # (an older controller has no pings)
         Keepalive(client, job_id).start()  # (a daemon thread: it ends with salloc)
     say(f"Pending job allocation {job_id}")
     for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):

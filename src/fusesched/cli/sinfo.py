@@ -7,12 +7,16 @@ The nodes come from ``GET /v1/nodes`` (one request); states, fields and lines ar
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Annotated, Any
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
-from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, _print_json
+from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
 
 ListOpt = list[str] | None
 
@@ -79,6 +83,29 @@ def sinfo(
             show_envvar=False,
         ),
     ] = None,
+    long_fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--Format",
+            "-O",
+            help='Fields by sinfo\'s long names, as "NodeList,StateLong:12,CPUsState:.15" '
+            "(NAME[:[.]WIDTH], 20 wide unless said; names: docs/LIVE.md); over -o.",
+            show_default=False,
+        ),
+    ] = None,
+    iterate: Annotated[
+        int | None,
+        typer.Option(
+            "--iterate",
+            "-i",
+            min=1,
+            max=2**31 - 1,  # (Slurm's too: a C int; more would overflow time.sleep)
+            help="Print the listing every SECONDS seconds, each under the time (not with -h or "
+            "--json), until Ctrl-C.",
+            metavar="SECONDS",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -89,43 +116,78 @@ def sinfo(
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """The cluster's nodes as Slurm's sinfo shows them (-N -l -R -s -p -n -t -h -o). A
+    """The cluster's nodes as Slurm's sinfo shows them (-N -l -R -s -p -n -t -h -o -O -i). A
     partition is a pool (`local`: the local agents' nodes, the default, marked `*`)."""
     from fusesched.cli import sinfo_format as si
-    from fusesched.cli.squeue_format import FormatError, comma_list
+    from fusesched.cli import sinfo_long
+    from fusesched.cli.squeue_format import FormatError, Piece, comma_list
     from fusesched.submit.hostlist import expand_hostlist
 
     try:
         wanted = si.parse_states(states) if states else None
         pools = set(comma_list(partition, "partition"))
         names = set(expand_hostlist(nodes)) if nodes is not None else None
-        pieces = si.parse(fmt) if fmt is not None else None
+        pieces: list[Piece] | None = None
+        if long_fmt is not None:
+            pieces = sinfo_long.parse(long_fmt)
+        elif fmt is not None:
+            pieces = si.parse(fmt)
     except (FormatError, ValueError) as exc:
         _fail(str(exc), 2)
-    found: list[dict[str, Any]] = _call(_client(controller_url, token, ca).nodes)
-    listed = [si.node_info(view) for view in found]
-    listed = [
-        n
-        for n in listed
-        if (not pools or n.partition in pools)
-        and (names is None or n.name in names)
-        and (wanted is None or wanted(n))
-        and (not list_reasons or si.reasons_only(n))
-    ]
-    if as_json:
-        _print_json([si.record(n) for n in listed])
-        return
-    if pieces is None:
-        text = si.default_format(
-            listed,
-            node_oriented=node_oriented,
-            long=long,
-            summarize=summarize,
-            reasons=list_reasons,
+    client = _client(controller_url, token, ca)
+
+    def listing() -> str:
+        found: list[dict[str, Any]] = client.nodes()
+        listed = [si.node_info(view) for view in found]
+        listed = [
+            n
+            for n in listed
+            if (not pools or n.partition in pools)
+            and (names is None or n.name in names)
+            and (wanted is None or wanted(n))
+            and (not list_reasons or si.reasons_only(n))
+        ]
+        if as_json:
+            return json.dumps([si.record(n) for n in listed], indent=2, default=str) + "\n"
+        shown = pieces or si.parse(
+            si.default_format(
+                listed,
+                node_oriented=node_oriented,
+                long=long,
+                summarize=summarize,
+                reasons=list_reasons,
+            )
         )
-        pieces = si.parse(text)
-    lines = si.lines(listed, pieces, node_oriented=node_oriented, header=not noheader)
-    sys.stdout.write("".join(line + "\n" for line in lines))
+        lines = si.lines(listed, shown, node_oriented=node_oriented, header=not noheader)
+        return "".join(line + "\n" for line in lines)
+
+    if iterate is None:
+        sys.stdout.write(_call(listing))
+    else:
+        every(iterate, listing, dated=not (noheader or as_json))
+
+
+def every(seconds: int, listing: Callable[[], str], *, dated: bool) -> NoReturn:
+    """``-i``: ``listing`` every ``seconds`` seconds, each under the time (``dated``) and
+    followed by a blank line, as sinfo's; a controller that cannot be reached or fails is
+    said on stderr and asked again next time, one that refuses (4xx: a bad token) ends it
+    (exit 2). Ctrl-C ends it (exit 130, as a shell shows a command it interrupted)."""
+    from fusesched.sdk import ControllerError
+
+    try:
+        while True:
+            try:
+                text = listing()
+            except ControllerError as exc:
+                if 400 <= exc.status < 500:
+                    _fail(str(exc), 2)
+                err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+                text = ""
+            sys.stdout.write((time.ctime() + "\n" if dated else "") + text + "\n")
+            sys.stdout.flush()
+            time.sleep(seconds)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
 def register(app: typer.Typer) -> None:

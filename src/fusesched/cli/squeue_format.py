@@ -329,26 +329,33 @@ def parse_format(text: str, fields: Mapping[str, Field] = FIELDS) -> list[Piece]
     return _bounded(pieces, text)
 
 
-def parse_long_format(text: str) -> list[Piece]:
+def parse_long_format(
+    text: str,
+    long_fields: Mapping[str, str] = LONG_FIELDS,
+    fields: Mapping[str, Field] = FIELDS,
+    example: str = "JobID,Name",
+) -> list[Piece]:
     """squeue's ``-O``: comma-separated long names, each with an optional ``:WIDTH`` (``.``
-    before it: right-justified), 20 wide by default; a name's value is cut to leave a blank."""
+    before it: right-justified), 20 wide by default; a name's value is cut to leave a blank.
+    ``long_fields``: the names known (lower case), as letters of ``fields`` (sinfo's are
+    its own: :mod:`fusesched.cli.sinfo_long`)."""
     pieces: list[Piece] = []
     if not text.strip():
-        raise FormatError("an empty --Format shows nothing: name fields, such as JobID,Name")
+        raise FormatError(f"an empty --Format shows nothing: name fields, such as {example}")
     for raw in text.split(","):
         name, _, size = raw.strip().partition(":")
-        letter = LONG_FIELDS.get(name.strip().lower())
+        letter = long_fields.get(name.strip().lower())
         if letter is None:
             raise FormatError(
                 f"unknown field {name.strip()!r} in {text!r}; known: "
-                + ",".join(sorted(LONG_FIELDS))
+                + ",".join(sorted(long_fields))
             )
         right = size.startswith(".")
         digits = size.removeprefix(".")
         if digits and not (digits.isascii() and digits.isdigit() and digits.strip("0")):
             raise FormatError(f"bad width {size!r} for {name!r}: a number from 1 to {MAX_WIDTH}")
         width = _width(digits, name.strip()) or LONG_WIDTH
-        pieces.append(Piece(field=FIELDS[letter], width=width, right=right, gap=True))
+        pieces.append(Piece(field=fields[letter], width=width, right=right, gap=True))
     return _bounded(pieces, text)
 
 

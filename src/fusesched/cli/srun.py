@@ -5,7 +5,8 @@ The options are sbatch's: the job is built by :func:`fusesched.submit.sbatch.par
 with ``--wrap``, then every task runs the command itself, as srun's tasks do. The options
 end at the first word that is not an option or at ``--``; the rest is the command.
 :func:`split_run_args` is that split, pure; :func:`run` does the rest. Standard input is not
-forwarded and there is no pseudo-terminal (``srun --pty``).
+forwarded, except with ``--pty`` (``srun --pty``): the one task then runs on a pseudo-terminal
+relayed to this one (:mod:`fusesched.cli.pty_client`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ QUIET = ("-Q", "--quiet")
 UNBUFFERED = ("-u", "--unbuffered")  # accepted: output is passed on as it arrives anyway
 HELP = ("-h", "--help")
 OWN_VALUES = ("--controller", "--token", "--ca")
+#: ``run``'s own flag for an interactive task (Slurm's ``srun --pty``).
+PTY = "--pty"
 
 #: srun options that have no meaning here: accepted with a warning (and their value skipped).
 IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m"}
@@ -44,8 +47,6 @@ REFUSED = {
     "test-only": "use fusesched sbatch --test-only --wrap=... to ask when it would start",
     "parsable": "sbatch's; run prints the command's output, not the job id",
     "wait": "sbatch's; run always waits for the command",
-    "pty": "there is no pseudo-terminal: run passes the output on, not a terminal "
-    "(stdin is not forwarded either)",
 }
 
 #: A job not started this long after its submission is said to wait (as srun says it).
@@ -89,7 +90,7 @@ def split_run_args(
     args: Sequence[str],
     prog: str = "run",
     refused: Mapping[str, str] = REFUSED,
-    own_flags: frozenset[str] = frozenset(),
+    own_flags: frozenset[str] = frozenset({PTY}),
     command_needed: bool = True,
 ) -> RunArgs:
     """Split ``run``'s arguments at the command: options up to the first word that is not one
@@ -266,6 +267,51 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
+class Progress:
+    """Says when the job waits (not yet started after :data:`QUEUED_AFTER_S`, or held) and
+    when it starts, once each."""
+
+    def __init__(self, job_id: str, say: Callable[[str], None], clock: Callable[[], float]) -> None:
+        self.job_id = job_id
+        self.say = say
+        self.clock = clock
+        self.since = clock()
+        self.queued = self.started = False
+
+    def seen(self, job: dict[str, Any]) -> str:
+        """Say what ``job`` (its record, just read) has come to; its state."""
+        state: str = job["state"]
+        held = job.get("phase") == "held"
+        late = held or self.clock() - self.since >= QUEUED_AFTER_S
+        if state == "Pending" and not self.queued and late:
+            why = " (held: fusesched release lets it start)" if held else ""
+            self.say(f"job {self.job_id} queued and waiting for resources{why}")
+            self.queued = True
+        if state != "Pending" and not self.started and job.get("nodes"):
+            self.say(f"job {self.job_id} started on {','.join(job['nodes'])}")
+            self.started = True
+        return state
+
+
+def interact(
+    client: Any,
+    job_id: str,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 0.25,
+) -> dict[str, Any]:
+    """``--pty``: say when the job waits and starts, relay its terminal with this one's
+    (:func:`fusesched.cli.pty_client.attach`) and return its final record."""
+    from fusesched.cli.pty_client import attach
+
+    progress = Progress(job_id, say, time.monotonic)
+    while progress.seen(client.show(job_id)) == "Pending":
+        sleep(poll_s)
+    # (an ended job too: its output may wait in the relay)
+    attach(client, job_id, sys.stdin.fileno(), sys.stdout.fileno(), say)
+    return dict(client.wait(job_id, poll_s=0.05))
+
+
 def follow(
     client: Any,
     job_id: str,
@@ -283,19 +329,10 @@ def follow(
     saying where it ends (a task lost with its node) is warned of: its end may be missing."""
     out = Output(_write, label, tasks)
     logs = TaskOutput()
-    queued = started = False
-    since = clock()
+    progress = Progress(job_id, say, clock)
     while True:
         job: dict[str, Any] = client.show(job_id)
-        state = job["state"]
-        held = job.get("phase") == "held"
-        if state == "Pending" and not queued and (held or clock() - since >= QUEUED_AFTER_S):
-            why = " (held: fusesched release lets it start)" if held else ""
-            say(f"job {job_id} queued and waiting for resources{why}")
-            queued = True
-        if state != "Pending" and not started and job.get("nodes"):
-            say(f"job {job_id} started on {','.join(job['nodes'])}")
-            started = True
+        state = progress.seen(job)
         if state in FINISHED:
             read_to_end(logs, client, job, out, sleep)
             out.end()
@@ -336,7 +373,14 @@ def run(
     It waits for the job to start (saying so on stderr), prints its output as it comes and
     exits with its exit code (1 when it was cancelled, timed out or ended without one).
     Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is not
-    forwarded and there is no pseudo-terminal (srun --pty is not supported).
+    forwarded, but with --pty.
+
+    --pty (srun --pty): the command (one task: not with -n above 1) runs on a pseudo-terminal
+    of this terminal's TERM and size, which run relays through the controller: keystrokes
+    go to it (Ctrl-C, Ctrl-D and Ctrl-Z too, as over ssh), its output comes here, window
+    size changes follow, and run exits with its exit code: `fusesched run --pty -p gpu
+    --gres=gpu:1 bash` is a shell on a GPU node. Standard input must be a terminal. Its
+    InactiveLimit (below) is 30 s, or the controller's when shorter.
 
     run tells the controller every few seconds that it is still there (Slurm's InactiveLimit):
     if it is killed outright or stays suspended (Ctrl-Z) longer than the controller's
@@ -344,6 +388,7 @@ def run(
     """
     from fusesched.cli.fast import submit_dir
     from fusesched.cli.keepalive import Attended, Keepalive, warn
+    from fusesched.cli.pty_client import Hangup, terminal
     from fusesched.cli.submission import _sent
     from fusesched.submit.errors import SubmitError
 
@@ -354,6 +399,13 @@ def run(
     if parsed.help:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
+    pty = PTY in parsed.own
+    if pty and not sys.stdin.isatty():
+        _fail(
+            "--pty needs a terminal, and standard input is not one (nothing could be typed "
+            "to the command: run it without --pty, which passes its output on)",
+            2,
+        )
 
     def say(line: str) -> None:
         if not parsed.quiet:
@@ -367,6 +419,15 @@ def run(
         _fail(str(exc), 2)
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    payload = request.model_dump(mode="json", exclude_none=True)
+    if pty:
+        if request.task_count != 1:
+            _fail(
+                f"--pty runs one task, on one terminal (not {request.task_count}: Slurm's "
+                "srun --pty gives the terminal to task 0 alone; fusesched starts no others)",
+                2,
+            )
+        payload["pty"] = terminal(sys.stdin.fileno(), os.environ.get("TERM")).model_dump()
     client = _client(
         parsed.own.get("--controller", controller_url),
         parsed.own.get("--token", token),
@@ -375,7 +436,7 @@ def run(
 
     attended = Attended(client.submit, warn)  # (ended if this run goes silent: InactiveLimit)
     try:
-        job_id = _call(_sent, attended, request.model_dump(mode="json", exclude_none=True))
+        job_id = _call(_sent, attended, payload)
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         say("interrupted while submitting: the job may have been queued (see fusesched jobs)")
         raise typer.Exit(INTERRUPTED) from None
@@ -384,11 +445,17 @@ def run(
     tasks = sum(group.replicas for group in request.groups)
     signal.signal(signal.SIGINT, _first_interrupt)
     try:
-        ended = _call(follow, client, job_id, tasks, parsed.label, say)
+        if pty:
+            ended = _call(interact, client, job_id, say)
+        else:
+            ended = _call(follow, client, job_id, tasks, parsed.label, say)
     except KeyboardInterrupt:
         _cancel(client, job_id)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # (leaving now: no second thoughts)
         raise typer.Exit(INTERRUPTED) from None
+    except Hangup as exc:  # (--pty: SIGTERM or SIGHUP, the terminal restored)
+        _cancel(client, job_id)
+        raise typer.Exit(128 + exc.signum) from None
     code = exit_code(ended)
     if code:  # (said even with -Q, as srun's errors are)
         err.print(f"run: job {job_id} {describe(ended)}", highlight=False, markup=False)

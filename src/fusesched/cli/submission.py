@@ -240,7 +240,8 @@ def sbatch(
 
     -d/--dependency on an array's id waits on all its members (map-reduce: fusesched sbatch
     -d afterok:$jid reduce.sh); -d aftercorr:$jid runs each member of an array after the
-    member of the same index of array $jid completed.
+    member of the same index of array $jid completed; -d afterok:$jid_[1-3] (or _[1,5-7])
+    waits on those members only.
     """
     from fusesched.cli.fast import submit_dir
     from fusesched.submit.errors import SubmitError

@@ -25,9 +25,11 @@ from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.api.wire import NodeInventory, TaskLaunch
 from fusesched.controller import endings, failures, federation
+from fusesched.controller.completion import recovered
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
+from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
 from fusesched.model.node import NodeState
@@ -93,6 +95,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
+        recovered(live, [t for t in detail.tasks if attempt_of(t.task_id) == live.attempt_base])
         ctl.jobs[spec.id] = live
         if not any(not t.remote for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
@@ -181,11 +184,15 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     for group, hosts in (held_slots(live) or {}).items():  # where nothing was launched too
         for node, count in hosts:
             launched = sum(1 for t in tasks if t.group == group and t.node == node)
-            tasks += [AdoptedTask(group, node, launched=False)] * max(count - launched, 0)
+            there = (t.launch.env for t in live.tasks.values() if t.remote and t.node == node)
+            held = AdoptedTask(group, node, adopted_gpus(there), launched=False)
+            tasks += [held] * max(count - launched, 0)
     ctl.events.append(JobAdopted(live.spec, tuple(tasks), live.started_at))
     live.adopting = False
     live.nodes = tuple(dict.fromkeys(nodes))
     ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
+    if live.stopping is not None:  # (a completed task group's: the stop may never have left)
+        ctl.stop_tasks(live, live.stopping)
     for task in main:
         if task.pool is not None and task.external_id is not None:
             federation.follow(ctl, live, task)

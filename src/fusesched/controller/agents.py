@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fusesched.agent.step_plan import settable
@@ -23,7 +23,7 @@ from fusesched.api.wire import (
     TaskLimit,
     TaskState,
 )
-from fusesched.controller import adoption, data, drains, endings, failures, output_files
+from fusesched.controller import adoption, data, drains, endings, failures, output_files, pty_tasks
 from fusesched.controller import probes as task_probes
 from fusesched.controller.job_steps import STEP_ID_ENV, share_of
 from fusesched.controller.pools import Grant, NodePool
@@ -36,6 +36,7 @@ from fusesched.controller.records import (
     UnknownNodeError,
     node_spec,
 )
+from fusesched.controller.step_gpus import helper_gpus, job_gpus, job_gpus_env
 from fusesched.model.events import NodeAdded, NodeStateChanged
 from fusesched.model.node import NodeState
 from fusesched.power.saving import PowerState
@@ -122,6 +123,7 @@ def heartbeat(
     signals: bool = True,
     probes: bool = True,
     outputs: bool = True,
+    pty: bool = True,
 ) -> HeartbeatReply:
     """Take what an agent reports; the reply carries its work (launches, kills, running
     tasks' new time limits, datasets to stage).
@@ -145,6 +147,9 @@ def heartbeat(
     ``outputs``: the agent writes output files and starts batch scripts in the folder they
     were submitted from (``outputs=true``); an older one's launches go without them, as
     before (controller/output_files.py).
+
+    ``pty``: the agent relays pseudo-terminals (``pty=true``, ``fusesched run --pty``); an
+    older one's such launches fail to start (controller/pty_tasks.py).
     """
     now = ctl.clock()
     wait = ctl.config.long_poll_s if wait_s is None else wait_s
@@ -220,6 +225,8 @@ def heartbeat(
                     lambda: (node.has_work() and not node.cycle_waiters) or ctl.stopped.is_set(),
                     timeout=wait,
                 )
+        if not pty:
+            pty_tasks.refuse_older(ctl, beat.node, node, now)
         ctl.persist.flush()  # nothing to write unless the wait ended before the cycle did
         launches = node.outbox if probes else task_probes.without_probes(beat.node, node.outbox)
         if not outputs:
@@ -328,7 +335,8 @@ def remote_launch(
         if step is not None:
             _check_step_runs(live, step)
             marks = {STEP_ID_ENV: str(step)}
-        task_id = launch_remote(ctl, live, node, argv, marks, env)
+        gpus = helper_gpus(ctl, live, node, step)
+        task_id = launch_remote(ctl, live, node, argv, marks, env, gpus)
         ctl.work.notify_all()
     return task_id
 
@@ -384,14 +392,17 @@ def launch_remote(
     argv: list[str],
     marks: dict[str, str],
     env: Mapping[str, str] | None = None,
+    gpus: Sequence[int] = (),
 ) -> str:
     """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
     environment, less OpenMPI's settings but its transports and any step's marks; over it
     the launch's own variables ``env``, less what the job, the node or the task gives
-    (``settable``); over those the controller's ``marks``); its id. The caller holds the
-    lock and has checked the node (:func:`check_remote_node`). ``env`` travels in the launch
-    (an agent of any age applies a launch's ``env``), is kept in memory only, never stored or
-    shown, and reaches the task's process environment, not its command line."""
+    (``settable``); over those the controller's ``marks``), seeing the job's GPUs ``gpus``
+    there (controller/step_gpus.py; the job holds them: the task holds none); its id. The
+    caller holds the lock and has checked the node (:func:`check_remote_node`). ``env``
+    travels in the launch (an agent of any age applies a launch's ``env``), is kept in
+    memory only, never stored or shown, and reaches the task's process environment, not its
+    command line."""
     live.remote_count += 1
     task_id = f"{live.id}.remote.{live.remote_count}"
     while task_id in live.tasks:  # (adopted after a restart, which starts the count again)
@@ -408,9 +419,11 @@ def launch_remote(
         }
         | settable(env or {})
         | marks
+        | job_gpus_env(job_gpus(ctl, live).get(node, ()))
         | {"FUSESCHED_NODE": node, "FUSESCHED_TASK_ID": task_id},
         grace_s=ctl.config.grace_s,
         image=base.image,
+        gpu_indices=list(gpus),
     )
     task = LiveTask(launch, node, Grant(), remote=True, start_time=ctl.clock())
     live.tasks[task_id] = task

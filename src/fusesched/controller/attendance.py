@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fusesched.controller.inactive import Holders, Silent, reason
+from fusesched.controller.inactive import Holders, Silent, limit_for, reason
 from fusesched.controller.records import UnknownJobError
 from fusesched.model.events import JobCancelRequested
 from fusesched.model.phases import JobPhase
@@ -48,8 +48,15 @@ def recovered(ctl: Controller, now: float | None = None) -> Holders:
     holders = Holders(ctl.config.inactive_limit_s)
     for live in ctl.jobs.values():
         if live.request.attended:
-            holders.heard(live.id, now)
+            holders.heard(live.id, now, _own_limit(ctl, live))
     return holders
+
+
+def _own_limit(ctl: Controller, live: LiveJob) -> float | None:
+    """The limit of ``live`` when it is not the controller's (a pseudo-terminal job's)."""
+    if live.request.pty is None:
+        return None
+    return limit_for(ctl.config.inactive_limit_s, pty=True)
 
 
 def track(ctl: Controller, job_ids: Iterable[str], now: float | None = None) -> None:
@@ -57,7 +64,8 @@ def track(ctl: Controller, job_ids: Iterable[str], now: float | None = None) -> 
     controller's lock held)."""
     now = time.monotonic() if now is None else now
     for job_id in job_ids:
-        ctl.holders.heard(job_id, now)
+        live = ctl.jobs.get(job_id)
+        ctl.holders.heard(job_id, now, None if live is None else _own_limit(ctl, live))
 
 
 def alive(ctl: Controller, job_id: str, now: float | None = None) -> float:
@@ -82,7 +90,7 @@ def alive(ctl: Controller, job_id: str, now: float | None = None) -> float:
         if live.stopping is not None:
             raise AliveRefused(f"job {job_id} is being stopped: {live.stopping}")
         ctl.holders.heard(job_id, now)
-        return ctl.holders.limit_s
+        return ctl.holders.limit_of(job_id)
 
 
 def check(ctl: Controller, now: float | None = None) -> list[str]:
@@ -117,7 +125,8 @@ def _end(ctl: Controller, live: LiveJob, silent: Silent) -> bool:
     if live.exit_sent:  # (ended, or queued again: then cancelled at a next check)
         return False
     running = rec.phase is JobPhase.RUNNING
-    why = reason(silent.silent_s, ctl.holders.limit_s, running)
+    limit, pty = ctl.holders.limit_of(live.id), live.request.pty is not None
+    why = reason(silent.silent_s, limit, running, pty)
     log.warning("job %s: %s", live.id, why)
     if not running or live.pool is not None:
         ctl.events.append(JobCancelRequested(live.id, why))

@@ -31,6 +31,7 @@ from fusesched.controller.launchenv import (
 from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs, start_dirs
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
+from fusesched.controller.torchrun_env import standalone, torchrun_env
 from fusesched.model.events import StartJob
 from fusesched.model.node import LABEL_POOL
 from fusesched.model.resources import CPU, Resources
@@ -138,6 +139,9 @@ class AgentPool:
                     batch=batch,
                 )
             )
+            if group.launcher == "torchrun" and not batch and not standalone(group):
+                # (torchrun reads PET_* itself)
+                env.update(torchrun_env(env, group.env, slot, slots))
             if slurm is not None and het:  # (the batch script: component 0's allocation)
                 env = slurm_env(slurm, slot, het[0].slots, batch) | het_slurm_env(slurm, het) | env
             elif slurm is not None:  # (before fusesched's own: those win)
@@ -180,6 +184,7 @@ class AgentPool:
                 submit_dir=submit_dir,
                 liveness=group.liveness,
                 readiness=group.readiness,
+                pty=live.request.pty,
             )
             task = LiveTask(launch, slot.node, grant, start_time=now)
             live.tasks[slot.task_id] = task

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import failures, task_usage
+from fusesched.controller.completion import group_completed
 from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.inactive import ended_by_limit
@@ -94,6 +95,8 @@ def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: fl
         if ctl.config.kill_on_bad_exit and live.stopping is None:
             for other in live.tasks.values():
                 ctl.kill_task(other, f"task {task.launch.task_id} failed")
+    if code == 0:  # (a completes_job group's last task: the job is complete)
+        group_completed(ctl, live, task, now)
     if code == 0 and live.request.restart.always and not task.remote:
         _restart_after_success(ctl, live, task, now)
     job_may_have_ended(ctl, live, now)

@@ -40,6 +40,17 @@ MAX_PING_S: Final = 30.0
 MIN_PING_S: Final = 0.2
 #: The controller looks for silent holders at least this often (seconds).
 MAX_CHECK_S: Final = 5.0
+#: The limit of a job on a pseudo-terminal (``fusesched run --pty``), whatever the
+#: controller's (off included), unless that is shorter: nobody can type to it once its run is
+#: gone, and Slurm ends ``srun --pty``'s job as soon as srun goes.
+PTY_LIMIT_S: Final = 30.0
+
+
+def limit_for(limit_s: float, pty: bool) -> float:
+    """The limit of an attended job under the controller's ``limit_s`` (0: off)."""
+    if not pty:
+        return limit_s
+    return min(limit_s, PTY_LIMIT_S) if limit_s > 0 else PTY_LIMIT_S
 
 
 def ping_every(limit_s: float) -> float:
@@ -57,12 +68,14 @@ def check_every(limit_s: float) -> float:
     return min(limit_s / 4, MAX_CHECK_S)
 
 
-def reason(silent_s: float, limit_s: float, running: bool) -> str:
-    """Why the job was ended: its salloc or run has not answered for ``silent_s`` seconds."""
+def reason(silent_s: float, limit_s: float, running: bool, pty: bool = False) -> str:
+    """Why the job was ended: its salloc or run has not answered for ``silent_s`` seconds
+    (``pty``: a terminal job's, under its own limit)."""
     what = "holding the allocation" if running else "waiting for the allocation"
+    whose = "a terminal job's limit" if pty else "the controller's --inactive-limit"
     return (
         f"{INACTIVE_LIMIT}: the salloc/run {what} stopped answering for {silent_s:.0f} s "
-        f"(the controller's --inactive-limit is {limit_s:g} s)"
+        f"({whose} is {limit_s:g} s)"
     )
 
 
@@ -82,22 +95,30 @@ class Silent:
 class Holders:
     """When each attended job's holder was last heard from, and who is overdue.
 
-    ``limit_s`` 0 (or less) is off: nobody is ever overdue, and nothing is kept."""
+    ``limit_s`` 0 (or less) is off: nobody is ever overdue, and nothing is kept, but for
+    the jobs given a limit of their own (:meth:`heard`'s ``limit_s``: a pseudo-terminal's)."""
 
     def __init__(self, limit_s: float) -> None:
         self.limit_s = limit_s
         self._heard: dict[str, float] = {}
+        self._limits: dict[str, float] = {}  # a job's own limit, where it has one
         self._next_check = float("-inf")
 
     @property
     def on(self) -> bool:
         return self.limit_s > 0
 
-    def heard(self, job_id: str, now: float) -> None:
+    def heard(self, job_id: str, now: float, limit_s: float | None = None) -> None:
         """A sign of life of ``job_id``'s holder at ``now``: its submission, a ping, or the
-        controller's start (a fresh limit)."""
-        if self.on:
+        controller's start (a fresh limit); ``limit_s``: the job's own limit from now on."""
+        if limit_s is not None and limit_s > 0:
+            self._limits[job_id] = limit_s
+        if self.on or job_id in self._limits:
             self._heard[job_id] = max(now, self._heard.get(job_id, now))
+
+    def limit_of(self, job_id: str) -> float:
+        """``job_id``'s limit (0: off)."""
+        return self._limits.get(job_id, self.limit_s)
 
     def knows(self, job_id: str) -> bool:
         return job_id in self._heard
@@ -105,13 +126,14 @@ class Holders:
     def forget(self, job_id: str) -> None:
         """``job_id`` ended (or was ended by the limit): no longer watched."""
         self._heard.pop(job_id, None)
+        self._limits.pop(job_id, None)
 
     def __len__(self) -> int:
         return len(self._heard)
 
     def due(self, now: float) -> bool:
         """Whether :meth:`overdue` would look at the holders at ``now``."""
-        return self.on and now >= self._next_check
+        return (self.on or bool(self._limits)) and now >= self._next_check
 
     def overdue(self, now: float) -> list[Silent]:
         """The jobs whose holder has been silent longer than the limit at ``now``, oldest
@@ -120,11 +142,12 @@ class Holders:
         again at the next check."""
         if not self.due(now):
             return []
-        self._next_check = now + check_every(self.limit_s)
+        shortest = min(self._limits.values(), default=self.limit_s)
+        self._next_check = now + check_every(min(shortest, self.limit_s) if self.on else shortest)
         late = [
             Silent(job_id, now - last)
             for job_id, last in self._heard.items()
-            if now - last > self.limit_s
+            if now - last > self.limit_of(job_id)
         ]
         late.sort(key=lambda s: (-s.silent_s, s.job_id))
         return late

@@ -29,6 +29,8 @@ STEP_SLOTS_ENV = "FUSESCHED_STEP_SLOTS"  # node:count,node:count
 STEP_OVERLAP_ENV = "FUSESCHED_STEP_OVERLAP"  # "1" for --overlap
 #: A heterogeneous job's step: its share of each component (group:node:count,…).
 STEP_HET_SLOTS_ENV = "FUSESCHED_STEP_HET_SLOTS"
+#: The step's name in accounting (``srun -J``, else its command's base name).
+STEP_NAME_ENV = "FUSESCHED_STEP_NAME"
 
 
 class StepNeverFits(SubmitError):
@@ -119,6 +121,16 @@ def step_of(env: Mapping[str, str]) -> int | None:
     a step's mpirun (its id alone, no share); None for a task of no step."""
     step = env.get(STEP_ID_ENV, "")
     return int(step) if step.isascii() and step.isdigit() else None
+
+
+def step_name_env(name: str | None) -> dict[str, str]:
+    """The mark that names a step's tasks' step (none: unnamed)."""
+    return {STEP_NAME_ENV: name} if name else {}
+
+
+def step_name(env: Mapping[str, str]) -> str | None:
+    """The name of the step a task's launch environment names (None: none)."""
+    return env.get(STEP_NAME_ENV) or None
 
 
 def step_tasks(env: Mapping[str, str]) -> int | None:

@@ -82,6 +82,7 @@ def job_view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None)
                 group=t.group,
                 step_id=t.step_id,
                 step_tasks=t.step_tasks,
+                step_name=t.step_name,
                 cpu_seconds=t.cpu_seconds,
                 max_rss_bytes=t.max_rss_bytes,
                 gpu_indices=[int(d[4:]) for d in t.devices if d.startswith("gpu:")],

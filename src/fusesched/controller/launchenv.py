@@ -269,11 +269,20 @@ def _node_shares(
     env: dict[str, str] = {}
     cpus = [-(-totals[name].get(CPU, 0) // 1000) for name in nodes]
     if any(cpus):
-        env["SLURM_CPUS_ON_NODE"] = str(cpus[list(nodes).index(node)])
         env["SLURM_JOB_CPUS_PER_NODE"] = tasks_per_node(cpus)
-    here = totals[node]
-    if here.get(MEMORY):
-        env["SLURM_MEM_PER_NODE"] = str(here[MEMORY] // 2**20)
-    if here.get(GPU):
-        env["SLURM_GPUS_ON_NODE"] = str(here[GPU])
+    return env | node_held_env(totals[node], any(cpus))
+
+
+def node_held_env(held: Mapping[str, int], cpus: bool = True) -> dict[str, str]:
+    """What a job holds on one node (``held``: its tasks' resources there, summed) as Slurm
+    says it: ``SLURM_CPUS_ON_NODE`` (whole CPUs, a fraction rounded up; with ``cpus``: the
+    job holds CPUs somewhere), ``SLURM_MEM_PER_NODE`` (MiB) and ``SLURM_GPUS_ON_NODE``, the
+    last two only when it holds some."""
+    env: dict[str, str] = {}
+    if cpus:
+        env["SLURM_CPUS_ON_NODE"] = str(-(-held.get(CPU, 0) // 1000))
+    if held.get(MEMORY):
+        env["SLURM_MEM_PER_NODE"] = str(held[MEMORY] // 2**20)
+    if held.get(GPU):
+        env["SLURM_GPUS_ON_NODE"] = str(held[GPU])
     return env

@@ -162,7 +162,7 @@ def _gpu_models(inventory: NodeInventory) -> dict[int, tuple[str, str]]:
     return out
 
 
-def _group_of(task_id: str) -> str:
+def group_of(task_id: str) -> str:
     """The task group of ``<job>.<group>.<index>`` (job ids hold no dot)."""
     parts = task_id.split(".", 1)
     return parts[1].rsplit(".", 1)[0] if len(parts) == 2 else ""
@@ -292,7 +292,7 @@ class ControllerMetrics:
                 for g in live.spec.task_groups:
                     wanted = wanted + g.total
             else:
-                group = groups.get(_group_of(task_id))
+                group = groups.get(group_of(task_id))
                 wanted = group.resources if group is not None else Resources()
             gpu_w = self._gpu_watts(ctl, task)
             gpus = float(len(task.grant.gpu_indices) or wanted.get(GPU, 0))

@@ -19,7 +19,7 @@ from fusesched.api.schemas import JobView
 from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
-from fusesched.controller.job_steps import step_of, step_tasks
+from fusesched.controller.job_steps import step_name, step_of, step_tasks
 from fusesched.controller.job_view import job_view
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
@@ -201,6 +201,7 @@ class Persistence:
                     devices=_devices(task),
                     step_id=step_of(task.launch.env),
                     step_tasks=step_tasks(task.launch.env),
+                    step_name=step_name(task.launch.env),
                 )
             )
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fusesched.agent.step_gpus import GpuAsk
 from fusesched.api.wire import Heartbeat, HeartbeatReply, KillTask, NodeInventory
 from fusesched.backends.routing import Route
 from fusesched.controller import (
@@ -274,9 +275,10 @@ class Controller:
         signals: bool = True,
         probes: bool = True,
         outputs: bool = True,
+        pty: bool = True,
     ) -> HeartbeatReply:
         """An agent's beat and the work in the reply, a long poll (:func:`agents.heartbeat`)."""
-        return agents.heartbeat(self, beat, wait_s, launch, signals, probes, outputs)
+        return agents.heartbeat(self, beat, wait_s, launch, signals, probes, outputs, pty)
 
     def on_node(self, task_id: str, node: str) -> bool:
         """Whether the task (live or recently finished) ran on ``node``."""
@@ -303,10 +305,12 @@ class Controller:
         overlap: bool,
         launches: Sequence[tuple[str, list[str], Mapping[str, str]]],
         het: Mapping[int, Mapping[str, int]] | None = None,
+        gpus: GpuAsk | None = None,
+        name: str | None = None,
     ) -> tuple[int, list[str]]:
         """A job step's share of the job's slots (``het``: of a heterogeneous job's
-        components) and its tasks (:func:`steps.create_step`)."""
-        return steps.create_step(self, job_id, slots, overlap, launches, het)
+        components) and GPUs, and its tasks (:func:`steps.create_step`)."""
+        return steps.create_step(self, job_id, slots, overlap, launches, het, gpus, name)
 
     def remote_kill(self, task_id: str) -> None:
         """Stop a running remote task of a job (a job step's)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from fusesched.agent.step_gpus import GpuAsk
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.controller import agents
@@ -24,8 +25,18 @@ from fusesched.controller.job_steps import (
     running_shares,
     share_env,
     share_of,
+    step_name_env,
 )
-from fusesched.controller.launchenv import HOSTFILE_NAME
+from fusesched.controller.launchenv import HOSTFILE_NAME, node_held_env
+from fusesched.controller.step_gpus import (
+    gpu_env,
+    gpus_env,
+    held_gpus,
+    job_gpus,
+    pick_gpus,
+    task_gpus,
+)
+from fusesched.model.resources import CPU
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob
@@ -39,12 +50,17 @@ def create_step(
     overlap: bool,
     launches: Sequence[tuple[str, list[str], Mapping[str, str]]],
     het: Mapping[int, Mapping[str, int]] | None = None,
+    gpus: GpuAsk | None = None,
+    name: str | None = None,
 ) -> tuple[int, list[str]]:
     """Give a step of ``job_id`` ``slots`` (tasks per node) and start its ``launches``
     (node, argv, the task's own variables) as remote tasks of the job; (step id, task ids
     in order). A heterogeneous job's step gives its share of each component it runs on
     (``het``: component → slots per node, whose sum is ``slots``; none: all of component
-    0's), each counted against that component's slots.
+    0's), each counted against that component's slots. ``gpus``: the GPUs it asks for on
+    each node, of the job's (controller/step_gpus.py; None: it sees all of them, holds
+    none); ``name``: its name in accounting. Each task gets its node's share of the job
+    (``SLURM_CPUS_ON_NODE``…: :func:`node_env`).
 
     :class:`UnknownJobError` when the job does not run, :class:`StepNeverFits` (and
     :class:`SubmitError` for a launch off the step's nodes) when it can never start,
@@ -70,14 +86,43 @@ def create_step(
             own = [component_share(s, group) for s in running]
             what = f"component {group} of the job"
             check_fits(component_slots(live, group), dict(asked), overlap, own, what)
+        groups = [live.request.groups[g].name for g, _ in parts] if parts else None
+        job = job_gpus(ctl, live, groups)
+        held = held_gpus(t.launch.env for t in remote if t.state != "exited")
+        picked = None if gpus is None else pick_gpus(job, gpus.per_node, overlap, held)
         shares = (share_of(t.launch.env) for t in remote)
         step_id = next_step_id(s.step_id for s in shares if s is not None)
         marks = share_env(StepShare(step_id, tuple(slots.items()), overlap, parts))
-        task_ids = [
-            agents.launch_remote(ctl, live, node, argv, marks, env) for node, argv, env in launches
-        ]
+        marks |= (gpus_env(picked) if picked is not None else {}) | step_name_env(name)
+        seen: dict[str, int] = {}
+        task_ids: list[str] = []
+        for node, argv, env in launches:
+            local = seen[node] = seen.get(node, -1) + 1
+            on_node = job.get(node, ()) if picked is None else picked[node]
+            sees = on_node if gpus is None else task_gpus(on_node, gpus.per_task, local)
+            said = on_node if picked is not None or on_node else None
+            extra = node_env(live, node, said, bool(parts))
+            task_ids.append(agents.launch_remote(ctl, live, node, argv, marks | extra, env, sees))
         ctl.work.notify_all()
     return step_id, task_ids
+
+
+def node_env(live: LiveJob, node: str, gpus: Sequence[int] | None, het: bool) -> dict[str, str]:
+    """The Slurm variables of a step's task on ``node`` (a ``slurm_env`` job's) that say
+    what is its node's: what the job holds there (``SLURM_CPUS_ON_NODE``,
+    ``SLURM_MEM_PER_NODE``: its task group's per task, times its tasks there; a
+    heterogeneous job's step's ``srun`` gives those itself: agent/step_het.py) and the GPUs
+    the step sees there (``gpus``: ``SLURM_GPUS_ON_NODE``, ``SLURM_STEP_GPUS``; None: it
+    neither sees nor asked for any)."""
+    if not live.request.slurm_env:
+        return {}
+    env: dict[str, str] = {}
+    hosts = job_slots(live)
+    if not het and hosts is not None and node in hosts:
+        per_task = live.spec.task_groups[0].resources
+        held = {name: amount * hosts[node] for name, amount in per_task.items()}
+        env = node_held_env(held, bool(per_task.get(CPU)))
+    return env | (gpu_env(gpus) if gpus is not None else {})
 
 
 def job_slots(live: LiveJob, name: str = HOSTFILE_NAME) -> dict[str, int] | None:

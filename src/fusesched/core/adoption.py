@@ -1,10 +1,10 @@
 """Adoption: a restarted controller hands the core the jobs its predecessor had running.
 
 The core books each such job where its tasks run (their nodes' resources, the exact devices
-they hold; a task slot it holds where nothing was launched, any free devices) and marks it
-running since its start time, without a launch decision. A job whose tasks no longer fit
-their nodes (the node came back smaller, say) is not adopted: the core cancels it and asks
-the shell to stop its tasks.
+they hold; a task slot it holds where nothing was launched, the GPUs it held there when
+they are free, else any free devices) and marks it running since its start time, without a
+launch decision. A job whose tasks no longer fit their nodes (the node came back smaller,
+say) is not adopted: the core cancels it and asks the shell to stop its tasks.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core.devices import DeviceAssignment, DevicesUnavailable
+from fusesched.core.device_specs import DeviceDemand
+from fusesched.core.devices import DeviceAssignment, DevicesUnavailable, TaskDevices
 from fusesched.core.placement import Statement
 from fusesched.model.events import Decision, JobAdopted, StopJob
 from fusesched.model.phases import JobPhase
@@ -80,7 +81,7 @@ def _book(core: SchedulerCore, rec: JobRecord, event: JobAdopted) -> None:
                         continue
                     row = cluster.index[t.node]
                     if not t.launched:
-                        taken.append(core.devices.assign(row, group.demand).tasks[0])
+                        taken.append(_held_slot(core, row, group.demand, t.gpu_indices))
                         continue
                     taken.append(core.devices.claim(row, group.demand, t.gpu_indices, t.gpu_uuids))
             finally:
@@ -95,3 +96,17 @@ def _book(core: SchedulerCore, rec: JobRecord, event: JobAdopted) -> None:
     alloc = statement.commit()
     alloc.devices = devices
     core.bind_adopted(rec, alloc, event.start_time)
+
+
+def _held_slot(
+    core: SchedulerCore, row: int, demand: DeviceDemand, gpus: tuple[int, ...]
+) -> TaskDevices:
+    """The devices of a task slot the job holds where nothing was launched: of ``gpus``
+    (the job's there before the restart, which its steps' tasks may be using) when they
+    are free, else any free."""
+    if gpus:
+        try:
+            return core.devices.claim(row, demand, gpus, ())
+        except DevicesUnavailable:
+            pass
+    return core.devices.assign(row, demand).tasks[0]

@@ -114,7 +114,8 @@ class AdoptedTask:
     """One task of an adopted job: its group, node and the GPUs it holds (by index; MIG
     instances by UUID), as its agent reports it. ``launched`` False: a task slot the job
     holds where nothing was launched (a batch job's other nodes, from its hostfile), whose
-    GPUs are any the node has free."""
+    GPUs are those of ``gpu_indices`` it finds free (the job's there, as its step tasks
+    say), else any the node has free."""
 
     group: str
     node: str

@@ -57,6 +57,7 @@ def task_values(row: TaskRow) -> dict[str, Any]:
         "max_gpu_memory_bytes": row.max_gpu_memory_bytes,
         "step_id": row.step_id,
         "step_tasks": row.step_tasks,
+        "step_name": row.step_name,
     }
 
 

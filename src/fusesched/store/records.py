@@ -180,6 +180,8 @@ class TaskRow:
     # that step's tasks in all (srun -n: its share of the job's slots); None: no step's, a
     # step's mpirun's daemon (which holds no slot), or stored before
     step_tasks: int | None = None
+    # that step's name (srun -J, else its command's); None: no step's, or stored before
+    step_name: str | None = None
 
     def __post_init__(self) -> None:
         _need(self.task_id, "a task id")

@@ -131,6 +131,8 @@ class Task(Base):
     # that step's tasks in all (srun -n: its share of the job's slots); None: no step's, a
     # step's mpirun's daemon (which holds no slot), or stored before
     step_tasks: Mapped[int | None] = mapped_column(Integer)
+    # that step's name (srun -J, else its command's); None: no step's, or stored before
+    step_name: Mapped[str | None] = mapped_column(String)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),

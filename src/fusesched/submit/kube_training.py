@@ -6,23 +6,29 @@ job.
 ``worker``. Every task gets what the training operator gives its pods, from fusesched's own
 rendezvous variables (controller/launchenv.py): ``MASTER_ADDR`` (the Master's node),
 ``MASTER_PORT``, ``WORLD_SIZE`` (all replicas) and ``RANK`` (the Master 0, workers 1…n), and
-``PYTHONUNBUFFERED=1``. ``MASTER_PORT`` is fusesched's port of the job, not the operator's
+``PYTHONUNBUFFERED=1``, and torchrun's ``PET_*`` defaults: the groups' launcher is
+``torchrun`` (controller/torchrun_env.py: ``PET_NNODES``, ``PET_NODE_RANK``,
+``PET_MASTER_ADDR``, ``PET_MASTER_PORT``; an integer ``nprocPerNode`` makes ``WORLD_SIZE``
+tasks × it) and ``PET_NPROC_PER_NODE`` is ``nprocPerNode`` (kube_torchrun.py; a fixed-size
+``elasticPolicy`` only). ``MASTER_PORT`` is fusesched's port of the job, not the operator's
 23456 nor a ``pytorchjob-port``: tasks share their nodes' network, so a fixed port would clash
 between jobs (a warning says so when a container names that port). The main container is the
 one the default-container annotation names, else the one named ``pytorch``, else the first.
-``elasticPolicy`` and ``nprocPerNode`` are refused: fusesched starts fixed gangs and does not
-set torchrun's ``PET_*`` variables. Its type is ``ai-train``.
+Its type is ``ai-train``.
 
 **MPIJob** — one group of ``Worker.replicas × slotsPerWorker`` tasks (the job's MPI slots),
-each with a worker pod's resources divided by ``slotsPerWorker``; run as fusesched runs MPI
-jobs: the Launcher's command (``mpirun …``) starts on the first node with a hostfile of the
-slots, and ``mpirun`` reaches the other nodes through fusesched's launcher (no ssh, no
-sshd in the workers: their command is not run). Only OpenMPI is supported.
+each with a worker pod's resources divided by ``slotsPerWorker``, at most ``slotsPerWorker`` to
+a node (``placement.max_tasks_per_node``: a worker pod is one host of the hostfile); run as
+fusesched runs MPI jobs: the Launcher's command (``mpirun …``) starts on the first node with a
+hostfile of the slots, and ``mpirun`` reaches the other nodes through fusesched's launcher (no
+ssh, no sshd in the workers: their command is not run). Only OpenMPI is supported.
 
 Both: ``runPolicy.activeDeadlineSeconds`` → ``walltime_s``; ``backoffLimit`` →
 ``restart.max_restarts``; ``suspend`` → ``hold``; ``schedulingPolicy.minAvailable`` →
 ``min_member``, ``.queue`` → ``queue``; a replica ``restartPolicy`` of ``OnFailure``,
-``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts).
+``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts);
+``Always`` on the replica type whose success ends the job (a PyTorchJob's Master, else its
+Worker; an MPIJob's Launcher) → ``restart.always`` too, with a warning.
 A replica type without one has its operator's default: ``OnFailure`` for a PyTorchJob's and
 an MPIJob's Launcher, ``Never`` for an MPIJob's Worker. A PyTorchJob's replica types may be
 written in any case (``master``), as the training operator reads them.
@@ -39,6 +45,7 @@ from typing import Final
 from fusesched.model.resources import CPU, MEMORY, Resources
 from fusesched.submit._yamldoc import Document
 from fusesched.submit.kube_pod import PodPart, PodReader
+from fusesched.submit.kube_torchrun import torchrun_env
 from fusesched.submit.problems import Loc, format_loc
 from fusesched.submit.request import ParsedJob
 
@@ -54,14 +61,9 @@ SCHEDULING_USED: Final = frozenset({"minAvailable", "queue"})
 SCHEDULING_WARN: Final = frozenset({"minResources", "priorityClass", "scheduleTimeoutSeconds"})
 
 PYTORCH_TYPES: Final = ("Master", "Worker")
-PYTORCH_USED: Final = frozenset({"pytorchReplicaSpecs", "runPolicy"})
-PYTORCH_REFUSED: Final = {
-    "elasticPolicy": "elastic training (a changing number of replicas) is not supported: "
-    "fusesched starts a fixed gang; give replicas and leave elasticPolicy out",
-    "nprocPerNode": "nprocPerNode is not supported: fusesched does not set torchrun's PET_* "
-    "variables; run torchrun with --nproc-per-node and --nnodes=$WORLD_SIZE "
-    "--node-rank=$RANK --master-addr=$MASTER_ADDR --master-port=$MASTER_PORT",
-}
+PYTORCH_USED: Final = frozenset(
+    {"pytorchReplicaSpecs", "runPolicy", "nprocPerNode", "elasticPolicy"}
+)
 #: The training operator's restartPolicy of a replica type that gives none.
 PYTORCH_RESTART: Final = {"Master": "OnFailure", "Worker": "OnFailure"}
 #: The container the training operator gives the rendezvous variables.
@@ -149,17 +151,31 @@ class _TrainingReader(PodReader):
         replicas: Sequence[tuple[str, Mapping[str, object], Loc]],
         data: dict[str, object],
         defaults: Mapping[str, str],
+        decider: str,
     ) -> None:
         """Replicas restarted on failure → the job's application failures are retried. A
-        replica type without ``restartPolicy`` has the operator's default (``defaults``)."""
-        retried = False
+        replica type without ``restartPolicy`` has the operator's default (``defaults``).
+        ``Always`` on the replica type whose success ends the job (``decider``) restarts it
+        after every exit (``restart.always``), as the operator's pods are; elsewhere it is
+        ``OnFailure`` (that type's exit 0 does not end the job)."""
+        retried = always = False
         for kind, replica, loc in replicas:
             policy = replica.get("restartPolicy", defaults[kind])
             policy = self.one_of(policy, (*loc, "restartPolicy"), RESTART_POLICIES)
             if policy == "ExitCode":
                 self.warn(
                     f"{format_loc((*loc, 'restartPolicy'))}: ExitCode restarts the job after "
-                    "any failing exit here (as OnFailure)",
+                    "any failing exit here (as OnFailure): the operator retries only exit codes "
+                    "128-255 (killed by a signal), fusesched cannot tell them apart",
+                    (*loc, "restartPolicy"),
+                )
+            if policy == "Always" and kind == decider:
+                always = True
+                self.warn(
+                    f"{format_loc((*loc, 'restartPolicy'))}: Always restarts the whole job "
+                    f"after every exit of a task, 0 included (the {decider}'s success does not "
+                    "end it), up to runPolicy.backoffLimit times; give OnFailure for a job "
+                    "that ends when it succeeds",
                     (*loc, "restartPolicy"),
                 )
             retried = retried or policy != "Never"
@@ -167,6 +183,8 @@ class _TrainingReader(PodReader):
             restart = data.setdefault("restart", {})
             assert isinstance(restart, dict)
             restart["retry_application_failures"] = True
+            if always:
+                restart["always"] = True
 
     def run_policy(self, spec: Mapping[str, object], data: dict[str, object]) -> None:
         loc: Loc = ("spec", "runPolicy")
@@ -190,35 +208,36 @@ class _TrainingReader(PodReader):
         if "queue" in gang:
             self.set_field(data, "queue", gang["queue"], (*gang_loc, "queue"))
 
-    def refuse(self, spec: Mapping[str, object], refused: Mapping[str, str]) -> None:
-        for key, why in refused.items():
-            if key in spec:
-                raise self.error(why, ("spec", key))
-
     # -- PyTorchJob -------------------------------------------------------------------------
 
     def pytorch(self) -> ParsedJob:
         meta, spec = self.read_object()
-        self.refuse(spec, PYTORCH_REFUSED)
         self.check_fields(spec, ("spec",), PYTORCH_USED, _NONE, _NONE)
         replicas = self.replica_specs(spec, "pytorchReplicaSpecs", PYTORCH_TYPES, (), any_case=True)
         data: dict[str, object] = {"type": "ai-train"}
         parts: list[PodPart] = []
+        counts = {
+            kind: self.count(replica, (*loc, "replicas"), 1) for kind, replica, loc in replicas
+        }
+        pet = torchrun_env(self, spec, counts.get("Worker", 0))
         for index, (kind, replica, loc) in enumerate(replicas):
             if kind == "Master":
                 self.one_replica(kind, replica, loc)
-            count = self.count(replica, (*loc, "replicas"), 1)
             template_loc: Loc = (*loc, "template")
             part = self.template(replica["template"], template_loc, index, main=PYTORCH_CONTAINER)
-            part.group.update(name=kind.lower(), replicas=count)
+            # torchrun: the tasks get its PET_* variables when they start (torchrun_env.py)
+            part.group.update(name=kind.lower(), replicas=counts[kind], launcher="torchrun")
             self.renames[f"groups[{index}].replicas"] = (*loc, "replicas")
             env = part.group.setdefault("env", {})
             assert isinstance(env, dict)
             env.setdefault("PYTHONUNBUFFERED", "1")  # as the training operator sets it
+            for name, value in pet.items():
+                env.setdefault(name, value)
             self.named_port(replica["template"], template_loc)
             parts.append(part)
         self.run_policy(spec, data)
-        self.restart_policies(replicas, data, PYTORCH_RESTART)
+        # (the Master's success ends the job; without a Master, the Workers')
+        self.restart_policies(replicas, data, PYTORCH_RESTART, replicas[0][0])
         self.combine(parts, data)
         self.metadata(meta, data)
         return self.request(data)
@@ -290,8 +309,10 @@ class _TrainingReader(PodReader):
             merged.priority, merged.priority_loc = part.priority, part.priority_loc
         data: dict[str, object] = {}
         self.run_policy(spec, data)
-        self.restart_policies(replicas, data, MPI_RESTART)
+        self.restart_policies(replicas, data, MPI_RESTART, "Launcher")
         self.combine([merged], data)
+        # a worker pod is a host of slotsPerWorker slots: at most that many to a node
+        data["placement"] = {**_mapping(data["placement"]), "max_tasks_per_node": slots}
         self.metadata(meta, data)
         return self.request(data)
 
@@ -345,5 +366,8 @@ class _TrainingReader(PodReader):
 
 
 def _env(group: Mapping[str, object]) -> dict[str, object]:
-    env = group.get("env")
-    return dict(env) if isinstance(env, Mapping) else {}
+    return _mapping(group.get("env"))
+
+
+def _mapping(value: object) -> dict[str, object]:
+    return dict(value) if isinstance(value, Mapping) else {}

@@ -3,15 +3,18 @@
 
 **Volcano Job** — one gang job, a task group per ``spec.tasks[]`` entry (``name``, unique,
 default ``default<i>`` as Volcano's; ``replicas``; the pod ``template``). ``spec.minAvailable``
-→ the gang's ``min_member`` (0, Volcano's "unset": every task), ``spec.queue`` → ``queue``,
+→ the gang's ``min_member`` (0, Volcano's "unset": the sum of the tasks' ``minAvailable``, each
+its replicas by default; a minimum per task that Volcano would enforce, with several tasks, is
+refused: fusesched's gang minimum is job-wide), ``spec.queue`` → ``queue``,
 ``spec.maxRetry`` → ``restart.max_restarts`` (0: Volcano's default, 3). ``spec.schedulerName``,
 when given, must be ``fused-scheduler``; the templates then need not repeat it. ``policies``
 (the job's and each task's) that restart the job on a failure (``RestartJob``, ``RestartTask``,
 ``RestartPod`` on ``PodFailed``, ``TaskFailed``, ``*`` or an ``exitCode``) →
 ``restart.retry_application_failures``: the whole gang restarts, up to ``maxRetry`` times; a
 restart on ``PodEvicted``/``Unknown`` and an abort or termination on a failure are what
-fusesched does anyway; other policies are warnings (ignored). ``plugins``,
-``priorityClassName``, ``volumes``, per-task ``minAvailable``/``dependsOn``/… are warnings too.
+fusesched does anyway; ``TaskCompleted → CompleteJob`` → the group's ``completes_job`` (the
+job's policy: every group's); other policies are warnings (ignored). ``plugins``,
+``priorityClassName``, ``volumes``, per-task ``dependsOn``/… are warnings too.
 
 **Deployment** — a long-running ``service`` job of ``replicas`` tasks (one gang: they start
 together). Kubernetes restarts each pod of a Deployment by itself, whatever its exit;
@@ -25,7 +28,7 @@ Kubernetes refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from fusesched.submit._yamldoc import Document
@@ -42,10 +45,8 @@ VOLCANO_WARN: Final = frozenset(
 )
 #: What Volcano gives a job whose ``maxRetry`` is absent or 0.
 VOLCANO_MAX_RETRY: Final = 3
-TASK_USED: Final = frozenset({"name", "replicas", "template", "policies"})
-TASK_WARN: Final = frozenset(
-    {"minAvailable", "maxRetry", "topologyPolicy", "dependsOn", "partitionPolicy"}
-)
+TASK_USED: Final = frozenset({"name", "replicas", "template", "policies", "minAvailable"})
+TASK_WARN: Final = frozenset({"maxRetry", "topologyPolicy", "dependsOn", "partitionPolicy"})
 POLICY_FIELDS: Final = frozenset({"event", "events", "action", "exitCode", "timeout"})
 #: The events and actions Volcano accepts in a policy.
 POLICY_EVENTS: Final = (
@@ -117,7 +118,8 @@ class _WorkloadReader(PodReader):
         data: dict[str, object] = {}
         parts = []
         names: dict[str, int] = {}
-        retried = self.policies(spec, ("spec",))
+        minimums: list[tuple[str, int, int, Loc]] = []  # each task's minAvailable, replicas
+        retried, job_completes = self.policies(spec, ("spec",))
         for index, item in enumerate(tasks):
             loc: Loc = (*tasks_loc, index)
             task = self.mapping(item, loc, "a task")
@@ -137,14 +139,21 @@ class _WorkloadReader(PodReader):
                     (*loc, "name"),
                 )
             names[name] = index
-            part.group.update(name=name, replicas=self.count(task, (*loc, "replicas"), 1))
+            replicas = self.count(task, (*loc, "replicas"), 1)
+            least_loc: Loc = (*loc, "minAvailable")
+            least = self.count(task, least_loc, replicas, least=0)
+            if least > replicas:
+                raise self.error(f"{least} is more than the task's {replicas} replicas", least_loc)
+            minimums.append((name, least, replicas, least_loc))
+            part.group.update(name=name, replicas=replicas)
             self.renames[f"groups[{index}].name"] = (*loc, "name")
             self.renames[f"groups[{index}].replicas"] = (*loc, "replicas")
-            retried = self.policies(task, loc) or retried
+            task_retried, completes = self.policies(task, loc)
+            retried = retried or task_retried
+            if completes or job_completes:  # (the job's policy: any task's completion)
+                part.group["completes_job"] = True
             parts.append(part)
-        least = self.count(spec, ("spec", "minAvailable"), 0, least=0)
-        if least:  # (0 is Volcano's "unset": the job's every task)
-            self.set_field(data, "min_member", least, ("spec", "minAvailable"))
+        self.gang_minimum(spec, minimums, data)
         if "queue" in spec:
             self.set_field(data, "queue", spec["queue"], ("spec", "queue"))
         restart: dict[str, object] = {}
@@ -160,11 +169,44 @@ class _WorkloadReader(PodReader):
         self.metadata(meta, data)
         return self.request(data)
 
-    def policies(self, owner: Mapping[str, object], owner_loc: Loc) -> bool:
-        """Check the ``policies`` of the job or of a task; True if one restarts the job after
-        a failing exit. Those fusesched cannot follow are warnings."""
+    def gang_minimum(
+        self,
+        spec: Mapping[str, object],
+        minimums: Sequence[tuple[str, int, int, Loc]],
+        data: dict[str, object],
+    ) -> None:
+        """``min_member`` from the job's ``minAvailable`` — 0 or absent: the sum of the tasks'
+        (each its replicas by default), as Volcano's webhook sets it — and the tasks'. Volcano
+        holds each task to its own minimum only when the job's is at least their sum; fusesched's
+        gang minimum is job-wide, so that is refused when some task of several may start short."""
+        loc: Loc = ("spec", "minAvailable")
+        tasks_least = sum(least for _, least, _, _ in minimums)
+        given = self.count(spec, loc, 0, least=0)
+        least = given or max(tasks_least, 1)
+        total = sum(replicas for _, _, replicas, _ in minimums)
+        short = [(n, m, r, at) for n, m, r, at in minimums if m < r]
+        if len(minimums) > 1 and 0 < tasks_least <= least < total:
+            name, task_least, replicas, at = short[0]
+            raise self.error(
+                f"task {name!r} may start with {task_least} of its {replicas} replicas, each "
+                f"task held to its own minAvailable (the job's, {least}, is at least their sum, "
+                f"{tasks_least}): fusesched's gang minimum is the job's only (min_member), it "
+                "cannot keep one per task; give this task minAvailable equal to its replicas, "
+                f"or the job a minAvailable below {tasks_least} (Volcano then checks only the "
+                "job's)",
+                at,
+            )
+        if given:
+            self.set_field(data, "min_member", least, loc)
+        elif least < total:  # (the tasks' own minimums, summed)
+            self.set_field(data, "min_member", least, short[0][3])
+
+    def policies(self, owner: Mapping[str, object], owner_loc: Loc) -> tuple[bool, bool]:
+        """Check the ``policies`` of the job or of a task: whether one restarts the job after
+        a failing exit, and whether one completes it when a task completes
+        (``TaskCompleted → CompleteJob``). Those fusesched cannot follow are warnings."""
         loc: Loc = (*owner_loc, "policies")
-        retried = False
+        retried = completes = False
         for i, item in enumerate(self.sequence(owner.get("policies"), loc, "policies")):
             at: Loc = (*loc, i)
             policy = self.mapping(item, at, "a policy")
@@ -197,9 +239,11 @@ class _WorkloadReader(PodReader):
                         "failing exit",
                         at,
                     )
+            elif action == "CompleteJob" and events == ["TaskCompleted"]:
+                completes = True
             elif not _as_fusesched_does(action, events, failed):
                 self.warn(f"{format_loc(at)} ({said}) is not supported; ignored", at)
-        return retried
+        return retried, completes
 
     def deployment(self) -> ParsedJob:
         meta, spec = self.start("Deployment", DEPLOYMENT_USED, DEPLOYMENT_QUIET, DEPLOYMENT_WARN)

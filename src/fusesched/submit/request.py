@@ -49,6 +49,7 @@ from fusesched.submit.probes import PROBE_MODELS
 from fusesched.submit.problems import Loc, submit_error_from
 from fusesched.submit.strict_model import StrictModel
 from fusesched.submit.task_group import TaskGroupRequest
+from fusesched.submit.terminal import Terminal
 
 _LABEL_KEY_RE: Final = re.compile(r"^(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE_RE: Final = re.compile(r"^(?:[A-Za-z0-9]([-\w.]{0,61}[A-Za-z0-9])?)?$")
@@ -318,6 +319,9 @@ class JobRequest(StrictModel):
     # the first group's program run once, on its first task; the others' tasks are slots for
     # ``srun --het-group`` (docs/SUBMIT.md, "Heterogeneous jobs")
     hetjob: bool = Field(default=False, exclude_if=lambda value: not value)
+    # its one task runs on a pseudo-terminal that ``fusesched run --pty`` relays through the
+    # controller (submit/terminal.py); left out when None, as ``attended``
+    pty: Terminal | None = Field(default=None, exclude_if=lambda value: value is None)
     groups: Annotated[list[TaskGroupRequest], Field(min_length=1)]
 
     @field_validator("licenses", mode="before")
@@ -396,6 +400,18 @@ class JobRequest(StrictModel):
             raise ValueError(
                 "a job array cannot be held by a waiting command (attended: true): each job "
                 "is kept by pings for its own id; salloc and run submit no arrays"
+            )
+        if self.pty is not None and (self.task_count != 1 or self.array is not None):
+            raise ValueError(
+                "pty: a job on a pseudo-terminal has exactly one task and is not an array "
+                f"(this one has {self.task_count} tasks{', an array' if self.array else ''})"
+            )
+        if self.pty is not None:
+            _runs_once(self)
+        if self.restart.always and any(g.completes_job for g in self.groups):
+            raise ValueError(
+                "completes_job ends the job once a task group has exited 0, restart.always "
+                "restarts it after every exit 0: give one or the other"
             )
         if self.deadline is not None and self.walltime_s is None:
             raise ValueError(
@@ -481,6 +497,17 @@ class JobRequest(StrictModel):
         if not isinstance(data, Mapping):
             raise SubmitError("a job request must be a JSON object", source=source)
         return parse_request(data, source=source)
+
+
+def _runs_once(request: JobRequest) -> None:
+    """A job on a pseudo-terminal runs once, as Slurm's ``srun --pty`` job (never requeued):
+    its terminal is relayed to the one ``run --pty`` attached to that run, which a new run
+    would leave waiting while a shell nobody can reach runs on. Sets ``requeue`` false and
+    ``restart.max_restarts`` 0, whatever the request said (so the stored request says what
+    the job does: a preemption cancels it, a node failure fails it, requeue is refused)."""
+    object.__setattr__(request, "requeue", False)  # (frozen: set once here, as ``always``)
+    update = {"max_restarts": 0}
+    object.__setattr__(request, "restart", request.restart.model_copy(update=update))
 
 
 def _hetjob_problem(request: JobRequest) -> str | None:

@@ -19,6 +19,11 @@ _UNIT_SECONDS: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNLIMITED: Final = frozenset({"unlimited", "infinite", "-1"})
 _MEMORY_RE: Final = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE | re.ASCII)
 _ARRAY_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", re.ASCII)
+_MEMBER_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
+_OUTSIDE_BRACKETS_COMMA: Final = re.compile(r",(?![^\[]*\])")
+#: The most dependencies one ``-d`` names once its member ranges are read, each a request of
+#: its own (a million cost the parser seconds and ~600 MiB): more members are a whole array's.
+MAX_DEPENDENCIES: Final = 10_000
 
 
 def parse_slurm_time(text: str) -> float | None:
@@ -148,15 +153,16 @@ def parse_dependencies(text: str) -> list[DependencyRequest]:
     ``afterany`` (ended: successfully, in failure, however), ``aftercorr`` (an array's
     members, each after the other array's member of its index completed) and
     ``singleton`` (no ids), several joined by ``,`` (all must hold). An ID may be a job, an
-    array member (``12_3``) or a whole array (``12``, or Slurm's ``12_*``). ``?`` (any may
-    hold), ``+time`` delays and other kinds are refused."""
+    array member (``12_3``), some members (``12_[1-3]``, ``12_[1,5-7]``: each of them, as
+    Slurm reads them) or a whole array (``12``, or Slurm's ``12_*``). ``?`` (any may hold),
+    ``+time`` delays and other kinds are refused."""
     value = text.strip()
     if not value:
         raise ValueError("no dependency given (as in afterok:123, or singleton)")
     if "?" in value:
         raise ValueError(f"dependency {text!r}: '?' (any of) is not supported; use ',' (all of)")
     out: list[DependencyRequest] = []
-    for raw in value.split(","):
+    for raw in _OUTSIDE_BRACKETS_COMMA.split(value):
         part = raw.strip()
         if not part:
             raise ValueError(
@@ -184,9 +190,45 @@ def parse_dependencies(text: str) -> list[DependencyRequest]:
             if "+" in job_id:
                 raise ValueError(f"dependency {part!r}: '+time' delays are not supported")
             whole = job_id.removesuffix("_*")  # (Slurm's name of a whole array)
-            if not whole or "*" in whole:
+            members = array_members(part, whole, len(out))
+            if not whole or any(c in m for m in members for c in "*[]"):
                 raise ValueError(
-                    f"dependency {part!r}: cannot read job id {job_id!r} (as in 12, 12_3 or 12_*)"
+                    f"dependency {part!r}: cannot read job id {job_id!r} (as in 12, 12_3, "
+                    "12_[1-3] or 12_*)"
                 )
-            out.append(DependencyRequest(kind=DependencyKind(kind), job_id=whole))
+            out.extend(DependencyRequest(kind=DependencyKind(kind), job_id=m) for m in members)
     return out
+
+
+def array_members(part: str, job_id: str, taken: int = 0) -> list[str]:
+    """The ids ``job_id`` names in dependency ``part``: Slurm's ``12_[1-3,7]`` names array
+    12's members 12_1, 12_2, 12_3 and 12_7 (each one; indices in brackets, single or
+    ``N-M`` ranges, joined by ``,``); another id names itself. ``taken``: the dependencies
+    already read, counted against the same limit."""
+    array_id, bracket, body = job_id.partition("_[")
+    if not bracket:
+        return [job_id]
+    if not array_id or not body.endswith("]"):
+        raise ValueError(
+            f"dependency {part!r}: cannot read {job_id!r} (array members go in brackets, "
+            "as in 12_[1-3] or 12_[1,5-7])"
+        )
+    indices: dict[int, None] = {}
+    for piece in body.removesuffix("]").split(","):
+        match = _MEMBER_RANGE_RE.fullmatch(piece.strip())
+        if match is None:
+            raise ValueError(
+                f"dependency {part!r}: cannot read index {piece!r} of {job_id!r} "
+                "(as in 12_[1-3] or 12_[1,5-7])"
+            )
+        start = int(match[1])
+        stop = int(match[2]) if match[2] is not None else start
+        if stop < start:
+            raise ValueError(f"dependency {part!r}: {piece!r} ends before it starts")
+        if taken + len(indices) + stop - start + 1 > MAX_DEPENDENCIES:
+            raise ValueError(
+                f"dependency {part!r}: more than {MAX_DEPENDENCIES} dependencies in all; "
+                f"for all of an array's members name the array ({array_id})"
+            )
+        indices.update(dict.fromkeys(range(start, stop + 1)))
+    return [f"{array_id}_{i}" for i in indices]

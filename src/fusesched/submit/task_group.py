@@ -56,6 +56,10 @@ class TaskGroupRequest(StrictModel):
     # probes the agents run on each task (submit/probes.py); None: none (left out of the JSON)
     liveness: LivenessProbe | None = Field(default=None, exclude_if=lambda value: value is None)
     readiness: Probe | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the job is complete once every task of this group has exited 0: its other tasks are
+    # stopped (Volcano's TaskCompleted → CompleteJob; controller/completion.py). Dumped only
+    # when true, as an older controller refuses it
+    completes_job: bool = Field(default=False, exclude_if=lambda value: not value)
 
     @field_validator("resources", mode="before")
     @classmethod

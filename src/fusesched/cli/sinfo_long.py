@@ -1,0 +1,50 @@
+"""``fusesched sinfo -O/--Format``: sinfo's long field names (``NodeList,StateLong:12``), each
+the same field as a ``-o`` letter of :mod:`fusesched.cli.sinfo_format`.
+
+Slurm's sinfo has more ``-O`` names; those with no ``-o`` letter here (``AllocMem``,
+``FreeMem``, ``GresUsed``, ``Weight``, ``Version``…) are refused with the list of the known
+ones, as an unknown name is. A field is 20 wide unless ``:WIDTH`` says (``:.WIDTH``:
+right-justified), as in Slurm; its value is cut to leave a blank before the next. Slurm's
+suffix after the width (text printed after the value) is not taken.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fusesched.cli.sinfo_format import FIELDS
+from fusesched.cli.squeue_format import Piece, parse_long_format
+
+#: ``-O`` names (lower case; any case is taken) as ``-o`` letters.
+LONG_FIELDS: Final[dict[str, str]] = {
+    "available": "a",
+    "cpus": "c",
+    "cpusload": "O",
+    "cpusstate": "C",
+    "disk": "d",
+    "features": "f",
+    "features_act": "b",
+    "gres": "G",
+    "memory": "m",
+    "nodeaddr": "o",
+    "nodeai": "A",
+    "nodeaiot": "F",
+    "nodehost": "n",
+    "nodelist": "N",
+    "nodes": "D",
+    "partition": "P",
+    "partitionname": "R",
+    "reason": "E",
+    "socketcorethread": "z",
+    "statecompact": "t",
+    "statelong": "T",
+    "time": "l",
+    "timestamp": "H",
+    "user": "u",
+}
+
+
+def parse(text: str) -> list[Piece]:
+    """``-O`` text as the pieces of a line; a
+    :class:`~fusesched.cli.squeue_format.FormatError` naming the known fields for another."""
+    return parse_long_format(text, LONG_FIELDS, FIELDS, example="NodeList,StateLong")
