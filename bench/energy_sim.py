@@ -2,9 +2,10 @@
 
 For an SWF trace (Parallel Workloads Archive, default HPC2N) and the Philly GPU trace, a time
 window of jobs is replayed through the simulator (fusesched core, FCFS + EASY backfilling,
-first-fit or ``--placement``) five times in one run, once per power-saving policy
-(``always-on``, ``idle-timeout``, ``forecast``, ``predictive``, ``surge``; see docs/ENERGY.md),
-on the same nodes with the same power model. Philly runs twice: on one pool sized for an
+first-fit or ``--placement``) six times in one run, once per power-saving policy
+(``always-on``, ``idle-timeout``, ``forecast``, ``predictive``, ``surge``, ``surge-room``; see
+docs/ENERGY.md), on the same nodes with the same power model. Philly runs twice: on one pool
+sized for an
 offered load (``--target-util``) and as Helios' simulator partitions it into 11 virtual
 clusters (``Philly-VC``, 352 nodes, ``philly_vc.csv``). Jobs submitted during ``--warmup``
 days before the window are replayed too (the cluster is not empty when the window opens and
@@ -71,8 +72,11 @@ TRACES = ROOT.parent / "shared" / "traces"
 DEFAULT_SWF = TRACES / "pwa-swf" / "HPC2N-2002-2.2-cln.swf.gz"
 DEFAULT_PHILLY = TRACES / "philly"
 POLICIES = ("always-on", "idle-timeout", "forecast", "predictive", "surge")
+#: run here after those (and not by bench/energy_survey.py, which runs ``POLICIES``)
+LATER_POLICIES = ("surge-room",)
+RUN = (*POLICIES, *LATER_POLICIES)
 #: the policies the issue's goal is checked for (idle-timeout is the baseline)
-CANDIDATES = ("forecast", "predictive", "surge")
+CANDIDATES = ("forecast", "predictive", "surge", "surge-room")
 RISE_WAKE, RISE_KEEP = PowerSetup().rise_margin, PowerSetup().rise_keep_margin
 DAY = 86400.0
 GOAL_SAVING = 0.20
@@ -399,7 +403,8 @@ def verdict(
 ) -> dict[str, dict[str, bool]]:
     """The issue's goal for each forecast-driven policy's main run (not the sweep's variants),
     or for its run labelled ``policy + suffix`` (``--with-placement``), against the
-    ``baseline`` row; saved and extra wait are against the rows' always-on."""
+    ``baseline`` row; saved and extra wait are against the rows' always-on. Candidates without
+    a row (``surge-room`` in bench/energy_survey.py) are left out."""
     by = {r["policy"]: r for r in rows}
     it = by[baseline]
     return {
@@ -411,6 +416,7 @@ def verdict(
             "beats_idle_timeout_wait": by[name]["wait_mean_s"] < it["wait_mean_s"],
         }
         for name in (c + suffix for c in CANDIDATES)
+        if name in by
     }
 
 
@@ -443,6 +449,7 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
         "forecast": "#2ca02c",
         "predictive": "#d62728",
         "surge": "#9467bd",
+        "surge-room": "#ff7f0e",
     }
     ncols = min(len(cases), 2)
     nrows = math.ceil(len(cases) / ncols)
@@ -465,7 +472,7 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
                     alpha=0.6,
                 )
         for r in mine:
-            main = r["policy"] in POLICIES
+            main = r["policy"] in RUN
             ax.scatter(
                 r["wait_mean_s"] / 60,
                 r["kwh_per_month"] / 1000,
@@ -493,7 +500,7 @@ def plot(results: dict[str, list[Outcome]], rows: list[dict[str, Any]], out: Pat
     fig, axes = plt.subplots(len(cases), 1, figsize=(11, 3.2 * len(cases)), squeeze=False)
     for ax, case in zip(axes[:, 0], cases, strict=True):
         for o in results[case]:
-            if not o.samples or o.policy not in POLICIES:
+            if not o.samples or o.policy not in RUN:
                 continue
             t = np.array([s[0] for s in o.samples]) / DAY
             kw = np.array([s[1] for s in o.samples]) / 1000
@@ -614,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases:
         print(f"{case.name}: {case.description}, {len(case.jobs):,} jobs", flush=True)
         outs = []
-        for policy in POLICIES:
+        for policy in RUN:
             rise = (args.rise_margin, args.rise_keep_margin)
             out = run_policy(case, policy, config, args.margin, rise=rise, placement=args.placement)
             outs.append(out)
@@ -652,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
         suffix = f" + {args.with_placement}" if args.with_placement else ""
-        for policy in POLICIES if suffix else ():
+        for policy in RUN if suffix else ():
             rise = (args.rise_margin, args.rise_keep_margin)
             out = run_policy(
                 case,

@@ -232,7 +232,8 @@ def test_history_forgets_after_a_minute_and_records_actions() -> None:
 
 
 def test_registry_and_config_validation() -> None:
-    assert set(SAVING_POLICIES) == {"always-on", "idle-timeout", "forecast", "predictive", "surge"}
+    policies = {"always-on", "idle-timeout", "forecast", "predictive", "surge", "surge-room"}
+    assert set(SAVING_POLICIES) == policies
     with pytest.raises(ValueError, match="unknown power-saving policy"):
         get_policy("solar")
     with pytest.raises(ValueError):

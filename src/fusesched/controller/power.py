@@ -83,6 +83,8 @@ _FIELDS = _SAVING_FIELDS | {
 
 #: the most bins the surge tracker may keep per pool (a year of 10-minute bins is 52,704)
 MAX_SURGE_BINS = 100_000
+#: policies the live controller does not supply the inputs of (docs/ENERGY.md)
+SIMULATOR_ONLY = frozenset({"surge-room"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,11 @@ class PowerConfig:
     surge_warm_s: float = DAY  # surge: history needed before it suspends anything
 
     def __post_init__(self) -> None:
+        if self.policy in SIMULATOR_ONLY:
+            raise ValueError(
+                f"policy {self.policy} is simulator-only for now: the live controller does not "
+                "report the free room on busy nodes that it needs; use surge"
+            )
         times = [self.interval_s, self.forecast_bin_s, self.wake_latency_s]
         times += [self.command_timeout_s, self.surge_warm_s]
         if not all(math.isfinite(t) for t in times):

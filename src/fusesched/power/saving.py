@@ -40,7 +40,11 @@ Policies, registered by name in :data:`SAVING_POLICIES`:
   (:class:`fusesched.power.forecast.SurgeTracker`), and suspends every idle node beyond that
   after ``surge_min_idle_s``. Made for power saving that must not make jobs wait for a boot:
   it saves what the worst recent burst leaves idle. Until the tracker has a day of history
-  nothing is suspended (suspended nodes are resumed only for waiting jobs or the reserve).
+  nothing is suspended (suspended nodes are resumed only for waiting jobs or the reserve);
+* ``surge-room`` — ``surge`` with the surge and the headroom counted in node-equivalents of
+  work (a node's largest share of CPUs or GPUs in use) rather than whole busy nodes, and the
+  free room on powered busy nodes (``room_nodes``) taken off the headroom: a burst of small
+  jobs that fits in the free GPUs of running nodes wakes no idle node for itself.
 """
 
 from __future__ import annotations
@@ -97,6 +101,9 @@ class PoolDemand:
     ``held_nodes``: node-equivalents of waiting jobs that only this pool's powered nodes could
     run (none of its sleeping ones): they wake nothing, but that many idle nodes are not
     suspended under them.
+    ``room_nodes``: node-equivalents free on the pool's powered busy nodes (per node, 1 − its
+    largest share of CPUs or GPUs in use); only the ``surge-room`` policy reads it, and for it
+    ``surge_nodes`` is the largest rise of the work (node-equivalents in use + waiting).
     """
 
     queued_nodes: float = 0.0
@@ -106,6 +113,7 @@ class PoolDemand:
     rise_keep_nodes: float | None = None
     surge_nodes: float | None = None
     held_nodes: float = 0.0
+    room_nodes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -276,6 +284,20 @@ def surge(facts: PoolFacts, config: SavingConfig) -> Target:
     return Target(facts.needed_now + headroom, config.surge_min_idle_s)
 
 
+def surge_room(facts: PoolFacts, config: SavingConfig) -> Target:
+    """``surge`` that counts the free room on powered busy nodes as headroom: the booted
+    headroom in whole idle nodes is the largest recent surge of work (``surge_nodes``, in
+    node-equivalents) less the node-equivalents still free on the busy nodes
+    (``room_nodes``), rounded up, and at least the warm reserve. With no free room it is
+    ``surge``. (Room scattered over many nodes serves only jobs that fit in one node's
+    remainder: a burst of whole-node jobs finds less headroom than ``surge`` would keep.)"""
+    surged = facts.demand.surge_nodes
+    if surged is None:
+        return surge(facts, config)
+    beyond = math.ceil(surged - facts.demand.room_nodes - 1e-9)
+    return Target(facts.needed_now + max(facts.reserve, beyond), config.surge_min_idle_s)
+
+
 SAVING_POLICIES: Mapping[str, SavingPolicy] = MappingProxyType(
     {
         "always-on": always_on,
@@ -283,6 +305,7 @@ SAVING_POLICIES: Mapping[str, SavingPolicy] = MappingProxyType(
         "forecast": forecast,
         "predictive": predictive,
         "surge": surge,
+        "surge-room": surge_room,
     }
 )
 

@@ -56,6 +56,7 @@ from fusesched.power.saving import (
     get_policy,
     plan_power,
 )
+from fusesched.sim.power_room import node_shares, work_and_room
 
 if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
@@ -233,7 +234,7 @@ class PowerSim:
                 setup.forecast_bin_s,
                 setup.surge_warm_s,
             )
-            if self.policy == "surge"
+            if self.policy in ("surge", "surge-room")
             else None
         )
         # queued demand in node-equivalents: per pool, the largest node capacity per column
@@ -471,8 +472,14 @@ class PowerSim:
         rises: dict[str, float | None] = dict.fromkeys(self.pool_names)
         rise_keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
         surges: dict[str, float | None] = dict.fromkeys(self.pool_names)
+        room = dict.fromkeys(self.pool_names, 0.0)
         if self.forecaster is not None or self.riser is not None or self.surger is not None:
             needed = {pool: busy + queued[pool] for pool, busy in self._busy_by_pool().items()}
+            if self.policy == "surge-room":  # the work in node-equivalents, and the free room
+                powered = np.array([s is PowerState.ON for s in self.state])
+                shares = node_shares(self.cpu_used, self.gpu_used, self.cpu_cap, self.gpu_cap)
+                work, room = work_and_room(shares, powered, self.pool_rows)
+                needed = {pool: work[pool] + queued[pool] for pool in self.pool_names}
             if self.forecaster is not None:
                 self.forecaster.observe(now, needed)
                 for pool in self.pool_names:
@@ -495,7 +502,15 @@ class PowerSim:
                 for pool in self.pool_names:
                     surges[pool] = self.surger.upper(pool, now)
         demand = {
-            p: PoolDemand(queued[p], forecasts[p], keeps[p], rises[p], rise_keeps[p], surges[p])
+            p: PoolDemand(
+                queued[p],
+                forecasts[p],
+                keeps[p],
+                rises[p],
+                rise_keeps[p],
+                surges[p],
+                room_nodes=room[p],
+            )
             for p in self.pool_names
         }
         for row in self._stale:  # the other rows' views are still current
