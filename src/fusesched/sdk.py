@@ -211,19 +211,59 @@ class Client(Transport):
         (``POST /v1/jobs/{id}/pty/input``; at most 64 KiB), and its window's new ``size``
         (rows, columns); the offset to send from next (less than the end of ``data`` when
         the relay had no room for all of it within ``wait`` seconds)."""
-        body: dict[str, Any] = {"offset": offset, "data": base64.b64encode(data).decode()}
-        if size is not None:
-            body.update(rows=size[0], cols=size[1])
-        path = f"/v1/jobs/{_quote(job_id)}/pty/input"
-        return int(self._call("POST", path, body | {"wait": wait})["offset"])
+        return self._pty_in(f"/v1/jobs/{_quote(job_id)}/pty", offset, data, size, wait)
 
     def pty_output(self, job_id: str, offset: int, wait: float = 10.0) -> tuple[bytes, int, bool]:
         """A ``fusesched run --pty`` job's terminal output from ``offset`` on (``GET
         /v1/jobs/{id}/pty/output``), waiting up to ``wait`` seconds for some: (the bytes, the
         offset to read from next, whether the output ends there)."""
-        path = f"/v1/jobs/{_quote(job_id)}/pty/output?offset={offset}&wait={wait}"
-        page = self._call("GET", path)
+        return self._pty_out(f"/v1/jobs/{_quote(job_id)}/pty", offset, wait)
+
+    def task_pty_input(
+        self,
+        task_id: str,
+        offset: int,
+        data: bytes,
+        size: tuple[int, int] | None = None,
+        wait: float = 10.0,
+    ) -> int:
+        """As :meth:`pty_input`, for a job step's task on a terminal (``srun --pty``: ``POST
+        /v1/tasks/{id}/pty/input``)."""
+        return self._pty_in(f"/v1/tasks/{_quote(task_id)}/pty", offset, data, size, wait)
+
+    def task_pty_output(
+        self, task_id: str, offset: int, wait: float = 10.0
+    ) -> tuple[bytes, int, bool]:
+        """As :meth:`pty_output`, for a job step's task on a terminal (``GET
+        /v1/tasks/{id}/pty/output``)."""
+        return self._pty_out(f"/v1/tasks/{_quote(task_id)}/pty", offset, wait)
+
+    def _pty_in(
+        self, base: str, offset: int, data: bytes, size: tuple[int, int] | None, wait: float
+    ) -> int:
+        body: dict[str, Any] = {"offset": offset, "data": base64.b64encode(data).decode()}
+        if size is not None:
+            body.update(rows=size[0], cols=size[1])
+        return int(self._call("POST", f"{base}/input", body | {"wait": wait})["offset"])
+
+    def _pty_out(self, base: str, offset: int, wait: float) -> tuple[bytes, int, bool]:
+        page = self._call("GET", f"{base}/output?offset={offset}&wait={wait}")
         return base64.b64decode(page["data"]), int(page["offset"]), bool(page["closed"])
+
+    def start_step(self, job_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
+        """Start a step of a running job (``POST /v1/jobs/{id}/steps``, as ``srun`` does;
+        the job's own credential, its owner or an admin): ``{"step_id", "task_ids"}``. A
+        409 means running steps hold the slots it asks for now."""
+        return dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/steps", dict(step)))
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        """A job step's task (``GET /v1/tasks/{id}``): ``state`` (``exited`` at its end),
+        ``exit_code``, ``reason``."""
+        return dict(self._call("GET", f"/v1/tasks/{_quote(task_id)}"))
+
+    def stop_task(self, task_id: str) -> None:
+        """Stop a job step's task (``DELETE /v1/tasks/{id}``)."""
+        self._call("DELETE", f"/v1/tasks/{_quote(task_id)}")
 
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""

@@ -134,11 +134,23 @@ def test_sessions_are_dropped_once_read_to_their_end_or_stale() -> None:
     done = relay.open("1", "1.main.0", "n0", 0.0)
     done.done_at = 10.0
     relay.open("2", "2.main.0", "n0", 0.0)
-    assert relay.by_task("2.main.0") is relay.get("2")
+    assert relay.of_job("2") is relay.get("2.main.0")
     relay.prune(10.0 + DONE_KEEP_S + 1)
-    assert relay.get("1") is None and relay.get("2") is not None
+    assert relay.get("1.main.0") is None and relay.get("2.main.0") is not None
     relay.prune(STALE_S + 1)
     assert relay.sessions == {}
     first = relay.open("3", "3.main.0", "n0", 0.0)
     assert relay.open("3", "3.main.0", "n0", 1.0) is first
     assert relay.open("3", "3-r1.main.0", "n1", 2.0) is not first  # (a run of it again)
+
+
+def test_a_jobs_steps_have_sessions_of_their_own() -> None:
+    """A ``run --pty`` job's own terminal and its steps' (``srun --pty`` in it) are kept
+    apart: the job's route finds the job's own, never a step's."""
+    relay = PtyRelay()
+    step = relay.open("4", "4.remote.1", "n1", 0.0, step=True)
+    assert relay.of_job("4") is None
+    own = relay.open("4", "4.main.0", "n0", 0.0)
+    second = relay.open("4", "4.remote.2", "n0", 0.0, step=True)
+    assert relay.of_job("4") is own and relay.get("4.remote.1") is step
+    assert len({id(own), id(step), id(second)}) == 3

@@ -37,22 +37,33 @@ def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]
 
 
 class Typist:
-    """``fusesched run ARGS`` on a pseudo-terminal of ``rows`` x ``cols``, typed to."""
+    """``fusesched run ARGS`` (``command``: that instead) on a pseudo-terminal of ``rows`` x
+    ``cols``, typed to; ``env``: more variables, ``cwd``: where it runs."""
 
-    def __init__(self, cluster: LocalCluster, *args: str, rows: int = 24, cols: int = 80) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        *args: str,
+        rows: int = 24,
+        cols: int = 80,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.master, slave = os.openpty()
         self.resize(rows, cols)
-        env = {
+        variables = {
             "FUSESCHED_CONTROLLER": cluster.url,
             "PATH": "/usr/bin:/bin",
             "TERM": "xterm-256color",
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "fusesched", "run", "-Q", *args],
+            command or [sys.executable, "-m", "fusesched", "run", "-Q", *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            env=env,
+            env=variables | (env or {}),
+            cwd=cwd,
             start_new_session=True,
         )
         self.slave = slave  # (kept: the test looks at its modes)
@@ -119,7 +130,11 @@ PROMPT = b"ready> "
 
 def shell(cluster: LocalCluster, rows: int = 24, cols: int = 80) -> Typist:
     """An interactive shell on the cluster, its prompt :data:`PROMPT`, once it is shown."""
-    typist = Typist(cluster, "--pty", "bash", "--norc", "-i", rows=rows, cols=cols)
+    return prompted(Typist(cluster, "--pty", "bash", "--norc", "-i", rows=rows, cols=cols))
+
+
+def prompted(typist: Typist) -> Typist:
+    """``typist`` once its interactive bash shows its prompt, made :data:`PROMPT`."""
     typist.read_until(b"$ ", 60)  # (bash's own prompt: typed ahead, a line may be dropped)
     typist.type(f"PS1='{PROMPT.decode()}'\r")
     typist.read_until(PROMPT)  # (the line's echo, then the new prompt)

@@ -196,6 +196,15 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "path": {"job_id": bob_job},
             "params": {"wait": 0},
         },
+        # a job step's terminal (srun --pty, run --jobid): by task, bob's job's
+        ("POST", "/v1/tasks/{task_id}/pty/input"): {
+            "path": {"task_id": f"{bob_job}.main.0"},
+            "json": {"offset": 0, "data": "ZWNobyBwd25lZA0=", "wait": 0},
+        },
+        ("GET", "/v1/tasks/{task_id}/pty/output"): {
+            "path": {"task_id": f"{bob_job}.main.0"},
+            "params": {"wait": 0},
+        },
         ("GET", "/v1/agents/{node}/pty/{task_id}/input"): {
             "path": {"node": "node-a", "task_id": f"{bob_job}.main.0"},
             "params": {"wait": 0},

@@ -12,8 +12,9 @@ on the first node included, at once, or answers that running steps hold the slot
 the step says so once and asks again until they are free; ``--immediate``: it gives up)
 (:mod:`fusesched.controller.job_steps`). Each task runs as a task of the job
 (``<job>.remote.<k>``) on its node, outside the batch task's CPU pinning and memory cgroup
-(which are one task's share), is killed with the job, and has its output kept by the
-controller. The step follows each task's output through the log route and prints it (``-l``:
+(which are one task's share), on CPUs of its own and within the memory its step asks for
+(:mod:`fusesched.agent.step_resources`), is killed with the job, and has its output kept by
+the controller. The step follows each task's output through the log route and prints it (``-l``:
 each line prefixed with the task's rank), and exits 0 if every task exited 0, else with the
 highest exit code (a task killed by signal N counts as 128+N).
 
@@ -38,21 +39,20 @@ without I/O in :mod:`fusesched.agent.step_plan`.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
-import shutil
 import signal
 import ssl
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
 import httpx
 
-from fusesched.agent.elf import ElfError, needed_libraries
+from fusesched.agent.mpi_program import program_libraries
 from fusesched.agent.step_answers import controller_detail, refuses_field
 from fusesched.agent.step_gpus import GpuAsk, gpu_ask
 from fusesched.agent.step_het import HetShares, het_groups
@@ -75,6 +75,7 @@ from fusesched.agent.step_plan import (
     task_env,
     unknown_mpi,
 )
+from fusesched.agent.step_resources import cpu_mem_fields, without_refused
 from fusesched.client_base import default_token
 
 POLL_MIN_S = 0.05
@@ -87,8 +88,6 @@ STOP_WAIT_S = 15.0
 #: While the job's slots are busy: the first pause before asking again, and the longest.
 RETRY_MIN_S = 0.1
 RETRY_MAX_S = 0.5
-#: A program bigger than this is not looked into for libmpi.
-ELF_MAX_BYTES = 1 << 30
 
 # -- the step's process -------------------------------------------------------------------------
 
@@ -120,6 +119,7 @@ class Step:
         tagged: bool = False,
         gpus: GpuAsk | None = None,
         name: str | None = None,
+        resources: dict[str, object] | None = None,
     ) -> None:
         self.http = http
         self.job_id = job_id
@@ -127,6 +127,7 @@ class Step:
         self.tagged = tagged
         self.gpus = gpus  # the step's GPUs (agent/step_gpus.py); None: none asked for
         self.name = name  # its name in accounting (None: a controller older than names)
+        self.resources = resources or {}  # its CPUs and memory (agent/step_resources.py)
         # the controller is older than launch variables: they go in the tasks' command lines
         self.env_in_argv = False
         self.running: list[_Running] = []
@@ -157,8 +158,16 @@ class Step:
             body["gpus_per_task"] = self.gpus.per_task
         if self.name is not None:
             body["name"] = self.name
+        body.update(self.resources)
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
         refused = response.status_code == 422
+        try:  # (a controller older than step CPUs: unpinned, as before; memory: refused)
+            said = refused and without_refused(self.resources, partial(refuses_field, response))
+        except ValueError as exc:
+            raise StepError(str(exc)) from None
+        if said:
+            _warn(said)
+            return self.create(slots, overlap, launches, het)
         if refused and self.name is not None and refuses_field(response, "name"):
             self.name = None  # (a controller older than step names: the step goes unnamed)
             return self.create(slots, overlap, launches, het)
@@ -354,9 +363,14 @@ def main(argv: list[str] | None = None) -> int:
     for warning in (*options.warnings, *warnings):
         _warn(warning)
     cwd = os.getcwd()
+    if options.pty:  # one task on a terminal relayed to this one
+        from fusesched.agent.step_pty import run_on_terminal
+
+        return run_on_terminal(options, env, tasks, exported, cwd, step_name(options))
     mpi = _through_mpirun(options, env, cwd)
     try:
         gpus = gpu_ask(options, step_slots(tasks), mpi)
+        resources = cpu_mem_fields(options, env, step_slots(tasks))
     except ValueError as exc:
         _error(str(exc))
         return 2
@@ -371,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     with httpx.Client(
         base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
     ) as http:
-        step = Step(http, job_id, options.label, mpi, gpus, step_name(options))
+        step = Step(http, job_id, options.label, mpi, gpus, step_name(options), resources)
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             step.stop_signal = signum
@@ -478,35 +492,13 @@ def _through_mpirun(options: StepOptions, env: Mapping[str, str], cwd: str) -> b
     chosen = mpi_mode(options.mpi, site)
     if chosen is not None:
         return chosen
-    program = _program(options.command[0], env.get("PATH", ""), cwd)
-    if program is None or not links_mpi(_needed(program)):
+    if not links_mpi(program_libraries(options.command[0], env.get("PATH", ""), cwd)):
         return False
     _say(
         f"{options.command[0]} is linked to libmpi: its tasks start as one MPI job, "
         "through mpirun (--mpi=none: as separate tasks)"
     )
     return True
-
-
-def _program(name: str, path: str, cwd: str) -> str | None:
-    """Where the command's program is (a name with a slash from ``cwd``, else on ``path``)."""
-    if "/" in name:
-        found = os.path.join(cwd, name)
-        return found if os.path.isfile(found) else None
-    return shutil.which(name, path=path)
-
-
-def _needed(program: str) -> list[str]:
-    """The libraries ``program`` needs (none when it cannot be read as an ELF program)."""
-    try:
-        with open(program, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if not 0 < size <= ELF_MAX_BYTES:
-                return []
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return needed_libraries(data)
-    except (OSError, ValueError, ElfError):
-        return []
 
 
 def _say(message: str) -> None:

@@ -19,6 +19,7 @@ from fusesched.submit.hostlist import tasks_per_node
 USAGE = (
     "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
     "[--het-group=N[,M...]] [--gres=gpu:N | -G N | --gpus-per-task N | --gpus-per-node N] "
+    "[-c N] [--mem=SIZE | --mem-per-cpu=SIZE] "
     "[OPTIONS] COMMAND [ARGS...]"
 )
 
@@ -79,6 +80,7 @@ class StepOptions:
     kill_on_bad_exit: bool = False
     job_name: str | None = None
     overlap: bool = False  # share the running steps' slots (else wait for room)
+    pty: bool = False  # one task on a terminal relayed to this one (agent/step_pty.py)
     immediate: int | None = None  # seconds to wait for room (0: none); None: as long as it takes
     # a heterogeneous job's components to run on (--het-group); None: not given (component 0)
     het_groups: tuple[int, ...] | None = None
@@ -87,6 +89,8 @@ class StepOptions:
     gpus: int | None = None
     gpus_per_task: int | None = None
     gpus_per_node: int | None = None
+    mem: str | None = None  # --mem, --mem-per-cpu as given (agent/step_resources.py)
+    mem_per_cpu: str | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -103,6 +107,7 @@ _LONG: dict[str, tuple[str, bool]] = {
     "kill-on-bad-exit": ("kill_on_bad_exit", False),
     "job-name": ("job_name", True),
     "overlap": ("overlap", False),
+    "pty": ("pty", False),
     "immediate": ("immediate", False),  # (its value, optional, only as --immediate=N)
     "het-group": ("het_groups", True),
     "pack-group": ("het_groups", True),  # (Slurm's older name for it)
@@ -110,6 +115,8 @@ _LONG: dict[str, tuple[str, bool]] = {
     "gpus": ("gpus", True),
     "gpus-per-task": ("gpus_per_task", True),
     "gpus-per-node": ("gpus_per_node", True),
+    "mem": ("mem", True),
+    "mem-per-cpu": ("mem_per_cpu", True),
     # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
     "exact": ("", False),
     "exclusive": ("", False),

@@ -76,6 +76,17 @@ class Access:
         self.controller = controller
         self.auth = auth
 
+    def runs_steps(self, p: Principal, job_id: str) -> bool:
+        """Whether ``p`` may launch, stop and attach to ``job_id``'s step tasks: the job's own
+        credential (``srun`` in its batch script), its owner (``srun`` under ``salloc``, ``run
+        --jobid``: the same person, not merely one who sees the job) or a cluster-admin."""
+        if not self.auth.enabled or p.role is Role.CLUSTER_ADMIN:
+            return True
+        if p.role is Role.JOB:
+            return p.job_id == job_id
+        owner = self.controller.owner(job_id) if p.person else None
+        return owner is not None and owner == (p.user, p.tenant)
+
     def may_act(
         self, p: Principal, job_id: str, what: str, ended_arrays: bool = False
     ) -> tuple[str, str]:

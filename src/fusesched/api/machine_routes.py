@@ -23,10 +23,11 @@ from fusesched.api.schemas import (
     StepRequest,
 )
 from fusesched.api.wire import Heartbeat, HeartbeatReply, Leaving, NodeInventory
-from fusesched.controller.auth import Principal, Role
+from fusesched.controller.auth import Role
 from fusesched.controller.job_steps import StepsBusy
 from fusesched.controller.logs import job_of
 from fusesched.controller.records import NodeChangedError, UnknownJobError, UnknownNodeError
+from fusesched.controller.step_cpus import CpuMemAsk
 
 
 def add_machine_routes(app: FastAPI, access: Access) -> None:
@@ -34,17 +35,7 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
     ``/v1/jobs/{job_id}/checkpoint`` and ``/v1/tasks/{task_id}`` from ``app``."""
     controller = access.controller
     checker = access.auth
-
-    def runs_steps(p: Principal, job_id: str) -> bool:
-        """Whether ``p`` may launch and stop ``job_id``'s step tasks: the job's own credential
-        (``srun`` in its batch script), its owner (``srun`` under ``salloc``: the same person,
-        not merely one who sees the job) or a cluster-admin."""
-        if not checker.enabled or p.role is Role.CLUSTER_ADMIN:
-            return True
-        if p.role is Role.JOB:
-            return p.job_id == job_id
-        owner = controller.owner(job_id) if p.person else None
-        return owner is not None and owner == (p.user, p.tenant)
+    runs_steps = access.runs_steps
 
     @app.post("/v1/agents/register", status_code=201, tags=["agents"])
     def register(inventory: NodeInventory, p: Caller) -> dict[str, str]:
@@ -116,9 +107,10 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         launches = [(t.node, t.argv, t.env) for t in body.tasks]
         het = None if body.het is None else {part.group: part.slots for part in body.het}
         gpus = None if body.gpus is None else GpuAsk(body.gpus, body.gpus_per_task)
+        own = CpuMemAsk(body.cpus_per_task, body.memory)
         try:
             step_id, task_ids = controller.create_step(
-                job_id, body.slots, body.overlap, launches, het, gpus, body.name
+                job_id, body.slots, body.overlap, launches, het, gpus, body.name, body.pty, own
             )
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None

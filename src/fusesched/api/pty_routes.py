@@ -4,8 +4,10 @@ the other way round). Bytes travel base64-encoded in JSON. Every route is a coro
 poll waits on the event loop, not in a thread of the pool (a thread per waiting terminal
 would starve the other routes); the controller's state is read in the pool, briefly.
 
-The client's routes are the job's own user's or an admin's (as cancel); the agent's are its
-node's own credential's, for a live task of that node submitted with ``pty``.
+The client's routes are the job's own user's or an admin's (as cancel); a step's (``srun
+--pty``, by task: ``/v1/tasks/{id}/pty/...``) also the job's own credential's, as the step
+routes; the agent's are its node's own credential's, for a live task of that node launched
+with ``pty``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query
@@ -20,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from fusesched.api.access import Access, Caller
+from fusesched.api.responses import forbidden
 from fusesched.controller import pty_tasks
 from fusesched.controller.auth import Principal
+from fusesched.controller.logs import job_of
 from fusesched.controller.pty_relay import MAX_CHUNK, MAX_WAIT_S, Gap, PtyRelay, PtySession
 from fusesched.controller.records import UnknownJobError
 from fusesched.submit.terminal import MAX_SIDE
@@ -89,6 +94,29 @@ def _text(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+async def _typed(body: PtyInput, session: Callable[[], Awaitable[PtySession]]) -> Taken:
+    """Give ``body``'s keystrokes and size to the session ``session`` finds."""
+    data = _bytes(body.data)
+    if (body.rows is None) != (body.cols is None):
+        raise HTTPException(422, "rows and cols: give both or neither")
+    size = None if body.rows is None or body.cols is None else (body.rows, body.cols)
+    found = await session()
+    try:
+        end = await found.type_in(body.offset, data, size, body.wait, time.monotonic())
+    except Gap as exc:
+        raise HTTPException(409, str(exc)) from None
+    return Taken(offset=end)
+
+
+async def _page(session: PtySession, offset: int, wait: float) -> OutputPage:
+    """``session``'s terminal output from ``offset`` on, waiting up to ``wait`` for some."""
+    try:
+        page = await session.read_output(offset, wait, time.monotonic())
+    except Gap as exc:
+        raise HTTPException(409, str(exc)) from None
+    return OutputPage(data=_text(page.data), offset=page.next_offset, closed=page.closed)
+
+
 def add_pty_routes(app: FastAPI, access: Access) -> None:
     """Serve the relay's routes from ``app``."""
     controller = access.controller
@@ -96,7 +124,7 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
 
     async def client_session(job_id: str, p: Principal) -> PtySession:
         await run_in_threadpool(access.may_act, p, job_id, "attach to")
-        session = relay.get(job_id)
+        session = relay.of_job(job_id)
         if session is not None:
             return session
         try:
@@ -107,16 +135,29 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
             raise HTTPException(exc.status, str(exc)) from None
         return relay.open(job_id, task_id, node, time.monotonic())
 
+    async def step_session(task_id: str, p: Principal) -> PtySession:
+        job_id = job_of(task_id)
+        if not await run_in_threadpool(access.runs_steps, p, job_id):
+            raise forbidden(f"only job {job_id}'s own credential or its owner may attach to it")
+        session = relay.get(task_id)
+        if session is not None and session.step:
+            return session
+        try:
+            job_id, node = await run_in_threadpool(pty_tasks.step_task, controller, task_id)
+        except pty_tasks.PtyRefused as exc:
+            raise HTTPException(exc.status, str(exc)) from None
+        return relay.open(job_id, task_id, node, time.monotonic(), step=True)
+
     async def agent_session(node: str, task_id: str, p: Principal) -> PtySession:
         access.the_node(p, node)
-        session = relay.by_task(task_id)
+        session = relay.get(task_id)
         if session is not None and session.node == node:
             return session
         try:
-            job_id = await run_in_threadpool(pty_tasks.agent_task, controller, task_id, node)
+            job_id, step = await run_in_threadpool(pty_tasks.agent_task, controller, task_id, node)
         except pty_tasks.PtyRefused as exc:
             raise HTTPException(exc.status, str(exc)) from None
-        return relay.open(job_id, task_id, node, time.monotonic())
+        return relay.open(job_id, task_id, node, time.monotonic(), step)
 
     @app.post("/v1/jobs/{job_id}/pty/input", response_model=Taken, tags=["jobs"])
     async def pty_input(job_id: str, body: PtyInput, p: Caller) -> Taken:
@@ -126,16 +167,7 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         read what came before; answers the offset to send from next. The job's own user or
         an admin; 404 for an unknown job, 409 for one without a terminal, not started or
         ended, 413 for more than 64 KiB."""
-        data = _bytes(body.data)
-        if (body.rows is None) != (body.cols is None):
-            raise HTTPException(422, "rows and cols: give both or neither")
-        size = None if body.rows is None or body.cols is None else (body.rows, body.cols)
-        session = await client_session(job_id, p)
-        try:
-            end = await session.type_in(body.offset, data, size, body.wait, time.monotonic())
-        except Gap as exc:
-            raise HTTPException(409, str(exc)) from None
-        return Taken(offset=end)
+        return await _typed(body, lambda: client_session(job_id, p))
 
     @app.get("/v1/jobs/{job_id}/pty/output", response_model=OutputPage, tags=["jobs"])
     async def pty_output(
@@ -147,12 +179,26 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         """The terminal's output from ``offset`` on (what is before it counts as read),
         waiting up to ``wait`` seconds for some; ``closed``: it ends there (the job's exit
         code is then the job's). As :func:`pty_input` for who and refusals."""
-        session = await client_session(job_id, p)
-        try:
-            page = await session.read_output(offset, wait, time.monotonic())
-        except Gap as exc:
-            raise HTTPException(409, str(exc)) from None
-        return OutputPage(data=_text(page.data), offset=page.next_offset, closed=page.closed)
+        return await _page(await client_session(job_id, p), offset, wait)
+
+    @app.post("/v1/tasks/{task_id}/pty/input", response_model=Taken, tags=["jobs"])
+    async def step_pty_input(task_id: str, body: PtyInput, p: Caller) -> Taken:
+        """Keystrokes for a job step's terminal (``srun --pty`` in an allocation, ``fusesched
+        run --jobid ID --pty``), as :func:`pty_input`. The job's own credential (``srun`` in
+        it), its owner or a cluster-admin (403 for others); 404 for a task not live, 409 for
+        one of the job's own or without a terminal."""
+        return await _typed(body, lambda: step_session(task_id, p))
+
+    @app.get("/v1/tasks/{task_id}/pty/output", response_model=OutputPage, tags=["jobs"])
+    async def step_pty_output(
+        task_id: str,
+        p: Caller,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S)] = 10.0,
+    ) -> OutputPage:
+        """A job step's terminal output, as :func:`pty_output` (its exit code is then its
+        task's: ``GET /v1/tasks/{id}``). As :func:`step_pty_input` for who and refusals."""
+        return await _page(await step_session(task_id, p), offset, wait)
 
     @app.get("/v1/agents/{node}/pty/{task_id}/input", response_model=InputPage, tags=["agents"])
     async def pty_task_input(

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fusesched.model.job import QoS
 from fusesched.model.text import is_env_name, refuse_nul
+from fusesched.submit.terminal import Terminal
 
 if TYPE_CHECKING:
     from fusesched.store.usage import UsageReport, UsageRow
@@ -366,7 +367,10 @@ class StepRequest(_Input):
     their sum; absent: component 0). ``gpus``: the GPUs it asks for on each of its nodes
     (``srun --gres=gpu:N``…; absent: none asked for, controller/step_gpus.py), and with
     ``gpus_per_task`` how many each task gets of its node's; ``name``: its name in
-    accounting (``srun -J``, else its command's)."""
+    accounting (``srun -J``, else its command's); ``pty``: its one task's terminal.
+    ``cpus_per_task``: each task's own CPUs (``srun -c``; absent: as many as the job's
+    tasks have); ``memory``: the step's memory on each of its nodes in bytes (``--mem``,
+    ``--mem-per-cpu``; 0: all of the job's there; absent: no limit): controller/step_cpus.py."""
 
     slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
     tasks: list[RemoteLaunch] = Field(min_length=1)
@@ -375,6 +379,21 @@ class StepRequest(_Input):
     gpus: dict[str, Annotated[int, Field(ge=0, le=4096)]] | None = None
     gpus_per_task: int | None = Field(default=None, ge=1, le=4096)
     name: str | None = Field(default=None, min_length=1, max_length=200)
+    cpus_per_task: int | None = Field(default=None, ge=1, le=4096)
+    memory: dict[str, Annotated[int, Field(ge=0, le=2**60)]] | None = None
+    # ``srun --pty``: its one task runs on a pseudo-terminal of this type and size, relayed
+    # through the controller (``/v1/tasks/{id}/pty/...``: controller/step_pty.py)
+    pty: Terminal | None = None
+
+    @model_validator(mode="after")
+    def _one_task_on_a_terminal(self) -> StepRequest:
+        if self.pty is not None and len(self.tasks) != 1:
+            raise ValueError(
+                f"pty: a step on a pseudo-terminal (srun --pty) runs one task, not "
+                f"{len(self.tasks)}: Slurm's srun --pty gives the terminal to task 0 alone; "
+                "fusesched starts no others"
+            )
+        return self
 
     @model_validator(mode="after")
     def _het_adds_up(self) -> StepRequest:
@@ -397,6 +416,8 @@ class StepRequest(_Input):
             raise ValueError("gpus must name each node of slots, and no other")
         if self.gpus_per_task is not None and self.gpus is None:
             raise ValueError("gpus_per_task needs gpus")
+        if self.memory is not None and set(self.memory) != set(self.slots):
+            raise ValueError("memory must name each node of slots, and no other")
         return self
 
 

@@ -206,8 +206,9 @@ def _cannot_run(pool: PoolConfig, request: JobRequest) -> str | None:
 
     Registry images are pulled only by Kubernetes; images given as filesystem paths are
     unpacked only by the local agents; a Kubernetes pod needs some image, so a group without
-    one needs the pool's ``default_image``; a heterogeneous job runs in local pools only. The
-    job's own placement may also exclude the pool by its label.
+    one needs the pool's ``default_image``; a heterogeneous job and a job on a pseudo-terminal
+    (``run --pty``) run in local pools only. The job's own placement may also exclude the
+    pool by its label.
     """
     for group in request.groups:
         image = f"(group {group.name}: {group.image})"
@@ -219,6 +220,8 @@ def _cannot_run(pool: PoolConfig, request: JobRequest) -> str | None:
             return f"group {group.name} gives no image and the pool has no default_image"
     if request.hetjob and pool.kind != "local":  # (srun --het-group runs on local agents)
         return "heterogeneous jobs (hetjob) run only in local pools"
+    if request.pty is not None and pool.kind != "local":  # (agents relay the terminal)
+        return "a pseudo-terminal (run --pty) is relayed only by local pools' agents"
     if not _placement_allows_pool(request.placement.to_model(), pool.name):
         return f"the job's placement excludes it (by the {LABEL_POOL} label)"
     return None

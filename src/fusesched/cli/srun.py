@@ -36,6 +36,8 @@ HELP = ("-h", "--help")
 OWN_VALUES = ("--controller", "--token", "--ca")
 #: ``run``'s own flag for an interactive task (Slurm's ``srun --pty``).
 PTY = "--pty"
+#: The exit status after ``~.`` (ssh's when its connection is closed).
+LEFT = 255
 
 #: srun options that have no meaning here: accepted with a warning (and their value skipped).
 IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m"}
@@ -92,6 +94,7 @@ def split_run_args(
     refused: Mapping[str, str] = REFUSED,
     own_flags: frozenset[str] = frozenset({PTY}),
     command_needed: bool = True,
+    own_values: Sequence[str] = OWN_VALUES,
 ) -> RunArgs:
     """Split ``run``'s arguments at the command: options up to the first word that is not one
     (or an option's value), or up to ``--``. Raises :class:`RunUsageError` for an unknown
@@ -100,7 +103,8 @@ def split_run_args(
     ``salloc`` splits its own the same way (:mod:`fusesched.cli.salloc_plan`): ``prog`` names
     the command in messages, ``refused`` are its refusals, ``own_flags`` its own flags
     (kept in ``own`` with an empty value) and ``command_needed`` False lets the command be
-    left out."""
+    left out. ``own_values``: the options of the command itself that take a value (run's
+    ``--jobid`` too)."""
     short, values, flags = _option_names()
     options: list[str] = []
     own: dict[str, str] = {}
@@ -129,7 +133,7 @@ def split_run_args(
             own[arg] = ""
             continue
         written, eq, value = arg.partition("=")
-        if written in OWN_VALUES:
+        if written in own_values:
             if not eq:
                 if i >= len(args):
                     raise RunUsageError(f"{written} needs a value")
@@ -302,13 +306,13 @@ def interact(
 ) -> dict[str, Any]:
     """``--pty``: say when the job waits and starts, relay its terminal with this one's
     (:func:`fusesched.cli.pty_client.attach`) and return its final record."""
-    from fusesched.cli.pty_client import attach
+    from fusesched.cli.pty_client import JobTerminal, attach
 
     progress = Progress(job_id, say, time.monotonic)
     while progress.seen(client.show(job_id)) == "Pending":
         sleep(poll_s)
     # (an ended job too: its output may wait in the relay)
-    attach(client, job_id, sys.stdin.fileno(), sys.stdout.fileno(), say)
+    attach(JobTerminal(client, job_id), sys.stdin.fileno(), sys.stdout.fileno(), say)
     return dict(client.wait(job_id, poll_s=0.05))
 
 
@@ -380,7 +384,14 @@ def run(
     go to it (Ctrl-C, Ctrl-D and Ctrl-Z too, as over ssh), its output comes here, window
     size changes follow, and run exits with its exit code: `fusesched run --pty -p gpu
     --gres=gpu:1 bash` is a shell on a GPU node. Standard input must be a terminal. Its
-    InactiveLimit (below) is 30 s, or the controller's when shorter.
+    InactiveLimit (below) is 30 s, or the controller's when shorter. As over ssh, `~.` at the
+    start of a line leaves (cancelling the job, exit 255), even while the controller cannot
+    be reached; `~~` sends one `~`.
+
+    --jobid ID --overlap --pty [-w NODE] [-J NAME] COMMAND (srun --jobid): run COMMAND in
+    the running job ID (yours) as a step on NODE (else its first), on a terminal, with the
+    job's environment: a shell beside a batch job to debug it. The job runs on after it.
+    Inside an allocation (salloc, a batch script) `srun --pty bash` does the same.
 
     run tells the controller every few seconds that it is still there (Slurm's InactiveLimit):
     if it is killed outright or stays suspended (Ctrl-Z) longer than the controller's
@@ -388,12 +399,15 @@ def run(
     """
     from fusesched.cli.fast import submit_dir
     from fusesched.cli.keepalive import Attended, Keepalive, warn
-    from fusesched.cli.pty_client import Hangup, terminal
+    from fusesched.cli.pty_client import Hangup, Left, terminal, warn_anywhere
+    from fusesched.cli.srun_attach import JOBID, OVERLAP, in_job
     from fusesched.cli.submission import _sent
     from fusesched.submit.errors import SubmitError
 
     try:
-        parsed = split_run_args(list(ctx.args))
+        parsed = split_run_args(
+            list(ctx.args), own_flags=frozenset({PTY, OVERLAP}), own_values=(*OWN_VALUES, JOBID)
+        )
     except RunUsageError as exc:
         _fail(str(exc), 2)
     if parsed.help:
@@ -413,6 +427,19 @@ def run(
 
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    client = _client(
+        parsed.own.get("--controller", controller_url),
+        parsed.own.get("--token", token),
+        _path(parsed.own.get("--ca")) or ca,
+    )
+    if JOBID in parsed.own:  # a step in a running job (srun --jobid), not a new job
+        if not pty:
+            _fail(f"{JOBID}: fusesched run starts a step in a running job with --pty only", 2)
+        overlap = OVERLAP in parsed.own
+        args = (parsed.own[JOBID], parsed.command, parsed.options, overlap, client, _said)
+        raise typer.Exit(in_job(*args))
+    if OVERLAP in parsed.own:
+        _fail(f"{OVERLAP}: only with {JOBID} (a step in a running job)", 2)
     try:
         request, warnings = job_request(parsed, submit_dir())
     except SubmitError as exc:
@@ -428,11 +455,6 @@ def run(
                 2,
             )
         payload["pty"] = terminal(sys.stdin.fileno(), os.environ.get("TERM")).model_dump()
-    client = _client(
-        parsed.own.get("--controller", controller_url),
-        parsed.own.get("--token", token),
-        _path(parsed.own.get("--ca")) or ca,
-    )
 
     attended = Attended(client.submit, warn)  # (ended if this run goes silent: InactiveLimit)
     try:
@@ -441,7 +463,7 @@ def run(
         say("interrupted while submitting: the job may have been queued (see fusesched jobs)")
         raise typer.Exit(INTERRUPTED) from None
     if not attended.older:  # (a daemon thread: it ends with run)
-        Keepalive(client, job_id).start()
+        Keepalive(client, job_id, warn_anywhere if pty else warn).start()
     tasks = sum(group.replicas for group in request.groups)
     signal.signal(signal.SIGINT, _first_interrupt)
     try:
@@ -456,10 +478,18 @@ def run(
     except Hangup as exc:  # (--pty: SIGTERM or SIGHUP, the terminal restored)
         _cancel(client, job_id)
         raise typer.Exit(128 + exc.signum) from None
+    except Left:  # (--pty: ~. typed, the terminal restored)
+        _cancel(client, job_id)
+        raise typer.Exit(LEFT) from None
     code = exit_code(ended)
     if code:  # (said even with -Q, as srun's errors are)
         err.print(f"run: job {job_id} {describe(ended)}", highlight=False, markup=False)
     raise typer.Exit(code)
+
+
+def _said(line: str) -> None:
+    """A message of run's on stderr, even with -Q (an error, or why it waits)."""
+    err.print(f"run: {line}", highlight=False, markup=False)
 
 
 def _path(text: str | None) -> Path | None:

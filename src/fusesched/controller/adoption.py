@@ -29,6 +29,7 @@ from fusesched.controller.completion import recovered
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
+from fusesched.controller.step_cpus import release_unended
 from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
@@ -131,8 +132,8 @@ def on_register(ctl: Controller, inventory: NodeInventory, now: float) -> None:
         task.grant = Grant(
             tuple(launch.cpu_ids), tuple(launch.gpu_indices), tuple(launch.gpu_uuids)
         )
-        if not task.remote:
-            node.pool.claim(task.grant)
+        # (a step's task holds its CPU ids; a remote task's devices are the job's)
+        node.pool.claim(task.grant if not task.remote else Grant(task.grant.cpu_ids))
     try_adopt(ctl, now)
 
 
@@ -227,6 +228,7 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
     that may not be requeued (``sbatch --no-requeue``) ends instead, cancelled (the core
     never had it running) with the reason, and what waits on it settles."""
+    release_unended(ctl, live.tasks.values())  # (its steps' tasks' ids claimed on register)
     for task_id, task in live.tasks.items():
         ctl.tasks.pop(task_id, None)
         ctl.finished[task_id] = task

@@ -393,12 +393,16 @@ def launch_remote(
     marks: dict[str, str],
     env: Mapping[str, str] | None = None,
     gpus: Sequence[int] = (),
+    cpu_ids: Sequence[int] = (),
+    memory_bytes: int | None = None,
 ) -> str:
     """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
     environment, less OpenMPI's settings but its transports and any step's marks; over it
     the launch's own variables ``env``, less what the job, the node or the task gives
     (``settable``); over those the controller's ``marks``), seeing the job's GPUs ``gpus``
-    there (controller/step_gpus.py; the job holds them: the task holds none); its id. The
+    there (controller/step_gpus.py; the job holds them: the task holds none), pinned to
+    ``cpu_ids`` (none: not pinned) and limited to ``memory_bytes`` (a step's task's own:
+    controller/step_cpus.py; the caller took the ids from the node's pool); its id. The
     caller holds the lock and has checked the node (:func:`check_remote_node`). ``env``
     travels in the launch (an agent of any age applies a launch's ``env``), is kept in
     memory only, never stored or shown, and reaches the task's process environment, not its
@@ -424,8 +428,10 @@ def launch_remote(
         grace_s=ctl.config.grace_s,
         image=base.image,
         gpu_indices=list(gpus),
+        cpu_ids=list(cpu_ids),
+        memory_bytes=memory_bytes,
     )
-    task = LiveTask(launch, node, Grant(), remote=True, start_time=ctl.clock())
+    task = LiveTask(launch, node, Grant(tuple(cpu_ids)), remote=True, start_time=ctl.clock())
     live.tasks[task_id] = task
     ctl.tasks[task_id] = (live.id, task)
     ctl.persist.tasks_started(live.id, [task], task.start_time or 0.0)

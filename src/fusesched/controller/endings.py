@@ -20,6 +20,7 @@ from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.inactive import ended_by_limit
 from fusesched.controller.metrics import metrics_for
+from fusesched.controller.step_cpus import release_unended, returned
 from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
 
@@ -84,10 +85,9 @@ def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: fl
     live = ctl.jobs.get(job_id)
     if live is None:
         return
-    if not task.remote:
-        node = ctl.nodes.get(task.node)
-        if node is not None:
-            node.pool.give(task.grant, node.inventory)
+    node = ctl.nodes.get(task.node)
+    if node is not None:  # (a step's task: its own CPU ids, those no other task holds)
+        node.pool.give(returned(task, live), node.inventory)
     ctl.persist.task_ended(task, now)
     task_usage.task_ended(ctl, task)
     if code != 0 and live.first_failure is None and not task.remote:
@@ -196,6 +196,7 @@ def settle_terminal(ctl: Controller, now: float) -> None:
             ctl.persist.job_energy(job_id, total, energy.measured_j)
         reason = rec.history[-1].reason if rec.history else ""
         ctl.persist.job_finished(job_id, rec.phase, rec.exit_code, reason, now)
+        release_unended(ctl, live.tasks.values())
         for task_id, task in live.tasks.items():
             ctl.tasks.pop(task_id, None)
             ctl.finished[task_id] = task
@@ -217,6 +218,7 @@ def readable_wait(reason: str, not_before: float) -> str:
 
 def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: float) -> None:
     """The core queued a job again after its run ended: forget the run's tasks."""
+    release_unended(ctl, live.tasks.values())
     for task_id, task in live.tasks.items():
         ctl.tasks.pop(task_id, None)
         ctl.finished[task_id] = task

@@ -30,6 +30,7 @@ from fusesched.controller.hang import (
 from fusesched.controller.metrics import metrics_for
 from fusesched.controller.monitor import Finding, JobInfo
 from fusesched.controller.records import LiveTask
+from fusesched.controller.step_cpus import release_unended
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import JobCheckpointed, NodeStateChanged
 from fusesched.model.node import NodeState
@@ -244,6 +245,7 @@ def relaunch_due(ctl: Controller, now: float) -> None:
         rec = ctl.core.jobs[live.id]
         attempt = live.attempt_base + rec.attempts + live.in_place
         fresh: dict[str, LiveTask] = {}
+        release_unended(ctl, live.tasks.values())  # (before the old grants are claimed)
         for old in main:
             _, group, index = old.launch.task_id.rsplit(".", 2)
             task_id = f"{live.id}-r{attempt}.{group}.{index}"

@@ -1,5 +1,6 @@
 """The controller's relay of ``fusesched run --pty`` (Slurm's ``srun --pty``): a session per
-pseudo-terminal job, kept in memory, through which the client's keystrokes reach the task's
+pseudo-terminal task (a ``run --pty`` job's one task, or a job step's: ``srun --pty`` in an
+allocation, ``run --jobid``), kept in memory, through which the client's keystrokes reach the task's
 terminal and the terminal's output reaches the client (agents listen on no port: both ends
 call the controller, :mod:`fusesched.api.pty_routes`).
 
@@ -107,13 +108,17 @@ class Input:
 
 
 class PtySession:
-    """One pseudo-terminal job's relay: ``to_task`` (keystrokes) and ``from_task`` (the
-    terminal's output), and the window's size as the client last gave it."""
+    """One pseudo-terminal task's relay: ``to_task`` (keystrokes) and ``from_task`` (the
+    terminal's output), and the window's size as the client last gave it. ``step``: the
+    task is a job step's (its client names the task), not the job's own (it names the job)."""
 
-    def __init__(self, job_id: str, task_id: str, node: str, now: float) -> None:
+    def __init__(
+        self, job_id: str, task_id: str, node: str, now: float, step: bool = False
+    ) -> None:
         self.job_id = job_id
         self.task_id = task_id
         self.node = node
+        self.step = step
         self.to_task = Pipe(MAX_INPUT_BUFFER)
         self.from_task = Pipe(MAX_OUTPUT_BUFFER)
         self.size: tuple[int, int] | None = None
@@ -204,28 +209,31 @@ class PtySession:
 
 
 class PtyRelay:
-    """The sessions, by job id."""
+    """The sessions, by task id."""
 
     def __init__(self) -> None:
         self.sessions: dict[str, PtySession] = {}
 
-    def get(self, job_id: str) -> PtySession | None:
-        return self.sessions.get(job_id)
+    def get(self, task_id: str) -> PtySession | None:
+        return self.sessions.get(task_id)
 
-    def by_task(self, task_id: str) -> PtySession | None:
-        return next((s for s in self.sessions.values() if s.task_id == task_id), None)
+    def of_job(self, job_id: str) -> PtySession | None:
+        """The session of ``job_id``'s own task (``run --pty``), not of one of its steps."""
+        return next((s for s in self.sessions.values() if s.job_id == job_id and not s.step), None)
 
-    def open(self, job_id: str, task_id: str, node: str, now: float) -> PtySession:
-        """``job_id``'s session, new if it has none or one of another task (a run of it that
-        was requeued); the stale and finished ones are dropped first."""
+    def open(
+        self, job_id: str, task_id: str, node: str, now: float, step: bool = False
+    ) -> PtySession:
+        """``task_id``'s session, new if it has none; the stale and finished ones are
+        dropped first."""
         self.prune(now)
-        found = self.sessions.get(job_id)
-        if found is None or found.task_id != task_id:
-            found = self.sessions[job_id] = PtySession(job_id, task_id, node, now)
+        found = self.sessions.get(task_id)
+        if found is None:
+            found = self.sessions[task_id] = PtySession(job_id, task_id, node, now, step)
         return found
 
     def prune(self, now: float) -> None:
-        for job_id, session in list(self.sessions.items()):
+        for task_id, session in list(self.sessions.items()):
             done = session.done_at is not None and now - session.done_at > DONE_KEEP_S
             if done or now - session.touched > STALE_S:
-                del self.sessions[job_id]
+                del self.sessions[task_id]

@@ -1,6 +1,7 @@
-"""Which task of a job runs on a pseudo-terminal (``fusesched run --pty``), as the relay's
-routes ask it (:mod:`fusesched.api.pty_routes`), and the refusal of such a launch by an agent
-too old to relay it (:func:`refuse_older`). The lookups take the controller's lock."""
+"""Which task of a job runs on a pseudo-terminal (``fusesched run --pty``; a step's, ``srun
+--pty``), as the relay's routes ask it (:mod:`fusesched.api.pty_routes`), and the refusal of
+such a launch by an agent too old to relay it (:func:`refuse_older`). The lookups take the
+controller's lock."""
 
 from __future__ import annotations
 
@@ -46,23 +47,39 @@ def client_task(ctl: Controller, job_id: str) -> tuple[str, str]:
             raise PtyRefused(
                 409, f"job {job_id} has no pseudo-terminal (it was not submitted by run --pty)"
             )
-        task = next((t for t in live.tasks.values() if t.launch.pty is not None), None)
+        task = next((t for t in live.tasks.values() if t.launch.pty and not t.remote), None)
         if task is None:
             raise PtyRefused(409, f"job {job_id} has not started yet")
         return task.launch.task_id, task.node
 
 
-def agent_task(ctl: Controller, task_id: str, node: str) -> str:
-    """The job of ``task_id``, a live pseudo-terminal task on ``node``; :class:`PtyRefused`
-    (404) for a task that is not (any more) one of that node's, 409 for one without a
-    terminal."""
+def agent_task(ctl: Controller, task_id: str, node: str) -> tuple[str, bool]:
+    """(job, whether it is a step's) of ``task_id``, a live pseudo-terminal task on
+    ``node``; :class:`PtyRefused` (404) for a task that is not (any more) one of that node's,
+    409 for one without a terminal."""
     with ctl.lock:
         entry = ctl.tasks.get(task_id)
         if entry is None or entry[1].node != node:
             raise PtyRefused(404, f"no live task {task_id!r} on node {node!r}")
         if entry[1].launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal")
-        return entry[0]
+        return entry[0], entry[1].remote
+
+
+def step_task(ctl: Controller, task_id: str) -> tuple[str, str]:
+    """(job, node) of ``task_id``, a live job step's task on a pseudo-terminal (``srun
+    --pty``); :class:`PtyRefused` (404) for a task that is not live, 409 for one of the
+    job's own or without a terminal."""
+    with ctl.lock:
+        entry = ctl.tasks.get(task_id)
+        if entry is None:
+            raise PtyRefused(404, f"no live task {task_id!r}")
+        job_id, task = entry
+        if not task.remote:
+            raise PtyRefused(409, f"task {task_id} is its job's own: attach to job {job_id}")
+        if task.launch.pty is None:
+            raise PtyRefused(409, f"task {task_id} has no pseudo-terminal (srun without --pty)")
+        return job_id, task.node
 
 
 def refuse_older(ctl: Controller, name: str, node: LiveNode, now: float) -> None:

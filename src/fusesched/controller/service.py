@@ -40,6 +40,7 @@ from fusesched.controller import (
     federation,
     holds,
     reservations,
+    step_pty,
     steps,
     submissions,
 )
@@ -61,6 +62,7 @@ from fusesched.controller.records import (
     recovered_spec,
 )
 from fusesched.controller.remote import RemotePool, Update
+from fusesched.controller.step_cpus import CpuMemAsk
 from fusesched.controller.wake import Wake
 from fusesched.core.pending_reasons import given, take_reasons
 from fusesched.core.scheduler import SchedulerCore
@@ -83,6 +85,7 @@ from fusesched.policies.priority import PriorityBreakdown
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
+from fusesched.submit.terminal import Terminal
 
 log = logging.getLogger("fusesched.controller")
 
@@ -307,10 +310,20 @@ class Controller:
         het: Mapping[int, Mapping[str, int]] | None = None,
         gpus: GpuAsk | None = None,
         name: str | None = None,
+        pty: Terminal | None = None,
+        resources: CpuMemAsk | None = None,
     ) -> tuple[int, list[str]]:
         """A job step's share of the job's slots (``het``: of a heterogeneous job's
-        components) and GPUs, and its tasks (:func:`steps.create_step`)."""
-        return steps.create_step(self, job_id, slots, overlap, launches, het, gpus, name)
+        components), GPUs, CPUs and memory (``resources``), and its tasks
+        (:func:`steps.create_step`); ``pty``: its one task runs on that terminal
+        (controller/step_pty.py)."""
+        with self.work:  # (the terminal is in the launch before a heartbeat can send it)
+            created = steps.create_step(
+                self, job_id, slots, overlap, launches, het, gpus, name, resources
+            )
+            if pty is not None:
+                step_pty.give_terminal(self, created[1][0], pty)
+        return created
 
     def remote_kill(self, task_id: str) -> None:
         """Stop a running remote task of a job (a job step's)."""

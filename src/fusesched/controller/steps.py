@@ -28,6 +28,7 @@ from fusesched.controller.job_steps import (
     step_name_env,
 )
 from fusesched.controller.launchenv import HOSTFILE_NAME, node_held_env
+from fusesched.controller.step_cpus import CpuMemAsk, step_cpus_memory, task_share
 from fusesched.controller.step_gpus import (
     gpu_env,
     gpus_env,
@@ -52,6 +53,7 @@ def create_step(
     het: Mapping[int, Mapping[str, int]] | None = None,
     gpus: GpuAsk | None = None,
     name: str | None = None,
+    resources: CpuMemAsk | None = None,
 ) -> tuple[int, list[str]]:
     """Give a step of ``job_id`` ``slots`` (tasks per node) and start its ``launches``
     (node, argv, the task's own variables) as remote tasks of the job; (step id, task ids
@@ -59,8 +61,9 @@ def create_step(
     (``het``: component → slots per node, whose sum is ``slots``; none: all of component
     0's), each counted against that component's slots. ``gpus``: the GPUs it asks for on
     each node, of the job's (controller/step_gpus.py; None: it sees all of them, holds
-    none); ``name``: its name in accounting. Each task gets its node's share of the job
-    (``SLURM_CPUS_ON_NODE``…: :func:`node_env`).
+    none); ``name``: its name in accounting; ``resources``: its CPUs per task and memory
+    (controller/step_cpus.py; None: the job's CPUs per task, no memory limit). Each task gets its
+    node's share of the job (``SLURM_CPUS_ON_NODE``…: :func:`node_env`), or of its step.
 
     :class:`UnknownJobError` when the job does not run, :class:`StepNeverFits` (and
     :class:`SubmitError` for a launch off the step's nodes) when it can never start,
@@ -90,6 +93,11 @@ def create_step(
         job = job_gpus(ctl, live, groups)
         held = held_gpus(t.launch.env for t in remote if t.state != "exited")
         picked = None if gpus is None else pick_gpus(job, gpus.per_node, overlap, held)
+        count = {node: sum(1 for n, _, _ in launches if n == node) for node in slots}
+        on = [node for node in slots if count[node]]
+        portions = parts or ((0, tuple(slots.items())),)
+        asks = resources or CpuMemAsk()
+        cpus, memory, sizes = step_cpus_memory(ctl, live, portions, on, asks, overlap)
         shares = (share_of(t.launch.env) for t in remote)
         step_id = next_step_id(s.step_id for s in shares if s is not None)
         marks = share_env(StepShare(step_id, tuple(slots.items()), overlap, parts))
@@ -102,7 +110,13 @@ def create_step(
             sees = on_node if gpus is None else task_gpus(on_node, gpus.per_task, local)
             said = on_node if picked is not None or on_node else None
             extra = node_env(live, node, said, bool(parts))
-            task_ids.append(agents.launch_remote(ctl, live, node, argv, marks | extra, env, sees))
+            ids = task_share(cpus.get(node, ()), sizes.get(node, ()), count[node], local)
+            limit = None if memory is None else memory[node] // count[node] or None
+            if live.request.slurm_env:
+                extra |= step_held_env(cpus.get(node), None if memory is None else memory[node])
+            task_ids.append(
+                agents.launch_remote(ctl, live, node, argv, marks | extra, env, sees, ids, limit)
+            )
         ctl.work.notify_all()
     return step_id, task_ids
 
@@ -123,6 +137,14 @@ def node_env(live: LiveJob, node: str, gpus: Sequence[int] | None, het: bool) ->
         held = {name: amount * hosts[node] for name, amount in per_task.items()}
         env = node_held_env(held, bool(per_task.get(CPU)))
     return env | (gpu_env(gpus) if gpus is not None else {})
+
+
+def step_held_env(cpus: Sequence[int] | None, memory: int | None) -> dict[str, str]:
+    """What a step holds on a task's node, as Slurm says it there: ``SLURM_CPUS_ON_NODE``
+    (its CPUs, where it was given some) and ``SLURM_MEM_PER_NODE`` (MiB, where it asked for
+    memory and got some)."""
+    env = {"SLURM_CPUS_ON_NODE": str(len(cpus))} if cpus else {}
+    return env | ({"SLURM_MEM_PER_NODE": str(memory // 2**20)} if memory else {})
 
 
 def job_slots(live: LiveJob, name: str = HOSTFILE_NAME) -> dict[str, int] | None:
