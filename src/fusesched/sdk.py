@@ -26,7 +26,6 @@ been carried out (no connection, or a standby's refusal) or is a read (GET).
 
 from __future__ import annotations
 
-import base64
 import getpass
 import os
 import time
@@ -46,7 +45,8 @@ from fusesched.client_base import (
     split_urls,
     token_file,
 )
-from fusesched.sdk_transport import Transport
+from fusesched.sdk_steps import StepCalls
+from fusesched.sdk_transport import path_segment
 
 FINISHED = frozenset({"Completed", "Failed", "Cancelled"})
 
@@ -77,10 +77,11 @@ class LogPage(NamedTuple):
     more: bool = False
 
 
-class Client(Transport):
+class Client(StepCalls):
     """The controller's REST API, a method a route. Its constructor (controller URLs, timeout,
     token, CA, fail-over time) and the requests' transport are :class:`Transport`'s
-    (:mod:`fusesched.sdk_transport`)."""
+    (:mod:`fusesched.sdk_transport`); the calls for job steps and terminals are
+    :class:`StepCalls`'s (:mod:`fusesched.sdk_steps`)."""
 
     # ------------------------------------------------------------------ jobs
 
@@ -114,7 +115,7 @@ class Client(Transport):
         return dict(self._call("POST", "/v1/submissions", body))
 
     def show(self, job_id: str) -> dict[str, Any]:
-        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}"))
+        return dict(self._call("GET", f"/v1/jobs/{path_segment(job_id)}"))
 
     def jobs(
         self,
@@ -174,7 +175,7 @@ class Client(Transport):
         return dict(self._call("GET", "/v1/starts" + suffix))
 
     def cancel(self, job_id: str) -> list[str]:
-        return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/cancel", {})["cancelled"])
+        return list(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/cancel", {})["cancelled"])
 
     def signal(self, job_id: str, signal: str | int, main_only: bool = False) -> list[str]:
         """Send a running job's tasks ``signal`` (``"USR1"``, ``"SIGUSR1"``, ``10``): their
@@ -188,91 +189,18 @@ class Client(Transport):
         """:meth:`signal`, answering ``{"signalled": [ids], "signal": "USR1", "skipped":
         {id: why}}`` (``skipped``: an array's members that could not be signalled)."""
         body = {"signal": signal, "main_only": main_only}
-        answer = dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/signal", body))
+        answer = dict(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/signal", body))
         answer.setdefault("skipped", {})
         return answer
 
-    def alive(self, job_id: str) -> dict[str, Any]:
-        """Say that the command holding an attended job (``attended: true``, as salloc's and
-        run's) is still there (``POST /v1/jobs/{id}/alive``): ``{"job_id", "inactive_limit_s"
-        (0: off), "ping_every_s"}``. A job whose holder stays silent longer than the limit is
-        ended (Slurm's InactiveLimit)."""
-        return dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/alive", {}))
-
-    def pty_input(
-        self,
-        job_id: str,
-        offset: int,
-        data: bytes,
-        size: tuple[int, int] | None = None,
-        wait: float = 10.0,
-    ) -> int:
-        """Keystrokes for a ``fusesched run --pty`` job's terminal, from ``offset`` on
-        (``POST /v1/jobs/{id}/pty/input``; at most 64 KiB), and its window's new ``size``
-        (rows, columns); the offset to send from next (less than the end of ``data`` when
-        the relay had no room for all of it within ``wait`` seconds)."""
-        return self._pty_in(f"/v1/jobs/{_quote(job_id)}/pty", offset, data, size, wait)
-
-    def pty_output(self, job_id: str, offset: int, wait: float = 10.0) -> tuple[bytes, int, bool]:
-        """A ``fusesched run --pty`` job's terminal output from ``offset`` on (``GET
-        /v1/jobs/{id}/pty/output``), waiting up to ``wait`` seconds for some: (the bytes, the
-        offset to read from next, whether the output ends there)."""
-        return self._pty_out(f"/v1/jobs/{_quote(job_id)}/pty", offset, wait)
-
-    def task_pty_input(
-        self,
-        task_id: str,
-        offset: int,
-        data: bytes,
-        size: tuple[int, int] | None = None,
-        wait: float = 10.0,
-    ) -> int:
-        """As :meth:`pty_input`, for a job step's task on a terminal (``srun --pty``: ``POST
-        /v1/tasks/{id}/pty/input``)."""
-        return self._pty_in(f"/v1/tasks/{_quote(task_id)}/pty", offset, data, size, wait)
-
-    def task_pty_output(
-        self, task_id: str, offset: int, wait: float = 10.0
-    ) -> tuple[bytes, int, bool]:
-        """As :meth:`pty_output`, for a job step's task on a terminal (``GET
-        /v1/tasks/{id}/pty/output``)."""
-        return self._pty_out(f"/v1/tasks/{_quote(task_id)}/pty", offset, wait)
-
-    def _pty_in(
-        self, base: str, offset: int, data: bytes, size: tuple[int, int] | None, wait: float
-    ) -> int:
-        body: dict[str, Any] = {"offset": offset, "data": base64.b64encode(data).decode()}
-        if size is not None:
-            body.update(rows=size[0], cols=size[1])
-        return int(self._call("POST", f"{base}/input", body | {"wait": wait})["offset"])
-
-    def _pty_out(self, base: str, offset: int, wait: float) -> tuple[bytes, int, bool]:
-        page = self._call("GET", f"{base}/output?offset={offset}&wait={wait}")
-        return base64.b64decode(page["data"]), int(page["offset"]), bool(page["closed"])
-
-    def start_step(self, job_id: str, step: Mapping[str, Any]) -> dict[str, Any]:
-        """Start a step of a running job (``POST /v1/jobs/{id}/steps``, as ``srun`` does;
-        the job's own credential, its owner or an admin): ``{"step_id", "task_ids"}``. A
-        409 means running steps hold the slots it asks for now."""
-        return dict(self._call("POST", f"/v1/jobs/{_quote(job_id)}/steps", dict(step)))
-
-    def task(self, task_id: str) -> dict[str, Any]:
-        """A job step's task (``GET /v1/tasks/{id}``): ``state`` (``exited`` at its end),
-        ``exit_code``, ``reason``."""
-        return dict(self._call("GET", f"/v1/tasks/{_quote(task_id)}"))
-
-    def stop_task(self, task_id: str) -> None:
-        """Stop a job step's task (``DELETE /v1/tasks/{id}``)."""
-        self._call("DELETE", f"/v1/tasks/{_quote(task_id)}")
-
     def hold(self, job_id: str, reason: str = "") -> list[str]:
         """Keep a waiting job (or an array's waiting members) from starting; the ids held."""
-        path = f"/v1/jobs/{_quote(job_id)}/hold"
+        path = f"/v1/jobs/{path_segment(job_id)}/hold"
         return list(self._call("POST", path, {"reason": reason})["held"])
 
     def release(self, job_id: str) -> list[str]:
         """Let a held job (or an array's held members) start again; the ids released."""
-        return list(self._call("POST", f"/v1/jobs/{_quote(job_id)}/release", {})["released"])
+        return list(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/release", {})["released"])
 
     def update(
         self,
@@ -284,14 +212,14 @@ class Client(Transport):
         """Change a waiting job's (or an array's waiting members') priority, QoS or time
         limit, or a running job's time limit; the ids changed."""
         body = {"priority": priority, "qos": qos, "walltime_s": walltime_s}
-        path = f"/v1/jobs/{_quote(job_id)}/update"
+        path = f"/v1/jobs/{path_segment(job_id)}/update"
         answer = self._call("POST", path, {k: v for k, v in body.items() if v is not None})
         return list(answer["updated"])
 
     def requeue(self, job_id: str, reason: str = "", hold: bool = False) -> list[str]:
         """Stop a running job (or an array's running members) and queue it again; with
         ``hold``, held once queued. The ids requeued."""
-        path = f"/v1/jobs/{_quote(job_id)}/requeue"
+        path = f"/v1/jobs/{path_segment(job_id)}/requeue"
         return list(self._call("POST", path, {"reason": reason, "hold": hold})["requeued"])
 
     def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
@@ -324,7 +252,7 @@ class Client(Transport):
         query = {"offset": str(offset)} | ({"task": task} if task else {})
         if max_bytes is not None:
             query["max_bytes"] = str(max_bytes)
-        path = f"/v1/jobs/{_quote(job_id)}/logs?" + urllib.parse.urlencode(query)
+        path = f"/v1/jobs/{path_segment(job_id)}/logs?" + urllib.parse.urlencode(query)
         payload, answer = self._request("GET", path)
         after = answer.get(NEXT_OFFSET)
         complete = answer.get(LOG_COMPLETE)
@@ -351,7 +279,7 @@ class Client(Transport):
         body: dict[str, Any] = {"offsets": dict(offsets), "all": all_tasks}
         if max_bytes is not None:
             body["max_bytes"] = max_bytes
-        path = f"/v1/jobs/{_quote(job_id)}/logs"
+        path = f"/v1/jobs/{path_segment(job_id)}/logs"
         try:
             return dict(self._call("POST", path, body))
         except ControllerError as exc:
@@ -381,11 +309,11 @@ class Client(Transport):
         """Drain a node (cluster-admins): nothing new is placed there. The node's state and
         drain reason afterwards."""
         body = {"reason": reason}
-        return dict(self._call("POST", f"/v1/nodes/{_quote(name)}/drain", body))
+        return dict(self._call("POST", f"/v1/nodes/{path_segment(name)}/drain", body))
 
     def undrain_node(self, name: str) -> dict[str, Any]:
         """Lift a node's drain (cluster-admins); its state afterwards."""
-        return dict(self._call("POST", f"/v1/nodes/{_quote(name)}/undrain", {}))
+        return dict(self._call("POST", f"/v1/nodes/{path_segment(name)}/undrain", {}))
 
     def reservations(self) -> list[dict[str, Any]]:
         """The advance reservations that have not ended, by start (docs/RESERVATIONS.md)."""
@@ -435,11 +363,11 @@ class Client(Transport):
             "tenants": None if tenants is None else list(tenants),
         }
         body = {key: value for key, value in given.items() if value is not None}
-        return dict(self._call("PATCH", f"/v1/reservations/{_quote(name)}", body))
+        return dict(self._call("PATCH", f"/v1/reservations/{path_segment(name)}", body))
 
     def delete_reservation(self, name: str) -> None:
         """Delete a reservation; the jobs waiting to run in it are rejected."""
-        self._call("DELETE", f"/v1/reservations/{_quote(name)}", raw=True)
+        self._call("DELETE", f"/v1/reservations/{path_segment(name)}", raw=True)
 
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
@@ -482,7 +410,7 @@ class Client(Transport):
         """Which pools may take a job and why: a submitted job's id, or a request (a dict)
         routed as if it were submitted now."""
         if isinstance(job, str):
-            return dict(self._call("GET", f"/v1/jobs/{_quote(job)}/route"))
+            return dict(self._call("GET", f"/v1/jobs/{path_segment(job)}/route"))
         return dict(self._call("POST", "/v1/route", self._with_user(job)))
 
     def checkpoint(self, job_id: str | None = None, time: float | None = None) -> None:
@@ -492,16 +420,16 @@ class Client(Transport):
         job = job_id or os.environ.get("FUSESCHED_JOB_ID")
         if not job:
             raise ValueError("no job id given and FUSESCHED_JOB_ID is not set")
-        self._call("POST", f"/v1/jobs/{_quote(job)}/checkpoint", {"time": time})
+        self._call("POST", f"/v1/jobs/{path_segment(job)}/checkpoint", {"time": time})
 
     def priority(self, job_id: str) -> dict[str, Any]:
         """A waiting job's multifactor priority, factor by factor."""
-        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/priority"))
+        return dict(self._call("GET", f"/v1/jobs/{path_segment(job_id)}/priority"))
 
     def efficiency(self, job_id: str) -> dict[str, Any]:
         """What a job used against what it asked for (``fusesched eff``, Slurm's seff): CPU
         time and efficiency, peak memory, GPU utilisation; null where not sampled."""
-        return dict(self._call("GET", f"/v1/jobs/{_quote(job_id)}/efficiency"))
+        return dict(self._call("GET", f"/v1/jobs/{path_segment(job_id)}/efficiency"))
 
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "/healthz"))
@@ -531,17 +459,13 @@ class Client(Transport):
         return list(self._call("GET", "/v1/tokens?" + urllib.parse.urlencode(query)))
 
     def revoke_token(self, token_id: str) -> str:
-        return str(self._call("DELETE", f"/v1/tokens/{_quote(token_id)}")["revoked"])
+        return str(self._call("DELETE", f"/v1/tokens/{path_segment(token_id)}")["revoked"])
 
     def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(request)
         if not out.get("user") and not self.token:  # with a token, the controller knows
             out["user"] = getpass.getuser()
         return out
-
-
-def _quote(job_id: str) -> str:
-    return urllib.parse.quote(job_id, safe="")
 
 
 def _several(value: str | Sequence[str] | None) -> Sequence[str]:

@@ -36,6 +36,11 @@ from fusesched.client_base import (
 CONNECT_TIMEOUT_S = 5.0
 
 
+def path_segment(value: str) -> str:
+    """``value`` (a job, task or node name) escaped as one segment of a route's path."""
+    return urllib.parse.quote(value, safe="")
+
+
 class _Unreachable(ConnectionError):
     """No connection could be made: the request was not sent."""
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from fusesched.agent.step import main
+from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_plan import (
     StepError,
     StepTask,
     exit_status,
     export_vars,
-    parse_args,
     place,
     read_hostfile,
     step_shape,

@@ -10,15 +10,9 @@ import httpx
 import pytest
 
 from fusesched.agent import step
-from fusesched.agent.step import Step
-from fusesched.agent.step_plan import (
-    StepError,
-    StepLaunch,
-    export_vars,
-    parse_args,
-    place,
-    settable,
-)
+from fusesched.agent.step_args import parse_args
+from fusesched.agent.step_plan import StepError, StepLaunch, export_vars, place, settable
+from fusesched.agent.step_run import Step
 
 SECRET = "hunter2"
 SCRIPT_ENV = {

@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from fusesched.agent.step import Step, step_name
+from fusesched.agent.step import step_name
+from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_gpus import GpuAsk, gpu_ask
-from fusesched.agent.step_plan import StepError, StepLaunch, StepTask, parse_args
+from fusesched.agent.step_plan import StepError, StepLaunch, StepTask
+from fusesched.agent.step_run import Step
 from fusesched.api.schemas import StepRequest
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_het import (
     NODE_SHARE_VARS,
     het_groups,
@@ -17,7 +18,7 @@ from fusesched.agent.step_het import (
     place_components,
 )
 from fusesched.agent.step_het_plan import plan_het_step
-from fusesched.agent.step_plan import StepError, parse_args
+from fusesched.agent.step_plan import StepError
 
 HET_ENV = {
     "SLURM_JOB_ID": "12",

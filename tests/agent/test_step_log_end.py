@@ -1,4 +1,4 @@
-"""A job step (agent/step.py) ends as soon as its tasks' logs are complete: with a controller
+"""A job step (agent/step_run.py) ends as soon as its tasks' logs are complete: with a controller
 that says so (``X-Log-Complete``), the step makes no read and no pause after the one that
 finds a task exited and its log complete; with an older one it waits for quiet, as before.
 Counted on a scripted controller and a clock that moves only when the step sleeps, so the
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from fusesched.agent import step
-from fusesched.agent.step import DRAIN_QUIET_S, Step
+from fusesched.agent import step_run
 from fusesched.agent.step_plan import StepLaunch, StepTask
+from fusesched.agent.step_run import DRAIN_QUIET_S, Step
 
 TASK = "7.remote.0"
 
@@ -83,7 +83,7 @@ def test_a_step_ends_at_the_read_that_finds_the_log_complete(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = Clock()
-    monkeypatch.setattr(step, "time", clock)
+    monkeypatch.setattr(step_run, "time", clock)
     controller = Controller(clock)
     assert follow(controller) == [0]
     assert capsys.readouterr() == ("first line\nlast line\n", "")
@@ -99,7 +99,7 @@ def test_an_unconfirmed_end_is_warned_of(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = Clock()
-    monkeypatch.setattr(step, "time", clock)
+    monkeypatch.setattr(step_run, "time", clock)
     assert follow(Controller(clock, confirmed=False)) == [0]
     out, err = capsys.readouterr()
     assert out == "first line\nlast line\n"
@@ -110,7 +110,7 @@ def test_an_older_controller_is_waited_on_until_quiet(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clock = Clock()
-    monkeypatch.setattr(step, "time", clock)
+    monkeypatch.setattr(step_run, "time", clock)
     controller = Controller(clock, says_complete=False)
     assert follow(controller) == [0]
     assert capsys.readouterr().out == "first line\nlast line\n"

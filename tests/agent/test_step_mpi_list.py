@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fusesched.agent.step import main
-from fusesched.agent.step_plan import MPI_LIST, mpi_listing
+from fusesched.agent.step_args import MPI_LIST, mpi_listing
 from fusesched.agent.step_wrapper import install_wrapper
 
 LISTED = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fusesched.agent.step_plan import parse_args
+from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_resources import cpu_mem_fields, without_refused
 
 SLOTS = {"a": 2, "b": 1}

@@ -27,7 +27,7 @@ from fusesched.cli.salloc_plan import (
     split_salloc_args,
     workdir,
 )
-from fusesched.cli.srun import RunUsageError
+from fusesched.cli.srun_args import RunUsageError
 from fusesched.client_base import ControllerError
 from fusesched.controller.launchenv import TaskSlot, hostfile
 from fusesched.submit.errors import SubmitError

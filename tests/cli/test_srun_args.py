@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fusesched.cli.fast import _asks_the_command
-from fusesched.cli.srun import (
-    Output,
-    RunUsageError,
-    job_args,
-    job_request,
-    split_run_args,
-    task_index,
-)
+from fusesched.cli.srun import Output, task_index
+from fusesched.cli.srun_args import RunUsageError, job_args, job_request, split_run_args
 from fusesched.cli.waiting import Target, exit_code, exit_status, target
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import ArrayRequest

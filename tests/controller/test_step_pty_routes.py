@@ -145,3 +145,16 @@ def test_a_terminal_job_is_not_routed_to_external_pools() -> None:
         assert "pool slurm: a pseudo-terminal (run --pty)" in str(exc)
     else:
         raise AssertionError("routed to an external pool")
+
+
+def test_a_terminal_step_gets_its_own_cpus_and_memory(ctl: Controller, client: TestClient) -> None:
+    """``srun --pty -c 2 --mem=256M bash`` in a job of 3 CPUs: its task's launch carries
+    the terminal and the CPU ids and memory limit of any step's (controller/step_cpus.py)."""
+    shell = {"resources": {"cpu": "3", "memory": "1Gi"}, "argv": ["sleep", "100"]}
+    job = client.post("/v1/jobs", json={"groups": [shell]}).json()["id"]
+    main = started(ctl)[job]
+    body = step_body() | {"overlap": False, "cpus_per_task": 2, "memory": {"n0": 2**28}}
+    made = client.post(f"/v1/jobs/{job}/steps", json=body)
+    assert made.status_code == 201, made.text
+    (launch,) = ctl.heartbeat(Heartbeat(node="n0", running=[main]), wait_s=0, pty=True).launch
+    assert launch.pty is not None and len(launch.cpu_ids) == 2 and launch.memory_bytes == 2**28

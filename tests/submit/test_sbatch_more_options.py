@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fusesched.cli.srun import split_run_args
+from fusesched.cli.srun_args import split_run_args
 from fusesched.submit import JobRequest, ParsedJob, SubmitError, parse_sbatch
 from fusesched.submit.request import MAX_COMMENT, parse_request
 

@@ -33,6 +33,10 @@ class GpuAsk:
     per_node: dict[str, int]
     per_task: int | None = None
 
+    def fields(self) -> dict[str, object]:
+        """The step request's fields for these GPUs."""
+        return {"gpus": self.per_node, "gpus_per_task": self.per_task}
+
 
 def gpu_count(option: str, text: str) -> int:
     """The count ``--OPTION=TEXT`` asks for."""

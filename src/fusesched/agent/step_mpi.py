@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from fusesched.agent.step_plan import PMI_TYPES, StepTask, step_env, step_slots
+from fusesched.agent.step_args import PMI_TYPES
+from fusesched.agent.step_plan import StepTask, step_env, step_slots
 
 #: What a library an MPI program needs is called (OpenMPI's ``libmpi.so.40``, ``libmpi_cxx``…).
 LIBMPI = re.compile(r"^libmpi(\.so|_)")

@@ -32,6 +32,8 @@ from fusesched.agent.step_plan import (
     task_argv,
     task_env,
 )
+from fusesched.agent.step_resources import cpu_mem_fields
+from fusesched.agent.step_run import say
 
 #: While running steps hold the slots: the first pause before asking again, and the longest.
 RETRY_MIN_S = 0.1
@@ -76,9 +78,12 @@ def step_body(
     cwd: str,
     terminal: Mapping[str, Any],
     name: str,
+    environ: Mapping[str, str],
 ) -> dict[str, Any]:
     """The step request of ``srun --pty``'s one task ``task`` (with the variables ``env``,
-    in ``cwd``) on ``terminal``."""
+    in ``cwd``) on ``terminal``, with the GPUs, CPUs and memory its ``options`` ask for as
+    any step's (``environ``: the script's: agent/step_resources.py). ``ValueError`` for bad
+    options, saying why."""
     tasks = [task]
     launch = StepLaunch(
         task,
@@ -94,9 +99,8 @@ def step_body(
     }
     gpus = gpu_ask(options, step_slots(tasks), False)
     if gpus is not None:
-        body["gpus"] = gpus.per_node
-        body["gpus_per_task"] = gpus.per_task
-    return body
+        body.update(gpus.fields())
+    return body | cpu_mem_fields(options, environ, step_slots(tasks))
 
 
 def start(
@@ -156,7 +160,8 @@ def relay(client: Any, job_id: str, task_id: str, say: Callable[[str], None]) ->
 
 def _exit_code(client: Any, job_id: str, task_id: str) -> int:
     """The task's exit code, once its agent has said it (a task gone with its job: killed;
-    one still running when its job has ended was killed with it, and says no more)."""
+    one still running when its job has ended is being killed with it: its exit, once the
+    grace is over, is written, not waited for here)."""
     from fusesched.sdk import FINISHED, ControllerError
 
     deadline = time.monotonic() + EXIT_WAIT_S
@@ -203,10 +208,14 @@ def run_on_terminal(
 
     why = refusal(options, tasks, options.mpi not in (None, "none"))
     if why is not None:
-        _say(f"error: {why}")
+        say(f"error: {why}")
         return 2
     here = terminal(sys.stdin.fileno(), os.environ.get("TERM")).model_dump()
-    body = step_body(options, tasks[0], exported, cwd, here, name)
+    try:
+        body = step_body(options, tasks[0], exported, cwd, here, name, env)
+    except ValueError as exc:
+        say(f"error: {exc}")
+        return 2
     # the job's own credential in its batch script; under salloc, the person's (as srun's)
     client = Client(
         env["FUSESCHED_CONTROLLER"],
@@ -214,14 +223,10 @@ def run_on_terminal(
         ca=env.get("FUSESCHED_CA") or None,
     )
     try:
-        task_id = start(client, env["FUSESCHED_JOB_ID"], body, options.immediate, _say)
+        task_id = start(client, env["FUSESCHED_JOB_ID"], body, options.immediate, say)
     except PtyStepError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return exc.code
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
-    return relay(client, env["FUSESCHED_JOB_ID"], task_id, _say)
-
-
-def _say(message: str) -> None:
-    print(f"srun: {message}", file=sys.stderr, flush=True)
+    return relay(client, env["FUSESCHED_JOB_ID"], task_id, say)

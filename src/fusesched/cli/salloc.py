@@ -35,7 +35,8 @@ import typer
 
 from fusesched.cli.keepalive import Attended, Keepalive, warn
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
-from fusesched.cli.srun import QUEUED_AFTER_S, RUN_CONTEXT, RunUsageError
+from fusesched.cli.srun import QUEUED_AFTER_S, RUN_CONTEXT
+from fusesched.cli.srun_args import RunUsageError
 from fusesched.cli.waiting import FINISHED, describe
 
 T = TypeVar("T")

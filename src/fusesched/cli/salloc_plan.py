@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fusesched.agent.step_plan import read_hostfile
-from fusesched.cli.srun import RunArgs, RunUsageError, job_args, split_run_args
+from fusesched.cli.srun_args import RunArgs, RunUsageError, job_args, split_run_args
 from fusesched.submit.hostlist import tasks_per_node
 
 #: salloc's own flag: wait for the allocation, print it and leave it (for ``fusesched
@@ -88,7 +88,7 @@ class SallocArgs:
 
 
 def split_salloc_args(args: Sequence[str]) -> SallocArgs:
-    """salloc's arguments split at the command (:func:`fusesched.cli.srun.split_run_args`
+    """salloc's arguments split at the command (:func:`fusesched.cli.srun_args.split_run_args`
     with salloc's refusals; the command may be left out). :class:`RunUsageError` for a bad
     one."""
     parsed = split_run_args(

@@ -108,7 +108,7 @@ def in_job(
     task = StepTask(rank=0, node=node, node_index=0, local_rank=0, local_size=1)
     here = terminal(sys.stdin.fileno(), os.environ.get("TERM")).model_dump()
     step = StepOptions(command=tuple(command), overlap=overlap, pty=True)
-    body = step_body(step, task, {}, os.getcwd(), here, name[:200])
+    body = step_body(step, task, {}, os.getcwd(), here, name[:200], {})
     try:
         task_id = start(client, job_id, body, None, say)
     except PtyStepError as exc:

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
-from fusesched.controller import failures, task_usage
+from fusesched.controller import failures, late_exits, task_usage
 from fusesched.controller.completion import group_completed
 from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
@@ -35,8 +35,9 @@ FINISHED_TASKS_KEPT = 10_000
 def task_report(ctl: Controller, report: TaskReport, now: float) -> None:
     """A task's agent says it runs (with its pid) or has exited."""
     entry = ctl.tasks.get(report.task_id)
-    if entry is None:
-        return  # a task this controller does not know (from before a restart): ignore
+    if entry is None:  # a task of a run forgotten, or from before a restart (ignored)
+        late_exits.exited(ctl, report, now)
+        return
     task = entry[1]
     if report.state is TaskState.RUNNING:
         if task.state == "running" and task.pid == report.pid:
@@ -73,6 +74,7 @@ def lose_tasks(
                 lost = Failure(FailureKind.TASK_LOST, None, f"task {reason}")
                 failures.job_failed(ctl, live, lost, now)
             finish_task(ctl, task, -1, reason, now)
+    late_exits.lost(ctl, node, alive, reason, now, beat)  # (tasks outliving their job's run)
 
 
 def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: float) -> None:

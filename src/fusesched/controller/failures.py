@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import Heartbeat
-from fusesched.controller import task_usage
+from fusesched.controller import late_exits, task_usage
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
     Action,
@@ -177,6 +177,7 @@ def node_lost(ctl: Controller, name: str, now: float, reason: str | None = None)
             continue
         task.lost = True
         ctl.finish_task(task, FAILED_BY_CONTROLLER, "node lost", now)
+    late_exits.lost(ctl, name, (), "node lost", now, code=FAILED_BY_CONTROLLER)
 
 
 def allocation_lost(ctl: Controller, name: str, reason: str, now: float) -> set[str]:

@@ -113,6 +113,7 @@ class Controller:
         self.nodes: dict[str, LiveNode] = {}
         self.tasks: dict[str, tuple[str, LiveTask]] = {}  # task id -> (job id, task)
         self.finished: dict[str, LiveTask] = {}  # tasks of ended jobs, newest last (bounded)
+        self.outliving: dict[str, LiveTask] = {}  # of those, not ended yet (late_exits.py)
         self.events: list[Event] = []
         self.decisions: list[Decision] = []  # every decision, for the parity test
         self.keep_decisions = False

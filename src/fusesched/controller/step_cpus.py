@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fusesched.controller import late_exits
 from fusesched.controller.job_steps import StepNeverFits, StepsBusy, share_of
 from fusesched.controller.pools import Grant
 from fusesched.model.resources import CPU, MEMORY
@@ -280,7 +281,10 @@ def returned(task: LiveTask, live: LiveJob) -> Grant:
 def release_unended(ctl: Controller, tasks: Iterable[LiveTask]) -> None:
     """Give back to their nodes' pools the CPU ids of a job's remote tasks that have not
     ended as the controller forgets them (the job ended, or restarts in place): their kill
-    is on its way, and no exit of theirs will be counted any more."""
+    is on its way, and their exit counts no more in their job (it is written when it comes:
+    controller/late_exits.py)."""
+    tasks = list(tasks)
+    late_exits.forgotten(ctl, tasks)
     for task in tasks:
         node = ctl.nodes.get(task.node)
         if task.remote and task.state != "exited" and task.grant.cpu_ids and node is not None:
