@@ -321,8 +321,9 @@ def salloc(
     else /bin/sh) here, with this terminal, in the directory of -D (else this one), with
     Slurm's variables of the allocation (SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_NNODES,
     SLURM_NTASKS, SLURM_TASKS_PER_NODE, ...) and fusesched's `srun` first on PATH: `srun`
-    runs job steps on the allocated nodes, as in a batch script. When COMMAND exits the job
-    is cancelled and salloc exits with COMMAND's exit status. Ctrl-C while waiting cancels
+    runs job steps on the allocated nodes, as in a batch script (`srun --pty bash`: a shell
+    on the first node). When COMMAND exits salloc releases the job (COMPLETED when COMMAND
+    exited 0, else FAILED) and exits with COMMAND's exit status. Ctrl-C while waiting cancels
     the request (exit 1). If the job ends while COMMAND runs (its time limit, fusesched
     cancel), COMMAND's process group gets SIGHUP and salloc exits (status 1 when COMMAND's
     is 0). Not supported: --pty (not needed), X11, images, heterogeneous jobs.

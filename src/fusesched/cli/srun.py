@@ -178,8 +178,8 @@ def run(
 
     It waits for the job to start (saying so on stderr), prints its output as it comes and
     exits with its exit code (1 when it was cancelled, timed out or ended without one).
-    Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is not
-    forwarded, but with --pty.
+    Ctrl-C cancels the job (exit 130); a second Ctrl-C leaves at once. Standard input is
+    forwarded only with --pty.
 
     --pty (srun --pty): the command (one task: not with -n above 1) runs on a pseudo-terminal
     of this terminal's TERM and size, which run relays through the controller: keystrokes
