@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
 _RESTART = re.compile(r"-r(\d+)$")
+_REMOTE = re.compile(r"\.remote\.(\d+)$")
 
 
 def attempt_of(task_id: str) -> int:
@@ -56,6 +57,28 @@ def next_attempt(tasks: tuple[TaskRow, ...]) -> int:
     return max((attempt_of(t.task_id) for t in tasks), default=-1) + 1
 
 
+def run_tasks(tasks: tuple[TaskRow, ...], attempt: int) -> list[TaskRow]:
+    """The stored tasks of a job's run ``attempt``: its own (``<job>-r<attempt>.…``), and
+    the remote tasks (``<job>.remote.<n>``, an id that names no run) started since the first
+    of those; not an earlier run's, which the store may still show running."""
+    own = [t for t in tasks if ".remote." not in t.task_id and attempt_of(t.task_id) == attempt]
+    since = min((t.start_time for t in own if t.start_time is not None), default=None)
+    ids = {t.task_id for t in own}
+    return [
+        t
+        for t in tasks
+        if t.task_id in ids
+        or (".remote." in t.task_id and since is not None and (t.start_time or 0.0) >= since)
+    ]
+
+
+def remote_count(tasks: tuple[TaskRow, ...]) -> int:
+    """How many remote tasks (``<job>.remote.<n>``) a stored job's runs started: its next
+    one's number follows (an id of an earlier run's task, stored, maybe still dying, is
+    never taken again)."""
+    return max((int(m.group(1)) for t in tasks if (m := _REMOTE.search(t.task_id))), default=0)
+
+
 def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> None:
     """Give each job the store shows running its live record back; it waits for adoption."""
     for detail in details:
@@ -64,14 +87,14 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         spec = recovered_spec(request, row)
         live = LiveJob(spec.id, row.seq, spec, request)
         live.attempt_base = next_attempt(detail.tasks) - 1 if detail.tasks else 0
+        live.remote_count = remote_count(detail.tasks)
         live.started_at = row.start_time if row.start_time is not None else now
         live.adopting = True
         argv = {g.name: list(g.argv) for g in request.groups}
-        for t in detail.tasks:
+        run = run_tasks(detail.tasks, live.attempt_base)
+        for t in run:
             if t.state is not JobState.RUNNING or t.node is None:
                 continue
-            if attempt_of(t.task_id) != live.attempt_base:
-                continue  # a task row of an earlier run the store still shows running
             launch = TaskLaunch(
                 task_id=t.task_id,
                 job_id=spec.id,
@@ -96,7 +119,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
-        recovered(live, [t for t in detail.tasks if attempt_of(t.task_id) == live.attempt_base])
+        recovered(live, run)
         ctl.jobs[spec.id] = live
         if not any(not t.remote for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
@@ -217,7 +240,6 @@ def expire(ctl: Controller, now: float) -> None:
         if live.pool is not None:  # its cluster still runs it: wait for the cluster to answer
             continue  # (requeuing would run it twice; it is adopted when its nodes are listed)
         for task in live.tasks.values():
-            task.lost = True  # fenced wherever it shows up again
             if task.node in ctl.nodes:
                 ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
         requeue(ctl, live, "a node of it did not come back after a controller restart", now)
@@ -228,7 +250,9 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
     that may not be requeued (``sbatch --no-requeue``) ends instead, cancelled (the core
     never had it running) with the reason, and what waits on it settles."""
-    release_unended(ctl, live.tasks.values())  # (its steps' tasks' ids claimed on register)
+    for task in live.tasks.values():
+        task.lost = True  # fenced wherever it shows up again
+    release_unended(ctl, live.tasks.values())  # (its tasks' ids claimed on register)
     for task_id, task in live.tasks.items():
         ctl.tasks.pop(task_id, None)
         ctl.finished[task_id] = task

@@ -23,7 +23,16 @@ from fusesched.api.wire import (
     TaskLimit,
     TaskState,
 )
-from fusesched.controller import adoption, data, drains, endings, failures, output_files, pty_tasks
+from fusesched.controller import (
+    adoption,
+    data,
+    drains,
+    endings,
+    failures,
+    late_exits,
+    output_files,
+    pty_tasks,
+)
 from fusesched.controller import probes as task_probes
 from fusesched.controller.job_steps import STEP_ID_ENV, share_of
 from fusesched.controller.pools import Grant, NodePool
@@ -87,6 +96,7 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
                 node.state = NodeState.DRAINING
             ctl.nodes[inventory.name] = node
             ctl.events.append(NodeAdded(spec, node.state))
+            late_exits.node_back(ctl, inventory.name)  # (tasks left dying before a restart)
         else:  # an agent restarted: whatever it ran is gone
             _check_unchanged(known, inventory)
             known.inventory = inventory
@@ -408,10 +418,7 @@ def launch_remote(
     memory only, never stored or shown, and reaches the task's process environment, not its
     command line."""
     live.remote_count += 1
-    task_id = f"{live.id}.remote.{live.remote_count}"
-    while task_id in live.tasks:  # (adopted after a restart, which starts the count again)
-        live.remote_count += 1
-        task_id = f"{live.id}.remote.{live.remote_count}"
+    task_id = f"{live.id}.remote.{live.remote_count}"  # (counted on over restarts: adoption.py)
     base = next(iter(live.tasks.values())).launch
     launch = TaskLaunch(
         task_id=task_id,

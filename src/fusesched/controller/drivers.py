@@ -101,7 +101,7 @@ class AgentPool:
         ctl = self.ctl
         live.pool = None
         live.nodes = decision.nodes
-        attempt = live.attempt_base + ctl.core.jobs[live.id].attempts
+        attempt = live.attempt_base + ctl.core.jobs[live.id].attempts + live.in_place
         slots = task_slots(decision, attempt)
         addresses = {name: node.inventory.address for name, node in ctl.nodes.items()}
         batch = batch_mode(live.request)

@@ -209,7 +209,7 @@ def start(ctl: Controller, live: LiveJob, decision: StartJob, pool: str, now: fl
     """Hand a job the core started on ``pool``'s nodes to the pool's worker."""
     from fusesched.controller.launchenv import task_slots
 
-    attempt = live.attempt_base + ctl.core.jobs[live.id].attempts
+    attempt = live.attempt_base + ctl.core.jobs[live.id].attempts + live.in_place
     slots = task_slots(decision, attempt)
     placements = tuple(
         RemotePlacement(

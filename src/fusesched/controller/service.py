@@ -285,9 +285,10 @@ class Controller:
         return agents.heartbeat(self, beat, wait_s, launch, signals, probes, outputs, pty)
 
     def on_node(self, task_id: str, node: str) -> bool:
-        """Whether the task (live or recently finished) ran on ``node``."""
+        """Whether the task (live, recently finished, or outliving its job) ran on ``node``."""
         entry = self.tasks.get(task_id)
         task = entry[1] if entry is not None else self.finished.get(task_id)
+        task = task or self.outliving.get(task_id)
         return task is not None and task.node == node
 
     def remote_launch(
@@ -459,6 +460,7 @@ class Controller:
             live.hold = holds.stored_hold(row.phase, row.reason)
             live.hold_admin = holds.stored_admin(row.phase, row.reason)
             live.attempt_base = adoption.next_attempt(detail.tasks)
+            live.remote_count = adoption.remote_count(detail.tasks)
             self.jobs[spec.id] = live
             self.held.extend(dependencies.recall(self, spec, self.arrays_recalled))
             self.held.append(JobSubmitted(spec))

@@ -279,13 +279,14 @@ def returned(task: LiveTask, live: LiveJob) -> Grant:
 
 
 def release_unended(ctl: Controller, tasks: Iterable[LiveTask]) -> None:
-    """Give back to their nodes' pools the CPU ids of a job's remote tasks that have not
-    ended as the controller forgets them (the job ended, or restarts in place): their kill
-    is on its way, and their exit counts no more in their job (it is written when it comes:
+    """Give back to their nodes' pools the CPU ids of a job's tasks that have not ended as
+    the controller forgets them (the job ended, or restarts in place: its remote tasks';
+    requeued while it waited for adoption: its own too, with their devices): their kill is
+    on its way, and their exit counts no more in their job (it is written when it comes:
     controller/late_exits.py)."""
     tasks = list(tasks)
     late_exits.forgotten(ctl, tasks)
     for task in tasks:
         node = ctl.nodes.get(task.node)
-        if task.remote and task.state != "exited" and task.grant.cpu_ids and node is not None:
-            node.pool.give(Grant(task.grant.cpu_ids), node.inventory)
+        if task.state != "exited" and node is not None:  # (a remote task's devices: the job's)
+            node.pool.give(Grant(task.grant.cpu_ids) if task.remote else task.grant, node.inventory)
