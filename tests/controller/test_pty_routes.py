@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tests.controller.test_actions_gaps import People
 from tests.controller.test_running_limit import beat, started
 
-from fusesched.api.wire import Heartbeat
+from fusesched.api.wire import Heartbeat, TaskReport, TaskState
 from fusesched.controller import attendance
 from fusesched.controller.inactive import PTY_LIMIT_S
 from fusesched.controller.service import Controller
@@ -198,3 +198,23 @@ def test_a_terminal_job_runs_once_it_is_never_requeued_or_restarted(
     for job in (plain, asked):
         requeued = client.post(f"/v1/jobs/{job}/requeue", json={})
         assert requeued.status_code == 409 and "not to be requeued" in requeued.text, requeued.text
+
+
+def test_a_command_that_ends_at_once_still_shows_its_output(
+    ctl: Controller, client: TestClient
+) -> None:
+    """Its exit can end the job before its agent posts the last output and before run asks
+    for it: the output is taken from the recently finished task and waits in the relay."""
+    job = submit_pty(client)
+    task = started(ctl)[job]
+    done = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=4)
+    beat(ctl, [], reports=[done])
+    ctl.run_cycle()
+    assert task not in ctl.tasks and job not in ctl.jobs  # the job has ended
+    body = {"offset": 0, "data": b64(b"/dev/pts/3\r\n"), "eof": True, "wait": 0}
+    posted = client.post(f"/v1/agents/n0/pty/{task}/output", json=body)
+    assert posted.json() == {"offset": 12}, posted.text
+    page = client.get(f"/v1/jobs/{job}/pty/output", params={"offset": 0, "wait": 0}).json()
+    assert base64.b64decode(page["data"]) == b"/dev/pts/3\r\n" and page["closed"] is True
+    other = client.post(f"/v1/agents/n1/pty/{task}/output", json=body)
+    assert other.status_code in (403, 404), other.text

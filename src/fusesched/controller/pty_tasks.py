@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import endings
+from fusesched.controller.logs import job_of
 from fusesched.controller.records import UnknownJobError
 
 if TYPE_CHECKING:
@@ -54,16 +55,25 @@ def client_task(ctl: Controller, job_id: str) -> tuple[str, str]:
 
 
 def agent_task(ctl: Controller, task_id: str, node: str) -> tuple[str, bool]:
-    """(job, whether it is a step's) of ``task_id``, a live pseudo-terminal task on
-    ``node``; :class:`PtyRefused` (404) for a task that is not (any more) one of that node's,
-    409 for one without a terminal."""
+    """(job, whether it is a step's) of ``task_id``, a live or recently finished
+    pseudo-terminal task on ``node`` (a command that ends at once: its agent may post the
+    last output after its exit ended the job, before ``run`` first asked for it);
+    :class:`PtyRefused` (404) for a task that is not (any more) one of that node's, 409 for
+    one without a terminal."""
     with ctl.lock:
         entry = ctl.tasks.get(task_id)
-        if entry is None or entry[1].node != node:
+        if entry is not None:
+            job_id, task = entry
+        else:
+            job_id, found = job_of(task_id), ctl.finished.get(task_id)
+            if found is None:
+                raise PtyRefused(404, f"no live task {task_id!r} on node {node!r}")
+            task = found
+        if task.node != node:
             raise PtyRefused(404, f"no live task {task_id!r} on node {node!r}")
-        if entry[1].launch.pty is None:
+        if task.launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal")
-        return entry[0], entry[1].remote
+        return job_id, task.remote
 
 
 def step_task(ctl: Controller, task_id: str) -> tuple[str, str]:
