@@ -44,7 +44,6 @@ import os
 import signal
 import ssl
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -73,11 +72,10 @@ from fusesched.agent.step_plan import (
 )
 from fusesched.agent.step_resources import cpu_mem_fields
 from fusesched.agent.step_run import Step, error, say, warn
+from fusesched.agent.step_wait import NoRoom, create_waiting
 from fusesched.client_base import default_token
 
 #: While the job's slots are busy: the first pause before asking again, and the longest.
-RETRY_MIN_S = 0.1
-RETRY_MAX_S = 0.5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,26 +182,24 @@ def _create(
     """Start the step, waiting while the job's slots are busy (saying so once, and once
     more when it starts), as long as it takes (``--immediate``: that many seconds, or
     none); None once it runs, else the exit status (a signal while waiting, or no room)."""
-    job_id = step.job_id
-    waited = False
-    pause = RETRY_MIN_S
-    deadline = None if options.immediate is None else time.monotonic() + options.immediate
-    while True:
-        if step.stop_signal is not None:
-            return 128 + step.stop_signal
+
+    def attempt() -> int | str:
         busy = step.create(slots, options.overlap, launches, het)
-        if busy is None:
-            if waited:
-                say(f"Step created for StepId={job_id}.{step.step_id}")
-            return None
-        if deadline is not None and time.monotonic() >= deadline:
-            error(f"Unable to create step for job {job_id}: {busy}")
-            return 1
-        if not waited:
-            say(f"Job {job_id} step creation temporarily disabled, retrying ({busy})")
-            waited = True
-        time.sleep(pause)
-        pause = min(pause * 2, RETRY_MAX_S)
+        if busy is not None:
+            return busy
+        assert step.step_id is not None  # (a created step has its id)
+        return step.step_id
+
+    try:
+        created = create_waiting(
+            step.job_id, options.immediate, attempt, say, lambda: step.stop_signal is not None
+        )
+    except NoRoom as exc:
+        error(str(exc))
+        return 1
+    if created is None and step.stop_signal is not None:
+        return 128 + step.stop_signal
+    return None
 
 
 def _launches(

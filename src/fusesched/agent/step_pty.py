@@ -34,10 +34,8 @@ from fusesched.agent.step_plan import (
 )
 from fusesched.agent.step_resources import cpu_mem_fields
 from fusesched.agent.step_run import say
+from fusesched.agent.step_wait import RETRY_MAX_S, RETRY_MIN_S, NoRoom, create_waiting
 
-#: While running steps hold the slots: the first pause before asking again, and the longest.
-RETRY_MIN_S = 0.1
-RETRY_MAX_S = 0.5
 #: How long the task's exit code may take to be known once its terminal has closed.
 EXIT_WAIT_S = 30.0
 #: The exit status after ``~.`` (ssh's when its connection is closed).
@@ -115,12 +113,11 @@ def start(
     :class:`PtyStepError` when it cannot start."""
     from fusesched.sdk import ControllerError
 
-    waited = False
-    pause = RETRY_MIN_S
-    deadline = None if immediate is None else time.monotonic() + immediate
-    while True:
+    created: dict[str, Any] = {}
+
+    def attempt() -> int | str:
         try:
-            created = client.start_step(job_id, body)
+            created.update(client.start_step(job_id, body))
         except ControllerError as exc:
             if exc.status == 422 and "pty" in str(exc) and "extra" in str(exc).lower():
                 raise PtyStepError(
@@ -129,17 +126,14 @@ def start(
                 ) from None
             if exc.status != 409:
                 raise PtyStepError(f"cannot start the step: {exc}") from None
-            if deadline is not None and time.monotonic() >= deadline:
-                raise PtyStepError(f"Unable to create step for job {job_id}: {exc}") from None
-            if not waited:
-                say(f"Job {job_id} step creation temporarily disabled, retrying ({exc})")
-                waited = True
-            time.sleep(pause)
-            pause = min(pause * 2, RETRY_MAX_S)
-            continue
-        if waited:
-            say(f"Step created for StepId={job_id}.{created['step_id']}")
-        return str(created["task_ids"][0])
+            return str(exc)
+        return int(created["step_id"])
+
+    try:
+        create_waiting(job_id, immediate, attempt, say)
+    except NoRoom as exc:
+        raise PtyStepError(str(exc)) from None
+    return str(created["task_ids"][0])
 
 
 def relay(client: Any, job_id: str, task_id: str, say: Callable[[str], None]) -> int:
