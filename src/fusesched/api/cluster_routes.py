@@ -21,7 +21,7 @@ from fusesched.api.schemas import (
     UsageView,
     usage_view,
 )
-from fusesched.controller import licenses
+from fusesched.controller import licenses, snapshots
 from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from fusesched.controller.metrics import metrics_for
 from fusesched.model.node import NodeState
@@ -61,7 +61,7 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
         drained = reasons.drains()
         now = controller.clock()
         out = []
-        for inventory, state, seen, free in controller.snapshot_nodes():
+        for inventory, state, seen, free in snapshots.nodes(controller):
             live = controller.nodes.get(inventory.name)
             held = None if live is None or live.datasets is None else sorted(live.datasets)
             drain = None if live is None else live.drain

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from fusesched.api.schemas import FairShareRow, QueueView, QuotaCell
+from fusesched.controller import snapshots
 from fusesched.controller.auth import Role
 from fusesched.model.resources import format_quantity
 
@@ -23,7 +24,7 @@ def queue_view(ctl: Controller) -> dict[str, Any]:
     """Queues with their jobs, quotas, borrowing and the fair-share standing of accounts."""
     from fusesched.policies.fairshare import fairshare_factors
 
-    counts = {name: (p, r) for name, p, r in ctl.queue_counts()}
+    counts = {name: (p, r) for name, p, r in snapshots.queue_counts(ctl)}
     with ctl.lock:
         gate = ctl.core.tenants
         now = ctl.clock()

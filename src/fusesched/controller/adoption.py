@@ -250,6 +250,8 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
     that may not be requeued (``sbatch --no-requeue``) ends instead, cancelled (the core
     never had it running) with the reason, and what waits on it settles."""
+    from fusesched.controller import recovery  # (here, not above: recovery imports adoption)
+
     for task in live.tasks.values():
         task.lost = True  # fenced wherever it shows up again
     release_unended(ctl, live.tasks.values())  # (its tasks' ids claimed on register)
@@ -266,4 +268,4 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
         return
     live.attempt_base += 1
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)
-    ctl.resubmit(JobSubmitted(live.spec))
+    recovery.resubmit(ctl, JobSubmitted(live.spec))

@@ -32,6 +32,7 @@ from fusesched.controller import (
     late_exits,
     output_files,
     pty_tasks,
+    recovery,
 )
 from fusesched.controller import probes as task_probes
 from fusesched.controller.job_steps import STEP_ID_ENV, share_of
@@ -119,9 +120,9 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
         if known is None and ctl.adopt_held:
             adoption.on_register(ctl, inventory, now)
         if ctl.held and ctl.expected_nodes <= ctl.nodes.keys():
-            ctl.release_held()
+            recovery.release_held(ctl)
         if ctl.waiting:
-            ctl.retry_waiting()
+            recovery.retry_waiting(ctl)
     ctl.wake()
 
 

@@ -174,7 +174,9 @@ def _apply_nodes(ctl: Controller, update: Update, now: float) -> None:
             ctl.events.append(NodeStateChanged(name, state, reason))
             ctl.persist.node_state(name, state, now, reason)
     if ctl.waiting:
-        ctl.retry_waiting()  # recovered jobs these nodes may now hold
+        from fusesched.controller import recovery
+
+        recovery.retry_waiting(ctl)  # recovered jobs these nodes may now hold
     if any(live.adopting for live in ctl.jobs.values()):
         from fusesched.controller import adoption
 

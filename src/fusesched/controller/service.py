@@ -11,8 +11,10 @@ most every ``submit_cycle_s``, so that a stream of them is scheduled in shared c
 This module holds the :class:`Controller` itself: its state, the loop, the scheduling cycle
 and the queries the API asks. Its parts live beside it as functions that take the controller
 first: submissions (``submissions``), the exchange with the agents (``agents``), how tasks
-and jobs end (``endings``), failures (``failures``), crash recovery (``adoption``), external
-pools (``federation``), data staging (``data``); the loop's wake-up is :class:`~.wake.Wake`.
+and jobs end (``endings``), failures (``failures``), crash recovery (``recovery`` for the
+queue, ``adoption`` for the jobs left running), external pools (``federation``), data
+staging (``data``), read-only views of the nodes and queues (``snapshots``); the loop's
+wake-up is :class:`~.wake.Wake`.
 """
 
 from __future__ import annotations
@@ -33,12 +35,10 @@ from fusesched.controller import (
     agents,
     attendance,
     data,
-    dependencies,
-    drains,
     endings,
     failures,
     federation,
-    holds,
+    recovery,
     reservations,
     step_pty,
     steps,
@@ -59,12 +59,11 @@ from fusesched.controller.records import (
     LiveNode,
     LiveTask,
     UnknownJobError,
-    recovered_spec,
 )
 from fusesched.controller.remote import RemotePool, Update
 from fusesched.controller.step_cpus import CpuMemAsk
 from fusesched.controller.wake import Wake
-from fusesched.core.pending_reasons import given, take_reasons
+from fusesched.core.pending_reasons import take_reasons
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
     Decision,
@@ -79,11 +78,7 @@ from fusesched.model.events import (
     StopJob,
 )
 from fusesched.model.node import NodeSpec, NodeState
-from fusesched.model.phases import JobPhase
-from fusesched.model.resources import Resources
 from fusesched.policies.priority import PriorityBreakdown
-from fusesched.submit.errors import SubmitError
-from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.request import JobRequest
 from fusesched.submit.terminal import Terminal
 
@@ -149,7 +144,7 @@ class Controller:
         self.notices = JobNotices(self.config.notify, clock)
         self.persist.notices = self.notices
         reservations.recover(self)  # (before the recovered jobs that may run in one)
-        self._recover()
+        recovery.recover(self)
         self.holders = attendance.recovered(self)  # (InactiveLimit: a fresh limit for each)
 
     # ------------------------------------------------------------------ lifecycle
@@ -216,7 +211,7 @@ class Controller:
             if self.adopt_until and now >= self.adopt_until:
                 self.adopt_until = 0.0
                 adoption.expire(self, now)
-                self.release_held()
+                recovery.release_held(self)
             for name, node in self.nodes.items():
                 late = now - node.last_seen > self.config.node_timeout_s
                 if late and node.state in (NodeState.UP, NodeState.DRAINING):
@@ -421,81 +416,6 @@ class Controller:
         """A kill for an agent to carry out at once (no grace period)."""
         return KillTask(task_id=task.launch.task_id, grace_s=0.0, reason=reason)
 
-    # ------------------------------------------------------------------ recovery
-
-    def _recover(self) -> None:
-        """Jobs left pending by a previous controller go back into the queue; jobs it had
-        running wait for their agents to report in and are adopted (controller/adoption.py)."""
-        pending, running = self.persist.unfinished_jobs()
-        if self.auth is not None and self.auth.enabled:
-            self.persist.store.revoke_job_tokens(keep=[d.job.id for d in running])
-        # queued jobs wait for the nodes to come back (else no node would fit them yet)
-        self.expected_nodes = {  # local agents' nodes (external pools' are named pool:node)
-            n.name
-            for n in self.persist.store.list_nodes()
-            if n.state is not NodeState.DOWN and ":" not in n.name
-        }
-        if pending and self.expected_nodes:
-            self.adopt_until = self.clock() + self.config.node_timeout_s
-        for detail in pending:
-            row = detail.job
-            request = JobRequest.model_validate(row.request)
-            spec = recovered_spec(request, row)
-            if spec.dependencies:  # those on jobs that ended (or started) before the restart
-                settled = dependencies.settle_recovered(spec, dependencies.reader(self))
-                if isinstance(settled, str):
-                    self.persist.job_finished(
-                        spec.id, JobPhase.CANCELLED, None, settled, self.clock()
-                    )
-                    self.persist.flush()
-                    continue
-                spec = settled
-            try:
-                spec = federation.routed(self, request, spec)
-            except SubmitError as exc:  # the pools changed since: it may still fit somewhere
-                log.warning("job %s: %s; queued without a route", spec.id, exc)
-            if given(row.reason):  # (cleared when it starts)
-                self.persist.recovered_wait(spec.id)
-            live = LiveJob(spec.id, row.seq, spec, request)
-            live.hold = holds.stored_hold(row.phase, row.reason)
-            live.hold_admin = holds.stored_admin(row.phase, row.reason)
-            live.attempt_base = adoption.next_attempt(detail.tasks)
-            live.remote_count = adoption.remote_count(detail.tasks)
-            self.jobs[spec.id] = live
-            self.held.extend(dependencies.recall(self, spec, self.arrays_recalled))
-            self.held.append(JobSubmitted(spec))
-        if not self.expected_nodes:
-            self.release_held()
-        if running:
-            adoption.recover_running(self, running, self.clock())
-
-    def release_held(self) -> None:
-        """Hand the core the submissions recovered at start, held until the nodes were back."""
-        for event in self.held:
-            self.resubmit(event)
-        self.held = []
-        self._wake.set()
-
-    def resubmit(self, event: Event) -> None:
-        """Hand the core a job recovered after a restart, unless the nodes back so far cannot
-        hold it (a gang while one of its nodes' agents is still restarting): the core would
-        reject it for good; it waits, pending, until a node registers that lets it fit."""
-        if isinstance(event, JobSubmitted) and check_feasible(
-            event.job, federation.node_specs(self)
-        ):
-            self.waiting.append(event)
-        else:
-            self.events.append(event)
-            held = isinstance(event, JobSubmitted) and holds.after_resubmit(self, event.job.id)
-            if held:  # held before the restart: held again before any cycle
-                self.events.append(held)
-
-    def retry_waiting(self) -> None:
-        """Offer again the recovered jobs that waited for more nodes (:meth:`resubmit`)."""
-        waiting, self.waiting = self.waiting, []
-        for event in waiting:
-            self.resubmit(event)
-
     # ------------------------------------------------------------------ external pools
 
     def remote_update(self, updates: list[Update]) -> None:
@@ -566,43 +486,3 @@ class Controller:
         a restart that waits for its nodes); called with the lock held."""
         ids = {live.id, live.spec.array_parent}
         return any(isinstance(e, JobSubmitted) and e.job.id in ids for e in self.events)
-
-    def queue_counts(self) -> list[tuple[str, int, int]]:
-        """(queue, pending, running) for every queue with live jobs, by name."""
-        with self.lock:
-            counts: dict[str, list[int]] = {}
-            for live in self.jobs.values():
-                entry = counts.setdefault(live.spec.queue, [0, 0])
-                entry[1 if live.nodes else 0] += 1
-        return [(name, p, r) for name, (p, r) in sorted(counts.items())]
-
-    def snapshot_nodes(self) -> list[tuple[NodeInventory, NodeState, float, Resources]]:
-        """Each node with its state, last heartbeat and free resources (from the core); a
-        draining node on which nothing runs any more is shown DRAINED."""
-        with self.lock:
-            cluster = self.core.cluster
-            out = []
-            for name, node in self.nodes.items():
-                row = cluster.index.get(name)
-                free = Resources()
-                if row is not None:
-                    free = Resources(
-                        {c: int(cluster.free[row, k]) for c, k in cluster.columns.items()}
-                    )
-                out.append((node.inventory, drains.shown_state(self, name), node.last_seen, free))
-            for name, spec in self.remote_specs.items():
-                out.append(self._remote_snapshot(name, spec))
-            return out
-
-    def _remote_snapshot(
-        self, name: str, spec: NodeSpec
-    ) -> tuple[NodeInventory, NodeState, float, Resources]:
-        cluster = self.core.cluster
-        row = cluster.index.get(name)
-        free = Resources()
-        if row is not None:
-            free = Resources({c: int(cluster.free[row, k]) for c, k in cluster.columns.items()})
-        inventory = NodeInventory(
-            name=name, address="", resources=spec.capacity.to_spec(), labels=dict(spec.labels)
-        )
-        return inventory, self.remote_nodes[name][2], self.clock(), free

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import func, select
 
 from fusesched.api.access import AUDIT
+from fusesched.controller import snapshots
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources, format_quantity
 from fusesched.portal.schemas import (
@@ -120,7 +121,7 @@ def _order(names: Iterable[str]) -> list[str]:
 
 def cluster_view(ctl: Controller, reasons: Mapping[str, tuple[str, str, float]]) -> dict[str, Any]:
     """Nodes with their occupancy, devices and states; totals per pool."""
-    snapshot = ctl.snapshot_nodes()
+    snapshot = snapshots.nodes(ctl)
     with ctl.lock:
         holders: dict[tuple[str, str], str] = {}  # (node, device key) -> job id
         for job_id, task in ctl.tasks.values():
@@ -211,7 +212,7 @@ def history_view(ctl: Controller, start: float, end: float, buckets: int) -> His
     estimated energy, in ``buckets`` equal steps of ``[start, end]``."""
     store = ctl.persist.store
     cores = gpus = 0.0
-    for inventory, _state, _seen, _free in ctl.snapshot_nodes():
+    for inventory, _state, _seen, _free in snapshots.nodes(ctl):
         node = ctl.nodes.get(inventory.name)
         capacity = node.spec.capacity if node is not None else Resources.parse(inventory.resources)
         cores += capacity.get(CPU) / 1000.0
