@@ -1,4 +1,4 @@
-"""The shim that takes a task's environment from its file under setpriv (agent/spawn.py):
+"""The shim that takes a task's environment from its file under setpriv (agent/task_shim.py):
 with bash as /bin/sh (RHEL-family nodes) too, a job variable bash keeps read-only does not
 end the task, and the file (it holds the job's credential) is gone whatever happens."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent.spawn import _SHIM_ENV, SHELL_READ_ONLY, _exports
+from fusesched.agent.task_shim import _SHIM_ENV, SHELL_READ_ONLY, _exports
 
 SHOW = ("sh", "-c", 'echo "$SECRET|$UID_LIKE|$(pwd)"')
 SHELLS = [s for s in (["dash"], ["bash", "--posix"]) if shutil.which(s[0])]

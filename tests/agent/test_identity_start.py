@@ -15,7 +15,7 @@ import pytest
 
 from fusesched.agent.images import ImageCache
 from fusesched.agent.runtime import ProcessRuntime
-from fusesched.agent.spawn import ENV_NAME, find_setpriv
+from fusesched.agent.task_shim import ENV_NAME, find_setpriv
 from fusesched.agent.users import Identity
 from fusesched.api.wire import TaskState
 

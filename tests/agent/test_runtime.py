@@ -13,7 +13,7 @@ from fusesched.agent.cgroups import MemoryCgroups
 from fusesched.agent.images import ImageCache
 from fusesched.agent.logtext import chunk_end
 from fusesched.agent.runtime import REASON_OOM, REASON_WALLTIME, ProcessRuntime
-from fusesched.agent.spawn import cuda_visible_devices
+from fusesched.agent.task_env import cuda_visible_devices
 from fusesched.api.wire import TaskState
 
 from .helpers import launch, read_all, run_one, wait_end

@@ -49,7 +49,7 @@ MAX_HEAD: Final = 64 * 1024
 #: Reads of an ``exec`` check's output between two looks at the clock.
 _READS_PER_LOOK: Final = 16
 #: Enters the working folder (its first argument) as the check's own user, then runs the check:
-#: root never enters a folder for a user (``cwd`` is entered before the switch; agent/spawn.py)
+#: root never enters a folder for a user (``cwd`` is entered before the switch; agent/task_shim.py)
 _CD: Final = 'cd -- "$1" || exit 125\nshift\nexec "$@"\n'
 _STATUS_RE: Final = re.compile(rb"HTTP/[0-9]\.[0-9] ([1-5][0-9][0-9])(?:[ \r\n]|$)")
 

@@ -3,7 +3,7 @@
 :func:`open_pty` makes the terminal before the task starts: the agent keeps its master end;
 the task's shim opens the other end by its path (``FUSESCHED_PTY``) as the session leader it
 is, which makes it the task's controlling terminal and its standard input, output and error
-(agent/spawn.py). The slave end is handed to the task's user, as ``sshd`` hands a login's.
+(agent/task_shim.py). The slave end is handed to the task's user, as ``sshd`` hands a login's.
 
 Agents listen on no port, so :class:`PtyBridge` calls the controller's relay
 (:mod:`fusesched.api.pty_routes`) from two threads of its own: one reads the terminal and

@@ -9,33 +9,18 @@ unsafe in a threaded agent:
 2. the agent pins it (``sched_setaffinity``) and moves it into the task's memory cgroup;
 3. the agent writes one line to the pipe and the shim ``exec``\\ s the command (bare metal) or
    ``bwrap … -- command`` (container), so every process of the task inherits both.
-   A task under another identity is started in ``/`` and its shim, already that identity,
-   enters the working directory (``subprocess`` would enter it as root, before switching).
+
+The shim, and how it comes to run as the task's identity (``setpriv`` or in the child), are
+:mod:`fusesched.agent.task_shim`; the task's environment is :mod:`fusesched.agent.task_env`.
 
 The task's folder is made and filled while it is root's alone (mode 0700), then handed over
 bottom-up, the folder itself last, without following links; what the agent creates in it
 later is opened ``O_EXCL | O_NOFOLLOW`` (docs/AGENT.md, "Security").
-
-A task that runs under another identity (the agent runs as root) must never let anything
-that sees the job's environment hold root (``LD_PRELOAD`` and the like are honoured by the
-dynamic loader of every program root runs). Two ways, same result:
-
-* **quick** (``setpriv`` from util-linux installed and usable): the agent spawns
-  ``setpriv --reuid --regid --clear-groups -- /bin/sh …`` with an environment of its own (no
-  variable of the job's), which ``subprocess`` can start with ``vfork`` (a full ``fork`` of the
-  agent copies its page tables and makes its every later write fault: tens of milliseconds
-  per task here). The job's environment goes to the shim, which already runs as the task's
-  identity, as a file of ``export 'NAME=value'`` lines (the task folder's, mode 0600, owned
-  by that identity; the shim deletes it once read);
-* **subprocess** (no ``setpriv``, or a variable name a shell cannot export): the child
-  switches identity before the shim runs (``subprocess``'s ``user``/``group``/
-  ``extra_groups``), which needs a full ``fork``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import re
@@ -53,47 +38,15 @@ from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.probe_checks import exec_context
 from fusesched.agent.pty_bridge import Pty, open_pty
 from fusesched.agent.task_data import task_view
+from fusesched.agent.task_env import cpu_list, task_environment
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
+from fusesched.agent.task_shim import ENV_NAME, PTY_ENV, find_setpriv, shim_start
 from fusesched.agent.users import Identity, IdentityError, check_reachable
-from fusesched.agent.watching import (
-    CHECKPOINT_ENV,
-    checkpoint_dir,
-    checkpoint_env,
-    prepare_checkpoint_dir,
-)
-from fusesched.api.wire import TASK_DIR_PLACEHOLDER, TaskLaunch
-from fusesched.model.text import is_env_name
+from fusesched.agent.watching import checkpoint_dir, prepare_checkpoint_dir
+from fusesched.api.wire import TaskLaunch
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOG_NAME = "output.log"
 SCRIPT_NAME = "script.sh"
-
-# Waits for the agent's go-ahead on stdin, then becomes the task (stdin: /dev/null).
-_SHIM = 'read -r _ || exit 125\nexec "$@" </dev/null\n'
-# The same for a task under another identity: it enters its working directory (the first
-# argument) itself, as that identity, never root: the kernel checks the user's own right to
-# reach it, at the moment it enters.
-_SHIM_CD = 'read -r _ || exit 125\ncd -- "$1" || exit 125\nshift\nexec "$@" </dev/null\n'
-# The same, run as the task's identity by setpriv: first takes the job's environment from
-# the file named by its first argument (opened, then deleted before it is read, so that no
-# failure while reading it leaves it behind); the second is the working directory.
-_SHIM_ENV = (
-    'read -r _ || exit 125\nexec 3<"$1" || exit 125\ncommand -p rm -f -- "$1"\n'
-    '. /dev/fd/3 || exit 125\nexec 3<&-\ncd -- "$2" || exit 125\nshift 2\n'
-    'exec "$@" </dev/null\n'
-)
-#: Names bash keeps read-only: assigning one ends a POSIX shell (bash as /bin/sh, as on
-#: RHEL-family nodes) and the task with it, so they are left out of the file (bash sets
-#: them itself in every shell anyway).
-SHELL_READ_ONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
-ENV_NAME = ".fusesched-env"
-#: How a shim gives the task a pseudo-terminal (``fusesched run --pty``) instead of
-#: ``/dev/null``: it opens the terminal's slave end itself, as the session leader it is, which
-#: makes it the task's controlling terminal as well as its stdin, stdout and stderr.
-PTY_ENV = "FUSESCHED_PTY"
-_ON_PTY = f' <>"${PTY_ENV}" >&0 2>&0\n'
-#: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
-SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -108,52 +61,6 @@ def valid_task_id(task_id: str) -> bool:
 class StartFailure(Exception):
     """The task cannot start; the message says why (it becomes the ``FAILED_TO_START``
     report's reason)."""
-
-
-@functools.cache
-def find_setpriv() -> str | None:
-    """``setpriv`` (util-linux) if it is installed and can switch identities here (probed
-    once: it switches to ``nobody`` and runs ``/bin/true``)."""
-    found = shutil.which("setpriv", path=SETPRIV_DIRS)
-    if found is None or os.geteuid() != 0:
-        return None
-    try:
-        probe = subprocess.run(
-            [found, "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"],
-            capture_output=True,
-            timeout=10,
-            check=False,
-            env={},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found if probe.returncode == 0 else None
-
-
-def _exports(env: Mapping[str, str]) -> str:
-    """``env`` as lines a POSIX shell sources: ``export 'NAME=value'`` (single quotes keep
-    every byte literal; a quote inside is closed, escaped and reopened); without
-    :data:`SHELL_READ_ONLY`'s names."""
-    quoted = (
-        f"{name}={value}".replace("'", "'\\''")
-        for name, value in env.items()
-        if name not in SHELL_READ_ONLY
-    )
-    return "".join(f"export '{item}'\n" for item in quoted)
-
-
-def cuda_visible_devices(launch: TaskLaunch) -> str:
-    """``CUDA_VISIBLE_DEVICES`` for a launch: the UUIDs if any (MIG), else the indices.
-
-    Empty when the task has no GPUs, so it cannot use GPUs given to other tasks.
-    """
-    if launch.gpu_uuids:
-        return ",".join(launch.gpu_uuids)
-    return ",".join(str(index) for index in launch.gpu_indices)
-
-
-def _cpu_list(cpus: Sequence[int]) -> str:
-    return ",".join(str(cpu) for cpu in sorted(cpus))
 
 
 class TaskSpawner:
@@ -204,8 +111,8 @@ class TaskSpawner:
             missing = sorted(set(launch.cpu_ids) - allowed)
             if missing:
                 raise StartFailure(
-                    f"CPUs {_cpu_list(missing)} are not available here "
-                    f"(allowed: {_cpu_list(sorted(allowed))})"
+                    f"CPUs {cpu_list(missing)} are not available here "
+                    f"(allowed: {cpu_list(sorted(allowed))})"
                 )
         who = self._identity(launch)
         task_dir = self.work_dir / "tasks" / launch.task_id
@@ -225,7 +132,7 @@ class TaskSpawner:
         notes: list[str] = []
         cgroup = self._memory(launch, notes)
         tmp = None if container or self.tmp_dir is None else str(self.tmp_dir)
-        env = _environment(launch, inside, launch.memory_bytes if cgroup else None, tmp)
+        env = task_environment(launch, inside, launch.memory_bytes if cgroup else None, tmp)
         if who is not None:
             env.update({"USER": who.name, "LOGNAME": who.name})
         if self.srun_dir is not None and not container and "SLURM_JOB_ID" in launch.env:
@@ -336,30 +243,11 @@ class TaskSpawner:
         as_who = None if who is None else (who.uid, who.gid)  # its exec probes run as it does
         probes = exec_context(env, cwd, as_who, command, task_command) if probing else None
         log_path = task_dir / LOG_NAME
-        argv = ["/bin/sh", "-c", _shim(_SHIM, pty), "fusesched-task", *command]
-        argv_tail = command
-        if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
-            argv_tail = [str(cwd.absolute()), *command]
-            argv = ["/bin/sh", "-c", _shim(_SHIM_CD, pty), "fusesched-task", *argv_tail]
-            cwd = Path("/")
-        # how the child becomes ``who`` (module docstring): by setpriv, or by subprocess
-        switch = who
         setpriv = find_setpriv() if who is not None else None
-        if who is not None and setpriv is not None and all(map(is_env_name, env)):
-            env_file = task_dir / ENV_NAME
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            try:
-                fd = os.open(env_file, flags, 0o600)  # never one the task's user put there
-            except OSError as exc:
-                raise StartFailure(f"cannot write the task's environment: {exc}") from None
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                os.fchown(out.fileno(), who.uid, who.gid)
-                out.write(_exports(env))
-            ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
-            argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty), "fusesched-task"]
-            argv += [str(env_file), *argv_tail]
-            env = {}  # nothing of the job's reaches a program that runs as root
-            switch = None
+        try:
+            shim = shim_start(command, cwd, env, task_dir, who, setpriv, pty)
+        except OSError as exc:
+            raise StartFailure(f"cannot write the task's environment: {exc}") from None
         # the folder is the task's user's by now: a link planted there is never followed
         log_flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND
         try:
@@ -379,16 +267,16 @@ class TaskSpawner:
         go_read, go_write = os.pipe()
         try:
             popen = subprocess.Popen(
-                argv,
+                shim.argv,
                 stdin=go_read,
                 stdout=log_fd if outputs is None else outputs.stdout,
                 stderr=subprocess.STDOUT if outputs is None else outputs.stderr,
-                cwd=cwd,
-                env=dict(env),
+                cwd=shim.cwd,
+                env=dict(shim.env),
                 start_new_session=True,
-                user=switch.uid if switch is not None else None,
-                group=switch.gid if switch is not None else None,
-                extra_groups=[] if switch is not None else None,
+                user=shim.switch.uid if shim.switch is not None else None,
+                group=shim.switch.gid if shim.switch is not None else None,
+                extra_groups=[] if shim.switch is not None else None,
             )
         except OSError as exc:
             os.close(go_write)
@@ -423,11 +311,6 @@ class TaskSpawner:
             writers=[] if outputs is None else outputs.writers,
             pty=pty,
         )
-
-
-def _shim(shim: str, pty: Pty | None) -> str:
-    """``shim``, ending on the terminal ``pty`` (if any) rather than ``/dev/null``."""
-    return shim if pty is None else shim.replace(" </dev/null\n", _ON_PTY)
 
 
 def _open_pty(launch: TaskLaunch, who: Identity | None) -> Pty | None:
@@ -505,30 +388,6 @@ def _watched_checkpoints(launch: TaskLaunch, task_dir: Path, who: Identity | Non
         return None
 
 
-def _environment(
-    launch: TaskLaunch, task_dir: str, memory_limit: int | None, tmp_dir: str | None = None
-) -> dict[str, str]:
-    # (SHELL: OpenMPI's launcher asks it, else warns "local probe returned unhandled shell")
-    env = {"PATH": DEFAULT_PATH, "HOME": task_dir, "LANG": "C.UTF-8", "SHELL": "/bin/sh"}
-    if tmp_dir is not None:
-        env["TMPDIR"] = tmp_dir
-    env.update({k: v.replace(TASK_DIR_PLACEHOLDER, task_dir) for k, v in launch.env.items()})
-    env.update(
-        {
-            "FUSESCHED_TASK_ID": launch.task_id,
-            "FUSESCHED_JOB_ID": launch.job_id,
-            "FUSESCHED_TASK_DIR": task_dir,
-            "FUSESCHED_CPU_IDS": _cpu_list(launch.cpu_ids),
-            "FUSESCHED_GPU_INDICES": ",".join(str(i) for i in launch.gpu_indices),
-            "CUDA_VISIBLE_DEVICES": cuda_visible_devices(launch),
-            CHECKPOINT_ENV: checkpoint_env(launch, task_dir),
-        }
-    )
-    if memory_limit is not None:
-        env["FUSESCHED_MEMORY_LIMIT_BYTES"] = str(memory_limit)
-    return env
-
-
 def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
     for name, text in launch.files.items():  # e.g. the hostfile of an MPI job
         if not _FILE_NAME_RE.fullmatch(name) or name in (SCRIPT_NAME, LOG_NAME, PID_NAME):
@@ -587,7 +446,7 @@ def _place(
             if launch.cpu_ids:
                 os.sched_setaffinity(popen.pid, launch.cpu_ids)
         except OSError as exc:
-            raise StartFailure(f"cannot pin to CPUs {_cpu_list(launch.cpu_ids)}: {exc}") from None
+            raise StartFailure(f"cannot pin to CPUs {cpu_list(launch.cpu_ids)}: {exc}") from None
         if cgroup is not None:
             try:
                 cgroup.add(popen.pid)
