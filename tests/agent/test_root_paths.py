@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent import client
+from fusesched.agent import joining
 from fusesched.agent.config import AgentConfig, DataCacheConfig, PowerHookConfig
 from fusesched.agent.images import ImageCache, ImageError, file_sha256
 from fusesched.agent.power_caps import PowerCaps
@@ -377,23 +377,23 @@ def test_the_stored_credential_is_read_only_from_the_agents_own_file(
 ) -> None:
     """The node's credential lies in the work dir: a link or a file someone else put there
     must neither be read (sent to the controller as the token) nor written through."""
-    monkeypatch.setattr(client, "join", lambda *_args: "node-token")
+    monkeypatch.setattr(joining, "join", lambda *_args: "node-token")
     work = shared / "work"
     work.mkdir()
     stolen = shared / "readable-by-the-user"
     stolen.write_text("not the agent's\n")
-    (work / client.CREDENTIAL_FILE).symlink_to(stolen)
+    (work / joining.CREDENTIAL_FILE).symlink_to(stolen)
     with pytest.raises(OSError):
-        client.credential("http://controller", "n1", work, "join-token")
-    (work / client.CREDENTIAL_FILE).unlink()
-    planted = work / client.CREDENTIAL_FILE
+        joining.credential("http://controller", "n1", work, "join-token")
+    (work / joining.CREDENTIAL_FILE).unlink()
+    planted = work / joining.CREDENTIAL_FILE
     planted.write_text("planted\n")
     os.chown(planted, WHO.uid, WHO.gid)
     with pytest.raises(OSError):
-        client.credential("http://controller", "n1", work, "join-token")
+        joining.credential("http://controller", "n1", work, "join-token")
     planted.unlink()
-    assert client.credential("http://controller", "n1", work, "join-token") == "node-token"
-    assert client.credential("http://controller", "n1", work, None) == "node-token"  # stored
+    assert joining.credential("http://controller", "n1", work, "join-token") == "node-token"
+    assert joining.credential("http://controller", "n1", work, None) == "node-token"  # stored
     assert stat.S_IMODE(planted.stat().st_mode) == 0o600
 
 

@@ -24,8 +24,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from fusesched.agent.client import CREDENTIAL_FILE
 from fusesched.agent.config import AgentConfig
+from fusesched.agent.joining import CREDENTIAL_FILE
 from fusesched.cli.local import AgentHandle, start_agent
 from fusesched.controller.server import ControllerServer
 from fusesched.sdk import Client

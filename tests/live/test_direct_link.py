@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from fusesched.agent.client import LinkError, NodeForgotten
+from fusesched.agent.link import LinkError, NodeForgotten
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.cli.local import DirectLink, LocalCluster
 from fusesched.controller.records import UnknownNodeError

@@ -24,8 +24,8 @@ import pytest
 from fastapi.routing import APIRoute
 from sqlalchemy import select
 
-from fusesched.agent.client import CREDENTIAL_FILE, JoinError
 from fusesched.agent.config import AgentConfig
+from fusesched.agent.joining import CREDENTIAL_FILE, JoinError
 from fusesched.cli.local import LocalCluster, start_agent
 from fusesched.controller.server import ADMIN_TOKEN_FILE, ControllerServer
 from fusesched.sdk import Client, ControllerError

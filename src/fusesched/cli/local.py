@@ -21,17 +21,11 @@ from typing import Final, Literal, NoReturn
 
 import httpx
 
-from fusesched.agent.client import (
-    AgentClient,
-    ControllerLink,
-    JoinError,
-    LinkError,
-    NodeForgotten,
-    controller_urls,
-    credential,
-)
+from fusesched.agent.client import AgentClient
 from fusesched.agent.config import AgentConfig, load_config
 from fusesched.agent.discovery import discover
+from fusesched.agent.joining import JoinError, controller_urls, credential
+from fusesched.agent.link import ControllerLink, LinkError, NodeForgotten
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.sensing import Sensing
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
@@ -51,7 +45,7 @@ AGENT_LINKS: Final = ("http", "direct")
 
 
 class DirectLink:
-    """A local agent's :class:`~fusesched.agent.client.ControllerLink` to the controller of
+    """A local agent's :class:`~fusesched.agent.link.ControllerLink` to the controller of
     ``server``, in the same process. It stands for the API's agent routes without their
     authentication (the caller is this process: nothing outside it can reach the link); the
     controller does the same work as for an HTTP beat. A stopped controller, or one that

@@ -422,7 +422,7 @@ def agent(
     """Run a node agent: register this node, then launch and watch the tasks it is given."""
     import httpx
 
-    from fusesched.agent.client import JoinError
+    from fusesched.agent.joining import JoinError
     from fusesched.cli.local import start_agent
 
     try:
