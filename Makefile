@@ -36,8 +36,11 @@ front: $(STAMP) system
 	    && mv -f $(BIN)/fusesched.front $(BIN)/fusesched; \
 	else echo "front: no C compiler; $(BIN)/fusesched stays the Python script"; fi
 
+# The tests without live clusters run on every core (pytest-xdist); the live ones, which start
+# controllers, agents and tasks and measure their timing, run one at a time after them.
 unit: $(STAMP) system front
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --ignore=tests/live
+	$(BIN)/python -m pytest tests/live
 
 test: lint typecheck unit
 

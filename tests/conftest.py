@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("COLUMNS") == "80":
+    # pytest-xdist's workers inherit COLUMNS=80 from execnet; the CLI's consoles (and the
+    # commands tests start) would then wrap long temporary paths, unlike a serial run.
+    del os.environ["COLUMNS"]
 
 FRONT_SOURCE = Path(__file__).resolve().parents[1] / "src" / "fusesched" / "cli" / "front.c"
 

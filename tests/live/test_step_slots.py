@@ -20,19 +20,26 @@ STEPS = """#!/bin/bash
 #SBATCH --mem-per-cpu=256M
 #SBATCH -t 2
 S={scratch}
-# two steps of the job's 2 tasks at once: the second waits for the first to end
+# two steps of the job's 2 tasks at once: the second waits for the first to end (the first
+# holds its slots until the second has said so, at most 60 s: however slow this machine)
 srun -n 2 sh -c 'echo first $SLURM_STEP_ID start $(date +%s.%N); touch {scratch}/a.$SLURM_PROCID
-                 sleep 2; echo first end $(date +%s.%N)' &
+                 for i in $(seq 1200); do
+                     grep -qs "temporarily disabled" {scratch}/second.err && break; sleep 0.05
+                 done
+                 echo first end $(date +%s.%N)' &
 until [ -e $S/a.0 ] && [ -e $S/a.1 ]; do sleep 0.05; done
-srun -n 2 sh -c 'echo second $SLURM_STEP_ID start $(date +%s.%N)' &
+srun -n 2 sh -c 'echo second $SLURM_STEP_ID start $(date +%s.%N)' 2> >(tee $S/second.err >&2) &
 wait
 # --overlap: beside a step that holds every slot
+# (the third holds its slots until the script says so, at most 60 s: however slow this machine)
 srun -n 2 sh -c 'echo third $SLURM_STEP_ID start $(date +%s.%N); touch {scratch}/b.$SLURM_PROCID
-                 sleep 2; echo third end $(date +%s.%N)' &
+                 for i in $(seq 1200); do [ -e {scratch}/go ] && break; sleep 0.05; done
+                 echo third end $(date +%s.%N)' &
 until [ -e $S/b.0 ] && [ -e $S/b.1 ]; do sleep 0.05; done
 srun --overlap -n 1 sh -c 'echo fourth $SLURM_STEP_ID start $(date +%s.%N)'
 srun -I -n 1 true
 echo "immediate: $?"
+touch $S/go
 wait
 srun -n 3 true
 echo "too big: $?"

@@ -5,25 +5,15 @@ task."""
 from __future__ import annotations
 
 from alembic import command
-from sqlalchemy import text
 
-from fusesched.store import Store, upgrade
-from fusesched.store.engine import make_engine
+from fusesched.store import Store
 from fusesched.store.migrate import alembic_config
 from store.rows import task
-from store.test_step_tasks_column import JOB, TASK, task_columns
+from store.test_step_tasks_column import seeded_then_upgraded, task_columns
 
 
 def test_0010_with_rows_up_and_down(url: str) -> None:
-    command.upgrade(alembic_config(url), "0009")
-    engine = make_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(JOB))
-            conn.execute(text(TASK))
-    finally:
-        engine.dispose()
-    upgrade(url)
+    seeded_then_upgraded(url, "0009")
     with Store(url) as store:
         store.add_tasks([task("1", 1, group="remote", step_id=0, step_name="train.py")])
         found = {t.task_id: t.step_name for t in store.tasks_of_jobs(["1"])["1"]}

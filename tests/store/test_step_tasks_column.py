@@ -34,8 +34,9 @@ def task_columns(url: str) -> tuple[set[str], int]:
         engine.dispose()
 
 
-def test_0009_with_rows_up_and_down(url: str) -> None:
-    command.upgrade(alembic_config(url), "0008")
+def seeded_then_upgraded(url: str, revision: str) -> None:
+    """The database at migration ``revision`` with one job and its task, then at the head."""
+    command.upgrade(alembic_config(url), revision)
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -44,6 +45,10 @@ def test_0009_with_rows_up_and_down(url: str) -> None:
     finally:
         engine.dispose()
     upgrade(url)
+
+
+def test_0009_with_rows_up_and_down(url: str) -> None:
+    seeded_then_upgraded(url, "0008")
     with Store(url) as store:
         (old,) = store.tasks_for_job("1")
         assert (old.step_id, old.step_tasks) == (None, None)
