@@ -35,7 +35,21 @@ class StepCalls(Transport):
         (``POST /v1/jobs/{id}/pty/input``; at most 64 KiB), and its window's new ``size``
         (rows, columns); the offset to send from next (less than the end of ``data`` when
         the relay had no room for all of it within ``wait`` seconds)."""
-        return self._pty_in(f"/v1/jobs/{path_segment(job_id)}/pty", offset, data, size, wait)
+        return self.pty_send(job_id, offset, data, size, wait)[0]
+
+    def pty_send(
+        self,
+        job_id: str,
+        offset: int,
+        data: bytes,
+        size: tuple[int, int] | None = None,
+        wait: float = 10.0,
+        kept: int | None = None,
+    ) -> tuple[int, int]:
+        """As :meth:`pty_input`, saying that the caller keeps what it sent from ``kept`` on
+        (a restarted controller asks for it again: the offset answered is then before the
+        caller's); (the offset to send from next, how far the task has read)."""
+        return self._pty_in(f"/v1/jobs/{path_segment(job_id)}/pty", offset, data, size, wait, kept)
 
     def pty_output(self, job_id: str, offset: int, wait: float = 10.0) -> tuple[bytes, int, bool]:
         """A ``fusesched run --pty`` job's terminal output from ``offset`` on (``GET
@@ -53,7 +67,20 @@ class StepCalls(Transport):
     ) -> int:
         """As :meth:`pty_input`, for a job step's task on a terminal (``srun --pty``: ``POST
         /v1/tasks/{id}/pty/input``)."""
-        return self._pty_in(f"/v1/tasks/{path_segment(task_id)}/pty", offset, data, size, wait)
+        return self.task_pty_send(task_id, offset, data, size, wait)[0]
+
+    def task_pty_send(
+        self,
+        task_id: str,
+        offset: int,
+        data: bytes,
+        size: tuple[int, int] | None = None,
+        wait: float = 10.0,
+        kept: int | None = None,
+    ) -> tuple[int, int]:
+        """As :meth:`pty_send`, for a job step's task on a terminal."""
+        base = f"/v1/tasks/{path_segment(task_id)}/pty"
+        return self._pty_in(base, offset, data, size, wait, kept)
 
     def task_pty_output(
         self, task_id: str, offset: int, wait: float = 10.0
@@ -63,12 +90,21 @@ class StepCalls(Transport):
         return self._pty_out(f"/v1/tasks/{path_segment(task_id)}/pty", offset, wait)
 
     def _pty_in(
-        self, base: str, offset: int, data: bytes, size: tuple[int, int] | None, wait: float
-    ) -> int:
+        self,
+        base: str,
+        offset: int,
+        data: bytes,
+        size: tuple[int, int] | None,
+        wait: float,
+        kept: int | None,
+    ) -> tuple[int, int]:
         body: dict[str, Any] = {"offset": offset, "data": base64.b64encode(data).decode()}
         if size is not None:
             body.update(rows=size[0], cols=size[1])
-        return int(self._call("POST", f"{base}/input", body | {"wait": wait})["offset"])
+        query = "" if kept is None else f"?kept={kept}"  # (an older controller ignores it)
+        answer = self._call("POST", f"{base}/input{query}", body | {"wait": wait})
+        taken = int(answer["offset"])
+        return taken, int(answer.get("acked", taken))
 
     def _pty_out(self, base: str, offset: int, wait: float) -> tuple[bytes, int, bool]:
         page = self._call("GET", f"{base}/output?offset={offset}&wait={wait}")

@@ -62,7 +62,9 @@ class Unreachable:
     def output(self, offset: int, wait: float) -> tuple[bytes, int, bool]:
         return self._fail()  # type: ignore[no-any-return]
 
-    def input(self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float) -> int:
+    def input(
+        self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float, kept: int
+    ) -> tuple[int, int]:
         return self._fail()  # type: ignore[no-any-return]
 
     def ended(self) -> bool:
@@ -104,8 +106,10 @@ class Held:
         self.answer.wait(10)
         return b"", offset, True
 
-    def input(self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float) -> int:
-        return offset + len(data)
+    def input(
+        self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float, kept: int
+    ) -> tuple[int, int]:
+        return offset + len(data), offset + len(data)
 
     def ended(self) -> bool:
         return True

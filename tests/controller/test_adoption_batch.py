@@ -97,9 +97,12 @@ def test_a_node_not_back_in_time_gets_the_job_requeued(
         live = again.jobs[job]
         assert not live.adopting and not live.tasks and live.nodes == ()
         assert again.tasks.get(launch.task_id) is None
-        assert again.nodes["n0"].state is NodeState.UP
         kills = again.heartbeat(Heartbeat(node="n0", running=[launch.task_id]), wait_s=0).kill
         assert launch.task_id in {k.task_id for k in kills}
+        assert again.nodes["n0"].state is NodeState.DRAINING  # (until it is gone)
+        again.heartbeat(Heartbeat(node="n0", running=[]), wait_s=0)
+        again.run_cycle()
+        assert again.nodes["n0"].state is NodeState.UP
     finally:
         again.persist.close()
 

@@ -96,7 +96,7 @@ def test_a_restart_after_an_earlier_failure_does_not_complete_it(
     tmp_path: Path, clock: Clock
 ) -> None:
     """A server failed before the launcher completed: not a completion, so the other server
-    is not stopped after the restart."""
+    is stopped after the restart for a failure (kill_on_bad_exit), not for a completion."""
     ctl = one_node_controller(tmp_path, clock)
     job, (_, first, second) = started(ctl)
     beat(ctl, [second.task_id], exited(first.task_id, 3))
@@ -108,7 +108,9 @@ def test_a_restart_after_an_earlier_failure_does_not_complete_it(
         Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}"), LogStore(tmp_path / "logs"), clock=clock
     )
     again.register(NodeInventory.model_validate({**ONE_NODE, "running": [second]}))
-    assert beat(again, [second.task_id]).kill == []  # (kill_on_bad_exit is off: it runs on)
+    kills = beat(again, [second.task_id]).kill
+    assert [k.task_id for k in kills] == [second.task_id]
+    assert "failed" in kills[0].reason and "completed" not in kills[0].reason
     beat(again, [], exited(second.task_id, 0))
     assert shown(again, job)[2] != "task group launcher completed"
     again.persist.close()

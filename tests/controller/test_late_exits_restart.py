@@ -104,8 +104,10 @@ def test_a_job_requeued_for_a_node_not_back_gives_its_own_tasks_cpu_ids_back(
         again.heartbeat(Heartbeat(node="n0", running=[launch.task_id]), wait_s=0)
         again._check_nodes()  # n1 is not back: the job is requeued
         assert not again.jobs[job].tasks
-        assert again.nodes["n0"].pool.cpu_free == [0, 1, 2, 3]
         assert again.outliving[launch.task_id].lost  # (its exit, when it comes, is written)
+        assert again.nodes["n0"].pool.cpu_free == [2, 3]  # (its own until it is gone)
+        again.heartbeat(Heartbeat(node="n0", running=[]), wait_s=0)  # (killed at once)
+        assert again.nodes["n0"].pool.cpu_free == [0, 1, 2, 3]
     finally:
         again.persist.close()
 

@@ -45,13 +45,13 @@ def test_keystrokes_reach_the_agent_and_the_output_the_client(
     task = launch.task_id
     body = {"offset": 0, "data": b64(b"echo hi\r"), "rows": 40, "cols": 120, "wait": 0}
     typed = client.post(f"/v1/jobs/{job}/pty/input", json=body)
-    assert typed.json() == {"offset": 8}, typed.text
+    assert typed.json() == {"offset": 8, "acked": 0}, typed.text
     got = client.get(f"/v1/agents/n0/pty/{task}/input", params={"offset": 0, "wait": 0}).json()
     assert base64.b64decode(got["data"]) == b"echo hi\r"
     assert (got["rows"], got["cols"], got["ended"]) == (40, 120, False)
     body = {"offset": 0, "data": b64(b"hi\r\n"), "eof": True, "wait": 0}
     posted = client.post(f"/v1/agents/n0/pty/{task}/output", json=body)
-    assert posted.json() == {"offset": 4}, posted.text
+    assert posted.json() == {"offset": 4, "acked": 0}, posted.text
     page = client.get(f"/v1/jobs/{job}/pty/output", params={"offset": 0, "wait": 0}).json()
     assert (base64.b64decode(page["data"]), page["offset"], page["closed"]) == (
         b"hi\r\n",
@@ -213,7 +213,7 @@ def test_a_command_that_ends_at_once_still_shows_its_output(
     assert task not in ctl.tasks and job not in ctl.jobs  # the job has ended
     body = {"offset": 0, "data": b64(b"/dev/pts/3\r\n"), "eof": True, "wait": 0}
     posted = client.post(f"/v1/agents/n0/pty/{task}/output", json=body)
-    assert posted.json() == {"offset": 12}, posted.text
+    assert posted.json() == {"offset": 12, "acked": 0}, posted.text
     page = client.get(f"/v1/jobs/{job}/pty/output", params={"offset": 0, "wait": 0}).json()
     assert base64.b64decode(page["data"]) == b"/dev/pts/3\r\n" and page["closed"] is True
     other = client.post(f"/v1/agents/n1/pty/{task}/output", json=body)

@@ -143,7 +143,7 @@ def test_an_overlapping_steps_cpus_are_the_jobs_for_its_other_steps(
 
 def test_a_requeued_jobs_steps_give_their_cpus_back(tmp_path: Path, clock: Clock) -> None:
     """Its script exits first; its step's tasks are still being killed as the job is queued
-    again: their ids go back with the job's CPUs, not lost to the node for good."""
+    again: their ids go back once they are gone, not lost to the node for good."""
     ctl, client, job, batch = started(tmp_path, clock, "-n", "4")
     try:
         assert step(client, job, 4).status_code == 201
@@ -152,6 +152,8 @@ def test_a_requeued_jobs_steps_give_their_cpus_back(tmp_path: Path, clock: Clock
         ctl.run_cycle()
         launched(ctl, tasks, [batch])
         ctl.run_cycle()
+        assert ctl.nodes["n0"].pool.cpu_free == list(range(4, 8))  # (theirs until they end)
+        launched(ctl, [])
         assert ctl.nodes["n0"].pool.cpu_free == list(range(8))
     finally:
         ctl.persist.close()

@@ -52,11 +52,17 @@ def test_a_steps_terminal_is_relayed_by_its_task(ctl: Controller, client: TestCl
     (launch,) = ctl.heartbeat(beat, wait_s=0, pty=True).launch
     assert launch.task_id == task and launch.pty is not None and launch.pty.cols == 90
     body = {"offset": 0, "data": b64(b"hostname\r"), "wait": 0}
-    assert client.post(f"/v1/tasks/{task}/pty/input", json=body).json() == {"offset": 9}
+    assert client.post(f"/v1/tasks/{task}/pty/input", json=body).json() == {
+        "offset": 9,
+        "acked": 0,
+    }
     got = client.get(f"/v1/agents/n0/pty/{task}/input", params={"wait": 0}).json()
     assert base64.b64decode(got["data"]) == b"hostname\r"
     posted = {"offset": 0, "data": b64(b"n0\r\n"), "eof": True, "wait": 0}
-    assert client.post(f"/v1/agents/n0/pty/{task}/output", json=posted).json() == {"offset": 4}
+    assert client.post(f"/v1/agents/n0/pty/{task}/output", json=posted).json() == {
+        "offset": 4,
+        "acked": 0,
+    }
     page = client.get(f"/v1/tasks/{task}/pty/output", params={"wait": 0}).json()
     assert base64.b64decode(page["data"]) == b"n0\r\n" and page["closed"]
     # (the job itself has no terminal: its route does not reach the step's)

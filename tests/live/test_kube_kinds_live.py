@@ -141,6 +141,53 @@ def test_pytorchjob_bare_torchrun_takes_the_pet_variables(
     assert all(text.count("allreduce 10 ") == 2 for text in said.values()), said
 
 
+TRAINERS_BESIDE_A_SERVER = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: ps-and-trainers}
+spec:
+  schedulerName: fused-scheduler
+  tasks:
+    - name: ps
+      template:
+        spec:
+          containers:
+            - {name: ps, command: [sleep, "300"], resources: {requests: {cpu: 100m, memory: 64Mi}}}
+    - name: trainer
+      replicas: 2
+      policies: [{event: TaskCompleted, action: CompleteJob}]
+      template:
+        spec:
+          containers:
+            - name: t
+              command: COMMAND
+              resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
+def test_volcano_torchrun_world_leaves_out_the_other_tasks(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A parameter server placed first, then two tasks running a bare ``torchrun``: only the
+    trainers are torchrun's nodes (``PET_NNODES`` 2, ranks 0 and 1; counted with the server
+    they would wait for a rank that never joins); they all-reduce, and their completion
+    completes the job, the server stopped."""
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    command = json.dumps([torchrun, str(EXAMPLES / "ddp_train.py"), "2"])
+    text = TRAINERS_BESIDE_A_SERVER.replace("COMMAND", command)
+    job_id, done = run(cluster, tmp_path / "vc-torchrun.yaml", text, 120)
+    client = Client(cluster.url)
+    said = [client.logs(job_id, task=f"{job_id}.trainer.{i}") for i in range(2)]
+    assert (done["state"], done["reason"]) == ("Completed", "task group trainer completed"), (
+        done,
+        said,
+    )
+    ranks = [line.split()[1] for text in said for line in text.splitlines() if "allreduce" in line]
+    assert ranks == ["0/2", "1/2"], said
+    assert all("allreduce 3 " in text for text in said), said
+
+
 MPI_JOB = """\
 apiVersion: kubeflow.org/v2beta1
 kind: MPIJob

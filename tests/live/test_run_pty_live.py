@@ -16,7 +16,7 @@ import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from tests.live.conftest import local_cluster
@@ -36,13 +36,20 @@ def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]
         yield cluster
 
 
+class Reachable(Protocol):
+    """A cluster's controller, at ``url``."""
+
+    @property
+    def url(self) -> str: ...
+
+
 class Typist:
     """``fusesched run ARGS`` (``command``: that instead) on a pseudo-terminal of ``rows`` x
     ``cols``, typed to; ``env``: more variables, ``cwd``: where it runs."""
 
     def __init__(
         self,
-        cluster: LocalCluster,
+        cluster: Reachable,
         *args: str,
         rows: int = 24,
         cols: int = 80,
@@ -201,17 +208,35 @@ def test_keystroke_round_trip_on_loopback(one_node: LocalCluster) -> None:
     assert median < 0.5
 
 
-def test_pty_needs_a_terminal_and_one_task(one_node: LocalCluster, tmp_path: Path) -> None:
-    env = {"FUSESCHED_CONTROLLER": one_node.url, "PATH": "/usr/bin:/bin"}
-    piped = subprocess.run(
-        [sys.executable, "-m", "fusesched", "run", "--pty", "bash"],
-        stdin=subprocess.DEVNULL,
+def piped_run(
+    cluster: LocalCluster, given: bytes, *command: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``fusesched run -Q --pty COMMAND`` with ``given`` on its standard input, a pipe."""
+    env = {"FUSESCHED_CONTROLLER": cluster.url, "PATH": "/usr/bin:/bin", "COLUMNS": "123"}
+    return subprocess.run(
+        [sys.executable, "-m", "fusesched", "run", "-Q", "--pty", *command],
+        input=given,
         capture_output=True,
-        text=True,
         env=env,
         timeout=60,
     )
-    assert piped.returncode == 2 and "--pty needs a terminal" in piped.stderr
+
+
+def test_a_piped_input_is_typed_to_a_terminal_and_its_end_is_ctrl_d(
+    one_node: LocalCluster,
+) -> None:
+    """As Slurm's ``echo ... | srun --pty bash``: the task still has a terminal (of $COLUMNS
+    here), the pipe's bytes are typed to it, and the pipe's end is one Ctrl-D."""
+    piped = piped_run(one_node, b"echo hi; tty; stty size; exit 3\n", "bash", "--norc")
+    lines = piped.stdout.split(b"\r\n")
+    assert piped.returncode == 3, piped
+    assert b"hi" in lines and b"24 123" in lines, piped
+    assert any(line.startswith(b"/dev/pts/") for line in lines), piped
+    ended = piped_run(one_node, b"", "cat")  # (Ctrl-D alone: cat reads its end, exits 0)
+    assert ended.returncode == 0, ended
+
+
+def test_pty_runs_one_task(one_node: LocalCluster) -> None:
     typist = Typist(one_node, "-n", "2", "--pty", "bash")
     code, shown = typist.finish()
     assert code == 2 and b"--pty runs one task" in shown

@@ -111,6 +111,27 @@ def test_the_commands_exit_status_is_salloc_s(secure: Secure) -> None:
     assert (ended["state"], ended["exit_code"]) == ("Failed", 1), ended
 
 
+def test_sacct_shows_the_allocation_s_extern_step_not_a_batch_step(secure: Secure) -> None:
+    done = salloc(secure, "-N", "1", *SIZE, "-Q", "sh", "-c", "srun -J hi true; exit 2")
+    assert done.returncode == 2, done.stderr
+    (job,) = secure.client("ann").jobs(limit=1)
+    secure.client("ann").wait(job["id"], timeout=20)
+    fields = "JobID,JobName,State,ExitCode,NodeList"
+    shown = subprocess.run(
+        [*PYTHON, "sacct", "-j", job["id"], "-o", fields, "-P", "-n"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=secure.env("ann"),
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        f"{job['id']}|sh|FAILED|1:0|node-a",  # (as the command: failed)
+        f"{job['id']}.extern|extern|COMPLETED|0:0|node-a",
+        f"{job['id']}.0|hi|COMPLETED|0:0|node-a",
+    ], shown.stdout
+
+
 def test_a_job_cancelled_elsewhere_revokes_the_allocation(secure: Secure) -> None:
     process = subprocess.Popen(
         [*PYTHON, "salloc", "-N", "1", *SIZE, "sh", "-c", "echo started; exec sleep 120"],

@@ -244,8 +244,8 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
 
     nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
     nodes["g1"] = node("g1", "gpu")
-    core = SimpleNamespace(jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})})
-    ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={})
+    core = SimpleNamespace(jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})}, completing={})
+    ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
     manager.nodes["g1"].power = PowerState.SUSPENDED

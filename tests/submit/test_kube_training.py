@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from fusesched.controller.launchenv import task_env, task_slots
-from fusesched.controller.torchrun_env import torchrun_env
 from fusesched.model.events import GroupPlacement, StartJob
 from fusesched.model.job import JobType
-from fusesched.submit import SubmitError, parse_kube_yaml, parse_submission
-from fusesched.submit.task_group import Launcher
+from fusesched.submit import SubmitError, parse_kube_yaml, parse_request, parse_submission
+from fusesched.submit.request import JobRequest
+from fusesched.submit.task_group import Launcher, RetryExits
 
 PYTORCH = """\
 apiVersion: kubeflow.org/v1
@@ -52,6 +54,16 @@ spec:
               resources: {limits: {cpu: "4", memory: 8Gi, nvidia.com/gpu: 1}}
 """
 
+#: A preferred node affinity term on label ``{key}`` (indented for a pod spec).
+PREFER = """\
+          affinity:
+            nodeAffinity:
+              preferredDuringSchedulingIgnoredDuringExecution:
+                - weight: 5
+                  preference:
+                    matchExpressions: [{{key: {key}, operator: Exists}}]
+"""
+
 MPI = """\
 apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
@@ -88,11 +100,7 @@ spec:
 def test_pytorchjob_is_one_gang_master_first() -> None:
     (parsed,) = parse_kube_yaml(PYTORCH, "pt.yaml")
     req = parsed.request
-    assert parsed.warnings == (
-        "pt.yaml:17: spec.pytorchReplicaSpecs.Worker.template.spec selects no nodes: the node "
-        "selection of spec.pytorchReplicaSpecs.Master.template.spec applies to it too (a job has "
-        "one placement)",
-    )
+    assert parsed.warnings == ()
     assert (req.name, req.tenant, req.queue, req.type) == ("mnist", "team-a", "gpu", "ai-train")
     assert (req.walltime_s, req.min_member) == (600, 3)
     assert req.restart.max_restarts == 2 and req.restart.retry_application_failures
@@ -111,8 +119,10 @@ def test_pytorchjob_is_one_gang_master_first() -> None:
     }
     assert master.launcher is worker.launcher is Launcher.TORCHRUN
     assert worker.resources == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
-    # the Master's node selection is the job's; the Worker's empty one takes it
-    assert req.placement.node_selector == {"fusesched.io/gpu-model": "H200"}
+    # the Master's node selection is its own group's; the Worker's pods go anywhere
+    assert req.placement.node_selector == {}
+    assert master.placement is not None and worker.placement is None
+    assert master.placement.node_selector == {"fusesched.io/gpu-model": "H200"}
     assert req.identified().type is JobType.AI_TRAIN
 
 
@@ -174,43 +184,6 @@ def test_pytorchjob_nproc_per_node(given: str, nproc: str, extra: dict[str, str]
     for group in parsed.request.groups:
         assert group.env["PET_NPROC_PER_NODE"] == nproc
         assert {k: v for k, v in group.env.items() if k == "PET_MAX_RESTARTS"} == extra
-
-
-def test_pytorchjob_tasks_get_torchruns_pet_variables() -> None:
-    """Each task of a torchrun group started per task gets torchrun's defaults: its rank as
-    the node rank, the job's task count as the node count, fusesched's MASTER_ADDR/PORT; an
-    integer PET_NPROC_PER_NODE makes WORLD_SIZE count processes (the operator's rule)."""
-    slots = task_slots(
-        StartJob(
-            "9",
-            (
-                GroupPlacement(
-                    "worker", {}, np.array([0]), np.array([3]), np.array(["n0"], dtype=object)
-                ),
-            ),
-        )
-    )
-    base = task_env(
-        job_id="9",
-        job_name="t",
-        slot=slots[2],
-        slots=slots,
-        addresses={"n0": "10.0.0.1"},
-        seq=9,
-        controller_url="http://c",
-        array_index=None,
-        batch=False,
-    )
-    added = torchrun_env(base, {"PET_NPROC_PER_NODE": "auto"}, slots[2], slots)
-    assert added == {
-        "PET_NNODES": "3",
-        "PET_NODE_RANK": "2",
-        "PET_MASTER_ADDR": "10.0.0.1",
-        "PET_MASTER_PORT": base["MASTER_PORT"],
-    }
-    own = {"PET_NPROC_PER_NODE": "4", "PET_MASTER_PORT": "1234"}
-    added = torchrun_env(base, own, slots[2], slots)
-    assert added["WORLD_SIZE"] == "12" and "PET_MASTER_PORT" not in added  # (the group's kept)
 
 
 def test_worker_only_pytorchjob_and_the_pytorch_container() -> None:
@@ -408,16 +381,19 @@ BAD: list[tuple[str, str, str]] = [
         "tasks",
     ),
     (
-        "different selections",
+        "different preferences",
         PYTORCH.replace(
             "          schedulerName: fused-scheduler\n          containers:",
-            "          schedulerName: fused-scheduler\n          nodeSelector: {a: b}\n"
-            "          containers:",
+            "          schedulerName: fused-scheduler\n"
+            + PREFER.format(key="a")
+            + "          containers:",
             1,
+        ).replace(
+            "          nodeSelector: {fusesched.io/gpu-model: H200}\n",
+            PREFER.format(key="b"),
         ),
-        "spec.pytorchReplicaSpecs.Worker.template.spec: its node selection (nodeSelector, "
-        "nodeName, nodeAffinity) differs from that of spec.pytorchReplicaSpecs.Master.template"
-        ".spec",
+        "spec.pytorchReplicaSpecs.Worker.template.spec: its preferred node affinity differs "
+        "from that of spec.pytorchReplicaSpecs.Master.template.spec",
     ),
     (
         "scheduler",
@@ -529,12 +505,6 @@ def test_warnings_for_what_is_ignored() -> None:
     (parsed,) = parse_kube_yaml(text, "pt.yaml")
     assert parsed.warnings == (
         "pt.yaml:11: spec.runPolicy.schedulingPolicy.priorityClass is not supported; ignored",
-        "pt.yaml:15: spec.pytorchReplicaSpecs.Worker.restartPolicy: ExitCode restarts the job "
-        "after any failing exit here (as OnFailure): the operator retries only exit codes "
-        "128-255 (killed by a signal), fusesched cannot tell them apart",
-        "pt.yaml:17: spec.pytorchReplicaSpecs.Worker.template.spec selects no nodes: the node "
-        "selection of spec.pytorchReplicaSpecs.Master.template.spec applies to it too (a job has "
-        "one placement)",
     )
 
 
@@ -572,6 +542,40 @@ def test_restart_policies_default_as_the_operators() -> None:
     )
     (parsed,) = parse_kube_yaml(never)
     assert not parsed.request.restart.retry_application_failures
+
+
+def test_restart_policy_exit_code_retries_only_exits_by_a_signal() -> None:
+    """``ExitCode`` (no warning now): that replica type's group retries only exits 128-255
+    (killed by a signal), as the operator does; 1-127 fail the job. ``OnFailure`` beside it
+    keeps retrying any failing exit; an MPIJob's one group follows its Launcher."""
+    text = PYTORCH.replace("restartPolicy: OnFailure", "restartPolicy: ExitCode", 1)
+    (parsed,) = parse_kube_yaml(text, "pt.yaml")
+    assert not [w for w in parsed.warnings if "ExitCode" in w]
+    master, worker = parsed.request.groups
+    assert parsed.request.restart.retry_application_failures
+    assert (master.retry_exits, worker.retry_exits) == (RetryExits.ALL, RetryExits.SIGNALS)
+    stored = json.loads(parsed.request.to_json())
+    assert [g.get("retry_exits") for g in stored["groups"]] == [None, "signals"]  # (all: left out)
+    assert JobRequest.from_json(parsed.request.to_json()) == parsed.request
+    mpi = MPI.replace(
+        "    Launcher:\n      replicas: 1\n",
+        "    Launcher:\n      replicas: 1\n      restartPolicy: ExitCode\n",
+    )
+    (parsed,) = parse_kube_yaml(mpi)
+    assert parsed.request.groups[0].retry_exits is RetryExits.SIGNALS
+
+
+def test_retry_exits_signals_tells_signal_exits_from_errors() -> None:
+    codes = (1, 2, 126, 127, 128, 137, 143, 255, -9, -15)
+    assert [c for c in codes if RetryExits.SIGNALS.retries(c)] == [128, 137, 143, 255, -9, -15]
+    assert all(RetryExits.ALL.retries(code) for code in (1, 127, 137, -9))
+
+
+def test_retry_exits_without_retried_failures_is_refused() -> None:
+    group = {"resources": {"cpu": 1}, "argv": ["x"], "retry_exits": "signals"}
+    with pytest.raises(SubmitError, match=r"retry_application_failures \(false\) restarts none"):
+        parse_request({"groups": [group]})
+    parse_request({"groups": [group], "restart": {"retry_application_failures": True}})
 
 
 @pytest.mark.parametrize(

@@ -168,18 +168,6 @@ BAD: list[tuple[str, str, str]] = [
         "vc.yaml:8: spec.maxRetry: Input should be less than or equal to 1000",
     ),
     (
-        "different selections",
-        VOLCANO.replace(
-            "        spec:\n          containers:",
-            "        spec:\n          nodeSelector: {a: b}\n          containers:",
-        ).replace(
-            "        spec:\n          activeDeadlineSeconds",
-            "        spec:\n          nodeName: n1\n          activeDeadlineSeconds",
-        ),
-        "spec.tasks[1].template.spec: its node selection (nodeSelector, nodeName, nodeAffinity) "
-        "differs from that of spec.tasks[0].template.spec",
-    ),
-    (
         "template field",
         VOLCANO.replace(
             "      template:\n        spec:\n          containers:",

@@ -76,16 +76,72 @@ def test_mem_and_exclude_carry_on_to_the_next_components_as_in_slurm() -> None:
     assert job.warnings == ()  # (given to every component by carrying on: nothing to tell)
 
 
-def test_node_constraints_given_by_one_component_apply_to_all_with_a_warning() -> None:
+def own_filters(job: object) -> list[dict[str, object]]:
+    """Each group's own placement, as the request's JSON gives it ({} for none)."""
+    request = job.request  # type: ignore[attr-defined]
+    return [
+        {} if g.placement is None else g.placement.model_dump(mode="json", exclude_defaults=True)
+        for g in request.groups
+    ]
+
+
+def test_node_constraints_are_each_components_own() -> None:
     script = SCRIPT.replace("--mem-per-cpu=1G", "--mem-per-cpu=1G -C ib")
     job = parse_sbatch(script, source="het.sh")
-    assert [r.key for r in job.request.placement.required] == ["feature.fusesched.io/ib"]
-    (warning,) = job.warnings
-    assert warning.startswith("het.sh:4: -C of component(s) 1 applies to every component")
+    assert job.request.placement.required == [] and job.warnings == ()
+    assert own_filters(job) == [
+        {},
+        {"required": [{"key": "feature.fusesched.io/ib", "op": "Exists"}]},
+    ]
     typed = parse_sbatch(BODY, args=["-n1", ":", "--gpus-per-task=h200:1", "-C", "ib"])
-    assert typed.request.placement.node_selector == {"fusesched.io/gpu-model": "h200"}
-    assert len(typed.warnings) == 2  # the feature's and the GPU type's
-    assert "component 1's nodes with fusesched.io/gpu-model=h200" in typed.warnings[1]
+    assert typed.request.placement.node_selector == {} and typed.warnings == ()
+    assert own_filters(typed)[1] == {
+        "node_selector": {"fusesched.io/gpu-model": "h200"},
+        "required": [{"key": "feature.fusesched.io/ib", "op": "Exists"}],
+    }
+
+
+def test_the_typical_cpu_and_gpu_components() -> None:
+    args = ["-n1", "-C", "pool=cpu", "-w", "c[1-2]", ":"]
+    args += ["-n2", "-C", "pool=gpu", "--gpus-per-task=a100:1", "-x", "g9"]
+    job = parse_sbatch(BODY, args=args)
+    assert own_filters(job) == [
+        {
+            "node_selector": {"pool": "cpu"},
+            "required": [{"key": "kubernetes.io/hostname", "op": "In", "values": ["c1", "c2"]}],
+        },
+        {
+            "node_selector": {"pool": "gpu", "fusesched.io/gpu-model": "a100"},
+            "required": [{"key": "kubernetes.io/hostname", "op": "NotIn", "values": ["g9"]}],
+        },
+    ]
+    spec = job.request.to_job_spec("7", 0.0)
+    cpu, gpu = spec.task_groups
+    assert cpu.placement is not None and gpu.placement is not None
+    assert cpu.placement.allows({"pool": "cpu", "kubernetes.io/hostname": "c2"})
+    assert not cpu.placement.allows({"pool": "gpu", "kubernetes.io/hostname": "c2"})
+    assert gpu.placement.allows({"pool": "gpu", "fusesched.io/gpu-model": "a100"})
+
+
+def test_constraints_every_component_gives_alike_are_the_jobs() -> None:
+    job = parse_sbatch(BODY, args=["-n1", "-C", "zone=a&ib", ":", "-n1", "-C", "zone=a&ib"])
+    assert job.request.placement.node_selector == {"zone": "a"}
+    assert [r.key for r in job.request.placement.required] == ["feature.fusesched.io/ib"]
+    assert own_filters(job) == [{}, {}]
+    # a part they share is the job's, the rest each component's
+    mixed = parse_sbatch(BODY, args=["-C", "zone=a&pool=cpu", ":", "-C", "zone=a&pool=gpu"])
+    assert mixed.request.placement.node_selector == {"zone": "a"}
+    assert own_filters(mixed) == [
+        {"node_selector": {"pool": "cpu"}},
+        {"node_selector": {"pool": "gpu"}},
+    ]
+
+
+def test_exclusive_given_by_one_component_applies_to_all_with_a_warning() -> None:
+    job = parse_sbatch(BODY, source="het.sh", args=["-n1", ":", "-n1", "--exclusive"])
+    assert job.request.placement.exclusive
+    (warning,) = job.warnings
+    assert "--exclusive of component(s) 1 applies to every component" in warning
 
 
 def test_spreading_is_one_cap_for_the_whole_job() -> None:
@@ -111,8 +167,6 @@ def test_spreading_is_one_cap_for_the_whole_job() -> None:
         (SCRIPT, ["-n1", ":", "-n2", ":", "-n3"], "command line: the command line gives 3 "),
         (SCRIPT.replace("-J het", "-J het --array=1-3"), [], "het.sh:2: --array: job arrays"),
         (BODY, ["-n1", ":", "-p", "gpu"], "command line: -p: component 1: fusesched runs"),
-        (BODY, ["-C", "a", ":", "-C", "b"], "component 1's -C differs from component 0's"),
-        (BODY, ["--gpus-per-task=a100:1", ":", "-G", "h200:1"], "component 1 asks for nodes"),
         (BODY, ["-n1", ":", "--wrap=hostname"], "--wrap: give a batch script or --wrap"),
         ("", ["-n1", ":", "--wrap=hostname"], "--wrap: component 1: fusesched runs"),
         (SCRIPT.replace("#SBATCH hetjob", "#SBATCH hetjob -n 2"), [], "het.sh:3: hetjob sep"),

@@ -11,6 +11,12 @@ posts what the task wrote, the other long-polls the keystrokes (and window sizes
 them to the terminal. The agent holds the slave end open until the task has been reaped (a
 read of the master never fails while the task starts); then what is left is read and the
 end is posted. The last thread to finish closes the terminal.
+
+The terminal outlives the controller: while it cannot be reached (restarting, a standby
+taking over) both threads try again every :data:`RETRY_S`, and the reader goes on reading
+the terminal into what it keeps (up to :data:`MAX_KEPT`, then the task's writes block). It
+keeps the output its client has not acknowledged yet (each post's answer says how far that
+is), so that a restarted controller, whose new session asks for it, gets it again.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import select
 import struct
 import termios
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +50,9 @@ POLL_WAIT_S = 20.0
 ALIVE_EVERY_S = 0.5
 #: How soon a call is tried again after it failed (the controller unreachable: seconds).
 RETRY_S = 1.0
+#: The most output kept: not yet acknowledged by the client (at most what the relay holds)
+#: and, while the controller cannot be reached, what the task wrote meanwhile.
+MAX_KEPT = 1024 * 1024
 
 
 class RelayGone(Exception):
@@ -106,18 +116,25 @@ class HttpRelay:
     def _answer(response: httpx.Response) -> Any:
         if response.status_code in (404, 409):
             raise RelayGone(response.text)
-        response.raise_for_status()
+        response.raise_for_status()  # (503 too: a restarted controller not ready for it yet)
         return response.json()
 
     def read_input(self, task_id: str, offset: int, size_seq: int) -> dict[str, Any]:
         params = {"offset": offset, "size_seq": size_seq, "wait": POLL_WAIT_S}
         return dict(self._answer(self.http.get(self._path(task_id, "input"), params=params)))
 
-    def write_output(self, task_id: str, offset: int, data: bytes, eof: bool) -> int:
+    def write_output(
+        self, task_id: str, offset: int, data: bytes, eof: bool, kept: int
+    ) -> tuple[int, int]:
+        """Post ``data`` (from ``offset``; the agent keeps its output from ``kept`` on): the
+        offset to post from next, and how far the client has read (an older controller says
+        not: then as far as it took)."""
         body = {"offset": offset, "data": base64.b64encode(data).decode(), "eof": eof}
         body["wait"] = POLL_WAIT_S
-        answer = self._answer(self.http.post(self._path(task_id, "output"), json=body))
-        return int(answer["offset"])
+        path, params = self._path(task_id, "output"), {"kept": kept}
+        answer = self._answer(self.http.post(path, json=body, params=params))
+        end = int(answer["offset"])
+        return end, int(answer.get("acked", end))
 
 
 class PtyBridge:
@@ -141,6 +158,7 @@ class PtyBridge:
         self.done = threading.Event()  # the output has ended (or cannot be relayed)
         self._running = 2
         self._lock = threading.Lock()
+        self._failing: set[str] = set()  # the calls failing now (said once each)
 
     def start(self) -> PtyBridge:
         for target, name in ((self._output, "out"), (self._input, "in")):
@@ -155,7 +173,8 @@ class PtyBridge:
         except RelayGone as exc:
             log.info("task %s: its terminal is no longer relayed: %s", self.task_id, exc)
         except Exception:
-            log.exception("task %s: relaying its terminal failed", self.task_id)
+            if not self.stop.is_set():  # (stopping: the agent's HTTP client is closed)
+                log.exception("task %s: relaying its terminal failed", self.task_id)
         finally:
             self.done.set()
             with self._lock:
@@ -164,51 +183,87 @@ class PtyBridge:
             if last:
                 self.pty.close()
 
-    def _retry(self) -> bool:
-        """Wait before trying again; False when stopping."""
-        return not self.stop.wait(RETRY_S)
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Say once until it works again that ``what`` failed (the controller away)."""
+        if what not in self._failing:
+            self._failing.add(what)
+            log.warning("task %s: cannot %s (trying again): %s", self.task_id, what, exc)
+
+    def _worked(self, what: str) -> None:
+        if what in self._failing:
+            self._failing.discard(what)
+            log.info("task %s: can %s again", self.task_id, what)
 
     def _output(self) -> None:
-        offset, pending, ended = 0, b"", False  # (pending: at most READ_BYTES)
+        kept = bytearray()  # the output from ``base`` on, not yet read by the client
+        base = sent = 0  # (sent: the relay holds the output up to there)
+        ended = False
         while True:
-            if not pending and not ended:
-                pending, ended = self._read()
-                if not pending and not ended:
-                    continue
-            try:
-                end = self.relay.write_output(self.task_id, offset, pending, ended)
-            except httpx.HTTPError as exc:
-                log.warning("task %s: cannot post its terminal's output: %s", self.task_id, exc)
-                if not self._retry():
-                    return
+            start = sent - base
+            if start == len(kept) and not ended:
+                ended = self._fill(kept, ALIVE_EVERY_S, at_once=True)
                 continue
-            if ended and end == offset + len(pending):  # (the end taken with the rest)
+            chunk = bytes(kept[start : start + READ_BYTES])
+            eof = ended and start + len(chunk) == len(kept)
+            try:
+                end, acked = self.relay.write_output(self.task_id, sent, chunk, eof, base)
+            except httpx.HTTPError as exc:
+                self._failed("post its terminal's output", exc)
+                if self.stop.is_set():
+                    return
+                if ended:
+                    self.stop.wait(RETRY_S)
+                else:  # (the task writes on meanwhile: read it, as far as it may be kept)
+                    ended = self._fill(kept, RETRY_S, at_once=False)
+                continue
+            self._worked("post its terminal's output")
+            if eof and end == sent + len(chunk):  # (the end taken with the rest)
                 return
-            pending, offset = pending[end - offset :], end
+            sent = min(max(end, base), base + len(kept))  # (less: a new session's ask)
+            acked = min(max(acked, base), sent)
+            del kept[: acked - base]
+            base = acked
 
-    def _read(self) -> tuple[bytes, bool]:
-        """What the terminal has (waiting up to :data:`ALIVE_EVERY_S`), and whether it has
-        ended: the task is gone (what is left is read), the agent stops, or the keystrokes'
-        thread has ended (the relay lost the session: the terminal is then closed, and the
-        task gets SIGHUP)."""
-        ready, _, _ = select.select([self.pty.master], [], [], ALIVE_EVERY_S)
+    def _fill(self, kept: bytearray, wait_s: float, at_once: bool) -> bool:
+        """Read the terminal into ``kept`` for up to ``wait_s`` (``at_once``: until something
+        came), as far as :data:`MAX_KEPT` lets; whether it has ended (:meth:`_read`)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = deadline - time.monotonic()
+            room = MAX_KEPT - len(kept)
+            if left <= 0:
+                return False
+            if room <= 0:  # (the task's writes block until the client reads)
+                self.stop.wait(left)
+                return False
+            data, ended = self._read(min(room, READ_BYTES), left)
+            kept += data
+            if ended or (at_once and data):
+                return ended
+
+    def _read(self, most: int, wait_s: float) -> tuple[bytes, bool]:
+        """What the terminal has (up to ``most`` bytes, waiting up to ``wait_s``), and
+        whether it has ended: the task is gone (what is left is read), the agent stops, or
+        the keystrokes' thread has ended (the relay lost the session: the terminal is then
+        closed, and the task gets SIGHUP)."""
+        ready, _, _ = select.select([self.pty.master], [], [], min(wait_s, ALIVE_EVERY_S))
         if ready:
             try:
-                data = os.read(self.pty.master, READ_BYTES)
+                data = os.read(self.pty.master, most)
             except OSError:  # EIO: no process has the terminal open any more
                 return b"", True
             return data, not data
         if self.alive() and not self.stop.is_set() and not self.done.is_set():
             return b"", False  # (done: the keystrokes' end has stopped, nobody can type)
         self.pty.close_slave()
-        return self._drain(), True
+        return self._drain(most), True
 
-    def _drain(self) -> bytes:
+    def _drain(self, most: int) -> bytes:
         os.set_blocking(self.pty.master, False)
         left = bytearray()
-        while len(left) < READ_BYTES:
+        while len(left) < most:
             try:
-                data = os.read(self.pty.master, READ_BYTES - len(left))
+                data = os.read(self.pty.master, most - len(left))
             except OSError:  # EAGAIN: nothing more; EIO: nobody has it open
                 break
             if not data:
@@ -223,10 +278,11 @@ class PtyBridge:
             try:
                 page = self.relay.read_input(self.task_id, offset, size_seq)
             except httpx.HTTPError as exc:
-                log.warning("task %s: cannot read its terminal's input: %s", self.task_id, exc)
-                if not self._retry():
+                self._failed("read its terminal's input", exc)
+                if self.stop.wait(RETRY_S):
                     return
                 continue
+            self._worked("read its terminal's input")
             if page.get("rows") and page.get("cols"):
                 with contextlib.suppress(OSError):
                     set_size(self.pty.master, int(page["rows"]), int(page["cols"]))

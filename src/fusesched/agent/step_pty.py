@@ -61,11 +61,6 @@ def refusal(options: StepOptions, tasks: Sequence[StepTask], mpi: bool) -> str |
         return "--pty runs one task of component 0; --het-group is not taken with it"
     if mpi:
         return "--pty runs one task on a terminal, not an MPI job through mpirun (--mpi=none)"
-    if not os.isatty(0):
-        return (
-            "--pty needs a terminal, and standard input is not one (nothing could be typed "
-            "to the command: run it without --pty)"
-        )
     return None
 
 
@@ -139,7 +134,8 @@ def start(
 def relay(client: Any, job_id: str, task_id: str, say: Callable[[str], None]) -> int:
     """Relay the step task's terminal with this one until it has ended; its exit status
     (Slurm's: signal N is 128+N). SIGTERM, SIGHUP or ``~.`` stop the task first."""
-    from fusesched.cli.pty_client import Hangup, Left, StepTerminal, attach
+    from fusesched.cli.pty_client import Hangup, Left, attach
+    from fusesched.cli.pty_endpoints import StepTerminal
 
     try:
         attach(StepTerminal(client, task_id), sys.stdin.fileno(), sys.stdout.fileno(), say)

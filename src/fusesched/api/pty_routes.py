@@ -8,6 +8,12 @@ The client's routes are the job's own user's or an admin's (as cancel); a step's
 --pty``, by task: ``/v1/tasks/{id}/pty/...``) also the job's own credential's, as the step
 routes; the agent's are its node's own credential's, for a live task of that node launched
 with ``pty``.
+
+A writer (the client's keystrokes, the agent's output) says with ``?kept=`` from which offset
+it keeps what it sent (a query parameter: an older controller, which refuses a body field it
+does not know, ignores it), and each answer says how far the reader has read (``acked``):
+after a controller restart the new session asks for what the old one held again
+(:mod:`fusesched.controller.pty_relay`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from fusesched.api.responses import forbidden
 from fusesched.controller import pty_tasks
 from fusesched.controller.auth import Principal
 from fusesched.controller.logs import job_of
-from fusesched.controller.pty_relay import MAX_CHUNK, MAX_WAIT_S, Gap, PtyRelay, PtySession
+from fusesched.controller.pty_relay import MAX_CHUNK, MAX_WAIT_S, Gap, PtySession, TaskRef
 from fusesched.controller.records import UnknownJobError
 from fusesched.submit.terminal import MAX_SIDE
 
@@ -63,7 +69,8 @@ class PtyOutput(_Body):
 
 
 class Taken(_Body):
-    offset: int  # the end of what the relay holds: send from here next
+    offset: int  # the end of what the relay holds: send from here next (maybe again)
+    acked: int  # the reader has read up to here: what is before it need not be kept
 
 
 class OutputPage(_Body):
@@ -94,7 +101,12 @@ def _text(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-async def _typed(body: PtyInput, session: Callable[[], Awaitable[PtySession]]) -> Taken:
+Kept = Annotated[int | None, Query(ge=0)]
+
+
+async def _typed(
+    body: PtyInput, kept: int | None, session: Callable[[], Awaitable[PtySession]]
+) -> Taken:
     """Give ``body``'s keystrokes and size to the session ``session`` finds."""
     data = _bytes(body.data)
     if (body.rows is None) != (body.cols is None):
@@ -102,10 +114,10 @@ async def _typed(body: PtyInput, session: Callable[[], Awaitable[PtySession]]) -
     size = None if body.rows is None or body.cols is None else (body.rows, body.cols)
     found = await session()
     try:
-        end = await found.type_in(body.offset, data, size, body.wait, time.monotonic())
+        took = await found.type_in(body.offset, data, size, body.wait, time.monotonic(), kept)
     except Gap as exc:
         raise HTTPException(409, str(exc)) from None
-    return Taken(offset=end)
+    return Taken(offset=took.offset, acked=took.acked)
 
 
 async def _page(session: PtySession, offset: int, wait: float) -> OutputPage:
@@ -120,20 +132,22 @@ async def _page(session: PtySession, offset: int, wait: float) -> OutputPage:
 def add_pty_routes(app: FastAPI, access: Access) -> None:
     """Serve the relay's routes from ``app``."""
     controller = access.controller
-    relay = PtyRelay()
+    relay = controller.pty_relay
+
+    async def found(lookup: Callable[..., TaskRef], *args: str) -> PtySession:
+        """The session of the task ``lookup`` finds (opened if it has none)."""
+        try:
+            task = await run_in_threadpool(lookup, controller, *args)
+        except UnknownJobError:
+            raise HTTPException(404, f"no job {args[0]!r}") from None
+        except pty_tasks.PtyRefused as exc:
+            raise HTTPException(exc.status, str(exc)) from None
+        return relay.open(task, time.monotonic())
 
     async def client_session(job_id: str, p: Principal) -> PtySession:
         await run_in_threadpool(access.may_act, p, job_id, "attach to")
         session = relay.of_job(job_id)
-        if session is not None:
-            return session
-        try:
-            task_id, node = await run_in_threadpool(pty_tasks.client_task, controller, job_id)
-        except UnknownJobError:
-            raise HTTPException(404, f"no job {job_id!r}") from None
-        except pty_tasks.PtyRefused as exc:
-            raise HTTPException(exc.status, str(exc)) from None
-        return relay.open(job_id, task_id, node, time.monotonic())
+        return session if session is not None else await found(pty_tasks.client_task, job_id)
 
     async def step_session(task_id: str, p: Principal) -> PtySession:
         job_id = job_of(task_id)
@@ -142,32 +156,26 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         session = relay.get(task_id)
         if session is not None and session.step:
             return session
-        try:
-            job_id, node = await run_in_threadpool(pty_tasks.step_task, controller, task_id)
-        except pty_tasks.PtyRefused as exc:
-            raise HTTPException(exc.status, str(exc)) from None
-        return relay.open(job_id, task_id, node, time.monotonic(), step=True)
+        return await found(pty_tasks.step_task, task_id)
 
     async def agent_session(node: str, task_id: str, p: Principal) -> PtySession:
         access.the_node(p, node)
         session = relay.get(task_id)
         if session is not None and session.node == node:
             return session
-        try:
-            job_id, step = await run_in_threadpool(pty_tasks.agent_task, controller, task_id, node)
-        except pty_tasks.PtyRefused as exc:
-            raise HTTPException(exc.status, str(exc)) from None
-        return relay.open(job_id, task_id, node, time.monotonic(), step)
+        return await found(pty_tasks.agent_task, task_id, node)
 
     @app.post("/v1/jobs/{job_id}/pty/input", response_model=Taken, tags=["jobs"])
-    async def pty_input(job_id: str, body: PtyInput, p: Caller) -> Taken:
+    async def pty_input(job_id: str, body: PtyInput, p: Caller, kept: Kept = None) -> Taken:
         """Keystrokes for the job's terminal (``fusesched run --pty``), from ``offset`` on
         (a chunk sent again is taken once), and the window's new size (``rows`` and
-        ``cols``, together). Waits up to ``wait`` seconds for room when the task has not
-        read what came before; answers the offset to send from next. The job's own user or
-        an admin; 404 for an unknown job, 409 for one without a terminal, not started or
-        ended, 413 for more than 64 KiB."""
-        return await _typed(body, lambda: client_session(job_id, p))
+        ``cols``, together); ``?kept=``: the client keeps what it sent from there on (sent
+        again when a restarted controller asks). Waits up to ``wait`` seconds for room when
+        the task has not read what came before; answers the offset to send from next and
+        how far the task has read (``acked``). The job's own user or an admin; 404 for an
+        unknown job, 409 for one without a terminal, not started or ended, 413 for more than
+        64 KiB, 503 while a restarted controller waits for its node to report it."""
+        return await _typed(body, kept, lambda: client_session(job_id, p))
 
     @app.get("/v1/jobs/{job_id}/pty/output", response_model=OutputPage, tags=["jobs"])
     async def pty_output(
@@ -182,12 +190,12 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         return await _page(await client_session(job_id, p), offset, wait)
 
     @app.post("/v1/tasks/{task_id}/pty/input", response_model=Taken, tags=["jobs"])
-    async def step_pty_input(task_id: str, body: PtyInput, p: Caller) -> Taken:
+    async def step_pty_input(task_id: str, body: PtyInput, p: Caller, kept: Kept = None) -> Taken:
         """Keystrokes for a job step's terminal (``srun --pty`` in an allocation, ``fusesched
         run --jobid ID --pty``), as :func:`pty_input`. The job's own credential (``srun`` in
         it), its owner or a cluster-admin (403 for others); 404 for a task not live, 409 for
         one of the job's own or without a terminal."""
-        return await _typed(body, lambda: step_session(task_id, p))
+        return await _typed(body, kept, lambda: step_session(task_id, p))
 
     @app.get("/v1/tasks/{task_id}/pty/output", response_model=OutputPage, tags=["jobs"])
     async def step_pty_output(
@@ -212,7 +220,7 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         """The keystrokes for a task's terminal from ``offset`` on, and the window's size
         if it changed after ``size_seq``, waiting up to ``wait`` seconds for either. The
         node's own credential; 404 for a task not live on it, 409 for one without a
-        terminal."""
+        terminal, 503 while a restarted controller waits for the node to report it."""
         session = await agent_session(node, task_id, p)
         try:
             got = await session.read_input(offset, size_seq, wait, time.monotonic())
@@ -229,14 +237,19 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
         )
 
     @app.post("/v1/agents/{node}/pty/{task_id}/output", response_model=Taken, tags=["agents"])
-    async def pty_task_output(node: str, task_id: str, body: PtyOutput, p: Caller) -> Taken:
-        """A task's terminal output from ``offset`` on (``eof``: it ends after it), waiting
-        up to ``wait`` seconds for room while the client has not read enough; answers the
-        offset to send from next. As :func:`pty_task_input` for who and refusals."""
+    async def pty_task_output(
+        node: str, task_id: str, body: PtyOutput, p: Caller, kept: Kept = None
+    ) -> Taken:
+        """A task's terminal output from ``offset`` on (``eof``: it ends after it; ``?kept=``:
+        the agent keeps its output from there on), waiting up to ``wait`` seconds for room
+        while the client has not read enough; answers the offset to send from next and how
+        far the client has read (``acked``). As :func:`pty_task_input` for who and
+        refusals."""
         data = _bytes(body.data)
         session = await agent_session(node, task_id, p)
+        now = time.monotonic()
         try:
-            end = await session.put_output(body.offset, data, body.eof, body.wait, time.monotonic())
+            took = await session.put_output(body.offset, data, body.eof, body.wait, now, kept)
         except Gap as exc:
             raise HTTPException(409, str(exc)) from None
-        return Taken(offset=end)
+        return Taken(offset=took.offset, acked=took.acked)

@@ -61,6 +61,8 @@ class ComponentView(_View):
     name: str  # its task group: het0, het1, …
     tasks: int
     resources: dict[str, str] = Field(default_factory=dict)  # each task's
+    # its own node constraints (-C, -w, -x, a GPU type) in a line; left out when it has none
+    constraints: str = Field(default="", exclude_if=lambda value: not value)
 
 
 class JobView(_View):
@@ -101,6 +103,9 @@ class JobView(_View):
     seq: int | None = None
     # started by one task (its batch script, or mpirun) that launches the rest: sacct's ID.batch
     batch: bool = False
+    # salloc's job: that one task holds the allocation (submit/salloc_holder.py): sacct's
+    # ID.extern, not ID.batch
+    allocation: bool = False
     # how many times it was requeued or restarted in place (GET /v1/jobs/{id}, and
     # GET /v1/jobs?detail=true); None: not asked for
     restarts: int | None = None

@@ -92,7 +92,8 @@ class PoolConfig:
     """One pool: its name (the value of its nodes' pool label), its kind and the back end's
     own settings (``options``; opaque here, read by the back end: slurm ``partition``,
     ``sbatch_args``, ``log_dir``; kubernetes ``namespace``, ``scheduler_name``, ``default_image``,
-    ``kubeconfig``, ``host``). Routing itself reads only kubernetes ``default_image``.
+    ``kubeconfig``, ``host``). Routing itself reads only kubernetes ``default_image`` and
+    ``gang_mode``.
     """
 
     name: str

@@ -4,7 +4,7 @@ Pure functions, no API calls, so the objects can be checked without a cluster. B
 (Pod, Job, ConfigMap) are the client's own models, which validate field names and types as
 they are built; Volcano's Job and PodGroup are custom resources the client does not know, so
 they are dicts whose pod templates come from the models and whose own fields are checked
-against the small schema at the end of this module.
+against a small schema (``backends/volcano_schema.py``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,19 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
 from kubernetes import client
-from pydantic import ValidationError
 
 from fusesched.backends.base import BackendRejected, RemoteJob, RemotePlacement
+from fusesched.backends.volcano_schema import PODGROUP as PODGROUP
+from fusesched.backends.volcano_schema import VOLCANO_JOB as VOLCANO_JOB
+from fusesched.backends.volcano_schema import CustomApi as CustomApi
+from fusesched.backends.volcano_schema import check_custom as check_custom
+from fusesched.backends.volcano_schema import serialise as serialise
 from fusesched.model.job import JobType
 from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.model.resources import CPU, GPU_MILLI, MEMORY, Resources
@@ -37,8 +41,9 @@ CONTAINER: Final = "task"
 SCRIPT_DIR: Final = "/fusesched/script"
 SCRIPT_KEY: Final = "run"
 GANG_MODES: Final = ("volcano-job", "podgroup")
+#: A Volcano task's policy for a group whose completion completes the job (``completes_job``).
+COMPLETES_JOB: Final = {"event": "TaskCompleted", "action": "CompleteJob"}
 
-_SERIALIZER: Final = client.ApiClient()
 _PLAIN_NATIVE: Final = frozenset({MEMORY, "ephemeral-storage"})
 
 
@@ -49,22 +54,6 @@ class Kind(StrEnum):
     POD = "pod"  # v1 Pod (services)
     VCJOB = "vcjob"  # batch.volcano.sh/v1alpha1 Job
     PODGROUP = "podgroup"  # scheduling.volcano.sh/v1beta1 PodGroup + Pods
-
-
-@dataclass(frozen=True, slots=True)
-class CustomApi:
-    group: str
-    version: str
-    plural: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-
-VOLCANO_JOB: Final = CustomApi("batch.volcano.sh", "v1alpha1", "jobs", "Job")
-PODGROUP: Final = CustomApi("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,13 +239,6 @@ def template(job: RemoteJob, name: str, plan: PodPlan, opts: Options) -> client.
     return client.V1PodTemplateSpec(metadata=meta, spec=spec)
 
 
-def serialise(obj: object) -> dict[str, Any]:
-    """A model as the JSON dict the API server receives."""
-    data = _SERIALIZER.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-    assert isinstance(data, dict)
-    return data
-
-
 # -- whole jobs ---------------------------------------------------------------------------
 
 
@@ -330,16 +312,20 @@ def volcano_job(
     job: RemoteJob, name: str, pod_plans: Sequence[PodPlan], opts: Options
 ) -> dict[str, Any]:
     """A Volcano Job: one task per group; the first failed or evicted pod aborts the gang
-    (fusesched, not Volcano, decides about retries)."""
+    (fusesched, not Volcano, decides about retries); a group's ``completes_job`` is its
+    task's ``TaskCompleted → CompleteJob`` (its pods all succeeded: the others are stopped
+    and the job completes)."""
     meta = client.V1ObjectMeta(name=name, namespace=opts.namespace, labels=labels(job, name))
-    tasks = [
-        {
+    tasks: list[dict[str, Any]] = []
+    for p in pod_plans:
+        task = {
             "name": task_name(p.group.name),
             "replicas": sum(p.placement.tasks_per_node.values()),
             "template": serialise(template(job, name, p, opts)),
         }
-        for p in pod_plans
-    ]
+        if p.group.completes_job:
+            task["policies"] = [COMPLETES_JOB]
+        tasks.append(task)
     obj = {
         "apiVersion": VOLCANO_JOB.api_version,
         "kind": VOLCANO_JOB.kind,
@@ -391,111 +377,3 @@ def _podgroup(
                 )
                 index += 1
     return Manifest(Kind.PODGROUP, name, maps, pods=tuple(pods), custom=group_obj)
-
-
-# -- the Volcano schema -------------------------------------------------------------------
-
-_Check = Callable[[object], bool]
-
-
-def _int_at_least(low: int) -> _Check:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-
-def _is_str(v: object) -> bool:
-    return isinstance(v, str) and bool(v)
-
-
-def _is_dns_label(v: object) -> bool:
-    return isinstance(v, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v) is not None
-
-
-def _is_template(v: object) -> bool:
-    """Valid for the client's model and nothing lost on the way (``from_dict`` drops keys it
-    does not know, so the round trip must give back the same dict)."""
-    try:
-        return isinstance(v, dict) and serialise(client.V1PodTemplateSpec.from_dict(v)) == v
-    except ValidationError:
-        return False
-
-
-_EVENTS: Final = frozenset(
-    {"*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted"}
-)
-_ACTIONS: Final = frozenset(
-    {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob"}
-)
-
-#: field → (required, check) for the parts of Volcano's CRDs this module writes.
-SCHEMA: Final[Mapping[str, Mapping[str, tuple[bool, _Check]]]] = {
-    "Job.spec": {
-        "minAvailable": (True, _int_at_least(1)),
-        "schedulerName": (True, _is_str),
-        "queue": (False, _is_str),
-        "policies": (False, lambda v: isinstance(v, list)),
-        "tasks": (True, lambda v: isinstance(v, list) and bool(v)),
-    },
-    "Job.spec.tasks[]": {
-        "name": (True, _is_dns_label),
-        "replicas": (True, _int_at_least(1)),
-        "template": (True, _is_template),
-    },
-    "Job.spec.policies[]": {
-        "event": (True, lambda v: v in _EVENTS),
-        "action": (True, lambda v: v in _ACTIONS),
-    },
-    "PodGroup.spec": {"minMember": (True, _int_at_least(1)), "queue": (False, _is_str)},
-}
-
-
-def _check(obj: object, where: str, problems: list[str]) -> None:
-    if not isinstance(obj, dict):
-        problems.append(f"{where} must be a mapping")
-        return
-    fields = SCHEMA[where]
-    for key in obj.keys() - fields.keys():
-        problems.append(f"{where}.{key} is not a field this back end knows")
-    for key, (required, ok) in fields.items():
-        if key not in obj:
-            if required:
-                problems.append(f"{where}.{key} is missing")
-        elif not ok(obj[key]):
-            problems.append(f"{where}.{key} is invalid: {obj[key]!r:.80}")
-
-
-def check_custom(obj: Mapping[str, Any]) -> None:
-    """Check a Volcano Job or PodGroup against :data:`SCHEMA` (and the cross-field rules);
-    a failure is a bug here, reported as a rejection so the job fails with the reason."""
-    api = VOLCANO_JOB if obj.get("kind") == VOLCANO_JOB.kind else PODGROUP
-    problems: list[str] = []
-    if obj.get("apiVersion") != api.api_version or obj.get("kind") != api.kind:
-        problems.append(f"apiVersion/kind must be {api.api_version} {api.kind}")
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not _is_dns_label(meta.get("name")):
-        problems.append("metadata.name must be a DNS-1123 label")
-    spec = obj.get("spec")
-    _check(spec, f"{api.kind}.spec", problems)
-    if api is VOLCANO_JOB and isinstance(spec, dict):
-        _check_tasks(spec, problems)
-    if problems:
-        raise BackendRejected("invalid Volcano object: " + "; ".join(problems))
-
-
-def _check_tasks(spec: Mapping[str, Any], problems: list[str]) -> None:
-    """The rules across fields: unique task names, minAvailable within the replicas."""
-    tasks = [t for t in _items(spec.get("tasks")) if isinstance(t, dict)]
-    for task in _items(spec.get("tasks")):
-        _check(task, "Job.spec.tasks[]", problems)
-    for policy in _items(spec.get("policies")):
-        _check(policy, "Job.spec.policies[]", problems)
-    names = [t.get("name") for t in tasks]
-    if len(set(names)) != len(names):
-        problems.append("Job.spec.tasks[].name must be unique")
-    total = sum(t["replicas"] for t in tasks if isinstance(t.get("replicas"), int))
-    wanted = spec.get("minAvailable")
-    if isinstance(wanted, int) and wanted > total:
-        problems.append(f"Job.spec.minAvailable exceeds the {total} replicas")
-
-
-def _items(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []

@@ -30,6 +30,7 @@ from fusesched.backends.federation_config import (
 from fusesched.model.job import JobType, LabelOp, LabelRequirement, Placement, PreferredTerm
 from fusesched.model.node import LABEL_POOL
 from fusesched.submit.identify import identify
+from fusesched.submit.launch_mode import torchrun_tasks
 from fusesched.submit.request import JobRequest
 
 
@@ -208,7 +209,7 @@ def _cannot_run(pool: PoolConfig, request: JobRequest) -> str | None:
     unpacked only by the local agents; a Kubernetes pod needs some image, so a group without
     one needs the pool's ``default_image``; a heterogeneous job and a job on a pseudo-terminal
     (``run --pty``) run in local pools only. The job's own placement may also exclude the
-    pool by its label.
+    pool by its label (so may a task group's own placement).
     """
     for group in request.groups:
         image = f"(group {group.name}: {group.image})"
@@ -222,8 +223,43 @@ def _cannot_run(pool: PoolConfig, request: JobRequest) -> str | None:
         return "heterogeneous jobs (hetjob) run only in local pools"
     if request.pty is not None and pool.kind != "local":  # (agents relay the terminal)
         return "a pseudo-terminal (run --pty) is relayed only by local pools' agents"
+    why = _cannot_launch(pool, request)
+    if why is not None:
+        return why
     if not _placement_allows_pool(request.placement.to_model(), pool.name):
         return f"the job's placement excludes it (by the {LABEL_POOL} label)"
+    for group in request.groups:  # (a group's own filters: its nodes are in the pool too)
+        own = group.placement.to_model() if group.placement is not None else None
+        if own is not None and not _placement_allows_pool(own, pool.name):
+            return f"group {group.name}'s placement excludes it (by the {LABEL_POOL} label)"
+    return None
+
+
+def _cannot_launch(pool: PoolConfig, request: JobRequest) -> str | None:
+    """Why ``pool`` cannot start the job's tasks as it asks, or ``None``: a Slurm job has one
+    task group (fusesched does not map groups onto Slurm's heterogeneous jobs); a group's
+    ``completes_job`` among several needs Volcano's ``TaskCompleted → CompleteJob``, which a
+    Kubernetes pool's Volcano Job has and its ``gang_mode: podgroup`` has not; torchrun's
+    ``PET_*`` rendezvous across tasks is set by local and Slurm pools, not Kubernetes ones."""
+    several = len(request.groups) > 1
+    if several and pool.kind == "slurm":
+        return (
+            f"jobs with several task groups ({len(request.groups)}) run only in local or "
+            "kubernetes pools (they are not mapped onto Slurm's heterogeneous jobs)"
+        )
+    completing = [g.name for g in request.groups if g.completes_job]
+    podgroup = pool.options.get("gang_mode") == "podgroup"
+    if several and completing and pool.kind == "kubernetes" and podgroup:
+        return (
+            f"group {completing[0]} completes the job (completes_job), which needs a Volcano "
+            "Job's TaskCompleted → CompleteJob, and this pool's gang_mode is podgroup"
+        )
+    world = torchrun_tasks(request)
+    if world > 1 and pool.kind == "kubernetes":
+        return (
+            f"torchrun's rendezvous across {world} tasks (PET_NNODES, PET_NODE_RANK, "
+            "PET_MASTER_ADDR, PET_MASTER_PORT) is set only in local and slurm pools"
+        )
     return None
 
 

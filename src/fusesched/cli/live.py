@@ -233,7 +233,8 @@ def component_lines(job: dict[str, Any]) -> list[str]:
         held = (part.get("resources") or {}).items()
         each = ", ".join(f"{k} {_memory(v) if k == 'memory' else v}" for k, v in held)
         noun = "task" if tasks == 1 else "tasks"
-        lines.append(f"  component {index} ({part.get('name', '')}): {tasks} {noun} × {each}")
+        own = f"; nodes: {part['constraints']}" if part.get("constraints") else ""
+        lines.append(f"  component {index} ({part.get('name', '')}): {tasks} {noun} × {each}{own}")
     return lines
 
 

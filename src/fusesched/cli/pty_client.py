@@ -9,6 +9,16 @@ and writes it here; the main thread reads the keystrokes (Ctrl-C and Ctrl-D are 
 any other, as over ssh; ``~.`` and ``~~`` are ssh's escapes: :mod:`fusesched.cli.pty_escape`)
 and queues them, with the window's new size after a ``SIGWINCH``, for a third thread that
 posts them. When the output has ended, the job's (or the task's) end gives the exit code.
+
+Standard input need not be a terminal (``echo ls | fusesched run --pty bash``, as Slurm's):
+its bytes are relayed as they come, without raw mode, escapes or window sizes (the task's
+terminal is ``$LINES`` x ``$COLUMNS``, else 24 x 80), and its end is the terminal's
+end-of-file character (Ctrl-D), sent once.
+
+The controller may go away meanwhile (a restart, a standby taking over): both threads try
+again, saying so once (and once more when it is back: :mod:`fusesched.cli.pty_outage`), for
+up to a minute. The keystrokes are kept until the task has read them (the relay says how
+far), so that a restarted controller's new session gets those its predecessor held again.
 """
 
 from __future__ import annotations
@@ -23,10 +33,11 @@ import threading
 import time
 import tty
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any
 
+from fusesched.cli.pty_endpoints import Endpoint
 from fusesched.cli.pty_escape import Escapes
+from fusesched.cli.pty_outage import Outage, transient
 from fusesched.submit.terminal import MAX_SIDE, Terminal
 
 #: How long a long poll for the terminal's output waits (seconds).
@@ -37,13 +48,15 @@ INPUT_WAIT_S = 10.0
 READ_BYTES = 16 * 1024
 #: The most keystroke bytes posted at once (the relay's limit a request).
 MAX_POST = 64 * 1024
-#: The most keystroke bytes kept while the relay cannot take them (the controller
-#: unreachable): beyond it, no more is read until it can.
+#: The most keystroke bytes kept (not yet read by the task: the controller unreachable, or
+#: the task not reading): beyond it, no more is read until it has.
 MAX_PENDING = 1024 * 1024
 #: How soon a call that could not reach the controller is tried again (seconds).
 RETRY_S = 0.5
 #: The ``TERM`` given when this one's cannot be passed on (unset, or not a terminfo name).
 PLAIN_TERM = "dumb"
+#: The terminal's end-of-file character (Ctrl-D): what the end of a piped input sends.
+EOF_CHAR = b"\x04"
 
 _TERM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
@@ -63,10 +76,16 @@ def window(fd: int) -> tuple[int, int]:
 
 
 def terminal(fd: int, term: str | None) -> Terminal:
-    """What the task's terminal is to be: this one's ``TERM`` and size."""
-    rows, cols = window(fd)
+    """What the task's terminal is to be: this one's ``TERM`` and size (standard input not
+    a terminal: ``$LINES`` x ``$COLUMNS``, else 24 x 80)."""
+    rows, cols = window(fd) if os.isatty(fd) else (_side("LINES", 24), _side("COLUMNS", 80))
     name = term if term and _TERM_NAME.fullmatch(term) else PLAIN_TERM
     return Terminal(term=name, rows=rows, cols=cols)
+
+
+def _side(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() and 1 <= int(value) <= MAX_SIDE else default
 
 
 @contextlib.contextmanager
@@ -123,90 +142,60 @@ def warn_anywhere(line: str) -> None:
 
         warn(line)
         return
+    _raw_line(f"warning: {line}")
+
+
+def _raw_line(line: str) -> None:
     with contextlib.suppress(OSError):
-        _write_all(2, f"\r\nwarning: {line}\r\n".encode(errors="replace"))
+        _write_all(2, f"\r\n{line}\r\n".encode(errors="replace"))
+
+
+def told(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say``, or in raw mode its line alone on stderr with ``\r\n`` line ends."""
+
+    def tell(line: str) -> None:
+        if RAW.is_set():
+            _raw_line(line)
+        else:
+            say(line)
+
+    return tell
 
 
 class Left(Exception):
     """The user typed ``~.`` at the start of a line: the client leaves (ssh's escape)."""
 
 
-class Endpoint(Protocol):
-    """A terminal the relay serves: a ``run --pty`` job's (:class:`JobTerminal`) or a job
-    step's task's (:class:`StepTerminal`)."""
-
-    def output(self, offset: int, wait: float) -> tuple[bytes, int, bool]: ...
-
-    def input(self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float) -> int: ...
-
-    def ended(self) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class JobTerminal:
-    """A ``run --pty`` job's terminal (``/v1/jobs/{id}/pty/...``); it has ended with its job."""
-
-    client: Any
-    job_id: str
-
-    def output(self, offset: int, wait: float) -> tuple[bytes, int, bool]:
-        return cast(tuple[bytes, int, bool], self.client.pty_output(self.job_id, offset, wait))
-
-    def input(self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float) -> int:
-        return int(self.client.pty_input(self.job_id, offset, data, size, wait))
-
-    def ended(self) -> bool:
-        from fusesched.sdk import FINISHED
-
-        return bool(self.client.show(self.job_id)["state"] in FINISHED)
-
-
-@dataclass(frozen=True, slots=True)
-class StepTerminal:
-    """A job step's task's terminal (``srun --pty``: ``/v1/tasks/{id}/pty/...``); it has
-    ended with its task (or, gone, with its job)."""
-
-    client: Any
-    task_id: str
-
-    def output(self, offset: int, wait: float) -> tuple[bytes, int, bool]:
-        return cast(
-            tuple[bytes, int, bool], self.client.task_pty_output(self.task_id, offset, wait)
-        )
-
-    def input(self, offset: int, data: bytes, size: tuple[int, int] | None, wait: float) -> int:
-        return int(self.client.task_pty_input(self.task_id, offset, data, size, wait))
-
-    def ended(self) -> bool:
-        from fusesched.sdk import ControllerError
-
-        try:
-            return bool(self.client.task(self.task_id)["state"] == "exited")
-        except ControllerError as exc:
-            if exc.status in (401, 404):  # (its job has ended: the task and its credential)
-                return True
-            raise
-
-
 class Relay:
     """The terminal ``endpoint`` relayed between the controller and the local descriptors
     ``stdin`` and ``stdout``. Three threads: this one reads the keystrokes (and the escapes:
     ``~.`` works while the controller cannot be reached), one posts them, one writes the
-    output."""
+    output. ``tty``: ``stdin`` is a terminal (else no escapes, no window sizes, and its end
+    is sent as :data:`EOF_CHAR`); ``say``: says the controller's absences."""
 
-    def __init__(self, endpoint: Endpoint, stdin: int, stdout: int) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        stdin: int,
+        stdout: int,
+        tty: bool = True,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
         self.endpoint = endpoint
         self.stdin = stdin
         self.stdout = stdout
+        self.tty = tty
+        self.outage = Outage(say)
         self.done = threading.Event()  # the output has ended (or the job has)
         self.failure: str | None = None  # why the output could not be read, if so
         self.left = False  # ``~.`` was typed
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False  # the pipe above is closed (under ``_typed``): not written to
         self.resized = threading.Event()
-        self._typed = threading.Condition()  # guards the three below
-        self._pending = bytearray()  # typed, not yet taken by the relay
-        self._offset = 0  # the stream offset of ``_pending``'s first byte
+        self._typed = threading.Condition()  # guards the four below
+        self._kept = bytearray()  # typed, not yet read by the task (as far as the relay says)
+        self._base = 0  # the stream offset of ``_kept``'s first byte
+        self._sent = 0  # the relay holds the keystrokes up to here
         self._size: tuple[int, int] | None = None  # a window size to send
 
     def run(self) -> None:
@@ -217,7 +206,8 @@ class Relay:
         ]
         try:
             with signals_caught(self._wake_w, self.resized):
-                self._queue(b"", window(self.stdin))  # (it may have changed since)
+                if self.tty:
+                    self._queue(b"", window(self.stdin))  # (it may have changed since)
                 for thread in threads:
                     thread.start()
                 self._input()
@@ -237,6 +227,29 @@ class Relay:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"d")
 
+    def _away(self, exc: Any) -> bool:
+        """Whether ``exc`` (a :class:`ControllerError`) is the controller's absence, waited
+        out (:data:`RETRY_S` before the next try); past :data:`OUTAGE_S` the relay fails."""
+        if not transient(exc.status):
+            return False
+        if self.outage.failed(str(exc), time.monotonic()):
+            self.done.wait(RETRY_S)
+        else:
+            self.failure = f"the controller could not be reached for {self.outage.limit_s:g} s"
+            self._finish()
+        return True
+
+    def _ended(self) -> bool:
+        """Whether the terminal's job (or task) has ended; not while the controller is away."""
+        from fusesched.sdk import ControllerError
+
+        try:
+            return self.endpoint.ended()
+        except ControllerError as exc:
+            if transient(exc.status):
+                return False
+            raise
+
     def _output(self) -> None:
         from fusesched.sdk import ControllerError
 
@@ -246,18 +259,18 @@ class Relay:
                 try:
                     data, offset, closed = self.endpoint.output(offset, OUTPUT_WAIT_S)
                 except ControllerError as exc:
-                    if exc.status == 0:  # (unreachable: the job goes on meanwhile)
-                        time.sleep(RETRY_S)
+                    if self._away(exc):  # (the job goes on meanwhile)
                         continue
-                    if self.endpoint.ended():
+                    if self._ended():
                         return
                     if exc.status != 409:  # (409: not started there yet)
                         self.failure = str(exc)
                         return
                     time.sleep(RETRY_S)
                     continue
+                self.outage.worked()
                 _write_all(self.stdout, data)
-                if closed or (not data and self.endpoint.ended()):
+                if closed or (not data and self._ended()):
                     return
         except Exception as exc:  # (never a silent hang: the main thread says it)
             self.failure = f"reading the terminal's output failed: {exc!r}"
@@ -265,16 +278,16 @@ class Relay:
             self._finish()
 
     def _input(self) -> None:
-        escapes = Escapes()
+        escapes = Escapes() if self.tty else None
         reading = True
         while not self.done.is_set():
-            room = len(self._pending) < MAX_PENDING
+            room = len(self._kept) < MAX_PENDING
             watched = [self._wake_r, self.stdin] if reading and room else [self._wake_r]
             ready, _, _ = select.select(watched, [], [], None if room else RETRY_S)
             if self._wake_r in ready:
                 os.read(self._wake_r, 64)
             size = None
-            if self.resized.is_set():
+            if self.resized.is_set() and self.tty:
                 self.resized.clear()
                 size = window(self.stdin)
             data = b""
@@ -284,7 +297,10 @@ class Relay:
                 except OSError:  # (EIO: this terminal hung up; SIGHUP follows)
                     data = b""
                 reading = bool(data)  # (end of input: the task's terminal decides)
-                data, self.left = escapes.feed(data)
+                if escapes is not None:
+                    data, self.left = escapes.feed(data)
+                elif not reading:
+                    data = EOF_CHAR  # (a pipe's end: the terminal's end of file, once)
             if data or size is not None:
                 self._queue(data, size)
             if self.left:
@@ -292,7 +308,7 @@ class Relay:
 
     def _queue(self, data: bytes, size: tuple[int, int] | None) -> None:
         with self._typed:
-            self._pending += data
+            self._kept += data
             self._size = size if size is not None else self._size
             self._typed.notify_all()
 
@@ -303,37 +319,49 @@ class Relay:
         try:
             while True:
                 with self._typed:
-                    while not (self._pending or self._size) and not self.done.is_set():
+                    while not self._unsent() and not self.done.is_set():
                         self._typed.wait()
                     if self.done.is_set():
                         return
-                    offset, data, size = self._offset, bytes(self._pending[:MAX_POST]), self._size
+                    start, base, size = self._sent, self._base, self._size
+                    data = bytes(self._kept[start - base : start - base + MAX_POST])
                 try:
-                    taken = self.endpoint.input(offset, data, size, INPUT_WAIT_S)
+                    taken, acked = self.endpoint.input(start, data, size, INPUT_WAIT_S, base)
                 except ControllerError as exc:
-                    if exc.status in (0, 409):  # (unreachable, not started yet)
-                        self.done.wait(RETRY_S)
+                    if self._away(exc):
                         continue
-                    raise
+                    if exc.status != 409:  # (409: not started there yet)
+                        raise
+                    self.done.wait(RETRY_S)
+                    continue
+                self.outage.worked()
                 with self._typed:
-                    del self._pending[: max(0, min(taken, offset + len(data)) - offset)]
-                    self._offset = max(self._offset, taken)
+                    end = self._base + len(self._kept)
+                    self._sent = min(max(taken, self._base), end)  # (less: sent again)
+                    acked = min(max(acked, self._base), self._sent)
+                    del self._kept[: acked - self._base]
+                    self._base = acked
                     if self._size == size:
                         self._size = None
         except Exception as exc:  # (never a silent hang: the main thread says it)
             self.failure = f"sending the keystrokes failed: {exc}"
             self._finish()
 
+    def _unsent(self) -> bool:
+        return self._sent < self._base + len(self._kept) or self._size is not None
 
-def attach(endpoint: Endpoint, stdin: int, stdout: int, say: Callable[[str], None]) -> None:
-    """Relay the terminal ``endpoint`` with the local one in raw mode until its output has
-    ended; :class:`Hangup` when SIGTERM or SIGHUP ends it first, :class:`Left` when ``~.``
-    does. Says (on stderr, the terminal restored) why the output could not be read, if it
-    could not."""
-    relay = Relay(endpoint, stdin, stdout)
-    with raw_mode(stdin):
+
+def attach(endpoint: Endpoint, stdin: int, stdout: int, say: Callable[[str], None]) -> bool:
+    """Relay the terminal ``endpoint`` with the local one in raw mode (when standard input is
+    a terminal) until its output has ended (True); :class:`Hangup` when SIGTERM or SIGHUP
+    ends it first, :class:`Left` when ``~.`` does. Says (on stderr, the terminal restored)
+    why the output could not be read, if it could not (False)."""
+    tty = os.isatty(stdin)
+    relay = Relay(endpoint, stdin, stdout, tty, told(say))
+    with raw_mode(stdin) if tty else contextlib.nullcontext():
         relay.run()
     if relay.left:
         raise Left
     if relay.failure is not None:
         say(f"lost the job's terminal: {relay.failure}")
+    return relay.failure is None

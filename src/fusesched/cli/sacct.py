@@ -107,7 +107,8 @@ def sacct(
         typer.Option(
             "--allocations",
             "-X",
-            help="Only the jobs, not their steps (ID.batch, ID.0, ID.1…: each srun in a job).",
+            help="Only the jobs, not their steps (ID.batch, salloc's ID.extern, ID.0, ID.1…: "
+            "each srun in a job).",
         ),
     ] = False,
     limit: Annotated[

@@ -1,6 +1,6 @@
 """A job's steps as ``fusesched sacct`` prints them under the job, as Slurm's sacct does:
-``ID.batch`` (the batch script) and ``ID.0``, ``ID.1``… (each ``srun`` inside the job), and
-what ``-j ID.N`` selects.
+``ID.batch`` (the batch script), ``ID.extern`` (what holds a ``salloc`` allocation) and
+``ID.0``, ``ID.1``… (each ``srun`` inside the job), and what ``-j ID.N`` selects.
 
 Pure functions of a job view with its tasks (``GET /v1/jobs?detail=true``). The steps are
 those of the job's latest run (as sacct without ``--duplicates``): its tasks that started at
@@ -9,6 +9,14 @@ or after the latest start of the job's own tasks; a job waiting again (requeued)
 * ``ID.batch``: the job's own task of that run, when a batch script (or mpirun) started the
   job (``batch``: sbatch's jobs). A job whose own tasks run the command (``fusesched run``,
   YAML jobs) has no ``.batch`` row, as Slurm shows none for an ``srun`` job: its row is them.
+* ``ID.extern``, instead of ``ID.batch``: a ``salloc`` job's own task (``allocation``), which
+  only holds the allocation (submit/salloc_holder.py) while salloc's command runs on the
+  submit host. Slurm runs no batch step for ``salloc``; where it is configured to
+  (``PrologFlags=Contain``) it shows an ``extern`` step that holds the allocation on each of
+  its nodes (without, no row at all). Shown as that one: the job's nodes (one task on each)
+  and all its CPUs, ``RUNNING``, then ``COMPLETED 0:0`` however the job ended (the holder's
+  exit status is the command's, passed on to the job's row), or ``NODE_FAIL`` when a node
+  of the allocation failed.
 * ``ID.N``: the tasks of job step N (their ``step_id``), mpirun's daemons of an MPI step
   included (its nodes are theirs). Daemons of a batch script's own mpirun belong to no step
   and show in no row.
@@ -18,14 +26,15 @@ or after the latest start of the job's own tasks; a job waiting again (requeued)
   cancelled, timed out or preempted) or ``COMPLETED``; a task the job's end left running is
   ``CANCELLED`` (``NODE_FAIL`` when the job's node failed). Its exit code is the worst:
   the highest exit status, else the highest signal.
-* its JobName: ``batch``, or the step's name (``srun -J``, else its command's base name, as
-  Slurm's; empty for a step stored before names were).
+* its JobName: ``batch``, ``extern``, or the step's name (``srun -J``, else its command's
+  base name, as Slurm's; empty for a step stored before names were).
 * its Start/End: its tasks' earliest start and latest end; NodeList/NNodes: their nodes;
   TotalCPU: their CPU time; MaxRSS: the highest peak of one task; NTasks: the step's tasks
   (``step_tasks``: ``srun -n``, an MPI step's ranks; stored before: its tasks' count).
 * AllocCPUS (and so CPUTime, AllocTRES): a numbered step's tasks × the job's CPUs per task
-  (``cpus_per_task``), as Slurm's; the ``.batch`` step's (and a step's whose job's task
-  groups ask different CPUs) is the job's CPUs on its nodes, shared evenly among them.
+  (``cpus_per_task``), as Slurm's; the ``.batch`` and ``.extern`` steps' (and a step's whose
+  job's task groups ask different CPUs) is the job's CPUs on its nodes, shared evenly among
+  them (the ``.extern`` step's nodes: all the job's).
 """
 
 from __future__ import annotations
@@ -39,8 +48,8 @@ from fusesched.cli.squeue_format import comma_list, job_ids
 
 Job = dict[str, Any]
 Task = Mapping[str, Any]
-#: The step names ``-j ID.NAME`` takes besides numbers (``extern``: accepted; fusesched
-#: runs no extern step, so it matches none).
+#: The step names ``-j ID.NAME`` takes besides numbers (``extern``: a ``salloc`` job's; of
+#: any other job it matches none).
 BATCH: Final = "batch"
 EXTERN: Final = "extern"
 #: What a remote task's group is (``<job>.remote.<n>``: a step's task or a helper).
@@ -105,12 +114,14 @@ def run_tasks(job: Job) -> list[Task]:
 
 
 def steps(job: Job) -> list[tuple[str, list[Task]]]:
-    """The job's steps of its latest run in sacct's order (``batch``, then ``0``, ``1``…),
-    each with its tasks."""
+    """The job's steps of its latest run in sacct's order (``batch`` or ``extern``, then
+    ``0``, ``1``…), each with its tasks."""
     run = run_tasks(job)
     found: list[tuple[str, list[Task]]] = []
     own = [t for t in run if _own(t)]
-    if job.get("batch") and own:
+    if own and job.get("allocation"):
+        found.append((EXTERN, own[:1]))
+    elif own and job.get("batch"):
         found.append((BATCH, own[:1]))
     numbered: dict[int, list[Task]] = {}
     for task in run:
@@ -138,14 +149,19 @@ def step_view(job: Job, name: str, tasks: Sequence[Task], job_state: str) -> tup
     ends = [t["end_time"] for t in tasks if t.get("end_time") is not None]
     nodes = list(dict.fromkeys(str(t["node"]) for t in tasks if t.get("node")))
     start = min(starts, default=None)
+    state, code = step_state(tasks, job_state), worst_exit(tasks)
+    if name == EXTERN:  # (the allocation's: see the module's notes)
+        nodes = [str(node) for node in job.get("nodes") or ()] or nodes
+        if len(ends) == len(tasks) and state != "NODE_FAIL":
+            state, code = "COMPLETED", 0
     view: Job = {
         "id": f"{job['id']}.{name}",
         "step": name,
-        "name": BATCH if name == BATCH else _step_name(tasks),
+        "name": name if name in (BATCH, EXTERN) else _step_name(tasks),
         "tenant": job.get("tenant"),
-        "state": step_state(tasks, job_state),
+        "state": state,
         "phase": "",
-        "exit_code": worst_exit(tasks),
+        "exit_code": code,
         "reason": "",
         "submit_time": start,
         "start_time": start,
@@ -154,7 +170,9 @@ def step_view(job: Job, name: str, tasks: Sequence[Task], job_state: str) -> tup
         "cpus": _share(job, len(nodes)),
     }
     ranks = max((int(t["step_tasks"]) for t in tasks if t.get("step_tasks")), default=len(tasks))
-    if name != BATCH and job.get("cpus_per_task") is not None:
+    if name == EXTERN:
+        ranks = len(nodes) or ranks  # (one on each node of the allocation)
+    if name not in (BATCH, EXTERN) and job.get("cpus_per_task") is not None:
         view["cpus"] = ranks * float(job["cpus_per_task"])
     cpu = [t["cpu_seconds"] for t in tasks if t.get("cpu_seconds") is not None]
     rss = [t["max_rss_bytes"] for t in tasks if t.get("max_rss_bytes") is not None]

@@ -161,8 +161,8 @@ def _release(client: Any, job_id: str, code: int) -> bool:
     """End the holding job as the command ended (:data:`RELEASE`: completed for 0, else
     failed), as Slurm's accounting shows an allocation; whether it ended within
     :data:`RELEASE_WAIT_S` (if not, it is cancelled)."""
-    from fusesched.cli.salloc_plan import RELEASE
     from fusesched.sdk import ControllerError
+    from fusesched.submit.salloc_holder import RELEASE
 
     try:
         client.signal(job_id, RELEASE[code == 0], main_only=True)

@@ -4,10 +4,11 @@ holds the allocation (:func:`allocation_request`), the allocation read back from
 output (:func:`read_allocation`) and the environment the command runs in
 (:func:`allocation_env`).
 
-The job that holds the allocation is an sbatch job whose batch script prints the job's
-hostfile (the controller's, ``<node> slots=<tasks>`` per node: where the core placed the
-tasks, which the job's record does not say) and a marker line, then sleeps until the job is
-cancelled or reaches its time limit. salloc reads that hostfile from the job's output, so the
+The job that holds the allocation is an sbatch job whose batch script
+(:mod:`fusesched.submit.salloc_holder`) prints the job's hostfile (the controller's,
+``<node> slots=<tasks>`` per node: where the core placed the tasks, which the job's record
+does not say) and a marker line, then sleeps until the job is cancelled or reaches its time
+limit. salloc reads that hostfile from the job's output, so the
 command's ``srun`` places its steps exactly as ``srun`` in a batch script of the same job
 would.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.cli.srun_args import RunArgs, RunUsageError, job_args, split_run_args
 from fusesched.submit.hostlist import tasks_per_node
+from fusesched.submit.salloc_holder import HOLDER, READY
 
 #: salloc's own flag: wait for the allocation, print it and leave it (for ``fusesched
 #: cancel``), running no command.
@@ -40,19 +42,6 @@ REFUSED = {
     "requeue": "an allocation is never requeued (the command would lose its nodes)",
     "pty": "not needed: the command runs here, in this terminal",
 }
-
-#: The marker line after the hostfile in the holding job's output.
-READY = "fusesched-salloc: allocation ready"
-#: The holding job's batch script (``--wrap``): the hostfile, the marker, then a sleep until
-#: the job is cancelled or reaches its time limit, or salloc releases it with :data:`RELEASE`'s
-#: signals once its command has exited (``wait`` lets the trap run at once, not after the
-#: hour's ``sleep``), so the job ends as the command did: completed, or failed.
-HOLDER = (
-    f'trap "exit 0" USR1; trap "exit 1" USR2; cat "$FUSESCHED_HOSTFILE"; echo "{READY}"; '
-    "while :; do sleep 3600 & wait $!; done"
-)
-#: The signal that ends the holder for the command's exit status: 0 and any other.
-RELEASE = {True: "USR1", False: "USR2"}
 
 #: A job's own variables, and a task's, that the command must not inherit from where salloc
 #: runs (salloc inside another job's task): the allocation's are set instead.

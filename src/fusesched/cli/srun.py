@@ -108,14 +108,20 @@ def interact(
 ) -> dict[str, Any]:
     """``--pty``: say when the job waits and starts, relay its terminal with this one's
     (:func:`fusesched.cli.pty_client.attach`) and return its final record."""
-    from fusesched.cli.pty_client import JobTerminal, attach
+    from fusesched.cli.pty_client import attach
+    from fusesched.cli.pty_endpoints import JobTerminal
+    from fusesched.cli.pty_outage import through_outage
 
     progress = Progress(job_id, say, time.monotonic)
     while progress.seen(client.show(job_id)) == "Pending":
         sleep(poll_s)
     # (an ended job too: its output may wait in the relay)
-    attach(JobTerminal(client, job_id), sys.stdin.fileno(), sys.stdout.fileno(), say)
-    return dict(client.wait(job_id, poll_s=0.05))
+    ended = attach(JobTerminal(client, job_id), sys.stdin.fileno(), sys.stdout.fileno(), say)
+
+    def final() -> dict[str, Any]:
+        return dict(client.wait(job_id, poll_s=0.05))
+
+    return through_outage(final) if ended else final()  # (through a restart too)
 
 
 def follow(
@@ -185,10 +191,12 @@ def run(
     of this terminal's TERM and size, which run relays through the controller: keystrokes
     go to it (Ctrl-C, Ctrl-D and Ctrl-Z too, as over ssh), its output comes here, window
     size changes follow, and run exits with its exit code: `fusesched run --pty -p gpu
-    --gres=gpu:1 bash` is a shell on a GPU node. Standard input must be a terminal. Its
-    InactiveLimit (below) is 30 s, or the controller's when shorter. As over ssh, `~.` at the
-    start of a line leaves (cancelling the job, exit 255), even while the controller cannot
-    be reached; `~~` sends one `~`.
+    --gres=gpu:1 bash` is a shell on a GPU node. Standard input that is not a terminal is
+    relayed as it comes (its end sends Ctrl-D once; the terminal is $LINES x $COLUMNS, else
+    24 x 80): `echo 'hostname; exit 3' | fusesched run --pty bash`. Its InactiveLimit (below)
+    is 30 s, or the controller's when shorter. As over ssh, `~.` at the start of a line
+    leaves (cancelling the job, exit 255), even while the controller cannot be reached; `~~`
+    sends one `~`. A controller restart keeps the terminal: run waits for it up to 60 s.
 
     --jobid ID --overlap --pty [-w NODE] [-J NAME] COMMAND (srun --jobid): run COMMAND in
     the running job ID (yours) as a step on NODE (else its first), on a terminal, with the
@@ -216,12 +224,6 @@ def run(
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
     pty = PTY in parsed.own
-    if pty and not sys.stdin.isatty():
-        _fail(
-            "--pty needs a terminal, and standard input is not one (nothing could be typed "
-            "to the command: run it without --pty, which passes its output on)",
-            2,
-        )
 
     def say(line: str) -> None:
         if not parsed.quiet:

@@ -4,14 +4,17 @@ At start (:func:`recover_running`) every job the store shows running gets its li
 back, with a task per task the store shows running and the nodes the store shows it
 started on, and waits. Each node that registers again says which of its tasks still run and
 with what (CPU ids, GPUs, launch files: :func:`on_register`); a node of a waiting job joins
-the core as ``DRAINING``, so nothing new lands on resources it holds. When all of a job's
-nodes are back, the core gets ``JobAdopted`` and books the job where it runs
+the core as ``DRAINING``, so nothing new lands on resources it holds (as does a node where
+a task of a job that ended before the restart still dies: controller/completing.py). When
+all of a job's nodes are back, the core gets ``JobAdopted`` and books the job where it runs
 (:func:`try_adopt`): its launched tasks, and the task slots its hostfile gives it where
 nothing was launched (a batch job's other nodes: :func:`held_slots`), so that ``srun`` in it
 reaches all its nodes again; exits reported in the meantime are kept and passed on right
-after. A job whose node is still missing after
-``node_timeout_s`` is given up on that node: its tasks there are declared lost (fenced if
-the node returns), the others are killed, and the job goes back to the queue for a new run.
+after. A run whose task had failed before the restart gets that first failure back from the
+store (:func:`_failed_before`), and its other tasks are stopped again. A job whose node is
+still missing after ``node_timeout_s`` is given up on that node: its tasks there are declared
+lost (fenced if the node returns), the others are killed, and the job goes back to the queue
+for a new run.
 
 Every function here runs with the controller's lock held.
 """
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.api.wire import NodeInventory, TaskLaunch
-from fusesched.controller import endings, failures, federation
+from fusesched.controller import endings, failures, federation, late_exits
 from fusesched.controller.completion import recovered
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
@@ -95,18 +98,22 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         for t in run:
             if t.state is not JobState.RUNNING or t.node is None:
                 continue
+            remote = ".remote." in t.task_id
             launch = TaskLaunch(
                 task_id=t.task_id,
                 job_id=spec.id,
                 user=spec.user,
                 argv=argv.get(t.group) or ["true"],
                 grace_s=ctl.config.grace_s,
+                # (a run --pty job's own task ran on its terminal: its agent relays what it
+                # kept even if the task ended meanwhile; a step's is known once reported)
+                pty=None if remote else request.pty,
             )
             task = LiveTask(
                 launch,
                 t.node,
                 _grant(t.devices),
-                remote=".remote." in t.task_id,
+                remote=remote,
                 state="delivered",
                 start_time=t.start_time,
             )
@@ -119,11 +126,27 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
-        recovered(live, run)
+        _failed_before(live, run)
+        recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
         if not any(not t.remote for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
+
+
+def _failed_before(live: LiveJob, rows: list[TaskRow]) -> None:
+    """The first failure of ``live``'s run as its stored tasks show it (the first of its own
+    to exit non-zero), with that task's group: how the run ends and whether its group's
+    ``retry_exits`` restarts it, rather than the exit of a task it stopped (-15)."""
+    failed = [
+        t
+        for t in rows
+        if ".remote." not in t.task_id and t.exit_code not in (None, 0) and t.end_time is not None
+    ]
+    if failed:
+        first = min(failed, key=lambda t: t.end_time or 0.0)
+        assert first.exit_code is not None
+        live.first_failure, live.failed_group = (first.exit_code, ""), first.group
 
 
 def _grant(devices: tuple[str, ...]) -> Grant:
@@ -136,8 +159,10 @@ def _grant(devices: tuple[str, ...]) -> Grant:
 
 
 def holds(ctl: Controller, node: str) -> bool:
-    """Whether a job waiting for adoption has a task on ``node``, or ran there."""
-    return any(
+    """Whether a job waiting for adoption has a task on ``node``, or ran there, or a task
+    of a job that ended before the restart still dies there (late_exits.node_back: the
+    core holds nothing of its job's, so the node takes nothing new until it is gone)."""
+    return late_exits.on_node(ctl, node) or any(
         live.adopting and (node in live.nodes or any(t.node == node for t in live.tasks.values()))
         for live in ctl.jobs.values()
     )
@@ -169,7 +194,7 @@ def try_adopt(ctl: Controller, now: float) -> None:
         nodes += [n for n, _ in read_hostfile(_reported_files(live).get(HOSTFILE_NAME, ""))]
         if all(n in ctl.nodes or n in ctl.remote_specs for n in nodes):
             _adopt(ctl, live, now)
-    _release_held(ctl, now)
+    release_held_nodes(ctl, now)
 
 
 def held_slots(live: LiveJob) -> dict[str, list[tuple[str, int]]] | None:
@@ -217,17 +242,22 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
     if live.stopping is not None:  # (a completed task group's: the stop may never have left)
         ctl.stop_tasks(live, live.stopping)
+    elif live.first_failure is not None and ctl.config.kill_on_bad_exit:  # (nor may this)
+        for task in live.tasks.values():
+            ctl.kill_task(task, f"a task of group {live.failed_group} failed")
     for task in main:
         if task.pool is not None and task.external_id is not None:
             federation.follow(ctl, live, task)
     endings.job_may_have_ended(ctl, live, now)  # exits reported while it waited
 
 
-def _release_held(ctl: Controller, now: float) -> None:
+def release_held_nodes(ctl: Controller, now: float) -> None:
+    """The nodes kept ``DRAINING`` after a restart that :func:`holds` no more are ``UP``."""
     for name in list(ctl.adopt_held):
         if not holds(ctl, name):
             ctl.adopt_held.discard(name)
-            failures.set_node_state(ctl, name, NodeState.UP, "adopted its running tasks", now)
+            why = "its tasks of before the restart adopted or ended"
+            failures.set_node_state(ctl, name, NodeState.UP, why, now)
 
 
 def expire(ctl: Controller, now: float) -> None:
@@ -243,7 +273,7 @@ def expire(ctl: Controller, now: float) -> None:
             if task.node in ctl.nodes:
                 ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
         requeue(ctl, live, "a node of it did not come back after a controller restart", now)
-    _release_held(ctl, now)
+    release_held_nodes(ctl, now)
 
 
 def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:

@@ -90,14 +90,14 @@ def register(ctl: Controller, inventory: NodeInventory) -> None:
             spec = node_spec(inventory)
             node = LiveNode(inventory, spec, NodePool.of(inventory), now)
             node.drain = drains.stored_drain(ctl, inventory.name)  # outlives restarts
+            ctl.nodes[inventory.name] = node
+            late_exits.node_back(ctl, inventory)  # (tasks left dying before a restart)
             if adoption.holds(ctl, inventory.name):  # nothing new beside adopted tasks
                 node.state = NodeState.DRAINING
                 ctl.adopt_held.add(inventory.name)
             elif node.drain is not None:
                 node.state = NodeState.DRAINING
-            ctl.nodes[inventory.name] = node
             ctl.events.append(NodeAdded(spec, node.state))
-            late_exits.node_back(ctl, inventory.name)  # (tasks left dying before a restart)
         else:  # an agent restarted: whatever it ran is gone
             _check_unchanged(known, inventory)
             known.inventory = inventory

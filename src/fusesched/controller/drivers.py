@@ -31,11 +31,11 @@ from fusesched.controller.launchenv import (
 from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs, start_dirs
 from fusesched.controller.records import LiveJob, LiveTask, with_devices
 from fusesched.controller.signals import launch_signal
-from fusesched.controller.torchrun_env import standalone, torchrun_env
+from fusesched.controller.torchrun_env import TorchrunWorld
 from fusesched.model.events import StartJob
 from fusesched.model.node import LABEL_POOL
 from fusesched.model.resources import CPU, Resources
-from fusesched.submit.request import JobRequest
+from fusesched.submit.launch_mode import batch_mode, torchrun_groups
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -83,14 +83,6 @@ def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
     )
 
 
-def batch_mode(request: JobRequest) -> bool:
-    """One task starts the job (a script or mpirun launches the rest), as sbatch does."""
-    group = request.groups[0]
-    if request.hetjob:  # (its first component's first task runs the script: hetjob_env.py)
-        return True
-    return len(request.groups) == 1 and (group.script is not None or group.launcher == "mpi")
-
-
 class AgentPool:
     """The local fusesched agents' nodes (every pool that is not an external cluster)."""
 
@@ -119,6 +111,7 @@ class AgentPool:
         groups = [g.name for g in live.request.groups]
         het = components(groups, slots, per_task) if live.request.hetjob else []
         files = {HOSTFILE_NAME: hostfile(slots)} | het_files(het)
+        world = TorchrunWorld.of(slots, torchrun_groups(live.request), addresses)
         for slot in launched:
             group = group_of[slot.group]
             # the node pool pins CPUs; the devices are the core's decision
@@ -139,9 +132,8 @@ class AgentPool:
                     batch=batch,
                 )
             )
-            if group.launcher == "torchrun" and not batch and not standalone(group):
-                # (torchrun reads PET_* itself)
-                env.update(torchrun_env(env, group.env, slot, slots))
+            if world is not None and slot.task_id in world.node_ranks:
+                env.update(world.env(env, group.env, slot))  # (torchrun reads PET_* itself)
             if slurm is not None and het:  # (the batch script: component 0's allocation)
                 env = slurm_env(slurm, slot, het[0].slots, batch) | het_slurm_env(slurm, het) | env
             elif slurm is not None:  # (before fusesched's own: those win)

@@ -19,7 +19,7 @@ from fusesched.controller.completion import group_completed
 from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.inactive import ended_by_limit
-from fusesched.controller.metrics import metrics_for
+from fusesched.controller.metrics import group_of, metrics_for
 from fusesched.controller.step_cpus import release_unended, returned
 from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
@@ -51,7 +51,8 @@ def task_report(ctl: Controller, report: TaskReport, now: float) -> None:
     code = report.exit_code if report.exit_code is not None else 127
     if report.liveness_failed:  # its restart policy applies, before the exit is counted
         failures.liveness_failed(ctl, entry[0], task, report.reason, now)
-    finish_task(ctl, task, code, report.reason, now)
+    started = report.state is not TaskState.FAILED_TO_START
+    finish_task(ctl, task, code, report.reason, now, started=started)
 
 
 def lose_tasks(
@@ -77,9 +78,13 @@ def lose_tasks(
     late_exits.lost(ctl, node, alive, reason, now, beat)  # (tasks outliving their job's run)
 
 
-def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: float) -> None:
+def finish_task(
+    ctl: Controller, task: LiveTask, code: int, reason: str, now: float, *, started: bool = True
+) -> None:
     """``task`` exited with ``code``: give its resources back, write it, and see whether its
-    job ended (the first failure of a gang kills the rest with ``kill_on_bad_exit``)."""
+    job ended (the first failure of a gang kills the rest with ``kill_on_bad_exit``). A task
+    that never ``started`` (127) failed before its command could exit: its group's
+    ``retry_exits`` does not judge that failure (as Kubernetes' StartError, exit 128)."""
     if task.state == "exited":
         return
     job_id = ctl.tasks[task.launch.task_id][0]
@@ -89,11 +94,12 @@ def finish_task(ctl: Controller, task: LiveTask, code: int, reason: str, now: fl
         return
     node = ctl.nodes.get(task.node)
     if node is not None:  # (a step's task: its own CPU ids, those no other task holds)
-        node.pool.give(returned(task, live), node.inventory)
+        node.pool.give(returned(ctl, task, live), node.inventory)
     ctl.persist.task_ended(task, now)
     task_usage.task_ended(ctl, task)
     if code != 0 and live.first_failure is None and not task.remote:
         live.first_failure = (code, reason)
+        live.failed_group = group_of(task.launch.task_id) if started else None
         if ctl.config.kill_on_bad_exit and live.stopping is None:
             for other in live.tasks.values():
                 ctl.kill_task(other, f"task {task.launch.task_id} failed")
@@ -126,6 +132,8 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
         live.exit_sent = True
         for other in live.tasks.values():  # stray orteds end with their job
             ctl.kill_task(other, "job ended")
+        # (its booking on the nodes of those still running stays held: completing.py)
+        left = late_exits.nodes_left(ctl, live.tasks.values())
         if live.requeue is not None:
             exclude, not_before, why = live.requeue
             ctl.events.append(
@@ -136,6 +144,7 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
                     requeue=True,
                     exclude_nodes=exclude,
                     not_before=not_before,
+                    completing=left,
                 )
             )
             if live.hold_after_requeue is not None:  # held before the cycle could start it
@@ -143,7 +152,8 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
                 ctl.events.append(JobHoldRequested(job_id, live.hold))
         else:
             timed_out = "walltime" in why or ended_by_limit(why)  # (InactiveLimit: as Slurm)
-            ctl.events.append(JobExited(job_id, exit_code=code, reason=why, timed_out=timed_out))
+            ended = JobExited(job_id, code, why, timed_out=timed_out, completing=left)
+            ctl.events.append(ended)
         ctl.wake()
 
 
@@ -154,9 +164,27 @@ def _retry_exit(ctl: Controller, live: LiveJob, code: int, why: str, now: float)
         return
     if rec.preempt_reason is not None or "walltime" in why:
         return
+    if not _exit_retried(ctl, live, code, why, now):
+        return
     failures.job_failed(ctl, live, Failure(FailureKind.EXIT, None, why), now)
     if live.requeue is None:
         live.first_failure = (code, why)  # failed for good: keep the job's own reason
+
+
+def _exit_retried(ctl: Controller, live: LiveJob, code: int, why: str, now: float) -> bool:
+    """Whether the group whose task failed first retries an exit with ``code`` (its
+    ``retry_exits``); one it does not is a permanent error, said in the job's events."""
+    group = next((g for g in live.request.groups if g.name == live.failed_group), None)
+    if group is None or group.retry_exits.retries(code):
+        return True
+    ctl.persist.job_event(
+        live.id,
+        "JobExit",
+        f"{why}: exit code {code} of group {group.name} is a permanent error, not restarted "
+        "(retry_exits: signals restarts the job only after an exit by a signal, 128-255)",
+        now,
+    )
+    return False
 
 
 def _restart_after_success(ctl: Controller, live: LiveJob, task: LiveTask, now: float) -> None:
@@ -228,7 +256,7 @@ def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: flo
     live.tasks = {}
     live.nodes = ()
     live.exit_sent = False
-    live.first_failure = None
+    live.first_failure = live.failed_group = None
     live.requeue = None
     live.stopping = None
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)

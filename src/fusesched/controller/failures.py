@@ -162,7 +162,8 @@ def node_lost(ctl: Controller, name: str, now: float, reason: str | None = None)
     tasks are lost (fenced if they show up again), launches not yet sent there are dropped
     (no agent will take them), and their jobs are handled as node failures — as is every
     job whose allocation includes the node, even with no task of it there (a batch job whose
-    script runs on another of its nodes: Slurm's NODE_FAIL)."""
+    script runs on another of its nodes: Slurm's NODE_FAIL), but for one whose own tasks
+    there had all exited 0 (:func:`done_on`)."""
     reason = reason or f"node {name} stopped heartbeating"
     failed = allocation_lost(ctl, name, reason, now)
     for job_id, task in list(ctl.tasks.values()):
@@ -182,16 +183,34 @@ def node_lost(ctl: Controller, name: str, now: float, reason: str | None = None)
 
 def allocation_lost(ctl: Controller, name: str, reason: str, now: float) -> set[str]:
     """The local jobs allocated node ``name`` (:attr:`LiveJob.nodes`, rebuilt from the
-    hostfile after a controller restart) fail as if a task of theirs was lost there. Jobs an
-    external pool runs are that cluster's to fail; jobs still waiting to be adopted are
-    requeued by :func:`adoption.expire`; jobs already ending or restarting are left alone
+    hostfile after a controller restart) fail as if a task of theirs was lost there, unless
+    their work there is done (:func:`done_on`). Jobs an external pool runs are that
+    cluster's to fail; jobs still waiting to be adopted are requeued by
+    :func:`adoption.expire`; jobs already ending or restarting are left alone
     (:func:`job_failed`). Returns the ids of the jobs failed here."""
     failed: set[str] = set()
     for live in list(ctl.jobs.values()):
-        if name in live.nodes and live.pool is None and not live.adopting:
+        if name not in live.nodes or live.pool is not None or live.adopting:
+            continue
+        if not done_on(live, name):
             failed.add(live.id)
             job_failed(ctl, live, Failure(FailureKind.NODE, name, reason), now)
     return failed
+
+
+def done_on(live: LiveJob, node: str) -> bool:
+    """Whether ``live``'s own tasks on ``node`` have all exited 0 and nothing of it runs
+    there any more: losing the node loses nothing of it (a job whose own tasks run the
+    command, one of which finished there). A batch job's other node, where it holds slots
+    for its steps and has no task of its own, is not done. (A later restart in place
+    requeues it without the node instead: :func:`relaunch_due`.)"""
+    there = [task for task in live.tasks.values() if task.node == node]
+    own = [task for task in there if not task.remote]
+    return (
+        bool(own)
+        and all(task.state == "exited" for task in there)
+        and all(task.exit_code == 0 for task in own)
+    )
 
 
 def fence(ctl: Controller, beat: Heartbeat) -> int:
@@ -242,6 +261,14 @@ def relaunch_due(ctl: Controller, now: float) -> None:
             continue
         reason = live.relaunch[1]
         live.relaunch = None
+        down = sorted({t.node for t in main if _down(ctl, t.node)})
+        if down:  # lost since its task there ended (done_on): requeued without it instead
+            from fusesched.controller import endings  # (endings imports this module)
+
+            why = f"{reason}; node {', '.join(down)} lost meanwhile: requeued"
+            live.requeue = (tuple(down), now, why)
+            endings.job_may_have_ended(ctl, live, now)
+            continue
         live.in_place += 1
         rec = ctl.core.jobs[live.id]
         attempt = live.attempt_base + rec.attempts + live.in_place
@@ -264,9 +291,15 @@ def relaunch_due(ctl: Controller, now: float) -> None:
             ctl.finished[task_id] = task
             ctl.monitor.forget(task_id)
         live.tasks = fresh
-        live.first_failure = None
+        live.first_failure = live.failed_group = None
         for task_id, task in fresh.items():
             ctl.tasks[task_id] = (live.id, task)
         ctl.persist.tasks_started(live.id, list(fresh.values()), now)
         ctl.persist.job_event(live.id, "JobRestartedInPlace", reason, now)
         ctl.work.notify_all()
+
+
+def _down(ctl: Controller, name: str) -> bool:
+    """Whether node ``name`` is lost (``DOWN``, or gone): nothing can be launched there."""
+    node = ctl.nodes.get(name)
+    return node is None or node.state is NodeState.DOWN

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from pydantic import ValidationError
+
 from fusesched.agent.step_het import (
     GPUS_PER_TASK_ENV,
     HET_SIZE_ENV,
@@ -35,6 +37,7 @@ from fusesched.api.schemas import ComponentView
 from fusesched.controller.launchenv import SlurmJob, TaskSlot, allocation_env, hostfile
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.submit.hostlist import tasks_per_node
+from fusesched.submit.label_terms import GroupPlacementRequest
 
 #: Slurm's older name of :data:`HET_SIZE_ENV` (from when heterogeneous jobs were "pack jobs").
 PACK_SIZE_ENV: Final = "SLURM_PACK_SIZE"
@@ -127,6 +130,19 @@ def stored_components(request: Mapping[str, object]) -> list[ComponentView] | No
                 resources={str(k): str(v) for k, v in resources.items()}
                 if isinstance(resources, Mapping)
                 else {},
+                constraints=_constraints(group.get("placement")),
             )
         )
     return out
+
+
+def _constraints(placement: object) -> str:
+    """A component's own node constraints in a line (``pool=gpu, kubernetes.io/hostname In
+    [n1]``); "" for none, or for what no longer reads as such."""
+    if not isinstance(placement, Mapping):
+        return ""
+    try:
+        model = GroupPlacementRequest.model_validate(placement).to_model()
+    except ValidationError:
+        return ""
+    return "" if model is None else model.describe()

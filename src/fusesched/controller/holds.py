@@ -121,10 +121,15 @@ def at_submit(ctl: Controller, job_ids: list[str]) -> list[JobHoldRequested]:
     return [JobHoldRequested(job_id, AT_SUBMIT) for job_id in job_ids]
 
 
-def after_resubmit(ctl: Controller, job_id: str) -> JobHoldRequested | None:
-    """The hold to send the core right after a recovered job's submission, if it was held."""
-    live = ctl.jobs.get(job_id)
-    return None if live is None or live.hold is None else JobHoldRequested(job_id, live.hold)
+def after_resubmit(ctl: Controller, job_id: str) -> list[JobHoldRequested]:
+    """The holds to send the core right after a submission it gets late (recovered, or
+    held back after a restart: controller/recovery.py): of the job, or of its array's
+    members, those held now (placed or released meanwhile)."""
+    if job_id in ctl.jobs:
+        ids = [job_id]
+    else:  # (an array submitted as one)
+        ids = [j for j, live in ctl.jobs.items() if live.spec.array_parent == job_id]
+    return [JobHoldRequested(j, hold) for j in ids if (hold := ctl.jobs[j].hold) is not None]
 
 
 def stored_hold(phase: str, reason: str) -> str | None:

@@ -72,7 +72,7 @@ def job_size(request: Mapping[str, object]) -> JobSize:
 
 def batch_started(request: Mapping[str, object]) -> bool:
     """Whether one task starts the job and launches the rest (its batch script, or mpirun
-    for an MPI group), as sbatch does: ``controller/drivers.py``'s ``batch_mode``, read from
+    for an MPI group), as sbatch does: ``submit/launch_mode.py``'s ``batch_mode``, read from
     the stored JSON. That task is what ``sacct`` shows as the job's ``ID.batch`` step. A
     heterogeneous job's script runs on its first component's first task."""
     if request.get("hetjob") is True:

@@ -10,6 +10,7 @@ from fusesched.controller.hetjob_env import stored_components
 from fusesched.controller.job_sizes import batch_started, job_size
 from fusesched.store.records import JobRow, TaskRow
 from fusesched.submit.job_notify import stored_mail
+from fusesched.submit.salloc_holder import holds_allocation
 
 
 def _text_or_none(value: object) -> str | None:
@@ -70,6 +71,7 @@ def job_view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None)
         components=stored_components(row.request),
         seq=row.seq,
         batch=batch_started(row.request),
+        allocation=holds_allocation(row.request),
         restarts=restarts,
         tasks=[
             TaskView(

@@ -11,11 +11,13 @@ past the cap is written lost at once, fenced should it show up again.
 A restarted controller knows none of them: the tasks the store shows running on a node that
 registers for the first time since the start, of no run it adopted, wait here as well
 (:func:`node_back`), their exit written when it comes, or their loss when the node's first
-full beat does not list them.
+full beat does not list them. Those on a node still not back the node timeout after the
+start are written lost then (:func:`never_back`).
 
-Its CPU ids went back to its node's pool when it was forgotten
-(:func:`~fusesched.controller.step_cpus.release_unended`); nothing of its job changes with
-its end (the job's exit is the one it had). Slurm too records a step's end after its job's.
+Until its end, it keeps its CPU ids out of its node's pool (a restarted controller: those
+its agent lists it with), and its job's booking on its node stays held (Slurm's COMPLETING:
+controller/completing.py); nothing else of its job changes with its end (the job's exit is
+the one it had). Slurm too records a step's end after its job's.
 
 Every function here runs with the controller's lock held.
 """
@@ -23,13 +25,15 @@ Every function here runs with the controller's lock held.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import replace
+from itertools import chain
 from typing import TYPE_CHECKING
 
-from fusesched.api.wire import TaskLaunch, TaskReport, TaskState
+from fusesched.api.wire import NodeInventory, TaskLaunch, TaskReport, TaskState
 from fusesched.controller import task_usage
 from fusesched.controller.pools import Grant
-from fusesched.controller.records import LiveTask
-from fusesched.store.records import JobState
+from fusesched.controller.records import LiveJob, LiveTask
+from fusesched.store.records import JobState, TaskRow
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -38,31 +42,100 @@ if TYPE_CHECKING:
 MAX_KEPT = 10_000
 
 
+def outlives(ctl: Controller, task: LiveTask) -> bool:
+    """Whether ``task`` waits here if its run is forgotten now: it has not ended, and runs
+    on a node of the controller's agents."""
+    return task.state in ("delivered", "running") and task.node in ctl.nodes
+
+
+def nodes_left(ctl: Controller, tasks: Iterable[LiveTask]) -> tuple[str, ...]:
+    """The nodes where some of a run's ``tasks`` would wait here were it forgotten now."""
+    return tuple(sorted({task.node for task in tasks if outlives(ctl, task)}))
+
+
 def forgotten(ctl: Controller, tasks: Iterable[LiveTask]) -> None:
     """The controller forgets a run's ``tasks``: those that have not ended, on nodes of its
     agents, wait here."""
     for task in tasks:
-        if task.state in ("delivered", "running") and task.node in ctl.nodes:
+        if outlives(ctl, task):
             ctl.outliving[task.launch.task_id] = task
     _cap(ctl)
 
 
-def node_back(ctl: Controller, node: str) -> None:
-    """``node`` registers for the first time since the controller started: the tasks the
+def node_back(ctl: Controller, inventory: NodeInventory) -> None:
+    """A node registers for the first time since the controller started: the tasks the
     store shows running there that no job here runs (their job ended, was requeued or ran
-    again before the restart, or was requeued since) wait for their end; those this
-    controller saw end are left out (their end may not be written yet)."""
+    again before the restart, or was requeued since) wait for their end, holding the CPU
+    ids its agent lists them with; those this controller saw end are left out (their end
+    may not be written yet)."""
+    node = inventory.name
+    listed = {launch.task_id: launch for launch in inventory.running}
     for row in ctl.persist.store.tasks_on_node(node, [JobState.RUNNING]):
         if row.task_id in ctl.tasks or row.task_id in ctl.outliving:
             continue
         task = ctl.finished.get(row.task_id)
         if task is None:
-            launch = TaskLaunch(task_id=row.task_id, job_id=row.job_id)
-            remote = ".remote." in row.task_id
-            task = LiveTask(launch, node, Grant(), remote, "delivered", start_time=row.start_time)
+            task = _stored(row, node)
+            said = listed.get(row.task_id)
+            if said is not None and said.job_id == row.job_id:
+                task.grant = Grant(tuple(said.cpu_ids))
+                ctl.nodes[node].pool.claim(task.grant)
         if task.state != "exited":
             ctl.outliving[row.task_id] = task
     _cap(ctl)
+
+
+def never_back(ctl: Controller, now: float) -> None:
+    """The node timeout after the controller started (``adopt_until``): the tasks the store
+    shows running on a node that has not registered since, that no job here runs, are
+    written lost, as a silent node's (their jobs keep the end they had); a node that comes
+    back later with one has it killed (fenced). They are kept with the tasks seen to end:
+    a node registering before that end is stored must not find them running again
+    (:func:`node_back`)."""
+    from fusesched.controller.endings import FINISHED_TASKS_KEPT  # (endings imports this)
+
+    for stored in ctl.persist.store.list_nodes():
+        node = stored.name
+        if node in ctl.nodes or ":" in node:  # (back; or an external pool's: its own)
+            continue
+        gone: list[LiveTask] = []
+        for row in ctl.persist.store.tasks_on_node(node, [JobState.RUNNING]):
+            if row.task_id in ctl.tasks or row.task_id in ctl.outliving:
+                continue
+            task = ctl.finished.get(row.task_id) or _stored(row, node)
+            if task.state != "exited":
+                ctl.outliving[row.task_id] = task
+                gone.append(task)
+        lost(ctl, node, (), f"node {node} did not come back after a controller restart", now)
+        for task in gone:
+            ctl.finished[task.launch.task_id] = task
+    while len(ctl.finished) > FINISHED_TASKS_KEPT:
+        del ctl.finished[next(iter(ctl.finished))]
+
+
+def _stored(row: TaskRow, node: str) -> LiveTask:
+    """A task the store shows running on ``node`` that this controller never ran, as one
+    sent there (its CPU ids: none known)."""
+    launch = TaskLaunch(task_id=row.task_id, job_id=row.job_id)
+    remote = ".remote." in row.task_id
+    return LiveTask(launch, node, Grant(), remote, "delivered", start_time=row.start_time)
+
+
+def held_cpus(ctl: Controller, node: str, live: LiveJob | None) -> set[int]:
+    """The CPU ids on ``node`` that the tasks waiting here hold, and ``live``'s (their job's
+    run now, restarted in place: a step's task shares its script's ids) that have not ended."""
+    tasks = chain(ctl.outliving.values(), live.tasks.values() if live is not None else ())
+    return {
+        cpu
+        for other in tasks
+        if other.node == node and other.state != "exited"
+        for cpu in other.grant.cpu_ids
+    }
+
+
+def on_node(ctl: Controller, node: str) -> bool:
+    """Whether a task waiting here runs on ``node``."""
+    return any(task.node == node for task in ctl.outliving.values())
 
 
 def _cap(ctl: Controller) -> None:
@@ -107,3 +180,12 @@ def _ended(ctl: Controller, task: LiveTask, code: int, reason: str, now: float) 
     task.state, task.exit_code, task.reason, task.end_time = "exited", code, reason, now
     ctl.persist.task_ended(task, now)
     task_usage.task_ended(ctl, task)
+    node = ctl.nodes.get(task.node)
+    if node is not None:  # its CPU ids no other task holds (an --overlap step's, the script's)
+        cpus = set(task.grant.cpu_ids)
+        if cpus:
+            cpus -= held_cpus(ctl, task.node, ctl.jobs.get(task.launch.job_id))
+        kept = tuple(sorted(cpus))
+        grant = Grant(kept) if task.remote else replace(task.grant, cpu_ids=kept)
+        node.pool.give(grant, node.inventory)
+    ctl.wake()  # (what its job still held on its node may be free: controller/completing.py)

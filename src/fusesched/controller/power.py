@@ -233,7 +233,13 @@ class PowerManager:
     # ------------------------------------------------------------------ observation
 
     def _busy(self, ctl: Controller) -> set[str]:
-        return {task.node for _, task in ctl.tasks.values() if task.state != "exited"}
+        """Nodes with a task, and those where a task that outlived its job still dies or an
+        ended job's booking is still held (controller/completing.py): not suspended."""
+        busy = {task.node for _, task in ctl.tasks.values() if task.state != "exited"}
+        busy.update(task.node for task in ctl.outliving.values())
+        for rows in ctl.core.completing.values():
+            busy.update(ctl.core.cluster.names[row] for row in rows)
+        return busy
 
     def _views(self, ctl: Controller, now: float) -> list[NodeView]:
         busy = self._busy(ctl)
@@ -285,11 +291,12 @@ class PowerManager:
             rec = ctl.core.jobs.get(job_id)
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
-            for counts, pools in ((queued, sleeping), (held, powered)):
-                found = _first_fit(rec.spec, pools)
-                if found is not None:
-                    counts[found[0]] = counts.get(found[0], 0.0) + found[1]
-                    break
+            for part in _parts(rec.spec):
+                for counts, pools in ((queued, sleeping), (held, powered)):
+                    found = _first_fit(part, pools)
+                    if found is not None:
+                        counts[found[0]] = counts.get(found[0], 0.0) + found[1]
+                        break
         return {
             pool: PoolDemand(queued_nodes=queued.get(pool, 0.0), held_nodes=held.get(pool, 0.0))
             for pool in sorted(set(queued) | set(held))
@@ -427,6 +434,26 @@ def _set_state(ctl: Controller, name: str, state: NodeState, reason: str, now: f
     from fusesched.controller import failures
 
     failures.set_node_state(ctl, name, state, reason, now)
+
+
+def _parts(spec: JobSpec) -> list[JobSpec]:
+    """``spec`` itself; or, when a task group has label filters of its own (a hetjob
+    component's ``-C``, a Kubeflow replica type's ``nodeSelector``), one spec per group under
+    the job's and the group's filters: each group may need nodes of another pool woken."""
+    groups = spec.task_groups
+    if all(group.placement is None for group in groups):
+        return [spec]
+    return [
+        replace(
+            spec,
+            task_groups=(replace(group, placement=None),),
+            placement=spec.placement
+            if group.placement is None
+            else spec.placement.joined(group.placement),
+            min_member=None,
+        )
+        for group in groups
+    ]
 
 
 def _first_fit(spec: JobSpec, pools: Mapping[str, list[NodeSpec]]) -> tuple[str, float] | None:

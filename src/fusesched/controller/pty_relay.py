@@ -17,12 +17,21 @@ trip is then a few requests, not a heartbeat interval.
 
 A session lives until its client has read the end of the output (plus :data:`DONE_KEEP_S`,
 for an answer lost on the way) or until nobody has touched it for :data:`STALE_S`.
+
+A controller that restarts (or a standby that takes over) has no sessions: the agent still
+holds the terminal, and each end goes on calling with its offsets. A new session's stream
+starts where its first caller says it is (:meth:`Pipe.read`, :meth:`Pipe.place`): a writer
+keeps what its reader has not acknowledged yet (each answer says how far that is, ``acked``)
+and says from where (``kept``), so that what the old session held and lost is sent again;
+a reader ahead of what was sent again skips to its offset. The relay keeps no sessions on
+disk: nothing in one outlives what its two ends keep.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 #: The most bytes waiting to reach the task's terminal (typed or pasted).
@@ -47,12 +56,17 @@ class Gap(ValueError):
 @dataclass
 class Pipe:
     """A byte stream: ``data`` holds its bytes from offset ``base`` on; ``closed``: its
-    writer said it has ended (nothing more will be written)."""
+    writer said it has ended (nothing more will be written). ``anchored``: a call has said
+    where the stream is (a new session's first call sets ``base``: 0, or where the ends had
+    come to under a controller that restarted since); ``resumable``: its writer says what it
+    keeps (``kept``), and sends it again when asked."""
 
     limit: int
     base: int = 0
     data: bytearray = field(default_factory=bytearray)
     closed: bool = False
+    anchored: bool = False
+    resumable: bool = False
 
     @property
     def end(self) -> int:
@@ -61,9 +75,33 @@ class Pipe:
     def room(self) -> int:
         return max(0, self.limit - len(self.data))
 
+    def _anchor(self, at: int) -> None:
+        """The stream is at ``at``: what it held before is dropped (read, or never had)."""
+        self.base, self.anchored = at, True
+        self.data.clear()
+
+    def place(self, at: int, kept: int | None) -> int:
+        """Where a writer's chunk at ``at`` goes: ``at``, or the end when the writer is ahead
+        of it and keeps the bytes from ``kept`` on (a session opened anew: it sends again from
+        there; a new session starts at ``kept``). :class:`Gap` for an offset past the end
+        that the writer cannot send again."""
+        if kept is not None:
+            if kept > at:
+                raise Gap(f"kept offset {kept} is past the chunk's offset {at}")
+            self.resumable = True
+            if not self.anchored:
+                self._anchor(kept)
+        self.anchored = True
+        if at > self.end and kept is not None and kept <= self.end:
+            return self.end
+        if at < 0 or at > self.end:
+            raise Gap(f"offset {at} is past the end of the stream ({self.end})")
+        return at
+
     def write(self, at: int, chunk: bytes) -> int:
         """Add the part of ``chunk`` (which starts at offset ``at``) that is new and fits;
         the new end. :class:`Gap` if ``at`` is past the end."""
+        self.anchored = True
         if at < 0 or at > self.end:
             raise Gap(f"offset {at} is past the end of the stream ({self.end})")
         fresh = chunk[self.end - at :]
@@ -72,7 +110,11 @@ class Pipe:
 
     def read(self, at: int, most: int = MAX_CHUNK) -> bytes:
         """Up to ``most`` bytes from offset ``at``; what is before ``at`` is dropped (read).
-        :class:`Gap` if ``at`` is before what is kept or past the end."""
+        A new stream starts at ``at``; a resumable one skips to it when ``at`` is past its
+        end (its writer sends from there). :class:`Gap` if ``at`` is before what is kept
+        or past the end."""
+        if not self.anchored or (at > self.end and self.resumable):
+            self._anchor(at)
         if at < self.base or at > self.end:
             raise Gap(f"offset {at} is outside the stream's kept bytes ({self.base}-{self.end})")
         del self.data[: at - self.base]
@@ -85,6 +127,17 @@ class Pipe:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskRef:
+    """A pseudo-terminal task, as the relay's routes find it (controller/pty_tasks.py)."""
+
+    job_id: str
+    task_id: str
+    node: str
+    step: bool = False  # a job step's (``srun --pty``), not the job's own (``run --pty``)
+    user: str = ""  # the job's
+
+
+@dataclass(frozen=True, slots=True)
 class Output:
     """What a read of a pipe gives: the bytes, the offset to read from next, and whether the
     stream has ended there."""
@@ -92,6 +145,16 @@ class Output:
     data: bytes
     next_offset: int
     closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What a write gives back: the offset to write from next (the end of what the pipe
+    holds, maybe before the writer's: send again from there) and how far the reader has
+    acknowledged (the writer may forget what is before it)."""
+
+    offset: int
+    acked: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +173,23 @@ class Input:
 class PtySession:
     """One pseudo-terminal task's relay: ``to_task`` (keystrokes) and ``from_task`` (the
     terminal's output), and the window's size as the client last gave it. ``step``: the
-    task is a job step's (its client names the task), not the job's own (it names the job)."""
+    task is a job step's (its client names the task), not the job's own (it names the job);
+    ``user``: the job's (its sessions count against that user's cap, controller/pty_cap.py)."""
 
     def __init__(
-        self, job_id: str, task_id: str, node: str, now: float, step: bool = False
+        self,
+        job_id: str,
+        task_id: str,
+        node: str,
+        now: float,
+        step: bool = False,
+        user: str = "",
     ) -> None:
         self.job_id = job_id
         self.task_id = task_id
         self.node = node
         self.step = step
+        self.user = user
         self.to_task = Pipe(MAX_INPUT_BUFFER)
         self.from_task = Pipe(MAX_OUTPUT_BUFFER)
         self.size: tuple[int, int] | None = None
@@ -147,23 +218,31 @@ class PtySession:
     # -- the client's end --------------------------------------------------------------
 
     async def type_in(
-        self, at: int, data: bytes, size: tuple[int, int] | None, wait_s: float, now: float
-    ) -> int:
-        """The client's keystrokes from offset ``at`` (and its window's new size): waits up
-        to ``wait_s`` for room when the input is full; the end of what was taken."""
+        self,
+        at: int,
+        data: bytes,
+        size: tuple[int, int] | None,
+        wait_s: float,
+        now: float,
+        kept: int | None = None,
+    ) -> Taken:
+        """The client's keystrokes from offset ``at`` (and its window's new size; ``kept``:
+        it keeps its keystrokes from there on, not yet acknowledged): waits up to ``wait_s``
+        for room when the input is full."""
         self.touched = now
         if size is not None and size != self.size:
             self.size, self.size_seq = size, self.size_seq + 1
             self._pulse()
-        if at < 0 or at > self.to_task.end:
-            raise Gap(f"offset {at} is past the end of the stream ({self.to_task.end})")
+        start = self.to_task.place(at, kept)
+        if start != at:  # (a new session behind the client: it sends again from there)
+            return Taken(start, self.to_task.base)
         if at + len(data) > self.to_task.end:
             await self._until(lambda: self.to_task.room() > 0 or self.from_task.closed, wait_s)
         if self.from_task.closed:  # (the terminal is gone: nothing more reaches it)
-            return at + len(data)
+            return Taken(at + len(data), at + len(data))
         end = self.to_task.write(at, data)
         self._pulse()
-        return end
+        return Taken(end, self.to_task.base)
 
     async def read_output(self, at: int, wait_s: float, now: float) -> Output:
         """The terminal's output from offset ``at``, waiting up to ``wait_s`` for some."""
@@ -180,60 +259,96 @@ class PtySession:
     # -- the agent's end ---------------------------------------------------------------
 
     async def read_input(self, at: int, size_seq: int, wait_s: float, now: float) -> Input:
-        """The keystrokes from offset ``at`` and the window's size if newer than
-        ``size_seq``, waiting up to ``wait_s`` for either."""
+        """The keystrokes from offset ``at`` and the window's size if other than the one
+        numbered ``size_seq`` (newer; or the numbers of a session before a restart, which
+        start again), waiting up to ``wait_s`` for either."""
         self.touched = now
         self.to_task.read(at, 0)
         self._pulse()
 
         def ready() -> bool:
-            return self.to_task.end > at or self.size_seq > size_seq or self.from_task.closed
+            return self.to_task.end > at or self.size_seq != size_seq or self.from_task.closed
 
         await self._until(ready, wait_s)
         data = self.to_task.read(at)
-        newer = self.size if self.size_seq > size_seq else None
+        newer = self.size if self.size_seq != size_seq else None
         return Input(data, at + len(data), newer, self.size_seq, self.from_task.closed)
 
-    async def put_output(self, at: int, data: bytes, eof: bool, wait_s: float, now: float) -> int:
-        """The terminal's output from offset ``at`` (``eof``: its end), waiting up to
-        ``wait_s`` for room when the client has not read enough; the end of what was taken
-        (the stream is closed only once all of ``data`` was)."""
+    async def put_output(
+        self,
+        at: int,
+        data: bytes,
+        eof: bool,
+        wait_s: float,
+        now: float,
+        kept: int | None = None,
+    ) -> Taken:
+        """The terminal's output from offset ``at`` (``eof``: its end; ``kept``: the agent
+        keeps the output from there on, not yet acknowledged), waiting up to ``wait_s`` for
+        room when the client has not read enough (the stream is closed only once all of
+        ``data`` was taken)."""
         self.touched = now
+        start = self.from_task.place(at, kept)
+        if start != at:  # (a new session behind the agent: it sends again from there)
+            return Taken(start, self.from_task.base)
         if at + len(data) > self.from_task.end:
             await self._until(lambda: self.from_task.room() > 0, wait_s)
         end = self.from_task.write(at, data)
         if eof and end == at + len(data):
             self.from_task.closed = True
         self._pulse()
-        return end
+        return Taken(end, self.from_task.base)
 
 
 class PtyRelay:
-    """The sessions, by task id."""
+    """The sessions, by task id. The routes touch them on the event loop; the submissions
+    count a user's (:meth:`terminals_of`) from other threads, hence the lock. ``recovered``:
+    the ``run --pty`` tasks a previous controller had started (controller/pty_tasks.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recovered: Iterable[str] = ()) -> None:
         self.sessions: dict[str, PtySession] = {}
+        self.recovered = frozenset(recovered)
+        self._lock = threading.Lock()
 
     def get(self, task_id: str) -> PtySession | None:
         return self.sessions.get(task_id)
 
     def of_job(self, job_id: str) -> PtySession | None:
         """The session of ``job_id``'s own task (``run --pty``), not of one of its steps."""
-        return next((s for s in self.sessions.values() if s.job_id == job_id and not s.step), None)
+        with self._lock:
+            found = [s for s in self.sessions.values() if s.job_id == job_id and not s.step]
+        return found[0] if found else None
 
-    def open(
-        self, job_id: str, task_id: str, node: str, now: float, step: bool = False
-    ) -> PtySession:
-        """``task_id``'s session, new if it has none; the stale and finished ones are
-        dropped first."""
+    def open(self, task: TaskRef, now: float) -> PtySession:
+        """``task``'s session, new if it has none; the stale and finished ones are dropped
+        first."""
         self.prune(now)
-        found = self.sessions.get(task_id)
-        if found is None:
-            found = self.sessions[task_id] = PtySession(job_id, task_id, node, now, step)
+        with self._lock:
+            found = self.sessions.get(task.task_id)
+            if found is None:
+                found = PtySession(task.job_id, task.task_id, task.node, now, task.step, task.user)
+                self.sessions[task.task_id] = found
         return found
 
     def prune(self, now: float) -> None:
-        for task_id, session in list(self.sessions.items()):
-            done = session.done_at is not None and now - session.done_at > DONE_KEEP_S
-            if done or now - session.touched > STALE_S:
-                del self.sessions[task_id]
+        with self._lock:
+            for task_id, session in list(self.sessions.items()):
+                done = session.done_at is not None and now - session.done_at > DONE_KEEP_S
+                if done or now - session.touched > STALE_S:
+                    del self.sessions[task_id]
+
+    def terminals_of(self, user: str, now: float) -> set[str]:
+        """The terminals whose sessions ``user``'s jobs hold at ``now`` (the stale and
+        finished ones dropped first; not one whose client has read its end: that terminal is
+        closed, its session kept a while only for an answer lost on the way): a ``run --pty``
+        job's by its id, a step's by its task's (:func:`terminal_key`)."""
+        self.prune(now)
+        with self._lock:
+            held = [s for s in self.sessions.values() if s.user == user and s.done_at is None]
+        return {terminal_key(s.job_id, s.task_id, s.step) for s in held}
+
+
+def terminal_key(job_id: str, task_id: str, step: bool) -> str:
+    """What names a terminal: a step's task id (``srun --pty``), else its job's id (``run
+    --pty``: one terminal, whichever run of it)."""
+    return task_id if step else job_id

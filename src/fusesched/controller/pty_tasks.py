@@ -1,7 +1,14 @@
 """Which task of a job runs on a pseudo-terminal (``fusesched run --pty``; a step's, ``srun
 --pty``), as the relay's routes ask it (:mod:`fusesched.api.pty_routes`), and the refusal of
 such a launch by an agent too old to relay it (:func:`refuse_older`). The lookups take the
-controller's lock."""
+controller's lock.
+
+After a controller restart a running job's tasks are known from the store before their
+agent reports them again (a ``run --pty`` job's own task with the job's terminal, a step's
+without: a stored task has no launch): until its node has registered again, and a step's
+task has been reported, the lookups answer 503 (:data:`ADOPTING`), which both ends wait
+out, not 409. A ``run --pty`` task that ended while the controller was away is relayed still:
+its agent posts the output it kept, which its client reads though the job has ended."""
 
 from __future__ import annotations
 
@@ -11,10 +18,11 @@ from typing import TYPE_CHECKING
 from fusesched.api.wire import TaskReport, TaskState
 from fusesched.controller import endings
 from fusesched.controller.logs import job_of
+from fusesched.controller.pty_relay import TaskRef
 from fusesched.controller.records import UnknownJobError
 
 if TYPE_CHECKING:
-    from fusesched.controller.records import LiveNode
+    from fusesched.controller.records import LiveJob, LiveNode, LiveTask
     from fusesched.controller.service import Controller
 
 log = logging.getLogger("fusesched.controller")
@@ -26,21 +34,44 @@ OLDER_AGENT = (
 )
 
 
+#: Why a terminal is not relayed yet after a controller restart.
+ADOPTING = (
+    "the controller restarted: task {task} is relayed again once node {node} has reported it "
+    "(try again)"
+)
+
+
 class PtyRefused(ValueError):
-    """The relay cannot serve this call; ``status`` is the HTTP answer (404 or 409)."""
+    """The relay cannot serve this call; ``status`` is the HTTP answer (404, 409, or 503
+    while its task waits to be adopted after a restart)."""
 
     def __init__(self, status: int, why: str) -> None:
         super().__init__(why)
         self.status = status
 
 
-def client_task(ctl: Controller, job_id: str) -> tuple[str, str]:
-    """(task id, node) of ``job_id``'s pseudo-terminal task. :class:`UnknownJobError` for
-    an unknown job; :class:`PtyRefused` (409) for one that has ended, was not submitted with
-    a pseudo-terminal or whose task has not been launched yet."""
+def _unreported(ctl: Controller, live: LiveJob | None, task: LiveTask) -> PtyRefused | None:
+    """The 503 for a task of a job adopted after a restart whose node has not registered
+    again, or (a step's) whose launch, and so its terminal, is not known again yet; None
+    otherwise."""
+    if live is None or not live.adopting:
+        return None
+    if task.node in ctl.nodes and task.launch.pty is not None:
+        return None
+    return PtyRefused(503, ADOPTING.format(task=task.launch.task_id, node=task.node))
+
+
+def client_task(ctl: Controller, job_id: str) -> TaskRef:
+    """``job_id``'s pseudo-terminal task. :class:`UnknownJobError` for an unknown job;
+    :class:`PtyRefused` (409) for one that has ended, was not submitted with a
+    pseudo-terminal or whose task has not been launched yet (503: not reported again after
+    a restart)."""
     with ctl.lock:
         live = ctl.jobs.get(job_id)
         if live is None:
+            ended = _ended_own(ctl, job_id)
+            if ended is not None:  # (its last output may come after its end)
+                return TaskRef(job_id, ended.launch.task_id, ended.node, False, ended.launch.user)
             if ctl.persist.job_exists(job_id):
                 raise PtyRefused(409, f"job {job_id} has ended")
             raise UnknownJobError(job_id)
@@ -48,18 +79,48 @@ def client_task(ctl: Controller, job_id: str) -> tuple[str, str]:
             raise PtyRefused(
                 409, f"job {job_id} has no pseudo-terminal (it was not submitted by run --pty)"
             )
-        task = next((t for t in live.tasks.values() if t.launch.pty and not t.remote), None)
+        own = [t for t in live.tasks.values() if not t.remote]
+        unreported = next((r for t in own if (r := _unreported(ctl, live, t))), None)
+        if unreported is not None:
+            raise unreported
+        task = next((t for t in own if t.launch.pty), None)
         if task is None:
             raise PtyRefused(409, f"job {job_id} has not started yet")
-        return task.launch.task_id, task.node
+        return TaskRef(job_id, task.launch.task_id, task.node, False, live.spec.user)
 
 
-def agent_task(ctl: Controller, task_id: str, node: str) -> tuple[str, bool]:
-    """(job, whether it is a step's) of ``task_id``, a live or recently finished
-    pseudo-terminal task on ``node`` (a command that ends at once: its agent may post the
-    last output after its exit ended the job, before ``run`` first asked for it);
-    :class:`PtyRefused` (404) for a task that is not (any more) one of that node's, 409 for
-    one without a terminal."""
+def recovered(ctl: Controller) -> set[str]:
+    """The ``run --pty`` jobs' own tasks left running by a previous controller (at start)."""
+    return {
+        task_id
+        for live in ctl.jobs.values()
+        if live.adopting and live.request.pty is not None
+        for task_id, task in live.tasks.items()
+        if not task.remote
+    }
+
+
+def _ended_own(ctl: Controller, job_id: str) -> LiveTask | None:
+    """The terminal task of ``job_id``, a ``run --pty`` job that has ended, if a previous
+    controller had started it: it may have ended while no controller ran, and its agent posts
+    the output it kept then, maybe after the job's end (a task this controller started had
+    its session before its end, and one lost with its node posts nothing: a session opened
+    for either would wait for nothing)."""
+    for task_id in ctl.pty_relay.recovered:
+        task = ctl.finished.get(task_id)
+        if task is None or task.lost or task.launch.pty is None:
+            continue
+        if job_of(task_id) == job_id:
+            return task
+    return None
+
+
+def agent_task(ctl: Controller, task_id: str, node: str) -> TaskRef:
+    """``task_id``, a live or recently finished pseudo-terminal task on ``node`` (a command
+    that ends at once: its agent may post the last output after its exit ended the job,
+    before ``run`` first asked for it); :class:`PtyRefused` (404) for a task that is not (any
+    more) one of that node's or was given up on as lost, 409 for one without a terminal (503:
+    not reported again after a restart)."""
     with ctl.lock:
         entry = ctl.tasks.get(task_id)
         if entry is not None:
@@ -69,17 +130,22 @@ def agent_task(ctl: Controller, task_id: str, node: str) -> tuple[str, bool]:
             if found is None:
                 raise PtyRefused(404, f"no live task {task_id!r} on node {node!r}")
             task = found
-        if task.node != node:
+        if task.node != node or task.lost:  # (lost: given up on with its node, fenced)
             raise PtyRefused(404, f"no live task {task_id!r} on node {node!r}")
+        live = ctl.jobs.get(job_id)
+        unreported = _unreported(ctl, live, task)
+        if unreported is not None:
+            raise unreported
         if task.launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal")
-        return job_id, task.remote
+        user = live.spec.user if live is not None else task.launch.user
+        return TaskRef(job_id, task_id, node, task.remote, user)
 
 
-def step_task(ctl: Controller, task_id: str) -> tuple[str, str]:
-    """(job, node) of ``task_id``, a live job step's task on a pseudo-terminal (``srun
-    --pty``); :class:`PtyRefused` (404) for a task that is not live, 409 for one of the
-    job's own or without a terminal."""
+def step_task(ctl: Controller, task_id: str) -> TaskRef:
+    """``task_id``, a live job step's task on a pseudo-terminal (``srun --pty``);
+    :class:`PtyRefused` (404) for a task that is not live, 409 for one of the job's own or
+    without a terminal (503: not reported again after a restart)."""
     with ctl.lock:
         entry = ctl.tasks.get(task_id)
         if entry is None:
@@ -87,9 +153,14 @@ def step_task(ctl: Controller, task_id: str) -> tuple[str, str]:
         job_id, task = entry
         if not task.remote:
             raise PtyRefused(409, f"task {task_id} is its job's own: attach to job {job_id}")
+        live = ctl.jobs.get(job_id)
+        unreported = _unreported(ctl, live, task)
+        if unreported is not None:
+            raise unreported
         if task.launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal (srun without --pty)")
-        return job_id, task.node
+        user = live.spec.user if live is not None else task.launch.user
+        return TaskRef(job_id, task_id, task.node, True, user)
 
 
 def refuse_older(ctl: Controller, name: str, node: LiveNode, now: float) -> None:

@@ -18,6 +18,7 @@ from fusesched.api.wire import (
 )
 from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
 from fusesched.controller.pools import Grant, NodePool
+from fusesched.controller.pty_cap import DEFAULT_PER_USER
 from fusesched.core.device_specs import MIG_PREFIX, Device, DeviceError, with_device_capacity
 from fusesched.core.devices import TaskDevices
 from fusesched.model.job import JobSpec
@@ -53,6 +54,9 @@ class ControllerConfig:
     long_poll_s: float = 1.0  # how long a heartbeat with nothing to say waits for work
     node_timeout_s: float = 30.0
     grace_s: float = 5.0  # SIGTERM -> SIGKILL on cancel
+    # a job's booking on a node where tasks of it outlive it is freed after this long even
+    # if they still run (controller/completing.py)
+    completing_timeout_s: float = 120.0
     kill_on_bad_exit: bool = True  # a task failing stops the rest of its gang
     health_check_s: float = 1.0  # how often sensor findings (hangs, GPU faults) are acted on
     hang_check_s: float = 60.0  # how often each running task is judged for a hang
@@ -66,6 +70,8 @@ class ControllerConfig:
     # Slurm's InactiveLimit: an attended job (salloc's, run's) whose command has not said it
     # is alive for this many seconds is ended (controller/inactive.py); 0: never
     inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S
+    # the most open terminals (run --pty jobs, srun --pty steps) of one user (pty_cap.py)
+    pty_sessions_per_user: int = DEFAULT_PER_USER
 
 
 @dataclass(slots=True)
@@ -106,6 +112,7 @@ class LiveJob:
     nodes: tuple[str, ...] = ()
     stopping: str | None = None
     first_failure: tuple[int, str] | None = None
+    failed_group: str | None = None  # the group of the task whose exit is first_failure
     exit_sent: bool = False
     # a failure the restart policy retries: (excluded nodes, not before, reason)
     requeue: tuple[tuple[str, ...], float, str] | None = None

@@ -10,6 +10,10 @@ still restarting) *waits* instead of being rejected for good (:func:`resubmit`),
 offered again whenever nodes join (:func:`retry_waiting`). Jobs the store shows
 running are adopted where they run (``adoption``).
 
+Until then the core does not hold those jobs, and would find a dependency on one of them
+(or on an array of theirs) unknown, and a ``singleton`` free of them: a job with
+dependencies submitted in that window (:func:`in_window`) is held with them, after them.
+
 Every function here runs with the controller's lock held, or before its loop starts.
 """
 
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING
 from fusesched.controller import adoption, dependencies, federation, holds
 from fusesched.controller.records import LiveJob, recovered_spec
 from fusesched.core.pending_reasons import given
-from fusesched.model.events import Event, JobSubmitted
+from fusesched.model.events import Event, JobCancelRequested, JobSubmitted
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.submit.errors import SubmitError
@@ -46,7 +50,7 @@ def recover(ctl: Controller) -> None:
         for n in ctl.persist.store.list_nodes()
         if n.state is not NodeState.DOWN and ":" not in n.name
     }
-    if pending and ctl.expected_nodes:
+    if ctl.expected_nodes:  # (and the tasks left on one not back then are lost: late_exits)
         ctl.adopt_until = ctl.clock() + ctl.config.node_timeout_s
     for detail in pending:
         row = detail.job
@@ -79,6 +83,14 @@ def recover(ctl: Controller) -> None:
         adoption.recover_running(ctl, running, ctl.clock())
 
 
+def in_window(ctl: Controller) -> bool:
+    """Whether the core does not hold every job recovered at start yet: submissions are
+    still held, or jobs left running still wait for their nodes (until ``adopt_until``)."""
+    if ctl.held:
+        return True
+    return bool(ctl.adopt_until) and any(live.adopting for live in ctl.jobs.values())
+
+
 def release_held(ctl: Controller) -> None:
     """Hand the core the submissions recovered at start, held until the nodes were back."""
     for event in ctl.held:
@@ -93,11 +105,41 @@ def resubmit(ctl: Controller, event: Event) -> None:
     reject it for good; it waits, pending, until a node registers that lets it fit."""
     if isinstance(event, JobSubmitted) and check_feasible(event.job, federation.node_specs(ctl)):
         ctl.waiting.append(event)
-    else:
+    elif not (isinstance(event, JobCancelRequested) and _with_waiting(ctl, event)):
         ctl.events.append(event)
-        held = isinstance(event, JobSubmitted) and holds.after_resubmit(ctl, event.job.id)
-        if held:  # held before the restart: held again before any cycle
-            ctl.events.append(held)
+        if isinstance(event, JobSubmitted):  # held before the restart (or since): held again
+            ctl.events.extend(holds.after_resubmit(ctl, event.job.id))  # before any cycle
+
+
+def cancel_unsubmitted(ctl: Controller, event: JobCancelRequested) -> bool:
+    """Whether the cancel of a job whose submission the core has not had yet (held, or
+    waiting for nodes) was taken here (the core would refuse the cancel of a job it does not
+    know, and the job would run after all): held after it, or the waiting job ended here."""
+    if ctl.held and any(_submits(ctl, held, event.job_id) for held in ctl.held):
+        ctl.held.append(event)
+        return True
+    return _with_waiting(ctl, event)
+
+
+def _with_waiting(ctl: Controller, event: JobCancelRequested) -> bool:
+    """A cancel of a job waiting for nodes: it ends here, cancelled (the core, which never
+    had it, would refuse it for want of nodes first)."""
+    for i, waiting in enumerate(ctl.waiting):
+        if isinstance(waiting, JobSubmitted) and waiting.job.id == event.job_id:
+            del ctl.waiting[i]
+            ctl.jobs.pop(event.job_id, None)
+            now = ctl.clock()
+            ctl.persist.job_finished(event.job_id, JobPhase.CANCELLED, None, event.reason, now)
+            return True
+    return False
+
+
+def _submits(ctl: Controller, event: Event, job_id: str) -> bool:
+    """Whether ``event`` submits job ``job_id`` (itself, or the array it is a member of)."""
+    if not isinstance(event, JobSubmitted):
+        return False
+    live = ctl.jobs.get(job_id)
+    return event.job.id in (job_id, live.spec.array_parent if live is not None else None)
 
 
 def retry_waiting(ctl: Controller) -> None:

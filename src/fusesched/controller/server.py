@@ -30,6 +30,7 @@ from fusesched.controller.logs import LogStore
 from fusesched.controller.notify_send import NotifyConfig
 from fusesched.controller.persist import Persistence
 from fusesched.controller.power import PowerConfig
+from fusesched.controller.pty_cap import DEFAULT_PER_USER
 from fusesched.controller.reconfigure import reload_core
 from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
@@ -77,6 +78,8 @@ class ControllerServer:
     #: Slurm's InactiveLimit (``--inactive-limit``): an attended job (salloc's, run's) whose
     #: command has been silent this many seconds is ended; 0: never.
     inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S
+    #: The most open terminals of one user (``--pty-sessions-per-user``: controller/pty_cap.py).
+    pty_sessions_per_user: int = DEFAULT_PER_USER
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -156,6 +159,7 @@ class ControllerServer:
                 pools_dir=self.data_dir / "pools",
                 tenancy_file=self.tenancy_file,
                 inactive_limit_s=self.inactive_limit_s,
+                pty_sessions_per_user=self.pty_sessions_per_user,
             ),
             clock=self.clock,
             auth=self.authenticator,

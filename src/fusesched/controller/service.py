@@ -34,10 +34,13 @@ from fusesched.controller import (
     adoption,
     agents,
     attendance,
+    completing,
     data,
     endings,
     failures,
     federation,
+    late_exits,
+    pty_tasks,
     recovery,
     reservations,
     step_pty,
@@ -53,6 +56,7 @@ from fusesched.controller.monitor import Monitor
 from fusesched.controller.notify import JobNotices
 from fusesched.controller.persist import Persistence
 from fusesched.controller.power import PowerManager
+from fusesched.controller.pty_relay import PtyRelay
 from fusesched.controller.records import (
     ControllerConfig,
     LiveJob,
@@ -121,7 +125,7 @@ class Controller:
         self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
         self.forecasts = Forecasts()  # expected starts of waiting jobs (GET /v1/starts)
         self._health_at = 0.0
-        self.adopt_until = 0.0  # jobs left running wait for their nodes until then
+        self.adopt_until = 0.0  # jobs left running wait for their nodes until then (tasks too)
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
         self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
@@ -146,6 +150,8 @@ class Controller:
         reservations.recover(self)  # (before the recovered jobs that may run in one)
         recovery.recover(self)
         self.holders = attendance.recovered(self)  # (InactiveLimit: a fresh limit for each)
+        # terminals' sessions (api/pty_routes.py), in memory
+        self.pty_relay = PtyRelay(pty_tasks.recovered(self))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -212,6 +218,7 @@ class Controller:
                 self.adopt_until = 0.0
                 adoption.expire(self, now)
                 recovery.release_held(self)
+                late_exits.never_back(self, now)
             for name, node in self.nodes.items():
                 late = now - node.last_seen > self.config.node_timeout_s
                 if late and node.state in (NodeState.UP, NodeState.DRAINING):
@@ -241,7 +248,9 @@ class Controller:
                     return []  # already finished: nothing to do
                 raise UnknownJobError(job_id)
             for target in targets:
-                self.events.append(JobCancelRequested(target, reason))
+                event = JobCancelRequested(target, reason)
+                if not recovery.cancel_unsubmitted(self, event):  # (right after a restart)
+                    self.events.append(event)
         self._wake.set()
         return targets
 
@@ -315,6 +324,8 @@ class Controller:
         (:func:`steps.create_step`); ``pty``: its one task runs on that terminal
         (controller/step_pty.py)."""
         with self.work:  # (the terminal is in the launch before a heartbeat can send it)
+            if pty is not None:
+                step_pty.within_cap(self, job_id)
             created = steps.create_step(
                 self, job_id, slots, overlap, launches, het, gpus, name, resources
             )
@@ -335,6 +346,7 @@ class Controller:
     def run_cycle(self) -> list[Decision]:
         with self.work, metrics_for(self).cycle_timer():
             now = self.clock()
+            completing.settle(self, now)  # (nodes ended runs held, free now)
             events, self.events = self.events, []
             decisions: list[Decision] = []
             for event in events:

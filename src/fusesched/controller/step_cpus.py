@@ -262,16 +262,19 @@ def task_share(ids: Sequence[int], sizes: Sequence[int], tasks: int, local: int)
     return tuple(ids[local * each : None if local == tasks - 1 else (local + 1) * each])
 
 
-def returned(task: LiveTask, live: LiveJob) -> Grant:
+def returned(ctl: Controller, task: LiveTask, live: LiveJob) -> Grant:
     """What of ``task``'s grant goes back to its node's pool as it ends: its CPU ids that no
     other live task of its job there holds (a step's task may share its script's, and an
-    ``--overlap`` step others'); a remote task's devices are the job's, not its own."""
+    ``--overlap`` step others'), nor a task of an earlier run still dying there (a job
+    restarted in place: late_exits.py); a remote task's devices are the job's, not its own."""
     others: Collection[int] = {
         i
         for t in live.tasks.values()
         if t is not task and t.node == task.node and t.state != "exited"
         for i in t.grant.cpu_ids
     }
+    if ctl.outliving and task.grant.cpu_ids:
+        others = {*others, *late_exits.held_cpus(ctl, task.node, None)}
     cpus = tuple(i for i in task.grant.cpu_ids if i not in others)
     if task.remote:
         return Grant(cpus)
@@ -279,14 +282,16 @@ def returned(task: LiveTask, live: LiveJob) -> Grant:
 
 
 def release_unended(ctl: Controller, tasks: Iterable[LiveTask]) -> None:
-    """Give back to their nodes' pools the CPU ids of a job's tasks that have not ended as
-    the controller forgets them (the job ended, or restarts in place: its remote tasks';
-    requeued while it waited for adoption: its own too, with their devices): their kill is
-    on its way, and their exit counts no more in their job (it is written when it comes:
-    controller/late_exits.py)."""
+    """The controller forgets a job's tasks that have not ended (the job ended, or restarts
+    in place: its remote tasks; requeued while it waited for adoption: its own too, with
+    their devices): their kill is on its way, and their exit counts no more in their job.
+    Those still running on a node keep their CPU ids until their exit, written when it
+    comes (controller/late_exits.py); the others' go back to their nodes' pools now."""
     tasks = list(tasks)
     late_exits.forgotten(ctl, tasks)
     for task in tasks:
         node = ctl.nodes.get(task.node)
+        if ctl.outliving.get(task.launch.task_id) is task:
+            continue
         if task.state != "exited" and node is not None:  # (a remote task's devices: the job's)
             node.pool.give(Grant(task.grant.cpu_ids) if task.remote else task.grant, node.inventory)

@@ -18,10 +18,12 @@ from fusesched.controller import (
     federation,
     holds,
     licenses,
+    pty_cap,
+    recovery,
     reservations,
 )
 from fusesched.controller.records import LiveJob, NotReadyError, array_size
-from fusesched.model.events import JobSubmitted
+from fusesched.model.events import Event, JobSubmitted
 from fusesched.model.job import DependencyKind, JobSpec, QoS
 from fusesched.model.node import NodeSpec
 from fusesched.submit.errors import SubmitError
@@ -53,10 +55,17 @@ def submit(ctl: Controller, requests: Sequence[JobRequest], user: str, now: floa
                 ctl.jobs[child.id] = LiveJob(child.id, child_seq, child, request)
             if request.attended:  # (salloc's, run's: ended when their command goes silent)
                 attendance.track(ctl, [child.id for child in children])
-            ctl.events.extend(dependencies.recall(ctl, spec, ctl.arrays_recalled))  # (restarts)
-            ctl.events.append(JobSubmitted(spec))
-            if request.hold:  # submitted held: held as soon as the core takes it
-                ctl.events.extend(holds.at_submit(ctl, [c.id for c in children]))
+            recalled = dependencies.recall(ctl, spec, ctl.arrays_recalled)  # (restarts)
+            events: list[Event] = [*recalled, JobSubmitted(spec)]
+            # submitted held: held as soon as the core takes it
+            holding = holds.at_submit(ctl, [c.id for c in children]) if request.hold else []
+            if spec.dependencies and recovery.in_window(ctl):
+                # right after a restart, one that depends on others goes after the recovered
+                # jobs it may name, which the core does not hold yet (held then as it is
+                # then: recovery.resubmit)
+                ctl.held.extend(events)
+            else:
+                ctl.events.extend([*events, *holding])
             ids.append(spec.id)
     return ids
 
@@ -86,6 +95,7 @@ def prepare(
     raises :class:`SubmitError` on the first refusal. A request without a user gets
     ``user``; one without a QoS, the tenancy file's default tier."""
     prepared: list[tuple[int, JobRequest, JobSpec]] = []
+    terminals = 0  # of the requests before this one (each opens one: pty_cap.py)
     for k, (request, size) in enumerate(zip(requests, sizes, strict=True)):
         if user and not request.user:
             request = request.model_copy(update={"user": user})
@@ -98,6 +108,9 @@ def prepare(
             reason: str | None = settled
         else:
             spec, reason = settled, refusal(ctl, settled, node_specs)
+        if not reason and request.pty is not None:
+            terminals += size
+            reason = pty_cap.refusal(ctl, spec.user, terminals)
         if reason and len(requests) > 1:  # all or none: say which job it was
             name = f" ({request.name!r})" if request.name else ""
             reason = f"job {k + 1} of {len(requests)}{name}: {reason}"

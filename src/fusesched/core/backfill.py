@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core import reservations
+from fusesched.core import completing, reservations
 from fusesched.core.cluster import ClusterArrays, IntArray, rows_within
 from fusesched.core.licenses import LicenseHold, backfilled, may_backfill
 from fusesched.core.licenses import reserve as reserve_licenses
@@ -67,15 +67,17 @@ class Reservation:
 
 
 def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservation:
-    """Compute the head's earliest start from the running jobs' estimated ends."""
+    """Compute the head's earliest start from the running jobs' estimated ends (what ended
+    runs still hold: free now, core/completing.py)."""
     cluster = core.cluster
-    if not core.running and core.bookings is None:
+    held = bool(core.completing)
+    if not core.running and core.bookings is None and not held:
         return Reservation(math.inf, -1, 0, None)
     col = core.fluid_column(head)
-    if col >= 0 and core.running:
+    if col >= 0 and (core.running or held):
         need = head.single_total  # (its need of that column: it is fluid in it)
-        have = cluster.free_sums[col]
-        found = core.running.release_time(col, need - have)
+        have = cluster.free_sums[col] + (completing.held_sum(core, col) if held else 0)
+        found = (now, 0) if held and need <= have else core.running.release_time(col, need - have)
         if found is None:
             return Reservation(math.inf, col, 0, None)
         end, released = found
@@ -86,12 +88,14 @@ def reserve_head(core: SchedulerCore, head: JobRecord, now: float) -> Reservatio
     if core.bookings is not None:
         return _reserve_booked(core, head, now)
     run = core.running.view()
-    deficit = head.bound - cluster.free_total
+    free, total = completing.soon(core) if held else (cluster.free.copy(), cluster.free_total)
+    deficit = head.bound - total
     first = 0
     for c in np.flatnonzero(deficit > 0).tolist():
         cum = run.column(c).cumsum()
         first = max(first, int(cum.searchsorted(deficit[c], side="left")))
-    free = cluster.free.copy()
+    if held and (plan := core.plan(head, free)) is not None:
+        return Reservation(now, -1, 0, free, _take(free, plan))
     ends = run.ends
     k = 0
     while k < len(run):
@@ -116,7 +120,9 @@ def _reserve_booked(core: SchedulerCore, head: JobRecord, now: float) -> Reserva
     cluster = core.cluster
     run = core.running.view()
     ends = run.ends
-    deficit = head.bound - cluster.free_total
+    held = bool(core.completing)
+    free, total = completing.soon(core) if held else (cluster.free.copy(), cluster.free_total)
+    deficit = head.bound - total
     lower = now  # (before then the sums rule it out)
     for c in np.flatnonzero(deficit > 0).tolist():
         cum = run.column(c).cumsum()
@@ -128,7 +134,8 @@ def _reserve_booked(core: SchedulerCore, head: JobRecord, now: float) -> Reserva
     # (jobs past their estimated end are taken to end now, as above)
     start = 0 if lower <= now else int(ends.searchsorted(lower))
     times.update(max(t, now) for t in ends[start:].tolist())
-    free = cluster.free.copy()
+    if held:
+        times.add(lower)
     k = 0
     for t in sorted(times):
         last = int(ends.searchsorted(t, side="right"))
@@ -369,7 +376,7 @@ class _SlotBounds:
     def __init__(self, cluster: ClusterArrays) -> None:
         self.cluster = cluster
         self.version = 0
-        self._counts: dict[tuple[int, int, bytes, int | None], tuple[int, int]] = {}
+        self._counts: dict[tuple[int, int, bytes, int | None, object], tuple[int, int]] = {}
 
     def may_fit(self, rec: JobRecord, free: IntArray, view: int) -> bool:
         """False if ``rec`` cannot be placed on ``free`` (``view`` numbers that matrix)."""
@@ -385,12 +392,15 @@ class _SlotBounds:
         for group in groups:
             if not len(group.cols):
                 continue
-            key = (view, id(eligible), group.key, cap)
+            own = group.placement  # (its own label filters narrow its rows)
+            key = (view, id(eligible), group.key, cap, None if own is None else own.cache_key())
             found = counts.get(key)
             if found is not None and (found[0] == version or found[1] < group.replicas):
                 bound = found[1]  # (an old bound still bounds: free resources only shrank)
             else:
                 rows = cluster.rows_with_free(group.cols, eligible)
+                if own is not None:
+                    rows = rows[cluster.allowed(own)[rows]]
                 if 2 * len(rows) >= len(free):
                     continue  # room on most nodes (a cluster filling up): the attempt is
                     # likely to succeed, and reading that many rows would cost as much

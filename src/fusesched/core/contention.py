@@ -120,6 +120,8 @@ class Contention:
             capacity = cluster.capacity
             for group in groups:
                 one = np.ones(size, dtype=np.bool_)
+                if group.placement is not None:  # (its own label filters)
+                    one &= cluster.allowed(group.placement)
                 for col in group.cols.tolist():
                     one &= capacity[:, col] >= group.per_task[col]
                     if col not in self._common:

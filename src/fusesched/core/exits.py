@@ -8,8 +8,10 @@ Pure, like the rest of the core.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from fusesched.core.completing import hold
 from fusesched.core.intake import array_slot_freed, settle_dependents
 from fusesched.core.records import JobRecord
 from fusesched.core.requeue import requeue
@@ -28,7 +30,7 @@ def exited(core: SchedulerCore, event: JobExited, now: float) -> list[Decision]:
     rec = core.jobs.get(event.job_id)
     if rec is None or rec.phase is not RUNNING:
         raise KeyError(f"job {event.job_id!r} is not running")
-    release(core, rec, now)
+    release(core, rec, now, event.completing)
     rec.exit_code = event.exit_code
     if rec.stop_requested:
         rec.move(JobPhase.CANCELLED, now, rec.stop_requested)
@@ -60,22 +62,27 @@ def repredict(core: SchedulerCore, user: str, now: float) -> None:
         core.reservation = None
 
 
-def release(core: SchedulerCore, rec: JobRecord, now: float) -> None:
-    """Give a running job's nodes, devices and quota back."""
+def release(
+    core: SchedulerCore, rec: JobRecord, now: float, completing: Collection[str] = ()
+) -> None:
+    """Give a running job's nodes, devices and quota back; what it booked on ``completing``
+    (nodes where processes of it still live) stays held (core/completing.py)."""
     assert rec.allocation is not None and rec.est_end is not None
     alloc = rec.allocation
-    if alloc.column_amounts is not None and alloc.rows is None:
+    if completing:
+        hold(core, rec.spec.id, alloc, completing, now)
+    elif alloc.column_amounts is not None and alloc.rows is None:
         core.cluster.give_column(alloc.nodes, alloc.column, alloc.column_amounts, alloc.total)
     else:
         core.cluster.give(alloc.nodes, alloc.amounts, unique=alloc.unique, total=alloc.total)
-    if alloc.devices:
+    if alloc.devices and not completing:
         for devices in alloc.devices:
             if devices is not None:
                 core.devices.release(devices)
     spec = rec.spec
     core.running.remove(spec.id)
-    if core.tenants is not None:
-        core.tenants.release(rec, now)
+    if core.tenants is not None:  # (a victim's room: free once nothing of it is held)
+        core.tenants.release(rec, now, held=bool(completing) and spec.id in core.completing)
     if core.licenses is not None:
         core.licenses.give(spec.id)
     core._changed = True

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from fusesched.core import completing
 from fusesched.core.scheduler import SchedulerCore
 from fusesched.model.events import (
+    CompletingEnded,
     Event,
     JobExited,
     JobSubmitted,
@@ -100,6 +102,9 @@ def clone(core: SchedulerCore) -> SchedulerCore:
     # copy recomputes), and the first cycle looks at the whole queue
     sim.reservation = None
     sim._changed = True
+    names = sim.cluster.names
+    for job_id, held in list(sim.completing.items()):  # (gone within a kill's grace: now)
+        completing.ended(sim, CompletingEnded(job_id, tuple(names[row] for row in held)))
     return sim
 
 

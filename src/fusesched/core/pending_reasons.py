@@ -78,7 +78,8 @@ def waiting_reasons(core: SchedulerCore) -> dict[str, str]:
     for rec, first in zip(records, Contention(core).firsts(records), strict=True):
         spec = rec.spec
         # (most jobs name no node: no call for them)
-        why = nodes_not_available(core, rec) if spec.placement.required else ""
+        named = spec.placement.required or any(g.placement for g in spec.task_groups)
+        why = nodes_not_available(core, rec) if named else ""
         if not why and licenses is not None and licenses.blocks(rec):
             why = ""  # (the shell's view names the licenses, with live counts)
         elif not why:
@@ -113,9 +114,13 @@ def given(reason: str) -> bool:
 
 
 def nodes_not_available(core: SchedulerCore, rec: JobRecord) -> str:
-    """``ReqNodeNotAvail: n3 drained, n4 down`` when nodes the job names (``--nodelist``:
-    a hostname ``In`` requirement) take no work, else ``""``."""
-    required = rec.spec.placement.required
+    """``ReqNodeNotAvail: n3 drained, n4 down`` when nodes the job or one of its task groups
+    names (``--nodelist``: a hostname ``In`` requirement) take no work, else ``""``."""
+    spec = rec.spec
+    required = [*spec.placement.required]
+    for group in spec.task_groups:
+        if group.placement is not None:
+            required.extend(group.placement.required)
     if not required:
         return ""
     cluster = core.cluster
@@ -129,7 +134,7 @@ def nodes_not_available(core: SchedulerCore, rec: JobRecord) -> str:
                 out.append(f"{name} not registered")
             elif cluster.states[row] in _UNAVAILABLE:
                 out.append(f"{name} {cluster.states[row]}")
-    return f"{REQ_NODE_NOT_AVAIL}: {', '.join(out)}" if out else ""
+    return f"{REQ_NODE_NOT_AVAIL}: {', '.join(dict.fromkeys(out))}" if out else ""
 
 
 def refused(core: SchedulerCore, rec: JobRecord, verdict: Admission | None) -> str:

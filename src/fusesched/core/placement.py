@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray, ones, row
 from fusesched.core.device_specs import DeviceDemand
 from fusesched.core.devices import DeviceAssignment, DeviceLedger, DevicesUnavailable
 from fusesched.model.events import GroupPlacement
+from fusesched.model.job import Placement
 from fusesched.model.resources import Resources
 from fusesched.policies.placement import FloatArray, PlacementPolicy
 
@@ -45,6 +47,9 @@ class GroupShape:
     per_task: IntArray
     resources: Resources
     demand: DeviceDemand | None = None  # per task, what the device ledger must hold
+    # the group's own label filters, besides the job's (None: it has none; the common case,
+    # which reads no mask of its own: see group_mask)
+    placement: Placement | None = None
     cols: IntArray = field(init=False)  # the requested columns
     key: bytes = field(init=False)  # ``per_task`` as bytes: equal requests, equal keys
 
@@ -189,6 +194,23 @@ def device_slots(
 Plan = list[tuple[GroupShape, IntArray, IntArray]]
 
 
+@overload
+def group_mask(cluster: ClusterArrays, group: GroupShape, eligible: BoolArray) -> BoolArray: ...
+@overload
+def group_mask(
+    cluster: ClusterArrays, group: GroupShape, eligible: BoolArray | None
+) -> BoolArray | None: ...
+def group_mask(
+    cluster: ClusterArrays, group: GroupShape, eligible: BoolArray | None
+) -> BoolArray | None:
+    """``eligible`` (None: every row) narrowed to the nodes ``group``'s own label filters
+    allow; ``eligible`` itself for a group without any."""
+    if group.placement is None:
+        return eligible
+    own = cluster.allowed(group.placement)
+    return own if eligible is None else eligible & own
+
+
 def plan_groups(
     groups: list[GroupShape],
     free: IntArray,
@@ -219,9 +241,11 @@ def plan_groups(
     plan: Plan = []
     placed = 0
     for index, group in enumerate(groups):
-        cand = _candidate_rows(group, len(free), eligible, rows, cluster if bounded else None)
+        own = None if group.placement is None else cluster.allowed(group.placement)
+        cand = _candidate_rows(group, len(free), eligible, rows, cluster if bounded else None, own)
         if cand is None:
-            counts = task_slots(work, eligible, group.per_task, None, group.cols)
+            mask = eligible if own is None else own if eligible is None else eligible & own
+            counts = task_slots(work, mask, group.per_task, None, group.cols)
         else:
             counts = task_slots(work, None, group.per_task, None, group.cols, rows=cand)
         demand = group.demand
@@ -273,17 +297,21 @@ def _candidate_rows(
     eligible: BoolArray | None,
     rows: IntArray | None,
     cluster: ClusterArrays | None,
+    own: BoolArray | None = None,
 ) -> IntArray | None:
     """Ascending rows that may hold a task of ``group`` (None: read every row).
 
     With ``cluster`` given (the caller's free matrix is bounded by the cluster's), rows with
     none of a requested column free are left out; ``rows`` are the eligible rows if known.
+    ``own``: the nodes the group's own label filters allow (None: it has none).
     """
     cand = rows
     if cluster is not None:
         live = cluster.rows_with_free(group.cols, eligible)
         if cand is None or len(live) < len(cand):
             cand = live
+    if own is not None and cand is not None:
+        cand = cand[own[cand]]
     return cand if cand is not None and 2 * len(cand) < size else None
 
 
@@ -297,16 +325,24 @@ def search_placement(
     allowed: BoolArray,
     max_per_node: int | None,
     budget: int,
+    cluster: ClusterArrays,
 ) -> Plan | None:
     """Exhaustive search for a placement of every task on ``free`` (greedy placement can miss
-    one when groups compete for the same nodes). None if there is none; raises
+    one when groups compete for the same nodes), each group on the ``allowed`` nodes its own
+    label filters allow too (``cluster``'s). None if there is none; raises
     :class:`SearchBudgetExceeded` after ``budget`` steps."""
     work = free.copy()
     tasks = [g for g in groups for _ in range(g.replicas)]
     used = np.zeros(len(work), np.int64)
     where: list[int] = []
     candidates = [
-        [int(i) for i in np.flatnonzero(allowed & rows_within(-work, -g.per_task))] for g in groups
+        [
+            int(i)
+            for i in np.flatnonzero(
+                group_mask(cluster, g, allowed) & rows_within(-work, -g.per_task)
+            )
+        ]
+        for g in groups
     ]
     index_of = {id(g): k for k, g in enumerate(groups)}
     steps = 0

@@ -119,6 +119,7 @@ def plan(
             allowed if mask is None else allowed & mask,
             spec.placement.max_tasks_per_node,
             budget=SEARCH_BUDGET,
+            cluster=cluster,
         )
     except SearchBudgetExceeded:
         return None
@@ -147,6 +148,8 @@ def plan_in_domain(
         counts = task_slots(free, None, group.per_task, None, group.cols, rows=cand)
         if ledger is not None and group.demand is not None:
             counts = device_slots(ledger, group.demand, counts, cand)
+        if group.placement is not None:  # (none outside its own label filters)
+            counts[~cluster.allowed(group.placement)[cand]] = 0
         slots[k] = counts
     domains = core.shapes.domains(request.key)
     wanted = [g.replicas for g in rec.groups]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fusesched.core import reservations
+from fusesched.core import completing, reservations
 from fusesched.core.cluster import IntArray
 
 if TYPE_CHECKING:
@@ -44,6 +44,10 @@ class Profile:
         # come back at the running jobs' ends, which are breakpoints already)
         pool = core.licenses
         self.licenses = pool.profile(core, self.times, now) if licensed and pool else None
+        if core.completing:  # what ended runs hold: free within a kill's grace, as overrun
+            rows, amounts = completing.held_rows(core)
+            for free in self.frees[self._split(now + OVERRUN_GRACE_S) :]:
+                np.add.at(free, rows, amounts)
         self.booked = core.bookings is not None
         if self.booked:  # a job may gain nodes at a reservation's end: try it then too
             for t in reservations.stops(core, now):
@@ -112,6 +116,10 @@ class SumProfile:
                 self.times.append(t)
                 self.frees.append(self.frees[-1])
             self.frees[-1] += int(released[k])
+        if core.completing:  # (as in Profile)
+            held = completing.held_sum(core, col)
+            for i in range(self._split(now + OVERRUN_GRACE_S), len(self.frees)):
+                self.frees[i] += held
 
     def earliest(self, need: int, duration: float) -> int | None:
         for i, start in enumerate(self.times):

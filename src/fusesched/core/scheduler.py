@@ -19,7 +19,8 @@ When the first job in order cannot start, the backfill policy decides what may o
 This module holds the state, the event dispatch, the cycle and *bind*. Phases 2–5 for one job
 are in :mod:`fusesched.core.planning`, job intake (submit, dependencies, cancel, reject) in
 :mod:`fusesched.core.intake`, exits and release in :mod:`fusesched.core.exits`: functions that
-take the core, bound as :class:`SchedulerCore` methods in its class body.
+take the core, bound as :class:`SchedulerCore` methods in its class body; node events
+(registration, state, cached datasets) in :mod:`fusesched.core.node_events`.
 """
 
 from __future__ import annotations
@@ -27,25 +28,27 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MethodType
 
 import numpy as np
 import numpy.typing as npt
 
-from fusesched.core import array_deps, deadlines, exits, intake, planning, reservations
+from fusesched.core import (
+    array_deps,
+    completing,
+    deadlines,
+    exits,
+    intake,
+    node_events,
+    planning,
+    reservations,
+)
 from fusesched.core.admission import start_admitted
 from fusesched.core.adoption import adopt
 from fusesched.core.backfill import BACKFILLERS
 from fusesched.core.cluster import BoolArray, ClusterArrays, IntArray
 from fusesched.core.datasets import DataIndex
-from fusesched.core.device_specs import (
-    Device,
-    devices_from_capacity,
-    fill_models,
-    is_device_kind,
-    with_device_capacity,
-)
 from fusesched.core.devices import DeviceAssignment, DeviceLedger
 from fusesched.core.intake import DuplicateJobId as DuplicateJobId
 from fusesched.core.licenses import LicensePool, licensed_try_place
@@ -57,6 +60,7 @@ from fusesched.core.shapes import ShapeCompiler
 from fusesched.core.tenants import TenantGate
 from fusesched.model.events import (
     ArrayRecalled,
+    CompletingEnded,
     Decision,
     Event,
     GroupPlacement,
@@ -120,6 +124,7 @@ class SchedulerCore:
         self.jobs: dict[str, JobRecord] = {}
         self.queue = WaitingQueue(self.order, 0)
         self.running = RunningSet(0)
+        self.completing: completing.Holds = {}  # ended runs' processes still on their nodes
         self.stats = CoreStats()
         self._dependents: dict[str, list[str]] = {}
         self.arrays = array_deps.ArrayDeps()  # for dependencies on whole arrays (aftercorr too)
@@ -220,6 +225,8 @@ class SchedulerCore:
             return out
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
+        if isinstance(event, CompletingEnded):
+            return completing.ended(self, event)
         if isinstance(event, ArrayRecalled):
             return array_deps.recall(self, event, now)
         if isinstance(event, JobCheckpointed):
@@ -230,22 +237,13 @@ class SchedulerCore:
                 rec.last_checkpoint = event.time
             return []
         if isinstance(event, NodeAdded):
-            self._add_node(event)
-            self._widen()
-            self._cluster_changed()
+            node_events.added(self, event)
             return []
         if isinstance(event, NodeDatasets):
-            row = self.cluster.index.get(event.node)
-            if row is None:
-                raise KeyError(f"unknown node {event.node!r}")
-            if self.data.report(row, event.datasets):
-                self._changed = True  # a job may now be placed with its data
+            node_events.datasets(self, event)
             return []
         if isinstance(event, NodeStateChanged):
-            if event.node not in self.cluster.index:
-                raise KeyError(f"unknown node {event.node!r}")
-            self.cluster.set_state(event.node, event.state)
-            self._cluster_changed()
+            node_events.state_changed(self, event)
             return []
         if isinstance(event, (ReservationSet, ReservationDeleted)):
             return reservations.handle(self, event, now)
@@ -404,54 +402,6 @@ class SchedulerCore:
             raise ValueError("no multifactor priority: the core runs without tenancy")
         capacity = {name: int(self.capacity()[k]) for name, k in self.cluster.columns.items()}
         return self.tenants.breakdown(rec, now, capacity, self.queue.records)
-
-    def _add_node(self, event: NodeAdded) -> None:
-        """Register a node; its accelerators go into the device ledger one by one and count
-        in the aggregate columns as :func:`with_device_capacity` says."""
-        spec = event.node
-        devices: list[Device] = []
-        if spec.devices:
-            devices = fill_models(spec.devices, spec.labels)
-        elif any(is_device_kind(name) for name in spec.capacity):
-            devices = devices_from_capacity(spec.capacity, spec.labels)
-        if devices:
-            capacity = with_device_capacity(spec.capacity, devices)
-            spec = replace(spec, capacity=capacity, devices=tuple(devices))
-        self.cluster.add_node(spec, event.state)
-        if devices:
-            self.devices.add_node(self.cluster.index[spec.name], devices)
-
-    def _cluster_changed(self) -> None:
-        self._changed = True
-        self._capacity = None
-        self.shapes.clear()
-        self._filters.clear()
-
-    def _widen(self) -> None:
-        """A node brought a new resource column: pad every array that has one row per column."""
-        width = len(self.cluster.columns)
-        self.queue.widen(width)
-        self.running.widen(width)
-
-        def pad(array: IntArray) -> IntArray:
-            extra = width - array.shape[-1]
-            if extra <= 0:
-                return array
-            return np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
-
-        seen: set[int] = set()
-        for rec in self.jobs.values():
-            rec.total = pad(rec.total)
-            rec.bound = pad(rec.bound)
-            for g in rec.groups or ():
-                if id(g) not in seen:  # groups are shared between jobs of one shape
-                    seen.add(id(g))
-                    g.per_task = pad(g.per_task)
-            alloc = rec.allocation
-            if alloc is not None and not rec.phase.terminal:
-                if alloc.rows is not None:
-                    alloc.rows = pad(alloc.rows)
-                alloc.total = pad(alloc.total)
 
     # ================================================================== jobs and placement
     # Functions of fusesched.core.intake (submit, queue, cancel, reject),

@@ -24,6 +24,7 @@ from fusesched.core.devices import DeviceLedger
 from fusesched.core.placement import (
     GroupShape,
     SearchBudgetExceeded,
+    group_mask,
     plan_groups,
     search_placement,
     task_slots,
@@ -121,7 +122,9 @@ class ShapeCompiler:
         number of tasks. Such a job fits wherever one with more tasks of its family fits."""
         if len(spec.task_groups) != 1 or spec.min_member is not None:
             return -1
-        family_key = (spec.task_groups[0].resources, *key[1:])
+        group = spec.task_groups[0]
+        own = None if group.placement is None else group.placement.cache_key()
+        family_key = (group.resources, own, *key[1:])
         family = self._families.get(family_key)
         if family is None:
             self._count += 1  # numbered like shapes: unique for the compiler's lifetime
@@ -139,8 +142,11 @@ class ShapeCompiler:
             if any(is_device_kind(name) or name == GPU_MILLI for name in resources):
                 if models is None:
                     models = models_from_placement(spec.placement)
+                own = models
+                if group.placement is not None:  # (a GPU type of its own)
+                    own = models_from_placement(spec.placement.joined(group.placement))
                 try:
-                    demand = device_demand(resources, models)
+                    demand = device_demand(resources, own)
                 except DeviceError as exc:
                     invalid = invalid or f"task group {group.name!r}: {exc}"
                 if demand is not None:  # devices count in the aggregate columns
@@ -152,7 +158,11 @@ class ShapeCompiler:
                 groups = None
                 continue
             cluster.note_request(vec)
-            groups.append(GroupShape(group.name, group.replicas, vec, group.resources, demand))
+            groups.append(
+                GroupShape(
+                    group.name, group.replicas, vec, group.resources, demand, group.placement
+                )
+            )
         total = np.zeros(len(cluster.columns), dtype=np.int64)
         bound = total
         if groups is not None:
@@ -183,7 +193,8 @@ class ShapeCompiler:
         scale = np.maximum(cluster.capacity.max(axis=0), 1)
 
         def key(group: GroupShape) -> tuple[int, float]:
-            hosts = int((task_slots(cluster.capacity, allowed, group.per_task, None) > 0).sum())
+            mask = group_mask(cluster, group, allowed)
+            hosts = int((task_slots(cluster.capacity, mask, group.per_task, None) > 0).sum())
             return hosts, -float((group.per_task / scale).sum())
 
         return sorted(groups, key=key)
@@ -199,8 +210,14 @@ class ShapeCompiler:
         allowed = cluster.allowed(placement)
         best = 0
         for group in groups:
+            mask = group_mask(cluster, group, allowed)
+            if group.placement is not None and not mask.any():
+                return (
+                    f"task group {group.name!r}: no node meets its node constraints "
+                    f"({group.placement.describe()}){_with_job(placement)}"
+                )
             counts = task_slots(
-                cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
+                cluster.capacity, mask, group.per_task, placement.max_tasks_per_node
             )
             if group.demand is not None:
                 counts = np.minimum(counts, self._capacity_slots(group.demand))
@@ -248,6 +265,7 @@ class ShapeCompiler:
                 allowed,
                 placement.max_tasks_per_node,
                 budget=NEVER_FITS_SEARCH_BUDGET,
+                cluster=cluster,
             )
         except SearchBudgetExceeded:
             return ""  # too large to decide exactly: keep it queued rather than guess
@@ -260,7 +278,10 @@ class ShapeCompiler:
     ) -> IntArray:
         """Per node row, how many tasks of ``group`` it holds on the empty cluster."""
         counts = task_slots(
-            self.cluster.capacity, allowed, group.per_task, placement.max_tasks_per_node
+            self.cluster.capacity,
+            group_mask(self.cluster, group, allowed),
+            group.per_task,
+            placement.max_tasks_per_node,
         )
         if group.demand is not None:
             counts = np.minimum(counts, self._capacity_slots(group.demand))
@@ -283,6 +304,7 @@ class ShapeCompiler:
             or len(groups) != 1
             or len(groups[0].cols) != 1
             or groups[0].demand is not None  # the sum rule does not see devices
+            or groups[0].placement is not None
             or spec.min_member is not None
             or placement.constrained
             or placement.preferred
@@ -292,6 +314,11 @@ class ShapeCompiler:
             return -1, 0
         col = int(groups[0].cols[0])
         return col, int(groups[0].per_task[col])
+
+
+def _with_job(placement: Placement) -> str:
+    """`` together with the job's (…)`` when the job has label filters too."""
+    return f" together with the job's ({placement.describe()})" if placement.constrained else ""
 
 
 def _counted(name: str) -> bool:

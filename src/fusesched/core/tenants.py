@@ -24,7 +24,7 @@ from fusesched.core.cluster import IntArray
 from fusesched.core.quota import Admission, FlavorAssignment, QuotaLedger
 from fusesched.core.records import JobRecord
 from fusesched.core.victim_search import fewest_victims, last_checkpoint
-from fusesched.model.job import JobSpec
+from fusesched.model.job import JobSpec, Placement
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, Resources
 from fusesched.model.tenancy import QoSTier
 from fusesched.policies.fairshare import (
@@ -52,6 +52,17 @@ def billing_rate(spec: JobSpec, gpu_weight: float) -> float:
     total = spec.total
     gpus = total.get(GPU) + total.get(GPU_MILLI) / 1000.0
     return billing_units(total.get(CPU) / 1000.0, gpus, gpu_weight)
+
+
+def quota_placement(spec: JobSpec) -> Placement:
+    """The placement a flavour must allow for ``spec``: the job's with every task group's own
+    label filters joined (a flavour's labels join the whole job's placement, so each group
+    must be able to run on its nodes)."""
+    placement = spec.placement
+    for group in spec.task_groups:
+        if group.placement is not None:
+            placement = placement.joined(group.placement)
+    return placement
 
 
 class TenantGate:
@@ -86,8 +97,9 @@ class TenantGate:
         self._tier_running: dict[str, int] = {}  # running jobs per QoS tier
         self._lenders: frozenset[str] | None = None  # cached until quota usage changes
         self.preempted = 0  # victims asked to stop so far
-        # waiting job -> (its spec, the spec's total): quota is checked every cycle
-        self._totals: dict[str, tuple[JobSpec, Resources]] = {}
+        # waiting job -> (its spec, the spec's total, its placement for flavours: see
+        # quota_placement): quota is checked every cycle
+        self._totals: dict[str, tuple[JobSpec, Resources, Placement]] = {}
         # verdicts of plain jobs (no label constraints) for the ledger's current version
         self._verdicts: dict[tuple[object, ...], Admission] = {}
         self._verdicts_at = -1
@@ -151,8 +163,8 @@ class TenantGate:
         spec = rec.spec
         known = self._totals.get(spec.id)
         if known is None or known[0] is not spec:
-            known = self._totals[spec.id] = (spec, spec.total)
-        placement = spec.placement
+            known = self._totals[spec.id] = (spec, spec.total, quota_placement(spec))
+        placement = known[2]
         plain = not (placement.node_selector or placement.required or placement.anti_affinity)
         key = (spec.queue, spec.user, tier.name, may_borrow, known[1])
         if plain:
@@ -229,8 +241,10 @@ class TenantGate:
         self._forget_preemptor(spec.id)
         self._totals.pop(spec.id, None)
 
-    def release(self, rec: JobRecord, now: float) -> None:
-        """``rec`` stopped: give back its quota and charge its last stretch of usage."""
+    def release(self, rec: JobRecord, now: float, held: bool = False) -> None:
+        """``rec`` stopped: give back its quota and charge its last stretch of usage. A
+        victim whose run still ``held`` nodes (core/completing.py) has freed its room only
+        once :meth:`victim_gone` says so."""
         spec = rec.spec
         self.ledger.release(spec.id)
         self._lenders = None
@@ -246,9 +260,14 @@ class TenantGate:
         rec.admission = None
         if rec.preempt_reason is None:
             self._backoff.drop(spec.id)  # it ended of itself: nothing to back off from
+        if not held:
+            self.victim_gone(spec.id)
+
+    def victim_gone(self, job_id: str) -> None:
+        """The room ``job_id`` held is free: the preemptors waiting for it wait no more."""
         for preemptor, victims in self._pending.items():
-            if spec.id in victims:
-                victims.discard(spec.id)
+            if job_id in victims:
+                victims.discard(job_id)
                 if not victims:
                     self._drained.setdefault(preemptor, -1)
 

@@ -89,6 +89,10 @@ class JobExited:
     a lost agent) and the shell's restart policy wants it queued again instead of ended:
     not on ``exclude_nodes``, and not before ``not_before`` (a backoff). A job the core asked
     to preempt (:class:`PreemptJob`) is requeued without the flag unless it exited 0.
+
+    ``completing``: nodes where processes of the run still live (a job step's task that the
+    shell kills after a grace): the run's booking there stays held until
+    :class:`CompletingEnded` (Slurm's COMPLETING; core/completing.py).
     """
 
     job_id: str
@@ -98,6 +102,16 @@ class JobExited:
     requeue: bool = False
     exclude_nodes: tuple[str, ...] = ()
     not_before: float = 0.0
+    completing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompletingEnded:
+    """The last processes of an ended run of the job on ``nodes`` are gone (or the shell
+    gave up waiting for them): what the run still held there is free."""
+
+    job_id: str
+    nodes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +198,7 @@ Event = (
     | JobReleaseRequested
     | JobUpdateRequested
     | JobExited
+    | CompletingEnded
     | JobCheckpointed
     | JobAdopted
     | ArrayRecalled

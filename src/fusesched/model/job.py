@@ -62,6 +62,11 @@ class LabelRequirement:
         if self.op in (LabelOp.EXISTS, LabelOp.DOES_NOT_EXIST) and self.values:
             raise ValueError(f"label requirement on {self.key!r}: {self.op} takes no values")
 
+    def describe(self) -> str:
+        """``key In [a, b]``, ``key Exists``."""
+        values = f" [{', '.join(self.values)}]" if self.values else ""
+        return f"{self.key} {self.op}{values}"
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.key)
         if self.op is LabelOp.IN:
@@ -125,6 +130,38 @@ class Placement:
             self.anti_affinity,
         )
 
+    def describe(self) -> str:
+        """Its label filters in a line (``pool=gpu, zone In [a, b], not host In [n1]``)."""
+        terms = [f"{key}={value}" for key, value in self.node_selector.items()]
+        terms += [req.describe() for req in self.required]
+        terms += [f"not {req.describe()}" for req in self.anti_affinity]
+        return ", ".join(terms)
+
+    def labels_only(self) -> bool:
+        """True when it holds label filters only (what a task group may add: no preferred
+        terms, spreading, topology or exclusivity)."""
+        return not (
+            self.preferred
+            or self.max_tasks_per_node is not None
+            or self.topology is not None
+            or self.exclusive
+        )
+
+    def joined(self, other: Placement) -> Placement:
+        """This placement with ``other``'s label filters too (a node must meet both): its
+        node selector becomes required ``In`` terms where a key is already selected."""
+        selector = dict(self.node_selector)
+        required = list(self.required)
+        for key, value in other.node_selector.items():
+            if selector.setdefault(key, value) != value:
+                required.append(LabelRequirement(key, LabelOp.IN, (value,)))
+        return replace(
+            self,
+            node_selector=selector,
+            required=(*required, *other.required),
+            anti_affinity=(*self.anti_affinity, *other.anti_affinity),
+        )
+
 
 NO_PLACEMENT = Placement()
 
@@ -132,17 +169,34 @@ NO_PLACEMENT = Placement()
 @fast_init
 @dataclass(frozen=True, slots=True)
 class TaskGroup:
-    """``replicas`` identical tasks, each needing ``resources``."""
+    """``replicas`` identical tasks, each needing ``resources``.
+
+    ``placement``: label filters of this group's own (node selector, required and
+    anti-affinity terms), which its tasks' nodes must meet besides the job's placement (a
+    heterogeneous job's component with its own ``-C``, a Kubeflow replica type with its own
+    ``nodeSelector``); None when it has none. Not hashed (a placement is not hashable):
+    equal groups still hash equal.
+    """
 
     name: str
     replicas: int
     resources: Resources
+    placement: Placement | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
             raise ValueError(f"task group {self.name!r}: replicas must be at least 1")
         if not self.resources:
             raise ValueError(f"task group {self.name!r}: a task must request some resource")
+        placement = self.placement
+        if placement is not None:
+            if not placement.labels_only():
+                raise ValueError(
+                    f"task group {self.name!r}: a group's placement holds label filters only "
+                    "(node_selector, required, anti_affinity)"
+                )
+            if not placement.constrained:
+                object.__setattr__(self, "placement", None)
 
     @property
     def total(self) -> Resources:

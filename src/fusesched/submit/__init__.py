@@ -9,12 +9,12 @@ from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
 from fusesched.submit.identify import Identification, identify, identify_type, infer_launcher
 from fusesched.submit.kube import load_kube_yaml, parse_kube_yaml
+from fusesched.submit.label_terms import GroupPlacementRequest, LabelRequirementRequest
 from fusesched.submit.load import load_submission, parse_submission
 from fusesched.submit.request import (
     ArrayRequest,
     DependencyRequest,
     JobRequest,
-    LabelRequirementRequest,
     ParsedJob,
     PlacementRequest,
     PreferredTermRequest,
@@ -29,6 +29,7 @@ from fusesched.submit.yaml_spec import load_job_yaml, parse_job_yaml
 __all__ = [
     "ArrayRequest",
     "DependencyRequest",
+    "GroupPlacementRequest",
     "Identification",
     "JobRequest",
     "LabelRequirementRequest",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from fusesched.model.job import JobSpec, LabelRequirement, Placement, TaskGroup
+from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
 from fusesched.model.resources import Resources, format_quantity
 
@@ -25,20 +25,23 @@ def check_feasible(spec: JobSpec, nodes: Sequence[NodeSpec]) -> str | None:
     if not eligible:
         return _placement_reason(spec.placement, nodes)
     where = "matching node" if spec.placement.constrained else "node"
+    hosts: dict[str, list[NodeSpec]] = {}  # per group with its own filters, its nodes
     for group in spec.task_groups:
-        reason = _task_reason(group, eligible, where)
+        own = group.placement
+        if own is not None:
+            hosts[group.name] = [node for node in eligible if own.allows(node.labels)]
+            if not hosts[group.name]:
+                return f"group {group.name!r}: {_placement_reason(own, eligible)}"
+        reason = _task_reason(
+            group, hosts.get(group.name, eligible), where if own is None else "matching node"
+        )
         if reason is not None:
             return reason
-    return _gang_reason(spec, eligible, where)
+    return _gang_reason(spec, eligible, where, hosts)
 
 
 def _show(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={format_quantity(k, v)}" for k, v in resources.items())
-
-
-def _show_requirement(req: LabelRequirement) -> str:
-    values = f" [{', '.join(req.values)}]" if req.values else ""
-    return f"{req.key} {req.op}{values}"
 
 
 def _placement_reason(placement: Placement, nodes: Sequence[NodeSpec]) -> str:
@@ -51,10 +54,10 @@ def _placement_reason(placement: Placement, nodes: Sequence[NodeSpec]) -> str:
         if not any(req.matches(node.labels) for node in nodes):
             if req.key == LABEL_HOSTNAME and req.op == "In":  # (sbatch -w, --nodelist)
                 return _unknown_nodes(req.values, nodes)
-            return f"no node meets {_show_requirement(req)}"
+            return f"no node meets {req.describe()}"
     for req in placement.anti_affinity:
         if all(req.matches(node.labels) for node in nodes):
-            return f"every node meets the anti-affinity {_show_requirement(req)}"
+            return f"every node meets the anti-affinity {req.describe()}"
     return "no node meets the node selector, required and anti-affinity terms together"
 
 
@@ -91,7 +94,9 @@ def _fit_count(task: Resources, capacity: Resources) -> int:
     return min((capacity.get(k, 0) // v for k, v in task.items()), default=0)
 
 
-def _gang_reason(spec: JobSpec, nodes: Sequence[NodeSpec], where: str) -> str | None:
+def _gang_reason(
+    spec: JobSpec, nodes: Sequence[NodeSpec], where: str, hosts: Mapping[str, Sequence[NodeSpec]]
+) -> str | None:
     per_node = spec.placement.max_tasks_per_node
     gang = spec.gang_size
     plural = "s" if len(nodes) != 1 else ""
@@ -105,11 +110,13 @@ def _gang_reason(spec: JobSpec, nodes: Sequence[NodeSpec], where: str) -> str | 
         return None  # which tasks form the gang is not fixed; the per-task check stands
     limit = per_node if per_node is not None else math.inf
     for group in spec.task_groups:
-        fits = sum(min(limit, _fit_count(group.resources, node.capacity)) for node in nodes)
+        own = hosts.get(group.name, nodes)
+        fits = sum(min(limit, _fit_count(group.resources, node.capacity)) for node in own)
         if fits < group.replicas:
             return (
                 f"group {group.name!r} needs {group.replicas} tasks at once but at most {fits} "
-                f"fit on the {len(nodes)} {where}{plural}"
+                f"fit on the {len(own)} {'matching node' if group.name in hosts else where}"
+                f"{'s' if len(own) != 1 else ''}"
             )
     capacity = Resources()
     for node in nodes:

@@ -12,10 +12,12 @@ written; a name that resolves to nothing is left for the feasibility check to re
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_GPU_MODEL, NodeSpec
-from fusesched.submit.request import JobRequest, LabelRequirementRequest
+from fusesched.submit.label_terms import GroupPlacementRequest, LabelRequirementRequest
+from fusesched.submit.request import JobRequest, PlacementRequest
 
 
 def matching_models(written: str, models: Iterable[str]) -> list[str]:
@@ -29,18 +31,39 @@ def matching_models(written: str, models: Iterable[str]) -> list[str]:
 
 
 def resolve_gpu_model(request: JobRequest, nodes: Iterable[NodeSpec]) -> JobRequest:
-    """``request`` with its GPU-model selector resolved against ``nodes`` (module docstring);
-    unchanged when it has none, names a model exactly, or names none at all."""
-    written = request.placement.node_selector.get(LABEL_GPU_MODEL)
-    if written is None:
-        return request
+    """``request`` with its GPU-model selectors (the job's and each task group's own)
+    resolved against ``nodes`` (module docstring); each unchanged when it has none, names a
+    model exactly, or names none at all."""
     models = {n.labels[LABEL_GPU_MODEL] for n in nodes if LABEL_GPU_MODEL in n.labels}
+    update: dict[str, object] = {}
+    placement = _resolved(request.placement, models)
+    if placement is not request.placement:
+        update["placement"] = placement
+    groups = [
+        g
+        if g.placement is None
+        else g.model_copy(update={"placement": _resolved(g.placement, models)})
+        for g in request.groups
+    ]
+    if any(g is not old for g, old in zip(groups, request.groups, strict=True)):
+        update["groups"] = groups
+    return request.model_copy(update=update) if update else request
+
+
+_Placement = TypeVar("_Placement", PlacementRequest, GroupPlacementRequest)
+
+
+def _resolved(placement: _Placement, models: set[str]) -> _Placement:
+    """``placement`` with its GPU-model selector resolved against ``models`` (itself when
+    there is nothing to resolve)."""
+    written = placement.node_selector.get(LABEL_GPU_MODEL)
+    if written is None:
+        return placement
     found = matching_models(written, models)
     if not found or found == [written]:
-        return request
-    selector = {k: v for k, v in request.placement.node_selector.items() if k != LABEL_GPU_MODEL}
+        return placement
+    selector = {k: v for k, v in placement.node_selector.items() if k != LABEL_GPU_MODEL}
     term = LabelRequirementRequest(key=LABEL_GPU_MODEL, op=LabelOp.IN, values=found)
-    placement = request.placement.model_copy(
-        update={"node_selector": selector, "required": [*request.placement.required, term]}
+    return placement.model_copy(
+        update={"node_selector": selector, "required": [*placement.required, term]}
     )
-    return request.model_copy(update={"placement": placement})

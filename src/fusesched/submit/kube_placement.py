@@ -3,7 +3,8 @@ Job YAML"): ``nodeSelector``, ``nodeName`` (→ ``kubernetes.io/hostname``) and
 ``affinity.nodeAffinity`` — one required term of ``matchExpressions`` (``In``, ``NotIn``,
 ``Exists``, ``DoesNotExist``) and preferred terms with their weights. Pod (anti-)affinity is a
 warning; several required terms (an "or"), ``matchFields`` and other operators are errors.
-The pods of one job have one placement (:func:`one_selection`)."""
+Of the pods of one job, what they all select alike is the job's placement, the rest each
+one's task group's own (:func:`split_selection`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from fusesched.model.node import LABEL_HOSTNAME
+from fusesched.submit.label_terms import split_label_filters
 from fusesched.submit.problems import Loc, format_loc
 
 if TYPE_CHECKING:
@@ -105,28 +107,32 @@ def _expressions(reader: PodReader, value: object, loc: Loc) -> list[tuple[dict[
     return out
 
 
-def one_selection(reader: PodReader, parts: Sequence[PodPart]) -> PodPart:
-    """The part whose node selection is the job's: the pods' selections must agree, and a pod
-    without one takes the others' (with a warning)."""
-    chosen = next((p for p in parts if _selects(p.placement)), parts[0])
-    for part in parts:
-        if _selects(part.placement) and part.placement != chosen.placement:
-            raise reader.error(
-                f"its node selection (nodeSelector, nodeName, nodeAffinity) differs from "
-                f"that of {format_loc(chosen.loc)}: fusesched places all the pods of one "
-                "job by one selection; give them the same",
-                part.loc,
-            )
-    if _selects(chosen.placement):
-        for part in parts:
-            if not _selects(part.placement):
-                reader.warn(
-                    f"{format_loc(part.loc)} selects no nodes: the node selection of "
-                    f"{format_loc(chosen.loc)} applies to it too (a job has one placement)",
+def split_selection(
+    reader: PodReader, parts: Sequence[PodPart]
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """The job's placement and each part's own: the label filters (``nodeSelector``,
+    ``nodeName``, required node affinity) that every pod gives alike are the job's, the rest
+    its task group's own, which its nodes meet besides the job's (a replica type's own
+    pool or GPU model). Preferred terms are the job's: the pods that give them must agree,
+    and a pod without them takes the others' (with a warning)."""
+    shared, owns = split_label_filters([part.placement for part in parts])
+    preferring = [part for part in parts if part.placement.get("preferred")]
+    if preferring:
+        chosen = preferring[0]
+        for part in preferring[1:]:
+            if part.placement["preferred"] != chosen.placement["preferred"]:
+                raise reader.error(
+                    "its preferred node affinity differs from that of "
+                    f"{format_loc(chosen.loc)}: fusesched scores the nodes of all the pods of "
+                    "one job by one set of preferred terms; give the same",
                     part.loc,
                 )
-    return chosen
-
-
-def _selects(placement: Mapping[str, object]) -> bool:
-    return any(bool(value) for value in placement.values())
+        for part in parts:
+            if not part.placement.get("preferred"):
+                reader.warn(
+                    f"{format_loc(part.loc)} prefers no nodes: the preferred node affinity of "
+                    f"{format_loc(chosen.loc)} applies to it too (a job has one)",
+                    part.loc,
+                )
+        shared["preferred"] = chosen.placement["preferred"]
+    return shared, owns

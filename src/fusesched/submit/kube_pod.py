@@ -14,8 +14,8 @@ A pod spec becomes one task group (:class:`PodPart`):
   are not started (a warning says so);
 * ``nodeSelector``, ``nodeName`` and ``affinity.nodeAffinity`` → placement
   (:mod:`fusesched.submit.kube_placement`); ``activeDeadlineSeconds`` → a time limit;
-  ``priority`` → priority. Several pods of one job (:meth:`PodReader.combine`) must select
-  the same nodes: a job has one placement.
+  ``priority`` → priority. Of several pods of one job (:meth:`PodReader.combine`), what
+  they select alike is the job's placement, the rest each one's task group's own.
 
 Object metadata: ``metadata.name`` → name, ``namespace`` → tenant, label
 ``kueue.x-k8s.io/queue-name`` → queue, annotations ``fusesched.io/queue``, ``/qos``, ``/type``,
@@ -43,7 +43,7 @@ from fusesched.submit._kube_fields import (
 )
 from fusesched.submit._yamldoc import Document
 from fusesched.submit.errors import SubmitError
-from fusesched.submit.kube_placement import node_selection, one_selection
+from fusesched.submit.kube_placement import node_selection, split_selection
 from fusesched.submit.kube_probes import add_probes
 from fusesched.submit.problems import Loc, format_loc
 from fusesched.submit.request import ParsedJob, parse_request
@@ -480,13 +480,18 @@ class PodReader:
     # -- several pods, one job --------------------------------------------------------------
 
     def combine(self, parts: Sequence[PodPart], data: dict[str, object]) -> None:
-        """Put the parts' groups (in order), their one node selection, the smallest time
-        limit and the priority into ``data``. The groups' node selections must agree (a pod
-        without one takes the others', with a warning): a job has one placement."""
+        """Put the parts' groups (in order), their node selection, the smallest time limit
+        and the priority into ``data``. What the pods select alike is the job's placement,
+        the rest each group's own (:func:`split_selection`)."""
         data["groups"] = [part.group for part in parts]
-        chosen = one_selection(self, parts)
-        data["placement"] = chosen.placement
-        self.renames.update(chosen.placement_renames)
+        placement, owns = split_selection(self, parts)
+        data["placement"] = placement
+        self.renames.update(parts[0].placement_renames)
+        for index, (part, own) in enumerate(zip(parts, owns, strict=True)):
+            if own:
+                part.group["placement"] = own
+                renames = part.placement_renames.items()
+                self.renames.update({f"groups[{index}].{key}": loc for key, loc in renames})
         deadlines = [p.deadline_s for p in parts if p.deadline_s is not None]
         current = data.get("walltime_s")
         if isinstance(current, float):

@@ -27,8 +27,10 @@ Both: ``runPolicy.activeDeadlineSeconds`` → ``walltime_s``; ``backoffLimit`` �
 ``restart.max_restarts``; ``suspend`` → ``hold``; ``schedulingPolicy.minAvailable`` →
 ``min_member``, ``.queue`` → ``queue``; a replica ``restartPolicy`` of ``OnFailure``,
 ``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts);
-``Always`` on the replica type whose success ends the job (a PyTorchJob's Master, else its
-Worker; an MPIJob's Launcher) → ``restart.always`` too, with a warning.
+``ExitCode`` → its group's ``retry_exits: signals`` too (only an exit 128-255, killed by a
+signal, restarts the job; 1-127 fails it); ``Always`` on the replica type whose success ends
+the job (a PyTorchJob's Master, else its Worker; an MPIJob's Launcher) → ``restart.always``
+too, with a warning.
 A replica type without one has its operator's default: ``OnFailure`` for a PyTorchJob's and
 an MPIJob's Launcher, ``Never`` for an MPIJob's Worker. A PyTorchJob's replica types may be
 written in any case (``master``), as the training operator reads them.
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -152,25 +154,18 @@ class _TrainingReader(PodReader):
         data: dict[str, object],
         defaults: Mapping[str, str],
         decider: str,
-    ) -> None:
-        """Replicas restarted on failure → the job's application failures are retried. A
-        replica type without ``restartPolicy`` has the operator's default (``defaults``).
-        ``Always`` on the replica type whose success ends the job (``decider``) restarts it
-        after every exit (``restart.always``), as the operator's pods are; elsewhere it is
-        ``OnFailure`` (that type's exit 0 does not end the job)."""
-        retried = always = False
+    ) -> dict[str, str]:
+        """Replicas restarted on failure → the job's application failures are retried; each
+        replica type's policy is returned. A replica type without ``restartPolicy`` has the
+        operator's default (``defaults``). ``Always`` on the replica type whose success ends
+        the job (``decider``) restarts it after every exit (``restart.always``), as the
+        operator's pods are; elsewhere it is ``OnFailure`` (that type's exit 0 does not end
+        the job). ``ExitCode`` retries only exits by a signal (:func:`retry_exits`)."""
+        policies: dict[str, str] = {}
         for kind, replica, loc in replicas:
             policy = replica.get("restartPolicy", defaults[kind])
-            policy = self.one_of(policy, (*loc, "restartPolicy"), RESTART_POLICIES)
-            if policy == "ExitCode":
-                self.warn(
-                    f"{format_loc((*loc, 'restartPolicy'))}: ExitCode restarts the job after "
-                    "any failing exit here (as OnFailure): the operator retries only exit codes "
-                    "128-255 (killed by a signal), fusesched cannot tell them apart",
-                    (*loc, "restartPolicy"),
-                )
-            if policy == "Always" and kind == decider:
-                always = True
+            policies[kind] = self.one_of(policy, (*loc, "restartPolicy"), RESTART_POLICIES)
+            if policies[kind] == "Always" and kind == decider:
                 self.warn(
                     f"{format_loc((*loc, 'restartPolicy'))}: Always restarts the whole job "
                     f"after every exit of a task, 0 included (the {decider}'s success does not "
@@ -178,13 +173,13 @@ class _TrainingReader(PodReader):
                     "that ends when it succeeds",
                     (*loc, "restartPolicy"),
                 )
-            retried = retried or policy != "Never"
-        if retried:
+        if any(policy != "Never" for policy in policies.values()):
             restart = data.setdefault("restart", {})
             assert isinstance(restart, dict)
             restart["retry_application_failures"] = True
-            if always:
+            if policies.get(decider) == "Always":
                 restart["always"] = True
+        return policies
 
     def run_policy(self, spec: Mapping[str, object], data: dict[str, object]) -> None:
         loc: Loc = ("spec", "runPolicy")
@@ -237,7 +232,9 @@ class _TrainingReader(PodReader):
             parts.append(part)
         self.run_policy(spec, data)
         # (the Master's success ends the job; without a Master, the Workers')
-        self.restart_policies(replicas, data, PYTORCH_RESTART, replicas[0][0])
+        policies = self.restart_policies(replicas, data, PYTORCH_RESTART, replicas[0][0])
+        for part, (kind, _, _) in zip(parts, replicas, strict=True):
+            retry_exits(part.group, [policies[kind]])
         self.combine(parts, data)
         self.metadata(meta, data)
         return self.request(data)
@@ -309,7 +306,8 @@ class _TrainingReader(PodReader):
             merged.priority, merged.priority_loc = part.priority, part.priority_loc
         data: dict[str, object] = {}
         self.run_policy(spec, data)
-        self.restart_policies(replicas, data, MPI_RESTART, "Launcher")
+        policies = self.restart_policies(replicas, data, MPI_RESTART, "Launcher")
+        retry_exits(merged.group, policies.values())  # (the one group stands for both types)
         self.combine([merged], data)
         # a worker pod is a host of slotsPerWorker slots: at most that many to a node
         data["placement"] = {**_mapping(data["placement"]), "max_tasks_per_node": slots}
@@ -363,6 +361,15 @@ class _TrainingReader(PodReader):
             )
         if mine is None and theirs is not None:
             launcher["image"] = theirs
+
+
+def retry_exits(group: dict[str, object], policies: Iterable[str]) -> None:
+    """A group whose replica types restart only on ``ExitCode`` (the others ``Never``)
+    retries only exits by a signal: the operator restarts a pod that exited 128-255 (killed
+    by a signal: 137 SIGKILL, 143 SIGTERM) and fails the job on 1-127 (permanent errors)."""
+    restarted = {policy for policy in policies if policy != "Never"}
+    if restarted == {"ExitCode"}:
+        group["retry_exits"] = "signals"
 
 
 def _env(group: Mapping[str, object]) -> dict[str, object]:

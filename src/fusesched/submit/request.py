@@ -33,8 +33,6 @@ from fusesched.model.job import (
     DependencyKind,
     JobSpec,
     JobType,
-    LabelOp,
-    LabelRequirement,
     Placement,
     PreferredTerm,
     QoS,
@@ -45,6 +43,7 @@ from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
+from fusesched.submit.label_terms import LabelRequirementRequest
 from fusesched.submit.probes import PROBE_MODELS
 from fusesched.submit.problems import Loc, submit_error_from
 from fusesched.submit.strict_model import StrictModel
@@ -112,26 +111,6 @@ class ArrayRequest(StrictModel):
         if (self.stop - self.start) // self.step + 1 > MAX_ARRAY_INDICES:
             raise ValueError(f"an array may have at most {MAX_ARRAY_INDICES:,} indices")
         return self
-
-
-class LabelRequirementRequest(StrictModel):
-    """A condition on a node label: ``In``/``NotIn`` need values, ``Exists``/``DoesNotExist``
-    take none."""
-
-    key: Annotated[str, Field(min_length=1)]
-    op: LabelOp
-    values: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _values_match_op(self) -> LabelRequirementRequest:
-        if self.op in (LabelOp.IN, LabelOp.NOT_IN) and not self.values:
-            raise ValueError(f"label {self.key!r}: {self.op} needs at least one value")
-        if self.op in (LabelOp.EXISTS, LabelOp.DOES_NOT_EXIST) and self.values:
-            raise ValueError(f"label {self.key!r}: {self.op} takes no values")
-        return self
-
-    def to_model(self) -> LabelRequirement:
-        return LabelRequirement(self.key, self.op, tuple(self.values))
 
 
 class PreferredTermRequest(LabelRequirementRequest):
@@ -412,6 +391,12 @@ class JobRequest(StrictModel):
             raise ValueError(
                 "completes_job ends the job once a task group has exited 0, restart.always "
                 "restarts it after every exit 0: give one or the other"
+            )
+        narrowed = [g.name for g in self.groups if g.retry_exits != "all"]
+        if narrowed and not self.restart.retry_application_failures:
+            raise ValueError(
+                f"group {narrowed[0]!r}: retry_exits says which failing exits restart the job, "
+                "and restart.retry_application_failures (false) restarts none: set it true"
             )
         if self.deadline is not None and self.walltime_s is None:
             raise ValueError(

@@ -42,9 +42,9 @@ from fusesched.submit.errors import SubmitError, read_source
 from fusesched.submit.hostlist import expand_hostlist
 from fusesched.submit.job_notify import MailOptionError, mail_options
 from fusesched.submit.job_signal import parse_signal_option, signal_warnings
+from fusesched.submit.label_terms import LabelRequirementRequest
 from fusesched.submit.request import (
     MAX_COMMENT,
-    LabelRequirementRequest,
     ParsedJob,
     comment_control,
     parse_request,

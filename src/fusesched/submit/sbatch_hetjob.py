@@ -10,11 +10,13 @@ component: a later component may repeat it with the same value (or the command l
 override a script's value), never give another (:func:`check_job_wide`). Job arrays of
 heterogeneous jobs are refused, as Slurm refuses them.
 
-Node constraints (``-C``, ``-w``, ``-x``, ``--exclusive``, a GPU type) and the spreading of
-tasks over nodes are the whole job's in fusesched's placement: components that give them must
-agree, and what one component gives applies to every one, with a warning
-(:func:`merge_placements`). As with Slurm, ``--mem`` and ``--exclude`` carry on to the next
-components unless they give their own (:func:`propagate`).
+Node constraints (``-C``, ``-w``, ``-x``, a GPU type) are each component's: what every
+component gives alike is the job's placement, the rest its task group's own placement (label
+filters its nodes meet besides the job's:
+:func:`~fusesched.submit.label_terms.split_label_filters`). ``--exclusive`` and the
+spreading of tasks over nodes are the whole job's: what one component asks applies to every
+one, with a warning (:func:`merge_placements`). As with Slurm, ``--mem`` and ``--exclude``
+carry on to the next components unless they give their own (:func:`propagate`).
 
 Pure: readers in (:mod:`fusesched.submit.sbatch_reader`), the job's data out, problems as
 :class:`~fusesched.submit.errors.SubmitError` located at their line.
@@ -23,10 +25,10 @@ Pure: readers in (:mod:`fusesched.submit.sbatch_reader`), the job's data out, pr
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from fusesched.submit.label_terms import split_label_filters
 from fusesched.submit.sbatch_reader import COMMAND_FLAGS, SHORT_OPTIONS, Directive, Reader
 
 #: Task group names of the components: ``het0``, ``het1``, …
@@ -48,7 +50,8 @@ PER_COMPONENT: Final = frozenset(
         "gpus-per-task",
     }
 )
-#: Node constraints: the whole job's in fusesched's placement (:func:`merge_placements`).
+#: Node constraints: each component's own (``split_label_filters``); ``--exclusive``, the
+#: whole job's (:func:`check_exclusive`).
 NODE_OPTIONS: Final = ("constraint", "nodelist", "exclude", "exclusive")
 #: Carried on to the next component unless it gives its own (Slurm's propagated options
 #: among :data:`PER_COMPONENT` and :data:`NODE_OPTIONS`).
@@ -58,9 +61,8 @@ _ONE_JOB: Final = (
     "fusesched runs a heterogeneous job as one job, whose {option} is one for all its "
     "components: give it in the first component only (or the same in each)"
 )
-_SAME_NODES: Final = (
-    "fusesched places all the components of a heterogeneous job under the same node "
-    "constraints (-C, -w, -x, --exclusive, a GPU type)"
+_WHOLE_NODES: Final = (
+    "fusesched gives a heterogeneous job whole nodes (--exclusive) for all its components or none"
 )
 
 Build = Callable[[Reader, str], dict[str, object]]
@@ -154,10 +156,10 @@ def check_job_wide(readers: Sequence[Reader]) -> None:
 
 def build_hetjob(readers: Sequence[Reader], script: str, build: Build) -> dict[str, object]:
     """The job's data: the first component's job with one task group per component (each
-    built by ``build``, sbatch's builder of a one-group job) and the components' placements
-    merged."""
+    built by ``build``, sbatch's builder of a one-group job), the label filters the
+    components share as the job's placement and the rest as their groups' own."""
     check_job_wide(readers)
-    check_node_options(readers)
+    check_exclusive(readers)
     built = [build(component, script) for component in readers]
     data = built[0]
     groups: list[dict[str, object]] = []
@@ -170,87 +172,45 @@ def build_hetjob(readers: Sequence[Reader], script: str, build: Build) -> dict[s
     data["groups"] = groups
     replicas = [int(str(g["replicas"])) for g in groups]
     placements = [_placement(part) for part in built]
-    data["placement"] = merge_placements(readers, placements, replicas)
+    shared, owns = split_label_filters(placements)
+    for group, own in zip(groups, owns, strict=True):
+        if own:
+            group["placement"] = own
+    data["placement"] = {**shared, **merge_placements(readers, placements, replicas)}
     data["hetjob"] = True
     return data
 
 
-def check_node_options(readers: Sequence[Reader]) -> None:
-    """Refuse node constraints that two components give differently; say (a warning) that
-    one given by some components only applies to every component."""
-    for name in NODE_OPTIONS:
-        givers = [(k, r.options[name]) for k, r in enumerate(readers) if name in r.options]
-        if not givers:
-            continue
+def check_exclusive(readers: Sequence[Reader]) -> None:
+    """Say (a warning) that ``--exclusive`` given by some components only applies to every
+    component."""
+    givers = [
+        (k, r.options["exclusive"]) for k, r in enumerate(readers) if "exclusive" in r.options
+    ]
+    if givers and len(givers) < len(readers):
         index, first = givers[0]
-        for later, directive in givers[1:]:
-            if not _same(first, directive):
-                raise readers[later].fail(
-                    name,
-                    f"component {later}'s {directive.option} differs from component {index}'s: "
-                    f"{_SAME_NODES}; give the same in each, or in one only",
-                )
-        if len(givers) < len(readers):
-            which = ", ".join(str(k) for k, _ in givers)
-            readers[0].warnings.append(
-                f"{readers[index].where(first.line)}: {first.option} of component(s) {which} "
-                f"applies to every component: {_SAME_NODES}"
-            )
+        which = ", ".join(str(k) for k, _ in givers)
+        readers[0].warnings.append(
+            f"{readers[index].where(first.line)}: {first.option} of component(s) {which} "
+            f"applies to every component: {_WHOLE_NODES}"
+        )
 
 
 def merge_placements(
     readers: Sequence[Reader], placements: Sequence[dict[str, object]], replicas: Sequence[int]
 ) -> dict[str, object]:
-    """One placement for the whole job from the components' (``placements``, built from
-    ``readers``, of ``replicas`` tasks each): node selectors and required terms joined (a
-    label two components ask to be different values: refused), ``--exclusive`` if any asks,
-    and one cap of tasks per node (the largest a component allows; a component's ``-N 1``
-    with several tasks does not keep them on one node). Warnings say what applies more
+    """What of the components' placements (``placements``, built from ``readers``, of
+    ``replicas`` tasks each) is the whole job's besides label filters: ``--exclusive`` if any
+    asks, and one cap of tasks per node (the largest a component allows; a component's ``-N
+    1`` with several tasks does not keep them on one node). Warnings say what applies more
     widely than asked."""
     merged: dict[str, object] = {}
-    selector: dict[str, str] = {}
-    for index, placement in enumerate(placements):
-        for key, value in _selector(placement).items():
-            if selector.get(key, value) != value:
-                raise readers[index].error(
-                    f"component {index} asks for nodes with {key}={value}, another one for "
-                    f"{key}={selector[key]}: {_SAME_NODES}",
-                    _first_line(readers[index]),
-                )
-            # (a --constraint's terms were told of with the option: a GPU type is left)
-            given = readers[index].options.get("constraint")
-            told = given is not None and f"{key}=" in given.value
-            if (
-                key not in selector
-                and not told
-                and not all(key in _selector(p) for p in placements)
-            ):
-                _warn(readers, index, f"component {index}'s nodes with {key}={value}")
-            selector[key] = str(value)
-    if selector:
-        merged["node_selector"] = selector
-    required = _required(placements)
-    if required:
-        merged["required"] = required
     if any(p.get("exclusive") for p in placements):
         merged["exclusive"] = True
     cap = _cap(readers, placements, replicas)
     if cap is not None:
         merged["max_tasks_per_node"] = cap
     return merged
-
-
-def _required(placements: Sequence[dict[str, object]]) -> list[dict[str, object]]:
-    """The components' required node terms, each once (equal option values give equal
-    terms; :func:`check_node_options` has refused different ones)."""
-    seen: dict[str, dict[str, object]] = {}
-    for placement in placements:
-        terms = placement.get("required")
-        if not isinstance(terms, list):
-            continue
-        for term in terms:
-            seen.setdefault(json.dumps(term, sort_keys=True), term)
-    return list(seen.values())
 
 
 def _cap(
@@ -287,27 +247,9 @@ def _cap(
     return cap
 
 
-def _selector(placement: dict[str, object]) -> dict[str, object]:
-    own = placement.get("node_selector")
-    return own if isinstance(own, dict) else {}
-
-
 def _placement(data: dict[str, object]) -> dict[str, object]:
     placement = data.get("placement")
     return placement if isinstance(placement, dict) else {}
-
-
-def _warn(readers: Sequence[Reader], index: int, what: str) -> None:
-    where = readers[index].where(_first_line(readers[index]))
-    readers[0].warnings.append(f"{where}: {what} applies to every component: {_SAME_NODES}")
-
-
-def _first_line(reader: Reader) -> int | None:
-    """Where a component begins: its hetjob line, else its first directive's."""
-    if reader.separator is not None:
-        return reader.separator
-    lines = [d.line for d in reader.options.values() if d.line is not None]
-    return min(lines) if lines else None
 
 
 def _same(a: Directive, b: Directive) -> bool:

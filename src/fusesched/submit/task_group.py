@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from fusesched.model.job import TaskGroup
 from fusesched.model.resources import QuantityError, Resources, parse_quantity
 from fusesched.model.text import is_env_name
+from fusesched.submit.label_terms import GroupPlacementRequest
 from fusesched.submit.probes import LivenessProbe, Probe
 from fusesched.submit.resource_names import resource_name
 from fusesched.submit.strict_model import StrictModel
@@ -36,6 +37,21 @@ class Launcher(StrEnum):
     TORCHRUN = "torchrun"  # MASTER_ADDR/PORT, WORLD_SIZE, RANK for torch.distributed
     DEEPSPEED = "deepspeed"  # a hostfile and the same rendezvous variables
     MPI = "mpi"  # a hostfile / host list for mpirun or srun
+
+
+class RetryExits(StrEnum):
+    """Which failing exits of a group's tasks the job's ``restart.retry_application_failures``
+    retries."""
+
+    ALL = "all"  # any non-zero exit
+    # only a task killed by a signal: exit 128-255 (a container's 128+N; 137 SIGKILL, 143
+    # SIGTERM) or a process ended by one; 1-127 are permanent errors that fail the job
+    # (Kubeflow's restartPolicy ExitCode)
+    SIGNALS = "signals"
+
+    def retries(self, code: int) -> bool:
+        """Whether a failing exit with ``code`` (-N: killed by signal N) is retried."""
+        return self is RetryExits.ALL or code < 0 or code >= 128
 
 
 class TaskGroupRequest(StrictModel):
@@ -60,6 +76,17 @@ class TaskGroupRequest(StrictModel):
     # stopped (Volcano's TaskCompleted → CompleteJob; controller/completion.py). Dumped only
     # when true, as an older controller refuses it
     completes_job: bool = Field(default=False, exclude_if=lambda value: not value)
+    # which of its tasks' failing exits restart the job (with restart.retry_application_failures;
+    # controller/endings.py). Dumped only when not "all", as an older controller refuses it
+    retry_exits: RetryExits = Field(
+        default=RetryExits.ALL, exclude_if=lambda value: value is RetryExits.ALL
+    )
+    # label filters of its own, which its nodes meet besides the job's placement (a hetjob
+    # component's -C/-w/-x, a Kubeflow replica's nodeSelector; submit/label_terms.py).
+    # Dumped only when given, as an older controller refuses it
+    placement: GroupPlacementRequest | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -134,4 +161,5 @@ class TaskGroupRequest(StrictModel):
         return Resources.parse(self.resources)
 
     def to_task_group(self) -> TaskGroup:
-        return TaskGroup(self.name, self.replicas, self.resource_amounts)
+        placement = None if self.placement is None else self.placement.to_model()
+        return TaskGroup(self.name, self.replicas, self.resource_amounts, placement)

@@ -36,7 +36,8 @@ from fusesched.submit.task_group import TaskGroupRequest
 
 API_VERSION: Final = "fusesched.io/v1"
 KIND: Final = "Job"
-GROUP_FIELDS: Final = frozenset(TaskGroupRequest.model_fields) - {"name"} | {"command"}
+# (a top-level placement is the job's: a one-group job needs no group placement of its own)
+GROUP_FIELDS: Final = frozenset(TaskGroupRequest.model_fields) - {"name", "placement"} | {"command"}
 _RENAMED: Final = {"argv": "command", "walltime_s": "walltime"}
 _KUBE_VERSIONS: Final = frozenset({"v1", "batch/v1"})
 
