@@ -38,9 +38,11 @@ front: $(STAMP) system
 
 # The tests without live clusters run on every core (pytest-xdist); the live ones, which start
 # controllers, agents and tasks and measure their timing, run one at a time after them.
+# Both runs go to their end (a failure in the first does not hide the second's results).
 unit: $(STAMP) system front
-	$(BIN)/python -m pytest -n auto --ignore=tests/live
-	$(BIN)/python -m pytest tests/live
+	$(BIN)/python -m pytest -n auto --ignore=tests/live; first=$$?; \
+	$(BIN)/python -m pytest tests/live; second=$$?; \
+	test $$first -eq 0 && test $$second -eq 0
 
 test: lint typecheck unit
 

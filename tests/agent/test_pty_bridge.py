@@ -8,10 +8,12 @@ client reads every byte once."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +40,15 @@ class GoneRelay:
         return offset + len(data), offset + len(data)
 
 
+def _holds(pid: int, path: str) -> bool:
+    """Whether process ``pid`` runs ``sleep`` with the terminal ``path`` as its stdin."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        return command.endswith(b"sleep") and os.readlink(f"/proc/{pid}/fd/0") == path
+    except OSError:
+        return False
+
+
 def test_an_idle_task_gets_sighup_once_the_relay_has_lost_its_keystrokes() -> None:
     pty = open_pty(Terminal(), None)
     task = subprocess.Popen(  # (as the shim: a session leader opening the slave by path)
@@ -45,6 +56,10 @@ def test_an_idle_task_gets_sighup_once_the_relay_has_lost_its_keystrokes() -> No
         start_new_session=True,
     )
     try:
+        # (the hang-up reaches only a task holding the terminal: wait until sleep has it)
+        deadline = time.monotonic() + 10
+        while not _holds(task.pid, pty.path) and time.monotonic() < deadline:
+            time.sleep(0.01)
         alive = lambda: task.poll() is None  # noqa: E731
         bridge = PtyBridge("7.main.0", pty, GoneRelay(), alive, threading.Event())  # type: ignore[arg-type]
         bridge.start()

@@ -263,7 +263,9 @@ def test_a_real_job_ends_as_timed_out_at_its_new_shorter_limit(cluster: LocalClu
     assert changed.returncode == 0, changed.stderr
     done = client.wait(job, timeout=30)
     assert (done["state"], done["phase"]) == ("Failed", "timeout")
-    assert done["reason"] == "walltime exceeded"  # the agent's own kill, at its deadline
+    # the agent's own kill at its deadline ("walltime exceeded"), or, when the update came
+    # after it (a loaded machine: 2 s pass before the CLI's second call), the controller's
+    assert done["reason"] in ("walltime exceeded", "walltime exceeded (time limit changed to 2 s)")
     ran = done["end_time"] - shown["start_time"]
     assert 2.0 <= ran < 8.0, ran  # near the new limit, not the old one (3600 s)
 
