@@ -15,7 +15,7 @@ from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_gpus import GpuAsk, gpu_ask
 from fusesched.agent.step_plan import StepError, StepLaunch, StepTask
 from fusesched.agent.step_run import Step
-from fusesched.api.schemas import StepRequest
+from fusesched.api.step_schemas import StepRequest
 
 
 def ask(*argv: str, slots: dict[str, int] | None = None, mpi: bool = False) -> GpuAsk | None:

@@ -14,9 +14,9 @@ from tests.builders import Clock
 from tests.controller.conftest import ONE_NODE
 
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskLaunch, TaskReport, TaskState
-from fusesched.controller.agents import check_remote_node
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
+from fusesched.controller.remote_tasks import check_remote_node
 from fusesched.controller.service import Controller
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase

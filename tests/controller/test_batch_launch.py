@@ -28,7 +28,7 @@ from fusesched.controller.failures import job_failed, relaunch_due
 from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
-from fusesched.submit.request import RestartRequest
+from fusesched.submit.failure_policy import RestartRequest
 from fusesched.submit.sbatch import parse_sbatch
 
 HOME = "/home/ann/project"

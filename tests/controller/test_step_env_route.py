@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from tests.controller.test_step_route import beat
 
-from fusesched.api.schemas import (
+from fusesched.api.step_schemas import (
     LAUNCH_ENV_MAX_BYTES,
     LAUNCH_ENV_MAX_VAR_BYTES,
     LAUNCH_ENV_MAX_VARS,

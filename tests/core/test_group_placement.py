@@ -13,7 +13,8 @@ import pytest
 from builders import exited, job, make_core, node, node_state, run_script, submit
 from fusesched.core.forecast import forecast
 from fusesched.core.pending_reasons import waiting_reasons
-from fusesched.core.placement import GroupShape, search_placement
+from fusesched.core.placement import GroupShape
+from fusesched.core.placement_search import search_placement
 from fusesched.core.topology import TopologyMode, TopologyRequest
 from fusesched.model.job import JobSpec, LabelOp, LabelRequirement, Placement
 from fusesched.model.node import LABEL_HOSTNAME

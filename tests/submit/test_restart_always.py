@@ -11,8 +11,8 @@ import json
 import pytest
 
 from fusesched.submit import JobRequest, SubmitError
+from fusesched.submit.failure_policy import RestartRequest
 from fusesched.submit.load import parse_submission
-from fusesched.submit.request import RestartRequest
 
 YAML = """name: web
 type: service

@@ -236,7 +236,7 @@ def step_name(options: StepOptions) -> str:
     """The step's name in accounting: ``-J``, else its command's base name (as Slurm's), cut
     to the controller's limit (a program's file name may be longer)."""
     name = options.job_name or os.path.basename(options.command[0]) or options.command[0]
-    return name[:200]  # (StepRequest's limit: api/schemas.py)
+    return name[:200]  # (StepRequest's limit: api/step_schemas.py)
 
 
 def _through_mpirun(options: StepOptions, env: Mapping[str, str], cwd: str) -> bool:

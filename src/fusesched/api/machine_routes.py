@@ -17,11 +17,8 @@ from fusesched.api.schemas import (
     CheckpointReport,
     Joined,
     JoinRequest,
-    RemoteLaunch,
-    RemoteTask,
-    StepCreated,
-    StepRequest,
 )
+from fusesched.api.step_schemas import RemoteLaunch, RemoteTask, StepCreated, StepRequest
 from fusesched.api.wire import Heartbeat, HeartbeatReply, Leaving, NodeInventory
 from fusesched.controller.auth import Role
 from fusesched.controller.job_steps import StepsBusy

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from fusesched.agent.step_gpus import GpuAsk
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
-from fusesched.controller import agents
+from fusesched.controller import remote_tasks
 from fusesched.controller.job_steps import (
     StepNeverFits,
     StepsBusy,
@@ -70,7 +70,7 @@ def create_step(
     :class:`StepsBusy` when it must wait for running steps to end (or for the job's
     adoption after a controller restart, when its tasks' steps are not all known yet)."""
     with ctl.work:
-        live = agents.running_job(ctl, job_id)
+        live = remote_tasks.running_job(ctl, job_id)
         if live.adopting:
             raise StepsBusy(
                 "Requested nodes are busy: the job's running tasks are being adopted after "
@@ -79,7 +79,7 @@ def create_step(
         for node, _, _ in launches:
             if node not in slots:
                 raise StepNeverFits(f"a task of the step on {node}, which the step has no slot on")
-            agents.check_remote_node(ctl, live, node)
+            remote_tasks.check_remote_node(ctl, live, node)
         parts = het_parts(live, slots, het)
         remote = [t for t in live.tasks.values() if t.remote]
         running = running_shares(t.launch.env for t in remote if t.state != "exited")
@@ -115,7 +115,9 @@ def create_step(
             if live.request.slurm_env:
                 extra |= step_held_env(cpus.get(node), None if memory is None else memory[node])
             task_ids.append(
-                agents.launch_remote(ctl, live, node, argv, marks | extra, env, sees, ids, limit)
+                remote_tasks.launch_remote(
+                    ctl, live, node, argv, marks | extra, env, sees, ids, limit
+                )
             )
         ctl.work.notify_all()
     return step_id, task_ids

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from fusesched.core import reservations
 from fusesched.core.quota import Admission
 from fusesched.core.records import JobRecord
+from fusesched.core.victim_choice import priority_victims, reclaim_victims, room_victims
 from fusesched.model.events import Decision, PreemptJob
 from fusesched.model.job import LabelOp, LabelRequirement
 from fusesched.model.phases import JobPhase
@@ -86,16 +87,16 @@ def start_admitted(
         if alloc is None:
             if ready and rec in ready:  # its victims' room did not do: choose again at once
                 gate.choose_again(rec.id)
-                victims = gate.room_victims(core, rec, verdict, now)
-                victims = victims or gate.priority_victims(core, rec, now)
+                victims = room_victims(gate, core, rec, verdict, now)
+                victims = victims or priority_victims(gate, core, rec, now)
                 if not victims and _guaranteed(verdict):
                     gate.hold(rec)  # nobody to preempt: keep the freed room from borrowers
                 out.extend(preempt(core, victims))
                 continue
             if core.licenses is None or not core.licenses.blocks(rec):  # (preempting
                 # frees no license: a job its licenses hold back preempts nobody)
-                victims = gate.room_victims(core, rec, verdict, now)
-                out.extend(preempt(core, victims or gate.priority_victims(core, rec, now)))
+                victims = room_victims(gate, core, rec, verdict, now)
+                out.extend(preempt(core, victims or priority_victims(gate, core, rec, now)))
             stop = pos + 1
             if _guaranteed(verdict):
                 held.add(rec.spec.queue)
@@ -132,7 +133,7 @@ def _start_borrowers(
         alloc = core.try_place(rec, quota_checked=True)
         if alloc is None:
             if core.licenses is None or not core.licenses.blocks(rec):
-                out.extend(preempt(core, gate.priority_victims(core, rec, now)))
+                out.extend(preempt(core, priority_victims(gate, core, rec, now)))
             break
         out.append(core.bind(rec, alloc, now, backfilled=False))
         done.add(id(rec))
@@ -149,8 +150,8 @@ def _park(
     done.add(id(rec))
     core._parked[rec.id] = rec
     rec.parked_by = verdict
-    victims = gate.reclaim(core, rec, verdict, now)
-    return preempt(core, victims or gate.priority_victims(core, rec, now))
+    victims = reclaim_victims(gate, core, rec, verdict, now)
+    return preempt(core, victims or priority_victims(gate, core, rec, now))
 
 
 def _guaranteed(verdict: Admission | None) -> bool:
@@ -198,7 +199,7 @@ def reclaim_behind(
             continue  # its reclaim is under way: the queue's turn goes to its next job
         verdict = gate.admission(rec)
         if verdict is not None and not verdict.ok:
-            victims = gate.reclaim(core, rec, verdict, now)
+            victims = reclaim_victims(gate, core, rec, verdict, now)
             if victims:
                 done.add(id(rec))
                 core._parked[rec.id] = rec
@@ -208,7 +209,7 @@ def reclaim_behind(
             tried.add(queue)  # (a job that would borrow reclaims nothing: the next one may)
             rec.admission = verdict
             pin_flavours(core, rec, verdict)
-            out.extend(preempt(core, gate.room_victims(core, rec, verdict, now)))
+            out.extend(preempt(core, room_victims(gate, core, rec, verdict, now)))
     return out
 
 

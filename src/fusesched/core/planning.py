@@ -24,14 +24,13 @@ from fusesched.core.devices import DevicesUnavailable
 from fusesched.core.placement import (
     Allocation,
     Plan,
-    SearchBudgetExceeded,
     Statement,
     device_slots,
     first_fit_column,
     plan_groups,
-    search_placement,
     task_slots,
 )
+from fusesched.core.placement_search import SearchBudgetExceeded, search_placement
 from fusesched.core.records import JobRecord
 from fusesched.core.topology import TopologyStatus, choose_domains
 

@@ -40,6 +40,7 @@ from fusesched.core import (
     deadlines,
     exits,
     intake,
+    multifactor,
     node_events,
     planning,
     reservations,
@@ -382,7 +383,9 @@ class SchedulerCore:
     def _reorder(self, now: float) -> None:
         queue = self.queue
         if self.order.multifactor and self.tenants is not None and len(queue) > 1:
-            queue.reorder(now, self.tenants.sort_keys(queue.records, now, self.capacity()))
+            queue.reorder(
+                now, multifactor.sort_keys(self.tenants, queue.records, now, self.capacity())
+            )
         else:
             queue.reorder(now)
 
@@ -401,7 +404,7 @@ class SchedulerCore:
         if self.tenants is None:
             raise ValueError("no multifactor priority: the core runs without tenancy")
         capacity = {name: int(self.capacity()[k]) for name, k in self.cluster.columns.items()}
-        return self.tenants.breakdown(rec, now, capacity, self.queue.records)
+        return multifactor.breakdown(self.tenants, rec, now, capacity, self.queue.records)
 
     # ================================================================== jobs and placement
     # Functions of fusesched.core.intake (submit, queue, cancel, reject),

@@ -21,14 +21,8 @@ from fusesched.core.device_specs import (
     models_from_placement,
 )
 from fusesched.core.devices import DeviceLedger
-from fusesched.core.placement import (
-    GroupShape,
-    SearchBudgetExceeded,
-    group_mask,
-    plan_groups,
-    search_placement,
-    task_slots,
-)
+from fusesched.core.placement import GroupShape, group_mask, plan_groups, task_slots
+from fusesched.core.placement_search import SearchBudgetExceeded, search_placement
 from fusesched.core.topology import DomainCodes, TopologyStatus, choose_domains
 from fusesched.model.job import JobSpec, Placement
 from fusesched.model.resources import CPU, GPU_MILLI, Resources

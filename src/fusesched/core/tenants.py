@@ -1,12 +1,13 @@
-"""Tenancy inside the scheduling core: quota admission with borrowing, fair share, the
-multifactor priority and preemption (quota reclaim and QoS). Pure: the core calls it with the
-time; see docs/TENANCY.md ("Wiring into the scheduling core").
+"""Tenancy inside the scheduling core: quota admission with borrowing, fair share (which the
+multifactor priority reads: :mod:`fusesched.core.multifactor`) and preemption (quota reclaim
+and QoS). Pure: the core calls it with the time; see docs/TENANCY.md ("Wiring into the
+scheduling core").
 
 The core asks, per job it considers: :meth:`TenantGate.admission` (does its queue's quota
 allow it now?), then on start :meth:`bind` and on exit :meth:`release`. When a job is blocked
-by quota it may reclaim lent capacity (:meth:`reclaim`); when it is blocked by room and its
-QoS tier may preempt, :meth:`priority_victims` picks whom to stop. Preempted jobs are
-requeued by the core.
+by quota it may reclaim lent capacity; when it is blocked by room and its QoS tier may
+preempt, jobs of lower tiers are stopped (:mod:`fusesched.core.victim_choice` picks whom; the
+gate records the preemptions under way). Preempted jobs are requeued by the core.
 """
 
 from __future__ import annotations
@@ -16,14 +17,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
 from fusesched.core.borrow_backoff import BorrowBackoff
-from fusesched.core.cluster import IntArray
 from fusesched.core.quota import Admission, FlavorAssignment, QuotaLedger
 from fusesched.core.records import JobRecord
-from fusesched.core.victim_search import fewest_victims, last_checkpoint
 from fusesched.model.job import JobSpec, Placement
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, Resources
 from fusesched.model.tenancy import QoSTier
@@ -33,14 +29,12 @@ from fusesched.policies.fairshare import (
     billing_units,
     fairshare_factors,
 )
-from fusesched.policies.priority import MultifactorPriority, PriorityBreakdown
+from fusesched.policies.priority import MultifactorPriority
 from fusesched.policies.tenancy_policy import TenancyPolicy
-from fusesched.policies.victims import VICTIM_ORDERS, VictimCandidate
+from fusesched.policies.victims import VICTIM_ORDERS
 
 if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
-
-FloatArray = npt.NDArray[np.float64]
 
 #: Fair-share factor of an account the configuration does not know (neither favoured nor not).
 NEUTRAL_FAIRSHARE = 0.5
@@ -386,70 +380,7 @@ class TenantGate:
         except KeyError:
             return NEUTRAL_FAIRSHARE
 
-    # ------------------------------------------------------------------ priority
-
-    def sort_keys(
-        self, records: Sequence[JobRecord], now: float, capacity: IntArray
-    ) -> tuple[FloatArray]:
-        """Queue keys for the ``multifactor`` order: the negated priority (highest first)."""
-        result = self.factors(records, now)
-        cap = np.where(capacity > 0, capacity, 1).astype(np.float64)
-        totals = np.array([r.total for r in records], dtype=np.float64)
-        share = (totals / cap).max(axis=1) if totals.size else np.zeros(len(records))
-        prio = self.priority.totals(
-            waited_s=now - np.array([r.spec.submit_time for r in records]),
-            fairshare=np.array([self.fairshare(r.spec, result) for r in records]),
-            size_share=share,
-            qos_priority=np.array([float(self.tier(r.spec).priority) for r in records]),
-            user_priority=np.array([float(r.spec.priority) for r in records]),
-        )
-        return (-prio,)
-
-    def breakdown(
-        self, rec: JobRecord, now: float, capacity: Mapping[str, int], queued: Sequence[JobRecord]
-    ) -> PriorityBreakdown:
-        """Every factor of ``rec``'s priority now (``fusesched priority JOB``)."""
-        result = self.factors([*queued, rec], now)
-        return self.priority.breakdown(
-            rec.spec, now, fairshare=self.fairshare(rec.spec, result), capacity=capacity
-        )
-
     # ------------------------------------------------------------------ preemption
-
-    def _candidates(
-        self,
-        core: SchedulerCore,
-        now: float,
-        tiers: frozenset[str] | None = None,
-        queues: frozenset[str] | None = None,
-    ) -> list[VictimCandidate]:
-        """Running jobs that may be asked to stop (of these tiers / queues when given)."""
-        out: list[VictimCandidate] = []
-        for job_id in core.running.ids():
-            rec = core.jobs[job_id]
-            if rec.preempt_reason is not None or rec.stop_requested is not None:
-                continue
-            if rec.start_time is not None and rec.start_time >= now:
-                continue  # started in this cycle: not stopped before it has run
-            tier = self.tier(rec.spec)
-            if tiers is not None and tier.name not in tiers:
-                continue
-            if queues is not None and rec.spec.queue not in queues:
-                continue
-            assert rec.start_time is not None
-            out.append(
-                VictimCandidate(
-                    job_id,
-                    rec.start_time,
-                    last_checkpoint(rec, now),
-                    float(rec.spec.priority),
-                    tier.name,
-                    tier.preemptible,
-                    max(self._rates.get(job_id, 0.0), 1e-9),
-                    rec.preemptions,
-                )
-            )
-        return out
 
     def lenders(self) -> frozenset[str]:
         """Queues whose jobs may reclaim: members of a cohort where another queue borrows."""
@@ -464,75 +395,27 @@ class TenantGate:
             self._lenders = frozenset(out)
         return self._lenders
 
-    def reclaim(
-        self, core: SchedulerCore, rec: JobRecord, verdict: Admission, now: float
-    ) -> list[JobRecord]:
-        """Borrowers to preempt so that ``rec`` (blocked by quota) gets its queue's nominal
-        quota back; empty when it would not help or a reclaim for it is under way."""
-        if rec.id in self._pending or verdict.assignment is None:
-            return []
-        queue = rec.spec.queue
-        if queue not in self.lenders():
-            return []  # nobody borrows from its cohort
-        if not self.ledger.within_nominal(queue, verdict.assignment):
-            return []  # it would borrow: a reclaim restores nominal quota only
+    def cohort_mates(self, queue: str) -> frozenset[str]:
+        """The other queues of ``queue``'s cohort."""
         cohort = self._queues[queue].cohort
-        others = frozenset(
+        return frozenset(
             q for q, spec in self._queues.items() if spec.cohort == cohort and q != queue
         )
-        cands = self._candidates(core, now, queues=others)
-        chosen = self.ledger.reclaim_candidates(
-            queue, verdict.assignment, cands, now, order=self.victim_order
-        )
-        if not chosen:
-            return []  # within its nominal quota there is nothing to take back
-        # victims that give back both the quota and a place to run, in one round, when such
-        # a set exists (else the quota now, and room victims once it has come back)
-        cands = [c for c in cands if c.preemptible]
-        victims = fewest_victims(self, core, rec, cands, now, borrowers_only=True)
-        return self._preempt(core, rec, victims or [core.jobs[v] for v in chosen])
 
-    def priority_victims(self, core: SchedulerCore, rec: JobRecord, now: float) -> list[JobRecord]:
-        """Jobs of lower QoS tiers to preempt so that ``rec`` can start: the fewest, in victim
-        order, whose stopping gives it both quota (its queue's, when theirs counts there) and
-        room for a placement."""
-        tier = self.tier(rec.spec)
-        if not (self.policy.preempt_for_priority and tier.may_preempt) or rec.id in self._pending:
-            return []
-        allowed = tier.may_preempt
-        if not any(self._tier_running.get(t) for t in allowed):
-            return []
-        cands = [c for c in self._candidates(core, now, tiers=allowed) if c.preemptible]
-        return self._preempt(core, rec, fewest_victims(self, core, rec, cands, now), allowed)
+    def rate(self, job_id: str) -> float:
+        """Usage units per second running ``job_id`` is charged (0 when it does not run)."""
+        return self._rates.get(job_id, 0.0)
 
-    def room_victims(
-        self, core: SchedulerCore, rec: JobRecord, verdict: Admission | None, now: float
+    def running_in(self, tiers: Iterable[str]) -> bool:
+        """Whether some job of these QoS tiers runs."""
+        return any(self._tier_running.get(t) for t in tiers)
+
+    def preempt(
+        self, rec: JobRecord, victims: Iterable[JobRecord], tiers: frozenset[str] = frozenset()
     ) -> list[JobRecord]:
-        """Borrowers to preempt so that ``rec`` — within its queue's nominal quota, but
-        blocked by room — can be placed: lent capacity must come back as places to run, not
-        only as quota (a gang may need whole nodes the borrowers hold)."""
-        queue = rec.spec.queue
-        if verdict is None or verdict.borrowing or rec.id in self._pending:
-            return []
-        if queue not in self.lenders():
-            return []
-        cohort = self._queues[queue].cohort
-        borrowing = frozenset(
-            q
-            for q, spec in self._queues.items()
-            if spec.cohort == cohort and q != queue and self.ledger.borrowed(q)
-        )
-        cands = [c for c in self._candidates(core, now, queues=borrowing) if c.preemptible]
-        victims = fewest_victims(self, core, rec, cands, now, borrowers_only=True)
-        return self._preempt(core, rec, victims)
-
-    def _preempt(
-        self,
-        core: SchedulerCore,
-        rec: JobRecord,
-        victims: Iterable[JobRecord],
-        tiers: frozenset[str] = frozenset(),
-    ) -> list[JobRecord]:
+        """Record that ``victims`` are asked to stop for ``rec`` (for priority over these
+        ``tiers``, whose jobs then wait until it starts); ``victims`` as a list
+        (:mod:`fusesched.core.victim_choice` chose them)."""
         out = list(victims)
         if not out:
             return out

@@ -11,15 +11,17 @@ from fusesched.submit.identify import Identification, identify, identify_type, i
 from fusesched.submit.kube import load_kube_yaml, parse_kube_yaml
 from fusesched.submit.label_terms import GroupPlacementRequest, LabelRequirementRequest
 from fusesched.submit.load import load_submission, parse_submission
+from fusesched.submit.placement_request import (
+    PlacementRequest,
+    PreferredTermRequest,
+    TopologyMode,
+    TopologyRequest,
+)
 from fusesched.submit.request import (
     ArrayRequest,
     DependencyRequest,
     JobRequest,
     ParsedJob,
-    PlacementRequest,
-    PreferredTermRequest,
-    TopologyMode,
-    TopologyRequest,
     parse_request,
 )
 from fusesched.submit.sbatch import load_sbatch, parse_sbatch

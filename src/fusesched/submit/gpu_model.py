@@ -17,7 +17,8 @@ from typing import TypeVar
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_GPU_MODEL, NodeSpec
 from fusesched.submit.label_terms import GroupPlacementRequest, LabelRequirementRequest
-from fusesched.submit.request import JobRequest, PlacementRequest
+from fusesched.submit.placement_request import PlacementRequest
+from fusesched.submit.request import JobRequest
 
 
 def matching_models(written: str, models: Iterable[str]) -> list[str]:

@@ -11,7 +11,8 @@ A pod spec becomes one task group (:class:`PodPart`):
   kind names, else the first) gives argv (``command`` + ``args``), env (plain ``value`` only),
   ``image``, ``workingDir`` and ports, and its ``livenessProbe``/``readinessProbe`` become the
   group's ``liveness``/``readiness`` (:mod:`fusesched.submit.kube_probes`); other containers
-  are not started (a warning says so);
+  are not started (a warning says so); containers are read by
+  :mod:`fusesched.submit.kube_container`;
 * ``nodeSelector``, ``nodeName`` and ``affinity.nodeAffinity`` → placement
   (:mod:`fusesched.submit.kube_placement`); ``activeDeadlineSeconds`` → a time limit;
   ``priority`` → priority. Of several pods of one job (:meth:`PodReader.combine`), what
@@ -32,22 +33,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from fusesched.model.resources import QuantityError, Resources, parse_quantity
+from fusesched.model.resources import Resources
 from fusesched.submit._kube_fields import (
-    CONTAINER_QUIET,
-    CONTAINER_USED,
-    CONTAINER_WARN,
     POD_QUIET,
     POD_USED,
     POD_WARN,
 )
 from fusesched.submit._yamldoc import Document
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.kube_container import container_group, read_container
 from fusesched.submit.kube_placement import node_selection, split_selection
-from fusesched.submit.kube_probes import add_probes
 from fusesched.submit.problems import Loc, format_loc
 from fusesched.submit.request import ParsedJob, parse_request
-from fusesched.submit.resource_names import resource_name
 
 SCHEDULER_NAME: Final = "fused-scheduler"
 ANNOTATION_PREFIX: Final = "fusesched.io/"
@@ -338,14 +335,16 @@ class PodReader:
         containers = self.sequence(spec.get("containers"), (*loc, "containers"), "containers")
         if not containers:
             raise self.error("a pod needs at least one container", (*loc, "containers"))
-        parsed = [self.container(c, (*loc, "containers", i)) for i, c in enumerate(containers)]
+        parsed = [
+            read_container(self, c, (*loc, "containers", i)) for i, c in enumerate(containers)
+        ]
         total = Resources()
         for _, amount in parsed:
             total = total + amount
         inits_loc: Loc = (*loc, "initContainers")
         inits = self.sequence(spec.get("initContainers"), inits_loc, "initContainers")
         for i, init in enumerate(inits):
-            init_container, amount = self.container(init, (*inits_loc, i))
+            init_container, amount = read_container(self, init, (*inits_loc, i))
             self.warn(
                 f"init container {str(init_container.get('name', ''))!r} is not run: fusesched "
                 "runs one program per task (its resources are counted)",
@@ -368,7 +367,9 @@ class PodReader:
                     (*loc, "containers", i),
                 )
         prefix = f"groups[{index}]"
-        group = self.group(parsed[chosen][0], (*loc, "containers", chosen), prefix, command)
+        group = container_group(
+            self, parsed[chosen][0], (*loc, "containers", chosen), prefix, command
+        )
         group["resources"] = total.to_spec()
         self.renames[f"{prefix}.resources"] = (*loc, "containers")
         placement, placement_renames = node_selection(self, spec, loc)
@@ -387,95 +388,6 @@ class PodReader:
                 )
             return names.index(chosen)
         return names.index(main) if main and main in names else 0
-
-    def container(self, value: object, loc: Loc) -> tuple[Mapping[str, object], Resources]:
-        container = self.mapping(value, loc, "a container")
-        self.check_fields(container, loc, CONTAINER_USED, CONTAINER_QUIET, CONTAINER_WARN)
-        if not isinstance(container.get("name", ""), str):
-            raise self.error("must be a string", (*loc, "name"))
-        res = self.mapping(container.get("resources"), (*loc, "resources"), "resources")
-        for key in res:
-            if key == "claims":
-                self.ignored((*loc, "resources", key))
-            elif key not in ("requests", "limits"):
-                raise self.error(f"unknown field {key!r}", (*loc, "resources", key))
-        requests = self.quantities(res.get("requests"), (*loc, "resources", "requests"))
-        limits = self.quantities(res.get("limits"), (*loc, "resources", "limits"))
-        for name, amount in requests.items():
-            if name in limits and limits[name] < amount:
-                raise self.error(
-                    f"the {name} request is above its limit", (*loc, "resources", "requests")
-                )
-        merged = {**limits, **requests}
-        return container, Resources(merged)
-
-    def quantities(self, value: object, loc: Loc) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for key, amount in self.mapping(value, loc, "resources").items():
-            try:
-                name = resource_name(key)
-                if not isinstance(amount, str | int | float):
-                    raise ValueError(f"{name}: a quantity must be a number or a string")
-                out[name] = out.get(name, 0) + parse_quantity(name, amount)
-            except (ValueError, QuantityError) as exc:
-                raise self.error(str(exc), (*loc, key)) from None
-        return out
-
-    def group(
-        self, container: Mapping[str, object], loc: Loc, prefix: str, command_required: bool
-    ) -> dict[str, object]:
-        command = self.sequence(container.get("command"), (*loc, "command"), "command")
-        args = self.sequence(container.get("args"), (*loc, "args"), "args")
-        if not command and command_required:
-            raise self.error(
-                "command is required: fusesched cannot read an image's entrypoint",
-                loc if "args" not in container else (*loc, "args"),
-            )
-        group: dict[str, object] = {"name": "main"}
-        if command:
-            group["argv"] = [
-                str(w) if isinstance(w, int | float) and not isinstance(w, bool) else w
-                for w in [*command, *args]
-            ]
-            self.renames[f"{prefix}.argv"] = (*loc, "command")
-        env: dict[str, object] = {}
-        if "envFrom" in container:
-            raise self.error(
-                "envFrom is not supported: list the variables under env with values",
-                (*loc, "envFrom"),
-            )
-        for i, item in enumerate(self.sequence(container.get("env"), (*loc, "env"), "env")):
-            entry = self.mapping(item, (*loc, "env", i), "an env entry")
-            if "valueFrom" in entry:
-                raise self.error(
-                    f"env {entry.get('name')!r}: valueFrom is not supported; give a value",
-                    (*loc, "env", i),
-                )
-            name = entry.get("name")
-            if not isinstance(name, str) or not name:
-                raise self.error("env entry needs a name", (*loc, "env", i))
-            value = entry.get("value", "")
-            env[name] = value if isinstance(value, str) else str(value)
-        if env:
-            group["env"] = env
-            self.renames[f"{prefix}.env"] = (*loc, "env")
-        if "image" in container:
-            group["image"] = container["image"]
-            self.renames[f"{prefix}.image"] = (*loc, "image")
-        if "workingDir" in container:
-            group["workdir"] = container["workingDir"]
-            self.renames[f"{prefix}.workdir"] = (*loc, "workingDir")
-        ports = []
-        for i, item in enumerate(self.sequence(container.get("ports"), (*loc, "ports"), "ports")):
-            entry = self.mapping(item, (*loc, "ports", i), "a port")
-            if "containerPort" not in entry:
-                raise self.error("a port needs containerPort", (*loc, "ports", i))
-            ports.append(entry["containerPort"])
-        if ports:
-            group["ports"] = ports
-            self.renames[f"{prefix}.ports"] = (*loc, "ports")
-        add_probes(self, container, loc, group, prefix)
-        return group
 
     # -- several pods, one job --------------------------------------------------------------
 

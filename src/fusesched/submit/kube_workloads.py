@@ -74,7 +74,7 @@ DEPLOYMENT_QUIET: Final = frozenset(
     {"selector", "strategy", "revisionHistoryLimit", "progressDeadlineSeconds"}
 )
 DEPLOYMENT_WARN: Final = frozenset({"minReadySeconds", "paused"})
-#: How a Deployment's tasks are restarted (request.RestartRequest): in place, after any exit.
+#: How a Deployment's tasks are restarted (failure_policy.RestartRequest): in place, after any exit.
 SERVICE_RESTART: Final = {
     "mode": "restart-in-place",
     "max_restarts": 1000,

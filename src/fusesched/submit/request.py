@@ -5,7 +5,9 @@ Python SDK) ends as a ``JobRequest``. It carries what the scheduler needs (group
 placement, walltime, dependencies, array) and what the node agents need (argv or script, env,
 workdir, image, ports, launcher). :meth:`JobRequest.to_job_spec` turns it into the core's
 frozen :class:`~fusesched.model.job.JobSpec`. A task group's model and its checks are
-:mod:`fusesched.submit.task_group`'s.
+:mod:`fusesched.submit.task_group`'s, the job's placement
+:mod:`fusesched.submit.placement_request`'s and what it does when a run fails
+:mod:`fusesched.submit.failure_policy`'s.
 
 Unknown fields are errors. Problems raise :class:`SubmitError` naming the field (and the file
 and line where the caller knows them, see :func:`parse_request`).
@@ -18,13 +20,10 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Annotated, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from fusesched.core.topology import TopologyMode as CoreTopologyMode
-from fusesched.core.topology import TopologyRequest as CoreTopologyRequest
 from fusesched.model.job import (
     DATASET_NAME,
     ArraySpec,
@@ -33,17 +32,21 @@ from fusesched.model.job import (
     DependencyKind,
     JobSpec,
     JobType,
-    Placement,
-    PreferredTerm,
     QoS,
 )
 from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.failure_policy import HangRequest, RestartRequest
 from fusesched.submit.job_notify import NotifyRequest
 from fusesched.submit.job_signal import JobSignal
 from fusesched.submit.label_terms import LabelRequirementRequest
+from fusesched.submit.placement_request import (
+    PlacementRequest,
+    PreferredTermRequest,
+    TopologyRequest,
+)
 from fusesched.submit.probes import PROBE_MODELS
 from fusesched.submit.problems import Loc, submit_error_from
 from fusesched.submit.strict_model import StrictModel
@@ -71,11 +74,6 @@ def comment_control(comment: str) -> str | None:
         if unicodedata.category(ch) in ("Cc", "Zl", "Zp") and ch not in "\n\r":
             return f"the comment holds a control character (U+{ord(ch):04X}): give printable text"
     return None
-
-
-class TopologyMode(StrEnum):
-    REQUIRED = "required"  # all tasks within one domain of the label
-    PREFERRED = "preferred"  # as few domains as possible
 
 
 class DependencyRequest(StrictModel):
@@ -111,95 +109,6 @@ class ArrayRequest(StrictModel):
         if (self.stop - self.start) // self.step + 1 > MAX_ARRAY_INDICES:
             raise ValueError(f"an array may have at most {MAX_ARRAY_INDICES:,} indices")
         return self
-
-
-class PreferredTermRequest(LabelRequirementRequest):
-    """A soft term: matching nodes score ``weight`` more (negative: less), -100..100."""
-
-    weight: Annotated[int, Field(ge=-100, le=100)]
-
-    @field_validator("weight")
-    @classmethod
-    def _nonzero(cls, weight: int) -> int:
-        if weight == 0:
-            raise ValueError("a preferred term needs a non-zero weight")
-        return weight
-
-
-class TopologyRequest(StrictModel):
-    """Keep a gang's tasks inside one domain of a node label (NVLink domain, switch, rack)."""
-
-    key: Annotated[str, Field(min_length=1)]
-    mode: TopologyMode = TopologyMode.PREFERRED
-
-    def to_model(self) -> CoreTopologyRequest:
-        return CoreTopologyRequest(self.key, CoreTopologyMode(self.mode.value))
-
-
-class PlacementRequest(StrictModel):
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    required: list[LabelRequirementRequest] = Field(default_factory=list)
-    anti_affinity: list[LabelRequirementRequest] = Field(default_factory=list)
-    preferred: list[PreferredTermRequest] = Field(default_factory=list)
-    max_tasks_per_node: Annotated[int, Field(ge=1)] | None = None
-    topology: TopologyRequest | None = None
-    exclusive: bool = False  # whole nodes to itself (sbatch --exclusive)
-
-    def to_model(self) -> Placement:
-        return Placement(
-            node_selector=dict(self.node_selector),
-            required=tuple(r.to_model() for r in self.required),
-            anti_affinity=tuple(r.to_model() for r in self.anti_affinity),
-            preferred=tuple(PreferredTerm(p.to_model(), p.weight) for p in self.preferred),
-            max_tasks_per_node=self.max_tasks_per_node,
-            topology=None if self.topology is None else self.topology.to_model(),
-            exclusive=self.exclusive,
-        )
-
-
-class RestartRequest(StrictModel):
-    """What to do when a run fails for a reason outside the job (node or GPU fault, hang,
-    lost agent): ``requeue-excluding-node`` (default), ``restart-in-place`` or ``notify``.
-    ``retry_application_failures`` also restarts it after a non-zero exit of its own;
-    ``always`` after any exit of a task, 0 included (Kubernetes' ``restartPolicy: Always``,
-    a Deployment's: a service that is never done), and so sets the former."""
-
-    mode: Annotated[str, Field(pattern="^(notify|restart-in-place|requeue-excluding-node)$")] = (
-        "requeue-excluding-node"
-    )
-    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 3
-    backoff_s: Annotated[float, Field(ge=0, le=86400)] = 30.0
-    retry_application_failures: bool = False
-    # dumped only when true, as JobRequest's ``attended``: an older controller refuses it
-    always: bool = Field(default=False, exclude_if=lambda value: not value)
-
-    @model_validator(mode="after")
-    def _always_restarts(self) -> RestartRequest:
-        """``always`` sets ``retry_application_failures`` (so the stored request says what
-        the job does); a request that says otherwise, or ``mode: notify``, is refused."""
-        if not self.always:
-            return self
-        if self.mode == "notify":
-            raise ValueError(
-                "always restarts the job after every exit, and mode notify never restarts it: "
-                "give mode restart-in-place or requeue-excluding-node"
-            )
-        said = "retry_application_failures" in self.model_fields_set
-        if said and not self.retry_application_failures:
-            raise ValueError(
-                "always restarts the job after every exit, failing ones included: "
-                "retry_application_failures false contradicts it (leave it out)"
-            )
-        object.__setattr__(self, "retry_application_failures", True)  # (frozen: set once here)
-        return self
-
-
-class HangRequest(StrictModel):
-    """Per-job hang detection: off, or a window other than the job type's default."""
-
-    enabled: bool | None = None  # None: as the job type's default (off for services)
-    window_s: Annotated[float, Field(gt=0, le=7 * 86400)] | None = None
-    startup_s: Annotated[float, Field(ge=0, le=7 * 86400)] | None = None
 
 
 class DatasetRequest(StrictModel):
