@@ -54,6 +54,8 @@ def test_an_idle_task_gets_sighup_once_the_relay_has_lost_its_keystrokes() -> No
     task = subprocess.Popen(  # (as the shim: a session leader opening the slave by path)
         ["/bin/sh", "-c", 'exec 0<>"$1" 1>&0 2>&0; exec sleep 60', "sh", pty.path],
         start_new_session=True,
+        # (a test run under nohup ignores SIGHUP, and a child would inherit that)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
         # (the hang-up reaches only a task holding the terminal: wait until sleep has it)
