@@ -41,7 +41,7 @@ front: $(STAMP) system
 # Both runs go to their end (a failure in the first does not hide the second's results).
 unit: $(STAMP) system front
 	$(BIN)/python -m pytest -n auto --ignore=tests/live; first=$$?; \
-	$(BIN)/python -m pytest tests/live; second=$$?; \
+	$(BIN)/python -m pytest --durations=25 tests/live; second=$$?; \
 	test $$first -eq 0 && test $$second -eq 0
 
 test: lint typecheck unit

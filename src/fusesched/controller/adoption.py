@@ -1,20 +1,22 @@
 """Crash recovery: a restarted controller adopts the jobs its predecessor left running.
 
 At start (:func:`recover_running`) every job the store shows running gets its live record
-back, with a task per task the store shows running and the nodes the store shows it
-started on, and waits. Each node that registers again says which of its tasks still run and
-with what (CPU ids, GPUs, launch files: :func:`on_register`); a node of a waiting job joins
-the core as ``DRAINING``, so nothing new lands on resources it holds (as does a node where
-a task of a job that ended before the restart still dies: controller/completing.py). When
-all of a job's nodes are back, the core gets ``JobAdopted`` and books the job where it runs
-(:func:`try_adopt`): its launched tasks, and the task slots its hostfile gives it where
-nothing was launched (a batch job's other nodes: :func:`held_slots`), so that ``srun`` in it
-reaches all its nodes again; exits reported in the meantime are kept and passed on right
-after. A run whose task had failed before the restart gets that first failure back from the
-store (:func:`_failed_before`), and its other tasks are stopped again. A job whose node is
-still missing after ``node_timeout_s`` is given up on that node: its tasks there are declared
-lost (fenced if the node returns), the others are killed, and the job goes back to the queue
-for a new run.
+back, with a task per task of its run the store shows (those that ended before the restart
+as ended: its gang's, launched again should the run restart in place,
+controller/in_place.py) and the nodes the store shows it started on, and waits. Each node
+that registers again says which of its tasks still run and with what (CPU ids, GPUs, launch
+files: :func:`on_register`); a node of a waiting job joins the core as ``DRAINING``, so
+nothing new lands on resources it holds (as does a node where a task of a job that ended
+before the restart still dies: controller/completing.py). When all of a job's nodes are
+back, the core gets ``JobAdopted`` and books the job where it runs (:func:`try_adopt`): its
+launched tasks, and the task slots its hostfile gives it where nothing was launched (a batch
+job's other nodes: :func:`held_slots`), so that ``srun`` in it reaches all its nodes again;
+exits reported in the meantime are kept and passed on right after. A run whose task had
+failed before the restart gets that first failure back from the store
+(:func:`_failed_before`), and its other tasks are stopped again. A job whose node is still
+missing after ``node_timeout_s`` is given up on that node: its tasks there are declared lost
+(fenced if the node returns), the others are killed, and the job goes back to the queue for
+a new run.
 
 Every function here runs with the controller's lock held.
 """
@@ -39,7 +41,7 @@ from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, 
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.store import JobDetail
-from fusesched.store.records import JobState, TaskRow
+from fusesched.store.records import JobRow, JobState, TaskRow
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
@@ -96,7 +98,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         argv = {g.name: list(g.argv) for g in request.groups}
         run = run_tasks(detail.tasks, live.attempt_base)
         for t in run:
-            if t.state is not JobState.RUNNING or t.node is None:
+            if t.node is None or (t.state is not JobState.RUNNING and not _own_ended(ctl, row, t)):
                 continue
             remote = ".remote." in t.task_id
             launch = TaskLaunch(
@@ -116,7 +118,10 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
                 remote=remote,
                 state="delivered",
                 start_time=t.start_time,
+                rebuilt=True,  # (until its agent gives its launch back: on_register)
             )
+            if t.state is not JobState.RUNNING:  # (ended before: a task of its gang all the same)
+                task.state, task.exit_code, task.end_time = "exited", t.exit_code, t.end_time
             if row.pool in ctl.pools:  # an external cluster runs it: follow it there again
                 if t.external_id is None:
                     continue  # never confirmed by the cluster: run it again
@@ -129,9 +134,18 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         _failed_before(live, run)
         recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
-        if not any(not t.remote for t in live.tasks.values()):
+        if not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
+
+
+def _own_ended(ctl: Controller, row: JobRow, task: TaskRow) -> bool:
+    """Whether ``task`` is one of the job's own that ended before the restart, on a node of
+    the controller's agents: part of its run all the same, launched again should the run
+    restart in place (controller/in_place.py)."""
+    return (
+        row.pool not in ctl.pools and ".remote." not in task.task_id and task.end_time is not None
+    )
 
 
 def _failed_before(live: LiveJob, rows: list[TaskRow]) -> None:
@@ -176,7 +190,7 @@ def on_register(ctl: Controller, inventory: NodeInventory, now: float) -> None:
         if entry is None or entry[1].node != inventory.name:
             continue  # not ours: its next heartbeat lists it and it is killed
         task = entry[1]
-        task.launch = launch
+        task.launch, task.rebuilt = launch, False
         task.grant = Grant(
             tuple(launch.cpu_ids), tuple(launch.gpu_indices), tuple(launch.gpu_uuids)
         )
@@ -270,7 +284,7 @@ def expire(ctl: Controller, now: float) -> None:
         if live.pool is not None:  # its cluster still runs it: wait for the cluster to answer
             continue  # (requeuing would run it twice; it is adopted when its nodes are listed)
         for task in live.tasks.values():
-            if task.node in ctl.nodes:
+            if task.node in ctl.nodes and task.state != "exited":
                 ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
         requeue(ctl, live, "a node of it did not come back after a controller restart", now)
     release_held_nodes(ctl, now)

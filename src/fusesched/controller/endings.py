@@ -23,6 +23,7 @@ from fusesched.controller.metrics import group_of, metrics_for
 from fusesched.controller.step_cpus import release_unended, returned
 from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
+from fusesched.submit.task_group import RetryExits
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob, LiveTask
@@ -177,14 +178,17 @@ def _exit_retried(ctl: Controller, live: LiveJob, code: int, why: str, now: floa
     group = next((g for g in live.request.groups if g.name == live.failed_group), None)
     if group is None or group.retry_exits.retries(code):
         return True
-    ctl.persist.job_event(
-        live.id,
-        "JobExit",
-        f"{why}: exit code {code} of group {group.name} is a permanent error, not restarted "
-        "(retry_exits: signals restarts the job only after an exit by a signal, 128-255)",
-        now,
-    )
+    rule = _RETRY_RULES[group.retry_exits]
+    said = f"{why}: exit code {code} of group {group.name} is a permanent error, not restarted"
+    ctl.persist.job_event(live.id, "JobExit", f"{said} (retry_exits: {rule})", now)
     return False
+
+
+#: What a group's ``retry_exits`` that did not retry an exit says of itself.
+_RETRY_RULES = {
+    RetryExits.SIGNALS: "signals restarts the job only after an exit by a signal, 128-255",
+    RetryExits.NEVER: "never restarts the job after a failing exit of the group",
+}
 
 
 def _restart_after_success(ctl: Controller, live: LiveJob, task: LiveTask, now: float) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import Heartbeat
-from fusesched.controller import late_exits, task_usage
+from fusesched.controller import in_place, late_exits, task_usage
 from fusesched.controller.hang import (
     DEFAULT_HANG_POLICIES,
     Action,
@@ -245,8 +245,10 @@ def observe(ctl: Controller, beat: Heartbeat, now: float) -> None:
 
 
 def relaunch_due(ctl: Controller, now: float) -> None:
-    """Start again, on the same nodes and resources, the jobs restarting in place whose
-    tasks have all exited and whose delay is over; those stopped meanwhile end instead."""
+    """Start again, on the same nodes and resources, every task of the run of the jobs
+    restarting in place whose tasks have all exited and whose delay is over
+    (:func:`in_place.relaunched`); those stopped meanwhile end instead, and those that cannot
+    (a node lost, a batch script's launch lost with a controller restart) are requeued."""
     for live in list(ctl.jobs.values()):
         if live.relaunch is None or live.relaunch[0] > now:
             continue
@@ -262,30 +264,19 @@ def relaunch_due(ctl: Controller, now: float) -> None:
         reason = live.relaunch[1]
         live.relaunch = None
         down = sorted({t.node for t in main if _down(ctl, t.node)})
-        if down:  # lost since its task there ended (done_on): requeued without it instead
+        if down or not in_place.rebuildable(live, main):
             from fusesched.controller import endings  # (endings imports this module)
 
-            why = f"{reason}; node {', '.join(down)} lost meanwhile: requeued"
-            live.requeue = (tuple(down), now, why)
+            # (lost since its task there ended, done_on: requeued without it instead)
+            lost = f"node {', '.join(down)} lost meanwhile" if down else in_place.UNKNOWN_ALLOCATION
+            live.requeue = (tuple(down), now, f"{reason}; {lost}: requeued")
             endings.job_may_have_ended(ctl, live, now)
             continue
         live.in_place += 1
         rec = ctl.core.jobs[live.id]
         attempt = live.attempt_base + rec.attempts + live.in_place
-        fresh: dict[str, LiveTask] = {}
         release_unended(ctl, live.tasks.values())  # (before the old grants are claimed)
-        for old in main:
-            _, group, index = old.launch.task_id.rsplit(".", 2)
-            task_id = f"{live.id}-r{attempt}.{group}.{index}"
-            env = old.launch.env | {
-                "FUSESCHED_TASK_ID": task_id,
-                "FUSESCHED_RESTART_COUNT": str(attempt),
-            }
-            launch = old.launch.model_copy(update={"task_id": task_id, "env": env})
-            node = ctl.nodes[old.node]
-            node.pool.claim(old.grant)
-            fresh[task_id] = LiveTask(launch, old.node, old.grant, start_time=now)
-            node.outbox.append(launch)
+        fresh = in_place.relaunched(ctl, live, main, attempt, now)
         for task_id, task in live.tasks.items():
             ctl.tasks.pop(task_id, None)
             ctl.finished[task_id] = task

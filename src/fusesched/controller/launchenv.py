@@ -54,6 +54,12 @@ def task_slots(decision: StartJob, attempt: int = 0) -> list[TaskSlot]:
     """
     prefix = decision.job_id if attempt == 0 else f"{decision.job_id}-r{attempt}"
     placed = [(t.group, t.node, t.first_index + k) for t in decision.tasks for k in range(t.count)]
+    return ranked_slots(prefix, placed)
+
+
+def ranked_slots(prefix: str, placed: Sequence[tuple[str, str, int]]) -> list[TaskSlot]:
+    """The slots of tasks ``placed`` (group, node, index in its group), in rank order, with
+    ids ``<prefix>.<group>.<index>``."""
     node_order = list(dict.fromkeys(node for _, node, _ in placed))
     node_rank = {node: i for i, node in enumerate(node_order)}
     local_size: dict[str, int] = {}

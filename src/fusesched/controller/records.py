@@ -97,6 +97,9 @@ class LiveTask:
     # None: not said (no probe, not yet, or an agent too old for probes)
     ready: bool | None = None
     ready_since: float | None = None
+    # its launch rebuilt from the store after a controller restart (its id and command only), no
+    # agent having given it back: built again in full should it restart in place (in_place.py)
+    rebuilt: bool = False
 
 
 @dataclass(slots=True)

@@ -89,7 +89,9 @@ def launch_remote(
     command line."""
     live.remote_count += 1
     task_id = f"{live.id}.remote.{live.remote_count}"  # (counted on over restarts: adoption.py)
-    base = next(iter(live.tasks.values())).launch
+    # (a task whose launch an agent gave back, not one rebuilt from the store: adoption.py)
+    known = [t for t in live.tasks.values() if not t.rebuilt] or list(live.tasks.values())
+    base = known[0].launch
     launch = TaskLaunch(
         task_id=task_id,
         job_id=live.id,

@@ -28,7 +28,9 @@ Both: ``runPolicy.activeDeadlineSeconds`` → ``walltime_s``; ``backoffLimit`` �
 ``min_member``, ``.queue`` → ``queue``; a replica ``restartPolicy`` of ``OnFailure``,
 ``Always`` or ``ExitCode`` → ``restart.retry_application_failures`` (the whole gang restarts);
 ``ExitCode`` → its group's ``retry_exits: signals`` too (only an exit 128-255, killed by a
-signal, restarts the job; 1-127 fails it); ``Always`` on the replica type whose success ends
+signal, restarts the job; 1-127 fails it), and ``Never`` beside those → its group's
+``retry_exits: never`` (any failing exit of it fails the job; an MPIJob's one group follows its
+Launcher's policy, mpirun's); ``Always`` on the replica type whose success ends
 the job (a PyTorchJob's Master, else its Worker; an MPIJob's Launcher) → ``restart.always``
 too, with a warning.
 A replica type without one has its operator's default: ``OnFailure`` for a PyTorchJob's and
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -160,7 +162,8 @@ class _TrainingReader(PodReader):
         operator's default (``defaults``). ``Always`` on the replica type whose success ends
         the job (``decider``) restarts it after every exit (``restart.always``), as the
         operator's pods are; elsewhere it is ``OnFailure`` (that type's exit 0 does not end
-        the job). ``ExitCode`` retries only exits by a signal (:func:`retry_exits`)."""
+        the job). ``ExitCode`` retries only exits by a signal, ``Never`` none
+        (:func:`retry_exits`)."""
         policies: dict[str, str] = {}
         for kind, replica, loc in replicas:
             policy = replica.get("restartPolicy", defaults[kind])
@@ -234,7 +237,7 @@ class _TrainingReader(PodReader):
         # (the Master's success ends the job; without a Master, the Workers')
         policies = self.restart_policies(replicas, data, PYTORCH_RESTART, replicas[0][0])
         for part, (kind, _, _) in zip(parts, replicas, strict=True):
-            retry_exits(part.group, [policies[kind]])
+            retry_exits(part.group, policies[kind], data)
         self.combine(parts, data)
         self.metadata(meta, data)
         return self.request(data)
@@ -307,7 +310,8 @@ class _TrainingReader(PodReader):
         data: dict[str, object] = {}
         self.run_policy(spec, data)
         policies = self.restart_policies(replicas, data, MPI_RESTART, "Launcher")
-        retry_exits(merged.group, policies.values())  # (the one group stands for both types)
+        # (the one group's exit is mpirun's, the Launcher's: the Workers run none of it)
+        retry_exits(merged.group, policies["Launcher"], data)
         self.combine([merged], data)
         # a worker pod is a host of slotsPerWorker slots: at most that many to a node
         data["placement"] = {**_mapping(data["placement"]), "max_tasks_per_node": slots}
@@ -363,13 +367,19 @@ class _TrainingReader(PodReader):
             launcher["image"] = theirs
 
 
-def retry_exits(group: dict[str, object], policies: Iterable[str]) -> None:
-    """A group whose replica types restart only on ``ExitCode`` (the others ``Never``)
-    retries only exits by a signal: the operator restarts a pod that exited 128-255 (killed
-    by a signal: 137 SIGKILL, 143 SIGTERM) and fails the job on 1-127 (permanent errors)."""
-    restarted = {policy for policy in policies if policy != "Never"}
-    if restarted == {"ExitCode"}:
+def retry_exits(group: dict[str, object], policy: str, data: Mapping[str, object]) -> None:
+    """The failing exits of ``group``'s tasks that the job (``data``) retries, by the
+    ``restartPolicy`` of the replica type they stand for, when it retries any (another type
+    restarts): ``ExitCode``, only exits by a signal (the operator restarts a pod that exited
+    128-255, killed by a signal: 137 SIGKILL, 143 SIGTERM, and fails the job on 1-127, permanent
+    errors); ``Never``, none (the operator fails the job); otherwise all."""
+    restart = data.get("restart")
+    if not isinstance(restart, Mapping) or not restart.get("retry_application_failures"):
+        return  # (none retried: every type is Never)
+    if policy == "ExitCode":
         group["retry_exits"] = "signals"
+    elif policy == "Never":
+        group["retry_exits"] = "never"
 
 
 def _env(group: Mapping[str, object]) -> dict[str, object]:

@@ -48,10 +48,15 @@ class RetryExits(StrEnum):
     # SIGTERM) or a process ended by one; 1-127 are permanent errors that fail the job
     # (Kubeflow's restartPolicy ExitCode)
     SIGNALS = "signals"
+    # none: any failing exit fails the job (Kubeflow's restartPolicy Never beside a replica
+    # type that restarts)
+    NEVER = "never"
 
     def retries(self, code: int) -> bool:
         """Whether a failing exit with ``code`` (-N: killed by signal N) is retried."""
-        return self is RetryExits.ALL or code < 0 or code >= 128
+        if self is RetryExits.SIGNALS:
+            return code < 0 or code >= 128
+        return self is RetryExits.ALL
 
 
 class TaskGroupRequest(StrictModel):
