@@ -49,7 +49,9 @@ def until(what: object, timeout: float, message: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("policy", ["idle-timeout", "forecast", "predictive", "surge"])
+@pytest.mark.parametrize(
+    "policy", ["idle-timeout", "forecast", "predictive", "surge", "surge-room"]
+)
 def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: str) -> None:
     shared = Path(tempfile.mkdtemp(prefix="fusesched-power-"))
     shared.chmod(0o755)
@@ -71,7 +73,7 @@ def test_idle_node_is_suspended_and_resumed_for_a_job(tmp_path: Path, policy: st
         ),
         wake_latency_s=1.0,
         forecast_bin_s=1.0,  # the forecaster's bins close within the test
-        surge_warm_s=0.0,  # surge: suspend from the start (no history to wait for)
+        surge_warm_s=0.0,  # surge, surge-room: suspend from the start (no history to wait for)
         surge_memory_days=1,  # a day of 1-second bins
     )
     awake = AgentConfig(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from fusesched.controller.power import PowerConfig, PowerManager
+from fusesched.core.cluster import ClusterArrays
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
@@ -24,7 +25,9 @@ def _demand(spec: JobSpec) -> dict[str, PoolDemand]:
     """The demand of ``spec`` waiting while pools ``cpu`` and ``gpu`` are asleep."""
     nodes = {"c1": _node("c1", "cpu"), "g1": _node("g1", "gpu", gpus=2)}
     core = SimpleNamespace(
-        jobs={spec.id: SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)}, completing={}
+        jobs={spec.id: SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)},
+        completing={},
+        cluster=ClusterArrays(),  # (nothing booked)
     )
     ctl = SimpleNamespace(nodes=nodes, jobs=[spec.id], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="idle-timeout"))

@@ -8,6 +8,7 @@ import pytest
 from tests.power.test_predictive import NOW, ON, busy, idle
 
 from fusesched.controller.power import PowerConfig, PowerManager
+from fusesched.core.cluster import ClusterArrays
 from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.registry import CoreConfig
@@ -244,7 +245,9 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
 
     nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
     nodes["g1"] = node("g1", "gpu")
-    core = SimpleNamespace(jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})}, completing={})
+    core = SimpleNamespace(
+        jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})}, completing={}, cluster=ClusterArrays()
+    )
     ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]

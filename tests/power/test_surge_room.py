@@ -1,5 +1,5 @@
-"""The ``surge-room`` power-saving policy: the plan, the work and room it reads, the simulator
-and the live controller's refusal."""
+"""The ``surge-room`` power-saving policy: the plan, the work and room it reads, and the
+simulator (the live controller: tests/controller/test_power_surge_room.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from tests.power.test_predictive import NOW, busy, idle
 from tests.power.test_surge import MODEL, asleep
 
 import fusesched.sim.power as sim_power
-from fusesched.controller.power import PowerConfig
 from fusesched.model.job import JobSpec, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec
 from fusesched.model.resources import CPU, Resources
 from fusesched.policies.registry import CoreConfig
 from fusesched.power.forecast import DAY
 from fusesched.power.model import CPU_NODE
+from fusesched.power.room import node_shares, rows_by_pool, work_and_room
 from fusesched.power.saving import SAVING_POLICIES, NodeView, PoolDemand, SavingConfig, plan_power
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.sim.power import PowerSetup, PowerSim
-from fusesched.sim.power_room import node_shares, work_and_room
 from fusesched.sim.workload import homogeneous_nodes
 
 CFG = SavingConfig(idle_threshold_s=1800, surge_min_idle_s=120)
@@ -78,7 +77,8 @@ def test_work_and_room_per_pool() -> None:
     shares = node_shares(cpu_used, gpu_used, cpu_cap, gpu_cap)
     assert shares.tolist() == [0.25, 1.0, 0.0, 1.0, 0.0]
     powered = np.array([True, True, True, True, False])
-    rows = {"a": np.array([0, 1, 2]), "b": np.array([3, 4])}
+    rows = rows_by_pool(["a", "a", "a", "b", "b"])
+    assert {pool: r.tolist() for pool, r in rows.items()} == {"a": [0, 1, 2], "b": [3, 4]}
     work, room = work_and_room(shares, powered, rows)
     # the idle node is not room (it is headroom); full nodes have none
     assert work == {"a": 1.25, "b": 1.0} and room == {"a": 0.75, "b": 0.0}
@@ -141,9 +141,3 @@ def test_in_the_simulator_whole_node_jobs_give_surge_exactly() -> None:
 
     got = once("surge-room")
     assert got == once("surge") and got[2] > 0
-
-
-def test_the_live_controller_refuses_it() -> None:
-    data = {"policy": "surge-room", "suspend": ["true"], "resume": ["true"]}
-    with pytest.raises(ValueError, match=r"power.yaml: policy surge-room is simulator-only"):
-        PowerConfig.parse(data, "power.yaml")

@@ -11,7 +11,14 @@ there; it is not declared lost for its silence). A resumed node is ``resuming`` 
 is heard again (a heartbeat or a new registration), then ``up``; one that stays silent longer
 than ``resume_timeout_s`` is marked ``down`` (failed). A suspend command that fails leaves the
 node up. Commands run in their own threads, so a slow BMC never holds the controller's lock.
-External clusters' nodes are left to those clusters.
+External clusters' nodes are left to those clusters. The settings are
+:class:`fusesched.controller.power_config.PowerConfig` (``--power FILE``).
+
+The policies' demand signal is what this controller sees: per pool, its busy nodes (a task
+runs there, or the core has booked something there) plus the waiting jobs' node-equivalents;
+for ``surge-room`` its work instead, running and waiting, and the free room on its busy nodes
+(:mod:`fusesched.power.room`, counted as the simulator counts them), from what the core has
+booked on each node and what the waiting jobs ask for.
 """
 
 from __future__ import annotations
@@ -21,187 +28,40 @@ import math
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
+# PowerConfig is imported from here too (the CLI, the server): re-exported
+from fusesched.controller.power_config import SURGE_POLICIES
+from fusesched.controller.power_config import PowerConfig as PowerConfig
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
+from fusesched.model.resources import CPU, GPU
 from fusesched.power.forecast import (
-    DAY,
     RISE_KEEP_MARGIN,
     RISE_WAKE_MARGIN,
     DemandForecaster,
     RiseForecaster,
     SurgeTracker,
 )
-from fusesched.power.saving import (
-    SAVING_POLICIES,
-    NodeView,
-    PoolDemand,
-    PowerState,
-    RateHistory,
-    SavingConfig,
-    plan_power,
-)
-from fusesched.yamlfile import read_yaml
+from fusesched.power.room import node_shares, rows_by_pool, work_and_room
+from fusesched.power.saving import NodeView, PoolDemand, PowerState, RateHistory, plan_power
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
 log = logging.getLogger("fusesched.controller.power")
 
-#: settings of the pure policy (``SavingConfig``), then the controller's own
-_SAVING_FIELDS = frozenset(
-    {
-        "idle_threshold_s",
-        "max_suspends_per_min",
-        "max_resumes_per_min",
-        "resume_timeout_s",
-        "default_min_warm",
-        "min_warm",
-        "exclude_nodes",
-        "exclude_pools",
-        "forecast_min_idle_s",
-        "predictive_min_idle_s",
-        "surge_min_idle_s",
-    }
-)
-_FIELDS = _SAVING_FIELDS | {
-    "policy",
-    "interval_s",
-    "suspend",
-    "resume",
-    "command_timeout_s",
-    "wake_latency_s",
-    "forecast_bin_s",
-    "surge_memory_days",
-    "surge_warm_s",
-}
+#: per pool, (the work, the free room on busy nodes), in node-equivalents
+WorkAndRoom = tuple[dict[str, float], dict[str, float]]
 
-
-#: the most bins the surge tracker may keep per pool (a year of 10-minute bins is 52,704)
-MAX_SURGE_BINS = 100_000
-#: policies the live controller does not supply the inputs of (docs/ENERGY.md)
-SIMULATOR_ONLY = frozenset({"surge-room"})
-
-
-@dataclass(frozen=True)
-class PowerConfig:
-    """The ``--power FILE`` settings (docs/ENERGY.md)."""
-
-    suspend: tuple[str, ...]
-    resume: tuple[str, ...]
-    policy: str = "idle-timeout"
-    interval_s: float = 10.0
-    command_timeout_s: float = 60.0
-    saving: SavingConfig = field(default_factory=SavingConfig)
-    wake_latency_s: float = 300.0  # how long a node takes to resume: the forecast's look-ahead
-    forecast_bin_s: float = 600.0  # the forecast's resolution (Holt-Winters bins)
-    surge_memory_days: int = 7  # surge: how many days of rises it remembers
-    surge_warm_s: float = DAY  # surge: history needed before it suspends anything
-
-    def __post_init__(self) -> None:
-        if self.policy in SIMULATOR_ONLY:
-            raise ValueError(
-                f"policy {self.policy} is simulator-only for now: the live controller does not "
-                "report the free room on busy nodes that it needs; use surge"
-            )
-        times = [self.interval_s, self.forecast_bin_s, self.wake_latency_s]
-        times += [self.command_timeout_s, self.surge_warm_s]
-        if not all(math.isfinite(t) for t in times):
-            raise ValueError(
-                "interval_s, forecast_bin_s, wake_latency_s, command_timeout_s and surge_warm_s "
-                "must be finite numbers"
-            )
-        if self.interval_s <= 0:
-            raise ValueError("interval_s must be positive")
-        if not 1.0 <= self.forecast_bin_s <= DAY:
-            raise ValueError("forecast_bin_s must be between 1 s and a day (86400 s)")
-        if min(self.wake_latency_s, self.command_timeout_s, self.surge_warm_s) < 0:
-            raise ValueError(
-                "wake_latency_s, command_timeout_s and surge_warm_s must not be negative"
-            )
-        days = self.surge_memory_days
-        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 366:
-            raise ValueError("surge_memory_days must be a whole number from 1 to 366")
-        if self.policy == "surge" and days * DAY / self.forecast_bin_s > MAX_SURGE_BINS:
-            raise ValueError(
-                f"surge_memory_days × 86400 / forecast_bin_s must be at most {MAX_SURGE_BINS:,} "
-                "bins (the surge tracker keeps one per bin): fewer days or wider bins"
-            )
-
-    @classmethod
-    def parse(cls, data: object, source: str = "<power>") -> PowerConfig:
-        """From the file's YAML data; ``ValueError`` naming the file and field otherwise."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{source}: expected a mapping of power-saving settings")
-        unknown = sorted(set(data) - _FIELDS)
-        if unknown:
-            known = ", ".join(sorted(_FIELDS))
-            raise ValueError(f"{source}: unknown setting(s) {', '.join(unknown)}; known: {known}")
-        commands = {}
-        for key in ("suspend", "resume"):
-            argv = data.get(key)
-            if not isinstance(argv, list) or not argv:
-                raise ValueError(f"{source}: {key} must be a command as a list of words (argv)")
-            for k, word in enumerate(argv):
-                if isinstance(word, bool):  # YAML reads a bare on, off, yes, no so
-                    raise ValueError(
-                        f"{source}: {key}[{k}] is the boolean {word} (YAML reads a bare on, off, "
-                        'yes or no so): quote the word, e.g. "on"'
-                    )
-                if not isinstance(word, str):
-                    raise ValueError(f'{source}: {key}[{k}] is {word!r}: quote it ("{word}")')
-            commands[key] = tuple(argv)
-        policy = str(data.get("policy", "idle-timeout"))
-        if policy not in SAVING_POLICIES:
-            raise ValueError(
-                f"{source}: policy: unknown {policy!r}; choose from {', '.join(SAVING_POLICIES)}"
-            )
-        try:
-            saving = SavingConfig(
-                **{k: _value(k, v) for k, v in data.items() if k in _SAVING_FIELDS}
-            )
-            return cls(
-                commands["suspend"],
-                commands["resume"],
-                policy,
-                _number(data, "interval_s", 10.0),
-                _number(data, "command_timeout_s", 60.0),
-                saving,
-                _number(data, "wake_latency_s", 300.0),
-                _number(data, "forecast_bin_s", 600.0),
-                data.get("surge_memory_days", 7),
-                _number(data, "surge_warm_s", DAY),
-            )
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{source}: {exc}") from None
-
-    @classmethod
-    def load(cls, path: Path) -> PowerConfig:
-        # a YamlFileError is a ValueError: its message names the file
-        return cls.parse(read_yaml(path, "power configuration"), str(path))
-
-
-def _number(data: Mapping[str, Any], key: str, default: float) -> float:
-    return float(_value(key, data.get(key, default)))
-
-
-def _value(key: str, value: Any) -> Any:
-    if key in ("exclude_nodes", "exclude_pools"):
-        if not isinstance(value, list):
-            raise ValueError(f"{key} must be a list of names")
-        return frozenset(str(v) for v in value)
-    if key == "min_warm":
-        if not isinstance(value, Mapping):
-            raise ValueError("min_warm must map pools to node counts")
-        # numbers as written: SavingConfig rejects a fractional reserve instead of rounding it
-        return {str(k): _value(f"min_warm.{k}", v) for k, v in value.items()}
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{key} must be a number")
-    return value
+#: per job shape (label filters, per-task resources): the first pool with nodes that fit it
+#: and those nodes, or None
+_Fits = dict[tuple[object, ...], tuple[str, list[NodeSpec]] | None]
 
 
 @dataclass(slots=True)
@@ -233,12 +93,17 @@ class PowerManager:
     # ------------------------------------------------------------------ observation
 
     def _busy(self, ctl: Controller) -> set[str]:
-        """Nodes with a task, and those where a task that outlived its job still dies or an
-        ended job's booking is still held (controller/completing.py): not suspended."""
+        """Nodes with a task, those where a task that outlived its job still dies or an ended
+        job's booking is still held (controller/completing.py), and every node the core has
+        booked something on — a batch job's other nodes run no task until its script's
+        ``srun`` launches one there: not suspended."""
         busy = {task.node for _, task in ctl.tasks.values() if task.state != "exited"}
         busy.update(task.node for task in ctl.outliving.values())
+        cluster = ctl.core.cluster
         for rows in ctl.core.completing.values():
-            busy.update(ctl.core.cluster.names[row] for row in rows)
+            busy.update(cluster.names[row] for row in rows)
+        booked = (cluster.free < cluster.capacity).any(axis=1)
+        busy.update(cluster.names[row] for row in np.flatnonzero(booked).tolist())
         return busy
 
     def _views(self, ctl: Controller, now: float) -> list[NodeView]:
@@ -266,13 +131,18 @@ class PowerManager:
             )
         return views
 
-    def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
+    def _demand(
+        self, ctl: Controller, work: dict[str, float] | None = None
+    ) -> dict[str, PoolDemand]:
         """Waiting jobs, in node-equivalents, counted against the first pool whose sleeping
         nodes could run them (a gang of two full nodes needs two nodes woken: ``queued_nodes``,
         what the policy resumes nodes for). A job no sleeping node could run is counted, as
         ``held_nodes``, against the first pool whose powered nodes could: nothing is woken for
         it, but the idle nodes it waits for (a gang for which one node is still busy) are not
-        suspended under it."""
+        suspended under it. ``work``, when given, gets each pool's waiting jobs (queued and
+        held) as ``surge-room`` counts work: unrounded, the larger of a job's CPU and GPU
+        shares of one node (a 1-GPU job is 1/8 of an 8-GPU node, not a whole node), as the
+        simulator counts them."""
         sleeping: dict[str, list[NodeSpec]] = {}
         powered: dict[str, list[NodeSpec]] = {}
         for name, node in ctl.nodes.items():
@@ -287,38 +157,91 @@ class PowerManager:
                 powered.setdefault(pool, []).append(node.spec)
         queued: dict[str, float] = {}
         held: dict[str, float] = {}
+        # which nodes fit a shape is worked out once per shape, not per job: the queue may
+        # hold thousands of jobs of a few shapes (arrays), and this runs under the lock
+        fits: tuple[_Fits, _Fits] = ({}, {})
         for job_id in ctl.jobs:
             rec = ctl.core.jobs.get(job_id)
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
             for part in _parts(rec.spec):
-                for counts, pools in ((queued, sleeping), (held, powered)):
-                    found = _first_fit(part, pools)
+                for counts, pools, seen in ((queued, sleeping, fits[0]), (held, powered, fits[1])):
+                    found = _first_fit(part, pools, seen)
                     if found is not None:
-                        counts[found[0]] = counts.get(found[0], 0.0) + found[1]
+                        pool, nodes, share = found
+                        counts[pool] = counts.get(pool, 0.0) + nodes
+                        if work is not None:
+                            work[pool] = work.get(pool, 0.0) + share
                         break
         return {
             pool: PoolDemand(queued_nodes=queued.get(pool, 0.0), held_nodes=held.get(pool, 0.0))
             for pool in sorted(set(queued) | set(held))
         }
 
+    def _work_and_room(self, ctl: Controller) -> WorkAndRoom:
+        """Per pool, the work and the free room in node-equivalents (``surge-room``;
+        :mod:`fusesched.power.room`). A node's share is the larger of its CPUs and whole GPUs
+        that the core has booked (running jobs, exclusive jobs' whole nodes, bookings of ended
+        jobs still held) over its capacity; room is counted only on nodes that take work now
+        (powered, up and not drained): a drained node's free CPUs serve no burst."""
+        cluster = ctl.core.cluster
+        names = [name for name in ctl.nodes if name in cluster.index]
+        rows = np.array([cluster.index[name] for name in names], np.int64)
+        used: list[npt.NDArray[np.float64]] = []
+        caps: list[npt.NDArray[np.float64]] = []
+        for resource in (CPU, GPU):
+            col = cluster.columns.get(resource)
+            if col is None:  # no node has it
+                caps.append(np.zeros(len(rows)))
+                used.append(np.zeros(len(rows)))
+                continue
+            cap = cluster.capacity[rows, col].astype(np.float64)
+            caps.append(cap)
+            used.append(np.maximum(cap - cluster.free[rows, col], 0.0))
+        shares = node_shares(used[0], used[1], caps[0], caps[1])
+        nodes = [ctl.nodes[name] for name in names]
+        takes_work = np.array(
+            [
+                self.state_of(name) is PowerState.ON
+                and node.state is NodeState.UP
+                and node.drain is None
+                for name, node in zip(names, nodes, strict=True)
+            ],
+            np.bool_,
+        )
+        pools = [node.spec.labels.get(LABEL_POOL, LOCAL_POOL) for node in nodes]
+        return work_and_room(shares, takes_work, rows_by_pool(pools))
+
     def _forecast(
-        self, views: Sequence[NodeView], demand: dict[str, PoolDemand], now: float
+        self,
+        views: Sequence[NodeView],
+        demand: dict[str, PoolDemand],
+        now: float,
+        work_room: WorkAndRoom | None = None,
     ) -> dict[str, PoolDemand]:
         """Feed each pool's nodes needed now (busy + waiting) to the forecaster and add its
         upper estimate over the wake latency to the demand (the forecast policy uses it), or for
         the predictive policy the forecast rise of demand (arrivals), or for the surge policy the
-        largest recent rise."""
-        if self.config.policy not in ("forecast", "predictive", "surge"):
+        largest recent rise. For surge-room the work in node-equivalents (``work_room``: from
+        :meth:`_work_and_room`, plus the waiting jobs' from :meth:`_demand`) stands for the busy
+        nodes and the waiting demand, and its free room is passed on."""
+        policy = self.config.policy
+        if policy not in ("forecast", "predictive", *SURGE_POLICIES):
             return demand
+        work, room = work_room if work_room is not None else ({}, {})
         needed: dict[str, float] = {}
         for view in views:
-            needed[view.pool] = needed.get(view.pool, 0.0) + (1.0 if view.busy else 0.0)
-        for pool, wanted in demand.items():
-            needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes + wanted.held_nodes
+            busy = 0.0 if policy == "surge-room" else float(view.busy)
+            needed[view.pool] = needed.get(view.pool, 0.0) + busy
+        if policy == "surge-room":  # the work includes the waiting jobs' (in its own units)
+            for pool, amount in work.items():
+                needed[pool] = needed.get(pool, 0.0) + amount
+        else:
+            for pool, wanted in demand.items():
+                needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes + wanted.held_nodes
         horizon = self.config.wake_latency_s + self.config.interval_s
         out = {}
-        if self.config.policy == "predictive":  # the rise over the wake latency and SuspendTime
+        if policy == "predictive":  # the rise over the wake latency and SuspendTime
             self.riser.observe(now, needed)
             keep = self.config.saving.idle_threshold_s
             for pool in needed:
@@ -327,11 +250,12 @@ class PowerManager:
                 base = demand.get(pool, PoolDemand())
                 out[pool] = replace(base, rise_nodes=wake, rise_keep_nodes=kept)
             return out
-        if self.config.policy == "surge":
+        if policy in SURGE_POLICIES:
             self.surger.observe(now, needed)
             for pool in needed:
+                base = demand.get(pool, PoolDemand())
                 surge = self.surger.upper(pool, now)
-                out[pool] = replace(demand.get(pool, PoolDemand()), surge_nodes=surge)
+                out[pool] = replace(base, surge_nodes=surge, room_nodes=room.get(pool, 0.0))
             return out
         self.forecaster.observe(now, needed)
         for pool in needed:
@@ -346,7 +270,13 @@ class PowerManager:
             return
         self._at = now
         views = self._views(ctl, now)
-        demand = self._forecast(views, self._demand(ctl), now)
+        work_room = None
+        if self.config.policy == "surge-room":
+            work_room = self._work_and_room(ctl)
+            demand = self._demand(ctl, work_room[0])  # (adds the waiting jobs' work)
+        else:
+            demand = self._demand(ctl)
+        demand = self._forecast(views, demand, now, work_room)
         plan = plan_power(self.config.policy, now, views, demand, self.config.saving, self.history)
         self.history = plan.history
         for name in plan.failed:
@@ -456,9 +386,26 @@ def _parts(spec: JobSpec) -> list[JobSpec]:
     ]
 
 
-def _first_fit(spec: JobSpec, pools: Mapping[str, list[NodeSpec]]) -> tuple[str, float] | None:
-    """The first pool (by name) with nodes that could run ``spec``, and its node-equivalents
-    there; None if no pool has one."""
+def _first_fit(
+    spec: JobSpec, pools: Mapping[str, list[NodeSpec]], seen: _Fits
+) -> tuple[str, float, float] | None:
+    """The first pool (by name) with nodes that could run ``spec``, its whole nodes needed
+    there and its work there (:func:`_work_share`); None if no pool has one. ``seen``: the
+    nodes found in ``pools`` so far, by shape."""
+    key = (spec.placement.cache_key(), tuple(g.resources for g in spec.task_groups))
+    if key not in seen:
+        seen[key] = _fitting(spec, pools)
+    found = seen[key]
+    if found is None:
+        return None
+    pool, fitting = found
+    return pool, _nodes_needed(spec, fitting), _work_share(spec, fitting[0])
+
+
+def _fitting(
+    spec: JobSpec, pools: Mapping[str, list[NodeSpec]]
+) -> tuple[str, list[NodeSpec]] | None:
+    """The first pool (by name) with nodes that could run ``spec``, and those nodes."""
     for pool, specs in sorted(pools.items()):
         fitting = [
             s
@@ -467,7 +414,7 @@ def _first_fit(spec: JobSpec, pools: Mapping[str, list[NodeSpec]]) -> tuple[str,
             and all(g.resources.fits_in(s.capacity) for g in spec.task_groups)
         ]
         if fitting:
-            return pool, _nodes_needed(spec, fitting)
+            return pool, fitting
     return None
 
 
@@ -482,3 +429,11 @@ def _nodes_needed(spec: JobSpec, fitting: Sequence[NodeSpec]) -> float:
             if have > 0:
                 share = max(share, amount / have)
     return float(min(len(fitting), max(1, math.ceil(share - 1e-9))))
+
+
+def _work_share(spec: JobSpec, node: NodeSpec) -> float:
+    """A job's work on nodes like ``node`` in ``surge-room``'s node-equivalents
+    (:mod:`fusesched.power.room`): the larger of its CPUs and whole GPUs over the node's,
+    unrounded (as the simulator's ``PowerSim.queued_nodes``)."""
+    total, have = spec.total, node.capacity
+    return max((total.get(r) / have.get(r) for r in (CPU, GPU) if have.get(r) > 0), default=0.0)

@@ -1,12 +1,13 @@
 """Power saving: which nodes to suspend and which to resume (pure: no I/O, no wall clock).
 
-The shell (the simulator's :mod:`fusesched.sim.power`, later the live controller) calls
-:func:`plan_power` every control interval with what it observes: each node's power state and
-since when it is in it (:class:`NodeView`), each pool's waiting demand and, for the
-``forecast`` policy, the forecast (:class:`PoolDemand`), the rules (:class:`SavingConfig`) and
-the recent actions that the rate limits count (:class:`RateHistory`). It gets back a
-:class:`PowerPlan`: nodes to suspend, nodes to resume, nodes whose resume timed out (to be
-marked failed), and the updated history. Same inputs, same plan.
+The shell (the simulator's :mod:`fusesched.sim.power`, the live controller's
+:mod:`fusesched.controller.power`) calls :func:`plan_power` every control interval with what it
+observes: each node's power state and since when it is in it (:class:`NodeView`), each pool's
+waiting demand and, for the ``forecast`` policy, the forecast (:class:`PoolDemand`), the rules
+(:class:`SavingConfig`) and the recent actions that the rate limits count
+(:class:`RateHistory`). It gets back a :class:`PowerPlan`: nodes to suspend, nodes to resume,
+nodes whose resume timed out (to be marked failed), and the updated history. Same inputs, same
+plan.
 
 Per pool, the policy names a **target**: how many nodes should be awake (busy, idle and
 powered, or resuming), and how long a node must have been idle before it may be suspended.

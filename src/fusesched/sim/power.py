@@ -47,6 +47,7 @@ from fusesched.power.forecast import (
     SurgeTracker,
 )
 from fusesched.power.model import CPU_NODE, DEFAULT_MODELS, GPU_NODE, PowerModel, kwh, per_month
+from fusesched.power.room import node_shares, rows_by_pool, work_and_room
 from fusesched.power.saving import (
     NodeView,
     PoolDemand,
@@ -56,7 +57,6 @@ from fusesched.power.saving import (
     get_policy,
     plan_power,
 )
-from fusesched.sim.power_room import node_shares, work_and_room
 
 if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
@@ -181,10 +181,7 @@ class PowerSim:
         self.index = {name: i for i, name in enumerate(self.names)}
         self.pools = [n.labels.get(LABEL_POOL, DEFAULT_POOL) for n in nodes]
         self.pool_names = sorted(set(self.pools))
-        self.pool_rows = {
-            p: np.array([i for i, q in enumerate(self.pools) if q == p], np.int64)
-            for p in self.pool_names
-        }
+        self.pool_rows = rows_by_pool(self.pools)
         types = [setup.node_type(n) for n in nodes]
         missing = sorted(set(types) - set(setup.models))
         if missing:

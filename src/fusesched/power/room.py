@@ -4,11 +4,15 @@ A node's **share** in use is the larger of its allocated CPUs and GPUs over its 
 (0 to 1). Per pool, the **work** is the sum of its nodes' shares (what the running jobs would
 fill if packed), and the **room** is what is left free on its powered busy nodes: the sum of
 1 − share over them. Idle nodes are not room: the policy counts them as its headroom.
+
+Pure and shared: the simulator (:mod:`fusesched.sim.power`, from the allocations it tracks)
+and the live controller (:mod:`fusesched.controller.power`, from the core's booked
+resources) both compute the signal here, so the two count it the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -37,3 +41,11 @@ def work_and_room(
     work = {pool: float(shares[rows].sum()) for pool, rows in pool_rows.items()}
     room = {pool: float(busy_room[rows].sum()) for pool, rows in pool_rows.items()}
     return work, room
+
+
+def rows_by_pool(pools: Sequence[str]) -> dict[str, npt.NDArray[np.int64]]:
+    """Per pool (in name order), the positions of its nodes in ``pools`` (one per node)."""
+    return {
+        pool: np.array([i for i, p in enumerate(pools) if p == pool], np.int64)
+        for pool in sorted(set(pools))
+    }
