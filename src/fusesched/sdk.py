@@ -134,6 +134,7 @@ class Client(StepCalls):
         until: float | None = None,
         before: int | None = None,
         detail: bool = False,
+        completing: bool = False,
     ) -> list[dict[str, Any]]:
         """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
         may be several (any of them); ``states`` and ``phases``: in any of those states or
@@ -142,7 +143,8 @@ class Client(StepCalls):
         at some time between (not ended before ``since``, submitted by ``until``);
         ``before``: those submitted before the job whose ``seq`` this is (the next page after
         a full one: its last job's ``seq``); ``detail``: each with its ``tasks`` and
-        ``restarts``, as :meth:`show` answers."""
+        ``restarts``, as :meth:`show` answers; ``completing``: also the jobs shown
+        completing (Slurm's COMPLETING: ``completing`` in their views)."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         query.extend(("user", u) for u in _several(user))
         query.extend(("queue", q) for q in _several(queue))
@@ -156,6 +158,8 @@ class Client(StepCalls):
             query.append(("me", "true"))
         if detail:
             query.append(("detail", "true"))
+        if completing:
+            query.append(("completing", "true"))
         for key, value in (
             ("tenant", tenant),
             ("since", since),

@@ -57,6 +57,11 @@ def out(nodes: list[si.NodeInfo], fmt: str, node_oriented: bool = False) -> list
         ("down", {"drain_reason": "disk", "responding": False}, "drain*", "drained*"),
         ("suspended", {}, "idle~", "idle~"),
         ("up", {"responding": False}, "idle*", "idle*"),
+        # (all that is booked is ended jobs' whose tasks are being killed: Slurm's COMPLETING)
+        ("up", {"free": {"cpu": "2", "memory": "8Gi"}, "completing": True}, "comp", "completing"),
+        ("up", {"free": {"memory": "8Gi"}, "completing": True}, "comp", "completing"),
+        ("draining", {"free": {"cpu": "2"}, "completing": True}, "drng", "draining"),
+        ("down", {"completing": True}, "down", "down"),
     ],
 )
 def test_states_are_slurms(state: str, fields: dict, compact: str, long: str) -> None:
@@ -70,7 +75,8 @@ def test_state_names_for_t_match_the_state_as_shown() -> None:
     busy = info("n3", free={"cpu": "1", "memory": "8Gi"})
     draining = info("n4", "draining", free={"cpu": "1", "memory": "8Gi"})
     down, asleep = info("n5", "down", responding=False), info("n6", "suspended")
-    every = [idle, drained, busy, draining, down, asleep]
+    completing = info("n7", free={"cpu": "2", "memory": "8Gi"}, completing=True)
+    every = [idle, drained, busy, draining, down, asleep, completing]
 
     def match(*given: str) -> list[str]:
         test = si.parse_states(given)
@@ -83,7 +89,9 @@ def test_state_names_for_t_match_the_state_as_shown() -> None:
     assert match("mix,alloc") == ["n3"]
     assert match("powered_down") == ["n6"]
     assert match("no_respond") == ["n5"]
-    assert match("idle,comp") == ["n1", "n6"]  # (a state fusesched never has matches none)
+    assert match("idle,comp") == ["n1", "n6", "n7"]
+    assert match("COMPLETING") == ["n7"]
+    assert match("idle,maint") == ["n1", "n6"]  # (a state fusesched never has matches none)
     assert match("all") == [n.name for n in every]
 
 
@@ -139,6 +147,8 @@ def test_summarize_counts_nodes_allocated_idle_other_total() -> None:
     # CPUs: 2 in use on n2 and on n3; n3's other 2 and n4's 4 are out of use
     assert out(nodes, "%C") == ["4/10/6/20"]
     assert out(nodes, "%A") == ["1/2"]
+    completing = [*nodes, info("n6", free={"cpu": "2", "memory": "8Gi"}, completing=True)]
+    assert out(completing, "%A") == ["2/2"]  # (booked: allocated, as Slurm counts it)
 
 
 def test_reasons_show_who_drained_and_when() -> None:

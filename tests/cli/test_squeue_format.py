@@ -77,10 +77,35 @@ def test_gres_names_every_accelerator() -> None:
 
 
 def test_slurm_states_fusesched_never_has_match_nothing() -> None:
-    assert sq.parse_states(["PD,R,CG"]) == sq.StateMatch(states=("Pending", "Running"))
-    assert sq.parse_states(["cg", "SUSPENDED", "OOM"]) == sq.StateMatch()
+    assert sq.parse_states(["PD,R,S"]) == sq.StateMatch(states=("Pending", "Running"))
+    assert sq.parse_states(["s", "SUSPENDED", "OOM"]) == sq.StateMatch()
     with pytest.raises(ValueError, match="unknown job state 'XX'"):
         sq.parse_states(["CG,XX"])
+
+
+def test_completing_asks_for_the_jobs_the_controller_shows_completing() -> None:
+    pending_running = sq.StateMatch(states=("Pending", "Running"))
+    assert sq.parse_states(["PD,R,CG"]) == pending_running._replace(completing=True)
+    assert sq.parse_states(["completing"]) == sq.StateMatch(completing=True)
+    assert sq.parse_states(["cg", "SUSPENDED"]) == sq.StateMatch(completing=True)
+    assert not sq.parse_states(["PD,R"]).completing
+
+
+def test_a_job_shown_cg_is_listed_for_cg_only_as_slurm_s_flag_state() -> None:
+    shown_cg = {**JOB, "state": "Cancelled", "phase": "cancelled", "completing": True}
+    ended = {**shown_cg, "completing": False}
+    cancelled, cg = sq.parse_states(["CA"]), sq.parse_states(["CG"])
+    assert (sq.matches(cancelled, shown_cg), sq.matches(cancelled, ended)) == (False, True)
+    assert sq.matches(cg, shown_cg) and sq.matches(sq.parse_states(["all"]), shown_cg)
+    # (an older controller ignores completing=true and answers every job, saying nothing)
+    assert not sq.matches(cg, {k: v for k, v in ended.items() if k != "completing"})
+
+
+def test_a_completing_job_shows_cg_whatever_state_it_ended_in() -> None:
+    job = {**JOB, "state": "Cancelled", "phase": "cancelled", "completing": True}
+    assert (sq.slurm_state(job), sq.state_code(job)) == ("COMPLETING", "CG")
+    assert line("%t %T", state="Completed", completing=True) == "CG COMPLETING"
+    assert sq.state_code({**job, "completing": False}) == "CA"  # (once its hold has ended)
 
 
 def test_a_truncated_arrays_summary_says_so() -> None:

@@ -252,9 +252,12 @@ def test_a_dependent_on_a_job_still_waiting_for_adoption(cluster: Cluster) -> No
 
 
 def test_a_singleton_submitted_in_the_window_waits_for_its_namesake(cluster: Cluster) -> None:
+    """Only for it: a singleton of another name need not wait for the window to close."""
     first = submit(cluster.client, QUARTER, name="only", hold=True)
     cluster.restart()
+    other = submit(cluster.client, QUARTER, name="other", dependencies=on("singleton", ""))
     second = submit(cluster.client, QUARTER, name="only", dependencies=on("singleton", ""))
+    assert list(cluster.launched()) == [other]
     cluster.back("n1")
     assert cluster.client.post(f"/v1/jobs/{first}/release").status_code == 200
     tasks = cluster.launched()

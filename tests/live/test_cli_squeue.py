@@ -98,7 +98,7 @@ def test_state_names_and_codes_pick_slurm_states(jobs: Jobs) -> None:
     assert ids(jobs, "--state", "Failed") == {jobs.failed}  # fusesched's own names too
     assert ids(jobs, "-t", "all") == ids(jobs)
     assert ids(jobs, "-t", "PR") == set()
-    # Slurm states fusesched never has match nothing (a script's -t PD,R,CG works)
+    # no job here is completing (CG); Slurm states fusesched never has match nothing
     assert ids(jobs, "-t", "PD,R,CG") == ids(jobs, "-t", "PD,R")
     assert ids(jobs, "-t", "CG", "-t", "SUSPENDED") == set()
     assert lines(jobs, "-t", "CG", "-o", "%i") == ["JOBID"]

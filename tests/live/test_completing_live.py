@@ -2,7 +2,8 @@
 is cancelled while the task of its step ignores SIGTERM; the job ends at once, but the next
 job, which asks for the same CPUs and GPUs, starts only once that task is gone (SIGKILLed
 after the grace), not pinned beside a process that still runs on them
-(controller/completing.py)."""
+(controller/completing.py). Meanwhile the job is listed completing (squeue's ``CG``) and its
+node too (sinfo's ``comp``; controller/completing_views.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def test_a_job_waits_for_the_step_task_its_cancelled_predecessor_left(
 ) -> None:
     with local_cluster(tmp_path / "data", node_c) as cluster:
         ctl = cluster.server.controller
-        ctl.config = replace(ctl.config, grace_s=1.0)  # (SIGKILL a second after SIGTERM)
+        ctl.config = replace(ctl.config, grace_s=2.0)  # (SIGKILL 2 s after SIGTERM)
         client = Client(cluster.url)
         script = STUBBORN.replace("@S", str(scratch))
         (job,) = client.submit_files([{"name": "stubborn.sh", "text": script}])["ids"]
@@ -49,10 +50,15 @@ def test_a_job_waits_for_the_step_task_its_cancelled_predecessor_left(
         (nxt,) = client.submit_files([{"name": "next.sh", "text": NEXT}])["ids"]
         client.cancel(job)
         until("the job ends", lambda: client.show(job)["phase"] == "cancelled")
+        listed = [j["id"] for j in client.jobs(completing=True)]  # (squeue -t CG)
+        (node,) = client.nodes()
         done = client.wait(nxt, timeout=30)
+        after = client.show(job)
         ended = step_task()
         output = client.logs(nxt)
     assert done["state"] == "Completed", output
     assert ended["state"] == "Failed" and ended["exit_code"] in (-9, 137), ended
     assert "next 0,1" in output, output  # (the GPUs the step's task had)
     assert done["start_time"] >= ended["end_time"], (done, ended)
+    assert listed == [job] and node["completing"], (listed, node)
+    assert after["state"] == "Cancelled" and not after["completing"], after

@@ -95,3 +95,22 @@ def test_values_are_compared_as_text(listed: Store, value: str) -> None:
     assert listed.list_jobs(names=[value], queue=[value]) == []
     assert listed.list_jobs(ids=[value]) == []
     assert len(listed.list_jobs(limit=100)) == 12  # (the table is still there)
+
+
+def test_also_adds_those_jobs_to_the_state_filter_and_pages_as_it(listed: Store) -> None:
+    """``also``: the jobs the controller shows COMPLETING (squeue's ``-t F,CG``), whatever
+    their stored state; the other filters, ``limit`` and ``before_seq`` hold for them too."""
+    failed = {"states": ["Failed"]}
+    assert ids(listed.list_jobs(**failed, also={"3", "1"})) == ["9", "6", "5", "3", "1"]
+    assert ids(listed.list_jobs(phases=["timeout"], also={"6"})) == ["9", "6", "5"]
+    assert ids(listed.list_jobs(also={"3", "1", "99"})) == ["3", "1"]  # (-t CG alone)
+    assert listed.list_jobs(also=set()) == []  # (-t CG while none is completing)
+    assert ids(listed.list_jobs(**failed, also=set())) == ["9", "6", "5"]
+    page = listed.list_jobs(**failed, also={"3", "1"}, limit=2)
+    assert ids(page) == ["9", "6"]
+    rest = listed.list_jobs(**failed, also={"3", "1"}, limit=2, before_seq=page[-1].seq)
+    assert ids(rest) == ["5", "3"]
+    assert ids(listed.list_jobs(user="bob", also={"3", "1", "4"})) == ["4", "1"]
+    assert ids(listed.list_jobs(tenant="b", also={"3", "10_1"})) == ["10_1"]
+    assert ids(listed.list_jobs(user="bob", since=0.0, also={"3", "4", "7"})) == ["7", "4"]
+    assert ids(listed.list_jobs(ids=["10"], also={"10_2"})) == ["10_2"]

@@ -21,7 +21,7 @@ from fusesched.api.schemas import (
     UsageView,
     usage_view,
 )
-from fusesched.controller import licenses, snapshots
+from fusesched.controller import completing_views, licenses, snapshots
 from fusesched.controller.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from fusesched.controller.metrics import metrics_for
 from fusesched.model.node import NodeState
@@ -61,7 +61,9 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
         drained = reasons.drains()
         now = controller.clock()
         out = []
-        for inventory, state, seen, free in snapshots.nodes(controller):
+        with controller.lock:  # (sinfo's comp of the moment the free amounts are)
+            comp, listed = completing_views.nodes(controller), snapshots.nodes(controller)
+        for inventory, state, seen, free in listed:
             live = controller.nodes.get(inventory.name)
             held = None if live is None or live.datasets is None else sorted(live.datasets)
             drain = None if live is None else live.drain
@@ -86,6 +88,7 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
                     reason=change[1] if change and state is not NodeState.UP else None,
                     since=change[2] if change else None,
                     responding=state is NodeState.SUSPENDED or not late,
+                    completing=inventory.name in comp,
                 )
             )
         return out

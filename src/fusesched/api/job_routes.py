@@ -29,7 +29,7 @@ from fusesched.api.schemas import (
     SubmittedMany,
     Updated,
 )
-from fusesched.controller import holds, licenses, probes, requeues, updates
+from fusesched.controller import completing_views, holds, licenses, probes, requeues, updates
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
 from fusesched.store.records import JobState
@@ -137,6 +137,13 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             bool,
             Query(description="each job with its tasks and restarts, as GET /v1/jobs/{id}"),
         ] = False,
+        completing: Annotated[
+            bool,
+            Query(
+                description="also the jobs shown completing (Slurm's COMPLETING: a run of "
+                "theirs holds its booking where its tasks are being killed)"
+            ),
+        ] = False,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
@@ -154,6 +161,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             users = sorted({*(users or ()), p.user})
         states = [s.value for s in state] if state else None
         since, until = job_filters.window(since, until)
+        shown = completing_views.jobs(controller)  # (one moment's: the filter's and the flags')
         found = controller.persist.list_jobs(
             user=users,
             states=states,
@@ -168,14 +176,17 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             since=since,
             until=until,
             detail=detail,
+            also=shown if completing else None,
         )
+        found = completing_views.with_completing(controller, found, shown)
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)
 
     @app.get("/v1/jobs/{job_id}", response_model=JobView, tags=["jobs"])
     def show(job_id: str, p: Caller) -> JobView:
         view = access.visible_job(p, job_id)
         view = view.model_copy(update={"restarts": controller.persist.restarts(view.id)})
-        shown = licenses.with_reasons(controller, [view])
+        shown = completing_views.with_completing(controller, [view])
+        shown = licenses.with_reasons(controller, shown)
         return probes.with_readiness(controller, shown)[0]  # (its tasks ready or not)
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, response_model=Cancelled, tags=["jobs"])

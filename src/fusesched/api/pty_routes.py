@@ -186,7 +186,10 @@ def add_pty_routes(app: FastAPI, access: Access) -> None:
     ) -> OutputPage:
         """The terminal's output from ``offset`` on (what is before it counts as read),
         waiting up to ``wait`` seconds for some; ``closed``: it ends there (the job's exit
-        code is then the job's). As :func:`pty_input` for who and refusals."""
+        code is then the job's): its agent posted the end, or nothing more came
+        ``LAST_OUTPUT_S`` after the task's exit. A job that has ended is answered still when
+        its task ran (its agent may post the last output after that end). As
+        :func:`pty_input` for who and refusals."""
         return await _page(await client_session(job_id, p), offset, wait)
 
     @app.post("/v1/tasks/{task_id}/pty/input", response_model=Taken, tags=["jobs"])

@@ -118,6 +118,9 @@ class JobView(_View):
     # not ended, with readiness probes: whether every probed task is ready (None: unknown, or
     # no readiness probe; controller/probes.py)
     ready: bool | None = None
+    # a run of it still holds its booking where its tasks are being killed: Slurm's
+    # COMPLETING (squeue's CG; controller/completing_views.py); its state stays its end's
+    completing: bool = False
 
 
 class LicenseView(_View):
@@ -258,6 +261,9 @@ class NodeView(_View):
     since: float | None = None
     # its agent's heartbeats arrive (a powered-down node's are not expected; sinfo's "*")
     responding: bool = True
+    # all that is booked on it is ended jobs' whose tasks are being killed there: Slurm's
+    # COMPLETING (sinfo's comp; controller/completing_views.py)
+    completing: bool = False
 
 
 class NodeDrain(_Input):

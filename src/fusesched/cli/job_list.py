@@ -59,7 +59,7 @@ def jobs(
             "--states",
             "-t",
             help="Only jobs in these states (a comma list of Slurm's names or codes: PD, R, "
-            "CD, F, CA, TO, PR, PENDING, …, all).",
+            "CG, CD, F, CA, TO, PR, PENDING, …, all).",
         ),
     ] = None,
     queue: Annotated[
@@ -154,10 +154,12 @@ def jobs(
         else:
             print_starts(answer)
         return
-    if match is not None and not (match.states or match.phases):
-        found: list[dict[str, Any]] = []  # (-t CG: a state no fusesched job is in)
+    if match is not None and not (match.states or match.phases or match.completing):
+        found: list[dict[str, Any]] = []  # (-t S: a state no fusesched job is in)
     else:
         found = _list(client, users, match, queues, limit, array, ids, names, ask_me)
+    if match is not None:  # (a job shown CG only for -t CG: sq.matches)
+        found = [job for job in found if sq.matches(match, job)]
     if as_json:
         _print_json(found)
     elif pieces is not None:
@@ -192,6 +194,7 @@ def _list(
         ids=ids,
         names=names,
         me=ask_me,
+        completing=match.completing if match else False,
     )
     return found
 

@@ -176,6 +176,7 @@ STATE_STYLE = {
     "Completed": "green",
     "Failed": "red",
     "Cancelled": "magenta",
+    "Completing": "blue",  # (ended, its tasks still being killed: Slurm's COMPLETING)
 }
 
 
@@ -196,7 +197,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             no_wrap=name in NEVER_CUT,
         )
     for job in jobs:
-        state = job["state"]
+        state = "Completing" if job.get("completing") else job["state"]
         held = " (held)" if job.get("phase") == "held" else ""
         code = job.get("exit_code")
         table.add_row(

@@ -8,7 +8,11 @@ out: the end, an error, ``~.``, SIGTERM, SIGHUP), then relays: a thread long-pol
 and writes it here; the main thread reads the keystrokes (Ctrl-C and Ctrl-D are bytes like
 any other, as over ssh; ``~.`` and ``~~`` are ssh's escapes: :mod:`fusesched.cli.pty_escape`)
 and queues them, with the window's new size after a ``SIGWINCH``, for a third thread that
-posts them. When the output has ended, the job's (or the task's) end gives the exit code.
+posts them. When the output has ended, the job's (or the task's) end gives the exit code. The
+job can end before its output does (a command that ends at once: its agent posts what it
+wrote after the exit has ended the job): the output is read on to its end, which the agent
+posts, waited for :data:`LAST_OUTPUT_S` at most once the job has ended (after the latest
+output since, if any).
 
 Standard input need not be a terminal (``echo ls | fusesched run --pty bash``, as Slurm's):
 its bytes are relayed as they come, without raw mode, escapes or window sizes (the task's
@@ -44,6 +48,9 @@ from fusesched.submit.terminal import MAX_SIDE, Terminal
 OUTPUT_WAIT_S = 20.0
 #: How long a post of keystrokes waits for room (seconds).
 INPUT_WAIT_S = 10.0
+#: How long the output's end is waited for once the job (or the step's task) has ended
+#: (seconds): its agent may post the last of it after the end (as the relay waits for it).
+LAST_OUTPUT_S = 10.0
 #: The most keystroke bytes read at once.
 READ_BYTES = 16 * 1024
 #: The most keystroke bytes posted at once (the relay's limit a request).
@@ -254,10 +261,12 @@ class Relay:
         from fusesched.sdk import ControllerError
 
         offset = 0
+        last_by: float | None = None  # the end has been seen: the output waited for until then
         try:
             while not self.done.is_set():
+                wait = OUTPUT_WAIT_S if last_by is None else max(0.0, last_by - time.monotonic())
                 try:
-                    data, offset, closed = self.endpoint.output(offset, OUTPUT_WAIT_S)
+                    data, offset, closed = self.endpoint.output(offset, wait)
                 except ControllerError as exc:
                     if self._away(exc):  # (the job goes on meanwhile)
                         continue
@@ -270,8 +279,17 @@ class Relay:
                     continue
                 self.outage.worked()
                 _write_all(self.stdout, data)
-                if closed or (not data and self._ended()):
+                if closed:
                     return
+                now = time.monotonic()
+                if data:
+                    if last_by is not None:  # (its agent is there: its next post as long)
+                        last_by = now + LAST_OUTPUT_S
+                elif last_by is None:
+                    if self._ended():  # (what the task wrote last may be on its way still)
+                        last_by = now + LAST_OUTPUT_S
+                elif now >= last_by:
+                    return  # (its agent never said the output ended: gone with its task)
         except Exception as exc:  # (never a silent hang: the main thread says it)
             self.failure = f"reading the terminal's output failed: {exc!r}"
         finally:

@@ -66,8 +66,8 @@ def sinfo(
         typer.Option(
             "--states",
             "-t",
-            help="Only nodes in these states (a comma list: idle, mix, alloc, drain, drained, "
-            "drng, down, powered_down, no_respond, all).",
+            help="Only nodes in these states (a comma list: idle, mix, alloc, comp, drain, "
+            "drained, drng, down, powered_down, no_respond, all).",
         ),
     ] = None,
     noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,

@@ -43,7 +43,8 @@ MIB: Final = 2**20
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """One node as sinfo sees it. ``base``: ``idle``, ``mixed``, ``allocated`` or ``down``;
+    """One node as sinfo sees it. ``base``: ``idle``, ``mixed``, ``allocated``,
+    ``completing`` (all it has booked is ended jobs' whose tasks are being killed) or ``down``;
     ``drain``: ``draining`` (jobs still run), ``drained`` or None; ``powered_down``: suspended
     by power saving (``~``); ``responding``: its heartbeats arrive (else ``*``)."""
 
@@ -90,6 +91,8 @@ def node_info(view: Mapping[str, Any]) -> NodeInfo:
     cpus_alloc = min(cpus, math.ceil(used.get(CPU, 0) / 1000))
     if state == "down":
         base = "down"
+    elif view.get("completing"):  # (the controller says: Slurm's COMPLETING)
+        base = "completing"
     elif cpus and cpus_alloc >= cpus:
         base = "allocated"
     elif any(used.values()):
@@ -164,6 +167,7 @@ COMPACT: Final = {
     "idle": "idle",
     "mixed": "mix",
     "allocated": "alloc",
+    "completing": "comp",
     "down": "down",
     "draining": "drng",
     "drained": "drain",
@@ -171,13 +175,15 @@ COMPACT: Final = {
 
 
 def long_state(node: NodeInfo) -> str:
-    """``%T``: ``idle``, ``mixed``, ``allocated``, ``draining``, ``drained``, ``down``, with
+    """``%T``: ``idle``, ``mixed``, ``allocated``, ``completing``, ``draining``, ``drained``,
+    ``down``, with
     ``~`` when powered down by power saving and ``*`` when the node does not answer."""
     return (node.drain or node.base) + _suffix(node)
 
 
 def compact_state(node: NodeInfo) -> str:
-    """``%t``: ``idle``, ``mix``, ``alloc``, ``drng``, ``drain``, ``down`` (and ``~``, ``*``)."""
+    """``%t``: ``idle``, ``mix``, ``alloc``, ``comp``, ``drng``, ``drain``, ``down`` (and
+    ``~``, ``*``)."""
     return COMPACT[node.drain or node.base] + _suffix(node)
 
 
@@ -195,6 +201,8 @@ STATE_TESTS: Final[dict[str, NodeTest]] = {
     "MIXED": lambda n: n.drain is None and n.base == "mixed",
     "ALLOC": lambda n: n.drain is None and n.base == "allocated",
     "ALLOCATED": lambda n: n.drain is None and n.base == "allocated",
+    "COMP": lambda n: n.drain is None and n.base == "completing",
+    "COMPLETING": lambda n: n.drain is None and n.base == "completing",
     "DRAIN": lambda n: n.drain is not None,
     "DRAINED": lambda n: n.drain == "drained",
     "DRAINING": lambda n: n.drain == "draining",
@@ -212,8 +220,6 @@ NEVER_STATES: Final = frozenset(
         "BLOCKED",
         "BOOT",
         "CLOUD",
-        "COMP",
-        "COMPLETING",
         "FAIL",
         "FAILING",
         "FUTR",
@@ -282,7 +288,7 @@ def _node_counts(row: Row, with_other: bool = True) -> str:
     """``%F``: nodes allocated/idle/other/total; ``%A``: allocated/idle."""
     nodes: list[NodeInfo] = row["nodes"]
     other = sum(1 for n in nodes if n.other)
-    alloc = sum(1 for n in nodes if not n.other and n.base in ("mixed", "allocated"))
+    alloc = sum(1 for n in nodes if not n.other and n.base in ("mixed", "allocated", "completing"))
     idle = len(nodes) - other - alloc
     return f"{alloc}/{idle}/{other}/{len(nodes)}" if with_other else f"{alloc}/{idle}"
 

@@ -21,10 +21,12 @@ GPU: Final = "nvidia.com/gpu"
 
 class StateMatch(NamedTuple):
     """What a Slurm state name asks for: jobs in any of ``states`` (fusesched's coarse
-    states) or in any of ``phases`` (its finer phases)."""
+    states) or in any of ``phases`` (its finer phases), or, with ``completing``, those the
+    controller shows completing (``GET /v1/jobs?completing=true``)."""
 
     states: tuple[str, ...] = ()
     phases: tuple[str, ...] = ()
+    completing: bool = False
 
 
 #: Slurm's job states that fusesched has, by long name: (short code, what they match).
@@ -36,12 +38,13 @@ SLURM_STATES: Final[dict[str, tuple[str, StateMatch]]] = {
     "CANCELLED": ("CA", StateMatch(states=("Cancelled",))),
     "TIMEOUT": ("TO", StateMatch(phases=("timeout",))),
     "PREEMPTED": ("PR", StateMatch(phases=("preempted",))),
+    # (a run still holds its booking where its tasks are being killed; its state is its end's)
+    "COMPLETING": ("CG", StateMatch(completing=True)),
 }
 #: Slurm's job states that a fusesched job is never in: asked for, they match no job (so a
 #: script's ``-t PD,R,CG`` works).
 NEVER_STATES: Final[dict[str, str]] = {
     "BOOT_FAIL": "BF",
-    "COMPLETING": "CG",
     "CONFIGURING": "CF",
     "DEADLINE": "DL",
     "NODE_FAIL": "NF",
@@ -60,7 +63,9 @@ NEVER_STATES: Final[dict[str, str]] = {
 }
 _NEVER: Final = frozenset({*NEVER_STATES, *NEVER_STATES.values()})
 #: Every state (``-t all``).
-ALL_STATES: Final = StateMatch(states=("Pending", "Running", "Completed", "Failed", "Cancelled"))
+ALL_STATES: Final = StateMatch(
+    states=("Pending", "Running", "Completed", "Failed", "Cancelled"), completing=True
+)
 _BY_CODE: Final = {code: match for code, match in SLURM_STATES.values()}
 
 
@@ -76,6 +81,7 @@ def parse_states(given: Iterable[str]) -> StateMatch:
     listing the known names for any other."""
     states: set[str] = set()
     phases: set[str] = set()
+    completing = False
     for item in given:
         for raw in item.split(","):
             word = raw.strip().upper()
@@ -93,11 +99,26 @@ def parse_states(given: Iterable[str]) -> StateMatch:
                 raise ValueError(f"unknown job state {raw.strip()!r}; known: {known_states()}")
             states.update(match.states)
             phases.update(match.phases)
-    return StateMatch(tuple(sorted(states)), tuple(sorted(phases - {""})))
+            completing = completing or match.completing
+    return StateMatch(tuple(sorted(states)), tuple(sorted(phases - {""})), completing)
+
+
+def matches(match: StateMatch, job: Job) -> bool:
+    """Whether ``-t`` lists a job the controller answered for ``match``. One shown
+    ``COMPLETING`` only for ``CG`` (or ``all``), as Slurm's squeue matches a job whose state
+    has that flag by the flag alone: ``-t CA`` lists a cancelled job once its tasks are gone,
+    not while it is shown ``CG``. And with ``CG`` alone only such a job: an older controller
+    ignores ``completing=true`` and answers every job."""
+    if job.get("completing"):
+        return match.completing
+    return bool(match.states or match.phases)
 
 
 def slurm_state(job: Job) -> str:
-    """The job's state as Slurm names it (``PENDING``, ``TIMEOUT``, …)."""
+    """The job's state as Slurm names it (``PENDING``, ``TIMEOUT``, …); ``COMPLETING``
+    while the controller shows it so, whatever state it ended in (as Slurm's flag)."""
+    if job.get("completing"):
+        return "COMPLETING"
     phase, state = job.get("phase"), job.get("state")
     if phase == "timeout":
         return "TIMEOUT"

@@ -9,7 +9,7 @@ heartbeat) costs one commit instead of several per job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -500,6 +500,7 @@ class Persistence:
         since: float | None = None,
         until: float | None = None,
         detail: bool = False,
+        also: Collection[str] | None = None,
     ) -> list[JobView]:
         """Jobs newest first; ``user`` and ``queue`` may each be several (any of them);
         ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it; see
@@ -517,6 +518,7 @@ class Persistence:
             names=names,
             since=since,
             until=until,
+            also=also,
         )
         if not detail:
             return [job_view(row, ()) for row in rows]

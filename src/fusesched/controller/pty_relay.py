@@ -15,6 +15,12 @@ Both ends long-poll: a read with nothing to give, or a write with no room, waits
 loop, which alone touches sessions) up to the wait the caller asked for. A keystroke's round
 trip is then a few requests, not a heartbeat interval.
 
+The output ends when the agent posts its end (``eof``), after the last of it: the task's
+exit can end its job before then (a command that ends at once), and the client goes on
+reading until that end. A session whose task has exited waits for it no longer than
+:data:`LAST_OUTPUT_S` after that exit, or after the agent's latest post (an agent that died
+with its task posts nothing more): then its output is answered closed where it stands.
+
 A session lives until its client has read the end of the output (plus :data:`DONE_KEEP_S`,
 for an answer lost on the way) or until nobody has touched it for :data:`STALE_S`.
 
@@ -46,6 +52,10 @@ MAX_WAIT_S = 25.0
 DONE_KEEP_S = 30.0
 #: A session nobody touched for this long is dropped (seconds).
 STALE_S = 600.0
+#: How long after its task's exit, or its agent's latest post since, a terminal's output is
+#: waited for (seconds): its agent posts the last of it, and its end, at once unless it died
+#: too or is far behind (a loaded node).
+LAST_OUTPUT_S = 10.0
 
 
 class Gap(ValueError):
@@ -135,6 +145,8 @@ class TaskRef:
     node: str
     step: bool = False  # a job step's (``srun --pty``), not the job's own (``run --pty``)
     user: str = ""  # the job's
+    # it exited this long ago (seconds; None: it runs, or ended while no controller ran)
+    ended_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +208,8 @@ class PtySession:
         self.size_seq = 0
         self.touched = now
         self.done_at: float | None = None  # when the client read the end of the output
+        # its task has exited: its output is not waited for past this instant (LAST_OUTPUT_S)
+        self.output_by: float | None = None
         self._changed = asyncio.Event()
 
     def _pulse(self) -> None:
@@ -245,13 +259,17 @@ class PtySession:
         return Taken(end, self.to_task.base)
 
     async def read_output(self, at: int, wait_s: float, now: float) -> Output:
-        """The terminal's output from offset ``at``, waiting up to ``wait_s`` for some."""
+        """The terminal's output from offset ``at``, waiting up to ``wait_s`` for some; past
+        :attr:`output_by` with nothing more, closed though its agent did not say so."""
         self.touched = now
         self.from_task.read(at, 0)  # (checks ``at``, drops what was read: room for more)
         self._pulse()
-        await self._until(lambda: self.from_task.end > at or self.from_task.closed, wait_s)
+        left = wait_s if self.output_by is None else min(wait_s, self.output_by - now)
+        await self._until(lambda: self.from_task.end > at or self.from_task.closed, left)
         data = self.from_task.read(at)
-        closed = self.from_task.closed and at + len(data) == self.from_task.end
+        given_up = self.output_by is not None and self.output_by - now <= wait_s  # (reached)
+        ended = self.from_task.closed or (given_up and not data)
+        closed = ended and at + len(data) == self.from_task.end
         if closed and self.done_at is None:
             self.done_at = now
         return Output(data, at + len(data), closed)
@@ -288,16 +306,25 @@ class PtySession:
         room when the client has not read enough (the stream is closed only once all of
         ``data`` was taken)."""
         self.touched = now
+        self._heard(now)
         start = self.from_task.place(at, kept)
         if start != at:  # (a new session behind the agent: it sends again from there)
             return Taken(start, self.from_task.base)
         if at + len(data) > self.from_task.end:
+            began = asyncio.get_running_loop().time()
             await self._until(lambda: self.from_task.room() > 0, wait_s)
+            self._heard(now + asyncio.get_running_loop().time() - began)
         end = self.from_task.write(at, data)
         if eof and end == at + len(data):
             self.from_task.closed = True
         self._pulse()
         return Taken(end, self.from_task.base)
+
+    def _heard(self, now: float) -> None:
+        """The agent posted at ``now``: it is there, and its next post is waited for as long
+        as its first was (the client may read everything before it comes)."""
+        if self.output_by is not None:
+            self.output_by = max(self.output_by, now + LAST_OUTPUT_S)
 
 
 class PtyRelay:
@@ -328,6 +355,8 @@ class PtyRelay:
             if found is None:
                 found = PtySession(task.job_id, task.task_id, task.node, now, task.step, task.user)
                 self.sessions[task.task_id] = found
+            if task.ended_s is not None and found.output_by is None:
+                found.output_by = now + max(0.0, LAST_OUTPUT_S - task.ended_s)
         return found
 
     def prune(self, now: float) -> None:

@@ -8,7 +8,11 @@ agent reports them again (a ``run --pty`` job's own task with the job's terminal
 without: a stored task has no launch): until its node has registered again, and a step's
 task has been reported, the lookups answer 503 (:data:`ADOPTING`), which both ends wait
 out, not 409. A ``run --pty`` task that ended while the controller was away is relayed still:
-its agent posts the output it kept, which its client reads though the job has ended."""
+its agent posts the output it kept, which its client reads though the job has ended.
+
+So is one that ended at once (``tty; exit 4``): its exit can end the job before its agent
+posts what it wrote, and before its client first asks. Each lookup says how long ago its task
+exited (:attr:`TaskRef.ended_s`): the relay waits for that last output a bounded time."""
 
 from __future__ import annotations
 
@@ -71,7 +75,7 @@ def client_task(ctl: Controller, job_id: str) -> TaskRef:
         if live is None:
             ended = _ended_own(ctl, job_id)
             if ended is not None:  # (its last output may come after its end)
-                return TaskRef(job_id, ended.launch.task_id, ended.node, False, ended.launch.user)
+                return ended
             if ctl.persist.job_exists(job_id):
                 raise PtyRefused(409, f"job {job_id} has ended")
             raise UnknownJobError(job_id)
@@ -86,7 +90,8 @@ def client_task(ctl: Controller, job_id: str) -> TaskRef:
         task = next((t for t in own if t.launch.pty), None)
         if task is None:
             raise PtyRefused(409, f"job {job_id} has not started yet")
-        return TaskRef(job_id, task.launch.task_id, task.node, False, live.spec.user)
+        ended_s = _ended_s(ctl, task)
+        return TaskRef(job_id, task.launch.task_id, task.node, False, live.spec.user, ended_s)
 
 
 def recovered(ctl: Controller) -> set[str]:
@@ -100,19 +105,37 @@ def recovered(ctl: Controller) -> set[str]:
     }
 
 
-def _ended_own(ctl: Controller, job_id: str) -> LiveTask | None:
-    """The terminal task of ``job_id``, a ``run --pty`` job that has ended, if a previous
-    controller had started it: it may have ended while no controller ran, and its agent posts
-    the output it kept then, maybe after the job's end (a task this controller started had
-    its session before its end, and one lost with its node posts nothing: a session opened
-    for either would wait for nothing)."""
+def _ended_own(ctl: Controller, job_id: str) -> TaskRef | None:
+    """The terminal task of ``job_id``, a ``run --pty`` job that has ended, if its agent may
+    still post output: a task a previous controller had started (it may have ended while no
+    controller ran: its agent posts the output it kept, whenever it is back), or one this
+    controller saw run and exit (a command that ends at once: its exit can end the job before
+    its agent posts what it wrote). Not one lost with its node, nor one that never started:
+    neither posts anything, and a session opened for it would wait for nothing."""
     for task_id in ctl.pty_relay.recovered:
         task = ctl.finished.get(task_id)
-        if task is None or task.lost or task.launch.pty is None:
-            continue
-        if job_of(task_id) == job_id:
-            return task
+        if task is not None and job_of(task_id) == job_id and _relayed(task):
+            return TaskRef(job_id, task_id, task.node, False, task.launch.user)
+    for task_id, task in reversed(ctl.finished.items()):  # (newest first)
+        ran = task.pid is not None and not task.remote  # (the job's own, started)
+        if ran and job_of(task_id) == job_id and _relayed(task):
+            user = task.launch.user
+            return TaskRef(job_id, task_id, task.node, False, user, _ended_s(ctl, task))
     return None
+
+
+def _relayed(task: LiveTask) -> bool:
+    """Whether ``task`` ran on a terminal its agent relays (not given up on as lost)."""
+    return not task.lost and task.launch.pty is not None
+
+
+def _ended_s(ctl: Controller, task: LiveTask) -> float | None:
+    """How long ago ``task`` exited (seconds); None while it runs, and for one a previous
+    controller had started (its agent posts what it kept once it is back, however late)."""
+    if task.state != "exited" or task.launch.task_id in ctl.pty_relay.recovered:
+        return None
+    now = ctl.clock()
+    return max(0.0, now - (task.end_time if task.end_time is not None else now))
 
 
 def agent_task(ctl: Controller, task_id: str, node: str) -> TaskRef:
@@ -139,7 +162,7 @@ def agent_task(ctl: Controller, task_id: str, node: str) -> TaskRef:
         if task.launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal")
         user = live.spec.user if live is not None else task.launch.user
-        return TaskRef(job_id, task_id, node, task.remote, user)
+        return TaskRef(job_id, task_id, node, task.remote, user, _ended_s(ctl, task))
 
 
 def step_task(ctl: Controller, task_id: str) -> TaskRef:
@@ -160,7 +183,7 @@ def step_task(ctl: Controller, task_id: str) -> TaskRef:
         if task.launch.pty is None:
             raise PtyRefused(409, f"task {task_id} has no pseudo-terminal (srun without --pty)")
         user = live.spec.user if live is not None else task.launch.user
-        return TaskRef(job_id, task_id, task.node, True, user)
+        return TaskRef(job_id, task_id, task.node, True, user, _ended_s(ctl, task))
 
 
 def refuse_older(ctl: Controller, name: str, node: LiveNode, now: float) -> None:

@@ -11,8 +11,12 @@ offered again whenever nodes join (:func:`retry_waiting`). Jobs the store shows
 running are adopted where they run (``adoption``).
 
 Until then the core does not hold those jobs, and would find a dependency on one of them
-(or on an array of theirs) unknown, and a ``singleton`` free of them: a job with
-dependencies submitted in that window (:func:`in_window`) is held with them, after them.
+(or on an array of theirs) unknown, and a ``singleton`` free of them: a new job whose
+dependencies name one (controller/unsubmitted.py) waits with them, after them, among the
+waiting jobs, and goes to the core as soon as none of the jobs it names is outside it (its
+dependencies on jobs ended meanwhile outside the core, a cancelled waiting job's, settled
+from the store as after a restart). A job whose dependencies the core can settle goes to it
+at once, in the window too.
 
 Every function here runs with the controller's lock held, or before its loop starts.
 """
@@ -24,8 +28,10 @@ from typing import TYPE_CHECKING
 
 from fusesched.controller import adoption, dependencies, federation, holds
 from fusesched.controller.records import LiveJob, recovered_spec
+from fusesched.controller.unsubmitted import Unsubmitted
 from fusesched.core.pending_reasons import given
-from fusesched.model.events import Event, JobCancelRequested, JobSubmitted
+from fusesched.model.events import ArrayRecalled, Event, JobCancelRequested, JobSubmitted
+from fusesched.model.job import ArraySpec, JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.submit.errors import SubmitError
@@ -83,67 +89,145 @@ def recover(ctl: Controller) -> None:
         adoption.recover_running(ctl, running, ctl.clock())
 
 
-def in_window(ctl: Controller) -> bool:
-    """Whether the core does not hold every job recovered at start yet: submissions are
-    still held, or jobs left running still wait for their nodes (until ``adopt_until``)."""
-    if ctl.held:
-        return True
-    return bool(ctl.adopt_until) and any(live.adopting for live in ctl.jobs.values())
-
-
 def release_held(ctl: Controller) -> None:
     """Hand the core the submissions recovered at start, held until the nodes were back."""
-    for event in ctl.held:
-        resubmit(ctl, event)
-    ctl.held = []
+    held, ctl.held = ctl.held, []
+    _offer(ctl, held)
+    retry_waiting(ctl)  # (those behind a job requeued or adopted: adoption.expire)
     ctl.wake()
 
 
-def resubmit(ctl: Controller, event: Event) -> None:
+def resubmit(ctl: Controller, event: Event, pending: Unsubmitted | None = None) -> None:
     """Hand the core a job recovered after a restart, unless the nodes back so far cannot
     hold it (a gang while one of its nodes' agents is still restarting): the core would
-    reject it for good; it waits, pending, until a node registers that lets it fit."""
-    if isinstance(event, JobSubmitted) and check_feasible(event.job, federation.node_specs(ctl)):
-        ctl.waiting.append(event)
-    elif not (isinstance(event, JobCancelRequested) and _with_waiting(ctl, event)):
+    reject it for good; it waits, pending, until a node registers that lets it fit. A job
+    that depends on one the core does not hold yet (``pending``: what waits besides it)
+    waits too, behind it."""
+    if isinstance(event, JobSubmitted):
+        waits = bool(check_feasible(event.job, federation.node_specs(ctl)))
+        if not waits and event.job.dependencies:
+            if pending is None:
+                pending = Unsubmitted(ctl, [*ctl.held, *ctl.waiting])
+            waits = pending.waits_for(event.job) is not None
+        if waits:
+            ctl.waiting.append(event)
+            if pending is not None:
+                pending.add(event)
+            return
+        settled = _settled(ctl, event)
+        if settled is None:
+            return
+        ctl.events.append(settled)  # held before the restart (or since): held again
+        ctl.events.extend(holds.after_resubmit(ctl, event.job.id))  # before any cycle
+    elif not (isinstance(event, JobCancelRequested) and _cancel_waiting(ctl, [event])):
         ctl.events.append(event)
-        if isinstance(event, JobSubmitted):  # held before the restart (or since): held again
-            ctl.events.extend(holds.after_resubmit(ctl, event.job.id))  # before any cycle
 
 
-def cancel_unsubmitted(ctl: Controller, event: JobCancelRequested) -> bool:
-    """Whether the cancel of a job whose submission the core has not had yet (held, or
-    waiting for nodes) was taken here (the core would refuse the cancel of a job it does not
-    know, and the job would run after all): held after it, or the waiting job ended here."""
-    if ctl.held and any(_submits(ctl, held, event.job_id) for held in ctl.held):
-        ctl.held.append(event)
+def _settled(ctl: Controller, event: JobSubmitted) -> JobSubmitted | None:
+    """``event`` with the dependencies on jobs that ended outside the core (a waiting job
+    cancelled, a dependent that could never start) settled from the store; ``None`` when
+    one can never be met: the job (every member of an array) ends here, cancelled."""
+    settled = dependencies.settle_submitted(ctl, event.job)
+    if isinstance(settled, str):
+        _end_here(ctl, dict.fromkeys(_members(ctl, event.job), settled))
+        return None
+    return event if settled is event.job else JobSubmitted(settled)
+
+
+def _members(ctl: Controller, spec: JobSpec) -> list[str]:
+    """The jobs a submission makes that the controller still holds: ``spec`` itself, or the
+    members of an array submitted as one."""
+    if spec.array is None or spec.array_index is not None:
+        return [spec.id]
+    return [m for i in spec.array.indices if (m := f"{spec.id}_{i}") in ctl.jobs]
+
+
+def _end_here(ctl: Controller, reasons: dict[str, str]) -> None:
+    """Jobs the core never had end here, cancelled (job id -> why), and the store says so
+    at once: what waits on them settles from it (dependencies.settle_submitted). The core
+    is told of those of an array it was told of already (``ctl.arrays_recalled``: counted
+    waiting on it as yet to come, they would keep its dependents waiting for ever)."""
+    now = ctl.clock()
+    recalled: dict[str, tuple[ArraySpec, dict[str, JobPhase]]] = {}
+    for job_id, why in reasons.items():
+        live = ctl.jobs.pop(job_id, None)
+        ctl.persist.job_finished(job_id, JobPhase.CANCELLED, None, why, now)
+        array, parent = (live.spec.array, live.spec.array_parent) if live else (None, None)
+        if array is not None and parent is not None and parent in ctl.arrays_recalled:
+            recalled.setdefault(parent, (array, {}))[1][job_id] = JobPhase.CANCELLED
+    ctl.events.extend(ArrayRecalled(a, array, ended) for a, (array, ended) in recalled.items())
+    ctl.persist.flush()
+
+
+def _offer(ctl: Controller, events: list[Event]) -> None:
+    """:func:`resubmit` each of ``events`` in order; each reads what still waits besides it
+    once (the others, those already back among the waiting)."""
+    pending = Unsubmitted(ctl, [*ctl.held, *ctl.waiting, *events])
+    for event in events:
+        pending.remove(event)
+        resubmit(ctl, event, pending)
+
+
+def cancel_unsubmitted(
+    ctl: Controller, events: list[JobCancelRequested]
+) -> list[JobCancelRequested]:
+    """Of the cancels ``events`` (a job's, an array's members'), those the core is to take:
+    not those of jobs whose submission it has not had yet (held, or waiting for nodes or for
+    the jobs they depend on), which it would refuse as of jobs it does not know (and the job
+    would run after all): held after their job, or the waiting job ends here at once (and
+    what waits on it may go now). Each list is read once, however many members."""
+    if ctl.held:
+        held = _submitted(ctl.held)
+        ctl.held.extend(e for e in events if _submits(ctl, held, e.job_id))
+        events = [e for e in events if not _submits(ctl, held, e.job_id)]
+    ended = _cancel_waiting(ctl, events)
+    if not ended:
+        return events
+    retry_waiting(ctl)
+    return [e for e in events if e.job_id not in ended]
+
+
+def _cancel_waiting(ctl: Controller, events: list[JobCancelRequested]) -> set[str]:
+    """The jobs of ``events`` waiting outside the core, which end here, cancelled (the core,
+    which never had them, would refuse them for want of nodes first). Of an array waiting as
+    one submission whose members are not all cancelled, the others wait on one by one, as
+    the members of an array recovered after a restart."""
+    waiting = _submitted(ctl.waiting)
+    reasons = {e.job_id: e.reason for e in events if _submits(ctl, waiting, e.job_id)}
+    if not reasons:
+        return set()
+    parents = {live.spec.array_parent for j in reasons if (live := ctl.jobs.get(j))}
+    taken = reasons.keys() | parents
+    kept: list[Event] = []
+    for event in ctl.waiting:
+        if not isinstance(event, JobSubmitted) or event.job.id not in taken:
+            kept.append(event)
+        elif event.job.id not in reasons:  # (an array waiting as one)
+            others = [m for m in _members(ctl, event.job) if m not in reasons]
+            kept.extend(JobSubmitted(event.job.array_member(m)) for m in others)
+    ctl.waiting = kept
+    _end_here(ctl, reasons)
+    return set(reasons)
+
+
+def _submitted(events: list[Event]) -> set[str]:
+    """The ids of the jobs (of the arrays submitted as one) ``events`` submit."""
+    return {event.job.id for event in events if isinstance(event, JobSubmitted)}
+
+
+def _submits(ctl: Controller, submitted: set[str], job_id: str) -> bool:
+    """Whether job ``job_id`` (itself, or the array it is a member of) is in ``submitted``."""
+    if job_id in submitted:
         return True
-    return _with_waiting(ctl, event)
-
-
-def _with_waiting(ctl: Controller, event: JobCancelRequested) -> bool:
-    """A cancel of a job waiting for nodes: it ends here, cancelled (the core, which never
-    had it, would refuse it for want of nodes first)."""
-    for i, waiting in enumerate(ctl.waiting):
-        if isinstance(waiting, JobSubmitted) and waiting.job.id == event.job_id:
-            del ctl.waiting[i]
-            ctl.jobs.pop(event.job_id, None)
-            now = ctl.clock()
-            ctl.persist.job_finished(event.job_id, JobPhase.CANCELLED, None, event.reason, now)
-            return True
-    return False
-
-
-def _submits(ctl: Controller, event: Event, job_id: str) -> bool:
-    """Whether ``event`` submits job ``job_id`` (itself, or the array it is a member of)."""
-    if not isinstance(event, JobSubmitted):
-        return False
     live = ctl.jobs.get(job_id)
-    return event.job.id in (job_id, live.spec.array_parent if live is not None else None)
+    return live is not None and live.spec.array_parent in submitted
 
 
 def retry_waiting(ctl: Controller) -> None:
-    """Offer again the recovered jobs that waited for more nodes (:func:`resubmit`)."""
-    waiting, ctl.waiting = ctl.waiting, []
-    for event in waiting:
-        resubmit(ctl, event)
+    """Offer again the jobs that waited for more nodes (:func:`resubmit`) or for the jobs
+    they depend on, until a round hands the core none (one behind another that went)."""
+    while ctl.waiting:
+        waiting, ctl.waiting = ctl.waiting, []
+        _offer(ctl, waiting)
+        if len(ctl.waiting) == len(waiting):
+            return

@@ -129,7 +129,8 @@ class Controller:
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
         self.held: list[Event] = []  # recovered submissions, sent once the nodes are back
-        self.waiting: list[Event] = []  # recovered jobs the nodes back so far cannot hold
+        # recovered jobs no node back can hold yet; jobs behind one the core lacks (unsubmitted)
+        self.waiting: list[Event] = []
         # arrays of before the restart whose ended members the core was told of (each once)
         self.arrays_recalled: set[str] = set()
         # federation: pools and routing; external clusters' workers and nodes
@@ -247,10 +248,8 @@ class Controller:
                 if self.persist.job_exists(job_id):
                     return []  # already finished: nothing to do
                 raise UnknownJobError(job_id)
-            for target in targets:
-                event = JobCancelRequested(target, reason)
-                if not recovery.cancel_unsubmitted(self, event):  # (right after a restart)
-                    self.events.append(event)
+            cancels = [JobCancelRequested(target, reason) for target in targets]
+            self.events.extend(recovery.cancel_unsubmitted(self, cancels))  # (restarts)
         self._wake.set()
         return targets
 

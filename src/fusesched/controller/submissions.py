@@ -19,8 +19,8 @@ from fusesched.controller import (
     holds,
     licenses,
     pty_cap,
-    recovery,
     reservations,
+    unsubmitted,
 )
 from fusesched.controller.records import LiveJob, NotReadyError, array_size
 from fusesched.model.events import Event, JobSubmitted
@@ -47,6 +47,7 @@ def submit(ctl: Controller, requests: Sequence[JobRequest], user: str, now: floa
             ctl.persist.release_seqs(start, total)  # a refusal takes no job numbers
             raise
         ids: list[str] = []
+        pending: unsubmitted.Unsubmitted | None = None  # (read once: what the core lacks)
         for seq, request, spec in prepared:
             children = spec.expand_array()
             seqs = range(seq, seq + len(children))
@@ -59,11 +60,14 @@ def submit(ctl: Controller, requests: Sequence[JobRequest], user: str, now: floa
             events: list[Event] = [*recalled, JobSubmitted(spec)]
             # submitted held: held as soon as the core takes it
             holding = holds.at_submit(ctl, [c.id for c in children]) if request.hold else []
-            if spec.dependencies and recovery.in_window(ctl):
-                # right after a restart, one that depends on others goes after the recovered
-                # jobs it may name, which the core does not hold yet (held then as it is
-                # then: recovery.resubmit)
-                ctl.held.extend(events)
+            target = None
+            if spec.dependencies:
+                pending = pending or unsubmitted.Unsubmitted(ctl, [*ctl.held, *ctl.waiting])
+                target = pending.waits_for(spec)
+            if pending is not None and target is not None:
+                # after a restart, one that depends on a recovered job the core does not
+                # hold yet waits after it (held then as it is then: recovery.resubmit)
+                unsubmitted.hold_back(ctl, pending, events, [c.id for c in children], target)
             else:
                 ctl.events.extend([*events, *holding])
             ids.append(spec.id)

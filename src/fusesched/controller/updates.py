@@ -11,9 +11,9 @@ controller keeps the new limit.
 
 Refused (an :class:`UpdateRefused`, a 409): an ended job (or an array whose members have
 all ended), a running job's priority or QoS, a job running in an external cluster, one being
-stopped, and one recovered after a restart and still waiting for its nodes, or to be adopted
-(try again once it is). A job submitted since the last cycle is changed right after the core
-takes it.
+stopped, and one recovered after a restart and still waiting for its nodes, or to be adopted,
+or one that waits after a restart for such a job it depends on (try again once it is
+queued). A job submitted since the last cycle is changed right after the core takes it.
 
 Every function here takes the controller's lock itself.
 """
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fusesched.api.wire import TaskLimit
 from fusesched.controller.holds import HoldRefused, is_waiting, member_targets, recovered
 from fusesched.controller.records import LiveJob
+from fusesched.controller.unsubmitted import Unsubmitted
 from fusesched.model.events import Decision, JobUpdateRequested, StopJob
 from fusesched.model.job import JobSpec, QoS
 from fusesched.model.phases import JobPhase
@@ -134,14 +135,25 @@ def _check(ctl: Controller, job_id: str, changes: dict[str, Any], only_lower: bo
             "its nodes are back"
         )
     if rec is None and recovered(ctl, job_id, live.spec.array_parent):
-        raise UpdateRefused(
-            f"job {job_id} waits for its nodes after a restart and is not in the "
-            "scheduler's queue yet: try again once it is"
-        )
+        raise UpdateRefused(_not_queued(ctl, live.spec))
     tenants = ctl.core.tenants
     refused = tenants.refuse(replace(live.spec, **changes)) if tenants is not None else ""
     if refused:
         raise UpdateRefused(f"job {job_id}: {refused}")
+
+
+def _not_queued(ctl: Controller, spec: JobSpec) -> str:
+    """Why a job the core does not hold yet after a restart cannot be changed: it waits for
+    its nodes, or for a job it depends on that the core does not hold yet either."""
+    unsent = Unsubmitted(ctl, [*ctl.held, *ctl.waiting]) if spec.dependencies else None
+    target = unsent.waits_for(spec) if unsent is not None else None
+    if target is None:
+        why = "waits for its nodes after a restart"
+    elif target:
+        why = f"waits after a restart for job {target}, which it depends on, to be queued"
+    else:
+        why = "waits after a restart for the earlier jobs of its name (singleton) to be queued"
+    return f"job {spec.id} {why} and is not in the scheduler's queue yet: try again once it is"
 
 
 def _check_running(live: LiveJob, changes: dict[str, Any], stopping: bool) -> None:

@@ -142,3 +142,23 @@ def held_sum(core: SchedulerCore, col: int) -> int:
     """How much of column ``col`` ended runs hold on the nodes up."""
     rows, amounts = held_rows(core)
     return int(amounts[core.cluster.up[rows], col].sum())
+
+
+# ---------------------------------------------------------------------- views
+
+
+def held_only(core: SchedulerCore) -> list[int]:
+    """The node rows where what ended runs hold is all that is booked: no running job books
+    anything there (Slurm's ``comp`` node, against ``mix`` or ``alloc``)."""
+    cluster = core.cluster
+    width = len(cluster.columns)
+    held: dict[int, IntArray] = {}
+    for rows in core.completing.values():
+        for row, entry in rows.items():
+            amounts = _padded(entry.amounts, width)
+            held[row] = held[row] + amounts if row in held else amounts
+    return [
+        row
+        for row, amounts in sorted(held.items())
+        if (cluster.capacity[row] - cluster.free[row] <= amounts).all()
+    ]

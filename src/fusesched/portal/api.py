@@ -17,6 +17,7 @@ from fastapi import FastAPI, HTTPException, Query
 
 from fusesched.api.access import Access, Caller
 from fusesched.api.queues import queue_view
+from fusesched.controller import completing_views
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
 from fusesched.model.tenancy import DEFAULT_QOS
@@ -148,6 +149,7 @@ def add_portal_routes(app: FastAPI, controller: Controller, auth: Authenticator)
         admin = p.role is Role.CLUSTER_ADMIN
         if detail is None or view is None or not (admin or p.tenant == view.tenant):
             raise _no_job(access, p, job_id)
+        (view,) = completing_views.with_completing(controller, [view])  # (as GET /v1/jobs/{id})
         records = controller.persist.store.events_for_job(job_id)[-MAX_EVENTS:]
         shown = [_event(r) for r in records if admin or r.event.kind not in ADMIN_EVENTS]
         requeues = [e.time for e in shown if e.kind == "JobRequeued"]

@@ -236,12 +236,14 @@ class Store:
         names: Collection[str] | None = None,
         since: float | None = None,
         until: float | None = None,
+        also: Collection[str] | None = None,
     ) -> list[JobRow]:
         """Jobs newest first (by seq), filtered by whichever of ``user`` (one, or any of
-        several), ``tenant``, ``states``/``phases`` (in any of the states or any of the
-        phases), ``queue`` (one or any of several), ``array_parent`` (an array's members),
-        ``ids`` (those jobs, and the members of the arrays among them), ``names`` and the
-        time window ``since``/``until`` (waiting or running in it: see
+        several), ``tenant``, ``states``/``phases``/``also`` (in any of the states or any of
+        the phases, or one of the jobs ``also``: those the controller shows in a state of its
+        own, COMPLETING), ``queue`` (one or any of several), ``array_parent`` (an array's
+        members), ``ids`` (those jobs, and the members of the arrays among them), ``names``
+        and the time window ``since``/``until`` (waiting or running in it: see
         :mod:`~fusesched.store.job_window`) are given. For the next page pass the last row's
         seq as ``before_seq``."""
         if limit < 1:
@@ -278,14 +280,16 @@ class Store:
             stmt = stmt.where(or_(jobs.c.id.in_(sorted(ids)), jobs.c.array_parent.in_(sorted(ids))))
         if names is not None:
             stmt = stmt.where(jobs.c.name.in_(sorted(names)))
-        if states is not None or phases is not None:
+        if states is not None or phases is not None or also is not None:
             wanted = sorted({JobState.parse(s).value for s in states or ()})
-            if not wanted and not phases:
+            terms = [state.in_(wanted)] if wanted else []
+            if phases:
+                terms.append(jobs.c.phase.in_(sorted(phases)))
+            if also:
+                terms.append(jobs.c.id.in_(sorted(also)))
+            if not terms:
                 return []
-            in_state = state.in_(wanted)
-            stmt = stmt.where(
-                or_(in_state, jobs.c.phase.in_(sorted(phases))) if phases else in_state
-            )
+            stmt = stmt.where(or_(*terms))
         if before_seq is not None:
             stmt = stmt.where(jobs.c.seq < before_seq)
         stmt = windowed(stmt, users, since, until, limit)

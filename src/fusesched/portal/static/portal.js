@@ -519,7 +519,8 @@
       edit.show(mode, cur, j);
       const rows = [
         ["User", j.user], ["Tenant", j.tenant], ["Queue", j.queue], ["Type", j.type],
-        ["State", `${j.state} (${j.phase})`], ["Reason", j.reason || "—"],
+        ["State", `${j.state} (${j.phase}${j.completing ? ", completing" : ""})`],
+        ["Reason", j.reason || "—"],
         ["Priority", cur.priority], ["QoS", cur.qos],
         ["Time limit", cur.limit ? `${cur.limit} (${fmtDur(d.request.walltime_s)})` : "none"],
         ["Exit code", j.exit_code === null ? "—" : j.exit_code],
@@ -707,7 +708,8 @@
     focusHeading(root);
     let endedAt = null; // logs may still arrive for a few seconds after the end
     every(1000, () => {
-      if (FINISHED.has(detail.job.state)) endedAt = endedAt || now();
+      // (a completing job's page refreshes on until its tasks are gone)
+      if (FINISHED.has(detail.job.state) && !detail.job.completing) endedAt = endedAt || now();
       else endedAt = null;
       if (endedAt === null || now() - endedAt < 10) refresh();
       else if (logsComplete === false) pollLogs(); // (the rest of its output is on the way)
