@@ -37,12 +37,15 @@ front: $(STAMP) system
 	else echo "front: no C compiler; $(BIN)/fusesched stays the Python script"; fi
 
 # The tests without live clusters run on every core (pytest-xdist); the live ones, which start
-# controllers, agents and tasks and measure their timing, run one at a time after them.
-# Both runs go to their end (a failure in the first does not hide the second's results).
+# controllers, agents and tasks, on two workers a file each (most of their time is waiting),
+# then those marked `serial`, whose timing a concurrent test could upset, one at a time.
+# Every run goes to its end (a failure in one does not hide the others' results).
 unit: $(STAMP) system front
 	$(BIN)/python -m pytest -n auto --ignore=tests/live; first=$$?; \
-	$(BIN)/python -m pytest --durations=25 tests/live; second=$$?; \
-	test $$first -eq 0 && test $$second -eq 0
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not serial" --durations=25 tests/live; \
+	second=$$?; \
+	$(BIN)/python -m pytest -m serial tests/live; third=$$?; \
+	test $$first -eq 0 && test $$second -eq 0 && test $$third -eq 0
 
 test: lint typecheck unit
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,13 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("COLUMNS") == "80":
     # pytest-xdist's workers inherit COLUMNS=80 from execnet; the CLI's consoles (and the
     # commands tests start) would then wrap long temporary paths, unlike a serial run.
     del os.environ["COLUMNS"]
+
+for _signal in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_signal) is signal.SIG_IGN:
+        # a run started in the background of a non-interactive shell ignores SIGINT (one
+        # under nohup SIGHUP), and the commands tests start would inherit that: those that
+        # test Ctrl-C or a hang-up need the signal at its default, as in a terminal
+        signal.signal(_signal, signal.SIG_DFL)
 
 FRONT_SOURCE = Path(__file__).resolve().parents[1] / "src" / "fusesched" / "cli" / "front.c"
 

@@ -24,6 +24,10 @@ from fusesched.sdk import Client, ControllerError
 from fusesched.store.schema import events
 from live.conftest import agent_configs
 
+# jobs start at a reservation's edge, timed to the second: run alone, after the others
+# (Makefile)
+pytestmark = pytest.mark.serial
+
 FUSESCHED = str(Path(sys.executable).with_name("fusesched"))
 
 

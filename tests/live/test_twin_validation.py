@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from fusesched.cli.local import LocalCluster
 from fusesched.policies.registry import CoreConfig
@@ -22,6 +23,10 @@ from fusesched.sdk import Client
 from fusesched.store.store import Store
 from fusesched.twin.snapshot import save, take_snapshot
 from fusesched.twin.validate import markdown, validate
+
+# the twin's waits are compared with those measured here: a concurrent test would upset
+# them; run alone, after the others (Makefile)
+pytestmark = pytest.mark.serial
 
 JOBS = 36
 

@@ -245,6 +245,8 @@ class AgentClient:
                     log.warning("heartbeat refused: %s", exc)
                     self.stop_event.wait(1.0)
             except httpx.HTTPError as exc:
+                if self.stop_event.is_set():  # stopping: the controller may have stopped first
+                    return
                 log.warning("controller unreachable: %s", exc)
                 self.stop_event.wait(1.0)
 
@@ -256,6 +258,8 @@ class AgentClient:
             try:
                 self._beat(full=False)
             except httpx.HTTPError as exc:
+                if self.stop_event.is_set():
+                    return
                 log.warning("report failed (kept, sent again with the next beat): %s", exc)
                 self.stop_event.wait(0.5)
 

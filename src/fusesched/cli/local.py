@@ -292,11 +292,15 @@ class LocalCluster:
     def stop(self) -> None:
         # the agents do not tell the controller they leave: it stops with them (its next start
         # settles their jobs), and requeueing each agent's jobs onto the next agent to stop
-        # would only slow the stop down and spend the jobs' restarts
+        # would only slow the stop down and spend the jobs' restarts. They stop beating first,
+        # then the controller stops, which answers their long polls at once (else each stop
+        # waits out a poll), then they stop and kill their tasks.
+        for handle in self.agents:
+            handle.client.stop_event.set()
+        self.server.stop()
         for handle in self.agents:
             handle.stop(leave=False)
         self.agents = []
-        self.server.stop()
 
     def __enter__(self) -> LocalCluster:
         return self.start()

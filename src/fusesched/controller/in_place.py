@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING
 
+from fusesched.controller import late_exits
 from fusesched.controller.launchenv import ranked_slots
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask
@@ -81,9 +82,12 @@ def _kept(ctl: Controller, main: Sequence[LiveTask]) -> set[str]:
     the job's own old steps still dying may keep theirs, pinned to them); returns the ids
     of the tasks that keep their CPU ids."""
     kept: set[str] = set()
+    others: dict[str, set[int]] = {}
     for old in main:
         pool = ctl.nodes[old.node].pool
-        mine = not old.rebuilt and not set(old.grant.cpu_ids) & _others_cpus(ctl, old)
+        if old.node not in others:
+            others[old.node] = _others_cpus(ctl, old)
+        mine = not old.rebuilt and not set(old.grant.cpu_ids) & others[old.node]
         cpus = old.grant.cpu_ids if mine else ()
         pool.claim(Grant(cpus, old.grant.gpu_indices, old.grant.gpu_uuids))
         if mine:
@@ -93,13 +97,9 @@ def _kept(ctl: Controller, main: Sequence[LiveTask]) -> set[str]:
 
 def _others_cpus(ctl: Controller, task: LiveTask) -> set[int]:
     """The CPU ids other jobs' tasks that have not ended hold on ``task``'s node."""
+    job = task.launch.job_id
     tasks = chain((t for _, t in ctl.tasks.values()), ctl.outliving.values())
-    return {
-        cpu
-        for t in tasks
-        if t.node == task.node and t.state != "exited" and t.launch.job_id != task.launch.job_id
-        for cpu in t.grant.cpu_ids
-    }
+    return late_exits.cpus_held(tasks, task.node, skip=lambda t: t.launch.job_id == job)
 
 
 def _rebuilt_run(

@@ -24,7 +24,7 @@ Every function here runs with the controller's lock held.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -121,16 +121,23 @@ def _stored(row: TaskRow, node: str) -> LiveTask:
     return LiveTask(launch, node, Grant(), remote, "delivered", start_time=row.start_time)
 
 
+def cpus_held(
+    tasks: Iterable[LiveTask], node: str, skip: Callable[[LiveTask], bool] | None = None
+) -> set[int]:
+    """The CPU ids that those of ``tasks`` on ``node`` that have not ended hold, the ones
+    ``skip`` names aside."""
+    return {
+        cpu
+        for task in tasks
+        if task.node == node and task.state != "exited" and not (skip is not None and skip(task))
+        for cpu in task.grant.cpu_ids
+    }
+
+
 def held_cpus(ctl: Controller, node: str, live: LiveJob | None) -> set[int]:
     """The CPU ids on ``node`` that the tasks waiting here hold, and ``live``'s (their job's
     run now, restarted in place: a step's task shares its script's ids) that have not ended."""
-    tasks = chain(ctl.outliving.values(), live.tasks.values() if live is not None else ())
-    return {
-        cpu
-        for other in tasks
-        if other.node == node and other.state != "exited"
-        for cpu in other.grant.cpu_ids
-    }
+    return cpus_held(chain(ctl.outliving.values(), live.tasks.values() if live else ()), node)
 
 
 def on_node(ctl: Controller, node: str) -> bool:

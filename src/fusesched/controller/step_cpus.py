@@ -267,12 +267,9 @@ def returned(ctl: Controller, task: LiveTask, live: LiveJob) -> Grant:
     other live task of its job there holds (a step's task may share its script's, and an
     ``--overlap`` step others'), nor a task of an earlier run still dying there (a job
     restarted in place: late_exits.py); a remote task's devices are the job's, not its own."""
-    others: Collection[int] = {
-        i
-        for t in live.tasks.values()
-        if t is not task and t.node == task.node and t.state != "exited"
-        for i in t.grant.cpu_ids
-    }
+    others: Collection[int] = late_exits.cpus_held(
+        live.tasks.values(), task.node, skip=lambda t: t is task
+    )
     if ctl.outliving and task.grant.cpu_ids:
         others = {*others, *late_exits.held_cpus(ctl, task.node, None)}
     cpus = tuple(i for i in task.grant.cpu_ids if i not in others)

@@ -33,11 +33,13 @@ def main() -> int:
     dist.all_reduce(total)
     checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     node = os.environ.get("FUSESCHED_NODE", "?")
-    print(
+    # one write per line: under PYTHONUNBUFFERED print writes the text and its newline apart,
+    # and the ranks of a node share one log
+    sys.stdout.write(
         f"rank {rank}/{world} on {node}: loss {loss.item():.4f} "
-        f"allreduce {total.item():.0f} checksum {checksum:.8f}",
-        flush=True,
+        f"allreduce {total.item():.0f} checksum {checksum:.8f}\n"
     )
+    sys.stdout.flush()
     dist.barrier()  # nobody tears the group down while a peer still talks to it
     dist.destroy_process_group()
     return 0
