@@ -135,6 +135,7 @@ class Client(StepCalls):
         before: int | None = None,
         detail: bool = False,
         completing: bool = False,
+        steps: bool = False,
     ) -> list[dict[str, Any]]:
         """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
         may be several (any of them); ``states`` and ``phases``: in any of those states or
@@ -144,7 +145,9 @@ class Client(StepCalls):
         ``before``: those submitted before the job whose ``seq`` this is (the next page after
         a full one: its last job's ``seq``); ``detail``: each with its ``tasks`` and
         ``restarts``, as :meth:`show` answers; ``completing``: also the jobs shown
-        completing (Slurm's COMPLETING: ``completing`` in their views)."""
+        completing (Slurm's COMPLETING: ``completing`` in their views); ``steps``: each with
+        its ``restarts`` and its latest run's ``steps`` summarised, not its tasks (a
+        controller older than summaries leaves ``steps`` out)."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         query.extend(("user", u) for u in _several(user))
         query.extend(("queue", q) for q in _several(queue))
@@ -160,6 +163,8 @@ class Client(StepCalls):
             query.append(("detail", "true"))
         if completing:
             query.append(("completing", "true"))
+        if steps:
+            query.append(("steps", "true"))
         for key, value in (
             ("tenant", tenant),
             ("since", since),

@@ -136,7 +136,7 @@ def test_only_the_latest_run_is_shown() -> None:
 
 
 def table_row(the_job: dict[str, Any], name: str, tasks: list[dict[str, Any]]) -> tuple:
-    return st.step_view(the_job, name, tasks, sf.sacct_state(the_job))
+    return st.step_view(the_job, st.summarise(name, tasks), sf.sacct_state(the_job))
 
 
 @pytest.mark.parametrize(
@@ -158,17 +158,17 @@ def table_row(the_job: dict[str, Any], name: str, tasks: list[dict[str, Any]]) -
 def test_step_states_and_exit_codes(
     codes: list[int | None], job_state: str, state: str, exit_code: str
 ) -> None:
-    tasks = [task(f"7.remote.{i}", code=c, step=0) for i, c in enumerate(codes)]
-    assert st.step_state(tasks, job_state) == state
-    assert sf.exit_code({"exit_code": st.worst_exit(tasks)}) == exit_code
+    step = st.summarise("0", [task(f"7.remote.{i}", code=c, step=0) for i, c in enumerate(codes)])
+    assert st.step_state(step, job_state) == state
+    assert sf.exit_code({"exit_code": step["exit_code"]}) == exit_code
 
 
 def test_a_task_left_running_by_its_jobs_end() -> None:
-    tasks = [task("7.remote.1", end=None, code=None, step=0)]
-    assert st.step_state(tasks, "RUNNING") == "RUNNING"
-    assert st.step_state(tasks, "TIMEOUT") == "CANCELLED"
-    assert st.step_state(tasks, "NODE_FAIL") == "NODE_FAIL"
-    assert st.worst_exit(tasks) is None
+    step = st.summarise("0", [task("7.remote.1", end=None, code=None, step=0)])
+    assert st.step_state(step, "RUNNING") == "RUNNING"
+    assert st.step_state(step, "TIMEOUT") == "CANCELLED"
+    assert st.step_state(step, "NODE_FAIL") == "NODE_FAIL"
+    assert step["exit_code"] is None
 
 
 def test_restarts_and_the_fields_a_step_leaves_blank() -> None:
@@ -182,7 +182,7 @@ def test_restarts_and_the_fields_a_step_leaves_blank() -> None:
         "1G",
     ]
     assert sf.values(columns, job([], restarts=None), {}, NOW)[0] == ""  # (not asked for)
-    view, usage = st.step_view(job(TASKS), "0", TASKS[1:3], "FAILED")
+    view, usage = st.step_view(job(TASKS), st.summarise("0", TASKS[1:3]), "FAILED")
     assert sf.values(columns, view, usage, NOW) == ["", "", "", "", ""]
 
 

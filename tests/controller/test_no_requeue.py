@@ -175,8 +175,8 @@ def test_after_a_controller_restart_a_job_whose_node_is_gone(
     tmp_path: Path, clock: Clock, no_requeue: bool
 ) -> None:
     """A job left running whose node does not come back within the node timeout: requeued,
-    or, with --no-requeue, ended (cancelled: the restarted core never had it running) and
-    what waits on it settled, instead of being run a second time."""
+    or, with --no-requeue, failed (its node lost: Slurm's NODE_FAIL) and what waits on it
+    settled, instead of being run a second time."""
     url, logs = f"sqlite:///{tmp_path / 'db.sqlite'}", LogStore(tmp_path / "logs")
     config = ControllerConfig(core=CoreConfig(placement="best-fit"), node_timeout_s=30.0)
     ctl = Controller(Persistence(url), logs, config, clock=clock)
@@ -197,7 +197,7 @@ def test_after_a_controller_restart_a_job_whose_node_is_gone(
         again.run_cycle()
         ended = show(again, job)
         if no_requeue:
-            assert (ended["state"], ended["phase"]) == ("Cancelled", "cancelled"), ended
+            assert (ended["state"], ended["phase"]) == ("Failed", "failed"), ended
             assert ended["reason"] == (
                 f"a node of it did not come back after a controller restart; {NOT_REQUEUED}"
             )

@@ -137,6 +137,14 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             bool,
             Query(description="each job with its tasks and restarts, as GET /v1/jobs/{id}"),
         ] = False,
+        steps: Annotated[
+            bool,
+            Query(
+                description="each job with its restarts and its latest run's steps, each "
+                "summarised from its tasks (as sacct shows them), not the tasks themselves: "
+                "an answer that grows with steps, not tasks"
+            ),
+        ] = False,
         completing: Annotated[
             bool,
             Query(
@@ -177,6 +185,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             until=until,
             detail=detail,
             also=shown if completing else None,
+            steps=steps,
         )
         found = completing_views.with_completing(controller, found, shown)
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)

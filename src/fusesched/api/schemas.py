@@ -65,6 +65,25 @@ class ComponentView(_View):
     constraints: str = Field(default="", exclude_if=lambda value: not value)
 
 
+class StepSummaryView(_View):
+    """One step of a job's latest run summarised from its tasks (``GET /v1/jobs?steps=true``:
+    a line a step, as sacct prints them; :mod:`fusesched.model.job_steps`)."""
+
+    step: str  # "batch", "extern", or its number ("0", "1", …)
+    name: str = ""  # "batch", "extern", else srun -J's (or its command's); "": unknown
+    tasks: int  # its tasks stored (an MPI step's mpirun and daemons included)
+    ntasks: int  # its tasks in all (srun -n, an MPI step's ranks)
+    nodes: list[str] = Field(default_factory=list)
+    start_time: float | None = None  # the earliest start
+    end_time: float | None = None  # the latest end; None while one of its tasks runs
+    running: int = 0  # its tasks not ended
+    exit_code: int | None = None  # the worst (a signal negative); None: none ended
+    signals: list[int] = Field(default_factory=list)  # the signals that ended some tasks
+    lost: bool = False  # a task ended with no exit status (its node or agent lost it)
+    cpu_seconds: float | None = None  # their CPU time; None: not sampled
+    max_rss_bytes: int | None = None  # the highest peak of one task; None: not sampled
+
+
 class JobView(_View):
     id: str
     name: str = ""
@@ -113,6 +132,8 @@ class JobView(_View):
     energy_kwh: float | None = None  # what its run drew, once ended (measured + estimated)
     energy_measured_kwh: float | None = None  # the part measured (GPU power readings)
     tasks: list[TaskView] = Field(default_factory=list)
+    # its latest run's steps, summarised (GET /v1/jobs?steps=true); None: not asked for
+    steps: list[StepSummaryView] | None = None
     # a heterogeneous job's components, in order (sbatch's hetjob); None: not one
     components: list[ComponentView] | None = None
     # not ended, with readiness probes: whether every probed task is ready (None: unknown, or

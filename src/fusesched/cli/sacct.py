@@ -2,8 +2,10 @@
 
 The rows come from ``GET /v1/jobs`` (``since``/``until``: the window; the same filters as
 ``fusesched jobs``), a page of :data:`PAGE` jobs after another (``before``: the last one's
-``seq``) until the window's jobs are all read; with their tasks and restarts (``detail``)
-unless ``-X`` leaves out the steps and no field needs them. Fields that need what a job used
+``seq``) until the window's jobs are all read; with their restarts and their steps summarised
+by the controller (``steps``: a line a step, however many tasks a step ran) unless ``-X``
+leaves out the steps and no field needs them; from a controller older than summaries, with
+their tasks (``detail``), summarised here. Fields that need what a job used
 (MaxRSS, TotalCPU, ReqMem, NTasks, AllocTRES) ask ``GET /v1/jobs/{id}/efficiency`` once a
 job, only when the format names them. States, fields and outputs are in
 :mod:`fusesched.cli.sacct_format`, the steps in :mod:`fusesched.cli.sacct_steps`, the times
@@ -172,7 +174,7 @@ def sacct(
             "me": ask_me,
             "since": _after_1970(since),
             "until": _after_1970(until),
-            "detail": not allocations or sf.needs_detail(columns),
+            "steps": not allocations or sf.needs_detail(columns),
         }
         found = _gather(client, query, tenants, limit)
     if wanted is not None:
@@ -215,7 +217,9 @@ def _pages(
 ) -> list[dict[str, Any]]:
     """The jobs ``query`` asks for of ``tenant``, newest first, a page of :data:`PAGE` after
     another, up to ``limit`` (None: all). A controller whose jobs carry no ``seq`` (older)
-    answers one page: a note on stderr says when it was full."""
+    answers one page: a note on stderr says when it was full. One that answers no step
+    summaries (older) is asked for the tasks instead, this page and the next (``query``
+    changed)."""
     jobs: list[dict[str, Any]] = []
     before: int | None = None
     while limit is None or len(jobs) < limit:
@@ -223,6 +227,9 @@ def _pages(
         page: list[dict[str, Any]] = _call(
             client.jobs, tenant=tenant, limit=size, before=before, **query
         )
+        if query.get("steps") and any(job.get("steps") is None for job in page):
+            query.update(steps=False, detail=True)  # (older: tasks, summarised here, from now)
+            page = _call(client.jobs, tenant=tenant, limit=size, before=before, **query)
         jobs.extend(page)
         if len(page) < size:
             break

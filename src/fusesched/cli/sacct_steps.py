@@ -2,9 +2,11 @@
 ``ID.batch`` (the batch script), ``ID.extern`` (what holds a ``salloc`` allocation) and
 ``ID.0``, ``ID.1``… (each ``srun`` inside the job), and what ``-j ID.N`` selects.
 
-Pure functions of a job view with its tasks (``GET /v1/jobs?detail=true``). The steps are
-those of the job's latest run (as sacct without ``--duplicates``): its tasks that started at
-or after the latest start of the job's own tasks; a job waiting again (requeued) shows none.
+Pure functions of a job view with its steps summarised by the controller (``GET
+/v1/jobs?steps=true``: :mod:`fusesched.model.step_summary`), or with its tasks (``detail=true``,
+an older controller's: summarised here the same way). The steps are those of the job's latest
+run (as sacct without ``--duplicates``): its tasks that started at or after the latest start
+of the job's own tasks; a job waiting again (requeued) shows none.
 
 * ``ID.batch``: the job's own task of that run, when a batch script (or mpirun) started the
   job (``batch``: sbatch's jobs). A job whose own tasks run the command (``fusesched run``,
@@ -40,20 +42,20 @@ or after the latest start of the job's own tasks; a job waiting again (requeued)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from fusesched.cli.sacct_format import ENDED_BY_CONTROLLER
 from fusesched.cli.squeue_format import comma_list, job_ids
+from fusesched.model import step_summary as ss
 
 Job = dict[str, Any]
-Task = Mapping[str, Any]
+#: A step's summary as the API's JSON has it (``JobView.steps``' items).
+Step = Mapping[str, Any]
 #: The step names ``-j ID.NAME`` takes besides numbers (``extern``: a ``salloc`` job's; of
 #: any other job it matches none).
-BATCH: Final = "batch"
-EXTERN: Final = "extern"
-#: What a remote task's group is (``<job>.remote.<n>``: a step's task or a helper).
-REMOTE_GROUP: Final = "remote"
+BATCH: Final = ss.BATCH
+EXTERN: Final = ss.EXTERN
 #: Signals that stop a task (cancelled), not a failure of its own.
 _STOPPING: Final = frozenset({2, 9, 15})
 _STEP: Final = re.compile(r"[0-9]{1,9}")
@@ -101,128 +103,95 @@ def picked(picks: Picks, job: Job) -> set[str] | None:
     return chosen
 
 
-def run_tasks(job: Job) -> list[Task]:
-    """The tasks of the job's latest run (none while it waits again, or never ran)."""
-    tasks: list[Task] = list(job.get("tasks") or ())
-    if job.get("state") == "Pending":
-        return []
-    own = [t["start_time"] for t in tasks if _own(t) and t.get("start_time") is not None]
-    start = max(own, default=job.get("start_time"))
-    if start is None:
-        return []
-    return [t for t in tasks if t.get("start_time") is not None and t["start_time"] >= start]
-
-
-def steps(job: Job) -> list[tuple[str, list[Task]]]:
+def steps(job: Job) -> list[Step]:
     """The job's steps of its latest run in sacct's order (``batch`` or ``extern``, then
-    ``0``, ``1``…), each with its tasks."""
-    run = run_tasks(job)
-    found: list[tuple[str, list[Task]]] = []
-    own = [t for t in run if _own(t)]
-    if own and job.get("allocation"):
-        found.append((EXTERN, own[:1]))
-    elif own and job.get("batch"):
-        found.append((BATCH, own[:1]))
-    numbered: dict[int, list[Task]] = {}
-    for task in run:
-        if task.get("step_id") is not None:
-            numbered.setdefault(int(task["step_id"]), []).append(task)
-    found.extend((str(n), numbered[n]) for n in sorted(numbered))
-    return found
+    ``0``, ``1``…), each summarised: the controller's summaries, else its tasks'."""
+    given = job.get("steps")
+    if given is not None:
+        return list(given)
+    return [ss.summary_record(step) for step in summarise_job(job)]
+
+
+def summarise_job(job: Job) -> list[ss.StepSummary]:
+    """The steps of a job view with its tasks (``detail=true``), summarised."""
+    return ss.job_steps(
+        (ss.task_of(task) for task in job.get("tasks") or ()),
+        waiting=job.get("state") == "Pending",
+        start_time=job.get("start_time"),
+        batch=bool(job.get("batch")),
+        allocation=bool(job.get("allocation")),
+    )
+
+
+def summarise(name: str, tasks: Iterable[Mapping[str, Any]]) -> Step:
+    """Step ``name`` run by ``tasks`` (API task views), summarised as the controller does."""
+    return ss.summary_record(ss.summarise(name, [ss.task_of(task) for task in tasks]))
 
 
 def step_rows(job: Job, state: str, names: set[str] | None = None) -> list[tuple[Job, Job]]:
     """The job's step rows (each a job-like view and its usage, what :mod:`sacct_format`'s
     fields read), in order; ``state``: the job's sacct state; ``names``: only these steps."""
     return [
-        step_view(job, name, tasks, state)
-        for name, tasks in steps(job)
-        if names is None or name in names
+        step_view(job, step, state) for step in steps(job) if names is None or step["step"] in names
     ]
 
 
-def step_view(job: Job, name: str, tasks: Sequence[Task], job_state: str) -> tuple[Job, Job]:
-    """Step ``name`` of ``job`` run by ``tasks`` as a job-like view (``step``: its name;
-    ``state``: its sacct state, ``phase`` empty) and its usage (``tasks_count``,
-    ``cpu_seconds``, ``max_rss_bytes``)."""
-    starts = [t["start_time"] for t in tasks if t.get("start_time") is not None]
-    ends = [t["end_time"] for t in tasks if t.get("end_time") is not None]
-    nodes = list(dict.fromkeys(str(t["node"]) for t in tasks if t.get("node")))
-    start = min(starts, default=None)
-    state, code = step_state(tasks, job_state), worst_exit(tasks)
+def step_view(job: Job, step: Step, job_state: str) -> tuple[Job, Job]:
+    """``step`` of ``job`` (its summary) as a job-like view (``step``: its name; ``state``:
+    its sacct state, ``phase`` empty) and its usage (``tasks_count``, ``cpu_seconds``,
+    ``max_rss_bytes``)."""
+    name = str(step["step"])
+    nodes = [str(node) for node in step.get("nodes") or ()]
+    state, code = step_state(step, job_state), step.get("exit_code")
     if name == EXTERN:  # (the allocation's: see the module's notes)
         nodes = [str(node) for node in job.get("nodes") or ()] or nodes
-        if len(ends) == len(tasks) and state != "NODE_FAIL":
+        if not step.get("running") and state != "NODE_FAIL":
             state, code = "COMPLETED", 0
     view: Job = {
         "id": f"{job['id']}.{name}",
         "step": name,
-        "name": name if name in (BATCH, EXTERN) else _step_name(tasks),
+        "name": str(step.get("name") or ""),
         "tenant": job.get("tenant"),
         "state": state,
         "phase": "",
         "exit_code": code,
         "reason": "",
-        "submit_time": start,
-        "start_time": start,
-        "end_time": max(ends) if ends and len(ends) == len(tasks) else None,
+        "submit_time": step.get("start_time"),
+        "start_time": step.get("start_time"),
+        "end_time": step.get("end_time"),
         "nodes": nodes,
         "cpus": _share(job, len(nodes)),
     }
-    ranks = max((int(t["step_tasks"]) for t in tasks if t.get("step_tasks")), default=len(tasks))
+    ranks = int(step.get("ntasks") or 0)
     if name == EXTERN:
         ranks = len(nodes) or ranks  # (one on each node of the allocation)
     if name not in (BATCH, EXTERN) and job.get("cpus_per_task") is not None:
         view["cpus"] = ranks * float(job["cpus_per_task"])
-    cpu = [t["cpu_seconds"] for t in tasks if t.get("cpu_seconds") is not None]
-    rss = [t["max_rss_bytes"] for t in tasks if t.get("max_rss_bytes") is not None]
     usage: Job = {
         "tasks_count": ranks,
-        "cpu_seconds": sum(cpu) if cpu else None,
-        "max_rss_bytes": max(rss, default=None),
+        "cpu_seconds": step.get("cpu_seconds"),
+        "max_rss_bytes": step.get("max_rss_bytes"),
     }
     return view, usage
 
 
-def step_state(tasks: Iterable[Task], job_state: str) -> str:
-    """A step's sacct state from its tasks' (see the module's notes); ``job_state``: its
+def step_state(step: Step, job_state: str) -> str:
+    """A step's sacct state from its summary (see the module's notes); ``job_state``: its
     job's sacct state."""
-    codes = [t.get("exit_code") for t in tasks]
-    if any(t.get("end_time") is None for t in tasks):
+    if step.get("running"):
         if job_state == "RUNNING":
             return "RUNNING"
         return "NODE_FAIL" if job_state == "NODE_FAIL" else "CANCELLED"
-    signals = {-c for c in codes if c is not None and c < -1}
+    signals = {int(s) for s in step.get("signals") or ()}
     if job_state == "OUT_OF_MEMORY" and 9 in signals:
         return "OUT_OF_MEMORY"
     stopped = job_state in ENDED_BY_CONTROLLER  # (its tasks stopped by whatever signal)
-    if any(c is not None and c > 0 for c in codes) or (signals - _STOPPING and not stopped):
+    code = step.get("exit_code")
+    if (code is not None and code > 0) or (signals - _STOPPING and not stopped):
         return "FAILED"
-    if signals or -1 in codes or None in codes:  # (None: it ended with no exit status)
+    if signals or step.get("lost"):  # (lost: it ended with no exit status)
         return "NODE_FAIL" if job_state == "NODE_FAIL" else "CANCELLED"
     return "COMPLETED"
-
-
-def worst_exit(tasks: Iterable[Task]) -> int | None:
-    """The worst of the tasks' exit codes, as a job's (a signal negative): the highest exit
-    status, else the highest signal, else 0 (None: none ended yet)."""
-    codes = [int(t["exit_code"]) for t in tasks if t.get("exit_code") is not None]
-    if not codes:
-        return None
-    if max(codes) > 0:
-        return max(codes)
-    return min(codes) if min(codes) < -1 else 0
-
-
-def _step_name(tasks: Iterable[Task]) -> str:
-    """A numbered step's name: its tasks' (``srun -J``, else its command's; stored before
-    names were: none)."""
-    return next((str(t["step_name"]) for t in tasks if t.get("step_name")), "")
-
-
-def _own(task: Task) -> bool:
-    """One of the job's own tasks (not a step's, nor a helper the job started)."""
-    return task.get("group") != REMOTE_GROUP and task.get("step_id") is None
 
 
 def _share(job: Job, nodes: int) -> float | None:

@@ -37,7 +37,7 @@ from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
 from fusesched.controller.step_cpus import release_unended
 from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
-from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
+from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.store import JobDetail
@@ -292,8 +292,10 @@ def expire(ctl: Controller, now: float) -> None:
 
 def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
-    that may not be requeued (``sbatch --no-requeue``) ends instead, cancelled (the core
-    never had it running) with the reason, and what waits on it settles."""
+    that may not be requeued (``sbatch --no-requeue``) fails instead with the reason (its
+    node lost: Slurm's NODE_FAIL), here (the core never had it, and would read its own
+    dependencies, met before the restart, as on unknown jobs), and what waits on it (outside
+    the core: unsubmitted.py) settles."""
     from fusesched.controller import recovery  # (here, not above: recovery imports adoption)
 
     for task in live.tasks.values():
@@ -305,10 +307,11 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     live.tasks = {}
     live.adopting = False
     live.nodes = ()
-    if not live.request.requeue:  # (straight to the core: it must not wait to run again)
+    if not live.request.requeue:
         why = f"{reason}; {NOT_REQUEUED}"
         ctl.persist.job_event(live.id, "JobNotRequeued", why, now)
-        ctl.events.extend([JobSubmitted(live.spec), JobCancelRequested(live.id, why)])
+        recovery.end_here(ctl, {live.id: why}, JobPhase.FAILED)
+        recovery.retry_waiting(ctl)
         return
     live.attempt_base += 1
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)

@@ -66,10 +66,15 @@ def reader(ctl: Controller) -> Callable[[str], JobPhase | None]:
 
 
 def forgotten(ctl: Controller, job_id: str) -> JobPhase | None:
-    """The stored phase of a job the core does not know and no live record holds (one that
-    ended before a restart), else ``None``."""
-    if job_id in ctl.core.jobs or job_id in ctl.jobs:
+    """The phase of a job the core does not know: the stored one of a job no live record
+    holds (one that ended before a restart, or outside the core), ``running`` for one left
+    running that waits to be adopted (it had started: ``after`` on it is met at once, not
+    once it is adopted), else ``None``."""
+    if job_id in ctl.core.jobs:
         return None
+    live = ctl.jobs.get(job_id)
+    if live is not None:
+        return JobPhase.RUNNING if live.adopting else None
     return stored(ctl, job_id)
 
 

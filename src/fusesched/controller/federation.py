@@ -173,14 +173,14 @@ def _apply_nodes(ctl: Controller, update: Update, now: float) -> None:
             reason = f"{pool} reports it {'up' if node.up else 'down'}"
             ctl.events.append(NodeStateChanged(name, state, reason))
             ctl.persist.node_state(name, state, now, reason)
-    if ctl.waiting:
-        from fusesched.controller import recovery
-
-        recovery.retry_waiting(ctl)  # recovered jobs these nodes may now hold
     if any(live.adopting for live in ctl.jobs.values()):
         from fusesched.controller import adoption
 
         adoption.try_adopt(ctl, now)  # jobs left running here by a previous controller
+    if ctl.waiting:  # (after: what waits behind a job adopted now goes now too)
+        from fusesched.controller import recovery
+
+        recovery.retry_waiting(ctl)  # recovered jobs these nodes may now hold
     for name, (owner, cluster_name, state) in list(ctl.remote_nodes.items()):
         if owner == pool and name not in seen and state is not NodeState.DOWN:
             ctl.remote_nodes[name] = (owner, cluster_name, NodeState.DOWN)

@@ -21,7 +21,10 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from fusesched.controller.records import UnknownJobError
-from fusesched.model.events import JobHoldRequested, JobReleaseRequested, JobSubmitted
+from fusesched.controller.unsubmitted import Unsubmitted, submitted_ids
+from fusesched.controller.unsubmitted import reason as wait_reason
+from fusesched.model.events import JobHoldRequested, JobReleaseRequested
+from fusesched.model.job import JobSpec
 from fusesched.model.phases import JobPhase
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ def hold(ctl: Controller, job_id: str, reason: str, by: Authority = Authority.OP
     with ctl.work:
         targets = member_targets(ctl, job_id, lambda t: is_waiting(ctl, t), "waiting", "hold")
         _admin_held(ctl, targets, by, "change that hold")
+        unsent = unsubmitted_ids(ctl)  # (read once, however many members)
         for target in targets:
             live = ctl.jobs[target]
             if target in ctl.core.jobs:
@@ -73,7 +77,7 @@ def hold(ctl: Controller, job_id: str, reason: str, by: Authority = Authority.OP
                     ctl.core.handle(JobHoldRequested(target, reason), now)
                 except ValueError as exc:
                     raise HoldRefused(f"{exc} (cancel it instead)") from None
-            elif not recovered(ctl, target, live.spec.array_parent):
+            elif not recovered(ctl, target, live.spec.array_parent, unsent):
                 # submitted since the last cycle: held right after the core takes it
                 ctl.events.append(JobHoldRequested(target, reason))
             # (a recovered job not yet handed to the core is held when it is: after_resubmit)
@@ -95,6 +99,8 @@ def release(ctl: Controller, job_id: str, by: Authority = Authority.OPEN) -> lis
         released = []
         targets = job_targets(ctl, job_id)
         _admin_held(ctl, targets, by, "release it")
+        unsent = unsubmitted_ids(ctl)  # (read once, however many members)
+        pending: Unsubmitted | None = None  # (what they may wait for: read once too)
         for target in targets:
             live = ctl.jobs[target]
             if live.hold is None:
@@ -102,16 +108,30 @@ def release(ctl: Controller, job_id: str, by: Authority = Authority.OPEN) -> lis
             live.hold, live.hold_admin = None, False
             rec = ctl.core.jobs.get(target)
             phase = JobPhase.PENDING.value
+            held_back = rec is None and recovered(ctl, target, live.spec.array_parent, unsent)
             if rec is not None:
                 ctl.core.handle(JobReleaseRequested(target), now)
                 phase = rec.phase.value
-            elif not recovered(ctl, target, live.spec.array_parent):
+            elif not held_back:
                 ctl.events.append(JobReleaseRequested(target))
             ctl.persist.job_held(target, None, phase, now, begin_time=live.spec.begin_time)
+            if held_back and live.spec.dependencies:
+                pending = pending or Unsubmitted(ctl, [*ctl.held, *ctl.waiting])
+                _waits_after(ctl, pending, live.spec)
             released.append(target)
         ctl.persist.flush()
     ctl.wake()
     return released
+
+
+def _waits_after(ctl: Controller, pending: Unsubmitted, spec: JobSpec) -> None:
+    """A job released while it waits outside the core after a restart, behind a job it
+    depends on that the core does not hold yet, says so as the other such jobs do
+    (``Dependency: job N``: unsubmitted.hold_back), not ``released``."""
+    target = pending.waits_for(spec)
+    if target is not None:
+        ctl.persist.job_reason(spec.id, wait_reason(target))
+        ctl.persist.recovered_wait(spec.id)
 
 
 def at_submit(ctl: Controller, job_ids: list[str]) -> list[JobHoldRequested]:
@@ -196,13 +216,20 @@ def member_targets(
     return targets
 
 
-def recovered(ctl: Controller, job_id: str, parent: str | None) -> bool:
-    """Whether ``job_id`` (or its array) is a recovered submission not yet handed to the
-    core (recovered array members come one by one, a fresh array as one submission)."""
-    return any(
-        isinstance(event, JobSubmitted) and event.job.id in (job_id, parent)
-        for event in (*ctl.held, *ctl.waiting)
-    )
+def unsubmitted_ids(ctl: Controller) -> set[str]:
+    """The ids of the submissions held back after a restart, not yet handed to the core
+    (recovered, or behind a job they depend on: controller/recovery.py)."""
+    return submitted_ids([*ctl.held, *ctl.waiting])
+
+
+def recovered(
+    ctl: Controller, job_id: str, parent: str | None, unsent: set[str] | None = None
+) -> bool:
+    """Whether ``job_id`` (or its array) is a submission held back after a restart, not yet
+    handed to the core (recovered array members come one by one, a fresh array as one
+    submission). ``unsent``: :func:`unsubmitted_ids`, read once for many jobs."""
+    ids = unsubmitted_ids(ctl) if unsent is None else unsent
+    return job_id in ids or (parent is not None and parent in ids)
 
 
 def is_waiting(ctl: Controller, job_id: str) -> bool:

@@ -4,13 +4,22 @@ defensively (a request stored by an older release may lack or mistype them) and 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
 
-from fusesched.api.schemas import JobView, TaskView
+from fusesched.api.schemas import JobView, StepSummaryView, TaskView
 from fusesched.controller.hetjob_env import stored_components
 from fusesched.controller.job_sizes import batch_started, job_size
-from fusesched.store.records import JobRow, TaskRow
+from fusesched.model import step_summary
+from fusesched.store.records import JobRow, JobState, TaskRow
 from fusesched.submit.job_notify import stored_mail
 from fusesched.submit.salloc_holder import holds_allocation
+
+if TYPE_CHECKING:
+    from fusesched.store.store import Store
+
+#: Jobs whose tasks one read loads to summarise their steps (``GET /v1/jobs?steps=true``):
+#: what the controller holds of tasks at once is theirs, not a whole page's.
+STEP_CHUNK: Final = 50
 
 
 def _text_or_none(value: object) -> str | None:
@@ -29,9 +38,49 @@ def _number_or_none(value: object) -> float | None:
     return float(value)
 
 
-def job_view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None) -> JobView:
-    """What the API shows of a stored job: its row, with ``tasks`` and its ``restarts``
-    (None: not counted)."""
+def listed_views(store: Store, rows: Sequence[JobRow], detail: bool, steps: bool) -> list[JobView]:
+    """``GET /v1/jobs``'s views of ``rows``: ``detail``, each with its tasks and restarts;
+    ``steps``, with its restarts and its latest run's steps summarised (what they read of
+    their tasks read :data:`STEP_CHUNK` jobs at a time: a page of big jobs is never all in
+    memory)."""
+    if not (detail or steps):
+        return [job_view(row, ()) for row in rows]
+    restarts = store.restarts([row.id for row in rows])
+    if not steps:
+        tasks = store.tasks_of_jobs([row.id for row in rows])
+        return [job_view(r, tasks.get(r.id, ()), restarts.get(r.id, 0)) for r in rows]
+    shown: list[JobView] = []
+    for first in range(0, len(rows), STEP_CHUNK):
+        part = rows[first : first + STEP_CHUNK]
+        ids = [row.id for row in part]
+        read = store.step_tasks_of_jobs(ids)
+        full = store.tasks_of_jobs(ids) if detail else {}
+        for row in part:
+            summary = step_views(row, read.get(row.id, ()))
+            shown.append(job_view(row, full.get(row.id, ()), restarts.get(row.id, 0), summary))
+    return shown
+
+
+def step_views(row: JobRow, tasks: Sequence[step_summary.StepTask]) -> list[StepSummaryView]:
+    """The steps of the job's latest run, summarised from its ``tasks``."""
+    found = step_summary.job_steps(
+        tasks,
+        waiting=row.state is JobState.PENDING,
+        start_time=row.start_time,
+        batch=batch_started(row.request),
+        allocation=holds_allocation(row.request),
+    )
+    return [StepSummaryView(**step_summary.summary_record(s)) for s in found]
+
+
+def job_view(
+    row: JobRow,
+    tasks: Sequence[TaskRow],
+    restarts: int | None = None,
+    steps: list[StepSummaryView] | None = None,
+) -> JobView:
+    """What the API shows of a stored job: its row, with ``tasks``, its ``restarts`` (None:
+    not counted) and its ``steps`` summarised (None: not asked for)."""
     mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
     size = job_size(row.request)
     return JobView(
@@ -73,6 +122,7 @@ def job_view(row: JobRow, tasks: Sequence[TaskRow], restarts: int | None = None)
         batch=batch_started(row.request),
         allocation=holds_allocation(row.request),
         restarts=restarts,
+        steps=steps,
         tasks=[
             TaskView(
                 task_id=t.task_id,

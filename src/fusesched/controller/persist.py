@@ -20,7 +20,7 @@ from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
 from fusesched.controller.job_steps import step_name, step_of, step_tasks
-from fusesched.controller.job_view import job_view
+from fusesched.controller.job_view import job_view, listed_views
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -501,9 +501,11 @@ class Persistence:
         until: float | None = None,
         detail: bool = False,
         also: Collection[str] | None = None,
+        steps: bool = False,
     ) -> list[JobView]:
         """Jobs newest first; ``user`` and ``queue`` may each be several (any of them);
-        ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it; see
+        ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it;
+        ``steps``: each with its restarts and its steps summarised (not its tasks); see
         :meth:`Store.list_jobs` for the rest."""
         rows = self.store.list_jobs(
             user=user,
@@ -520,11 +522,7 @@ class Persistence:
             until=until,
             also=also,
         )
-        if not detail:
-            return [job_view(row, ()) for row in rows]
-        ids = [row.id for row in rows]
-        tasks, restarts = self.store.tasks_of_jobs(ids), self.store.restarts(ids)
-        return [job_view(r, tasks.get(r.id, ()), restarts.get(r.id, 0)) for r in rows]
+        return listed_views(self.store, rows, detail, steps)
 
 
 def _devices(task: LiveTask) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.controller import adoption, dependencies, federation, holds
 from fusesched.controller.records import LiveJob, recovered_spec
-from fusesched.controller.unsubmitted import Unsubmitted
+from fusesched.controller.unsubmitted import Unsubmitted, submitted_ids
 from fusesched.core.pending_reasons import given
 from fusesched.model.events import ArrayRecalled, Event, JobCancelRequested, JobSubmitted
 from fusesched.model.job import ArraySpec, JobSpec
@@ -129,7 +129,7 @@ def _settled(ctl: Controller, event: JobSubmitted) -> JobSubmitted | None:
     one can never be met: the job (every member of an array) ends here, cancelled."""
     settled = dependencies.settle_submitted(ctl, event.job)
     if isinstance(settled, str):
-        _end_here(ctl, dict.fromkeys(_members(ctl, event.job), settled))
+        end_here(ctl, dict.fromkeys(_members(ctl, event.job), settled))
         return None
     return event if settled is event.job else JobSubmitted(settled)
 
@@ -142,8 +142,10 @@ def _members(ctl: Controller, spec: JobSpec) -> list[str]:
     return [m for i in spec.array.indices if (m := f"{spec.id}_{i}") in ctl.jobs]
 
 
-def _end_here(ctl: Controller, reasons: dict[str, str]) -> None:
-    """Jobs the core never had end here, cancelled (job id -> why), and the store says so
+def end_here(
+    ctl: Controller, reasons: dict[str, str], phase: JobPhase = JobPhase.CANCELLED
+) -> None:
+    """Jobs the core never had end here in ``phase`` (job id -> why), and the store says so
     at once: what waits on them settles from it (dependencies.settle_submitted). The core
     is told of those of an array it was told of already (``ctl.arrays_recalled``: counted
     waiting on it as yet to come, they would keep its dependents waiting for ever)."""
@@ -151,10 +153,10 @@ def _end_here(ctl: Controller, reasons: dict[str, str]) -> None:
     recalled: dict[str, tuple[ArraySpec, dict[str, JobPhase]]] = {}
     for job_id, why in reasons.items():
         live = ctl.jobs.pop(job_id, None)
-        ctl.persist.job_finished(job_id, JobPhase.CANCELLED, None, why, now)
+        ctl.persist.job_finished(job_id, phase, None, why, now)
         array, parent = (live.spec.array, live.spec.array_parent) if live else (None, None)
         if array is not None and parent is not None and parent in ctl.arrays_recalled:
-            recalled.setdefault(parent, (array, {}))[1][job_id] = JobPhase.CANCELLED
+            recalled.setdefault(parent, (array, {}))[1][job_id] = phase
     ctl.events.extend(ArrayRecalled(a, array, ended) for a, (array, ended) in recalled.items())
     ctl.persist.flush()
 
@@ -177,7 +179,7 @@ def cancel_unsubmitted(
     would run after all): held after their job, or the waiting job ends here at once (and
     what waits on it may go now). Each list is read once, however many members."""
     if ctl.held:
-        held = _submitted(ctl.held)
+        held = submitted_ids(ctl.held)
         ctl.held.extend(e for e in events if _submits(ctl, held, e.job_id))
         events = [e for e in events if not _submits(ctl, held, e.job_id)]
     ended = _cancel_waiting(ctl, events)
@@ -192,7 +194,7 @@ def _cancel_waiting(ctl: Controller, events: list[JobCancelRequested]) -> set[st
     which never had them, would refuse them for want of nodes first). Of an array waiting as
     one submission whose members are not all cancelled, the others wait on one by one, as
     the members of an array recovered after a restart."""
-    waiting = _submitted(ctl.waiting)
+    waiting = submitted_ids(ctl.waiting)
     reasons = {e.job_id: e.reason for e in events if _submits(ctl, waiting, e.job_id)}
     if not reasons:
         return set()
@@ -206,13 +208,8 @@ def _cancel_waiting(ctl: Controller, events: list[JobCancelRequested]) -> set[st
             others = [m for m in _members(ctl, event.job) if m not in reasons]
             kept.extend(JobSubmitted(event.job.array_member(m)) for m in others)
     ctl.waiting = kept
-    _end_here(ctl, reasons)
+    end_here(ctl, reasons)
     return set(reasons)
-
-
-def _submitted(events: list[Event]) -> set[str]:
-    """The ids of the jobs (of the arrays submitted as one) ``events`` submit."""
-    return {event.job.id for event in events if isinstance(event, JobSubmitted)}
 
 
 def _submits(ctl: Controller, submitted: set[str], job_id: str) -> bool:

@@ -131,6 +131,11 @@ class Unsubmitted:
         return None
 
 
+def submitted_ids(events: Iterable[Event]) -> set[str]:
+    """The ids of the jobs (of the arrays submitted as one) ``events`` submit."""
+    return {event.job.id for event in events if isinstance(event, JobSubmitted)}
+
+
 def reason(target: str) -> str:
     """What a job waiting outside the core for ``target`` (:meth:`Unsubmitted.waits_for`)
     waits for, as the core says of a job waiting on its dependencies."""

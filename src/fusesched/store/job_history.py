@@ -1,6 +1,7 @@
 """What a page of listed jobs shows beside their rows (``GET /v1/jobs?detail=true``, what
-``fusesched sacct`` prints as job steps and ``Restarts``): their tasks, and how many times
-each was requeued or restarted in place.
+``fusesched sacct`` prints as job steps and ``Restarts``): their tasks (or, for ``steps=true``,
+only the fields their steps' summaries read), and how many times each was requeued or
+restarted in place.
 
 Each is one query per :data:`CHUNK` jobs over an index on ``job_id`` (the tasks', the
 events'), whatever the number of jobs: never a query per job.
@@ -14,6 +15,7 @@ from typing import Final
 
 from sqlalchemy import Connection, func, select
 
+from fusesched.model.step_summary import StepTask
 from fusesched.store.convert import task_row
 from fusesched.store.records import TaskRow
 from fusesched.store.schema import events, tasks
@@ -35,6 +37,22 @@ def tasks_by_job(conn: Connection, job_ids: Collection[str]) -> dict[str, list[T
         stmt = select(tasks).where(tasks.c.job_id.in_(part)).order_by(*order)
         for m in conn.execute(stmt).mappings():
             found[m["job_id"]].append(task_row(m))
+    return dict(found)
+
+
+#: The columns of a task a step's summary reads (:class:`StepTask`'s fields).
+_STEP_COLUMNS: Final = tuple(tasks.c[name] for name in StepTask.__dataclass_fields__)
+
+
+def step_tasks_by_job(conn: Connection, job_ids: Collection[str]) -> dict[str, list[StepTask]]:
+    """What the steps' summaries read of the tasks of ``job_ids`` (every run's; as
+    :func:`tasks_by_job`, without the rest of each row)."""
+    found: dict[str, list[StepTask]] = defaultdict(list)
+    order = (tasks.c.job_id, tasks.c.group, tasks.c.index)
+    for part in _chunks(job_ids):
+        stmt = select(tasks.c.job_id, *_STEP_COLUMNS).where(tasks.c.job_id.in_(part))
+        for job_id, *values in conn.execute(stmt.order_by(*order)):
+            found[job_id].append(StepTask(*values))
     return dict(found)
 
 

@@ -28,6 +28,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from fusesched.model.node import NodeState
+from fusesched.model.step_summary import StepTask
 from fusesched.store.batch import existing, merge, no_repeats, unindexed, update_known, update_many
 from fusesched.store.convert import (
     event_record,
@@ -51,7 +52,7 @@ from fusesched.store.errors import (
     UnknownNode,
     UnknownTask,
 )
-from fusesched.store.job_history import restart_counts, tasks_by_job
+from fusesched.store.job_history import restart_counts, step_tasks_by_job, tasks_by_job
 from fusesched.store.job_window import windowed
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
@@ -405,6 +406,12 @@ class Store:
         with none (or unknown) has no key. See :mod:`~fusesched.store.job_history`."""
         with self._read() as conn:
             return tasks_by_job(conn, job_ids)
+
+    def step_tasks_of_jobs(self, job_ids: Collection[str]) -> dict[str, list[StepTask]]:
+        """What the summaries of the steps of ``job_ids`` read of their tasks (``GET
+        /v1/jobs?steps=true``); see :mod:`~fusesched.store.job_history`."""
+        with self._read() as conn:
+            return step_tasks_by_job(conn, job_ids)
 
     def restarts(self, job_ids: Collection[str]) -> dict[str, int]:
         """How many times each of ``job_ids`` was requeued or restarted in place; a job
