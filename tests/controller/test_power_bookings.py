@@ -51,6 +51,6 @@ def test_the_queue_is_fitted_once_per_job_shape(
     monkeypatch.setattr(Placement, "allows", counted)
     assert ctl.power is not None
     demand = ctl.power._demand(ctl)
-    assert demand["gpu"].held_nodes == 40.0  # (each a whole node to wake, as before)
+    assert demand["gpu"].held_nodes == 20.0  # (each half of a 2-GPU node)
     assert calls <= 2 * 4
     ctl.persist.close()

@@ -52,4 +52,5 @@ def test_each_groups_own_pool_is_woken() -> None:
 def test_a_job_without_group_filters_counts_once_as_before() -> None:
     master = TaskGroup("master", 1, Resources({CPU: 1000}))
     worker = TaskGroup("worker", 2, Resources({CPU: 1000, GPU: 1}))
-    assert _demand(JobSpec("j", (master, worker))) == {"gpu": PoolDemand(queued_nodes=1.0)}
+    expected = PoolDemand(queued_nodes=1.0, wake_first=("g1",))  # the node that can run it
+    assert _demand(JobSpec("j", (master, worker))) == {"gpu": expected}

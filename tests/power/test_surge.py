@@ -258,9 +258,11 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     views = [NodeView(v.name, "cpu", v.power, v.busy, v.since) for v in views]
     held = plan_power("surge", NOW, views, {"cpu": replace(demand["cpu"], surge_nodes=0.0)}, CFG)
     assert held.suspend == () and held.resume == ()
-    # a job a sleeping node could run counts there, as before (to wake it)
+    # a job a sleeping node could run counts there (to wake it), as its share of a node: 1 of
+    # 4 CPUs (the policy rounds the pool's sum up: one node woken)
     core.jobs["j"] = job(1)
-    assert manager._demand(ctl) == {"gpu": PoolDemand(queued_nodes=1.0)}  # type: ignore[arg-type]
+    expected = PoolDemand(queued_nodes=0.25, wake_first=("g1",))  # g1 first: it can run it
+    assert manager._demand(ctl) == {"gpu": expected}  # type: ignore[arg-type]
     # a node that cannot run the job is not woken for it: "cpu" gets a sleeping node without
     # the label the job asks for, and the job is held on the powered one that has it
     nodes["c1"] = node("c1", "cpu", ib="yes")

@@ -15,16 +15,15 @@ External clusters' nodes are left to those clusters. The settings are
 :class:`fusesched.controller.power_config.PowerConfig` (``--power FILE``).
 
 The policies' demand signal is what this controller sees: per pool, its busy nodes (a task
-runs there, or the core has booked something there) plus the waiting jobs' node-equivalents;
-for ``surge-room`` its work instead, running and waiting, and the free room on its busy nodes
-(:mod:`fusesched.power.room`, counted as the simulator counts them), from what the core has
-booked on each node and what the waiting jobs ask for.
+runs there, or the core has booked something there), or for ``surge-room`` its work and the
+free room on its busy nodes (:mod:`fusesched.power.room`, from what the core has booked on each
+node), plus the waiting jobs' node-equivalents (:mod:`fusesched.power.waiting`: a 1-GPU job is
+1/8 of an 8-GPU node). Both are computed by the same pure functions as in the simulator.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -50,6 +49,7 @@ from fusesched.power.forecast import (
 )
 from fusesched.power.room import node_shares, rows_by_pool, work_and_room
 from fusesched.power.saving import NodeView, PoolDemand, PowerState, RateHistory, plan_power
+from fusesched.power.waiting import demand_signal, largest_node, node_equivalents
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -59,9 +59,13 @@ log = logging.getLogger("fusesched.controller.power")
 #: per pool, (the work, the free room on busy nodes), in node-equivalents
 WorkAndRoom = tuple[dict[str, float], dict[str, float]]
 
-#: per job shape (label filters, per-task resources): the first pool with nodes that fit it
-#: and those nodes, or None
-_Fits = dict[tuple[object, ...], tuple[str, list[NodeSpec]] | None]
+#: per job shape (label filters, per-task resources): the first pool with nodes that fit it,
+#: the largest of those nodes (CPUs, GPUs: what a share is counted against) and their names
+#: (for the sleeping side: what to wake first), or None
+_Fits = dict[tuple[object, ...], tuple[str, tuple[float, ...], tuple[str, ...]] | None]
+
+#: what a waiting job's share of a node is counted in (as in the simulator)
+_COUNTED = (CPU, GPU)
 
 
 @dataclass(slots=True)
@@ -131,32 +135,35 @@ class PowerManager:
             )
         return views
 
-    def _demand(
-        self, ctl: Controller, work: dict[str, float] | None = None
-    ) -> dict[str, PoolDemand]:
-        """Waiting jobs, in node-equivalents, counted against the first pool whose sleeping
-        nodes could run them (a gang of two full nodes needs two nodes woken: ``queued_nodes``,
-        what the policy resumes nodes for). A job no sleeping node could run is counted, as
-        ``held_nodes``, against the first pool whose powered nodes could: nothing is woken for
-        it, but the idle nodes it waits for (a gang for which one node is still busy) are not
-        suspended under it. ``work``, when given, gets each pool's waiting jobs (queued and
-        held) as ``surge-room`` counts work: unrounded, the larger of a job's CPU and GPU
-        shares of one node (a 1-GPU job is 1/8 of an 8-GPU node, not a whole node), as the
-        simulator counts them."""
+    def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
+        """Waiting jobs, in node-equivalents (:func:`fusesched.power.waiting.node_equivalents`,
+        the simulator's count: per job the larger of its CPU and GPU shares of the largest
+        node that could run it, summed unrounded; the policy rounds the sum up, so four 1-GPU
+        jobs on 8-GPU nodes wake one node, and a gang of two full nodes two; a job for the
+        2-GPU nodes of a pool that also holds 8-GPU ones counts against a 2-GPU node, not
+        against the node it cannot run on), counted against the
+        first pool whose sleeping nodes could run them (``queued_nodes``, what the policy
+        resumes nodes for). A job no sleeping node could run is counted, as ``held_nodes``,
+        against the first pool whose powered nodes could: nothing is woken for it, but the
+        idle nodes it waits for (a gang for which one node is still busy) are not suspended
+        under it. The sleeping nodes that could run a queued job are named in ``wake_first``:
+        the policy resumes them before the pool's others (in a pool of mixed node sizes, not
+        the big node a job constrained to the small ones cannot use)."""
         sleeping: dict[str, list[NodeSpec]] = {}
         powered: dict[str, list[NodeSpec]] = {}
         for name, node in ctl.nodes.items():
+            pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
             entry = self.nodes.get(name)
             power = entry.power if entry is not None else PowerState.ON
-            pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
             if node.drain is not None:  # an operator keeps it out of work
                 continue
             if power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
                 sleeping.setdefault(pool, []).append(node.spec)
             elif power is PowerState.ON and node.state is NodeState.UP:
                 powered.setdefault(pool, []).append(node.spec)
-        queued: dict[str, float] = {}
-        held: dict[str, float] = {}
+        # per pool and node size, what each waiting job asks for (CPUs, GPUs): to wake for,
+        # and held
+        waiting: tuple[dict[tuple[str, tuple[float, ...]], list[list[float]]], ...] = ({}, {})
         # which nodes fit a shape is worked out once per shape, not per job: the queue may
         # hold thousands of jobs of a few shapes (arrays), and this runs under the lock
         fits: tuple[_Fits, _Fits] = ({}, {})
@@ -165,16 +172,30 @@ class PowerManager:
             if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
                 continue
             for part in _parts(rec.spec):
-                for counts, pools, seen in ((queued, sleeping, fits[0]), (held, powered, fits[1])):
+                for asks, pools, seen in zip(waiting, (sleeping, powered), fits, strict=True):
                     found = _first_fit(part, pools, seen)
                     if found is not None:
-                        pool, nodes, share = found
-                        counts[pool] = counts.get(pool, 0.0) + nodes
-                        if work is not None:
-                            work[pool] = work.get(pool, 0.0) + share
+                        total = part.total
+                        asks.setdefault(found[:2], []).append([total.get(r) for r in _COUNTED])
                         break
+        queued: dict[str, float] = {}
+        held: dict[str, float] = {}
+        for asks, counts in zip(waiting, (queued, held), strict=True):
+            for (pool, scale), rows in asks.items():
+                amount = node_equivalents(np.array(rows, np.float64), np.array(scale))
+                counts[pool] = counts.get(pool, 0.0) + amount
+        # every shape found on the sleeping side was counted in queued_nodes: its nodes first
+        # (per shape, in queue order; a dict as an ordered set)
+        wake: dict[str, dict[str, None]] = {}
+        for found in fits[0].values():
+            if found is not None:
+                wake.setdefault(found[0], {}).update(dict.fromkeys(found[2]))
         return {
-            pool: PoolDemand(queued_nodes=queued.get(pool, 0.0), held_nodes=held.get(pool, 0.0))
+            pool: PoolDemand(
+                queued_nodes=queued.get(pool, 0.0),
+                held_nodes=held.get(pool, 0.0),
+                wake_first=tuple(wake.get(pool, ())),
+            )
             for pool in sorted(set(queued) | set(held))
         }
 
@@ -219,26 +240,24 @@ class PowerManager:
         now: float,
         work_room: WorkAndRoom | None = None,
     ) -> dict[str, PoolDemand]:
-        """Feed each pool's nodes needed now (busy + waiting) to the forecaster and add its
-        upper estimate over the wake latency to the demand (the forecast policy uses it), or for
-        the predictive policy the forecast rise of demand (arrivals), or for the surge policy the
+        """Feed each pool's nodes needed now (busy + waiting, as the simulator counts them:
+        :func:`fusesched.power.waiting.demand_signal`) to the forecaster and add its upper
+        estimate over the wake latency to the demand (the forecast policy uses it), or for the
+        predictive policy the forecast rise of demand (arrivals), or for the surge policy the
         largest recent rise. For surge-room the work in node-equivalents (``work_room``: from
-        :meth:`_work_and_room`, plus the waiting jobs' from :meth:`_demand`) stands for the busy
-        nodes and the waiting demand, and its free room is passed on."""
+        :meth:`_work_and_room`) stands for the busy nodes, and its free room is passed on. The
+        waiting jobs (queued and held) count in node-equivalents, unrounded (:meth:`_demand`)."""
         policy = self.config.policy
         if policy not in ("forecast", "predictive", *SURGE_POLICIES):
             return demand
         work, room = work_room if work_room is not None else ({}, {})
-        needed: dict[str, float] = {}
+        running: dict[str, float] = {}
         for view in views:
-            busy = 0.0 if policy == "surge-room" else float(view.busy)
-            needed[view.pool] = needed.get(view.pool, 0.0) + busy
-        if policy == "surge-room":  # the work includes the waiting jobs' (in its own units)
-            for pool, amount in work.items():
-                needed[pool] = needed.get(pool, 0.0) + amount
-        else:
-            for pool, wanted in demand.items():
-                needed[pool] = needed.get(pool, 0.0) + wanted.queued_nodes + wanted.held_nodes
+            running[view.pool] = running.get(view.pool, 0.0) + float(view.busy)
+        if policy == "surge-room":
+            running = {pool: work.get(pool, 0.0) for pool in running.keys() | work.keys()}
+        waiting = {pool: d.queued_nodes + d.held_nodes for pool, d in demand.items()}
+        needed = demand_signal(running, waiting)
         horizon = self.config.wake_latency_s + self.config.interval_s
         out = {}
         if policy == "predictive":  # the rise over the wake latency and SuspendTime
@@ -270,12 +289,8 @@ class PowerManager:
             return
         self._at = now
         views = self._views(ctl, now)
-        work_room = None
-        if self.config.policy == "surge-room":
-            work_room = self._work_and_room(ctl)
-            demand = self._demand(ctl, work_room[0])  # (adds the waiting jobs' work)
-        else:
-            demand = self._demand(ctl)
+        work_room = self._work_and_room(ctl) if self.config.policy == "surge-room" else None
+        demand = self._demand(ctl)
         demand = self._forecast(views, demand, now, work_room)
         plan = plan_power(self.config.policy, now, views, demand, self.config.saving, self.history)
         self.history = plan.history
@@ -388,24 +403,22 @@ def _parts(spec: JobSpec) -> list[JobSpec]:
 
 def _first_fit(
     spec: JobSpec, pools: Mapping[str, list[NodeSpec]], seen: _Fits
-) -> tuple[str, float, float] | None:
-    """The first pool (by name) with nodes that could run ``spec``, its whole nodes needed
-    there and its work there (:func:`_work_share`); None if no pool has one. ``seen``: the
-    nodes found in ``pools`` so far, by shape."""
+) -> tuple[str, tuple[float, ...], tuple[str, ...]] | None:
+    """The first pool (by name) with nodes that could run ``spec``, the largest of those
+    nodes and their names; None if no pool has one. ``seen``: what was found in ``pools`` so
+    far, by shape."""
     key = (spec.placement.cache_key(), tuple(g.resources for g in spec.task_groups))
     if key not in seen:
         seen[key] = _fitting(spec, pools)
-    found = seen[key]
-    if found is None:
-        return None
-    pool, fitting = found
-    return pool, _nodes_needed(spec, fitting), _work_share(spec, fitting[0])
+    return seen[key]
 
 
 def _fitting(
     spec: JobSpec, pools: Mapping[str, list[NodeSpec]]
-) -> tuple[str, list[NodeSpec]] | None:
-    """The first pool (by name) with nodes that could run ``spec``, and those nodes."""
+) -> tuple[str, tuple[float, ...], tuple[str, ...]] | None:
+    """The first pool (by name) with nodes that could run ``spec``, the largest of those
+    nodes (per counted resource: :func:`fusesched.power.waiting.largest_node`) and their
+    names."""
     for pool, specs in sorted(pools.items()):
         fitting = [
             s
@@ -414,26 +427,7 @@ def _fitting(
             and all(g.resources.fits_in(s.capacity) for g in spec.task_groups)
         ]
         if fitting:
-            return pool, fitting
+            sizes = np.array([[s.capacity.get(r) for r in _COUNTED] for s in fitting], np.float64)
+            largest = tuple(largest_node(sizes).tolist())
+            return pool, largest, tuple(s.name for s in fitting)
     return None
-
-
-def _nodes_needed(spec: JobSpec, fitting: Sequence[NodeSpec]) -> float:
-    """Node-equivalents of a job on nodes like ``fitting``: its largest share of one node's
-    capacity over every resource it asks for (at least one node, at most those there)."""
-    node = fitting[0].capacity
-    share = 0.0
-    for group in spec.task_groups:
-        for name, amount in group.total.items():
-            have = node.get(name)
-            if have > 0:
-                share = max(share, amount / have)
-    return float(min(len(fitting), max(1, math.ceil(share - 1e-9))))
-
-
-def _work_share(spec: JobSpec, node: NodeSpec) -> float:
-    """A job's work on nodes like ``node`` in ``surge-room``'s node-equivalents
-    (:mod:`fusesched.power.room`): the larger of its CPUs and whole GPUs over the node's,
-    unrounded (as the simulator's ``PowerSim.queued_nodes``)."""
-    total, have = spec.total, node.capacity
-    return max((total.get(r) / have.get(r) for r in (CPU, GPU) if have.get(r) > 0), default=0.0)

@@ -17,7 +17,8 @@ The shared machinery then
 2. leaves alone excluded nodes (by name or pool) and nodes the scheduler does not use;
 3. suspends idle nodes (longest idle first) while more are awake than the target, never
    below the pool's warm reserve nor below what the waiting jobs need;
-4. resumes suspended nodes (longest suspended first) while fewer are awake than the target;
+4. resumes suspended nodes (those the waiting jobs can use first, ``PoolDemand.wake_first``,
+   then longest suspended first) while fewer are awake than the target;
 5. within the cluster-wide rate limits (actions per minute, as Slurm's ``SuspendRate`` and
    ``ResumeRate``).
 
@@ -105,6 +106,11 @@ class PoolDemand:
     ``room_nodes``: node-equivalents free on the pool's powered busy nodes (per node, 1 − its
     largest share of CPUs or GPUs in use); only the ``surge-room`` policy reads it, and for it
     ``surge_nodes`` is the largest rise of the work (node-equivalents in use + waiting).
+    ``wake_first``: names of the pool's sleeping nodes that could run at least one of the jobs
+    counted in ``queued_nodes``; they are resumed before its other sleeping nodes. In a pool
+    of mixed node sizes the node woken first could otherwise be one the waiting jobs cannot
+    use (an 8-GPU node for a job constrained to the 2-GPU ones), which, once up and idle,
+    counts as awake and blocks further wakes. Empty (the simulator's): oldest asleep first.
     """
 
     queued_nodes: float = 0.0
@@ -115,6 +121,7 @@ class PoolDemand:
     surge_nodes: float | None = None
     held_nodes: float = 0.0
     room_nodes: float = 0.0
+    wake_first: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -387,9 +394,10 @@ def plan_power(
                 suspend.extend(chosen)
                 suspends_left -= len(chosen)
         elif facts.awake < target.awake and resumes_left > 0:
+            first = frozenset(facts.demand.wake_first)  # nodes the waiting jobs can use
             asleep = sorted(
                 (n for n in members if n.power is PowerState.SUSPENDED and not config.excluded(n)),
-                key=lambda n: (n.since, n.name),
+                key=lambda n: (n.name not in first, n.since, n.name),
             )
             chosen = [n.name for n in asleep[: min(target.awake - facts.awake, resumes_left)]]
             resume.extend(chosen)

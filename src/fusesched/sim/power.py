@@ -57,6 +57,7 @@ from fusesched.power.saving import (
     get_policy,
     plan_power,
 )
+from fusesched.power.waiting import demand_signal, largest_node, node_equivalents
 
 if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
@@ -234,19 +235,14 @@ class PowerSim:
             if self.policy in ("surge", "surge-room")
             else None
         )
-        # queued demand in node-equivalents: per pool, the largest node capacity per column
+        # queued demand in node-equivalents (power/waiting.py): the core's CPU and GPU columns,
+        # and per pool its largest node's
         cols = core.cluster.columns
-        self._demand_cols: dict[str, list[tuple[int, float]]] = {}
-        for pool, rows in self.pool_rows.items():
-            pairs = []
-            for name in (CPU, GPU):
-                col = cols.get(name)
-                if col is None:
-                    continue
-                cap = float(core.cluster.capacity[rows, col].max()) if len(rows) else 0.0
-                if cap > 0:
-                    pairs.append((col, cap))
-            self._demand_cols[pool] = pairs
+        self._demand_cols = np.array([cols[n] for n in (CPU, GPU) if n in cols], np.int64)
+        self._demand_scale = {
+            pool: largest_node(core.cluster.capacity[rows][:, self._demand_cols])
+            for pool, rows in self.pool_rows.items()
+        }
         self._refresh(np.arange(size, dtype=np.int64), 0.0)
 
     # ------------------------------------------------------------------ engine calls
@@ -455,10 +451,7 @@ class PowerSim:
     def _node_equivalents(
         self, pool: str, totals: npt.NDArray[np.float64] | npt.NDArray[np.int64]
     ) -> float:
-        shares = [totals[:, col] / cap for col, cap in self._demand_cols[pool]]
-        if not shares:
-            return 0.0
-        return float(np.max(np.stack(shares), axis=0).sum())
+        return node_equivalents(totals[:, self._demand_cols], self._demand_scale[pool])
 
     def _control(self, now: float) -> None:
         core = self._core
@@ -471,12 +464,12 @@ class PowerSim:
         surges: dict[str, float | None] = dict.fromkeys(self.pool_names)
         room = dict.fromkeys(self.pool_names, 0.0)
         if self.forecaster is not None or self.riser is not None or self.surger is not None:
-            needed = {pool: busy + queued[pool] for pool, busy in self._busy_by_pool().items()}
+            running: Mapping[str, float] = self._busy_by_pool()
             if self.policy == "surge-room":  # the work in node-equivalents, and the free room
                 powered = np.array([s is PowerState.ON for s in self.state])
                 shares = node_shares(self.cpu_used, self.gpu_used, self.cpu_cap, self.gpu_cap)
-                work, room = work_and_room(shares, powered, self.pool_rows)
-                needed = {pool: work[pool] + queued[pool] for pool in self.pool_names}
+                running, room = work_and_room(shares, powered, self.pool_rows)
+            needed = demand_signal(running, queued)
             if self.forecaster is not None:
                 self.forecaster.observe(now, needed)
                 for pool in self.pool_names:
