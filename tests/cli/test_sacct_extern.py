@@ -15,6 +15,7 @@ from fusesched.api.schemas import JobView
 from fusesched.cli import sacct_steps as st
 from fusesched.cli.salloc_plan import allocation_request, split_salloc_args
 from fusesched.controller.job_view import job_view
+from fusesched.model.phases import node_failure
 from fusesched.store.records import JobRow, JobState
 from fusesched.submit.sbatch import parse_sbatch
 
@@ -26,6 +27,7 @@ TASKS = [
     task("9.remote.3", "n2", start=NOW - 60, end=NOW - 50, code=2, step=1, step_name="sh"),
 ]
 RUNNING, NODE_FAIL = ("RUNNING", "0:0"), ("NODE_FAIL", "0:0")
+LOST = node_failure("node n0 stopped heartbeating")  # (the controller's reason: NODE_FAIL)
 FIELDS = "JobID,JobName,State,ExitCode,NodeList,NTasks,AllocCPUS"
 
 
@@ -54,7 +56,7 @@ def test_a_salloc_job_shows_an_extern_step_and_no_batch_step() -> None:
         (None, -15, {"state": "Failed", "phase": "timeout"}, ("COMPLETED", "0:0")),
         # still holding the allocation; its node lost
         ("running", None, {"state": "Running", "phase": "running", "end_time": None}, RUNNING),
-        ("lost", None, {"state": "Failed", "phase": "failed", "reason": "node lost"}, NODE_FAIL),
+        ("lost", None, {"state": "Failed", "phase": "failed", "reason": LOST}, NODE_FAIL),
     ],
 )
 def test_the_extern_step_ends_as_slurm_s_does(

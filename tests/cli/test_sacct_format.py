@@ -14,6 +14,7 @@ from fusesched.cli import sacct_format as sf
 from fusesched.cli.sacct_time import parse_sacct_time
 from fusesched.core.deadlines import REASON as DEADLINE_REASON
 from fusesched.core.requeue import NOT_REQUEUED
+from fusesched.model.phases import node_failure
 
 NOW = 1_000_000.0
 
@@ -54,7 +55,9 @@ def shown(fmt: str, usage: dict[str, object] | None = None, **fields: object) ->
         ({}, "COMPLETED"),
         ({"state": "Failed", "phase": "failed", "reason": "exit 3"}, "FAILED"),
         ({"state": "Failed", "phase": "failed", "reason": REASON_OOM}, "OUT_OF_MEMORY"),
-        ({"state": "Failed", "phase": "failed", "reason": "node lost"}, "NODE_FAIL"),
+        ({"state": "Failed", "phase": "failed", "reason": node_failure("node lost")}, "NODE_FAIL"),
+        # (a lost node named in a reason without the controller's marker: a plain failure)
+        ({"state": "Failed", "phase": "failed", "reason": "node n0 lost"}, "FAILED"),
         ({"state": "Failed", "phase": "timeout"}, "TIMEOUT"),
         ({"state": "Cancelled", "phase": "cancelled", "reason": "by alice"}, "CANCELLED"),
         ({"state": "Cancelled", "phase": "cancelled", "reason": DEADLINE_REASON}, "DEADLINE"),

@@ -78,7 +78,7 @@ def test_gres_names_every_accelerator() -> None:
 
 def test_slurm_states_fusesched_never_has_match_nothing() -> None:
     assert sq.parse_states(["PD,R,S"]) == sq.StateMatch(states=("Pending", "Running"))
-    assert sq.parse_states(["s", "SUSPENDED", "OOM"]) == sq.StateMatch()
+    assert sq.parse_states(["s", "SUSPENDED", "OOM", "BF"]) == sq.StateMatch()
     with pytest.raises(ValueError, match="unknown job state 'XX'"):
         sq.parse_states(["CG,XX"])
 
@@ -106,6 +106,24 @@ def test_a_completing_job_shows_cg_whatever_state_it_ended_in() -> None:
     assert (sq.slurm_state(job), sq.state_code(job)) == ("COMPLETING", "CG")
     assert line("%t %T", state="Completed", completing=True) == "CG COMPLETING"
     assert sq.state_code({**job, "completing": False}) == "CA"  # (once its hold has ended)
+
+
+NODE_DOWN = "NodeDown: node n0 stopped heartbeating; not requeued (--no-requeue)"
+
+
+def test_a_job_failed_by_a_lost_node_shows_nf_and_is_listed_for_nf_only() -> None:
+    lost = {**JOB, "state": "Failed", "phase": "failed", "reason": NODE_DOWN}
+    failed = {**lost, "reason": "exit 3"}
+    assert line("%t %T", **lost) == "NF NODE_FAIL"
+    assert line("%t %T", **failed) == "F FAILED"
+    nf, f = sq.parse_states(["nf"]), sq.parse_states(["F"])
+    assert nf == sq.StateMatch(phases=("failed",), failed=("NODE_FAIL",))
+    assert (sq.matches(nf, lost), sq.matches(nf, failed)) == (True, False)
+    assert (sq.matches(f, lost), sq.matches(f, failed)) == (False, True)
+    both, every = sq.parse_states(["F,node_fail"]), sq.parse_states(["all"])
+    assert all(sq.matches(m, j) for m in (both, every) for j in (lost, failed))
+    # (a node's loss in the reason's text, not its marker: a plain failure)
+    assert sq.slurm_state({**failed, "reason": "node n0 stopped heartbeating"}) == "FAILED"
 
 
 def test_a_truncated_arrays_summary_says_so() -> None:

@@ -102,7 +102,7 @@ def test_a_no_requeue_job_fails_saying_so(ctl: Controller, client: TestClient) -
     ctl.run_cycle()
     shown = job(client, job_id)
     assert shown["state"] == "Failed", shown
-    assert shown["reason"] == "node n0's agent stopped; not requeued (--no-requeue)"
+    assert shown["reason"] == "NodeDown: node n0's agent stopped; not requeued (--no-requeue)"
 
 
 def test_late_beats_do_not_bring_the_node_back_registering_does(

@@ -113,7 +113,7 @@ def test_a_no_requeue_job_fails_when_its_other_node_s_agent_leaves(make: Any, cl
     script_killed_and_exits(ctl, launch)
     ended = show(ctl, job)
     assert (ended["state"], ended["phase"]) == ("Failed", "failed"), ended
-    assert ended["reason"] == "node n1's agent stopped; not requeued (--no-requeue)"
+    assert ended["reason"] == "NodeDown: node n1's agent stopped; not requeued (--no-requeue)"
 
 
 def test_a_node_outside_the_allocation_changes_nothing(make: Any, clock: Clock) -> None:

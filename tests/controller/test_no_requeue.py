@@ -6,6 +6,7 @@ reports), the clock is moved by hand."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from tests.builders import Clock
+from tests.controller.test_sacct_step_summaries import Via
+from typer.testing import CliRunner
 
 from fusesched.api.app import create_app
 from fusesched.api.wire import Heartbeat, NodeInventory, TaskReport, TaskState
+from fusesched.cli import sacct as sacct_cli
+from fusesched.cli import squeue_format as sq
+from fusesched.cli.main import app
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.records import ControllerConfig
@@ -151,11 +157,51 @@ def test_a_no_requeue_job_on_a_lost_node_fails_and_its_dependents_settle(
     lose_n0(ctl, clock)
     ended = show(ctl, job)
     assert (ended["state"], ended["phase"]) == ("Failed", "failed"), ended
-    assert ended["reason"] == f"node n0 stopped heartbeating; {NOT_REQUEUED}"
+    assert ended["reason"] == f"NodeDown: node n0 stopped heartbeating; {NOT_REQUEUED}"
     assert show(ctl, ok)["state"] == "Cancelled"  # afterok: can never be met
     assert "dependency" in show(ctl, ok)["reason"]
     ctl.run_cycle()
     assert show(ctl, notok)["state"] == "Running"  # afternotok: met, on the node left
+
+
+def sacct(ctl: Controller, monkeypatch: pytest.MonkeyPatch, *args: str) -> list[str]:
+    """``fusesched sacct -a -S 1970-01-01 -P -X`` with ``args``, answered by ``ctl``'s app
+    (in UTC: the clock's times are early on 1970-01-01): its lines after the header."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.setattr(sacct_cli, "_client", lambda *_: Via(TestClient(create_app(ctl))))
+    try:
+        args = ("-a", "-S", "1970-01-01", "-P", "-X", *args)
+        result = CliRunner().invoke(app, ["sacct", *args])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()[1:]
+
+
+def test_a_no_requeue_job_failed_by_its_lost_node_is_node_fail_in_sacct_and_squeue(
+    make: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Slurm's: sacct and squeue show it ``NODE_FAIL``/``NF`` (exit ``0:0``), and ``-s
+    NF``/``-t NF`` list it, ``F`` not; a job failed by its own exit stays ``FAILED``."""
+    ctl = make("n0", "n1")
+    lost = sbatch(ctl, "-c", "4", "--no-requeue", "-w", "n0")
+    start(ctl, "n0")
+    own = sbatch(ctl, "-c", "1", "-w", "n1")
+    (task,) = start(ctl, "n1")
+    exited = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=3)
+    ctl.heartbeat(Heartbeat(node="n1", reports=[exited], running=[]), wait_s=0)
+    lose_n0(ctl, clock)
+    assert show(ctl, lost)["reason"] == f"NodeDown: node n0 stopped heartbeating; {NOT_REQUEUED}"
+    fields = ("-o", "JobID,State,ExitCode")
+    assert sacct(ctl, monkeypatch, *fields) == [f"{lost}|NODE_FAIL|0:0", f"{own}|FAILED|3:0"]
+    assert sacct(ctl, monkeypatch, "-s", "NF", *fields) == [f"{lost}|NODE_FAIL|0:0"]
+    assert sacct(ctl, monkeypatch, "--state=failed", *fields) == [f"{own}|FAILED|3:0"]
+    shown = TestClient(create_app(ctl)).get("/v1/jobs").json()
+    assert {job["id"]: sq.state_code(job) for job in shown} == {lost: "NF", own: "F"}
+    assert [j["id"] for j in shown if sq.matches(sq.parse_states(["NF"]), j)] == [lost]
+    assert [j["id"] for j in shown if sq.matches(sq.parse_states(["F"]), j)] == [own]
 
 
 def test_a_job_without_the_flag_on_a_lost_node_is_requeued(make: Any, clock: Clock) -> None:
@@ -199,7 +245,8 @@ def test_after_a_controller_restart_a_job_whose_node_is_gone(
         if no_requeue:
             assert (ended["state"], ended["phase"]) == ("Failed", "failed"), ended
             assert ended["reason"] == (
-                f"a node of it did not come back after a controller restart; {NOT_REQUEUED}"
+                "NodeDown: a node of it did not come back after a controller restart; "
+                f"{NOT_REQUEUED}"
             )
             assert job not in again.jobs and show(again, ok)["state"] == "Cancelled"
         else:

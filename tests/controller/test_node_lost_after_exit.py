@@ -16,9 +16,12 @@ from tests.builders import Clock
 from tests.controller.test_allocation_lost import CONFIG, inventory, show
 
 from fusesched.api.wire import Heartbeat, TaskLaunch, TaskReport, TaskState
+from fusesched.cli.sacct_format import sacct_state
+from fusesched.cli.squeue_format import slurm_state
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
+from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.submit.request import parse_request
 
 WHOLE_NODE = {"name": "main", "replicas": 2, "resources": {"cpu": "4"}, "argv": ["sleep", "60"]}
@@ -121,3 +124,21 @@ def test_a_restart_in_place_after_it_does_not_relaunch_on_the_lost_node(
     assert sorted(nodes.values()) == ["n0", "n2"], nodes
     kinds = [row.event.kind for row in ctl.persist.store.events_for_job(job)]
     assert "JobRestartedInPlace" not in kinds, kinds
+
+
+def test_a_no_requeue_job_whose_node_is_lost_before_its_restart_in_place_is_node_fail(
+    ctl: Controller, clock: Clock
+) -> None:
+    """As above, but ``--no-requeue``: not requeued, the core fails it, and its reason says
+    its node was lost (sacct and squeue: NODE_FAIL), not a plain FAILED."""
+    restart = {"mode": "restart-in-place", "retry_application_failures": True}
+    job, on_n0, on_n1 = two_tasks(ctl, restart=restart, requeue=False)
+    exits(ctl, "n1", on_n1)
+    lose_n1(ctl, clock, [on_n0.task_id])
+    exits(ctl, "n0", on_n0, 3)
+    clock.now += 60  # (past the restart's back-off)
+    ctl._check_health()
+    ctl.run_cycle()
+    ended = show(ctl, job)
+    assert ended["phase"] == "failed" and NOT_REQUEUED in ended["reason"], ended
+    assert (sacct_state(ended), slurm_state(ended)) == ("NODE_FAIL", "NODE_FAIL"), ended

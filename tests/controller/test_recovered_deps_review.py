@@ -58,7 +58,7 @@ def test_a_no_requeue_job_whose_node_is_gone_fails_despite_its_dependencies(
     cluster.restart(back="n1")  # n0 never comes back
     assert cluster.ctl.jobs[job].adopting
     _timeout(cluster, "n1")
-    why = f"a node of it did not come back after a controller restart; {NOT_REQUEUED}"
+    why = f"NodeDown: a node of it did not come back after a controller restart; {NOT_REQUEUED}"
     assert cluster.state(job) == ("Failed", why)
     assert list(cluster.launched()) == [not_ok]
     assert cluster.state(ok) == ("Cancelled", f"dependency {job} ended failed")

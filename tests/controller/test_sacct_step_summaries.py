@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from fusesched.cli import sacct as sacct_cli
 from fusesched.cli.main import app
 from fusesched.controller.service import Controller
+from fusesched.model.phases import node_failure
 from fusesched.sdk import Client
 from fusesched.store import JobState
 
@@ -73,7 +74,13 @@ def fill(ctl: Controller) -> None:
         _job(3, SCRIPT, JobState.RUNNING, "running"),
         _job(4, SCRIPT, JobState.COMPLETED, "completed", exit_code=0),
         _job(5, SCRIPT, JobState.FAILED, "failed", reason="OOM killer: task 5.main.0"),
-        _job(6, SCRIPT, JobState.FAILED, "failed", reason="node lost: n1"),
+        _job(
+            6,
+            SCRIPT,
+            JobState.FAILED,
+            "failed",
+            reason=node_failure("node n1 stopped heartbeating"),
+        ),
         _job(7, SCRIPT, JobState.FAILED, "timeout", exit_code=-15),
         _job(8, PLAIN, JobState.FAILED, "failed", exit_code=1),
         _job(9, SCRIPT, JobState.PENDING, "queued", start_time=None, end_time=None, nodes=()),

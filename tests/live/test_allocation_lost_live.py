@@ -144,7 +144,9 @@ def test_stopping_the_second_node_s_agent_ends_every_batch_job_allocated_it(
     until(lambda: all(process_gone(pid) for pid in pids), 10, "a script still runs")
 
     failed = client.show(once)
-    assert failed["reason"] == "node node-b's agent stopped; not requeued (--no-requeue)", failed
+    assert (
+        failed["reason"] == "NodeDown: node node-b's agent stopped; not requeued (--no-requeue)"
+    ), failed
     down = node(client, "node-b")
     assert (down["state"], down["reason"]) == ("down", "agent stopped")
     queued = client.show(again)

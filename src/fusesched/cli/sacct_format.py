@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
+from fusesched.model.phases import node_failed
 from fusesched.submit.hostlist import compress_hostlist
 
 Job = dict[str, Any]
@@ -54,10 +55,10 @@ _BY_CODE: Final = {code: name for name, (code, _) in SACCT_STATES.items()}
 _NEVER: Final = frozenset({*NEVER_STATES, *NEVER_STATES.values()})
 
 #: What the reason of a job ended by the kernel's OOM killer says (the agent's
-#: ``REASON_OOM``), of one whose node was lost, of one removed at its deadline (the core's
-#: ``deadlines.REASON``) and of a preempted one not requeued (``requeue.NOT_REQUEUED``).
+#: ``REASON_OOM``), of one removed at its deadline (the core's ``deadlines.REASON``) and of
+#: a preempted one not requeued (``requeue.NOT_REQUEUED``). One whose node was lost is told
+#: by its reason's marker (:func:`fusesched.model.phases.node_failed`).
 OOM_MARK: Final = "OOM killer"
-NODE_LOST_MARKS: Final = ("node lost", "lost by its agent")
 DEADLINE_MARK: Final = "DeadLine"
 NOT_REQUEUED_MARK: Final = "not requeued"
 
@@ -102,7 +103,7 @@ def sacct_state(job: Job) -> str:
     if phase == "failed":
         if OOM_MARK in reason:
             return "OUT_OF_MEMORY"
-        return "NODE_FAIL" if any(m in reason for m in NODE_LOST_MARKS) else "FAILED"
+        return "NODE_FAIL" if node_failed(reason) else "FAILED"
     if phase == "cancelled":
         if reason.startswith(DEADLINE_MARK):
             return "DEADLINE"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from fusesched.model.phases import node_failed
+
 Job = dict[str, Any]
 GPU: Final = "nvidia.com/gpu"
 
@@ -22,11 +24,14 @@ GPU: Final = "nvidia.com/gpu"
 class StateMatch(NamedTuple):
     """What a Slurm state name asks for: jobs in any of ``states`` (fusesched's coarse
     states) or in any of ``phases`` (its finer phases), or, with ``completing``, those the
-    controller shows completing (``GET /v1/jobs?completing=true``)."""
+    controller shows completing (``GET /v1/jobs?completing=true``). Of the jobs in phase
+    ``failed``, which Slurm tells apart, ``failed`` names those kept (``FAILED``,
+    ``NODE_FAIL``: :func:`matches`), unless ``states`` holds ``Failed`` (all of them)."""
 
     states: tuple[str, ...] = ()
     phases: tuple[str, ...] = ()
     completing: bool = False
+    failed: tuple[str, ...] = ()
 
 
 #: Slurm's job states that fusesched has, by long name: (short code, what they match).
@@ -34,7 +39,8 @@ SLURM_STATES: Final[dict[str, tuple[str, StateMatch]]] = {
     "PENDING": ("PD", StateMatch(states=("Pending",))),
     "RUNNING": ("R", StateMatch(states=("Running",))),
     "COMPLETED": ("CD", StateMatch(states=("Completed",))),
-    "FAILED": ("F", StateMatch(phases=("failed",))),
+    "FAILED": ("F", StateMatch(phases=("failed",), failed=("FAILED",))),
+    "NODE_FAIL": ("NF", StateMatch(phases=("failed",), failed=("NODE_FAIL",))),
     "CANCELLED": ("CA", StateMatch(states=("Cancelled",))),
     "TIMEOUT": ("TO", StateMatch(phases=("timeout",))),
     "PREEMPTED": ("PR", StateMatch(phases=("preempted",))),
@@ -47,7 +53,6 @@ NEVER_STATES: Final[dict[str, str]] = {
     "BOOT_FAIL": "BF",
     "CONFIGURING": "CF",
     "DEADLINE": "DL",
-    "NODE_FAIL": "NF",
     "OUT_OF_MEMORY": "OOM",
     "REQUEUED": "RQ",
     "REQUEUE_FED": "RF",
@@ -81,6 +86,7 @@ def parse_states(given: Iterable[str]) -> StateMatch:
     listing the known names for any other."""
     states: set[str] = set()
     phases: set[str] = set()
+    failed: set[str] = set()
     completing = False
     for item in given:
         for raw in item.split(","):
@@ -99,8 +105,10 @@ def parse_states(given: Iterable[str]) -> StateMatch:
                 raise ValueError(f"unknown job state {raw.strip()!r}; known: {known_states()}")
             states.update(match.states)
             phases.update(match.phases)
+            failed.update(match.failed)
             completing = completing or match.completing
-    return StateMatch(tuple(sorted(states)), tuple(sorted(phases - {""})), completing)
+    found = (tuple(sorted(states)), tuple(sorted(phases - {""})))
+    return StateMatch(*found, completing, tuple(sorted(failed)))
 
 
 def matches(match: StateMatch, job: Job) -> bool:
@@ -108,18 +116,24 @@ def matches(match: StateMatch, job: Job) -> bool:
     ``COMPLETING`` only for ``CG`` (or ``all``), as Slurm's squeue matches a job whose state
     has that flag by the flag alone: ``-t CA`` lists a cancelled job once its tasks are gone,
     not while it is shown ``CG``. And with ``CG`` alone only such a job: an older controller
-    ignores ``completing=true`` and answers every job."""
+    ignores ``completing=true`` and answers every job. A failed job only for the one of
+    ``FAILED`` and ``NODE_FAIL`` it is shown in (or ``all``): both are phase ``failed``."""
     if job.get("completing"):
         return match.completing
+    if job.get("phase") == "failed" and "Failed" not in match.states:
+        return slurm_state(job) in match.failed
     return bool(match.states or match.phases)
 
 
 def slurm_state(job: Job) -> str:
-    """The job's state as Slurm names it (``PENDING``, ``TIMEOUT``, …); ``COMPLETING``
-    while the controller shows it so, whatever state it ended in (as Slurm's flag)."""
+    """The job's state as Slurm names it (``PENDING``, ``TIMEOUT``, ``NODE_FAIL`` for one
+    failed by a lost node, …); ``COMPLETING`` while the controller shows it so, whatever
+    state it ended in (as Slurm's flag)."""
     if job.get("completing"):
         return "COMPLETING"
     phase, state = job.get("phase"), job.get("state")
+    if phase == "failed" and node_failed(str(job.get("reason") or "")):
+        return "NODE_FAIL"
     if phase == "timeout":
         return "TIMEOUT"
     if phase == "preempted":

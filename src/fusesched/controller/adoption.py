@@ -34,12 +34,13 @@ from fusesched.controller.completion import recovered
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
+from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.step_cpus import release_unended
 from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
 from fusesched.model.node import NodeState
-from fusesched.model.phases import JobPhase
+from fusesched.model.phases import JobPhase, node_failure
 from fusesched.store import JobDetail
 from fusesched.store.records import JobRow, JobState, TaskRow
 from fusesched.submit.request import JobRequest
@@ -286,16 +287,20 @@ def expire(ctl: Controller, now: float) -> None:
         for task in live.tasks.values():
             if task.node in ctl.nodes and task.state != "exited":
                 ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
-        requeue(ctl, live, "a node of it did not come back after a controller restart", now)
+        requeue(
+            ctl, live, "a node of it did not come back after a controller restart", now, lost=True
+        )
     release_held_nodes(ctl, now)
 
 
-def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
+def requeue(ctl: Controller, live: LiveJob, reason: str, now: float, lost: bool = False) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
-    that may not be requeued (``sbatch --no-requeue``) fails instead with the reason (its
-    node lost: Slurm's NODE_FAIL), here (the core never had it, and would read its own
-    dependencies, met before the restart, as on unknown jobs), and what waits on it (outside
-    the core: unsubmitted.py) settles."""
+    that may not be requeued (``sbatch --no-requeue``) fails instead with the reason (marked
+    a node failure when ``lost``, its node gone: Slurm's NODE_FAIL), here (the core never
+    had it, and would read its own dependencies, met before the restart, as on unknown
+    jobs), and what waits on it (outside the core: unsubmitted.py) settles. Either way its
+    old run's job token is revoked (here, or by ``end_here``), as when the core requeues or
+    ends a job (controller/endings.py)."""
     from fusesched.controller import recovery  # (here, not above: recovery imports adoption)
 
     for task in live.tasks.values():
@@ -309,10 +314,12 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float) -> None:
     live.nodes = ()
     if not live.request.requeue:
         why = f"{reason}; {NOT_REQUEUED}"
+        why = node_failure(why) if lost else why  # (``lost``: its node's, NODE_FAIL)
         ctl.persist.job_event(live.id, "JobNotRequeued", why, now)
         recovery.end_here(ctl, {live.id: why}, JobPhase.FAILED)
         recovery.retry_waiting(ctl)
         return
     live.attempt_base += 1
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, live.attempt_base, now)
+    revoke_job_tokens(ctl, [live.id])
     recovery.resubmit(ctl, JobSubmitted(live.spec))

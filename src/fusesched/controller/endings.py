@@ -20,6 +20,7 @@ from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.holds import HELD
 from fusesched.controller.inactive import ended_by_limit
 from fusesched.controller.metrics import group_of, metrics_for
+from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.step_cpus import release_unended, returned
 from fusesched.model.events import JobExited, JobHoldRequested
 from fusesched.model.phases import JobPhase
@@ -236,8 +237,8 @@ def settle_terminal(ctl: Controller, now: float) -> None:
             ctl.finished[task_id] = task
         while len(ctl.finished) > FINISHED_TASKS_KEPT:
             del ctl.finished[next(iter(ctl.finished))]
-    if ended and ctl.auth is not None and ctl.auth.enabled:
-        ctl.persist.store.revoke_job_tokens(ended)  # their helpers may call no more
+    if ended:
+        revoke_job_tokens(ctl, ended)
 
 
 def readable_wait(reason: str, not_before: float) -> str:
@@ -266,5 +267,4 @@ def requeued(ctl: Controller, live: LiveJob, reason: str, attempt: int, now: flo
     ctl.persist.job_requeued(live.id, JobPhase.QUEUED, reason, attempt, now)
     if live.hold is not None:  # requeued and held (scontrol requeuehold)
         ctl.persist.job_held(live.id, live.hold, HELD, now, by_admin=live.hold_admin)
-    if ctl.auth is not None and ctl.auth.enabled:
-        ctl.persist.store.revoke_job_tokens([live.id])
+    revoke_job_tokens(ctl, [live.id])

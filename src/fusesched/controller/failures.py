@@ -34,6 +34,7 @@ from fusesched.controller.step_cpus import release_unended
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import JobCheckpointed, NodeStateChanged
 from fusesched.model.node import NodeState
+from fusesched.model.phases import node_failure
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 
 #: The exit code a job failed by the controller (not by its own exit) reports.
 FAILED_BY_CONTROLLER = -1
+#: Failures that, ending a job, end it as Slurm's ``NODE_FAIL`` (its reason marked by
+#: :func:`~fusesched.model.phases.node_failure`): its node lost, or its task gone from a
+#: node whose agent still answers (as Slurm fails a batch job missing from its node).
+NODE_FAILURES = frozenset({FailureKind.NODE, FailureKind.TASK_LOST})
 
 
 def restart_policy(request: JobRequest) -> RestartPolicy:
@@ -99,6 +104,8 @@ def planned_action(ctl: Controller, live: LiveJob, failure: Failure) -> Action:
         # (sbatch --no-requeue: a node failure ends it, as Slurm's NODE_FAIL)
         what = failure.reason or failure.kind.value
         action = Action(ActionKind.FAIL, reason=f"{what}; {NOT_REQUEUED}")
+    if action.kind is ActionKind.FAIL and failure.kind in NODE_FAILURES:
+        action = replace(action, reason=node_failure(action.reason))  # (sacct: NODE_FAIL)
     return action
 
 
@@ -269,7 +276,10 @@ def relaunch_due(ctl: Controller, now: float) -> None:
 
             # (lost since its task there ended, done_on: requeued without it instead)
             lost = f"node {', '.join(down)} lost meanwhile" if down else in_place.UNKNOWN_ALLOCATION
-            live.requeue = (tuple(down), now, f"{reason}; {lost}: requeued")
+            why = f"{reason}; {lost}: requeued"
+            # (--no-requeue: the core fails it with this reason, its node lost: NODE_FAIL)
+            why = node_failure(why) if down and not live.request.requeue else why
+            live.requeue = (tuple(down), now, why)
             endings.job_may_have_ended(ctl, live, now)
             continue
         live.in_place += 1

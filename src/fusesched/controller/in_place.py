@@ -9,7 +9,9 @@ during it: ``LiveTask.rebuilt``) only their id, node and devices from the store.
 launch is built again as the run's start built it (controller/run_launches.py), from the
 slots of all the run's tasks, with the CPUs their node has free now. A batch job's script
 cannot be: the task slots of its allocation were in its lost launch's hostfile only
-(:func:`rebuildable`); the job is requeued instead.
+(:func:`rebuildable`); the job is requeued instead. A rebuilt run gets a new job token (the
+old one's secret is not stored), which all its tasks get, those given back too; the old
+token is revoked first, as a run's end revokes it.
 
 Every function here runs with the controller's lock held.
 """
@@ -24,7 +26,7 @@ from fusesched.controller import late_exits
 from fusesched.controller.launchenv import ranked_slots
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask
-from fusesched.controller.run_launches import RunLaunches
+from fusesched.controller.run_launches import RunLaunches, revoke_job_tokens
 from fusesched.model.resources import CPU, Resources
 from fusesched.submit.launch_mode import batch_mode
 
@@ -68,6 +70,8 @@ def relaunched(
                 "FUSESCHED_TASK_ID": task_id,
                 "FUSESCHED_RESTART_COUNT": str(attempt),
             }
+            if run is not None:  # (the old job token is revoked: the run's new one)
+                env.update(run.secret)
             update = {"task_id": task_id, "env": env, "cpu_ids": list(grant.cpu_ids)}
             launch = old.launch.model_copy(update=update)
         fresh[task_id] = LiveTask(launch, old.node, grant, start_time=now)
@@ -106,7 +110,8 @@ def _rebuilt_run(
     ctl: Controller, live: LiveJob, main: Sequence[LiveTask], attempt: int, now: float
 ) -> RunLaunches:
     """Run ``attempt`` over the slots of ``main`` (the whole gang: not a batch job), in rank
-    order: groups as the job declares them, each group's tasks by index."""
+    order: groups as the job declares them, each group's tasks by index; under a new job
+    token, the job's older ones revoked."""
     declared = [g.name for g in live.request.groups]
     placed = []
     for task in main:
@@ -117,4 +122,5 @@ def _rebuilt_run(
     shapes = rec.groups if rec is not None and rec.groups is not None else live.spec.task_groups
     per_task = {g.name: g.resources for g in shapes}
     slots = ranked_slots(f"{live.id}-r{attempt}", placed)
+    revoke_job_tokens(ctl, [live.id])  # (before the new one is issued)
     return RunLaunches.of(ctl, live, slots, per_task, attempt, now)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.controller import adoption, dependencies, federation, holds
 from fusesched.controller.records import LiveJob, recovered_spec
+from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.unsubmitted import Unsubmitted, submitted_ids
 from fusesched.core.pending_reasons import given
 from fusesched.model.events import ArrayRecalled, Event, JobCancelRequested, JobSubmitted
@@ -148,7 +149,9 @@ def end_here(
     """Jobs the core never had end here in ``phase`` (job id -> why), and the store says so
     at once: what waits on them settles from it (dependencies.settle_submitted). The core
     is told of those of an array it was told of already (``ctl.arrays_recalled``: counted
-    waiting on it as yet to come, they would keep its dependents waiting for ever)."""
+    waiting on it as yet to come, they would keep its dependents waiting for ever). Their
+    job tokens are revoked, as when the core ends a job (one that ran before the restart
+    and could not be adopted, ``--no-requeue``: its token would stay valid otherwise)."""
     now = ctl.clock()
     recalled: dict[str, tuple[ArraySpec, dict[str, JobPhase]]] = {}
     for job_id, why in reasons.items():
@@ -158,6 +161,7 @@ def end_here(
         if array is not None and parent is not None and parent in ctl.arrays_recalled:
             recalled.setdefault(parent, (array, {}))[1][job_id] = phase
     ctl.events.extend(ArrayRecalled(a, array, ended) for a, (array, ended) in recalled.items())
+    revoke_job_tokens(ctl, list(reasons))
     ctl.persist.flush()
 
 

@@ -10,7 +10,7 @@ Every function here runs with the controller's lock held.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,15 @@ if TYPE_CHECKING:
 
 #: The variable that carries a running job's credential to its tasks (mpirun's launcher).
 JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
+
+
+def revoke_job_tokens(ctl: Controller, job_ids: Collection[str]) -> None:
+    """Revoke every credential :meth:`RunLaunches.of` issued to the jobs ``job_ids``: their
+    runs' tasks and helpers may call no more. Each path that ends or requeues a job that ran
+    calls it (controller/endings.py; after a restart, adoption.py and recovery.py), as does
+    one that launches a run again under a new credential (controller/in_place.py)."""
+    if ctl.auth is not None and ctl.auth.enabled:
+        ctl.persist.store.revoke_job_tokens(job_ids)
 
 
 def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:

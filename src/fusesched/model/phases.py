@@ -71,3 +71,22 @@ class Transition(NamedTuple):
     old: JobPhase
     new: JobPhase
     reason: str
+
+
+#: What the reason of a job failed because a node of its allocation was lost begins with
+#: (Slurm's job reason ``NodeDown``): the controller marks it where it fails such a job
+#: (:func:`node_failure`), and sacct and squeue show the job ``NODE_FAIL`` by it
+#: (:func:`node_failed`) rather than by guessing from the free text after it.
+NODE_FAIL_REASON: Final = "NodeDown"
+_NODE_FAIL_PREFIX: Final = f"{NODE_FAIL_REASON}: "
+
+
+def node_failure(reason: str) -> str:
+    """``reason`` marked as a lost node's (``NodeDown: node n0 stopped heartbeating; …``),
+    once however often it is marked."""
+    return reason if node_failed(reason) else f"{_NODE_FAIL_PREFIX}{reason}"
+
+
+def node_failed(reason: str) -> bool:
+    """Whether a failed job's ``reason`` says it failed because a node of it was lost."""
+    return reason.startswith(_NODE_FAIL_PREFIX)
