@@ -14,12 +14,10 @@ from types import TracebackType
 from typing import Any, Final
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     func,
     insert,
     inspect,
-    or_,
     select,
     update,
 )
@@ -29,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from fusesched.model.node import NodeState
 from fusesched.model.step_summary import StepTask
-from fusesched.store.batch import existing, merge, no_repeats, unindexed, update_known, update_many
+from fusesched.store.batch import existing, merge, no_repeats, update_known, update_many
 from fusesched.store.convert import (
     event_record,
     event_values,
@@ -53,7 +51,7 @@ from fusesched.store.errors import (
     UnknownTask,
 )
 from fusesched.store.job_history import restart_counts, step_tasks_by_job, tasks_by_job
-from fusesched.store.job_window import windowed
+from fusesched.store.job_list import job_listing
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
     EventRecord,
@@ -246,54 +244,24 @@ class Store:
         members), ``ids`` (those jobs, and the members of the arrays among them), ``names``
         and the time window ``since``/``until`` (waiting or running in it: see
         :mod:`~fusesched.store.job_window`) are given. For the next page pass the last row's
-        seq as ``before_seq``."""
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
-        users, queues = _some(user), _some(queue)
-        if any(wanted is not None and not wanted for wanted in (users, queues, ids, names)):
+        seq as ``before_seq``. The query, and the index it walks: :mod:`.job_list`."""
+        stmt = job_listing(
+            user=user,
+            states=states,
+            queue=queue,
+            limit=limit,
+            before_seq=before_seq,
+            tenant=tenant,
+            array_parent=array_parent,
+            phases=phases,
+            ids=ids,
+            names=names,
+            since=since,
+            until=until,
+            also=also,
+        )
+        if stmt is None:
             return []
-        stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
-        # With a user, walk the user's (user, seq) index and test the rest row by row: a
-        # user's newest jobs come first there. SQLite has no value statistics and would
-        # otherwise often walk a whole state or queue to find a small user's jobs.
-        # Likewise a tenant's listing walks the (tenant, seq) index.
-        state: ColumnElement[str] = jobs.c.state
-        queue_column: ColumnElement[str] = jobs.c.queue
-        tenant_column: ColumnElement[str] = jobs.c.tenant
-        if array_parent is not None:  # walk the array's index, test the rest row by row
-            stmt = stmt.where(jobs.c.array_parent == array_parent)
-            state, queue_column = unindexed(state), unindexed(queue_column)
-            tenant_column = unindexed(tenant_column)
-        if since is not None:  # the window's indexes serve it (users: there too)
-            state, queue_column = unindexed(state), unindexed(queue_column)
-            tenant_column = unindexed(tenant_column)
-        elif users is not None:
-            stmt = stmt.where(jobs.c.user.in_(users))
-            state, queue_column = unindexed(state), unindexed(queue_column)
-            tenant_column = unindexed(tenant_column)
-        elif tenant is not None:
-            state, queue_column = unindexed(state), unindexed(queue_column)
-        if tenant is not None:
-            stmt = stmt.where(tenant_column == tenant)
-        if queues is not None:
-            stmt = stmt.where(queue_column.in_(queues))
-        if ids is not None:  # by primary key and the array index, whatever else is asked
-            stmt = stmt.where(or_(jobs.c.id.in_(sorted(ids)), jobs.c.array_parent.in_(sorted(ids))))
-        if names is not None:
-            stmt = stmt.where(jobs.c.name.in_(sorted(names)))
-        if states is not None or phases is not None or also is not None:
-            wanted = sorted({JobState.parse(s).value for s in states or ()})
-            terms = [state.in_(wanted)] if wanted else []
-            if phases:
-                terms.append(jobs.c.phase.in_(sorted(phases)))
-            if also:
-                terms.append(jobs.c.id.in_(sorted(also)))
-            if not terms:
-                return []
-            stmt = stmt.where(or_(*terms))
-        if before_seq is not None:
-            stmt = stmt.where(jobs.c.seq < before_seq)
-        stmt = windowed(stmt, users, since, until, limit)
         with self._read() as conn:
             return [job_row(m) for m in conn.execute(stmt).mappings()]
 
@@ -595,10 +563,3 @@ class Store:
 
 
 _TASK_ORDER: Final = (tasks.c.job_id, tasks.c.group, tasks.c.index)
-
-
-def _some(value: str | Collection[str] | None) -> list[str] | None:
-    """One value or several as a sorted list (``None``: no filter)."""
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else sorted(set(value))

@@ -1,0 +1,87 @@
+"""The statement behind :meth:`Store.list_jobs <fusesched.store.store.Store.list_jobs>`: jobs
+newest first, filtered, walking the index that finds the asked-for jobs soonest.
+
+With a user, it walks the user's (user, seq) index and tests the rest row by row: a user's
+newest jobs come first there. SQLite has no value statistics and would otherwise often walk a
+whole state or queue to find a small user's jobs. Likewise a tenant's listing walks the
+(tenant, seq) index, an array's members the array's, and a time window the window's
+(:mod:`~fusesched.store.job_window`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from sqlalchemy import ColumnElement, Select, or_, select
+
+from fusesched.store.batch import unindexed
+from fusesched.store.job_window import windowed
+from fusesched.store.records import JobState
+from fusesched.store.schema import jobs
+
+
+def job_listing(
+    *,
+    user: str | Collection[str] | None,
+    states: Collection[JobState | str] | None,
+    queue: str | Collection[str] | None,
+    limit: int,
+    before_seq: int | None,
+    tenant: str | None,
+    array_parent: str | None,
+    phases: Collection[str] | None,
+    ids: Collection[str] | None,
+    names: Collection[str] | None,
+    since: float | None,
+    until: float | None,
+    also: Collection[str] | None,
+) -> Select[tuple[object, ...]] | None:
+    """The query of ``Store.list_jobs`` (its filters as it documents them); None when no
+    job can match (an empty list of users, queues, ids or names, or of states and phases)."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    users, queues = _some(user), _some(queue)
+    if any(wanted is not None and not wanted for wanted in (users, queues, ids, names)):
+        return None
+    stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
+    state: ColumnElement[str] = jobs.c.state
+    queue_column: ColumnElement[str] = jobs.c.queue
+    tenant_column: ColumnElement[str] = jobs.c.tenant
+    if array_parent is not None:  # walk the array's index, test the rest row by row
+        stmt = stmt.where(jobs.c.array_parent == array_parent)
+    if since is None and users is not None:
+        stmt = stmt.where(jobs.c.user.in_(users))
+    if array_parent is not None or since is not None or users is not None:
+        # another index walks (a window's serves its users too): test these row by row
+        state, queue_column = unindexed(state), unindexed(queue_column)
+        tenant_column = unindexed(tenant_column)
+    elif tenant is not None:
+        state, queue_column = unindexed(state), unindexed(queue_column)
+    if tenant is not None:
+        stmt = stmt.where(tenant_column == tenant)
+    if queues is not None:
+        stmt = stmt.where(queue_column.in_(queues))
+    if ids is not None:  # by primary key and the array index, whatever else is asked
+        stmt = stmt.where(or_(jobs.c.id.in_(sorted(ids)), jobs.c.array_parent.in_(sorted(ids))))
+    if names is not None:
+        stmt = stmt.where(jobs.c.name.in_(sorted(names)))
+    if states is not None or phases is not None or also is not None:
+        wanted = sorted({JobState.parse(s).value for s in states or ()})
+        terms = [state.in_(wanted)] if wanted else []
+        if phases:
+            terms.append(jobs.c.phase.in_(sorted(phases)))
+        if also:
+            terms.append(jobs.c.id.in_(sorted(also)))
+        if not terms:
+            return None
+        stmt = stmt.where(or_(*terms))
+    if before_seq is not None:
+        stmt = stmt.where(jobs.c.seq < before_seq)
+    return windowed(stmt, users, since, until, limit)
+
+
+def _some(value: str | Collection[str] | None) -> list[str] | None:
+    """One value or several as a sorted list (``None``: no filter)."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else sorted(set(value))
