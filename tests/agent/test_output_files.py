@@ -6,12 +6,14 @@ of root's, is opened with the task's user's rights (the kernel refuses), never r
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from fusesched.agent.cgroups import MemoryCgroups
 from fusesched.agent.output_files import unwritable
-from fusesched.agent.runtime import ProcessRuntime
+from fusesched.agent.runtime import REASON_OOM, ProcessRuntime
 from fusesched.agent.users import Identity
 from fusesched.api.wire import TaskLaunch
 
@@ -92,3 +94,44 @@ def test_why_an_output_file_cannot_be_written(tmp_path: Path) -> None:
     os.chmod(tmp_path / "kept.txt", 0o644)
     assert "kept.txt (owner uid" in (unwritable(str(tmp_path / "kept.txt"), stranger) or "")
     assert unwritable(str(tmp_path / "missing" / "x.txt"), stranger) is None  # tee says so
+
+
+def test_an_oom_kill_in_a_batch_script_is_said_at_the_end_of_its_error_file(
+    tmp_path: Path,
+) -> None:
+    """A script whose child the OOM killer kills exits 137 (bash's), yet its task's reason is
+    the OOM killer's, and its error file (else its output file) and log end with the agent's
+    line naming the step, as slurmstepd's ``Detected 1 oom-kill event(s) in StepId=N.batch``;
+    a task without an OOM kill gets no such line."""
+    cgroups = MemoryCgroups.detect()
+    if not cgroups.available:
+        pytest.skip(f"no writable cgroup v1 memory controller: {cgroups.unavailable_reason}")
+    rt = ProcessRuntime(tmp_path / "work", memory_cgroups=cgroups)
+    out, err = tmp_path / "o.txt", tmp_path / "e.txt"
+    hog = f"{sys.executable} -c 'b = bytearray(256 * 1024 * 1024)'"
+    script = f"echo before; {hog}; echo after $?"
+    limit = 64 * 1024 * 1024
+    try:
+        report, log = run_one(
+            rt,
+            batch(
+                "7.main.0", script, output_file=str(out), error_file=str(err), memory_bytes=limit
+            ),
+        )
+        alone = tmp_path / "alone.txt"
+        merged, merged_log = run_one(
+            rt, batch("8.main.0", script, output_file=str(alone), memory_bytes=limit)
+        )
+        quiet, _ = run_one(rt, batch("9.main.0", "echo fine", output_file=str(tmp_path / "q")))
+    finally:
+        rt.shutdown(grace_s=0.2)
+    line = (
+        "fusesched: error: Detected 1 oom-kill event(s) in StepId={}.batch cgroup. Some of "
+        "your processes may have been killed by the cgroup out-of-memory handler.\n"
+    )
+    assert (report.exit_code, report.reason) == (0, REASON_OOM)  # ("echo after" ran last)
+    assert out.read_text() == "before\nafter 137\n"
+    assert err.read_text().endswith(line.format(7)) and log.endswith(line.format(7))
+    assert merged.reason == REASON_OOM and alone.read_text().endswith(line.format(8))
+    assert merged_log.endswith(line.format(8))
+    assert quiet.reason == "" and (tmp_path / "q").read_text() == "fine\n"

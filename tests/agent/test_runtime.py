@@ -245,6 +245,11 @@ def test_memory_limit_through_a_cgroup(tmp_path: Path) -> None:
         report, text = run_one(rt, spec)
         assert (report.exit_code, report.reason) == (-9, REASON_OOM)
         assert "survived" not in text
+        # the agent says so at the end of its output, in slurmstepd's words
+        assert text.endswith(
+            "fusesched: error: Detected 1 oom-kill event(s) in task j16.0.0 cgroup. Some of "
+            "your processes may have been killed by the cgroup out-of-memory handler.\n"
+        )
         assert not list(cgroups.parent.glob("*.j16.0.0"))  # type: ignore[union-attr]
         small = launch(
             "j16.0.1",

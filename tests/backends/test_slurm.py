@@ -226,6 +226,48 @@ def test_squeue_states() -> None:
     assert got["7"].state is RemoteState.FAILED and got["7"].exit_code == 1
 
 
+#: ``squeue --json --states=all``'s record of a ``--no-requeue`` job whose node went down under
+#: it, from a real Slurm 22.05.8 (slurmd killed, ``scontrol update state=down``), keys trimmed
+NODE_FAIL_22_05 = {
+    "job_id": 31,
+    "job_state": "NODE_FAIL",
+    "state_reason": "NodeDown",
+    "state_description": "",
+    "exit_code": 0,
+    "derived_exit_code": 0,
+    "nodes": "nfnode",
+    "start_time": 1796621503,
+    "end_time": 1796621537,
+    "requeue": False,
+}
+#: The same as later versions write it: squeue's state list (base state first, then flags)
+#: and exit code object (slurmctld sets exit code 1, a signal 1 in a wait status, on a node
+#: failure), sacct's ``state.current``
+NODE_FAIL_LATER = {
+    "job_id": 32,
+    "job_state": ["NODE_FAIL", "COMPLETING"],
+    "state_reason": "NodeDown",
+    "exit_code": {
+        "status": ["SIGNALED"],
+        "return_code": {"set": True, "infinite": False, "number": 0},
+        "signal": {"id": {"set": True, "infinite": False, "number": 1}, "name": "HUP"},
+    },
+}
+NODE_FAIL_SACCT = {"job_id": 33, "state": {"current": ["NODE_FAIL"], "reason": "NodeDown"}}
+
+
+def test_node_fail_is_told_apart_from_other_failures() -> None:
+    """Slurm's NODE_FAIL, in each layout, is a failure marked ``node_failed`` (the controller
+    ends the job with the ``NodeDown: `` reason); other failures are not."""
+    data = {"jobs": [NODE_FAIL_22_05, NODE_FAIL_LATER, NODE_FAIL_SACCT]}
+    got = {s.external_id: s for s in parse_squeue(data, ["31", "32", "33"])}
+    for external in ("31", "32", "33"):
+        status = got[external]
+        assert status.state is RemoteState.FAILED and status.node_failed, status
+    assert got["31"].reason == "slurm node_fail (NodeDown)" and got["31"].end_time == 1796621537
+    assert not any(s.node_failed for s in parse_squeue(SQUEUE, ["4", "5", "6"]))
+
+
 def test_sacct_layout() -> None:
     data = {"jobs": [{"job_id": 8, "job_state": {"current": "COMPLETED"}, "exit_code": 0}]}
     assert parse_squeue(data, ["8"])[0].state is RemoteState.SUCCEEDED

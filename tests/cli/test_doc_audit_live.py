@@ -83,3 +83,24 @@ def test_show_never_cuts_the_task_id(screen: io.StringIO, monkeypatch: pytest.Mo
 def test_token_list_shows_whole_ids(screen: io.StringIO) -> None:
     admin.token_list()
     assert "a229cfa33f86dd4f" in screen.getvalue()
+
+
+def test_show_says_why_a_task_ended_when_its_agent_said(
+    screen: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reason column only when some task has one (the OOM killer's, its walltime…)."""
+    live.show("1005_4")
+    assert "reason" not in screen.getvalue()
+    oom = "memory limit exceeded (killed by the kernel's OOM killer)"
+    tasks = [
+        {"task_id": "9.main.0", "node": "local-1", "state": "Completed", "exit_code": 0},
+        {"task_id": "9.remote.1", "node": "local-1", "state": "Failed", "reason": oom},
+    ]
+    monkeypatch.setattr(FakeClient, "show", lambda self, job_id: JOB | {"tasks": tasks})
+    out = io.StringIO()
+    monkeypatch.setattr(live, "console", Console(file=out, width=200, color_system=None))
+    live.show("9")
+    text = out.getvalue()
+    header = next(line for line in text.splitlines() if line.split()[:1] == ["task"])
+    assert header.split() == ["task", "node", "state", "exit", "gpus", "reason"]
+    assert oom in text

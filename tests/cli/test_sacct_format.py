@@ -109,6 +109,16 @@ def test_out_of_memory_is_0_125_as_in_slurm() -> None:
     assert sf.exit_code(job(state="Failed", phase="failed", exit_code=-9)) == "0:9"
 
 
+@pytest.mark.parametrize("code", [-1, 1, 129, None])
+def test_a_job_its_node_failure_ended_is_0_1_as_in_slurm(code: int | None) -> None:
+    """slurmctld sets the exit code of a job it kills on a failed node to 1, which sacct reads
+    as signal 1: ``NODE_FAIL 0:1`` whatever was stored; its steps keep their own codes."""
+    lost = job(state="Failed", phase="failed", reason=node_failure("node lost"), exit_code=code)
+    assert shown("State,ExitCode", **lost) == ["NODE_FAIL", "0:1"]
+    step = {"step": "0", "state": "NODE_FAIL", "phase": "", "exit_code": None}
+    assert sf.exit_code(step) == "0:0"
+
+
 def test_times_and_durations() -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW - 90))
     assert shown("Start,Elapsed,ElapsedRaw,Timelimit,CPUTime,CPUTimeRaw") == [

@@ -10,6 +10,7 @@ import pytest
 
 from fusesched.cli import sacct_format as sf
 from fusesched.cli import sacct_steps as st
+from fusesched.model.phases import OOM_REASON
 
 NOW = 1_000_000.0
 
@@ -161,6 +162,23 @@ def test_step_states_and_exit_codes(
     step = st.summarise("0", [task(f"7.remote.{i}", code=c, step=0) for i, c in enumerate(codes)])
     assert st.step_state(step, job_state) == state
     assert sf.exit_code({"exit_code": step["exit_code"]}) == exit_code
+
+
+def test_a_step_the_oom_killer_killed_in_is_out_of_memory_whatever_its_exit() -> None:
+    """As Slurm's step whose cgroup had an oom-kill event: a batch script whose child was
+    killed exits 137 (or goes on and exits 0), yet its row is ``OUT_OF_MEMORY 0:125``; so
+    is an ``srun`` step's in a job that did not end for memory."""
+    oom = {"reason": OOM_REASON}
+    batch = st.summarise("batch", [task("7.main.0", code=137, **oom)])
+    assert batch["oom"] and st.step_state(batch, "OUT_OF_MEMORY") == "OUT_OF_MEMORY"
+    later = st.summarise("0", [task("7.remote.1", code=0, step=0, **oom), task("7.remote.2")])
+    assert st.step_state(later, "COMPLETED") == "OUT_OF_MEMORY"
+    tasks = [task("7.main.0", code=0), task("7.remote.1", code=0, step=0, **oom)]
+    shown = table(job(tasks), "JobID,State,ExitCode")
+    assert shown["7.0"] == ["7.0", "OUT_OF_MEMORY", "0:125"]
+    assert shown["7.batch"] == ["7.batch", "COMPLETED", "0:0"]
+    plain = st.summarise("0", [task("7.remote.1", code=137, step=0, reason="walltime exceeded")])
+    assert not plain["oom"] and st.step_state(plain, "FAILED") == "FAILED"
 
 
 def test_a_task_left_running_by_its_jobs_end() -> None:

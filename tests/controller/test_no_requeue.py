@@ -183,7 +183,7 @@ def sacct(ctl: Controller, monkeypatch: pytest.MonkeyPatch, *args: str) -> list[
 def test_a_no_requeue_job_failed_by_its_lost_node_is_node_fail_in_sacct_and_squeue(
     make: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As Slurm's: sacct and squeue show it ``NODE_FAIL``/``NF`` (exit ``0:0``), and ``-s
+    """As Slurm's: sacct and squeue show it ``NODE_FAIL``/``NF`` (exit ``0:1``), and ``-s
     NF``/``-t NF`` list it, ``F`` not; a job failed by its own exit stays ``FAILED``."""
     ctl = make("n0", "n1")
     lost = sbatch(ctl, "-c", "4", "--no-requeue", "-w", "n0")
@@ -195,8 +195,8 @@ def test_a_no_requeue_job_failed_by_its_lost_node_is_node_fail_in_sacct_and_sque
     lose_n0(ctl, clock)
     assert show(ctl, lost)["reason"] == f"NodeDown: node n0 stopped heartbeating; {NOT_REQUEUED}"
     fields = ("-o", "JobID,State,ExitCode")
-    assert sacct(ctl, monkeypatch, *fields) == [f"{lost}|NODE_FAIL|0:0", f"{own}|FAILED|3:0"]
-    assert sacct(ctl, monkeypatch, "-s", "NF", *fields) == [f"{lost}|NODE_FAIL|0:0"]
+    assert sacct(ctl, monkeypatch, *fields) == [f"{lost}|NODE_FAIL|0:1", f"{own}|FAILED|3:0"]
+    assert sacct(ctl, monkeypatch, "-s", "NF", *fields) == [f"{lost}|NODE_FAIL|0:1"]
     assert sacct(ctl, monkeypatch, "--state=failed", *fields) == [f"{own}|FAILED|3:0"]
     shown = TestClient(create_app(ctl)).get("/v1/jobs").json()
     assert {job["id"]: sq.state_code(job) for job in shown} == {lost: "NF", own: "F"}

@@ -26,7 +26,7 @@ from fusesched.controller.notify_send import (
 from fusesched.controller.notify_text import Notice, body, hms, payload, subject
 from fusesched.controller.persist import Persistence
 from fusesched.model.job import JobSpec
-from fusesched.model.phases import JobPhase
+from fusesched.model.phases import JobPhase, node_failure
 from fusesched.submit.job_notify import NotifyEvent
 from fusesched.submit.request import JobRequest, parse_request
 
@@ -230,6 +230,33 @@ def test_one_notice_per_end_the_most_specific(
         (NotifyEvent.END, "CANCELLED", None),  # a cancel is an end, not a failure (as Slurm)
     ]
     assert {n.to for n in got} == {"alice"}
+
+
+def test_a_job_failed_by_a_lost_node_is_told_node_fail_as_slurm_does(
+    watched: tuple[Persistence, JobNotices, Recorder, Clock],
+) -> None:
+    """Slurm mails a job its node failure ended ``Failed, Run time …, NODE_FAIL`` (``FAIL``,
+    and ``ALL``, ask for it): its exit status is no number, so the subject names none and the
+    webhook's ``exit_code`` is null. An array's summary names the state too."""
+    persist, _, recorder, _ = watched
+    _submit(persist, _request("FAIL"), 1, T0)
+    persist.job_started("1", ["n0"], T0 + 3, [])
+    persist.job_finished("1", JobPhase.FAILED, -1, node_failure("node n0 lost"), T0 + 37)
+    (got,) = recorder.wait(1)
+    assert subject(got) == "fusesched Job_id=1 Name=train Failed, Run time 00:00:34, NODE_FAIL"
+    assert (got.event, payload(got)["state"], payload(got)["exit_code"]) == (
+        NotifyEvent.FAIL,
+        "NODE_FAIL",
+        None,
+    )
+    assert "State=NODE_FAIL\n" in body(got)
+    specs = _submit(persist, _request("FAIL", array={"start": 0, "stop": 1}), 20, T0)
+    for spec in specs:
+        persist.job_started(spec.id, ["n0"], T0 + 1, [])
+        persist.job_finished(spec.id, JobPhase.FAILED, -1, node_failure("lost"), T0 + 2)
+    assert subject(recorder.wait(2)[1]).endswith(
+        "Array Summary Job_id=20_* Name=train Failed, NODE_FAIL"
+    )
 
 
 def test_invalid_dependency_and_requeue(

@@ -235,7 +235,7 @@ JobID|JobName|State|ExitCode|Start|End|ElapsedRaw
 5.batch|batch|OUT_OF_MEMORY|0:125|1970-01-12T13:47:31|1970-01-12T13:47:39|8
 5.0||OUT_OF_MEMORY|0:125|1970-01-12T13:47:32|1970-01-12T13:47:39|7
 5.1||CANCELLED|0:15|1970-01-12T13:47:32|1970-01-12T13:47:39|7
-6|job6|NODE_FAIL|0:0|1970-01-12T13:47:41|1970-01-12T13:47:49|8
+6|job6|NODE_FAIL|0:1|1970-01-12T13:47:41|1970-01-12T13:47:49|8
 6.batch|batch|NODE_FAIL|0:0|1970-01-12T13:47:41|1970-01-12T13:47:49|8
 6.0||NODE_FAIL|0:0|1970-01-12T13:47:42|Unknown|138
 6.1||NODE_FAIL|0:0|1970-01-12T13:47:43|1970-01-12T13:47:45|2
@@ -345,7 +345,7 @@ JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode
 5.batch|batch||default|1|OUT_OF_MEMORY|0:125
 5.0|||default|2|OUT_OF_MEMORY|0:125
 5.1|||default|2|CANCELLED|0:15
-6|job6|default|default|2|NODE_FAIL|0:0
+6|job6|default|default|2|NODE_FAIL|0:1
 6.batch|batch||default|1|NODE_FAIL|0:0
 6.0|||default|4|NODE_FAIL|0:0
 6.1|||default|2|NODE_FAIL|0:0
@@ -386,7 +386,7 @@ def test_a_jobs_steps_are_summarised_not_listed(api: TestClient) -> None:
     shown = {job["id"]: job for job in answer.json()}
     assert [job["tasks"] for job in shown.values()] == [[], [], []]
     assert {key: job["restarts"] for key, job in shown.items()} == {"1": 0, "4": 1, "9": 0}
-    none: dict[str, Any] = {"running": 0, "signals": [], "lost": False}
+    none: dict[str, Any] = {"running": 0, "signals": [], "lost": False, "oom": False}
     unsampled = {"cpu_seconds": None, "max_rss_bytes": None}
     assert shown["1"]["steps"] == [
         {"step": "batch", "name": "batch", "tasks": 1, "ntasks": 1, "nodes": ["n0"],

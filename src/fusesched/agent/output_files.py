@@ -29,6 +29,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fusesched.agent.users import Identity
 from fusesched.api.wire import TaskLaunch
@@ -52,6 +53,9 @@ class OutputWriters:
     stdout: int  # the write end of the pipe to the output file's writer
     stderr: int  # the write end of the error file's pipe, or ``subprocess.STDOUT``
     writers: list[Writer] = field(default_factory=list)
+    # the agent's own write end of the error (else output) file's pipe, kept open until the
+    # task's end for what the agent has to add then (:func:`say`), as slurmstepd's errors
+    note: int = -1
 
     def close_task_ends(self) -> None:
         """Close the agent's copies of the write ends (once the task holds its own); twice
@@ -95,7 +99,40 @@ def start(
         finish(writers, 0.0)
         raise OutputFileError(f"cannot start the output file's writer: {exc}") from None
     stderr = ends[1] if len(ends) > 1 else subprocess.STDOUT
-    return OutputWriters(ends[0], stderr, writers)
+    return OutputWriters(ends[0], stderr, writers, os.dup(ends[-1]))
+
+
+def say(note: int, log_path: Path, text: str) -> None:
+    """Add the agent's ``text`` (a line) at the end of an ended task's error output: through
+    ``note`` (:attr:`OutputWriters.note`) to its error file and log, else (-1: no output
+    files) to its log only."""
+    data = f"{text}\n".encode(errors="replace")
+    with contextlib.suppress(OSError):
+        if note >= 0:
+            os.write(note, data)
+        else:
+            with open(log_path, "ab") as handle:
+                handle.write(data)
+
+
+def oom_message(launch: TaskLaunch, kills: int) -> str:
+    """What the agent adds to the error output of a task whose cgroup's OOM killer killed
+    ``kills`` processes, worded as slurmstepd's (what users and their scripts look for)."""
+    step = launch.env.get("SLURM_STEP_ID")
+    if step is None:
+        step = "batch" if launch.script is not None else None
+    where = f"StepId={launch.job_id}.{step}" if step is not None else f"task {launch.task_id}"
+    return (
+        f"fusesched: error: Detected {kills} oom-kill event(s) in {where} cgroup. Some of "
+        "your processes may have been killed by the cgroup out-of-memory handler."
+    )
+
+
+def close_note(note: int) -> None:
+    """Close the agent's write end (-1: none): the writer then reaches its end of file."""
+    if note >= 0:
+        with contextlib.suppress(OSError):
+            os.close(note)
 
 
 def unwritable(path: str, who: Identity) -> str | None:

@@ -45,12 +45,13 @@ from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_tim
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
+from fusesched.model.phases import OOM_REASON
 from fusesched.submit.job_signal import signal_number
 
 log = logging.getLogger(__name__)
 
 REASON_WALLTIME = "walltime exceeded"
-REASON_OOM = "memory limit exceeded (killed by the kernel's OOM killer)"
+REASON_OOM = OOM_REASON
 REASON_SHUTDOWN = "agent shutdown"
 REASON_LIVENESS = "liveness probe failed"
 
@@ -406,6 +407,9 @@ class ProcessRuntime:
             oom = task.cgroup.oom_kills()
             if not self._retire(task.cgroup):
                 self._stale_cgroups.append(task.cgroup)
+        if oom:
+            output_files.say(task.note, task.log_path, output_files.oom_message(task.launch, oom))
+        output_files.close_note(task.note)
         output_files.finish(task.writers)  # (what its output files' writers have left to copy)
         task_id = task.launch.task_id
         del self._tasks[task_id]

@@ -309,6 +309,7 @@ class TaskSpawner:
             pidfd=open_pidfd(popen.pid),
             probe_context=probes,
             writers=[] if outputs is None else outputs.writers,
+            note=-1 if outputs is None else outputs.note,
             pty=pty,
         )
 
@@ -373,6 +374,7 @@ def _end_outputs(outputs: output_files.OutputWriters | None) -> None:
     """A task that did not start: its output files' writers end (their pipes are closed)."""
     if outputs is not None:
         outputs.close_task_ends()
+        output_files.close_note(outputs.note)
         output_files.finish(outputs.writers)
 
 

@@ -55,6 +55,8 @@ class TaskProcess:
     warned: bool = False  # the launch's signal before the time limit has been sent
     # the writers of its output files (sbatch -o/-e: agent/output_files.py), waited for at its end
     writers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # the agent's write end to its error file's writer (-1: none): output_files.say
+    note: int = -1
     # how its exec probes run (None: as the agent, in its folder; agent/probes.py)
     probe_context: ExecContext | None = None
     liveness_failed: bool = False  # being stopped because its liveness probe failed

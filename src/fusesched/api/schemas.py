@@ -82,6 +82,7 @@ class StepSummaryView(_View):
     lost: bool = False  # a task ended with no exit status (its node or agent lost it)
     cpu_seconds: float | None = None  # their CPU time; None: not sampled
     max_rss_bytes: int | None = None  # the highest peak of one task; None: not sampled
+    oom: bool = False  # the kernel's OOM killer killed in one of its tasks
 
 
 class JobView(_View):

@@ -124,6 +124,7 @@ class RemoteStatus:
     end_time: float | None = None
     nodes: tuple[str, ...] = ()  # where it ran, in the cluster's own names
     timed_out: bool = False
+    node_failed: bool = False  # the cluster ended it because a node of it failed (NODE_FAIL)
 
 
 class Backend(Protocol):

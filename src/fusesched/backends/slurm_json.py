@@ -120,6 +120,7 @@ def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteS
                 end_time=_epoch(end) if state.terminal else None,
                 nodes=tuple(n for n in str(job.get("nodes") or "").split(",") if n),
                 timed_out=name == "TIMEOUT",
+                node_failed=name == "NODE_FAIL",
             )
         )
     return out

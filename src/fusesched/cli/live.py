@@ -286,13 +286,16 @@ def show(
     if job.get("tasks"):
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         probed = has_readiness(job["tasks"])
-        for name in ("task", "node", "state", "exit", "gpus", *(["ready"] if probed else [])):
+        reasons = any(t.get("reason") for t in job["tasks"])  # (why one ended: its agent's)
+        extra = [*(["ready"] if probed else []), *(["reason"] if reasons else [])]
+        for name in ("task", "node", "state", "exit", "gpus", *extra):
             table.add_column(name, no_wrap=name in ("task", "state"))  # what `logs --task` takes
         for t in job["tasks"]:
             code = t.get("exit_code")
             gpus = ",".join(str(i) for i in t.get("gpu_indices") or [])
             cells = [t["task_id"], t["node"], t["state"], "" if code is None else str(code), gpus]
-            table.add_row(*cells, *([ready_cell(t)] if probed else []))
+            cells += [ready_cell(t)] if probed else []
+            table.add_row(*cells, *([t.get("reason") or ""] if reasons else []))
         console.print(table)
         from fusesched.cli.efficiency import summary
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
-from fusesched.model.phases import node_failed
+from fusesched.model.phases import node_failed, oom_killed
 from fusesched.submit.hostlist import compress_hostlist
 
 Job = dict[str, Any]
@@ -54,11 +54,10 @@ NEVER_STATES: Final[dict[str, str]] = {
 _BY_CODE: Final = {code: name for name, (code, _) in SACCT_STATES.items()}
 _NEVER: Final = frozenset({*NEVER_STATES, *NEVER_STATES.values()})
 
-#: What the reason of a job ended by the kernel's OOM killer says (the agent's
-#: ``REASON_OOM``), of one removed at its deadline (the core's ``deadlines.REASON``) and of
-#: a preempted one not requeued (``requeue.NOT_REQUEUED``). One whose node was lost is told
-#: by its reason's marker (:func:`fusesched.model.phases.node_failed`).
-OOM_MARK: Final = "OOM killer"
+#: What the reason of a job removed at its deadline says (the core's ``deadlines.REASON``)
+#: and of a preempted one not requeued (``requeue.NOT_REQUEUED``). One whose node was lost,
+#: or ended by the kernel's OOM killer, is told by its reason
+#: (:func:`fusesched.model.phases.node_failed`, :func:`~fusesched.model.phases.oom_killed`).
 DEADLINE_MARK: Final = "DeadLine"
 NOT_REQUEUED_MARK: Final = "not requeued"
 
@@ -101,7 +100,7 @@ def sacct_state(job: Job) -> str:
     reason (out of memory, a lost node, its deadline, preempted and not requeued)."""
     phase, reason = job.get("phase"), str(job.get("reason") or "")
     if phase == "failed":
-        if OOM_MARK in reason:
+        if oom_killed(reason):
             return "OUT_OF_MEMORY"
         return "NODE_FAIL" if node_failed(reason) else "FAILED"
     if phase == "cancelled":
@@ -119,6 +118,10 @@ ENDED_BY_CONTROLLER: Final = frozenset({"CANCELLED", "TIMEOUT", "DEADLINE", "PRE
 #: What Slurm's sacct shows for a job (and step) killed for memory: its pseudo-signal
 #: ``SIG_OOM`` (253) less the signal flag (128), in place of the SIGKILL that killed it.
 OOM_EXIT: Final = "0:125"
+#: What Slurm's sacct shows for a job a node failure ended (``NODE_FAIL``): slurmctld sets
+#: its exit code to 1 when it kills the job on the failed node, a wait status read as signal 1
+#: (Slurm 22.05 left it 0: ``0:0``).
+NODE_FAIL_EXIT: Final = "0:1"
 
 
 def exit_code(job: Job) -> str:
@@ -126,13 +129,16 @@ def exit_code(job: Job) -> str:
     signal as a negative code; -1, a task the controller ended, has neither). A job's own
     row (not a step's) in a state of :data:`ENDED_BY_CONTROLLER` is ``0:0``, as Slurm's: the
     signal that stopped it shows on its steps' rows. A row ``OUT_OF_MEMORY`` is
-    :data:`OOM_EXIT`, as Slurm's."""
-    if sacct_state(job) == "OUT_OF_MEMORY":
+    :data:`OOM_EXIT`, a job's own row ``NODE_FAIL`` :data:`NODE_FAIL_EXIT`, as Slurm's."""
+    state = sacct_state(job)
+    if state == "OUT_OF_MEMORY":
         return OOM_EXIT
+    if state == "NODE_FAIL" and job.get("step") is None:
+        return NODE_FAIL_EXIT
     code = job.get("exit_code")
     if code is None or code == -1:
         return "0:0"
-    if job.get("step") is None and sacct_state(job) in ENDED_BY_CONTROLLER:
+    if job.get("step") is None and state in ENDED_BY_CONTROLLER:
         return "0:0"
     return f"0:{-code}" if code < 0 else f"{code}:0"
 

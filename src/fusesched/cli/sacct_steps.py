@@ -22,10 +22,13 @@ of the job's own tasks; a job waiting again (requeued) shows none.
 * ``ID.N``: the tasks of job step N (their ``step_id``), mpirun's daemons of an MPI step
   included (its nodes are theirs). Daemons of a batch script's own mpirun belong to no step
   and show in no row.
-* a step is ``RUNNING`` while a task of it runs; ended, ``OUT_OF_MEMORY`` (killed, in a job
-  ended so), ``FAILED`` (a task exited non-zero or by a signal other than SIGTERM, SIGKILL
-  or SIGINT), ``CANCELLED`` (stopped: by those signals, by the controller, or in a job
-  cancelled, timed out or preempted) or ``COMPLETED``; a task the job's end left running is
+* a step is ``RUNNING`` while a task of it runs; ended, ``OUT_OF_MEMORY`` (the kernel's OOM
+  killer killed in one of its tasks, as Slurm's step whose cgroup had an oom-kill event,
+  whatever its exit status: a script whose child was killed exits 137; or, of an older
+  controller's summary, killed in a job ended so), ``FAILED`` (a task exited non-zero or
+  by a signal other than SIGTERM, SIGKILL or SIGINT), ``CANCELLED`` (stopped: by those
+  signals, by the controller, or in a job cancelled, timed out or preempted) or
+  ``COMPLETED``; a task the job's end left running is
   ``CANCELLED`` (``NODE_FAIL`` when the job's node failed). Its exit code is the worst:
   the highest exit status, else the highest signal.
 * its JobName: ``batch``, ``extern``, or the step's name (``srun -J``, else its command's
@@ -183,7 +186,7 @@ def step_state(step: Step, job_state: str) -> str:
             return "RUNNING"
         return "NODE_FAIL" if job_state == "NODE_FAIL" else "CANCELLED"
     signals = {int(s) for s in step.get("signals") or ()}
-    if job_state == "OUT_OF_MEMORY" and 9 in signals:
+    if step.get("oom") or (job_state == "OUT_OF_MEMORY" and 9 in signals):
         return "OUT_OF_MEMORY"
     stopped = job_state in ENDED_BY_CONTROLLER  # (its tasks stopped by whatever signal)
     code = step.get("exit_code")

@@ -33,6 +33,7 @@ from fusesched.controller.remote import RemotePool, Update
 from fusesched.model.events import NodeAdded, NodeStateChanged, StartJob
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
+from fusesched.model.phases import node_failure
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import JobRequest
 
@@ -340,6 +341,8 @@ def _apply_status(
     reason = status.reason
     if status.timed_out:
         reason = f"walltime exceeded ({reason})"
+    if status.node_failed:  # (Slurm's NODE_FAIL: no exit status of its own; sacct NODE_FAIL)
+        code, reason = -1, node_failure(reason)
     if status.state is RemoteState.LOST:
         live.requeue = ((), now, status.reason)  # never a lost job: run it again
     end = min(status.end_time or now, now)

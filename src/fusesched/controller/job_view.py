@@ -129,6 +129,7 @@ def job_view(
                 node=t.node or "",
                 state=t.state.value,
                 exit_code=t.exit_code,
+                reason=t.reason or "",
                 start_time=t.start_time,
                 end_time=t.end_time,
                 group=t.group,

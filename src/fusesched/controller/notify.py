@@ -43,7 +43,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import ValidationError
 
 from fusesched.controller.notify_send import Delivery, NotifyConfig, Transport, transports
-from fusesched.controller.notify_text import Notice
+from fusesched.controller.notify_text import Notice, slurm_state
 from fusesched.model.phases import JobPhase
 from fusesched.store.records import JobDetail, JobState
 from fusesched.submit.job_notify import (
@@ -89,10 +89,6 @@ class _Array:
     failed: bool = False
     codes: list[int] = field(default_factory=list)
     first_start: float | None = None
-
-
-def _state(phase: JobPhase) -> str:
-    return phase.value.upper()
 
 
 class JobNotices:
@@ -269,12 +265,14 @@ class JobNotices:
             if job is None:
                 return
             self._timed.discard(job_id)
-            state = _state(phase)
+            state = slurm_state(phase, reason)
+            if state == "NODE_FAIL":
+                exit_code = None  # (no exit status of its own: Slurm's mail names none)
             timed_out = phase is JobPhase.TIMEOUT and job.start is not None
             if timed_out and 100 in job.levels and 100 not in job.sent_levels:
                 self._send(self._notice(job, NotifyEvent.TIME_LIMIT, "TIMEOUT", now))
             if job.summary is not None:
-                self._member_ended(job.summary, phase, exit_code, now)
+                self._member_ended(job.summary, phase, state, exit_code, now)
                 return
             event = _end_event(job.events, phase, job.start, reason)
             if event is not None:
@@ -408,13 +406,13 @@ class JobNotices:
         )
 
     def _member_ended(
-        self, parent: str, phase: JobPhase, exit_code: int | None, now: float
+        self, parent: str, phase: JobPhase, state: str, exit_code: int | None, now: float
     ) -> None:
         array = self._arrays.get(parent)
         if array is None:
             return
         array.left -= 1
-        array.states.add(_state(phase))
+        array.states.add(state)
         array.failed = array.failed or phase in _FAILED
         if exit_code is not None:
             array.codes.append(exit_code)

@@ -6,6 +6,7 @@ Subjects, as Slurm's with ``fusesched`` for ``Slurm``::
     fusesched Job_id=12 Name=train Began, Queued time 00:00:03
     fusesched Job_id=12 Name=train Ended, Run time 00:01:05, COMPLETED, ExitCode 0
     fusesched Job_id=12 Name=train Failed, Run time 00:00:01, FAILED, ExitCode 1
+    fusesched Job_id=12 Name=train Failed, Run time 00:00:34, NODE_FAIL
     fusesched Job_id=12 Name=train Requeued, Run time 00:00:40
     fusesched Job_id=12 Name=train Reached 80% of time limit, Run time 00:00:48
     fusesched Job_id=12 Name=train Reached time limit, Run time 00:01:00
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from fusesched.model.phases import JobPhase, node_failed
 from fusesched.submit.job_notify import TIME_LIMIT_LEVELS, NotifyEvent
 
 #: the first word of every subject
@@ -31,8 +33,8 @@ PREFIX: Final = "fusesched"
 class Notice:
     """One event of one job (or, with ``members``, the summary of a whole array) to tell
     ``to`` of. ``state`` is upper case as Slurm's (``RUNNING``, ``COMPLETED``, ``FAILED``,
-    ``TIMEOUT``, ``CANCELLED``, ``REQUEUED``, ``MIXED`` for an array whose members ended
-    differently); ``time`` is when the event happened."""
+    ``NODE_FAIL``, ``TIMEOUT``, ``CANCELLED``, ``REQUEUED``, ``MIXED`` for an array whose
+    members ended differently); ``time`` is when the event happened."""
 
     event: NotifyEvent
     job_id: str
@@ -65,6 +67,14 @@ class Notice:
     def queued_time_s(self) -> float:
         began = self.start_time if self.start_time is not None else self.time
         return max(0.0, began - self.submit_time)
+
+
+def slurm_state(phase: JobPhase, reason: str = "") -> str:
+    """A job's state as Slurm's mail names it: its phase upper case, ``NODE_FAIL`` for a job
+    failed because a node of it was lost (its reason marked so: ``NodeDown: …``)."""
+    if phase is JobPhase.FAILED and node_failed(reason):
+        return "NODE_FAIL"
+    return phase.value.upper()
 
 
 def hms(seconds: float) -> str:

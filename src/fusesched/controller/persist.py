@@ -218,6 +218,7 @@ class Persistence:
                 exit_code=task.exit_code,
                 pid=task.pid,
                 end_time=now,
+                reason=task.reason or None,
             )
         )
 

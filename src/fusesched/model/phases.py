@@ -90,3 +90,14 @@ def node_failure(reason: str) -> str:
 def node_failed(reason: str) -> bool:
     """Whether a failed job's ``reason`` says it failed because a node of it was lost."""
     return reason.startswith(_NODE_FAIL_PREFIX)
+
+
+#: The reason of a task whose cgroup's OOM killer killed a process of it (the agent's): its
+#: job and step show ``OUT_OF_MEMORY`` by it (:func:`oom_killed`).
+OOM_REASON: Final = "memory limit exceeded (killed by the kernel's OOM killer)"
+_OOM_MARK: Final = "OOM killer"
+
+
+def oom_killed(reason: str) -> bool:
+    """Whether a task's or job's ``reason`` says the kernel's OOM killer killed in it."""
+    return _OOM_MARK in reason

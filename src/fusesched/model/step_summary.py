@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from fusesched.model.phases import oom_killed
+
 BATCH: Final = "batch"
 EXTERN: Final = "extern"
 #: What a remote task's group is (``<job>.remote.<n>``: a step's task or a helper).
@@ -40,6 +42,7 @@ class StepTask:
     step_name: str | None = None
     cpu_seconds: float | None = None
     max_rss_bytes: int | None = None
+    reason: str | None = None  # why it ended (the agent's: the OOM killer's, …)
 
 
 _FIELDS: Final = tuple(f.name for f in fields(StepTask))
@@ -72,6 +75,7 @@ class StepSummary:
     lost: bool  # one ended with no exit status (none, or -1: its node or agent lost it)
     cpu_seconds: float | None  # their CPU time; None: none sampled
     max_rss_bytes: int | None  # the highest peak of one of them; None: none sampled
+    oom: bool = False  # the kernel's OOM killer killed in one of them (Slurm's OUT_OF_MEMORY)
 
 
 def job_steps(
@@ -135,6 +139,7 @@ def summarise(step: str, tasks: Sequence[StepTask]) -> StepSummary:
         lost=any(t.exit_code is None or t.exit_code == -1 for t in ended),
         cpu_seconds=sum(cpu) if cpu else None,
         max_rss_bytes=max(rss, default=None),
+        oom=any(oom_killed(t.reason or "") for t in tasks),
     )
 
 

@@ -58,6 +58,7 @@ def task_values(row: TaskRow) -> dict[str, Any]:
         "step_id": row.step_id,
         "step_tasks": row.step_tasks,
         "step_name": row.step_name,
+        "reason": row.reason,
     }
 
 

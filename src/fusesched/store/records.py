@@ -182,6 +182,8 @@ class TaskRow:
     step_tasks: int | None = None
     # that step's name (srun -J, else its command's); None: no step's, or stored before
     step_name: str | None = None
+    # why it ended, as its agent said (the OOM killer, …); None: nothing said, or not ended
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         _need(self.task_id, "a task id")
@@ -207,6 +209,7 @@ class TaskChange:
     max_rss_bytes: int | Unset | None = UNSET
     gpu_util_mean: float | Unset | None = UNSET
     max_gpu_memory_bytes: int | Unset | None = UNSET
+    reason: str | Unset | None = UNSET
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:

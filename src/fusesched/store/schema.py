@@ -133,6 +133,9 @@ class Task(Base):
     step_tasks: Mapped[int | None] = mapped_column(Integer)
     # that step's name (srun -J, else its command's); None: no step's, or stored before
     step_name: Mapped[str | None] = mapped_column(String)
+    # why it ended, as its agent said (the OOM killer, its walltime, …); None: nothing said,
+    # not ended, or stored before
+    reason: Mapped[str | None] = mapped_column(String)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
