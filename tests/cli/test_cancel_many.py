@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from fusesched.cli import live
 from fusesched.cli.main import app
+from fusesched.cli.squeue_format import counted_ids, short_ids
 from fusesched.sdk import ControllerError
 
 
@@ -39,3 +40,34 @@ def test_an_unknown_id_among_several_is_reported_and_the_rest_cancelled(
     else:
         assert "Job 1 had already finished" in result.stdout
         assert "Cancelling 5" in result.stdout
+
+
+def test_an_arrays_members_are_said_in_brackets_not_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelling an array of 1,000 members printed every id (a screen of them): now the
+    members in Slurm's bracket form, counted; hold, release and signals say them so too."""
+
+    class Array:
+        def cancel(self, job_id: str) -> list[str]:
+            return [f"7_{i}" for i in (*range(3, 1000), 0, 1)]
+
+    monkeypatch.setattr(live, "_client", lambda *args: Array())
+    result = CliRunner().invoke(app, ["cancel", "7"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "Cancelling 7_[0-1,3-999] (999 jobs)"
+
+
+@pytest.mark.parametrize(
+    ("ids", "said"),
+    [
+        (["5"], "5"),
+        (["5", "6"], "5, 6"),
+        (["12_0", "12_1", "12_2", "12_7", "13", "14_2"], "12_[0-2,7], 13, 14_2"),
+        (["12_10", "12_9", "12_8"], "12_[8-10]"),
+        (["12_2", "9", "12_1"], "12_[1-2], 9"),
+    ],
+)
+def test_short_ids(ids: list[str], said: str) -> None:
+    assert short_ids(ids) == said
+    assert counted_ids(ids).startswith(said)

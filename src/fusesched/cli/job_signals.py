@@ -63,7 +63,9 @@ def signal_jobs(
 def _said(job_id: str, answer: dict[str, Any]) -> str:
     """What ``cancel --signal`` prints for one id: whom it reached, and an array's members
     it skipped with why."""
-    line = f"Sent SIG{answer['signal']} to {', '.join(answer['signalled'])}"
+    from fusesched.cli.squeue_format import counted_ids
+
+    line = f"Sent SIG{answer['signal']} to {counted_ids(answer['signalled'])}"
     skipped = answer["skipped"]
     if skipped:
         line += "; skipped " + "; ".join(f"{j} ({why})" for j, why in skipped.items())

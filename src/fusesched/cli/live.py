@@ -363,6 +363,8 @@ def cancel(
     if signal is not None or batch or full:
         signal_jobs(_client(controller_url, token, ca), job_ids, signal, batch, full, as_json)
         return
+    from fusesched.cli.squeue_format import counted_ids
+
     client = _client(controller_url, token, ca)
     run_each(
         client,
@@ -372,7 +374,7 @@ def cancel(
         as_json,
         lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
         lambda job_id, ids: (
-            f"Cancelling {', '.join(ids)}" if ids else f"Job {job_id} had already finished"
+            f"Cancelling {counted_ids(ids)}" if ids else f"Job {job_id} had already finished"
         ),
     )
 

@@ -469,6 +469,31 @@ def job_ids(given: Iterable[str] | None) -> list[str]:
     return ids
 
 
+def short_ids(ids: Sequence[str]) -> str:
+    """Job ids for a person to read: an array's members in Slurm's bracket form
+    (``12_[0-3,7]``), other ids as they are, comma separated, in order of first appearance."""
+    from fusesched.submit.hostlist import compress_hostlist
+
+    members: dict[str, list[str]] = {}
+    for job_id in ids:
+        array, _, index = job_id.partition("_")
+        members.setdefault(array if index.isdigit() else job_id, []).append(job_id)
+    parts = []
+    for found in members.values():
+        if len(found) == 1:
+            parts.append(found[0])
+        else:
+            found.sort(key=lambda j: int(j.partition("_")[2]))
+            parts.append(compress_hostlist(found))
+    return ", ".join(parts)
+
+
+def counted_ids(ids: Sequence[str]) -> str:
+    """``12_[0-999] (1000 jobs)``: the jobs an action reached (:func:`short_ids`), counted
+    when more than one."""
+    return short_ids(ids) + (f" ({len(ids)} jobs)" if len(ids) > 1 else "")
+
+
 def array_summary(array_id: str, members: Sequence[Job], complete: bool = True) -> str:
     """``array 5: 10 members: 3 RUNNING, 7 PENDING`` (states by how many, most first); when
     ``members`` are only the newest of them, ``array 5: the newest 1000 members: …``."""
