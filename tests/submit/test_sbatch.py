@@ -202,6 +202,24 @@ def test_node_range_uses_the_minimum_and_more_nodes_than_tasks_warn() -> None:
     assert parsed.warnings == ("s.sh:2: 2 task(s) cannot use 4 nodes; using 2",)
 
 
+def test_tasks_per_node_needing_more_nodes_than_n_allows_are_refused() -> None:
+    """As Slurm's (``Requested node configuration is not available``): ``-N 1 -n 2
+    --ntasks-per-node=1`` needs two nodes; it ran on two (``-N`` ignored). In a range, the
+    tasks' need picks the count, and the warning says so (it said "the minimum, 1")."""
+    with pytest.raises(SubmitError, match=r"need 2 nodes; -N 1 allows at most 1"):
+        parse_sbatch("#!/bin/sh\n#SBATCH -N 1 -n 2 --ntasks-per-node=1\n./a\n")
+    with pytest.raises(SubmitError, match=r"need 3 nodes; -N 1-2 allows at most 2"):
+        parse_sbatch("#!/bin/sh\n#SBATCH -N 1-2 -n 5 --ntasks-per-node=2\n./a\n")
+    parsed = parse_sbatch(
+        "#!/bin/sh\n#SBATCH -N 1-2 -n 3 --ntasks-per-node=2\n./a\n", source="s.sh"
+    )
+    assert parsed.warnings == ("s.sh:2: node range 1-2: using 2, what the tasks need",)
+    assert parsed.request.groups[0].replicas == 3
+    assert parsed.request.placement.max_tasks_per_node == 2
+    fits = parse_sbatch("#!/bin/sh\n#SBATCH -N 2 -n 4 --ntasks-per-node=2\n./a\n")
+    assert fits.warnings == () and fits.request.groups[0].replicas == 4
+
+
 def test_mem_zero_warns() -> None:
     parsed = parse_sbatch("#!/bin/sh\n#SBATCH --mem=0\n./a\n", source="s.sh")
     assert parsed.request.groups[0].resources == {"cpu": "1"}

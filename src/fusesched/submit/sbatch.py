@@ -189,9 +189,9 @@ def wrap_script(reader: Reader) -> str:
 
 
 def _build(reader: Reader, script: str) -> dict[str, object]:
-    nodes = _nodes(reader)
     ntasks = reader.count("ntasks")
     per_node = reader.count("ntasks-per-node")
+    nodes = _nodes(reader, ntasks, per_node)
     if ntasks is not None:
         replicas = ntasks
     elif per_node is not None:
@@ -337,19 +337,33 @@ def _job_terms(reader: Reader, data: dict[str, object]) -> None:
         warn("kill-on-invalid-dep", read("kill-on-invalid-dep", kill_on_invalid_dep))
 
 
-def _nodes(reader: Reader) -> int | None:
+def _nodes(reader: Reader, ntasks: int | None, per_node: int | None) -> int | None:
+    """``--nodes``: a count, or of a range the least the tasks need (``-n`` over
+    ``--ntasks-per-node``, at least its minimum; a warning says which). As Slurm's, ``-n``
+    with ``--ntasks-per-node`` needing more nodes than ``-N`` allows (one count: the most)
+    is refused."""
     text = reader.value("nodes")
     if text is None:
         return None
     low, dash, high = text.partition("-")
     if not digits(low) or int(low) < 1 or (dash and not (digits(high) and int(high) >= int(low))):
         raise reader.fail("nodes", f"expected a node count such as 4 or 2-4, got {text!r}")
+    most = int(high) if dash else int(low)
+    needed = -(-ntasks // per_node) if ntasks is not None and per_node is not None else 0
+    if needed > most:
+        raise reader.fail(
+            "nodes",
+            f"{ntasks} tasks at most {per_node} per node (--ntasks-per-node) need {needed} "
+            f"nodes; -N {text} allows at most {most} (Slurm: Requested node configuration "
+            "is not available)",
+        )
+    count = max(int(low), needed)
     if dash:
         reader.warnings.append(
-            f"{reader.where(reader.options['nodes'].line)}: node range {text}: using the "
-            f"minimum, {low}"
+            f"{reader.where(reader.options['nodes'].line)}: node range {text}: using "
+            + (f"{count}, what the tasks need" if count > int(low) else f"the minimum, {low}")
         )
-    return int(low)
+    return count
 
 
 def _hosts(reader: Reader, nodes: int | None) -> list[dict[str, object]]:
