@@ -164,3 +164,22 @@ def test_total_over_several_groups() -> None:
     assert check_feasible(spec, CLUSTER) == (
         "the job asks for 24 nvidia.com/gpu in all but the 4 nodes have 16"
     )
+
+
+def test_a_gang_that_must_share_one_node_none_can_hold_is_refused() -> None:
+    """``sbatch -N 1 -n 3`` on 2-CPU nodes was accepted, then cancelled by the scheduler
+    ("no kubernetes.io/hostname domain can hold 3 tasks"); Slurm refuses it at submission."""
+    small = [node("a", cpu=2), node("b", cpu=2), node("r", {"rack": "r1"}, cpu=2)]
+    one_host = {"topology": {"key": "kubernetes.io/hostname", "mode": "required"}}
+    assert check_feasible(job({"cpu": 1}, replicas=3, placement=one_host), small) == (
+        "the job's 3 tasks must share one node (-N 1) but at most 2 fit on any one node"
+    )
+    assert check_feasible(job({"cpu": 1}, replicas=2, placement=one_host), small) is None
+    racked = {"topology": {"key": "rack", "mode": "required"}}
+    assert check_feasible(job({"cpu": 1}, replicas=3, placement=racked), small) == (
+        "the job's 3 tasks must share one rack domain but at most 2 fit in any one"
+    )
+    preferred = {"topology": {"key": "rack", "mode": "preferred"}}
+    assert check_feasible(job({"cpu": 1}, replicas=3, placement=preferred), small) is None
+    elastic = job({"cpu": 1}, replicas=3, min_member=1, placement=one_host)
+    assert check_feasible(elastic, small) is None  # (its gang is not fixed: the core decides)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from fusesched.core.topology import TopologyMode
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
 from fusesched.model.resources import Resources, format_quantity
@@ -37,7 +38,7 @@ def check_feasible(spec: JobSpec, nodes: Sequence[NodeSpec]) -> str | None:
         )
         if reason is not None:
             return reason
-    return _gang_reason(spec, eligible, where, hosts)
+    return _gang_reason(spec, eligible, where, hosts) or _domain_reason(spec, eligible, hosts)
 
 
 def _show(resources: Mapping[str, int]) -> str:
@@ -130,3 +131,40 @@ def _gang_reason(
                 f"{format_quantity(name, capacity.get(name, 0))}"
             )
     return None
+
+
+def _domain_reason(
+    spec: JobSpec, nodes: Sequence[NodeSpec], hosts: Mapping[str, Sequence[NodeSpec]]
+) -> str | None:
+    """A gang whose tasks must share one domain of a label (``topology`` required; ``sbatch
+    -N 1`` with several tasks: one host) that no domain could hold even empty: said at
+    submission, as Slurm refuses it, rather than cancelled by the scheduler later."""
+    request = spec.placement.topology
+    if request is None or request.mode is not TopologyMode.REQUIRED or spec.min_member:
+        return None
+    limit = spec.placement.max_tasks_per_node or spec.task_count
+    own = {name: {n.name for n in listed} for name, listed in hosts.items()}
+    domains: dict[str, list[NodeSpec]] = {}
+    for node in nodes:
+        value = node.labels.get(request.key)
+        if value is not None:
+            domains.setdefault(value, []).append(node)
+    best = 0
+    for members in domains.values():
+        held = []
+        for group in spec.task_groups:
+            mine = [n for n in members if group.name not in own or n.name in own[group.name]]
+            fits = sum(min(limit, _fit_count(group.resources, n.capacity)) for n in mine)
+            held.append(min(fits, group.replicas))
+        if all(h >= g.replicas for h, g in zip(held, spec.task_groups, strict=True)):
+            return None
+        best = max(best, sum(held))
+    if request.key == LABEL_HOSTNAME:
+        return (
+            f"the job's {spec.task_count} tasks must share one node (-N 1) but at most {best} "
+            "fit on any one node"
+        )
+    return (
+        f"the job's {spec.task_count} tasks must share one {request.key} domain but at most "
+        f"{best} fit in any one"
+    )
