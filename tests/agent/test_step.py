@@ -198,6 +198,32 @@ def test_the_wrapper_runs_the_step(tmp_path: Path) -> None:
     assert sys.executable in wrapper.read_text()
 
 
+def test_scontrol_beside_srun_gives_the_host_lists_scripts_ask_for(tmp_path: Path) -> None:
+    """``MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)``, the usual
+    line of multi-node scripts, works in a job: the agent's ``scontrol`` is first on its PATH
+    (no Slurm needed); what else scontrol does is refused, saying so."""
+    scontrol = install_wrapper(tmp_path) / "scontrol"
+    assert stat.S_IMODE(scontrol.stat().st_mode) == 0o755
+
+    def run(*args: str, nodes: str | None = "gpu[01-02],cpu7") -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        if nodes is not None:
+            env["SLURM_JOB_NODELIST"] = nodes
+        return subprocess.run([str(scontrol), *args], capture_output=True, text=True, env=env)
+
+    assert run("show", "hostnames").stdout == "gpu01\ngpu02\ncpu7\n"
+    assert run("show", "hostnames", "n[1-2]").stdout == "n1\nn2\n"
+    assert run("show", "hostlist", "n1,n2,n3,x").stdout == "n[1-3],x\n"
+    assert run("show", "hostlistsorted", "n3,n1,n2").stdout == "n[1-3]\n"
+    bad = run("show", "hostnames", "n[2-1]")
+    assert bad.returncode == 1 and "scontrol: error:" in bad.stderr and not bad.stdout
+    unset = run("show", "hostnames", nodes=None)
+    assert unset.returncode == 1 and "SLURM_JOB_NODELIST is not set" in unset.stderr
+    other = run("show", "job", "5")
+    assert other.returncode == 1 and "fusesched show JOB" in other.stderr
+    assert "Traceback" not in bad.stderr + unset.stderr + other.stderr
+
+
 def test_the_wrapper_is_never_written_through_a_link(tmp_path: Path) -> None:
     """``<work dir>/bin`` made a link (by whoever could write the work dir) must not make the
     agent chmod, or write ``srun`` into, the folder it leads to."""

@@ -31,7 +31,7 @@ from fusesched.cli.srun_args import RunUsageError
 from fusesched.client_base import ControllerError
 from fusesched.controller.launchenv import TaskSlot, hostfile
 from fusesched.submit.errors import SubmitError
-from fusesched.submit.hostlist import compress_hostlist
+from fusesched.hostlist import compress_hostlist
 
 
 def test_the_options_end_at_the_command_which_may_be_left_out() -> None:
@@ -329,6 +329,6 @@ def test_an_allocation_it_cannot_use_is_given_back(
     [["n9", "n10", "n11"], ["n08", "n09", "n10", "n011"], ["n1", "n01", "n2"], ["a7", "b8"]],
 )
 def test_a_short_host_list_expands_back_to_its_nodes(nodes: list[str]) -> None:
-    from fusesched.submit.hostlist import expand_hostlist
+    from fusesched.hostlist import expand_hostlist
 
     assert expand_hostlist(compress_hostlist(nodes)) == nodes

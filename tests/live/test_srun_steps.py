@@ -18,6 +18,8 @@ SCRIPT = """#!/bin/bash
 #SBATCH --mem-per-cpu=64M
 #SBATCH -t 2
 echo "srun is $(command -v srun)"
+first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+echo "first host $first of $(scontrol show hostnames | wc -l)"
 srun -l sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME step=$SLURM_STEP_ID of=$SLURM_NTASKS'
 echo "first step: $?"
 srun -n 1 sh -c 'echo second step=$SLURM_STEP_ID rank=$RANK world=$WORLD_SIZE; exit 3'
@@ -37,6 +39,7 @@ def test_srun_runs_steps_over_the_allocation(client: Client) -> None:
     lines = output.splitlines()
     where = next(line for line in lines if line.startswith("srun is "))
     assert where.endswith("/bin/srun") and not where.endswith(" /usr/bin/srun"), output
+    assert "first host node-a of 2" in lines, output  # (scontrol show hostnames, the agent's)
     labelled = sorted(line for line in lines if line[:1].isdigit() and ": " in line)
     assert labelled == [
         "0: 0 node-a step=0 of=4",

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from fusesched.agent.step_plan import StepError, StepOptions, StepTask, place, step_shape
-from fusesched.submit.hostlist import tasks_per_node
+from fusesched.hostlist import tasks_per_node
 
 #: How many components the job has (none for a job that is not heterogeneous: Slurm's).
 HET_SIZE_ENV = "SLURM_HET_SIZE"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fusesched.model.text import is_env_name
-from fusesched.submit.hostlist import tasks_per_node
+from fusesched.hostlist import tasks_per_node
 
 #: What belongs to a task's job, node or folder, never set by a launch's own variables (a
 #: step's): each task's node gives it its own (folder, CPUs, devices, the CA's path), the

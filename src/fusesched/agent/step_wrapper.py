@@ -1,5 +1,6 @@
 """The agent's ``srun`` wrapper for job steps: ``<work dir>/bin/srun``, first on the PATH of
-``slurm_env`` tasks, runs ``python -I -m fusesched.agent.step``.
+``slurm_env`` tasks, runs ``python -I -m fusesched.agent.step``; beside it ``scontrol``, for
+the host lists batch scripts ask it for (:mod:`fusesched.scontrol`).
 
 Kept apart from :mod:`fusesched.agent.step` on purpose: the agent package imports this
 module, and a module already imported when ``python -m`` runs it makes Python warn on every
@@ -17,34 +18,44 @@ from pathlib import Path
 #: The wrapper the agent installs (``<work dir>/bin/srun``) and puts first on tasks' PATH.
 WRAPPER_DIR = "bin"
 WRAPPER_NAME = "srun"
+#: The commands of that folder and the module each runs: ``srun`` for job steps and
+#: ``scontrol`` for the host lists scripts ask it for (:mod:`fusesched.scontrol`).
+WRAPPERS = {WRAPPER_NAME: "fusesched.agent.step", "scontrol": "fusesched.scontrol"}
 
 
 def install_wrapper(work_dir: Path, python: str = sys.executable) -> Path:
-    """Write ``<work_dir>/bin/srun`` (``exec <python> -I -m fusesched.agent.step "$@"``),
-    readable and runnable by everyone, writable by the agent only; returns its folder.
-    :class:`OSError` when ``<work_dir>/bin`` is a link or not the agent's own."""
+    """Write ``<work_dir>/bin/srun`` (``exec <python> -I -m fusesched.agent.step "$@"``) and
+    ``<work_dir>/bin/scontrol`` (:data:`WRAPPERS`), readable and runnable by everyone,
+    writable by the agent only; returns their folder. :class:`OSError` when
+    ``<work_dir>/bin`` is a link or not the agent's own."""
     folder = work_dir / WRAPPER_DIR
     folder.mkdir(parents=True, exist_ok=True)
     found = os.lstat(folder)  # never through a link: chmod and the write would follow it
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
         raise OSError(f"{folder} is not a folder of the agent's own (a link?): not used")
     folder.chmod(0o755)
-    # -I: the task's working folder and PYTHON* variables (a module of the job's own named
-    # like one of fusesched's imports) must not change what the agent's python imports
-    text = f'#!/bin/sh\nexec {_sh_quote(python)} -I -m fusesched.agent.step "$@"\n'
-    target = folder / WRAPPER_NAME
+    for name, module in WRAPPERS.items():
+        # -I: the task's working folder and PYTHON* variables (a module of the job's own
+        # named like one of fusesched's imports) must not change what the agent's python
+        # imports
+        _write(folder, name, f'#!/bin/sh\nexec {_sh_quote(python)} -I -m {module} "$@"\n')
+    return folder
+
+
+def _write(folder: Path, name: str, text: str) -> None:
+    """``folder/name`` holding ``text``, replaced whole (never written through a link)."""
+    target = folder / name
     if target.is_file() and not target.is_symlink():
         with contextlib.suppress(OSError):
             if target.read_text(encoding="utf-8") == text:
-                return folder
-    scratch = folder / f".{WRAPPER_NAME}.{os.getpid()}"
+                return
+    scratch = folder / f".{name}.{os.getpid()}"
     scratch.unlink(missing_ok=True)
     fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
     os.chmod(scratch, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     os.replace(scratch, target)
-    return folder
 
 
 def _sh_quote(text: str) -> str:

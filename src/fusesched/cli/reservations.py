@@ -27,7 +27,7 @@ from fusesched.cli.live import (
 from fusesched.model.reservation import RESERVATION_NAME, when
 from fusesched.model.times import LATEST_TIME
 from fusesched.submit.begin import FORMS, parse_begin
-from fusesched.submit.hostlist import expand_hostlist
+from fusesched.hostlist import expand_hostlist
 from fusesched.submit.syntax import parse_duration
 
 reservation_app = typer.Typer(

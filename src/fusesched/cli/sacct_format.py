@@ -21,7 +21,7 @@ from typing import Any, Final, NamedTuple
 
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
 from fusesched.model.phases import node_failed, oom_killed
-from fusesched.submit.hostlist import compress_hostlist
+from fusesched.hostlist import compress_hostlist
 
 Job = dict[str, Any]
 #: A job's efficiency view (``{}``: not asked for, or unknown).

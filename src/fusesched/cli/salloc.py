@@ -388,7 +388,7 @@ def salloc(
     if not hosts:
         _say(f"error: job {job_id}'s hostfile lists no nodes")
         _revoke(client, job_id)
-    from fusesched.submit.hostlist import compress_hostlist
+    from fusesched.hostlist import compress_hostlist
 
     say(f"Nodes {compress_hostlist([node for node, _ in hosts])} are ready for job")
     if parsed.no_shell:

@@ -22,7 +22,7 @@ from typing import Any
 
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.cli.srun_args import RunArgs, RunUsageError, job_args, split_run_args
-from fusesched.submit.hostlist import tasks_per_node
+from fusesched.hostlist import tasks_per_node
 from fusesched.submit.salloc_holder import HOLDER, READY
 
 #: salloc's own flag: wait for the allocation, print it and leave it (for ``fusesched

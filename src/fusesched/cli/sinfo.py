@@ -121,7 +121,7 @@ def sinfo(
     from fusesched.cli import sinfo_format as si
     from fusesched.cli import sinfo_long
     from fusesched.cli.squeue_format import FormatError, Piece, comma_list
-    from fusesched.submit.hostlist import expand_hostlist
+    from fusesched.hostlist import expand_hostlist
 
     try:
         wanted = si.parse_states(states) if states else None

@@ -472,7 +472,7 @@ def job_ids(given: Iterable[str] | None) -> list[str]:
 def short_ids(ids: Sequence[str]) -> str:
     """Job ids for a person to read: an array's members in Slurm's bracket form
     (``12_[0-3,7]``), other ids as they are, comma separated, in order of first appearance."""
-    from fusesched.submit.hostlist import compress_hostlist
+    from fusesched.hostlist import compress_hostlist
 
     members: dict[str, list[str]] = {}
     for job_id in ids:

@@ -27,7 +27,7 @@ from fusesched.model.events import ReservationSet
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
 from fusesched.model.reservation import Reservation
-from fusesched.submit.hostlist import expand_hostlist
+from fusesched.hostlist import expand_hostlist
 
 if TYPE_CHECKING:
     from fusesched.sim.engine import SimJob

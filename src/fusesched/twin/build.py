@@ -42,7 +42,7 @@ from fusesched.sim.engine import Outage, SimJob
 from fusesched.sim.power import PowerSetup
 from fusesched.sim.reservations import SimReservation, bind, check, fit_to, from_live
 from fusesched.store.records import JobState
-from fusesched.submit.hostlist import expand_hostlist
+from fusesched.hostlist import expand_hostlist
 from fusesched.submit.request import JobRequest
 from fusesched.twin.scenario import (
     AddNodes,
