@@ -30,8 +30,8 @@ from fusesched.cli.salloc_plan import (
 from fusesched.cli.srun_args import RunUsageError
 from fusesched.client_base import ControllerError
 from fusesched.controller.launchenv import TaskSlot, hostfile
-from fusesched.submit.errors import SubmitError
 from fusesched.hostlist import compress_hostlist
+from fusesched.submit.errors import SubmitError
 
 
 def test_the_options_end_at_the_command_which_may_be_left_out() -> None:

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from fusesched.hostlist import MAX_HOSTS, expand_hostlist
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.submit import SubmitError, parse_sbatch
-from fusesched.hostlist import MAX_HOSTS, expand_hostlist
 
 
 @pytest.mark.parametrize(

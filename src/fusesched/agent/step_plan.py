@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fusesched.model.text import is_env_name
 from fusesched.hostlist import tasks_per_node
+from fusesched.model.text import is_env_name
 
 #: What belongs to a task's job, node or folder, never set by a launch's own variables (a
 #: step's): each task's node gives it its own (folder, CPUs, devices, the CA's path), the

@@ -24,10 +24,10 @@ from fusesched.cli.live import (
     console,
     err,
 )
+from fusesched.hostlist import expand_hostlist
 from fusesched.model.reservation import RESERVATION_NAME, when
 from fusesched.model.times import LATEST_TIME
 from fusesched.submit.begin import FORMS, parse_begin
-from fusesched.hostlist import expand_hostlist
 from fusesched.submit.syntax import parse_duration
 
 reservation_app = typer.Typer(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
-from fusesched.model.phases import node_failed, oom_killed
 from fusesched.hostlist import compress_hostlist
+from fusesched.model.phases import node_failed, oom_killed
 
 Job = dict[str, Any]
 #: A job's efficiency view (``{}``: not asked for, or unknown).

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fusesched.cli.squeue_format import Field, FormatError, Piece, parse_format, render
+from fusesched.hostlist import compress_hostlist
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL
 from fusesched.model.resources import CPU, GPU, MEMORY, QuantityError, parse_quantity
-from fusesched.hostlist import compress_hostlist
 from fusesched.submit.sbatch import FEATURE_LABEL_PREFIX
 
 #: The default partition (marked ``*``): the local agents' pool.

@@ -35,8 +35,8 @@ from fusesched.agent.step_het import (
 )
 from fusesched.api.schemas import ComponentView
 from fusesched.controller.launchenv import SlurmJob, TaskSlot, allocation_env, hostfile
-from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.hostlist import tasks_per_node
+from fusesched.model.resources import CPU, GPU, MEMORY, Resources
 from fusesched.submit.label_terms import GroupPlacementRequest
 
 #: Slurm's older name of :data:`HET_SIZE_ENV` (from when heterogeneous jobs were "pack jobs").

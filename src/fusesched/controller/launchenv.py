@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER
+from fusesched.hostlist import tasks_per_node
 from fusesched.model.events import StartJob
 from fusesched.model.resources import CPU, GPU, MEMORY
-from fusesched.hostlist import tasks_per_node
 
 #: Port range for MASTER_PORT; the job's sequence number picks one (distinct for 20,000 jobs).
 MASTER_PORT_BASE = 29_500

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fusesched.hostlist import expand_hostlist
 from fusesched.model.events import ReservationSet
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
 from fusesched.model.reservation import Reservation
-from fusesched.hostlist import expand_hostlist
 
 if TYPE_CHECKING:
     from fusesched.sim.engine import SimJob

@@ -28,13 +28,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
+from fusesched.hostlist import expand_hostlist
 from fusesched.model.job import LabelOp, QoS
 from fusesched.model.licenses import LicenseError, parse_licenses
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_HOSTNAME
 from fusesched.model.resources import CPU, GPU, MEMORY
 from fusesched.submit.begin import parse_begin
 from fusesched.submit.errors import SubmitError, read_source
-from fusesched.hostlist import expand_hostlist
 from fusesched.submit.job_notify import MailOptionError, mail_options
 from fusesched.submit.job_signal import parse_signal_option, signal_warnings
 from fusesched.submit.label_terms import LabelRequirementRequest

@@ -25,6 +25,7 @@ import numpy as np
 
 from fusesched.api.wire import DeviceInfo, NodeInventory
 from fusesched.controller.records import node_spec
+from fusesched.hostlist import expand_hostlist
 from fusesched.model.job import JobSpec
 from fusesched.model.node import (
     LABEL_GPU_MODEL,
@@ -42,7 +43,6 @@ from fusesched.sim.engine import Outage, SimJob
 from fusesched.sim.power import PowerSetup
 from fusesched.sim.reservations import SimReservation, bind, check, fit_to, from_live
 from fusesched.store.records import JobState
-from fusesched.hostlist import expand_hostlist
 from fusesched.submit.request import JobRequest
 from fusesched.twin.scenario import (
     AddNodes,
