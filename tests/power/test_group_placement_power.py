@@ -1,5 +1,5 @@
-"""Power saving and task groups with label filters of their own (controller/power.py
-``_parts``): each such group counts against the pool whose sleeping nodes it may use, so a
+"""Power saving and task groups with label filters of their own (power/pool_demand.py
+``job_parts``): each such group counts against the pool whose sleeping nodes it may use, so a
 job whose groups need different pools wakes each of them (no processes)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from fusesched.controller.power import PowerConfig, PowerManager
 from fusesched.core.cluster import ClusterArrays
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
-from fusesched.model.phases import JobPhase
 from fusesched.model.resources import CPU, GPU, Resources
 from fusesched.power.saving import PoolDemand, PowerState
 
@@ -25,7 +24,7 @@ def _demand(spec: JobSpec) -> dict[str, PoolDemand]:
     """The demand of ``spec`` waiting while pools ``cpu`` and ``gpu`` are asleep."""
     nodes = {"c1": _node("c1", "cpu"), "g1": _node("g1", "gpu", gpus=2)}
     core = SimpleNamespace(
-        jobs={spec.id: SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)},
+        queue=SimpleNamespace(records=[SimpleNamespace(spec=spec, shape_id=1)]),
         completing={},
         cluster=ClusterArrays(),  # (nothing booked)
     )

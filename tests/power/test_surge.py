@@ -232,7 +232,6 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
 
     from fusesched.model.job import Placement
     from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
-    from fusesched.model.phases import JobPhase
 
     def node(name: str, pool: str, **labels: str) -> SimpleNamespace:
         spec = NodeSpec(name, Resources({CPU: 4000}), {LABEL_POOL: pool, **labels})
@@ -241,13 +240,12 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     def job(tasks: int, **selector: str) -> SimpleNamespace:
         group = TaskGroup("main", tasks, Resources({CPU: 1000}))
         spec = JobSpec("j", (group,), placement=Placement(node_selector=selector))
-        return SimpleNamespace(phase=JobPhase.QUEUED, spec=spec)
+        return SimpleNamespace(spec=spec, shape_id=tasks)  # (the core's queue record)
 
     nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
     nodes["g1"] = node("g1", "gpu")
-    core = SimpleNamespace(
-        jobs={"j": job(8, **{"fusesched.io/pool": "cpu"})}, completing={}, cluster=ClusterArrays()
-    )
+    queue = SimpleNamespace(records=[job(8, **{"fusesched.io/pool": "cpu"})])
+    core = SimpleNamespace(queue=queue, completing={}, cluster=ClusterArrays())
     ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
@@ -260,7 +258,7 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     assert held.suspend == () and held.resume == ()
     # a job a sleeping node could run counts there (to wake it), as its share of a node: 1 of
     # 4 CPUs (the policy rounds the pool's sum up: one node woken)
-    core.jobs["j"] = job(1)
+    queue.records[0] = job(1)
     expected = PoolDemand(queued_nodes=0.25, wake_first=("g1",))  # g1 first: it can run it
     assert manager._demand(ctl) == {"gpu": expected}  # type: ignore[arg-type]
     # a node that cannot run the job is not woken for it: "cpu" gets a sleeping node without
@@ -268,7 +266,7 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     nodes["c1"] = node("c1", "cpu", ib="yes")
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
     manager.nodes["c2"].power = PowerState.SUSPENDED
-    core.jobs["j"] = job(4, ib="yes")
+    queue.records[0] = job(4, ib="yes")
     demand = manager._demand(ctl)  # type: ignore[arg-type]
     assert demand == {"cpu": PoolDemand(held_nodes=1.0)}
     asleep_c2 = NodeView("c2", "cpu", PowerState.SUSPENDED, since=0.0)

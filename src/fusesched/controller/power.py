@@ -17,8 +17,9 @@ External clusters' nodes are left to those clusters. The settings are
 The policies' demand signal is what this controller sees: per pool, its busy nodes (a task
 runs there, or the core has booked something there), or for ``surge-room`` its work and the
 free room on its busy nodes (:mod:`fusesched.power.room`, from what the core has booked on each
-node), plus the waiting jobs' node-equivalents (:mod:`fusesched.power.waiting`: a 1-GPU job is
-1/8 of an 8-GPU node). Both are computed by the same pure functions as in the simulator.
+node), plus the waiting jobs' node-equivalents (:mod:`fusesched.power.pool_demand`, from the
+core's queue: a 1-GPU job is 1/8 of an 8-GPU node, each job in one pool, an elastic job at its
+minimum). Both are computed by the same pure functions as in the simulator.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -36,9 +37,7 @@ import numpy.typing as npt
 # PowerConfig is imported from here too (the CLI, the server): re-exported
 from fusesched.controller.power_config import SURGE_POLICIES
 from fusesched.controller.power_config import PowerConfig as PowerConfig
-from fusesched.model.job import JobSpec
-from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
-from fusesched.model.phases import JobPhase
+from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeState
 from fusesched.model.resources import CPU, GPU
 from fusesched.power.forecast import (
     RISE_KEEP_MARGIN,
@@ -47,9 +46,10 @@ from fusesched.power.forecast import (
     RiseForecaster,
     SurgeTracker,
 )
+from fusesched.power.pool_demand import node_kinds, waiting_demand
 from fusesched.power.room import node_shares, rows_by_pool, work_and_room
 from fusesched.power.saving import NodeView, PoolDemand, PowerState, RateHistory, plan_power
-from fusesched.power.waiting import demand_signal, largest_node, node_equivalents
+from fusesched.power.waiting import demand_signal
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -58,14 +58,6 @@ log = logging.getLogger("fusesched.controller.power")
 
 #: per pool, (the work, the free room on busy nodes), in node-equivalents
 WorkAndRoom = tuple[dict[str, float], dict[str, float]]
-
-#: per job shape (label filters, per-task resources): the first pool with nodes that fit it,
-#: the largest of those nodes (CPUs, GPUs: what a share is counted against) and their names
-#: (for the sleeping side: what to wake first), or None
-_Fits = dict[tuple[object, ...], tuple[str, tuple[float, ...], tuple[str, ...]] | None]
-
-#: what a waiting job's share of a node is counted in (as in the simulator)
-_COUNTED = (CPU, GPU)
 
 
 @dataclass(slots=True)
@@ -136,68 +128,22 @@ class PowerManager:
         return views
 
     def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
-        """Waiting jobs, in node-equivalents (:func:`fusesched.power.waiting.node_equivalents`,
-        the simulator's count: per job the larger of its CPU and GPU shares of the largest
-        node that could run it, summed unrounded; the policy rounds the sum up, so four 1-GPU
-        jobs on 8-GPU nodes wake one node, and a gang of two full nodes two; a job for the
-        2-GPU nodes of a pool that also holds 8-GPU ones counts against a 2-GPU node, not
-        against the node it cannot run on), counted against the
-        first pool whose sleeping nodes could run them (``queued_nodes``, what the policy
-        resumes nodes for). A job no sleeping node could run is counted, as ``held_nodes``,
-        against the first pool whose powered nodes could: nothing is woken for it, but the
-        idle nodes it waits for (a gang for which one node is still busy) are not suspended
-        under it. The sleeping nodes that could run a queued job are named in ``wake_first``:
-        the policy resumes them before the pool's others (in a pool of mixed node sizes, not
-        the big node a job constrained to the small ones cannot use)."""
-        sleeping: dict[str, list[NodeSpec]] = {}
-        powered: dict[str, list[NodeSpec]] = {}
+        """The waiting jobs' demand per pool, counted as the simulator counts it
+        (:func:`fusesched.power.pool_demand.waiting_demand`, from the core's queue: one pool
+        per job, an elastic job's minimum; docs/ENERGY.md). Asleep are the nodes suspended or
+        being suspended, powered those on and up; drained nodes are left out (an operator
+        keeps them out of work)."""
+        nodes = []
         for name, node in ctl.nodes.items():
+            if node.drain is not None:
+                continue
+            power = self.state_of(name)
             pool = node.spec.labels.get(LABEL_POOL, LOCAL_POOL)
-            entry = self.nodes.get(name)
-            power = entry.power if entry is not None else PowerState.ON
-            if node.drain is not None:  # an operator keeps it out of work
-                continue
             if power in (PowerState.SUSPENDED, PowerState.SUSPENDING):
-                sleeping.setdefault(pool, []).append(node.spec)
+                nodes.append((node.spec, pool, True))
             elif power is PowerState.ON and node.state is NodeState.UP:
-                powered.setdefault(pool, []).append(node.spec)
-        # per pool and node size, what each waiting job asks for (CPUs, GPUs): to wake for,
-        # and held
-        waiting: tuple[dict[tuple[str, tuple[float, ...]], list[list[float]]], ...] = ({}, {})
-        # which nodes fit a shape is worked out once per shape, not per job: the queue may
-        # hold thousands of jobs of a few shapes (arrays), and this runs under the lock
-        fits: tuple[_Fits, _Fits] = ({}, {})
-        for job_id in ctl.jobs:
-            rec = ctl.core.jobs.get(job_id)
-            if rec is None or rec.phase is not JobPhase.QUEUED or rec.spec.dependencies:
-                continue
-            for part in _parts(rec.spec):
-                for asks, pools, seen in zip(waiting, (sleeping, powered), fits, strict=True):
-                    found = _first_fit(part, pools, seen)
-                    if found is not None:
-                        total = part.total
-                        asks.setdefault(found[:2], []).append([total.get(r) for r in _COUNTED])
-                        break
-        queued: dict[str, float] = {}
-        held: dict[str, float] = {}
-        for asks, counts in zip(waiting, (queued, held), strict=True):
-            for (pool, scale), rows in asks.items():
-                amount = node_equivalents(np.array(rows, np.float64), np.array(scale))
-                counts[pool] = counts.get(pool, 0.0) + amount
-        # every shape found on the sleeping side was counted in queued_nodes: its nodes first
-        # (per shape, in queue order; a dict as an ordered set)
-        wake: dict[str, dict[str, None]] = {}
-        for found in fits[0].values():
-            if found is not None:
-                wake.setdefault(found[0], {}).update(dict.fromkeys(found[2]))
-        return {
-            pool: PoolDemand(
-                queued_nodes=queued.get(pool, 0.0),
-                held_nodes=held.get(pool, 0.0),
-                wake_first=tuple(wake.get(pool, ())),
-            )
-            for pool in sorted(set(queued) | set(held))
-        }
+                nodes.append((node.spec, pool, False))
+        return waiting_demand(node_kinds(nodes), ctl.core.queue.records)
 
     def _work_and_room(self, ctl: Controller) -> WorkAndRoom:
         """Per pool, the work and the free room in node-equivalents (``surge-room``;
@@ -379,55 +325,3 @@ def _set_state(ctl: Controller, name: str, state: NodeState, reason: str, now: f
     from fusesched.controller import failures
 
     failures.set_node_state(ctl, name, state, reason, now)
-
-
-def _parts(spec: JobSpec) -> list[JobSpec]:
-    """``spec`` itself; or, when a task group has label filters of its own (a hetjob
-    component's ``-C``, a Kubeflow replica type's ``nodeSelector``), one spec per group under
-    the job's and the group's filters: each group may need nodes of another pool woken."""
-    groups = spec.task_groups
-    if all(group.placement is None for group in groups):
-        return [spec]
-    return [
-        replace(
-            spec,
-            task_groups=(replace(group, placement=None),),
-            placement=spec.placement
-            if group.placement is None
-            else spec.placement.joined(group.placement),
-            min_member=None,
-        )
-        for group in groups
-    ]
-
-
-def _first_fit(
-    spec: JobSpec, pools: Mapping[str, list[NodeSpec]], seen: _Fits
-) -> tuple[str, tuple[float, ...], tuple[str, ...]] | None:
-    """The first pool (by name) with nodes that could run ``spec``, the largest of those
-    nodes and their names; None if no pool has one. ``seen``: what was found in ``pools`` so
-    far, by shape."""
-    key = (spec.placement.cache_key(), tuple(g.resources for g in spec.task_groups))
-    if key not in seen:
-        seen[key] = _fitting(spec, pools)
-    return seen[key]
-
-
-def _fitting(
-    spec: JobSpec, pools: Mapping[str, list[NodeSpec]]
-) -> tuple[str, tuple[float, ...], tuple[str, ...]] | None:
-    """The first pool (by name) with nodes that could run ``spec``, the largest of those
-    nodes (per counted resource: :func:`fusesched.power.waiting.largest_node`) and their
-    names."""
-    for pool, specs in sorted(pools.items()):
-        fitting = [
-            s
-            for s in specs
-            if spec.placement.allows(s.labels)
-            and all(g.resources.fits_in(s.capacity) for g in spec.task_groups)
-        ]
-        if fitting:
-            sizes = np.array([[s.capacity.get(r) for r in _COUNTED] for s in fitting], np.float64)
-            largest = tuple(largest_node(sizes).tolist())
-            return pool, largest, tuple(s.name for s in fitting)
-    return None

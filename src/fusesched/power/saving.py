@@ -110,7 +110,7 @@ class PoolDemand:
     counted in ``queued_nodes``; they are resumed before its other sleeping nodes. In a pool
     of mixed node sizes the node woken first could otherwise be one the waiting jobs cannot
     use (an 8-GPU node for a job constrained to the 2-GPU ones), which, once up and idle,
-    counts as awake and blocks further wakes. Empty (the simulator's): oldest asleep first.
+    counts as awake and blocks further wakes. Empty: oldest asleep first.
     """
 
     queued_nodes: float = 0.0

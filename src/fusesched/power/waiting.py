@@ -11,9 +11,10 @@ The forecasters (``forecast``, ``predictive``, ``surge``, ``surge-room``) are fe
 the running demand (busy nodes, or ``surge-room``'s work) plus these waiting shares
 (:func:`demand_signal`), so that a small job's arrival is a small rise, not a whole node.
 
-Shared by the simulator (:mod:`fusesched.sim.power`, from the core's queue) and the live
-controller (:mod:`fusesched.controller.power`, from its waiting jobs), so the two feed the
-policies the same quantities.
+Shared by the simulator (:mod:`fusesched.sim.power`) and the live controller
+(:mod:`fusesched.controller.power`), both through :mod:`fusesched.power.pool_demand` (which
+pool each waiting job counts against, and how much), so the two feed the policies the same
+quantities.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@
   power, a suspended one at its standby power.
 
 With ``policy="always-on"`` nothing is ever suspended and the schedule is the same as without
-the hook (the ticks are extra core cycles that start nothing new).
+the hook (the ticks are extra core cycles that start nothing new). Its set-up
+(:class:`PowerSetup`) and report (:class:`PowerReport`): :mod:`fusesched.sim.power_setup`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -36,122 +36,29 @@ import numpy.typing as npt
 
 from fusesched.model.events import Decision, Event, NodeStateChanged, StartJob
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
-from fusesched.model.resources import CPU, GPU
-from fusesched.power.forecast import (
-    DAY,
-    RISE_KEEP_MARGIN,
-    RISE_WAKE_MARGIN,
-    DemandForecaster,
-    HoltWintersParams,
-    RiseForecaster,
-    SurgeTracker,
-)
-from fusesched.power.model import CPU_NODE, DEFAULT_MODELS, GPU_NODE, PowerModel, kwh, per_month
+from fusesched.model.resources import CPU, GPU, Resources
+from fusesched.power.forecast import DemandForecaster, RiseForecaster, SurgeTracker
+from fusesched.power.model import kwh
+from fusesched.power.pool_demand import NodeKind, waiting_demand
 from fusesched.power.room import node_shares, rows_by_pool, work_and_room
-from fusesched.power.saving import (
-    NodeView,
-    PoolDemand,
-    PowerState,
-    RateHistory,
-    SavingConfig,
-    get_policy,
-    plan_power,
-)
-from fusesched.power.waiting import demand_signal, largest_node, node_equivalents
+from fusesched.power.saving import NodeView, PoolDemand, PowerState, RateHistory, plan_power
+from fusesched.power.waiting import demand_signal
+
+# the set-up and the report (sim/power_setup.py), imported from here too: re-exported
+from fusesched.sim.power_setup import DEFAULT_POOL as DEFAULT_POOL
+from fusesched.sim.power_setup import LABEL_POWER_MODEL as LABEL_POWER_MODEL
+from fusesched.sim.power_setup import PowerReport as PowerReport
+from fusesched.sim.power_setup import PowerSetup as PowerSetup
+from fusesched.sim.power_setup import default_node_type as default_node_type
 
 if TYPE_CHECKING:
     from fusesched.core.scheduler import SchedulerCore
-
-LABEL_POWER_MODEL = "fusesched.io/power-model"  # a node's power model by name (optional)
-DEFAULT_POOL = "main"
 
 FloatArray = npt.NDArray[np.float64]
 
 # time categories of a node, for the report
 BUSY, IDLE, TRANSITION, SUSPENDED = 0, 1, 2, 3
 CATEGORIES = ("busy", "idle", "transition", "suspended")
-
-
-def default_node_type(spec: NodeSpec) -> str:
-    """The node's ``fusesched.io/power-model`` label, else ``gpu-node`` if it has GPUs, else
-    ``cpu-node``."""
-    label = spec.labels.get(LABEL_POWER_MODEL)
-    if label:
-        return label
-    return GPU_NODE if spec.capacity.get(GPU) > 0 else CPU_NODE
-
-
-@dataclass(frozen=True)
-class PowerSetup:
-    """How the simulated cluster uses power.
-
-    ``meter``: the window (seconds) whose energy is reported; None: from 0 to the end.
-    ``lookahead_s``: how far the forecast looks to wake nodes (None: the longest wake latency
-    + ``tick_s``); ``keep_lookahead_s``: how far it looks before switching one off.
-    ``rise_margin``, ``rise_keep_margin``: the ``predictive`` policy's margins over the forecast
-    rise of demand within ``lookahead_s`` (what it wakes for) and within the idle threshold
-    ``config.idle_threshold_s`` (what it keeps); None: that part of the policy off.
-    ``surge_memory_days``, ``surge_warm_s``: how many days back the ``surge`` policy looks for
-    the largest rise of demand, and how much history it needs before it suspends anything.
-    ``wake_failure_rate``: share of resumes that never complete (they hit the resume
-    timeout and the node is marked failed); drawn from ``seed``.
-    """
-
-    policy: str = "always-on"
-    config: SavingConfig = field(default_factory=SavingConfig)
-    models: Mapping[str, PowerModel] = field(default_factory=lambda: DEFAULT_MODELS)
-    node_type: Callable[[NodeSpec], str] = default_node_type
-    tick_s: float = 60.0
-    meter: tuple[float, float] | None = None
-    forecast_bin_s: float = 600.0
-    forecast_margin: float = 0.5
-    forecast_params: HoltWintersParams = field(default_factory=HoltWintersParams)
-    lookahead_s: float | None = None
-    keep_lookahead_s: float = 1800.0
-    rise_margin: float | None = RISE_WAKE_MARGIN
-    rise_keep_margin: float | None = RISE_KEEP_MARGIN
-    surge_memory_days: int = 7
-    surge_warm_s: float = DAY
-    wake_failure_rate: float = 0.0
-    seed: int = 0
-    record: bool = False  # keep (time, watts, nodes awake, nodes busy) and busy per pool
-
-    def __post_init__(self) -> None:
-        get_policy(self.policy)  # raises for an unknown name
-        if self.tick_s <= 0:
-            raise ValueError("tick_s must be positive")
-        if not 0.0 <= self.wake_failure_rate <= 1.0:
-            raise ValueError("wake_failure_rate must be within [0, 1]")
-        if self.meter is not None and self.meter[1] < self.meter[0]:
-            raise ValueError("the metering window ends before it starts")
-
-
-@dataclass(frozen=True, slots=True)
-class PowerReport:
-    """Energy over the metering window and what power saving did."""
-
-    policy: str
-    start_s: float
-    end_s: float
-    energy_kwh: float
-    energy_by_type_kwh: Mapping[str, float]
-    node_hours: Mapping[str, float]  # busy, idle, transition, suspended
-    suspends: int
-    resumes: int
-    failed: int
-
-    @property
-    def span_s(self) -> float:
-        return self.end_s - self.start_s
-
-    @property
-    def kwh_per_month(self) -> float:
-        """Energy scaled to a 30-day month."""
-        return per_month(self.energy_kwh, self.span_s)
-
-    @property
-    def mean_power_kw(self) -> float:
-        return self.energy_kwh * 3600.0 / self.span_s if self.span_s > 0 else 0.0
 
 
 class PowerSim:
@@ -235,14 +142,17 @@ class PowerSim:
             if self.policy in ("surge", "surge-room")
             else None
         )
-        # queued demand in node-equivalents (power/waiting.py): the core's CPU and GPU columns,
-        # and per pool its largest node's
-        cols = core.cluster.columns
-        self._demand_cols = np.array([cols[n] for n in (CPU, GPU) if n in cols], np.int64)
-        self._demand_scale = {
-            pool: largest_node(core.cluster.capacity[rows][:, self._demand_cols])
-            for pool, rows in self.pool_rows.items()
-        }
+        # the waiting jobs' demand (power/pool_demand.py): the nodes by pool and size, as the
+        # live controller groups them, and which are asleep (suspended, suspending) or on
+        kinds: dict[tuple[str, Resources], list[int]] = {}
+        for row, spec in enumerate(nodes):
+            kinds.setdefault((self.pools[row], spec.capacity), []).append(row)
+        self._kinds = [(key, np.array(rows, np.int64)) for key, rows in kinds.items()]
+        self._specs = np.empty(size, dtype=object)
+        self._specs[:] = list(nodes)
+        self._asleep = np.zeros(size, np.bool_)
+        self._on = np.ones(size, np.bool_)
+        self._kinds_now: list[NodeKind] | None = None
         self._refresh(np.arange(size, dtype=np.int64), 0.0)
 
     # ------------------------------------------------------------------ engine calls
@@ -316,6 +226,7 @@ class PowerSim:
             row = self.index[name]
             self._views[row] = None
             self._stale.add(row)
+        self._kinds_now = None
 
     def finish(self, now: float) -> PowerReport:
         """Close the books at the end of the simulation (or of the metering window)."""
@@ -401,6 +312,9 @@ class PowerSim:
         self._in_state[self.state[row]] -= 1
         self._in_state[state] += 1
         self.state[row] = state
+        self._asleep[row] = state is PowerState.SUSPENDED or state is PowerState.SUSPENDING
+        self._on[row] = state is PowerState.ON
+        self._kinds_now = None
         self.since[row] = now
         self.category[row] = IDLE  # so that _refresh does not reset ``since`` again
         self._refresh(np.array([row], np.int64), now)
@@ -427,36 +341,35 @@ class PowerSim:
             self._views[row] = view
         return view
 
-    def queued_nodes(self) -> dict[str, float]:
-        """Per pool, node-equivalents of the waiting jobs: per job, the largest share of a
-        node's CPUs or GPUs it asks for, summed. A job without a pool selector counts for
-        every pool."""
+    def waiting(self) -> dict[str, PoolDemand]:
+        """Per pool, the waiting jobs' demand (``queued_nodes``, ``held_nodes``,
+        ``wake_first``), counted as the live controller counts it
+        (:func:`fusesched.power.pool_demand.waiting_demand`, from the core's queue): asleep
+        are the suspended and suspending nodes, powered those on and up in the core."""
         core = self._core
         assert core is not None
-        queue = core.queue
-        out = dict.fromkeys(self.pool_names, 0.0)
-        if not len(queue):
-            return out
-        if len(self.pool_names) == 1:
-            pool = self.pool_names[0]
-            out[pool] = self._node_equivalents(pool, queue.rows[:, 2:])
-            return out
-        for rec in queue.records:
-            wanted = rec.spec.placement.node_selector.get(LABEL_POOL)
-            for pool in self.pool_names if wanted is None else (wanted,):
-                if pool in out:
-                    out[pool] += self._node_equivalents(pool, rec.total[None, :])
-        return out
-
-    def _node_equivalents(
-        self, pool: str, totals: npt.NDArray[np.float64] | npt.NDArray[np.int64]
-    ) -> float:
-        return node_equivalents(totals[:, self._demand_cols], self._demand_scale[pool])
+        if not len(core.queue):
+            return {}
+        kinds = self._kinds_now
+        if kinds is None:  # (rebuilt only after a node changed state)
+            asleep = self._asleep
+            powered = self._on & core.cluster.up[: len(asleep)]
+            specs = self._specs
+            kinds = self._kinds_now = [
+                NodeKind(
+                    pool,
+                    capacity,
+                    tuple(specs[rows[asleep[rows]]].tolist()),
+                    tuple(specs[rows[powered[rows]]].tolist()),
+                )
+                for (pool, capacity), rows in self._kinds
+            ]
+        return waiting_demand(kinds, core.queue.records)
 
     def _control(self, now: float) -> None:
         core = self._core
         assert core is not None
-        queued = self.queued_nodes()
+        waiting = self.waiting()
         forecasts: dict[str, float | None] = dict.fromkeys(self.pool_names)
         keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
         rises: dict[str, float | None] = dict.fromkeys(self.pool_names)
@@ -469,7 +382,9 @@ class PowerSim:
                 powered = np.array([s is PowerState.ON for s in self.state])
                 shares = node_shares(self.cpu_used, self.gpu_used, self.cpu_cap, self.gpu_cap)
                 running, room = work_and_room(shares, powered, self.pool_rows)
-            needed = demand_signal(running, queued)
+            needed = demand_signal(
+                running, {p: d.queued_nodes + d.held_nodes for p, d in waiting.items()}
+            )
             if self.forecaster is not None:
                 self.forecaster.observe(now, needed)
                 for pool in self.pool_names:
@@ -491,18 +406,21 @@ class PowerSim:
                 self.surger.observe(now, needed)
                 for pool in self.pool_names:
                     surges[pool] = self.surger.upper(pool, now)
-        demand = {
-            p: PoolDemand(
-                queued[p],
+        nothing = PoolDemand()
+        demand = {}
+        for p in self.pool_names:
+            wait = waiting.get(p, nothing)
+            demand[p] = PoolDemand(
+                wait.queued_nodes,
                 forecasts[p],
                 keeps[p],
                 rises[p],
                 rise_keeps[p],
                 surges[p],
+                held_nodes=wait.held_nodes,
                 room_nodes=room[p],
+                wake_first=wait.wake_first,
             )
-            for p in self.pool_names
-        }
         for row in self._stale:  # the other rows' views are still current
             self._view(row)
         self._stale.clear()
