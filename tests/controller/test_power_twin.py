@@ -163,8 +163,9 @@ def test_both_sides_wake_the_same_nodes(tmp_path: Path, clock: Clock) -> None:
 def test_only_jobs_the_core_would_start_now_wake_nodes_live(tmp_path: Path, clock: Clock) -> None:
     # both sides count the core's waiting queue: a job whose dependency is met wakes nodes
     # (any job with dependencies was skipped live); one still waiting for its dependency, a
-    # user's hold or its begin time does not (the last one was counted from its submission,
-    # keeping nodes awake until then), nor an array's members beyond its throttle (each was)
+    # user's hold or its begin time, until it is a boot away, does not (it was counted from
+    # its submission, keeping nodes awake until then), nor an array's members beyond its
+    # throttle (each was)
     ctl, jobs = _live(tmp_path / "c", clock)
     filler = jobs[0]  # (running: an ``after`` dependency on it is met)
     begins = _request("-n", "1", "--gres=gpu:1").model_copy(update={"begin_time": clock.now + 3600})
@@ -185,7 +186,14 @@ def test_only_jobs_the_core_would_start_now_wake_nodes_live(tmp_path: Path, cloc
         "a": PoolDemand(queued_nodes=1.0, wake_first=("a1",)),  # the met dependency
         "b": PoolDemand(queued_nodes=0.5, wake_first=("b1", "b2")),  # one array member
     }
-    clock.now += 3600  # the begin time: queued at the next cycle, and then it counts
+    # its begin time within a boot (wake latency + a power interval) of now: it counts, so
+    # that its node is up when it comes (not one boot late)
+    config = ctl.power.config
+    clock.now += 3600 - (config.wake_latency_s + config.interval_s) / 2
+    ctl.run_cycle()
+    with ctl.lock:
+        assert ctl.power._demand(ctl)["a"] == PoolDemand(queued_nodes=1.5, wake_first=("a1",))
+    clock.now += 3600  # past the begin time: queued, and it still counts once
     ctl.run_cycle()
     with ctl.lock:
         assert ctl.power._demand(ctl)["a"] == PoolDemand(queued_nodes=1.5, wake_first=("a1",))

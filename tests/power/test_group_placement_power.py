@@ -27,6 +27,7 @@ def _demand(spec: JobSpec) -> dict[str, PoolDemand]:
         queue=SimpleNamespace(records=[SimpleNamespace(spec=spec, shape_id=1)]),
         completing={},
         cluster=ClusterArrays(),  # (nothing booked)
+        due_within=lambda horizon_s: [],  # (no begin time, no backoff)
     )
     ctl = SimpleNamespace(nodes=nodes, jobs=[spec.id], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="idle-timeout"))

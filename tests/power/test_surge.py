@@ -245,7 +245,9 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     nodes = {"c1": node("c1", "cpu"), "c2": node("c2", "cpu"), "c3": node("c3", "cpu")}
     nodes["g1"] = node("g1", "gpu")
     queue = SimpleNamespace(records=[job(8, **{"fusesched.io/pool": "cpu"})])
-    core = SimpleNamespace(queue=queue, completing={}, cluster=ClusterArrays())
+    core = SimpleNamespace(
+        queue=queue, completing={}, cluster=ClusterArrays(), due_within=lambda horizon_s: []
+    )
     ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={})
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]

@@ -143,7 +143,9 @@ class PowerManager:
                 nodes.append((node.spec, pool, True))
             elif power is PowerState.ON and node.state is NodeState.UP:
                 nodes.append((node.spec, pool, False))
-        return waiting_demand(node_kinds(nodes), ctl.core.queue.records)
+        # and those whose begin time (or requeue's backoff) comes before a node could boot
+        soon = ctl.core.due_within(self.config.wake_latency_s + self.config.interval_s)
+        return waiting_demand(node_kinds(nodes), [*ctl.core.queue.records, *soon])
 
     def _work_and_room(self, ctl: Controller) -> WorkAndRoom:
         """Per pool, the work and the free room in node-equivalents (``surge-room``;

@@ -357,6 +357,13 @@ class SchedulerCore:
             del self._delayed[rec.id]
             self._enqueue(rec, now, "backoff over")
 
+    def due_within(self, horizon_s: float) -> list[JobRecord]:
+        """The jobs waiting for a begin time or a requeue's backoff that ends within
+        ``horizon_s`` of the core's clock, in the order they were delayed: what power saving
+        wakes nodes ahead for (they queue then), read only."""
+        until = self._now + horizon_s
+        return [rec for rec in self._delayed.values() if rec.not_before <= until]
+
     def next_wakeup(self) -> float | None:
         """The earliest time a requeued job's backoff ends or a job's begin time comes, a job
         may borrow quota again, a running job outlives its predicted run time, a waiting

@@ -348,7 +348,8 @@ class PowerSim:
         are the suspended and suspending nodes, powered those on and up in the core."""
         core = self._core
         assert core is not None
-        if not len(core.queue):
+        soon = core.due_within(self.lookahead_s)  # (begin times, backoffs: queued by the boot)
+        if not len(core.queue) and not soon:
             return {}
         kinds = self._kinds_now
         if kinds is None:  # (rebuilt only after a node changed state)
@@ -364,7 +365,7 @@ class PowerSim:
                 )
                 for (pool, capacity), rows in self._kinds
             ]
-        return waiting_demand(kinds, core.queue.records)
+        return waiting_demand(kinds, [*core.queue.records, *soon])
 
     def _control(self, now: float) -> None:
         core = self._core
