@@ -135,7 +135,12 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         _failed_before(live, run)
         recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
-        if not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
+        if live.first_failure is None and any(_lost(t) for t in run):
+            # lost before the restart (its node or agent lost it): the old controller had
+            # decided to requeue the run, or would have; so does this one (chaos: killed
+            # 10 ms after that decision, the run was failed for the lost task's exit -1)
+            requeue(ctl, live, "a task of it was lost before the controller restarted", now, True)
+        elif not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
 
@@ -149,14 +154,23 @@ def _own_ended(ctl: Controller, row: JobRow, task: TaskRow) -> bool:
     )
 
 
+def _lost(task: TaskRow) -> bool:
+    """One of the job's own tasks that ended lost: no exit status (-1, its node or agent lost
+    it: controller/endings.py ``lose_tasks``, federation, late_exits)."""
+    return ".remote." not in task.task_id and task.exit_code == -1 and task.end_time is not None
+
+
 def _failed_before(live: LiveJob, rows: list[TaskRow]) -> None:
     """The first failure of ``live``'s run as its stored tasks show it (the first of its own
-    to exit non-zero), with that task's group: how the run ends and whether its group's
-    ``retry_exits`` restarts it, rather than the exit of a task it stopped (-15)."""
+    to exit non-zero, a lost one aside: no failure of its own), with that task's group: how
+    the run ends and whether its group's ``retry_exits`` restarts it, rather than the exit
+    of a task it stopped (-15)."""
     failed = [
         t
         for t in rows
-        if ".remote." not in t.task_id and t.exit_code not in (None, 0) and t.end_time is not None
+        if ".remote." not in t.task_id
+        and t.exit_code not in (None, 0, -1)
+        and t.end_time is not None
     ]
     if failed:
         first = min(failed, key=lambda t: t.end_time or 0.0)
