@@ -99,15 +99,22 @@ class Proc:
             self.popen.send_signal(signal.SIGKILL)
             self.popen.wait()
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (a clean stop: an agent kills its tasks), SIGKILL if it lingers."""
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        self.popen.terminate()
+
+def stop_all(procs: list[Proc], timeout: float = 20.0) -> None:
+    """Stop ``procs`` cleanly (an agent kills its tasks), all at once: SIGTERM to each, then
+    wait for them together (one by one, each stop would wait out its own long poll); SIGKILL
+    those still there after ``timeout`` seconds."""
+    running = [p for p in procs if p.popen is not None and p.popen.poll() is None]
+    for proc in running:
+        assert proc.popen is not None
+        proc.popen.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in running:
+        assert proc.popen is not None
         try:
-            self.popen.wait(timeout=timeout)
+            proc.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self.kill()
+            proc.kill()
 
 
 class Cluster:
@@ -169,16 +176,16 @@ class Cluster:
             time.sleep(poll_s)
 
     def start(self) -> None:
-        for i, proc in enumerate(self.controllers):
-            proc.start()
-            if i == 0:
-                self.wait_leader()  # the first one leads
-        for agent in self.agents:
+        first, *others = self.controllers
+        first.start()
+        for agent in self.agents:  # they start meanwhile: they retry until a controller answers
             agent.start()
+        self.wait_leader()  # the first one leads
+        for proc in others:
+            proc.start()
 
     def stop(self) -> None:
-        for proc in self.agents + self.controllers:
-            proc.stop()
+        stop_all(self.agents + self.controllers)
 
 
 # ---------------------------------------------------------------------------- jobs
@@ -200,13 +207,17 @@ def task_script(shared: Path, name: str, seconds: float) -> str:
 
 
 def make_job(
-    rng: random.Random, shared: Path, name: str, plain_share: float, long_share: float = 0.0
+    rng: random.Random,
+    shared: Path,
+    name: str,
+    plain_share: float,
+    long_share: float = 0.0,
+    long_s: tuple[float, float] = (6.0, 12.0),
 ) -> dict[str, Any]:
-    """A job of 0.5-4 s (``long_share`` of them 6-12 s, so that agent kills catch runs in the
-    middle: a shorter orphan mostly ends before its restarted agent is up to kill it)."""
-    seconds = round(
-        rng.uniform(6.0, 12.0) if rng.random() < long_share else rng.uniform(0.5, 4.0), 1
-    )
+    """A job of 0.5-4 s (``long_share`` of them ``long_s``, 6-12 s by default, so that agent
+    kills catch runs in the middle: a shorter orphan mostly ends before its restarted agent is
+    up to kill it)."""
+    seconds = round(rng.uniform(*long_s) if rng.random() < long_share else rng.uniform(0.5, 4.0), 1)
     replicas = 2 if rng.random() < 0.35 else 1
     group = {
         "argv": ["sh", "-c", task_script(shared, name, seconds)],
@@ -248,23 +259,16 @@ def submit_once(url: str, request: dict[str, Any]) -> str:
 
 
 class Submitter(threading.Thread):
-    def __init__(
-        self,
-        url: str,
-        shared: Path,
-        seed: int,
-        gap: tuple[float, float],
-        plain_share: float,
-        long_share: float,
-    ) -> None:
+    def __init__(self, url: str, shared: Path, opts: Options) -> None:
         super().__init__(name="submitter", daemon=True)
         self.url = url
         self.shared = shared
-        self.rng = random.Random(f"{seed}-submit")
-        self.seed = seed
-        self.gap = gap
-        self.plain_share = plain_share
-        self.long_share = long_share
+        self.rng = random.Random(f"{opts.seed}-submit")
+        self.seed = opts.seed
+        self.gap = opts.submit_gap
+        self.plain_share = opts.plain_share
+        self.long_share = opts.long_share
+        self.long_s = opts.long_s
         self.stop_event = threading.Event()
         self.submissions: list[Submission] = []
 
@@ -273,7 +277,9 @@ class Submitter(threading.Thread):
         while not self.stop_event.is_set():
             name = f"chaos{self.seed}-{n:05d}"
             n += 1
-            request = make_job(self.rng, self.shared, name, self.plain_share, self.long_share)
+            request = make_job(
+                self.rng, self.shared, name, self.plain_share, self.long_share, self.long_s
+            )
             sub = Submission(
                 name, request["groups"][0]["replicas"], "own" if "restart" in request else "default"
             )
@@ -362,7 +368,6 @@ class Chaos(threading.Thread):
         delay = self.rng.uniform(0.0, 2.0)
         killed = time.monotonic()
         victim.kill()
-        self.log.controller_kills += 1
         others = [u for i, u in enumerate(cluster.urls) if i != lead]
         if not others:  # one controller: it is started again, then answers
             self.stop_event.wait(delay)
@@ -388,6 +393,7 @@ class Chaos(threading.Thread):
                 self.stop_event.wait(max(0.0, killed + delay - time.monotonic()))
                 victim.start()
         self.log.recovery_s.append(recovered)
+        self.log.controller_kills += 1  # counted once started again (see chaos_until)
         self.note(
             f"SIGKILL {victim.name} (leader); started again after {delay:.2f} s; "
             f"a leader answers after {recovered:.2f} s"
@@ -397,9 +403,9 @@ class Chaos(threading.Thread):
         agent = self.rng.choice(self.cluster.agents)
         delay = self.rng.uniform(0.0, 3.0)
         agent.kill()
-        self.log.agent_kills += 1
         self.stop_event.wait(delay)
         agent.start()
+        self.log.agent_kills += 1
         self.note(f"SIGKILL {agent.name}; restarted after {delay:.2f} s")
 
 
@@ -480,8 +486,13 @@ class Options:
     controller_share: float = 0.45
     plain_share: float = 0.3
     long_share: float = 0.15
+    long_s: tuple[float, float] = (6.0, 12.0)  # how long those jobs run
     drain_s: float = 420.0
     keep: bool = False
+    # the chaos goes on after ``duration`` until it has SIGKILLed at least this many
+    # controllers and agents and this many submissions were accepted (chaos_until)
+    min_kills: tuple[int, int] = (0, 0)
+    min_accepted: int = 0
 
 
 def list_all_jobs(client: Client) -> list[dict[str, Any]]:
@@ -513,6 +524,33 @@ def wait_nodes(client: Client, count: int, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
+KILLS_GRACE_S = 120.0
+
+
+def chaos_until(chaos: Chaos, submitter: Submitter, opts: Options, poll_s: float = 0.05) -> None:
+    """Let the chaos go on for ``opts.duration`` seconds, then until it has done
+    ``opts.min_kills`` (controllers, agents) and ``opts.min_accepted`` submissions were
+    accepted, or it failed, or KILLS_GRACE_S more seconds passed. A kill counts once its
+    victim has been started again, so that the last one is not cut short (the chaos's
+    waits end when it is told to stop)."""
+    start = time.monotonic()
+    chaos.stop_event.wait(opts.duration)
+    want_controllers, want_agents = opts.min_kills
+    deadline = start + opts.duration + KILLS_GRACE_S
+    log = chaos.log
+
+    def short() -> bool:
+        accepted = sum(1 for sub in submitter.submissions if sub.outcome == "accepted")
+        return (
+            log.controller_kills < want_controllers
+            or log.agent_kills < want_agents
+            or accepted < opts.min_accepted
+        )
+
+    while short() and chaos.is_alive() and time.monotonic() < deadline:
+        time.sleep(poll_s)
+
+
 def run(opts: Options, say: Callable[[str], None] = print) -> dict[str, Any]:
     if opts.standby and not (opts.db or "").startswith("postgresql"):
         raise SystemExit("--standby needs a PostgreSQL --db")
@@ -531,13 +569,12 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict[str, Any]:
         cluster.start()
         client = Client(cluster.url, failover_s=30.0)
         wait_nodes(client, opts.agents)
-        submitter = Submitter(
-            cluster.url, shared, opts.seed, opts.submit_gap, opts.plain_share, opts.long_share
-        )
+        submitter = Submitter(cluster.url, shared, opts)
         chaos = Chaos(cluster, opts.seed, opts.chaos_gap, opts.controller_share, t0)
+        say(f"{opts.agents} agents up after {time.monotonic() - t0:.1f} s")
         submitter.start()
         chaos.start()
-        time.sleep(opts.duration)
+        chaos_until(chaos, submitter, opts)
         chaos.stop_event.set()
         chaos.join()
         submitter.stop_event.set()
@@ -598,15 +635,18 @@ def settle(
         open_ = [j for j in wanted if views.get(j, {}).get("state") not in FINISHED]
         if not open_ or time.monotonic() > deadline:
             break
-        time.sleep(1.0)
+        time.sleep(0.2)
     drain_s = time.monotonic() - drain_start
     for job_id in open_:
         state = views.get(job_id, {}).get("state", "unknown")
         lost.append(f"{wanted[job_id].name} ({job_id}): still {state} at the deadline")
 
-    # stop the agents cleanly, so every task has ended before the ledger is read
-    for agent in cluster.agents:
-        agent.stop()
+    # stop the agents cleanly, so every task has ended before the ledger is read; the
+    # controllers first (SIGKILL: nothing of theirs is read from here on), which ends the
+    # agents' long polls at once
+    for proc in cluster.controllers:
+        proc.kill()
+    stop_all(cluster.agents)
     by_job = read_ledger(shared)
     names = {sub.name: job_id for job_id, sub in wanted.items()}
     overlaps: list[str] = []

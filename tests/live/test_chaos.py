@@ -27,15 +27,25 @@ sys.path.insert(0, str(BENCH))
 
 import chaos  # noqa: E402
 
-# seeds whose first choices include at least two controller and two agent kills
+# The chaos lasts until two controllers and two agents were SIGKILLed (and started again) and
+# 15 submissions were accepted, not a fixed time. Seed 270's first four choices: the leading
+# controller twice, then two agents (0.5-1.1 s dead each). (Seed 52 kills a controller about
+# a second after an agent's restart: it found a gang whose task the restarted agent lost,
+# requeued by a controller killed before it carried the requeue out, then failed "exit -1"
+# by the next one; fixed in controller/adoption.py, tests/controller/test_lost_before_restart.py.)
 SHORT: dict[str, Any] = {
-    "duration": 40.0,
-    "submit_gap": (0.4, 1.2),
-    "chaos_gap": (2.5, 5.0),
+    "duration": 4.0,
+    "min_kills": (2, 2),
+    "min_accepted": 15,
+    "submit_gap": (0.15, 0.45),
+    "chaos_gap": (0.5, 2.0),
     "controller_share": 0.5,
     "plain_share": 0.0,  # every job: 5 restarts, 1 s backoff (the default waits 30 s)
+    "long_s": (3.0, 5.0),  # the long jobs (15 %): outlive an agent killed and started again
+    "cpu": 5,  # 15 task slots: submissions do not queue up behind the controller's outages
     "drain_s": 150.0,
 }
+SEED = 270
 
 
 def check(report: dict[str, Any]) -> None:
@@ -52,12 +62,12 @@ def check(report: dict[str, Any]) -> None:
 
 
 def test_chaos_sqlite() -> None:
-    check(chaos.run(chaos.Options(seed=2, **SHORT)))
+    check(chaos.run(chaos.Options(seed=SEED, **SHORT)))
 
 
 def test_chaos_standby_postgres() -> None:
     url = fresh_postgres_url()
     try:
-        check(chaos.run(chaos.Options(seed=2, db=url, standby=True, **SHORT)))
+        check(chaos.run(chaos.Options(seed=SEED, db=url, standby=True, **SHORT)))
     finally:
         drop_postgres(url)

@@ -13,21 +13,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, NoReturn
 
-import httpx
-
-from fusesched.agent.client import AgentClient
 from fusesched.agent.config import AgentConfig, load_config
-from fusesched.agent.discovery import discover
-from fusesched.agent.joining import JoinError, controller_urls, credential
-from fusesched.agent.link import ControllerLink, LinkError, NodeForgotten
-from fusesched.agent.runtime import ProcessRuntime
-from fusesched.agent.sensing import Sensing
+from fusesched.agent.link import LinkError, NodeForgotten
+from fusesched.agent.start import AgentHandle, start_agent
 from fusesched.api.wire import Heartbeat, HeartbeatReply, NodeInventory
 from fusesched.backends.federation_config import FederationConfig
 from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
@@ -36,9 +28,10 @@ from fusesched.controller.power import PowerConfig
 from fusesched.controller.records import UnknownNodeError
 from fusesched.controller.server import DEFAULT_PORT, ControllerServer
 from fusesched.policies.registry import CoreConfig
-from fusesched.tls import client_context
 
 log = logging.getLogger("fusesched.local")
+
+__all__ = ["AGENT_LINKS", "AgentHandle", "AgentLink", "DirectLink", "LocalCluster", "start_agent"]
 
 AgentLink = Literal["http", "direct"]
 AGENT_LINKS: Final = ("http", "direct")
@@ -98,89 +91,6 @@ class DirectLink:
             log.exception("%s failed", what)
         self._failing = True
         raise LinkError(f"{what} failed: {exc}") from exc
-
-
-@dataclass
-class AgentHandle:
-    name: str
-    client: AgentClient
-
-    def stop(self, leave: bool = True) -> None:
-        """Stop the agent and kill its tasks; ``leave``: tell the controller first
-        (:meth:`AgentClient.stop`)."""
-        self.client.stop(leave=leave)
-
-
-def _credential(
-    urls: Sequence[str],
-    node: str,
-    work_dir: Path,
-    join_token: str | None,
-    verify: ssl.SSLContext | bool,
-) -> str | None:
-    """:func:`credential` from the first of ``urls`` that is up and leads (a standby answers
-    503; the other refusals are final)."""
-    for i, url in enumerate(urls):
-        last = i == len(urls) - 1
-        try:
-            return credential(url, node, work_dir, join_token, verify)
-        except httpx.TransportError:
-            if last:
-                raise
-        except JoinError as exc:
-            if last or "HTTP 503" not in str(exc):
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def start_agent(
-    controller_url: str | Sequence[str],
-    config: Path | AgentConfig | None,
-    *,
-    name: str | None = None,
-    work_dir: Path | None = None,
-    long_poll_s: float = 2.0,
-    token: str | None = None,
-    join_token: str | None = None,
-    ca: Path | None = None,
-    link: ControllerLink | None = None,
-) -> AgentHandle:
-    """Discover this node, register it with the controller and start serving tasks.
-
-    The node's credential is ``token`` when given, else the one an earlier join stored in the
-    work dir, else a new one from ``join_token`` (stored there, mode 0600), else none (a
-    controller without authentication). ``ca`` is the CA to trust when the controller speaks
-    TLS. ``controller_url`` may name several controllers (a leader and its standbys: a list,
-    or URLs separated by commas); the agent follows whichever leads. With ``link`` (a
-    controller in this process) it registers and beats through that instead of HTTP; the URL
-    is still what its tasks are told."""
-    urls = controller_urls(controller_url)
-    cfg = config if isinstance(config, AgentConfig) else load_config(config)
-    updates: dict[str, object] = {}
-    if name is not None:
-        updates["name"] = name
-    if work_dir is not None:
-        updates["work_dir"] = work_dir
-    if updates:
-        cfg = cfg.model_copy(update=updates)
-    inventory = discover(cfg)
-    verify = client_context(ca) or True
-    if token is None and link is None:
-        token = _credential(urls, inventory.name, cfg.work_dir, join_token, verify)
-    runtime = ProcessRuntime.from_config(cfg)
-    client = AgentClient(
-        urls,
-        inventory,
-        runtime,
-        long_poll_s=long_poll_s,
-        token=token,
-        verify=verify,
-        ca_path=ca.absolute() if ca is not None else None,
-        sensing=Sensing.from_config(cfg),
-        link=link,
-    )
-    client.start()
-    return AgentHandle(inventory.name, client)
 
 
 class LocalCluster:

@@ -250,7 +250,7 @@ def agent(
     import httpx
 
     from fusesched.agent.joining import JoinError
-    from fusesched.cli.local import start_agent
+    from fusesched.agent.start import start_agent  # not cli.local: no controller imports
 
     try:
         handle = start_agent(
