@@ -136,6 +136,7 @@ class Client(StepCalls):
         detail: bool = False,
         completing: bool = False,
         steps: bool = False,
+        combine_arrays: bool = False,
     ) -> list[dict[str, Any]]:
         """Jobs newest first; ``array``: only that array's members. ``user`` and ``queue``
         may be several (any of them); ``states`` and ``phases``: in any of those states or
@@ -147,7 +148,11 @@ class Client(StepCalls):
         ``restarts``, as :meth:`show` answers; ``completing``: also the jobs shown
         completing (Slurm's COMPLETING: ``completing`` in their views); ``steps``: each with
         its ``restarts`` and its latest run's ``steps`` summarised, not its tasks (a
-        controller older than summaries leaves ``steps`` out)."""
+        controller older than summaries leaves ``steps`` out); ``combine_arrays``: each
+        array's members that wait for one reason as one row, as squeue shows them (the id
+        ``9_[2-99%2]``, ``array_tasks`` and ``array_count``; ``limit`` counts rows). A
+        controller older than that answers a row a member, without ``array_tasks``:
+        :func:`fusesched.cli.array_rows.combine` combines them."""
         query: list[tuple[str, str]] = [("limit", str(limit))]
         query.extend(("user", u) for u in _several(user))
         query.extend(("queue", q) for q in _several(queue))
@@ -165,6 +170,8 @@ class Client(StepCalls):
             query.append(("completing", "true"))
         if steps:
             query.append(("steps", "true"))
+        if combine_arrays:
+            query.append(("combine_arrays", "true"))
         for key, value in (
             ("tenant", tenant),
             ("since", since),

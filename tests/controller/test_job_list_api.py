@@ -1,6 +1,9 @@
 """``GET /v1/jobs``'s list filters with authentication on: a person sees its own tenant's jobs
 whatever it filters by (another tenant's ids, names, users and arrays answer nothing, as
-unknown ones do), ``me=true`` is the token's user, and bad values are 400s with a reason."""
+unknown ones do), ``me=true`` is the token's user, and bad values are 400s with a reason.
+``combine_arrays=true`` (squeue without ``-r``): an array's members that wait for one reason
+come as one row (the newest one's view, the id ``N_[indices%throttle]``, ``array_tasks``,
+``array_count``) and ``limit`` counts rows."""
 
 from __future__ import annotations
 
@@ -114,3 +117,30 @@ def test_me_is_the_tokens_user(api: Api) -> None:
 def test_bad_filters_are_400s_with_a_reason(api: Api, query: str, said: str) -> None:
     status, body = api.get("alice", query)
     assert status in (400, 422) and said in str(body), (status, body)
+
+
+def test_an_arrays_waiting_members_are_one_row(api: Api) -> None:
+    single = api.submit("alice", name="one")
+    array = api.submit(
+        "alice", name="sweep", array={"start": 0, "stop": 8, "step": 2, "max_parallel": 2}
+    )
+    theirs = api.submit("omar", name="theirs", array={"start": 1, "stop": 3})
+    status, rows = api.get("alice", "combine_arrays=true")
+    assert status == 200, rows
+    assert [r["id"] for r in rows] == [f"{array}_[0-8:2%2]", single]
+    combined, alone = rows
+    assert (combined["array_tasks"], combined["array_count"]) == ("0-8:2%2", 5)
+    assert (combined["array_parent"], combined["state"], combined["name"]) == (
+        array,
+        "Pending",
+        "sweep",
+    )
+    assert combined["seq"] > alone["seq"] and combined["reason"]
+    assert (alone["array_tasks"], alone["array_count"]) == (None, None)
+    status, first = api.get("alice", "combine_arrays=true&limit=1")
+    assert [r["id"] for r in first] == [f"{array}_[0-8:2%2]"]
+    status, rest = api.get("alice", f"combine_arrays=true&before={first[0]['seq']}")
+    assert [r["id"] for r in rest] == [single]
+    members = api.ids("alice", "limit=3")  # (without it: a row a member, as before)
+    assert members == {f"{array}_8", f"{array}_6", f"{array}_4"}
+    assert api.ids("root", "combine_arrays=true&name=theirs") == {f"{theirs}_[1-3]"}

@@ -89,9 +89,15 @@ def members(jobs: Jobs) -> set[str]:
     return {f"{jobs.array}_{i}" for i in (1, 2, 3)}
 
 
+def combined(jobs: Jobs) -> str:
+    """The array's waiting members as one row (squeue without -r)."""
+    return f"{jobs.array}_[1-3]"
+
+
 def test_state_names_and_codes_pick_slurm_states(jobs: Jobs) -> None:
     assert ids(jobs, "-t", "R") == {jobs.running}
-    assert ids(jobs, "-t", "PD") == {jobs.held} | members(jobs)
+    assert ids(jobs, "-t", "PD") == {jobs.held, combined(jobs)}
+    assert ids(jobs, "-r", "-t", "PD") == {jobs.held} | members(jobs)
     assert ids(jobs, "--states", "cd,f") == {jobs.done, jobs.failed}
     assert ids(jobs, "-t", "TIMEOUT") == {jobs.timeout}
     assert ids(jobs, "-t", "CA", "-t", "R") == {jobs.cancelled, jobs.running}
@@ -115,15 +121,20 @@ def test_users_queues_names_and_ids(jobs: Jobs) -> None:
     }
     assert ids(jobs, "-n", "ok,train") == {jobs.done, jobs.running}
     assert ids(jobs, "-j", f"{jobs.done},{jobs.array}_2") == {jobs.done, f"{jobs.array}_2"}
-    assert ids(jobs, "-j", jobs.array) == members(jobs)  # a whole array
+    assert ids(jobs, "-j", jobs.array) == {combined(jobs)}  # a whole array
+    assert ids(jobs, "--array-members", "-j", jobs.array) == members(jobs)
     assert ids(jobs, "-j", f"{jobs.array},{jobs.running}", "-t", "R") == {jobs.running}
     assert ids(jobs, "--me") == {jobs.held}  # without a token: the local user name
     assert ids(jobs, "-u", "nobody-here") == set()
 
 
-def test_limit_counts_matching_jobs(jobs: Jobs) -> None:
-    # the newest two of carol's jobs, not two of everyone's filtered afterwards
-    assert ids(jobs, "-u", "carol", "--limit", "2") == {f"{jobs.array}_2", f"{jobs.array}_3"}
+def test_limit_counts_matching_rows(jobs: Jobs) -> None:
+    # the newest two of carol's rows (her array's waiting members: one), not two of
+    # everyone's filtered afterwards
+    assert ids(jobs, "-u", "carol", "--limit", "2") == {combined(jobs), jobs.cancelled}
+    cut = fusesched(jobs.cluster, "jobs", "-r", "-u", "carol", "--limit", "2", "-h", "-o", "%i")
+    assert set(cut.stdout.split()) == {f"{jobs.array}_2", f"{jobs.array}_3"}
+    assert "showing the newest 2 rows; --limit N for more" in cut.stderr
     assert ids(jobs, "-t", "CD,F,TO", "--limit", "3") == {jobs.done, jobs.failed, jobs.timeout}
 
 
@@ -145,9 +156,12 @@ def test_format_fields_widths_and_header(jobs: Jobs) -> None:
     assert not nodelist.startswith("(") and submitted[:4] == started[:4] == ends[:4]
     assert "T" in started and ends > started
     # the members of an array, lowest index last (newest first), with their array and index
-    assert lines(jobs, "-h", "-j", jobs.array, "-o", "%F %K %t") == [
+    assert lines(jobs, "-h", "-r", "-j", jobs.array, "-o", "%F %K %t") == [
         f"{jobs.array} {i} PD" for i in (3, 2, 1)
     ]
+    # without -r: as one row (as squeue), %A the array's id, %K the indices
+    (row,) = lines(jobs, "-h", "-j", jobs.array, "-o", "%i|%A|%F|%K|%t|%R")
+    assert row.startswith(f"{combined(jobs)}|{jobs.array}|{jobs.array}|1-3|PD|(held")
 
 
 def test_long_format(jobs: Jobs) -> None:

@@ -152,6 +152,15 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
                 "theirs holds its booking where its tasks are being killed)"
             ),
         ] = False,
+        combine_arrays: Annotated[
+            bool,
+            Query(
+                description="each array's members that wait (never started) for one reason "
+                "as one row, as squeue shows them without -r: the newest one's view with the "
+                "id 1009_[2-999%2], array_tasks (2-999%2) and array_count; limit counts rows, "
+                "and such a row pages by its newest member's seq"
+            ),
+        ] = False,
     ) -> list[JobView]:
         person(p)
         if p.role is not Role.CLUSTER_ADMIN:
@@ -186,6 +195,7 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
             detail=detail,
             also=shown if completing else None,
             steps=steps,
+            combine_arrays=combine_arrays,
         )
         found = completing_views.with_completing(controller, found, shown)
         return licenses.with_reasons(controller, found)  # (waiting for licenses: …)

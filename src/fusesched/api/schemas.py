@@ -143,6 +143,12 @@ class JobView(_View):
     # a run of it still holds its booking where its tasks are being killed: Slurm's
     # COMPLETING (squeue's CG; controller/completing_views.py); its state stays its end's
     completing: bool = False
+    # GET /v1/jobs?combine_arrays=true: an array's members that wait (never started) for
+    # one reason, shown as one row (squeue without -r): the newest one's view with the id
+    # ``1009_[2-999%2]``, their indices (``2-999%2``, with the throttle) and how many they
+    # are; None on every other view
+    array_tasks: str | None = None
+    array_count: int | None = None
 
 
 class LicenseView(_View):

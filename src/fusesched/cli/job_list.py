@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import getpass
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
@@ -19,6 +19,7 @@ from fusesched.cli.live import (
     _fail,
     _print_json,
     console,
+    err,
     jobs_table,
 )
 
@@ -80,7 +81,25 @@ def jobs(
     array: Annotated[
         str | None, typer.Option(help="Only this array's members (as squeue -j ARRAY_ID).")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    limit: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_MEMBERS,
+            help="At most this many rows (an array's waiting members shown as one: one row); "
+            "a listing cut there says so on stderr.",
+        ),
+    ] = 50,
+    array_members: Annotated[
+        bool,
+        typer.Option(
+            "--array-members",
+            "-r",
+            help="Each array member on its own row. Without it an array's members that wait "
+            "(never started) for one reason are one row, 1009_[2-999%2], as squeue shows them "
+            "without -r (Slurm's long name, --array, is our --array ARRAY_ID filter).",
+        ),
+    ] = False,
     start: Annotated[
         bool,
         typer.Option(
@@ -112,7 +131,8 @@ def jobs(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O are understood)."""
+    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O -r are understood); an
+    array's members that wait for one reason as one row, as squeue shows them."""
     from fusesched.cli import squeue_format as sq
 
     try:
@@ -154,12 +174,27 @@ def jobs(
         else:
             print_starts(answer)
         return
+    rows = not as_json  # (--json: a job an object, as before)
+    asked = min(limit + 1, MAX_MEMBERS) if rows else limit  # (one more: was it cut?)
+    combine = rows and not array_members
     if match is not None and not (match.states or match.phases or match.completing):
         found: list[dict[str, Any]] = []  # (-t S: a state no fusesched job is in)
     else:
-        found = _list(client, users, match, queues, limit, array, ids, names, ask_me)
+        filters = Filters(users, match, queues, array, ids, names, ask_me)
+        found = _list(client, filters, asked, combine)
+    cut = False
+    if rows:
+        found, cut = _rows(found, asked, limit, combine)
+    shown = len(found)
     if match is not None:  # (a job shown CG only for -t CG: sq.matches)
         found = [job for job in found if sq.matches(match, job)]
+    if cut:
+        more = (
+            f"--limit N for more (at most {MAX_MEMBERS})"
+            if limit < MAX_MEMBERS
+            else "narrow it with -u, -t, -p, -j or -n"
+        )
+        err.print(f"fusesched: showing the newest {shown} rows; {more}", highlight=False)
     if as_json:
         _print_json(found)
     elif pieces is not None:
@@ -171,32 +206,53 @@ def jobs(
         console.print(table)
 
 
-def _list(
-    client: Any,
-    users: list[str],
-    match: StateMatch | None,
-    queues: list[str],
-    limit: int,
-    array: str | None,
-    ids: list[str],
-    names: list[str],
-    ask_me: bool,
-) -> list[dict[str, Any]]:
-    """``GET /v1/jobs`` with the filters (``match``: the states and phases, None: any)."""
+class Filters(NamedTuple):
+    """What ``fusesched jobs`` asks ``GET /v1/jobs`` for (``match``: the states and phases,
+    None: any; ``me``: the token's user)."""
+
+    users: list[str]
+    match: StateMatch | None
+    queues: list[str]
+    array: str | None
+    ids: list[str]
+    names: list[str]
+    me: bool
+
+
+def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, Any]]:
+    """``GET /v1/jobs`` with the filters ``f``, at most ``limit`` rows; ``combine``: an
+    array's waiting members as one row (``combine_arrays``)."""
     found: list[dict[str, Any]] = _call(
         client.jobs,
-        users or None,
-        match.states if match else (),
-        queues or None,
+        f.users or None,
+        f.match.states if f.match else (),
+        f.queues or None,
         limit,
-        array,
-        phases=match.phases if match else (),
-        ids=ids,
-        names=names,
-        me=ask_me,
-        completing=match.completing if match else False,
+        f.array,
+        phases=f.match.phases if f.match else (),
+        ids=f.ids,
+        names=f.names,
+        me=f.me,
+        completing=f.match.completing if f.match else False,
+        combine_arrays=combine,
     )
     return found
+
+
+def _rows(
+    found: list[dict[str, Any]], asked: int, limit: int, combine: bool
+) -> tuple[list[dict[str, Any]], bool]:
+    """The rows to show of ``found`` (``asked`` for, ``limit`` to show) and whether the
+    listing was cut. From a controller that does not combine (older than
+    ``combine_arrays``), its members are combined here; then ``asked`` members answered
+    mean there may be more."""
+    from fusesched.cli.array_rows import combine as combined
+    from fusesched.cli.array_rows import combined_answer
+
+    more = len(found) >= asked  # (asked == limit at the most one listing holds: maybe more)
+    if combine and not combined_answer(found):
+        found = combined(found)
+    return found[:limit], more or len(found) > limit
 
 
 def show_array(client: Any, array_id: str, as_json: bool) -> bool:

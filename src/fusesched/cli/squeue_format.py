@@ -231,8 +231,18 @@ def _array_id(job: Job) -> str:
 
 
 def _array_index(job: Job) -> str:
+    """``%K``: the member's index; an array's waiting members shown as one row: theirs
+    (``2-999%2``, with the throttle, as squeue)."""
+    if job.get("array_tasks"):
+        return str(job["array_tasks"])
     parent = job.get("array_parent")
     return str(job["id"]).rpartition("_")[2] if parent else "N/A"
+
+
+def _job_id(job: Job) -> str:
+    """``%A``: the job's own id (a member's ``9_3``); for an array's waiting members shown
+    as one row, the array's (as squeue: the id of the array's own record)."""
+    return str(job.get("array_parent") if job.get("array_tasks") else job["id"])
 
 
 class Field(NamedTuple):
@@ -243,7 +253,7 @@ class Field(NamedTuple):
 #: ``-o`` fields by letter.
 FIELDS: Final[dict[str, Field]] = {
     "i": Field("JOBID", lambda j: str(j["id"])),
-    "A": Field("JOBID", lambda j: str(j["id"])),
+    "A": Field("JOBID", _job_id),
     "F": Field("ARRAY_JOB_ID", _array_id),
     "K": Field("ARRAY_TASK_ID", _array_index),
     "j": Field("NAME", lambda j: str(j.get("name") or "")),

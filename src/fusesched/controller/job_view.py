@@ -10,6 +10,8 @@ from fusesched.api.schemas import JobView, StepSummaryView, TaskView
 from fusesched.controller.hetjob_env import stored_components
 from fusesched.controller.job_sizes import batch_started, job_size
 from fusesched.model import step_summary
+from fusesched.model.array_tasks import combined_id, task_text
+from fusesched.store.array_rows import ArrayRow, Listed
 from fusesched.store.records import JobRow, JobState, TaskRow
 from fusesched.submit.job_notify import stored_mail
 from fusesched.submit.salloc_holder import holds_allocation
@@ -59,6 +61,29 @@ def listed_views(store: Store, rows: Sequence[JobRow], detail: bool, steps: bool
             summary = step_views(row, read.get(row.id, ()))
             shown.append(job_view(row, full.get(row.id, ()), restarts.get(row.id, 0), summary))
     return shown
+
+
+def row_views(store: Store, rows: Sequence[Listed], detail: bool, steps: bool) -> list[JobView]:
+    """:func:`listed_views` of a listing whose arrays' waiting members are combined: each
+    :class:`ArrayRow` as its newest member's view with the combined id, its indices and
+    count (``array_tasks``, ``array_count``); one of a single member as that member's (as
+    squeue shows the last of an array's waiting members)."""
+    newest = [row.newest if isinstance(row, ArrayRow) else row for row in rows]
+    views = listed_views(store, newest, detail, steps)
+    out = []
+    for row, view in zip(rows, views, strict=True):
+        if isinstance(row, ArrayRow) and row.count > 1:
+            tasks = task_text(row.indices, row.throttle)
+            parent = row.newest.array_parent or ""
+            view = view.model_copy(
+                update={
+                    "id": combined_id(parent, row.indices, row.throttle),
+                    "array_tasks": tasks,
+                    "array_count": row.count,
+                }
+            )
+        out.append(view)
+    return out
 
 
 def step_views(row: JobRow, tasks: Sequence[step_summary.StepTask]) -> list[StepSummaryView]:

@@ -20,7 +20,7 @@ from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
 from fusesched.controller.job_steps import step_name, step_of, step_tasks
-from fusesched.controller.job_view import job_view, listed_views
+from fusesched.controller.job_view import job_view, listed_views, row_views
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
@@ -503,26 +503,30 @@ class Persistence:
         detail: bool = False,
         also: Collection[str] | None = None,
         steps: bool = False,
+        combine_arrays: bool = False,
     ) -> list[JobView]:
         """Jobs newest first; ``user`` and ``queue`` may each be several (any of them);
         ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it;
-        ``steps``: each with its restarts and its steps summarised (not its tasks); see
-        :meth:`Store.list_jobs` for the rest."""
-        rows = self.store.list_jobs(
-            user=user,
-            states=states,
-            queue=queue,
-            limit=limit,
-            before_seq=before_seq,
-            tenant=tenant,
-            array_parent=array,
-            phases=phases,
-            ids=ids,
-            names=names,
-            since=since,
-            until=until,
-            also=also,
-        )
+        ``steps``: each with its restarts and its steps summarised (not its tasks);
+        ``combine_arrays``: each array's members that wait for one reason as one row
+        (:meth:`Store.list_job_rows`); see :meth:`Store.list_jobs` for the rest."""
+        asked: dict[str, Any] = {
+            "user": user,
+            "states": states,
+            "queue": queue,
+            "tenant": tenant,
+            "array_parent": array,
+            "phases": phases,
+            "ids": ids,
+            "names": names,
+            "since": since,
+            "until": until,
+            "also": also,
+        }
+        if combine_arrays:
+            found = self.store.list_job_rows(limit=limit, before_seq=before_seq, **asked)
+            return row_views(self.store, found, detail, steps)
+        rows = self.store.list_jobs(limit=limit, before_seq=before_seq, **asked)
         return listed_views(self.store, rows, detail, steps)
 
 

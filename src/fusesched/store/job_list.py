@@ -11,8 +11,9 @@ whole state or queue to find a small user's jobs. Likewise a tenant's listing wa
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, or_, select
+from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from fusesched.store.batch import unindexed
 from fusesched.store.job_window import windowed
@@ -35,12 +36,14 @@ def job_listing(
     since: float | None,
     until: float | None,
     also: Collection[str] | None,
+    apart: bool = False,
 ) -> Select[tuple[object, ...]] | None:
     """The query of ``Store.list_jobs`` (its filters as it documents them); None when no
-    job can match (an empty list of users, queues, ids or names, or of states and phases)."""
+    job can match (an empty list of users, queues, ids or names, or of states and phases).
+    ``apart``: without the waiting array members that :mod:`.array_rows` combines."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    users, queues = _some(user), _some(queue)
+    users, queues = some_of(user), some_of(queue)
     if any(wanted is not None and not wanted for wanted in (users, queues, ids, names)):
         return None
     stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
@@ -57,6 +60,57 @@ def job_listing(
         tenant_column = unindexed(tenant_column)
     elif tenant is not None:
         state, queue_column = unindexed(state), unindexed(queue_column)
+    if apart:  # (their rows are combined: :mod:`.array_rows`)
+        stmt = stmt.where(~waiting_member(unindexed(jobs.c.state)))
+    found = filtered(
+        stmt,
+        state=state,
+        queue_column=queue_column,
+        tenant_column=tenant_column,
+        tenant=tenant,
+        queues=queues,
+        ids=ids,
+        names=names,
+        states=states,
+        phases=phases,
+        also=also,
+    )
+    if found is None:
+        return None
+    stmt = found
+    if before_seq is not None:
+        stmt = stmt.where(jobs.c.seq < before_seq)
+    return windowed(stmt, users, since, until, limit)
+
+
+def waiting_member(state: ColumnElement[str]) -> ColumnElement[bool]:
+    """Whether a job is an array's member that waits and never started: what squeue shows
+    with its array's others that wait for the same reason, as one row (``state``: the state
+    column, or an expression of it that no index serves)."""
+    return and_(
+        state == JobState.PENDING.value,
+        unindexed(jobs.c.array_parent).is_not(None),
+        jobs.c.start_time.is_(None),
+    )
+
+
+def filtered(
+    stmt: Select[Any],
+    *,
+    state: ColumnElement[str],
+    queue_column: ColumnElement[str],
+    tenant_column: ColumnElement[str],
+    tenant: str | None,
+    queues: list[str] | None,
+    ids: Collection[str] | None,
+    names: Collection[str] | None,
+    states: Collection[JobState | str] | None,
+    phases: Collection[str] | None,
+    also: Collection[str] | None,
+) -> Select[Any] | None:
+    """``stmt`` with the filters on tenant, queues, ids, names and states/phases/``also``
+    (as ``Store.list_jobs`` documents them), tested on the columns given (each the column,
+    or an expression that no index serves); None when no job can be in the states asked."""
     if tenant is not None:
         stmt = stmt.where(tenant_column == tenant)
     if queues is not None:
@@ -75,12 +129,10 @@ def job_listing(
         if not terms:
             return None
         stmt = stmt.where(or_(*terms))
-    if before_seq is not None:
-        stmt = stmt.where(jobs.c.seq < before_seq)
-    return windowed(stmt, users, since, until, limit)
+    return stmt
 
 
-def _some(value: str | Collection[str] | None) -> list[str] | None:
+def some_of(value: str | Collection[str] | None) -> list[str] | None:
     """One value or several as a sorted list (``None``: no filter)."""
     if value is None:
         return None

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from fusesched.model.node import NodeState
 from fusesched.model.step_summary import StepTask
+from fusesched.store.array_rows import Listed, list_rows
 from fusesched.store.batch import existing, merge, no_repeats, update_known, update_many
 from fusesched.store.convert import (
     event_record,
@@ -264,6 +265,15 @@ class Store:
             return []
         with self._read() as conn:
             return [job_row(m) for m in conn.execute(stmt).mappings()]
+
+    def list_job_rows(
+        self, *, limit: int = 50, before_seq: int | None = None, **filters: Any
+    ) -> list[Listed]:
+        """:meth:`list_jobs` (``filters``: its keywords) as squeue shows it: each array's
+        members that wait and never started, and wait for the same reason, as one
+        :class:`~.array_rows.ArrayRow` (at the newest one's place); ``limit`` counts rows."""
+        with self._read() as conn:
+            return list_rows(conn, limit=limit, before_seq=before_seq, **filters)
 
     def member_phases(self, array_parent: str, phases: Collection[str]) -> dict[str, str]:
         """The phase of each member of array ``array_parent`` that is in one of ``phases``, by
