@@ -5,8 +5,12 @@ of root's, is opened with the task's user's rights (the kernel refuses), never r
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,9 @@ from fusesched.agent.cgroups import MemoryCgroups
 from fusesched.agent.output_files import unwritable
 from fusesched.agent.runtime import REASON_OOM, ProcessRuntime
 from fusesched.agent.users import Identity
-from fusesched.api.wire import TaskLaunch
+from fusesched.api.wire import TaskLaunch, TaskReport
 
-from .helpers import run_one
+from .helpers import read_all, run_one, wait_end
 
 WHO = Identity("someone", 234567, 234568)
 
@@ -135,3 +139,86 @@ def test_an_oom_kill_in_a_batch_script_is_said_at_the_end_of_its_error_file(
     assert merged.reason == REASON_OOM and alone.read_text().endswith(line.format(8))
     assert merged_log.endswith(line.format(8))
     assert quiet.reason == "" and (tmp_path / "q").read_text() == "fine\n"
+
+
+#: A shell hog the OOM killer ends: ``tail`` keeps a pipe without newlines all in memory.
+SHELL_HOG = "head -c 268435456 /dev/zero | tail > /dev/null"
+
+
+def _cgroups() -> MemoryCgroups:
+    cgroups = MemoryCgroups.detect()
+    if not cgroups.available:
+        pytest.skip(f"no writable cgroup v1 memory controller: {cgroups.unavailable_reason}")
+    return cgroups
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root switches users")
+def test_the_oom_line_never_follows_a_link_put_in_place_of_the_log(shared: Path) -> None:
+    """A task without output files gets the OOM line in its log, which lies in its user's
+    folder: a link (or a FIFO) that user put in the log's place is not followed by the agent
+    (root): the file it points at is left alone, and the agent does not hang on a FIFO."""
+    cgroups = _cgroups()
+    victim = shared / "roots"
+    victim.write_text("root's own\n")
+    victim.chmod(0o644)
+    rt = ProcessRuntime(shared / "work", memory_cgroups=cgroups, identities=lambda _user: WHO)
+    limit = 64 * 1024 * 1024
+    linked = f"rm -f output.log; ln -s {victim} output.log; {SHELL_HOG}; echo after $?"
+    fifo = f"rm -f output.log; mkfifo output.log; {SHELL_HOG}"
+    fifo_path = shared / "work" / "tasks" / "5.main.0" / "output.log"
+    try:
+        report, _ = run_one(rt, batch("4.main.0", linked, memory_bytes=limit), timeout=30)
+        threading.Thread(target=_read_later, args=(fifo_path, 20.0), daemon=True).start()
+        began = time.monotonic()
+        piped, _ = run_one(rt, batch("5.main.0", fifo, memory_bytes=limit), timeout=30)
+        took = time.monotonic() - began
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert report.reason == REASON_OOM and piped.reason == REASON_OOM
+    assert victim.read_text() == "root's own\n"
+    assert took < 20
+
+
+def _read_later(fifo: Path, after_s: float) -> None:
+    """Open ``fifo`` for reading after ``after_s`` (a writer blocked opening it goes on)."""
+    time.sleep(after_s)
+    with contextlib.suppress(OSError):
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        time.sleep(1.0)
+        os.close(fd)
+
+
+def test_a_stuck_writer_does_not_hold_the_agent_at_the_oom_line(tmp_path: Path) -> None:
+    """The output file's writer is stopped (a file system that hangs, or its user stopped
+    it) and its pipe full when the task ends out of memory: the agent does not block writing
+    its line there (its whole loop would), it says it in the log instead and stops the
+    writer as always."""
+    cgroups = _cgroups()
+    rt = ProcessRuntime(tmp_path / "work", memory_cgroups=cgroups)
+    # the pipe fills (its writer stopped) while a background head blocks on it, then the hog
+    # (bash's "Killed" would wait on the pipe too: the task would not end)
+    script = f"exec 2>/dev/null; sleep 0.5; head -c 1000000 /dev/zero & sleep 0.5; {SHELL_HOG}"
+    spec = batch("6.main.0", script, output_file=str(tmp_path / "o.txt"), memory_bytes=64 << 20)
+    rt.start(spec)
+    rt.poll()
+    (writer,) = rt._tasks["6.main.0"].writers
+    os.kill(writer.pid, signal.SIGSTOP)
+    ended: list[TaskReport] = []
+
+    def watch() -> None:
+        ended.extend(wait_end(rt, "6.main.0", timeout=60).values())
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    thread.join(timeout=30)
+    stuck = thread.is_alive()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(writer.pid, signal.SIGCONT)  # (lets a stuck agent go on)
+    thread.join(timeout=30)
+    try:
+        log = read_all(rt, "6.main.0")
+    finally:
+        rt.shutdown(grace_s=0.2)
+    assert not stuck, "the agent blocked writing the OOM line to a full pipe"
+    assert [r.reason for r in ended] == [REASON_OOM]
+    assert "Detected 1 oom-kill event(s) in StepId=6.batch cgroup" in log

@@ -181,6 +181,16 @@ def test_a_step_the_oom_killer_killed_in_is_out_of_memory_whatever_its_exit() ->
     assert not plain["oom"] and st.step_state(plain, "FAILED") == "FAILED"
 
 
+def test_a_step_stopped_because_its_job_ended_out_of_memory_is_cancelled() -> None:
+    """Only the agent's own OOM reason marks a task killed in: a step's task the controller
+    stopped because its job's script died of memory carries that reason inside its stop's
+    (``memory limit exceeded (killed by the kernel's OOM killer): retry budget of 2 restarts
+    exhausted``), and its step is ``CANCELLED`` as Slurm's, not ``OUT_OF_MEMORY``."""
+    stop = f"{OOM_REASON}: retry budget of 2 restarts exhausted"
+    step = st.summarise("0", [task("7.remote.1", code=-15, step=0, reason=stop)])
+    assert not step["oom"] and st.step_state(step, "OUT_OF_MEMORY") == "CANCELLED"
+
+
 def test_a_task_left_running_by_its_jobs_end() -> None:
     step = st.summarise("0", [task("7.remote.1", end=None, code=None, step=0)])
     assert st.step_state(step, "RUNNING") == "RUNNING"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import stat
@@ -105,14 +106,46 @@ def start(
 def say(note: int, log_path: Path, text: str) -> None:
     """Add the agent's ``text`` (a line) at the end of an ended task's error output: through
     ``note`` (:attr:`OutputWriters.note`) to its error file and log, else (-1: no output
-    files) to its log only."""
+    files, or a writer that takes nothing within :data:`SAY_WAIT_S`: stopped, or on a file
+    system that hangs) to its log only. Never blocks for longer: the agent's loop waits."""
     data = f"{text}\n".encode(errors="replace")
+    if note >= 0 and _write_within(note, data, SAY_WAIT_S):
+        return
     with contextlib.suppress(OSError):
-        if note >= 0:
-            os.write(note, data)
-        else:
-            with open(log_path, "ab") as handle:
-                handle.write(data)
+        _append_to_log(log_path, data)
+
+
+#: How long :func:`say` waits for room in a writer's full pipe.
+SAY_WAIT_S = 1.0
+
+
+def _write_within(fd: int, data: bytes, wait_s: float) -> bool:
+    """Write ``data`` (at most ``PIPE_BUF`` bytes: all or nothing) to the pipe ``fd`` once
+    it has room, waiting at most ``wait_s``; whether it was written. The pipe's open file is
+    the task's too: it stays blocking, and a pipe with room takes so short a write at once."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    try:
+        ready = poller.poll(int(wait_s * 1000))
+        if not ready or not ready[0][1] & select.POLLOUT:
+            return False  # (full, or its reader gone: POLLERR)
+        return os.write(fd, data) == len(data)
+    except OSError:
+        return False
+
+
+def _append_to_log(log_path: Path, data: bytes) -> None:
+    """Append ``data`` to a task's log as the agent (root). The log lies in the task user's
+    folder: a link or a FIFO put in its place is refused (``OSError``), never followed or
+    waited on (as :func:`fusesched.agent.task_files.open_task_file`)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(log_path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{log_path} is not a regular file")
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def oom_message(launch: TaskLaunch, kills: int) -> str:

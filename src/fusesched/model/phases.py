@@ -93,11 +93,12 @@ def node_failed(reason: str) -> bool:
 
 
 #: The reason of a task whose cgroup's OOM killer killed a process of it (the agent's): its
-#: job and step show ``OUT_OF_MEMORY`` by it (:func:`oom_killed`).
+#: step shows ``OUT_OF_MEMORY`` by it (that very reason: a task the controller stopped because
+#: its job died of memory has a reason that quotes it), its job by :func:`oom_killed`.
 OOM_REASON: Final = "memory limit exceeded (killed by the kernel's OOM killer)"
 _OOM_MARK: Final = "OOM killer"
 
 
 def oom_killed(reason: str) -> bool:
-    """Whether a task's or job's ``reason`` says the kernel's OOM killer killed in it."""
+    """Whether a failed job's ``reason`` says the kernel's OOM killer killed in it."""
     return _OOM_MARK in reason

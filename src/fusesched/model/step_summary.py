@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
-from fusesched.model.phases import oom_killed
+from fusesched.model.phases import OOM_REASON
 
 BATCH: Final = "batch"
 EXTERN: Final = "extern"
@@ -139,7 +139,8 @@ def summarise(step: str, tasks: Sequence[StepTask]) -> StepSummary:
         lost=any(t.exit_code is None or t.exit_code == -1 for t in ended),
         cpu_seconds=sum(cpu) if cpu else None,
         max_rss_bytes=max(rss, default=None),
-        oom=any(oom_killed(t.reason or "") for t in tasks),
+        # (the agent's reason itself: a stop's reason may quote it, as a job's OOM failure's)
+        oom=any(t.reason == OOM_REASON for t in tasks),
     )
 
 
