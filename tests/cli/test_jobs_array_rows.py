@@ -87,8 +87,8 @@ def test_waiting_members_are_one_row_in_the_formats(monkeypatch: pytest.MonkeyPa
 
 def test_array_members_lists_each_member(monkeypatch: pytest.MonkeyPatch) -> None:
     ctl = Controller(ARRAY)
-    result = run(monkeypatch, ctl, "-r", "-h", "-o", "%i %t", "--limit", "3")
-    assert result.stdout.splitlines() == ["9_99 PD", "9_98 PD", "9_97 PD"]
+    result = run(monkeypatch, ctl, "-r", "-o", "%i %t", "--limit", "3")
+    assert result.stdout.splitlines() == ["JOBID ST", "9_99 PD", "9_98 PD", "9_97 PD"]
     assert ctl.asked == [{"limit": 4, "combine_arrays": False}]
     assert "showing the newest 3 rows; --limit N for more" in result.stderr
     assert run(monkeypatch, ctl, "--array-members", "-h", "-o", "%i").stdout.count("\n") == 50
@@ -98,8 +98,8 @@ def test_limit_counts_rows_and_a_cut_listing_says_so_on_stderr(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ctl = Controller(ARRAY)
-    cut = run(monkeypatch, ctl, "-h", "-o", "%i", "--limit", "2")
-    assert cut.stdout.splitlines() == ["9_[1-99]", "9_0"]
+    cut = run(monkeypatch, ctl, "-o", "%i", "--limit", "2")
+    assert cut.stdout.splitlines() == ["JOBID", "9_[1-99]", "9_0"]
     assert (
         cut.stderr.strip()
         == "fusesched: showing the newest 2 rows; --limit N for more (at most 1000)"
@@ -109,7 +109,7 @@ def test_limit_counts_rows_and_a_cut_listing_says_so_on_stderr(
     assert whole.stderr == ""
     table = run(monkeypatch, ctl, "--limit", "1")
     assert "showing the newest 1 rows" in table.stderr and "showing" not in table.stdout
-    most = run(monkeypatch, Controller(ARRAY * 10), "-r", "-h", "-o", "%i", "--limit", "1000")
+    most = run(monkeypatch, Controller(ARRAY * 10), "-r", "-o", "%i", "--limit", "1000")
     assert "narrow it with -u, -t, -p, -j or -n" in most.stderr
 
 
@@ -125,8 +125,8 @@ def test_an_older_controller_is_combined_here(monkeypatch: pytest.MonkeyPatch) -
     whole = run(monkeypatch, older, "-h", "-o", "%i %K", "--limit", "1000")
     assert whole.stdout.splitlines() == ["9_[1-99] 1-99", "9_0 0", "8 N/A"]
     assert whole.stderr == ""
-    cut = run(monkeypatch, older, "-h", "-o", "%i")  # 51 members asked, 51 answered
-    assert cut.stdout.splitlines() == ["9_[49-99]"]
+    cut = run(monkeypatch, older, "-o", "%i")  # 51 members asked, 51 answered
+    assert cut.stdout.splitlines() == ["JOBID", "9_[49-99]"]
     assert "showing the newest 1 rows" in cut.stderr
 
 
@@ -166,3 +166,30 @@ def test_combined_ids_carry_the_throttle() -> None:
     assert combined_id("7", "1,3", None) == "7_[1,3]"
     with pytest.raises(ValueError, match="step"):
         index_ranges([1], 0)
+
+
+def test_noheader_prints_no_note_and_the_note_counts_the_rows_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """-h is a script's: its lines and nothing else, even on stderr (as squeue). The note
+    counts the rows shown, after -t has left out those an older controller answered."""
+    ctl = Controller(ARRAY)
+    cut = run(monkeypatch, ctl, "-h", "-o", "%i", "--limit", "2")
+    assert cut.stdout.splitlines() == ["9_[1-99]", "9_0"]
+    assert cut.stderr == ""
+    completing = [view("7", "Cancelled", completing=True), view("6", "Completed")] * 2
+    older = Controller(completing, combining=False)  # (answers every job to -t CG)
+    shown = run(monkeypatch, older, "-t", "CG", "-o", "%i", "--limit", "3")
+    assert shown.stdout.splitlines() == ["JOBID", "7", "7"]
+    assert "showing the newest 2 rows" in shown.stderr
+
+
+def test_scattered_members_are_cut_as_squeue_cuts_them() -> None:
+    """Two of every three members wait: their indices cut after a whole run at 64
+    characters (an older controller's answer, combined here)."""
+    members = [view(f"3_{i}", start_time=1.0 if i % 3 == 0 else None) for i in range(400, 0, -1)]
+    waiting = [r for r in combine(members) if r.get("array_tasks")]
+    assert [r["id"] for r in waiting] == [
+        "3_[1-2,4-5,7-8,10-11,13-14,16-17,19-20,22-23,25-26,28-29,31-32,...]"
+    ]
+    assert waiting[0]["array_count"] == 267

@@ -132,9 +132,11 @@ def test_limit_counts_matching_rows(jobs: Jobs) -> None:
     # the newest two of carol's rows (her array's waiting members: one), not two of
     # everyone's filtered afterwards
     assert ids(jobs, "-u", "carol", "--limit", "2") == {combined(jobs), jobs.cancelled}
-    cut = fusesched(jobs.cluster, "jobs", "-r", "-u", "carol", "--limit", "2", "-h", "-o", "%i")
-    assert set(cut.stdout.split()) == {f"{jobs.array}_2", f"{jobs.array}_3"}
+    cut = fusesched(jobs.cluster, "jobs", "-r", "-u", "carol", "--limit", "2", "-o", "%i")
+    assert cut.stdout.split() == ["JOBID", f"{jobs.array}_3", f"{jobs.array}_2"]
     assert "showing the newest 2 rows; --limit N for more" in cut.stderr
+    script = fusesched(jobs.cluster, "jobs", "-r", "-u", "carol", "--limit", "2", "-h")
+    assert script.stderr == "" and f"{jobs.array}_3" in script.stdout  # (-h: no note)
     assert ids(jobs, "-t", "CD,F,TO", "--limit", "3") == {jobs.done, jobs.failed, jobs.timeout}
 
 

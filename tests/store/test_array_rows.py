@@ -126,3 +126,19 @@ def test_unknown_filters_are_refused(store: Store) -> None:
         store.list_job_rows(color="red")
     with pytest.raises(ValueError, match="limit"):
         store.list_job_rows(limit=0)
+
+
+def test_scattered_indices_are_cut_as_squeue_cuts_them(store: Store) -> None:
+    """Every second member of 7 started: the 200 waiting ones' indices are 200 runs, cut
+    after a whole run at 64 characters (else an id of hundreds of kilobytes at 100,000)."""
+    started = {"state": JobState.RUNNING, "phase": "running", "start_time": 5.0, "reason": ""}
+    store.add_jobs(
+        [
+            member(7, i, 1 + i, **(started if i % 2 == 0 else {"reason": "Priority"}))
+            for i in range(400)
+        ]
+    )
+    row = store.list_job_rows(limit=1)[0]
+    assert isinstance(row, ArrayRow) and row.count == 200
+    assert row.indices == "1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,33,35,37,39,41,43,..."
+    assert len(row.indices) <= 64

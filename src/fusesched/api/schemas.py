@@ -145,8 +145,9 @@ class JobView(_View):
     completing: bool = False
     # GET /v1/jobs?combine_arrays=true: an array's members that wait (never started) for
     # one reason, shown as one row (squeue without -r): the newest one's view with the id
-    # ``1009_[2-999%2]``, their indices (``2-999%2``, with the throttle) and how many they
-    # are; None on every other view
+    # ``1009_[2-999%2]``, their indices (``2-999%2``, with the throttle; past 64 characters
+    # cut after a whole run, ``1,3,5,...``, as squeue) and how many they are; None on every
+    # other view
     array_tasks: str | None = None
     array_count: int | None = None
 

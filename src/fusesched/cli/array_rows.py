@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fusesched.model.array_tasks import combined_id, index_ranges
+from fusesched.model.array_tasks import capped, combined_id, index_ranges
 
 Job = dict[str, Any]
 
@@ -65,7 +65,7 @@ def combine(found: Sequence[Job]) -> list[Job]:
 def _row(parent: str, members: list[Job]) -> Job:
     indices = sorted(int(str(m["id"]).rpartition("_")[2]) for m in members)
     step = math.gcd(*(b - a for a, b in itertools.pairwise(indices))) or 1
-    ranges = index_ranges(indices, step)
+    ranges = capped(index_ranges(indices, step))
     return {
         **members[0],
         "id": combined_id(parent, ranges, None),

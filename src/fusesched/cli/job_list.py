@@ -87,7 +87,7 @@ def jobs(
             min=1,
             max=MAX_MEMBERS,
             help="At most this many rows (an array's waiting members shown as one: one row); "
-            "a listing cut there says so on stderr.",
+            "a listing cut there says so on stderr (not with -h).",
         ),
     ] = 50,
     array_members: Annotated[
@@ -185,10 +185,10 @@ def jobs(
     cut = False
     if rows:
         found, cut = _rows(found, asked, limit, combine)
-    shown = len(found)
     if match is not None:  # (a job shown CG only for -t CG: sq.matches)
         found = [job for job in found if sq.matches(match, job)]
-    if cut:
+    shown = len(found)
+    if cut and not noheader:  # (-h: lines for a script, as squeue's; nothing else)
         more = (
             f"--limit N for more (at most {MAX_MEMBERS})"
             if limit < MAX_MEMBERS

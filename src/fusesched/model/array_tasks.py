@@ -5,6 +5,12 @@ the members of an array that wait as one row (``1009_[2-999%2]``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
+
+#: The longest index text a combined row shows, as Slurm's squeue (``SLURM_BITSTR_LEN``,
+#: 64 by default): an array whose waiting members are scattered would else make an id of
+#: hundreds of kilobytes (50,000 runs for every second one of 100,000).
+MAX_TEXT: Final = 64
 
 
 def index_ranges(indices: Iterable[int], step: int = 1) -> str:
@@ -25,6 +31,15 @@ def index_ranges(indices: Iterable[int], step: int = 1) -> str:
         parts.append(run_text(ordered[at], ordered[end], step))
         at = end + 1
     return ",".join(parts)
+
+
+def capped(ranges: str, limit: int = MAX_TEXT) -> str:
+    """``ranges`` (:func:`index_ranges`'s text) cut to at most ``limit`` characters after a
+    whole run, ending ``,...`` where cut (as squeue cuts a long one): ``1,3,5,...``."""
+    if len(ranges) <= limit:
+        return ranges
+    kept = ranges[: max(limit - 3, 0)].rpartition(",")[0]
+    return f"{kept or ranges.partition(',')[0]},..."
 
 
 def run_text(first: int, last: int, step: int = 1) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from sqlalchemy import BigInteger, ColumnElement, Connection, Select, cast, func, select
 
-from fusesched.model.array_tasks import index_ranges, run_text
+from fusesched.model.array_tasks import capped, index_ranges, run_text
 from fusesched.store.batch import unindexed
 from fusesched.store.convert import job_row
 from fusesched.store.job_list import filtered, job_listing, some_of, waiting_member
@@ -34,7 +34,8 @@ from fusesched.store.schema import jobs
 class ArrayRow:
     """``count`` waiting members of the array ``newest.array_parent`` that wait for the
     reason ``newest.reason``, as one row: ``newest`` is the newest of them (its view stands
-    for all), ``indices`` their indices (``2-999``, ``1,4-6``: :func:`index_ranges`)."""
+    for all), ``indices`` their indices (``2-999``, ``1,4-6``: :func:`index_ranges`; one
+    longer than 64 characters cut after a whole run, ``1,3,5,...``: :func:`capped`)."""
 
     newest: JobRow
     indices: str
@@ -161,7 +162,7 @@ def _groups(
     for parent, reason, count, seq, low, high in found:
         key = (parent, reason)
         if key in broken:
-            ranges = index_ranges(indices[key], broken[key])
+            ranges = capped(index_ranges(indices[key], broken[key]))
         else:
             ranges = run_text(low, high, _step(by_seq[seq]))
         rows.append(ArrayRow(by_seq[seq], ranges, count))
