@@ -193,6 +193,12 @@ class Client(StepCalls):
     def cancel(self, job_id: str) -> list[str]:
         return list(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/cancel", {})["cancelled"])
 
+    def cancel_matching(self, **filters: Any) -> dict[str, Any]:
+        """Cancel the unfinished jobs matching every one of ``filters`` (``user``, ``me``,
+        ``name``, ``queue``, ``state``, ``id``: lists, ``POST /v1/jobs/cancel``): the ids
+        ``cancelled``, and those matched that are ``denied`` (another user's)."""
+        return dict(self._call("POST", "/v1/jobs/cancel", filters))
+
     def signal(self, job_id: str, signal: str | int, main_only: bool = False) -> list[str]:
         """Send a running job's tasks ``signal`` (``"USR1"``, ``"SIGUSR1"``, ``10``): their
         process groups, or with ``main_only`` their main processes; the job keeps running

@@ -133,6 +133,27 @@ def test_cancel_nodes_and_queues(cluster: LocalCluster, tmp_path: Path) -> None:
     assert {n["name"]: n["capacity"]["cpu"] for n in nodes}["node-c"] == "4"
 
 
+def test_cancel_by_name_as_scancel_n(cluster: LocalCluster, tmp_path: Path) -> None:
+    long = OWN_YAML.replace("echo yaml job", "sleep 600").replace("1m", "1h")
+    (tmp_path / "sweep.yaml").write_text(long.replace("from-yaml", "sweep"))
+    (tmp_path / "other.yaml").write_text(long)
+    sweep = [
+        as_json(fusesched(cluster, "submit", str(tmp_path / "sweep.yaml"), "--json"))["id"]
+        for _ in range(3)
+    ]
+    other = as_json(fusesched(cluster, "submit", str(tmp_path / "other.yaml"), "--json"))["id"]
+    done = fusesched(cluster, "cancel", "-n", "sweep", "-t", "PD,R")
+    assert done.returncode == 0 and done.stdout.strip() == f"Cancelling {', '.join(sweep)} (3 jobs)"
+    client = Client(cluster.url)
+    assert {client.wait(j, timeout=30)["state"] for j in sweep} == {"Cancelled"}
+    assert client.show(other)["state"] in ("Pending", "Running")
+    again = fusesched(cluster, "cancel", "-n", "sweep", "--json")
+    assert as_json(again) == {"cancelled": []}
+    assert as_json(fusesched(cluster, "cancel", other, "-n", "from-yaml", "--json")) == {
+        "cancelled": [other]
+    }
+
+
 def test_hold_and_release(cluster: LocalCluster, tmp_path: Path) -> None:
     long = tmp_path / "long.yaml"
     long.write_text(OWN_YAML.replace("echo yaml job", "sleep 600").replace("1m", "1h"))

@@ -135,6 +135,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("GET", "/v1/jobs"): {"params": {"tenant": "biology"}},
         ("GET", "/v1/jobs/{job_id}"): {"path": {"job_id": bob_job}},
         ("POST", "/v1/jobs/{job_id}/cancel"): {"path": {"job_id": bob_job}, "json": {}},
+        ("POST", "/v1/jobs/cancel"): {"json": {"user": ["bob"], "id": [bob_job]}},
         ("POST", "/v1/jobs/{job_id}/hold"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/release"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/requeue"): {"path": {"job_id": bob_job}, "json": {}},
@@ -295,6 +296,9 @@ SHARED = {
     ("GET", "/metrics"),
     ("GET", "/v1/portal/me"),  # the caller's own name, tenant and role
     ("GET", "/v1/starts"),  # the caller's tenant's waiting jobs only (checked below)
+    # the caller's tenant's jobs only: another's are neither cancelled nor named (below: bob's
+    # job still runs)
+    ("POST", "/v1/jobs/cancel"),
 }
 LISTS = {("GET", "/v1/jobs"), ("GET", "/v1/tokens")}
 

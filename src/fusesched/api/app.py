@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fusesched import __version__
 from fusesched.api.access import Access
 from fusesched.api.alive_routes import add_alive_routes
+from fusesched.api.cancel_routes import add_cancel_routes
 from fusesched.api.cluster_routes import add_cluster_routes
 from fusesched.api.efficiency_routes import add_efficiency_routes
 from fusesched.api.hot_path import SubmissionsHotPath
@@ -58,6 +59,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
 
     access = Access(controller, auth)
     add_job_routes(app, access)
+    add_cancel_routes(app, access)
     add_log_routes(app, access)
     add_signal_routes(app, access)
     add_alive_routes(app, access)

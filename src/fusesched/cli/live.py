@@ -23,7 +23,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from fusesched.cli.consoles import make_console
-from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 
 console = make_console()
 err = make_console(stderr=True)
@@ -346,39 +345,6 @@ def logs(
         time.sleep(LOGS_POLL_S)
 
 
-def cancel(
-    job_ids: Annotated[list[str], typer.Argument(help="Job ids.")],
-    signal: SignalOpt = None,
-    batch: BatchOpt = False,
-    full: FullOpt = False,
-    controller_url: ControllerOpt = None,
-    token: TokenOpt = None,
-    ca: CaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace), or signal them.
-
-    Each id is tried, a refused one (unknown, not yours) reported, the others still cancelled;
-    the exit status is then that of the last refusal."""
-    if signal is not None or batch or full:
-        signal_jobs(_client(controller_url, token, ca), job_ids, signal, batch, full, as_json)
-        return
-    from fusesched.cli.squeue_format import counted_ids
-
-    client = _client(controller_url, token, ca)
-    run_each(
-        client,
-        job_ids,
-        "job id",
-        lambda c, j: c.cancel(j),
-        as_json,
-        lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
-        lambda job_id, ids: (
-            f"Cancelling {counted_ids(ids)}" if ids else f"Job {job_id} had already finished"
-        ),
-    )
-
-
 def nodes(
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
@@ -477,6 +443,7 @@ def register_clients(app: typer.Typer) -> None:
     """Add the client commands (what talks to a running controller)."""
     from fusesched.cli.admin import token_app
     from fusesched.cli.efficiency import eff
+    from fusesched.cli.job_cancel import cancel
     from fusesched.cli.job_holds import hold, release, requeue, update
     from fusesched.cli.job_list import jobs
     from fusesched.cli.licenses import licenses

@@ -1,0 +1,221 @@
+"""``fusesched cancel`` with scancel's filters: ``-u USER``, ``--me``, ``-n NAME``, ``-t
+STATE``, ``-p QUEUE``, and job ids with them (the given ids that match). The options are the
+``cancel`` command's (cli/live.py); like it, this imports nothing heavy until it runs.
+
+The matching jobs are cancelled in one request (``POST /v1/jobs/cancel``); a controller older
+than that route is asked for the matching jobs page by page and each is cancelled alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final
+
+import typer
+
+ListOpt = list[str] | None
+UserOpt = Annotated[
+    ListOpt, typer.Option("--user", "-u", help="Only these users' jobs (a comma list).")
+]
+MeOpt = Annotated[
+    bool,
+    typer.Option("--me", help="Only your jobs (the token's user; without a token, your name)."),
+]
+NameOpt = Annotated[
+    ListOpt, typer.Option("--name", "-n", help="Only jobs of this name (may be repeated).")
+]
+StateOpt = Annotated[
+    ListOpt,
+    typer.Option(
+        "--state", "-t", help="Only jobs in these states: PENDING/PD, RUNNING/R, SUSPENDED/S."
+    ),
+]
+QueueOpt = Annotated[
+    ListOpt,
+    typer.Option("--partition", "--queue", "-p", help="Only these queues' jobs (a comma list)."),
+]
+
+#: the states scancel's ``-t`` takes: the state they match (SUSPENDED: none, fusesched never
+#: suspends a job)
+STATES: Final[dict[str, str | None]] = {
+    "PENDING": "Pending",
+    "PD": "Pending",
+    "RUNNING": "Running",
+    "R": "Running",
+    "SUSPENDED": None,
+    "S": None,
+}
+#: pages of the fallback's listing
+PAGE: Final = 1000
+
+
+def parse_states(given: list[str]) -> list[str]:
+    """``-t PD,R`` as the states to match (none: ``SUSPENDED`` alone); a ``ValueError``
+    naming the ones scancel takes for any other."""
+    from fusesched.cli.squeue_format import comma_list
+
+    found: list[str] = []
+    for word in comma_list(given, "job state"):
+        if word.upper() not in STATES:
+            known = "PENDING/PD, RUNNING/R, SUSPENDED/S"
+            raise ValueError(f"invalid job state {word!r}: cancel takes {known}")
+        state = STATES[word.upper()]
+        if state is not None and state not in found:
+            found.append(state)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The jobs to cancel: the given ``ids`` (none: every job) that match every filter."""
+
+    ids: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    me: bool = False
+    names: list[str] = field(default_factory=list)
+    states: list[str] | None = None  # None: any unfinished; []: none at all (SUSPENDED)
+    queues: list[str] = field(default_factory=list)
+
+    def body(self) -> dict[str, Any]:
+        """As ``POST /v1/jobs/cancel`` takes them."""
+        named = {
+            "id": self.ids,
+            "user": self.users,
+            "name": self.names,
+            "queue": self.queues,
+            "state": self.states,
+        }
+        return {k: v for k, v in named.items() if v} | ({"me": True} if self.me else {})
+
+
+def given(
+    ids: list[str] | None,
+    user: ListOpt,
+    me: bool,
+    name: ListOpt,
+    state: ListOpt,
+    queue: ListOpt,
+) -> Filters | None:
+    """The filters given (``None`` when none is: the ids alone, cancelled one by one); exit 2
+    when neither ids nor a filter is given, or one is bad."""
+    from fusesched.cli.live import _fail
+    from fusesched.cli.squeue_format import comma_list
+
+    if not (user or me or name or state or queue):
+        if not ids:
+            _fail("no job identification provided", 2)
+        return None
+    try:
+        return Filters(
+            ids=[i for i in (ids or []) if i.strip()],
+            users=comma_list(user, "user"),
+            me=me,
+            names=list(name or []),
+            states=None if state is None else parse_states(state),
+            queues=comma_list(queue, "queue"),
+        )
+    except ValueError as exc:
+        _fail(str(exc), 2)
+
+
+def cancel_filtered(
+    client: Any, f: Filters, signal: str | None, batch: bool, full: bool, as_json: bool
+) -> None:
+    """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which."""
+    from fusesched.cli.job_list import _me
+    from fusesched.cli.live import _call, _fail, _print_json, console, err
+    from fusesched.cli.squeue_format import counted_ids
+    from fusesched.sdk import ControllerError
+
+    if f.me and not client.token:  # (a controller without authentication: your user name)
+        users, _ = _me(client)
+        f = Filters(f.ids, [*f.users, *users], False, f.names, f.states, f.queues)
+    if signal is not None or batch or full:
+        from fusesched.cli.job_signals import signal_jobs
+
+        if signal is None:  # (before any listing: said whether or not jobs match)
+            signal_jobs(client, [], signal, batch, full, as_json)
+        running = [s for s in (f.states or ["Running"]) if s == "Running"]
+        ids = _call(_listed, client, f, running) if running else []
+        if not ids:
+            _say_none(as_json, {"signalled": [], "signal": signal})
+            return
+        signal_jobs(client, ids, signal, batch, full, as_json)
+        return
+    if f.states == []:  # (SUSPENDED alone: fusesched never suspends a job)
+        _say_none(as_json, {"cancelled": []})
+        return
+    try:
+        done = client.cancel_matching(**f.body())
+    except ControllerError as exc:
+        if exc.status not in (404, 405):
+            _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+        err.print(
+            "note: this controller cannot cancel by filter in one request: listing the "
+            "matching jobs and cancelling them one by one",
+            highlight=False,
+        )
+        done = _one_by_one(client, _call(_listed, client, f, f.states or ["Pending", "Running"]))
+    cancelled, denied = list(done["cancelled"]), list(done.get("denied") or [])
+    if as_json:
+        _print_json({"cancelled": cancelled} | ({"denied": denied} if denied else {}))
+    elif cancelled:
+        console.print(f"Cancelling {counted_ids(cancelled)}", highlight=False)
+    elif not denied:
+        console.print("No matching jobs", highlight=False)
+    if denied:
+        many = "s" if len(denied) > 1 else ""
+        err.print(
+            f"[red]error:[/] Kill job error on job id{many} {counted_ids(denied)}: "
+            "Access/permission denied",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+
+
+def _say_none(as_json: bool, empty: dict[str, Any]) -> None:
+    from fusesched.cli.live import _print_json, console
+
+    if as_json:
+        _print_json(empty)
+    else:
+        console.print("No matching jobs", highlight=False)
+
+
+def _listed(client: Any, f: Filters, states: list[str]) -> list[str]:
+    """The ids of the jobs ``f`` matches in ``states``, as ``GET /v1/jobs`` lists them
+    (every page), oldest first."""
+    found: list[str] = []
+    before = None
+    while True:
+        page = client.jobs(
+            user=f.users or None,
+            states=states,
+            queue=f.queues or None,
+            limit=PAGE,
+            ids=f.ids,
+            names=f.names,
+            me=f.me,
+            before=before,
+        )
+        found.extend(job["id"] for job in page)
+        if len(page) < PAGE or page[-1].get("seq") is None:
+            return found[::-1]
+        before = page[-1]["seq"]
+
+
+def _one_by_one(client: Any, ids: list[str]) -> dict[str, list[str]]:
+    """Cancel each of ``ids`` alone (a controller older than ``POST /v1/jobs/cancel``): the
+    ids cancelled, and those refused as another user's; one that ended meanwhile is none."""
+    from fusesched.cli.live import _fail
+    from fusesched.sdk import ControllerError
+
+    done: dict[str, list[str]] = {"cancelled": [], "denied": []}
+    for job_id in ids:
+        try:
+            done["cancelled"].extend(client.cancel(job_id))
+        except ControllerError as exc:
+            if exc.status == 403:
+                done["denied"].append(job_id)
+            elif exc.status != 404:
+                _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+    return done
