@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fusesched.model.job import JobSpec
-from fusesched.model.node import NodeSpec
+from fusesched.model.node import LABEL_SWITCH, NodeSpec
 from fusesched.model.resources import Resources
 from fusesched.submit import check_feasible, parse_request
 
@@ -183,3 +183,16 @@ def test_a_gang_that_must_share_one_node_none_can_hold_is_refused() -> None:
     assert check_feasible(job({"cpu": 1}, replicas=3, placement=preferred), small) is None
     elastic = job({"cpu": 1}, replicas=3, min_member=1, placement=one_host)
     assert check_feasible(elastic, small) is None  # (its gang is not fixed: the core decides)
+
+
+def test_a_node_without_the_domain_label_is_a_domain_of_its_own() -> None:
+    """As the core's (core/topology.py): a required rack on a cluster whose nodes carry no
+    rack label runs on one node; it was refused ("at most 0 fit in any one")."""
+    small = [node("a", cpu=2), node("b", cpu=2), node("r", {"rack": "r1"}, cpu=1)]
+    racked = {"topology": {"key": "rack", "mode": "required"}}
+    assert check_feasible(job({"cpu": 1}, replicas=2, placement=racked), small) is None
+    assert check_feasible(job({"cpu": 1}, replicas=3, placement=racked), small) == (
+        "the job's 3 tasks must share one rack domain but at most 2 fit in any one"
+    )
+    switch = {"topology": {"key": LABEL_SWITCH, "mode": "required"}}  # (no node has one)
+    assert check_feasible(job({"cpu": 1}, replicas=2, placement=switch), small[:2]) is None

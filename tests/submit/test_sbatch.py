@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from fusesched.model.job import DependencyKind, JobType, LabelOp, QoS
+from fusesched.model.node import LABEL_HOSTNAME
 from fusesched.submit import JobRequest, SubmitError, TopologyMode, load_sbatch, parse_sbatch
 
 TRAIN = """\
@@ -218,6 +219,17 @@ def test_tasks_per_node_needing_more_nodes_than_n_allows_are_refused() -> None:
     assert parsed.request.placement.max_tasks_per_node == 2
     fits = parse_sbatch("#!/bin/sh\n#SBATCH -N 2 -n 4 --ntasks-per-node=2\n./a\n")
     assert fits.warnings == () and fits.request.groups[0].replicas == 4
+
+
+def test_one_node_with_tasks_per_node_keeps_the_tasks_on_one_host() -> None:
+    """``-N 1 -n 3 --ntasks-per-node=3`` (or ``-N 1 --ntasks-per-node=3``) asks for one
+    node, as ``-N 1 -n 3`` does: the cap of 3 a node alone let the tasks spread over three."""
+    for options in ("-N 1 -n 3 --ntasks-per-node=3", "-N 1 --ntasks-per-node=3"):
+        placement = parse_sbatch(f"#!/bin/sh\n#SBATCH {options}\n./a\n").request.placement
+        assert placement.topology is not None, options
+        assert placement.topology.key == LABEL_HOSTNAME
+        assert placement.topology.mode is TopologyMode.REQUIRED
+        assert placement.max_tasks_per_node == 3
 
 
 def test_mem_zero_warns() -> None:

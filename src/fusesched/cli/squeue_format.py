@@ -484,10 +484,11 @@ def short_ids(ids: Sequence[str]) -> str:
     (``12_[0-3,7]``), other ids as they are, comma separated, in order of first appearance."""
     from fusesched.hostlist import compress_hostlist
 
-    members: dict[str, list[str]] = {}
+    members: dict[tuple[str, bool], list[str]] = {}  # (an array's members apart from a job)
     for job_id in ids:
         array, _, index = job_id.partition("_")
-        members.setdefault(array if index.isdigit() else job_id, []).append(job_id)
+        member = index.isascii() and index.isdigit()
+        members.setdefault((array, True) if member else (job_id, False), []).append(job_id)
     parts = []
     for found in members.values():
         if len(found) == 1:

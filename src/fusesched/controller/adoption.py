@@ -31,6 +31,7 @@ from fusesched.agent.step_plan import read_hostfile
 from fusesched.api.wire import NodeInventory, TaskLaunch
 from fusesched.controller import endings, failures, federation, late_exits
 from fusesched.controller.completion import recovered
+from fusesched.controller.hang import ActionKind, Failure, FailureKind, next_action
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
@@ -132,14 +133,14 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
-        _failed_before(live, run)
+        lost = _failed_before(live, run)
         recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
-        if live.first_failure is None and any(_lost(t) for t in run):
+        if live.first_failure is None and lost:
             # lost before the restart (its node or agent lost it): the old controller had
-            # decided to requeue the run, or would have; so does this one (chaos: killed
-            # 10 ms after that decision, the run was failed for the lost task's exit -1)
-            requeue(ctl, live, "a task of it was lost before the controller restarted", now, True)
+            # decided what its restart policy says, or would have; so does this one (chaos:
+            # killed 10 ms after deciding to requeue, the run was failed for the exit -1)
+            _lost_before(ctl, live, now)
         elif not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
@@ -154,28 +155,40 @@ def _own_ended(ctl: Controller, row: JobRow, task: TaskRow) -> bool:
     )
 
 
-def _lost(task: TaskRow) -> bool:
-    """One of the job's own tasks that ended lost: no exit status (-1, its node or agent lost
-    it: controller/endings.py ``lose_tasks``, federation, late_exits)."""
-    return ".remote." not in task.task_id and task.exit_code == -1 and task.end_time is not None
-
-
-def _failed_before(live: LiveJob, rows: list[TaskRow]) -> None:
+def _failed_before(live: LiveJob, rows: list[TaskRow]) -> bool:
     """The first failure of ``live``'s run as its stored tasks show it (the first of its own
-    to exit non-zero, a lost one aside: no failure of its own), with that task's group: how
-    the run ends and whether its group's ``retry_exits`` restarts it, rather than the exit
-    of a task it stopped (-15)."""
+    to exit non-zero), with that task's group: how the run ends and whether its group's
+    ``retry_exits`` restarts it, rather than the exit of a task it stopped (-15). True, and
+    no first failure set, when that first is a task lost (-1, no exit status: its node or
+    agent lost it, controller/endings.py ``lose_tasks``, failures.py ``node_lost``; an
+    external pool's, federation.py), no failure of the run's own: the tasks stopped after
+    it (-15) are not either."""
     failed = [
         t
         for t in rows
-        if ".remote." not in t.task_id
-        and t.exit_code not in (None, 0, -1)
-        and t.end_time is not None
+        if ".remote." not in t.task_id and t.exit_code not in (None, 0) and t.end_time is not None
     ]
-    if failed:
-        first = min(failed, key=lambda t: t.end_time or 0.0)
-        assert first.exit_code is not None
-        live.first_failure, live.failed_group = (first.exit_code, ""), first.group
+    if not failed:
+        return False
+    lost = failures.FAILED_BY_CONTROLLER
+    first = min(failed, key=lambda t: (t.end_time or 0.0, t.exit_code == lost))  # (ties: exits)
+    assert first.exit_code is not None
+    if first.exit_code == lost:
+        return True
+    live.first_failure, live.failed_group = (first.exit_code, ""), first.group
+    return False
+
+
+def _lost_before(ctl: Controller, live: LiveJob, now: float) -> None:
+    """``live``'s run lost a task before the restart: what its restart policy says, its
+    restarts so far counted from the store (requeued; failed as a node failure when the
+    policy is ``notify`` or its budget is spent, as :func:`failures.planned_action` had)."""
+    reason = "a task of it was lost before the controller restarted"
+    policy = failures.restart_policy(live.request)
+    failure = Failure(FailureKind.TASK_LOST, None, reason)
+    action = next_action(failure, ctl.persist.restarts(live.id), policy)
+    give_up = action.reason if action.kind is ActionKind.FAIL else ""
+    requeue(ctl, live, reason, now, lost=True, fail=give_up)
 
 
 def _grant(devices: tuple[str, ...]) -> Grant:
@@ -307,9 +320,12 @@ def expire(ctl: Controller, now: float) -> None:
     release_held_nodes(ctl, now)
 
 
-def requeue(ctl: Controller, live: LiveJob, reason: str, now: float, lost: bool = False) -> None:
+def requeue(
+    ctl: Controller, live: LiveJob, reason: str, now: float, lost: bool = False, fail: str = ""
+) -> None:
     """A job left running that cannot be adopted: forget its old run, queue a new one. One
-    that may not be requeued (``sbatch --no-requeue``) fails instead with the reason (marked
+    that may not be requeued (``sbatch --no-requeue``), or given ``fail`` (its restart
+    policy's reason not to restart it), fails instead with the reason (marked
     a node failure when ``lost``, its node gone: Slurm's NODE_FAIL), here (the core never
     had it, and would read its own dependencies, met before the restart, as on unknown
     jobs), and what waits on it (outside the core: unsubmitted.py) settles. Either way its
@@ -326,8 +342,8 @@ def requeue(ctl: Controller, live: LiveJob, reason: str, now: float, lost: bool 
     live.tasks = {}
     live.adopting = False
     live.nodes = ()
-    if not live.request.requeue:
-        why = f"{reason}; {NOT_REQUEUED}"
+    if fail or not live.request.requeue:
+        why = fail or f"{reason}; {NOT_REQUEUED}"
         why = node_failure(why) if lost else why  # (``lost``: its node's, NODE_FAIL)
         ctl.persist.job_event(live.id, "JobNotRequeued", why, now)
         recovery.end_here(ctl, {live.id: why}, JobPhase.FAILED)

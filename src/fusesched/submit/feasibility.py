@@ -138,17 +138,17 @@ def _domain_reason(
 ) -> str | None:
     """A gang whose tasks must share one domain of a label (``topology`` required; ``sbatch
     -N 1`` with several tasks: one host) that no domain could hold even empty: said at
-    submission, as Slurm refuses it, rather than cancelled by the scheduler later."""
+    submission, as Slurm refuses it, rather than cancelled by the scheduler later. A node
+    without the label is a domain of its own (core/topology.py)."""
     request = spec.placement.topology
     if request is None or request.mode is not TopologyMode.REQUIRED or spec.min_member:
         return None
     limit = spec.placement.max_tasks_per_node or spec.task_count
     own = {name: {n.name for n in listed} for name, listed in hosts.items()}
-    domains: dict[str, list[NodeSpec]] = {}
-    for node in nodes:
+    domains: dict[tuple[bool, str], list[NodeSpec]] = {}
+    for node in nodes:  # (a node without the label: a domain of its own, as the core's)
         value = node.labels.get(request.key)
-        if value is not None:
-            domains.setdefault(value, []).append(node)
+        domains.setdefault((value is None, node.name if value is None else value), []).append(node)
     best = 0
     for members in domains.values():
         held = []

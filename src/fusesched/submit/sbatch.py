@@ -209,7 +209,7 @@ def _build(reader: Reader, script: str) -> dict[str, object]:
         placement["max_tasks_per_node"] = per_node
     elif nodes is not None and nodes > 1:
         placement["max_tasks_per_node"] = math.ceil(replicas / nodes)
-    elif nodes == 1 and replicas > 1:
+    if nodes == 1 and replicas > 1:  # (--ntasks-per-node or not: one host)
         placement["topology"] = {"key": LABEL_HOSTNAME, "mode": "required"}
     tasks_per_node = per_node or (math.ceil(replicas / nodes) if nodes else replicas)
 
