@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from fusesched.cli import squeue_format as sq
+from fusesched.model.phases import OOM_REASON
 
 JOB: dict[str, Any] = {"id": "1234", "name": "train", "state": "Running", "phase": "running"}
 
@@ -78,7 +79,7 @@ def test_gres_names_every_accelerator() -> None:
 
 def test_slurm_states_fusesched_never_has_match_nothing() -> None:
     assert sq.parse_states(["PD,R,S"]) == sq.StateMatch(states=("Pending", "Running"))
-    assert sq.parse_states(["s", "SUSPENDED", "OOM", "BF"]) == sq.StateMatch()
+    assert sq.parse_states(["s", "SUSPENDED", "BF"]) == sq.StateMatch()
     with pytest.raises(ValueError, match="unknown job state 'XX'"):
         sq.parse_states(["CG,XX"])
 
@@ -124,6 +125,17 @@ def test_a_job_failed_by_a_lost_node_shows_nf_and_is_listed_for_nf_only() -> Non
     assert all(sq.matches(m, j) for m in (both, every) for j in (lost, failed))
     # (a node's loss in the reason's text, not its marker: a plain failure)
     assert sq.slurm_state({**failed, "reason": "node n0 stopped heartbeating"}) == "FAILED"
+
+
+def test_a_job_the_oom_killer_ended_shows_oom_as_sacct_does() -> None:
+    """squeue -t all (or -t OOM) showed such a job FAILED while sacct said OUT_OF_MEMORY."""
+    oom = {**JOB, "state": "Failed", "phase": "failed", "reason": OOM_REASON}
+    failed = {**oom, "reason": "exit 3"}
+    assert line("%t %T", **oom) == "OOM OUT_OF_MEMORY"
+    by_oom, by_f = sq.parse_states(["oom"]), sq.parse_states(["F"])
+    assert (sq.matches(by_oom, oom), sq.matches(by_oom, failed)) == (True, False)
+    assert (sq.matches(by_f, oom), sq.matches(by_f, failed)) == (False, True)
+    assert sq.matches(sq.parse_states(["all"]), oom)
 
 
 def test_a_truncated_arrays_summary_says_so() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from fusesched.model.phases import node_failed
+from fusesched.model.phases import node_failed, oom_killed
 
 Job = dict[str, Any]
 GPU: Final = "nvidia.com/gpu"
@@ -41,6 +41,7 @@ SLURM_STATES: Final[dict[str, tuple[str, StateMatch]]] = {
     "COMPLETED": ("CD", StateMatch(states=("Completed",))),
     "FAILED": ("F", StateMatch(phases=("failed",), failed=("FAILED",))),
     "NODE_FAIL": ("NF", StateMatch(phases=("failed",), failed=("NODE_FAIL",))),
+    "OUT_OF_MEMORY": ("OOM", StateMatch(phases=("failed",), failed=("OUT_OF_MEMORY",))),
     "CANCELLED": ("CA", StateMatch(states=("Cancelled",))),
     "TIMEOUT": ("TO", StateMatch(phases=("timeout",))),
     "PREEMPTED": ("PR", StateMatch(phases=("preempted",))),
@@ -53,7 +54,6 @@ NEVER_STATES: Final[dict[str, str]] = {
     "BOOT_FAIL": "BF",
     "CONFIGURING": "CF",
     "DEADLINE": "DL",
-    "OUT_OF_MEMORY": "OOM",
     "REQUEUED": "RQ",
     "REQUEUE_FED": "RF",
     "REQUEUE_HOLD": "RH",
@@ -117,7 +117,8 @@ def matches(match: StateMatch, job: Job) -> bool:
     has that flag by the flag alone: ``-t CA`` lists a cancelled job once its tasks are gone,
     not while it is shown ``CG``. And with ``CG`` alone only such a job: an older controller
     ignores ``completing=true`` and answers every job. A failed job only for the one of
-    ``FAILED`` and ``NODE_FAIL`` it is shown in (or ``all``): both are phase ``failed``."""
+    ``FAILED``, ``NODE_FAIL`` and ``OUT_OF_MEMORY`` it is shown in (or ``all``): all are
+    phase ``failed``."""
     if job.get("completing"):
         return match.completing
     if job.get("phase") == "failed" and "Failed" not in match.states:
@@ -134,6 +135,8 @@ def slurm_state(job: Job) -> str:
     phase, state = job.get("phase"), job.get("state")
     if phase == "failed" and node_failed(str(job.get("reason") or "")):
         return "NODE_FAIL"
+    if phase == "failed" and oom_killed(str(job.get("reason") or "")):
+        return "OUT_OF_MEMORY"  # (the kernel's OOM killer ended it, as sacct shows it)
     if phase == "timeout":
         return "TIMEOUT"
     if phase == "preempted":
