@@ -26,7 +26,7 @@ from fusesched.controller.notify_send import (
 from fusesched.controller.notify_text import Notice, body, hms, payload, subject
 from fusesched.controller.persist import Persistence
 from fusesched.model.job import JobSpec
-from fusesched.model.phases import JobPhase, node_failure
+from fusesched.model.phases import OOM_REASON, JobPhase, node_failure
 from fusesched.submit.job_notify import NotifyEvent
 from fusesched.submit.request import JobRequest, parse_request
 
@@ -257,6 +257,20 @@ def test_a_job_failed_by_a_lost_node_is_told_node_fail_as_slurm_does(
     assert subject(recorder.wait(2)[1]).endswith(
         "Array Summary Job_id=20_* Name=train Failed, NODE_FAIL"
     )
+
+
+def test_a_job_the_oom_killer_ended_is_told_out_of_memory(
+    watched: tuple[Persistence, JobNotices, Recorder, Clock],
+) -> None:
+    """As sacct and squeue show it: ``Failed, Run time …, OUT_OF_MEMORY`` (it was ``FAILED,
+    ExitCode 137``), no exit code (the OOM killer's SIGKILL is none of the job's own)."""
+    persist, _, recorder, _ = watched
+    _submit(persist, _request("FAIL"), 1, T0)
+    persist.job_started("1", ["n0"], T0 + 3, [])
+    persist.job_finished("1", JobPhase.FAILED, 137, OOM_REASON, T0 + 5)
+    (got,) = recorder.wait(1)
+    assert subject(got) == "fusesched Job_id=1 Name=train Failed, Run time 00:00:02, OUT_OF_MEMORY"
+    assert (payload(got)["state"], payload(got)["exit_code"]) == ("OUT_OF_MEMORY", None)
 
 
 def test_invalid_dependency_and_requeue(

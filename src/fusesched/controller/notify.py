@@ -43,7 +43,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import ValidationError
 
 from fusesched.controller.notify_send import Delivery, NotifyConfig, Transport, transports
-from fusesched.controller.notify_text import Notice, slurm_state
+from fusesched.controller.notify_text import NO_EXIT_CODE, Notice, slurm_state
 from fusesched.model.phases import JobPhase
 from fusesched.store.records import JobDetail, JobState
 from fusesched.submit.job_notify import (
@@ -266,7 +266,7 @@ class JobNotices:
                 return
             self._timed.discard(job_id)
             state = slurm_state(phase, reason)
-            if state == "NODE_FAIL":
+            if state in NO_EXIT_CODE:
                 exit_code = None  # (no exit status of its own: Slurm's mail names none)
             timed_out = phase is JobPhase.TIMEOUT and job.start is not None
             if timed_out and 100 in job.levels and 100 not in job.sent_levels:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from fusesched.model.phases import JobPhase, node_failed
+from fusesched.model.phases import JobPhase, node_failed, oom_killed
 from fusesched.submit.job_notify import TIME_LIMIT_LEVELS, NotifyEvent
 
 #: the first word of every subject
@@ -71,10 +71,18 @@ class Notice:
 
 def slurm_state(phase: JobPhase, reason: str = "") -> str:
     """A job's state as Slurm's mail names it: its phase upper case, ``NODE_FAIL`` for a job
-    failed because a node of it was lost (its reason marked so: ``NodeDown: …``)."""
+    failed because a node of it was lost (its reason marked so: ``NodeDown: …``),
+    ``OUT_OF_MEMORY`` for one the kernel's OOM killer ended (as sacct and squeue show them)."""
     if phase is JobPhase.FAILED and node_failed(reason):
         return "NODE_FAIL"
+    if phase is JobPhase.FAILED and oom_killed(reason):
+        return "OUT_OF_MEMORY"
     return phase.value.upper()
+
+
+#: States whose job has no exit status of its own to tell (a lost node's; the OOM killer's
+#: SIGKILL, which Slurm reports as its own pseudo-signal): their mail names none, as Slurm's.
+NO_EXIT_CODE: Final = frozenset({"NODE_FAIL", "OUT_OF_MEMORY"})
 
 
 def hms(seconds: float) -> str:
