@@ -265,7 +265,10 @@ def test_nodes_capacity_labels_and_readiness(fake: FakeKubeApi) -> None:
     assert [nodes[n].up for n in "abc"] == [True, False, False]
 
 
-def pod_status(phase: str, code: int | None = None, reason: str | None = None) -> dict[str, Any]:
+def pod_status(
+    phase: str, code: int | None = None, reason: str | None = None, ended: str | None = None
+) -> dict[str, Any]:
+    """A pod's status; ``ended``: its container's termination reason (``OOMKilled``)."""
     state: dict[str, Any] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
     if code is not None:
         state = {
@@ -273,6 +276,7 @@ def pod_status(phase: str, code: int | None = None, reason: str | None = None) -
                 "exitCode": code,
                 "startedAt": "2026-01-01T00:00:00Z",
                 "finishedAt": "2026-01-01T00:01:00Z",
+                **({"reason": ended} if ended is not None else {}),
             }
         }
     return {
@@ -337,7 +341,14 @@ def test_batch_job_flow(fake: FakeKubeApi) -> None:
     }
     (status,) = backend.poll([external_id])
     assert (status.state, status.exit_code, status.timed_out) == (RemoteState.FAILED, 3, False)
-    assert "BackoffLimitExceeded" in status.reason
+    assert "BackoffLimitExceeded" in status.reason and not status.out_of_memory
+    # a container the OOM killer ended: the kubelet says OOMKilled (exit 137)
+    fake.put(
+        PODS,
+        dict(fake.get(PODS, f"{name}-x1"), status=pod_status("Failed", 137, None, "OOMKilled")),
+    )
+    (status,) = backend.poll([external_id])
+    assert (status.state, status.exit_code, status.out_of_memory) == (RemoteState.FAILED, 137, True)
 
     stored["status"] = {
         "conditions": [

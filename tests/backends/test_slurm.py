@@ -268,6 +268,21 @@ def test_node_fail_is_told_apart_from_other_failures() -> None:
     assert not any(s.node_failed for s in parse_squeue(SQUEUE, ["4", "5", "6"]))
 
 
+#: A job Slurm's cgroup OOM killer ended (squeue --json's layout as NODE_FAIL_22_05's)
+OUT_OF_MEMORY = {
+    **NODE_FAIL_22_05,
+    "job_id": 34,
+    "job_state": "OUT_OF_MEMORY",
+    "state_reason": "OutOfMemory",
+}
+
+
+def test_out_of_memory_is_marked_so() -> None:
+    (status,) = parse_squeue({"jobs": [OUT_OF_MEMORY]}, ["34"])
+    assert status.state is RemoteState.FAILED and status.out_of_memory and not status.node_failed
+    assert not any(s.out_of_memory for s in parse_squeue(SQUEUE, ["4", "5", "6"]))
+
+
 def test_sacct_layout() -> None:
     data = {"jobs": [{"job_id": 8, "job_state": {"current": "COMPLETED"}, "exit_code": 0}]}
     assert parse_squeue(data, ["8"])[0].state is RemoteState.SUCCEEDED

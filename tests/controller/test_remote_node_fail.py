@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.backends.test_slurm import NODE_FAIL_22_05, SQUEUE
+from tests.backends.test_slurm import NODE_FAIL_22_05, OUT_OF_MEMORY, SQUEUE
 from tests.builders import Clock
 from tests.controller.test_array_deps_restart_window import CONFIG
 from tests.controller.test_no_requeue import sacct, show
@@ -68,3 +68,15 @@ def test_a_job_slurm_ended_node_fail_is_node_fail_here_too(
     assert sacct(ctl, monkeypatch, *fields) == [f"{lost}|NODE_FAIL|0:1", f"{failed}|FAILED|3:0"]
     shown = TestClient(create_app(ctl)).get("/v1/jobs").json()
     assert {job["id"]: sq.state_code(job) for job in shown} == {lost: "NF", failed: "F"}
+
+
+def test_a_job_slurm_ended_out_of_memory_is_out_of_memory_here_too(
+    ctl: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was FAILED in sacct and squeue; its mail said FAILED too."""
+    oom = ended_by_slurm(ctl, OUT_OF_MEMORY)
+    ended = show(ctl, oom)
+    assert ended["phase"] == "failed" and "OOM killer" in ended["reason"], ended
+    assert sacct(ctl, monkeypatch, "-o", "JobID,State,ExitCode") == [f"{oom}|OUT_OF_MEMORY|0:125"]
+    shown = TestClient(create_app(ctl)).get("/v1/jobs").json()
+    assert [sq.state_code(job) for job in shown] == ["OOM"]

@@ -125,6 +125,8 @@ class RemoteStatus:
     nodes: tuple[str, ...] = ()  # where it ran, in the cluster's own names
     timed_out: bool = False
     node_failed: bool = False  # the cluster ended it because a node of it failed (NODE_FAIL)
+    # the cluster's OOM killer ended it (Slurm's OUT_OF_MEMORY, a container OOMKilled)
+    out_of_memory: bool = False
 
 
 class Backend(Protocol):

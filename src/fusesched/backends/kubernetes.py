@@ -503,6 +503,7 @@ def _status(
     starts: list[float] = []
     ends: list[float] = []
     codes: list[int] = []
+    oom = False
     for pod in pods:
         state_now = _container_state(pod)
         if state_now is not None and state_now.running is not None:
@@ -510,6 +511,7 @@ def _status(
         if state_now is not None and state_now.terminated is not None:
             done = state_now.terminated
             codes.append(done.exit_code)
+            oom = oom or done.reason == "OOMKilled"  # (the kubelet's word for the OOM killer)
             starts += [t for t in [_epoch(done.started_at)] if t is not None]
             ends += [t for t in [_epoch(done.finished_at)] if t is not None]
     exit_code = None
@@ -527,4 +529,5 @@ def _status(
         end_time=end if state.terminal else None,
         nodes=nodes,
         timed_out=timed_out,
+        out_of_memory=oom and state is RemoteState.FAILED,
     )

@@ -121,6 +121,7 @@ def parse_squeue(data: Mapping[str, Any], wanted: Sequence[str]) -> list[RemoteS
                 nodes=tuple(n for n in str(job.get("nodes") or "").split(",") if n),
                 timed_out=name == "TIMEOUT",
                 node_failed=name == "NODE_FAIL",
+                out_of_memory=name == "OUT_OF_MEMORY",
             )
         )
     return out

@@ -33,7 +33,7 @@ from fusesched.controller.remote import RemotePool, Update
 from fusesched.model.events import NodeAdded, NodeStateChanged, StartJob
 from fusesched.model.job import JobSpec
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
-from fusesched.model.phases import node_failure
+from fusesched.model.phases import OOM_REASON, node_failure
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import JobRequest
 
@@ -343,6 +343,8 @@ def _apply_status(
         reason = f"walltime exceeded ({reason})"
     if status.node_failed:  # (Slurm's NODE_FAIL: no exit status of its own; sacct NODE_FAIL)
         code, reason = -1, node_failure(reason)
+    elif status.out_of_memory:  # (the cluster's OOM killer: sacct, squeue OUT_OF_MEMORY)
+        reason = f"{OOM_REASON}: {reason}"
     if status.state is RemoteState.LOST:
         live.requeue = ((), now, status.reason)  # never a lost job: run it again
     end = min(status.end_time or now, now)
