@@ -98,7 +98,9 @@ def job_failed(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> 
 def planned_action(ctl: Controller, live: LiveJob, failure: Failure) -> Action:
     """What ``live``'s restart policy does about ``failure``, its restarts so far counted."""
     rec = ctl.core.jobs.get(live.id)
-    attempts = (rec.attempts if rec is not None else 0) + live.in_place
+    # (the runs before a controller restart too: the core counts from zero when handed the
+    # job again, which gave a recovered job a fresh budget)
+    attempts = live.attempt_base + (rec.attempts if rec is not None else 0) + live.in_place
     action = next_action(failure, attempts, restart_policy(live.request))
     if action.kind is ActionKind.REQUEUE and not live.request.requeue:
         # (sbatch --no-requeue: a node failure ends it, as Slurm's NODE_FAIL)
