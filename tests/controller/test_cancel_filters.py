@@ -7,11 +7,14 @@ cancelling one by one."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from tests.builders import Clock
+from tests.controller.conftest import one_node_controller
 from tests.controller.test_actions_gaps import People
 from tests.controller.test_running_limit import beat, started, submit
 from typer.testing import CliRunner
@@ -20,6 +23,8 @@ from fusesched.api.app import create_app
 from fusesched.cli import live
 from fusesched.cli.main import app
 from fusesched.controller.auth import Authenticator
+from fusesched.controller.logs import LogStore
+from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
 from fusesched.sdk import Client, ControllerError
 from fusesched.store import TokenKind
@@ -91,6 +96,34 @@ def test_an_arrays_members_are_cancelled_in_one_request(
     stopping = {j for j, live in ctl.jobs.items() if live.stopping is not None}
     assert len(members) == 1000 and len(stopping) == 4  # (the four that ran: being killed)
     assert {m["id"] for m in members if m["state"] != "Cancelled"} == stopping
+
+
+def test_a_job_waiting_for_adoption_after_a_restart_is_running(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A restarted controller's job left running, whose node has not reported yet (not in
+    the core yet), is running as ``GET /v1/jobs`` shows it: ``-t R`` matches it, ``-t PD``
+    does not. A waiting job's submission is held until the nodes are back: its cancel too,
+    and it is not matched again meanwhile."""
+    ctl = one_node_controller(tmp_path, clock)
+    job = submit(TestClient(create_app(ctl)), SMALL, name="train")["id"]
+    started(ctl)
+    waits = submit(TestClient(create_app(ctl)), {**SMALL, "resources": {"cpu": "4"}})["id"]
+    ctl.persist.close()
+    again = Controller(
+        Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}"), LogStore(tmp_path / "logs"), clock=clock
+    )
+    try:
+        client = TestClient(create_app(again))
+        assert again.jobs[job].adopting and state(client, job) == "Running"
+        assert again.held and state(client, waits) == "Pending"
+        assert cancel(client, state=["Pending"]).json()["cancelled"] == [waits]
+        assert cancel(client, state=["Pending"]).json()["cancelled"] == []  # (asked already)
+        assert cancel(client, name=["train"], state=["Running"]).json()["cancelled"] == [job]
+        assert again.jobs[job].cancel_asked is not None  # (carried out once adopted)
+        assert cancel(client, name=["train"]).json()["cancelled"] == []  # (asked already)
+    finally:
+        again.persist.close()
 
 
 @pytest.mark.parametrize(
@@ -237,6 +270,11 @@ def test_cancel_without_ids_or_filters_or_with_a_bad_state_is_refused(
     assert (result.exit_code, result.stdout.strip()) == (0, "No matching jobs")
     result = run(monkeypatch, Routed(client), "--me")  # (no token: the local user's)
     assert (result.exit_code, result.stdout.strip()) == (0, "No matching jobs")
+    # an empty id (`cancel "$JOB" -n train`, $JOB unset) is refused, not dropped: dropped, the
+    # command would cancel every job of that name
+    for blank in ("", " "):
+        result = run(monkeypatch, Routed(client), "12", blank, "-n", "train")
+        assert result.exit_code == 2 and "job id must not be empty" in result.stderr
     assert state(client, job) == "Pending"
 
 

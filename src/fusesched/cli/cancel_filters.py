@@ -104,9 +104,11 @@ def given(
         if not ids:
             _fail("no job identification provided", 2)
         return None
+    if any(not i.strip() for i in ids or ()):  # (dropped, it would widen to every match)
+        _fail("a job id must not be empty", 2)
     try:
         return Filters(
-            ids=[i for i in (ids or []) if i.strip()],
+            ids=[i.strip() for i in ids or ()],
             users=comma_list(user, "user"),
             me=me,
             names=list(name or []),

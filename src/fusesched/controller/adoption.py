@@ -24,7 +24,7 @@ Every function here runs with the controller's lock held.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
@@ -39,7 +39,7 @@ from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.step_cpus import release_unended
 from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
-from fusesched.model.events import AdoptedTask, JobAdopted, JobSubmitted
+from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase, node_failure
 from fusesched.store import JobDetail
@@ -133,6 +133,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
+        live.cancel_asked = _cancel_stored(ctl, row)
         lost = _failed_before(live, run)
         recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
@@ -144,6 +145,41 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
         elif not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
             requeue(ctl, live, "no task of it was running", now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
+
+
+#: The event a running job's cancel is stored as when asked for (:func:`remember_cancels`).
+CANCEL_ASKED: Final = "CancelAsked"
+
+
+def remember_cancels(ctl: Controller, events: list[JobCancelRequested]) -> list[JobCancelRequested]:
+    """Store the cancels of running jobs, so that a controller that dies while their tasks
+    are being killed does not lose them (the job ends, and is written, only once they have
+    exited): a restarted one cancels the job it adopts (:func:`_cancel_stored`). A job being
+    adopted keeps its cancel until then (the core does not hold it yet). The cancels for the
+    core to take."""
+    now = ctl.clock()
+    out = []
+    for event in events:
+        live = ctl.jobs.get(event.job_id)
+        if live is not None and (live.adopting or live.tasks):
+            ctl.persist.job_event(live.id, CANCEL_ASKED, event.reason, now)
+        if live is not None and live.adopting:
+            live.cancel_asked = event.reason
+        else:
+            out.append(event)
+    return out
+
+
+def _cancel_stored(ctl: Controller, row: JobRow) -> str | None:
+    """The reason of a cancel stored for the run ``row`` shows running (asked for after its
+    start), or None."""
+    start = row.start_time or 0.0
+    asked = [
+        r.event
+        for r in ctl.persist.store.events_for_job(row.id)
+        if r.event.kind == CANCEL_ASKED and r.event.time >= start
+    ]
+    return str(asked[-1].data.get("reason") or "cancelled by user") if asked else None
 
 
 def _own_ended(ctl: Controller, row: JobRow, task: TaskRow) -> bool:
@@ -279,6 +315,8 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
             held = AdoptedTask(group, node, adopted_gpus(there), launched=False)
             tasks += [held] * max(count - launched, 0)
     ctl.events.append(JobAdopted(live.spec, tuple(tasks), live.started_at))
+    if live.cancel_asked is not None:  # (asked before the restart, or while adopted)
+        ctl.events.append(JobCancelRequested(live.id, live.cancel_asked))
     live.adopting = False
     live.nodes = tuple(dict.fromkeys(nodes))
     ctl.persist.job_event(live.id, "JobAdopted", "running tasks adopted after a restart", now)
@@ -342,6 +380,10 @@ def requeue(
     live.tasks = {}
     live.adopting = False
     live.nodes = ()
+    if live.cancel_asked is not None:  # (cancelled before it could be adopted: it ends so)
+        recovery.end_here(ctl, {live.id: live.cancel_asked})
+        recovery.retry_waiting(ctl)
+        return
     if fail or not live.request.requeue:
         why = fail or f"{reason}; {NOT_REQUEUED}"
         why = node_failure(why) if lost else why  # (``lost``: its node's, NODE_FAIL)

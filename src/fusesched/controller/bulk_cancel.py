@@ -52,8 +52,11 @@ class BulkCancel:
 
 
 def state_of(ctl: Controller, live: LiveJob) -> str:
-    """``Running`` while the core runs the job, else ``Pending`` (waiting, preempted, or not
-    handed to the core yet)."""
+    """``Running`` while the core runs the job or, after a restart, it waits to be adopted
+    (it runs: the store and ``GET /v1/jobs`` say so), else ``Pending`` (waiting, preempted,
+    or not handed to the core yet)."""
+    if live.adopting:
+        return RUNNING
     rec = ctl.core.jobs.get(live.id)
     return RUNNING if rec is not None and rec.phase is JobPhase.RUNNING else PENDING
 
@@ -80,12 +83,14 @@ def cancel_matching(
     """Cancel every unfinished job matching ``f`` that ``may`` allows; in one hold of the
     controller's lock, so no job changes state between its match and its cancel."""
     with ctl.lock:
-        asked = {e.job_id for e in ctl.events if isinstance(e, JobCancelRequested)}
+        queued = (*ctl.events, *ctl.held)  # (held: after a restart, behind its submission)
+        asked = {e.job_id for e in queued if isinstance(e, JobCancelRequested)}
         matched = sorted(
             (
                 live
                 for live in ctl.jobs.values()
                 if live.stopping is None
+                and live.cancel_asked is None  # (asked while it waits for adoption)
                 and live.id not in asked
                 and _matches(f, live.spec, state_of(ctl, live))
             ),

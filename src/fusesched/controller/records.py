@@ -124,6 +124,9 @@ class LiveJob:
     in_place: int = 0  # restarts in place so far (the core does not count them)
     relaunch: tuple[float, str] | None = None  # restart in place: (when, why) once all exited
     adopting: bool = False  # left running by a previous controller, not yet adopted
+    # a cancel asked for while it was being adopted, or stored before the restart: carried
+    # out once adopted (controller/adoption.py)
+    cancel_asked: str | None = None
     started_at: float = 0.0  # its run's start (for adoption)
     pool: str | None = None  # the external pool running it (None: local agents)
     hold: str | None = None  # why it is held (controller/holds.py); None: not held

@@ -181,7 +181,10 @@ def cancel_unsubmitted(
     not those of jobs whose submission it has not had yet (held, or waiting for nodes or for
     the jobs they depend on), which it would refuse as of jobs it does not know (and the job
     would run after all): held after their job, or the waiting job ends here at once (and
-    what waits on it may go now). Each list is read once, however many members."""
+    what waits on it may go now). Each list is read once, however many members. A running
+    job's cancel is stored first (a restarted controller carries it out: adoption.py), and
+    one being adopted waits for its adoption."""
+    events = adoption.remember_cancels(ctl, events)
     if ctl.held:
         held = submitted_ids(ctl.held)
         ctl.held.extend(e for e in events if _submits(ctl, held, e.job_id))

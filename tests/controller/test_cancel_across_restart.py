@@ -1,0 +1,92 @@
+"""A running job cancelled just before the controller died (its tasks still being killed):
+the cancel was kept only in memory, so the restarted controller adopted the job and it ran
+on. The cancel is stored when it is asked for, and a restarted controller carries it out
+on the job it adopts. The agent is played by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from tests.builders import Clock
+from tests.controller.conftest import ONE_NODE, one_node_controller
+from tests.controller.test_restart_always import exits, launched, state
+from tests.controller.test_running_limit import beat, submit
+
+from fusesched.api.app import create_app
+from fusesched.api.wire import NodeInventory, TaskLaunch
+from fusesched.controller.logs import LogStore
+from fusesched.controller.persist import Persistence
+from fusesched.controller.service import Controller
+
+ONE = {"resources": {"cpu": "2"}, "argv": ["train"], "replicas": 1}
+
+
+def test_a_cancel_asked_before_a_restart_is_carried_out_after_it(
+    tmp_path: Path, clock: Clock
+) -> None:
+    ctl = one_node_controller(tmp_path, clock)
+    client = TestClient(create_app(ctl))
+    job: str = submit(client, ONE)["id"]
+    (task,) = (t.task_id for t in launched(ctl, []))
+    assert client.post(f"/v1/jobs/{job}/cancel").status_code == 202
+    ctl.run_cycle()
+    assert [k.task_id for k in beat(ctl, [task]).kill] == [task]  # (the kill is sent)
+    ctl.persist.close()  # the controller dies before the task has exited
+    store = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    again = Controller(store, LogStore(tmp_path / "logs"), clock=clock)
+    running = [TaskLaunch(task_id=task, job_id=job)]
+    again.register(NodeInventory.model_validate({**ONE_NODE, "running": running}))
+    kills = beat(again, [task]).kill
+    again.run_cycle()  # (adopted)
+    kills += beat(again, [task]).kill
+    assert task in [k.task_id for k in kills]  # killed again
+    exits(again, task, -15, [])
+    again.run_cycle()
+    assert state(TestClient(create_app(again)), job) == "Cancelled"
+    again.persist.close()
+
+
+def test_a_job_cancelled_while_it_waits_for_adoption_ends_cancelled(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Cancelled after the restart, before its node came back: the core did not hold it
+    yet, so the cancel went nowhere and the job ran on once adopted (or, its node gone, was
+    requeued and ran again). It is carried out at adoption, or ends the job if it never is."""
+    ctl = one_node_controller(tmp_path, clock)
+    job: str = submit(TestClient(create_app(ctl)), ONE)["id"]
+    (task,) = (t.task_id for t in launched(ctl, []))
+    ctl.persist.close()
+    store = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    again = Controller(store, LogStore(tmp_path / "logs"), clock=clock)
+    client = TestClient(create_app(again))
+    assert client.post(f"/v1/jobs/{job}/cancel").status_code == 202  # (not adopted yet)
+    again.run_cycle()
+    running = [TaskLaunch(task_id=task, job_id=job)]
+    again.register(NodeInventory.model_validate({**ONE_NODE, "running": running}))
+    kills = beat(again, [task]).kill
+    again.run_cycle()  # (adopted, then cancelled)
+    kills += beat(again, [task]).kill
+    assert task in [k.task_id for k in kills]
+    exits(again, task, -15, [])
+    again.run_cycle()
+    assert state(client, job) == "Cancelled"
+    again.persist.close()
+
+
+def test_one_cancelled_whose_node_never_returns_ends_cancelled(
+    tmp_path: Path, clock: Clock
+) -> None:
+    ctl = one_node_controller(tmp_path, clock)
+    job: str = submit(TestClient(create_app(ctl)), ONE)["id"]
+    launched(ctl, [])
+    ctl.persist.close()
+    store = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    again = Controller(store, LogStore(tmp_path / "logs"), clock=clock)
+    client = TestClient(create_app(again))
+    assert client.post(f"/v1/jobs/{job}/cancel").status_code == 202
+    clock.now += again.config.node_timeout_s + 1  # its node never comes back
+    again._check_nodes()  # (the controller's node check: the adoption deadline passed)
+    again.run_cycle()
+    assert state(client, job) == "Cancelled"  # (not requeued to run again)
+    again.persist.close()
