@@ -4,6 +4,7 @@ still cancelled and reported, and the exit status says something was refused."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -73,3 +74,31 @@ def test_an_arrays_members_are_said_in_brackets_not_one_by_one(
 def test_short_ids(ids: list[str], said: str) -> None:
     assert short_ids(ids) == said
     assert counted_ids(ids).startswith(said)
+
+
+def test_a_combined_id_from_the_listing_cancels_those_members_in_one_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fusesched jobs`` shows an array's waiting members as ``7_[2-4,9%2]``; scancel takes
+    such an id: so does cancel, in one request for all of them; one the listing cut short
+    (``,...``) or that cannot be read is refused (exit 2), saying what to do."""
+
+    asked: list[dict[str, Any]] = []
+
+    class Asked:
+        token = None
+
+        def cancel_matching(self, **body: Any) -> dict[str, list[str]]:
+            asked.append(body)
+            return {"cancelled": list(body["id"]), "denied": []}
+
+    monkeypatch.setattr(live, "_client", lambda *args: Asked())
+    result = CliRunner().invoke(app, ["cancel", "7_[2-4,9%2]"])
+    assert result.exit_code == 0, result.output
+    assert [body["id"] for body in asked] == [["7_2", "7_3", "7_4", "7_9"]]
+    assert result.stdout.strip() == "Cancelling 7_[2-4,9] (4 jobs)"
+    cut = CliRunner().invoke(app, ["cancel", "7_[1,3,5,...%2]"])
+    assert cut.exit_code == 2 and "cut short by the listing" in cut.stderr
+    assert "jobs -r -j 7" in cut.stderr
+    bad = CliRunner().invoke(app, ["cancel", "7_[5-2]"])
+    assert bad.exit_code == 2 and "runs backwards" in bad.stderr

@@ -12,6 +12,9 @@ from fusesched.cli import live
 from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, run_each
 
+#: The most ids one request takes (``POST /v1/jobs/cancel``: api/cancel_routes.py).
+MAX_VALUES = 10_000
+
 
 def cancel(
     job_ids: Annotated[list[str] | None, typer.Argument(help="Job ids.")] = None,
@@ -30,11 +33,17 @@ def cancel(
 ) -> None:
     """Cancel jobs (running ones get SIGTERM, then SIGKILL after a grace), or signal them.
 
-    Each id is tried, a refused one (unknown, not yours) reported, the others still cancelled;
+    Each id is tried (an array's waiting members as fusesched jobs shows them, 1009_[2-999%2],
+    stand for those members), a refused one (unknown, not yours) reported, the others still
+    cancelled;
     the exit status is then that of the last refusal. With filters (as scancel's -u, --me, -n,
     -t, -p), every unfinished job that matches them (of the ids, if given) in one request;
     another user's is reported (Access/permission denied, exit 1) and left alone."""
+    combined = any(member_ids_of(j) for j in job_ids or ())
+    job_ids = _expanded(job_ids)  # (squeue's combined ids: 1009_[2-999%2])
     filters = cf.given(job_ids, user, me, name, state, queue)  # (neither: exit 2)
+    if filters is None and combined:  # (its members in one request, said in one line)
+        filters = cf.Filters(ids=job_ids or [])
     client = live._client(controller_url, token, ca)  # (live._client: what tests replace)
     if filters is not None:
         cf.cancel_filtered(client, filters, signal, batch, full, as_json)
@@ -56,3 +65,32 @@ def cancel(
             f"Cancelling {counted_ids(ids)}" if ids else f"Job {job_id} had already finished"
         ),
     )
+
+
+def _expanded(job_ids: list[str] | None) -> list[str] | None:
+    """``job_ids`` with each combined id of an array's waiting members, as ``fusesched jobs``
+    shows them (``1009_[2-4,7%2]``), given as its members, as scancel takes them; a bad
+    one exits 2."""
+    if not job_ids:
+        return job_ids
+    from fusesched.model.array_tasks import member_ids
+
+    out: list[str] = []
+    for job_id in job_ids:
+        try:
+            members = member_ids(job_id)
+        except ValueError as exc:
+            live._fail(str(exc), 2)
+        out.extend([job_id] if members is None else members)
+    if len(out) > MAX_VALUES:
+        live._fail(
+            f"the ids name {len(out):,} jobs, more than {MAX_VALUES:,} at once: cancel the "
+            "whole array (its id), or by filters (-n, -u, -t)",
+            2,
+        )
+    return out
+
+
+def member_ids_of(job_id: str) -> bool:
+    """Whether ``job_id`` is a combined id of an array's members (``1009_[2-999%2]``)."""
+    return job_id.endswith("]") and "_[" in job_id

@@ -4,6 +4,7 @@ the members of an array that wait as one row (``1009_[2-999%2]``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -62,3 +63,38 @@ def task_text(ranges: str, throttle: int | None) -> str:
 def combined_id(array_id: str, ranges: str, throttle: int | None) -> str:
     """squeue's JOBID of an array's waiting members shown as one row: ``1009_[2-999%2]``."""
     return f"{array_id}_[{task_text(ranges, throttle)}]"
+
+
+_RUN: Final = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?", re.ASCII)
+_COMBINED: Final = re.compile(r"(\d+)_\[([^\]]*)\]", re.ASCII)
+#: The most members a combined id is expanded to (the most indices an array may have).
+MAX_MEMBERS: Final = 1_000_000
+
+
+def member_ids(job_id: str) -> list[str] | None:
+    """The members a combined id names (``1009_[2-4,7%2]`` → ``1009_2 … 1009_4, 1009_7``:
+    what ``scancel 1009_[2-4,7]`` takes), in order; None when ``job_id`` is no such id. A
+    ``ValueError`` for one that cannot be read, or that the listing cut (``…,...``)."""
+    match = _COMBINED.fullmatch(job_id)
+    if match is None:
+        return None
+    array, text = match[1], match[2].partition("%")[0]
+    if text.endswith("..."):
+        raise ValueError(
+            f"{job_id!r} was cut short by the listing: list the members (fusesched jobs -r "
+            f"-j {array}) or give the whole array ({array})"
+        )
+    found: list[int] = []
+    for piece in text.split(","):
+        run = _RUN.fullmatch(piece.strip())
+        if run is None:
+            raise ValueError(f"cannot read {piece!r} in {job_id!r} (examples: 3, 2-9, 0-8:2)")
+        first = int(run[1])
+        last = int(run[2]) if run[2] is not None else first
+        step = int(run[3]) if run[3] is not None else 1
+        if last < first or step < 1:
+            raise ValueError(f"{piece!r} in {job_id!r} runs backwards or has no step")
+        if len(found) + (last - first) // step + 1 > MAX_MEMBERS:
+            raise ValueError(f"{job_id!r} names more than {MAX_MEMBERS:,} members")
+        found.extend(range(first, last + 1, step))
+    return [f"{array}_{i}" for i in dict.fromkeys(found)]
