@@ -102,3 +102,14 @@ def test_a_combined_id_from_the_listing_cancels_those_members_in_one_request(
     assert "jobs -r -j 7" in cut.stderr
     bad = CliRunner().invoke(app, ["cancel", "7_[5-2]"])
     assert bad.exit_code == 2 and "runs backwards" in bad.stderr
+
+
+def test_many_plain_ids_are_still_tried_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 10,000-id limit is of one request, a combined id's: more plain ids than that
+    (each tried alone, as before combined ids were read) are not refused."""
+    fake = Fake()
+    monkeypatch.setattr(live, "_client", lambda *args: fake)
+    ids = [str(i) for i in range(1_000, 11_001)]
+    result = CliRunner().invoke(app, ["cancel", *ids, "--json"])
+    assert result.exit_code == 0, result.output
+    assert fake.asked == ids

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from tests.builders import Clock
 from tests.controller.conftest import ONE_NODE, one_node_controller
@@ -22,9 +23,14 @@ from fusesched.controller.service import Controller
 ONE = {"resources": {"cpu": "2"}, "argv": ["train"], "replicas": 1}
 
 
+@pytest.mark.parametrize("start_moved", [False, True])
 def test_a_cancel_asked_before_a_restart_is_carried_out_after_it(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: Clock, start_moved: bool
 ) -> None:
+    """``start_moved``: the run's stored start moves past the cancel, as an external pool's
+    job gets the start its cluster reports (federation.py), after a cancel asked while it
+    waited in that cluster's queue: the cancel is of that run all the same (it was dropped,
+    read against the job's start time)."""
     ctl = one_node_controller(tmp_path, clock)
     client = TestClient(create_app(ctl))
     job: str = submit(client, ONE)["id"]
@@ -32,19 +38,12 @@ def test_a_cancel_asked_before_a_restart_is_carried_out_after_it(
     assert client.post(f"/v1/jobs/{job}/cancel").status_code == 202
     ctl.run_cycle()
     assert [k.task_id for k in beat(ctl, [task]).kill] == [task]  # (the kill is sent)
+    if start_moved:
+        clock.now += 5
+        ctl.persist.job_start_time(job, clock.now)  # (as a pool reports its start: later)
+        ctl.persist.flush()
     ctl.persist.close()  # the controller dies before the task has exited
-    store = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    again = Controller(store, LogStore(tmp_path / "logs"), clock=clock)
-    running = [TaskLaunch(task_id=task, job_id=job)]
-    again.register(NodeInventory.model_validate({**ONE_NODE, "running": running}))
-    kills = beat(again, [task]).kill
-    again.run_cycle()  # (adopted)
-    kills += beat(again, [task]).kill
-    assert task in [k.task_id for k in kills]  # killed again
-    exits(again, task, -15, [])
-    again.run_cycle()
-    assert state(TestClient(create_app(again)), job) == "Cancelled"
-    again.persist.close()
+    _restarted_cancels(tmp_path, clock, job, task)
 
 
 def test_a_job_cancelled_while_it_waits_for_adoption_ends_cancelled(
@@ -89,4 +88,20 @@ def test_one_cancelled_whose_node_never_returns_ends_cancelled(
     again._check_nodes()  # (the controller's node check: the adoption deadline passed)
     again.run_cycle()
     assert state(client, job) == "Cancelled"  # (not requeued to run again)
+    again.persist.close()
+
+
+def _restarted_cancels(tmp_path: Path, clock: Clock, job: str, task: str) -> None:
+    """A restarted controller adopts ``job`` (its ``task`` still running) and cancels it."""
+    store = Persistence(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    again = Controller(store, LogStore(tmp_path / "logs"), clock=clock)
+    running = [TaskLaunch(task_id=task, job_id=job)]
+    again.register(NodeInventory.model_validate({**ONE_NODE, "running": running}))
+    kills = beat(again, [task]).kill
+    again.run_cycle()  # (adopted)
+    kills += beat(again, [task]).kill
+    assert task in [k.task_id for k in kills]  # killed again
+    exits(again, task, -15, [])
+    again.run_cycle()
+    assert state(TestClient(create_app(again)), job) == "Cancelled"
     again.persist.close()

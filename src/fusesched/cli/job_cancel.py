@@ -76,13 +76,15 @@ def _expanded(job_ids: list[str] | None) -> list[str] | None:
     from fusesched.model.array_tasks import member_ids
 
     out: list[str] = []
+    combined = False
     for job_id in job_ids:
         try:
             members = member_ids(job_id)
         except ValueError as exc:
             live._fail(str(exc), 2)
         out.extend([job_id] if members is None else members)
-    if len(out) > MAX_VALUES:
+        combined = combined or members is not None
+    if combined and len(out) > MAX_VALUES:  # (one request; plain ids are tried one by one)
         live._fail(
             f"the ids name {len(out):,} jobs, more than {MAX_VALUES:,} at once: cancel the "
             "whole array (its id), or by filters (-n, -u, -t)",

@@ -172,14 +172,16 @@ def remember_cancels(ctl: Controller, events: list[JobCancelRequested]) -> list[
 
 def _cancel_stored(ctl: Controller, row: JobRow) -> str | None:
     """The reason of a cancel stored for the run ``row`` shows running (asked for after its
-    start), or None."""
-    start = row.start_time or 0.0
-    asked = [
-        r.event
-        for r in ctl.persist.store.events_for_job(row.id)
-        if r.event.kind == CANCEL_ASKED and r.event.time >= start
-    ]
-    return str(asked[-1].data.get("reason") or "cancelled by user") if asked else None
+    ``JobStarted``, in the order stored), or None. Not after ``row.start_time``: an external
+    pool's job has the start its cluster reports (federation.py), which may come after a
+    cancel asked while it waited in that cluster's queue."""
+    asked: str | None = None
+    for record in ctl.persist.store.events_for_job(row.id):
+        if record.event.kind == "JobStarted":  # (a new run: an earlier one's cancel is not its)
+            asked = None
+        elif record.event.kind == CANCEL_ASKED:
+            asked = str(record.event.data.get("reason") or "cancelled by user")
+    return asked
 
 
 def _own_ended(ctl: Controller, row: JobRow, task: TaskRow) -> bool:
