@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fusesched.cli import live
+from fusesched.cli.id_lists import counted_ids, short_ids
 from fusesched.cli.main import app
-from fusesched.cli.squeue_format import counted_ids, short_ids
 from fusesched.sdk import ControllerError
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fusesched.cli import id_lists as il
 from fusesched.cli import squeue_format as sq
 from fusesched.model.phases import OOM_REASON
 
@@ -140,8 +141,8 @@ def test_a_job_the_oom_killer_ended_shows_oom_as_sacct_does() -> None:
 
 def test_a_truncated_arrays_summary_says_so() -> None:
     members = [{"id": f"5_{i}", "state": "Pending", "phase": "queued"} for i in range(3)]
-    assert sq.array_summary("5", members) == "array 5: 3 members: 3 PENDING"
-    assert sq.array_summary("5", members, complete=False) == (
+    assert il.array_summary("5", members) == "array 5: 3 members: 3 PENDING"
+    assert il.array_summary("5", members, complete=False) == (
         "array 5: the newest 3 members: 3 PENDING"
     )
 

@@ -51,7 +51,7 @@ PAGE: Final = 1000
 def parse_states(given: list[str]) -> list[str]:
     """``-t PD,R`` as the states to match (none: ``SUSPENDED`` alone); a ``ValueError``
     naming the ones scancel takes for any other."""
-    from fusesched.cli.squeue_format import comma_list
+    from fusesched.cli.id_lists import comma_list
 
     found: list[str] = []
     for word in comma_list(given, "job state"):
@@ -97,8 +97,8 @@ def given(
 ) -> Filters | None:
     """The filters given (``None`` when none is: the ids alone, cancelled one by one); exit 2
     when neither ids nor a filter is given, or one is bad."""
+    from fusesched.cli.id_lists import comma_list
     from fusesched.cli.live import _fail
-    from fusesched.cli.squeue_format import comma_list
 
     if not (user or me or name or state or queue):
         if not ids:
@@ -123,9 +123,9 @@ def cancel_filtered(
     client: Any, f: Filters, signal: str | None, batch: bool, full: bool, as_json: bool
 ) -> None:
     """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which."""
+    from fusesched.cli.id_lists import counted_ids
     from fusesched.cli.job_list import _me
     from fusesched.cli.live import _call, _fail, _print_json, console, err
-    from fusesched.cli.squeue_format import counted_ids
     from fusesched.sdk import ControllerError
 
     if f.me and not client.token:  # (a controller without authentication: your user name)

@@ -52,7 +52,7 @@ def cancel(
     if signal is not None or batch or full:
         signal_jobs(client, job_ids, signal, batch, full, as_json)
         return
-    from fusesched.cli.squeue_format import counted_ids
+    from fusesched.cli.id_lists import counted_ids
 
     run_each(
         client,

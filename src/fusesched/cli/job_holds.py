@@ -103,7 +103,7 @@ def _shown(what: str) -> tuple[Any, Any]:
         return {what: [j for ids in done.values() for j in ids]}
 
     def to_line(job_id: str, ids: list[str]) -> str:
-        from fusesched.cli.squeue_format import counted_ids
+        from fusesched.cli.id_lists import counted_ids
 
         return f"{what.capitalize()} {counted_ids(ids)}" if ids else f"Job {job_id}: no change"
 

@@ -133,13 +133,14 @@ def jobs(
 ) -> None:
     """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O -r are understood); an
     array's members that wait for one reason as one row, as squeue shows them."""
+    from fusesched.cli import id_lists as il
     from fusesched.cli import squeue_format as sq
 
     try:
-        users = sq.comma_list(user, "user")
-        queues = sq.comma_list(queue, "queue")
-        names = sq.comma_list(name, "name")
-        ids = sq.job_ids(job_ids)
+        users = il.comma_list(user, "user")
+        queues = il.comma_list(queue, "queue")
+        names = il.comma_list(name, "name")
+        ids = il.job_ids(job_ids)
         match = sq.parse_states(state) if state else None
         pieces = None
         if fmt is not None and long_fmt is not None:
@@ -258,7 +259,7 @@ def _rows(
 def show_array(client: Any, array_id: str, as_json: bool) -> bool:
     """Print the array ``array_id``'s members (a summary line by state, then a table, lowest
     index first) and answer True; False when it is no array the caller sees."""
-    from fusesched.cli.squeue_format import array_summary
+    from fusesched.cli.id_lists import array_summary
 
     if not (array_id.isascii() and array_id.isdigit() and len(array_id) <= 18):
         return False  # (no job number has more digits: the 404 stands)

@@ -63,7 +63,7 @@ def signal_jobs(
 def _said(job_id: str, answer: dict[str, Any]) -> str:
     """What ``cancel --signal`` prints for one id: whom it reached, and an array's members
     it skipped with why."""
-    from fusesched.cli.squeue_format import counted_ids
+    from fusesched.cli.id_lists import counted_ids
 
     line = f"Sent SIG{answer['signal']} to {counted_ids(answer['signalled'])}"
     skipped = answer["skipped"]

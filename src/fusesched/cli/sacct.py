@@ -131,20 +131,20 @@ def sacct(
     sacct: -S -E -u -a -j -s -r -A --name -o -p -P -n -X)."""
     from fusesched.cli import sacct_format as sf
     from fusesched.cli import sacct_steps as st
-    from fusesched.cli import squeue_format as sq
+    from fusesched.cli.id_lists import comma_list
     from fusesched.cli.sacct_time import parse_sacct_time
 
     now = time.time()
     try:
-        users = sq.comma_list(user, "user")
+        users = comma_list(user, "user")
         ids, picks = st.parse_job_steps(job_ids)
         wanted = sf.parse_states(state) if state else None
         columns = sf.parse_format(fmt if fmt is not None else sf.DEFAULT_FORMAT)
         since = None if starttime is None else parse_sacct_time(starttime, now, what="--starttime")
         until = None if endtime is None else parse_sacct_time(endtime, now, what="--endtime")
-        queues = sq.comma_list(partition, "partition")
-        tenants = sq.comma_list(accounts, "account")
-        names = sq.comma_list(name, "name")
+        queues = comma_list(partition, "partition")
+        tenants = comma_list(accounts, "account")
+        names = comma_list(name, "name")
     except ValueError as exc:
         _fail(str(exc), 2)
     if parsable and parsable2:

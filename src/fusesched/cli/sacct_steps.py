@@ -48,8 +48,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from fusesched.cli.id_lists import comma_list, job_ids
 from fusesched.cli.sacct_format import ENDED_BY_CONTROLLER
-from fusesched.cli.squeue_format import comma_list, job_ids
 from fusesched.model import step_summary as ss
 
 Job = dict[str, Any]

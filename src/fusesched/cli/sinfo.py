@@ -120,7 +120,8 @@ def sinfo(
     partition is a pool (`local`: the local agents' nodes, the default, marked `*`)."""
     from fusesched.cli import sinfo_format as si
     from fusesched.cli import sinfo_long
-    from fusesched.cli.squeue_format import FormatError, Piece, comma_list
+    from fusesched.cli.id_lists import comma_list
+    from fusesched.cli.squeue_format import FormatError, Piece
     from fusesched.hostlist import expand_hostlist
 
     try:
