@@ -125,7 +125,7 @@ def cancel_filtered(
     """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which."""
     from fusesched.cli.id_lists import counted_ids
     from fusesched.cli.job_list import _me
-    from fusesched.cli.live import _call, _fail, _print_json, console, err
+    from fusesched.cli.live import _call, _print_json, console, err, refused
     from fusesched.sdk import ControllerError
 
     if f.me and not client.token:  # (a controller without authentication: your user name)
@@ -150,7 +150,7 @@ def cancel_filtered(
         done = client.cancel_matching(**f.body())
     except ControllerError as exc:
         if exc.status not in (404, 405):
-            _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+            refused(exc)
         err.print(
             "note: this controller cannot cancel by filter in one request: listing the "
             "matching jobs and cancelling them one by one",
@@ -208,7 +208,7 @@ def _listed(client: Any, f: Filters, states: list[str]) -> list[str]:
 def _one_by_one(client: Any, ids: list[str]) -> dict[str, list[str]]:
     """Cancel each of ``ids`` alone (a controller older than ``POST /v1/jobs/cancel``): the
     ids cancelled, and those refused as another user's; one that ended meanwhile is none."""
-    from fusesched.cli.live import _fail
+    from fusesched.cli.live import refused
     from fusesched.sdk import ControllerError
 
     done: dict[str, list[str]] = {"cancelled": [], "denied": []}
@@ -219,5 +219,5 @@ def _one_by_one(client: Any, ids: list[str]) -> dict[str, list[str]]:
             if exc.status == 403:
                 done["denied"].append(job_id)
             elif exc.status != 404:
-                _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+                refused(exc)
     return done

@@ -21,6 +21,7 @@ from fusesched.cli.live import (
     console,
     err,
     jobs_table,
+    refused,
 )
 
 if TYPE_CHECKING:
@@ -286,4 +287,4 @@ def show_or_array(client: Any, job_id: str, as_json: bool) -> dict[str, Any] | N
     except ControllerError as exc:
         if exc.status == 404 and show_array(client, job_id, as_json):
             return None
-        _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+        refused(exc)

@@ -83,6 +83,17 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def refused(exc: Any) -> NoReturn:
+    """Stop on a controller's error (a ``ControllerError``): its message, exit 2 for a 4xx
+    (the request's fault), else 1."""
+    _fail(str(exc), exit_status(exc))
+
+
+def exit_status(exc: Any) -> int:
+    """The exit status for a controller's error: 2 for a 4xx, else 1."""
+    return 2 if 400 <= exc.status < 500 else 1
+
+
 def _client(url: str | None, token: str | None = None, ca: Path | None = None) -> Any:
     from fusesched.sdk import Client, ControllerError
 
@@ -100,7 +111,7 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except ControllerError as exc:
-        _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+        refused(exc)
 
 
 def run_each(
@@ -129,7 +140,7 @@ def run_each(
             done[name] = call(client, name)
         except ControllerError as exc:
             err.print(f"[red]error:[/] {exc}", highlight=False)
-            code = 2 if 400 <= exc.status < 500 else 1
+            code = exit_status(exc)
     if as_json:
         _print_json(to_json(done))
     else:

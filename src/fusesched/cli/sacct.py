@@ -20,7 +20,16 @@ from typing import Annotated, Any
 
 import typer
 
-from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, _print_json
+from fusesched.cli.live import (
+    CaOpt,
+    ControllerOpt,
+    TokenOpt,
+    _call,
+    _client,
+    _fail,
+    _print_json,
+    refused,
+)
 
 ListOpt = list[str] | None
 #: Jobs asked for in one ``GET /v1/jobs`` (the most the controller answers).
@@ -257,7 +266,7 @@ def _usage(client: Any, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
             out[job["id"]] = dict(client.efficiency(job["id"]))
         except ControllerError as exc:
             if exc.status != 404:
-                _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+                refused(exc)
     return out
 
 
