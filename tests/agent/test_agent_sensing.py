@@ -28,9 +28,12 @@ from .helpers import launch, run_one
 
 INVENTORY = NodeInventory(name="node-s", resources={"cpu": "2", "memory": "1Gi"})
 # busy for a moment, a line in the log, a checkpoint file: every 50 ms
+# (the checkpoint is written once, first: rewritten in the loop, a sample could catch it
+# emptied by the shell's ``>`` before ``x`` is written, 0 bytes instead of 2, as CI did once)
 BUSY = (
+    'echo x > "$FUSESCHED_CHECKPOINT_DIR/step"; '
     "while :; do i=0; while [ $i -lt 5000 ]; do "
-    'i=$((i+1)); done; echo tick; echo x > "$FUSESCHED_CHECKPOINT_DIR/step"; sleep 0.05; done'
+    "i=$((i+1)); done; echo tick; sleep 0.05; done"
 )
 
 
