@@ -56,8 +56,9 @@ from fusesched.agent.config import AgentConfig
 from fusesched.agent.discovery import describe, discover
 from fusesched.agent.gpus import load_nvml
 from fusesched.agent.logtext import chunk_end
+from fusesched.agent.nvml_sensor import NvmlGpuSensor
 from fusesched.agent.runtime import ProcessRuntime
-from fusesched.agent.sensors import GpuSample, NvmlGpuSensor
+from fusesched.agent.sensors import GpuSample
 from fusesched.api.wire import DeviceInfo, TaskLaunch, TaskState
 from fusesched.cli.local import LocalCluster
 from fusesched.sdk import Client

@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fusesched.agent.fake_sensors import FakeSensors
+from fusesched.agent.nvml_sensor import NvmlGpuSensor
 from fusesched.agent.sample_window import COLUMNS, SampleWindow
 from fusesched.agent.sensors import (
     GpuSample,
-    NvmlGpuSensor,
     PsutilTaskSensor,
     Sensors,
     TaskSample,

@@ -23,12 +23,8 @@ from fusesched.api.wire import (
     TaskState,
 )
 from fusesched.controller.logs import LogStore
-from fusesched.controller.metrics import (
-    ControllerMetrics,
-    GpuReading,
-    gpu_reading,
-    metrics_for,
-)
+from fusesched.controller.metric_readings import GpuReading, gpu_reading
+from fusesched.controller.metrics import ControllerMetrics, metrics_for
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
 from fusesched.store.usage import DEFAULT_POWER

@@ -10,7 +10,10 @@ happened since the last call. Nothing
 raises out of ``start``: a task that cannot start yields a ``FAILED_TO_START`` report that says
 why. How a task is started (and switches to its identity) is :mod:`fusesched.agent.spawn`;
 what the runtime keeps about a started task and how it signals it is
-:mod:`fusesched.agent.task_process`.
+:mod:`fusesched.agent.task_process`; the cleanup after a task's end and its exit report (and
+the killing of an earlier agent's tasks) :mod:`fusesched.agent.task_ends`; the signals sent on
+request or before the time limit :mod:`fusesched.agent.task_signals`; log reads
+:mod:`fusesched.agent.task_logs`.
 
 Each task's process gets a pidfd (``os.pidfd_open``, Linux 5.3+): :meth:`ProcessRuntime.exit_fds`
 lists them, so the agent can sleep in ``poll`` until a task exits and report the exit at once.
@@ -26,13 +29,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fusesched.agent import output_files
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import Bind
 from fusesched.agent.datasets import DataGrant, DatasetCache
 from fusesched.agent.images import ImageCache
-from fusesched.agent.logtext import MAX_LOG_CHUNK, complete_utf8, decode_log_bytes
+from fusesched.agent.logtext import MAX_LOG_CHUNK
 from fusesched.agent.power_caps import PowerCaps
 from fusesched.agent.probes import ProbeRunner
 from fusesched.agent.pty_bridge import Pty
@@ -40,13 +42,15 @@ from fusesched.agent.sensors import TaskWatch
 from fusesched.agent.spawn import StartFailure, TaskSpawner, valid_task_id
 from fusesched.agent.step_wrapper import install_wrapper
 from fusesched.agent.task_data import TaskData
-from fusesched.agent.task_files import make_tmp, open_task_file, read_pid_file
-from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage, start_time
+from fusesched.agent.task_ends import exit_report, kill_orphans, release, retire
+from fusesched.agent.task_files import make_tmp
+from fusesched.agent.task_logs import read_chunk
+from fusesched.agent.task_process import PID_NAME, TaskProcess, Usage
+from fusesched.agent.task_signals import send_signal, warn
 from fusesched.agent.users import Identity, can_switch_users, check_private, resolve
 from fusesched.agent.watching import task_watch
 from fusesched.api.wire import LogChunk, TaskLaunch, TaskReport, TaskState
 from fusesched.model.phases import OOM_REASON
-from fusesched.submit.job_signal import signal_number
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +126,14 @@ class ProcessRuntime:
                 check_private(folder)
         # only once the work dir is known to be the agent's alone (as root: checked above)
         self._spawner.srun_dir = _srun_dir(self.work_dir)
-        self.orphans_killed = self._kill_orphans()
+        # what an earlier agent with this work dir left running is killed now
+        self.orphans_killed = kill_orphans(
+            self.work_dir, self.memory_cgroups, self._spawner.cgroup_name
+        )
+        if self.orphans_killed:
+            log.warning(
+                "killed tasks left running by an earlier agent: %s", ", ".join(self.orphans_killed)
+            )
 
     @property
     def work_dir(self) -> Path:
@@ -135,35 +146,6 @@ class ProcessRuntime:
     @property
     def memory_cgroups(self) -> MemoryCgroups:
         return self._spawner.memory_cgroups
-
-    def _kill_orphans(self) -> list[str]:
-        """Kill what an earlier agent with this work dir left running; the task ids.
-
-        The controller treats a restarted agent's tasks as gone, so they must be: each task
-        folder holds ``pid`` ("<pid> <start time>"); a group whose leader is alive with that
-        start time, or dead (its pid cannot be reused while its group exists), is SIGKILLed.
-        """
-        killed = []
-        for pid_file in sorted((self.work_dir / "tasks").glob(f"*/{PID_NAME}")):
-            try:
-                pid, start = read_pid_file(pid_file)
-            except (OSError, ValueError):
-                continue
-            now_start = start_time(pid)
-            if now_start is None or now_start == start:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                    killed.append(pid_file.parent.name)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            if self.memory_cgroups.parent is not None:
-                name = self._spawner.cgroup_name(pid_file.parent.name)
-                self._retire(TaskCgroup(self.memory_cgroups.parent / name))
-            with contextlib.suppress(OSError):
-                pid_file.unlink()
-        if killed:
-            log.warning("killed tasks left running by an earlier agent: %s", ", ".join(killed))
-        return killed
 
     @classmethod
     def from_config(cls, config: AgentConfig) -> ProcessRuntime:
@@ -312,27 +294,7 @@ class ProcessRuntime:
         """Send the running task signal ``name`` (``USR1``) now: its process group, or its
         main process alone; it keeps running unless the signal ends it. False (and nothing
         sent) for a task not running, one being stopped, or an unknown signal."""
-        task = self._tasks.get(task_id)
-        signum = _signum(name)
-        if task is None or task.kill_reason is not None or signum is None:
-            log.info("signal %s for task %s not sent: it is not running", name, task_id)
-            return False
-        task.send(signum, main_only)
-        return True
-
-    def _warn(self, task: TaskProcess) -> None:
-        """Send the launch's signal before the time limit (once)."""
-        task.warned = True
-        warning = task.launch.signal
-        signum = None if warning is None else _signum(warning.name)
-        if warning is not None and signum is not None:
-            log.info(
-                "task %s: SIG%s, %g s before its time limit",
-                task.launch.task_id,
-                warning.name,
-                warning.before_s,
-            )
-            task.send(signum, warning.main_only)
+        return send_signal(self._tasks.get(task_id), task_id, name, main_only)
 
     # -- poll ------------------------------------------------------------------------------
 
@@ -353,7 +315,7 @@ class ProcessRuntime:
         for task in list(self._tasks.values()):
             warning = task.warning_deadline
             if task.kill_reason is None and warning is not None and now >= warning:
-                self._warn(task)
+                warn(task)  # the launch's signal, its lead before the time limit
             walltime = task.walltime_deadline
             if task.kill_reason is None and walltime is not None and now >= walltime:
                 self.kill(task.launch.task_id, task.launch.grace_s, REASON_WALLTIME)
@@ -366,7 +328,7 @@ class ProcessRuntime:
             if task.has_exited():
                 self._exited(task)
                 self._pending.append(self._reap(task))
-        self._stale_cgroups = [c for c in self._stale_cgroups if not self._retire(c)]
+        self._stale_cgroups = [c for c in self._stale_cgroups if not retire(c)]
         reports, self._pending = self._pending, []
         return reports
 
@@ -380,14 +342,6 @@ class ProcessRuntime:
         except Exception:
             log.exception("exit hook of task %s failed", task.launch.task_id)
 
-    @staticmethod
-    def _retire(cgroup: TaskCgroup) -> bool:
-        cgroup.kill_all()
-        try:
-            return cgroup.remove()
-        except OSError:
-            return False
-
     def _reap(self, task: TaskProcess) -> TaskReport:
         # The leader is a zombie, so its pid (the group id) cannot be reused yet: whatever it
         # left behind in its group is killed now, then it is reaped.
@@ -399,18 +353,7 @@ class ProcessRuntime:
                 self.on_reaped(task.launch.task_id, usage)
             except Exception:
                 log.exception("reap hook of task %s failed", task.launch.task_id)
-        if task.pidfd is not None:
-            os.close(task.pidfd)
-            task.pidfd = None
-        oom = 0
-        if task.cgroup is not None:
-            oom = task.cgroup.oom_kills()
-            if not self._retire(task.cgroup):
-                self._stale_cgroups.append(task.cgroup)
-        if oom:
-            output_files.say(task.note, task.log_path, output_files.oom_message(task.launch, oom))
-        output_files.close_note(task.note)
-        output_files.finish(task.writers)  # (what its output files' writers have left to copy)
+        oom = release(task, self._stale_cgroups)  # its pidfd, cgroup, note, output files
         task_id = task.launch.task_id
         del self._tasks[task_id]
         self.probes.remove(task_id)
@@ -419,36 +362,7 @@ class ProcessRuntime:
         with contextlib.suppress(OSError):
             (task.task_dir / PID_NAME).unlink()
         self._logs[task_id] = (task.log_path, True)
-        state = TaskState.EXITED
-        reason = task.kill_reason or (REASON_OOM if oom else "")
-        if task.container and reason and 128 < code <= 128 + 64:
-            code = 128 - code  # bwrap exits 128+N for a command killed by signal N: say -N
-        if task.container and code == 1 and not reason:
-            setup_error = self._bwrap_error(task.log_path)
-            if setup_error:
-                state, reason = TaskState.FAILED_TO_START, f"container: {setup_error}"
-        return TaskReport(
-            task_id=task_id,
-            state=state,
-            exit_code=None if state is TaskState.FAILED_TO_START else code,
-            reason=reason,
-            pid=task.pid,
-            liveness_failed=task.liveness_failed,
-        )
-
-    @staticmethod
-    def _bwrap_error(log_path: Path) -> str:
-        """bwrap's own message when it failed before or at ``exec`` (exit status 1)."""
-        try:
-            with open_task_file(log_path) as handle:
-                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 4096))
-                tail = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        lines = [line for line in tail.splitlines() if line.strip()]
-        if lines and lines[-1].startswith("bwrap: "):
-            return lines[-1].removeprefix("bwrap: ")
-        return ""
+        return exit_report(task, code, oom)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -519,18 +433,7 @@ class ProcessRuntime:
         if entry is None:
             return None
         path, ended = entry
-        try:
-            with open_task_file(path) as handle:
-                handle.seek(offset)
-                raw = handle.read(max(4, max_bytes))
-                at_end = not handle.read(1)
-        except OSError:
-            return None
-        if not (ended and at_end):
-            raw = complete_utf8(raw)
-        if not raw:
-            return None
-        return LogChunk(task_id=task_id, offset=offset, data=decode_log_bytes(raw))
+        return read_chunk(task_id, path, ended, offset, max_bytes)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -572,14 +475,4 @@ def _srun_dir(work_dir: Path) -> Path | None:
         return install_wrapper(work_dir)
     except OSError as exc:
         log.warning("srun for job steps not installed in %s: %s", work_dir, exc)
-        return None
-
-
-def _signum(name: str) -> int | None:
-    """A signal's number from its name (``USR1``); None (logged) for one a job may not be
-    sent (:func:`~fusesched.submit.job_signal.signal_number`'s refusal)."""
-    try:
-        return signal_number(name)
-    except ValueError as exc:
-        log.warning("signal %r not sent: %s", name, exc)
         return None

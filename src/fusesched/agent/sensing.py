@@ -24,9 +24,9 @@ from collections.abc import Callable, Collection, Sequence
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.gpus import load_nvml
 from fusesched.agent.health import HealthCheckProgram, HealthMonitor, NodeHealth, gpu_health
+from fusesched.agent.nvml_sensor import NvmlGpuSensor
 from fusesched.agent.sensors import (
     GpuSample,
-    NvmlGpuSensor,
     SensorBackend,
     Sensors,
     TaskSample,

@@ -17,23 +17,8 @@ gang, podgroup mode     Volcano PodGroup ``scheduling.volcano.sh/v1beta1``      
 ``script``              + a ConfigMap per group, mounted and run as a file          —
 =====================  ==========================================================  ==========
 
-External ids are ``<kind>/<namespace>/<name>``. States:
-
-=================================================  ==============================================
-Kubernetes                                         RemoteState
-=================================================  ==============================================
-Job condition Complete / Failed (FailureTarget)    SUCCEEDED / FAILED (DeadlineExceeded: timed_out)
-Job, no condition                                  RUNNING when a pod runs, else PENDING
-Pod phase Pending / Running, Unknown               PENDING / RUNNING
-Pod phase Succeeded / Failed                       SUCCEEDED / FAILED
-Volcano Pending, Inqueue, Restarting               PENDING
-Volcano Running, Completing, Aborting, Terminating RUNNING (pods still hold the nodes)
-Volcano Completed                                  SUCCEEDED
-Volcano Failed, Aborted, Terminated                FAILED
-PodGroup                                           from its pods: any Failed → FAILED, all
-                                                   Succeeded → SUCCEEDED, any running → RUNNING
-object gone (404)                                  left out (the caller treats it as LOST)
-=================================================  ==============================================
+External ids are ``<kind>/<namespace>/<name>``. What their objects say (each Kubernetes state
+as a :class:`RemoteState`) is read in :mod:`fusesched.backends.kube_status`.
 
 Errors: 4xx from the API server → :class:`BackendRejected` with the server's message (except
 401, 408 and 429, which say nothing about the job); 5xx, connection errors and timeouts →
@@ -46,7 +31,6 @@ import contextlib
 import json
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Final
 
 import urllib3
@@ -62,25 +46,11 @@ from fusesched.backends.base import (
     RemoteState,
     RemoteStatus,
 )
+from fusesched.backends.kube_status import job_verdict, pod_verdict, remote_status, volcano_verdict
 from fusesched.model.resources import QuantityError, Resources, parse_quantity
 from fusesched.submit.resource_names import resource_name
 
 _NOT_THE_JOBS_FAULT: Final = frozenset({401, 408, 429})
-_VOLCANO_STATES: Final[Mapping[str, RemoteState]] = {
-    **dict.fromkeys(("Pending", "Inqueue", "Restarting"), RemoteState.PENDING),
-    # still holding the nodes while pods finish or are killed
-    **dict.fromkeys(("Running", "Completing", "Aborting", "Terminating"), RemoteState.RUNNING),
-    "Completed": RemoteState.SUCCEEDED,
-    **dict.fromkeys(("Failed", "Aborted", "Terminated"), RemoteState.FAILED),
-}
-_POD_STATES: Final[Mapping[str, RemoteState]] = {
-    "Pending": RemoteState.PENDING,
-    "Running": RemoteState.RUNNING,
-    "Unknown": RemoteState.RUNNING,  # the node stopped reporting; not yet a verdict
-    "Succeeded": RemoteState.SUCCEEDED,
-    "Failed": RemoteState.FAILED,
-}
-_DEADLINE: Final = "DeadlineExceeded"
 _INIT_OPTIONS: Final = frozenset(
     {"namespace", "scheduler_name", "default_image", "gang_mode", "request_timeout_s"}
 )
@@ -144,10 +114,6 @@ def parse_id(external_id: str) -> tuple[ko.Kind, str, str] | None:
     if len(parts) != 3 or parts[0] not in ko.Kind.__members__.values():
         return None
     return ko.Kind(parts[0]), parts[1], parts[2]
-
-
-def _epoch(moment: datetime | None) -> float | None:
-    return None if moment is None else moment.timestamp()
 
 
 class KubernetesBackend:
@@ -339,12 +305,12 @@ class KubernetesBackend:
         if kind == ko.Kind.POD:
             with api_errors(f"reading {external_id}"):
                 pod = self.core.read_namespaced_pod(name, ns, _request_timeout=t)
-            return _status(external_id, *_pod_verdict([pod]), [pod])
+            return remote_status(external_id, *pod_verdict([pod]), [pod])
         if kind == ko.Kind.JOB:
             with api_errors(f"reading {external_id}"):
                 batch_job = self.batch.read_namespaced_job(name, ns, _request_timeout=t)
             pods = self._pods(ns, name)
-            return _status(external_id, *_job_verdict(batch_job, pods), pods)
+            return remote_status(external_id, *job_verdict(batch_job, pods), pods)
         api = _custom_api(kind)
         with api_errors(f"reading {external_id}"):
             obj = self.custom.get_namespaced_custom_object(
@@ -352,10 +318,10 @@ class KubernetesBackend:
             )
         pods = self._pods(ns, name)
         if kind == ko.Kind.VCJOB:
-            return _status(external_id, *_volcano_verdict(obj, pods), pods)
+            return remote_status(external_id, *volcano_verdict(obj, pods), pods)
         if not pods:
             return RemoteStatus(external_id, RemoteState.FAILED, reason="its pods are gone")
-        return _status(external_id, *_pod_verdict(pods), pods)
+        return remote_status(external_id, *pod_verdict(pods), pods)
 
     def _pods(self, ns: str, name: str, extra: str = "") -> list[client.V1Pod]:
         selector = f"{ko.LABEL_OBJECT}={name}" + (f",{extra}" if extra else "")
@@ -411,123 +377,3 @@ def _capacity(allocatable: Mapping[str, str]) -> Resources:
         except (ValueError, QuantityError):
             continue
     return Resources(amounts)
-
-
-_Verdict = tuple[RemoteState, str, bool, float | None]  # state, reason, timed out, end time
-
-
-def _container_state(pod: client.V1Pod) -> client.V1ContainerState | None:
-    for status in (pod.status.container_statuses or []) if pod.status else []:
-        if status.name == ko.CONTAINER:
-            return status.state
-    return None
-
-
-def _pod_reason(pod: client.V1Pod) -> str:
-    """The most telling words about a pod: its own reason, else its container's."""
-    status = pod.status or client.V1PodStatus()
-    if status.reason or status.message:
-        return ": ".join(x for x in (status.reason, status.message) if x)
-    state = _container_state(pod)
-    detail = None if state is None else (state.terminated or state.waiting)
-    if detail is not None and (detail.reason or detail.message):
-        return ": ".join(x for x in (detail.reason, detail.message) if x)
-    return ""
-
-
-def _timed_out(pods: Sequence[client.V1Pod]) -> bool:
-    return any(p.status is not None and p.status.reason == _DEADLINE for p in pods)
-
-
-def _pod_verdict(pods: Sequence[client.V1Pod]) -> _Verdict:
-    """Several pods (a PodGroup) fail with the first failure and succeed only all together."""
-    states = [
-        _POD_STATES.get((p.status.phase if p.status else None) or "", RemoteState.PENDING)
-        for p in pods
-    ]
-    failed = [p for p, s in zip(pods, states, strict=True) if s == RemoteState.FAILED]
-    if failed:
-        state = RemoteState.FAILED
-    elif all(s == RemoteState.SUCCEEDED for s in states):
-        state = RemoteState.SUCCEEDED
-    elif any(s != RemoteState.PENDING for s in states):
-        state = RemoteState.RUNNING
-    else:
-        state = RemoteState.PENDING
-    reason = next((r for p in (failed or pods) if (r := _pod_reason(p))), "")
-    return state, reason, _timed_out(pods), None
-
-
-def _job_verdict(job: client.V1Job, pods: Sequence[client.V1Pod]) -> _Verdict:
-    status = job.status or client.V1JobStatus()
-    for cond in status.conditions or []:
-        if cond.status != "True" or cond.type not in ("Complete", "Failed", "FailureTarget"):
-            continue
-        state = RemoteState.SUCCEEDED if cond.type == "Complete" else RemoteState.FAILED
-        reason = ": ".join(x for x in (cond.reason, cond.message) if x)
-        end = _epoch(status.completion_time) or _epoch(cond.last_transition_time)
-        return state, reason, cond.reason == _DEADLINE or _timed_out(pods), end
-    state, reason, _, _ = _pod_verdict(pods) if pods else (RemoteState.PENDING, "", False, None)
-    # a pod's own end is not the Job's: until a condition says so, it has not ended
-    return (RemoteState.RUNNING if state.terminal else state), reason, False, None
-
-
-def _volcano_verdict(obj: object, pods: Sequence[client.V1Pod]) -> _Verdict:
-    status = obj.get("status") if isinstance(obj, dict) else None
-    phase_info = status.get("state") if isinstance(status, dict) else None
-    info = phase_info if isinstance(phase_info, dict) else {}
-    phase = str(info.get("phase") or "Pending")
-    state = _VOLCANO_STATES.get(phase, RemoteState.PENDING)
-    words = ": ".join(str(x) for x in (info.get("reason"), info.get("message")) if x)
-    if state == RemoteState.FAILED:
-        words = next(
-            (r for p in pods if _pod_verdict([p])[0].terminal and (r := _pod_reason(p))), words
-        )
-    return (
-        state,
-        words or ("" if phase in _VOLCANO_STATES else f"Volcano phase {phase}"),
-        _timed_out(pods),
-        None,
-    )
-
-
-def _status(
-    external_id: str,
-    state: RemoteState,
-    reason: str,
-    timed_out: bool,
-    end: float | None,
-    pods: Sequence[client.V1Pod],
-) -> RemoteStatus:
-    """Exit code, times and nodes come from the pods' containers."""
-    starts: list[float] = []
-    ends: list[float] = []
-    codes: list[int] = []
-    oom = False
-    for pod in pods:
-        state_now = _container_state(pod)
-        if state_now is not None and state_now.running is not None:
-            starts += [t for t in [_epoch(state_now.running.started_at)] if t is not None]
-        if state_now is not None and state_now.terminated is not None:
-            done = state_now.terminated
-            codes.append(done.exit_code)
-            oom = oom or done.reason == "OOMKilled"  # (the kubelet's word for the OOM killer)
-            starts += [t for t in [_epoch(done.started_at)] if t is not None]
-            ends += [t for t in [_epoch(done.finished_at)] if t is not None]
-    exit_code = None
-    if state.terminal and codes:
-        exit_code = next((c for c in codes if c != 0), 0)
-    if state.terminal and end is None and ends:
-        end = max(ends)
-    nodes = tuple(dict.fromkeys(p.spec.node_name for p in pods if p.spec and p.spec.node_name))
-    return RemoteStatus(
-        external_id,
-        state,
-        exit_code=exit_code,
-        reason=reason,
-        start_time=min(starts) if starts else None,
-        end_time=end if state.terminal else None,
-        nodes=nodes,
-        timed_out=timed_out,
-        out_of_memory=oom and state is RemoteState.FAILED,
-    )

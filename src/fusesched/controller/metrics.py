@@ -12,7 +12,8 @@ One :class:`ControllerMetrics` per :class:`~fusesched.controller.service.Control
   per task the CPU and memory counters, per GPU utilisation, memory, power, temperature
   and energy, and the measured GPU energy of each running task (power integrated between
   two readings, or the difference of the GPU's own energy counter where the agent sends
-  one);
+  one) (what they are, and how energy is measured:
+  :mod:`fusesched.controller.metric_readings`);
 * ``fusesched_cycle_seconds``, a histogram of scheduling-cycle latency
   (:meth:`ControllerMetrics.cycle_timer` around ``Controller.run_cycle``'s body).
 
@@ -23,13 +24,12 @@ accounting uses, and says so in its ``source`` label.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
@@ -37,8 +37,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from fusesched.api.wire import Heartbeat, NodeInventory, TaskSampleWire
+from fusesched.api.wire import Heartbeat, NodeInventory
 from fusesched.controller.metric_families import Families, license_families
+from fusesched.controller.metric_readings import (
+    GpuReading,
+    GpuState,
+    NodeReadings,
+    gpu_energy,
+    gpu_reading,
+    take_sample,
+)
 from fusesched.model.node import LABEL_GPU_MODEL, LABEL_POOL, LOCAL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, MEMORY, Resources
 from fusesched.store.records import JobState
@@ -51,12 +59,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTENT_TYPE",
     "CYCLE_BUCKETS",
-    "MAX_GAP_S",
     "ControllerMetrics",
-    "GpuReading",
     "JobEnergy",
     "exposition",
-    "gpu_reading",
     "metrics_for",
 ]
 
@@ -64,21 +69,8 @@ __all__ = [
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Buckets of ``fusesched_cycle_seconds`` (a cycle takes milliseconds; seconds is trouble).
 CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-#: Two power readings further apart than this are not integrated (the gap is not measured).
-MAX_GAP_S = 300.0
 #: States a running task holds its resources in.
 _HOLDING = ("launching", "delivered", "running")
-
-
-@dataclass(frozen=True, slots=True)
-class GpuReading:
-    """One GPU's latest readings as the controller holds them; ``None``: not reported."""
-
-    utilization_pct: float | None = None
-    memory_used_bytes: float | None = None
-    power_w: float | None = None
-    temperature_c: float | None = None
-    energy_j: float | None = None  # the GPU's own cumulative counter, where it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,56 +83,6 @@ class JobEnergy:
     @property
     def total_j(self) -> float:
         return self.measured_j + self.estimated_j
-
-
-@dataclass(slots=True)
-class _Gpu:
-    reading: GpuReading
-    at: float  # controller time of the reading
-    energy_j: float = 0.0  # measured since this controller first heard of the GPU
-
-
-@dataclass(slots=True)
-class _TaskUse:
-    """A task's newest sample, and its busy cores between its two newest samples."""
-
-    time: float
-    cpu_seconds: float
-    rss_bytes: int
-    rate: float | None = None  # busy cores between the two newest samples
-    gpus: tuple[int, ...] = ()
-    gpu_util_pct: float | None = None
-    gpu_memory_bytes: int | None = None
-
-
-@dataclass(slots=True)
-class _Node:
-    gpus: dict[int, _Gpu] = field(default_factory=dict)
-    tasks: dict[str, _TaskUse] = field(default_factory=dict)
-
-
-def _finite(value: object) -> float | None:
-    """``value`` as a finite, non-negative float; ``None`` for anything else."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
-def gpu_reading(gpu: object) -> GpuReading:
-    """The readings a heartbeat's GPU entry (``GpuHealthWire``) carries: utilisation,
-    memory used, power, temperature and energy where the wire has such fields (read by
-    name, so older agents that send none of them are fine)."""
-    return GpuReading(
-        utilization_pct=_finite(getattr(gpu, "utilization_pct", None)),
-        memory_used_bytes=_finite(getattr(gpu, "memory_used_bytes", None)),
-        power_w=_finite(getattr(gpu, "power_w", None)),
-        temperature_c=_finite(getattr(gpu, "temperature_c", None)),
-        energy_j=_finite(getattr(gpu, "energy_j", None)),
-    )
 
 
 def _pool(spec: NodeSpec) -> str:
@@ -177,7 +119,7 @@ class ControllerMetrics:
         self._ctl = weakref.ref(ctl)
         self.power = power
         self.registry = CollectorRegistry()
-        self._nodes: dict[str, _Node] = {}
+        self._nodes: dict[str, NodeReadings] = {}
         self._task_energy: dict[str, list[float]] = {}  # task -> [measured J, GPU-seconds]
         self.cycle_seconds = Histogram(
             "fusesched_cycle_seconds",
@@ -195,10 +137,10 @@ class ControllerMetrics:
         ctl = self._ctl()
         if ctl is None:
             return
-        node = self._nodes.setdefault(beat.node, _Node())
+        node = self._nodes.setdefault(beat.node, NodeReadings())
         for sample in beat.samples:
             if ctl.on_node(sample.task_id, beat.node):
-                self._task_sample(node, sample)
+                take_sample(node, sample)
         for task_id in [t for t in node.tasks if t not in ctl.tasks]:
             del node.tasks[task_id]  # ended: its counters are no longer current
             self._task_energy.pop(task_id, None)
@@ -211,9 +153,9 @@ class ControllerMetrics:
                 reading = GpuReading()
             known = node.gpus.get(gpu.index)
             if known is None:
-                node.gpus[gpu.index] = _Gpu(reading, now)
+                node.gpus[gpu.index] = GpuState(reading, now)
                 continue
-            joules = self._energy(known, reading, now)
+            joules = gpu_energy(known, reading, now)
             known.reading, known.at = reading, now
             if joules is None:
                 continue
@@ -223,37 +165,6 @@ class ControllerMetrics:
                 spent = self._task_energy.setdefault(owner, [0.0, 0.0])
                 spent[0] += joules[0]
                 spent[1] += joules[1]
-
-    @staticmethod
-    def _energy(gpu: _Gpu, reading: GpuReading, now: float) -> tuple[float, float] | None:
-        """(joules, seconds) the GPU drew since its previous reading; None: not measured."""
-        seconds = now - gpu.at
-        if seconds <= 0 or seconds > MAX_GAP_S:
-            return None
-        before, after = gpu.reading.energy_j, reading.energy_j
-        if before is not None and after is not None and after >= before:
-            return after - before, seconds
-        if gpu.reading.power_w is None or reading.power_w is None:
-            return None
-        return (gpu.reading.power_w + reading.power_w) / 2.0 * seconds, seconds
-
-    @staticmethod
-    def _task_sample(node: _Node, sample: TaskSampleWire) -> None:
-        use = node.tasks.get(sample.task_id)
-        rate = None
-        if use is not None:
-            if sample.time <= use.time:
-                return  # a repeated beat
-            rate = max(0.0, (sample.cpu_seconds - use.cpu_seconds) / (sample.time - use.time))
-        node.tasks[sample.task_id] = _TaskUse(
-            time=sample.time,
-            cpu_seconds=sample.cpu_seconds,
-            rss_bytes=sample.rss_bytes,
-            rate=rate,
-            gpus=tuple(sample.gpu_indices),
-            gpu_util_pct=sample.gpu_util_mean,
-            gpu_memory_bytes=sample.gpu_memory_bytes,
-        )
 
     def observe_cycle(self, seconds: float) -> None:
         self.cycle_seconds.observe(seconds)
@@ -433,7 +344,7 @@ class ControllerMetrics:
         name: str,
         pool: str,
         inventory: NodeInventory,
-        sensed: _Node | None,
+        sensed: NodeReadings | None,
         held: set[int],
     ) -> tuple[float | None, float, float | None]:
         """Add the node's GPU series; returns (measured watts or None when no GPU reports

@@ -27,13 +27,11 @@ docs/TENANCY.md): reading the requests' text is what costs.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from functools import lru_cache
 from itertools import chain
 from types import MappingProxyType
 from typing import Any, Final
@@ -52,20 +50,17 @@ from sqlalchemy import (
 )
 
 from fusesched.model.node import LABEL_GPU_MODEL
-from fusesched.model.resources import CPU, GPU, GPU_MILLI, QuantityError, parse_quantity
 from fusesched.policies.fairshare import billing_units
 from fusesched.store.records import JobState
 from fusesched.store.schema import jobs, nodes
 from fusesched.store.store import Store
+from fusesched.store.usage_shapes import job_shape, shape_key
 
 #: The fields a report may be grouped by, in their canonical order.
 USAGE_FIELDS: Final = ("tenant", "user", "queue")
 #: The GPU model of GPUs on nodes that name none.
 UNKNOWN_MODEL: Final = "unknown"
-#: Compute slices of a whole GPU (MIG profiles are named ``<slices>g.<memory>``).
-MIG_SLICES: Final = 7
 
-_MIG_RE: Final = re.compile(r"^nvidia\.com/mig-(\d+)g\.")
 _RELATIVE_RE: Final = re.compile(r"^-(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT_S: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
@@ -184,14 +179,6 @@ class UsageReport:
         return sorted(self.total.gpu_hours)
 
 
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """What one job holds: cores and GPUs (whole-GPU equivalents)."""
-
-    cores: float
-    gpus: float
-
-
 def usage_report(
     source: Store | Connection,
     start: float,
@@ -272,7 +259,8 @@ _FETCH_BLOCK: Final = 10_000
 
 
 #: A job's resources as the query returns them: on SQLite the stored request's text (parsing
-#: JSON in SQLite costs more than the scan; Python picks the groups out, see :func:`_shape`),
+#: JSON in SQLite costs more than the scan; Python picks the groups out, see
+#: :func:`~fusesched.store.usage_shapes.job_shape`),
 #: on PostgreSQL a compact ``[[replicas, {resource: quantity}], ...]`` built from the JSONB.
 _RESOURCES: Final[Mapping[str, ColumnElement[str]]] = {
     "sqlite": type_coerce(jobs.c.request, String),
@@ -311,7 +299,7 @@ def _report(
     # one pass over the jobs: count and seconds per (key…, GPU model, shape key)
     sums: dict[tuple[Any, ...], list[float]] = {}
     for row in found:
-        group = (*row[:width], models.get(row[width], UNKNOWN_MODEL), _shape_key(row[width + 2]))
+        group = (*row[:width], models.get(row[width], UNKNOWN_MODEL), shape_key(row[width + 2]))
         entry = sums.get(group)
         if entry is None:
             sums[group] = [1, row[width + 1]]
@@ -321,9 +309,9 @@ def _report(
     jobs_of: dict[tuple[str, ...], int] = {}
     cpu_s: dict[tuple[str, ...], float] = {}
     gpu_s: dict[tuple[str, ...], dict[str, float]] = {}
-    for (*values, model, shape_key), (count, seconds) in sums.items():
+    for (*values, model, shape_text), (count, seconds) in sums.items():
         key = tuple(values)
-        shape = _shape(shape_key)
+        shape = job_shape(shape_text)
         jobs_of[key] = jobs_of.get(key, 0) + int(count)
         cpu_s[key] = cpu_s.get(key, 0.0) + shape.cores * seconds
         by_model = gpu_s.setdefault(key, {})
@@ -350,83 +338,6 @@ def _row(
     cpu_hours = cpu_s / 3600.0
     gpu_hours = {m: s / 3600.0 for m, s in sorted(gpu_s.items())}
     return UsageRow(key, count, cpu_hours, gpu_hours, power.kwh(cpu_hours, gpu_hours))
-
-
-#: One task group in a stored request's JSON text (the controller stores ``model_dump``
-#: output, whose group fields start ``name, replicas, resources``). A quoted key cannot match
-#: inside a JSON string, where its quotes would be escaped.
-_GROUP_RE: Final = re.compile(r'"replicas": (\d+), "resources": (\{[^{}]*\})')
-_REPLICAS: Final = '"replicas": '
-
-
-def _shape_key(text: str | None) -> str | None:
-    """What decides a job's shape, short: for a request of one group written the usual way,
-    that group's ``"replicas": N, "resources": {...}`` (which few jobs differ in, so
-    :func:`_shape` reads each once); else the whole text."""
-    if text and text[0] == "{":
-        at = text.find(_REPLICAS)
-        found = _GROUP_RE.match(text, at) if at >= 0 else None
-        if found is not None and text.count('"resources"') == 1:
-            return found.group(0)
-    return text
-
-
-@lru_cache(maxsize=4096)
-def _shape(text: str | None) -> _Shape:
-    """Cores and GPUs of one job from its resources as :data:`_RESOURCES` gives them: a
-    request's JSON text, or a compact ``[[replicas, resources], ...]``."""
-    if not text:
-        return _NOTHING
-    if text[0] == "[":
-        return _groups_shape(text)
-    groups = _GROUP_RE.findall(text)  # a whole request, or one group (see _shape_key)
-    if len(groups) == text.count('"resources"'):
-        return _groups_shape(tuple(groups))
-    # written differently (another key order or spacing): read the whole request
-    request = json.loads(text)
-    found = request.get("groups") if isinstance(request, dict) else None
-    if not isinstance(found, list):
-        return _NOTHING
-    return _groups_shape(json.dumps([[g.get("replicas"), g.get("resources")] for g in found]))
-
-
-@lru_cache(maxsize=4096)
-def _groups_shape(groups: str | tuple[tuple[str, str], ...]) -> _Shape:
-    """Cores and GPUs of a job from its groups, as ``(replicas, resources JSON)`` pairs or a
-    JSON list of ``[replicas, resources]`` (cached: few jobs differ in this)."""
-    pairs = json.loads(groups) if isinstance(groups, str) else groups
-    cores = gpus = 0.0
-    for replicas_value, resources_value in pairs:
-        replicas = int(replicas_value) if replicas_value is not None else 1
-        resources = (
-            json.loads(resources_value) if isinstance(resources_value, str) else resources_value
-        )
-        if not isinstance(resources, dict):
-            continue
-        for name, quantity in resources.items():
-            try:
-                if name == CPU:
-                    cores += replicas * parse_quantity(CPU, quantity) / 1000.0
-                else:
-                    gpus += replicas * _gpu_share(name, quantity)
-            except (QuantityError, TypeError):
-                continue
-    return _Shape(cores, gpus)
-
-
-_NOTHING: Final = _Shape(0.0, 0.0)
-
-
-def _gpu_share(name: str, quantity: str | int | float) -> float:
-    """Whole-GPU equivalents of ``quantity`` of resource ``name`` (0 for non-GPU ones)."""
-    if name == GPU_MILLI:
-        return parse_quantity(name, quantity) / 1000.0
-    mig = _MIG_RE.match(name)
-    if mig is not None:
-        return parse_quantity(name, quantity) * min(int(mig.group(1)), MIG_SLICES) / MIG_SLICES
-    if name == GPU or name.endswith("/gpu"):
-        return float(parse_quantity(name, quantity))
-    return 0.0
 
 
 # --------------------------------------------------------------------------- inputs
