@@ -46,6 +46,13 @@ def test_a_job_of_mig_slices_only_has_no_whole_gpus_but_its_slices() -> None:
     assert (size.gpus, size.accelerators, size.min_nodes) == (0, {"nvidia.com/mig-3g.40gb": 1}, 1)
 
 
+def test_an_exact_node_count_is_its_node_count() -> None:
+    """``sbatch -N 3 -n 4``: three nodes (the cap of 2 a node alone said 2)."""
+    group = {"replicas": 4, "resources": {"cpu": "1"}, "argv": ["x"]}
+    request = stored(groups=[group], placement={"max_tasks_per_node": 2, "nodes": 3})
+    assert job_size(request).min_nodes == 3
+
+
 def test_odd_requests_are_unknown() -> None:
     for odd in (
         {},

@@ -79,7 +79,8 @@ def test_a_stored_job_without_group_placements_still_loads() -> None:
         ({"required": [{"key": "a", "op": "In"}]}, "label 'a': In needs at least one value"),
         ({"required": [{"key": "a", "op": "Near"}]}, "groups[1].placement.required[0].op"),
         ({"node_selector": ["pool"]}, "groups[1].placement.node_selector"),
-        ({"nodes": "n1"}, "groups[1].placement.nodes: unknown field 'nodes'"),
+        ({"hosts": "n1"}, "groups[1].placement.hosts: unknown field 'hosts'"),
+        ({"nodes": 2}, "groups[1].placement: nodes is the whole job's"),
     ],
 )
 def test_bad_group_placements_are_refused_with_the_field(own: dict[str, Any], message: str) -> None:

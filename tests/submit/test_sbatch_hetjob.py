@@ -146,7 +146,10 @@ def test_exclusive_given_by_one_component_applies_to_all_with_a_warning() -> Non
 
 def test_spreading_is_one_cap_for_the_whole_job() -> None:
     job = parse_sbatch(BODY, args=["-N1", "-n1", ":", "-N2", "--ntasks-per-node=2"])
-    assert job.request.placement.max_tasks_per_node == 2 and job.warnings == ()
+    assert job.request.placement.max_tasks_per_node == 2
+    assert job.request.placement.nodes is None
+    (warning,) = job.warnings  # (one cap: not exactly 2 nodes for component 1)
+    assert "component 1's 4 tasks are not held to exactly 2 nodes" in warning
     looser = parse_sbatch(BODY, args=["-N2", "--ntasks-per-node=1", ":", "-N1", "-n", "4"])
     assert looser.request.placement.max_tasks_per_node == 4
     assert "component 0 asks for at most 1 task(s) a node" in looser.warnings[-1]

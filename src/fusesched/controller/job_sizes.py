@@ -61,6 +61,9 @@ def job_size(request: Mapping[str, object]) -> JobSize:
     per_node = placement.get("max_tasks_per_node") if isinstance(placement, Mapping) else None
     spread = isinstance(per_node, int) and per_node > 0
     min_nodes = math.ceil(tasks / per_node) if spread and isinstance(per_node, int) else 1
+    exact = placement.get("nodes") if isinstance(placement, Mapping) else None
+    if isinstance(exact, int) and exact > 0:  # exactly so many (sbatch -N 2 -n 4)
+        min_nodes = exact
     return JobSize(
         millicores / 1000,
         accelerators.get(GPU, 0),

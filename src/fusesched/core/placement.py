@@ -217,7 +217,7 @@ def plan_groups(
     free: IntArray,
     eligible: BoolArray | None,
     *,
-    max_per_node: int | None,
+    max_per_node: int | IntArray | None,
     min_tasks: int,
     partial: bool,
     policy: PlacementPolicy,
@@ -230,7 +230,8 @@ def plan_groups(
     """Filter and score every group in turn on ``free`` (left untouched).
 
     Succeeds when at least ``min_tasks`` tasks are placed; with ``partial`` False every group
-    must be placed whole. ``max_per_node`` caps the tasks of the whole job on one node.
+    must be placed whole. ``max_per_node`` caps the tasks of the whole job on one node (an
+    array: per node row, as :mod:`fusesched.core.node_count` gives each node its share).
     ``rows`` may list the eligible rows, so that a job confined to a small part of the
     cluster reads only that part. ``bounded`` promises ``free <= cluster.free``: then only
     the rows :meth:`ClusterArrays.rows_with_free` lists for a requested column can hold a task.
@@ -253,7 +254,8 @@ def plan_groups(
         if ledger is not None and demand is not None and (ledger.shares or not demand.counted):
             counts = device_slots(ledger, demand, counts, cand)
         if max_per_node is not None:
-            room = max_per_node if used is None else max_per_node - _at(used, cand)
+            cap = _at(max_per_node, cand) if isinstance(max_per_node, np.ndarray) else max_per_node
+            room = cap if used is None else cap - _at(used, cand)
             counts = np.minimum(counts, room)
         wanted = min(group.replicas, int(counts.sum())) if partial else group.replicas
         if wanted == 0:

@@ -21,6 +21,7 @@ from fusesched.core.admission import pin_flavours
 from fusesched.core.cluster import BoolArray, IntArray, covers
 from fusesched.core.datasets import FloatArray, node_bonus
 from fusesched.core.devices import DevicesUnavailable
+from fusesched.core.node_count import domain_hosts, plan_on_nodes
 from fusesched.core.placement import (
     Allocation,
     Plan,
@@ -86,12 +87,16 @@ def plan(
     preference, holders = node_bonus(cluster, core.data, spec, core.config.data_locality_weight)
     if holders is not None and rec.data_wait_until > core._now:
         # delay scheduling: only nodes holding some of the data, until the deadline —
-        # unless none of them could ever take it (down, or ruled out by its labels)
+        # unless none of them could ever take it (down, or ruled out by its labels), or
+        # fewer than its node count (sbatch -N) could
         usable = holders & (cluster.up if eligible is None else eligible)
-        if usable.any():
+        count = spec.placement.nodes
+        if usable.any() and (count is None or int(usable.sum()) >= count):
             eligible, rows = usable, None
     if spec.placement.topology is not None and spec.min_member is None:
         return plan_in_domain(core, rec, free, eligible, bounded, preference)
+    if spec.placement.nodes is not None:  # exactly so many nodes (sbatch -N)
+        return on_nodes(core, rec, free, eligible, rows, preference, bounded)
     greedy = plan_groups(
         rec.groups,
         free,
@@ -153,29 +158,64 @@ def plan_in_domain(
     domains = core.shapes.domains(request.key)
     wanted = [g.replicas for g in rec.groups]
     tried: list[int] = []
+    if spec.placement.nodes is not None:  # never alone a domain of fewer nodes with room
+        holds = (slots > 0).sum(axis=0) > 0
+        codes, hosts = domain_hosts(domains, cand, holds)
+        tried = codes[hosts < spec.placement.nodes].tolist()
     for _ in range(TOPOLOGY_TRIES):
         choice = choose_domains(request, domains, cand, slots, wanted, skip=tried)
         if choice.status is not TopologyStatus.FITS:
             return None
         mask = np.zeros(cluster.size, np.bool_)
         mask[choice.rows] = True
-        found = plan_groups(
-            rec.groups,
-            free,
-            mask,
-            max_per_node=spec.placement.max_tasks_per_node,
-            min_tasks=0,
-            partial=False,
-            policy=core.placement,
-            cluster=cluster,
-            preference=preference,
-            rows=choice.rows,
-            ledger=ledger,
-        )
+        if spec.placement.nodes is not None:
+            found = on_nodes(core, rec, free, mask, choice.rows, preference, bounded)
+        else:
+            found = plan_groups(
+                rec.groups,
+                free,
+                mask,
+                max_per_node=spec.placement.max_tasks_per_node,
+                min_tasks=0,
+                partial=False,
+                policy=core.placement,
+                cluster=cluster,
+                preference=preference,
+                rows=choice.rows,
+                ledger=ledger,
+            )
         if found is not None or not choice.single:
             return found
         tried.extend(choice.codes)
     return None
+
+
+def on_nodes(
+    core: SchedulerCore,
+    rec: JobRecord,
+    free: IntArray,
+    eligible: BoolArray | None,
+    rows: IntArray | None,
+    preference: FloatArray | None,
+    bounded: bool,
+) -> Plan | None:
+    """:func:`plan` for a job with a node count (``placement.nodes``): see
+    :mod:`fusesched.core.node_count`."""
+    placement = rec.spec.placement
+    count = placement.nodes
+    assert rec.groups is not None and count is not None
+    return plan_on_nodes(
+        rec.groups,
+        free,
+        eligible,
+        count=count,
+        max_per_node=placement.max_tasks_per_node,
+        policy=core.placement,
+        cluster=core.cluster,
+        preference=preference,
+        rows=rows,
+        ledger=core.devices if bounded else None,
+    )
 
 
 def try_place(

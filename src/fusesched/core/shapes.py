@@ -21,9 +21,10 @@ from fusesched.core.device_specs import (
     models_from_placement,
 )
 from fusesched.core.devices import DeviceLedger
+from fusesched.core.node_count import domain_hosts, nodes_holding, plan_on_nodes
 from fusesched.core.placement import GroupShape, group_mask, plan_groups, task_slots
 from fusesched.core.placement_search import SearchBudgetExceeded, search_placement
-from fusesched.core.topology import DomainCodes, TopologyStatus, choose_domains
+from fusesched.core.topology import DomainCodes, TopologyMode, TopologyStatus, choose_domains
 from fusesched.model.job import JobSpec, Placement
 from fusesched.model.resources import CPU, GPU_MILLI, Resources
 from fusesched.policies.placement import PlacementPolicy
@@ -102,6 +103,7 @@ class ShapeCompiler:
             bool(placement.preferred),
             spec.min_member,
             placement.topology,
+            placement.nodes,
         )
         shape = self._cache.get(key)
         if shape is None:
@@ -239,6 +241,8 @@ class ShapeCompiler:
             )
             if choice.status is TopologyStatus.NEVER:
                 return choice.reason
+        if placement.nodes is not None:
+            return self._never_on_nodes(groups, allowed, placement, placement.nodes)
         greedy = plan_groups(
             groups,
             cluster.capacity,
@@ -266,6 +270,41 @@ class ShapeCompiler:
         if exact is None:
             return "its task groups cannot all fit together even on an empty cluster"
         return ""
+
+    def _never_on_nodes(
+        self, groups: list[GroupShape], allowed: BoolArray, placement: Placement, count: int
+    ) -> str:
+        """Why a gang that must use exactly ``count`` nodes could never get them ('' if
+        it could): too few nodes hold one of its tasks, or no ``count`` of them hold it all."""
+        cluster = self.cluster
+        holding = nodes_holding(groups, cluster.capacity, allowed, cluster)
+        hosts = int(holding.sum())
+        if hosts < count:
+            return (
+                f"needs {count} nodes (-N/placement nodes) but only {hosts} "
+                f"{'node' if hosts == 1 else 'nodes'} could hold one of its tasks"
+            )
+        request = placement.topology
+        if request is not None and request.mode is TopologyMode.REQUIRED:
+            rows = allowed.nonzero()[0]
+            _, per_domain = domain_hosts(self.domains(request.key), rows, holding[rows])
+            most = int(per_domain.max()) if len(per_domain) else 0
+            if most < count:
+                return (
+                    f"needs {count} nodes in one {request.key} domain (-N/placement nodes) "
+                    f"but at most {most} of a domain could hold one of its tasks"
+                )
+        found = plan_on_nodes(
+            groups,
+            cluster.capacity,
+            allowed,
+            count=count,
+            max_per_node=placement.max_tasks_per_node,
+            policy=self.placement,
+            cluster=cluster,
+            preference=None,
+        )
+        return "" if found is not None else f"cannot fit on {count} nodes even on an empty cluster"
 
     def _slots_on_empty(
         self, group: GroupShape, allowed: BoolArray, placement: Placement
@@ -304,6 +343,7 @@ class ShapeCompiler:
             or placement.preferred
             or placement.max_tasks_per_node is not None
             or placement.topology is not None
+            or placement.nodes is not None
         ):
             return -1, 0
         col = int(groups[0].cols[0])

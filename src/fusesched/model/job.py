@@ -95,7 +95,9 @@ class Placement:
     ``anti_affinity`` lists hard conditions nodes must *not* meet; ``max_tasks_per_node``
     spreads a gang's tasks (1 = one task per node); ``topology`` keeps the tasks within one
     domain of a node label (a switch, say), required or preferred; ``exclusive`` gives the job
-    whole nodes (placed on idle nodes only; nothing else runs beside it).
+    whole nodes (placed on idle nodes only; nothing else runs beside it); ``nodes`` runs the
+    gang on exactly that many distinct nodes, each holding at least one task (Slurm's ``-N``;
+    the job's :class:`JobSpec` checks it against its task count and ``max_tasks_per_node``).
     """
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -105,11 +107,32 @@ class Placement:
     max_tasks_per_node: int | None = None
     topology: TopologyRequest | None = None
     exclusive: bool = False  # whole nodes to itself: only idle nodes, shared with nobody
+    nodes: int | None = None  # exactly this many distinct nodes (sbatch -N), None: any number
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))
         if self.max_tasks_per_node is not None and self.max_tasks_per_node < 1:
             raise ValueError("max_tasks_per_node must be at least 1")
+        if self.nodes is not None and self.nodes < 1:
+            raise ValueError("placement nodes (the node count) must be at least 1")
+
+    def node_count_problem(self, tasks: int, min_member: int | None) -> str | None:
+        """Why ``nodes`` cannot hold a job of ``tasks`` tasks (None: it can, or is not set):
+        every node takes a task, and at most ``max_tasks_per_node`` each."""
+        count = self.nodes
+        if count is None:
+            return None
+        if count > tasks:
+            return f"placement nodes ({count}) exceeds the number of tasks ({tasks})"
+        per_node = self.max_tasks_per_node
+        if per_node is not None and count * per_node < tasks:
+            return (
+                f"{tasks} tasks at most {per_node} per node (max_tasks_per_node) need "
+                f"{-(-tasks // per_node)} nodes, but placement nodes is {count}"
+            )
+        if min_member is not None:
+            return "placement nodes (an exact node count) cannot be given with min_member"
+        return None
 
     @property
     def constrained(self) -> bool:
@@ -139,12 +162,13 @@ class Placement:
 
     def labels_only(self) -> bool:
         """True when it holds label filters only (what a task group may add: no preferred
-        terms, spreading, topology or exclusivity)."""
+        terms, spreading, node count, topology or exclusivity)."""
         return not (
             self.preferred
             or self.max_tasks_per_node is not None
             or self.topology is not None
             or self.exclusive
+            or self.nodes is not None
         )
 
     def joined(self, other: Placement) -> Placement:
@@ -358,6 +382,10 @@ class JobSpec:
             raise ValueError(f"job {self.id}: the deadline must be a finite number")
         if self.min_member is not None and not 1 <= self.min_member <= self.task_count:
             raise ValueError(f"job {self.id}: min_member must be between 1 and {self.task_count}")
+        if self.placement.nodes is not None:
+            problem = self.placement.node_count_problem(self.task_count, self.min_member)
+            if problem is not None:
+                raise ValueError(f"job {self.id}: {problem}")
 
     @property
     def task_count(self) -> int:

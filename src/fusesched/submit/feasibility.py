@@ -3,8 +3,9 @@
 :func:`check_feasible` tests necessary conditions only (it does not solve the packing): some
 node passes the placement's label filters; every group's task fits on one such node; the
 tasks that must start together (the gang) fit on those nodes by count, by
-``max_tasks_per_node`` and by total resources. It returns the first reason it finds, worded
-for the user, or None.
+``max_tasks_per_node`` and by total resources; a gang held to one domain or to a node count
+finds a domain or that many nodes that could hold it. It returns the first reason it finds,
+worded for the user, or None.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ def check_feasible(spec: JobSpec, nodes: Sequence[NodeSpec]) -> str | None:
         )
         if reason is not None:
             return reason
-    return _gang_reason(spec, eligible, where, hosts) or _domain_reason(spec, eligible, hosts)
+    return (
+        _gang_reason(spec, eligible, where, hosts)
+        or _domain_reason(spec, eligible, hosts)
+        or _node_count_reason(spec, eligible, where, hosts)
+    )
 
 
 def _show(resources: Mapping[str, int]) -> str:
@@ -167,4 +172,30 @@ def _domain_reason(
     return (
         f"the job's {spec.task_count} tasks must share one {request.key} domain but at most "
         f"{best} fit in any one"
+    )
+
+
+def _node_count_reason(
+    spec: JobSpec, nodes: Sequence[NodeSpec], where: str, hosts: Mapping[str, Sequence[NodeSpec]]
+) -> str | None:
+    """A gang that must run on exactly ``placement.nodes`` nodes (``sbatch -N 2 -n 4``) when
+    fewer nodes could hold even one of its tasks: refused at submission, as Slurm refuses a
+    node count the partition cannot give."""
+    count = spec.placement.nodes
+    if count is None:
+        return None
+    own = {name: {n.name for n in listed} for name, listed in hosts.items()}
+    usable = sum(
+        any(
+            (group.name not in own or node.name in own[group.name])
+            and group.resources.fits_in(node.capacity)
+            for group in spec.task_groups
+        )
+        for node in nodes
+    )
+    if usable >= count:
+        return None
+    return (
+        f"the job must run on {count} nodes (-N {count}) but only {usable} {where}"
+        f"{'s' if usable != 1 else ''} could hold one of its tasks"
     )

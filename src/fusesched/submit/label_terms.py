@@ -17,7 +17,7 @@ from fusesched.model.job import LabelOp, LabelRequirement, Placement
 from fusesched.submit.strict_model import StrictModel
 
 #: Placement fields a job has and a task group does not.
-JOB_WIDE: Final = ("preferred", "max_tasks_per_node", "topology", "exclusive")
+JOB_WIDE: Final = ("preferred", "max_tasks_per_node", "nodes", "topology", "exclusive")
 
 
 class LabelRequirementRequest(StrictModel):

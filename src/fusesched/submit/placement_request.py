@@ -1,7 +1,7 @@
 """Where a job asks to run (a :class:`~fusesched.submit.request.JobRequest`'s ``placement``):
-label filters, preferred terms that score nodes, a cap on tasks per node, a topology domain
-to keep its gang in, and whole nodes to itself. A task group's own label filters are
-:mod:`fusesched.submit.label_terms`'s.
+label filters, preferred terms that score nodes, a cap on tasks per node, an exact node count
+(``nodes``: Slurm's ``-N``), a topology domain to keep its gang in, and whole nodes to
+itself. A task group's own label filters are :mod:`fusesched.submit.label_terms`'s.
 """
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ class PlacementRequest(StrictModel):
     max_tasks_per_node: Annotated[int, Field(ge=1)] | None = None
     topology: TopologyRequest | None = None
     exclusive: bool = False  # whole nodes to itself (sbatch --exclusive)
+    # exactly this many distinct nodes, each with a task (sbatch -N; checked against the
+    # job's task count by JobRequest); dumped only when given, so a request without it reads
+    # as before
+    nodes: Annotated[int, Field(ge=1)] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def to_model(self) -> Placement:
         return Placement(
@@ -64,4 +68,5 @@ class PlacementRequest(StrictModel):
             max_tasks_per_node=self.max_tasks_per_node,
             topology=None if self.topology is None else self.topology.to_model(),
             exclusive=self.exclusive,
+            nodes=self.nodes,
         )

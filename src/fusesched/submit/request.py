@@ -278,6 +278,9 @@ class JobRequest(StrictModel):
             raise ValueError(
                 f"min_member ({self.min_member}) exceeds the number of tasks ({self.task_count})"
             )
+        problem = self.placement.to_model().node_count_problem(self.task_count, self.min_member)
+        if problem is not None:
+            raise ValueError(problem)
         data = [d.name.upper() for d in self.datasets]
         repeated = sorted({n for n in data if data.count(n) > 1})
         if repeated:

@@ -8,7 +8,9 @@ becomes one task group called ``main`` that runs the whole script text. Without 
 Tasks and nodes: ``replicas`` is ``--ntasks``, else ``--nodes`` × ``--ntasks-per-node``, else
 ``--nodes`` (one task per node), else 1. ``max_tasks_per_node`` is ``--ntasks-per-node``, else,
 with several ``--nodes``, ceil(tasks / nodes) (1 with ``--nodes`` alone); ``--nodes=1`` with
-several tasks keeps them on one host (``placement.topology`` required on the host name).
+several tasks keeps them on one host (``placement.topology`` required on the host name), and
+several ``--nodes`` (one count, not a range) with more tasks than nodes run on exactly that
+many (``placement.nodes``: every node with a task, as Slurm's block distribution spreads them).
 
 Per-task resources (CPUs, memory, GPUs and other gres): :mod:`fusesched.submit.sbatch_resources`.
 A GPU type becomes a node selector on ``fusesched.io/gpu-model``.
@@ -211,6 +213,10 @@ def _build(reader: Reader, script: str) -> dict[str, object]:
         placement["max_tasks_per_node"] = math.ceil(replicas / nodes)
     if nodes == 1 and replicas > 1:  # (--ntasks-per-node or not: one host)
         placement["topology"] = {"key": LABEL_HOSTNAME, "mode": "required"}
+    elif nodes is not None and replicas > nodes > 1 and "-" not in (reader.value("nodes") or ""):
+        # exactly that many nodes, each with a task (as many tasks as nodes: the cap of 1
+        # does it); a range (-N 2-4) may have more, as Slurm gives it: the cap alone
+        placement["nodes"] = nodes
     tasks_per_node = per_node or (math.ceil(replicas / nodes) if nodes else replicas)
 
     accelerators = task_accelerators(reader, replicas, tasks_per_node)

@@ -202,8 +202,8 @@ def merge_placements(
     """What of the components' placements (``placements``, built from ``readers``, of
     ``replicas`` tasks each) is the whole job's besides label filters: ``--exclusive`` if any
     asks, and one cap of tasks per node (the largest a component allows; a component's ``-N
-    1`` with several tasks does not keep them on one node). Warnings say what applies more
-    widely than asked."""
+    1`` with several tasks does not keep them on one node, nor its ``-N 2`` on exactly
+    two). Warnings say what applies more widely than asked."""
     merged: dict[str, object] = {}
     if any(p.get("exclusive") for p in placements):
         merged["exclusive"] = True
@@ -223,6 +223,14 @@ def _cap(
     for index, placement in enumerate(placements):
         given = placement.get("max_tasks_per_node")
         caps.append(given if isinstance(given, int) else None)
+        count = placement.get("nodes")
+        if count is not None:
+            reader = readers[index]
+            readers[0].warnings.append(
+                f"{reader.where(reader.options['nodes'].line)}: component {index}'s "
+                f"{replicas[index]} tasks are not held to exactly {count} nodes (fusesched "
+                "holds a heterogeneous job's components to a cap of tasks per node only)"
+            )
         if placement.get("topology") is not None:
             reader = readers[index]
             readers[0].warnings.append(
