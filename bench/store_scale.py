@@ -18,8 +18,8 @@ user's recent jobs and showing one job each answer in **under 1 s**.
    more times (*warm*). Samples: ``--samples`` random users (uniform over users, so tail users
    and heavy users both appear) and random job ids (uniform over all jobs).
 
-Queries timed: ``get_job(id)`` (the job and its tasks), ``list_jobs(user=U, limit=50)``,
-``list_jobs(user=U, states=["Failed"], limit=50)``, the second page of a user's jobs
+Queries timed: ``get_job(id)`` (the job and its tasks), ``list_jobs(users=[U], limit=50)``,
+``list_jobs(users=[U], states=["Failed"], limit=50)``, the second page of a user's jobs
 (``before_seq``), and ``count_jobs_by_state()`` (a full-table aggregate, for scale).
 
 Run: ``.venv/bin/python bench/store_scale.py [--jobs N] [--backend sqlite|postgres|both]``.
@@ -51,6 +51,7 @@ from rich.table import Table
 from sqlalchemy import create_engine, make_url, text
 
 from fusesched.store import JobRow, JobState, Store, TaskRow
+from fusesched.store.job_filters import JobFilters
 from machine_info import describe, machine
 
 console = Console()
@@ -256,10 +257,16 @@ def measure(url: str, users: list[str], job_ids: list[str], repeats: int = 3) ->
     with Store(url, migrate=False) as store:
         queries: list[tuple[str, list[Callable[[], object]]]] = [
             ("get_job(id)", [lambda i=i: store.get_job(i) for i in job_ids]),
-            ("list_jobs(user, limit=50)", [lambda u=u: store.list_jobs(user=u) for u in users]),
+            (
+                "list_jobs(user, limit=50)",
+                [lambda u=u: store.list_jobs(JobFilters(users=[u])) for u in users],
+            ),
             (
                 "list_jobs(user, Failed)",
-                [lambda u=u: store.list_jobs(user=u, states=["Failed"]) for u in users],
+                [
+                    lambda u=u: store.list_jobs(JobFilters(users=[u], states=["Failed"]))
+                    for u in users
+                ],
             ),
             ("list_jobs(user) page 2", [lambda u=u: _second_page(store, u) for u in users]),
             ("count_jobs_by_state()", [store.count_jobs_by_state] * 5),
@@ -273,8 +280,9 @@ def measure(url: str, users: list[str], job_ids: list[str], repeats: int = 3) ->
 
 
 def _second_page(store: Store, user: str) -> object:
-    first = store.list_jobs(user=user, limit=50)
-    return store.list_jobs(user=user, limit=50, before_seq=first[-1].seq) if first else []
+    mine = JobFilters(users=[user])
+    first = store.list_jobs(mine, limit=50)
+    return store.list_jobs(mine, limit=50, before_seq=first[-1].seq) if first else []
 
 
 def _timed(call: Callable[[], object]) -> float:

@@ -105,11 +105,18 @@ class Client(StepCalls):
         body = [self._with_user(r) for r in requests]
         return dict(self._call("POST", "/v1/starts/test", body))
 
-    def submit_files(self, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def submit_files(
+        self,
+        files: Sequence[Mapping[str, Any]],
+        submit_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Submit the jobs in submission files, parsed by the controller: each file is
-        ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``. Returns
-        ``{"ids": [...], "warnings": [...]}``."""
+        ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``. ``submit_env``: an
+        environment the batch scripts' jobs inherit, as sbatch's from its shell (None: none;
+        ``dict(os.environ)`` for this process's). Returns ``{"ids": [...], "warnings": [...]}``."""
         body: dict[str, Any] = {"files": list(files)}
+        if submit_env is not None:
+            body["submit_env"] = dict(submit_env)
         if not self.token:
             body["user"] = getpass.getuser()
         return dict(self._call("POST", "/v1/submissions", body))

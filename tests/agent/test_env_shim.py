@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusesched.agent.task_shim import _SHIM_ENV, SHELL_READ_ONLY, _exports
+from fusesched.agent.task_shim import _SHIM_CD, _SHIM_ENV, SHELL_READ_ONLY, _exports
 
 SHOW = ("sh", "-c", 'echo "$SECRET|$UID_LIKE|$(pwd)"')
 SHELLS = [s for s in (["dash"], ["bash", "--posix"]) if shutil.which(s[0])]
@@ -53,3 +53,23 @@ def test_a_file_that_cannot_be_read_through_is_removed_all_the_same(
 def test_read_only_names_are_left_out_of_the_file() -> None:
     text = _exports({name: "1" for name in SHELL_READ_ONLY} | {"KEPT": "1"})
     assert text == "export 'KEPT=1'\n"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.parametrize("as_root", [False, True], ids=["agent-identity", "under-a-switch"])
+def test_a_name_a_shell_cannot_export_reaches_the_task(as_root: bool, tmp_path: Path) -> None:
+    """bash's exported functions (``module``, which ``module load`` needs, as a submitting
+    shell holds it) and names such as ``A.B`` reach the task: dash, /bin/sh on Debian and
+    Ubuntu, left them out of what the shim ``exec``\\ s."""
+    from fusesched.agent.task_shim import shim_start
+
+    env = {"PATH": "/usr/bin:/bin", "BASH_FUNC_f%%": "() {  echo f ran\n}", "A.B": "dotted"}
+    command = ["bash", "-c", 'f; printf "%s\\n" "$(env | grep ^A.B=)"']
+    start = shim_start(command, tmp_path, env, tmp_path, None, None, None)
+    argv = start.argv
+    if as_root:  # (the shim that enters the folder itself: its first argument)
+        argv = [argv[0], "-c", _SHIM_CD, "fusesched-task", str(tmp_path), *command]
+    done = subprocess.run(
+        argv, input="go\n", capture_output=True, text=True, timeout=10, env=start.env, cwd="/"
+    )
+    assert done.stdout == "f ran\nA.B=dotted\n", (done.stdout, done.stderr)

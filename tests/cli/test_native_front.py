@@ -204,6 +204,26 @@ def test_a_token_file_and_a_base_path(native_front: Path, files: Path, server: A
     assert script.received[-1]["headers"]["authorization"] == "Bearer from-file"
 
 
+def test_the_environment_is_sent_as_python_sends_it(
+    native_front: Path, files: Path, server: Any
+) -> None:
+    """``submit_env`` (what batch jobs inherit, as sbatch's --export=ALL): every variable of
+    text, sorted, escaped as JSON; a name or value that is not UTF-8 is left out by both."""
+    url, script = server
+    tricky = {"UNICODE": "é 日本 🚀", "CTRL": 'a\tb\x01c"\\', "BASH_FUNC_m%%": "() { echo; }"}
+    env: dict[Any, Any] = environment(files, url, **tricky)
+    env[b"LATIN1"] = b"caf\xe9"
+    env[b"N\xff"] = b"x"
+    python = run(PYTHON, ["sbatch", "run.sh"], env, files)
+    native = run([str(native_front)], ["sbatch", "run.sh"], env, files)
+    assert native == (*python[:3], False) and python[0] == 0
+    mine, theirs = script.received[-1]["body"], script.received[-2]["body"]
+    assert mine == theirs
+    sent = mine["submit_env"]
+    assert {k: sent[k] for k in tricky} == tricky and "LATIN1" not in sent
+    assert list(sent) == sorted(sent) and sent["PATH"] == "/usr/bin:/bin"
+
+
 def test_a_token_that_cannot_be_sent(native_front: Path, files: Path, server: Any) -> None:
     url, script = server
     rc, _, err, python_ran = compare(

@@ -6,6 +6,8 @@ on the job it adopts. The agent is played by hand."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,9 +18,12 @@ from tests.controller.test_running_limit import beat, submit
 
 from fusesched.api.app import create_app
 from fusesched.api.wire import NodeInventory, TaskLaunch
+from fusesched.controller import adoption
+from fusesched.controller.adoption import CANCEL_ASKED
 from fusesched.controller.logs import LogStore
 from fusesched.controller.persist import Persistence
 from fusesched.controller.service import Controller
+from fusesched.store import EventRow, JobRow, JobState, Store, job_history
 
 ONE = {"resources": {"cpu": "2"}, "argv": ["train"], "replicas": 1}
 
@@ -105,3 +110,38 @@ def _restarted_cancels(tmp_path: Path, clock: Clock, job: str, task: str) -> Non
     again.run_cycle()
     assert state(TestClient(create_app(again)), job) == "Cancelled"
     again.persist.close()
+
+
+def test_the_cancels_stored_are_read_for_all_recovered_jobs_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A recovered job is cancelled when its last ``CancelAsked`` comes after its last
+    ``JobStarted`` (a cancel before a later start was an earlier run's), with that cancel's
+    reason; the events of all the jobs are read together (in chunks), not job by job."""
+    monkeypatch.setattr(job_history, "CHUNK", 2)  # (several chunks)
+    store = Store("sqlite://")
+    store.add_events(
+        [
+            EventRow(1.0, "JobStarted", job_id="1"),
+            EventRow(2.0, CANCEL_ASKED, job_id="1", data={"reason": "scancel 1"}),
+            EventRow(3.0, "JobNotice", job_id="1"),  # (other kinds do not count)
+            EventRow(1.0, CANCEL_ASKED, job_id="2", data={"reason": "an earlier run's"}),
+            EventRow(2.0, "JobStarted", job_id="2"),
+            EventRow(1.0, "JobStarted", job_id="3"),
+            EventRow(2.0, CANCEL_ASKED, job_id="3", data={"reason": "first"}),
+            EventRow(3.0, CANCEL_ASKED, job_id="3"),  # (no reason: the default one)
+            EventRow(1.0, CANCEL_ASKED, job_id="5", data={"reason": "another job's"}),
+        ]
+    )
+
+    def one_by_one(job_id: str) -> None:
+        raise AssertionError(f"read the events of {job_id} alone")
+
+    monkeypatch.setattr(store, "events_for_job", one_by_one)
+    ctl: Any = SimpleNamespace(persist=SimpleNamespace(store=store))
+    rows = [
+        JobRow(id=i, seq=int(i), user="u", state=JobState.RUNNING, phase="running", submit_time=0.0)
+        for i in ("1", "2", "3", "4")
+    ]
+    assert adoption._cancels_stored(ctl, rows) == {"1": "scancel 1", "3": "cancelled by user"}
+    store.close()

@@ -5,6 +5,7 @@ front (which sends the script's text for the controller to parse)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -97,5 +98,43 @@ def test_requeue_allowed_without_no_requeue_and_run_exports(
     (latest, *_) = client.jobs()
     assert latest["comment"] == "from run"
 
-    bare = run_in(tmp_path, cluster, PYTHON, "sbatch", "--export=HOME", "--wrap=true")
-    assert bare.returncode == 2 and "write HOME=value" in bare.stderr
+    bare = run_in(tmp_path, cluster, PYTHON, "sbatch", "--export=NONE,NOPE", "--wrap=true")
+    assert bare.returncode == 0 and "NOPE is not set here" in bare.stderr  # (a bare name)
+
+
+def test_the_job_inherits_the_submitting_shell(
+    cluster: LocalCluster, scratch: Path, command: list[str]
+) -> None:
+    """Slurm's default ``--export=ALL``: a tool on the submitting shell's PATH only (an
+    activated virtual environment, say) and its variables reach the batch script and srun's
+    tasks, by both commands and ``run``; ``--export=NONE`` carries none of it."""
+    tools = scratch / "venv" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text('#!/bin/sh\necho "mytool ran with $MODEL"\n')
+    (tools / "mytool").chmod(0o755)
+    (scratch / "venv").chmod(0o755)
+    (scratch / "job.sh").write_text("#!/bin/sh\n#SBATCH -n 1\nmytool\nsrun mytool\n")
+    env = {
+        "FUSESCHED_CONTROLLER": cluster.url,
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "MODEL": "llama",
+        "COLUMNS": "200",
+    }
+
+    def shell(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*args], capture_output=True, text=True, timeout=60, cwd=scratch, env=env
+        )
+
+    client = Client(cluster.url)
+    job_id = submitted(shell(*command, "sbatch", "--json", "job.sh"))
+    assert client.wait(job_id, timeout=30)["state"] == "Completed", client.logs(job_id)
+    output = (scratch / f"slurm-{job_id}.out").read_text()
+    assert output.count("mytool ran with llama") == 2, output  # (the script and its step)
+
+    ran = shell(*PYTHON, "run", "-Q", "mytool")
+    assert ran.returncode == 0 and ran.stdout == "mytool ran with llama\n", ran.stderr
+
+    job_id = submitted(shell(*command, "sbatch", "--json", "--export=NONE", "job.sh"))
+    assert client.wait(job_id, timeout=30)["state"] == "Failed"
+    assert "mytool" in (scratch / f"slurm-{job_id}.out").read_text()  # (not found)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from fusesched.store import JobChange, Store
+from fusesched.store.job_filters import JobFilters
 from store.rows import event, job, task
 
 ROUNDS = 150
@@ -21,7 +22,7 @@ def writer(store: Store, name: str, errors: list[BaseException], start: threadin
             store.add_tasks([task(job_id, 0)])
             store.add_events([event("JobSubmitted", job_id)])
             store.update_jobs([JobChange(job_id, state="Running", phase="running")])
-            store.list_jobs(user=name, limit=5)
+            store.list_jobs(JobFilters(users=[name]), limit=5)
     except BaseException as error:  # reported by the main thread
         errors.append(error)
 

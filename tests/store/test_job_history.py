@@ -36,7 +36,7 @@ def test_upgrading_a_0008_database_keeps_its_tasks_without_a_step(url: str) -> N
     finally:
         engine.dispose()
     upgrade(url)
-    assert current_revision(url) == head_revision() == "0011"
+    assert current_revision(url) == head_revision()
     with Store(url) as store:
         (old,) = store.tasks_for_job("1")
         assert old.task_id == "1.main.0" and old.step_id is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fusesched.store import JobRow, JobState, Store
+from fusesched.store.job_filters import JobFilters
 from store.rows import job
 
 
@@ -40,7 +41,7 @@ def listed(store: Store) -> Store:
 
 
 def test_several_users_queues_and_names_match_any(listed: Store) -> None:
-    assert ids(listed.list_jobs(user=["alice", "carol"])) == [
+    assert ids(listed.list_jobs(JobFilters(users=["alice", "carol"]))) == [
         "10_3",
         "10_2",
         "9",
@@ -50,36 +51,46 @@ def test_several_users_queues_and_names_match_any(listed: Store) -> None:
         "3",
         "2",
     ]
-    assert ids(listed.list_jobs(user=["bob"], queue=["gpu", "cpu"])) == ["10_1", "7", "4", "1"]
-    assert ids(listed.list_jobs(names=["train", "job7"])) == ["10_3", "8", "7", "4"]
-    assert listed.list_jobs(user=[]) == listed.list_jobs(names=[]) == []
+    assert ids(listed.list_jobs(JobFilters(users=["bob"], queues=["gpu", "cpu"]))) == [
+        "10_1",
+        "7",
+        "4",
+        "1",
+    ]
+    assert ids(listed.list_jobs(JobFilters(names=["train", "job7"]))) == ["10_3", "8", "7", "4"]
+    assert listed.list_jobs(JobFilters(users=[])) == listed.list_jobs(JobFilters(names=[])) == []
 
 
 def test_ids_name_jobs_and_whole_arrays(listed: Store) -> None:
-    assert ids(listed.list_jobs(ids=["3", "10_2", "99"])) == ["10_2", "3"]
-    assert ids(listed.list_jobs(ids=["10"])) == ["10_3", "10_2", "10_1"]
-    assert ids(listed.list_jobs(ids=["10", "1"], tenant="a")) == ["1"]  # 10 is tenant b's
-    assert ids(listed.list_jobs(ids=["10"], user="carol")) == ["10_2"]
+    assert ids(listed.list_jobs(JobFilters(ids=["3", "10_2", "99"]))) == ["10_2", "3"]
+    assert ids(listed.list_jobs(JobFilters(ids=["10"]))) == ["10_3", "10_2", "10_1"]
+    assert ids(listed.list_jobs(JobFilters(ids=["10", "1"], tenant="a"))) == [
+        "1"
+    ]  # 10 is tenant b's
+    assert ids(listed.list_jobs(JobFilters(ids=["10"], users=["carol"]))) == ["10_2"]
 
 
 def test_states_and_phases_match_either(listed: Store) -> None:
-    assert ids(listed.list_jobs(phases=["timeout"])) == ["9", "5"]
-    assert ids(listed.list_jobs(states=["Failed"])) == ["9", "6", "5"]
-    assert ids(listed.list_jobs(states=[], phases=["failed"])) == ["6"]
-    assert ids(listed.list_jobs(states=["Failed"], phases=["queued"], limit=3)) == [
+    assert ids(listed.list_jobs(JobFilters(phases=["timeout"]))) == ["9", "5"]
+    assert ids(listed.list_jobs(JobFilters(states=["Failed"]))) == ["9", "6", "5"]
+    assert ids(listed.list_jobs(JobFilters(states=[], phases=["failed"]))) == ["6"]
+    assert ids(listed.list_jobs(JobFilters(states=["Failed"], phases=["queued"]), limit=3)) == [
         "10_3",
         "10_2",
         "10_1",
     ]
-    assert ids(listed.list_jobs(phases=["timeout"], tenant="a", user=["alice", "bob"])) == []
-    assert ids(listed.list_jobs(phases=["timeout"], tenant="b")) == ["9"]
+    assert (
+        ids(listed.list_jobs(JobFilters(phases=["timeout"], tenant="a", users=["alice", "bob"])))
+        == []
+    )
+    assert ids(listed.list_jobs(JobFilters(phases=["timeout"], tenant="b"))) == ["9"]
 
 
 def test_limit_and_paging_count_only_matches(listed: Store) -> None:
     pages: list[list[str]] = []
     before = None
     while page := listed.list_jobs(
-        user=["alice", "bob"], queue=["gpu"], limit=2, before_seq=before
+        JobFilters(users=["alice", "bob"], queues=["gpu"]), limit=2, before_seq=before
     ):
         pages.append(ids(page))
         before = page[-1].seq
@@ -91,9 +102,9 @@ def test_limit_and_paging_count_only_matches(listed: Store) -> None:
     ["alice' OR '1'='1", "x); DROP TABLE jobs; --", "%", "_", "Ünïcødé 名前", "a\\b"],
 )
 def test_values_are_compared_as_text(listed: Store, value: str) -> None:
-    assert listed.list_jobs(user=[value]) == []
-    assert listed.list_jobs(names=[value], queue=[value]) == []
-    assert listed.list_jobs(ids=[value]) == []
+    assert listed.list_jobs(JobFilters(users=[value])) == []
+    assert listed.list_jobs(JobFilters(names=[value], queues=[value])) == []
+    assert listed.list_jobs(JobFilters(ids=[value])) == []
     assert len(listed.list_jobs(limit=100)) == 12  # (the table is still there)
 
 
@@ -101,16 +112,19 @@ def test_also_adds_those_jobs_to_the_state_filter_and_pages_as_it(listed: Store)
     """``also``: the jobs the controller shows COMPLETING (squeue's ``-t F,CG``), whatever
     their stored state; the other filters, ``limit`` and ``before_seq`` hold for them too."""
     failed = {"states": ["Failed"]}
-    assert ids(listed.list_jobs(**failed, also={"3", "1"})) == ["9", "6", "5", "3", "1"]
-    assert ids(listed.list_jobs(phases=["timeout"], also={"6"})) == ["9", "6", "5"]
-    assert ids(listed.list_jobs(also={"3", "1", "99"})) == ["3", "1"]  # (-t CG alone)
-    assert listed.list_jobs(also=set()) == []  # (-t CG while none is completing)
-    assert ids(listed.list_jobs(**failed, also=set())) == ["9", "6", "5"]
-    page = listed.list_jobs(**failed, also={"3", "1"}, limit=2)
+    assert ids(listed.list_jobs(JobFilters(**failed, also={"3", "1"}))) == ["9", "6", "5", "3", "1"]
+    assert ids(listed.list_jobs(JobFilters(phases=["timeout"], also={"6"}))) == ["9", "6", "5"]
+    assert ids(listed.list_jobs(JobFilters(also={"3", "1", "99"}))) == ["3", "1"]  # (-t CG alone)
+    assert listed.list_jobs(JobFilters(also=set())) == []  # (-t CG while none is completing)
+    assert ids(listed.list_jobs(JobFilters(**failed, also=set()))) == ["9", "6", "5"]
+    page = listed.list_jobs(JobFilters(**failed, also={"3", "1"}), limit=2)
     assert ids(page) == ["9", "6"]
-    rest = listed.list_jobs(**failed, also={"3", "1"}, limit=2, before_seq=page[-1].seq)
+    rest = listed.list_jobs(JobFilters(**failed, also={"3", "1"}), limit=2, before_seq=page[-1].seq)
     assert ids(rest) == ["5", "3"]
-    assert ids(listed.list_jobs(user="bob", also={"3", "1", "4"})) == ["4", "1"]
-    assert ids(listed.list_jobs(tenant="b", also={"3", "10_1"})) == ["10_1"]
-    assert ids(listed.list_jobs(user="bob", since=0.0, also={"3", "4", "7"})) == ["7", "4"]
-    assert ids(listed.list_jobs(ids=["10"], also={"10_2"})) == ["10_2"]
+    assert ids(listed.list_jobs(JobFilters(users=["bob"], also={"3", "1", "4"}))) == ["4", "1"]
+    assert ids(listed.list_jobs(JobFilters(tenant="b", also={"3", "10_1"}))) == ["10_1"]
+    assert ids(listed.list_jobs(JobFilters(users=["bob"], since=0.0, also={"3", "4", "7"}))) == [
+        "7",
+        "4",
+    ]
+    assert ids(listed.list_jobs(JobFilters(ids=["10"], also={"10_2"}))) == ["10_2"]

@@ -9,6 +9,7 @@ import pytest
 
 from fusesched.store import JobRow, JobState, Store
 from fusesched.store.engine import make_engine
+from fusesched.store.job_filters import JobFilters
 from store.rows import job
 
 
@@ -35,26 +36,26 @@ def timed(store: Store) -> Store:
 
 
 def test_a_job_is_in_a_window_it_waited_or_ran_in(timed: Store) -> None:
-    assert ids(timed.list_jobs(since=420.0)) == ["6", "5", "4", "3"]
-    assert ids(timed.list_jobs(since=150.0, until=250.0)) == ["2", "1"]  # (ends count)
-    assert ids(timed.list_jobs(until=250.0)) == ["2", "1"]
-    assert ids(timed.list_jobs(since=2000.0)) == ["6", "5"]  # the unfinished, always
-    assert ids(timed.list_jobs(since=0.0, until=50.0)) == []
-    assert ids(timed.list_jobs(since=420.0, limit=2)) == ["6", "5"]
+    assert ids(timed.list_jobs(JobFilters(since=420.0))) == ["6", "5", "4", "3"]
+    assert ids(timed.list_jobs(JobFilters(since=150.0, until=250.0))) == ["2", "1"]  # (ends count)
+    assert ids(timed.list_jobs(JobFilters(until=250.0))) == ["2", "1"]
+    assert ids(timed.list_jobs(JobFilters(since=2000.0))) == ["6", "5"]  # the unfinished, always
+    assert ids(timed.list_jobs(JobFilters(since=0.0, until=50.0))) == []
+    assert ids(timed.list_jobs(JobFilters(since=420.0), limit=2)) == ["6", "5"]
 
 
 def test_the_window_goes_with_the_other_filters(timed: Store) -> None:
-    assert ids(timed.list_jobs(since=420.0, user=["alice"])) == ["5", "4", "3"]
-    assert ids(timed.list_jobs(since=420.0, user="bob")) == ["6"]
-    assert ids(timed.list_jobs(since=420.0, states=[JobState.COMPLETED])) == ["3"]
-    assert ids(timed.list_jobs(since=420.0, ids=["1", "3", "5"])) == ["5", "3"]
-    assert ids(timed.list_jobs(since=100.0, until=350.0, before_seq=3)) == ["2", "1"]
-    assert ids(timed.list_jobs(since=420.0, tenant="default", user=[])) == []
+    assert ids(timed.list_jobs(JobFilters(since=420.0, users=["alice"]))) == ["5", "4", "3"]
+    assert ids(timed.list_jobs(JobFilters(since=420.0, users=["bob"]))) == ["6"]
+    assert ids(timed.list_jobs(JobFilters(since=420.0, states=[JobState.COMPLETED]))) == ["3"]
+    assert ids(timed.list_jobs(JobFilters(since=420.0, ids=["1", "3", "5"]))) == ["5", "3"]
+    assert ids(timed.list_jobs(JobFilters(since=100.0, until=350.0), before_seq=3)) == ["2", "1"]
+    assert ids(timed.list_jobs(JobFilters(since=420.0, tenant="default", users=[]))) == []
 
 
 def test_a_requeued_job_that_ended_once_is_listed_once(timed: Store) -> None:
     timed.add_jobs([job(7, submit_time=700.0, state=JobState.PENDING, end_time=800.0)])
-    assert ids(timed.list_jobs(since=750.0)) == ["7", "6", "5", "3"]
+    assert ids(timed.list_jobs(JobFilters(since=750.0))) == ["7", "6", "5", "3"]
 
 
 def test_sqlite_walks_the_end_time_indexes(tmp_path: object) -> None:
@@ -82,7 +83,7 @@ def test_sqlite_walks_the_end_time_indexes(tmp_path: object) -> None:
                     assert "SCAN jobs" not in plan.replace("SCAN jobs USING", ""), plan
             store.optimize()
         engine.dispose()
-        assert ids(store.list_jobs(since=290.0, user="u1")) == ["295"]
+        assert ids(store.list_jobs(JobFilters(since=290.0, users=["u1"]))) == ["295"]
 
 
 def _statement(store: Store, users: list[str] | None) -> object:
@@ -97,7 +98,7 @@ def _statement(store: Store, users: list[str] | None) -> object:
 
     event.listen(engine, "before_execute", capture)
     try:
-        store.list_jobs(since=250.0, user=users, tenant="default", queue=["default"])
+        store.list_jobs(JobFilters(since=250.0, users=users, tenant="default", queues=["default"]))
     finally:
         event.remove(engine, "before_execute", capture)
     return seen[-1]

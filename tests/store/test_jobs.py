@@ -15,6 +15,7 @@ from fusesched.store import (
     Store,
     UnknownJob,
 )
+from fusesched.store.job_filters import JobFilters
 from store.rows import job, task
 
 
@@ -115,24 +116,28 @@ def test_listing_is_newest_first_and_limited(listed: Store) -> None:
 
 
 def test_listing_filters_by_user_state_and_queue(listed: Store) -> None:
-    assert ids(listed.list_jobs(user="alice", limit=4)) == ["19", "17", "15", "13"]
-    assert ids(listed.list_jobs(states=["Running"])) == ["18", "14", "10", "6", "2"]
-    bobs = listed.list_jobs(user="bob", states=[JobState.PENDING, "Running"], limit=3)
+    assert ids(listed.list_jobs(JobFilters(users=["alice"]), limit=4)) == ["19", "17", "15", "13"]
+    assert ids(listed.list_jobs(JobFilters(states=["Running"]))) == ["18", "14", "10", "6", "2"]
+    bobs = listed.list_jobs(
+        JobFilters(users=["bob"], states=[JobState.PENDING, "Running"]), limit=3
+    )
     assert ids(bobs) == ["18", "14", "10"]
-    assert ids(listed.list_jobs(user="alice", states=["Pending", "Failed"], limit=3)) == [
+    assert ids(
+        listed.list_jobs(JobFilters(users=["alice"], states=["Pending", "Failed"]), limit=3)
+    ) == [
         "19",
         "17",
         "15",
     ]
-    assert ids(listed.list_jobs(queue="gpu", user="alice")) == ["15", "9", "3"]
-    assert listed.list_jobs(user="carol") == []
-    assert listed.list_jobs(states=[]) == []
+    assert ids(listed.list_jobs(JobFilters(queues=["gpu"], users=["alice"]))) == ["15", "9", "3"]
+    assert listed.list_jobs(JobFilters(users=["carol"])) == []
+    assert listed.list_jobs(JobFilters(states=[])) == []
 
 
 def test_listing_pages_with_before_seq(listed: Store) -> None:
     pages: list[list[str]] = []
     before = None
-    while page := listed.list_jobs(user="bob", limit=4, before_seq=before):
+    while page := listed.list_jobs(JobFilters(users=["bob"]), limit=4, before_seq=before):
         pages.append(ids(page))
         before = page[-1].seq
     assert pages == [["20", "18", "16", "14"], ["12", "10", "8", "6"], ["4", "2"]]
@@ -142,7 +147,7 @@ def test_listing_rejects_a_bad_limit_or_state(listed: Store) -> None:
     with pytest.raises(ValueError, match="limit"):
         listed.list_jobs(limit=0)
     with pytest.raises(ValueError, match="unknown job state 'Done'; expected one of Pending"):
-        listed.list_jobs(states=["Done"])
+        listed.list_jobs(JobFilters(states=["Done"]))
 
 
 def test_counts_by_state_include_zeros(listed: Store) -> None:
@@ -303,4 +308,7 @@ def test_unset_is_the_default_of_every_change_field() -> None:
 def test_optimize_refreshes_statistics_and_keeps_data(listed: Store) -> None:
     listed.optimize()
     listed.optimize()
-    assert ids(listed.list_jobs(user="alice", states=["Failed"], limit=2)) == ["17", "13"]
+    assert ids(listed.list_jobs(JobFilters(users=["alice"], states=["Failed"]), limit=2)) == [
+        "17",
+        "13",
+    ]

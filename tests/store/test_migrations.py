@@ -6,7 +6,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 
 from fusesched.store import NoStore, Store, current_revision, head_revision, upgrade
 from fusesched.store.engine import make_engine, sqlite_file
@@ -15,6 +15,7 @@ from fusesched.store.schema import Base
 from store.rows import job
 
 TABLES = {
+    "environments",
     "jobs",
     "tasks",
     "nodes",
@@ -61,6 +62,35 @@ def test_the_migrations_create_exactly_the_models(url: str) -> None:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(context, Base.metadata) == []
+    finally:
+        engine.dispose()
+
+
+def index_definitions(engine: Engine) -> dict[str, str]:
+    """Each index of the store's tables by name, as the database has it: its columns and, for
+    a partial index, its condition (which Alembic's comparison does not look at)."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            query = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        else:
+            query = (
+                "SELECT indexname, split_part(indexdef, ' USING ', 2) FROM pg_indexes "
+                "WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"
+            )
+        return {name: " ".join(sql.split()) for name, sql in conn.exec_driver_sql(query)}
+
+
+def test_the_migrations_create_the_models_indexes_with_their_conditions(url: str) -> None:
+    """The migrated database's indexes are those the models create, partial indexes'
+    conditions included (a condition that differs would not be compared above)."""
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        migrated = index_definitions(engine)
+        command.downgrade(alembic_config(url), "base")
+        Base.metadata.create_all(engine)
+        assert index_definitions(engine) == migrated
+        assert "WHERE" in migrated["ix_jobs_waiting_members"]
     finally:
         engine.dispose()
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from fusesched.store import DuplicateToken, Store, TokenKind, TokenRow
+from fusesched.store.job_filters import JobFilters
 from store.rows import job
 
 
@@ -134,13 +135,20 @@ def test_jobs_are_listed_by_tenant(store: Store) -> None:
             job(4, tenant="physics"),
         ]
     )
-    assert [j.id for j in store.list_jobs(tenant="physics")] == ["4", "3", "1"]
-    assert [j.id for j in store.list_jobs(tenant="biology")] == ["2"]
-    assert [j.id for j in store.list_jobs(tenant="physics", user="alice")] == ["4", "1"]
-    assert [j.id for j in store.list_jobs(tenant="biology", user="alice")] == []
-    assert [j.id for j in store.list_jobs(tenant="physics", states=["Running"])] == ["3"]
-    assert [j.id for j in store.list_jobs(tenant="physics", before_seq=4, limit=1)] == ["3"]
-    assert store.list_jobs(tenant="chemistry") == []
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="physics"))] == ["4", "3", "1"]
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="biology"))] == ["2"]
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="physics", users=["alice"]))] == [
+        "4",
+        "1",
+    ]
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="biology", users=["alice"]))] == []
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="physics", states=["Running"]))] == [
+        "3"
+    ]
+    assert [j.id for j in store.list_jobs(JobFilters(tenant="physics"), before_seq=4, limit=1)] == [
+        "3"
+    ]
+    assert store.list_jobs(JobFilters(tenant="chemistry")) == []
 
 
 def test_a_tenant_listing_walks_the_tenant_index(tmp_path: object) -> None:
@@ -158,4 +166,4 @@ def test_a_tenant_listing_walks_the_tenant_index(tmp_path: object) -> None:
             plan = " | ".join(r[3] for r in rows)
         engine.dispose()
         assert plan == "SEARCH jobs USING INDEX ix_jobs_tenant_seq (tenant=?)"
-        assert len(store.list_jobs(tenant="t1", states=["Pending"])) == 33
+        assert len(store.list_jobs(JobFilters(tenant="t1", states=["Pending"]))) == 33

@@ -221,7 +221,7 @@ def test_export(value: str, env: dict[str, str], warned: bool) -> None:
     assert job.request.groups[0].env == env
     if warned:
         (warning,) = job.warnings
-        assert warning.startswith("s.sh:2: --export=ALL: fusesched does not carry")
+        assert warning.startswith("s.sh:2: --export=ALL: the submitting shell's environment was")
     else:
         assert job.warnings == ()
 
@@ -235,7 +235,7 @@ def test_export_all_is_warned_of_once() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("HOME", "--export: HOME has no value: write HOME=value (fusesched does not read the"),
+        ("HOME", "--export: HOME has no value: write HOME=value (the submitting shell's"),
         ("ALL,PATH", "--export: PATH has no value: write PATH=value"),
         ("A=1,,B=2", "--export: expected ALL, NONE or NAME=value joined by ',', got 'A=1,,B=2'"),
         ("", "--export: expected ALL, NONE or NAME=value"),

@@ -19,7 +19,8 @@ dynamic loader of every program root runs). Two ways, same result:
   by that identity; the shim deletes it once read);
 * **subprocess** (no ``setpriv``, or a variable name a shell cannot export): the child
   switches identity before the shim runs (``subprocess``'s ``user``/``group``/
-  ``extra_groups``), which needs a full ``fork``.
+  ``extra_groups``), which needs a full ``fork``. With such a name the shim runs in bash
+  (:func:`shim_shell`): dash would drop the variable.
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ PTY_ENV = "FUSESCHED_PTY"
 _ON_PTY = f' <>"${PTY_ENV}" >&0 2>&0\n'
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
 SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+@functools.cache
+def _bash() -> str | None:
+    """bash, looked for where :data:`SETPRIV_DIRS` say (never the job's PATH)."""
+    return shutil.which("bash", path=SETPRIV_DIRS)
+
+
+def shim_shell(env: Mapping[str, str]) -> str:
+    """The shell a shim with the job's environment ``env`` runs in: ``/bin/sh``, but bash
+    where ``env`` holds a name a POSIX shell cannot export (bash's exported functions,
+    ``BASH_FUNC_module%%``, which ``module load`` needs): dash, ``/bin/sh`` on Debian and
+    Ubuntu, leaves such variables out of the environment of the programs it runs."""
+    if all(map(is_env_name, env)):
+        return "/bin/sh"
+    return _bash() or "/bin/sh"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +124,12 @@ def shim_start(
     """How to start ``command`` in ``cwd`` as ``who`` (None: the agent's identity) behind its
     shim (module docstring); ``setpriv``: :func:`find_setpriv`'s. Under ``setpriv`` the job's
     environment is written to ``task_dir``'s :data:`ENV_NAME` (an ``OSError`` if it cannot be)."""
-    argv = ["/bin/sh", "-c", _shim(_SHIM, pty), "fusesched-task", *command]
+    shell = shim_shell(env)
+    argv = [shell, "-c", _shim(_SHIM, pty), "fusesched-task", *command]
     argv_tail = command
     if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
         argv_tail = [str(cwd.absolute()), *command]
-        argv = ["/bin/sh", "-c", _shim(_SHIM_CD, pty), "fusesched-task", *argv_tail]
+        argv = [shell, "-c", _shim(_SHIM_CD, pty), "fusesched-task", *argv_tail]
         cwd = Path("/")
     if who is None or setpriv is None or not all(map(is_env_name, env)):
         return ShimStart(argv=argv, cwd=cwd, env=env, switch=who)

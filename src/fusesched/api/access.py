@@ -176,7 +176,7 @@ class Access:
         own on (``<id>_<index>``), so this reads them by number, never by scanning."""
         if not (job_id.isascii() and job_id.isdigit()) or len(job_id) > 18:
             return []
-        rows = self.controller.persist.list_jobs(None, None, None, limit, int(job_id) + limit)
+        rows = self.controller.persist.list_jobs(limit=limit, before_seq=int(job_id) + limit)
         members = [r for r in reversed(rows) if r.array_parent == job_id]
         if not members or not sees(person(p), members[0].tenant):
             return []

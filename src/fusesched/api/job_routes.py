@@ -32,6 +32,7 @@ from fusesched.api.schemas import (
 from fusesched.controller import completing_views, holds, licenses, probes, requeues, updates
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.records import UnknownJobError
+from fusesched.store.job_filters import JobFilters
 from fusesched.store.records import JobState
 from fusesched.submit.load import parse_submission
 from fusesched.submit.request import JobRequest
@@ -50,7 +51,12 @@ def accept_files(access: Access, files: SubmissionFiles, p: Principal) -> Submit
     now = access.controller.clock()  # relative begin times are the controller's
     for item in files.files:
         parsed_items = parse_submission(
-            item.text, source=item.name, sbatch_args=item.args, now=now, submit_dir=item.submit_dir
+            item.text,
+            source=item.name,
+            sbatch_args=item.args,
+            now=now,
+            submit_dir=item.submit_dir,
+            submit_env=files.submit_env,
         )
         for parsed in parsed_items:
             request = parsed.request
@@ -176,24 +182,26 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
                     "(name the user: user=NAME)",
                 )
             users = sorted({*(users or ()), p.user})
-        states = [s.value for s in state] if state else None
         since, until = job_filters.window(since, until)
         shown = completing_views.jobs(controller)  # (one moment's: the filter's and the flags')
-        found = controller.persist.list_jobs(
-            user=users,
-            states=states,
-            queue=job_filters.values("queue", queue),
-            limit=limit,
-            before_seq=before,
+        filters = JobFilters(
+            users=users,
             tenant=tenant,
-            array=array,
+            states=state or None,
+            queues=job_filters.values("queue", queue),
+            array_parent=array,
             phases=job_filters.phases(phase),
             ids=job_filters.job_ids(id),
             names=job_filters.values("name", name),
             since=since,
             until=until,
-            detail=detail,
             also=shown if completing else None,
+        )
+        found = controller.persist.list_jobs(
+            filters,
+            limit=limit,
+            before_seq=before,
+            detail=detail,
             steps=steps,
             combine_arrays=combine_arrays,
         )

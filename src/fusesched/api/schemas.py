@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.job import QoS
+from fusesched.model.submit_env import env_problem
 from fusesched.model.text import refuse_nul
 
 if TYPE_CHECKING:
@@ -229,7 +230,18 @@ class SubmissionFile(BaseModel):
 
 class SubmissionFiles(_Input):
     files: list[SubmissionFile] = Field(min_length=1, max_length=10_000)
+    # the submitting shell's environment, which its batch scripts' jobs inherit (sbatch's
+    # default --export=ALL; model/submit_env.py); left out by clients older than it, and
+    # by the REST API's callers that want none of theirs carried
+    submit_env: dict[str, str] | None = None
     user: str = Field(default="", max_length=200)  # without authentication: who submits
+
+    @field_validator("submit_env")
+    @classmethod
+    def _environment(cls, environ: dict[str, str] | None) -> dict[str, str] | None:
+        if environ is not None and (problem := env_problem(environ)) is not None:
+            raise ValueError(problem)
+        return environ
 
 
 class SubmittedFiles(_View):

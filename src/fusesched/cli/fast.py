@@ -8,7 +8,10 @@ full command).
 
 Each file says the folder the command runs in (``submit_dir``: a batch script's working
 directory, as Slurm's sbatch). A controller older than that field refuses it (422 naming
-it): the files are sent again without it, with a warning (:func:`refuses_submit_dir`).
+it): the files are sent again without it, with a warning (:func:`refused_fields`). The
+request also carries the submitting environment (``submit_env``), which batch jobs inherit
+as with Slurm's default ``--export=ALL``; a controller older than it refuses it in the same
+way and gets the request again without it.
 
 With one plain ``http://`` controller (the common case) the request is one POST on a socket
 of its own (:func:`post_once`), so that not even :mod:`http.client` (and the e-mail parser it
@@ -26,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fusesched.client_base import ControllerError, default_token, default_url, refusal, split_urls
+from fusesched.model.submit_env import text_environ
 
 #: How long the quick path waits for the controller (the SDK's default).
 TIMEOUT_S = 30.0
@@ -37,6 +41,14 @@ OLDER_CONTROLLER = (
     "the controller is older than this command: batch jobs start in their task folder, not "
     "in this one, and their relative output files (-o/-e, slurm-%j.out) are not written"
 )
+#: The warning when the controller is older than ``submit_env``.
+OLDER_ENV = (
+    "the controller is older than this command: batch jobs do not inherit this shell's "
+    "environment (name the variables they need: --export=NAME=value)"
+)
+#: The request's fields a controller older than them refuses (422 naming them), each with
+#: the warning said when it was refused and the request sent again without it.
+NEWER_FIELDS = {"submit_dir": OLDER_CONTROLLER, "submit_env": OLDER_ENV}
 
 
 class UsageError(Exception):
@@ -89,10 +101,14 @@ def submit_dir() -> str | None:
     return folder
 
 
-def refuses_submit_dir(exc: ControllerError) -> bool:
-    """Whether ``exc`` is the refusal of a controller older than ``submit_dir`` (it refuses
-    fields it does not know: nothing was submitted)."""
-    return exc.status == 422 and "submit_dir" in str(exc)
+def refused_fields(exc: ControllerError) -> list[str]:
+    """The fields of :data:`NEWER_FIELDS` that ``exc`` refuses, a controller older than them
+    (it refuses fields it does not know, ``submit_env: Extra inputs are not permitted``:
+    nothing was submitted); empty for any other error — a controller that knows the field
+    and refuses its value (an environment too large) says why, and that is the error."""
+    if exc.status != 422:
+        return []
+    return [name for name in NEWER_FIELDS if f"{name}: Extra" in str(exc)]
 
 
 def _read(path: str) -> str:
@@ -156,16 +172,21 @@ def run(command: str, argv: Sequence[str]) -> int | None:
         return 2
     except HandOver:
         return None
+    environ: dict[str, str] | None = text_environ(os.environ)
     try:
         try:
-            answer = submit_files(files, own)
+            answer = submit_files(files, own, environ)
         except ControllerError as exc:
-            if not refuses_submit_dir(exc):
+            refused = refused_fields(exc)
+            if not refused:
                 raise
-            print(f"warning: {OLDER_CONTROLLER}", file=sys.stderr)
-            for item in files:
-                item.pop("submit_dir", None)
-            answer = submit_files(files, own)
+            for name in refused:
+                print(f"warning: {NEWER_FIELDS[name]}", file=sys.stderr)
+                for item in files:
+                    item.pop(name, None)
+            if "submit_env" in refused:
+                environ = None
+            answer = submit_files(files, own, environ)
     except ControllerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if 400 <= exc.status < 500 else 1
@@ -182,9 +203,14 @@ def run(command: str, argv: Sequence[str]) -> int | None:
     return 0
 
 
-def submit_files(files: list[dict[str, object]], own: Mapping[str, str]) -> dict[str, Any]:
-    """``Client.submit_files`` — on a socket of its own when that is enough (module doc).
-    Every failure is a :class:`ControllerError` with a readable message."""
+def submit_files(
+    files: list[dict[str, object]],
+    own: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``Client.submit_files`` — on a socket of its own when that is enough (module doc) —
+    with ``environ``, the submitting environment (None: not sent). Every failure is a
+    :class:`ControllerError` with a readable message."""
     urls = split_urls(own.get("--controller") or default_url())
     ca = own.get("--ca") or os.environ.get("FUSESCHED_CA")
     where = urls[0] if urls else "the controller"
@@ -192,7 +218,8 @@ def submit_files(files: list[dict[str, object]], own: Mapping[str, str]) -> dict
         from fusesched.sdk import Client
 
         try:
-            answer = Client(urls, token=own.get("--token"), ca=ca).submit_files(files)
+            client = Client(urls, token=own.get("--token"), ca=ca)
+            answer = client.submit_files(files, submit_env=environ)
         except ControllerError:
             raise
         except (OSError, ValueError) as exc:  # an unreadable CA file, a garbled answer
@@ -200,6 +227,8 @@ def submit_files(files: list[dict[str, object]], own: Mapping[str, str]) -> dict
         return _checked(answer, where)
     token = own.get("--token") or default_token()
     body: dict[str, object] = {"files": files}
+    if environ is not None:
+        body["submit_env"] = environ
     if not token:
         body["user"] = _user_name()
     status, payload = post_once(urls[0], "/v1/submissions", json.dumps(body).encode(), token)

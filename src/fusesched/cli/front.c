@@ -816,6 +816,51 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
     buf_str(body, "]");
 }
 
+/* One variable of the environment: its name (n bytes), value, and place in environ. */
+typedef struct {
+    const char *name, *value;
+    size_t n, at;
+} EnvVar;
+
+/* By name (bytes: the code point order of UTF-8 text), then by place in environ. */
+static int env_order(const void *x, const void *y) {
+    const EnvVar *a = x, *b = y;
+    int c = memcmp(a->name, b->name, a->n < b->n ? a->n : b->n);
+    if (c) return c;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* The request's "submit_env": this process's environment, which batch jobs inherit as with
+ * Slurm's --export=ALL (submit_env.text_environ): sorted by name, the first of a name given
+ * twice (as Python's os.environ), without empty names or what is not UTF-8 text. */
+static void add_submit_env(Buf *body) {
+    extern char **environ;
+    size_t count = 0, kept = 0;
+    while (environ[count]) count++;
+    EnvVar *vars = checked(calloc(count + 1, sizeof *vars));
+    for (size_t i = 0; i < count; i++) {
+        const char *eq = strchr(environ[i], '=');
+        if (!eq || eq == environ[i]) continue;
+        size_t n = (size_t)(eq - environ[i]);
+        if (!utf8_valid(environ[i], n, 0) || !utf8_valid(eq + 1, strlen(eq + 1), 0)) continue;
+        vars[kept++] = (EnvVar){environ[i], eq + 1, n, i};
+    }
+    qsort(vars, kept, sizeof *vars, env_order);
+    buf_str(body, ", \"submit_env\": {");
+    for (size_t i = 0, first = 1; i < kept; i++) {
+        if (i && vars[i].n == vars[i - 1].n && !memcmp(vars[i].name, vars[i - 1].name, vars[i].n))
+            continue;
+        if (!first) buf_str(body, ", ");
+        first = 0;
+        json_str(body, vars[i].name, vars[i].n, 0);
+        buf_str(body, ": ");
+        json_str(body, vars[i].value, strlen(vars[i].value), 0);
+    }
+    buf_str(body, "}");
+    free(vars);
+}
+
 /* FUSESCHED_TOKEN, FUSESCHED_JOB_TOKEN, else the token file (client_base.default_token). */
 static const char *default_token(void) {
     const char *names[] = {"FUSESCHED_TOKEN", "FUSESCHED_JOB_TOKEN"};
@@ -1268,6 +1313,7 @@ int main(int argc, char **argv) {
     Buf body = {0};
     buf_str(&body, "{");
     add_files(&body, &a, sbatch);
+    add_submit_env(&body);
     const char *token = a.token && *a.token ? a.token : default_token();
     if (!token || !*token) { /* who is asking: a token, else the user's name */
         const char *user = user_name();
@@ -1318,10 +1364,12 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     Response resp = {0};
     int rc = exchange(fd, url, &req, &resp);
-    /* a controller older than "submit_dir" refuses it, having submitted nothing: the Python
-     * command sends the files again without it, with its warning (fast.refuses_submit_dir) */
+    /* a controller older than "submit_dir" or "submit_env" refuses them, having submitted
+     * nothing: the Python command sends the files again without them, with its warning
+     * (fast.refused_fields) */
     if (!rc && resp.status == 422 && resp.body.len &&
-        memmem(resp.body.data, resp.body.len, "submit_dir", 10))
+        (memmem(resp.body.data, resp.body.len, "submit_dir", 10) ||
+         memmem(resp.body.data, resp.body.len, "submit_env", 10)))
         to_python();
     return rc ? rc : report(&resp, url, sbatch, a.as_json);
 }

@@ -197,13 +197,22 @@ def job_request(parsed: RunArgs, submit_dir: str | None = None) -> tuple[Any, tu
     """The job (a ``JobRequest``) and the parser's warnings: sbatch's job for the options,
     whose every task runs the command itself (not a batch script, whose first task alone
     would run it), in ``submit_dir`` (the folder run runs in, as srun's tasks) unless ``-D``
-    says otherwise. No output file but one ``-o`` names (sbatch's default ``slurm-%j.out``
+    says otherwise, with this process's environment (as srun's ``--export=ALL``). No output
+    file but one ``-o`` names (sbatch's default ``slurm-%j.out``
     is not written: run prints the output). :class:`fusesched.submit.errors.SubmitError`
     for a bad option value."""
+    from fusesched.model.submit_env import text_environ
     from fusesched.submit.request import parse_request
     from fusesched.submit.sbatch import parse_sbatch
 
-    job = parse_sbatch("", source="run", args=job_args(parsed), submit_dir=submit_dir)
+    job = parse_sbatch(
+        "",
+        source="run",
+        args=job_args(parsed),
+        submit_dir=submit_dir,
+        submit_env=text_environ(os.environ),  # (its tasks inherit it, as srun's)
+        input_variables=False,  # (SBATCH_* are sbatch's, not srun's)
+    )
     data = job.request.model_dump(mode="json", exclude_none=True)
     if data.get("output") == SBATCH_OUTPUT:
         del data["output"]

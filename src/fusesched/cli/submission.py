@@ -5,6 +5,7 @@ exit status: :mod:`fusesched.cli.waiting`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,20 +107,23 @@ def _check_flags(test_only: bool, parsable: bool, wait: bool, as_json: bool) -> 
 
 
 def _sent(call: Any, payload: Any) -> Any:
-    """``call(payload)``; a controller older than ``submit_dir`` (which refuses it, having
-    submitted nothing) gets the payload again without it, with a warning."""
-    from fusesched.cli.fast import OLDER_CONTROLLER, refuses_submit_dir
+    """``call(payload)``; a controller older than ``submit_dir`` or ``submit_env`` (which
+    refuses them, having submitted nothing) gets the payload again without them, with a
+    warning each."""
+    from fusesched.cli.fast import NEWER_FIELDS, refused_fields
     from fusesched.sdk import ControllerError
 
     try:
         return call(payload)
     except ControllerError as exc:
-        if not refuses_submit_dir(exc):
+        refused = refused_fields(exc)
+        if not refused:
             raise
-    err.print(f"[yellow]warning:[/] {OLDER_CONTROLLER}", highlight=False)
+    for name in refused:
+        err.print(f"[yellow]warning:[/] {NEWER_FIELDS[name]}", highlight=False)
     if isinstance(payload, list):
-        return call([{k: v for k, v in p.items() if k != "submit_dir"} for p in payload])
-    return call({k: v for k, v in payload.items() if k != "submit_dir"})
+        return call([{k: v for k, v in p.items() if k not in refused} for p in payload])
+    return call({k: v for k, v in payload.items() if k not in refused})
 
 
 def _targets(job_ids: Sequence[str], requests: Sequence[Any]) -> list[Target]:
@@ -172,15 +176,17 @@ def submit(
     A batch script's `#SBATCH --parsable` or `#SBATCH --wait` line counts as the option; it
     runs in the current folder, as with sbatch."""
     from fusesched.cli.fast import submit_dir
+    from fusesched.model.submit_env import text_environ
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.load import load_submission
 
     requests = []
     flags: set[str] = set()
     folder = submit_dir()
+    environ = text_environ(os.environ)  # (what a batch script's job inherits, as sbatch's)
     try:
         for path in files:
-            for parsed in load_submission(path, submit_dir=folder):
+            for parsed in load_submission(path, submit_dir=folder, submit_env=environ):
                 requests.append(parsed.request)
                 for warning in parsed.warnings:
                     err.print(f"[yellow]warning:[/] {warning}", highlight=False)
@@ -244,6 +250,7 @@ def sbatch(
     waits on those members only.
     """
     from fusesched.cli.fast import submit_dir
+    from fusesched.model.submit_env import text_environ
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import load_sbatch, parse_sbatch
 
@@ -264,11 +271,14 @@ def sbatch(
     if rest:
         _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
     folder = submit_dir()  # (the job's working directory, as Slurm's)
+    environ = text_environ(os.environ)  # (the job inherits it, as Slurm's --export=ALL)
     try:
         if script is None:
-            parsed = parse_sbatch("", source=WRAP_SOURCE, args=options, submit_dir=folder)
+            parsed = parse_sbatch(
+                "", source=WRAP_SOURCE, args=options, submit_dir=folder, submit_env=environ
+            )
         else:
-            parsed = load_sbatch(script, options, submit_dir=folder)
+            parsed = load_sbatch(script, options, submit_dir=folder, submit_env=environ)
     except SubmitError as exc:
         _fail(str(exc), 2)
     request = parsed.request

@@ -34,7 +34,7 @@ from fusesched.controller.completion import recovered
 from fusesched.controller.hang import ActionKind, Failure, FailureKind, next_action
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
-from fusesched.controller.records import LiveJob, LiveTask, recovered_spec
+from fusesched.controller.records import LiveJob, LiveTask, recovered_spec, stored_request
 from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.step_cpus import release_unended
 from fusesched.controller.step_gpus import adopted_gpus
@@ -44,7 +44,6 @@ from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase, node_failure
 from fusesched.store import JobDetail
 from fusesched.store.records import JobRow, JobState, TaskRow
-from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -88,9 +87,11 @@ def remote_count(tasks: tuple[TaskRow, ...]) -> int:
 
 def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> None:
     """Give each job the store shows running its live record back; it waits for adoption."""
+    cancels = _cancels_stored(ctl, [d.job for d in details])
+    environments = ctl.persist.store.environments(d.job.env_id for d in details)
     for detail in details:
         row = detail.job
-        request = JobRequest.model_validate(row.request)
+        request = stored_request(row, environments)
         spec = recovered_spec(request, row)
         live = LiveJob(spec.id, row.seq, spec, request)
         live.attempt_base = next_attempt(detail.tasks) - 1 if detail.tasks else 0
@@ -133,7 +134,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             ctl.tasks[t.task_id] = (spec.id, task)
         if row.pool not in ctl.pools:  # all its nodes, not only its tasks': adopted when back
             live.nodes = tuple(row.nodes)
-        live.cancel_asked = _cancel_stored(ctl, row)
+        live.cancel_asked = cancels.get(row.id)
         lost = _failed_before(live, run)
         recovered(live, run)  # (a completes_job group done before that failure: it completes)
         ctl.jobs[spec.id] = live
@@ -149,12 +150,14 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
 
 #: The event a running job's cancel is stored as when asked for (:func:`remember_cancels`).
 CANCEL_ASKED: Final = "CancelAsked"
+#: The event stored when a job's run starts (controller/persist.py).
+STARTED: Final = "JobStarted"
 
 
 def remember_cancels(ctl: Controller, events: list[JobCancelRequested]) -> list[JobCancelRequested]:
     """Store the cancels of running jobs, so that a controller that dies while their tasks
     are being killed does not lose them (the job ends, and is written, only once they have
-    exited): a restarted one cancels the job it adopts (:func:`_cancel_stored`). A job being
+    exited): a restarted one cancels the job it adopts (:func:`_cancels_stored`). A job being
     adopted keeps its cancel until then (the core does not hold it yet). The cancels for the
     core to take."""
     now = ctl.clock()
@@ -170,17 +173,19 @@ def remember_cancels(ctl: Controller, events: list[JobCancelRequested]) -> list[
     return out
 
 
-def _cancel_stored(ctl: Controller, row: JobRow) -> str | None:
-    """The reason of a cancel stored for the run ``row`` shows running (asked for after its
-    ``JobStarted``, in the order stored), or None. Not after ``row.start_time``: an external
-    pool's job has the start its cluster reports (federation.py), which may come after a
-    cancel asked while it waited in that cluster's queue."""
-    asked: str | None = None
-    for record in ctl.persist.store.events_for_job(row.id):
-        if record.event.kind == "JobStarted":  # (a new run: an earlier one's cancel is not its)
-            asked = None
-        elif record.event.kind == CANCEL_ASKED:
-            asked = str(record.event.data.get("reason") or "cancelled by user")
+def _cancels_stored(ctl: Controller, rows: list[JobRow]) -> dict[str, str]:
+    """The reason of the cancel stored for the run each of ``rows`` shows running, by job id
+    (a job without one has no key): its last ``CancelAsked``, when that came after its last
+    ``JobStarted`` in the order stored (a new run: an earlier one's cancel is not its). Not
+    after ``row.start_time``: an external pool's job has the start its cluster reports
+    (federation.py), which may come after a cancel asked while it waited in that cluster's
+    queue. One read for all the jobs (one query per 500), not one per job."""
+    found = ctl.persist.store.events_of_jobs([r.id for r in rows], (STARTED, CANCEL_ASKED))
+    asked: dict[str, str] = {}
+    for job_id, records in found.items():
+        last = records[-1].event
+        if last.kind == CANCEL_ASKED:
+            asked[job_id] = str(last.data.get("reason") or "cancelled by user")
     return asked
 
 

@@ -23,6 +23,7 @@ from fusesched.core.intake import never_met
 from fusesched.model.events import ArrayRecalled
 from fusesched.model.job import ArraySpec, DependencyKind, JobSpec
 from fusesched.model.phases import TERMINAL, JobPhase
+from fusesched.store.job_filters import JobFilters
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -89,7 +90,7 @@ def settle_submitted(ctl: Controller, spec: JobSpec) -> JobSpec | str:
 
 def stored_array(ctl: Controller, array_id: str) -> ArraySpec | None:
     """The indices of stored job array ``array_id`` (``None``: no array has that id)."""
-    rows = ctl.persist.store.list_jobs(array_parent=array_id, limit=1)
+    rows = ctl.persist.store.list_jobs(JobFilters(array_parent=array_id), limit=1)
     array = rows[0].request.get("array") if rows else None
     if not isinstance(array, dict):
         return None

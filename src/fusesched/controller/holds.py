@@ -199,7 +199,7 @@ def _ended_array(ctl: Controller, job_id: str) -> bool:
     first member holds its number, so this reads that one row by number)."""
     if not (job_id.isascii() and job_id.isdigit()) or len(job_id) > 18:
         return False
-    rows = ctl.persist.list_jobs(None, None, None, 1, int(job_id) + 1)
+    rows = ctl.persist.list_jobs(limit=1, before_seq=int(job_id) + 1)
     return bool(rows) and rows[0].array_parent == job_id
 
 

@@ -9,7 +9,7 @@ heartbeat) costs one commit instead of several per job.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +19,16 @@ from fusesched.api.schemas import JobView
 from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX
+from fusesched.controller.job_numbers import JobNumbers
 from fusesched.controller.job_steps import step_name, step_of, step_tasks
 from fusesched.controller.job_view import job_view, listed_views, row_views
+from fusesched.controller.wait_reasons import WaitReasons
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
+from fusesched.store.environments import FIELD as ENV_FIELD
 from fusesched.store.errors import StoreError
+from fusesched.store.job_filters import ALL_JOBS, JobFilters
 from fusesched.store.records import (
     UNSET,
     EventRow,
@@ -48,10 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Job numbers reserved from the store at a time.
-SEQ_BLOCK = 1000
-
-
 #: what the store raises for a change it refuses (not for a database that is away): the
 #: change is dropped, never kept to block every later write
 _REFUSED: tuple[type[Exception], ...] = (StoreError, SQLAlchemyError, OverflowError)
@@ -65,16 +65,8 @@ class Persistence:
         self._new_tasks: list[TaskRow] = []
         self._task_changes: list[TaskChange] = []
         self._events: list[EventRow] = []
-        # the reasons last written from the core's explanation (wait_reasons), by job: a
-        # job's entry goes when anything else writes its reason; and why the waiting jobs
-        # that were requeued were (said after the core's reason until they start)
-        self._waits: dict[str, str] = {}
-        self._requeued: dict[str, str] = {}
-        # waiting jobs recovered with a reason the core gave them before a restart: theirs
-        # too is cleared when they start (recovered_wait)
-        self._recovered: set[str] = set()
-        self._seq_next = 0
-        self._seq_left = 0
+        self._waits = WaitReasons()  # (which stored reasons the core gave: wait_reasons)
+        self._numbers = JobNumbers(self.store)
         # told of every job transition written here (the controller sets it): notifications
         self.notices: JobNotices | None = None
 
@@ -82,38 +74,25 @@ class Persistence:
         """The last flush, then the unused rest of the block of job numbers is given back
         (a clean stop does not skip numbers: the next controller goes on from here)."""
         self.flush()
-        if self._seq_left > 0:
-            try:
-                self.store.return_job_seqs(self._seq_next, self._seq_next + self._seq_left - 1)
-            except _REFUSED_OR_AWAY:
-                log.warning(
-                    "could not give back job numbers %d..: they are skipped", self._seq_next
-                )
-            self._seq_left = 0
+        try:
+            self._numbers.give_back()
+        except _REFUSED_OR_AWAY:
+            log.warning(
+                "could not give back job numbers %d..: they are skipped", self._numbers.next
+            )
         self.store.close()
 
     # ------------------------------------------------------------------ writes
 
     def allocate_seqs(self, n: int) -> int:
-        """The first of ``n`` new job numbers. Numbers are reserved from the store in blocks
-        (one transaction per :data:`SEQ_BLOCK` jobs, not per job); a clean stop gives the rest
-        of a block back (:meth:`close`), a crash skips it, as Slurm's job ids may skip."""
-        if n > self._seq_left:
-            block = max(n, SEQ_BLOCK)
-            self._seq_next = self.store.next_job_seq(block).start
-            self._seq_left = block
-        first = self._seq_next
-        self._seq_next += n
-        self._seq_left -= n
-        return first
+        """The first of ``n`` new job numbers, from a block reserved from the store
+        (:class:`~fusesched.controller.job_numbers.JobNumbers`)."""
+        return self._numbers.allocate(n)
 
     def release_seqs(self, first: int, n: int) -> None:
         """Give back the numbers of the last :meth:`allocate_seqs` (a refused submission), so
         that the next job takes them and refusals leave no gaps."""
-        if first + n != self._seq_next:
-            raise ValueError(f"job numbers {first}..{first + n - 1} are not the last allocated")
-        self._seq_next = first
-        self._seq_left += n
+        self._numbers.release(first, n)
 
     def jobs_submitted(
         self, seqs: Sequence[int], request: JobRequest, specs: Sequence[JobSpec], now: float
@@ -162,7 +141,7 @@ class Persistence:
         pool: str | None = None,
     ) -> None:
         """A job started; the reason it waited for (:meth:`wait_reasons`) is cleared."""
-        waited = self._forget_wait(job_id)
+        waited = self._waits.forget(job_id)
         self._job_changes.append(
             JobChange(
                 job_id,
@@ -238,9 +217,7 @@ class Persistence:
         self, job_id: str, phase: JobPhase, reason: str, attempt: int, now: float
     ) -> None:
         """A run ended by preemption or a retried failure: the job waits again (Pending)."""
-        self._waits.pop(job_id, None)
-        # (said after the core's reason once back in the queue: its back-off is over then)
-        self._requeued[job_id] = reason.partition("; eligible at ")[0]
+        self._waits.requeued(job_id, reason)
         self._job_changes.append(
             JobChange(job_id, state=JobState.PENDING, phase=phase.value, reason=reason, nodes=())
         )
@@ -257,7 +234,7 @@ class Persistence:
     def job_reason(self, job_id: str, reason: str) -> None:
         """Why a job is where it is (a running one waiting in an external cluster's queue,
         one waiting for its reservation's window)."""
-        self._forget_wait(job_id)
+        self._waits.forget(job_id)
         self._job_changes.append(JobChange(job_id, reason=reason))
 
     def wait_reasons(self, reasons: Mapping[str, str]) -> None:
@@ -266,33 +243,15 @@ class Persistence:
         since the last call, and cleared for those it no longer explains — not rewritten
         every cycle. Reasons written otherwise (a hold, a begin time) are the core's to
         replace only once it explains the job again; a requeued job's stays after it
-        (``Resources; requeued (preempted for job 12 …)``) until it starts."""
-        shown, requeued = self._waits, self._requeued
-        said = dict(reasons)
-        for job_id, why in requeued.items():
-            if job_id in said:
-                said[job_id] = f"{said[job_id]}; {why}" if said[job_id] else why
-        for job_id, reason in said.items():
-            if shown.get(job_id) != reason:
-                self._job_changes.append(JobChange(job_id, reason=reason))
-        for job_id in shown.keys() - said.keys():
-            self._job_changes.append(JobChange(job_id, reason=requeued.get(job_id, "")))
-        self._waits = said
+        (``Resources; requeued (preempted for job 12 …)``) until it starts
+        (:class:`~fusesched.controller.wait_reasons.WaitReasons`)."""
+        self._job_changes.extend(self._waits.changes(reasons))
 
     def recovered_wait(self, job_id: str) -> None:
         """A waiting job recovered after a restart, its stored reason one the core gave
         (:func:`~fusesched.core.pending_reasons.given`): cleared when it starts, as if
         :meth:`wait_reasons` had written it."""
-        self._recovered.add(job_id)
-
-    def _forget_wait(self, job_id: str) -> bool:
-        """Forget what :meth:`wait_reasons` wrote of ``job_id`` and why it was requeued (its
-        reason is written otherwise now); True if it had written some (or a recovered job
-        came with some)."""
-        self._requeued.pop(job_id, None)
-        recovered = job_id in self._recovered
-        self._recovered.discard(job_id)
-        return self._waits.pop(job_id, None) is not None or recovered
+        self._waits.recovered(job_id)
 
     def job_updated(
         self,
@@ -305,7 +264,8 @@ class Persistence:
         """A job's priority, QoS or time limit changed (a running job's: its limit): its row
         and stored request
         (what a restarted controller recovers it from), and an event saying what changed."""
-        self._job_changes.append(JobChange(job_id, priority=priority, request=dict(request)))
+        kept = {k: v for k, v in request.items() if k != ENV_FIELD}  # (its env_id stays)
+        self._job_changes.append(JobChange(job_id, priority=priority, request=kept))
         shown = {k: str(v) for k, v in changes.items()}
         self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
         if self.notices is not None and self.notices.watches(job_id):
@@ -323,7 +283,7 @@ class Persistence:
         """A waiting job held for ``reason`` (``by_admin``: an administrator's hold, stored as
         such in its reason), or released (``None``), now in ``phase``; a released job whose
         ``begin_time`` is ahead says it waits for it."""
-        self._forget_wait(job_id)
+        self._waits.forget(job_id)
         if reason is not None:
             why = f"{ADMIN_PREFIX if by_admin else USER_PREFIX}{reason}"
             change = JobChange(job_id, state=JobState.PENDING, phase=phase, reason=why)
@@ -350,7 +310,7 @@ class Persistence:
         now: float,
     ) -> None:
         """A job ended: it ran, or was cancelled or rejected before it could."""
-        self._forget_wait(job_id)
+        self._waits.forget(job_id)
         state = JobState.of_phase(phase)
         self._job_changes.append(
             JobChange(
@@ -487,46 +447,22 @@ class Persistence:
 
     def list_jobs(
         self,
-        user: str | Sequence[str] | None,
-        states: Sequence[str] | None,
-        queue: str | Sequence[str] | None,
-        limit: int,
-        before_seq: int | None,
-        tenant: str | None = None,
-        array: str | None = None,
+        filters: JobFilters = ALL_JOBS,
         *,
-        phases: Sequence[str] | None = None,
-        ids: Sequence[str] | None = None,
-        names: Sequence[str] | None = None,
-        since: float | None = None,
-        until: float | None = None,
+        limit: int = 50,
+        before_seq: int | None = None,
         detail: bool = False,
-        also: Collection[str] | None = None,
         steps: bool = False,
         combine_arrays: bool = False,
     ) -> list[JobView]:
-        """Jobs newest first; ``user`` and ``queue`` may each be several (any of them);
-        ``detail``: each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it;
-        ``steps``: each with its restarts and its steps summarised (not its tasks);
-        ``combine_arrays``: each array's members that wait for one reason as one row
-        (:meth:`Store.list_job_rows`); see :meth:`Store.list_jobs` for the rest."""
-        asked: dict[str, Any] = {
-            "user": user,
-            "states": states,
-            "queue": queue,
-            "tenant": tenant,
-            "array_parent": array,
-            "phases": phases,
-            "ids": ids,
-            "names": names,
-            "since": since,
-            "until": until,
-            "also": also,
-        }
+        """The jobs ``filters`` asks for, newest first (:meth:`Store.list_jobs`); ``detail``:
+        each with its tasks and restarts, as ``GET /v1/jobs/{id}`` shows it; ``steps``: each
+        with its restarts and its steps summarised (not its tasks); ``combine_arrays``: each
+        array's members that wait for one reason as one row (:meth:`Store.list_job_rows`)."""
         if combine_arrays:
-            found = self.store.list_job_rows(limit=limit, before_seq=before_seq, **asked)
+            found = self.store.list_job_rows(filters, limit=limit, before_seq=before_seq)
             return row_views(self.store, found, detail, steps)
-        rows = self.store.list_jobs(limit=limit, before_seq=before_seq, **asked)
+        rows = self.store.list_jobs(filters, limit=limit, before_seq=before_seq)
         return listed_views(self.store, rows, detail, steps)
 
 

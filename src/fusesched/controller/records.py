@@ -4,6 +4,7 @@ between the wire, the store and the core (node specs, recovered specs, device gr
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -176,6 +177,15 @@ class NodeChangedError(ValueError):
 def array_size(request: JobRequest) -> int:
     a = request.array
     return 1 if a is None else len(range(a.start, a.stop + 1, a.step))
+
+
+def stored_request(row: JobRow, environments: Mapping[str, Mapping[str, str]]) -> JobRequest:
+    """A stored job's request, with the submitting environment it inherits back
+    (``environments``: :meth:`fusesched.store.Store.environments` of the jobs' ``env_id``),
+    shared, not copied, by the jobs that have the same one (an array's members)."""
+    request = JobRequest.model_validate(row.request)
+    env = environments.get(row.env_id) if row.env_id else None
+    return request if env is None else request.model_copy(update={"submit_env": env})
 
 
 def recovered_spec(request: JobRequest, row: JobRow) -> JobSpec:

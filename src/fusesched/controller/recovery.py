@@ -27,7 +27,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from fusesched.controller import adoption, dependencies, federation, holds
-from fusesched.controller.records import LiveJob, recovered_spec
+from fusesched.controller.records import LiveJob, recovered_spec, stored_request
 from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.unsubmitted import Unsubmitted, submitted_ids
 from fusesched.core.pending_reasons import given
@@ -37,7 +37,6 @@ from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.feasibility import check_feasible
-from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -59,9 +58,10 @@ def recover(ctl: Controller) -> None:
     }
     if ctl.expected_nodes:  # (and the tasks left on one not back then are lost: late_exits)
         ctl.adopt_until = ctl.clock() + ctl.config.node_timeout_s
+    environments = ctl.persist.store.environments(d.job.env_id for d in pending)
     for detail in pending:
         row = detail.job
-        request = JobRequest.model_validate(row.request)
+        request = stored_request(row, environments)
         spec = recovered_spec(request, row)
         if spec.dependencies:  # those on jobs that ended (or started) before the restart
             settled = dependencies.settle_recovered(spec, dependencies.reader(ctl))

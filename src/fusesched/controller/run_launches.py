@@ -139,7 +139,10 @@ class RunLaunches:
         """The launch of ``slot``'s task, holding ``grant`` on its node."""
         live, slots, batch = self.live, self.slots, batch_mode(self.live.request)
         group = next(g for g in live.request.groups if g.name == slot.group)
-        env = shared_host_env(slots, self.addresses) | dict(group.env)
+        # the submitting shell's environment (sbatch's --export=ALL; not into a container),
+        # under everything the job names or fusesched and Slurm set
+        inherited = live.request.submit_env if group.image is None else None
+        env = dict(inherited or {}) | shared_host_env(slots, self.addresses) | dict(group.env)
         env.update(
             task_env(
                 job_id=live.id,

@@ -35,6 +35,7 @@ from fusesched.portal.schemas import WhatIfList, WhatIfMetrics, WhatIfRequest, W
 from fusesched.sim.engine import SimJob, Simulation
 from fusesched.sim.metrics import summarize
 from fusesched.sim.reservations import SimReservation, bind, fit_to, from_live
+from fusesched.store.job_filters import JobFilters
 from fusesched.store.records import JobState
 from fusesched.submit.request import JobRequest
 
@@ -135,7 +136,7 @@ def current_workload(
     picked: list[tuple[JobSpec, float | None]] = [(s, None) for s in specs]
     if include_finished:
         ended = [s.value for s in JobState if s.finished]
-        rows = ctl.persist.store.list_jobs(states=ended, limit=include_finished)
+        rows = ctl.persist.store.list_jobs(JobFilters(states=ended), limit=include_finished)
         for row in reversed(rows):
             if row.start_time is None or row.end_time is None or row.array_parent is not None:
                 continue

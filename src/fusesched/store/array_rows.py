@@ -4,10 +4,11 @@ each array's members that wait and never started, and wait for the same reason, 
 (:class:`ArrayRow`); the members that run or ran keep a row each.
 
 Two queries, each at most ``limit`` rows: the other jobs (:func:`~.job_list.job_listing`,
-``apart``), and the waiting members grouped by array and reason in SQL (walking the index
-of waiting jobs, or the array's), each group placed at its newest member's seq. Their merge
-is cut at ``limit``: a combined row counts as one. An array of 100,000 waiting members is
-one grouped row here, and its indices are read only when they are not one unbroken range.
+``apart``), and the waiting members grouped by array and reason in SQL (reading the partial
+index of waiting members, ``ix_jobs_waiting_members``, in its order: by array and reason),
+each group placed at its newest member's seq. Their merge is cut at ``limit``: a combined
+row counts as one. An array of 100,000 waiting members is one grouped row here, read from
+that index alone, and its indices are read only when they are not one unbroken range.
 
 Paging: ``before_seq`` lists the jobs before that seq, and the groups whose newest member is
 before it (a group is listed whole, on the page of its newest member).
@@ -18,16 +19,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Connection, Select, cast, func, select
+from sqlalchemy import BigInteger, Connection, Select, cast, func, select
 
 from fusesched.model.array_tasks import capped, index_ranges, run_text
 from fusesched.store.batch import unindexed
 from fusesched.store.convert import job_row
-from fusesched.store.job_list import filtered, job_listing, some_of, waiting_member
-from fusesched.store.records import JobRow, JobState
-from fusesched.store.schema import jobs
+from fusesched.store.job_filters import JobFilters
+from fusesched.store.job_list import filtered, job_listing, matchable
+from fusesched.store.records import JobRow
+from fusesched.store.schema import jobs, waiting_members
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,80 +56,48 @@ Listed = JobRow | ArrayRow
 _INDEX = cast(func.substr(jobs.c.id, func.length(jobs.c.array_parent) + 2), BigInteger)
 
 
-#: :meth:`Store.list_jobs`'s filters, none given.
-NO_FILTERS: Final[Mapping[str, Any]] = {
-    "user": None,
-    "states": None,
-    "queue": None,
-    "tenant": None,
-    "array_parent": None,
-    "phases": None,
-    "ids": None,
-    "names": None,
-    "since": None,
-    "until": None,
-    "also": None,
-}
-
-
 def list_rows(
-    conn: Connection, *, limit: int, before_seq: int | None, **given: Any
+    conn: Connection, filters: JobFilters, *, limit: int, before_seq: int | None
 ) -> list[Listed]:
-    """The listing (``given``: :meth:`Store.list_jobs`'s filters, by its keywords) with the
-    waiting members combined, newest first, at most ``limit`` rows."""
+    """The listing of the jobs ``filters`` asks for, with the waiting members combined,
+    newest first, at most ``limit`` rows."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    unknown = sorted(set(given) - set(NO_FILTERS))
-    if unknown:
-        raise TypeError(f"unknown job filters: {', '.join(unknown)}")
-    asked = {**NO_FILTERS, **given}
-    apart = job_listing(limit=limit, before_seq=before_seq, apart=True, **asked)
+    apart = job_listing(filters, limit=limit, before_seq=before_seq, apart=True)
     if apart is None:
         return []
     singles = [job_row(m) for m in conn.execute(apart).mappings()]
-    groups = _groups(conn, limit, before_seq, asked)
+    groups = _groups(conn, limit, before_seq, filters)
     merged: list[Listed] = [*singles, *groups]
     merged.sort(key=lambda r: (r.newest if isinstance(r, ArrayRow) else r).seq, reverse=True)
     return merged[:limit]
 
 
-def _waiting(asked: Mapping[str, Any]) -> Select[Any] | None:
-    """The waiting members that ``asked`` lists (no order, no limit), walking the array's
-    index or that of the jobs' states; every other filter is tested row by row."""
-    users, queues = some_of(asked["user"]), some_of(asked["queue"])
-    if any(w is not None and not w for w in (users, queues, asked["ids"], asked["names"])):
+def _waiting(filters: JobFilters) -> Select[Any] | None:
+    """The waiting members that ``filters`` lists (no order, no limit), walking the partial
+    index of waiting members (``ix_jobs_waiting_members``, by array and reason: the order
+    they are grouped in); every other filter is tested row by row."""
+    if not matchable(filters):
         return None
-    parent = asked["array_parent"]
-    state: ColumnElement[str] = jobs.c.state
-    stmt = select().select_from(jobs)
-    if parent is not None:
-        stmt = stmt.where(jobs.c.array_parent == parent)
-        state = unindexed(state)
-    stmt = stmt.where(state == JobState.PENDING.value, waiting_member(unindexed(jobs.c.state)))
-    if users is not None:
-        stmt = stmt.where(unindexed(jobs.c.user).in_(users))
-    if asked["until"] is not None:  # (a waiting job has not ended: any ``since`` holds)
-        stmt = stmt.where(jobs.c.submit_time <= asked["until"])
+    stmt = select().select_from(jobs).where(waiting_members(array_parent=filters.array_parent))
+    if filters.users is not None:
+        stmt = stmt.where(unindexed(jobs.c.user).in_(list(filters.users)))
+    if filters.until is not None:  # (a waiting job has not ended: any ``since`` holds)
+        stmt = stmt.where(jobs.c.submit_time <= filters.until)
     return filtered(
         stmt,
+        filters,
         state=unindexed(jobs.c.state),
         queue_column=unindexed(jobs.c.queue),
         tenant_column=unindexed(jobs.c.tenant),
-        tenant=asked["tenant"],
-        queues=queues,
-        ids=asked["ids"],
-        names=asked["names"],
-        states=asked["states"],
-        phases=asked["phases"],
-        also=asked["also"],
     )
 
 
 def _groups(
-    conn: Connection, limit: int, before_seq: int | None, asked: Mapping[str, Any]
+    conn: Connection, limit: int, before_seq: int | None, filters: JobFilters
 ) -> list[ArrayRow]:
     """The newest ``limit`` groups of waiting members (by array and reason)."""
-    waiting = _waiting(asked)
+    waiting = _waiting(filters)
     if waiting is None:
         return []
     newest = func.max(jobs.c.seq)

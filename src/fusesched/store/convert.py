@@ -33,6 +33,7 @@ def job_values(row: JobRow) -> dict[str, Any]:
         "pool": row.pool,
         "energy_j": row.energy_j,
         "energy_measured_j": row.energy_measured_j,
+        "env_id": row.env_id,
     }
 
 

@@ -1,7 +1,8 @@
 """What a page of listed jobs shows beside their rows (``GET /v1/jobs?detail=true``, what
 ``fusesched sacct`` prints as job steps and ``Restarts``): their tasks (or, for ``steps=true``,
 only the fields their steps' summaries read), and how many times each was requeued or
-restarted in place.
+restarted in place; and some kinds of the events of many jobs (what a restarted controller
+reads of the jobs it adopts).
 
 Each is one query per :data:`CHUNK` jobs over an index on ``job_id`` (the tasks', the
 events'), whatever the number of jobs: never a query per job.
@@ -16,8 +17,8 @@ from typing import Final
 from sqlalchemy import Connection, func, select
 
 from fusesched.model.step_summary import StepTask
-from fusesched.store.convert import task_row
-from fusesched.store.records import TaskRow
+from fusesched.store.convert import event_record, task_row
+from fusesched.store.records import EventRecord, TaskRow
 from fusesched.store.schema import events, tasks
 
 #: The events that start a job's run again: the controller writes one each time it requeues
@@ -68,6 +69,20 @@ def restart_counts(conn: Connection, job_ids: Collection[str]) -> dict[str, int]
         )
         counts.update((str(job_id), int(n)) for job_id, n in conn.execute(stmt))
     return counts
+
+
+def events_by_job(
+    conn: Connection, job_ids: Collection[str], kinds: Collection[str]
+) -> dict[str, list[EventRecord]]:
+    """The events of ``job_ids`` of any of ``kinds``, each job's in the order they were added
+    (by id); a job with none has no key."""
+    found: dict[str, list[EventRecord]] = defaultdict(list)
+    wanted = sorted(set(kinds))
+    for part in _chunks(job_ids):
+        stmt = select(events).where(events.c.job_id.in_(part), events.c.kind.in_(wanted))
+        for m in conn.execute(stmt.order_by(events.c.id)).mappings():
+            found[m["job_id"]].append(event_record(m))
+    return dict(found)
 
 
 def _chunks(job_ids: Collection[str]) -> Iterator[Sequence[str]]:

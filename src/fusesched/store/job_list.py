@@ -16,40 +16,29 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
 from fusesched.store.batch import unindexed
+from fusesched.store.job_filters import JobFilters
 from fusesched.store.job_window import windowed
 from fusesched.store.records import JobState
 from fusesched.store.schema import jobs
 
 
 def job_listing(
-    *,
-    user: str | Collection[str] | None,
-    states: Collection[JobState | str] | None,
-    queue: str | Collection[str] | None,
-    limit: int,
-    before_seq: int | None,
-    tenant: str | None,
-    array_parent: str | None,
-    phases: Collection[str] | None,
-    ids: Collection[str] | None,
-    names: Collection[str] | None,
-    since: float | None,
-    until: float | None,
-    also: Collection[str] | None,
-    apart: bool = False,
+    filters: JobFilters, *, limit: int, before_seq: int | None, apart: bool = False
 ) -> Select[tuple[object, ...]] | None:
-    """The query of ``Store.list_jobs`` (its filters as it documents them); None when no
-    job can match (an empty list of users, queues, ids or names, or of states and phases).
-    ``apart``: without the waiting array members that :mod:`.array_rows` combines."""
+    """The query of ``Store.list_jobs``: the jobs ``filters`` asks for, newest first, at most
+    ``limit``, before ``before_seq`` when given; None when no job can match (an empty list
+    of users, queues, ids or names, or of states and phases). ``apart``: without the
+    waiting array members that :mod:`.array_rows` combines."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    users, queues = some_of(user), some_of(queue)
-    if any(wanted is not None and not wanted for wanted in (users, queues, ids, names)):
+    if not matchable(filters):
         return None
+    users = _listed(filters.users)
     stmt = select(jobs).order_by(jobs.c.seq.desc()).limit(limit)
     state: ColumnElement[str] = jobs.c.state
     queue_column: ColumnElement[str] = jobs.c.queue
     tenant_column: ColumnElement[str] = jobs.c.tenant
+    array_parent, since = filters.array_parent, filters.since
     if array_parent is not None:  # walk the array's index, test the rest row by row
         stmt = stmt.where(jobs.c.array_parent == array_parent)
     if since is None and users is not None:
@@ -58,29 +47,19 @@ def job_listing(
         # another index walks (a window's serves its users too): test these row by row
         state, queue_column = unindexed(state), unindexed(queue_column)
         tenant_column = unindexed(tenant_column)
-    elif tenant is not None:
+    elif filters.tenant is not None:
         state, queue_column = unindexed(state), unindexed(queue_column)
     if apart:  # (their rows are combined: :mod:`.array_rows`)
         stmt = stmt.where(~waiting_member(unindexed(jobs.c.state)))
     found = filtered(
-        stmt,
-        state=state,
-        queue_column=queue_column,
-        tenant_column=tenant_column,
-        tenant=tenant,
-        queues=queues,
-        ids=ids,
-        names=names,
-        states=states,
-        phases=phases,
-        also=also,
+        stmt, filters, state=state, queue_column=queue_column, tenant_column=tenant_column
     )
     if found is None:
         return None
     stmt = found
     if before_seq is not None:
         stmt = stmt.where(jobs.c.seq < before_seq)
-    return windowed(stmt, users, since, until, limit)
+    return windowed(stmt, users, since, filters.until, limit)
 
 
 def waiting_member(state: ColumnElement[str]) -> ColumnElement[bool]:
@@ -96,44 +75,45 @@ def waiting_member(state: ColumnElement[str]) -> ColumnElement[bool]:
 
 def filtered(
     stmt: Select[Any],
+    filters: JobFilters,
     *,
     state: ColumnElement[str],
     queue_column: ColumnElement[str],
     tenant_column: ColumnElement[str],
-    tenant: str | None,
-    queues: list[str] | None,
-    ids: Collection[str] | None,
-    names: Collection[str] | None,
-    states: Collection[JobState | str] | None,
-    phases: Collection[str] | None,
-    also: Collection[str] | None,
 ) -> Select[Any] | None:
-    """``stmt`` with the filters on tenant, queues, ids, names and states/phases/``also``
-    (as ``Store.list_jobs`` documents them), tested on the columns given (each the column,
+    """``stmt`` with the filters on tenant, queues, ids, names and states/phases/``also`` of
+    ``filters`` (the others are the caller's), tested on the columns given (each the column,
     or an expression that no index serves); None when no job can be in the states asked."""
-    if tenant is not None:
-        stmt = stmt.where(tenant_column == tenant)
-    if queues is not None:
-        stmt = stmt.where(queue_column.in_(queues))
+    if filters.tenant is not None:
+        stmt = stmt.where(tenant_column == filters.tenant)
+    if filters.queues is not None:
+        stmt = stmt.where(queue_column.in_(list(filters.queues)))
+    ids, names = _listed(filters.ids), _listed(filters.names)
     if ids is not None:  # by primary key and the array index, whatever else is asked
-        stmt = stmt.where(or_(jobs.c.id.in_(sorted(ids)), jobs.c.array_parent.in_(sorted(ids))))
+        stmt = stmt.where(or_(jobs.c.id.in_(ids), jobs.c.array_parent.in_(ids)))
     if names is not None:
-        stmt = stmt.where(jobs.c.name.in_(sorted(names)))
+        stmt = stmt.where(jobs.c.name.in_(names))
+    states, phases, also = filters.states, _listed(filters.phases), _listed(filters.also)
     if states is not None or phases is not None or also is not None:
         wanted = sorted({JobState.parse(s).value for s in states or ()})
         terms = [state.in_(wanted)] if wanted else []
         if phases:
-            terms.append(jobs.c.phase.in_(sorted(phases)))
+            terms.append(jobs.c.phase.in_(phases))
         if also:
-            terms.append(jobs.c.id.in_(sorted(also)))
+            terms.append(jobs.c.id.in_(also))
         if not terms:
             return None
         stmt = stmt.where(or_(*terms))
     return stmt
 
 
-def some_of(value: str | Collection[str] | None) -> list[str] | None:
-    """One value or several as a sorted list (``None``: no filter)."""
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else sorted(set(value))
+def matchable(filters: JobFilters) -> bool:
+    """False when no job can match: an empty list of users, queues, ids or names."""
+    given = (filters.users, filters.queues, filters.ids, filters.names)
+    return not any(wanted is not None and not wanted for wanted in given)
+
+
+def _listed(values: Collection[str] | None) -> list[str] | None:
+    """A filter's values as a list for ``IN`` (``None``: no filter; :class:`JobFilters`
+    keeps them sorted)."""
+    return None if values is None else list(values)

@@ -111,6 +111,9 @@ class JobRow:
     pool: str | None = None  # the pool that ran it: a local pool's or an external cluster's
     energy_j: float | None = None  # what its last run drew (measured + estimated), joules
     energy_measured_j: float | None = None  # the part measured (GPU power), joules
+    # the key of the submitting environment its request held, kept apart (the request read
+    # back holds none: store/environments.py)
+    env_id: str | None = None
 
     def __post_init__(self) -> None:
         _need(self.id, "a job id")

@@ -3,8 +3,8 @@
 Migrations in ``migrations/versions`` create exactly this schema; a test compares the two.
 Indexes serve the store's queries: a user's newest jobs ``(user, seq)``, jobs in a state
 ``(state, seq)``, a queue's jobs ``(queue, seq)``, the jobs ended since a time ``(end_time)``
-and ``(user, end_time)``, a job's tasks and events ``(job_id)``, a node's tasks ``(node,
-state)``.
+and ``(user, end_time)``, the waiting array members by array and reason, a job's tasks and
+events ``(job_id)``, a node's tasks ``(node, state)``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    and_,
     literal_column,
     text,
 )
@@ -42,6 +43,9 @@ TOKEN_KINDS_SQL: Final = ", ".join(f"'{k.value}'" for k in TokenKind)
 #: The condition of the partial index of unfinished jobs. A query must repeat it word for
 #: word (see :func:`unfinished`) for SQLite to use that index.
 UNFINISHED_SQL: Final = "state IN ('Pending', 'Running')"
+#: The condition of the partial index of waiting array members (those that wait and never
+#: started: squeue shows them as one row per array and reason); see :func:`waiting_members`.
+WAITING_MEMBERS_SQL: Final = "state = 'Pending' AND array_parent IS NOT NULL AND start_time IS NULL"
 
 #: Counter name of the job sequence in the ``counters`` table.
 JOB_SEQ: Final = "job_seq"
@@ -84,6 +88,8 @@ class Job(Base):
     pool: Mapped[str | None] = mapped_column(String)  # the pool that ran it (federation)
     energy_j: Mapped[float | None] = mapped_column(Double)  # its runs' energy, joules
     energy_measured_j: Mapped[float | None] = mapped_column(Double)  # the measured part
+    # the submitting environment it inherits, kept once in ``environments`` (its key)
+    env_id: Mapped[str | None] = mapped_column(String)
 
     __table_args__ = (
         CheckConstraint(f"state IN ({STATES_SQL})", name="state"),
@@ -101,6 +107,21 @@ class Job(Base):
             "seq",
             sqlite_where=text(UNFINISHED_SQL),
             postgresql_where=text(UNFINISHED_SQL),
+        ),
+        # Only the waiting array members, by array and reason: what ``GET
+        # /v1/jobs?combine_arrays=true`` groups (store/array_rows.py), read from the index
+        # alone. ``state`` leads (one value here) so that SQLite prefers it to the state
+        # index whatever its statistics say; ``start_time`` (null here) makes it covering.
+        Index(
+            "ix_jobs_waiting_members",
+            "state",
+            "array_parent",
+            "reason",
+            "seq",
+            "id",
+            "start_time",
+            sqlite_where=text(WAITING_MEMBERS_SQL),
+            postgresql_where=text(WAITING_MEMBERS_SQL),
         ),
     )
 
@@ -171,6 +192,16 @@ class EventLog(Base):
     __table_args__ = (Index(None, "job_id"),)
 
 
+class Environment(Base):
+    """Submitting environments (what batch jobs inherit from their shell), each kept once
+    under the SHA-256 of its canonical JSON (store/environments.py)."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    env: Mapped[dict[str, Any]]
+
+
 class Counter(Base):
     """Named counters, allocated atomically (the job sequence is one)."""
 
@@ -225,8 +256,21 @@ tasks: Final = cast(Table, Task.__table__)
 nodes: Final = cast(Table, Node.__table__)
 events: Final = cast(Table, EventLog.__table__)
 counters: Final = cast(Table, Counter.__table__)
+environments: Final = cast(Table, Environment.__table__)
 tokens: Final = cast(Table, Token.__table__)
 reservations: Final = cast(Table, ReservationRow.__table__)
+
+
+def waiting_members(*, array_parent: str | None = None) -> ColumnElement[bool]:
+    """The condition of the partial index ``ix_jobs_waiting_members`` with literal values,
+    word for word, as SQLite needs it to use that index; with ``array_parent``, that array's
+    (its ``array_parent = …`` implies the index's ``IS NOT NULL``)."""
+    parent = jobs.c.array_parent
+    return and_(
+        jobs.c.state == literal_column("'Pending'"),
+        parent.is_not(None) if array_parent is None else parent == array_parent,
+        jobs.c.start_time.is_(None),
+    )
 
 
 def unfinished(state: ColumnElement[str]) -> ColumnElement[bool]:

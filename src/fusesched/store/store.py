@@ -8,19 +8,11 @@ batch call (``add_jobs``, ``update_jobs``, …) is one transaction: all of it or
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from sqlalchemy import (
-    Connection,
-    func,
-    insert,
-    inspect,
-    select,
-    update,
-)
+from sqlalchemy import func, insert, inspect, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -38,20 +30,28 @@ from fusesched.store.convert import (
     node_values,
     task_row,
     task_values,
-    token_row,
-    token_values,
 )
-from fusesched.store.engine import make_engine, sqlite_file, writer
+from fusesched.store.engine import sqlite_file
+from fusesched.store.environments import (
+    insert_environments,
+    read_environments,
+    split_environments,
+)
 from fusesched.store.errors import (
     DuplicateJob,
     DuplicateTask,
-    DuplicateToken,
     NoStore,
     UnknownJob,
     UnknownNode,
     UnknownTask,
 )
-from fusesched.store.job_history import restart_counts, step_tasks_by_job, tasks_by_job
+from fusesched.store.job_filters import ALL_JOBS, JobFilters
+from fusesched.store.job_history import (
+    events_by_job,
+    restart_counts,
+    step_tasks_by_job,
+    tasks_by_job,
+)
 from fusesched.store.job_list import job_listing
 from fusesched.store.migrate import upgrade_engine
 from fusesched.store.records import (
@@ -64,35 +64,24 @@ from fusesched.store.records import (
     NodeRow,
     TaskChange,
     TaskRow,
-    TokenKind,
-    TokenRow,
     node_state,
 )
-from fusesched.store.schema import (
-    JOB_SEQ,
-    counters,
-    events,
-    jobs,
-    nodes,
-    tasks,
-    tokens,
-    unfinished,
-)
+from fusesched.store.schema import JOB_SEQ, counters, events, jobs, nodes, tasks, unfinished
+from fusesched.store.token_store import TokenStore
 
 #: Index entries SQLite's ANALYZE samples per index (it estimates from the sample).
 SQLITE_ANALYSIS_ROWS: Final = 2000
 
 
-class Store:
+class Store(TokenStore):
     """The persistent store at ``url`` (``sqlite:///path.db`` or ``postgresql+psycopg://…``).
 
-    With ``migrate`` (the default) the schema is created or upgraded on opening.
+    With ``migrate`` (the default) the schema is created or upgraded on opening. Its tokens'
+    methods are :class:`~.token_store.TokenStore`'s.
     """
 
     def __init__(self, url: str, *, migrate: bool = True) -> None:
-        self.url = url
-        self._engine = make_engine(url)
-        self._writer = writer(self._engine)
+        super().__init__(url)
         if migrate:
             upgrade_engine(self._engine)
 
@@ -115,9 +104,6 @@ class Store:
             raise NoStore(f"no store at {url} (the database holds no fusesched tables)")
         return store
 
-    def close(self) -> None:
-        self._engine.dispose()
-
     def __enter__(self) -> Store:
         return self
 
@@ -128,16 +114,6 @@ class Store:
         trace: TracebackType | None,
     ) -> None:
         self.close()
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            yield conn
-
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._writer.begin() as conn:
-            yield conn
 
     # ----------------------------------------------------------------------- jobs
 
@@ -179,8 +155,10 @@ class Store:
             return 0
         no_repeats([v["id"] for v in batch], DuplicateJob)
         no_repeats([str(v["seq"]) for v in batch], DuplicateJob, "seq used twice in one batch")
+        found = split_environments(batch)  # (each kept once, apart from the requests)
         try:
             with self._write() as conn:
+                insert_environments(conn, found)
                 conn.execute(insert(jobs), batch)
                 # Keep the counter above every stored seq, even ones not allocated here. (No
                 # row lock unless it moves, so seq allocation does not wait for this batch.)
@@ -193,6 +171,13 @@ class Store:
                 raise
             raise conflict from error
         return len(batch)
+
+    def environments(self, keys: Iterable[str | None]) -> dict[str, dict[str, str]]:
+        """The submitting environments kept under ``keys`` (jobs' ``env_id``; None and
+        unknown keys left out): :func:`fusesched.store.environments.with_environment` puts
+        one back into its job's request."""
+        with self._read() as conn:
+            return read_environments(conn, keys)
 
     def _job_conflict(self, batch: list[dict[str, Any]]) -> DuplicateJob | None:
         """Why inserting ``batch`` broke a unique constraint: a stored id, or a stored seq."""
@@ -222,58 +207,25 @@ class Store:
         return JobDetail(job_row(found), task_rows)
 
     def list_jobs(
-        self,
-        *,
-        user: str | Collection[str] | None = None,
-        states: Collection[JobState | str] | None = None,
-        queue: str | Collection[str] | None = None,
-        limit: int = 50,
-        before_seq: int | None = None,
-        tenant: str | None = None,
-        array_parent: str | None = None,
-        phases: Collection[str] | None = None,
-        ids: Collection[str] | None = None,
-        names: Collection[str] | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        also: Collection[str] | None = None,
+        self, filters: JobFilters = ALL_JOBS, *, limit: int = 50, before_seq: int | None = None
     ) -> list[JobRow]:
-        """Jobs newest first (by seq), filtered by whichever of ``user`` (one, or any of
-        several), ``tenant``, ``states``/``phases``/``also`` (in any of the states or any of
-        the phases, or one of the jobs ``also``: those the controller shows in a state of its
-        own, COMPLETING), ``queue`` (one or any of several), ``array_parent`` (an array's
-        members), ``ids`` (those jobs, and the members of the arrays among them), ``names``
-        and the time window ``since``/``until`` (waiting or running in it: see
-        :mod:`~fusesched.store.job_window`) are given. For the next page pass the last row's
-        seq as ``before_seq``. The query, and the index it walks: :mod:`.job_list`."""
-        stmt = job_listing(
-            user=user,
-            states=states,
-            queue=queue,
-            limit=limit,
-            before_seq=before_seq,
-            tenant=tenant,
-            array_parent=array_parent,
-            phases=phases,
-            ids=ids,
-            names=names,
-            since=since,
-            until=until,
-            also=also,
-        )
+        """The jobs ``filters`` asks for (:class:`~.job_filters.JobFilters`), newest first
+        (by seq), at most ``limit``. For the next page pass the last row's seq as
+        ``before_seq``. The query, and the index it walks: :mod:`.job_list`."""
+        stmt = job_listing(filters, limit=limit, before_seq=before_seq)
         if stmt is None:
             return []
         with self._read() as conn:
             return [job_row(m) for m in conn.execute(stmt).mappings()]
 
     def list_job_rows(
-        self, *, limit: int = 50, before_seq: int | None = None, **filters: Any
+        self, filters: JobFilters = ALL_JOBS, *, limit: int = 50, before_seq: int | None = None
     ) -> list[Listed]:
-        """:meth:`list_jobs` (``filters``: its keywords) as squeue shows it: each array's
-        members that wait and never started, and wait for the same reason, as one
-        :class:`~.array_rows.ArrayRow` (at the newest one's place); ``limit`` counts rows."""
+        """:meth:`list_jobs` as squeue shows it: each array's members that wait and never
+        started, and wait for the same reason, as one :class:`~.array_rows.ArrayRow` (at the
+        newest one's place); ``limit`` counts rows."""
         with self._read() as conn:
-            return list_rows(conn, limit=limit, before_seq=before_seq, **filters)
+            return list_rows(conn, filters, limit=limit, before_seq=before_seq)
 
     def member_phases(self, array_parent: str, phases: Collection[str]) -> dict[str, str]:
         """The phase of each member of array ``array_parent`` that is in one of ``phases``, by
@@ -477,88 +429,13 @@ class Store:
         with self._read() as conn:
             return [event_record(m) for m in conn.execute(stmt).mappings()]
 
-    # ----------------------------------------------------------------------- tokens
-
-    def add_token(self, row: TokenRow) -> None:
-        """Store a token (its hash; the secret is never stored). A repeated id raises
-        :class:`DuplicateToken`."""
-        try:
-            with self._write() as conn:
-                conn.execute(insert(tokens), [token_values(row)])
-        except IntegrityError as error:
-            if self.get_token(row.id) is not None:
-                raise DuplicateToken([row.id]) from error
-            raise
-
-    def get_token(self, token_id: str) -> TokenRow | None:
-        """The token with this public id, or ``None``."""
+    def events_of_jobs(
+        self, job_ids: Collection[str], kinds: Collection[str]
+    ) -> dict[str, list[EventRecord]]:
+        """The events of ``job_ids`` of any of ``kinds``, each job's in the order they were
+        added (a job with none has no key): one query per 500 jobs, not one per job."""
         with self._read() as conn:
-            found = conn.execute(select(tokens).where(tokens.c.id == token_id)).mappings().first()
-        return None if found is None else token_row(found)
-
-    def use_join_token(self, token_id: str, now: float) -> TokenRow | None:
-        """Mark a join token used, atomically: of two concurrent calls exactly one gets the
-        token back; ``None`` when it is not a usable join token (unknown, used, revoked or
-        expired)."""
-        usable = (
-            (tokens.c.id == token_id)
-            & (tokens.c.kind == TokenKind.JOIN.value)
-            & tokens.c.used_at.is_(None)
-            & tokens.c.revoked.is_(False)
-            & (tokens.c.expires_at.is_(None) | (tokens.c.expires_at > now))
-        )
-        stmt = update(tokens).where(usable).values(used_at=now).returning(*tokens.c)
-        with self._write() as conn:
-            found = conn.execute(stmt).mappings().first()
-        return None if found is None else token_row(found)
-
-    def revoke_token(self, token_id: str) -> bool:
-        """Revoke one token; ``False`` when there is no such token."""
-        stmt = update(tokens).where(tokens.c.id == token_id).values(revoked=True)
-        with self._write() as conn:
-            return bool(conn.execute(stmt).rowcount)
-
-    def revoke_job_tokens(
-        self, job_ids: Collection[str] | None = None, keep: Collection[str] = ()
-    ) -> int:
-        """Revoke the job tokens of these jobs (of every job when ``None``) but those of the
-        jobs in ``keep``; the count."""
-        stmt = (
-            update(tokens)
-            .where(tokens.c.kind == TokenKind.JOB.value, tokens.c.revoked.is_(False))
-            .values(revoked=True)
-        )
-        if keep:
-            stmt = stmt.where(tokens.c.job_id.not_in(sorted(keep)))
-        if job_ids is not None:
-            if not job_ids:
-                return 0
-            stmt = stmt.where(tokens.c.job_id.in_(sorted(job_ids)))
-        with self._write() as conn:
-            return int(conn.execute(stmt).rowcount)
-
-    def list_tokens(
-        self,
-        *,
-        kind: TokenKind | str | None = None,
-        tenant: str | None = None,
-        include_revoked: bool = False,
-    ) -> list[TokenRow]:
-        """Tokens, oldest first, filtered by kind and tenant; revoked ones only on request."""
-        stmt = select(tokens).order_by(tokens.c.created_at, tokens.c.id)
-        if kind is not None:
-            stmt = stmt.where(tokens.c.kind == TokenKind(kind).value)
-        if tenant is not None:
-            stmt = stmt.where(tokens.c.tenant == tenant)
-        if not include_revoked:
-            stmt = stmt.where(tokens.c.revoked.is_(False))
-        with self._read() as conn:
-            return [token_row(m) for m in conn.execute(stmt).mappings()]
-
-    def count_tokens(self) -> int:
-        """How many tokens were ever stored (revoked ones included)."""
-        with self._read() as conn:
-            return int(conn.execute(select(func.count()).select_from(tokens)).scalar_one())
+            return events_by_job(conn, job_ids, kinds)
 
     # ----------------------------------------------------------------------- upkeep
 

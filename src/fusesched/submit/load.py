@@ -4,7 +4,7 @@ than ``fusesched.io/v1``, else a fusesched job."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fusesched.submit._yamldoc import load_documents
@@ -23,14 +23,24 @@ def parse_submission(
     sbatch_args: Sequence[str] = (),
     now: float | None = None,
     submit_dir: str | None = None,
+    submit_env: Mapping[str, str] | None = None,
 ) -> list[ParsedJob]:
     """Every job in ``text``, whatever its format (see the module); an empty ``text`` with
     ``sbatch_args`` is ``sbatch --wrap`` (no script file: the options say what runs).
     Relative begin times (``--begin=now+1hour``, ``begin: "16:00"``) are read against ``now``
     (None: this machine's clock; the controller passes its own). ``submit_dir``: the folder
-    the submitting command runs in, a batch script's (:func:`parse_sbatch`); others ignore it."""
+    the submitting command runs in, and ``submit_env`` its environment, a batch script's
+    (:func:`parse_sbatch`); others ignore them."""
     if text.startswith("#!") or (sbatch_args and not text.strip()):
-        return [parse_sbatch(text, source=source, args=sbatch_args, now=now, submit_dir=submit_dir)]
+        job = parse_sbatch(
+            text,
+            source=source,
+            args=sbatch_args,
+            now=now,
+            submit_dir=submit_dir,
+            submit_env=submit_env,
+        )
+        return [job]
     if sbatch_args:
         raise SubmitError(
             "sbatch options were given but the file is not a batch script (no #! line)",
@@ -54,9 +64,15 @@ def load_submission(
     sbatch_args: Sequence[str] = (),
     now: float | None = None,
     submit_dir: str | None = None,
+    submit_env: Mapping[str, str] | None = None,
 ) -> list[ParsedJob]:
     """:func:`parse_submission` on a file (errors name the file)."""
     text, name = read_source(path, "the file")
     return parse_submission(
-        text, source=name, sbatch_args=sbatch_args, now=now, submit_dir=submit_dir
+        text,
+        source=name,
+        sbatch_args=sbatch_args,
+        now=now,
+        submit_dir=submit_dir,
+        submit_env=submit_env,
     )

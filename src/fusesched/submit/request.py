@@ -36,6 +36,7 @@ from fusesched.model.job import (
 )
 from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
+from fusesched.model.submit_env import env_problem
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.failure_policy import HangRequest, RestartRequest
@@ -176,6 +177,11 @@ class JobRequest(StrictModel):
     # batch script with no ``workdir`` starts there where its node has it, a relative
     # ``workdir`` and relative output files are relative to it (docs/SUBMIT.md, "Output files")
     submit_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    # the submitting shell's environment, which its tasks inherit under their own variables
+    # (sbatch's default --export=ALL; what is carried: model/submit_env.py); not for
+    # container tasks or remote pools. Left out when None: a controller older than the
+    # field refuses it
+    submit_env: dict[str, str] | None = Field(default=None, exclude_if=lambda value: value is None)
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
     labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
@@ -253,6 +259,13 @@ class JobRequest(StrictModel):
             if not _LABEL_VALUE_RE.fullmatch(value):
                 raise ValueError(f"label {key}: invalid value {value!r} (63 characters at most)")
         return labels
+
+    @field_validator("submit_env")
+    @classmethod
+    def _submit_env(cls, environ: dict[str, str] | None) -> dict[str, str] | None:
+        if environ is not None and (problem := env_problem(environ)) is not None:
+            raise ValueError(problem)
+        return environ
 
     @field_validator("submit_dir")
     @classmethod

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -46,11 +46,11 @@ from fusesched.submit.request import (
     comment_control,
     parse_request,
 )
+from fusesched.submit.sbatch_environment import apply_export, from_input_variable, input_options
 from fusesched.submit.sbatch_hetjob import build_hetjob, check_job_wide, read_components
 from fusesched.submit.sbatch_options import (
     deadline_time,
     explicit_priority,
-    export_env,
     kill_on_invalid_dep,
     nice_priority,
     open_mode,
@@ -87,10 +87,13 @@ def load_sbatch(
     args: Sequence[str] = (),
     now: float | None = None,
     submit_dir: str | None = None,
+    submit_env: Mapping[str, str] | None = None,
 ) -> ParsedJob:
     """:func:`parse_sbatch` on a file (its name is the default job name)."""
     text, name = read_source(path, "the batch script")
-    return parse_sbatch(text, source=name, args=args, now=now, submit_dir=submit_dir)
+    return parse_sbatch(
+        text, source=name, args=args, now=now, submit_dir=submit_dir, submit_env=submit_env
+    )
 
 
 def parse_sbatch(
@@ -100,6 +103,34 @@ def parse_sbatch(
     args: Sequence[str] = (),
     now: float | None = None,
     submit_dir: str | None = None,
+    submit_env: Mapping[str, str] | None = None,
+    input_variables: bool = True,
+) -> ParsedJob:
+    """:func:`_parse_sbatch`; an error in an option an input variable stands for
+    (``SBATCH_TIMELIMIT=soon``) names the variable, not the command line."""
+    try:
+        return _parse_sbatch(
+            script,
+            source=source,
+            args=args,
+            now=now,
+            submit_dir=submit_dir,
+            submit_env=submit_env,
+            input_variables=input_variables,
+        )
+    except SubmitError as exc:
+        raise from_input_variable(exc, args, submit_env if input_variables else None) from None
+
+
+def _parse_sbatch(
+    script: str,
+    *,
+    source: str,
+    args: Sequence[str],
+    now: float | None,
+    submit_dir: str | None,
+    submit_env: Mapping[str, str] | None,
+    input_variables: bool,
 ) -> ParsedJob:
     """A job from a batch script and optional ``sbatch`` command-line options (``args``,
     e.g. ``["-N", "2", "--time=1:00:00"]``), which override the script's directives.
@@ -107,6 +138,13 @@ def parse_sbatch(
     ``submit_dir``: the folder sbatch runs in (the job's ``submit_dir``): the script starts
     there unless ``-D`` says otherwise, and relative ``-D``, ``-o`` and ``-e`` are relative
     to it, as with Slurm. None: not known (the job runs in its task's folder).
+
+    ``submit_env``: the submitting shell's environment, which the job inherits unless
+    ``--export`` (or ``SBATCH_EXPORT`` in it) says otherwise, as Slurm's default
+    ``--export=ALL`` (what is carried: :mod:`fusesched.model.submit_env`). None: not known
+    (nothing is carried; a bare ``--export=NAME`` is refused). With ``input_variables``
+    (sbatch's, not run's), its ``SBATCH_PARTITION``, ``SBATCH_TIMELIMIT``, … stand for
+    options (:mod:`fusesched.submit.sbatch_environment`).
 
     An empty ``script`` with ``--wrap=COMMAND`` in ``args`` is the job sbatch makes of that
     command; a script and ``--wrap`` together are an error. ``--begin`` is read against
@@ -116,6 +154,8 @@ def parse_sbatch(
     """
     reader = Reader(source)
     parts = split_components(args)  # (a heterogeneous job's components, separated by ':')
+    if input_variables:  # (before the command line's options, which win)
+        parts[0] = [*input_options(submit_env), *parts[0]]
     reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for p in parts for a in p)
     if reader.wrapping and not script.strip():
         readers = read_components(reader, parts)
@@ -164,6 +204,7 @@ def parse_sbatch(
         data.update(mail)
         reader.warnings.extend(f"{reader.where(reader.options[o].line)}: {m}" for o, m in notes)
     _job_terms(reader, data)
+    apply_export(reader, data, submit_env, input_variables=input_variables)
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
@@ -297,7 +338,7 @@ def _build(reader: Reader, script: str) -> dict[str, object]:
 
 def _job_terms(reader: Reader, data: dict[str, object]) -> None:
     """``--comment``, ``--nice``/``--priority``, ``--requeue``/``--no-requeue``,
-    ``--open-mode``, ``--export`` and ``--kill-on-invalid-dep`` into ``data``."""
+    ``--open-mode`` and ``--kill-on-invalid-dep`` into ``data``."""
 
     def read(name: str, reader_of: Callable[[str], _T]) -> _T:
         try:
@@ -333,12 +374,6 @@ def _job_terms(reader: Reader, data: dict[str, object]) -> None:
         data["requeue"] = reader.options["requeue"].option != "--no-requeue"
     if "open-mode" in reader.options:
         data["open_mode"] = read("open-mode", open_mode)
-    if "export" in reader.options:
-        env, notes = read("export", export_env)
-        groups = data["groups"]
-        assert isinstance(groups, list)
-        groups[0]["env"] = env
-        warn("export", notes)
     if "kill-on-invalid-dep" in reader.options:
         warn("kill-on-invalid-dep", read("kill-on-invalid-dep", kill_on_invalid_dep))
 

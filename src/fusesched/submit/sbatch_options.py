@@ -7,6 +7,8 @@ parser (submit/sbatch.py) locates at the option's line.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from fusesched.model.text import is_env_name
@@ -19,10 +21,12 @@ DEFAULT_NICE: Final = 100
 MAX_NICE: Final = 2_147_483_645
 _INTEGER_RE: Final = re.compile(r"^[+-]?[0-9]+$")
 
-#: What ``--export=ALL`` (Slurm's default) is told, once.
+#: What ``--export=ALL`` (Slurm's default) is told when the submitting environment is not
+#: known (the REST API, a client older than the controller), once.
 EXPORT_ALL_WARNING: Final = (
-    "--export=ALL: fusesched does not carry the submitting shell's environment to the job "
-    "(as --export=NONE); name the variables it needs: --export=NAME=value[,NAME=value]"
+    "--export=ALL: the submitting shell's environment was not sent (the REST API, or a client "
+    "older than the controller), so the job gets none of it; name the variables it needs: "
+    "--export=NAME=value[,NAME=value]"
 )
 
 
@@ -53,38 +57,56 @@ def explicit_priority(text: str) -> int:
     return value
 
 
-def export_env(text: str) -> tuple[dict[str, str], tuple[str, ...]]:
-    """``--export``'s variables for the job's environment, and warnings.
+@dataclass(frozen=True, slots=True)
+class Export:
+    """What ``--export`` asks for: whether the submitting environment is carried (``ALL``,
+    Slurm's default), the variables it names (a bare ``NAME`` with its value from the
+    submitting environment), and warnings."""
 
-    ``NONE`` (what fusesched always does: nothing from the submitting shell), ``ALL`` (a
-    warning: the shell's environment is not carried), optionally followed by
-    ``,NAME=value[,NAME=value…]``; a bare ``NAME`` (its value from the submitting shell) is
-    refused, since the script may be read where that shell's environment is not known.
-    """
+    carry_all: bool
+    env: dict[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+def export_env(text: str, submit_env: Mapping[str, str] | None = None) -> Export:
+    """``--export``'s meaning: ``ALL`` (the submitting environment, then the variables
+    named), ``NONE`` or ``NIL`` (none of it: only the variables named; ``NIL`` names none),
+    or variables alone (as ``NONE,…``): ``NAME=value`` or a bare ``NAME``, whose value is
+    the submitting environment's (``submit_env``; None: not known, so a bare name is refused
+    and ``ALL`` warned of)."""
     items = [item.strip() for item in text.split(",")]
     if not text.strip() or not all(items):
         raise ValueError(f"expected ALL, NONE or NAME=value joined by ',', got {text!r}")
-    warnings: tuple[str, ...] = ()
-    if items[0].upper() in ("ALL", "NONE"):
-        if items[0].upper() == "ALL":
-            warnings = (EXPORT_ALL_WARNING,)
+    warnings: list[str] = []
+    mode = items[0].upper()
+    carry_all = mode == "ALL"
+    if mode in ("ALL", "NONE", "NIL"):
         items = items[1:]
+        if carry_all and submit_env is None:
+            warnings.append(EXPORT_ALL_WARNING)
+        if mode == "NIL" and items:
+            raise ValueError("NIL takes no variables (--export=NONE,NAME=value names some)")
     env: dict[str, str] = {}
     for item in items:
         name, eq, value = item.partition("=")
-        if name.upper() in ("ALL", "NONE") and not eq:
+        if name.upper() in ("ALL", "NONE", "NIL") and not eq:
             raise ValueError(f"{name} may only come first (--export={name},NAME=value)")
         if not is_env_name(name):
             raise ValueError(f"invalid environment variable name {name!r}")
         if not eq:
-            raise ValueError(
-                f"{name} has no value: write {name}=value (fusesched does not read the "
-                "submitting shell's environment)"
-            )
+            if submit_env is None:
+                raise ValueError(
+                    f"{name} has no value: write {name}=value (the submitting shell's "
+                    "environment was not sent)"
+                )
+            if name not in submit_env:
+                warnings.append(f"--export: {name} is not set here, so the job does not get it")
+                continue
+            value = submit_env[name]
         if name in env and env[name] != value:
             raise ValueError(f"{name} is given twice")
         env[name] = value
-    return env, warnings
+    return Export(carry_all, env, tuple(warnings))
 
 
 def kill_on_invalid_dep(text: str) -> tuple[str, ...]:
