@@ -155,8 +155,8 @@ def test_the_command_gets_the_allocations_environment() -> None:
     expected = {
         "SLURM_JOB_ID": "42",
         "SLURM_JOBID": "42",
-        "SLURM_JOB_NODELIST": "n1,n2,n3",
-        "SLURM_NODELIST": "n1,n2,n3",
+        "SLURM_JOB_NODELIST": "n[1-3]",
+        "SLURM_NODELIST": "n[1-3]",
         "SLURM_JOB_NUM_NODES": "3",
         "SLURM_NNODES": "3",
         "SLURM_NTASKS": "5",

@@ -151,3 +151,11 @@ def test_control_characters_in_values_stay_on_their_line() -> None:
     assert line("%j|%u", name="a\nb\x1b]0;pwned\x07", user="x\x9by") == "a?b?]0;pwned?|x?y"
     lines = sq.render(sq.parse_format("%i %j"), [{**JOB, "name": "two\nlines"}] * 2)
     assert lines == ["JOBID NAME", "1234 two?lines", "1234 two?lines"]
+
+
+def test_the_nodes_are_slurms_short_host_list_in_their_order() -> None:
+    """``%N`` (and ``%R`` of a running job) as squeue writes them, ``node[1-3,7]``; in the
+    allocation's order, which ``scontrol show hostnames`` gives back."""
+    job = {"state": "Running", "nodes": ["node3", "node1", "node2", "node7", "gpu-a"]}
+    assert sq._nodes(job) == "node[3,1-2,7],gpu-a"
+    assert sq._reason_or_nodes(job) == "node[3,1-2,7],gpu-a"

@@ -149,7 +149,10 @@ def test_slurm_jobs_tasks_get_slurms_variables() -> None:
         "sweep",
     )
     assert (first["SLURM_NTASKS"], first["SLURM_JOB_NUM_NODES"]) == ("4", "2")
-    assert (first["SLURM_JOB_NODELIST"], first["SLURM_TASKS_PER_NODE"]) == ("n2,n0", "2(x2)")
+    assert (first["SLURM_JOB_NODELIST"], first["SLURM_TASKS_PER_NODE"]) == (
+        "n[2,0]",
+        "2(x2)",
+    )  # (its order: rank 0 first)
     assert (first["SLURM_CPUS_PER_TASK"], first["SLURM_RESTART_COUNT"]) == ("4", "1")
     assert (first["SLURM_JOB_PARTITION"], first["SLURM_JOB_ACCOUNT"]) == ("gpu", "physics")
     assert (first["SLURM_ARRAY_JOB_ID"], first["SLURM_ARRAY_TASK_ID"]) == ("7", "3")

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from fusesched.agent.step_plan import StepError, StepOptions, StepTask, place, step_shape
-from fusesched.hostlist import tasks_per_node
+from fusesched.hostlist import compress_hostlist, tasks_per_node
 
 #: How many components the job has (none for a job that is not heterogeneous: Slurm's).
 HET_SIZE_ENV = "SLURM_HET_SIZE"
@@ -143,8 +143,8 @@ def het_step_env(
             cpus[node] = cpus.get(node, 0) + count
     nodes = list(tasks)
     env = {
-        "SLURM_JOB_NODELIST": ",".join(nodes),
-        "SLURM_NODELIST": ",".join(nodes),
+        "SLURM_JOB_NODELIST": compress_hostlist(nodes),
+        "SLURM_NODELIST": compress_hostlist(nodes),
         "SLURM_JOB_NUM_NODES": str(len(nodes)),
         "SLURM_NNODES": str(len(nodes)),
         "SLURM_TASKS_PER_NODE": tasks_per_node([tasks[node] for node in nodes]),

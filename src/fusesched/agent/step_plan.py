@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fusesched.hostlist import tasks_per_node
+from fusesched.hostlist import compress_hostlist, tasks_per_node
 from fusesched.model.text import is_env_name
 
 #: What belongs to a task's job, node or folder, never set by a launch's own variables (a
@@ -253,7 +253,7 @@ def step_env(tasks: Sequence[StepTask], cpus_per_task: int | None) -> dict[str, 
     env = {
         "SLURM_STEP_NUM_TASKS": str(len(tasks)),
         "SLURM_STEP_NUM_NODES": str(len(nodes)),
-        "SLURM_STEP_NODELIST": ",".join(nodes),
+        "SLURM_STEP_NODELIST": compress_hostlist(nodes),
         "SLURM_STEP_TASKS_PER_NODE": step_tasks_per_node(tasks),
         "SLURM_NTASKS": str(len(tasks)),
         "SLURM_NPROCS": str(len(tasks)),

@@ -22,7 +22,7 @@ from typing import Any
 
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.cli.srun_args import RunArgs, RunUsageError, job_args, split_run_args
-from fusesched.hostlist import tasks_per_node
+from fusesched.hostlist import compress_hostlist, tasks_per_node
 from fusesched.submit.salloc_holder import HOLDER, READY
 
 #: salloc's own flag: wait for the allocation, print it and leave it (for ``fusesched
@@ -187,8 +187,8 @@ def allocation_env(
             "SLURM_JOB_PARTITION": str(job.get("queue") or "default"),
             "SLURM_JOB_ACCOUNT": str(job.get("tenant") or "default"),
             "SLURM_CLUSTER_NAME": "fusesched",
-            "SLURM_JOB_NODELIST": node_list,
-            "SLURM_NODELIST": node_list,
+            "SLURM_JOB_NODELIST": compress_hostlist(nodes),
+            "SLURM_NODELIST": compress_hostlist(nodes),
             "SLURM_JOB_NUM_NODES": str(len(nodes)),
             "SLURM_NNODES": str(len(nodes)),
             "SLURM_NTASKS": str(sum(counts)),

@@ -191,7 +191,10 @@ def _end(job: Job) -> str:
 
 
 def _nodes(job: Job) -> str:
-    return ",".join(job.get("nodes") or [])
+    """Slurm's short form of the job's nodes (``node[1-4]``), in their order."""
+    from fusesched.hostlist import compress_hostlist
+
+    return compress_hostlist(job.get("nodes") or [])
 
 
 def _node_count(job: Job) -> str:

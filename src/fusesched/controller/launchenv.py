@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER
-from fusesched.hostlist import tasks_per_node
+from fusesched.hostlist import compress_hostlist, tasks_per_node
 from fusesched.model.events import StartJob
 from fusesched.model.resources import CPU, GPU, MEMORY
 
@@ -174,12 +174,13 @@ def task_env(
 def allocation_env(slots: Sequence[TaskSlot], suffix: str = "") -> dict[str, str]:
     """Slurm's variables for the nodes and tasks of ``slots`` (an allocation, or a
     heterogeneous job's component with ``suffix`` ``_HET_GROUP_<n>``): the node list
-    (comma-separated, a valid Slurm host list), the counts and the tasks per node."""
+    (Slurm's short form, ``node[1-4]``, in the allocation's order: the first is rank 0's), the
+    counts and the tasks per node."""
     nodes = list(dict.fromkeys(s.node for s in slots))
     per_node = [sum(1 for s in slots if s.node == node) for node in nodes]
     env = {
-        "SLURM_JOB_NODELIST": ",".join(nodes),
-        "SLURM_NODELIST": ",".join(nodes),
+        "SLURM_JOB_NODELIST": compress_hostlist(nodes),
+        "SLURM_NODELIST": compress_hostlist(nodes),
         "SLURM_JOB_NUM_NODES": str(len(nodes)),
         "SLURM_NNODES": str(len(nodes)),
         "SLURM_NTASKS": str(len(slots)),
