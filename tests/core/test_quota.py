@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusesched.core.quota import FlavorAssignment, QuotaError, QuotaLedger
+from fusesched.core.quota import QuotaLedger
+from fusesched.core.quota_verdicts import FlavorAssignment, QuotaError
 from fusesched.model.job import Placement
 from fusesched.model.node import LABEL_GPU_MODEL
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from builders import exited, job, make_core, nodes, run_script, submit
-from fusesched.core.reservations import ReservationConflict
+from fusesched.core.reservation_changes import ReservationConflict
 from fusesched.model.events import JobExited, ReservationSet
 from fusesched.model.job import JobSpec
 from fusesched.model.phases import JobPhase

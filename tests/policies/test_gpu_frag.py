@@ -25,7 +25,8 @@ from fusesched.policies.gpu_frag import (
     sigmoid_score,
     target_workload,
 )
-from fusesched.policies.gpu_scores import GPU_SCORERS, Candidates, PodRequest, ScoreContext
+from fusesched.policies.gpu_inputs import Candidates, PodRequest, ScoreContext
+from fusesched.policies.gpu_scores import GPU_SCORERS
 from fusesched.sim.protocols.fgd import run_fgd
 from fusesched.traces.openb import OpenbNodes, OpenbPods
 from sim.test_fgd_protocol import _nodes, _pods, gpu_cases

@@ -12,18 +12,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fusesched.policies import gpu_scores
-from fusesched.policies.gpu_power import lexicographic_best
-from fusesched.policies.gpu_scores import (
-    MAX_GPUS,
+from fusesched.policies import gpu_default
+from fusesched.policies.gpu_default import (
     SCARCE_SHARE,
-    PodRequest,
     default_keys,
     scarce_pressure,
     scarce_tier,
-    target_workload,
 )
-from fusesched.sim.protocols.fgd import _Cluster, run_fgd
+from fusesched.policies.gpu_inputs import PodRequest
+from fusesched.policies.gpu_power import lexicographic_best
+from fusesched.policies.gpu_scores import MAX_GPUS, target_workload
+from fusesched.sim.protocols.fgd import run_fgd
+from fusesched.sim.protocols.fgd_cluster import _Cluster
 from sim.test_fgd_protocol import _nodes, _pods
 
 NEED = 16_000  # milli-CPU per GPU of the mix below (8,000 per 500 milli-GPU)
@@ -107,7 +107,7 @@ ARRIVALS = [(("T4",), 4000)] + [((), 12_000)] * 16 + [(("T4",), 4000)]
 
 
 def _placements(monkeypatch: pytest.MonkeyPatch, share: int) -> tuple[list[str], _Cluster]:
-    monkeypatch.setattr(gpu_scores, "SCARCE_SHARE", share)
+    monkeypatch.setattr(gpu_default, "SCARCE_SHARE", share)
     sim = _scarce_cluster()
     where = []
     for spec, cpu in ARRIVALS:

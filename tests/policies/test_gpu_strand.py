@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusesched.policies.gpu_power import cpu_need_per_gpu, lexicographic_best
-from fusesched.policies.gpu_scores import (
+from fusesched.policies.gpu_default import (
     FGD_WINDOW,
-    MAX_GPUS,
-    PodRequest,
     default_keys,
     strand_delta,
     stranded_units,
-    target_workload,
 )
+from fusesched.policies.gpu_inputs import PodRequest
+from fusesched.policies.gpu_power import cpu_need_per_gpu, lexicographic_best
+from fusesched.policies.gpu_scores import MAX_GPUS, target_workload
 
 NEED = 16_000
 MIX = target_workload([4000, 8000], [0, 500], [0, 1], [(), ()])

@@ -18,13 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fusesched.policies.gpu_inputs import TAG_COLUMNS, Candidates, PodRequest, ScoreContext
 from fusesched.policies.gpu_scores import (
     GPU_SCORERS,
     MAX_GPUS,
-    TAG_COLUMNS,
-    Candidates,
-    PodRequest,
-    ScoreContext,
     TargetWorkload,
     fragment_counts,
     node_fragmentation,

@@ -17,17 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fusesched.policies.gpu_default import waste_delta
+from fusesched.policies.gpu_inputs import Candidates, PodRequest, ScoreContext
 from fusesched.policies.gpu_scores import (
     GPU_SCORERS,
     MAX_GPUS,
-    Candidates,
-    PodRequest,
-    ScoreContext,
     select_gpus,
     target_workload,
-    waste_delta,
 )
-from fusesched.sim.protocols.fgd import _Cluster, run_fgd
+from fusesched.sim.protocols.fgd import run_fgd
+from fusesched.sim.protocols.fgd_cluster import _Cluster
 from fusesched.traces.openb import OpenbNodes, OpenbPods
 
 from .test_fgd_protocol import _candidates, _nodes, _target, check_run, gpu_cases

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fusesched.policies.gpu_inputs import PodRequest
 from fusesched.policies.gpu_power import (
     GPU_WATTS,
     PAPER_CPU,
@@ -26,7 +27,7 @@ from fusesched.policies.gpu_power import (
     pwr_gpu_choice,
     stranded,
 )
-from fusesched.policies.gpu_scores import PodRequest, target_workload
+from fusesched.policies.gpu_scores import target_workload
 from fusesched.sim.protocols import pwr as pwr_module
 from fusesched.sim.protocols.fgd import run_fgd
 from fusesched.sim.protocols.pwr import GRID, PwrResult, resample, run_pwr, savings_pct

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from fusesched.core import reservation_changes as core_changes
 from fusesched.core import reservations as core_reservations
 from fusesched.core.reservations import refusal as core_refusal
 from fusesched.model.events import Decision, ReservationDeleted, ReservationSet
@@ -178,7 +179,7 @@ def create(ctl: Controller, res: Reservation, by: str) -> tuple[Stored, list[str
         warnings = overlapping_jobs(ctl, res)
         try:
             decisions = ctl.core.handle(ReservationSet(res), now)
-        except core_reservations.ReservationConflict as exc:
+        except core_changes.ReservationConflict as exc:
             raise ReservationConflict(str(exc)) from None
         except ValueError as exc:
             raise ReservationRefused(str(exc)) from None
@@ -255,7 +256,7 @@ def update_reservation(ctl: Controller, name: str, change: Change) -> tuple[Stor
             decisions = ctl.core.handle(ReservationSet(res, replaces=True), now)
         except KeyError:  # (refused by the core at a restart: only the row was left)
             raise UnknownReservation(name) from None
-        except core_reservations.ReservationConflict as exc:
+        except core_changes.ReservationConflict as exc:
             raise ReservationConflict(str(exc)) from None
         except ValueError as exc:
             raise ReservationRefused(str(exc)) from None

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fusesched.core import reservations
-from fusesched.core.quota import Admission
+from fusesched.core.quota_verdicts import Admission
 from fusesched.core.records import JobRecord
 from fusesched.core.victim_choice import priority_victims, reclaim_victims, room_victims
 from fusesched.model.events import Decision, PreemptJob

@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fusesched.core.contention import Contention
-from fusesched.core.quota import USER_GPUS_LIMIT, USER_JOBS_LIMIT, Admission
 from fusesched.core.quota_reasons import QUOTA_EXCEEDED, quota_reason
+from fusesched.core.quota_verdicts import USER_GPUS_LIMIT, USER_JOBS_LIMIT, Admission
 from fusesched.core.records import JobRecord
 from fusesched.model.job import LabelOp
 from fusesched.model.node import LABEL_HOSTNAME, NodeState

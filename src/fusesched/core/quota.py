@@ -13,86 +13,39 @@ of :mod:`fusesched.model.tenancy` and the usage of admitted jobs, as int64 matri
 A queue outside any cohort is a cohort of one (``available = nominal − usage``). A job fits when
 its demand is at most ``available`` in every column it needs. The amount above nominal is
 *borrowed* and may be reclaimed: :meth:`QuotaLedger.reclaim_candidates` picks running jobs of
-borrowing queues whose removal gives a lender back what it needs within its nominal quota.
+borrowing queues whose removal gives a lender back what it needs within its nominal quota
+(:mod:`fusesched.core.quota_reclaim`). What the ledger answers (:class:`FlavorAssignment`,
+:class:`Admission`) is in :mod:`fusesched.core.quota_verdicts`.
 
 Pure: no clock, no I/O; the caller passes ``now`` where time matters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from fusesched.core import quota_reclaim
+from fusesched.core.quota_verdicts import (
+    USER_GPUS_LIMIT,
+    USER_JOBS_LIMIT,
+    Admission,
+    Column,
+    FlavorAssignment,
+    QuotaError,
+)
 from fusesched.model.job import NO_PLACEMENT, Placement
 from fusesched.model.resources import GPU, Resources, format_quantity
 from fusesched.model.tenancy import Flavor, QoSTier, TenancyConfig
-from fusesched.policies.victims import VictimCandidate, VictimOrder, checkpoint_aware_victims
 
 IntArray = npt.NDArray[np.int64]
-Column = tuple[str, str]  # (flavor, resource)
 
 #: The cap of a queue that may borrow without limit (far above any quota, still int64-safe).
 UNLIMITED: Final = 2**62
-
-
-class QuotaError(RuntimeError):
-    """A ledger operation that would break the quota rules (or an unknown job or queue)."""
-
-
-@dataclass(frozen=True, slots=True)
-class FlavorAssignment:
-    """A job's demand split over a queue's quota columns.
-
-    ``amounts`` maps (flavour, resource) to the amount charged; ``unmanaged`` is demand for
-    resources the queue has no quota for (allowed unless the config is ``strict_resources``).
-    """
-
-    queue: str
-    amounts: Mapping[Column, int]
-    unmanaged: Resources = field(default_factory=Resources)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "amounts", MappingProxyType(dict(self.amounts)))
-
-    @property
-    def flavors(self) -> Mapping[str, str]:
-        """Resource → the flavour it was assigned to."""
-        return {res: flavor for (flavor, res) in self.amounts}
-
-
-#: Slurm's pending reasons for a QoS tier's per-user limits (``max_jobs_per_user``,
-#: ``max_gpus_per_user``): :attr:`Admission.limit`.
-USER_JOBS_LIMIT = "QOSMaxJobsPerUserLimit"
-USER_GPUS_LIMIT = "QOSMaxGRESPerUser"
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """The answer of :meth:`QuotaLedger.check`.
-
-    When ``ok``, ``assignment`` is what to pass to :meth:`QuotaLedger.admit` and ``borrowed``
-    the part of it above the queue's nominal quota. When not, ``reason`` says why, and
-    ``assignment`` (if not ``None``) is the preferred flavour assignment to try to make room
-    for (by reclaim or preemption). ``limit`` names, in Slurm's words, a limit other than
-    the queue's quota that refused it (:data:`USER_JOBS_LIMIT`…; ``""``: the quota), so a
-    waiting job's reason can say which (:mod:`fusesched.core.pending_reasons`).
-    """
-
-    ok: bool
-    queue: str
-    assignment: FlavorAssignment | None
-    borrowed: Mapping[Column, int] = field(default_factory=dict)
-    reason: str = ""
-    limit: str = ""
-
-    @property
-    def borrowing(self) -> bool:
-        return any(self.borrowed.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,93 +389,9 @@ class QuotaLedger:
 
     # ------------------------------------------------------------------ reclaim
 
-    def within_nominal(self, queue: str, assignment: FlavorAssignment) -> bool:
-        """Whether ``assignment`` fits in what ``queue`` leaves unused of its nominal quota:
-        only then can a reclaim give it room (a cheap test before choosing victims)."""
-        qi = self._q(queue)
-        if not assignment.amounts:
-            return False
-        for column, amount in assignment.amounts.items():
-            ci = self._cidx.get(column)
-            if ci is None or self._usage[qi, ci] + amount > self._nominal[qi, ci]:
-                return False
-        return True
-
-    def reclaim_candidates(
-        self,
-        queue: str,
-        demand: Resources | FlavorAssignment,
-        running: Sequence[VictimCandidate],
-        now: float,
-        *,
-        order: VictimOrder = checkpoint_aware_victims,
-        placement: Placement = NO_PLACEMENT,
-    ) -> list[str]:
-        """Running jobs of *borrowing* queues in ``queue``'s cohort to preempt so that
-        ``demand`` fits within ``queue``'s nominal quota.
-
-        Only admitted, preemptible jobs of other queues that currently borrow in a column the
-        demand needs are eligible. They are taken in ``order`` while their queue still borrows
-        there, until the demand fits; then every taken victim whose return would still leave
-        room is given back (latest first), so the set is small. Returns ``[]`` when the demand
-        already fits, exceeds the queue's nominal quota, or cannot be made to fit.
-        """
-        qi = self._q(queue)
-        if isinstance(demand, FlavorAssignment):
-            target: FlavorAssignment | None = demand
-        else:
-            verdict = self.check(queue, demand, placement=placement)
-            if verdict.ok:
-                return []
-            target = verdict.assignment
-        if target is None or not target.amounts:
-            return []
-        if target.queue != queue or any(
-            c not in self._cidx or not self._defined[qi, self._cidx[c]] for c in target.amounts
-        ):
-            raise QuotaError(f"assignment does not match the quota of queue {queue!r}")
-        cols = np.fromiter((self._cidx[c] for c in target.amounts), np.int64)
-        amounts = np.fromiter(target.amounts.values(), np.int64)
-        if np.any(self._usage[qi, cols] + amounts > self._nominal[qi, cols]):
-            return []  # reclaim restores nominal quota only; it never lets a queue borrow
-
-        def fits(usage: IntArray) -> bool:
-            return bool(np.all(amounts <= self._available(qi, usage)[cols]))
-
-        if fits(self._usage):
-            return []
-        cohort = int(self._cohort_of[qi])
-        eligible = [
-            c
-            for c in running
-            if c.preemptible
-            and (held := self._jobs.get(c.job_id)) is not None
-            and held.queue != qi
-            and int(self._cohort_of[held.queue]) == cohort
-            and np.any(np.isin(held.cols, cols))
-        ]
-        usage = self._usage.copy()
-        taken: list[str] = []
-        for cand in order(eligible, now):
-            held = self._jobs[cand.job_id]
-            mine = np.isin(held.cols, cols)
-            vq, vcols = held.queue, held.cols[mine]
-            if not np.any(usage[vq, vcols] > self._nominal[vq, vcols]):
-                continue  # its queue no longer borrows where we need room
-            usage[vq, held.cols] -= held.amounts
-            taken.append(cand.job_id)
-            if fits(usage):
-                break
-        else:
-            return []
-        for job in reversed(taken[:-1]):  # give back victims that turned out unnecessary
-            held = self._jobs[job]
-            usage[held.queue, held.cols] += held.amounts
-            if fits(usage):
-                taken.remove(job)
-            else:
-                usage[held.queue, held.cols] -= held.amounts
-        return taken
+    # reclaim (in :mod:`fusesched.core.quota_reclaim`; methods of the ledger all the same)
+    within_nominal = quota_reclaim.within_nominal
+    reclaim_candidates = quota_reclaim.reclaim_candidates
 
     # ------------------------------------------------------------------ invariants
 

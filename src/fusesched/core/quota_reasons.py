@@ -21,7 +21,8 @@ resource), or one the ledger no longer explains, keeps the ledger's words:
 
 from __future__ import annotations
 
-from fusesched.core.quota import Admission, Column, QuotaLedger
+from fusesched.core.quota import QuotaLedger
+from fusesched.core.quota_verdicts import Admission, Column
 from fusesched.model.resources import format_quantity
 from fusesched.model.tenancy import QoSTier, Queue
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from fusesched.core import reservations
 from fusesched.core.licenses import LicensePool, licensed_try_place
-from fusesched.core.quota import FlavorAssignment
+from fusesched.core.quota_verdicts import FlavorAssignment
 from fusesched.core.records import JobRecord
 from fusesched.core.tenants import TenantGate
 from fusesched.model.job import JobSpec

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from fusesched.core.cluster import IntArray
 from fusesched.core.placement import Allocation, GroupShape
-from fusesched.core.quota import Admission
+from fusesched.core.quota_verdicts import Admission
 from fusesched.model.job import JobSpec, LabelRequirement
 from fusesched.model.phases import TRANSITIONS, JobPhase, Transition, check_transition
 from fusesched.policies.queue_order import FactArrays, JobFacts, QueueOrder

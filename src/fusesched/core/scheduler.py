@@ -43,6 +43,7 @@ from fusesched.core import (
     multifactor,
     node_events,
     planning,
+    reservation_changes,
     reservations,
 )
 from fusesched.core.admission import start_admitted
@@ -247,7 +248,7 @@ class SchedulerCore:
             node_events.state_changed(self, event)
             return []
         if isinstance(event, (ReservationSet, ReservationDeleted)):
-            return reservations.handle(self, event, now)
+            return reservation_changes.handle(self, event, now)
         raise TypeError(f"not an event: {event!r}")  # pragma: no cover
 
     def cycle(self, now: float) -> list[Decision]:
@@ -270,7 +271,7 @@ class SchedulerCore:
             expired = deadlines.expire(self, now, this_cycle=False)  # too late to start
         bookings = self.bookings
         if bookings is not None and bookings.due <= now:  # a reservation's time came
-            out = reservations.tick(self, now)
+            out = reservation_changes.tick(self, now)
             out.extend(self._cycle(now))
         else:
             out = self._cycle(now)

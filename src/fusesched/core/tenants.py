@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fusesched.core.borrow_backoff import BorrowBackoff
-from fusesched.core.quota import Admission, FlavorAssignment, QuotaLedger
+from fusesched.core.quota import QuotaLedger
+from fusesched.core.quota_verdicts import Admission, FlavorAssignment
 from fusesched.core.records import JobRecord
 from fusesched.model.job import JobSpec, Placement
 from fusesched.model.resources import CPU, GPU, GPU_MILLI, Resources

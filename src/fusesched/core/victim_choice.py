@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusesched.core.quota import Admission
+from fusesched.core.quota_verdicts import Admission
 from fusesched.core.records import JobRecord
 from fusesched.core.victim_search import fewest_victims, last_checkpoint
 from fusesched.policies.victims import VictimCandidate

@@ -2,47 +2,30 @@
 
 Exactly the definitions of ``shared/anchors/fgd/PROTOCOL.md`` section 3 (scores) and section 4
 (fragmentation measure, target workload). Every function is pure and vectorised over the
-candidate nodes: the caller passes a :class:`Candidates` snapshot of the feasible nodes and a
-:class:`PodRequest`, and gets one integer score (0-100, truncated like Go's float→int) per node.
-
-GPU matrices are ``nodes × MAX_GPUS`` of free milli-GPU; GPUs a node does not have are padded
-with 0, which no formula can tell from a fully allocated GPU (and needs not to).
+candidate nodes: the caller passes a :class:`~fusesched.policies.gpu_inputs.Candidates`
+snapshot of the feasible nodes and a :class:`~fusesched.policies.gpu_inputs.PodRequest`
+(both in :mod:`fusesched.policies.gpu_inputs`), and gets one integer score (0-100, truncated
+like Go's float→int) per node.
 
 FGD's fragmentation measure and its incremental index live in
 :mod:`fusesched.policies.gpu_frag` (exact integer units, so a score does not depend on which
 other nodes are scored with it).
 
-A seventh policy, ``default``, is fusesched's own recommendation (not from the paper): FGD's
-integer score ⌊100·σ(ΔF/1000)⌋, computed against a target workload *learned online* from
-the pods that have arrived so far (:class:`fusesched.sim.protocols.fgd` refreshes it at 1, 2,
-4, … arrivals; never from the pod list) whose GPU classes also carry their memory, so that a
-node left without the memory of a typical GPU pod counts its idle GPUs as fragment (FGD's
-measure looks at CPU only; needs :attr:`PodRequest.memory_mib` and
-:attr:`Candidates.free_mem`). A GPU pod first takes the nodes of least *scarce pressure*
-(:func:`scarce_pressure`, :func:`scarce_tier`): GPUs that a scarce pod class seen so far (one
-that only nodes with at most :data:`SCARCE_SHARE` % of the GPUs could host: a GPU-model
-constraint, or a size too big for most nodes) will want are left to it, unless the pod eases
-the node's stranding. :func:`default_keys` then decides among those nodes within
-:data:`FGD_WINDOW` (1) point of their best FGD score: first the fewest newly *stranded* milli-GPU
-(:func:`strand_delta`: idle GPU that the node's free CPU can no longer serve at the learned
-mix's CPU per GPU), then FGD's score, then whole-GPU pods least CPU + GPU left (BestFit's s),
-CPU-only pods least idle GPU then s, sharing pods the least look-ahead waste
-(:func:`waste_delta`: how much the pod raises the milli-GPU its GPU is expected to leave idle
-once filled by later pods of the learned mix, in 20-milli steps), and the remaining ties to the
-seeded node order, which consolidates. Sharing pods take, on the chosen node, the GPU with
-FGD's best score and then the least look-ahead waste. What was tried and measured is in
-``docs/FGD.md``.
+A seventh policy, ``default``, is fusesched's own recommendation (not from the paper):
+:func:`default_score` dense-ranks the node keys of :mod:`fusesched.policies.gpu_default`
+(least scarce pressure, then FGD's score within a window, then the fewest newly stranded
+milli-GPU, …), and :func:`select_gpus` gives a sharing pod the GPU with FGD's best score and
+then the least look-ahead waste.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from fusesched.policies.gpu_default import default_keys, scarce_tier, waste_delta
 from fusesched.policies.gpu_frag import (
     GPU_MILLI,
     MAX_GPUS,
@@ -55,6 +38,14 @@ from fusesched.policies.gpu_frag import (
     target_workload,
     whole_drop_units,
 )
+from fusesched.policies.gpu_inputs import (
+    MAX_CPU_MILLI,
+    MAX_GPU_MILLI,
+    Candidates,
+    PodRequest,
+    ScoreContext,
+    pod_tag,
+)
 from fusesched.policies.gpu_power import cpu_need_per_gpu
 
 IntArray = npt.NDArray[np.int64]
@@ -62,121 +53,16 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 __all__ = [
-    "FGD_WINDOW",
     "GPU_MILLI",
     "GPU_SCORERS",
-    "MAX_CPU_MILLI",
     "MAX_GPUS",
-    "MAX_GPU_MILLI",
-    "SCARCE_SHARE",
-    "TAG_COLUMNS",
-    "WASTE_STEP",
-    "Candidates",
-    "PodRequest",
-    "ScoreContext",
     "TargetWorkload",
-    "default_keys",
     "fgd_drop_units",
     "fragment_counts",
     "node_fragmentation",
-    "pod_tag",
-    "scarce_pressure",
-    "scarce_tier",
     "select_gpus",
-    "strand_delta",
-    "stranded_units",
     "target_workload",
-    "waste_delta",
 ]
-
-MAX_CPU_MILLI = 128_000  # "max node spec" constants of the score plugins
-MAX_GPU_MILLI = 8_000
-TAG_COLUMNS = MAX_GPUS + 1  # Clustering tags: column 0 = "share", column k = "k-gpu"
-
-
-@dataclass(frozen=True)
-class PodRequest:
-    """What a pod asks for. ``cpu_milli`` is the request as filed (0 scores as 100)."""
-
-    cpu_milli: int
-    gpu_milli: int  # per-GPU share; 0 for CPU-only pods
-    num_gpu: int
-    memory_mib: int = 0  # read only by a target workload with memory (``default``'s)
-
-    @property
-    def score_cpu(self) -> int:
-        return self.cpu_milli if self.cpu_milli > 0 else 100
-
-    @property
-    def total_gpu(self) -> int:
-        return self.num_gpu * self.gpu_milli
-
-    @property
-    def sharing(self) -> bool:
-        return self.num_gpu == 1 and self.gpu_milli < GPU_MILLI
-
-
-@dataclass(frozen=True, eq=False)
-class Candidates:
-    """The feasible nodes of one pod, as the score plugins see them (state before placement).
-
-    ``tags`` (nodes × TAG_COLUMNS, bool) is only read by Clustering. ``type_ok``,
-    ``fit_count`` and ``sub_sum`` (nodes × M) are only read by FGD; the counts are computed
-    from ``free_gpu`` when absent (a simulator passes incrementally maintained ones).
-    """
-
-    free_cpu: IntArray  # (n,)
-    free_gpu: IntArray  # (n, MAX_GPUS)
-    gpu_count: IntArray  # (n,)
-    tags: BoolArray | None = None
-    type_ok: BoolArray | None = None
-    fit_count: IntArray | None = None
-    sub_sum: IntArray | None = None
-    free_mem: IntArray | None = None  # (n,) MiB; only for a target workload with memory
-    pressure: IntArray | None = None  # (n,) %; only ``default`` (:func:`scarce_pressure`)
-
-    def __len__(self) -> int:
-        return int(self.free_cpu.shape[0])
-
-    @property
-    def idle_gpu(self) -> IntArray:
-        idle: IntArray = self.free_gpu.sum(axis=1)
-        return idle
-
-    def row(self, i: int) -> Candidates:
-        """The one-node snapshot of candidate ``i``."""
-        s = slice(i, i + 1)
-        return Candidates(
-            self.free_cpu[s],
-            self.free_gpu[s],
-            self.gpu_count[s],
-            _cut(self.tags, s),
-            _cut(self.type_ok, s),
-            _cut(self.fit_count, s),
-            _cut(self.sub_sum, s),
-            _cut(self.free_mem, s),
-            _cut(self.pressure, s),
-        )
-
-
-ArrayT = TypeVar("ArrayT", bound=npt.NDArray[Any])
-
-
-def _cut(array: ArrayT | None, rows: slice) -> ArrayT | None:
-    return None if array is None else cast(ArrayT, array[rows])
-
-
-@dataclass(frozen=True, eq=False)
-class ScoreContext:
-    """What some policies need besides the nodes: Random's generator, FGD's target."""
-
-    rng: np.random.Generator | None = None
-    target: TargetWorkload | None = None
-
-
-def pod_tag(pod: PodRequest) -> int:
-    """Clustering's tag column of a GPU pod: 0 = "share", k = "k-gpu"."""
-    return 0 if pod.sharing else pod.num_gpu
 
 
 def _trunc(x: FloatArray) -> IntArray:
@@ -361,131 +247,6 @@ def _rank_score(keys: Sequence[IntArray]) -> IntArray:
         return out
     out[order] = (dense * 100) // top
     return out
-
-
-#: Resolution (milli-GPU) of ``default``'s look-ahead waste key for sharing pods: coarse, so
-#: that nodes within a step stay tied and keep consolidating in the seeded node order.
-WASTE_STEP = 20.0
-
-
-def waste_delta(free_gpu: IntArray, gpu_milli: int, table: FloatArray) -> FloatArray:
-    """(nodes, GPUs): W(f − g) − W(f) of a sharing pod on each GPU; +inf where it does not fit.
-
-    ``table`` is :attr:`TargetWorkload.waste_table`: the change in the expected milli-GPU that
-    this GPU finally leaves idle.
-    """
-    fits = free_gpu >= gpu_milli
-    left = np.maximum(free_gpu - gpu_milli, 0)
-    out: FloatArray = np.where(fits, table[left] - table[free_gpu], np.inf)
-    return out
-
-
-#: FGD score points below the best within which ``default``'s own keys decide: one truncated
-#: point is ≈ 40 milli-GPU of fragmentation change near ΔF = 0, about FGD's own resolution.
-FGD_WINDOW = 1
-
-
-def stranded_units(free_cpu: IntArray, idle: IntArray, need: int) -> IntArray:
-    """need · (stranded milli-GPU): idle milli-GPU that the free CPU cannot serve at ``need``.
-
-    ``need`` is milli-CPU per whole GPU (:func:`~fusesched.policies.gpu_power.cpu_need_per_gpu`
-    of the learned target); the node's free CPU serves ``free_cpu · 1000 / need`` milli-GPU,
-    the rest of its idle GPU is stranded: max(0, idle·need − free_cpu·1000), exact.
-    """
-    out: IntArray = np.maximum(0, idle * need - np.maximum(free_cpu, 0) * GPU_MILLI)
-    return out
-
-
-def strand_delta(pod: PodRequest, free_cpu: IntArray, idle: IntArray, need: int) -> IntArray:
-    """Milli-GPU (rounded down) the pod newly strands on each node (negative: frees).
-
-    The change of :func:`stranded_units` when the pod takes its CPU and GPU: a CPU-heavy pod
-    on a node short of CPU strands more, a CPU-light one eases it; 0 where the CPU is ample
-    before and after. No GPU in the mix (``need`` 0): 0 everywhere.
-    """
-    if need <= 0:
-        return np.zeros(len(free_cpu), dtype=np.int64)
-    after = stranded_units(free_cpu - pod.cpu_milli, idle - pod.total_gpu, need)
-    out: IntArray = (after - stranded_units(free_cpu, idle, need)) // need
-    return out
-
-
-#: A GPU pod class is *scarce* when the nodes that could ever host it (a GPU model its spec
-#: allows, at least its GPU count, total CPU and memory at least its request) hold at most this
-#: share (%) of the cluster's GPUs: a model-constrained class, or one too big for most nodes.
-SCARCE_SHARE = 25
-
-
-def scarce_pressure(eligible: BoolArray, demand: IntArray, gpu_count: IntArray) -> IntArray:
-    """Per node (%): how much of the node's GPUs the scarce pod classes seen so far will want.
-
-    ``eligible`` (classes × nodes) marks the nodes that could host each GPU class when empty,
-    ``demand`` (classes) the milli-GPU its arrivals asked for (every GPU class, so that the sum
-    is all the GPU demand seen). A scarce class (its nodes hold at most :data:`SCARCE_SHARE` %
-    of the GPUs) adds ⌊100 · (its share of the demand) / (its nodes' share of the GPUs)⌋ to
-    each node it can use: 100 means its pods alone fill those nodes by the time the arrivals
-    equal the cluster's capacity. Other classes add nothing; exact integers.
-    """
-    n = len(gpu_count)
-    total = int(demand.sum())
-    cap = int(gpu_count.sum())
-    if total == 0 or cap == 0 or len(demand) == 0:
-        return np.zeros(n, dtype=np.int64)
-    cap_c = eligible.astype(np.int64) @ gpu_count
-    scarce = (cap_c > 0) & (cap_c * 100 <= SCARCE_SHARE * cap)
-    share = (demand[scarce].astype(np.int64) * cap * 100) // (total * cap_c[scarce])
-    out: IntArray = share @ eligible[scarce].astype(np.int64)
-    return out
-
-
-def scarce_tier(
-    pod: PodRequest, pressure: IntArray, free_cpu: IntArray, idle: IntArray, need: int
-) -> IntArray:
-    """Per node: the scarce pressure a GPU pod meets there (``default`` takes the least).
-
-    The node's :func:`scarce_pressure`, except 0 where the pod eases the node's stranding
-    (:func:`strand_delta` < 0): those idle GPUs lack the CPU for the mix's pods, scarce ones
-    included, so a CPU-light pod may use them. CPU-only pods: 0 everywhere.
-    """
-    if pod.num_gpu == 0:
-        return np.zeros(len(free_cpu), dtype=np.int64)
-    eased = strand_delta(pod, free_cpu, idle, need) < 0
-    out: IntArray = np.where(eased, 0, pressure)
-    return out
-
-
-def default_keys(
-    pod: PodRequest,
-    fgd: IntArray,
-    free_cpu: IntArray,
-    idle: IntArray,
-    free_gpu: IntArray,
-    target: TargetWorkload,
-    tier: IntArray | None = None,
-) -> list[IntArray]:
-    """``default``'s lexicographic node keys (each higher-better).
-
-    (0) With ``tier`` (:func:`scarce_tier`), the least scarce pressure; (1) FGD's integer score
-    within :data:`FGD_WINDOW` of the best among the nodes of that least pressure (all nodes
-    without ``tier``); (2) the fewest newly stranded milli-GPU (:func:`strand_delta` at the
-    learned mix's CPU per GPU); (3) FGD's score; then whole-GPU pods least CPU + GPU left
-    (BestFit's s ∝ free CPU + 16·idle GPU milli), CPU-only pods least idle GPU, then least s,
-    sharing pods least look-ahead waste (:func:`waste_delta` of the node's best GPU, in steps
-    of :data:`WASTE_STEP` milli). Arguments are per candidate node (including the best-scored
-    one); ``target`` is the workload ``default`` learned online.
-    """
-    first = np.ones(len(fgd), dtype=np.bool_) if tier is None else tier == tier.min()
-    window = (first & (fgd >= fgd[first].max() - FGD_WINDOW)).astype(np.int64)
-    strand = -strand_delta(pod, free_cpu, idle, cpu_need_per_gpu(target))
-    lead = [window] if tier is None else [-tier, window]
-    if pod.sharing:
-        best = waste_delta(free_gpu, pod.gpu_milli, target.waste_table).min(axis=1)
-        steps = np.where(np.isfinite(best), np.round(best / WASTE_STEP), 1e9)
-        return [*lead, strand, fgd, -steps.astype(np.int64)]
-    left = -(free_cpu + (MAX_CPU_MILLI // MAX_GPU_MILLI) * idle)
-    if pod.num_gpu == 0:
-        return [*lead, strand, fgd, -idle, left]
-    return [*lead, strand, fgd, left]
 
 
 def default_score(cand: Candidates, pod: PodRequest, ctx: ScoreContext) -> IntArray:

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from fusesched.policies.gpu_default import default_keys
 from fusesched.policies.gpu_frag import GPU_MILLI, MAX_GPUS
+from fusesched.policies.gpu_inputs import PodRequest
 from fusesched.policies.gpu_power import (
     POWER_POLICIES,
     NodePower,
@@ -35,20 +37,15 @@ from fusesched.policies.gpu_power import (
     pwr_gpu_choice,
     stranded,
 )
-from fusesched.policies.gpu_scores import (
-    PodRequest,
-    TargetWorkload,
-    default_keys,
-    select_gpus,
-)
+from fusesched.policies.gpu_scores import TargetWorkload, select_gpus
 from fusesched.sim.protocols.fgd import (
     DEFAULT_SEEDS,
     TUNE_RATIO,
     FgdRun,
-    _Cluster,
     _curves,
     run_setup,
 )
+from fusesched.sim.protocols.fgd_cluster import _Cluster
 from fusesched.traces.openb import OpenbNodes, OpenbPods
 
 __all__ = [
