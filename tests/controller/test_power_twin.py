@@ -114,7 +114,7 @@ def test_live_and_simulator_count_the_same_demand(tmp_path: Path, clock: Clock) 
     assert ctl.power is not None
     with ctl.lock:
         live = ctl.power._demand(ctl)
-    simulated = _sim(ctl, jobs).waiting()
+    simulated = _sim(ctl, jobs).waiting(0.0)
     assert live == simulated
     # the job without a selector and the elastic one for any pool count once, in pool a (the
     # first by name with a sleeping node that fits), 1/2 each; the elastic job for pool b its

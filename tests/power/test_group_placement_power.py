@@ -28,8 +28,11 @@ def _demand(spec: JobSpec) -> dict[str, PoolDemand]:
         completing={},
         cluster=ClusterArrays(),  # (nothing booked)
         due_within=lambda horizon_s: [],  # (no begin time, no backoff)
+        licenses=None,  # (the cluster has none)
     )
-    ctl = SimpleNamespace(nodes=nodes, jobs=[spec.id], core=core, tasks={}, outliving={})
+    ctl = SimpleNamespace(
+        nodes=nodes, jobs=[spec.id], core=core, tasks={}, outliving={}, clock=lambda: 0.0
+    )
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="idle-timeout"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
     for name in nodes:

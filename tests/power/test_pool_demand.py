@@ -91,6 +91,8 @@ def test_a_job_whose_groups_no_one_node_could_run_counts_group_by_group() -> Non
     # half a 2-GPU node and half a 64-CPU node; both nodes may run part of it
     assert demand == {"a": PoolDemand(queued_nodes=1.0, wake_first=("g0", "c0"))}
     # once the GPU node is up, the GPU group is held there and the CPU group still wakes c0
+    # (g0 cannot run the CPU group: idle, it is no help to it)
     nodes = [(gpu_node, "a", False), (cpu_node, "a", True)]
     demand = waiting_demand(node_kinds(nodes), core.queue.records)
-    assert demand == {"a": PoolDemand(queued_nodes=0.5, held_nodes=0.5, wake_first=("c0",))}
+    expected = PoolDemand(0.5, held_nodes=0.5, wake_first=("c0",), unfit_powered=("g0",))
+    assert demand == {"a": expected}

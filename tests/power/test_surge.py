@@ -246,9 +246,15 @@ def test_a_job_waiting_in_a_pool_without_sleeping_nodes_keeps_its_idle_nodes() -
     nodes["g1"] = node("g1", "gpu")
     queue = SimpleNamespace(records=[job(8, **{"fusesched.io/pool": "cpu"})])
     core = SimpleNamespace(
-        queue=queue, completing={}, cluster=ClusterArrays(), due_within=lambda horizon_s: []
+        queue=queue,
+        completing={},
+        cluster=ClusterArrays(),
+        due_within=lambda horizon_s: [],
+        licenses=None,
     )
-    ctl = SimpleNamespace(nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={})
+    ctl = SimpleNamespace(
+        nodes=nodes, jobs=["j"], core=core, tasks={}, outliving={}, clock=lambda: 0.0
+    )
     manager = PowerManager(PowerConfig(("true",), ("true",), policy="surge"))
     manager._views(ctl, 0.0)  # type: ignore[arg-type]
     manager.nodes["g1"].power = PowerState.SUSPENDED

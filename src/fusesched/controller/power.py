@@ -39,6 +39,7 @@ from fusesched.controller.power_config import SURGE_POLICIES
 from fusesched.controller.power_config import PowerConfig as PowerConfig
 from fusesched.model.node import LABEL_POOL, LOCAL_POOL, NodeState
 from fusesched.model.resources import CPU, GPU
+from fusesched.power.counted_jobs import counted_jobs
 from fusesched.power.forecast import (
     RISE_KEEP_MARGIN,
     RISE_WAKE_MARGIN,
@@ -127,12 +128,13 @@ class PowerManager:
             )
         return views
 
-    def _demand(self, ctl: Controller) -> dict[str, PoolDemand]:
+    def _demand(self, ctl: Controller, now: float | None = None) -> dict[str, PoolDemand]:
         """The waiting jobs' demand per pool, counted as the simulator counts it
         (:func:`fusesched.power.pool_demand.waiting_demand`, from the core's queue: one pool
         per job, an elastic job's minimum; docs/ENERGY.md). Asleep are the nodes suspended or
         being suspended, powered those on and up; drained nodes are left out (an operator
-        keeps them out of work)."""
+        keeps them out of work). The jobs are :func:`fusesched.power.counted_jobs.counted_jobs`
+        at ``now`` (None: the controller's clock)."""
         nodes = []
         for name, node in ctl.nodes.items():
             if node.drain is not None:
@@ -143,9 +145,11 @@ class PowerManager:
                 nodes.append((node.spec, pool, True))
             elif power is PowerState.ON and node.state is NodeState.UP:
                 nodes.append((node.spec, pool, False))
-        # and those whose begin time (or requeue's backoff) comes before a node could boot
-        soon = ctl.core.due_within(self.config.wake_latency_s + self.config.interval_s)
-        return waiting_demand(node_kinds(nodes), [*ctl.core.queue.records, *soon])
+        # less jobs their licenses hold back; and those whose begin time (a requeue's
+        # backoff, a reservation's start) comes before a node could boot
+        lookahead = self.config.wake_latency_s + self.config.interval_s
+        jobs = counted_jobs(ctl.core, ctl.clock() if now is None else now, lookahead)
+        return waiting_demand(node_kinds(nodes), jobs)
 
     def _work_and_room(self, ctl: Controller) -> WorkAndRoom:
         """Per pool, the work and the free room in node-equivalents (``surge-room``;
@@ -238,7 +242,7 @@ class PowerManager:
         self._at = now
         views = self._views(ctl, now)
         work_room = self._work_and_room(ctl) if self.config.policy == "surge-room" else None
-        demand = self._demand(ctl)
+        demand = self._demand(ctl, now)
         demand = self._forecast(views, demand, now, work_room)
         plan = plan_power(self.config.policy, now, views, demand, self.config.saving, self.history)
         self.history = plan.history

@@ -18,7 +18,9 @@ The shared machinery then
 3. suspends idle nodes (longest idle first) while more are awake than the target, never
    below the pool's warm reserve nor below what the waiting jobs need;
 4. resumes suspended nodes (those the waiting jobs can use first, ``PoolDemand.wake_first``,
-   then longest suspended first) while fewer are awake than the target;
+   then longest suspended first) while fewer are awake than the target — the target counting
+   idle nodes that no waiting job could run (``PoolDemand.unfit_powered``) as no help to
+   them;
 5. within the cluster-wide rate limits (actions per minute, as Slurm's ``SuspendRate`` and
    ``ResumeRate``).
 
@@ -111,6 +113,11 @@ class PoolDemand:
     of mixed node sizes the node woken first could otherwise be one the waiting jobs cannot
     use (an 8-GPU node for a job constrained to the 2-GPU ones), which, once up and idle,
     counts as awake and blocks further wakes. Empty: oldest asleep first.
+    ``unfit_powered``: names of the pool's powered nodes that none of the jobs counted in
+    ``queued_nodes`` could run (their labels, their size). Idle, they do not count towards
+    the awake nodes those jobs need: the pool is kept at least at its busy nodes, those idle
+    nodes and the rounded-up ``queued_nodes`` awake (see :func:`plan_power`), so an idle node
+    that cannot run a waiting job no longer keeps the node it needs asleep.
     """
 
     queued_nodes: float = 0.0
@@ -122,6 +129,7 @@ class PoolDemand:
     held_nodes: float = 0.0
     room_nodes: float = 0.0
     wake_first: tuple[str, ...] = ()
+    unfit_powered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -359,6 +367,9 @@ def plan_power(
             config.reserve(pool),
         )
         target = choose(facts, config)
+        unfit = _unfit_idle(members, facts.demand)
+        if unfit and target.awake < facts.needed_now + unfit:  # (they serve no waiting job)
+            target = replace(target, awake=facts.needed_now + unfit)
         targets[pool] = target.awake
         surplus = facts.awake - target.awake
         if surplus > 0 and suspends_left > 0:
@@ -408,6 +419,19 @@ def plan_power(
         resumes=history.resumes + (now,) * len(resume),
     )
     return PowerPlan(tuple(suspend), tuple(resume), tuple(failed), history, targets)
+
+
+def _unfit_idle(members: Sequence[NodeView], demand: PoolDemand) -> int:
+    """How many of a pool's idle powered nodes none of its queued jobs could run
+    (``demand.unfit_powered``; none while no job is queued)."""
+    if not demand.unfit_powered or demand.queued_nodes <= 0:
+        return 0
+    unfit = frozenset(demand.unfit_powered)
+    return sum(
+        1
+        for n in members
+        if n.power is PowerState.ON and not n.busy and n.schedulable and n.name in unfit
+    )
 
 
 def _left(rate: int, used: int) -> int:

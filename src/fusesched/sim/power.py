@@ -37,6 +37,7 @@ import numpy.typing as npt
 from fusesched.model.events import Decision, Event, NodeStateChanged, StartJob
 from fusesched.model.node import LABEL_POOL, NodeSpec, NodeState
 from fusesched.model.resources import CPU, GPU, Resources
+from fusesched.power.counted_jobs import counted_jobs
 from fusesched.power.forecast import DemandForecaster, RiseForecaster, SurgeTracker
 from fusesched.power.model import kwh
 from fusesched.power.pool_demand import NodeKind, waiting_demand
@@ -341,15 +342,17 @@ class PowerSim:
             self._views[row] = view
         return view
 
-    def waiting(self) -> dict[str, PoolDemand]:
+    def waiting(self, now: float) -> dict[str, PoolDemand]:
         """Per pool, the waiting jobs' demand (``queued_nodes``, ``held_nodes``,
-        ``wake_first``), counted as the live controller counts it
-        (:func:`fusesched.power.pool_demand.waiting_demand`, from the core's queue): asleep
-        are the suspended and suspending nodes, powered those on and up in the core."""
+        ``wake_first``, ``unfit_powered``), counted as the live controller counts it
+        (:func:`fusesched.power.pool_demand.waiting_demand`, of
+        :func:`fusesched.power.counted_jobs.counted_jobs`: the core's queue less jobs their
+        licenses hold back, and the jobs due within the look-ahead): asleep are the
+        suspended and suspending nodes, powered those on and up in the core."""
         core = self._core
         assert core is not None
-        soon = core.due_within(self.lookahead_s)  # (begin times, backoffs: queued by the boot)
-        if not len(core.queue) and not soon:
+        jobs = counted_jobs(core, now, self.lookahead_s)  # (begin times etc.: by the boot)
+        if not jobs:
             return {}
         kinds = self._kinds_now
         if kinds is None:  # (rebuilt only after a node changed state)
@@ -365,12 +368,12 @@ class PowerSim:
                 )
                 for (pool, capacity), rows in self._kinds
             ]
-        return waiting_demand(kinds, [*core.queue.records, *soon])
+        return waiting_demand(kinds, jobs)
 
     def _control(self, now: float) -> None:
         core = self._core
         assert core is not None
-        waiting = self.waiting()
+        waiting = self.waiting(now)
         forecasts: dict[str, float | None] = dict.fromkeys(self.pool_names)
         keeps: dict[str, float | None] = dict.fromkeys(self.pool_names)
         rises: dict[str, float | None] = dict.fromkeys(self.pool_names)
@@ -421,6 +424,7 @@ class PowerSim:
                 held_nodes=wait.held_nodes,
                 room_nodes=room[p],
                 wake_first=wait.wake_first,
+                unfit_powered=wait.unfit_powered,
             )
         for row in self._stale:  # the other rows' views are still current
             self._view(row)
