@@ -219,3 +219,33 @@ def test_a_job_waiting_for_its_reservations_start_wakes_its_node_one_boot_ahead(
     expected = PoolDemand(queued_nodes=0.5, wake_first=("n2",), unfit_powered=("n0",))
     assert twin.demand(soon) == ({"a": expected}, {"a": expected})
     assert twin.resumed(soon) == (["n2"], ["n2"])
+
+
+# ------------------------------------------------- 5. a node count over split groups
+
+
+def test_a_job_of_split_groups_with_a_node_count_counts_without_failing() -> None:
+    # -N 2 over a GPU group and a CPU group with label filters of their own: each group
+    # counts on its own (one task each), which cannot hold -N 2 - splitting the job
+    # raised ValueError (a traceback in every power cycle while it waited), and an
+    # exclusive one would have counted -N whole nodes per group (4, not 2)
+    gpu, cpu = Placement(node_selector={"kind": "gpu"}), Placement(node_selector={"kind": "cpu"})
+    nodes = [(_node(f"g{i}", gpus=8, kind="gpu"), "a", True) for i in range(2)]
+    nodes += [(_node(f"c{i}", gpus=0, kind="cpu"), "a", True) for i in range(2)]
+    groups = (
+        TaskGroup("g", 1, Resources({CPU: 1000, GPU: 1}), gpu),
+        TaskGroup("c", 1, Resources({CPU: 1000}), cpu),
+    )
+    for exclusive, queued in ((False, 0.25), (True, 2.0)):
+        spec = JobSpec("j", groups, placement=Placement(exclusive=exclusive, nodes=2))
+        demand = waiting_demand(node_kinds(nodes), [Queued(spec, 1)])
+        assert demand["a"].queued_nodes == queued
+    # groups split because no one node runs them all (an 8-GPU task, a big CPU task)
+    big = NodeSpec("m0", Resources({CPU: 64000}), {LABEL_POOL: "a"})
+    kinds = node_kinds([(_node("g0", gpus=8), "a", True), (big, "a", True)])
+    groups = (
+        TaskGroup("g", 1, Resources({CPU: 1000, GPU: 8})),
+        TaskGroup("c", 1, Resources({CPU: 32000})),
+    )
+    spec = JobSpec("j", groups, placement=Placement(exclusive=True, nodes=2))
+    assert waiting_demand(kinds, [Queued(spec, 1)])["a"].queued_nodes == 2.0

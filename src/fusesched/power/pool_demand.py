@@ -91,14 +91,18 @@ def job_parts(spec: JobSpec) -> list[JobSpec]:
 
 def _groups(spec: JobSpec) -> list[JobSpec]:
     """One spec per task group of ``spec`` (whole: no ``min_member``), under the job's and
-    the group's label filters."""
+    the group's label filters; without the job's node count (``placement.nodes``: the whole
+    job's, which one group's tasks may not hold, nor need on their own)."""
     return [
         replace(
             spec,
             task_groups=(replace(group, placement=None),),
-            placement=spec.placement
-            if group.placement is None
-            else spec.placement.joined(group.placement),
+            placement=replace(
+                spec.placement
+                if group.placement is None
+                else spec.placement.joined(group.placement),
+                nodes=None,
+            ),
             min_member=None,
         )
         for group in spec.task_groups
