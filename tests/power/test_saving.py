@@ -241,3 +241,17 @@ def test_registry_and_config_validation() -> None:
     with pytest.raises(ValueError):
         SavingConfig(min_warm={"a": -1})
     assert SavingConfig(min_warm={"a": 2}, default_min_warm=1).reserve("b") == 1
+
+
+def test_unfit_idle_nodes_are_not_kept_for_a_job_no_node_can_be_woken_for() -> None:
+    """Idle nodes no waiting job can run are kept awake beside the node it needs only while
+    that node can be woken: with it excluded (SuspendExcNodes), they go as before."""
+    nodes = [idle("n1", 0.0), idle("n2", 10.0), idle("n3", 20.0), asleep("n4")]
+    demand = {
+        "a": PoolDemand(queued_nodes=1.0, wake_first=("n4",), unfit_powered=("n1", "n2", "n3"))
+    }
+    plan = plan_power("idle-timeout", NOW, nodes, demand, CFG)
+    assert (plan.resume, plan.suspend) == (("n4",), ())  # (the job's node: woken)
+    excluded = SavingConfig(idle_threshold_s=1800, exclude_nodes=frozenset({"n4"}))
+    plan = plan_power("idle-timeout", NOW, nodes, demand, excluded)
+    assert (plan.resume, plan.suspend) == ((), ("n1", "n2"))  # (one kept for the waiting job)

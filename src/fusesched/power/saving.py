@@ -367,7 +367,7 @@ def plan_power(
             config.reserve(pool),
         )
         target = choose(facts, config)
-        unfit = _unfit_idle(members, facts.demand)
+        unfit = _unfit_idle(members, facts.demand, config)
         if unfit and target.awake < facts.needed_now + unfit:  # (they serve no waiting job)
             target = replace(target, awake=facts.needed_now + unfit)
         targets[pool] = target.awake
@@ -421,10 +421,20 @@ def plan_power(
     return PowerPlan(tuple(suspend), tuple(resume), tuple(failed), history, targets)
 
 
-def _unfit_idle(members: Sequence[NodeView], demand: PoolDemand) -> int:
+def _unfit_idle(members: Sequence[NodeView], demand: PoolDemand, config: SavingConfig) -> int:
     """How many of a pool's idle powered nodes none of its queued jobs could run
-    (``demand.unfit_powered``; none while no job is queued)."""
+    (``demand.unfit_powered``); none while no job is queued, or while no node they could
+    use can be woken (all excluded, or none asleep): then keeping the unfit ones awake
+    helps nobody."""
     if not demand.unfit_powered or demand.queued_nodes <= 0:
+        return 0
+    useful = frozenset(demand.wake_first)
+    if not any(
+        n.power is PowerState.SUSPENDED
+        and not config.excluded(n)
+        and (not useful or n.name in useful)
+        for n in members
+    ):
         return 0
     unfit = frozenset(demand.unfit_powered)
     return sum(
