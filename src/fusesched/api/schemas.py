@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.job import QoS
-from fusesched.model.submit_env import env_problem
+from fusesched.model.submit_env import checked_env
 from fusesched.model.text import refuse_nul
 
 if TYPE_CHECKING:
@@ -239,9 +239,7 @@ class SubmissionFiles(_Input):
     @field_validator("submit_env")
     @classmethod
     def _environment(cls, environ: dict[str, str] | None) -> dict[str, str] | None:
-        if environ is not None and (problem := env_problem(environ)) is not None:
-            raise ValueError(problem)
-        return environ
+        return checked_env(environ)
 
 
 class SubmittedFiles(_View):

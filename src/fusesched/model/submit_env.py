@@ -114,6 +114,14 @@ def env_problem(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def checked_env(environ: dict[str, str] | None) -> dict[str, str] | None:
+    """``environ`` as it is (None too), or ``ValueError`` with :func:`env_problem`'s reason:
+    the check of a request's ``submit_env`` (pydantic reports a ``ValueError`` as a 422)."""
+    if environ is not None and (problem := env_problem(environ)) is not None:
+        raise ValueError(problem)
+    return environ
+
+
 def text_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` (``os.environ``) without what cannot travel as text: names or values
     that are not UTF-8 (Python holds their bytes as lone surrogates), and empty names;

@@ -36,7 +36,7 @@ from fusesched.model.job import (
 )
 from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
-from fusesched.model.submit_env import env_problem
+from fusesched.model.submit_env import checked_env
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.failure_policy import HangRequest, RestartRequest
@@ -263,9 +263,7 @@ class JobRequest(StrictModel):
     @field_validator("submit_env")
     @classmethod
     def _submit_env(cls, environ: dict[str, str] | None) -> dict[str, str] | None:
-        if environ is not None and (problem := env_problem(environ)) is not None:
-            raise ValueError(problem)
-        return environ
+        return checked_env(environ)
 
     @field_validator("submit_dir")
     @classmethod
