@@ -4,9 +4,10 @@ inherits from the shell that submitted it, a few kilobytes).
 A job's stored request holds no environment: the ``environments`` table keeps each distinct
 one under its key (the SHA-256 of its canonical JSON) and the job's ``env_id`` names it, so an
 array of 10,000 members, or a user's day of submissions from one shell, stores it once.
-:func:`split_environments` takes it out of rows about to be inserted; :func:`with_environment`
-puts it back into a stored request (the controller's recovery, which needs it to start the
-job). Nothing else reads it: no view shows it.
+:func:`split_environments` takes it out of rows about to be inserted; the controller's
+recovery puts it back into a stored request, which it needs to start the job
+(:func:`fusesched.controller.records.stored_request`). Nothing else reads it: no view shows
+it.
 """
 
 from __future__ import annotations
@@ -72,14 +73,3 @@ def read_environments(conn: Connection, keys: Iterable[str | None]) -> dict[str,
         stmt = select(environments.c.id, environments.c.env).where(environments.c.id.in_(chunk))
         found.update({key: env for key, env in conn.execute(stmt)})
     return found
-
-
-def with_environment(
-    request: Mapping[str, Any], env_id: str | None, found: Mapping[str, Mapping[str, str]]
-) -> Mapping[str, Any]:
-    """A stored ``request`` with its environment back (``found``: :func:`read_environments`'s
-    answer); as it is without one, or when it is not kept (then nothing is inherited)."""
-    env = found.get(env_id) if env_id else None
-    if env is None:
-        return request
-    return {**request, FIELD: env}

@@ -174,7 +174,7 @@ class Store(TokenStore):
 
     def environments(self, keys: Iterable[str | None]) -> dict[str, dict[str, str]]:
         """The submitting environments kept under ``keys`` (jobs' ``env_id``; None and
-        unknown keys left out): :func:`fusesched.store.environments.with_environment` puts
+        unknown keys left out): :func:`fusesched.controller.records.stored_request` puts
         one back into its job's request."""
         with self._read() as conn:
             return read_environments(conn, keys)
