@@ -98,26 +98,35 @@ class LicensePool:
         ]
         return f"waiting for licenses: {', '.join(short)}" if short else ""
 
-    def returns(self, core: SchedulerCore, now: float) -> list[tuple[float, str, int]]:
+    def returns(
+        self, core: SchedulerCore, now: float, *, unknown_now: bool = True
+    ) -> list[tuple[float, str, int]]:
         """(time, name, count) of every license the running jobs give back, by their
-        estimated ends (one past its estimate: now), sorted by time."""
+        estimated ends, sorted by time. A job without an estimate or past it gives them
+        back now (``unknown_now``: what backfilling plans with), or not at all."""
         jobs = core.jobs
         out: list[tuple[float, str, int]] = []
         for job_id, held in self.held.items():
-            est_end = jobs[job_id].est_end
-            end = now if est_end is None or est_end < now else est_end
+            end = jobs[job_id].est_end
+            if end is None or end < now:
+                if not unknown_now:
+                    continue
+                end = now
             out.extend((end, name, count) for name, count in held)
         out.sort()
         return out
 
-    def available_at(self, core: SchedulerCore, wanted: Licenses, now: float) -> float:
+    def available_at(
+        self, core: SchedulerCore, wanted: Licenses, now: float, *, unknown_now: bool = True
+    ) -> float:
         """The earliest time ``wanted`` is free, counting only the running jobs' returns
-        (``math.inf`` if never: asks for more than exist)."""
+        (``math.inf`` if never: asks for more than exist); ``unknown_now`` as
+        :meth:`returns`."""
         if self.fits(wanted):
             return now
         free = {n: self.balance(n) for n, _ in wanted}
         need = dict(wanted)
-        for t, name, count in self.returns(core, now):
+        for t, name, count in self.returns(core, now, unknown_now=unknown_now):
             if name in need:
                 free[name] += count
                 if all(free[n] >= k for n, k in wanted):

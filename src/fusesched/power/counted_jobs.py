@@ -11,7 +11,8 @@ The simulator (:mod:`fusesched.sim.power`) and the live controller
   they need should be up by then);
 * less the jobs that their **licenses** hold back (docs/LICENSES.md: asked-for licenses not
   all free) unless the running jobs that hold them give enough back within ``horizon_s``
-  by their estimated ends (the core's own estimate: what EASY backfilling plans with). A
+  by their estimated ends (the core's own estimate and reckoning,
+  :meth:`fusesched.core.licenses.LicensePool.available_at`, as EASY backfilling plans). A
   node woken for such a job idles until the licenses come back, and would be kept awake
   under it all that time (as ``held_nodes`` too: the job waits on licenses, not nodes). A
   holder with no estimated end or past it gives nothing back by this count: when is not
@@ -21,37 +22,15 @@ The simulator (:mod:`fusesched.sim.power`) and the live controller
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fusesched.core.licenses import LicensePool
     from fusesched.core.records import JobRecord
+    from fusesched.core.scheduler import SchedulerCore
     from fusesched.model.licenses import Licenses
 
 
-class _Queue(Protocol):
-    @property
-    def records(self) -> Sequence[JobRecord]: ...
-
-
-class CountingCore(Protocol):
-    """What :func:`counted_jobs` reads of the core
-    (:class:`fusesched.core.scheduler.SchedulerCore`)."""
-
-    @property
-    def queue(self) -> _Queue: ...
-
-    @property
-    def licenses(self) -> LicensePool | None: ...
-
-    @property
-    def jobs(self) -> Mapping[str, JobRecord]: ...
-
-    def due_within(self, horizon_s: float) -> list[JobRecord]: ...
-
-
-def counted_jobs(core: CountingCore, now: float, horizon_s: float) -> list[JobRecord]:
+def counted_jobs(core: SchedulerCore, now: float, horizon_s: float) -> list[JobRecord]:
     """The jobs power saving counts, in the queue's order and then the delayed ones' (the
     module docstring's rules); ``now``: the shell's clock."""
     jobs = [*core.queue.records, *core.due_within(horizon_s)]
@@ -64,26 +43,10 @@ def counted_jobs(core: CountingCore, now: float, horizon_s: float) -> list[JobRe
         wanted = rec.spec.licenses
         if wanted and not pool.fits(wanted):
             soon = free_by.get(wanted)
-            if soon is None:
-                soon = free_by[wanted] = _free_by(core, pool, wanted, now, now + horizon_s)
+            if soon is None:  # (a holder with no estimated end, or past it: gives none back)
+                at = pool.available_at(core, wanted, now, unknown_now=False)
+                soon = free_by[wanted] = at <= now + horizon_s
             if not soon:
                 continue
         kept.append(rec)
     return kept
-
-
-def _free_by(
-    core: CountingCore, pool: LicensePool, wanted: Licenses, now: float, until: float
-) -> bool:
-    """Whether ``wanted`` is all free by ``until``: free now plus what the running jobs give
-    back by their estimated ends in ``[now, until]``."""
-    free = {name: pool.balance(name) for name, _ in wanted}
-    for job_id, held in pool.held.items():
-        rec = core.jobs.get(job_id)
-        end = rec.est_end if rec is not None else None
-        if end is None or not now <= end <= until:
-            continue
-        for name, count in held:
-            if name in free:
-                free[name] += count
-    return all(free[name] >= count for name, count in wanted)
