@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -17,11 +18,11 @@ import pytest
 
 from fusesched.agent.cgroups import MemoryCgroups
 from fusesched.agent.output_files import unwritable
-from fusesched.agent.runtime import REASON_OOM, ProcessRuntime
+from fusesched.agent.runtime import REASON_LIVENESS, REASON_OOM, ProcessRuntime
 from fusesched.agent.users import Identity
 from fusesched.api.wire import TaskLaunch, TaskReport
 
-from .helpers import read_all, run_one, wait_end
+from .helpers import launch, read_all, run_one, wait_end
 
 WHO = Identity("someone", 234567, 234568)
 
@@ -222,3 +223,54 @@ def test_a_stuck_writer_does_not_hold_the_agent_at_the_oom_line(tmp_path: Path) 
     assert not stuck, "the agent blocked writing the OOM line to a full pipe"
     assert [r.reason for r in ended] == [REASON_OOM]
     assert "Detected 1 oom-kill event(s) in StepId=6.batch cgroup" in log
+
+
+#: slurmstepd's line when it stops a batch script, as the agent words it.
+STOPPED = re.compile(
+    r"fusesched: error: \*\*\* JOB (\d+) ON n-7 CANCELLED AT "
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(.*) \*\*\*\n"
+)
+
+
+def test_a_stopped_batch_script_says_why_as_slurmstepd_does(tmp_path: Path) -> None:
+    """A batch script stopped at its time limit, or cancelled, preempted or requeued by the
+    controller, gets slurmstepd's line in its error file (else its output file) and log
+    (``*** JOB 11 ON n-7 CANCELLED AT <time> DUE TO TIME LIMIT ***``: what users grep a job's
+    output for); a stop for another reason, or a task that is not a batch script, none."""
+    rt = ProcessRuntime(tmp_path / "work")
+    env = {"SLURMD_NODENAME": "n-7"}
+    script = "echo started; trap 'echo bye; exit 143' TERM; sleep 30 & wait"
+    cases = {
+        "11": ("walltime", " DUE TO TIME LIMIT"),
+        "12": ("cancelled by user", ""),
+        "13": ("preempted for job 9 (gpu, gold)", " DUE TO PREEMPTION"),
+        "14": ("requeued by user", " DUE TO JOB REQUEUE"),
+        "15": (f"{REASON_LIVENESS}: exit 1", None),
+    }
+    files = {job: tmp_path / f"{job}.err" for job in cases}
+    try:
+        for job, (reason, _) in cases.items():
+            fields: dict[str, object] = {"env": env, "error_file": str(files[job])}
+            fields["output_file"] = str(tmp_path / f"{job}.out")
+            if reason == "walltime":
+                fields["walltime_s"] = 1.0
+            rt.start(batch(f"{job}.main.0", script, **fields))
+        rt.start(launch("16.main.0", "sleep", "30", env=env))
+        time.sleep(0.5)
+        for job, (reason, _) in cases.items():
+            if reason != "walltime":
+                rt.kill(f"{job}.main.0", 2.0, reason)
+        rt.kill("16.main.0", 2.0, "cancelled by user")
+        wait_end(rt, *(f"{job}.main.0" for job in [*cases, "16"]), timeout=20)
+        logs = {job: read_all(rt, f"{job}.main.0") for job in [*cases, "16"]}
+    finally:
+        rt.shutdown(grace_s=0.2)
+    for job, (_, cause) in cases.items():
+        said = STOPPED.findall(files[job].read_text())
+        if cause is None:
+            assert said == [] and "CANCELLED" not in logs[job]
+            continue
+        assert said == [(job, cause)], (job, files[job].read_text())
+        assert STOPPED.findall(logs[job]) == [(job, cause)]
+        assert (tmp_path / f"{job}.out").read_text() == "started\nbye\n"
+    assert "CANCELLED" not in logs["16"]

@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from fusesched.agent.users import Identity
 from fusesched.api.wire import TaskLaunch
@@ -159,6 +160,36 @@ def oom_message(launch: TaskLaunch, kills: int) -> str:
         f"fusesched: error: Detected {kills} oom-kill event(s) in {where} cgroup. Some of "
         "your processes may have been killed by the cgroup out-of-memory handler."
     )
+
+
+#: What a stop's reason says of why, as slurmstepd's line ends (``DUE TO TIME LIMIT``): by
+#: the reason's start (the agent's own time limit, the controller's cancel, preemption and
+#: requeue reasons: ``runtime.REASON_WALLTIME``, ``core.intake.TIME_LIMIT_PASSED``,
+#: ``"cancelled by user"``, ``core.tenants``' ``"preempted for job …"``, ``"requeued by
+#: user"``). Other stops (a failed liveness probe, the agent's shutdown, a gang member's
+#: failure) are not Slurm's cancels: no line.
+STOP_CAUSES: Final = (
+    ("walltime exceeded", " DUE TO TIME LIMIT"),
+    ("cancelled", ""),
+    ("preempted", " DUE TO PREEMPTION"),
+    ("requeued", " DUE TO JOB REQUEUE"),
+)
+
+
+def stop_message(launch: TaskLaunch, reason: str, at: float) -> str | None:
+    """What the agent adds to a batch script's error output when it stops the script at its
+    time limit or on the controller's cancel, preemption or requeue, worded as slurmstepd's
+    (``*** JOB 11 ON node-1 CANCELLED AT 2026-12-07T13:03:57 DUE TO TIME LIMIT ***``, what
+    users look for in a job's output to learn why it ended). ``at``: the wall-clock time of
+    the stop. None for other tasks and other stops."""
+    if launch.script is None:
+        return None
+    cause = next((tail for head, tail in STOP_CAUSES if reason.startswith(head)), None)
+    if cause is None:
+        return None
+    node = launch.env.get("SLURMD_NODENAME") or launch.env.get("FUSESCHED_NODE") or "?"
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(at))
+    return f"fusesched: error: *** JOB {launch.job_id} ON {node} CANCELLED AT {when}{cause} ***"
 
 
 def close_note(note: int) -> None:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fusesched.agent import output_files
 from fusesched.agent.cgroups import MemoryCgroups, TaskCgroup
 from fusesched.agent.config import AgentConfig
 from fusesched.agent.containers import Bind
@@ -264,6 +265,9 @@ class ProcessRuntime:
         if first:
             task.kill_reason = reason
             self.probes.stopping(task_id)  # no more checks; not ready while it stops
+            said = output_files.stop_message(task.launch, reason, time.time())
+            if said is not None:  # (slurmstepd's "*** JOB 7 ON n1 CANCELLED AT … ***")
+                output_files.say(task.note, task.log_path, said)
         deadline = self._clock() + max(0.0, grace_s)
         if task.kill_deadline is None or deadline < task.kill_deadline:
             task.kill_deadline = deadline

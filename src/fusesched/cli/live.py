@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, Final, NoReturn
 
 import typer
 from rich import box
@@ -188,6 +188,15 @@ STATE_STYLE = {
     "Cancelled": "magenta",
     "Completing": "blue",  # (ended, its tasks still being killed: Slurm's COMPLETING)
 }
+#: How the jobs table names an end that says more than its coarse state (a timed-out job is
+#: ``Failed`` with phase ``timeout``): Slurm's state, in the table's words; coloured as the
+#: coarse state.
+FINER_END: Final = {
+    "TIMEOUT": "Timeout",
+    "OUT_OF_MEMORY": "OutOfMemory",
+    "NODE_FAIL": "NodeFail",
+    "PREEMPTED": "Preempted",
+}
 
 
 #: How often ``logs -f`` asks for new output.
@@ -198,6 +207,8 @@ NEVER_CUT = frozenset({"id", "state", "exit", "time"})
 
 
 def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
+    from fusesched.cli.squeue_format import slurm_state
+
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
     for name in ("id", "name", "user", "type", "queue", "pool", "state", "exit", "time", "nodes"):
         table.add_column(
@@ -209,6 +220,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
     for job in jobs:
         state = "Completing" if job.get("completing") else job["state"]
         held = " (held)" if job.get("phase") == "held" else ""
+        shown = FINER_END.get(slurm_state(job), state)
         code = job.get("exit_code")
         table.add_row(
             job["id"],
@@ -217,7 +229,7 @@ def jobs_table(jobs: list[dict[str, Any]], title: str | None = None) -> Table:
             _type_cell(job),
             job.get("queue") or "",
             job.get("pool") or "",
-            f"[{STATE_STYLE.get(state, 'white')}]{state}{held}[/]",
+            f"[{STATE_STYLE.get(state, 'white')}]{shown}{held}[/]",
             "" if code is None else str(code),
             _elapsed(job),
             ",".join(job.get("nodes") or []),
