@@ -40,6 +40,32 @@ def test_script_runs_with_bash_and_gets_argv(runtime: ProcessRuntime) -> None:
     assert text == "args=a b shell=bash\n"
 
 
+@pytest.mark.parametrize(
+    ("first", "body", "shown"),
+    [
+        # Slurm executes the script: its #! line picks the interpreter, as the kernel's
+        ("#!/usr/bin/env python3", "import sys\nprint('py', sys.argv[1:])", "py ['a', 'b']"),
+        (f"#!{sys.executable} -I", "import sys\nprint(sys.flags.isolated)", "1"),
+        ("#!/bin/bash -l", "shopt -q login_shell && echo login", "login"),
+        ("#! /bin/sh", 'echo "sh $1"', "sh a"),
+        ("#SBATCH -n 1", 'echo "bash ${BASH_VERSION:+yes}"', "bash yes"),  # (no #!: bash)
+    ],
+)
+def test_a_script_runs_by_its_interpreter(
+    runtime: ProcessRuntime, first: str, body: str, shown: str
+) -> None:
+    script = f"{first}\n#SBATCH -J x\n{body}\n"
+    report, text = run_one(runtime, launch("j2.1.0", "a", "b", script=script))
+    assert (report.exit_code, text) == (0, f"{shown}\n")
+
+
+def test_a_script_whose_interpreter_is_missing_fails_to_start(runtime: ProcessRuntime) -> None:
+    runtime.start(launch("j2.2.0", script="#!/no/such/python\nprint(1)\n"))
+    [report] = runtime.poll()
+    assert report.state is TaskState.FAILED_TO_START
+    assert report.reason == "executable not found: /no/such/python"
+
+
 def test_environment_and_cuda_visible_devices(runtime: ProcessRuntime, tmp_path: Path) -> None:
     show = "echo $CUDA_VISIBLE_DEVICES/$MY_VAR/$FUSESCHED_TASK_ID/$FUSESCHED_JOB_ID/$PWD"
     spec = launch("j3.w.0", "sh", "-c", show, env={"MY_VAR": "x"}, gpu_indices=[2, 0])

@@ -397,10 +397,24 @@ def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
         (task_dir / name).write_text(text, encoding="utf-8")
     if launch.script is not None:
         (task_dir / SCRIPT_NAME).write_text(launch.script, encoding="utf-8")
-        return ["bash", f"{inside}/{SCRIPT_NAME}", *launch.argv]
+        return script_command(launch.script, f"{inside}/{SCRIPT_NAME}", launch.argv)
     if launch.argv:
         return list(launch.argv)
     raise StartFailure("nothing to run: the launch has neither argv nor script")
+
+
+def script_command(script: str, path: str, argv: Sequence[str]) -> list[str]:
+    """How a batch script at ``path`` runs: as the kernel runs a script, by the interpreter
+    its ``#!`` line names, with the one argument that line may add, as one word
+    (``#!/usr/bin/env python3``, ``#!/bin/bash -l``: Slurm executes the script, so a Python
+    script is run by Python and ``-l`` makes a login shell); a script without one (a job
+    file's ``script:``) by bash."""
+    first = script.split("\n", 1)[0]
+    if first.startswith("#!"):
+        words = first[2:].strip().split(None, 1)
+        if words:
+            return [*words, path, *argv]
+    return ["bash", path, *argv]
 
 
 def _check_executable(command: str, cwd: Path, path_var: str) -> Path:

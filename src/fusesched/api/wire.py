@@ -117,7 +117,7 @@ class TaskLaunch(_Wire):
     job_id: str
     user: str = ""  # whose job: the agent runs it under that user's unprivileged uid
     argv: list[str] = Field(default_factory=list)  # the command, or empty when script is set
-    script: str | None = None  # a batch script, run with bash (#SBATCH lines are comments)
+    script: str | None = None  # a batch script, run by its #! interpreter (else bash)
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = None
     cpu_ids: list[int] = Field(default_factory=list)  # affinity; empty: no pinning
