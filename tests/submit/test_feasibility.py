@@ -44,6 +44,14 @@ def test_feasible_jobs_pass(spec: JobSpec) -> None:
     assert check_feasible(spec, CLUSTER) is None
 
 
+def test_an_odd_node_size_is_said_at_a_glance() -> None:
+    """An agent reports what the kernel says (``24683772Ki``): the reason reads ``23.5Gi``."""
+    small = [node("n1", cpu=2, memory="24683772Ki")]
+    assert check_feasible(job({"memory": "10Ti"}), small) == (
+        "group 'main' asks for 10Ti memory per task but the largest node has 23.5Gi"
+    )
+
+
 REASONS: list[tuple[str, JobSpec, str]] = [
     (
         "too many gpus",

@@ -405,17 +405,13 @@ def nodes(
 
 def _memory(text: str) -> str:
     """A memory size to read at a glance: ``24683784Ki`` → ``23.5Gi`` (as given if odd)."""
-    from fusesched.model.resources import QuantityError, parse_quantity
+    from fusesched.model.resources import QuantityError, glance_quantity, parse_quantity
 
     try:
         amount = parse_quantity("memory", text)
     except (QuantityError, ValueError):
         return text
-    for suffix, scale in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
-        if amount >= scale:
-            shown = f"{amount / scale:.1f}".removesuffix(".0")
-            return f"{shown}{suffix}"
-    return text
+    return glance_quantity("memory", amount) if amount >= 2**20 else text
 
 
 def priority(
@@ -488,3 +484,9 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.reservations import reservation_app
 
     app.add_typer(reservation_app, rich_help_panel="Jobs and cluster")
+    from fusesched.cli import sacct, scontrol, slurm_commands, slurm_names
+
+    sacct.register(app)
+    scontrol.register(app)
+    slurm_commands.register(app)
+    slurm_names.register(app)  # (squeue, scancel, srun…: the commands above again)

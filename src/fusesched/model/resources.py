@@ -145,6 +145,18 @@ def format_quantity(name: str, amount: int) -> str:
     return str(amount)
 
 
+def glance_quantity(name: str, amount: int) -> str:
+    """A base-unit amount to read at a glance: a byte amount in the largest binary unit it
+    reaches, to one decimal (``25275662336`` bytes → ``23.5Gi``; under a MiB as
+    :func:`format_quantity` writes it); anything else as :func:`format_quantity` does."""
+    if name in _BYTE_UNIT:
+        for suffix in ("Ti", "Gi", "Mi"):
+            scale = int(_SUFFIX[suffix])
+            if amount >= scale:
+                return f"{amount / scale:.1f}".removesuffix(".0") + suffix
+    return format_quantity(name, amount)
+
+
 class Resources(Mapping[str, int]):
     """An immutable, hashable bag of named integer quantities (zero entries dropped)."""
 

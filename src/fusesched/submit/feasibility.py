@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from fusesched.core.topology import TopologyMode
 from fusesched.model.job import JobSpec, Placement, TaskGroup
 from fusesched.model.node import LABEL_HOSTNAME, NodeSpec
-from fusesched.model.resources import Resources, format_quantity
+from fusesched.model.resources import Resources, format_quantity, glance_quantity
 
 
 def check_feasible(spec: JobSpec, nodes: Sequence[NodeSpec]) -> str | None:
@@ -88,7 +88,7 @@ def _task_reason(group: TaskGroup, nodes: Sequence[NodeSpec], where: str) -> str
         if amount > largest:
             return (
                 f"group {group.name!r} asks for {format_quantity(name, amount)} {name} per task "
-                f"but the largest {where} has {format_quantity(name, largest)}"
+                f"but the largest {where} has {glance_quantity(name, largest)}"
             )
     return (
         f"group {group.name!r} asks for {_show(group.resources)} per task, which no single "
