@@ -35,6 +35,12 @@ class ControllerError(RuntimeError):
         self.status = status
 
 
+def older_than(exc: ControllerError, field: str) -> bool:
+    """Whether ``exc`` is a controller older than the request field ``field`` refusing it
+    (422, ``field: Extra inputs are not permitted``: nothing was done)."""
+    return exc.status == 422 and f"{field}: Extra" in str(exc)
+
+
 def default_url() -> str:
     return os.environ.get("FUSESCHED_CONTROLLER", DEFAULT_URL)
 

@@ -1,19 +1,22 @@
-"""``scontrol`` inside a job: the host-list subcommands batch scripts use to find their nodes.
+"""``scontrol``: Slurm's scontrol answered by fusesched, inside jobs and out.
 
 Multi-node scripts written for Slurm (PyTorch's, MPI launchers') commonly say::
 
     MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 
 The agent puts this command beside its ``srun`` wrapper, first on tasks' PATH
-(:func:`fusesched.agent.step_wrapper.install_wrapper`), so such scripts run unchanged:
+(:func:`fusesched.agent.step_wrapper.install_wrapper`), so such scripts run unchanged, and it
+is ``fusesched scontrol`` outside jobs. The host-list subcommands are answered here, with the
+standard library and :mod:`fusesched.hostlist` alone, so that a script calling them in a loop
+stays quick:
 
 * ``scontrol show hostnames [LIST]``: each host of a Slurm host list on a line of its own
   (``LIST`` absent: ``$SLURM_JOB_NODELIST``, as Slurm's);
 * ``scontrol show hostlist LIST`` (and ``hostlistsorted``): the short form, ``n[1-3,7]``.
 
-Anything else exits 1 saying what works here (``fusesched show`` and the other commands
-answer about jobs and nodes). Standard library only, and a light import (``fusesched`` and
-:mod:`fusesched.hostlist`), so that a script calling it in a loop stays quick.
+Everything else (``show job``, ``hold``, ``update JobId=…``, ``requeue``…) is
+:mod:`fusesched.cli.scontrol`'s, which talks to the controller (``FUSESCHED_CONTROLLER``, and
+the token as every fusesched command finds it).
 """
 
 from __future__ import annotations
@@ -24,18 +27,37 @@ from collections.abc import Sequence
 
 from fusesched.hostlist import compress_hostlist, expand_hostlist
 
-USAGE = (
-    "scontrol (fusesched): inside a job only 'scontrol show hostnames [LIST]' and "
-    "'scontrol show hostlist LIST' work; ask fusesched for the rest (fusesched show JOB, "
-    "fusesched nodes)"
-)
+#: scontrol's options that change nothing here (a host list is one line anyway; ``-o`` makes
+#: ``fusesched scontrol``'s records one line each); ``-dd``… too (:func:`option_word`).
+QUIET_FLAGS = frozenset({"-o", "--oneliner", "-d", "--details", "-a", "--all", "-Q", "--quiet"})
+
+
+def option_word(word: str) -> bool:
+    """Whether ``word`` is one of :data:`QUIET_FLAGS` (or ``-dd``, ``-ddd``…)."""
+    return word in QUIET_FLAGS or (word.startswith("-d") and set(word[1:]) == {"d"})
+
+
+HOST_LISTS = frozenset({"hostnames", "hostlist", "hostlistsorted"})
 
 
 def main(argv: Sequence[str]) -> int:
     """Run ``scontrol argv``; the exit status."""
-    words = [w for w in argv if w not in ("-o", "--oneliner")]
-    if len(words) < 2 or words[0] != "show" or len(words) > 3:
-        return _fail(USAGE)
+    code = host_lists(argv)
+    if code is not None:
+        return code
+    from fusesched.cli.scontrol import run
+
+    return run(argv, None, None, os.environ.get("FUSESCHED_CA") or None)
+
+
+def host_lists(argv: Sequence[str]) -> int | None:
+    """``scontrol show hostnames|hostlist|hostlistsorted …`` done (its exit status), or None
+    when ``argv`` asks for something else."""
+    words = [w for w in argv if not option_word(w)]
+    if len(words) < 2 or words[0].lower() != "show" or words[1].lower() not in HOST_LISTS:
+        return None
+    if len(words) > 3:
+        return _fail(f"scontrol: error: 'show {words[1]}' takes one host list")
     what, given = words[1].lower(), words[2] if len(words) == 3 else None
     if what == "hostnames":
         text = given if given is not None else os.environ.get("SLURM_JOB_NODELIST")
@@ -46,17 +68,15 @@ def main(argv: Sequence[str]) -> int:
             return 1
         sys.stdout.write("".join(f"{host}\n" for host in hosts))
         return 0
-    if what in ("hostlist", "hostlistsorted"):
-        if given is None:
-            return _fail(f"scontrol: error: 'show {what}' needs a host list")
-        hosts = _expand(given)
-        if hosts is None:
-            return 1
-        if what == "hostlistsorted":
-            hosts = sorted(dict.fromkeys(hosts))
-        sys.stdout.write(compress_hostlist(hosts) + "\n")
-        return 0
-    return _fail(USAGE)
+    if given is None:
+        return _fail(f"scontrol: error: 'show {what}' needs a host list")
+    hosts = _expand(given)
+    if hosts is None:
+        return 1
+    if what == "hostlistsorted":
+        hosts = sorted(dict.fromkeys(hosts))
+    sys.stdout.write(compress_hostlist(hosts) + "\n")
+    return 0
 
 
 def _expand(text: str) -> list[str] | None:

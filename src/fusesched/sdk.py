@@ -42,9 +42,12 @@ from fusesched.client_base import (
     ControllerError,
     default_token,
     default_url,
+    older_than,
     split_urls,
     token_file,
 )
+from fusesched.model.submit_host import this_host
+from fusesched.sdk_admin import AdminCalls
 from fusesched.sdk_steps import StepCalls
 from fusesched.sdk_transport import path_segment
 
@@ -77,11 +80,12 @@ class LogPage(NamedTuple):
     more: bool = False
 
 
-class Client(StepCalls):
+class Client(StepCalls, AdminCalls):
     """The controller's REST API, a method a route. Its constructor (controller URLs, timeout,
     token, CA, fail-over time) and the requests' transport are :class:`Transport`'s
     (:mod:`fusesched.sdk_transport`); the calls for job steps and terminals are
-    :class:`StepCalls`'s (:mod:`fusesched.sdk_steps`)."""
+    :class:`StepCalls`'s (:mod:`fusesched.sdk_steps`), those for reservations and tokens
+    :class:`AdminCalls`'s (:mod:`fusesched.sdk_admin`)."""
 
     # ------------------------------------------------------------------ jobs
 
@@ -111,14 +115,27 @@ class Client(StepCalls):
         submit_env: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Submit the jobs in submission files, parsed by the controller: each file is
-        ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``. ``submit_env``: an
-        environment the batch scripts' jobs inherit, as sbatch's from its shell (None: none;
-        ``dict(os.environ)`` for this process's). Returns ``{"ids": [...], "warnings": [...]}``."""
-        body: dict[str, Any] = {"files": list(files)}
+        ``{"name": "job.sh", "text": "...", "args": [sbatch options]}``, and says this
+        machine's host name as its ``submit_host`` (the jobs' ``SLURM_SUBMIT_HOST``) unless
+        it names one (``None``: none). ``submit_env``: an environment the batch scripts' jobs
+        inherit, as sbatch's from its shell (None: none; ``dict(os.environ)`` for this
+        process's). Returns ``{"ids": [...], "warnings": [...]}``. A controller older than
+        ``submit_host`` gets the files again without the host this call added."""
+        host = this_host()
+        body: dict[str, Any] = {"files": [dict(f) for f in files]}
+        hosted = [
+            {**f, "submit_host": host} if "submit_host" not in f and host is not None else f
+            for f in body["files"]
+        ]
         if submit_env is not None:
             body["submit_env"] = dict(submit_env)
         if not self.token:
             body["user"] = getpass.getuser()
+        try:
+            return dict(self._call("POST", "/v1/submissions", {**body, "files": hosted}))
+        except ControllerError as exc:
+            if hosted == body["files"] or not older_than(exc, "submit_host"):
+                raise
         return dict(self._call("POST", "/v1/submissions", body))
 
     def show(self, job_id: str) -> dict[str, Any]:
@@ -344,60 +361,6 @@ class Client(StepCalls):
         """Lift a node's drain (cluster-admins); its state afterwards."""
         return dict(self._call("POST", f"/v1/nodes/{path_segment(name)}/undrain", {}))
 
-    def reservations(self) -> list[dict[str, Any]]:
-        """The advance reservations that have not ended, by start (docs/RESERVATIONS.md)."""
-        return list(self._call("GET", "/v1/reservations")["reservations"])
-
-    def create_reservation(
-        self,
-        name: str,
-        nodes: Sequence[str],
-        start: float,
-        end: float,
-        users: Sequence[str] = (),
-        tenants: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """Reserve nodes from ``start`` to ``end`` (Unix seconds) for users or tenants (neither:
-        maintenance). The reservation and ``warnings`` (running jobs that run into it)."""
-        body = {
-            "name": name,
-            "nodes": list(nodes),
-            "start": start,
-            "end": end,
-            "users": list(users),
-            "tenants": list(tenants),
-        }
-        return dict(self._call("POST", "/v1/reservations", body))
-
-    def update_reservation(
-        self,
-        name: str,
-        *,
-        start: float | None = None,
-        end: float | None = None,
-        duration_s: float | None = None,
-        nodes: Sequence[str] | None = None,
-        users: Sequence[str] | None = None,
-        tenants: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
-        """Change a reservation (what is None is kept; ``duration_s`` sets the end from the
-        new or kept start; an empty ``users`` or ``tenants`` clears it). The reservation as
-        changed and ``warnings`` (running jobs that run into the new window)."""
-        given = {
-            "start": start,
-            "end": end,
-            "duration_s": duration_s,
-            "nodes": None if nodes is None else list(nodes),
-            "users": None if users is None else list(users),
-            "tenants": None if tenants is None else list(tenants),
-        }
-        body = {key: value for key, value in given.items() if value is not None}
-        return dict(self._call("PATCH", f"/v1/reservations/{path_segment(name)}", body))
-
-    def delete_reservation(self, name: str) -> None:
-        """Delete a reservation; the jobs waiting to run in it are rejected."""
-        self._call("DELETE", f"/v1/reservations/{path_segment(name)}", raw=True)
-
     def queues(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/queues"))
 
@@ -462,33 +425,6 @@ class Client(StepCalls):
 
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "/healthz"))
-
-    # ------------------------------------------------------------------ tokens (admins)
-
-    def create_token(
-        self,
-        user: str = "",
-        *,
-        tenant: str = "",
-        role: str = "user",
-        kind: str = "user",
-        node: str | None = None,
-        expires_in_s: float | None = None,
-    ) -> dict[str, Any]:
-        """Make a token; the answer's ``token`` is shown this once (only its hash is kept)."""
-        body: dict[str, Any] = {"kind": kind, "user": user, "tenant": tenant, "role": role}
-        if node is not None:
-            body["node"] = node
-        if expires_in_s is not None:
-            body["expires_in_s"] = expires_in_s
-        return dict(self._call("POST", "/v1/tokens", body))
-
-    def tokens(self, kind: str | None = None, include_revoked: bool = False) -> list[Any]:
-        query = {"include_revoked": str(include_revoked).lower()} | ({"kind": kind} if kind else {})
-        return list(self._call("GET", "/v1/tokens?" + urllib.parse.urlencode(query)))
-
-    def revoke_token(self, token_id: str) -> str:
-        return str(self._call("DELETE", f"/v1/tokens/{path_segment(token_id)}")["revoked"])
 
     def _with_user(self, request: Mapping[str, Any]) -> dict[str, Any]:
         out = dict(request)

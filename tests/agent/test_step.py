@@ -17,8 +17,10 @@ from fusesched.agent.step_plan import (
     StepTask,
     exit_status,
     export_vars,
+    option_env,
     place,
     read_hostfile,
+    step_exports,
     step_shape,
     task_argv,
     task_env,
@@ -165,6 +167,29 @@ def test_export() -> None:
     assert export_vars("ALL", {"FUSESCHED_CA": "/work/a/ca.pem", "A": "1"}) == {"A": "1"}
 
 
+def test_the_jobs_export_is_the_steps_default_and_its_options_are_told() -> None:
+    """As Slurm's srun: with no ``--export`` of its own the step takes the job's (sbatch's
+    ``--export``, told as ``SLURM_EXPORT_ENV``), else ``ALL``; its tasks are told its own
+    ``--ntasks-per-node`` and GPU options over the job's, which the script passes on."""
+    job = {"A": "1", "SLURM_NTASKS_PER_NODE": "4", "SLURM_GPUS_PER_TASK": "2"}
+    assert step_exports(parse_args(["true"]), job) == job  # (ALL)
+    told = {**job, "SLURM_EXPORT_ENV": "NONE"}
+    assert step_exports(parse_args(["true"]), told) == {}  # the job's own environment
+    assert step_exports(parse_args(["--export=A", "true"]), told) == {"A": "1"}
+    assert step_exports(parse_args(["true"]), {**job, "SLURM_EXPORT_ENV": "A,B=2"}) == {
+        "A": "1",
+        "B": "2",
+    }
+    own = parse_args(["--ntasks-per-node=1", "--gpus-per-task=1", "-N", "2", "true"])
+    assert step_exports(own, job) == job | {
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_GPUS_PER_TASK": "1",
+    }
+    assert option_env(parse_args(["-G", "2", "true"])) == {"SLURM_GPUS": "2"}
+    assert option_env(parse_args(["--gpus-per-node=1", "true"])) == {"SLURM_GPUS_PER_NODE": "1"}
+    assert option_env(parse_args(["--gres=gpu:1", "-n", "2", "true"])) == {}  # (not Slurm's)
+
+
 def test_exit_status() -> None:
     assert exit_status([0, 0]) == 0
     assert exit_status([0, 3, 1]) == 3
@@ -201,12 +226,14 @@ def test_the_wrapper_runs_the_step(tmp_path: Path) -> None:
 def test_scontrol_beside_srun_gives_the_host_lists_scripts_ask_for(tmp_path: Path) -> None:
     """``MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)``, the usual
     line of multi-node scripts, works in a job: the agent's ``scontrol`` is first on its PATH
-    (no Slurm needed); what else scontrol does is refused, saying so."""
+    (no Slurm needed); the rest of scontrol is ``fusesched scontrol``'s, which asks the
+    controller (none here: it says so)."""
     scontrol = install_wrapper(tmp_path) / "scontrol"
     assert stat.S_IMODE(scontrol.stat().st_mode) == 0o755
 
     def run(*args: str, nodes: str | None = "gpu[01-02],cpu7") -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env["FUSESCHED_CONTROLLER"] = "http://127.0.0.1:9"  # (nothing listens there)
         if nodes is not None:
             env["SLURM_JOB_NODELIST"] = nodes
         return subprocess.run([str(scontrol), *args], capture_output=True, text=True, env=env)
@@ -220,8 +247,11 @@ def test_scontrol_beside_srun_gives_the_host_lists_scripts_ask_for(tmp_path: Pat
     unset = run("show", "hostnames", nodes=None)
     assert unset.returncode == 1 and "SLURM_JOB_NODELIST is not set" in unset.stderr
     other = run("show", "job", "5")
-    assert other.returncode == 1 and "fusesched show JOB" in other.stderr
-    assert "Traceback" not in bad.stderr + unset.stderr + other.stderr
+    assert other.returncode == 1
+    assert "cannot reach the controller at http://127.0.0.1:9" in other.stderr
+    unknown = run("frobnicate")
+    assert unknown.returncode == 1 and "supported: show job [ID]" in unknown.stderr
+    assert "Traceback" not in bad.stderr + unset.stderr + other.stderr + unknown.stderr
 
 
 def test_the_wrapper_is_never_written_through_a_link(tmp_path: Path) -> None:

@@ -92,6 +92,13 @@ def test_the_job_starts_in_its_submit_folder(
     assert exported == ("submit_dir" in fields)  # (Slurm's: the controller's own folder)
 
 
+def test_the_job_is_told_the_host_it_was_submitted_from(tmp_path: Path) -> None:
+    files = {"wrapper": tmp_path / "w"}
+    hosted = batch_script(job(submit_host="login-1", slurm_env=True), files)
+    assert "export SLURM_SUBMIT_HOST=login-1\n" in hosted  # (Slurm's: the controller's host)
+    assert "SLURM_SUBMIT_HOST" not in batch_script(job(), files)
+
+
 def test_licenses_go_to_slurm(options: SlurmOptions, tmp_path: Path) -> None:
     licensed = job(licenses={"matlab": 2, "ansys": 1})
     assert flags(sbatch_args(licensed, options, tmp_path / "s"))["licenses"] == "ansys:1,matlab:2"

@@ -4,6 +4,7 @@ states to "Comple…" and ``token list`` cut token ids, the very ids ``token rev
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -67,7 +68,7 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 
 
 def test_the_jobs_table_never_cuts_ids_or_states(screen: io.StringIO) -> None:
-    job_list.jobs(limit=50)  # (fusesched jobs)
+    job_list.jobs(SimpleNamespace(info_name="jobs"), limit=50)  # type: ignore[arg-type]
     text = screen.getvalue()
     assert "Completed" in text and "Cancelled" in text and "…" in text  # the name is cut
     assert "1005_4" in text

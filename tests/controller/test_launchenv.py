@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from fusesched.api.wire import DeviceInfo, NodeInventory
@@ -196,6 +198,33 @@ def test_slurm_variables_say_what_the_job_holds_on_each_node() -> None:
     bare = SlurmJob("8", "job", "bob", "default", "default", "silver", None, 0)
     plain = slurm_env(bare, slots[0], slots, batch=True)  # nothing known: nothing said
     assert not {"SLURM_CPUS_ON_NODE", "SLURM_MEM_PER_NODE", "SLURM_JOB_END_TIME"} & set(plain)
+
+
+def test_slurm_variables_say_how_the_job_was_submitted() -> None:
+    """``SLURM_SUBMIT_HOST``, ``SLURM_JOB_RESERVATION``, the options' variables and each
+    node's ``SLURM_JOB_GPUS`` (a batch script: the first node's); given ``--mem-per-cpu``
+    (``SLURM_MEM_PER_CPU`` told), no ``SLURM_MEM_PER_NODE``, as Slurm's."""
+    slots = task_slots(decision())  # n2: 2 workers; n0: 1 worker + the ps
+    memory = Resources.parse({"cpu": "1", "memory": "1Gi"})
+    told = {"SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_DEPENDENCY": "afterok:3"}
+    job = SlurmJob(
+        "9", "j", "bob", "default", "default", "silver", 1, 0,
+        per_task={"worker": memory, "ps": memory},
+        submit_host="login-1", reservation="maint", told=told,
+        gpus={"n2": (0, 3), "n0": (1,)},
+    )  # fmt: skip
+    env = [slurm_env(job, s, slots, batch=False) for s in slots]
+    assert [e["SLURM_JOB_GPUS"] for e in env] == ["0,3", "0,3", "1", "1"]
+    for e in env:
+        assert (e["SLURM_SUBMIT_HOST"], e["SLURM_JOB_RESERVATION"]) == ("login-1", "maint")
+        assert {k: e[k] for k in told} == told and e["SLURM_MEM_PER_NODE"] == "2048"
+    per_cpu = replace(job, told={"SLURM_MEM_PER_CPU": "1024"}, gpus={})
+    batch = slurm_env(per_cpu, slots[0], slots, batch=True)
+    assert batch["SLURM_MEM_PER_CPU"] == "1024" and "SLURM_MEM_PER_NODE" not in batch
+    assert "SLURM_JOB_GPUS" not in batch
+    bare = SlurmJob("8", "job", "bob", "default", "default", "silver", None, 0)
+    plain = slurm_env(bare, slots[0], slots, batch=True)  # nothing given: nothing told
+    assert not {"SLURM_SUBMIT_HOST", "SLURM_JOB_RESERVATION", "SLURM_JOB_GPUS"} & set(plain)
 
 
 def test_tasks_per_node_is_written_as_slurm_writes_it() -> None:

@@ -7,13 +7,8 @@ from typing import Any
 
 import pytest
 
-from fusesched.controller.output_files import (
-    NO_ARRAY_INDEX,
-    batch_dirs,
-    batch_outputs,
-    expand,
-    resolve,
-)
+from fusesched.controller.output_files import batch_dirs, batch_outputs, resolve
+from fusesched.output_patterns import NO_ARRAY_INDEX, expand
 from fusesched.submit.sbatch import parse_sbatch
 
 MEMBER: dict[str, Any] = {

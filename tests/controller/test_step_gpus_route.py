@@ -116,7 +116,8 @@ def test_a_steps_task_on_another_node_gets_that_nodes_share(tmp_path: Path, cloc
     ctl.register(gpu_node("g0", 2, cpu="4"))
     ctl.register(gpu_node("g1", 2, cpu="4"))
     client = TestClient(create_app(ctl), raise_server_exceptions=False)
-    args = ["-N", "2", "-n", "3", "-c", "2", "--mem-per-cpu=100M", "--gpus-per-task=1"]
+    # (--mem: 200M a task; given --mem-per-cpu, Slurm tells no SLURM_MEM_PER_NODE)
+    args = ["-N", "2", "-n", "3", "-c", "2", "--mem=400M", "--gpus-per-task=1"]
     (job,) = ctl.submit([parse_sbatch("#!/bin/sh\nsleep 60\n", args=args).request])
     ctl.run_cycle()
     batch = [t for node in ("g0", "g1") for t in launched(ctl, node, [])]

@@ -1,7 +1,9 @@
-"""``srun`` in a batch script: job steps over the allocation, through fusesched (agent/step.py)."""
+"""``srun`` in a batch script: job steps over the allocation, through fusesched (agent/step.py),
+the script and the steps' tasks told what Slurm tells them."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,14 @@ SCRIPT = """#!/bin/bash
 echo "srun is $(command -v srun)"
 first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 echo "first host $first of $(scontrol show hostnames | wc -l)"
-srun -l sh -c 'echo $SLURM_PROCID $SLURMD_NODENAME step=$SLURM_STEP_ID of=$SLURM_NTASKS'
+p=no; [ "$SLURM_TASK_PID" = "$$" ] && p=ok
+u=no; [ "$SLURM_JOB_UID:$SLURM_JOB_GID" = "$(id -u):$(id -g)" ] && u=ok
+echo "told host=$SLURM_SUBMIT_HOST per-node=$SLURM_NTASKS_PER_NODE \
+mem=${SLURM_MEM_PER_NODE:-none}/$SLURM_MEM_PER_CPU pid=$p ids=$u user=$SLURM_JOB_USER"
+srun -l sh -c 'p=no; [ "$SLURM_TASK_PID" = "$$" ] && p=ok
+  u=no; [ "$SLURM_JOB_UID:$SLURM_JOB_GID" = "$(id -u):$(id -g)" ] && u=ok
+  echo $SLURM_PROCID $SLURMD_NODENAME step=$SLURM_STEP_ID of=$SLURM_NTASKS pid=$p ids=$u \
+    host=$SLURM_SUBMIT_HOST mem=${SLURM_MEM_PER_NODE:-none}/$SLURM_MEM_PER_CPU'
 echo "first step: $?"
 srun -n 1 sh -c 'echo second step=$SLURM_STEP_ID rank=$RANK world=$WORLD_SIZE; exit 3'
 rc=$?
@@ -40,12 +49,18 @@ def test_srun_runs_steps_over_the_allocation(client: Client) -> None:
     where = next(line for line in lines if line.startswith("srun is "))
     assert where.endswith("/bin/srun") and not where.endswith(" /usr/bin/srun"), output
     assert "first host node-a of 2" in lines, output  # (scontrol show hostnames, the agent's)
+    # what Slurm tells a job of how it was submitted and who runs it (the host: the SDK's,
+    # this one; --mem-per-cpu: SLURM_MEM_PER_CPU in MiB, and no SLURM_MEM_PER_NODE)
+    host = socket.gethostname()
+    told = f"told host={host} per-node=2 mem=none/64 pid=ok ids=ok user={done['user']}"
+    assert told in lines, output
     labelled = sorted(line for line in lines if line[:1].isdigit() and ": " in line)
+    told = f"pid=ok ids=ok host={host} mem=none/64"  # (each step task its own pid)
     assert labelled == [
-        "0: 0 node-a step=0 of=4",
-        "1: 1 node-a step=0 of=4",
-        "2: 2 node-b step=0 of=4",
-        "3: 3 node-b step=0 of=4",
+        f"0: 0 node-a step=0 of=4 {told}",
+        f"1: 1 node-a step=0 of=4 {told}",
+        f"2: 2 node-b step=0 of=4 {told}",
+        f"3: 3 node-b step=0 of=4 {told}",
     ], output
     assert "first step: 0" in lines, output
     assert "second step=1 rank=0 world=1" in lines, output

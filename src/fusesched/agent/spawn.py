@@ -38,7 +38,7 @@ from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.probe_checks import exec_context
 from fusesched.agent.pty_bridge import Pty, open_pty
 from fusesched.agent.task_data import task_view
-from fusesched.agent.task_env import cpu_list, task_environment
+from fusesched.agent.task_env import cpu_list, slurm_identity_env, task_environment
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
 from fusesched.agent.task_shim import ENV_NAME, PTY_ENV, find_setpriv, shim_start
 from fusesched.agent.users import Identity, IdentityError, check_reachable
@@ -135,7 +135,10 @@ class TaskSpawner:
         env = task_environment(launch, inside, launch.memory_bytes if cgroup else None, tmp)
         if who is not None:
             env.update({"USER": who.name, "LOGNAME": who.name})
-        if self.srun_dir is not None and not container and "SLURM_JOB_ID" in launch.env:
+        slurm = "SLURM_JOB_ID" in launch.env  # (a job with Slurm's variables)
+        if slurm:
+            env.update(slurm_identity_env(who))
+        if self.srun_dir is not None and not container and slurm:
             env["PATH"] = f"{self.srun_dir}:{env['PATH']}"  # before any other srun
         try:
             data_env, data_binds = task_view(data, container=container, who=who)
@@ -245,7 +248,8 @@ class TaskSpawner:
         log_path = task_dir / LOG_NAME
         setpriv = find_setpriv() if who is not None else None
         try:
-            shim = shim_start(command, cwd, env, task_dir, who, setpriv, pty)
+            told_pid = "SLURM_JOB_ID" in launch.env and launch.image is None  # (SLURM_TASK_PID)
+            shim = shim_start(command, cwd, env, task_dir, who, setpriv, pty, told_pid)
         except OSError as exc:
             raise StartFailure(f"cannot write the task's environment: {exc}") from None
         # the folder is the task's user's by now: a link planted there is never followed

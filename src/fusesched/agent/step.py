@@ -40,6 +40,7 @@ without I/O in :mod:`fusesched.agent.step_plan`; the step's round trips with the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import ssl
@@ -52,6 +53,7 @@ import httpx
 
 from fusesched.agent.mpi_program import program_libraries
 from fusesched.agent.step_args import mpi_listing, parse_args, unknown_mpi
+from fusesched.agent.step_files import NO_FILES, StepFiles, emptied, redirected, split_files
 from fusesched.agent.step_gpus import gpu_ask
 from fusesched.agent.step_het import HetShares, het_groups
 from fusesched.agent.step_het_plan import HetStep, plan_het_step
@@ -62,9 +64,9 @@ from fusesched.agent.step_plan import (
     StepOptions,
     StepTask,
     exit_status,
-    export_vars,
     place,
     read_hostfile,
+    step_exports,
     step_shape,
     step_slots,
     task_argv,
@@ -79,7 +81,11 @@ from fusesched.client_base import default_token
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    try:  # (--output, --error, --open-mode: agent/step_files.py)
+        files, args = split_files(sys.argv[1:] if argv is None else argv)
+    except StepError as exc:
+        error(str(exc))
+        return 2
     listing = mpi_listing(args)
     if listing is not None:  # srun --mpi=list: no step
         print(listing, end="")
@@ -116,13 +122,16 @@ def main(argv: list[str] | None = None) -> int:
         else:  # a heterogeneous job's step: over its components' own hostfiles
             het = plan_het_step(options, env, hostfile, groups)
             tasks, warnings = het.tasks, het.warnings
-        exported = export_vars(options.export or "ALL", env)
+        exported = step_exports(options, env)
     except StepError as exc:
         error(str(exc))
         return 2
     for warning in (*options.warnings, *warnings):
         warn(warning)
     cwd = os.getcwd()
+    if options.pty and files.any:
+        error("--pty: the task's output is this terminal, not files (--output, --error)")
+        return 2
     if options.pty:  # one task on a terminal relayed to this one
         from fusesched.agent.step_pty import run_on_terminal
 
@@ -135,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return 2
     exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
-    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env)
+    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files)
+    for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
+        with contextlib.suppress(OSError):
+            Path(path).open("w").close()
     # the job's own credential in its batch script; under salloc (no job credential), the
     # user's, as every fusesched command finds it: the owner may run steps of their own job
     token = env.get("FUSESCHED_JOB_TOKEN") or default_token()
@@ -210,26 +222,29 @@ def _launches(
     cwd: str,
     mpi: bool,
     own_env: Sequence[Mapping[str, str]] = (),
+    files: StepFiles = NO_FILES,
 ) -> list[StepLaunch]:
     """What the step starts: each of its tasks (with its own variables ``own_env[rank]``,
     if given: a heterogeneous job's component's), or (``mpi``) one mpirun on its first node
     that starts them all as one MPI job (its ranks get the variables from mpirun's own,
-    ``-x NAME``)."""
+    ``-x NAME``); with ``files`` (--output, --error: agent/step_files.py), each started
+    with its own (through mpirun: mpirun's)."""
     if not mpi:
-        argv = task_argv(cwd, options.command)
+        commands = redirected(files, tasks, env, options.command, sys.executable)
         return [
             StepLaunch(
                 task,
-                argv,
+                task_argv(cwd, command),
                 {**exported, **(own_env[task.rank] if own_env else {})}
                 | task_env(task, tasks, options.cpus_per_task),
             )
-            for task in tasks
+            for task, command in zip(tasks, commands, strict=True)
         ]
     launcher = env.get("OMPI_MCA_plm_rsh_agent") or f"{sys.executable} -m fusesched.agent.remote"
     own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
     command = mpirun_argv(tasks, passed, options.label, options.command)
-    return [StepLaunch(tasks[0], task_argv(cwd, command), own)]
+    (started,) = redirected(files, tasks[:1], env, command, sys.executable)
+    return [StepLaunch(tasks[0], task_argv(cwd, started), own)]
 
 
 def step_name(options: StepOptions) -> str:

@@ -169,6 +169,16 @@ def _supported() -> str:
     return ", ".join(f"--{name}" for name in _LONG)
 
 
+def takes_value(option: str) -> bool | None:
+    """Whether srun's option ``option`` (``--name`` or ``-x``) takes a value in the next word
+    when none is attached; None for one it does not know. (``--immediate``, ``-I`` and
+    ``--kill-on-bad-exit`` take theirs attached only.)"""
+    name = _SHORT.get(option[1:], "") if not option.startswith("--") else option[2:]
+    if name not in _LONG:
+        return None
+    return _LONG[name][1] and name != "immediate"
+
+
 def _seconds(text: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise StepError(f"--immediate takes whole seconds, not {text!r}")

@@ -1,10 +1,10 @@
 """What a job step (``srun`` inside a batch job, :mod:`fusesched.agent.step`) is to do,
 with no I/O: its options (:class:`StepOptions`, read from the command line by
-:mod:`fusesched.agent.step_args`), the variables passed on (:func:`export_vars`), the
-placement of its tasks over the job's hostfile in Slurm's block distribution (:func:`place`,
-:func:`step_shape`), each task's environment and command line (:func:`task_env`,
-:func:`task_argv`, :class:`StepLaunch`; what a launch may set: :func:`settable`) and the
-step's exit status (:func:`exit_status`).
+:mod:`fusesched.agent.step_args`), the variables passed on (:func:`step_exports`,
+:func:`export_vars`, :func:`option_env`), the placement of its tasks over the job's hostfile
+in Slurm's block distribution (:func:`place`, :func:`step_shape`), each task's environment
+and command line (:func:`task_env`, :func:`task_argv`, :class:`StepLaunch`; what a launch
+may set: :func:`settable`) and the step's exit status (:func:`exit_status`).
 """
 
 from __future__ import annotations
@@ -109,6 +109,14 @@ def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
         elif name in environ:
             out[name] = environ[name]
     return out
+
+
+def step_exports(options: StepOptions, environ: Mapping[str, str]) -> dict[str, str]:
+    """What the step passes its tasks of ``environ`` (the caller's) and of its own options:
+    :func:`export_vars` of ``--export``, else of the job's ``SLURM_EXPORT_ENV`` (its sbatch
+    ``--export``, as Slurm's srun reads it), else ``ALL``; then :func:`option_env`."""
+    spec = options.export or environ.get("SLURM_EXPORT_ENV") or "ALL"
+    return export_vars(spec, environ) | option_env(options)
 
 
 def _passed(environ: Mapping[str, str]) -> dict[str, str]:
@@ -262,6 +270,19 @@ def step_env(tasks: Sequence[StepTask], cpus_per_task: int | None) -> dict[str, 
     if cpus_per_task is not None:
         env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
     return env
+
+
+def option_env(options: StepOptions) -> dict[str, str]:
+    """What the step's tasks are told of its own options, as Slurm's srun tells them, each
+    only when given (over the job's, which the script passes on): ``SLURM_NTASKS_PER_NODE``,
+    ``SLURM_GPUS``, ``SLURM_GPUS_PER_NODE`` and ``SLURM_GPUS_PER_TASK`` (their counts)."""
+    given = {
+        "SLURM_NTASKS_PER_NODE": options.ntasks_per_node,
+        "SLURM_GPUS": options.gpus,
+        "SLURM_GPUS_PER_NODE": options.gpus_per_node,
+        "SLURM_GPUS_PER_TASK": options.gpus_per_task,
+    }
+    return {name: str(value) for name, value in given.items() if value is not None}
 
 
 def task_env(

@@ -4,8 +4,10 @@ memory limit). Nothing of the agent's own environment reaches it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
+from fusesched.agent.users import Identity
 from fusesched.agent.watching import CHECKPOINT_ENV, checkpoint_env
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER, TaskLaunch
 
@@ -50,3 +52,18 @@ def task_environment(
     if memory_limit is not None:
         env["FUSESCHED_MEMORY_LIMIT_BYTES"] = str(memory_limit)
     return env
+
+
+def slurm_identity_env(who: Identity | None) -> dict[str, str]:
+    """What a task with Slurm's variables is told of the identity it runs as, as Slurm's
+    ``slurmstepd`` tells it: ``SLURM_JOB_UID`` and ``SLURM_JOB_GID``, and, when the agent
+    switches to ``who`` (it runs as root), ``SLURM_JOB_USER`` its name (the job's user, or
+    ``anonymous``); ``who`` None: the agent's own uid and gid (its tasks run as it), the
+    controller's ``SLURM_JOB_USER`` (the job's user) kept."""
+    if who is None:
+        return {"SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid())}
+    return {
+        "SLURM_JOB_UID": str(who.uid),
+        "SLURM_JOB_GID": str(who.gid),
+        "SLURM_JOB_USER": who.name,
+    }

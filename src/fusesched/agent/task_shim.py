@@ -61,6 +61,9 @@ ENV_NAME = ".fusesched-env"
 #: makes it the task's controlling terminal as well as its stdin, stdout and stderr.
 PTY_ENV = "FUSESCHED_PTY"
 _ON_PTY = f' <>"${PTY_ENV}" >&0 2>&0\n'
+#: How a shim tells a task with Slurm's variables its process id (``SLURM_TASK_PID``, as
+#: Slurm's ``slurmstepd``): the shim's own, which ``exec`` gives the task.
+_TASK_PID = 'export SLURM_TASK_PID=$$\nexec "$@"'
 #: Where ``setpriv`` is looked for: absolute paths only, never the job's PATH.
 SETPRIV_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
 
@@ -120,16 +123,18 @@ def shim_start(
     who: Identity | None,
     setpriv: str | None,
     pty: Pty | None,
+    task_pid: bool = False,
 ) -> ShimStart:
     """How to start ``command`` in ``cwd`` as ``who`` (None: the agent's identity) behind its
     shim (module docstring); ``setpriv``: :func:`find_setpriv`'s. Under ``setpriv`` the job's
-    environment is written to ``task_dir``'s :data:`ENV_NAME` (an ``OSError`` if it cannot be)."""
+    environment is written to ``task_dir``'s :data:`ENV_NAME` (an ``OSError`` if it cannot be).
+    ``task_pid``: the shim exports ``SLURM_TASK_PID``, the task's process id."""
     shell = shim_shell(env)
-    argv = [shell, "-c", _shim(_SHIM, pty), "fusesched-task", *command]
+    argv = [shell, "-c", _shim(_SHIM, pty, task_pid), "fusesched-task", *command]
     argv_tail = command
     if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
         argv_tail = [str(cwd.absolute()), *command]
-        argv = [shell, "-c", _shim(_SHIM_CD, pty), "fusesched-task", *argv_tail]
+        argv = [shell, "-c", _shim(_SHIM_CD, pty, task_pid), "fusesched-task", *argv_tail]
         cwd = Path("/")
     if who is None or setpriv is None or not all(map(is_env_name, env)):
         return ShimStart(argv=argv, cwd=cwd, env=env, switch=who)
@@ -140,7 +145,8 @@ def shim_start(
         os.fchown(out.fileno(), who.uid, who.gid)
         out.write(_exports(env))
     ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
-    argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty), "fusesched-task"]
+    argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty, task_pid)]
+    argv.append("fusesched-task")
     argv += [str(env_file), *argv_tail]
     # nothing of the job's reaches a program that runs as root
     return ShimStart(argv=argv, cwd=cwd, env={}, switch=None)
@@ -158,6 +164,9 @@ def _exports(env: Mapping[str, str]) -> str:
     return "".join(f"export '{item}'\n" for item in quoted)
 
 
-def _shim(shim: str, pty: Pty | None) -> str:
-    """``shim``, ending on the terminal ``pty`` (if any) rather than ``/dev/null``."""
+def _shim(shim: str, pty: Pty | None, task_pid: bool = False) -> str:
+    """``shim``, ending on the terminal ``pty`` (if any) rather than ``/dev/null``, telling
+    the task its process id first with ``task_pid``."""
+    if task_pid:
+        shim = shim.replace('exec "$@"', _TASK_PID)
     return shim if pty is None else shim.replace(" </dev/null\n", _ON_PTY)

@@ -36,6 +36,7 @@ from fusesched.store.job_filters import JobFilters
 from fusesched.store.records import JobState
 from fusesched.submit.load import parse_submission
 from fusesched.submit.request import JobRequest
+from fusesched.submit.slurm_options import with_submit_host
 
 MAX_BATCH = 10_000
 MAX_LIST = 1_000
@@ -59,7 +60,7 @@ def accept_files(access: Access, files: SubmissionFiles, p: Principal) -> Submit
             submit_env=files.submit_env,
         )
         for parsed in parsed_items:
-            request = parsed.request
+            request = with_submit_host(parsed.request, item.submit_host)
             if not access.auth.enabled and files.user and not request.user:
                 request = request.model_copy(update={"user": files.user})
             requests.append(request)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fusesched.model.job import QoS
 from fusesched.model.submit_env import checked_env
+from fusesched.model.submit_host import SUBMIT_HOST_PATTERN
 from fusesched.model.text import refuse_nul
 
 if TYPE_CHECKING:
@@ -221,6 +222,7 @@ class SubmissionFile(BaseModel):
     # the folder the submitting command runs in: a batch script's default working directory
     # (``JobRequest.submit_dir``); left out by clients older than it
     submit_dir: str | None = Field(default=None, max_length=4096)
+    submit_host: str | None = Field(default=None, pattern=SUBMIT_HOST_PATTERN)  # (the same)
 
     @field_validator("name", "args", "submit_dir")
     @classmethod

@@ -23,6 +23,7 @@ workdir, submit_dir  ``--chdir``: ``workdir`` (``-D``; relative: to ``submit_dir
                      ``submit_dir`` (the folder sbatch or run ran in; the script exports it as
                      ``SLURM_SUBMIT_DIR``), else the run's own folder, owned by that account.
                      A node without it: Slurm's own fallback (it runs the job in ``/tmp``)
+submit_host          exported as ``SLURM_SUBMIT_HOST`` (Slurm's would be the controller's)
 licenses             ``--licenses=NAME:COUNT,...`` (the Slurm cluster must define them: its
                      slurmctld refuses the job otherwise, and the job fails with its reason)
 stdout, stderr       ``--output``: a file in the run's folder (stderr merged, as Slurm does

@@ -35,6 +35,17 @@ CLIENT_COMMANDS = frozenset(
         "licenses",
         "reconfigure",
         "token",
+        "sacct",
+        "priority",
+        # Slurm's names (cli/slurm_names.py, cli/scontrol.py, cli/slurm_commands.py)
+        "squeue",
+        "scancel",
+        "srun",
+        "seff",
+        "sshare",
+        "sprio",
+        "scontrol",
+        "slurm-commands",
     }
 )
 

@@ -7,8 +7,9 @@ print the ids. Output and exit codes are those of the full commands (``--help`` 
 full command).
 
 Each file says the folder the command runs in (``submit_dir``: a batch script's working
-directory, as Slurm's sbatch). A controller older than that field refuses it (422 naming
-it): the files are sent again without it, with a warning (:func:`refused_fields`). The
+directory, as Slurm's sbatch) and this host's name (``submit_host``: ``SLURM_SUBMIT_HOST``).
+A controller older than such a field refuses it (422 naming it): the files are sent again
+without it, with a warning where it matters (:func:`refused_fields`). The
 request also carries the submitting environment (``submit_env``), which batch jobs inherit
 as with Slurm's default ``--export=ALL``; a controller older than it refuses it in the same
 way and gets the request again without it.
@@ -28,8 +29,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fusesched.client_base import ControllerError, default_token, default_url, refusal, split_urls
+from fusesched.client_base import (
+    ControllerError,
+    default_token,
+    default_url,
+    older_than,
+    refusal,
+    split_urls,
+)
 from fusesched.model.submit_env import text_environ
+from fusesched.model.submit_host import this_host
 
 #: How long the quick path waits for the controller (the SDK's default).
 TIMEOUT_S = 30.0
@@ -47,8 +56,15 @@ OLDER_ENV = (
     "environment (name the variables they need: --export=NAME=value)"
 )
 #: The request's fields a controller older than them refuses (422 naming them), each with
-#: the warning said when it was refused and the request sent again without it.
-NEWER_FIELDS = {"submit_dir": OLDER_CONTROLLER, "submit_env": OLDER_ENV}
+#: the warning said when it was refused and the request sent again without it (None: none;
+#: such a controller would not tell the jobs' tasks what it says anyway: SLURM_SUBMIT_HOST,
+#: SLURM_NTASKS_PER_NODE…).
+NEWER_FIELDS: dict[str, str | None] = {
+    "submit_dir": OLDER_CONTROLLER,
+    "submit_env": OLDER_ENV,
+    "submit_host": None,
+    "slurm_options": None,
+}
 
 
 class UsageError(Exception):
@@ -106,9 +122,7 @@ def refused_fields(exc: ControllerError) -> list[str]:
     (it refuses fields it does not know, ``submit_env: Extra inputs are not permitted``:
     nothing was submitted); empty for any other error — a controller that knows the field
     and refuses its value (an environment too large) says why, and that is the error."""
-    if exc.status != 422:
-        return []
-    return [name for name in NEWER_FIELDS if f"{name}: Extra" in str(exc)]
+    return [name for name in NEWER_FIELDS if older_than(exc, name)]
 
 
 def _read(path: str) -> str:
@@ -126,10 +140,12 @@ def _read(path: str) -> str:
 
 def _files(command: str, rest: list[str]) -> list[dict[str, object]]:
     files = _named_files(command, rest)
-    folder = submit_dir()
-    if folder is not None:
-        for item in files:
+    folder, host = submit_dir(), this_host()
+    for item in files:
+        if folder is not None:
             item["submit_dir"] = folder
+        if host is not None:  # (SLURM_SUBMIT_HOST)
+            item["submit_host"] = host
     return files
 
 
@@ -181,7 +197,8 @@ def run(command: str, argv: Sequence[str]) -> int | None:
             if not refused:
                 raise
             for name in refused:
-                print(f"warning: {NEWER_FIELDS[name]}", file=sys.stderr)
+                if NEWER_FIELDS[name] is not None:
+                    print(f"warning: {NEWER_FIELDS[name]}", file=sys.stderr)
                 for item in files:
                     item.pop(name, None)
             if "submit_env" in refused:

@@ -20,6 +20,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -779,6 +780,26 @@ static void add_submit_dir(Buf *body) {
     json_str(body, folder, strlen(folder), 0);
 }
 
+/* Each file's "submit_host": this host's name (submit_host.this_host: gethostname, when it
+ * is one SUBMIT_HOST_PATTERN takes: a letter or digit, then letters, digits, '.', '_', '-',
+ * 255 at most), nothing otherwise. */
+static void add_submit_host(Buf *body) {
+    static char host[300];
+    static int known, ok;
+    if (!known) {
+        known = 1;
+        ok = !gethostname(host, sizeof host - 1) && isalnum((unsigned char)host[0]);
+        host[sizeof host - 1] = '\0';
+        size_t n = strlen(host);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)host[i]) || strchr("._-", host[i]);
+        ok = ok && n <= 255;
+    }
+    if (!ok) return;
+    buf_str(body, ", \"submit_host\": ");
+    json_str(body, host, strlen(host), 0);
+}
+
 /* The "files" of the request (fast._files); Python's for any mistake in them. */
 static void add_files(Buf *body, const Args *a, int sbatch) {
     buf_str(body, "\"files\": [");
@@ -790,6 +811,7 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
             if (i) buf_str(body, ", ");
             add_file(body, a->rest[i], a->rest[i]);
             add_submit_dir(body);
+            add_submit_host(body);
             buf_str(body, "}");
         }
     } else { /* sbatch [OPTIONS] SCRIPT: the first existing file */
@@ -811,6 +833,7 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
         }
         buf_str(body, "]");
         add_submit_dir(body);
+        add_submit_host(body);
         buf_str(body, "}");
     }
     buf_str(body, "]");
@@ -1364,12 +1387,13 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     Response resp = {0};
     int rc = exchange(fd, url, &req, &resp);
-    /* a controller older than "submit_dir" or "submit_env" refuses them, having submitted
-     * nothing: the Python command sends the files again without them, with its warning
-     * (fast.refused_fields) */
+    /* a controller older than "submit_dir", "submit_env" or "submit_host" refuses them,
+     * having submitted nothing: the Python command sends the files again without them,
+     * with its warning (fast.refused_fields) */
     if (!rc && resp.status == 422 && resp.body.len &&
         (memmem(resp.body.data, resp.body.len, "submit_dir", 10) ||
-         memmem(resp.body.data, resp.body.len, "submit_env", 10)))
+         memmem(resp.body.data, resp.body.len, "submit_env", 10) ||
+         memmem(resp.body.data, resp.body.len, "submit_host", 11)))
         to_python();
     return rc ? rc : report(&resp, url, sbatch, a.as_json);
 }

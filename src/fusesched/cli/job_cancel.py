@@ -9,6 +9,7 @@ import typer
 
 from fusesched.cli import cancel_filters as cf
 from fusesched.cli import live
+from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, run_each
 
@@ -26,6 +27,7 @@ def cancel(
     signal: SignalOpt = None,
     batch: BatchOpt = False,
     full: FullOpt = False,
+    clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import getpass
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 import typer
 
+from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.live import (
     CaOpt,
     ControllerOpt,
@@ -45,6 +46,7 @@ def _me(client: Any) -> tuple[list[str], bool]:
 
 
 def jobs(
+    ctx: typer.Context,  # (its name: `jobs`, or Slurm's `squeue`)
     user: Annotated[
         ListOpt, typer.Option("--user", "-u", help="Only these users' jobs (a comma list).")
     ] = None,
@@ -61,7 +63,8 @@ def jobs(
             "--states",
             "-t",
             help="Only jobs in these states (a comma list of Slurm's names or codes: PD, R, "
-            "CG, CD, F, CA, TO, PR, PENDING, …, all).",
+            "CG, CD, F, CA, TO, PR, PENDING, …, all). Default: every job; as `squeue`, the "
+            "pending, running and completing ones (as Slurm's).",
         ),
     ] = None,
     queue: Annotated[
@@ -127,6 +130,7 @@ def jobs(
     noheader: Annotated[
         bool, typer.Option("--noheader", "-h", help="No header line (as squeue -h).")
     ] = False,
+    clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
@@ -142,6 +146,8 @@ def jobs(
         queues = il.comma_list(queue, "queue")
         names = il.comma_list(name, "name")
         ids = il.job_ids(job_ids)
+        if not state and not start and ctx.info_name == "squeue":
+            state = [SQUEUE_DEFAULT]  # (squeue lists the active jobs unless -t says more)
         match = sq.parse_states(state) if state else None
         pieces = None
         if fmt is not None and long_fmt is not None:
@@ -206,6 +212,12 @@ def jobs(
         table = jobs_table(found)
         table.show_header = not noheader
         console.print(table)
+
+
+#: What Slurm's ``squeue`` lists without ``-t``: pending, running and completing jobs, not
+#: the ended ones (which ``squeue -u $USER -h | wc -l`` in a throttling script must not
+#: count); ``fusesched jobs`` lists every job.
+SQUEUE_DEFAULT: Final = "PENDING,RUNNING,COMPLETING"
 
 
 class Filters(NamedTuple):

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.live import (
     CaOpt,
     ControllerOpt,
@@ -132,6 +133,7 @@ def sacct(
             "--json", help="A JSON list: an object a row (a job or a step), the fields as keys."
         ),
     ] = False,
+    clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -337,7 +337,10 @@ def salloc(
         allocation_request,
         shell_command,
         split_salloc_args,
+        told_env,
     )
+    from fusesched.cli.submission import _sent
+    from fusesched.model.submit_host import this_host
     from fusesched.sdk import ControllerError
     from fusesched.submit.errors import SubmitError
 
@@ -368,7 +371,7 @@ def salloc(
     # its time limit: nothing holds it
     attended = Attended(client.submit, warn)
     try:
-        job_id = _call(client.submit if parsed.no_shell else attended, payload)
+        job_id = _call(_sent, client.submit if parsed.no_shell else attended, payload)
     except KeyboardInterrupt:  # (the answer did not come back: whether it was taken is unknown)
         _fail("interrupted while submitting: the job may have been queued (see fusesched jobs)")
     if not parsed.no_shell and not attended.older:  # (an older controller has no pings)
@@ -394,7 +397,8 @@ def salloc(
     if parsed.no_shell:
         raise typer.Exit(0)
     try:
-        code, revoked = _in_allocation(client, job, hosts, parsed, command, ca_path)
+        told = told_env(request, this_host())
+        code, revoked = _in_allocation(client, job, hosts, parsed, command, ca_path, told)
     except _Stop:  # (before the command ran: its own handling of signals was not in place)
         _revoke(client, job_id)
     except OSError as exc:  # its private folder could not be made
@@ -418,6 +422,7 @@ def _in_allocation(
     parsed: Any,
     command: tuple[str, ...],
     ca: Path | None,
+    told: Mapping[str, str],
 ) -> tuple[int, bool]:
     """Write the hostfile and the srun wrapper into a private folder, then run the command
     (:func:`run_command`) with the allocation's environment; the folder goes with it."""
@@ -429,7 +434,8 @@ def _in_allocation(
         hostfile = Path(folder) / "fusesched.hostfile"
         hostfile.write_text(hostfile_text(hosts), encoding="utf-8")
         srun_dir = install_wrapper(Path(folder))
-        allocation = Allocation(job, hosts, client.url, folder, str(hostfile), str(srun_dir))
+        where = (client.url, folder, str(hostfile), str(srun_dir))
+        allocation = Allocation(job, hosts, *where, told)
         ca_file = str(ca.resolve()) if ca is not None else None
         env = allocation_env(os.environ, allocation, client.token, ca_file)
         return run_command(client, str(job["id"]), command, env, workdir(parsed, cwd))

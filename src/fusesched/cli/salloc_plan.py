@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fusesched.agent.step_plan import read_hostfile
@@ -117,6 +117,21 @@ def allocation_request(parsed: SallocArgs, command: Sequence[str]) -> tuple[Any,
     return parse_request(data, source="salloc"), job.warnings
 
 
+def told_env(request: Any, host: str | None) -> dict[str, str]:
+    """What the command is told of how its allocation (the job ``request``, a
+    ``JobRequest``) was asked for, as Slurm's salloc tells it: ``SLURM_SUBMIT_HOST``
+    (``host``: this one; None: not told), ``SLURM_JOB_RESERVATION`` and its options'
+    (``SLURM_NTASKS_PER_NODE``, ``SLURM_MEM_PER_CPU``, ``SLURM_GPUS``…: submit/slurm_options.py;
+    not ``SLURM_JOB_DEPENDENCY`` and ``SLURM_EXPORT_ENV``, which salloc does not set)."""
+    env = {"SLURM_SUBMIT_HOST": host} if host is not None else {}
+    if request.reservation is not None:
+        env["SLURM_JOB_RESERVATION"] = request.reservation
+    if request.slurm_options is not None:
+        told = request.slurm_options.model_copy(update={"dependency": None, "export": None})
+        env.update(told.variables())
+    return env
+
+
 def workdir(parsed: SallocArgs, cwd: str) -> str:
     """Where the command runs: ``-D``/``--chdir`` (relative to ``cwd``), else ``cwd``."""
     chdir: str | None = None
@@ -154,6 +169,7 @@ class Allocation:
     folder: str  # salloc's private folder: the hostfile, bin/srun
     hostfile: str  # its path
     srun_dir: str  # the folder of the srun wrapper
+    told: Mapping[str, str] = field(default_factory=dict)  # (:func:`told_env`)
 
 
 def allocation_env(
@@ -206,6 +222,7 @@ def allocation_env(
     )
     if job.get("qos"):
         env["SLURM_JOB_QOS"] = str(job["qos"])
+    env.update(allocation.told)
     if token:
         env["FUSESCHED_TOKEN"] = token
     if ca:

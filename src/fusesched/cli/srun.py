@@ -212,6 +212,7 @@ def run(
     from fusesched.cli.pty_client import Hangup, Left, terminal, warn_anywhere
     from fusesched.cli.srun_attach import JOBID, OVERLAP, in_job
     from fusesched.cli.submission import _sent
+    from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
 
     try:
@@ -245,7 +246,7 @@ def run(
     if OVERLAP in parsed.own:
         _fail(f"{OVERLAP}: only with {JOBID} (a step in a running job)", 2)
     try:
-        request, warnings = job_request(parsed, submit_dir())
+        request, warnings = job_request(parsed, submit_dir(), this_host())
     except SubmitError as exc:
         _fail(str(exc), 2)
     for warning in warnings:

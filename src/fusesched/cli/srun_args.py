@@ -193,14 +193,17 @@ def job_args(parsed: RunArgs) -> list[str]:
     ]
 
 
-def job_request(parsed: RunArgs, submit_dir: str | None = None) -> tuple[Any, tuple[str, ...]]:
+def job_request(
+    parsed: RunArgs, submit_dir: str | None = None, submit_host: str | None = None
+) -> tuple[Any, tuple[str, ...]]:
     """The job (a ``JobRequest``) and the parser's warnings: sbatch's job for the options,
     whose every task runs the command itself (not a batch script, whose first task alone
     would run it), in ``submit_dir`` (the folder run runs in, as srun's tasks) unless ``-D``
-    says otherwise, with this process's environment (as srun's ``--export=ALL``). No output
+    says otherwise, with this process's environment (as srun's ``--export=ALL``), submitted
+    from ``submit_host`` (its tasks' ``SLURM_SUBMIT_HOST``; None: not said). No output
     file but one ``-o`` names (sbatch's default ``slurm-%j.out``
-    is not written: run prints the output). :class:`fusesched.submit.errors.SubmitError`
-    for a bad option value."""
+    is not written: run prints the output); no ``SLURM_EXPORT_ENV`` (sbatch's, not srun's).
+    :class:`fusesched.submit.errors.SubmitError` for a bad option value."""
     from fusesched.model.submit_env import text_environ
     from fusesched.submit.request import parse_request
     from fusesched.submit.sbatch import parse_sbatch
@@ -219,4 +222,10 @@ def job_request(parsed: RunArgs, submit_dir: str | None = None) -> tuple[Any, tu
     group = data["groups"][0]
     del group["script"]
     group["argv"] = list(parsed.command)
+    told = data.pop("slurm_options", {})
+    told.pop("export", None)
+    if told:
+        data["slurm_options"] = told
+    if submit_host is not None:
+        data["submit_host"] = submit_host
     return parse_request(data, source="run"), job.warnings

@@ -107,9 +107,10 @@ def _check_flags(test_only: bool, parsable: bool, wait: bool, as_json: bool) -> 
 
 
 def _sent(call: Any, payload: Any) -> Any:
-    """``call(payload)``; a controller older than ``submit_dir`` or ``submit_env`` (which
+    """``call(payload)``; a controller older than one of :data:`~fusesched.cli.fast.
+    NEWER_FIELDS` (``submit_dir``, ``submit_env``, ``submit_host``, ``slurm_options``: it
     refuses them, having submitted nothing) gets the payload again without them, with a
-    warning each."""
+    warning each where it matters."""
     from fusesched.cli.fast import NEWER_FIELDS, refused_fields
     from fusesched.sdk import ControllerError
 
@@ -120,7 +121,8 @@ def _sent(call: Any, payload: Any) -> Any:
         if not refused:
             raise
     for name in refused:
-        err.print(f"[yellow]warning:[/] {NEWER_FIELDS[name]}", highlight=False)
+        if NEWER_FIELDS[name] is not None:
+            err.print(f"[yellow]warning:[/] {NEWER_FIELDS[name]}", highlight=False)
     if isinstance(payload, list):
         return call([{k: v for k, v in p.items() if k not in refused} for p in payload])
     return call({k: v for k, v in payload.items() if k not in refused})
@@ -177,17 +179,19 @@ def submit(
     runs in the current folder, as with sbatch."""
     from fusesched.cli.fast import submit_dir
     from fusesched.model.submit_env import text_environ
+    from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.load import load_submission
+    from fusesched.submit.slurm_options import with_submit_host
 
     requests = []
     flags: set[str] = set()
-    folder = submit_dir()
+    folder, host = submit_dir(), this_host()
     environ = text_environ(os.environ)  # (what a batch script's job inherits, as sbatch's)
     try:
         for path in files:
             for parsed in load_submission(path, submit_dir=folder, submit_env=environ):
-                requests.append(parsed.request)
+                requests.append(with_submit_host(parsed.request, host))
                 for warning in parsed.warnings:
                     err.print(f"[yellow]warning:[/] {warning}", highlight=False)
             flags |= _script_flags(path)
@@ -251,8 +255,10 @@ def sbatch(
     """
     from fusesched.cli.fast import submit_dir
     from fusesched.model.submit_env import text_environ
+    from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import load_sbatch, parse_sbatch
+    from fusesched.submit.slurm_options import with_submit_host
 
     # the command's own flags count before the script only (after it, as every word there,
     # they are refused below: Slurm would hand them to the script)
@@ -281,7 +287,7 @@ def sbatch(
             parsed = load_sbatch(script, options, submit_dir=folder, submit_env=environ)
     except SubmitError as exc:
         _fail(str(exc), 2)
-    request = parsed.request
+    request = with_submit_host(parsed.request, this_host())  # (SLURM_SUBMIT_HOST)
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     _check_flags(test_only, parsable, wait, as_json)

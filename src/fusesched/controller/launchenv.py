@@ -31,6 +31,8 @@ MASTER_PORT_SPAN = 20_000
 
 HOSTFILE_NAME = "fusesched.hostfile"
 TASK_DIR = TASK_DIR_PLACEHOLDER
+#: Told a job given ``--mem-per-cpu``, instead of ``SLURM_MEM_PER_NODE`` (as Slurm's).
+MEM_PER_CPU = "SLURM_MEM_PER_CPU"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,12 @@ class SlurmJob:
     per_task: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     start_time: float | None = None  # SLURM_JOB_START_TIME (Unix seconds)
     walltime_s: float | None = None  # with the start: SLURM_JOB_END_TIME
+    submit_host: str | None = None  # SLURM_SUBMIT_HOST
+    reservation: str | None = None  # SLURM_JOB_RESERVATION
+    #: the variables of the Slurm options given (submit/slurm_options.py: SLURM_NTASKS_PER_NODE…)
+    told: Mapping[str, str] = field(default_factory=dict)
+    #: the whole GPUs (indices) the job holds on each of its nodes: SLURM_JOB_GPUS
+    gpus: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
 def slurm_env(
@@ -218,9 +226,11 @@ def slurm_env(
     ``fusesched run``): scripts written for Slurm read ``$SLURM_JOB_ID``,
     ``$SLURM_CPUS_PER_TASK``, ``$SLURM_NTASKS``, ``$SLURM_PROCID``… A batch script (one task
     that starts the rest) gets the batch step's ranks (0); per-task jobs each their own, as
-    ``srun``'s tasks do. The node list is comma-separated (a valid Slurm host list). OpenMPI
-    is kept off Slurm's launcher and allocation, which it would pick from these variables
-    (there is no ``srun`` here): ``mpirun`` goes on using fusesched's launcher and hostfile."""
+    ``srun``'s tasks do; and what the job was submitted with and the GPUs it holds on the
+    task's node (:func:`told_env`). The node list is comma-separated (a valid Slurm host
+    list). OpenMPI is kept off Slurm's launcher and allocation, which it would pick from these
+    variables (there is no ``srun`` here): ``mpirun`` goes on using fusesched's launcher and
+    hostfile."""
     nodes = list(dict.fromkeys(s.node for s in slots))
     own = slots[0] if batch else slot
     env = {
@@ -245,6 +255,7 @@ def slurm_env(
     if job.cpus_per_task is not None:
         env["SLURM_CPUS_PER_TASK"] = str(job.cpus_per_task)
     env.update(_node_shares(job, own.node, nodes, slots))
+    env.update(told_env(job, own.node))
     if job.start_time is not None:
         env["SLURM_JOB_START_TIME"] = str(int(job.start_time))
         if job.walltime_s is not None:
@@ -277,18 +288,38 @@ def _node_shares(
     cpus = [-(-totals[name].get(CPU, 0) // 1000) for name in nodes]
     if any(cpus):
         env["SLURM_JOB_CPUS_PER_NODE"] = tasks_per_node(cpus)
-    return env | node_held_env(totals[node], any(cpus))
+    per_node = MEM_PER_CPU not in job.told
+    return env | node_held_env(totals[node], any(cpus), per_node)
 
 
-def node_held_env(held: Mapping[str, int], cpus: bool = True) -> dict[str, str]:
+def told_env(job: SlurmJob, node: str) -> dict[str, str]:
+    """What the job's tasks on ``node`` are told of how it was asked for, as Slurm tells
+    them, each only when there is something to tell: ``SLURM_SUBMIT_HOST``,
+    ``SLURM_JOB_RESERVATION``, the variables of its Slurm options (``SLURM_NTASKS_PER_NODE``,
+    ``SLURM_MEM_PER_CPU``, ``SLURM_GPUS``…) and ``SLURM_JOB_GPUS`` (the whole GPUs it holds on
+    ``node``, by index, as ``CUDA_VISIBLE_DEVICES`` names them: ``0,1``)."""
+    env = dict(job.told)
+    if job.submit_host is not None:
+        env["SLURM_SUBMIT_HOST"] = job.submit_host
+    if job.reservation is not None:
+        env["SLURM_JOB_RESERVATION"] = job.reservation
+    if job.gpus.get(node):
+        env["SLURM_JOB_GPUS"] = ",".join(map(str, job.gpus[node]))
+    return env
+
+
+def node_held_env(
+    held: Mapping[str, int], cpus: bool = True, memory: bool = True
+) -> dict[str, str]:
     """What a job holds on one node (``held``: its tasks' resources there, summed) as Slurm
     says it: ``SLURM_CPUS_ON_NODE`` (whole CPUs, a fraction rounded up; with ``cpus``: the
-    job holds CPUs somewhere), ``SLURM_MEM_PER_NODE`` (MiB) and ``SLURM_GPUS_ON_NODE``, the
-    last two only when it holds some."""
+    job holds CPUs somewhere), ``SLURM_MEM_PER_NODE`` (MiB; with ``memory``: not for a job
+    given ``--mem-per-cpu``, which Slurm tells ``SLURM_MEM_PER_CPU`` instead) and
+    ``SLURM_GPUS_ON_NODE``, the last two only when it holds some."""
     env: dict[str, str] = {}
     if cpus:
         env["SLURM_CPUS_ON_NODE"] = str(-(-held.get(CPU, 0) // 1000))
-    if held.get(MEMORY):
+    if memory and held.get(MEMORY):
         env["SLURM_MEM_PER_NODE"] = str(held[MEMORY] // 2**20)
     if held.get(GPU):
         env["SLURM_GPUS_ON_NODE"] = str(held[GPU])

@@ -2,13 +2,9 @@
 filename patterns expanded for its start, as Slurm expands them, and resolved against its
 working directory. The agent writes them (agent/output_files.py). Pure.
 
-Patterns: ``%%`` a ``%``; ``%j`` the job's id (an array member's: ``12_3``); ``%J`` the
-job's id and step, ``<id>.batch``; ``%s`` the step, ``batch``; ``%A`` the array's id (a job
-that is no array member: its own); ``%a`` the array index (none: 4294967294, Slurm's "no
-value"); ``%b`` the index modulo 10; ``%x`` the job's name; ``%u`` its user; ``%N`` the
-first node's short name; ``%n`` and ``%t`` 0 (the batch script runs as the first task on
-the first node). A number between ``%`` and the letter pads a number with zeros to that
-width (``%4a``: ``0007``). Other ``%`` sequences are kept as written.
+Patterns: :func:`fusesched.output_patterns.expand` (``%j``, ``%A_%a``, ``%x``…); for a batch
+script ``%J`` is ``<id>.batch``, ``%s`` ``batch``, ``%N`` the first node's short name and ``%n``
+and ``%t`` 0 (the batch script runs as the first task on the first node).
 
 A relative path is relative to the job's working directory, as in Slurm: ``-D``, else the
 folder sbatch ran in (the request's ``submit_dir``; a relative ``-D`` is relative to it too:
@@ -27,6 +23,7 @@ import posixpath
 from typing import TYPE_CHECKING, Final
 
 from fusesched.api.wire import TaskLaunch
+from fusesched.output_patterns import expand
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob
@@ -34,63 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``%a`` of a job that is no array member (Slurm's NO_VAL).
-NO_ARRAY_INDEX: Final = "4294967294"
 #: The longest output path the agents take (``TaskLaunch.output_file``).
 MAX_PATH: Final = 4096
 #: What :func:`launch_outputs` says of a task that writes no output files.
 NO_OUTPUTS: Final[tuple[str | None, str | None, bool]] = (None, None, False)
-
-
-def expand(
-    pattern: str,
-    *,
-    job_id: str,
-    array_job: str | None,
-    array_index: int | None,
-    user: str,
-    name: str,
-    node: str,
-) -> str:
-    """``pattern`` with its ``%`` sequences replaced (see the module's docstring)."""
-    index = NO_ARRAY_INDEX if array_index is None else str(array_index)
-    values = {
-        "%": "%",
-        "j": job_id,
-        "J": f"{job_id}.batch",
-        "s": "batch",
-        "A": array_job or job_id,
-        "a": index,
-        "b": "" if array_index is None else str(array_index % 10),
-        "x": name,
-        "u": user,
-        "N": node.split(".", 1)[0],
-        "n": "0",
-        "t": "0",
-    }
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch != "%":
-            out.append(ch)
-            i += 1
-            continue
-        end = i + 1
-        while end < len(pattern) and pattern[end].isascii() and pattern[end].isdigit():
-            end += 1
-        letter = pattern[end] if end < len(pattern) else ""
-        if letter not in values:
-            out.append(pattern[i : end + 1])  # (kept as written)
-            i = end + 1
-            continue
-        value = values[letter]
-        width = pattern[i + 1 : end]
-        if width and value.isdigit():
-            value = value.zfill(min(int(width), 64))
-        out.append(value)
-        i = end + 1
-    return "".join(out)
 
 
 def resolve(path: str, workdir: str | None) -> str | None:

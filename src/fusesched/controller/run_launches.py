@@ -30,6 +30,7 @@ from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs, start_
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob
 from fusesched.controller.signals import launch_signal
+from fusesched.controller.step_gpus import job_gpus
 from fusesched.controller.torchrun_env import TorchrunWorld
 from fusesched.model.resources import CPU, Resources
 from fusesched.submit.launch_mode import batch_mode, torchrun_groups
@@ -50,10 +51,12 @@ def revoke_job_tokens(ctl: Controller, job_ids: Collection[str]) -> None:
         ctl.persist.store.revoke_job_tokens(job_ids)
 
 
-def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
+def _slurm_job(
+    live: LiveJob, attempt: int, now: float, gpus: Mapping[str, Sequence[int]]
+) -> SlurmJob:
     """What the Slurm variables of ``live``'s tasks say of it (``slurm_env`` jobs) when it
-    starts at ``now``."""
-    spec = live.spec
+    starts at ``now`` holding the GPUs ``gpus`` (per node)."""
+    spec, request = live.spec, live.request
     millicores = spec.task_groups[0].resources.get(CPU, 0)
     array = spec.array
     span = None
@@ -62,7 +65,7 @@ def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
         span = (array.start, indices[-1], array.step, len(indices))
     return SlurmJob(
         job_id=live.id,
-        name=live.request.name,
+        name=request.name,
         user=spec.user,
         queue=spec.queue,
         account=spec.tenant,
@@ -75,6 +78,10 @@ def _slurm_job(live: LiveJob, attempt: int, now: float) -> SlurmJob:
         per_task={group.name: group.resources for group in spec.task_groups},
         start_time=now,
         walltime_s=spec.walltime_s,
+        submit_host=request.submit_host,
+        reservation=spec.reservation,
+        told=request.slurm_options.variables() if request.slurm_options is not None else {},
+        gpus=gpus,
     )
 
 
@@ -114,7 +121,9 @@ class RunLaunches:
             secret[JOB_TOKEN_ENV] = token
         tenants = ctl.core.tenants  # the job's QoS tier may cap its power
         power_cap = dict(tenants.tier(live.spec).power_cap) if tenants is not None else {}
-        slurm = _slurm_job(live, attempt, now) if live.request.slurm_env else None
+        slurm = (
+            _slurm_job(live, attempt, now, job_gpus(ctl, live)) if live.request.slurm_env else None
+        )
         groups = [g.name for g in live.request.groups]
         het = components(groups, slots, per_task) if live.request.hetjob else []
         files = {HOSTFILE_NAME: hostfile(slots)} | het_files(het)

@@ -126,7 +126,8 @@ def create_step(
 def node_env(live: LiveJob, node: str, gpus: Sequence[int] | None, het: bool) -> dict[str, str]:
     """The Slurm variables of a step's task on ``node`` (a ``slurm_env`` job's) that say
     what is its node's: what the job holds there (``SLURM_CPUS_ON_NODE``,
-    ``SLURM_MEM_PER_NODE``: its task group's per task, times its tasks there; a
+    ``SLURM_MEM_PER_NODE``: its task group's per task, times its tasks there, unless the job
+    was given ``--mem-per-cpu``; a
     heterogeneous job's step's ``srun`` gives those itself: agent/step_het.py) and the GPUs
     the step sees there (``gpus``: ``SLURM_GPUS_ON_NODE``, ``SLURM_STEP_GPUS``; None: it
     neither sees nor asked for any)."""
@@ -137,7 +138,9 @@ def node_env(live: LiveJob, node: str, gpus: Sequence[int] | None, het: bool) ->
     if not het and hosts is not None and node in hosts:
         per_task = live.spec.task_groups[0].resources
         held = {name: amount * hosts[node] for name, amount in per_task.items()}
-        env = node_held_env(held, bool(per_task.get(CPU)))
+        told = live.request.slurm_options
+        per_node = told is None or told.mem_per_cpu is None  # (else SLURM_MEM_PER_CPU only)
+        env = node_held_env(held, bool(per_task.get(CPU)), per_node)
     return env | (gpu_env(gpus) if gpus is not None else {})
 
 

@@ -37,6 +37,7 @@ from fusesched.model.job import (
 from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
 from fusesched.model.submit_env import checked_env
+from fusesched.model.submit_host import SUBMIT_HOST_PATTERN
 from fusesched.model.times import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.failure_policy import HangRequest, RestartRequest
@@ -50,6 +51,7 @@ from fusesched.submit.placement_request import (
 )
 from fusesched.submit.probes import PROBE_MODELS
 from fusesched.submit.problems import Loc, submit_error_from
+from fusesched.submit.slurm_options import SlurmJobOptions
 from fusesched.submit.strict_model import StrictModel
 from fusesched.submit.task_group import TaskGroupRequest
 from fusesched.submit.terminal import Terminal
@@ -182,6 +184,13 @@ class JobRequest(StrictModel):
     # container tasks or remote pools. Left out when None: a controller older than the
     # field refuses it
     submit_env: dict[str, str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    # the host it was submitted from (the clients send their own: model/submit_host.py), and
+    # the Slurm options given whose values its tasks are told (submit/slurm_options.py): a
+    # Slurm job's SLURM_SUBMIT_HOST, SLURM_NTASKS_PER_NODE, …; left out when None, as submit_env
+    submit_host: Annotated[str, Field(pattern=SUBMIT_HOST_PATTERN)] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    slurm_options: SlurmJobOptions | None = Field(default=None, exclude_if=lambda v: v is None)
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
     labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
@@ -392,7 +401,7 @@ class JobRequest(StrictModel):
 
     def to_json(self) -> str:
         """The REST/store form: every field, defaults included (``attended`` and ``hetjob``
-        only when true)."""
+        only when true; ``submit_env``, ``submit_host``, ``slurm_options`` only when set)."""
         return self.model_dump_json()
 
     @classmethod

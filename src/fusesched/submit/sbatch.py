@@ -63,6 +63,7 @@ from fusesched.submit.sbatch_reader import (
     split_components,
 )
 from fusesched.submit.sbatch_resources import task_accelerators, task_cpus, task_memory
+from fusesched.submit.sbatch_slurm_options import slurm_options
 from fusesched.submit.syntax import (
     parse_array,
     parse_dependencies,
@@ -204,7 +205,9 @@ def _parse_sbatch(
         data.update(mail)
         reader.warnings.extend(f"{reader.where(reader.options[o].line)}: {m}" for o, m in notes)
     _job_terms(reader, data)
-    apply_export(reader, data, submit_env, input_variables=input_variables)
+    export = apply_export(reader, data, submit_env, input_variables=input_variables)
+    if (told := slurm_options(reader, export)) is not None:  # ($SLURM_NTASKS_PER_NODE…)
+        data["slurm_options"] = told
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))

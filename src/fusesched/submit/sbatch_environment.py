@@ -84,11 +84,12 @@ def apply_export(
     submit_env: Mapping[str, str] | None,
     *,
     input_variables: bool = True,
-) -> None:
+) -> str | None:
     """``--export`` into ``data``: the variables it names (the first group's ``env``) and the
     submitting environment the job inherits (``submit_env``: ``ALL``, the default). The
     command line's ``--export``, else ``SBATCH_EXPORT`` in the submitting environment (with
-    ``input_variables``), else the script's (Slurm's order)."""
+    ``input_variables``), else the script's (Slurm's order). Returns the one in effect, as
+    given (None: none was: ``ALL``)."""
     option = reader.options.get("export")
     from_env = submit_env.get("SBATCH_EXPORT") if submit_env and input_variables else None
     if from_env is not None and (option is None or option.line is not None):
@@ -98,15 +99,16 @@ def apply_export(
             raise SubmitError(
                 f"SBATCH_EXPORT (in the environment): {exc}", source=COMMAND_LINE
             ) from None
-        where = "SBATCH_EXPORT"
+        where, given = "SBATCH_EXPORT", from_env
     elif option is not None:
+        given = reader.value("export") or ""
         try:
-            export = export_env(reader.value("export") or "", submit_env)
+            export = export_env(given, submit_env)
         except ValueError as exc:
             raise reader.fail("export", str(exc)) from None
         where = reader.where(option.line)
     else:
-        export, where = Export(carry_all=True, env={}), ""
+        export, where, given = Export(carry_all=True, env={}), "", None
     if export.env:
         groups = data["groups"]
         assert isinstance(groups, list)
@@ -117,3 +119,4 @@ def apply_export(
         if problem is not None:
             raise SubmitError(problem, source=COMMAND_LINE, field="export")
         data["submit_env"] = carried_env(submit_env)
+    return given

@@ -1,0 +1,212 @@
+"""``srun --output``, ``--error`` and ``--open-mode`` inside a job (:mod:`fusesched.agent.step`),
+with no I/O: taken out of srun's command line (:func:`split_files`), then each task's command
+made to start through :mod:`fusesched.step_output`, which opens the task's files where it runs
+(:func:`redirected`).
+
+A pattern is a Slurm filename pattern (``%j``, ``%t``, ``%N``…); ``none`` is ``/dev/null`` and
+``all`` the default (the tasks' output printed by srun). With ``--output`` alone, standard
+error goes to the same file; with ``--error`` alone, standard output is printed by srun. A file
+of one task's own is emptied by that task as it starts (``--open-mode=truncate``, the default);
+one that several tasks share (no ``%t`` in its name) is emptied by srun before the step starts,
+then every task adds to it, so that none empties what another wrote. A shared file whose name
+holds the step's id (``%s``, ``%J``), unknown until the step starts, is added to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fusesched.agent.step_args import takes_value
+from fusesched.agent.step_plan import StepError, StepTask
+from fusesched.output_patterns import expand
+from fusesched.step_output import Names, names
+
+#: The module each task of a step with files starts through.
+REDIRECT_MODULE = "fusesched.step_output"
+#: srun's patterns that keep the default: the tasks' output printed by srun.
+ALL = "all"
+#: ... and the one that throws it away.
+NONE = "none"
+_OWN = {"--output": "output", "-o": "output", "--error": "error", "-e": "error"}
+_OPEN_MODE = "--open-mode"
+
+
+@dataclass(frozen=True, slots=True)
+class StepFiles:
+    """What ``--output``, ``--error`` and ``--open-mode`` asked for (patterns; None: not
+    given)."""
+
+    output: str | None = None
+    error: str | None = None
+    append: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.output is not None or self.error is not None
+
+
+#: No files: the tasks' output printed by srun.
+NO_FILES = StepFiles()
+
+
+def split_files(argv: Sequence[str]) -> tuple[StepFiles, list[str]]:
+    """srun's file options out of ``argv`` (before its command), and the rest of it;
+    :class:`StepError` for a bad one."""
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    args = list(argv)
+    k = 0
+    while k < len(args):
+        arg = args[k]
+        following = args[k + 1] if k + 1 < len(args) else None
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            if name in _OWN or name == _OPEN_MODE:
+                if not eq:
+                    value = _value(name, following)
+                    k += 1
+                found[_OWN.get(name, "open_mode")] = value
+            else:
+                rest.append(arg)
+                if not eq and takes_value(name) and following is not None:
+                    rest.append(following)
+                    k += 1
+            k += 1
+            continue
+        word, taken = _bundled(arg, following, found)
+        k += taken
+        if word != "-":  # (letters left besides -o/-e)
+            rest.append(word)
+            if _value_next(word) and k + 1 < len(args):
+                rest.append(args[k + 1])
+                k += 1
+        k += 1
+    return _files(found), [*rest, *args[k:]]
+
+
+def _value(option: str, following: str | None) -> str:
+    if following is None:
+        raise StepError(f"{option} needs a value")
+    return following
+
+
+def _flag(letter: str) -> bool:
+    """Whether ``-x`` takes no value at all (so another letter may follow it)."""
+    return takes_value(letter) is False and letter != "-I"  # (-I5: its value attached)
+
+
+def _bundled(word: str, following: str | None, found: dict[str, str]) -> tuple[str, int]:
+    """``word`` (``-o``, ``-ofile``, ``-lo``, ``-lofile``) without the ``-o``/``-e`` it holds,
+    whose value is put in ``found``; how many of the following words that took (0 or 1)."""
+    for j in range(1, len(word)):
+        letter = f"-{word[j]}"
+        if letter in _OWN:
+            value, taken = word[j + 1 :], 0
+            if not value:
+                value, taken = _value(letter, following), 1
+            found[_OWN[letter]] = value
+            return word[:j], taken
+        if not _flag(letter):  # (a letter whose value follows it, or one srun will refuse)
+            break
+    return word, 0
+
+
+def _value_next(word: str) -> bool:
+    """Whether the short options ``word`` end with one whose value is the next word."""
+    for j in range(1, len(word)):
+        letter = f"-{word[j]}"
+        if not _flag(letter):
+            return bool(takes_value(letter)) and j == len(word) - 1
+    return False
+
+
+def _files(found: Mapping[str, str]) -> StepFiles:
+    mode = found.get("open_mode", "truncate")
+    if mode not in ("truncate", "append"):
+        raise StepError(f"--open-mode takes append or truncate, not {mode!r}")
+
+    def pattern(given: str | None, option: str) -> str | None:
+        if given is None or given == ALL:
+            return None
+        if not given:
+            raise StepError(f"--{option} needs a file name")
+        if given.isascii() and given.isdigit():
+            raise StepError(
+                f"--{option}={given}: one task's output alone is not supported here; give a "
+                "file name pattern (%t: each task's own file)"
+            )
+        return "/dev/null" if given == NONE else given
+
+    return StepFiles(
+        pattern(found.get("output"), "output"),
+        pattern(found.get("error"), "error"),
+        mode == "append",
+    )
+
+
+def redirected(
+    files: StepFiles,
+    tasks: Sequence[StepTask],
+    env: Mapping[str, str],
+    command: Sequence[str],
+    python: str,
+) -> list[tuple[str, ...]]:
+    """``command`` for each of ``tasks`` (in their order), started through
+    :data:`REDIRECT_MODULE` by ``python`` with its files when there are any; ``env``, srun's
+    variables, gives the job's values. A task whose files are its own empties them as it
+    starts (unless appending); one that shares a file adds to its files."""
+    if not files.any:
+        return [tuple(command)] * len(tasks)
+    out: list[tuple[str, ...]] = []
+    for _, shared in _task_files(files, tasks, env):
+        mode = "append" if files.append or shared else "truncate"
+        redirect = (python, "-I", "-m", REDIRECT_MODULE, files.output or "", files.error or "")
+        out.append((*redirect, mode, *command))
+    return out
+
+
+def emptied(files: StepFiles, tasks: Sequence[StepTask], env: Mapping[str, str]) -> list[str]:
+    """The files srun empties before the step starts: those of the tasks that share a file
+    (:func:`redirected`), unless appending, whose names it can tell (not the step's id)."""
+    if files.append:
+        return []
+    out: list[str] = []
+    for paths, shared in _task_files(files, tasks, env):
+        if shared:
+            out.extend(p for p in paths if p not in out and UNKNOWN_STEP not in p)
+    return out
+
+
+def _task_files(
+    files: StepFiles, tasks: Sequence[StepTask], env: Mapping[str, str]
+) -> list[tuple[list[str], bool]]:
+    """Each task's files, as srun can name them, and whether it shares one of them."""
+    job = names(env)
+    paths = [_paths(files, _task_names(job, task)) for task in tasks]
+    counts: dict[str, int] = {}
+    for own in paths:
+        for path in own:
+            counts[path] = counts.get(path, 0) + 1
+    return [(own, any(counts[p] > 1 for p in own)) for own in paths]
+
+
+def _task_names(job: Names, task: StepTask) -> Names:
+    """The job's values as one task's (its node, its place, its rank); the step's id is
+    left unknown (:data:`UNKNOWN_STEP`)."""
+    values = job.copy()
+    values["node"] = task.node
+    values["node_index"] = task.node_index
+    values["task"] = task.rank
+    values["step"] = UNKNOWN_STEP
+    return values
+
+
+#: The step's id in srun's own expansions, which run before the controller gives it one.
+UNKNOWN_STEP = "\x00step\x00"
+
+
+def _paths(files: StepFiles, values: Names) -> list[str]:
+    return [expand(p, **values) for p in (files.output, files.error) if p is not None]

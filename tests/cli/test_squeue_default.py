@@ -1,0 +1,68 @@
+"""``fusesched squeue`` lists what Slurm's squeue lists without ``-t``: the pending, running
+and completing jobs, not the ended ones (``squeue -u $USER -h | wc -l`` in a script that
+throttles its submissions must fall as jobs end); ``fusesched jobs`` lists every job. Against
+a real controller with an agent whose tasks only pretend to run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fusesched.agent.client import AgentClient
+from fusesched.agent.fake import FakeRuntime
+from fusesched.api.wire import NodeInventory
+from fusesched.cli.main import app
+from fusesched.controller.server import ControllerServer
+from fusesched.sdk import Client
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    server = ControllerServer(tmp_path / "ctl", port=0, long_poll_s=0.1).start()
+    inventory = NodeInventory(name="n1", resources={"cpu": "1", "memory": "1Gi"})
+    agent = AgentClient(server.url, inventory, FakeRuntime(time.time), long_poll_s=0.1)
+    agent.start()
+    try:
+        yield server.url
+    finally:
+        agent.stop()
+        server.stop()
+
+
+def submit(client: Client, name: str, seconds: float) -> str:
+    request = {
+        "name": name,
+        "groups": [
+            {
+                "resources": {"cpu": 1},
+                "argv": ["sleep", str(seconds)],
+                "env": {"FUSESCHED_FAKE_DURATION": str(seconds)},
+            }
+        ],
+    }
+    [job_id] = client.submit(request)
+    return str(job_id)
+
+
+def ids(url: str, *args: str) -> list[str]:
+    result = CliRunner().invoke(app, [*args, "-h", "-o", "%i", "--controller", url])
+    assert result.exit_code == 0, result.output
+    return result.output.split()
+
+
+def test_squeue_leaves_out_ended_jobs_and_jobs_does_not(url: str) -> None:
+    client = Client(url)
+    done = submit(client, "quick", 0.05)
+    assert client.wait(done, timeout=20)["state"] == "Completed"
+    running = submit(client, "long", 60)  # (one CPU: the next one waits for it)
+    waiting = submit(client, "next", 60)
+    assert sorted(ids(url, "squeue")) == sorted([running, waiting])
+    assert sorted(ids(url, "jobs")) == sorted([done, running, waiting])
+    assert ids(url, "squeue", "-t", "all") == ids(url, "jobs")
+    assert ids(url, "squeue", "-t", "CD") == [done]
+    assert ids(url, "squeue", "-j", done) == []  # (as Slurm's: an ended job is not listed)
+    assert ids(url, "jobs", "-j", done) == [done]
