@@ -355,3 +355,18 @@ def one_queue_tenancy(nominal: Mapping[str, int], **extra: object) -> dict[str, 
         "organisations": [{"name": "lab", "tenants": [{"name": "ml", "queues": [queue]}]}],
         **extra,
     }
+
+
+def two_tenant_tenancy(nominal: Mapping[str, int]) -> dict[str, object]:
+    """A tenancy configuration (``TenancyConfig.from_dict`` input) with two tenants of
+    organisation ``lab``: ``ml`` with queue ``train`` and ``phys`` with queue ``sim``, each
+    queue with the nominal quotas ``nominal`` in the one flavour ``any``."""
+    flavour = {"name": "any", "resources": {r: {"nominal": n} for r, n in nominal.items()}}
+    tenants = [
+        {"name": tenant, "queues": [{"name": queue, "flavors": [flavour]}]}
+        for tenant, queue in (("ml", "train"), ("phys", "sim"))
+    ]
+    return {
+        "flavors": [{"name": "any", "resources": list(nominal)}],
+        "organisations": [{"name": "lab", "tenants": tenants}],
+    }

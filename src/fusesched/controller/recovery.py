@@ -8,7 +8,8 @@ have all registered, or once ``node_timeout_s`` has passed (:func:`release_held`
 then, a job the nodes back so far cannot hold (a gang while one of its nodes' agents is
 still restarting) *waits* instead of being rejected for good (:func:`resubmit`), and is
 offered again whenever nodes join (:func:`retry_waiting`). Jobs the store shows
-running are adopted where they run (``adoption``).
+running are adopted where they run (``adoption``). Fair share gets back the usage of the runs
+that ended (``past_usage``).
 
 Until then the core does not hold those jobs, and would find a dependency on one of them
 (or on an array of theirs) unknown, and a ``singleton`` free of them: a new job whose
@@ -26,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from fusesched.controller import adoption, dependencies, federation, holds
+from fusesched.controller import adoption, dependencies, federation, holds, past_usage
 from fusesched.controller.records import LiveJob, recovered_spec, stored_request
 from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.unsubmitted import Unsubmitted, submitted_ids
@@ -46,7 +47,9 @@ log = logging.getLogger("fusesched.controller")
 
 def recover(ctl: Controller) -> None:
     """Jobs left pending by a previous controller go back into the queue; jobs it had
-    running wait for their agents to report in and are adopted (controller/adoption.py)."""
+    running wait for their agents to report in and are adopted (controller/adoption.py).
+    First, fair share gets the usage of the runs that ended (controller/past_usage.py)."""
+    past_usage.recall(ctl)
     pending, running = ctl.persist.unfinished_jobs()
     if ctl.auth is not None and ctl.auth.enabled:
         ctl.persist.store.revoke_job_tokens(keep=[d.job.id for d in running])

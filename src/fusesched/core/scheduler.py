@@ -42,6 +42,7 @@ from fusesched.core import (
     intake,
     multifactor,
     node_events,
+    past_usage,
     planning,
     reservation_changes,
     reservations,
@@ -80,6 +81,7 @@ from fusesched.model.events import (
     ReservationDeleted,
     ReservationSet,
     StartJob,
+    UsageRecalled,
 )
 from fusesched.model.fast import builder
 from fusesched.model.phases import JobPhase
@@ -231,6 +233,10 @@ class SchedulerCore:
             return completing.ended(self, event)
         if isinstance(event, ArrayRecalled):
             return array_deps.recall(self, event, now)
+        if isinstance(event, UsageRecalled):
+            if self.tenants is not None:
+                past_usage.recall(self.tenants, event, now)
+            return []
         if isinstance(event, JobCheckpointed):
             rec = self.jobs.get(event.job_id)
             if rec is None:

@@ -42,9 +42,13 @@ NEUTRAL_FAIRSHARE = 0.5
 
 
 def billing_rate(spec: JobSpec, gpu_weight: float) -> float:
-    """Usage units per second a running job is charged: CPU cores + ``gpu_weight`` × GPUs
-    (GPU shares count their fraction). The same rate drives fair share and accounting."""
-    total = spec.total
+    """Usage units per second a running job is charged (:func:`holding_rate` of its total)."""
+    return holding_rate(spec.total, gpu_weight)
+
+
+def holding_rate(total: Resources, gpu_weight: float) -> float:
+    """Usage units per second holding ``total`` is charged: CPU cores + ``gpu_weight`` ×
+    GPUs (GPU shares count their fraction). The same rate drives fair share and accounting."""
     gpus = total.get(GPU) + total.get(GPU_MILLI) / 1000.0
     return billing_units(total.get(CPU) / 1000.0, gpus, gpu_weight)
 
@@ -112,9 +116,13 @@ class TenantGate:
         return tiers.get(str(spec.qos)) or tiers[self.config.default_qos]
 
     def account(self, spec: JobSpec) -> tuple[str, ...]:
-        if spec.queue in self._queues:
-            return self.config.account_path(spec.queue, spec.user or None)
-        return ("", spec.tenant, spec.queue, spec.user)  # outside the configured tree
+        return self.account_of(spec.tenant, spec.queue, spec.user)
+
+    def account_of(self, tenant: str, queue: str, user: str) -> tuple[str, ...]:
+        """The fair-share account of a job of ``tenant``, ``queue`` and ``user``."""
+        if queue in self._queues:
+            return self.config.account_path(queue, user or None)
+        return ("", tenant, queue, user)  # outside the configured tree
 
     def refuse(self, spec: JobSpec) -> str:
         """Why a job cannot be accepted at all (its queue is unknown), or ``""``."""

@@ -161,6 +161,28 @@ class ArrayRecalled:
 
 
 @dataclass(frozen=True, slots=True)
+class EndedRuns:
+    """Runs of jobs alike in what fair share charges them, all ended: their ``tenant``,
+    ``queue`` and ``user`` (the account), the resources each job held in all (its spec's
+    ``total``) and each run's ``(start, end)``."""
+
+    tenant: str
+    queue: str
+    user: str
+    total: Resources
+    spans: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecalled:
+    """A restarted controller's account of the runs that ended before the restart (the core
+    no longer holds them, and fair share remembered their usage), so that fair share charges
+    them as it did while they ran (:mod:`fusesched.core.past_usage`)."""
+
+    runs: tuple[EndedRuns, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeDatasets:
     """The datasets a node's local cache holds complete now (the whole set, replacing what
     was known); placement prefers nodes that hold a job's datasets."""
@@ -202,6 +224,7 @@ Event = (
     | JobCheckpointed
     | JobAdopted
     | ArrayRecalled
+    | UsageRecalled
     | ReservationSet
     | ReservationDeleted
 )

@@ -77,12 +77,37 @@ class UsageTracker:
         ``end``. Call it per scheduling cycle for running jobs, or once when a job ends."""
         if end < start:
             raise ValueError("interval ends before it starts")
-        span = end - start
+        self.charge(account, self._used(rate, end - start), end)
+
+    def charge_ended(
+        self,
+        account: Sequence[str],
+        runs: Iterable[tuple[float, Iterable[tuple[float, float]]]],
+        now: float,
+    ) -> None:
+        """Charge runs that ended by ``now``: for each ``(rate, spans)``, runs of ``rate``
+        units per second from ``start`` to ``end`` (``spans``), as :meth:`charge_interval`
+        at each ``end`` would have. Their usage decayed to ``now`` is booked at ``now``, in
+        one charge (a restarted shell's runs of before: :mod:`fusesched.core.past_usage`).
+        An end after ``now`` (a clock set back) counts as ``now``; a run that did not last
+        counts nothing, and when none did ``account`` is not charged at all (nor was it while
+        they ran)."""
+        total = 0.0
+        ran = False
+        for rate, spans in runs:
+            for start, end in spans:
+                stop = min(end, now)
+                if stop > start:
+                    ran = True
+                    total += self._used(rate, stop - start) * self._decay(now - stop)
+        if ran:
+            self.charge(account, total, now)
+
+    def _used(self, rate: float, span: float) -> float:
+        """Usage of ``rate`` for ``span`` seconds as of its end, decayed within the span."""
         if math.isinf(self.half_life_s):
-            amount = rate * span
-        else:
-            amount = rate * self.half_life_s / _LN2 * -math.expm1(-_LN2 * span / self.half_life_s)
-        self.charge(account, amount, end)
+            return rate * span
+        return rate * self.half_life_s / _LN2 * -math.expm1(-_LN2 * span / self.half_life_s)
 
     def usage_at(self, account: Sequence[str], now: float) -> float:
         """The decayed usage of ``account`` at ``now`` (0 for an account never charged)."""

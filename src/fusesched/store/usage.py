@@ -32,21 +32,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from itertools import chain
 from types import MappingProxyType
 from typing import Any, Final
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     Double,
-    String,
     case,
     literal,
-    literal_column,
     or_,
     select,
-    type_coerce,
 )
 
 from fusesched.model.node import LABEL_GPU_MODEL
@@ -54,7 +49,7 @@ from fusesched.policies.fairshare import billing_units
 from fusesched.store.records import JobState
 from fusesched.store.schema import jobs, nodes
 from fusesched.store.store import Store
-from fusesched.store.usage_shapes import job_shape, shape_key
+from fusesched.store.usage_shapes import RESOURCES, in_blocks, job_shape, shape_key
 
 #: The fields a report may be grouped by, in their canonical order.
 USAGE_FIELDS: Final = ("tenant", "user", "queue")
@@ -231,7 +226,7 @@ def _query(
     now: float,
 ) -> Iterable[Sequence[Any]]:
     """(key fields…, first node, seconds in the window, resources) of each job that ran in
-    the window; resources as the dialect gives them cheaply (see :data:`_RESOURCES`)."""
+    the window; resources as the dialect gives them cheaply (see :data:`RESOURCES`)."""
     t0, t1, t_now = (literal(v, Double) for v in (start, end, now))
     stop = case((jobs.c.end_time.is_(None), t_now), else_=jobs.c.end_time)
     hi = case((stop > t1, t1), else_=stop)
@@ -240,7 +235,7 @@ def _query(
         *(jobs.c[name] for name in fields),
         jobs.c.nodes[0].as_string(),
         hi - lo,
-        _RESOURCES[conn.dialect.name],
+        RESOURCES[conn.dialect.name],
     ).where(
         jobs.c.start_time.is_not(None),
         jobs.c.start_time < t1,
@@ -251,25 +246,7 @@ def _query(
         stmt = stmt.where(jobs.c.tenant == tenant)
     if user is not None:
         stmt = stmt.where(jobs.c.user == user)
-    # fetched in blocks: a row at a time costs more than the scan
-    return chain.from_iterable(conn.execute(stmt).partitions(_FETCH_BLOCK))
-
-
-_FETCH_BLOCK: Final = 10_000
-
-
-#: A job's resources as the query returns them: on SQLite the stored request's text (parsing
-#: JSON in SQLite costs more than the scan; Python picks the groups out, see
-#: :func:`~fusesched.store.usage_shapes.job_shape`),
-#: on PostgreSQL a compact ``[[replicas, {resource: quantity}], ...]`` built from the JSONB.
-_RESOURCES: Final[Mapping[str, ColumnElement[str]]] = {
-    "sqlite": type_coerce(jobs.c.request, String),
-    "postgresql": literal_column(
-        "(SELECT jsonb_agg(jsonb_build_array(g -> 'replicas', g -> 'resources'))::text "
-        "FROM jsonb_array_elements(jobs.request -> 'groups') AS g)",
-        String,
-    ),
-}
+    return in_blocks(conn, stmt)
 
 
 def _node_models(conn: Connection) -> dict[str, str]:
