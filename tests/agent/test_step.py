@@ -180,6 +180,12 @@ def test_the_jobs_export_is_the_steps_default_and_its_options_are_told() -> None
         "A": "1",
         "B": "2",
     }
+    # every --export sbatch takes: NONE or NIL with variables (sbatch gave them to the job's
+    # own environment, as Slurm's srun passes none of them), any case, spaces
+    for given in ("NONE,A=2", "nil", "none , B=3"):
+        assert step_exports(parse_args(["true"]), {**job, "SLURM_EXPORT_ENV": given}) == {}
+    lower = {**job, "SLURM_EXPORT_ENV": "all, B=2"}
+    assert step_exports(parse_args(["true"]), lower) == lower | {"B": "2"}
     own = parse_args(["--ntasks-per-node=1", "--gpus-per-task=1", "-N", "2", "true"])
     assert step_exports(own, job) == job | {
         "SLURM_NTASKS_PER_NODE": "1",

@@ -4,6 +4,9 @@ against a live controller: tests/live/test_slurm_tools_live.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from fusesched.cli import scontrol_update as su
@@ -163,6 +166,7 @@ def test_keys_in_any_case() -> None:
     assert later.time_limit_s is None and later.time_delta_s == 1800.0
     sooner = su.job_update(su.pairs(["jobid=5", "TimeLimit=-1:00:00"]))
     assert sooner.time_delta_s == -3600.0
+    assert su.job_update(su.pairs(["jobid=5", "Priority=-5"])).priority == -5  # (fusesched's)
 
 
 @pytest.mark.parametrize(
@@ -173,6 +177,8 @@ def test_keys_in_any_case() -> None:
         (["JobId=5", "TimeLimit=UNLIMITED"], "a time limit cannot be lifted"),
         (["JobId=5", "TimeLimit=soon"], "TimeLimit: cannot read time"),
         (["JobId=5", "Priority=high"], "Priority: a whole number"),
+        (["JobId=5", "Priority=--5"], "Priority: a whole number, not '--5'"),
+        (["JobId=5", "Priority=-"], "Priority: a whole number, not '-'"),
         (["TimeLimit=5"], "name what to change"),
         (["JobId=5", "NodeName=n1"], "name what to change"),
         (["JobId="], "update: JobId= names nothing"),
@@ -257,3 +263,21 @@ def test_host_lists_need_no_controller(capsys: pytest.CaptureFixture[str]) -> No
 def test_an_unreachable_controller_is_said(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["show", "job", "5"], "http://127.0.0.1:9", None, None) == 1
     assert "cannot reach the controller at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_fusesched_scontrol_host_lists_start_quickly() -> None:
+    """``fusesched scontrol show hostnames`` (the ``scontrol`` that ``fusesched slurm-commands``
+    installs runs it; scripts call it in loops) imports no command framework and no HTTP
+    client: as quick as a job's own ``scontrol``."""
+    command = [sys.executable, "-X", "importtime", "-m", "fusesched", "scontrol"]
+    done = subprocess.run(
+        [*command, "show", "hostnames", "n[1-3]"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "n1\nn2\nn3\n"), done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "fusesched.scontrol" in imported
+    assert not {"typer", "click", "httpx", "fusesched.cli.live"} & imported

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from fusesched.agent.step_args import MPI_LIST
 from fusesched.cli import entry
 from fusesched.cli.main import app
 from fusesched.cli.slurm_commands import MARK, NAMES, fusesched_command
@@ -112,6 +113,54 @@ def test_the_scripts_pass_arguments_and_environment_on(tmp_path: Path) -> None:
     assert baked.returncode == 1 and "http://127.0.0.1:7" in baked.stderr
     given = scontrol("show", "job", "5", FUSESCHED_CONTROLLER="http://127.0.0.1:9")
     assert given.returncode == 1 and "http://127.0.0.1:9" in given.stderr
+
+
+def test_install_says_which_real_slurm_commands_it_hides(tmp_path: Path) -> None:
+    """Installed first on PATH, the scripts hide a real Slurm's commands further on (a
+    fusesched Slurm pool on this host, which finds them on PATH, would run fusesched's):
+    said, with the folder the pool should name."""
+    folder, real = tmp_path / "bin", tmp_path / "slurm"
+    real.mkdir()
+    (real / "sbatch").write_text("#!/bin/sh\necho the real sbatch\n")
+    (real / "sbatch").chmod(0o755)
+    (real / "sinfo").write_text("not runnable\n")  # (not a program: nothing hidden)
+    done = subprocess.run(
+        [sys.executable, "-m", "fusesched", "slurm-commands", "install", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{folder}:{real}"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"note: {folder}'s sbatch now come before {real}'s on PATH (a real Slurm's?): what "
+        "runs them with this PATH runs fusesched's (a fusesched Slurm pool of that Slurm on "
+        f"this host: give it bin_dir: {real})\n"
+    )
+
+
+def test_srun_inside_an_allocation_runs_a_job_step(tmp_path: Path) -> None:
+    """With the scripts first on PATH in a job (a batch script that activates the virtualenv
+    they were installed in), ``srun`` is the agent's (a step of that job), never ``fusesched
+    srun`` (which would submit a job of its own and wait for the allocation's resources)."""
+    folder = tmp_path / "bin"
+    assert _install("install", str(folder)).returncode == 0
+    env = {"PATH": f"{folder}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    inside = {"SLURM_JOB_ID": "7", "FUSESCHED_JOB_ID": "7", "FUSESCHED_HOSTFILE": "/nowhere"}
+
+    def srun(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["srun", *args], capture_output=True, text=True, timeout=60, env={**env, **extra}
+        )
+
+    listed = srun("--mpi=list", **inside)  # (the step's own answer: no controller asked)
+    assert (listed.returncode, listed.stdout) == (0, MPI_LIST), listed.stderr
+    step = srun("true", FUSESCHED_CONTROLLER="http://127.0.0.1:9", **inside)
+    assert step.returncode == 2 and "srun: error: no hostfile at /nowhere" in step.stderr
+    outside = srun("true", FUSESCHED_CONTROLLER="http://127.0.0.1:9")  # (fusesched run's)
+    assert outside.returncode == 1
+    assert "cannot reach the controller at http://127.0.0.1:9" in outside.stderr
 
 
 def test_the_scripts_run_the_fusesched_beside_this_python() -> None:

@@ -173,6 +173,23 @@ def test_srun_output_files_per_task(tools: Tools) -> None:
     assert sorted((out / "both.txt").read_text().splitlines()) == ["line 0", "line 1"]
 
 
+def test_srun_runs_steps_with_the_scripts_first_on_path(tools: Tools) -> None:
+    """A batch script that puts the scripts' folder first on PATH (``source venv/bin/activate``
+    where they were installed): its ``srun`` still runs steps of its own job, not a job."""
+    out = tools.folder / "first-on-path"
+    out.mkdir(mode=0o777)
+    script = out / "steps.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"PATH={tools.folder / 'bin'}:$PATH\n"
+        "srun -n 2 sh -c 'echo $SLURM_JOB_ID.$SLURM_STEP_ID'\n"
+    )
+    ran = tools.sh(f"sbatch --parsable -n 2 -W -o {out}/out.txt {script}")
+    assert ran.returncode == 0, ran.stderr
+    job = ran.stdout.strip()
+    assert (out / "out.txt").read_text().splitlines() == [f"{job}.0", f"{job}.0"]
+
+
 def test_scontrol_against_the_controller(tools: Tools, capsys: pytest.CaptureFixture[str]) -> None:
     """scontrol's commands as scripts use them (in this process: each is a call or two)."""
     from fusesched.cli.scontrol import run

@@ -114,9 +114,22 @@ def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
 def step_exports(options: StepOptions, environ: Mapping[str, str]) -> dict[str, str]:
     """What the step passes its tasks of ``environ`` (the caller's) and of its own options:
     :func:`export_vars` of ``--export``, else of the job's ``SLURM_EXPORT_ENV`` (its sbatch
-    ``--export``, as Slurm's srun reads it), else ``ALL``; then :func:`option_env`."""
-    spec = options.export or environ.get("SLURM_EXPORT_ENV") or "ALL"
+    ``--export``, as Slurm's srun reads it: :func:`inherited_export`), else ``ALL``; then
+    :func:`option_env`."""
+    spec = options.export or inherited_export(environ.get("SLURM_EXPORT_ENV", "")) or "ALL"
     return export_vars(spec, environ) | option_env(options)
+
+
+def inherited_export(text: str) -> str:
+    """The job's sbatch ``--export`` (``SLURM_EXPORT_ENV``, as sbatch took it: ``ALL``,
+    ``NONE`` or ``NIL`` in any case, spaces around items) as the step's ``--export``: ``NONE``
+    for ``NONE`` or ``NIL`` with or without variables after it (Slurm's srun passes none of
+    them: sbatch gave them to the job's own environment), ``ALL`` upper-cased; "" for none."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    mode = items[0].upper() if items else ""
+    if mode in ("NONE", "NIL"):
+        return "NONE"
+    return ",".join(["ALL", *items[1:]] if mode == "ALL" else items)
 
 
 def _passed(environ: Mapping[str, str]) -> dict[str, str]:

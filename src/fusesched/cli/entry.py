@@ -4,6 +4,9 @@ Client commands (``submit``, ``jobs``, ``show``…) are run through a command ta
 only them, so a submission does not import the simulator, NumPy and the policies first: a
 scripted loop of ``fusesched submit`` calls starts several times faster. Everything else
 (and ``--help``) goes through the full command table in :mod:`fusesched.cli.main`.
+``fusesched scontrol show hostnames|hostlist`` (what scripts call in loops, through ``fusesched
+slurm-commands``' ``scontrol``) is answered before any command table, as a job's own
+``scontrol`` answers it (:mod:`fusesched.scontrol`).
 """
 
 from __future__ import annotations
@@ -70,6 +73,12 @@ SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--parsable", "--wait",
 
 def main() -> None:
     args = sys.argv[1:]
+    if args and args[0] == "scontrol":  # (show hostnames|hostlist: no command framework)
+        from fusesched.scontrol import host_lists
+
+        code = host_lists(args[1:])
+        if code is not None:
+            sys.exit(code)
     if args and args[0] in FAST_COMMANDS and not SLOW_OPTIONS & set(args):
         from fusesched.cli.fast import run
 

@@ -128,7 +128,8 @@ def job_update(given: Pairs) -> JobUpdate:
     priority = None
     if "priority" in given:
         text = given["priority"]
-        if not (text.lstrip("-").isascii() and text.lstrip("-").isdigit()):
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit()):
             raise ScontrolError(f"Priority: a whole number, not {text!r}")
         priority = int(text)
     qos = given.get("qos")

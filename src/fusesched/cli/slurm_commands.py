@@ -8,6 +8,12 @@ writes a default into them, used when ``FUSESCHED_CONTROLLER`` is not set. A scr
 with :data:`MARK`: a file of that name without it (a real Slurm's ``sbatch``, a link, a
 folder) is never replaced or removed, unless ``--force`` (install only).
 
+``srun`` inside an allocation (a batch script's task with Slurm's variables, ``fusesched
+salloc``'s command: :data:`IN_ALLOCATION` set) runs a job step, as Slurm's, with the agent's
+srun (:mod:`fusesched.agent.step`), not ``fusesched srun`` (a job of its own): a script that
+puts this folder first on PATH (``source venv/bin/activate`` with the default folder) still
+runs its steps in its own allocation.
+
 The default folder is the one the ``fusesched`` command is in (a virtualenv's ``bin``: the
 commands come and go with that installation, and are first on PATH wherever it is); without
 one there (``python -m fusesched``), ``~/.local/bin``.
@@ -47,6 +53,12 @@ NAMES: Final = (
 MARK: Final = "# fusesched slurm-commands wrapper"
 #: What a file must have at its start to be one of ours (the rest is not read).
 READ_BYTES: Final = 4096
+#: The variables that say ``srun`` runs inside an allocation, where it runs a job step: those
+#: the agent's srun (:mod:`fusesched.agent.step`) needs, which fusesched's batch scripts with
+#: Slurm's variables and ``fusesched salloc``'s command have.
+IN_ALLOCATION: Final = ("SLURM_JOB_ID", "FUSESCHED_JOB_ID", "FUSESCHED_HOSTFILE")
+#: The module that runs a job step (as the agent's own ``srun`` runs it).
+STEP_MODULE: Final = "fusesched.agent.step"
 
 slurm_commands_app = typer.Typer(
     rich_markup_mode=HELP_MARKUP,
@@ -85,13 +97,21 @@ def default_dir() -> Path:
 
 def script(name: str, command: list[str], controller: str | None = None) -> str:
     """The script named ``name``: ``exec COMMAND name "$@"`` (``controller``: the
-    ``FUSESCHED_CONTROLLER`` it sets when none is set)."""
+    ``FUSESCHED_CONTROLLER`` it sets when none is set); ``srun``'s runs a job step inside an
+    allocation (see the module's docstring)."""
     lines = ["#!/bin/sh", MARK, f"# Slurm's {name}, answered by fusesched ({' '.join(NAMES)})"]
     if controller:
         lines.append(
             f'[ -n "${{FUSESCHED_CONTROLLER:-}}" ] || '
             f"{{ FUSESCHED_CONTROLLER={shlex.quote(controller)}; export FUSESCHED_CONTROLLER; }}"
         )
+    if name == "srun":
+        # -I as the agent's srun: the job's PYTHON* variables and folder change no import
+        # (-P where fusesched runs as ``python -m``: it may be a user's site's)
+        isolation = "-I" if len(command) == 1 else "-P"
+        step = shlex.join([sys.executable, isolation, "-m", STEP_MODULE])
+        inside = " && ".join(f'[ -n "${{{v}:-}}" ]' for v in IN_ALLOCATION)
+        lines.append(f'if {inside}; then exec {step} "$@"; fi')
     lines.append(f'exec {shlex.join(command)} {name} "$@"')
     return "\n".join(lines) + "\n"
 
@@ -181,17 +201,31 @@ def install(
 
 
 def _paths_note(where: Path, written: list[str]) -> None:
-    """Say when ``where`` is not on PATH, or what comes before its commands there."""
+    """Say when ``where`` is not on PATH, what comes before its commands there, or which
+    other program of the same name (a real Slurm's) they now hide."""
     if not written:
         return
     on_path = [Path(p).absolute() for p in os.environ.get("PATH", "").split(os.pathsep) if p]
     if where not in on_path:
         typer.echo(f"note: {where} is not on PATH: add it first", err=True)
         return
+    later = os.pathsep.join(str(p) for p in on_path[on_path.index(where) + 1 :] if p != where)
+    hidden: dict[Path, list[str]] = {}
     for name in written:
         found = shutil.which(name)
         if found is not None and Path(found).absolute() != where / name:
             typer.echo(f"note: {found} comes before {where / name} on PATH", err=True)
+            continue
+        other = shutil.which(name, path=later)
+        if other is not None and not ours(Path(other)):
+            hidden.setdefault(Path(other).parent, []).append(name)
+    for folder, names in hidden.items():
+        typer.echo(
+            f"note: {where}'s {' '.join(names)} now come before {folder}'s on PATH (a real "
+            "Slurm's?): what runs them with this PATH runs fusesched's (a fusesched Slurm pool "
+            f"of that Slurm on this host: give it bin_dir: {folder})",
+            err=True,
+        )
 
 
 @slurm_commands_app.command("uninstall")
