@@ -52,16 +52,19 @@ def token_file() -> str:
 
 
 def default_token() -> str | None:
-    """``FUSESCHED_TOKEN``, else (inside a job's task) the job's own ``FUSESCHED_JOB_TOKEN``,
-    else the token file's content, else ``None``."""
-    token = os.environ.get("FUSESCHED_TOKEN") or os.environ.get("FUSESCHED_JOB_TOKEN")
-    if token:
+    """``FUSESCHED_TOKEN``, else the token file's content, else (inside a job's task) the
+    job's own ``FUSESCHED_JOB_TOKEN``, else ``None``. The user's token comes before the job's
+    credential, which the controller takes only for the job's own steps and launches: a
+    batch script's ``squeue``, ``sacct`` or ``sbatch`` of its successor speak as the user."""
+    token = os.environ.get("FUSESCHED_TOKEN")
+    if token and token.strip():
         return token.strip()
     try:
         with open(token_file(), encoding="utf-8") as handle:
-            return handle.read().strip() or None
+            token = handle.read().strip()
     except (OSError, UnicodeDecodeError):
-        return None
+        token = ""
+    return token or os.environ.get("FUSESCHED_JOB_TOKEN", "").strip() or None
 
 
 def split_urls(urls: str | Sequence[str]) -> list[str]:

@@ -66,7 +66,11 @@ class Transport:
         self._ssl = ssl.create_default_context(cafile=str(ca)) if ca else None
         self._split: dict[str, urllib.parse.SplitResult] = {}
         for one in self.urls:
-            parts = urllib.parse.urlsplit(one)
+            try:
+                parts = urllib.parse.urlsplit(one)
+                parts.port  # noqa: B018 (a port that is no number raises here)
+            except ValueError as exc:  # ("http://[::1": Invalid IPv6 URL)
+                raise ControllerError(0, f"not a controller URL: {one!r} ({exc})") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ControllerError(0, f"not a controller URL: {one!r} (http://HOST:PORT)")
             self._split[one] = parts

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from fusesched.api.wire import DeviceInfo, NodeInventory
 from fusesched.controller.launchenv import (
@@ -12,6 +13,7 @@ from fusesched.controller.launchenv import (
     TaskSlot,
     hostfile,
     master_port,
+    node_held_env,
     shared_host_env,
     slurm_env,
     task_env,
@@ -20,7 +22,7 @@ from fusesched.controller.launchenv import (
 )
 from fusesched.controller.pools import NodePool
 from fusesched.model.events import GroupPlacement, StartJob
-from fusesched.model.resources import Resources
+from fusesched.model.resources import MEMORY, Resources
 
 
 def decision() -> StartJob:
@@ -244,3 +246,12 @@ def test_nodes_of_one_machine_do_without_openmpis_shared_memory() -> None:
     assert shared_host_env(two, apart) == {}  # (separate machines: as OpenMPI chooses)
     assert shared_host_env(two[:2], same) == {}  # (one node: its ranks share memory well)
     assert shared_host_env(two, {}) == {}
+
+
+@pytest.mark.parametrize(
+    ("held", "told"),
+    [(1500 * 1024, "2"), (2**20, "1"), (1, "1"), (16 * 2**30, "16384")],
+)
+def test_memory_per_node_is_rounded_up_to_whole_mib(held: int, told: str) -> None:
+    """``--mem=1500K``: Slurm says ``SLURM_MEM_PER_NODE=2`` (its sizes round up), not 1."""
+    assert node_held_env({MEMORY: held})["SLURM_MEM_PER_NODE"] == told

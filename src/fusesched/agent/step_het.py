@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from fusesched.agent.step_plan import StepError, StepOptions, StepTask, place, step_shape
 from fusesched.hostlist import compress_hostlist, tasks_per_node
+from fusesched.model.resources import mebibytes
 
 #: How many components the job has (none for a job that is not heterogeneous: Slurm's).
 HET_SIZE_ENV = "SLURM_HET_SIZE"
@@ -196,7 +197,7 @@ def het_node_env(
     for node, (cpus_here, memory, gpus) in totals.items():
         env = out[node] = {"SLURM_CPUS_ON_NODE": str(cpus_here)} if some_cpus else {}
         if memory:
-            env["SLURM_MEM_PER_NODE"] = str(memory // 2**20)
+            env["SLURM_MEM_PER_NODE"] = str(mebibytes(memory))
         if gpus:
             env["SLURM_GPUS_ON_NODE"] = str(gpus)
     return out

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fusesched.api.wire import TASK_DIR_PLACEHOLDER
 from fusesched.hostlist import compress_hostlist, tasks_per_node
 from fusesched.model.events import StartJob
-from fusesched.model.resources import CPU, GPU, MEMORY
+from fusesched.model.resources import CPU, GPU, MEMORY, mebibytes
 
 #: Port range for MASTER_PORT; the job's sequence number picks one (distinct for 20,000 jobs).
 MASTER_PORT_BASE = 29_500
@@ -320,7 +320,7 @@ def node_held_env(
     if cpus:
         env["SLURM_CPUS_ON_NODE"] = str(-(-held.get(CPU, 0) // 1000))
     if memory and held.get(MEMORY):
-        env["SLURM_MEM_PER_NODE"] = str(held[MEMORY] // 2**20)
+        env["SLURM_MEM_PER_NODE"] = str(mebibytes(held[MEMORY]))
     if held.get(GPU):
         env["SLURM_GPUS_ON_NODE"] = str(held[GPU])
     return env

@@ -37,7 +37,7 @@ from fusesched.controller.step_gpus import (
     pick_gpus,
     task_gpus,
 )
-from fusesched.model.resources import CPU
+from fusesched.model.resources import CPU, mebibytes
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob
@@ -149,7 +149,7 @@ def step_held_env(cpus: Sequence[int] | None, memory: int | None) -> dict[str, s
     (its CPUs, where it was given some) and ``SLURM_MEM_PER_NODE`` (MiB, where it asked for
     memory and got some)."""
     env = {"SLURM_CPUS_ON_NODE": str(len(cpus))} if cpus else {}
-    return env | ({"SLURM_MEM_PER_NODE": str(memory // 2**20)} if memory else {})
+    return env | ({"SLURM_MEM_PER_NODE": str(mebibytes(memory))} if memory else {})
 
 
 def job_slots(live: LiveJob, name: str = HOSTFILE_NAME) -> dict[str, int] | None:

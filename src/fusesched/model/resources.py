@@ -145,6 +145,11 @@ def format_quantity(name: str, amount: int) -> str:
     return str(amount)
 
 
+def mebibytes(amount: int) -> int:
+    """Bytes as Slurm's MiB, rounded up as Slurm rounds its sizes (``--mem=1500K``: 2)."""
+    return -(-amount // 2**20)
+
+
 def glance_quantity(name: str, amount: int) -> str:
     """A base-unit amount to read at a glance: a byte amount in the largest binary unit it
     reaches, to one decimal (``25275662336`` bytes → ``23.5Gi``; under a MiB as

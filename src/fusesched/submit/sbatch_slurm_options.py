@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from fusesched.model import resources
 from fusesched.submit.sbatch_reader import Reader
 from fusesched.submit.syntax import parse_slurm_memory
 
@@ -22,7 +23,7 @@ _TEXT_OPTIONS: Final = {
 def mebibytes(text: str) -> int:
     """A Slurm memory size (``500M``, ``2G``, ``4000``) in MiB, a part of one counted whole
     (as Slurm rounds a size up to its megabytes); ``ValueError`` for one it cannot read."""
-    return -(-parse_slurm_memory(text) // 2**20)
+    return resources.mebibytes(parse_slurm_memory(text))
 
 
 def slurm_options(reader: Reader, export: str | None) -> dict[str, object] | None:
