@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from tests.builders import Clock, two_tenant_tenancy
 from tests.controller.test_restart_always import exits
 from tests.controller.test_restart_always import launched as launched_on
@@ -30,6 +31,7 @@ from fusesched.controller.records import ControllerConfig
 from fusesched.controller.service import Controller
 from fusesched.model.phases import JobPhase
 from fusesched.policies.registry import CoreConfig
+from fusesched.store.schema import jobs
 from fusesched.submit.request import JobRequest
 
 H = 3600.0
@@ -257,5 +259,66 @@ def test_a_reconfiguration_after_a_restart_carries_the_usage_recalled(
         clock.now += 4 * H
         halved = {a: v / 2 for a, v in before.items()}
         assert run.usage() == pytest.approx(halved, rel=1e-9)
+    finally:
+        run.ctl.persist.close()
+
+
+def test_a_job_row_whose_request_cannot_be_read_does_not_stop_the_start(
+    url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A finished job whose stored request is malformed (written by hand, or by another
+    version) is charged nothing; the controller starts and recalls the other runs."""
+    clock = Clock()
+    run = Run(url, tmp_path / "logs", clock)
+    try:
+        run.submit_and_start(
+            {
+                "a": ("ml", "train", "alice", {"cpu": "4"}),
+                "b": ("ml", "train", "bob", {"cpu": "4"}),
+            }
+        )
+        clock.now += 1 * H
+        run.end("a")
+        bob = run.tasks["b"].job_id
+        run.end("b")
+        malformed = {"groups": [{"replicas": "two", "resources": "cpu=4"}]}
+        with run.ctl.persist.store._engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == bob).values(request=malformed))
+        before = run.usage()
+        run.restart()
+        usage = run.usage()
+        alice = ("lab", "ml", "train", "alice")
+        assert usage[alice] == pytest.approx(before[alice], rel=1e-9)
+        assert ("lab", "ml", "train", "bob") not in usage
+    finally:
+        run.ctl.persist.close()
+
+
+def test_a_job_row_with_an_infinite_start_does_not_stop_the_start(
+    url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Without decay a run stored as started at ``-inf`` would weigh without bound: it
+    counts nothing, and the controller starts and recalls the other runs."""
+    clock = Clock()
+    run = Run(url, tmp_path / "logs", clock, half_life_s=math.inf)
+    try:
+        run.submit_and_start(
+            {
+                "a": ("ml", "train", "alice", {"cpu": "4"}),
+                "b": ("ml", "train", "bob", {"cpu": "4"}),
+            }
+        )
+        clock.now += 1 * H
+        run.end("a")
+        bob = run.tasks["b"].job_id
+        run.end("b")
+        with run.ctl.persist.store._engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == bob).values(start_time=-math.inf))
+        run.restart()
+        usage = run.usage()
+        assert usage[("lab", "ml", "train", "alice")] == pytest.approx(4 * H, rel=1e-12)
+        assert ("lab", "ml", "train", "bob") not in usage
     finally:
         run.ctl.persist.close()

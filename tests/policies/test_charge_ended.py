@@ -97,3 +97,24 @@ def test_runs_count_up_to_now_and_only_forwards(
         assert tracker.accounts() == []
     else:
         assert tracker.usage_at(ACCOUNT, 2 * H) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("half_life", "span"),
+    [
+        *((h, span) for h in (H, math.inf) for span in ((-math.inf, H), (math.nan, H))),
+        *((h, span) for h in (H, math.inf) for span in ((0.0, math.inf), (0.0, math.nan))),
+        (math.inf, (-1e308, 1e308)),  # finite, but its usage without decay is not
+    ],
+)
+def test_a_run_of_no_finite_usage_counts_nothing(
+    half_life: float, span: tuple[float, float]
+) -> None:
+    """A stored run that no clock could have made (an infinite start or end, a span too
+    long to charge without decay) counts nothing, and does not stop the others being
+    charged (a restarted controller charges them as it starts)."""
+    tracker = UsageTracker(half_life)
+    tracker.charge_ended(ACCOUNT, [(2.0, [span, (0.0, H)])], 2 * H)
+    assert tracker.usage_at(ACCOUNT, 2 * H) == pytest.approx(
+        one_by_one(half_life, [(2.0, [(0.0, H)])]).usage_at(ACCOUNT, 2 * H), rel=1e-12
+    )

@@ -13,6 +13,7 @@ from fusesched.model.events import EndedRuns
 from fusesched.model.resources import Resources
 from fusesched.store import JobState, Store
 from fusesched.store.past_runs import ended_runs
+from fusesched.store.usage_shapes import job_total
 from fusesched.submit.request import JobRequest
 
 H = 3600.0
@@ -128,3 +129,44 @@ def test_what_a_job_held_is_its_specs_total(store: Store, groups: list[dict[str,
     ((runs,),) = found(store).values()
     total, _ = runs
     assert total == JobRequest.model_validate(stored).to_job_spec("1", 0.0).total
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"groups": [{"replicas": "two", "resources": {"cpu": "2"}}]},
+        {"groups": [{"replicas": 1, "resources": "cpu=2"}]},
+        {"groups": [{"replicas": 1, "resources": ["cpu", "2"]}]},
+        {"groups": [{"replicas": -3, "resources": {"cpu": "2"}}]},
+        {"groups": [{"replicas": 10**400, "resources": {"cpu": "2"}}]},  # (overflows a float)
+        {"groups": [{"replicas": "²", "resources": {"cpu": "2"}}]},  # (a digit, not decimal)
+        {"groups": [{"replicas": "9" * 5000, "resources": {"cpu": "2"}}]},  # (int() refuses)
+        {"groups": [{"replicas": 1, "resources": {"cpu": "lots"}}]},
+        {"groups": [5, [1, 2, 3]]},
+        {"groups": "g0"},
+        {"groups": {"g0": {"resources": {"cpu": "2"}}}},  # groups not a list
+    ],
+)
+def test_a_malformed_request_counts_nothing(store: Store, stored: Any) -> None:
+    """A row whose stored request cannot be read (written by hand, by an older version)
+    holds nothing for fair share: it neither stops the others being read nor raises (a
+    controller reads these as it starts)."""
+    store.add_jobs([ran(1, 0.0, H), ran(2, 0.0, H, user="mallory", request=stored)])
+    runs = found(store)
+    assert runs[("ml", "train", "alice")] == [(Resources.parse({"cpu": "2"}), [(0.0, H)])]
+    assert [total for total, _ in runs[("ml", "train", "mallory")]] == [Resources()]
+
+
+@pytest.mark.parametrize("replicas", [2, 2.0, "2"])
+def test_a_replica_count_is_read_as_the_request_model_reads_it(store: Store, replicas: Any) -> None:
+    stored = {"groups": [{"resources": {"cpu": "2"}, "replicas": replicas, "argv": ["run"]}]}
+    store.add_jobs([ran(1, 0.0, H, request=stored)])
+    ((runs,),) = found(store).values()
+    assert runs[0] == JobRequest.model_validate(stored).to_job_spec("1", 0.0).total
+    assert runs[0] == Resources.parse({"cpu": "4"})
+
+
+def test_a_replica_count_of_more_digits_than_int_reads_counts_nothing() -> None:
+    """(Written by hand into SQLite: a JSON number Python's ``int`` refuses to read.)"""
+    text = '{"groups": [{"name": "g", "replicas": ' + "9" * 5000 + ', "resources": {"cpu": "2"}}]}'
+    assert job_total(text) == Resources()

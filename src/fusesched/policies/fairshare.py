@@ -91,16 +91,19 @@ class UsageTracker:
         one charge (a restarted shell's runs of before: :mod:`fusesched.core.past_usage`).
         An end after ``now`` (a clock set back) counts as ``now``; a run that did not last
         counts nothing, and when none did ``account`` is not charged at all (nor was it while
-        they ran)."""
+        they ran). Nor does a run no clock made (stored data: a start or end not finite, a
+        usage too large for a float), which :meth:`charge` would refuse."""
         total = 0.0
         ran = False
         for rate, spans in runs:
             for start, end in spans:
                 stop = min(end, now)
-                if stop > start:
-                    ran = True
-                    total += self._used(rate, stop - start) * self._decay(now - stop)
-        if ran:
+                if stop > start and math.isfinite(start) and math.isfinite(end):
+                    used = self._used(rate, stop - start) * self._decay(now - stop)
+                    if math.isfinite(used):
+                        ran = True
+                        total += used
+        if ran and math.isfinite(total):
             self.charge(account, total, now)
 
     def _used(self, rate: float, span: float) -> float:

@@ -26,6 +26,7 @@ from fusesched.model.resources import (
     CPU,
     GPU,
     GPU_MILLI,
+    MAX_QUANTITY,
     QuantityError,
     Resources,
     parse_quantity,
@@ -61,7 +62,8 @@ RESOURCES: Final[Mapping[str, ColumnElement[str]]] = {
     "sqlite": type_coerce(jobs.c.request, String),
     "postgresql": literal_column(
         "(SELECT jsonb_agg(jsonb_build_array(g -> 'replicas', g -> 'resources'))::text "
-        "FROM jsonb_array_elements(jobs.request -> 'groups') AS g)",
+        "FROM jsonb_array_elements(CASE jsonb_typeof(jobs.request -> 'groups') "
+        "WHEN 'array' THEN jobs.request -> 'groups' END) AS g)",
         String,
     ),
 }
@@ -117,27 +119,65 @@ def _groups_text(text: str | None) -> str | tuple[tuple[str, str], ...]:
     if len(groups) == text.count('"resources"'):
         return tuple(groups)
     # written differently (another key order or spacing): read the whole request
-    request = json.loads(text)
+    try:
+        request = json.loads(text)
+    except ValueError:
+        return ()
     found = request.get("groups") if isinstance(request, dict) else None
     if not isinstance(found, list):
         return ()
-    return json.dumps([[g.get("replicas"), g.get("resources")] for g in found])
+    return json.dumps(
+        [[g.get("replicas"), g.get("resources")] if isinstance(g, dict) else None for g in found]
+    )
 
 
 @lru_cache(maxsize=4096)
 def _groups(groups: str | tuple[tuple[str, str], ...]) -> tuple[tuple[int, dict[str, Any]], ...]:
     """Each task group's ``(replicas, resources)`` from what :func:`_groups_text` gives
-    (cached: few jobs differ in this); groups without resources left out."""
-    pairs = json.loads(groups) if isinstance(groups, str) else groups
-    out = []
-    for replicas_value, resources_value in pairs:
-        replicas = int(replicas_value) if replicas_value is not None else 1
-        resources = (
-            json.loads(resources_value) if isinstance(resources_value, str) else resources_value
-        )
-        if isinstance(resources, dict):
-            out.append((replicas, resources))
-    return tuple(out)
+    (cached: few jobs differ in this). A group that cannot be read (a request stored by
+    hand or by another version: no resources, a replica count not a whole number from 1)
+    is left out, and so is every group of a list that cannot be read: a stored job row
+    never stops a report, nor a controller from starting (:mod:`fusesched.store.past_runs`)."""
+    if isinstance(groups, str):  # a JSON list of ``[replicas, resources]``
+        try:
+            pairs = json.loads(groups)
+        except ValueError:
+            return ()
+        if not isinstance(pairs, list):
+            return ()
+    else:  # each group's (replicas, resources JSON) as _GROUP_RE found them
+        pairs = [[replicas, _object(resources)] for replicas, resources in groups]
+    return tuple(group for pair in pairs if (group := _group(pair)) is not None)
+
+
+def _object(text: str) -> object:
+    """The JSON value of ``text`` (``None`` when it is not JSON)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _group(pair: object) -> tuple[int, dict[str, Any]] | None:
+    """One group's ``(replicas, resources)`` from ``[replicas, resources]``, or ``None``
+    when it cannot be read. The replica count is read as the request model reads it (a
+    whole number, ``2.0`` or ``"2"`` too; missing: 1)."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        return None
+    value, resources = pair
+    if value is None:
+        replicas = 1
+    elif isinstance(value, float) and value.is_integer():
+        replicas = int(value)
+    elif isinstance(value, str) and value.strip().isdecimal() and len(value) < 20:
+        replicas = int(value)  # (more digits than MAX_QUANTITY has: none that can be read)
+    elif type(value) is int:
+        replicas = value
+    else:
+        return None
+    if not 1 <= replicas <= MAX_QUANTITY or not isinstance(resources, dict):
+        return None  # (more than any quantity: a float could not hold what it charges)
+    return replicas, resources
 
 
 @lru_cache(maxsize=4096)
