@@ -59,6 +59,23 @@ def test_a_script_runs_by_its_interpreter(
     assert (report.exit_code, text) == (0, f"{shown}\n")
 
 
+def test_a_login_shell_keeps_the_agents_srun_first_on_its_path(
+    runtime: ProcessRuntime, tmp_path: Path
+) -> None:
+    """``#!/bin/bash -l`` (HPC scripts' way to get ``module``) reads /etc/profile, which
+    resets PATH: the agent's ``srun`` would be lost (or a real Slurm's found); its BASH_ENV
+    file puts it first again, then reads the job's own BASH_ENV."""
+    own = tmp_path / "own_env.sh"
+    own.write_text("OWN_ENV_READ=yes\n")
+    script = "#!/bin/bash -l\ncommand -v srun scontrol\necho ${OWN_ENV_READ:-no}\n"
+    env = {"SLURM_JOB_ID": "2", "BASH_ENV": str(own)}
+    report, text = run_one(runtime, launch("2.4.0", script=script, env=env))
+    srun, scontrol, read = text.split()
+    assert report.exit_code == 0
+    assert srun == str(runtime.work_dir / "bin" / "srun") and scontrol.endswith("/bin/scontrol")
+    assert read == "yes"
+
+
 def test_a_script_whose_interpreter_is_missing_fails_to_start(runtime: ProcessRuntime) -> None:
     runtime.start(launch("j2.2.0", script="#!/no/such/python\nprint(1)\n"))
     [report] = runtime.poll()

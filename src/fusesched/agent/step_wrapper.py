@@ -39,7 +39,28 @@ def install_wrapper(work_dir: Path, python: str = sys.executable) -> Path:
         # named like one of fusesched's imports) must not change what the agent's python
         # imports
         _write(folder, name, f'#!/bin/sh\nexec {_sh_quote(python)} -I -m {module} "$@"\n')
+    _write(folder, BASH_ENV_NAME, _bash_env(folder))
     return folder
+
+
+#: The file a job's bash reads first (``BASH_ENV``, set by the agent): a login shell
+#: (``#!/bin/bash -l``, common in HPC scripts for ``module``) resets ``PATH`` from
+#: ``/etc/profile``, which would drop the agent's ``srun`` and ``scontrol``; bash reads this
+#: file after the profile, and it puts the folder first again (then the job's own
+#: ``BASH_ENV``, kept as ``FUSESCHED_BASH_ENV``).
+BASH_ENV_NAME = "bash_env"
+#: The variable the job's own ``BASH_ENV`` is kept in.
+OWN_BASH_ENV = "FUSESCHED_BASH_ENV"
+
+
+def _bash_env(folder: Path) -> str:
+    where = _sh_quote(str(folder))
+    return (
+        "# fusesched: the job's srun and scontrol first on PATH, also after a login shell's "
+        "/etc/profile\n"
+        f'case ":$PATH:" in *:{where}:*) ;; *) PATH={where}":$PATH" ;; esac\n'
+        f'if [ -n "${{{OWN_BASH_ENV}-}}" ]; then . "${OWN_BASH_ENV}"; fi\n'
+    )
 
 
 def _write(folder: Path, name: str, text: str) -> None:
