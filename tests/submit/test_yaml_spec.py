@@ -109,6 +109,11 @@ BAD: list[tuple[str, str]] = [
     ("name: a\n  b: c\n", "f.yaml:2: malformed YAML: mapping values are not allowed here"),
     ("name: a\nname: b\n", "f.yaml:2: duplicate key 'name'"),
     ("- a\n- b\n", "f.yaml:1: a job must be a mapping of fields, not a list"),
+    (  # (a batch script without its #! line, given to sbatch: what it lacks is said)
+        "echo hi\n",
+        "f.yaml:1: a job must be a mapping of fields, not a str (a batch script must start "
+        "with #! and its interpreter, e.g. #!/bin/bash, as for sbatch)",
+    ),
     ("name: x\n", "f.yaml:1: groups: required field is missing"),
     (
         "name: x\nresources:\n  cpu: 1\n  gpux: 1\ncommand: a\n",

@@ -65,7 +65,13 @@ def job_from_document(doc: Document, now: float | None = None) -> JobRequest:
     ``begin`` is read against ``now`` (None: this machine's clock)."""
     data = doc.data
     if not isinstance(data, Mapping):
-        raise doc.error(f"a job must be a mapping of fields, not a {type(data).__name__}")
+        hint = (
+            " (a batch script must start with #! and its interpreter, e.g. #!/bin/bash, as "
+            "for sbatch)"
+            if isinstance(data, str)
+            else ""
+        )
+        raise doc.error(f"a job must be a mapping of fields, not a {type(data).__name__}{hint}")
     out = {str(k): v for k, v in data.items()}
     _check_head(out, doc)
     if "begin" in out:
