@@ -4,6 +4,7 @@ which opens its files where it runs (real processes), and what srun empties firs
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from fusesched.agent.step_files import (
     REDIRECT_MODULE,
     StepFiles,
     emptied,
+    empty,
     redirected,
     split_files,
 )
@@ -189,3 +191,27 @@ def test_a_command_that_cannot_run(tmp_path: Path) -> None:
     assert "no-such-program-here" in (tmp_path / "e.txt").read_text()
     bad = redirect(tmp_path, "o.txt", "", "sometimes", "true")
     assert bad.returncode == 2 and "usage:" in bad.stderr
+
+
+def test_srun_empties_a_shared_file_only_safely(tmp_path: Path) -> None:
+    """srun empties a file its tasks share before they add to it: an existing regular file
+    only, never through a link, never made by srun (the tasks make it as their own user: as
+    root, srun would leave a root-owned file they cannot write); run as root, never a file of
+    root's (the path is the job's to choose)."""
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("old run\n")
+    secret = tmp_path / "secret"
+    secret.write_text("keep\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(secret)
+    if os.geteuid() == 0:
+        os.chown(theirs, 234567, 234567)
+    for path in (theirs, link, tmp_path / "missing.txt"):
+        empty(str(path))
+    assert theirs.read_text() == ""
+    assert secret.read_text() == "keep\n" and not (tmp_path / "missing.txt").exists()
+    if os.geteuid() == 0:
+        roots = tmp_path / "roots.txt"
+        roots.write_text("root's\n")
+        empty(str(roots))
+        assert roots.read_text() == "root's\n"

@@ -40,7 +40,6 @@ without I/O in :mod:`fusesched.agent.step_plan`; the step's round trips with the
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import ssl
@@ -53,7 +52,14 @@ import httpx
 
 from fusesched.agent.mpi_program import program_libraries
 from fusesched.agent.step_args import mpi_listing, parse_args, unknown_mpi
-from fusesched.agent.step_files import NO_FILES, StepFiles, emptied, redirected, split_files
+from fusesched.agent.step_files import (
+    NO_FILES,
+    StepFiles,
+    emptied,
+    empty,
+    redirected,
+    split_files,
+)
 from fusesched.agent.step_gpus import gpu_ask
 from fusesched.agent.step_het import HetShares, het_groups
 from fusesched.agent.step_het_plan import HetStep, plan_het_step
@@ -146,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
     launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files)
     for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
-        with contextlib.suppress(OSError):
-            Path(path).open("w").close()
+        empty(path)
     # the job's own credential in its batch script; under salloc (no job credential), the
     # user's, as every fusesched command finds it: the owner may run steps of their own job
     token = env.get("FUSESCHED_JOB_TOKEN") or default_token()

@@ -14,6 +14,9 @@ holds the step's id (``%s``, ``%J``), unknown until the step starts, is added to
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -178,6 +181,22 @@ def emptied(files: StepFiles, tasks: Sequence[StepTask], env: Mapping[str, str])
         if shared:
             out.extend(p for p in paths if p not in out and UNKNOWN_STEP not in p)
     return out
+
+
+def empty(path: str) -> None:
+    """Empty the shared output file ``path`` before its tasks add to it, as srun does: an
+    existing regular file only, never through a link, never made here (its tasks make it,
+    as their own user, under the uid the node runs them as); run as root, only a file that
+    is not root's (the path is the job's to choose). Nothing when it cannot."""
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(found.st_mode) or (os.geteuid() == 0 and found.st_uid == 0):
+        return
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, flags))
 
 
 def _task_files(
