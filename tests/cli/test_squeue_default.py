@@ -66,3 +66,27 @@ def test_squeue_leaves_out_ended_jobs_and_jobs_does_not(url: str) -> None:
     assert ids(url, "squeue", "-t", "CD") == [done]
     assert ids(url, "squeue", "-j", done) == []  # (as Slurm's: an ended job is not listed)
     assert ids(url, "jobs", "-j", done) == [done]
+
+
+def test_squeue_prints_squeues_own_layout(url: str) -> None:
+    """Called by Slurm's name without ``-o``, squeue's default columns, as people read them
+    (and scripts cut them): ``JOBID PARTITION NAME USER ST TIME NODES NODELIST(REASON)``."""
+    client = Client(url)
+    running = submit(client, "long", 60)
+    waiting = submit(client, "next", 60)
+    result = CliRunner().invoke(app, ["squeue", "--controller", url])
+    assert result.exit_code == 0, result.output
+    header, *rows = result.output.splitlines()
+    assert header.split() == [
+        "JOBID",
+        "PARTITION",
+        "NAME",
+        "USER",
+        "ST",
+        "TIME",
+        "NODES",
+        "NODELIST(REASON)",
+    ]
+    assert header.startswith(" " * 13 + "JOBID PARTITION")  # (%.18i: right-aligned)
+    shown = {row.split()[0]: row.split()[4] for row in rows}
+    assert shown == {running: "R", waiting: "PD"}

@@ -146,8 +146,11 @@ def jobs(
         queues = il.comma_list(queue, "queue")
         names = il.comma_list(name, "name")
         ids = il.job_ids(job_ids)
-        if not state and not start and ctx.info_name == "squeue":
-            state = [SQUEUE_DEFAULT]  # (squeue lists the active jobs unless -t says more)
+        if ctx.info_name == "squeue":  # (Slurm's defaults when called by its name)
+            if not state and not start:
+                state = [SQUEUE_DEFAULT]  # (the active jobs unless -t says more)
+            if fmt is None and long_fmt is None and not as_json and not start:
+                fmt = SQUEUE_FORMAT
         match = sq.parse_states(state) if state else None
         pieces = None
         if fmt is not None and long_fmt is not None:
@@ -218,6 +221,8 @@ def jobs(
 #: the ended ones (which ``squeue -u $USER -h | wc -l`` in a throttling script must not
 #: count); ``fusesched jobs`` lists every job.
 SQUEUE_DEFAULT: Final = "PENDING,RUNNING,COMPLETING"
+#: squeue's own default format, its lines when called by that name without ``-o``/``-O``.
+SQUEUE_FORMAT: Final = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 
 
 class Filters(NamedTuple):
