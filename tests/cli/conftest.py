@@ -33,11 +33,17 @@ def server() -> Iterator[tuple[str, Script]]:
 
         def do_POST(self) -> None:
             length = int(self.headers["content-length"])
+            self._answer(json.loads(self.rfile.read(length)))
+
+        def do_GET(self) -> None:
+            self._answer(None)
+
+        def _answer(self, body: Any) -> None:
             script.received.append(
                 {
                     "path": self.path,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "body": json.loads(self.rfile.read(length)),
+                    "body": body,
                 }
             )
             self.send_response(script.status)

@@ -47,6 +47,7 @@ CLIENT_COMMANDS = frozenset(
         "seff",
         "sshare",
         "sprio",
+        "sacctmgr",
         "scontrol",
         "slurm-commands",
     }

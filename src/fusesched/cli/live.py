@@ -484,9 +484,10 @@ def register_clients(app: typer.Typer) -> None:
     from fusesched.cli.reservations import reservation_app
 
     app.add_typer(reservation_app, rich_help_panel="Jobs and cluster")
-    from fusesched.cli import sacct, scontrol, slurm_commands, slurm_names
+    from fusesched.cli import sacct, sacctmgr, scontrol, slurm_commands, slurm_names
 
     sacct.register(app)
+    sacctmgr.register(app)
     scontrol.register(app)
     slurm_commands.register(app)
     slurm_names.register(app)  # (squeue, scancel, srun…: the commands above again)

@@ -48,6 +48,7 @@ NAMES: Final = (
     "seff",
     "sshare",
     "sprio",
+    "sacctmgr",
 )
 #: The second line of every script this command writes: what it replaces and removes.
 MARK: Final = "# fusesched slurm-commands wrapper"
@@ -166,10 +167,10 @@ def install(
     ] = None,
 ) -> None:
     """Write `sbatch`, `squeue`, `scancel`, `scontrol`, `sacct`, `sinfo`, `srun`, `salloc`,
-    `seff`, `sshare` and `sprio` into DIR, each running `fusesched <name>`. A file of one
-    of those names that is not one of ours (a real Slurm's `sbatch`) is left alone and said
-    (exit 1) unless --force. Says when DIR is not on PATH, or when another program of one
-    of those names comes first there."""
+    `seff`, `sshare`, `sprio` and `sacctmgr` into DIR, each running `fusesched <name>`. A
+    file of one of those names that is not one of ours (a real Slurm's `sbatch`) is left
+    alone and said (exit 1) unless --force. Says when DIR is not on PATH, or when another
+    program of one of those names comes first there."""
     where = _folder(folder)
     command = fusesched_command()
     try:
