@@ -90,3 +90,17 @@ def test_squeue_prints_squeues_own_layout(url: str) -> None:
     assert header.startswith(" " * 13 + "JOBID PARTITION")  # (%.18i: right-aligned)
     shown = {row.split()[0]: row.split()[4] for row in rows}
     assert shown == {running: "R", waiting: "PD"}
+
+
+def test_scancel_is_silent_as_slurms_and_cancel_says_what_it_did(url: str) -> None:
+    """Slurm's scancel prints nothing when it cancels (scripts run it for its exit status);
+    ``fusesched cancel`` says what it cancelled."""
+    client = Client(url)
+    first, second, third = (submit(client, name, 60) for name in ("a", "b", "c"))
+    quiet = CliRunner().invoke(app, ["scancel", first, "--controller", url])
+    assert (quiet.exit_code, quiet.output) == (0, "")
+    quiet = CliRunner().invoke(app, ["scancel", "-n", "b", "--controller", url])
+    assert (quiet.exit_code, quiet.output) == (0, "")
+    said = CliRunner().invoke(app, ["cancel", third, "--controller", url])
+    assert (said.exit_code, said.output.strip()) == (0, f"Cancelling {third}")
+    assert {client.show(j)["state"] for j in (first, second, third)} == {"Cancelled"}

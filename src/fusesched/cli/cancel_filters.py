@@ -120,9 +120,16 @@ def given(
 
 
 def cancel_filtered(
-    client: Any, f: Filters, signal: str | None, batch: bool, full: bool, as_json: bool
+    client: Any,
+    f: Filters,
+    signal: str | None,
+    batch: bool,
+    full: bool,
+    as_json: bool,
+    quiet: bool = False,
 ) -> None:
-    """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which."""
+    """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which (``quiet``:
+    not, as Slurm's scancel; refusals are still said)."""
     from fusesched.cli.id_lists import counted_ids
     from fusesched.cli.job_list import _me
     from fusesched.cli.live import _call, _print_json, console, err, refused
@@ -160,6 +167,8 @@ def cancel_filtered(
     cancelled, denied = list(done["cancelled"]), list(done.get("denied") or [])
     if as_json:
         _print_json({"cancelled": cancelled} | ({"denied": denied} if denied else {}))
+    elif quiet:
+        pass
     elif cancelled:
         console.print(f"Cancelling {counted_ids(cancelled)}", highlight=False)
     elif not denied:

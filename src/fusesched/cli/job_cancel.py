@@ -18,6 +18,7 @@ MAX_VALUES = 10_000
 
 
 def cancel(
+    ctx: typer.Context,  # (its name: `cancel`, or Slurm's `scancel`, which is silent)
     job_ids: Annotated[list[str] | None, typer.Argument(help="Job ids.")] = None,
     user: cf.UserOpt = None,
     me: cf.MeOpt = False,
@@ -47,8 +48,9 @@ def cancel(
     if filters is None and combined:  # (its members in one request, said in one line)
         filters = cf.Filters(ids=job_ids or [])
     client = live._client(controller_url, token, ca)  # (live._client: what tests replace)
+    quiet = ctx.info_name == "scancel"  # (as Slurm's: nothing said of what was done)
     if filters is not None:
-        cf.cancel_filtered(client, filters, signal, batch, full, as_json)
+        cf.cancel_filtered(client, filters, signal, batch, full, as_json, quiet)
         return
     job_ids = job_ids or []
     if signal is not None or batch or full:
@@ -64,7 +66,11 @@ def cancel(
         as_json,
         lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
         lambda job_id, ids: (
-            f"Cancelling {counted_ids(ids)}" if ids else f"Job {job_id} had already finished"
+            None
+            if quiet
+            else f"Cancelling {counted_ids(ids)}"
+            if ids
+            else f"Job {job_id} had already finished"
         ),
     )
 

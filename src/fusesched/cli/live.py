@@ -125,7 +125,8 @@ def run_each(
 ) -> None:
     """A command that acts on each of ``names``: ``call(client, name)`` for every name, a
     refused one (or an empty name) reported and the others still done. Prints ``to_json`` of
-    the answers by name with ``--json``, else ``to_line(name, answer)`` for each; exits with
+    the answers by name with ``--json``, else ``to_line(name, answer)`` for each (None: no
+    line); exits with
     the status of the last refusal (2 for a 4xx, 1 when the controller failed)."""
     from fusesched.sdk import ControllerError
 
@@ -145,7 +146,9 @@ def run_each(
         _print_json(to_json(done))
     else:
         for name, answer in done.items():
-            console.print(to_line(name, answer), highlight=False)
+            line = to_line(name, answer)
+            if line is not None:  # (None: nothing to say of it)
+                console.print(line, highlight=False)
     if code:
         raise typer.Exit(code)
 
