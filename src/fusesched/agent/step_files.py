@@ -188,15 +188,17 @@ def empty(path: str) -> None:
     existing regular file only, never through a link, never made here (its tasks make it,
     as their own user, under the uid the node runs them as); run as root, only a file that
     is not root's (the path is the job's to choose). Nothing when it cannot."""
-    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-    try:
-        found = os.lstat(path)
+    try:  # (judged on the file opened, then emptied: nothing swapped in between)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return
-    if not stat.S_ISREG(found.st_mode) or (os.geteuid() == 0 and found.st_uid == 0):
-        return
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, flags))
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISREG(found.st_mode) and not (os.geteuid() == 0 and found.st_uid == 0):
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def _task_files(
