@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from fusesched.controller import late_exits
 from fusesched.controller.job_steps import StepNeverFits, StepsBusy, share_of
 from fusesched.controller.pools import Grant
-from fusesched.model.resources import CPU, MEMORY
+from fusesched.model.resources import CPU, MEMORY, mebibytes
 
 if TYPE_CHECKING:
     from fusesched.controller.records import LiveJob, LiveTask
@@ -247,7 +247,7 @@ def pick_memory(
 
 
 def _mib(amount: int) -> str:
-    return f"{-(-amount // 2**20)}M"
+    return f"{mebibytes(amount)}M"
 
 
 def task_share(ids: Sequence[int], sizes: Sequence[int], tasks: int, local: int) -> tuple[int, ...]:
