@@ -16,8 +16,8 @@ stays quick:
 
 Everything else (``show job``, ``hold``, ``update JobId=…``, ``requeue``…) is
 :mod:`fusesched.cli.scontrol`'s, which talks to the controller (``FUSESCHED_CONTROLLER``) with
-the user's token (:func:`own_token`), not the job's own credential, which may only start the
-job's steps.
+the user's token (:func:`fusesched.client_base.default_token`: the user's before the job's
+own credential, which may only start the job's steps).
 """
 
 from __future__ import annotations
@@ -47,25 +47,9 @@ def main(argv: Sequence[str]) -> int:
     if code is not None:
         return code
     from fusesched.cli.scontrol import run
+    from fusesched.client_base import default_token
 
-    return run(argv, None, own_token(), os.environ.get("FUSESCHED_CA") or None)
-
-
-def own_token() -> str | None:
-    """The user's token: ``FUSESCHED_TOKEN``, else the token file's, ahead of the job's own
-    credential (``FUSESCHED_JOB_TOKEN``, which a batch script has and every command would send
-    first), which may start the job's steps and nothing else. None when the user has none
-    (the job's is then sent, as by every command, and refused)."""
-    from fusesched.client_base import token_file
-
-    token = os.environ.get("FUSESCHED_TOKEN", "").strip()
-    if token:
-        return token
-    try:
-        with open(token_file(), encoding="utf-8") as handle:
-            return handle.read().strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
+    return run(argv, None, default_token(), os.environ.get("FUSESCHED_CA") or None)
 
 
 def host_lists(argv: Sequence[str]) -> int | None:
