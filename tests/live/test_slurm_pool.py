@@ -241,8 +241,8 @@ def test_overflow_to_local_agents_when_slurm_is_full(slurm: None, tmp_path: Path
         pools = [v["pool"] for v in views]
         assert pools[:slurm_cpus] == ["hpc"] * slurm_cpus, views
         assert pools[slurm_cpus] == "cpu", views
-        for i in ids:
-            assert wait_job(client, i, {"Completed", "Failed"})["state"] == "Completed"
+        ended = [wait_job(client, i, {"Completed", "Failed"}) for i in ids]
+        assert [v["state"] for v in ended] == ["Completed"] * len(ids), ended
 
 
 def test_rejected_job_fails_with_slurms_reason(slurm: None, tmp_path: Path) -> None:
