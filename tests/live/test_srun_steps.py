@@ -26,7 +26,7 @@ p=no; [ "$SLURM_TASK_PID" = "$$" ] && p=ok
 u=no; [ "$SLURM_JOB_UID:$SLURM_JOB_GID" = "$(id -u):$(id -g)" ] && u=ok
 echo "told host=$SLURM_SUBMIT_HOST per-node=$SLURM_NTASKS_PER_NODE \
 mem=${SLURM_MEM_PER_NODE:-none}/$SLURM_MEM_PER_CPU pid=$p ids=$u user=$SLURM_JOB_USER"
-srun -l sh -c 'p=no; [ "$SLURM_TASK_PID" = "$$" ] && p=ok
+srun -l bash -c 'p=no; [ "$SLURM_TASK_PID" = "$$" ] && p=ok
   u=no; [ "$SLURM_JOB_UID:$SLURM_JOB_GID" = "$(id -u):$(id -g)" ] && u=ok
   echo $SLURM_PROCID $SLURMD_NODENAME step=$SLURM_STEP_ID of=$SLURM_NTASKS pid=$p ids=$u \
     host=$SLURM_SUBMIT_HOST mem=${SLURM_MEM_PER_NODE:-none}/$SLURM_MEM_PER_CPU'
@@ -39,6 +39,9 @@ exit $rc
 
 
 def test_srun_runs_steps_over_the_allocation(client: Client) -> None:
+    """The first step runs bash, which reads the BASH_ENV the script was given (its own
+    agent's file on node-a, another agent's on node-b): it once read itself until bash
+    crashed (exit 139)."""
     submitted = client.submit_files([{"name": "steps.sh", "text": SCRIPT}])
     (job_id,) = submitted["ids"]
     done = client.wait(job_id, timeout=120)

@@ -37,7 +37,7 @@ from fusesched.agent.datasets import DataGrant
 from fusesched.agent.images import ImageCache, ImageError
 from fusesched.agent.probe_checks import exec_context
 from fusesched.agent.pty_bridge import Pty, open_pty
-from fusesched.agent.step_wrapper import BASH_ENV_NAME, OWN_BASH_ENV
+from fusesched.agent.step_wrapper import BASH_ENV_NAME, OWN_BASH_ENV, agents_bash_env
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_env import cpu_list, slurm_identity_env, task_environment
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
@@ -141,8 +141,9 @@ class TaskSpawner:
             env.update(slurm_identity_env(who))
         if self.srun_dir is not None and not container and slurm:
             env["PATH"] = f"{self.srun_dir}:{env['PATH']}"  # before any other srun
-            if env.get("BASH_ENV"):  # (the job's own: read after the agent's)
-                env[OWN_BASH_ENV] = env["BASH_ENV"]
+            own = env.get("BASH_ENV")
+            if own and not agents_bash_env(own):  # (the job's own: read after the agent's)
+                env[OWN_BASH_ENV] = own
             env["BASH_ENV"] = str(self.srun_dir / BASH_ENV_NAME)  # (bash -l resets PATH)
         try:
             data_env, data_binds = task_view(data, container=container, who=who)

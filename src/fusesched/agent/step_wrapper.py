@@ -51,6 +51,17 @@ def install_wrapper(work_dir: Path, python: str = sys.executable) -> Path:
 BASH_ENV_NAME = "bash_env"
 #: The variable the job's own ``BASH_ENV`` is kept in.
 OWN_BASH_ENV = "FUSESCHED_BASH_ENV"
+#: Set (not exported) while the file reads the job's own: a job's file that names an agent's
+#: is not read again and again until bash runs out of stack.
+_READING = "_fusesched_bash_env"
+
+
+def agents_bash_env(path: str) -> bool:
+    """Whether ``path`` is an agent's file (``<work dir>/bin/bash_env``), not a job's own: a
+    job step inherits the ``BASH_ENV`` its batch script was given (by this agent or by
+    another node's), which must not become the step's own."""
+    found = Path(path)
+    return found.name == BASH_ENV_NAME and found.parent.name == WRAPPER_DIR
 
 
 def _bash_env(folder: Path) -> str:
@@ -59,7 +70,9 @@ def _bash_env(folder: Path) -> str:
         "# fusesched: the job's srun and scontrol first on PATH, also after a login shell's "
         "/etc/profile\n"
         f'case ":$PATH:" in *:{where}:*) ;; *) PATH={where}":$PATH" ;; esac\n'
-        f'if [ -n "${{{OWN_BASH_ENV}-}}" ]; then . "${OWN_BASH_ENV}"; fi\n'
+        f'if [ -n "${{{OWN_BASH_ENV}-}}" ] && [ -z "${{{_READING}-}}" ]; then\n'
+        f'    {_READING}=1; . "${OWN_BASH_ENV}"; unset {_READING}\n'
+        "fi\n"
     )
 
 
