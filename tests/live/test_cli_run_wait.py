@@ -136,6 +136,12 @@ def test_run_prints_the_output_and_exits_with_the_code(
     assert "started on node-" in hello.stderr
     client = Client(cluster.url)
     assert client.jobs()[0]["name"] == "echo"  # named after the command
+    # by Slurm's name: nothing on stderr for a job that did not wait (scripts capture it:
+    # `srun hostname 2>&1`), and its errors said as srun's
+    quiet = run_in(scratch, cluster, PYTHON, "srun", "echo", "hi")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "hi\n", "")
+    failing = run_in(scratch, cluster, PYTHON, "srun", "sh", "-c", "exit 3")
+    assert failing.returncode == 3 and failing.stderr.startswith("srun: job "), failing.stderr
 
     labelled = run_in(
         scratch, cluster, PYTHON, "run", "-n", "2", "-l", "sh", "-c", "echo rank $RANK"

@@ -77,10 +77,17 @@ class Progress:
     """Says when the job waits (not yet started after :data:`QUEUED_AFTER_S`, or held) and
     when it starts, once each."""
 
-    def __init__(self, job_id: str, say: Callable[[str], None], clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        say: Callable[[str], None],
+        clock: Callable[[], float],
+        slurm: bool = False,
+    ) -> None:
         self.job_id = job_id
         self.say = say
         self.clock = clock
+        self.slurm = slurm  # (as Slurm's srun: a start is said only after a wait, its way)
         self.since = clock()
         self.queued = self.started = False
 
@@ -94,7 +101,10 @@ class Progress:
             self.say(f"job {self.job_id} queued and waiting for resources{why}")
             self.queued = True
         if state != "Pending" and not self.started and job.get("nodes"):
-            self.say(f"job {self.job_id} started on {','.join(job['nodes'])}")
+            if not self.slurm:
+                self.say(f"job {self.job_id} started on {','.join(job['nodes'])}")
+            elif self.queued:
+                self.say(f"job {self.job_id} has been allocated resources")
             self.started = True
         return state
 
@@ -105,6 +115,7 @@ def interact(
     say: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
     poll_s: float = 0.25,
+    slurm: bool = False,
 ) -> dict[str, Any]:
     """``--pty``: say when the job waits and starts, relay its terminal with this one's
     (:func:`fusesched.cli.pty_client.attach`) and return its final record."""
@@ -112,7 +123,7 @@ def interact(
     from fusesched.cli.pty_endpoints import JobTerminal
     from fusesched.cli.pty_outage import through_outage
 
-    progress = Progress(job_id, say, time.monotonic)
+    progress = Progress(job_id, say, time.monotonic, slurm)
     while progress.seen(client.show(job_id)) == "Pending":
         sleep(poll_s)
     # (an ended job too: its output may wait in the relay)
@@ -133,6 +144,7 @@ def follow(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     poll_s: float = 0.25,
+    slurm: bool = False,
 ) -> dict[str, Any]:
     """Say when the job waits (not yet started after :data:`QUEUED_AFTER_S`, or held) and
     when it starts, pass its tasks' output on to stdout, and return its final record once it
@@ -141,7 +153,7 @@ def follow(
     saying where it ends (a task lost with its node) is warned of: its end may be missing."""
     out = Output(_write, label, tasks)
     logs = TaskOutput()
-    progress = Progress(job_id, say, clock)
+    progress = Progress(job_id, say, clock, slurm)
     while True:
         job: dict[str, Any] = client.show(job_id)
         state = progress.seen(job)
@@ -225,10 +237,12 @@ def run(
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
     pty = PTY in parsed.own
+    slurm = ctx.info_name == "srun"  # (by Slurm's name: its prefix, its words)
+    prog = "srun" if slurm else "run"
 
     def say(line: str) -> None:
         if not parsed.quiet:
-            err.print(f"run: {line}", highlight=False, markup=False)
+            err.print(f"{prog}: {line}", highlight=False, markup=False)
 
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
@@ -273,9 +287,9 @@ def run(
     signal.signal(signal.SIGINT, _first_interrupt)
     try:
         if pty:
-            ended = _call(interact, client, job_id, say)
+            ended = _call(interact, client, job_id, say, slurm=slurm)
         else:
-            ended = _call(follow, client, job_id, tasks, parsed.label, say)
+            ended = _call(follow, client, job_id, tasks, parsed.label, say, slurm=slurm)
     except KeyboardInterrupt:
         _cancel(client, job_id)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # (leaving now: no second thoughts)
@@ -288,7 +302,7 @@ def run(
         raise typer.Exit(LEFT) from None
     code = exit_code(ended)
     if code:  # (said even with -Q, as srun's errors are)
-        err.print(f"run: job {job_id} {describe(ended)}", highlight=False, markup=False)
+        err.print(f"{prog}: job {job_id} {describe(ended)}", highlight=False, markup=False)
     raise typer.Exit(code)
 
 
