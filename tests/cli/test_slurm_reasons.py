@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fusesched.cli import slurm_reasons
 from fusesched.cli.main import app
-from fusesched.cli.slurm_reasons import slurm_reason
+from fusesched.cli.slurm_reasons import job_reason, slurm_reason
 from fusesched.controller import holds
 from fusesched.controller.reservations import begin_reason
 from fusesched.core import pending_reasons
@@ -57,6 +57,23 @@ def test_each_reason_reads_as_slurms_code(stored: str | None, code: str) -> None
     assert slurm_reason(stored) == code
 
 
+@pytest.mark.parametrize(
+    ("view", "code"),
+    [
+        ({"state": "Running", "reason": ""}, "None"),
+        ({"state": "Completed", "phase": "completed", "reason": "exit 0"}, "None"),
+        ({"state": "Failed", "phase": "failed", "reason": "exit 3"}, "NonZeroExitCode"),
+        ({"state": "Cancelled", "phase": "cancelled", "reason": "cancelled by user"}, "None"),
+        ({"state": "Failed", "phase": "timeout", "reason": "walltime exceeded"}, "TimeLimit"),
+        ({"state": "Pending", "phase": "pending", "reason": "Dependency: job 3"}, "Dependency"),
+    ],
+)
+def test_a_running_or_ended_jobs_code_is_its_states(view: dict[str, str], code: str) -> None:
+    """As a real Slurm 22.05's squeue -t all: FAILED NonZeroExitCode, COMPLETED and
+    CANCELLED None (fusesched stores ``exit 3``, ``cancelled by user``)."""
+    assert job_reason(view) == code
+
+
 def test_the_shells_own_reasons_read_as_codes() -> None:
     """What the controller writes itself, made by its own functions."""
     assert slurm_reason(begin_reason(time.time() + 3600)) == "BeginTime"
@@ -68,13 +85,16 @@ def test_the_shells_own_reasons_read_as_codes() -> None:
 
 def test_squeue_by_its_name_prints_codes_and_jobs_the_whole_reason(url: str) -> None:  # noqa: F811
     client = Client(url)
+    done = submit(client, "quick", 0.05)
+    assert client.wait(done, timeout=20)["state"] == "Completed"
     first = submit(client, "long", 60)
     second = submit(client, "after", 1)
     client.hold(second, "waiting for data")
     runner = CliRunner()
-    said = runner.invoke(app, ["squeue", "-h", "-o", "%i %r", "--controller", url])
+    said = runner.invoke(app, ["squeue", "-h", "-t", "all", "-o", "%i %r", "--controller", url])
     assert said.exit_code == 0, said.output
     assert dict(line.split(" ", 1) for line in said.output.splitlines()) == {
+        done: "None",
         first: "None",
         second: "JobHeldUser",
     }

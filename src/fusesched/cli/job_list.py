@@ -210,9 +210,9 @@ def jobs(
         _print_json(found)
     elif pieces is not None:
         if ctx.info_name == "squeue":  # (Slurm's reason codes: `%r` = Dependency)
-            from fusesched.cli.slurm_reasons import slurm_reason
+            from fusesched.cli.slurm_reasons import job_reason
 
-            found = [job | {"reason": slurm_reason(job.get("reason"))} for job in found]
+            found = [job | {"reason": job_reason(job)} for job in found]
         lines = sq.render(pieces, found, header=not noheader)
         sys.stdout.write("".join(line + "\n" for line in lines))
     else:

@@ -6,7 +6,9 @@ commands say more (``Dependency: job 12``, ``held: waiting for data``, ``begin t
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
+
+from fusesched.cli.squeue_format import slurm_state
 
 #: (the controller's and the core's words, kept here so that listing jobs imports neither:
 #: tests/cli/test_slurm_reasons.py checks they are the same)
@@ -25,6 +27,25 @@ _PREFIXES: Final = (
     ("waiting for licenses", "Licenses"),
     ("released", "None"),
 )
+
+
+#: The reason Slurm's squeue gives a job that runs or has ended, by its state (a real
+#: Slurm 22.05 here: a failed job ``NonZeroExitCode``, a completed or cancelled one ``None``).
+_ENDED: Final = {
+    "FAILED": "NonZeroExitCode",
+    "TIMEOUT": "TimeLimit",
+    "NODE_FAIL": "NodeDown",
+    "OUT_OF_MEMORY": "OutOfMemory",
+}
+
+
+def job_reason(job: dict[str, Any]) -> str:
+    """The code Slurm's squeue prints for ``job`` (a job's view): a waiting job's from its
+    stored reason (:func:`slurm_reason`), a running or ended one's from its state (fusesched
+    stores ``exit 3`` or ``cancelled by user`` as the reason of an ended job)."""
+    if job.get("state") == "Pending":
+        return slurm_reason(job.get("reason"))
+    return _ENDED.get(slurm_state(job), "None")
 
 
 def slurm_reason(reason: str | None) -> str:
