@@ -237,10 +237,16 @@ def test_no_shell_leaves_the_allocation_running(secure: Secure) -> None:
 
 def test_steps_under_salloc_share_the_allocations_slots(secure: Secure, scratch: Path) -> None:
     """Steps run from the submit host are given out by the controller as in a batch script:
-    a second step of the allocation's one task waits for the first to end."""
+    a second step of the allocation's one task waits for the first to end. The first holds
+    its slot until the second has said it waits (at most 20 s): a fixed sleep let a second
+    srun slow to start on a loaded machine come after the first had ended."""
     stamp = "$(date +%s.%N)"
-    first = f"srun sh -c 'touch {scratch}/go; sleep 2; echo first {stamp}'"
-    second = f"srun sh -c 'echo second {stamp}'"
+    said = f"{scratch}/second.err"
+    first = (
+        f"srun sh -c 'touch {scratch}/go; i=0; until grep -q retrying {said} 2>/dev/null "
+        f"|| [ $i -ge 200 ]; do sleep 0.1; i=$((i+1)); done; echo first {stamp}'"
+    )
+    second = f"srun sh -c 'echo second {stamp}' 2>{said}; cat {said} >&2"
     done = salloc(
         secure,
         "-n",
