@@ -1,22 +1,25 @@
-"""``srun``'s command line inside a job (:mod:`fusesched.agent.step`), read with no I/O into
-a :class:`~fusesched.agent.step_plan.StepOptions` (:func:`parse_args`): the options scripts
-write, short and long, their values checked, and the MPI types ``--mpi`` takes
+"""``srun``'s command line inside a job (:mod:`fusesched.agent.step`), read into a
+:class:`~fusesched.agent.step_plan.StepOptions` (:func:`parse_args`): the options scripts
+write, short and long, their values checked, with the defaults srun's input variables give
+those it leaves out (:mod:`fusesched.agent.step_defaults`), and the MPI types ``--mpi`` takes
 (:func:`unknown_mpi`, :func:`mpi_listing`). What the step then does with them is
 :mod:`fusesched.agent.step_plan`'s.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from fusesched.agent.step_defaults import env_defaults
 from fusesched.agent.step_gpus import GPU_OPTIONS, gpu_count
 from fusesched.agent.step_plan import StepError, StepOptions, export_vars
 
 USAGE = (
     "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
     "[--het-group=N[,M...]] [--gres=gpu:N | -G N | --gpus-per-task N | --gpus-per-node N] "
-    "[-c N] [--mem=SIZE | --mem-per-cpu=SIZE] "
+    "[-c N] [--mem=SIZE | --mem-per-cpu=SIZE] [-i all|none|RANK|FILE] "
     "[OPTIONS] COMMAND [ARGS...]"
 )
 
@@ -44,6 +47,7 @@ _LONG: dict[str, tuple[str, bool]] = {
     "gpus-per-node": ("gpus_per_node", True),
     "mem": ("mem", True),
     "mem-per-cpu": ("mem_per_cpu", True),
+    "input": ("input", True),  # (what it means: agent/step_stdin.py)
     # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
     "exact": ("", False),
     "exclusive": ("", False),
@@ -58,6 +62,7 @@ _SHORT: dict[str, str] = {
     "J": "job-name",
     "I": "immediate",
     "G": "gpus",
+    "i": "input",
 }
 #: ``--mpi`` (or ``$SLURM_MPI_TYPE``) values that start the step through mpirun
 #: (:mod:`fusesched.agent.step_mpi`); ``none`` starts N separate tasks.
@@ -83,14 +88,16 @@ def mpi_listing(argv: Sequence[str]) -> str | None:
     """:data:`MPI_LIST` when ``srun ARGV`` asks for it (``--mpi=list``, with or without a
     command: a stand-in one lets the options be read), else ``None``."""
     try:
-        options = parse_args([*argv, "true"])
+        options = parse_args([*argv, "true"], {})
     except StepError:
         return None
     return MPI_LIST if options.mpi == "list" else None
 
 
-def parse_args(argv: Sequence[str]) -> StepOptions:
-    """The options and command of ``srun ARGV``; :class:`StepError` for a bad one."""
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> StepOptions:
+    """The options and command of ``srun ARGV``, with the defaults the input variables of
+    ``environ`` give those it leaves out (None: this process's, srun's own environment; ``{}``:
+    none); :class:`StepError` for a bad one."""
     values: dict[str, object] = {}
     args = list(argv)
     k = 0
@@ -162,7 +169,14 @@ def parse_args(argv: Sequence[str]) -> StepOptions:
     export = values.get("export")
     if isinstance(export, str):
         export_vars(export, {})  # refuse a bad one now
-    return StepOptions(command=command, warnings=tuple(warnings), **values)  # type: ignore[arg-type]
+    inherited = env_defaults(values, os.environ if environ is None else environ)
+    return StepOptions(
+        command=command,
+        warnings=tuple(warnings),
+        inherited=frozenset(inherited),
+        **values,  # type: ignore[arg-type]
+        **inherited,  # type: ignore[arg-type]
+    )
 
 
 def _supported() -> str:
@@ -187,11 +201,13 @@ def _seconds(text: str) -> int:
 
 def _value(name: str, text: str) -> object:
     if name in ("ntasks", "nodes", "ntasks-per-node", "cpus-per-task"):
-        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        if not (text.isascii() and text.isdigit() and len(text) <= 9) or int(text) < 1:
             raise StepError(f"--{name} takes a positive whole number, not {text!r}")
         return int(text)
     if name == "job-name" and not text:
         raise StepError("--job-name needs a name")
+    if name == "input" and not text:
+        raise StepError("--input takes all, none, a task's rank or a file name")
     if name in ("het-group", "pack-group"):
         return het_group_list(name, text)
     if name in GPU_OPTIONS:

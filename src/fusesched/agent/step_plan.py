@@ -82,7 +82,16 @@ class StepOptions:
     gpus_per_node: int | None = None
     mem: str | None = None  # --mem, --mem-per-cpu as given (agent/step_resources.py)
     mem_per_cpu: str | None = None
+    # -i/--input as given: all, none, a task's rank or a file pattern (agent/step_stdin.py)
+    input: str | None = None
     warnings: tuple[str, ...] = ()
+    # the fields given by srun's input variables, not the command line (agent/step_defaults.py)
+    inherited: frozenset[str] = frozenset()
+
+    def given(self, field: str) -> bool:
+        """Whether the command line gave ``field``, an option with a value (not left out, nor
+        taken from an input variable)."""
+        return getattr(self, field) is not None and field not in self.inherited
 
 
 def export_vars(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -181,15 +190,24 @@ def place(
 
     ``nodes`` (``-N``): use exactly the first that many, each with at least one task; else as
     many as the tasks fill, in order. ``per_node``: at most that many tasks on a node (and
-    with no ``ntasks``, exactly that many on each node used)."""
+    with no ``ntasks``, exactly that many on each node used); ignored, with a warning, when
+    ``ntasks`` cannot fit in it on ``nodes`` nodes (as Slurm's srun)."""
     if not hosts:
         raise StepError("the job's hostfile lists no nodes")
     warnings: list[str] = []
     if nodes is not None and nodes > len(hosts):
         raise StepError(f"-N {nodes}: the job has only {len(hosts)} node(s)")
+    fits = ntasks is None or nodes is None or per_node is None or ntasks <= per_node * nodes
+    if not fits:
+        warnings.append(  # (as Slurm's srun: the tasks and nodes asked for win)
+            f"can't honor --ntasks-per-node set to {per_node} which doesn't match the "
+            f"requested tasks {ntasks} with the number of requested nodes {nodes}. "
+            "Ignoring --ntasks-per-node."
+        )
+        per_node = None
     used = list(hosts[:nodes] if nodes is not None else hosts)
     caps = [min(slots, per_node) if per_node is not None else slots for _, slots in used]
-    if per_node is not None and any(per_node > slots for _, slots in used):
+    if ntasks is None and per_node is not None and any(per_node > slots for _, slots in used):
         small = next(name for name, slots in used if per_node > slots)
         raise StepError(
             f"--ntasks-per-node={per_node}: node {small} has only "
@@ -228,25 +246,28 @@ def place(
 def step_shape(
     options: StepOptions, environ: Mapping[str, str], hosts: int
 ) -> tuple[int | None, int | None]:
-    """(tasks, nodes) for :func:`place`: the options, else the job's ``$SLURM_NTASKS`` (with
-    no ``-n``, ``-N`` or ``--ntasks-per-node``) and ``$SLURM_NNODES`` (with no ``-N``; as
-    Slurm's srun reads them: ``srun -n 2`` in a 2-node job puts a task on each node), fewer
-    nodes than tasks never asked for."""
+    """(tasks, nodes) for :func:`place`: the options, else the job's ``$SLURM_NTASKS`` (else
+    ``$SLURM_NPROCS``; with no ``-n``, ``-N`` or ``--ntasks-per-node`` on the command line)
+    and ``$SLURM_NNODES`` (with no ``-N``; as Slurm's srun reads them: ``srun -n 2`` in a
+    2-node job puts a task on each node), fewer nodes than tasks never asked for. A
+    ``--ntasks-per-node`` taken from ``$SLURM_NTASKS_PER_NODE`` only caps each node."""
+    per_node = options.given("ntasks_per_node")
     ntasks = options.ntasks
-    if ntasks is None and options.ntasks_per_node is None and options.nodes is None:
-        ntasks = _positive(environ.get("SLURM_NTASKS"))
+    if ntasks is None and not per_node and options.nodes is None:
+        ntasks = _positive(environ.get("SLURM_NTASKS", environ.get("SLURM_NPROCS")))
     nodes = options.nodes
     if nodes is None:
         nodes = _positive(environ.get("SLURM_NNODES"))
         if nodes is not None and (nodes > hosts or (ntasks is not None and ntasks < nodes)):
             nodes = min(hosts, ntasks) if ntasks is not None else None
-    if ntasks is None and options.ntasks_per_node is None and nodes is not None:
+    if ntasks is None and not per_node and nodes is not None:
         ntasks = nodes  # -N alone: one task per node
     return ntasks, nodes
 
 
 def _positive(text: str | None) -> int | None:
-    return int(text) if text and text.isascii() and text.isdigit() and int(text) > 0 else None
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() and 0 < len(text) <= 9 else None
 
 
 def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:
@@ -287,15 +308,18 @@ def step_env(tasks: Sequence[StepTask], cpus_per_task: int | None) -> dict[str, 
 
 def option_env(options: StepOptions) -> dict[str, str]:
     """What the step's tasks are told of its own options, as Slurm's srun tells them, each
-    only when given (over the job's, which the script passes on): ``SLURM_NTASKS_PER_NODE``,
-    ``SLURM_GPUS``, ``SLURM_GPUS_PER_NODE`` and ``SLURM_GPUS_PER_TASK`` (their counts)."""
+    only when given on the command line (over the job's, which the script passes on, as it
+    does those taken from its variables): ``SLURM_NTASKS_PER_NODE``, ``SLURM_GPUS``,
+    ``SLURM_GPUS_PER_NODE`` and ``SLURM_GPUS_PER_TASK`` (their counts)."""
     given = {
-        "SLURM_NTASKS_PER_NODE": options.ntasks_per_node,
-        "SLURM_GPUS": options.gpus,
-        "SLURM_GPUS_PER_NODE": options.gpus_per_node,
-        "SLURM_GPUS_PER_TASK": options.gpus_per_task,
+        "SLURM_NTASKS_PER_NODE": "ntasks_per_node",
+        "SLURM_GPUS": "gpus",
+        "SLURM_GPUS_PER_NODE": "gpus_per_node",
+        "SLURM_GPUS_PER_TASK": "gpus_per_task",
     }
-    return {name: str(value) for name, value in given.items() if value is not None}
+    return {
+        name: str(getattr(options, field)) for name, field in given.items() if options.given(field)
+    }
 
 
 def task_env(
