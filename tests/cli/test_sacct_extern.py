@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.cli.test_sacct_steps import NOW, job, table, task
 
-from fusesched.api.schemas import JobView
+from fusesched.api.job_schemas import JobView
 from fusesched.cli import sacct_steps as st
 from fusesched.cli.salloc_plan import allocation_request, split_salloc_args
 from fusesched.controller.job_view import job_view

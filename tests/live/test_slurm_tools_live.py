@@ -205,7 +205,7 @@ def test_scontrol_against_the_controller(tools: Tools, capsys: pytest.CaptureFix
     one_cpu = {"resources": {"cpu": "1", "memory": "64Mi"}, "argv": ["true"]}
     held = client.submit({"name": "held", "hold": True, "walltime_s": 600, "groups": [one_cpu]})
     assert scontrol("show", "job", held)[1].split("\n")[3] == (
-        "   JobState=PENDING Reason=JobHeldUser"
+        "   JobState=PENDING Reason=JobHeldUser Dependency=(null)"
     )
     assert scontrol("update", f"jobid={held}", "TimeLimit=+10", "QOS=bronze") == (0, "", "")
     shown = scontrol("-o", "show", "job", held)[1]

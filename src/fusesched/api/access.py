@@ -16,8 +16,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from fusesched.api.job_schemas import JobView
 from fusesched.api.responses import forbidden
-from fusesched.api.schemas import JobView
 from fusesched.controller.auth import Authenticator, Principal, Role
 from fusesched.controller.service import Controller
 from fusesched.store import EventRow

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 
 from fusesched.api import job_filters
 from fusesched.api.access import Access, Caller, person, sees
+from fusesched.api.job_schemas import JobView
 from fusesched.api.responses import forbidden, json_response
 from fusesched.api.schemas import (
     Cancelled,
@@ -20,7 +21,6 @@ from fusesched.api.schemas import (
     JobHold,
     JobRequeue,
     JobUpdate,
-    JobView,
     PriorityView,
     RouteView,
     SubmissionFiles,

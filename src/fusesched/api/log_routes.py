@@ -13,8 +13,9 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import Field
 
 from fusesched.api.access import Access, Caller, person
+from fusesched.api.job_schemas import JobView
 from fusesched.api.responses import json_response
-from fusesched.api.schemas import JobView, _Input, _View
+from fusesched.api.schemas import _Input, _View
 from fusesched.client_base import LOG_COMPLETE, LOG_CONFIRMED, LOG_MORE, NEXT_OFFSET
 from fusesched.controller.auth import Principal, Role
 from fusesched.controller.logs import LogState, job_of, log_state, loggable, task_order

@@ -183,8 +183,36 @@ def _show_job(client: Client, name: str | None, oneliner: bool) -> int:
             if not jobs:
                 return _said(INVALID_JOB)
     now = time.time()
-    sys.stdout.write(render((job_record(job, now) for job in jobs), oneliner))
+    others = _depended_on(client, jobs)
+    sys.stdout.write(render((job_record(job, now, others) for job in jobs), oneliner))
     return 0
+
+
+def _depended_on(client: Client, jobs: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The views of the jobs that ``jobs``' dependencies name while they wait for them (an
+    array's id: its members), each looked up once; one this caller may not see, or that is
+    gone, is left out (its dependency: unfulfilled)."""
+    from fusesched.cli.scontrol_show import dependency_targets
+    from fusesched.sdk import ControllerError
+
+    shown = {str(job["id"]): job for job in jobs}
+    found: dict[str, list[Any]] = {}
+    for target in (t for job in jobs for t in dependency_targets(job)):
+        if target in found:
+            continue
+        if target in shown:
+            found[target] = [shown[target]]
+            continue
+        try:
+            found[target] = [client.show(target)]
+        except ControllerError as exc:
+            if exc.status not in (403, 404):
+                raise
+            members = _members(client, target) if exc.status == 404 else []
+            if len(members) >= MAX_JOBS:  # (more not read: their phases count as unknown)
+                members.append({"id": f"{target}_?", "array_parent": target, "phase": ""})
+            found[target] = members
+    return found
 
 
 def _members(client: Client, array_id: str) -> list[dict[str, Any]]:

@@ -2,10 +2,19 @@
 as Slurm's scontrol writes them, ``Key=Value`` pairs on indented lines (a blank line after
 each record), or a record a line with ``-o``. Pure: records from the API's views.
 
-Only what fusesched knows is shown. A job's working folder, output files, dependencies and
-command are not in its API view (``GET /v1/jobs/{id}``) and are left out, not guessed; its
-reason is Slurm's one word (the full text: ``fusesched show``); its partition is its queue
-(as squeue's), a node's its pool (as sinfo's).
+Only what fusesched knows is shown: what an older controller's view lacks is left out, not
+guessed. A job's reason is Slurm's one word (the full text: ``fusesched show``); its partition
+is its queue (as squeue's), a node's its pool (as sinfo's). An array member's ``JobId`` is its
+fusesched id (``12_3``: it has no other), followed by Slurm's ``ArrayJobId`` and
+``ArrayTaskId``. Its ``StdOut``/``StdErr`` are the files its agent writes (patterns expanded
+by the controller, ``%N`` kept until it has a node), and only a batch job's, as Slurm's;
+``Command`` is a program's and arguments, ``(null)`` for a batch script (fusesched keeps its
+text, not its file) as for Slurm's ``--wrap``. ``Dependency`` lists what a job that has not
+started still waits for, as Slurm's: each dependency met left out, the others
+``(unfulfilled)`` or, never to be met, ``(failed)``; ``(null)`` when none is left. Whether a
+dependency is met is read from the views of the jobs it names (:func:`dependency_targets`
+says which the shell fetches); a ``singleton``, which names none, is ``(unfulfilled)`` while
+the job waits for its dependencies.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from fusesched.cli.sacct_format import exit_code
 from fusesched.cli.sinfo_format import NodeInfo, node_info
 from fusesched.cli.squeue_format import slurm_state
 from fusesched.hostlist import compress_hostlist
+from fusesched.model.job import DependencyKind
+from fusesched.model.phases import JobPhase
 
 #: A record: its lines, each ``(key, value)`` pairs.
 Record = list[list[tuple[str, str]]]
@@ -38,6 +49,8 @@ REASON_WORDS: Final = (
     ("reservation", "Reservation"),
 )
 GPU: Final = "nvidia.com/gpu"
+#: A batch job's standard input (its tasks read nothing: the agents give them /dev/null).
+STDIN: Final = "/dev/null"
 
 
 def stamp(t: float | None) -> str:
@@ -123,8 +136,107 @@ def _times(job: Job, now: float) -> list[tuple[str, str]]:
     ]
 
 
-def job_record(job: Job, now: float) -> Record:
-    """One job as ``scontrol show job`` writes it."""
+def _phase(view: Mapping[str, Any]) -> JobPhase | None:
+    try:
+        return JobPhase(str(view.get("phase")))
+    except ValueError:
+        return None
+
+
+def waits_for_dependencies(job: Job) -> bool:
+    """Whether ``job`` has dependencies and has not started (nor been queued to start: a
+    queued job's dependencies are all met)."""
+    return (
+        bool(job.get("dependencies"))
+        and job.get("start_time") is None
+        and (job.get("phase") not in (JobPhase.QUEUED, JobPhase.RUNNING))
+    )
+
+
+def dependency_targets(job: Job) -> list[str]:
+    """The jobs (or arrays) whose views :func:`dependency_text` needs for ``job``: those its
+    dependencies name, while it waits for them; none otherwise."""
+    if not waits_for_dependencies(job):
+        return []
+    named = (str(d.get("job_id") or "") for d in job["dependencies"] if isinstance(d, dict))
+    return list(dict.fromkeys(n for n in named if n))
+
+
+def _verdict(kind: DependencyKind, views: Sequence[Mapping[str, Any]]) -> str:
+    """``met``, ``failed`` (never to be met) or ``unfulfilled``: ``kind`` on the jobs
+    ``views`` (one job's, or an array's members; none: not known)."""
+    phases = [_phase(v) for v in views]
+    if not phases:
+        return "unfulfilled"
+    if kind is DependencyKind.AFTER_NOT_OK:  # (on an array: once all ended, one failed)
+        if not all(p is not None and p.terminal for p in phases):
+            return "unfulfilled"
+        return "met" if any(p is not JobPhase.COMPLETED for p in phases) else "failed"
+    if any(p is not None and kind.broken(p) for p in phases):
+        return "failed"
+    return "met" if all(p is not None and kind.met(p) for p in phases) else "unfulfilled"
+
+
+def dependency_text(job: Job, others: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """``job``'s ``Dependency`` as Slurm writes it (``afterok:12(unfulfilled),afterany:40_*
+    (unfulfilled)``; ``(null)`` when none is left): ``others`` holds the views of the jobs
+    its dependencies name (an array's id: its members; left out: not known)."""
+    if not waits_for_dependencies(job):
+        return NULL
+    index = str(job.get("id", "")).rpartition("_")[2] if job.get("array_parent") else ""
+    left: list[str] = []
+    for dep in job["dependencies"]:
+        if not isinstance(dep, dict):
+            continue
+        try:
+            kind = DependencyKind(str(dep.get("kind")))
+        except ValueError:
+            continue
+        if kind is DependencyKind.SINGLETON:
+            if job.get("phase") == JobPhase.PENDING:
+                left.append("singleton(unfulfilled)")
+            continue
+        target = str(dep.get("job_id") or "")
+        views = others.get(target, ())
+        array = any(v.get("array_parent") == target and v.get("id") != target for v in views)
+        if array and kind is DependencyKind.AFTER_CORR:  # (its partner, the same index)
+            partner = [v for v in views if v.get("id") == f"{target}_{index}"]
+            views = partner or views
+            kind = DependencyKind.AFTER_OK
+        state = _verdict(kind, views)
+        if state != "met":
+            left.append(f"{dep.get('kind')}:{target}{'_*' if array else ''}({state})")
+    return ",".join(left) or NULL
+
+
+def _batch(job: Job) -> bool:
+    """Whether a batch script runs the job (salloc's allocation: not one, as Slurm's)."""
+    return bool(job.get("batch")) and not job.get("allocation")
+
+
+def _run_lines(job: Job) -> Record:
+    """``Command``, ``WorkDir`` (and ``Comment``) and a batch job's ``StdErr``, ``StdIn`` and
+    ``StdOut``, in Slurm's order; what the view lacks (an older controller's) left out."""
+    lines: Record = []
+    if "command" in job:
+        lines.append([("Command", str(job.get("command") or NULL))])
+    if "workdir" in job:
+        lines.append([("WorkDir", str(job.get("workdir") or NULL))])
+    if job.get("comment"):
+        lines.append([("Comment", str(job["comment"]))])
+    if _batch(job) and "output_file" in job:
+        out = str(job.get("output_file") or NULL)
+        lines.append([("StdErr", str(job.get("error_file") or out))])
+        lines.append([("StdIn", STDIN)])
+        lines.append([("StdOut", out)])
+    return lines
+
+
+def job_record(
+    job: Job, now: float, others: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+) -> Record:
+    """One job as ``scontrol show job`` writes it; ``others``: the views of the jobs its
+    dependencies name (:func:`dependency_text`)."""
     held = job.get("nodes") or []
     nodes = len(held) or int(job.get("min_nodes") or 1)
     first: list[tuple[str, str]] = [("JobId", str(job["id"]))]
@@ -139,9 +251,10 @@ def job_record(job: Job, now: float) -> Record:
         counts.append(("NumTasks", tasks))
     if job.get("cpus_per_task"):
         counts.append(("CPUs/Task", _number(float(job["cpus_per_task"]))))
-    extra = [("Comment", str(job["comment"]))] if job.get("comment") else []
-    if job.get("licenses"):
-        extra.append(("Licenses", ",".join(f"{n}:{k}" for n, k in sorted(job["licenses"].items()))))
+    state = [("JobState", slurm_state(job)), ("Reason", reason_word(job))]
+    if "dependencies" in job:
+        state.append(("Dependency", dependency_text(job, others or {})))
+    licenses = job.get("licenses")
     return [
         first,
         [("UserId", _user(str(job.get("user") or "")))],
@@ -150,10 +263,10 @@ def job_record(job: Job, now: float) -> Record:
             ("Account", str(job.get("tenant") or NULL)),
             ("QOS", str(job.get("qos") or NULL)),
         ],
-        [("JobState", slurm_state(job)), ("Reason", reason_word(job))],
+        state,
         [
             *([] if restarts is None else [("Restarts", str(restarts))]),
-            ("BatchFlag", "1" if job.get("batch") else "0"),
+            ("BatchFlag", "1" if _batch(job) else "0"),
             ("ExitCode", exit_code(job)),
         ],
         _times(job, now)[:2],
@@ -162,7 +275,10 @@ def job_record(job: Job, now: float) -> Record:
         [("NodeList", compress_hostlist(held) if held else NULL)],
         counts,
         [("TRES", _tres(job, nodes))],
-        extra,
+        [("Licenses", ",".join(f"{n}:{k}" for n, k in sorted(licenses.items())))]
+        if licenses
+        else [],
+        *_run_lines(job),
     ]
 
 

@@ -4,7 +4,7 @@ requeued) run still holds its booking on nodes where its tasks are being killed 
 all that is booked is shown ``comp`` by sinfo.
 
 Shown, never stored: the job's stored state stays its end's (sacct, accounting, ``wait``
-read it), and the API's :class:`~fusesched.api.schemas.JobView` carries the fact beside it
+read it), and the API's :class:`~fusesched.api.job_schemas.JobView` carries the fact beside it
 (``completing``), from the core's holds of this moment. A job that runs again (a requeued
 job started elsewhere) is shown running, as it is. A restarted controller's core holds
 nothing of the jobs that ended before it: a node where their tasks still die is kept
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fusesched.api.schemas import JobView
+from fusesched.api.job_schemas import JobView
 from fusesched.core.completing import held_only
 from fusesched.model.phases import JobPhase
 

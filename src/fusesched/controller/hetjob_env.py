@@ -33,7 +33,7 @@ from fusesched.agent.step_het import (
     MEM_PER_TASK_ENV,
     het_hostfile_name,
 )
-from fusesched.api.schemas import ComponentView
+from fusesched.api.job_schemas import ComponentView
 from fusesched.controller.launchenv import SlurmJob, TaskSlot, allocation_env, hostfile
 from fusesched.hostlist import tasks_per_node
 from fusesched.model.resources import CPU, GPU, MEMORY, Resources

@@ -3,12 +3,13 @@ defensively (a request stored by an older release may lack or mistype them) and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from fusesched.api.schemas import JobView, StepSummaryView, TaskView
+from fusesched.api.job_schemas import DependencyView, JobView, StepSummaryView, TaskView
 from fusesched.controller.hetjob_env import stored_components
 from fusesched.controller.job_sizes import batch_started, job_size
+from fusesched.controller.output_files import batch_outputs, start_dirs
 from fusesched.model import step_summary
 from fusesched.model.array_tasks import combined_id, task_text
 from fusesched.store.array_rows import ArrayRow, Listed
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
 #: Jobs whose tasks one read loads to summarise their steps (``GET /v1/jobs?steps=true``):
 #: what the controller holds of tasks at once is theirs, not a whole page's.
 STEP_CHUNK: Final = 50
+#: The node a pattern's ``%N`` names before the job has one: kept as written (as Slurm's
+#: scontrol shows it).
+NO_NODE: Final = "%N"
+
+
+class RunFields(NamedTuple):
+    """Where a job's first task runs and what it runs (:class:`JobView`'s fields)."""
+
+    workdir: str | None
+    output_file: str | None
+    error_file: str | None
+    command: str | None
 
 
 def _text_or_none(value: object) -> str | None:
@@ -38,6 +51,59 @@ def _number_or_none(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def _dependencies(value: object) -> list[DependencyView]:
+    if not isinstance(value, list):
+        return []
+    out = []
+    for dep in value:
+        if isinstance(dep, Mapping) and isinstance(dep.get("kind"), str):
+            job_id = dep.get("job_id")
+            out.append(DependencyView(kind=dep["kind"], job_id=_text_or_none(job_id) or ""))
+    return out
+
+
+def _array_index(row: JobRow) -> int | None:
+    parent = row.array_parent
+    index = row.id.rpartition("_")[2] if parent and row.id.startswith(f"{parent}_") else ""
+    return int(index) if index.isascii() and index.isdigit() else None
+
+
+def run_fields(row: JobRow) -> RunFields:
+    """The working directory, output and error files and command of ``row``'s first task, as
+    the controller starts it (controller/run_launches.py): a container's runs where its image
+    says, with no output files and no submit folder; a batch script's files are expanded
+    with :func:`~fusesched.controller.output_files.batch_outputs` for its first node (none
+    yet: ``%N`` kept)."""
+    request = row.request
+    groups = request.get("groups")
+    group: Mapping[str, Any] = {}
+    if isinstance(groups, list) and groups and isinstance(groups[0], Mapping):
+        group = groups[0]
+    native = group.get("image") is None
+    submitted = _text_or_none(request.get("submit_dir")) if native else None
+    workdir, entered = start_dirs(_text_or_none(group.get("workdir")), submitted)
+    where = workdir or entered
+    out = err = None
+    if native and batch_started(request) and not holds_allocation(request):
+        out, err = batch_outputs(
+            _text_or_none(request.get("output")),
+            _text_or_none(request.get("error")),
+            where,
+            job_id=row.id,
+            array_job=row.array_parent,
+            array_index=_array_index(row),
+            user=row.user,
+            name=row.name,
+            node=row.nodes[0] if row.nodes else NO_NODE,
+        )
+    argv = group.get("argv")
+    command = None
+    if group.get("script") is None and isinstance(argv, list):  # (salloc's: a script)
+        words = [a for a in argv if isinstance(a, str)]
+        command = " ".join(words) if words and len(words) == len(argv) else None
+    return RunFields(where, out, err if err is not None else out, command)
 
 
 def listed_views(store: Store, rows: Sequence[JobRow], detail: bool, steps: bool) -> list[JobView]:
@@ -108,6 +174,7 @@ def job_view(
     not counted) and its ``steps`` summarised (None: not asked for)."""
     mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
     size = job_size(row.request)
+    run = run_fields(row)
     return JobView(
         id=row.id,
         name=row.name,
@@ -127,6 +194,11 @@ def job_view(
         comment=_text_or_none(row.request.get("comment")) or "",
         deadline=_number_or_none(row.request.get("deadline")),
         licenses=_licenses(row.request.get("licenses")),
+        dependencies=_dependencies(row.request.get("dependencies")),
+        workdir=run.workdir,
+        output_file=run.output_file,
+        error_file=run.error_file,
+        command=run.command,
         nodes=list(row.nodes),
         cpus=size.cpus,
         gpus=size.gpus,

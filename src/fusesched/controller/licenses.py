@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fusesched.api.schemas import JobView, LicenseView
+from fusesched.api.job_schemas import JobView
+from fusesched.api.schemas import LicenseView
 from fusesched.model.job import JobSpec
 from fusesched.model.licenses import refusal as license_refusal
 from fusesched.model.phases import JobPhase

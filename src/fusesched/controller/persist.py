@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from fusesched.api.schemas import JobView
+from fusesched.api.job_schemas import JobView
 from fusesched.api.wire import NodeInventory
 from fusesched.controller import reservations
 from fusesched.controller.holds import ADMIN_PREFIX, AT_SUBMIT, HELD, USER_PREFIX

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fusesched.api.schemas import JobView, TaskView
+from fusesched.api.job_schemas import JobView, TaskView
 from fusesched.api.wire import Heartbeat, TaskLaunch
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fusesched.api.schemas import FairShareRow, JobView
+from fusesched.api.job_schemas import JobView
+from fusesched.api.schemas import FairShareRow
 from fusesched.api.schemas import QueueView as QueueStanding
 
 
