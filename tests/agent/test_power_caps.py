@@ -102,3 +102,26 @@ def test_hooks_run_together_so_the_agent_waits_one_timeout(tmp_path: Path) -> No
     notes = caps.apply(many)
     assert len(notes) == 8 and all("timed out after 0.5 s" in n for n in notes)
     assert time.monotonic() - began < 3.0  # not 8 x 0.5 s one after another (nor 8 x 5 s)
+
+
+def test_a_batch_script_caps_every_gpu_it_sees(tmp_path: Path) -> None:
+    """A batch script sees all of its job's GPUs on its node (BATCH_GPUS_ENV), not only its
+    own task's: a tier's cap holds for each of them ({gpu} and {gpus})."""
+    from fusesched.api.wire import BATCH_GPUS_ENV
+
+    calls = tmp_path / "calls"
+    caps = PowerCaps(
+        {
+            "gpu_watts": PowerHookConfig(apply=hook(calls, "pl", "-i", "{gpu}", "{value}")),
+            "all": PowerHookConfig(apply=hook(calls, "all", "{gpus}")),
+        }
+    )
+    script = launch(gpu_watts=200, all=1).model_copy(update={"env": {BATCH_GPUS_ENV: "0,1,2,3"}})
+    assert caps.apply(script) == []
+    assert sorted(calls.read_text().splitlines()) == [
+        "all 0,1,2,3",
+        "pl -i 0 200",
+        "pl -i 1 200",
+        "pl -i 2 200",
+        "pl -i 3 200",
+    ]

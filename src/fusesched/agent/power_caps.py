@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from fusesched.agent.config import PowerHookConfig
+from fusesched.agent.task_env import visible_gpus
 from fusesched.api.wire import TaskLaunch
 
 log = logging.getLogger("fusesched.agent.power")
@@ -50,14 +51,15 @@ class PowerCaps:
             template = hook.reset if reset else hook.apply
             if template is None:
                 continue
+            gpus = visible_gpus(launch)  # (a batch script's: all its job's on the node)
             values = {
                 "value": _value(cap),
                 "task": launch.task_id,
-                "gpus": ",".join(str(g) for g in launch.gpu_indices),
+                "gpus": ",".join(str(g) for g in gpus),
                 "cpus": ",".join(str(c) for c in launch.cpu_ids),
             }
             per_gpu = any("{gpu}" in word for word in template)
-            for gpu in launch.gpu_indices if per_gpu else [None]:
+            for gpu in gpus if per_gpu else [None]:
                 filled = values | ({"gpu": str(gpu)} if gpu is not None else {})
                 commands.append((_fill(template, filled), hook.timeout_s))
         return commands

@@ -21,6 +21,13 @@ from fusesched.submit.terminal import Terminal
 
 #: In a TaskLaunch's env values, the agent replaces this with the task's own directory.
 TASK_DIR_PLACEHOLDER = "{task_dir}"
+#: In a batch script's launch env: all of its job's whole GPUs on its node, by index
+#: (``0,1,2``), which the agent shows the script (``CUDA_VISIBLE_DEVICES``) beside its own
+#: task's and does not pass on; set by the controller alone (controller/run_launches.py,
+#: agent/task_env.py). The ``FUSESCHED_STEP_`` prefix keeps it off what a job's steps and
+#: helpers inherit from the script's launch (controller/remote_tasks.py) and off what
+#: ``srun`` may send (agent/step_plan.py), as a step's other marks.
+BATCH_GPUS_ENV = "FUSESCHED_STEP_BATCH_GPUS"
 
 #: A float that is never NaN or infinite (JSON has neither); unknown readings are ``None``.
 Finite = Annotated[float, Field(allow_inf_nan=False)]

@@ -318,7 +318,8 @@ def _adopt(ctl: Controller, live: LiveJob, now: float) -> None:
     for group, hosts in (held_slots(live) or {}).items():  # where nothing was launched too
         for node, count in hosts:
             launched = sum(1 for t in tasks if t.group == group and t.node == node)
-            there = (t.launch.env for t in live.tasks.values() if t.remote and t.node == node)
+            # (the job's GPUs there, as its steps' tasks or its batch script's launch say)
+            there = (t.launch.env for t in live.tasks.values() if t.node == node)
             held = AdoptedTask(group, node, adopted_gpus(there), launched=False)
             tasks += [held] * max(count - launched, 0)
     ctl.events.append(JobAdopted(live.spec, tuple(tasks), live.started_at))

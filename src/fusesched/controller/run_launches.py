@@ -5,6 +5,14 @@ when a job starts (controller/drivers.py) and, after a controller restart, for t
 an adopted run whose launch no agent gave back, when the run restarts in place
 (controller/in_place.py).
 
+A batch script (sbatch's, or a job's mpirun: the one task launched of a job that starts in
+batch mode) sees, as Slurm's batch step, all of its job's whole GPUs on its node (a
+heterogeneous job's: component 0's), not only its own task's: its launch names them in
+:data:`~fusesched.api.wire.BATCH_GPUS_ENV`, which the agent turns into its
+``CUDA_VISIBLE_DEVICES``, while its grant and its launch's ``gpu_indices`` stay its own
+task's (what adoption, metrics, persistence and power caps read). Not for a container's
+script, nor for MIG instances, which keep their own.
+
 Every function here runs with the controller's lock held.
 """
 
@@ -14,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fusesched.api.wire import TaskLaunch
+from fusesched.api.wire import BATCH_GPUS_ENV, TaskLaunch
 from fusesched.controller.data import dataset_wires
 from fusesched.controller.hetjob_env import Component, components, het_files, het_slurm_env
 from fusesched.controller.launchenv import (
@@ -30,7 +38,7 @@ from fusesched.controller.output_files import NO_OUTPUTS, launch_outputs, start_
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob
 from fusesched.controller.signals import launch_signal
-from fusesched.controller.step_gpus import job_gpus
+from fusesched.controller.step_gpus import NodeGpus, job_gpus
 from fusesched.controller.torchrun_env import TorchrunWorld
 from fusesched.model.resources import CPU, Resources
 from fusesched.submit.launch_mode import batch_mode, torchrun_groups
@@ -103,6 +111,7 @@ class RunLaunches:
     het: Sequence[Component]
     files: Mapping[str, str]
     world: TorchrunWorld | None
+    batch_gpus: NodeGpus  # what a batch script sees on its node (module doc); {}: not batch
 
     @classmethod
     def of(
@@ -128,6 +137,9 @@ class RunLaunches:
         het = components(groups, slots, per_task) if live.request.hetjob else []
         files = {HOSTFILE_NAME: hostfile(slots)} | het_files(het)
         world = TorchrunWorld.of(slots, torchrun_groups(live.request), addresses)
+        batch_gpus: NodeGpus = {}
+        if batch_mode(live.request):  # (a hetjob's script: component 0's)
+            batch_gpus = job_gpus(ctl, live, [het[0].group] if het else None)
         return cls(
             ctl,
             live,
@@ -142,6 +154,7 @@ class RunLaunches:
             het,
             files,
             world,
+            batch_gpus,
         )
 
     def launch(self, slot: TaskSlot, grant: Grant) -> TaskLaunch:
@@ -184,6 +197,10 @@ class RunLaunches:
         workdir, submit_dir = start_dirs(group.workdir, submitted)
         if slurm is not None and live.request.submit_dir is not None:
             env.setdefault("SLURM_SUBMIT_DIR", live.request.submit_dir)
+        env.pop(BATCH_GPUS_ENV, None)  # (the controller's word alone: never the job's)
+        seen = self.batch_gpus.get(slot.node, ()) if scripted and not grant.gpu_uuids else ()
+        if seen:
+            env[BATCH_GPUS_ENV] = ",".join(map(str, seen))
         return TaskLaunch(
             task_id=slot.task_id,
             job_id=live.id,

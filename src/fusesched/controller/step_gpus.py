@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from fusesched.api.wire import BATCH_GPUS_ENV
 from fusesched.controller.job_steps import StepNeverFits, StepsBusy, share_of
 from fusesched.model.resources import GPU
 
@@ -92,11 +93,12 @@ def job_gpus_env(gpus: Sequence[int]) -> dict[str, str]:
 
 
 def adopted_gpus(envs: Iterable[Mapping[str, str]]) -> tuple[int, ...]:
-    """The job's GPUs on a node, as the launch environments ``envs`` of its remote tasks
-    there mark them (:func:`job_gpus_env`); () when none does."""
+    """The job's GPUs on a node, as the launch environments ``envs`` of its tasks there
+    mark them (its remote tasks': :func:`job_gpus_env`; its batch script's: the GPUs it
+    sees, :data:`~fusesched.api.wire.BATCH_GPUS_ENV`); () when none does."""
     found: set[int] = set()
     for env in envs:
-        parts = env.get(JOB_GPUS_ENV, "").split("+")
+        parts = env.get(JOB_GPUS_ENV, "").split("+") + env.get(BATCH_GPUS_ENV, "").split(",")
         found.update(int(p) for p in parts if p.isascii() and p.isdigit() and len(p) <= 6)
     return tuple(sorted(found))
 
