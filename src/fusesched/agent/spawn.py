@@ -40,6 +40,7 @@ from fusesched.agent.pty_bridge import Pty, open_pty
 from fusesched.agent.step_wrapper import BASH_ENV_NAME, OWN_BASH_ENV, agents_bash_env
 from fusesched.agent.task_data import task_view
 from fusesched.agent.task_env import cpu_list, slurm_identity_env, task_environment
+from fusesched.agent.task_files import STDIN_FILE, write_stdin
 from fusesched.agent.task_process import PID_NAME, TaskProcess, open_pidfd, start_time
 from fusesched.agent.task_shim import ENV_NAME, PTY_ENV, find_setpriv, shim_start
 from fusesched.agent.users import Identity, IdentityError, check_reachable
@@ -254,7 +255,8 @@ class TaskSpawner:
         setpriv = find_setpriv() if who is not None else None
         try:
             told_pid = "SLURM_JOB_ID" in launch.env and launch.image is None  # (SLURM_TASK_PID)
-            shim = shim_start(command, cwd, env, task_dir, who, setpriv, pty, told_pid)
+            stdin = STDIN_FILE in launch.files  # (written by _command)
+            shim = shim_start(command, cwd, env, task_dir, who, setpriv, pty, told_pid, stdin)
         except OSError as exc:
             raise StartFailure(f"cannot write the task's environment: {exc}") from None
         # the folder is the task's user's by now: a link planted there is never followed
@@ -403,7 +405,10 @@ def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
     for name, text in launch.files.items():  # e.g. the hostfile of an MPI job
         if not _FILE_NAME_RE.fullmatch(name) or name in (SCRIPT_NAME, LOG_NAME, PID_NAME):
             raise StartFailure(f"bad file name {name!r} in the launch")
-        (task_dir / name).write_text(text, encoding="utf-8")
+        if name != STDIN_FILE:
+            (task_dir / name).write_text(text, encoding="utf-8")
+        elif not write_stdin(task_dir, text):  # (a step's standard input: its shim's)
+            raise StartFailure("the launch's standard input (srun's) is not base64")
     if launch.script is not None:
         (task_dir / SCRIPT_NAME).write_text(launch.script, encoding="utf-8")
         return script_command(launch.script, f"{inside}/{SCRIPT_NAME}", launch.argv)

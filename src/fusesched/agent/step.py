@@ -32,6 +32,11 @@ launch's environment (the request's ``env``), not in its command line, which ``p
 the nodes; a controller older than that field gets them as ``env NAME=value…`` in front of
 the command, as before, with a warning.
 
+Its standard input is forwarded to its tasks, as Slurm's srun forwards it: srun's own (when
+it is no terminal; read whole before the step starts) to every task, or ``-i N`` to task N
+alone; ``-i none`` to none; ``-i FILE``: each task reads that file on its node
+(:mod:`fusesched.agent.step_stdin`).
+
 What the step is to do (options, placement, each task's environment) is worked out
 without I/O in :mod:`fusesched.agent.step_plan`; the step's round trips with the controller
 (asking for it, following its tasks and printing their output) are
@@ -45,6 +50,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -80,6 +86,14 @@ from fusesched.agent.step_plan import (
 )
 from fusesched.agent.step_resources import cpu_mem_fields
 from fusesched.agent.step_run import Step, error, say, warn
+from fusesched.agent.step_stdin import (
+    NO_INPUT,
+    StepInput,
+    input_argv,
+    mpirun_stdin,
+    read_stdin,
+    step_input,
+)
 from fusesched.agent.step_wait import NoRoom, create_waiting
 from fusesched.client_base import default_token
 
@@ -150,7 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return 2
     exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
-    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files)
+    try:  # (read before anything is started or emptied: too much of it starts nothing)
+        stdin = step_input(options.input, tasks, mpi, partial(read_stdin, say=say))
+    except StepError as exc:
+        error(str(exc))
+        return 1
+    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files, stdin)
     for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
         empty(path)
     # the job's own credential in its batch script; under salloc (no job credential), the
@@ -163,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
     ) as http:
         step = Step(http, job_id, options.label, mpi, gpus, step_name(options), resources)
+        step.stdin = stdin.fields(tasks, mpi)
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             step.stop_signal = signum
@@ -228,18 +248,20 @@ def _launches(
     mpi: bool,
     own_env: Sequence[Mapping[str, str]] = (),
     files: StepFiles = NO_FILES,
+    stdin: StepInput = NO_INPUT,
 ) -> list[StepLaunch]:
     """What the step starts: each of its tasks (with its own variables ``own_env[rank]``,
     if given: a heterogeneous job's component's), or (``mpi``) one mpirun on its first node
     that starts them all as one MPI job (its ranks get the variables from mpirun's own,
     ``-x NAME``); with ``files`` (--output, --error: agent/step_files.py), each started
-    with its own (through mpirun: mpirun's)."""
+    with its own (through mpirun: mpirun's); with an input file (``stdin``, -i FILE:
+    agent/step_stdin.py), each reading it (through mpirun: mpirun, handing it on)."""
     if not mpi:
         commands = redirected(files, tasks, env, options.command, sys.executable)
         return [
             StepLaunch(
                 task,
-                task_argv(cwd, command),
+                task_argv(cwd, input_argv(stdin, task, env, command)),
                 {**exported, **(own_env[task.rank] if own_env else {})}
                 | task_env(task, tasks, options.cpus_per_task),
             )
@@ -247,9 +269,9 @@ def _launches(
         ]
     launcher = env.get("OMPI_MCA_plm_rsh_agent") or f"{sys.executable} -m fusesched.agent.remote"
     own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
-    command = mpirun_argv(tasks, passed, options.label, options.command)
+    command = mpirun_stdin(stdin, mpirun_argv(tasks, passed, options.label, options.command))
     (started,) = redirected(files, tasks[:1], env, command, sys.executable)
-    return [StepLaunch(tasks[0], task_argv(cwd, started), own)]
+    return [StepLaunch(tasks[0], task_argv(cwd, input_argv(stdin, tasks[0], env, started)), own)]
 
 
 def step_name(options: StepOptions) -> str:

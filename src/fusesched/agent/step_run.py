@@ -1,6 +1,7 @@
 """One job step through the controller's API, for :mod:`fusesched.agent.step` (``srun``
 inside a job): ask for its share of the job's slots and start its tasks (:meth:`Step.create`,
-falling back to what an older controller takes), then follow them (:meth:`Step.follow`):
+falling back to what an older controller takes; not without the standard input it
+forwards), then follow them (:meth:`Step.follow`):
 their exit codes, and their output printed as it comes (``-l``: each line with its task's
 rank) until each log is complete. :func:`say`, :func:`warn` and :func:`error` are srun's
 messages on stderr.
@@ -70,6 +71,8 @@ class Step:
         self.gpus = gpus  # the step's GPUs (agent/step_gpus.py); None: none asked for
         self.name = name  # its name in accounting (None: a controller older than names)
         self.resources = resources or {}  # its CPUs and memory (agent/step_resources.py)
+        # srun's standard input for its tasks: the request's stdin fields (agent/step_stdin.py)
+        self.stdin: dict[str, object] = {}
         # the controller is older than launch variables: they go in the tasks' command lines
         self.env_in_argv = False
         self.running: list[_Running] = []
@@ -100,8 +103,15 @@ class Step:
         if self.name is not None:
             body["name"] = self.name
         body.update(self.resources)
+        body.update(self.stdin)
         response = self.http.post(f"/v1/jobs/{self.job_id}/steps", json=body)
         refused = response.status_code == 422
+        if refused and self.stdin and refuses_field(response, "stdin"):
+            raise StepError(  # (going on without it would run the tasks on no input at all)
+                "the controller is older than this srun: it cannot forward srun's standard "
+                "input to the step's tasks; give -i none (or </dev/null) to run it without, "
+                "or -i FILE for each task to read a file"
+            )
         try:  # (a controller older than step CPUs: unpinned, as before; memory: refused)
             said = refused and without_refused(self.resources, partial(refuses_field, response))
         except ValueError as exc:

@@ -3,10 +3,22 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import stat
 from pathlib import Path
 from typing import BinaryIO
+
+#: The launch file (``TaskLaunch.files``) that holds a job step's task's standard input,
+#: base64 (``srun``'s: agent/step_stdin.py, controller/steps.py). An agent writes it decoded
+#: as :data:`STDIN_NAME` (:func:`write_stdin`), which the task's shim opens as its standard
+#: input (agent/task_shim.py); an agent older than it writes it as it came, a file of no
+#: use, and the task's standard input stays ``/dev/null``, as before.
+STDIN_FILE = "fusesched.stdin.b64"
+#: The task's standard input in its folder (no launch file can take the name: theirs start
+#: with a letter or digit).
+STDIN_NAME = ".fusesched-stdin"
 
 
 def open_task_file(path: Path) -> BinaryIO:
@@ -46,3 +58,18 @@ def make_tmp(folder: Path) -> None:
         os.fchmod(fd, 0o1777)
     finally:
         os.close(fd)
+
+
+def write_stdin(task_dir: Path, text: str) -> bool:
+    """Write a task's standard input (:data:`STDIN_FILE`'s ``text``, base64) decoded into its
+    folder as :data:`STDIN_NAME`, mode 0600, never through a link nor over a file there
+    (the folder is handed to the task's user with the rest: agent/spawn.py); False when
+    ``text`` is not base64 (``OSError`` when it cannot be written)."""
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(task_dir / STDIN_NAME, flags, 0o600), "wb") as out:
+        out.write(data)
+    return True

@@ -1,8 +1,9 @@
 """The ``/bin/sh`` shim a task starts as, and how it comes to run as the task's identity.
 
 The shim waits for the agent's go-ahead on stdin (agent/spawn.py pins it and puts it in its
-cgroup meanwhile), then ``exec``\\ s the task, its stdin ``/dev/null`` or, for
-``fusesched run --pty``, its pseudo-terminal. A task under another identity is started in
+cgroup meanwhile), then ``exec``\\ s the task, its stdin ``/dev/null``, a job step's
+standard input forwarded by ``srun`` (a file in the task's folder: agent/task_files.py) or,
+for ``fusesched run --pty``, its pseudo-terminal. A task under another identity is started in
 ``/`` and its shim, already that identity, enters the working directory (``subprocess``
 would enter it as root, before switching).
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fusesched.agent.pty_bridge import Pty
+from fusesched.agent.task_files import STDIN_NAME
 from fusesched.agent.users import Identity
 from fusesched.model.text import is_env_name
 
@@ -124,17 +127,21 @@ def shim_start(
     setpriv: str | None,
     pty: Pty | None,
     task_pid: bool = False,
+    stdin: bool = False,
 ) -> ShimStart:
     """How to start ``command`` in ``cwd`` as ``who`` (None: the agent's identity) behind its
     shim (module docstring); ``setpriv``: :func:`find_setpriv`'s. Under ``setpriv`` the job's
     environment is written to ``task_dir``'s :data:`ENV_NAME` (an ``OSError`` if it cannot be).
-    ``task_pid``: the shim exports ``SLURM_TASK_PID``, the task's process id."""
+    ``task_pid``: the shim exports ``SLURM_TASK_PID``, the task's process id; ``stdin``: the
+    task's standard input is ``task_dir``'s :data:`STDIN_NAME` (a terminal wins over it)."""
     shell = shim_shell(env)
-    argv = [shell, "-c", _shim(_SHIM, pty, task_pid), "fusesched-task", *command]
+    given = task_dir.absolute() / STDIN_NAME if stdin else None
+    argv = [shell, "-c", _shim(_SHIM, pty, task_pid, given), "fusesched-task", *command]
     argv_tail = command
     if who is not None:  # root must not chdir for it (subprocess's cwd runs before setuid)
         argv_tail = [str(cwd.absolute()), *command]
-        argv = [shell, "-c", _shim(_SHIM_CD, pty, task_pid), "fusesched-task", *argv_tail]
+        shim = _shim(_SHIM_CD, pty, task_pid, given)
+        argv = [shell, "-c", shim, "fusesched-task", *argv_tail]
         cwd = Path("/")
     if who is None or setpriv is None or not all(map(is_env_name, env)):
         return ShimStart(argv=argv, cwd=cwd, env=env, switch=who)
@@ -145,7 +152,7 @@ def shim_start(
         os.fchown(out.fileno(), who.uid, who.gid)
         out.write(_exports(env))
     ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--clear-groups"]
-    argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty, task_pid)]
+    argv = [setpriv, *ids, "--", "/bin/sh", "-c", _shim(_SHIM_ENV, pty, task_pid, given)]
     argv.append("fusesched-task")
     argv += [str(env_file), *argv_tail]
     # nothing of the job's reaches a program that runs as root
@@ -164,9 +171,14 @@ def _exports(env: Mapping[str, str]) -> str:
     return "".join(f"export '{item}'\n" for item in quoted)
 
 
-def _shim(shim: str, pty: Pty | None, task_pid: bool = False) -> str:
-    """``shim``, ending on the terminal ``pty`` (if any) rather than ``/dev/null``, telling
-    the task its process id first with ``task_pid``."""
+def _shim(shim: str, pty: Pty | None, task_pid: bool = False, stdin: Path | None = None) -> str:
+    """``shim``, ending on the terminal ``pty`` (if any), else on the file ``stdin`` (if
+    any: a job step's standard input, opened as the task's identity), rather than
+    ``/dev/null``, telling the task its process id first with ``task_pid``."""
     if task_pid:
         shim = shim.replace('exec "$@"', _TASK_PID)
-    return shim if pty is None else shim.replace(" </dev/null\n", _ON_PTY)
+    if pty is not None:
+        return shim.replace(" </dev/null\n", _ON_PTY)
+    if stdin is not None:
+        return shim.replace(" </dev/null\n", f" <{shlex.quote(str(stdin))}\n")
+    return shim

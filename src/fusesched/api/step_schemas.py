@@ -5,10 +5,13 @@ of the API's schemas are in :mod:`fusesched.api.schemas`."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from fusesched.agent.step_stdin import STDIN_MAX_BYTES, STDIN_MAX_TOTAL
 from fusesched.api.schemas import _Input, _View
 from fusesched.model.text import is_env_name
 from fusesched.submit.terminal import Terminal
@@ -20,6 +23,12 @@ from fusesched.submit.terminal import Terminal
 LAUNCH_ENV_MAX_VARS = 4096
 LAUNCH_ENV_MAX_VAR_BYTES = 128 * 1024 - 1
 LAUNCH_ENV_MAX_BYTES = 1024 * 1024
+#: How a step's standard input (:class:`StepRequest`'s ``stdin``) reaches
+#: controller/steps.py from the route: in the launch variables of the tasks that get it,
+#: under this name, which no task is ever given (``FUSESCHED_STEP_*`` names are a step's
+#: marks: ``settable`` drops any a launch sends) and which a request's own ``env`` cannot
+#: set (:meth:`StepRequest._stdin_to_its_tasks` drops it).
+STEP_STDIN_ENV = "FUSESCHED_STEP_STDIN"
 
 
 class RemoteLaunch(_Input):
@@ -55,6 +64,11 @@ class RemoteLaunch(_Input):
         return env
 
 
+def _b64_size(size: int) -> int:
+    """The length of ``size`` bytes in base64."""
+    return (size + 2) // 3 * 4
+
+
 class HetStepSlots(_Input):
     """A heterogeneous job's step's share of one component (``srun --het-group``): its
     tasks per node there."""
@@ -74,7 +88,10 @@ class StepRequest(_Input):
     accounting (``srun -J``, else its command's); ``pty``: its one task's terminal.
     ``cpus_per_task``: each task's own CPUs (``srun -c``; absent: as many as the job's
     tasks have); ``memory``: the step's memory on each of its nodes in bytes (``--mem``,
-    ``--mem-per-cpu``; 0: all of the job's there; absent: no limit): controller/step_cpus.py."""
+    ``--mem-per-cpu``; 0: all of the job's there; absent: no limit): controller/step_cpus.py.
+    ``stdin``: ``srun``'s standard input (base64; at most 16 MiB, and 64 MiB counting each
+    task's copy) for every task or, with ``stdin_task``, for ``tasks[stdin_task]`` alone
+    (absent: every task's is ``/dev/null``): agent/step_stdin.py."""
 
     slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
     tasks: list[RemoteLaunch] = Field(min_length=1)
@@ -88,6 +105,35 @@ class StepRequest(_Input):
     # ``srun --pty``: its one task runs on a pseudo-terminal of this type and size, relayed
     # through the controller (``/v1/tasks/{id}/pty/...``: controller/step_pty.py)
     pty: Terminal | None = None
+    stdin: str | None = Field(default=None, min_length=1, max_length=_b64_size(STDIN_MAX_BYTES))
+    stdin_task: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _stdin_to_its_tasks(self) -> StepRequest:
+        """Check ``stdin``, then hand it to the tasks that get it (:data:`STEP_STDIN_ENV`)."""
+        for task in self.tasks:
+            task.env.pop(STEP_STDIN_ENV, None)  # (never a request's own)
+        if self.stdin is None:
+            if self.stdin_task is not None:
+                raise ValueError("stdin_task needs stdin")
+            return self
+        if self.pty is not None:
+            raise ValueError("stdin: a step on a pseudo-terminal (pty) reads that terminal")
+        try:
+            size = len(base64.b64decode(self.stdin, validate=True))
+        except (binascii.Error, ValueError):
+            raise ValueError("stdin must be base64") from None
+        if self.stdin_task is not None and self.stdin_task >= len(self.tasks):
+            raise ValueError(f"stdin_task: the step has {len(self.tasks)} task(s)")
+        getting = self.tasks if self.stdin_task is None else [self.tasks[self.stdin_task]]
+        if size > STDIN_MAX_BYTES or size * len(getting) > STDIN_MAX_TOTAL:
+            raise ValueError(
+                f"stdin: {size} bytes to {len(getting)} task(s): at most "
+                f"{STDIN_MAX_BYTES} bytes, and {STDIN_MAX_TOTAL} bytes in all"
+            )
+        for task in getting:
+            task.env[STEP_STDIN_ENV] = self.stdin
+        return self
 
     @model_validator(mode="after")
     def _one_task_on_a_terminal(self) -> StepRequest:

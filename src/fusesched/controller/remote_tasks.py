@@ -75,6 +75,7 @@ def launch_remote(
     gpus: Sequence[int] = (),
     cpu_ids: Sequence[int] = (),
     memory_bytes: int | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> str:
     """Send ``node``'s agent a task of ``live`` running ``argv`` (with the job's own
     environment, less OpenMPI's settings but its transports and any step's marks; over it
@@ -82,7 +83,8 @@ def launch_remote(
     (``settable``); over those the controller's ``marks``), seeing the job's GPUs ``gpus``
     there (controller/step_gpus.py; the job holds them: the task holds none), pinned to
     ``cpu_ids`` (none: not pinned) and limited to ``memory_bytes`` (a step's task's own:
-    controller/step_cpus.py; the caller took the ids from the node's pool); its id. The
+    controller/step_cpus.py; the caller took the ids from the node's pool), with ``files``
+    written into its folder (a step's task's standard input: controller/steps.py); its id. The
     caller holds the lock and has checked the node (:func:`check_remote_node`). ``env``
     travels in the launch (an agent of any age applies a launch's ``env``), is kept in
     memory only, never stored or shown, and reaches the task's process environment, not its
@@ -109,6 +111,7 @@ def launch_remote(
         gpu_indices=list(gpus),
         cpu_ids=list(cpu_ids),
         memory_bytes=memory_bytes,
+        files=dict(files or {}),
     )
     task = LiveTask(launch, node, Grant(tuple(cpu_ids)), remote=True, start_time=ctl.clock())
     live.tasks[task_id] = task

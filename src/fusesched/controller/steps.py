@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from fusesched.agent.step_gpus import GpuAsk
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
+from fusesched.agent.task_files import STDIN_FILE
+from fusesched.api.step_schemas import STEP_STDIN_ENV
 from fusesched.controller import remote_tasks
 from fusesched.controller.job_steps import (
     StepNeverFits,
@@ -63,7 +65,10 @@ def create_step(
     each node, of the job's (controller/step_gpus.py; None: it sees all of them, holds
     none); ``name``: its name in accounting; ``resources``: its CPUs per task and memory
     (controller/step_cpus.py; None: the job's CPUs per task, no memory limit). Each task gets its
-    node's share of the job (``SLURM_CPUS_ON_NODE``…: :func:`node_env`), or of its step.
+    node's share of the job (``SLURM_CPUS_ON_NODE``…: :func:`node_env`), or of its step. A
+    launch whose variables hold :data:`STEP_STDIN_ENV` (``srun``'s standard input, base64,
+    put there by the route's request: api/step_schemas.py) gets it as a file of its launch
+    (:data:`STDIN_FILE`), which its agent makes the task's standard input.
 
     :class:`UnknownJobError` when the job does not run, :class:`StepNeverFits` (and
     :class:`SubmitError` for a launch off the step's nodes) when it can never start,
@@ -114,9 +119,11 @@ def create_step(
             limit = None if memory is None else memory[node] // count[node] or None
             if live.request.slurm_env:
                 extra |= step_held_env(cpus.get(node), None if memory is None else memory[node])
+            stdin = env.get(STEP_STDIN_ENV)
+            files = {STDIN_FILE: stdin} if stdin is not None else None
             task_ids.append(
                 remote_tasks.launch_remote(
-                    ctl, live, node, argv, marks | extra, env, sees, ids, limit
+                    ctl, live, node, argv, marks | extra, env, sees, ids, limit, files
                 )
             )
         ctl.work.notify_all()
