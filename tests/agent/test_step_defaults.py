@@ -48,8 +48,11 @@ def test_each_variable_is_its_options_default() -> None:
         "overlap",
         "kill_on_bad_exit",
     }
-    assert opts(SLURM_GPUS_PER_NODE="2").gpus_per_node == 2
-    assert opts(SLURM_GPUS="a100:4").gpus == 4
+    # not the job's -G or --gpus-per-node: booked as an even share per task, they need not
+    # hold on every node of a job whose tasks are spread unevenly (found in review)
+    assert opts(SLURM_GPUS_PER_NODE="2").gpus_per_node is None
+    assert opts(SLURM_GPUS="a100:4").gpus is None
+    assert opts(SLURM_GPUS="x", SLURM_GPUS_PER_NODE="y").inherited == frozenset()
     plain = opts()
     assert plain.inherited == frozenset() and not plain.label and plain.ntasks_per_node is None
 
@@ -70,12 +73,10 @@ def test_the_command_line_beats_the_variable() -> None:
     assert not o.kill_on_bad_exit  # (--kill-on-bad-exit=0 beats SLURM_KILL_BAD_EXIT=1)
     assert o.inherited == frozenset()
     # the step's GPUs are one ask: the command line's, whichever option
-    o = opts("--gres=gpu:1", SLURM_GPUS_PER_TASK="1", SLURM_GPUS_PER_NODE="2")
+    o = opts("--gres=gpu:1", SLURM_GPUS_PER_TASK="1")
     assert (o.gres, o.gpus_per_task, o.gpus_per_node) == (1, None, None)
-    # of several GPU variables, the most particular: per task, then per node
-    o = opts(SLURM_GPUS="4", SLURM_GPUS_PER_NODE="2", SLURM_GPUS_PER_TASK="1")
-    assert (o.gpus, o.gpus_per_node, o.gpus_per_task) == (None, None, 1)
-    assert opts(SLURM_GPUS="4", SLURM_GPUS_PER_NODE="2").gpus_per_node == 2
+    o = opts("--gpus-per-node=2", SLURM_GPUS_PER_TASK="1")
+    assert (o.gpus_per_node, o.gpus_per_task) == (2, None)
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_overlap_whatever_its_value_and_kill_on_bad_exit_unless_0() -> None:
         ({"SLURM_NTASKS_PER_NODE": "9" * 5000}, [], "--ntasks-per-node"),  # (no traceback)
         ({"SRUN_CPUS_PER_TASK": "abc"}, [], "--cpus-per-task takes"),
         ({"SLURM_GPUS_PER_TASK": "x"}, [], "--gpus-per-task takes [type:]count"),
-        ({"SLURM_GPUS": "gpu:x"}, [], "--gpus takes"),
+        ({"SLURM_GPUS_PER_TASK": "gpu:x"}, [], "--gpus-per-task takes"),
         ({"SLURM_KILL_BAD_EXIT": "x"}, [], "--kill-on-bad-exit takes 0 or 1"),
         ({"SLURM_NTASKS": "abc"}, [], "--ntasks takes a positive whole number"),
         ({"SLURM_NPROCS": "0"}, [], "--ntasks takes"),
@@ -136,6 +137,43 @@ def test_a_bad_value_names_its_variable(env: dict[str, str], args: list[str], sa
         opts(*args, **env)
     assert str(caught.value).startswith(f"{name} (in the environment): ")
     assert said in str(caught.value)
+
+
+def test_numbers_are_ascii_digits_as_strtol_reads_them() -> None:
+    """As Slurm 22.05's srun (each tried with it): leading zeros are taken, and a flag's long
+    number is on; a digit or blank of another script is no number (``٢``: the count an
+    error, the flag off)."""
+    assert opts(SLURM_NTASKS_PER_NODE="0000000002").ntasks_per_node == 2
+    assert opts(SRUN_CPUS_PER_TASK="+0000000001").cpus_per_task == 1
+    parse_args(["app"], {"SLURM_NTASKS": "0000000002", "SLURM_NPROCS": "02"})  # (no error)
+    for value in ("0000000001", "99999999999", "9" * 5000):
+        assert opts(SLURM_LABELIO=value).label
+        assert opts(SLURM_KILL_BAD_EXIT=value).kill_on_bad_exit
+    assert not opts(SLURM_LABELIO="0000000000").label
+    assert not opts(SLURM_KILL_BAD_EXIT="-0").kill_on_bad_exit
+    for other in ("\u0662", "\u00a02", "\uff12"):  # (Arabic-Indic 2, no-break space, fullwidth 2)
+        assert not opts(SLURM_LABELIO=other).label
+        assert not opts(SLURM_UNBUFFEREDIO=other).unbuffered
+        for name in ("SLURM_NTASKS_PER_NODE", "SRUN_CPUS_PER_TASK", "SLURM_KILL_BAD_EXIT"):
+            with pytest.raises(StepError, match=f"^{name} \\(in the environment\\)"):
+                opts(**{name: other})
+    with pytest.raises(StepError, match="--ntasks-per-node takes a positive whole number"):
+        opts(SLURM_NTASKS_PER_NODE="0" * 20 + "1" * 10)  # (10 digits: no count of tasks)
+
+
+def test_an_empty_gpu_variable_is_not_taken() -> None:
+    """Slurm's srun ignores ``SLURM_GPUS_PER_TASK=`` (``SLURM_GPUS_PER_TASK= srun …`` in a
+    ``--gpus-per-task`` job: a step that names no GPUs), where it refuses ``" "``."""
+    for name in ("SLURM_GPUS_PER_TASK",):
+        o = opts(**{name: ""})
+        assert (o.gpus, o.gpus_per_node, o.gpus_per_task, o.inherited) == (
+            None,
+            None,
+            None,
+            frozenset(),
+        )
+        with pytest.raises(StepError, match=f"^{name} \\(in the environment\\)"):
+            opts(**{name: " "})
 
 
 def test_a_count_too_long_to_be_one_is_an_error_not_a_traceback() -> None:
@@ -258,3 +296,21 @@ def test_srun_says_which_variable_is_bad() -> None:
         "srun: error: SLURM_GPUS_PER_TASK (in the environment): --gpus-per-task takes"
     ), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_jobs_task_count_reads_as_slurms() -> None:
+    """``SLURM_NTASKS=+2`` or ``0000000002`` is 2 for Slurm's srun (found in review: such a
+    count was ignored and the step ran one task a node); ``0`` is no count."""
+    from fusesched.agent.step_plan import _positive
+
+    assert [_positive(t) for t in ("2", "+2", "0000000002", " 3 ", "0", "-1", "x", None)] == [
+        2,
+        2,
+        2,
+        3,
+        None,
+        None,
+        None,
+        None,
+    ]
+    assert _positive("١٢") is None  # (ASCII digits only)

@@ -1,9 +1,9 @@
 """srun's input environment variables against a live controller and a real agent with two
 fake GPUs: a step takes the job's told options (``--gpus-per-task``) as its defaults, as
 Slurm's srun does, and the script's own (``SLURM_LABELIO``, ``SRUN_CPUS_PER_TASK``,
-``SLURM_OVERLAP``); the command line beats them, a bad value is an error that names its
-variable, and the job's ``--mem-per-cpu`` stays the job's (a step naming no memory holds
-none here) (agent/step_defaults.py)."""
+``SLURM_OVERLAP``; an empty ``SLURM_GPUS_PER_TASK`` is not taken); the command line beats
+them, a bad value is an error that names its variable, and the job's ``--mem-per-cpu`` stays
+the job's (a step naming no memory holds none here) (agent/step_defaults.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ S=@S
 srun sh -c 'echo "task $SLURM_PROCID gpus=$CUDA_VISIBLE_DEVICES mem=$FUSESCHED_MEMORY_LIMIT_BYTES"'
 srun -n1 --gres=gpu:2 --mem=200M sh -c 'echo "given gpus=$CUDA_VISIBLE_DEVICES \
 mem=$FUSESCHED_MEMORY_LIMIT_BYTES"'
+SLURM_GPUS_PER_TASK= srun -n1 sh -c 'echo "cleared gpus=$CUDA_VISIBLE_DEVICES"'
 SLURM_LABELIO=1 srun -n1 echo labelled
 SRUN_CPUS_PER_TASK=2 srun -n1 sh -c 'echo "cpus=$SLURM_CPUS_PER_TASK"'
 srun sh -c "touch $S/s.\$SLURM_PROCID; while [ ! -e $S/go ]; do sleep 0.05; done" &
@@ -47,6 +48,8 @@ def test_a_step_takes_its_defaults_from_the_environment(client: Client, scratch:
     ), output
     # the command line's GPUs and memory beat them
     assert f"given gpus=0,1 mem={200 * 2**20}" in lines, output
+    # the script's empty SLURM_GPUS_PER_TASK is not taken (as Slurm's): no GPU option, all
+    assert "cleared gpus=0,1" in lines, output
     assert "0: labelled" in lines, output  # SLURM_LABELIO
     assert "cpus=2" in lines, output  # SRUN_CPUS_PER_TASK, as -c
     assert "busy: 1" in lines, output  # (the job's slots are held: -I gives up)

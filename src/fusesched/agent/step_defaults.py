@@ -5,10 +5,14 @@ beats (:func:`env_defaults`). Without I/O: the environment is given.
 
 What each is the default of, and how its value is read (as Slurm's srun, by experiment):
 
-* a count (``SLURM_NTASKS_PER_NODE``, ``SRUN_CPUS_PER_TASK``): a positive whole number;
-* GPUs (``SLURM_GPUS``, ``SLURM_GPUS_PER_NODE``, ``SLURM_GPUS_PER_TASK``): ``[type:]count``,
-  as the job was given them; one GPU option on the command line drops them all, and of
-  several, the most particular one is taken (per task, else per node, else the step's);
+* a count (``SLURM_NTASKS_PER_NODE``, ``SRUN_CPUS_PER_TASK``): a positive whole number
+  (ASCII digits, as C's ``strtol`` reads them: blanks before it, a sign, leading zeros);
+* GPUs per task (``SLURM_GPUS_PER_TASK``): ``[type:]count``, as the job was given them
+  (empty: not taken); a GPU option on the command line drops it. Not ``SLURM_GPUS`` and
+  ``SLURM_GPUS_PER_NODE``, which Slurm's srun takes too: fusesched books a job's ``-G`` and
+  ``--gpus-per-node`` as an even share per task, so with tasks spread unevenly over the
+  nodes the job's value does not hold on every node, and a plain ``srun`` that took it
+  would ask for GPUs the job does not have there (found in review);
 * a flag (``SLURM_LABELIO``, ``SLURM_UNBUFFEREDIO``): on when empty, ``yes`` (any case) or a
   number other than 0; any other value leaves it off;
 * ``SLURM_OVERLAP``: on whatever its value; ``SLURM_KILL_BAD_EXIT``: a number, on unless 0.
@@ -43,8 +47,6 @@ INPUT_VARIABLES: Final = {
     "SLURM_NTASKS_PER_NODE": ("ntasks-per-node", "ntasks_per_node"),
     "SRUN_CPUS_PER_TASK": ("cpus-per-task", "cpus_per_task"),
     "SLURM_GPUS_PER_TASK": ("gpus-per-task", "gpus_per_task"),
-    "SLURM_GPUS_PER_NODE": ("gpus-per-node", "gpus_per_node"),
-    "SLURM_GPUS": ("gpus", "gpus"),
     "SLURM_LABELIO": ("label", "label"),
     "SLURM_UNBUFFEREDIO": ("unbuffered", "unbuffered"),
     "SLURM_OVERLAP": ("overlap", "overlap"),
@@ -57,12 +59,13 @@ _FLAGS: Final = frozenset({"SLURM_LABELIO", "SLURM_UNBUFFEREDIO"})
 #: The fields of a step's GPUs: one on the command line, and none of the variables counts.
 _GPU_FIELDS: Final = frozenset({"gres", "gpus", "gpus_per_task", "gpus_per_node"})
 #: The job's told resource variables, not taken in a heterogeneous job.
-_JOB_RESOURCES: Final = frozenset(
-    {"SLURM_NTASKS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_NODE", "SLURM_GPUS"}
-)
+_JOB_RESOURCES: Final = frozenset({"SLURM_NTASKS_PER_NODE", "SLURM_GPUS_PER_TASK"})
 _HET_SIZE = "SLURM_HET_SIZE"
-# a number as C's strtol takes it whole (blanks before it, a sign), within an int's range
-_NUMBER = re.compile(r"\s*[+-]?\d{1,9}")
+# a number as C's strtol takes it whole: ASCII blanks before it, a sign, ASCII digits, as
+# many as given (leading zeros; a flag's may be longer than any int: only not 0 counts)
+_NUMBER = re.compile(r"\s*([+-]?)([0-9]+)", re.ASCII)
+#: The most digits (leading zeros aside) a count may have: more is an error, not a traceback.
+_COUNT_DIGITS = 9
 
 
 def env_defaults(given: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, object]:
@@ -96,26 +99,38 @@ def _read(name: str, option: str, text: str) -> object:
     if name == "SLURM_KILL_BAD_EXIT":
         if not text.strip():
             return None
-        if not _NUMBER.fullmatch(text):
+        number = _number(text)
+        if number is None:
             raise _bad(name, f"--{option} takes 0 or 1, not {text!r}")
-        return int(text) != 0
+        return number[1] != ""
+    if not text:
+        return None  # (an empty GPU variable is not taken: Slurm's srun ignores it)
     try:
         return gpu_count(option, text.strip())
     except ValueError as exc:
         raise _bad(name, str(exc)) from None
 
 
+def _number(text: str) -> tuple[bool, str] | None:
+    """Whether the number ``text`` is negative, and its digits without leading zeros ("" for
+    0); None when it is no number."""
+    found = _NUMBER.fullmatch(text)
+    return None if found is None else (found[1] == "-", found[2].lstrip("0"))
+
+
 def _count(name: str, option: str, text: str) -> int:
-    if not _NUMBER.fullmatch(text) or int(text) < 1:
+    number = _number(text)
+    if number is None or number[0] or not 0 < len(number[1]) <= _COUNT_DIGITS:
         raise _bad(name, f"--{option} takes a positive whole number, not {text!r}")
-    return int(text)
+    return int(number[1])
 
 
 def _flag(text: str) -> bool:
     """Whether a flag's variable turns it on: empty, ``yes`` or a number other than 0."""
     if not text or text.lower() == "yes":
         return True
-    return bool(_NUMBER.fullmatch(text)) and int(text) != 0
+    number = _number(text)
+    return number is not None and number[1] != ""
 
 
 def _bad(name: str, message: str) -> StepError:

@@ -9,6 +9,7 @@ may set: :func:`settable`) and the step's exit status (:func:`exit_status`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -266,8 +267,10 @@ def step_shape(
 
 
 def _positive(text: str | None) -> int | None:
-    text = (text or "").strip()
-    return int(text) if text.isascii() and text.isdigit() and 0 < len(text) <= 9 else None
+    """A count from the job's environment as Slurm's srun reads it (``+2``, ``0002``: 2);
+    None for anything else, 0 included."""
+    found = re.fullmatch(r"\s*\+?0*([0-9]{1,9})\s*", text or "", re.ASCII)
+    return int(found[1]) if found and int(found[1]) > 0 else None
 
 
 def step_tasks_per_node(tasks: Sequence[StepTask]) -> str:
