@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fusesched.agent import step
+from fusesched.agent import spawn, step
 from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.step_args import parse_args
 from fusesched.agent.step_files import split_files
@@ -206,6 +206,37 @@ def test_an_input_that_does_not_end_is_said(pipe: tuple[int, int]) -> None:
     assert len(said) == 1 and "-i none starts them without it" in said[0]
 
 
+def test_a_non_blocking_stdin_is_read_to_its_end(pipe: tuple[int, int]) -> None:
+    """One left non-blocking (O_NONBLOCK) by whoever made it is waited on, not cut short."""
+    read, write = pipe
+    os.set_blocking(read, False)
+    writer = writes(write, b"late\n", after_s=0.2)
+    assert read_stdin(read) == b"late\n"
+    writer.join()
+
+
+def test_ctrl_c_while_srun_reads_its_input_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node-a slots=1\n")
+    for name, value in {
+        "FUSESCHED_JOB_ID": "7",
+        "FUSESCHED_CONTROLLER": "http://127.0.0.1:9",
+        "FUSESCHED_HOSTFILE": str(hostfile),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+    def interrupted(**_: object) -> bytes:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(step, "read_stdin", interrupted)
+    assert step.main(["-n", "1", "--mpi=none", "cat"]) == 130
+    err = capsys.readouterr().err
+    assert "srun: error: interrupted while reading standard input: nothing was started" in err
+    assert "Traceback" not in err
+
+
 # -- each task reading a file on its node ----------------------------------------------------
 
 
@@ -381,6 +412,20 @@ def test_a_launch_whose_input_is_not_base64_fails_to_start(runtime: ProcessRunti
     report, _ = run_one(runtime, launch("7.remote.3", "cat", files={STDIN_FILE: "@@"}))
     assert report.state.value == "failed-to-start"
     assert report.reason == "the launch's standard input (srun's) is not base64"
+
+
+def test_a_launch_whose_input_cannot_be_written_says_why(
+    runtime: ProcessRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*_: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spawn, "write_stdin", full)
+    report, _ = run_one(runtime, launch("7.remote.4", "cat", files={STDIN_FILE: b64(b"x")}))
+    assert report.state.value == "failed-to-start"
+    assert report.reason == (
+        "cannot write the task's standard input: [Errno 28] No space left on device"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root switches users")

@@ -407,8 +407,12 @@ def _command(launch: TaskLaunch, task_dir: Path, inside: str) -> list[str]:
             raise StartFailure(f"bad file name {name!r} in the launch")
         if name != STDIN_FILE:
             (task_dir / name).write_text(text, encoding="utf-8")
-        elif not write_stdin(task_dir, text):  # (a step's standard input: its shim's)
-            raise StartFailure("the launch's standard input (srun's) is not base64")
+            continue
+        try:  # (a step's standard input: its shim's; a full disk is said, not internal)
+            if not write_stdin(task_dir, text):
+                raise StartFailure("the launch's standard input (srun's) is not base64")
+        except OSError as exc:
+            raise StartFailure(f"cannot write the task's standard input: {exc}") from None
     if launch.script is not None:
         (task_dir / SCRIPT_NAME).write_text(launch.script, encoding="utf-8")
         return script_command(launch.script, f"{inside}/{SCRIPT_NAME}", launch.argv)

@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     except StepError as exc:
         error(str(exc))
         return 1
+    except KeyboardInterrupt:  # (Ctrl-C while it waited for the input's end)
+        error("interrupted while reading standard input: nothing was started")
+        return 128 + signal.SIGINT
     launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files, stdin)
     for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
         empty(path)

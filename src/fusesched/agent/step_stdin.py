@@ -196,6 +196,9 @@ def read_stdin(
             chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
         except InterruptedError:
             continue
+        except BlockingIOError:  # (one left non-blocking by whoever wrote it: wait for more)
+            _wait_readable(fd)
+            continue
         except OSError:
             break  # (closed, or one that cannot be read: nothing more)
         if not chunk:
@@ -209,6 +212,14 @@ def read_stdin(
                 "a file on its node (any size), or -i none to start them without it"
             )
     return b"".join(chunks)
+
+
+def _wait_readable(fd: int) -> None:
+    """Wait until ``fd`` (a non-blocking one with nothing in it yet) has more, or ends."""
+    try:
+        select.select([fd], [], [])
+    except (OSError, ValueError):
+        time.sleep(0.05)  # (one select cannot wait on: try its read again shortly)
 
 
 def input_argv(
