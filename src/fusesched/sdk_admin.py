@@ -1,17 +1,29 @@
-"""The SDK's calls for advance reservations and tokens (mostly an administrator's).
-:class:`fusesched.sdk.Client` has them."""
+"""The SDK's calls for advance reservations, tokens and the purge of old job records (mostly
+an administrator's). :class:`fusesched.sdk.Client` has them."""
 
 from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from fusesched.sdk_transport import Transport, path_segment
 
+#: The counts of ``POST /v1/admin/purge``'s answer, summed over the calls of one purge.
+PURGE_COUNTS: Final = (
+    "jobs",
+    "tasks",
+    "events",
+    "tokens",
+    "environments",
+    "files",
+    "bytes",
+    "kept",
+)
+
 
 class AdminCalls(Transport):
-    """The routes under ``/v1/reservations`` and ``/v1/tokens``."""
+    """The routes under ``/v1/reservations``, ``/v1/tokens`` and ``/v1/admin``."""
 
     def reservations(self) -> list[dict[str, Any]]:
         """The advance reservations that have not ended, by start (docs/RESERVATIONS.md)."""
@@ -91,3 +103,23 @@ class AdminCalls(Transport):
 
     def revoke_token(self, token_id: str) -> str:
         return str(self._call("DELETE", f"/v1/tokens/{path_segment(token_id)}")["revoked"])
+
+    def purge(
+        self, ended_before: float, *, dry_run: bool = False, force: bool = False
+    ) -> dict[str, Any]:
+        """Remove the records of the jobs that ended before ``ended_before`` (Unix seconds)
+        — cluster-admins; docs/DEPLOY.md, "Retention". ``force``: also within the window of
+        runs fair share reads back after a restart (else refused, 409). Each call to the
+        controller works for seconds at most; this one calls again until it is done. The
+        counts (``jobs``, ``tasks``, ``events``, ``tokens``, ``environments``, ``files``,
+        ``bytes``, ``kept``) summed; with ``dry_run`` what would go, removing nothing."""
+        body: dict[str, Any] = {"ended_before": ended_before, "dry_run": dry_run, "force": force}
+        total = dict.fromkeys(PURGE_COUNTS, 0)
+        while True:
+            answer = self._call("POST", "/v1/admin/purge", body)
+            for key in PURGE_COUNTS:
+                total[key] += int(answer.get(key, 0))
+            if not answer.get("more") or not answer.get("after"):
+                break
+            body["after"] = answer["after"]
+        return {"ended_before": ended_before, "dry_run": dry_run, **total}

@@ -160,6 +160,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/nodes/{name}/drain"): {"path": {"name": node}, "json": {"reason": "x"}},
         ("POST", "/v1/nodes/{name}/undrain"): {"path": {"name": node}},
         ("POST", "/v1/reconfigure"): {"json": {"dry_run": True}},  # (cluster-admins only)
+        ("POST", "/v1/admin/purge"): {"json": {"ended_before": 0, "dry_run": True}},  # (ditto)
         ("GET", "/v1/queues"): {},
         ("GET", "/v1/fairshare"): {},
         ("GET", "/v1/licenses"): {},

@@ -22,6 +22,7 @@ from fusesched.api.log_routes import add_log_routes
 from fusesched.api.machine_routes import add_machine_routes
 from fusesched.api.node_routes import add_node_routes
 from fusesched.api.pty_routes import add_pty_routes
+from fusesched.api.purge_routes import add_purge_routes
 from fusesched.api.reconfigure_routes import add_reconfigure_routes
 from fusesched.api.reservation_routes import add_reservation_routes
 from fusesched.api.responses import add_error_handlers
@@ -72,6 +73,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_start_routes(app, access)
     add_machine_routes(app, access)
     add_token_routes(app, access)
+    add_purge_routes(app, access)
     mount_portal(app, controller, auth)
     # accepted submissions skip routing: a middleware added before this one would not see them
     app.add_middleware(SubmissionsHotPath, access=access)

@@ -116,6 +116,7 @@ class LocalCluster:
         notify: NotifyConfig | None = None,
         tenancy_file: Path | None = None,
         inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S,
+        purge_after_s: float | None = None,
     ) -> None:
         if agent_link not in AGENT_LINKS:
             known = ", ".join(AGENT_LINKS)
@@ -136,6 +137,7 @@ class LocalCluster:
             notify=notify,
             tenancy_file=tenancy_file,
             inactive_limit_s=inactive_limit_s,
+            purge_after_s=purge_after_s,
         )
         self.ca = ca
         if isinstance(agents, int):

@@ -22,7 +22,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from fusesched import __version__
-from fusesched.cli import live, route, train_policy, twin, usage
+from fusesched.cli import live, purge, route, train_policy, twin, usage
 from fusesched.cli.consoles import make_console
 from fusesched.cli.entry import HELP_MARKUP, PROG
 from fusesched.cli.seeds import SeedsError, parse_seeds
@@ -466,6 +466,7 @@ def demo() -> None:
 
 live.register(app)
 usage.register(app)
+purge.register(app)
 route.register(app)
 train_policy.register(app)
 twin.register(app)

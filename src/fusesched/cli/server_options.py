@@ -1,10 +1,11 @@
 """The options ``fusesched controller`` and ``fusesched up`` share (the cluster's tenancy,
-licenses, pools, power saving, InactiveLimit, terminals and job notifications), and the
-reading of their files and values: a bad one is a clear error, exit 2
+licenses, pools, power saving, InactiveLimit, terminals, job notifications and retention),
+and the reading of their files and values: a bad one is a clear error, exit 2
 (:mod:`fusesched.cli.servers` runs the commands)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -111,6 +112,49 @@ PtySessionsOpt = Annotated[
         "controller's memory): one more is refused (400) (docs/SUBMIT.md).",
     ),
 ]
+
+
+PurgeAfterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--purge-after",
+        metavar="AGE",
+        help="Retention: about once an hour, remove the records of the jobs that ended more "
+        "than AGE ago (90d, 12h, 2w), as Slurm's PurgeJobAfter and `fusesched purge` "
+        '(docs/DEPLOY.md, "Retention"); off by default. With --tenancy it must be at '
+        "least fair share's window (20 half-lives: 140d for the default 7d).",
+    ),
+]
+
+
+def purge_after(text: str | None, tenancy: TenancyPolicy | None) -> float | None:
+    """``--purge-after``'s seconds (None: off); exit 2 when it is no age, or shorter than the
+    window of runs fair share reads back after a restart (the purge would erase them)."""
+    if text is None:
+        return None
+    from fusesched.cli.purge import parse_age
+    from fusesched.core.past_usage import RECALLED_HALF_LIVES
+
+    try:
+        seconds = parse_age(text, "--purge-after")
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if tenancy is not None and math.isinf(tenancy.half_life_s):
+        _fail(
+            "--purge-after: fair share reads back every ended run (its half_life_s is "
+            "infinite), so no automatic purge can leave its usage alone",
+            2,
+        )
+    if tenancy is not None and seconds < RECALLED_HALF_LIVES * tenancy.half_life_s:
+        window = RECALLED_HALF_LIVES * tenancy.half_life_s
+        _fail(
+            f"--purge-after {text} is shorter than the usage fair share reads back after a "
+            f"restart ({RECALLED_HALF_LIVES} half-lives of {tenancy.half_life_s:g} s: "
+            f"{window / 86400:g} days): give at least that, or purge younger jobs by hand "
+            "(`fusesched purge --force`)",
+            2,
+        )
+    return seconds
 
 
 # job-notification options, of `controller` and `up` alike

@@ -24,6 +24,7 @@ from fusesched.cli.server_options import (
     PoolsOpt,
     PowerOpt,
     PtySessionsOpt,
+    PurgeAfterOpt,
     SmtpOpt,
     SmtpUserOpt,
     StartTlsOpt,
@@ -34,6 +35,7 @@ from fusesched.cli.server_options import (
     load_power,
     load_tenancy,
     notify_config,
+    purge_after,
 )
 from fusesched.controller.inactive import DEFAULT_INACTIVE_LIMIT_S
 from fusesched.controller.pty_cap import DEFAULT_PER_USER
@@ -151,6 +153,7 @@ def controller(
     notify_webhook: WebhookOpt = None,
     inactive_limit: InactiveLimitOpt = DEFAULT_INACTIVE_LIMIT_S,
     pty_sessions: PtySessionsOpt = DEFAULT_PER_USER,
+    purge_after_age: PurgeAfterOpt = None,
 ) -> None:
     """Run the controller: the scheduling core on the wall clock, the store and the REST API."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -192,6 +195,7 @@ def controller(
             tenancy_file=tenancy,
             inactive_limit_s=inactive_limit,
             pty_sessions_per_user=pty_sessions,
+            purge_after_s=purge_after(purge_after_age, core.tenancy),
         )
     except StandbyUnsupported as exc:
         _fail(str(exc), 2)
@@ -319,6 +323,7 @@ def up(
     smtp_user: SmtpUserOpt = None,
     notify_webhook: WebhookOpt = None,
     inactive_limit: InactiveLimitOpt = DEFAULT_INACTIVE_LIMIT_S,
+    purge_after_age: PurgeAfterOpt = None,
 ) -> None:
     """Start a whole cluster here: a controller (SQLite) and local agent(s), in one command."""
     from fusesched.cli.local import LocalCluster
@@ -350,6 +355,7 @@ def up(
             ),
             tenancy_file=tenancy,
             inactive_limit_s=inactive_limit,
+            purge_after_s=purge_after(purge_after_age, core.tenancy),
         ).start()
     except (ValueError, OSError) as exc:
         _fail(str(exc), 2)

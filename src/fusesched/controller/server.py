@@ -33,6 +33,7 @@ from fusesched.controller.power import PowerConfig
 from fusesched.controller.pty_cap import DEFAULT_PER_USER
 from fusesched.controller.reconfigure import reload_core
 from fusesched.controller.records import ControllerConfig
+from fusesched.controller.retention import Retention
 from fusesched.controller.service import Controller
 from fusesched.policies.registry import CoreConfig
 from fusesched.store import TokenKind
@@ -80,6 +81,9 @@ class ControllerServer:
     inactive_limit_s: float = DEFAULT_INACTIVE_LIMIT_S
     #: The most open terminals of one user (``--pty-sessions-per-user``: controller/pty_cap.py).
     pty_sessions_per_user: int = DEFAULT_PER_USER
+    #: Retention (``--purge-after``): purge the jobs that ended this many seconds ago, about
+    #: once an hour (controller/retention.py); None: never.
+    purge_after_s: float | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -114,6 +118,7 @@ class ControllerServer:
         self._gate: StandbyGate | None = None
         self._ready = False  # the controller exists (at once, or once a standby leads)
         self.admin_token_path: Path | None = None
+        self.retention: Retention | None = None  # (started with the scheduling loop)
         self._waiting = threading.Event()  # set: stop standing by
         app: ASGIApp
         if self.standby:
@@ -201,13 +206,20 @@ class ControllerServer:
             self._wait_for_leadership()
             if self.auto_schedule:
                 self.controller.start()
+                self._retain()
             assert self._gate is not None
             self._gate.app = self.app
             return self
         if self.auto_schedule:
             self.controller.start()
+            self._retain()
         self._serve()
         return self
+
+    def _retain(self) -> None:
+        """Start the retention thread (``purge_after_s``), off the scheduling path."""
+        if self.purge_after_s is not None:
+            self.retention = Retention(self.controller, self.purge_after_s).start()
 
     def _serve(self) -> None:
         self._thread = threading.Thread(
@@ -243,6 +255,8 @@ class ControllerServer:
             self._gate.app = None
             self._gate.detail = "standby"
         self._server.should_exit = True
+        if self.retention is not None:
+            self.retention.stop(wait=False)
         if self._ready:
             self.controller.stop()
 
@@ -259,6 +273,8 @@ class ControllerServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._waiting.set()
+        if self.retention is not None:
+            self.retention.stop()
         if self._ready:
             self.controller.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
