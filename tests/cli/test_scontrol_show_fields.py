@@ -5,6 +5,8 @@ shell that looks up the jobs a waiting job's dependencies name."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +14,9 @@ import pytest
 from fusesched.api.job_schemas import JobView
 from fusesched.cli import scontrol
 from fusesched.cli.scontrol_show import dependency_targets, dependency_text, job_record, render
-from fusesched.controller.job_view import job_view, run_fields
+from fusesched.controller.job_view import LISTED_COMMAND, job_view, listed_views, run_fields
 from fusesched.sdk import ControllerError
+from fusesched.store import Store
 from fusesched.store.records import JobRow, JobState
 from fusesched.submit.salloc_holder import READY
 
@@ -103,6 +106,24 @@ def test_a_programs_command_and_no_output_lines() -> None:
     lines = _lines(view)
     assert "   Command=python train.py a b" in lines and "   WorkDir=/home/ann" in lines
     assert not [line for line in lines if line.startswith("   Std")]  # (no batch job)
+
+
+def test_a_listings_command_is_cut_a_jobs_own_view_is_whole(tmp_path: Path) -> None:
+    # (GET /v1/jobs, squeue's hot path: an array's members each carried a whole argv of
+    # thousands of files, megabytes a page)
+    argv = ["python", "proc.py", *(f"/data/part-{k:06d}.parquet" for k in range(2000))]
+    group = {"name": "main", "resources": {"cpu": "1"}, "argv": argv}
+    long = _row({"groups": [group], "submit_dir": "/home/ann"})
+    short = _row({"groups": [{**group, "argv": ["python", "a b"]}]}, id="13", seq=13)
+    whole = " ".join(argv)
+    assert job_view(long, ()).command == whole  # (GET /v1/jobs/{id})
+    with Store(f"sqlite:///{tmp_path / 'jobs.db'}") as store:
+        store.add_jobs([long, short])
+        for detail, steps in ((False, False), (True, False), (False, True)):
+            cut, kept = listed_views(store, [long, short], detail, steps)
+            assert cut.command is not None and len(cut.command) == LISTED_COMMAND
+            assert cut.command.endswith("...") and whole.startswith(cut.command[:-3])
+            assert kept.command == "python a b"
 
 
 @pytest.mark.parametrize(
@@ -262,11 +283,15 @@ def test_a_singleton_names_no_job() -> None:
 
 
 class FakeClient:
-    """The controller's answers to ``show job``: ``views`` by id, arrays' members by id."""
+    """The controller's answers to ``show job``: ``views`` by id, arrays' members by id, the
+    ``listing`` (``GET /v1/jobs``); ``asked`` says what was asked, in order."""
 
-    def __init__(self, views: dict[str, Any], arrays: dict[str, list[Any]]) -> None:
-        self.views, self.arrays = views, arrays
+    def __init__(
+        self, views: dict[str, Any], arrays: dict[str, list[Any]], listing: Sequence[Any] = ()
+    ) -> None:
+        self.views, self.arrays, self.listing = views, arrays, list(listing)
         self.asked: list[str] = []
+        self.refused: int | None = None  # the status GET /v1/jobs?id=… answers with
 
     def show(self, job_id: str) -> Any:
         self.asked.append(job_id)
@@ -274,8 +299,22 @@ class FakeClient:
             raise ControllerError(404, f"no job {job_id!r}")
         return self.views[job_id]
 
-    def jobs(self, array: str | None = None, limit: int = 0) -> list[Any]:
-        return list(self.arrays.get(array or "", []))
+    def jobs(self, array: str | None = None, limit: int = 0, ids: Sequence[str] = ()) -> list[Any]:
+        if ids:
+            self.asked.append(f"id={','.join(ids)}")
+            if self.refused is not None:
+                raise ControllerError(self.refused, "no")
+            found = [v for k, v in self.views.items() if k in ids]
+            return (found + [m for a in ids for m in self.arrays.get(a, [])])[:limit]
+        if array is None:
+            return list(reversed(self.listing))[:limit]
+        self.asked.append(f"array={array}")
+        return list(self.arrays.get(array, []))[:limit]
+
+
+def _show(fake: FakeClient, monkeypatch: pytest.MonkeyPatch, *words: str) -> None:
+    monkeypatch.setattr("fusesched.sdk.Client", lambda *a, **k: fake)
+    assert scontrol.run(["show", "job", *words], "http://x", None, None) == 0
 
 
 def test_show_job_looks_up_what_its_dependencies_name_once(
@@ -285,13 +324,59 @@ def test_show_job_looks_up_what_its_dependencies_name_once(
     waiter["id"] = "51"
     fake = FakeClient(
         {"51": waiter, "3": _job("3", "running")},
-        {"40": [_job("40_1", "failed", "40")]},
+        {"40": [_job("40_2", "completed", "40"), _job("40_1", "failed", "40")]},
     )
-    monkeypatch.setattr("fusesched.sdk.Client", lambda *a, **k: fake)
-    assert scontrol.run(["show", "job", "51"], "http://x", None, None) == 0
+    _show(fake, monkeypatch, "51")
     out = capsys.readouterr().out
     assert (
         "Dependency=afterok:3(unfulfilled),afterany:3(unfulfilled),afterok:40_*(failed),"
         "afterok:8(unfulfilled)\n" in out
     )
-    assert fake.asked == ["51", "3", "40", "8"]  # (each once)
+    assert fake.asked == ["51", "id=3,40,8"]  # (each once, in one call)
+
+
+def test_a_thousand_waiting_jobs_are_not_a_thousand_calls(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (each waits on a job of its own that is not listed: half arrays, half single jobs)
+    listing = [{**_waiter(("afterok", str(i))), "id": str(5000 + i)} for i in range(1, 1001)]
+    arrays = {str(i): [_job(f"{i}_1", "completed", str(i))] for i in range(1, 501)}
+    views = {str(i): _job(str(i), "running") for i in range(501, 1001)}
+    fake = FakeClient(views, arrays, listing)
+    _show(fake, monkeypatch)
+    out = capsys.readouterr().out
+    assert len(fake.asked) == 10  # (a hundred ids a call; not 1,500 calls)
+    assert out.count("Dependency=(null)") == 500  # (the arrays' members all completed)
+    assert out.count("(unfulfilled)") == 500 and "afterok:777(unfulfilled)" in out
+
+
+def test_a_listing_that_may_be_cut_short_and_odd_ids_are_looked_up_one_by_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(scontrol, "MAX_JOBS", 3)
+    waiter = _waiter(("afterok", "3"), ("afterok", "40"), ("afterok", "x1"))
+    waiter["id"] = "51"
+    members = [_job(f"40_{i}", "completed", "40") for i in (1, 2, 3)]
+    fake = FakeClient({"51": waiter, "3": _job("3", "completed")}, {"40": members})
+    _show(fake, monkeypatch, "51")
+    # (40's members may be more than the three read: not known to be all completed)
+    assert "Dependency=afterok:40_*(unfulfilled),afterok:x1(unfulfilled)\n" in (
+        capsys.readouterr().out
+    )
+    assert fake.asked == ["51", "id=3,40", "3", "40", "array=40", "x1"]
+
+
+def test_dependencies_the_caller_may_not_list_are_unfulfilled(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    waiter = _waiter(("afterok", "3"))
+    waiter["id"] = "51"
+    fake = FakeClient({"51": waiter, "3": _job("3", "completed")}, {})
+    fake.refused = 403
+    _show(fake, monkeypatch, "51")
+    assert "Dependency=afterok:3(unfulfilled)\n" in capsys.readouterr().out
+    assert fake.asked == ["51", "id=3"]
+    fake.refused = 500  # (anything else is said, as every other error)
+    monkeypatch.setattr("fusesched.sdk.Client", lambda *a, **k: fake)
+    assert scontrol.run(["show", "job", "51"], "http://x", None, None) == 1
+    assert "scontrol: error:" in capsys.readouterr().err

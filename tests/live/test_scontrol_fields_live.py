@@ -94,7 +94,24 @@ def test_show_job_says_where_its_files_are(
                 "2",
             )
             assert shown["StdOut"] == str(folder / f"slurm-{array}_2.out")
+            # on a whole array, read with the others in one listing (GET /v1/jobs?id=…)
+            after = sbatch(f"--dependency=afterok:{array},afterany:{held}", "--wrap", "true")
+            assert show(after)["Dependency"] == f"afterok:{array}_*(unfulfilled)"
+            assert run(["-o", "show", "job"], cluster.url, None, None) == 0
+            listed = capsys.readouterr().out.splitlines()
+            (line,) = [x for x in listed if x.startswith(f"JobId={after} ")]
+            assert _fields(line)["Dependency"] == f"afterok:{array}_*(unfulfilled)"
             client.cancel(array)
+            client.cancel(after)
+
+            # a long command: whole in the job's own view, cut in a listing (squeue's)
+            words = ["/bin/echo", *(f"/data/part-{k:05d}.parquet" for k in range(200))]
+            group = {"name": "main", "resources": {"cpu": "1", "memory": "64Mi"}, "argv": words}
+            long = client.submit({"groups": [group], "hold": True})
+            assert client.show(long)["command"] == " ".join(words)
+            (view,) = client.jobs(ids=[long])
+            assert len(view["command"]) == 1024 and view["command"].endswith("...")
+            client.cancel(long)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

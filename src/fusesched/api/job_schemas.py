@@ -105,8 +105,10 @@ class JobView(_View):
     # container's, or a relative path without a working directory: its task's log keeps it)
     output_file: str | None = None
     error_file: str | None = None
-    # its program and arguments, space-separated (Slurm's Command); None: a batch script
-    # (fusesched keeps its text, not its file), salloc's allocation, or an image's own
+    # its program and arguments, space-separated (Slurm's Command); in a listing
+    # (GET /v1/jobs) cut past 1,024 characters, ending in "..." (controller/job_view.py
+    # LISTED_COMMAND). None: a batch script (fusesched keeps its text, not its file),
+    # salloc's allocation, or an image's own
     command: str | None = None
     nodes: list[str] = Field(default_factory=list)
     # what it asks for in all (squeue %C, %b, %D; controller/job_sizes.py); None: unknown

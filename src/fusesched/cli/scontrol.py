@@ -14,6 +14,7 @@ every error exits 1, and anything else is refused saying what is supported.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,10 @@ SHOWN: Final = {
 }
 #: The most jobs ``show job`` lists (what one ``GET /v1/jobs`` answers).
 MAX_JOBS: Final = 1000
+#: The most jobs one ``GET /v1/jobs?id=…`` names (the API's bound on a filter's values), and
+#: the ids it takes (a number, or an array member's ``ARRAY_INDEX``).
+IDS_AT_ONCE: Final = 100
+LISTABLE: Final = re.compile(r"[0-9]{1,18}(_[0-9]{1,9})?")
 #: scontrol's options here: ``-o`` (a record a line) and those that change nothing.
 ONELINER: Final = frozenset({"-o", "--oneliner"})
 
@@ -190,29 +195,60 @@ def _show_job(client: Client, name: str | None, oneliner: bool) -> int:
 
 def _depended_on(client: Client, jobs: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
     """The views of the jobs that ``jobs``' dependencies name while they wait for them (an
-    array's id: its members), each looked up once; one this caller may not see, or that is
-    gone, is left out (its dependency: unfulfilled)."""
+    array's id: its members); one this caller may not see, or that is gone, is left out (its
+    dependency: unfulfilled). Those not among ``jobs`` are read :data:`IDS_AT_ONCE` at a
+    time (``GET /v1/jobs?id=…``: a thousand waiting jobs are not a thousand calls); those of
+    an answer that may be cut short, and ids the filter does not take, one by one."""
     from fusesched.cli.scontrol_show import dependency_targets
-    from fusesched.sdk import ControllerError
 
     shown = {str(job["id"]): job for job in jobs}
-    found: dict[str, list[Any]] = {}
-    for target in (t for job in jobs for t in dependency_targets(job)):
-        if target in found:
-            continue
-        if target in shown:
-            found[target] = [shown[target]]
-            continue
-        try:
-            found[target] = [client.show(target)]
-        except ControllerError as exc:
-            if exc.status not in (403, 404):
-                raise
-            members = _members(client, target) if exc.status == 404 else []
-            if len(members) >= MAX_JOBS:  # (more not read: their phases count as unknown)
-                members.append({"id": f"{target}_?", "array_parent": target, "phase": ""})
-            found[target] = members
+    wanted = list(dict.fromkeys(t for job in jobs for t in dependency_targets(job)))
+    found = {t: [shown[t]] for t in wanted if t in shown}
+    listable = [t for t in wanted if t not in found and LISTABLE.fullmatch(t)]
+    for first in range(0, len(listable), IDS_AT_ONCE):
+        found.update(_listed(client, listable[first : first + IDS_AT_ONCE]))
+    for target in wanted:
+        if target not in found:
+            found[target] = _looked_up(client, target)
     return found
+
+
+def _listed(client: Client, ids: Sequence[str]) -> dict[str, list[Any]]:
+    """The views of jobs ``ids`` (an array's id: its members) from one listing; none when
+    the answer may be cut short (they are looked up one by one)."""
+    from fusesched.sdk import ControllerError
+
+    try:
+        views: list[dict[str, Any]] = client.jobs(ids=ids, limit=MAX_JOBS)
+    except ControllerError as exc:
+        if exc.status != 403:
+            raise
+        return {t: [] for t in ids}  # (not this caller's to see)
+    if len(views) >= MAX_JOBS:
+        return {}
+    out: dict[str, list[Any]] = {t: [] for t in ids}
+    for view in views:
+        for key in {str(view.get("id")), str(view.get("array_parent"))}:
+            if key in out:
+                out[key].append(view)
+    for members in out.values():  # (an array's: lowest index first, as _members's)
+        members.sort(key=lambda j: int(str(j["id"]).rpartition("_")[2] or 0))
+    return out
+
+
+def _looked_up(client: Client, target: str) -> list[Any]:
+    """Job ``target``'s view, or an array's members (none: not seen, or gone)."""
+    from fusesched.sdk import ControllerError
+
+    try:
+        return [client.show(target)]
+    except ControllerError as exc:
+        if exc.status not in (403, 404):
+            raise
+        members = _members(client, target) if exc.status == 404 else []
+    if len(members) >= MAX_JOBS:  # (more not read: their phases count as unknown)
+        members.append({"id": f"{target}_?", "array_parent": target, "phase": ""})
+    return members
 
 
 def _members(client: Client, array_id: str) -> list[dict[str, Any]]:

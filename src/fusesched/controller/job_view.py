@@ -26,6 +26,12 @@ STEP_CHUNK: Final = 50
 #: The node a pattern's ``%N`` names before the job has one: kept as written (as Slurm's
 #: scontrol shows it).
 NO_NODE: Final = "%N"
+#: The most characters of a job's command a listing shows (``GET /v1/jobs``, which squeue
+#: reads again and again: an array of a thousand members whose arguments name thousands of
+#: files is not megabytes a member); a longer one is cut, ending in :data:`CUT`. A job's own
+#: view (``GET /v1/jobs/{id}``) shows all of it.
+LISTED_COMMAND: Final = 1024
+CUT: Final = "..."
 
 
 class RunFields(NamedTuple):
@@ -70,12 +76,30 @@ def _array_index(row: JobRow) -> int | None:
     return int(index) if index.isascii() and index.isdigit() else None
 
 
-def run_fields(row: JobRow) -> RunFields:
+def _command(argv: object, limit: int | None) -> str | None:
+    """``argv``'s words space-separated (None: no list of words), past ``limit`` characters
+    cut (:data:`CUT`; None: whole). Only the words shown are read: a cut command of a
+    thousand-word argv costs what its first words cost."""
+    if not isinstance(argv, list) or not argv:
+        return None
+    words: list[str] = []
+    size = -1
+    for word in argv:
+        if not isinstance(word, str):
+            return None
+        words.append(word)
+        size += len(word) + 1
+        if limit is not None and size > limit:
+            return " ".join(words)[: max(limit - len(CUT), 0)] + CUT
+    return " ".join(words)
+
+
+def run_fields(row: JobRow, command_limit: int | None = None) -> RunFields:
     """The working directory, output and error files and command of ``row``'s first task, as
     the controller starts it (controller/run_launches.py): a container's runs where its image
     says, with no output files and no submit folder; a batch script's files are expanded
     with :func:`~fusesched.controller.output_files.batch_outputs` for its first node (none
-    yet: ``%N`` kept)."""
+    yet: ``%N`` kept). Its command past ``command_limit`` characters is cut (None: whole)."""
     request = row.request
     groups = request.get("groups")
     group: Mapping[str, Any] = {}
@@ -98,11 +122,9 @@ def run_fields(row: JobRow) -> RunFields:
             name=row.name,
             node=row.nodes[0] if row.nodes else NO_NODE,
         )
-    argv = group.get("argv")
     command = None
-    if group.get("script") is None and isinstance(argv, list):  # (salloc's: a script)
-        words = [a for a in argv if isinstance(a, str)]
-        command = " ".join(words) if words and len(words) == len(argv) else None
+    if group.get("script") is None:  # (salloc's: a script)
+        command = _command(group.get("argv"), command_limit)
     return RunFields(where, out, err if err is not None else out, command)
 
 
@@ -112,11 +134,11 @@ def listed_views(store: Store, rows: Sequence[JobRow], detail: bool, steps: bool
     their tasks read :data:`STEP_CHUNK` jobs at a time: a page of big jobs is never all in
     memory)."""
     if not (detail or steps):
-        return [job_view(row, ()) for row in rows]
+        return [job_view(row, (), listed=True) for row in rows]
     restarts = store.restarts([row.id for row in rows])
     if not steps:
         tasks = store.tasks_of_jobs([row.id for row in rows])
-        return [job_view(r, tasks.get(r.id, ()), restarts.get(r.id, 0)) for r in rows]
+        return [job_view(r, tasks.get(r.id, ()), restarts.get(r.id, 0), listed=True) for r in rows]
     shown: list[JobView] = []
     for first in range(0, len(rows), STEP_CHUNK):
         part = rows[first : first + STEP_CHUNK]
@@ -125,7 +147,8 @@ def listed_views(store: Store, rows: Sequence[JobRow], detail: bool, steps: bool
         full = store.tasks_of_jobs(ids) if detail else {}
         for row in part:
             summary = step_views(row, read.get(row.id, ()))
-            shown.append(job_view(row, full.get(row.id, ()), restarts.get(row.id, 0), summary))
+            read_tasks = full.get(row.id, ())
+            shown.append(job_view(row, read_tasks, restarts.get(row.id, 0), summary, listed=True))
     return shown
 
 
@@ -169,12 +192,15 @@ def job_view(
     tasks: Sequence[TaskRow],
     restarts: int | None = None,
     steps: list[StepSummaryView] | None = None,
+    *,
+    listed: bool = False,
 ) -> JobView:
     """What the API shows of a stored job: its row, with ``tasks``, its ``restarts`` (None:
-    not counted) and its ``steps`` summarised (None: not asked for)."""
+    not counted) and its ``steps`` summarised (None: not asked for); ``listed``: a listing's
+    view, its command cut at :data:`LISTED_COMMAND` characters."""
     mail_type, mail_user = stored_mail(row.request.get("notify"), row.user)
     size = job_size(row.request)
-    run = run_fields(row)
+    run = run_fields(row, LISTED_COMMAND if listed else None)
     return JobView(
         id=row.id,
         name=row.name,
