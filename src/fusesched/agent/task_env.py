@@ -22,6 +22,7 @@ from fusesched.api.wire import BATCH_GPUS_ENV, TASK_DIR_PLACEHOLDER, TaskLaunch
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+
 def cpu_list(cpus: Sequence[int]) -> str:
     """CPU ids as ``FUSESCHED_CPU_IDS`` (and messages) write them: sorted, comma-separated."""
     return ",".join(str(cpu) for cpu in sorted(cpus))
