@@ -142,6 +142,8 @@ def test_a_cutoff_fair_share_needs_is_refused_without_force(tmp_path: Path) -> N
         (["--older-than", "1e9w"], "give a number and a unit"),
         (["--older-than", "9999999999w"], "outside the years 1 to 9999"),
         (["--before", "someday"], "--before: not a time: 'someday'"),
+        (["--before", "1969-06-01"], "--before 1969-06-01: that is before 1970"),
+        (["--older-than", "3000w"], "--older-than 3000w: that is before 1970"),
     ],
 )
 def test_bad_options_are_refused_before_asking(args: list[str], says: str) -> None:

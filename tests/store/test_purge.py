@@ -324,3 +324,31 @@ def test_a_job_submitted_during_the_sweep_keeps_its_environment(
     assert done.counts == PurgeCounts(jobs=2, environments=1)  # OTHER_SHELL's alone
     (waiting,) = store.unfinished_jobs()
     assert store.environments([waiting.job.env_id]) == {environment_key(SHELL): SHELL}
+
+
+def test_a_job_that_a_job_submitted_during_the_purge_depends_on_stays(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job submitted after the purge read the waiting jobs' dependencies (its first step)
+    and before a batch's deletion, that depends on a job of that batch (or on an array of
+    it), keeps it: checked again in the deleting transaction."""
+    store.add_jobs([ended(1, 100.0), ended(2, 100.0), *members(5, 5, [100.0, 101.0])])
+    first_guard = purge_module._guard
+    calls = []
+
+    def guard_then_submit(conn: Any, keep: Any) -> Any:
+        found = first_guard(conn, keep)
+        if not calls:  # (the purge's first read; then a submission comes)
+            depends = [
+                {"kind": "afterok", "job_id": "1"},
+                {"kind": "afterany", "job_id": "5"},
+            ]
+            store.add_jobs([job(90, request={"dependencies": depends})])
+        calls.append(keep)
+        return found
+
+    monkeypatch.setattr(purge_module, "_guard", guard_then_submit)
+    done = purge_jobs(store, 200.0, pause_s=0)
+
+    assert ids(store) == {"1", "5_0", "5_1", "90"}
+    assert done.counts == PurgeCounts(jobs=1, kept=3)

@@ -117,12 +117,17 @@ def _cutoff(older_than: str | None, before: str | None) -> float:
     now = time.time()
     try:
         if older_than is not None:
-            return now - parse_age(older_than)
-        assert before is not None
-        return parse_time(before, now)
+            cutoff = now - parse_age(older_than)
+        else:
+            assert before is not None
+            cutoff = parse_time(before, now)
     except (ValueError, UsageQueryError) as exc:
         message = str(exc) if older_than is not None else f"--before: {exc}"
         _fail(message, 2)
+    if cutoff < 0:  # (the controller takes no time before 1970)
+        given = f"--older-than {older_than}" if older_than is not None else f"--before {before}"
+        _fail(f"{given}: that is before 1970, when no job had ended", 2)
+    return cutoff
 
 
 def _show(found: dict[str, Any], cutoff: float, as_json: bool, on_stderr: bool = False) -> None:

@@ -350,20 +350,23 @@ def _count(conn: Connection, chosen: Mapping[str, str | None]) -> PurgeCounts:
 def _delete(
     store: Store, chosen: Mapping[str, str | None], ended_before: float
 ) -> tuple[PurgeCounts, list[str]]:
-    """Delete ``chosen`` in one transaction (each still ended before the cutoff, checked
-    under the transaction's locks); the counts and the ids deleted."""
-    n_jobs = n_tasks = n_events = n_tokens = 0
+    """Delete ``chosen`` in one transaction, each still ended before the cutoff and named by
+    no waiting job (one submitted meanwhile too: under its locks); counts and ids deleted."""
+    n_jobs = n_tasks = n_events = n_tokens = n_kept = 0
     gone: list[str] = []
     with store._write() as conn:
+        held = _guard(conn, ()).arrays  # (the waiting jobs' dependencies, and their arrays)
         for chunk in _chunks(sorted(chosen)):
-            still = select(jobs.c.id).where(
+            still = select(jobs.c.id, jobs.c.array_parent).where(
                 jobs.c.id.in_(chunk),
                 jobs.c.state.not_in(_UNFINISHED),
                 jobs.c.end_time < literal(ended_before, Double),
             )
             if conn.dialect.name == "postgresql":
                 still = still.with_for_update()
-            ids = list(conn.execute(still).scalars())
+            found = conn.execute(still).all()
+            ids = [i for i, parent in found if i not in held and parent not in held]
+            n_kept += len(found) - len(ids)
             if not ids:
                 continue
             n_tasks += conn.execute(delete(tasks).where(tasks.c.job_id.in_(ids))).rowcount
@@ -371,7 +374,7 @@ def _delete(
             n_tokens += conn.execute(delete(tokens).where(*_job_tokens(ids))).rowcount
             n_jobs += conn.execute(delete(jobs).where(jobs.c.id.in_(ids))).rowcount
             gone.extend(ids)
-    return PurgeCounts(jobs=n_jobs, tasks=n_tasks, events=n_events, tokens=n_tokens), gone
+    return PurgeCounts(n_jobs, n_tasks, n_events, n_tokens, kept=n_kept), gone
 
 
 def _job_events(ids: Sequence[str]) -> tuple[ColumnElement[bool], ...]:
