@@ -17,7 +17,7 @@ from fusesched.agent.runtime import ProcessRuntime
 from fusesched.agent.task_env import slurm_identity_env
 from fusesched.agent.task_shim import _SHIM, _SHIM_CD, _SHIM_ENV, _exports, _shim
 from fusesched.agent.users import Identity
-from fusesched.api.wire import TaskState
+from fusesched.api.wire import TaskReport, TaskState
 
 from .helpers import launch, read_all, wait_end
 
@@ -25,11 +25,16 @@ SHOW = 'echo "$SLURM_TASK_PID $$ $SLURM_JOB_UID $SLURM_JOB_GID $SLURM_JOB_USER"'
 SLURM = {"SLURM_JOB_ID": "7", "SLURM_JOB_USER": "ann"}
 
 
-def started_pid(runtime: ProcessRuntime, task_id: str) -> int | None:
+def first_poll(runtime: ProcessRuntime, task_id: str) -> tuple[int | None, TaskReport | None]:
+    """The task's pid as its RUNNING report says it, and its end report if that first poll
+    carried it too (a task that ended at once: the next polls will not repeat it)."""
+    pid, ended = None, None
     for report in runtime.poll():
         if report.task_id == task_id and report.state is TaskState.RUNNING:
-            return report.pid
-    return None
+            pid = report.pid
+        elif report.task_id == task_id:
+            ended = report
+    return pid, ended
 
 
 @pytest.mark.parametrize("script", [False, True], ids=["argv", "batch-script"])
@@ -37,8 +42,9 @@ def test_a_slurm_task_is_told_its_pid_and_identity(runtime: ProcessRuntime, scri
     fields = {"script": f"#!/bin/sh\n{SHOW}\n"} if script else {}
     argv = () if script else ("sh", "-c", SHOW)
     runtime.start(launch("7.main.0", *argv, env=SLURM, **fields))
-    pid = started_pid(runtime, "7.main.0")
-    report = wait_end(runtime, "7.main.0")["7.main.0"]
+    pid, report = first_poll(runtime, "7.main.0")
+    if report is None:  # (not ended by the first poll)
+        report = wait_end(runtime, "7.main.0")["7.main.0"]
     assert report.exit_code == 0
     told, own, uid, gid, user = read_all(runtime, "7.main.0").split()
     assert told == own  # the task's own process id
