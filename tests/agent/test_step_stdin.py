@@ -218,14 +218,7 @@ def test_a_non_blocking_stdin_is_read_to_its_end(pipe: tuple[int, int]) -> None:
 def test_ctrl_c_while_srun_reads_its_input_is_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text("node-a slots=1\n")
-    for name, value in {
-        "FUSESCHED_JOB_ID": "7",
-        "FUSESCHED_CONTROLLER": "http://127.0.0.1:9",
-        "FUSESCHED_HOSTFILE": str(hostfile),
-    }.items():
-        monkeypatch.setenv(name, value)
+    _in_a_job(tmp_path, monkeypatch, slots=1)
 
     def interrupted(**_: object) -> bytes:
         raise KeyboardInterrupt
@@ -357,14 +350,7 @@ def test_an_older_controller_is_said_and_nothing_starts() -> None:
 def test_srun_over_the_cap_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text("node-a slots=2\n")
-    for name, value in {
-        "FUSESCHED_JOB_ID": "7",
-        "FUSESCHED_CONTROLLER": "http://127.0.0.1:9",
-        "FUSESCHED_HOSTFILE": str(hostfile),
-    }.items():
-        monkeypatch.setenv(name, value)
+    _in_a_job(tmp_path, monkeypatch, slots=2)
 
     def too_much(**_: object) -> bytes:
         raise StepError("standard input is more than 16 MiB: srun forwards it whole")
@@ -440,3 +426,13 @@ def test_a_task_under_its_users_identity_reads_it(shared: Path) -> None:
     finally:
         rt.shutdown(grace_s=0.2)
     assert (report.exit_code, text) == (0, f"for someone\n{who.uid} 600\n")
+
+
+def _in_a_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slots: int) -> None:
+    """srun's environment in job 7 on node-a with ``slots`` task slots (a controller that
+    answers nothing: the tests stop srun before it asks)."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(f"node-a slots={slots}\n")
+    monkeypatch.setenv("FUSESCHED_JOB_ID", "7")
+    monkeypatch.setenv("FUSESCHED_CONTROLLER", "http://127.0.0.1:9")
+    monkeypatch.setenv("FUSESCHED_HOSTFILE", str(hostfile))
