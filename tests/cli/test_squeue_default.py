@@ -103,4 +103,6 @@ def test_scancel_is_silent_as_slurms_and_cancel_says_what_it_did(url: str) -> No
     assert (quiet.exit_code, quiet.output) == (0, "")
     said = CliRunner().invoke(app, ["cancel", third, "--controller", url])
     assert (said.exit_code, said.output.strip()) == (0, f"Cancelling {third}")
-    assert {client.show(j)["state"] for j in (first, second, third)} == {"Cancelled"}
+    # (a running job's cancel ends when its agent has stopped it: wait for that)
+    ended = {client.wait(j, timeout=20)["state"] for j in (first, second, third)}
+    assert ended == {"Cancelled"}
