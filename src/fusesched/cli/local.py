@@ -227,3 +227,16 @@ def _own_tmp(configured: Path | None, root: Path, name: str, count: int) -> Path
     if count == 1:
         return configured
     return configured / name if configured is not None else root / "tmp"
+
+
+def unresolved(names: Sequence[str]) -> list[str]:
+    """Those of the node ``names`` this machine cannot resolve (``getaddrinfo``): a script
+    that takes its rendezvous host from ``scontrol show hostnames`` cannot reach them, though
+    fusesched's own ``MASTER_ADDR`` (the node's address) works."""
+    missing = []
+    for name in names:
+        try:
+            socket.getaddrinfo(name, None)
+        except (OSError, UnicodeError):
+            missing.append(name)
+    return missing

@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
+    from fusesched.agent.config import AgentConfig
     from fusesched.cli.local import AgentLink
     from fusesched.controller.service import Controller
 
@@ -367,6 +368,7 @@ def up(
     if auth:
         path = cluster.server.admin_token_path or data_dir / "admin.token"
         err.print(f"  export FUSESCHED_TOKEN=$(cat {path})   # the cluster-admin token")
+    _say_unresolved(cluster.agent_configs)
     _stop_on_signals()
     leading.controller = lambda: cluster.server.controller
     try:
@@ -382,3 +384,21 @@ def up(
     finally:
         leading.controller = lambda: None
         cluster.stop()
+
+
+def _say_unresolved(configs: Sequence[AgentConfig]) -> None:
+    """Warn when this machine cannot resolve the local agents' node names: jobs' own
+    ``MASTER_ADDR`` works, but a script resolving ``scontrol show hostnames`` does not."""
+    from fusesched.cli.local import unresolved
+
+    missing = unresolved([config.name for config in configs if config.name])
+    if not missing:
+        return
+    addresses = sorted({str(config.address) for config in configs})
+    err.print(
+        f"  [yellow]note:[/] this machine does not resolve the node name(s) {', '.join(missing)}:"
+        " jobs get MASTER_ADDR set to a node's address, but a script that resolves a name from"
+        " `scontrol show hostnames` (torchrun's --rdzv_endpoint, mpirun --host) fails. To make"
+        f" them resolve, add to /etc/hosts: {addresses[0]} {' '.join(missing)}",
+        highlight=False,
+    )
