@@ -4,6 +4,7 @@ answers as told, and an environment with no ambient token or controller."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+#: The full ``fusesched`` command (the command framework; no quick path, no native front),
+#: with the arguments that follow it.
+FULL_COMMAND = [sys.executable, "-c", "from fusesched.cli.main import main; main()"]
 
 
 @dataclass

@@ -181,3 +181,19 @@ def test_a_batch_script_that_is_not_a_file_is_named(tmp_path: Path) -> None:
         fast._files("sbatch", [str(tmp_path)])
     with pytest.raises(fast.UsageError, match="no batch script given"):
         fast._files("sbatch", ["--exclusive"])
+
+
+def test_parsable_prints_the_ids_alone_on_the_quick_path(
+    server: tuple[str, Script], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``jid=$(sbatch --parsable job.sh)``, the pipelines' idiom, needs no command framework;
+    with ``--json``, or after the script (the script's argument), the full command judges."""
+    url, _ = server
+    job = tmp_path / "job.sh"
+    job.write_text("#!/bin/sh\ntrue\n")
+    assert fast.run("sbatch", ["--parsable", "--controller", url, str(job)]) == 0
+    assert capsys.readouterr().out == "7\n"
+    assert fast.run("submit", [str(job), "--parsable", "--controller", url]) == 0
+    assert capsys.readouterr().out == "7\n"
+    assert fast.run("sbatch", ["--parsable", "--json", "--controller", url, str(job)]) is None
+    assert fast.run("sbatch", ["--controller", url, str(job), "--parsable"]) is None

@@ -113,6 +113,16 @@ ANSWERED: list[tuple[str, list[str], int, bytes, bool, dict[str, str], int]] = [
     ),
     ("sbatch", ["sbatch", "-J", "x", "--time=5", "run.sh"], 200, b'{"ids": ["3"]}', False, {}, 0),
     ("sbatch-json", ["sbatch", "--json", "run.sh"], 200, b'{"ids": ["3"]}', False, {}, 0),
+    ("sbatch-parsable", ["sbatch", "--parsable", "run.sh"], 200, OK, False, {}, 0),
+    (
+        "submit-parsable",
+        ["submit", "job.yaml", "--parsable", "job.yaml"],
+        200,
+        b'{"ids": ["8", "9"], "warnings": ["w"]}',
+        False,
+        {},
+        0,
+    ),
     (
         "chunked-warnings",
         ["submit", "job.yaml"],
@@ -253,6 +263,8 @@ HANDED_OVER: list[tuple[str, list[str], dict[str, str]]] = [
     ("https", ["submit", "--controller", "https://127.0.0.1:9", "job.yaml"], {}),
     ("ca", ["submit", "--ca", "nope.pem", "job.yaml"], {}),
     ("other-command", ["jobs", "--json"], {"FUSESCHED_CONTROLLER": "http://127.0.0.1:9"}),
+    ("parsable-json", ["sbatch", "--parsable", "--json", "run.sh"], {}),
+    ("parsable-after-script", ["sbatch", "run.sh", "--parsable"], {}),
 ]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import FULL_COMMAND
 from tests.cli.old_controller import serving
 
 from fusesched.submit.request import JobRequest
@@ -50,8 +51,9 @@ def older() -> Iterator[tuple[str, list[Any]]]:
 def _run(url: str, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "USER": "ann", "FUSESCHED_CONTROLLER": url, "LANG": "C.UTF-8"}
     env["XDG_CONFIG_HOME"] = str(folder / "config")
+    command = FULL_COMMAND if "--parsable" in args else PYTHON  # (the full command's request)
     return subprocess.run(
-        [*PYTHON, *args], capture_output=True, text=True, cwd=folder, env=env, timeout=60
+        [*command, *args], capture_output=True, text=True, cwd=folder, env=env, timeout=60
     )
 
 

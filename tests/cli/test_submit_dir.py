@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import FULL_COMMAND
 from tests.cli.old_controller import serving
 
 PYTHON = [sys.executable, "-m", "fusesched"]
@@ -59,9 +60,9 @@ def dirs(body: Any) -> list[str | None]:
 def paths(native_front: Path) -> list[tuple[list[str], tuple[str, ...]]]:
     return [
         (PYTHON, ("sbatch",)),  # the quick path
-        (PYTHON, ("sbatch", "--parsable")),  # the full command
+        (FULL_COMMAND, ("sbatch", "--parsable")),  # the full command
         (PYTHON, ("submit",)),  # (a batch script submitted as any job file)
-        (PYTHON, ("submit", "--parsable")),
+        (FULL_COMMAND, ("submit", "--parsable")),
         ([str(native_front)], ("sbatch",)),  # (to an older controller: Python retries)
     ]
 

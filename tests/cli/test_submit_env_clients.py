@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import FULL_COMMAND
 from tests.cli.old_controller import serving
 
 PYTHON = [sys.executable, "-m", "fusesched"]
@@ -69,8 +70,8 @@ def submitted(command: list[str], url: str, folder: Path, *args: str) -> Any:
 def paths(native_front: Path) -> list[tuple[list[str], tuple[str, ...]]]:
     return [
         (PYTHON, ("sbatch", "job.sh")),  # the quick path
-        (PYTHON, ("sbatch", "--parsable", "job.sh")),  # the full command
-        (PYTHON, ("submit", "--parsable", "job.sh")),
+        (FULL_COMMAND, ("sbatch", "--parsable", "job.sh")),  # the full command
+        (FULL_COMMAND, ("submit", "--parsable", "job.sh")),
         ([str(native_front)], ("sbatch", "job.sh")),  # (to an older controller: Python's)
         (PYTHON, ("run", "-Q", "true")),
     ]

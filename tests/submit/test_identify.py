@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from fusesched.model.job import JobType
-from fusesched.submit import Launcher, identify, identify_type, infer_launcher, parse_request
+from fusesched.submit import Launcher, identify_type, infer_launcher, parse_request
+from fusesched.submit.identify import identify
 
 GPU = {"nvidia.com/gpu": 1}
 CPU = {"cpu": 1}

@@ -15,7 +15,8 @@ from fusesched.api.schemas import _Input, _View
 from fusesched.controller import reservations
 from fusesched.controller.auth import Principal, Role
 from fusesched.model.reservation import Reservation
-from fusesched.model.times import LATEST_TIME, UnixTime
+from fusesched.model.time_field import UnixTime
+from fusesched.model.times import LATEST_TIME
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _Node = Annotated[str, Field(min_length=1, max_length=253)]

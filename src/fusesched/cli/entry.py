@@ -69,7 +69,7 @@ FAST_COMMANDS = frozenset({"submit", "sbatch"})
 #: Options that leave the quick path to the full command (``--test-only`` submits nothing:
 #: it asks the controller when the jobs would start; ``--parsable`` and ``-W/--wait`` are the
 #: full command's, cli/submission.py).
-SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--parsable", "--wait", "-W"})
+SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--wait", "-W"})
 
 
 def main() -> None:

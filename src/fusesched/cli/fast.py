@@ -67,6 +67,10 @@ NEWER_FIELDS: dict[str, str | None] = {
 }
 
 
+#: Print only the ids (``jid=$(sbatch --parsable job.sh)``), as the full command does.
+PARSABLE = "--parsable"
+
+
 class UsageError(Exception):
     pass
 
@@ -178,8 +182,22 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
     )
 
 
+def _after_the_script(argv: Sequence[str], option: str) -> bool:
+    """Whether sbatch's ``option`` comes only after its script (the first existing file),
+    where it is the script's argument, not sbatch's."""
+    if any(arg == "--wrap" or arg.startswith("--wrap=") for arg in argv):
+        return False
+    first = argv.index(option)
+    return any(not a.startswith("-") and os.path.isfile(a) for a in argv[:first])
+
+
 def run(command: str, argv: Sequence[str]) -> int | None:
     """The command's exit status; None when the full command must do it (:class:`HandOver`)."""
+    parsable = PARSABLE in argv
+    if parsable:
+        if "--json" in argv or (command == "sbatch" and _after_the_script(argv, PARSABLE)):
+            return None  # (the full command says what is wrong)
+        argv = [arg for arg in argv if arg != PARSABLE]
     try:
         own, as_json, rest = _split(argv)
         files = _files(command, rest)
@@ -210,7 +228,9 @@ def run(command: str, argv: Sequence[str]) -> int | None:
     for warning in answer.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
     ids = [str(i) for i in answer["ids"]]
-    if command == "sbatch":
+    if parsable:  # (the ids alone, one a line: cli/submission.print_ids)
+        print("\n".join(ids[:1] if command == "sbatch" else ids))
+    elif command == "sbatch":
         print(json.dumps({"id": ids[0]}) if as_json else f"Submitted batch job {ids[0]}")
     elif as_json:
         print(json.dumps({"id": ids[0], "ids": ids} if len(ids) == 1 else {"ids": ids}))

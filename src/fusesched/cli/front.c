@@ -663,7 +663,7 @@ static int py_int(const char *s, size_t n, int base, long long *value, Buf *why)
 
 typedef struct {
     const char *controller, *token, *ca;
-    int as_json;
+    int as_json, parsable;
     char **rest;
     int nrest;
 } Args;
@@ -677,6 +677,10 @@ static void split_args(int argc, char **argv, Args *a) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--json")) {
             a->as_json = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--parsable")) { /* checked in main */
+            a->parsable = 1;
             continue;
         }
         const char **slots[] = {&a->controller, &a->token, &a->ca};
@@ -1237,7 +1241,8 @@ static void json_dump(Buf *b, const Json *j) { /* json.dumps of str(x) */
 }
 
 /* What fast.run prints for an answer, and its exit code. */
-static int report(const Response *resp, const char *url, int sbatch, int as_json) {
+static int report(const Response *resp, const char *url, int sbatch, int as_json,
+                  int parsable) {
     const Buf *payload = &resp->body;
     if (resp->status >= 400) {
         Buf msg = {0};
@@ -1262,7 +1267,12 @@ static int report(const Response *resp, const char *url, int sbatch, int as_json
     }
     Buf out = {0};
     buf_grow(&out, 0);
-    if (sbatch) {
+    if (parsable) { /* the ids alone, one a line (sbatch: its job's) */
+        for (size_t i = 0; i < (sbatch ? 1 : ids->count); i++) {
+            json_text(&out, ids->items[i]);
+            buf_str(&out, "\n");
+        }
+    } else if (sbatch) {
         if (as_json) {
             buf_str(&out, "{\"id\": ");
             json_dump(&out, ids->items[0]);
@@ -1305,6 +1315,17 @@ static int report(const Response *resp, const char *url, int sbatch, int as_json
 
 /* ---- the command ------------------------------------------------------------------------ */
 
+/* Whether --parsable at argv[at] is for the Python command to judge (fast.run): beside --json,
+ * or (sbatch) after the script, the first existing file, where it is the script's argument. */
+static int parsable_elsewhere(int argc, char **argv, int at, int sbatch) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--json")) return 1;
+    struct stat st;
+    for (int i = 2; sbatch && i < at; i++)
+        if (argv[i][0] != '-' && !stat(argv[i], &st) && S_ISREG(st.st_mode)) return 1;
+    return 0;
+}
+
 /* A closed standard descriptor reads as /dev/null (Python prints nothing to a closed one),
  * so that no file or socket of ours takes its place. */
 static void standard_fds(void) {
@@ -1322,9 +1343,12 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) /* anywhere, even as an option's value (cli.entry) */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ||
             !strcmp(argv[i], "--test-only") || /* submits nothing: the Python command asks */
-            !strcmp(argv[i], "--parsable") || !strcmp(argv[i], "--wait") ||
+            !strcmp(argv[i], "--wait") ||
             !strcmp(argv[i], "-W")) /* the Python command's own (cli/submission.py) */
             to_python();
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--parsable") && parsable_elsewhere(argc, argv, i, sbatch))
+            to_python(); /* fast.run: with --json, or after sbatch's script */
     standard_fds();
 
     Args a;
@@ -1395,5 +1419,5 @@ int main(int argc, char **argv) {
          memmem(resp.body.data, resp.body.len, "submit_env", 10) ||
          memmem(resp.body.data, resp.body.len, "submit_host", 11)))
         to_python();
-    return rc ? rc : report(&resp, url, sbatch, a.as_json);
+    return rc ? rc : report(&resp, url, sbatch, a.as_json, a.parsable);
 }

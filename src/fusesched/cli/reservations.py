@@ -28,7 +28,6 @@ from fusesched.hostlist import expand_hostlist
 from fusesched.model.reservation import RESERVATION_NAME, when
 from fusesched.model.times import LATEST_TIME
 from fusesched.submit.begin import FORMS, parse_begin
-from fusesched.submit.syntax import parse_duration
 
 reservation_app = typer.Typer(
     rich_markup_mode=HELP_MARKUP,
@@ -53,13 +52,7 @@ def window(start: str, end: str | None, duration: str | None, now: float) -> tup
         raise ValueError(f"--start: {_plain(exc)}") from None
     _bounded("--start", begins)
     if duration is not None:
-        try:
-            seconds = parse_duration(duration)
-        except ValueError as exc:
-            raise ValueError(f"--duration: {exc}") from None
-        if seconds is None:
-            raise ValueError("--duration: a reservation needs an end (not 'unlimited')")
-        return begins, _bounded("--duration", begins + seconds)
+        return begins, _bounded("--duration", begins + _duration(duration))
     assert end is not None
     try:
         ends = parse_begin(end, now)
@@ -88,14 +81,23 @@ def changed_window(
         except ValueError as exc:
             raise ValueError(f"--end: {_plain(exc)}") from None
     if duration is not None:
-        try:
-            seconds = parse_duration(duration)
-        except ValueError as exc:
-            raise ValueError(f"--duration: {exc}") from None
-        if seconds is None:
-            raise ValueError("--duration: a reservation needs an end (not 'unlimited')")
-        out["duration_s"] = _bounded("--duration", float(seconds))
+        out["duration_s"] = _bounded("--duration", _duration(duration))
     return out
+
+
+def _duration(text: str) -> float:
+    """``--duration`` in seconds; ``ValueError`` with a message for people."""
+    # (imported here: the submission parsers load NumPy, and every client command, squeue's
+    # too, imports this module to build its command table)
+    from fusesched.submit.syntax import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"--duration: {exc}") from None
+    if seconds is None:
+        raise ValueError("--duration: a reservation needs an end (not 'unlimited')")
+    return float(seconds)
 
 
 def _bounded(option: str, t: float) -> float:

@@ -38,7 +38,7 @@ from fusesched.model.licenses import normalize, parse_licenses
 from fusesched.model.resources import MEMORY, QuantityError, parse_quantity
 from fusesched.model.submit_env import checked_env
 from fusesched.model.submit_host import SUBMIT_HOST_PATTERN
-from fusesched.model.times import UnixTime
+from fusesched.model.time_field import UnixTime
 from fusesched.submit.errors import SubmitError
 from fusesched.submit.failure_policy import HangRequest, RestartRequest
 from fusesched.submit.job_notify import NotifyRequest

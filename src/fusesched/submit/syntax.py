@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fusesched.model.job import DependencyKind
-from fusesched.submit.request import MAX_ARRAY_INDICES, ArrayRequest, DependencyRequest
+
+if TYPE_CHECKING:  # (imported where used: the request models load NumPy, and the time and
+    # duration parsers serve commands, squeue's, that need none of them)
+    from fusesched.submit.request import ArrayRequest, DependencyRequest
 
 _SLURM_TIME_RE: Final = re.compile(
     r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$"
@@ -99,6 +102,8 @@ def parse_array(text: str) -> ArrayRequest:
     Index lists must be evenly spaced (``1,3,5`` is ``1-5:2``); others are refused, since a
     job array here is a range.
     """
+    from fusesched.submit.request import MAX_ARRAY_INDICES, ArrayRequest
+
     body, _, limit = text.strip().partition("%")
     max_parallel = None
     if limit:
@@ -156,6 +161,8 @@ def parse_dependencies(text: str) -> list[DependencyRequest]:
     array member (``12_3``), some members (``12_[1-3]``, ``12_[1,5-7]``: each of them, as
     Slurm reads them) or a whole array (``12``, or Slurm's ``12_*``). ``?`` (any may hold),
     ``+time`` delays and other kinds are refused."""
+    from fusesched.submit.request import DependencyRequest
+
     value = text.strip()
     if not value:
         raise ValueError("no dependency given (as in afterok:123, or singleton)")
