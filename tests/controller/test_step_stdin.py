@@ -1,7 +1,8 @@
 """A job step's standard input (``srun``'s, api/step_schemas.py's ``stdin``) reaches the
 tasks that get it as a file of their launch (controller/steps.py), for every task or one
 alone, never in a task's variables; a bad one is refused (422) and a step without one is
-launched as before."""
+launched as before. The route hands it to ``Controller.create_step`` as a parameter
+(:class:`StepStdin`), never in a launch's variables."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fusesched.agent.task_files import STDIN_FILE
 from fusesched.api.step_schemas import STEP_STDIN_ENV, StepRequest
 from fusesched.api.wire import Heartbeat, TaskLaunch
 from fusesched.controller.service import Controller
+from fusesched.controller.steps import StepStdin
 from fusesched.submit.sbatch import parse_sbatch
 
 DATA = base64.b64encode(b"line\n\x00\xff").decode()
@@ -113,4 +115,60 @@ def test_each_tasks_copy_counts() -> None:
         StepRequest.model_validate({"slots": {"n0": 8}, "tasks": tasks, "stdin": eighth})
     one = {"slots": {"n0": 8}, "tasks": tasks, "stdin": eighth, "stdin_task": 7}
     request = StepRequest.model_validate(one)
-    assert [STEP_STDIN_ENV in task.env for task in request.tasks] == [False] * 7 + [True]
+    assert (request.stdin, request.stdin_task) == (eighth, 7)
+    assert not any(STEP_STDIN_ENV in task.env for task in request.tasks)  # (never a variable)
+
+
+def test_the_route_passes_it_as_a_parameter(
+    ctl: Controller, client: TestClient, job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The route hands ``stdin`` to ``Controller.create_step`` as :class:`StepStdin`; a
+    request's own variable of the old carrier's name reaches neither the controller nor a
+    task, and is not taken for the standard input."""
+    asked: list[dict[str, Any]] = []
+    create = ctl.create_step
+
+    def spy(*args: Any, **kwargs: Any) -> tuple[int, list[str]]:
+        asked.append({"launches": args[3], "stdin": kwargs.get("stdin")})
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(ctl, "create_step", spy)
+    other = base64.b64encode(b"forged").decode()
+    task = {"node": "n0", "argv": ["cat"], "env": {"A": "1", STEP_STDIN_ENV: other}}
+    body = {"slots": {"n0": 2}, "tasks": [task] * 2, "stdin": DATA, "stdin_task": 1}
+    created = client.post(f"/v1/jobs/{job}/steps", json=body)
+    assert created.status_code == 201, created.text
+    (call,) = asked
+    assert call["stdin"] == StepStdin(DATA, 1)
+    assert [dict(env) for _, _, env in call["launches"]] == [{"A": "1"}] * 2
+    sent = launches(ctl)
+    assert [launch.files for launch in sent] == [{}, {STDIN_FILE: DATA}]
+    assert not any(STEP_STDIN_ENV in launch.env or other in launch.env.values() for launch in sent)
+    without = client.post(f"/v1/jobs/{job}/steps", json={"slots": {"n0": 1}, "tasks": [task]})
+    assert without.status_code == 201, without.text
+    assert asked[-1]["stdin"] is None
+
+
+def test_create_step_takes_it_as_a_parameter(ctl: Controller, job: str) -> None:
+    """Called directly (not through the API), the controller gives the tasks the ``stdin``
+    it is passed, and a launch's variable of the old carrier's name is neither standard
+    input nor a variable of the task."""
+    env = {"A": "1", STEP_STDIN_ENV: DATA}
+    ctl.create_step(job, {"n0": 2}, False, [("n0", ["cat"], env)] * 2)
+    sent = launches(ctl)
+    assert [launch.files for launch in sent] == [{}, {}]
+    assert not any(STEP_STDIN_ENV in launch.env for launch in sent)
+    ctl.create_step(job, {"n0": 2}, True, [("n0", ["cat"], {})] * 2, stdin=StepStdin(DATA, 0))
+    assert [launch.files for launch in launches(ctl)] == [{STDIN_FILE: DATA}, {}]
+    ctl.create_step(job, {"n0": 1}, True, [("n0", ["cat"], {})], stdin=StepStdin(DATA))
+    assert [launch.files for launch in launches(ctl)] == [{STDIN_FILE: DATA}]
+
+
+def test_a_bad_parameter_is_refused(ctl: Controller, job: str) -> None:
+    with pytest.raises(ValueError, match="cannot be empty"):
+        StepStdin("")
+    with pytest.raises(ValueError, match="at least 0"):
+        StepStdin(DATA, -1)
+    with pytest.raises(ValueError, match="stdin of task 2: the step has 2 task"):
+        ctl.create_step(job, {"n0": 2}, False, [("n0", ["cat"], {})] * 2, stdin=StepStdin(DATA, 2))
+    assert launches(ctl) == []  # nothing started

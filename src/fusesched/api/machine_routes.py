@@ -25,6 +25,7 @@ from fusesched.controller.job_steps import StepsBusy
 from fusesched.controller.logs import job_of
 from fusesched.controller.records import NodeChangedError, UnknownJobError, UnknownNodeError
 from fusesched.controller.step_cpus import CpuMemAsk
+from fusesched.controller.steps import StepStdin
 
 
 def add_machine_routes(app: FastAPI, access: Access) -> None:
@@ -105,9 +106,19 @@ def add_machine_routes(app: FastAPI, access: Access) -> None:
         het = None if body.het is None else {part.group: part.slots for part in body.het}
         gpus = None if body.gpus is None else GpuAsk(body.gpus, body.gpus_per_task)
         own = CpuMemAsk(body.cpus_per_task, body.memory)
+        stdin = None if body.stdin is None else StepStdin(body.stdin, body.stdin_task)
         try:
             step_id, task_ids = controller.create_step(
-                job_id, body.slots, body.overlap, launches, het, gpus, body.name, body.pty, own
+                job_id,
+                body.slots,
+                body.overlap,
+                launches,
+                het,
+                gpus,
+                body.name,
+                body.pty,
+                own,
+                stdin=stdin,
             )
         except UnknownJobError:
             raise HTTPException(404, f"job {job_id!r} is not running") from None

@@ -23,11 +23,11 @@ from fusesched.submit.terminal import Terminal
 LAUNCH_ENV_MAX_VARS = 4096
 LAUNCH_ENV_MAX_VAR_BYTES = 128 * 1024 - 1
 LAUNCH_ENV_MAX_BYTES = 1024 * 1024
-#: How a step's standard input (:class:`StepRequest`'s ``stdin``) reaches
-#: controller/steps.py from the route: in the launch variables of the tasks that get it,
-#: under this name, which no task is ever given (``FUSESCHED_STEP_*`` names are a step's
-#: marks: ``settable`` drops any a launch sends) and which a request's own ``env`` cannot
-#: set (:meth:`StepRequest._stdin_to_its_tasks` drops it).
+#: A name a request's own ``env`` may not use: it once carried a step's standard input from
+#: the route to controller/steps.py (now the ``stdin`` parameter of ``create_step``), and a
+#: request's variable of that name is dropped (:meth:`StepRequest._stdin_checked`), never
+#: taken for standard input nor given to a task (``FUSESCHED_STEP_*`` names are a step's
+#: marks: controller/remote_tasks.py's ``settable`` drops any a launch sends, too).
 STEP_STDIN_ENV = "FUSESCHED_STEP_STDIN"
 
 
@@ -109,8 +109,9 @@ class StepRequest(_Input):
     stdin_task: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _stdin_to_its_tasks(self) -> StepRequest:
-        """Check ``stdin``, then hand it to the tasks that get it (:data:`STEP_STDIN_ENV`)."""
+    def _stdin_checked(self) -> StepRequest:
+        """Check ``stdin`` (the route hands it to ``Controller.create_step``); drop a
+        request's own variable :data:`STEP_STDIN_ENV`."""
         for task in self.tasks:
             task.env.pop(STEP_STDIN_ENV, None)  # (never a request's own)
         if self.stdin is None:
@@ -131,8 +132,6 @@ class StepRequest(_Input):
                 f"stdin: {size} bytes to {len(getting)} task(s): at most "
                 f"{STDIN_MAX_BYTES} bytes, and {STDIN_MAX_TOTAL} bytes in all"
             )
-        for task in getting:
-            task.env[STEP_STDIN_ENV] = self.stdin
         return self
 
     @model_validator(mode="after")

@@ -13,8 +13,9 @@ and the queries the API asks. Its parts live beside it as functions that take th
 first: submissions (``submissions``), the exchange with the agents (``agents``), how tasks
 and jobs end (``endings``), failures (``failures``), crash recovery (``recovery`` for the
 queue, ``adoption`` for the jobs left running), external pools (``federation``), data
-staging (``data``), read-only views of the nodes and queues (``snapshots``); the loop's
-wake-up is :class:`~.wake.Wake`.
+staging (``data``), read-only views of the nodes and queues (``snapshots``), job steps
+(``steps``), a job's priority asked for now (``priorities``); the loop's wake-up is
+:class:`~.wake.Wake`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from fusesched.controller import (
     failures,
     federation,
     late_exits,
+    priorities,
     pty_tasks,
     recovery,
     reservations,
@@ -66,6 +68,7 @@ from fusesched.controller.records import (
 )
 from fusesched.controller.remote import RemotePool, Update
 from fusesched.controller.step_cpus import CpuMemAsk
+from fusesched.controller.steps import StepStdin
 from fusesched.controller.wake import Wake
 from fusesched.core.pending_reasons import take_reasons
 from fusesched.core.scheduler import SchedulerCore
@@ -74,7 +77,6 @@ from fusesched.model.events import (
     Event,
     JobCancelRequested,
     JobCheckpointed,
-    JobSubmitted,
     PreemptJob,
     RejectJob,
     ReserveJob,
@@ -317,16 +319,17 @@ class Controller:
         name: str | None = None,
         pty: Terminal | None = None,
         resources: CpuMemAsk | None = None,
+        stdin: StepStdin | None = None,
     ) -> tuple[int, list[str]]:
         """A job step's share of the job's slots (``het``: of a heterogeneous job's
         components), GPUs, CPUs and memory (``resources``), and its tasks
         (:func:`steps.create_step`); ``pty``: its one task runs on that terminal
-        (controller/step_pty.py)."""
+        (controller/step_pty.py); ``stdin``: ``srun``'s standard input, for its tasks."""
         with self.work:  # (the terminal is in the launch before a heartbeat can send it)
             if pty is not None:
                 step_pty.within_cap(self, job_id)
             created = steps.create_step(
-                self, job_id, slots, overlap, launches, het, gpus, name, resources
+                self, job_id, slots, overlap, launches, het, gpus, name, resources, stdin
             )
             if pty is not None:
                 step_pty.give_terminal(self, created[1][0], pty)
@@ -463,37 +466,5 @@ class Controller:
 
     def priority(self, job_id: str) -> PriorityBreakdown:
         """The job's multifactor priority now (raises UnknownJobError, or ValueError when
-        the controller runs without tenancy)."""
-        with self.work:
-            live = self.jobs.get(job_id)
-            if live is not None and job_id not in self.core.jobs:
-                if not self._submitting(live):
-                    raise ValueError(
-                        f"job {job_id} is not in the scheduler's queue yet (after a restart it "
-                        "waits for its nodes to come back); it has a priority once it is queued"
-                    )
-                # submitted just now: the core learns of it at the next cycle (submissions
-                # share cycles), which runs at once for this question
-                self._wake.set()
-                self.cycle_waiters += 1
-                try:
-                    self.work.wait_for(
-                        lambda: job_id in self.core.jobs or self.stopped.is_set(), timeout=2.0
-                    )
-                finally:
-                    self.cycle_waiters -= 1
-            try:
-                return self.core.priority(job_id, self.clock())
-            except KeyError:
-                raise UnknownJobError(job_id) from None
-            except ValueError as exc:
-                if self.core.tenants is None:  # say how to have one
-                    hint = "start the controller with --tenancy FILE (docs/TENANCY.md)"
-                    raise ValueError(f"{exc}; {hint}") from None
-                raise
-
-    def _submitting(self, live: LiveJob) -> bool:
-        """Whether ``live``'s submission waits for the next cycle (not a job recovered after
-        a restart that waits for its nodes); called with the lock held."""
-        ids = {live.id, live.spec.array_parent}
-        return any(isinstance(e, JobSubmitted) and e.job.id in ids for e in self.events)
+        the controller runs without tenancy): :func:`priorities.priority`."""
+        return priorities.priority(self, job_id)

@@ -9,13 +9,13 @@ exists exactly while a task of it lives, whatever becomes of its ``srun``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fusesched.agent.step_gpus import GpuAsk
 from fusesched.agent.step_het import het_hostfile_name
 from fusesched.agent.step_plan import read_hostfile
 from fusesched.agent.task_files import STDIN_FILE
-from fusesched.api.step_schemas import STEP_STDIN_ENV
 from fusesched.controller import remote_tasks
 from fusesched.controller.job_steps import (
     StepNeverFits,
@@ -46,6 +46,28 @@ if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
 
+@dataclass(frozen=True)
+class StepStdin:
+    """``srun``'s standard input for a step's tasks (the step request's ``stdin`` and
+    ``stdin_task``: api/step_schemas.py checks them): ``b64``, the bytes in base64, as the
+    tasks' launches carry them (agent/step_stdin.py), for every task, or for the task at
+    ``task`` (its index in the step's launches) alone."""
+
+    b64: str
+    task: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.b64:
+            raise ValueError("a step's standard input cannot be empty (for none: None)")
+        if self.task is not None and self.task < 0:
+            raise ValueError(f"stdin task {self.task}: a task's index is at least 0")
+
+    def files(self, index: int) -> dict[str, str] | None:
+        """The launch files of the step's task ``index``: its standard input, or None."""
+        gets = self.task is None or self.task == index
+        return {STDIN_FILE: self.b64} if gets else None
+
+
 def create_step(
     ctl: Controller,
     job_id: str,
@@ -56,6 +78,7 @@ def create_step(
     gpus: GpuAsk | None = None,
     name: str | None = None,
     resources: CpuMemAsk | None = None,
+    stdin: StepStdin | None = None,
 ) -> tuple[int, list[str]]:
     """Give a step of ``job_id`` ``slots`` (tasks per node) and start its ``launches``
     (node, argv, the task's own variables) as remote tasks of the job; (step id, task ids
@@ -65,15 +88,18 @@ def create_step(
     each node, of the job's (controller/step_gpus.py; None: it sees all of them, holds
     none); ``name``: its name in accounting; ``resources``: its CPUs per task and memory
     (controller/step_cpus.py; None: the job's CPUs per task, no memory limit). Each task gets its
-    node's share of the job (``SLURM_CPUS_ON_NODE``…: :func:`node_env`), or of its step. A
-    launch whose variables hold :data:`STEP_STDIN_ENV` (``srun``'s standard input, base64,
-    put there by the route's request: api/step_schemas.py) gets it as a file of its launch
-    (:data:`STDIN_FILE`), which its agent makes the task's standard input.
+    node's share of the job (``SLURM_CPUS_ON_NODE``…: :func:`node_env`), or of its step.
+    ``stdin``: ``srun``'s standard input, which each task that gets it is given as a file of
+    its launch (:data:`STDIN_FILE`, never a variable), which its agent makes the task's
+    standard input (None: every task's is ``/dev/null``).
 
     :class:`UnknownJobError` when the job does not run, :class:`StepNeverFits` (and
     :class:`SubmitError` for a launch off the step's nodes) when it can never start,
     :class:`StepsBusy` when it must wait for running steps to end (or for the job's
-    adoption after a controller restart, when its tasks' steps are not all known yet)."""
+    adoption after a controller restart, when its tasks' steps are not all known yet);
+    ValueError for a ``stdin`` of a task the step does not have."""
+    if stdin is not None and stdin.task is not None and stdin.task >= len(launches):
+        raise ValueError(f"stdin of task {stdin.task}: the step has {len(launches)} task(s)")
     with ctl.work:
         live = remote_tasks.running_job(ctl, job_id)
         if live.adopting:
@@ -109,7 +135,7 @@ def create_step(
         marks |= (gpus_env(picked) if picked is not None else {}) | step_name_env(name)
         seen: dict[str, int] = {}
         task_ids: list[str] = []
-        for node, argv, env in launches:
+        for index, (node, argv, env) in enumerate(launches):
             local = seen[node] = seen.get(node, -1) + 1
             on_node = job.get(node, ()) if picked is None else picked[node]
             sees = on_node if gpus is None else task_gpus(on_node, gpus.per_task, local)
@@ -119,8 +145,7 @@ def create_step(
             limit = None if memory is None else memory[node] // count[node] or None
             if live.request.slurm_env:
                 extra |= step_held_env(cpus.get(node), None if memory is None else memory[node])
-            stdin = env.get(STEP_STDIN_ENV)
-            files = {STDIN_FILE: stdin} if stdin is not None else None
+            files = None if stdin is None else stdin.files(index)
             task_ids.append(
                 remote_tasks.launch_remote(
                     ctl, live, node, argv, marks | extra, env, sees, ids, limit, files
