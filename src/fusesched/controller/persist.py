@@ -26,6 +26,7 @@ from fusesched.controller.wait_reasons import WaitReasons
 from fusesched.model.job import JobSpec
 from fusesched.model.node import NodeState
 from fusesched.model.phases import JobPhase
+from fusesched.store.dependency_lock import PurgedDependency
 from fusesched.store.environments import FIELD as ENV_FIELD
 from fusesched.store.errors import StoreError
 from fusesched.store.job_filters import ALL_JOBS, JobFilters
@@ -42,6 +43,7 @@ from fusesched.store.records import (
 )
 from fusesched.store.store import Store
 from fusesched.submit.begin import begin_reason
+from fusesched.submit.errors import SubmitError
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
@@ -124,7 +126,11 @@ class Persistence:
             )
             for seq, spec in zip(seqs, specs, strict=True)
         ]
-        self.store.add_jobs(rows)  # durable before the id is returned
+        try:
+            self.store.add_jobs(rows)  # durable before the id is returned
+        except PurgedDependency as gone:  # (a purge removed it after the checks)
+            why = f"dependency on unknown job {gone.ids[0]!r} (its record was purged meanwhile)"
+            raise SubmitError(why) from gone
         if request.notify is not None and self.notices is not None:
             self.notices.submitted(request, specs)
         self._events.extend(

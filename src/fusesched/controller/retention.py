@@ -23,6 +23,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Final
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 from fusesched.controller.logs import job_of
 from fusesched.core.past_usage import recalled_since
 from fusesched.store.purge import (
@@ -47,6 +49,9 @@ INTERVAL_S: Final = 3600.0
 FIRST_AFTER_S: Final = 60.0
 #: The event each purge that removed jobs writes (no job's: purges never remove it).
 PURGED: Final = "Purged"
+
+#: What a database that does not answer raises (down, unreachable, locked, connection lost).
+DB_DOWN: Final = (OperationalError, InterfaceError)
 
 _locks: weakref.WeakKeyDictionary[Controller, threading.Lock] = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
@@ -136,6 +141,7 @@ class Retention:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._clamped = False  # said once that the fair-share window holds it back
+        self._unreachable = False  # the last purge found the database unreachable
 
     def start(self) -> Retention:
         self._thread = threading.Thread(target=self._loop, name="fusesched-retention", daemon=True)
@@ -152,14 +158,33 @@ class Retention:
         wait = self.first_after_s
         while not self._stop.wait(wait):
             started = time.monotonic()
-            try:
-                self.run_once()
-            except PurgeBusy:
-                log.warning("retention: a purge asked for through the API runs; skipped")
-            except Exception:  # the thread must outlive one bad purge: say so and go on
-                log.exception("retention: the purge failed")
-            self.runs += 1
+            self.tick()
             wait = max(0.0, self.interval_s - (time.monotonic() - started))
+
+    def tick(self) -> None:
+        """One period's purge, whatever it raises said in the log (the thread outlives it):
+        a database that does not answer in one line, as each period it stays so (the next
+        period tries again), and once when it answers again; anything else with its
+        traceback."""
+        try:
+            self.run_once()
+        except PurgeBusy:
+            log.warning("retention: a purge asked for through the API runs; skipped")
+        except DB_DOWN as error:
+            self._unreachable = True
+            log.warning(
+                "retention: the purge failed, the database did not answer (%s); "
+                "trying again at the next period, in %.0f s",
+                _first_line(error),
+                self.interval_s,
+            )
+        except BaseException:  # (SystemExit too: the thread must not end in silence)
+            log.exception("retention: the purge failed; trying again in %.0f s", self.interval_s)
+        else:
+            if self._unreachable:
+                log.warning("retention: the database answers again; the purge ran")
+            self._unreachable = False
+        self.runs += 1
 
     def run_once(self) -> PurgeCounts:
         """One purge now (up to the fair-share window's start); what it removed."""
@@ -187,3 +212,10 @@ class Retention:
                 done.counts.text(),
             )
         return done.counts
+
+
+def _first_line(error: BaseException) -> str:
+    """The driver's message of ``error`` (SQLAlchemy's wraps it), its first line."""
+    found = getattr(error, "orig", None) or error
+    lines = str(found).strip().splitlines()
+    return " ".join(lines[0].split())[:300] if lines else type(found).__name__

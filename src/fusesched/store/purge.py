@@ -10,7 +10,8 @@ Never purged:
 * a job the caller keeps (``keep``: the controller's live jobs, the jobs of tasks that outlive
   their job);
 * a job a waiting job depends on, by its id or by its array's (the dependency is settled from
-  the job's row after a restart: controller/dependencies.py);
+  the job's row after a restart: controller/dependencies.py); one being submitted meanwhile
+  too, or that submission is refused (store/dependency_lock.py);
 * a member of an array while any member of that array is kept or has not ended before the
   cutoff: an array goes whole (in several batches when it is large), never leaving a part;
 * the audit log (events of kind ``Audit``, which may name a job) and the events of no job.
@@ -37,7 +38,6 @@ jobs alone name.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -64,6 +64,7 @@ from sqlalchemy import (
     text,
 )
 
+from fusesched.store.dependency_lock import dependency_ids, hold_for_purge
 from fusesched.store.records import UNFINISHED, JobState, TokenKind
 from fusesched.store.schema import environments, events, jobs, tasks, tokens, unfinished
 from fusesched.store.store import Store
@@ -251,7 +252,7 @@ def _guard(conn: Connection, keep: Collection[str]) -> _Guard:
     stmt = select(deps).where(jobs.c.state == JobState.PENDING.value).distinct()
     wanted = {str(k) for k in keep}
     for (found,) in conn.execute(stmt):
-        wanted.update(_dependency_ids(found))
+        wanted.update(dependency_ids(found))
     ids = sorted(wanted)
     arrays = set(ids)
     for chunk in _chunks(ids):
@@ -260,21 +261,6 @@ def _guard(conn: Connection, keep: Collection[str]) -> _Guard:
         )
         arrays.update(conn.execute(parents).scalars())
     return _Guard(frozenset(ids), frozenset(arrays))
-
-
-def _dependency_ids(found: object) -> Iterator[str]:
-    """The job ids a stored request's ``dependencies`` (JSON text, or decoded) name."""
-    if isinstance(found, str):
-        try:
-            found = json.loads(found)
-        except ValueError:
-            return
-    if not isinstance(found, list):
-        return
-    for dep in found:
-        job_id = dep.get("job_id") if isinstance(dep, dict) else None
-        if isinstance(job_id, str) and job_id:
-            yield job_id
 
 
 _Row = tuple[str, str | None, str | None, float]  # id, array_parent, env_id, end_time
@@ -351,10 +337,15 @@ def _delete(
     store: Store, chosen: Mapping[str, str | None], ended_before: float
 ) -> tuple[PurgeCounts, list[str]]:
     """Delete ``chosen`` in one transaction, each still ended before the cutoff and named by
-    no waiting job (one submitted meanwhile too: under its locks); counts and ids deleted."""
+    no waiting job (one submitted meanwhile too); counts and ids deleted.
+
+    The transaction first takes the lock a submission's insert shares
+    (store/dependency_lock.py: why that is enough), then reads the waiting jobs'
+    dependencies: a submission committed before is seen, one after finds what is gone."""
     n_jobs = n_tasks = n_events = n_tokens = n_kept = 0
     gone: list[str] = []
     with store._write() as conn:
+        hold_for_purge(conn)
         held = _guard(conn, ()).arrays  # (the waiting jobs' dependencies, and their arrays)
         for chunk in _chunks(sorted(chosen)):
             still = select(jobs.c.id, jobs.c.array_parent).where(

@@ -31,6 +31,7 @@ from fusesched.store.convert import (
     task_row,
     task_values,
 )
+from fusesched.store.dependency_lock import hold_for_submission, missing_dependencies
 from fusesched.store.engine import sqlite_file
 from fusesched.store.environments import (
     insert_environments,
@@ -149,7 +150,9 @@ class Store(TokenStore):
 
     def add_jobs(self, rows: Iterable[JobRow]) -> int:
         """Insert jobs in one transaction. An id or seq that is already stored, or repeated in
-        ``rows``, raises :class:`DuplicateJob` and inserts nothing. Returns the count."""
+        ``rows``, raises :class:`DuplicateJob` and inserts nothing; so does a dependency on a
+        job no longer stored (:class:`~.dependency_lock.PurgedDependency`: purged after the
+        submission checked it). Returns the count."""
         batch = [job_values(r) for r in rows]
         if not batch:
             return 0
@@ -158,8 +161,11 @@ class Store(TokenStore):
         found = split_environments(batch)  # (each kept once, apart from the requests)
         try:
             with self._write() as conn:
+                # (a purge's deletions and this batch's dependencies: store/dependency_lock.py)
+                wanted = hold_for_submission(conn, batch)
                 insert_environments(conn, found)
                 conn.execute(insert(jobs), batch)
+                missing_dependencies(conn, wanted)
                 # Keep the counter above every stored seq, even ones not allocated here. (No
                 # row lock unless it moves, so seq allocation does not wait for this batch.)
                 top = max(v["seq"] for v in batch)
