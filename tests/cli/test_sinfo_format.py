@@ -183,7 +183,7 @@ def test_fields_and_widths() -> None:
         },
     )
     assert out([gpu], "%c|%m|%d|%G|%f|%O|%z|%R|%P|%T|%n|%o") == [
-        "8|16384|1024|gpu:H200:2|ib,nvme|N/A|N/A|gpu|gpu|mixed|g1.example|10.0.0.1"
+        "8|16384|1024|gpu:H200:2|ib,nvme|N/A|8:1:1|gpu|gpu|mixed|g1.example|10.0.0.1"
     ]
     assert out([info()], "%G %f") == ["(null) (null)"]
     assert out([info()], "[%.8t] [%-8t] [%3P]") == ["[    idle] [idle    ] [loc]"]

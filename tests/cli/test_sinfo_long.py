@@ -38,8 +38,8 @@ def test_widths_and_lines() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("NodeList,Weight", "unknown field 'Weight' in 'NodeList,Weight'; known: available,"),
-        ("AllocMem", "known: available,cpus,cpusload,cpusstate,disk,features,"),
+        ("NodeList,AllocMem", "unknown field 'AllocMem' in 'NodeList,AllocMem'; known: available,"),
+        ("GresUsed", "known: available,cores,cpus,cpusload,cpusstate,disk,features,"),
         ("NodeList:x", "bad width 'x' for 'NodeList'"),
         ("NodeList:0", "bad width '0'"),
         ("  ", "an empty --Format shows nothing: name fields, such as NodeList,StateLong"),
@@ -69,12 +69,12 @@ def test_every_lists_under_the_time_until_ctrl_c(
         return answer
 
     monkeypatch.setattr(time, "sleep", nap)
-    monkeypatch.setattr(time, "ctime", lambda: "Sun Dec  6 19:43:14 2026")
+    monkeypatch.setattr(si, "timestamp", lambda: "Sun Dec 06 19:43:14 2026")
     with pytest.raises(typer.Exit) as ended:
         every(5, listing, dated=True)
     assert ended.value.exit_code == 130 and naps == [5, 5]
     said = capsys.readouterr()
-    stamp = "Sun Dec  6 19:43:14 2026\n"
+    stamp = "Sun Dec 06 19:43:14 2026\n"
     assert said.out == f"{stamp}A\n\n{stamp}\n"
     assert "busy" in said.err
 

@@ -54,7 +54,8 @@ def test_jobs_start_shows_when_and_where_waiting_jobs_start(
     for front in ([str(native_front)], PYTHON):
         tried = fusesched(cluster, "sbatch", "--test-only", "-J", "s", str(script), command=front)
         assert tried.returncode == 0, tried.stderr
-        assert "Job 1 (s) would start at " in tried.stdout, tried.stdout
+        assert tried.stdout == "" and " using 2 processors on nodes node-a " in tried.stderr
+        assert tried.stderr.startswith("sbatch: Job 0 to start at "), tried.stderr
     assert [j["id"] for j in client.starts()["jobs"]] == [job]  # nothing new
     huge = tmp_path / "huge.yaml"
     huge.write_text("name: huge\nresources: {cpu: 64}\ncommand: ['true']\n")

@@ -118,6 +118,7 @@ def summary(client: Any, job_id: str) -> str | None:
 
 
 def eff(
+    ctx: typer.Context,  # (its name: `eff`, or Slurm's `seff`)
     job_id: Annotated[str, typer.Argument(help="Job id.")],
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
@@ -126,11 +127,21 @@ def eff(
 ) -> None:
     """Show a job's efficiency (as Slurm's seff): CPU time used against its cores × elapsed
     time, peak memory against memory requested, GPU utilisation and peak GPU memory. Running
-    jobs show their use so far; what was not sampled shows as '-' with a note why."""
+    jobs show their use so far; what was not sampled shows as '-' with a note why. Called
+    as `seff`, Slurm's seff's lines (docs/LIVE.md, "Job efficiency")."""
     if not job_id.strip():
         raise typer.BadParameter("a job id must not be empty", param_hint="JOB_ID")
-    found = _call(_client(controller_url, token, ca).efficiency, job_id)
+    client = _client(controller_url, token, ca)
+    found = _call(client.efficiency, job_id)
     if as_json:
         _print_json(found)
+        return
+    if ctx.info_name == "seff":
+        from fusesched.cli import seff_report
+
+        job = _call(client.show, found["id"])
+        typer.echo("\n".join(seff_report.report(found, job)))
+        for note in seff_report.unmeasured(found, job):
+            typer.echo(f"seff: note: {note}", err=True)
         return
     typer.echo(report(found))

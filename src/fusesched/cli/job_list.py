@@ -155,13 +155,19 @@ def jobs(
         pieces = None
         if fmt is not None and long_fmt is not None:
             raise ValueError("give --format (-o) or --Format (-O), not both")
-        if fmt is not None:
+        # squeue --start by Slurm's name: squeue's start lines (%S the expected start)
+        slurm_start = start and ctx.info_name == "squeue" and not as_json
+        if slurm_start:
+            from fusesched.cli import squeue_start
+
+            pieces = squeue_start.parse(fmt, long_fmt)
+        elif fmt is not None:
             pieces = sq.parse_format(fmt)
         elif long_fmt is not None:
             pieces = sq.parse_long_format(long_fmt)
     except ValueError as exc:  # (FormatError too)
         _fail(str(exc), 2)
-    if pieces is not None and (as_json or start):
+    if pieces is not None and (as_json or start) and not slurm_start:
         _fail(f"--format prints plain lines: leave out {'--json' if as_json else '--start'}", 2)
     client = _client(controller_url, token, ca)
     ask_me = False
@@ -182,6 +188,10 @@ def jobs(
         answer["jobs"] = answer["jobs"][:limit]
         if as_json:
             _print_json(answer)
+        elif slurm_start and pieces is not None:
+            from fusesched.cli.squeue_start import print_starts as print_lines
+
+            print_lines(client, answer, pieces, header=not noheader)
         else:
             print_starts(answer)
         return

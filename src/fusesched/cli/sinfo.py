@@ -31,8 +31,8 @@ def sinfo(
         typer.Option(
             "--long",
             "-l",
-            help="More columns: CPUS, MEMORY (MB), GRES, REASON; node by node also TMP_DISK "
-            "and AVAIL_FEATURES.",
+            help="The time first, then more columns: CPUS, MEMORY (MB), GRES, REASON; node by "
+            "node also TMP_DISK and AVAIL_FEATURES.",
         ),
     ] = False,
     list_reasons: Annotated[
@@ -162,10 +162,12 @@ def sinfo(
         lines = si.lines(listed, shown, node_oriented=node_oriented, header=not noheader)
         return "".join(line + "\n" for line in lines)
 
+    dated = not (noheader or as_json)  # (-l and each -i listing: the time above, as sinfo)
     if iterate is None:
-        sys.stdout.write(_call(listing))
+        text = _call(listing)
+        sys.stdout.write((si.timestamp() + "\n" if long and dated else "") + text)
     else:
-        every(iterate, listing, dated=not (noheader or as_json))
+        every(iterate, listing, dated=dated)
 
 
 def every(seconds: int, listing: Callable[[], str], *, dated: bool) -> NoReturn:
@@ -173,6 +175,7 @@ def every(seconds: int, listing: Callable[[], str], *, dated: bool) -> NoReturn:
     followed by a blank line, as sinfo's; a controller that cannot be reached or fails is
     said on stderr and asked again next time, one that refuses (4xx: a bad token) ends it
     (exit 2). Ctrl-C ends it (exit 130, as a shell shows a command it interrupted)."""
+    from fusesched.cli.sinfo_format import timestamp
     from fusesched.sdk import ControllerError
 
     try:
@@ -184,7 +187,8 @@ def every(seconds: int, listing: Callable[[], str], *, dated: bool) -> NoReturn:
                     _fail(str(exc), 2)
                 err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
                 text = ""
-            sys.stdout.write((time.ctime() + "\n" if dated else "") + text + "\n")
+            stamp = timestamp() + "\n" if dated else ""
+            sys.stdout.write(stamp + text + "\n")
             sys.stdout.flush()
             time.sleep(seconds)
     except KeyboardInterrupt:

@@ -271,6 +271,12 @@ def _stamp(t: float | None) -> str:
     return "Unknown" if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
 
+def timestamp(t: float | None = None) -> str:
+    """The time line sinfo prints above ``-l`` and each ``-i`` listing: ``Mon Dec 07
+    19:10:00 2026`` (local time, the day of the month with its zero)."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t))
+
+
 def _partition(node: NodeInfo) -> str:
     return node.partition + ("*" if node.default else "")
 
@@ -322,8 +328,22 @@ FIELDS: Final[dict[str, Field]] = {
     "E": Field("REASON", _first(lambda n: n.reason)),
     "u": Field("USER", _first(lambda n: n.reason_user)),
     "H": Field("TIMESTAMP", _first(lambda n: _stamp(n.reason_time))),
+    # what agents do not report (the OS's free memory, the load average) prints N/A
+    "e": Field("FREE_MEM", lambda _row: "N/A"),
     "O": Field("CPU_LOAD", lambda _row: "N/A"),
-    "z": Field("S:C:T", lambda _row: "N/A"),
+    # a node's CPUs as Slurm counts those of a node configured by CPU count alone: each CPU
+    # a socket of one core of one thread
+    "z": Field("S:C:T", _first(lambda n: f"{n.cpus}:1:1")),
+    "X": Field("SOCKETS", _first(lambda n: str(n.cpus))),
+    "Y": Field("CORES", lambda _row: "1"),
+    "Z": Field("THREADS", lambda _row: "1"),
+    # partition settings fusesched's pools do not have: Slurm's defaults
+    "s": Field("JOB_SIZE", lambda _row: "1-infinite"),
+    "w": Field("WEIGHT", lambda _row: "1"),
+    "h": Field("OVERSUBSCRIBE", lambda _row: "NO"),
+    "g": Field("GROUPS", lambda _row: "all"),
+    "r": Field("ROOT", lambda _row: "no"),
+    "B": Field("MAX_CPUS_PER_NODE", lambda _row: "UNLIMITED"),
 }
 #: The fields that add up a line's nodes instead of splitting lines by their value.
 COUNTING: Final = frozenset(FIELDS[k] for k in "DNnoCFA")

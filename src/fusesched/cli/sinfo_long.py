@@ -2,7 +2,7 @@
 the same field as a ``-o`` letter of :mod:`fusesched.cli.sinfo_format`.
 
 Slurm's sinfo has more ``-O`` names; those with no ``-o`` letter here (``AllocMem``,
-``FreeMem``, ``GresUsed``, ``Weight``, ``Version``…) are refused with the list of the known
+``GresUsed``, ``Version``…) are refused with the list of the known
 ones, as an unknown name is. A field is 20 wide unless ``:WIDTH`` says (``:.WIDTH``:
 right-justified), as in Slurm; its value is cut to leave a blank before the next. Slurm's
 suffix after the width (text printed after the value) is not taken.
@@ -21,10 +21,14 @@ LONG_FIELDS: Final[dict[str, str]] = {
     "cpus": "c",
     "cpusload": "O",
     "cpusstate": "C",
+    "cores": "Y",
     "disk": "d",
     "features": "f",
     "features_act": "b",
+    "freemem": "e",
     "gres": "G",
+    "groups": "g",
+    "maxcpuspernode": "B",
     "memory": "m",
     "nodeaddr": "o",
     "nodeai": "A",
@@ -32,15 +36,21 @@ LONG_FIELDS: Final[dict[str, str]] = {
     "nodehost": "n",
     "nodelist": "N",
     "nodes": "D",
+    "oversubscribe": "h",
     "partition": "P",
     "partitionname": "R",
     "reason": "E",
+    "root": "r",
+    "size": "s",
     "socketcorethread": "z",
+    "sockets": "X",
     "statecompact": "t",
     "statelong": "T",
+    "threads": "Z",
     "time": "l",
     "timestamp": "H",
     "user": "u",
+    "weight": "w",
 }
 
 

@@ -1,9 +1,12 @@
 """What ``fusesched jobs --start`` and ``--test-only`` print: when waiting (or tried) jobs
-are expected to start, and on which nodes (``GET /v1/starts``, ``POST /v1/starts/test``)."""
+are expected to start, and on which nodes (``GET /v1/starts``, ``POST /v1/starts/test``).
+``sbatch --test-only`` writes Slurm's line (:func:`report_trial_slurm`); ``squeue --start``
+by Slurm's name, Slurm's lines (:mod:`fusesched.cli.squeue_start`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -56,6 +59,52 @@ def report_trial(answer: dict[str, Any], as_json: bool) -> None:
         console.print("[dim]Nothing was submitted.[/]", highlight=False)
     if refused:
         raise typer.Exit(2)
+
+
+#: The job id ``sbatch --test-only`` names: nothing is submitted, so no id is taken (Slurm's
+#: takes the next one and drops it); no job of fusesched's has id 0.
+TRIAL_JOB_ID = 0
+
+
+def trial_slurm(ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``ask()`` (``POST /v1/starts/test``); a job the controller refuses (400, 422) ends
+    as Slurm's sbatch ends it: ``allocation failure: REASON`` on stderr, exit 1. Other
+    errors as every command's."""
+    from fusesched.cli.live import refused
+    from fusesched.sdk import ControllerError
+
+    try:
+        return ask()
+    except ControllerError as exc:
+        if exc.status in (400, 422):
+            typer.echo(f"allocation failure: {exc}", err=True)
+            raise typer.Exit(1) from None
+        refused(exc)
+
+
+def report_trial_slurm(answer: dict[str, Any], processors: int, partition: str) -> None:
+    """What Slurm 22.05's ``sbatch --test-only`` writes, on stderr as it does: ``sbatch: Job
+    0 to start at 2026-12-07T19:08:17 using 2 processors on nodes n[1-2] in partition
+    default`` (an array: its first member to start; ``N/A`` and ``(null)`` when it would not
+    start within the horizon, or is held). A refused job: ``allocation failure: REASON``,
+    exit 1, as Slurm's."""
+    from fusesched.hostlist import compress_hostlist
+
+    (job,) = answer["jobs"]
+    if job["refused"]:
+        typer.echo(f"allocation failure: {job['refused']}", err=True)
+        raise typer.Exit(1)
+    starts = [m for m in job["members"] if m["expected_start"] is not None]
+    first = min(starts, key=lambda m: m["expected_start"]) if starts else None
+    when, nodes = "N/A", "(null)"
+    if first is not None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(first["expected_start"]))
+        nodes = compress_hostlist(list(first["nodes"])) or nodes
+    typer.echo(
+        f"sbatch: Job {TRIAL_JOB_ID} to start at {when} using {processors} processors on "
+        f"nodes {nodes} in partition {partition}",
+        err=True,
+    )
 
 
 def print_starts(answer: dict[str, Any]) -> None:

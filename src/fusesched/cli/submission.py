@@ -5,6 +5,7 @@ exit status: :mod:`fusesched.cli.waiting`)."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -126,6 +127,14 @@ def _sent(call: Any, payload: Any) -> Any:
     if isinstance(payload, list):
         return call([{k: v for k, v in p.items() if k not in refused} for p in payload])
     return call({k: v for k, v in payload.items() if k not in refused})
+
+
+def _processors(request: Any) -> int:
+    """The CPUs a job asks for in all (whole CPUs, as Slurm counts them)."""
+    from fusesched.model.resources import CPU, parse_quantity
+
+    milli = sum(parse_quantity(CPU, g.resources.get(CPU, "1")) * g.replicas for g in request.groups)
+    return max(1, math.ceil(int(milli) / 1000))
 
 
 def _targets(job_ids: Sequence[str], requests: Sequence[Any]) -> list[Target]:
@@ -296,10 +305,14 @@ def sbatch(
     wait = wait or "wait" in flags
     client = _client(controller_url, token, ca)
     payload = request.model_dump(mode="json", exclude_none=True)
-    if test_only:
-        from fusesched.cli.starts import report_trial
+    if test_only:  # (Slurm's line, as sbatch's; --json: the answer)
+        from fusesched.cli.starts import report_trial, report_trial_slurm, trial_slurm
 
-        report_trial(_call(_sent, client.test_start, [payload]), as_json)
+        if as_json:
+            report_trial(_call(_sent, client.test_start, [payload]), as_json)
+        else:
+            tried = trial_slurm(lambda: _sent(client.test_start, [payload]))
+            report_trial_slurm(tried, _processors(request), request.queue)
         return
     job_id = _call(_sent, client.submit, payload)
     if parsable:
