@@ -147,8 +147,9 @@ def test_times_and_durations() -> None:
 def test_usage_fields_read_the_efficiency_view() -> None:
     usage = {"max_rss_bytes": 5 * 2**20, "cpu_seconds": 12.25, "memory_bytes": 4 * 2**30}
     usage["tasks_count"] = 2
+    usage["tasks"] = [{"node": "n1", "max_rss_bytes": 5 * 2**20}, {"node": "n1"}]
     assert shown("MaxRSS,TotalCPU,ReqMem,NTasks,AllocTRES", usage) == [
-        "5120K",
+        "5M",
         "00:12.250",
         "4G",
         "2",

@@ -96,7 +96,8 @@ def test_a_batch_job_shows_its_script_and_each_srun_step() -> None:
     usage = table(job(TASKS), fields)
     assert usage["7.batch"][1:] == ["1", "1", "n1", "1", "70", "00:01.500", "2K", "2"]
     # step 0: its earliest start to its latest end; CPU time summed, the highest task's RSS
-    assert usage["7.0"][1:] == ["2", "2", "n[1-2]", "2", "20", "00:02.000", "5K", "4"]
+    # (Slurm's forms: CPU time without milliseconds as HH:MM:SS, 5000 bytes as bytes)
+    assert usage["7.0"][1:] == ["2", "2", "n[1-2]", "2", "20", "00:00:02", "5000", "4"]
     assert usage["7.1"][1:7] == ["2", "2", "n[1-2]", "2", "10", ""]  # (not sampled)
 
 
@@ -211,7 +212,8 @@ def test_restarts_and_the_fields_a_step_leaves_blank() -> None:
     ]
     assert sf.values(columns, job([], restarts=None), {}, NOW)[0] == ""  # (not asked for)
     view, usage = st.step_view(job(TASKS), st.summarise("0", TASKS[1:3]), "FAILED")
-    assert sf.values(columns, view, usage, NOW) == ["", "", "", "", ""]
+    # (ReqCPUS: the step's own CPUs, as Slurm's step rows show)
+    assert sf.values(columns, view, usage, NOW) == ["", "", "4", "", ""]
 
 
 def test_selecting_steps_with_jobs() -> None:

@@ -208,7 +208,7 @@ def sacct(via: Via, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     return result.stdout
 
 
-SIZES = "JobID,Account,AllocCPUS,AllocNodes,NodeList,NNodes,NTasks,TotalCPU,MaxRSS,CPUTimeRaw"
+SIZES = "JobID,Account,AllocCPUS,AllocNodes,NodeList,NNodes,NTasks,TotalCPU,MaxRSS,CPUTimeRAW"
 SIZES += ",Restarts"
 #: ``fusesched sacct``'s output for :func:`fill`'s jobs before the controller summarised
 #: steps (from their tasks), and the arguments that printed it.
@@ -255,13 +255,13 @@ JobID|JobName|State|ExitCode|Start|End|ElapsedRaw
     (
         [
             "-o",
-            "JobID,Account,AllocCPUS,AllocNodes,NodeList,NNodes,NTasks,TotalCPU,MaxRSS,CPUTimeRaw,Restarts",
+            "JobID,Account,AllocCPUS,AllocNodes,NodeList,NNodes,NTasks,TotalCPU,MaxRSS,CPUTimeRAW,Restarts",
         ],
         """\
-JobID|Account|AllocCPUS|AllocNodes|NodeList|NNodes|NTasks|TotalCPU|MaxRSS|CPUTimeRaw|Restarts
-1|default|2|2|n[0-1]|2|1|00:03.000|17K|16|0
+JobID|Account|AllocCPUS|AllocNodes|NodeList|NNodes|NTasks|TotalCPU|MaxRSS|CPUTimeRAW|Restarts
+1|default|2|2|n[0-1]|2|1|00:00:03||16|0
 1.batch|default|1|1|n0|1|1|00:01.500|4K|8|
-1.0|default|4|2|n[0-1]|2|2|00:01.500|9K|16|
+1.0|default|4|2|n[0-1]|2|2|00:01.500|9000|16|
 1.1|default|8|2|n[0-1]|2|4|||16|
 2|default|1|2|n[0-1]|2|1|||8|0
 2.extern|default|1|2|n[0-1]|2|2|||8|
@@ -270,7 +270,7 @@ JobID|Account|AllocCPUS|AllocNodes|NodeList|NNodes|NTasks|TotalCPU|MaxRSS|CPUTim
 3.batch|default|1|1|n0|1|1|||169|
 3.0|default|4|2|n[0-1]|2|2|||672|
 3.1|default|4|1|n1|1|2|||4|
-4|default|2|2|n[0-1]|2|1|00:03.000|8K|16|1
+4|default|2|2|n[0-1]|2|1|00:00:03||16|1
 4.batch|default|1|1|n0|1|1|00:01.500|4K|8|
 4.0|default|2|1|n0|1|1|00:01.500|4K|12|
 5|default|2|2|n[0-1]|2|1|||16|0

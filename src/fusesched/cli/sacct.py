@@ -7,9 +7,11 @@ by the controller (``steps``: a line a step, however many tasks a step ran) unle
 leaves out the steps and no field needs them; from a controller older than summaries, with
 their tasks (``detail``), summarised here. Fields that need what a job used
 (MaxRSS, TotalCPU, ReqMem, NTasks, AllocTRES) ask ``GET /v1/jobs/{id}/efficiency`` once a
-job, only when the format names them. States, fields and outputs are in
-:mod:`fusesched.cli.sacct_format`, the steps in :mod:`fusesched.cli.sacct_steps`, the times
-in :mod:`fusesched.cli.sacct_time`.
+job, only when the format names them; fields of each task's figures of a step (AveRSS,
+MinCPU, …: :data:`fusesched.cli.sacct_usage.PER_TASK`) ask for the jobs' tasks instead of
+the summaries. States and outputs are in :mod:`fusesched.cli.sacct_format`, the fields (and
+``-e``'s list) in :mod:`fusesched.cli.sacct_fields`, the steps in
+:mod:`fusesched.cli.sacct_steps`, the times in :mod:`fusesched.cli.sacct_time`.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def sacct(
             "-o",
             envvar="SACCT_FORMAT",
             help="Fields, as JobID,JobName%30,State,Elapsed (sacct's names, any case; %N: width, "
-            "%-N: left-justified; list: docs/LIVE.md) (default: SACCT_FORMAT, else JobID, "
+            "%-N: left-justified; list: -e, docs/LIVE.md) (default: SACCT_FORMAT, else JobID, "
             "JobName, Partition, Account, AllocCPUS, State, ExitCode).",
             show_default=False,
             show_envvar=False,
@@ -133,15 +135,29 @@ def sacct(
             "--json", help="A JSON list: an object a row (a job or a step), the fields as keys."
         ),
     ] = False,
+    helpformat: Annotated[
+        bool,
+        typer.Option(
+            "--helpformat",
+            "-e",
+            help="List the fields --format takes (Slurm's names) and exit.",
+        ),
+    ] = False,
     clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
     """Accounting of jobs in a time window, oldest first, each with its steps (as Slurm's
-    sacct: -S -E -u -a -j -s -r -A --name -o -p -P -n -X)."""
+    sacct: -S -E -u -a -j -s -r -A --name -o -p -P -n -X -e)."""
     from fusesched.cli import sacct_format as sf
     from fusesched.cli import sacct_steps as st
+
+    if helpformat:  # (sacct -e: nothing else is done)
+        from fusesched.cli.sacct_fields import helpformat as fields_list
+
+        sys.stdout.write(fields_list())
+        return
     from fusesched.cli.id_lists import comma_list
     from fusesched.cli.sacct_time import parse_sacct_time
 
@@ -174,6 +190,7 @@ def sacct(
         users, ask_me = _me(client)
     found: list[dict[str, Any]] = []
     if wanted is None or wanted:
+        per_task = not allocations and sf.needs_tasks(columns)
         match = sf.state_query(wanted or ())
         query = {
             "user": users or None,
@@ -185,7 +202,8 @@ def sacct(
             "me": ask_me,
             "since": _after_1970(since),
             "until": _after_1970(until),
-            "steps": not allocations or sf.needs_detail(columns),
+            "steps": (not allocations or sf.needs_detail(columns)) and not per_task,
+            "detail": per_task,  # (each step's tasks' own figures: AveRSS, MinCPU, …)
         }
         found = _gather(client, query, tenants, limit)
     if wanted is not None:

@@ -1,13 +1,14 @@
 """What ``fusesched sacct`` prints, as Slurm's sacct: its job states (``COMPLETED``,
-``OUT_OF_MEMORY``, …) and their codes for ``-s``, exit codes as ``code:signal``, its field
-names for ``-o`` (``JobID,JobName%30,State``), and its table, ``-p``/``-P`` and JSON outputs.
+``OUT_OF_MEMORY``, …) and their codes for ``-s``, exit codes as ``code:signal``, the values
+its fields show, ``-o`` read (``JobID,JobName%30,State``; the fields themselves are in
+:mod:`fusesched.cli.sacct_fields`), and its table, ``-p``/``-P`` and JSON outputs.
 
 Pure functions of the job views (``GET /v1/jobs``), with the efficiency views (``GET
 /v1/jobs/{id}/efficiency``) where a field needs what a job used (MaxRSS, TotalCPU, ReqMem,
 NTasks, AllocTRES's memory); bad input raises ``ValueError`` with a message that says what is
 known. A job shows its latest run; its steps' rows (:mod:`fusesched.cli.sacct_steps`) are
 job-like views with a ``step``, where the fields of the job alone (User, Partition, QOS,
-Timelimit, Priority, ReqCPUS, ReqMem, Restarts) are blank, as in Slurm's.
+Timelimit, Priority, Reason, ReqMem, Restarts, WorkDir, …) are blank, as in Slurm's.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
+from fusesched.cli.sacct_usage import PER_TASK, slurm_size
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
 from fusesched.hostlist import compress_hostlist
 from fusesched.model.phases import node_failed, oom_killed
+
+if TYPE_CHECKING:
+    from fusesched.cli.sacct_fields import Field
 
 Job = dict[str, Any]
 #: A job's efficiency view (``{}``: not asked for, or unknown).
@@ -155,11 +160,12 @@ def duration(seconds: float) -> str:
 
 
 def cpu_duration(seconds: float) -> str:
-    """sacct's CPU time: ``MM:SS.mmm`` under an hour, else ``[D-]HH:MM:SS``."""
-    if seconds >= 3600:
-        return duration(seconds)
-    minutes, rest = divmod(max(0.0, seconds), 60)
-    return f"{int(minutes):02d}:{rest:06.3f}"
+    """sacct's CPU time: ``MM:SS.mmm`` under an hour (its milliseconds cut, not rounded),
+    else, or with no milliseconds, ``[D-]HH:MM:SS``."""
+    whole, micro = divmod(round(max(0.0, seconds) * 1e6), 10**6)
+    if whole >= 3600 or micro < 1000:
+        return duration(whole)
+    return f"{whole // 60:02d}:{whole % 60:02d}.{micro // 1000:03d}"
 
 
 def _stamp(t: float | None) -> str:
@@ -181,15 +187,10 @@ def _number(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
 
 
-def _kib(n: int | None) -> str:
-    return "" if n is None else f"{math.ceil(n / 1024)}K"
-
-
 def _memory(n: int | None) -> str:
-    """``4G`` when whole gibibytes, else ``500M`` (as sacct's ReqMem)."""
-    if n is None:
-        return ""
-    return f"{n // 2**30}G" if n and n % 2**30 == 0 else f"{math.ceil(n / 2**20)}M"
+    """Bytes asked for in Slurm's units from mebibytes (``4G``, ``500M``, ``1.50G``), as
+    sacct's ReqMem and the ``mem=`` of its TRES."""
+    return "" if n is None else slurm_size(math.ceil(n / 2**20), unit=2)
 
 
 def _node_list(job: dict[str, Any]) -> str:
@@ -236,70 +237,6 @@ def _total_cpu(usage: Usage) -> str:
     return "" if used is None else cpu_duration(used)
 
 
-class Field(NamedTuple):
-    """One of sacct's fields: its header, default width (negative: left-justified, as sacct's
-    JobID) and value; ``usage``: it needs the job's efficiency view; ``detail``: the job's
-    detailed view (``GET /v1/jobs?detail=true``); ``steps``: step rows show it (else blank)."""
-
-    header: str
-    width: int
-    value: Callable[[Job, Usage, float], str]
-    usage: bool = False
-    detail: bool = False
-    steps: bool = True
-
-
-def _plain(key: str, default: str = "") -> Callable[[Job, Usage, float], str]:
-    return lambda job, _u, _n: str(job.get(key) or default)
-
-
-#: sacct's fields by lower-case name.
-FIELDS: Final[dict[str, Field]] = {
-    f.header.lower(): f
-    for f in (
-        Field("JobID", -12, lambda j, _u, _n: str(j["id"])),
-        Field("JobIDRaw", -12, lambda j, _u, _n: str(j["id"])),
-        Field("JobName", 10, _plain("name")),
-        Field("User", 9, _plain("user"), steps=False),
-        Field("Partition", 10, _plain("queue"), steps=False),
-        Field("Account", 10, _plain("tenant")),
-        Field("QOS", 10, _plain("qos"), steps=False),
-        Field("State", 10, lambda j, _u, _n: sacct_state(j)),
-        Field("ExitCode", 8, lambda j, _u, _n: exit_code(j)),
-        Field("Reason", 20, _plain("reason", "None")),
-        Field("Submit", 19, lambda j, _u, _n: _stamp(j.get("submit_time"))),
-        Field("Eligible", 19, lambda j, _u, _n: _eligible(j)),
-        Field("Start", 19, lambda j, _u, _n: _stamp(j.get("start_time"))),
-        Field("End", 19, lambda j, _u, _n: _stamp(j.get("end_time"))),
-        Field("Elapsed", 10, lambda j, _u, n: duration(_elapsed_s(j, n))),
-        Field("ElapsedRaw", 10, lambda j, _u, n: str(_elapsed_s(j, n))),
-        Field("Timelimit", 10, lambda j, _u, _n: _timelimit(j), steps=False),
-        Field("AllocCPUS", 10, lambda j, _u, _n: _number(_cpus(j))),
-        Field("AllocNodes", 10, lambda j, _u, _n: str(len(j.get("nodes") or []))),
-        Field("AllocTRES", -40, lambda j, u, _n: _alloc_tres(j, u), usage=True),
-        Field("NodeList", -15, lambda j, _u, _n: _node_list(j)),
-        Field(
-            "NNodes",
-            8,
-            lambda j, _u, _n: str(len(j.get("nodes") or []) or j.get("min_nodes") or 1),
-        ),
-        Field("NTasks", 8, lambda _j, u, _n: str(u.get("tasks_count") or ""), usage=True),
-        Field("ReqCPUS", 8, lambda j, _u, _n: _number(float(j.get("cpus") or 0)), steps=False),
-        Field(
-            "ReqMem",
-            10,
-            lambda _j, u, _n: _memory(u.get("memory_bytes")),
-            usage=True,
-            steps=False,
-        ),
-        Field("MaxRSS", 10, lambda _j, u, _n: _kib(u.get("max_rss_bytes")), usage=True),
-        Field("TotalCPU", 10, lambda _j, u, _n: _total_cpu(u), usage=True),
-        Field("CPUTime", 10, lambda j, _u, n: duration(_cpu_time_s(j, n))),
-        Field("CPUTimeRaw", 10, lambda j, _u, n: str(_cpu_time_s(j, n))),
-        Field("Priority", 10, lambda j, _u, _n: str(j.get("priority", 0)), steps=False),
-        Field("Restarts", 8, lambda j, _u, _n: _restarts(j), detail=True, steps=False),
-    )
-}
 #: sacct's default fields.
 DEFAULT_FORMAT: Final = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 #: The widest a field may be (``%1000``).
@@ -324,6 +261,8 @@ def parse_format(text: str) -> list[Column]:
     """``-o JobID,JobName%30,State%-12`` (any case): the fields with their widths (``%N``:
     right-justified in N columns, ``%-N`` left-justified); a ``ValueError`` that lists the
     known fields for an unknown one."""
+    from fusesched.cli.sacct_fields import FIELDS  # (its values are this module's)
+
     columns: list[Column] = []
     for raw in text.split(","):
         item = _ITEM.fullmatch(raw.strip())
@@ -344,6 +283,11 @@ def parse_format(text: str) -> list[Column]:
 def needs_usage(columns: Sequence[Column]) -> bool:
     """Whether any of ``columns`` needs the jobs' efficiency views."""
     return any(c.field.usage for c in columns)
+
+
+def needs_tasks(columns: Sequence[Column]) -> bool:
+    """Whether any of ``columns`` needs each task's figures of a step (the jobs' tasks)."""
+    return any(c.field.header.lower() in PER_TASK for c in columns)
 
 
 def needs_detail(columns: Sequence[Column]) -> bool:

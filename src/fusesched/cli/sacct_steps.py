@@ -35,7 +35,10 @@ of the job's own tasks; a job waiting again (requeued) shows none.
   base name, as Slurm's; empty for a step stored before names were).
 * its Start/End: its tasks' earliest start and latest end; NodeList/NNodes: their nodes;
   TotalCPU: their CPU time; MaxRSS: the highest peak of one task; NTasks: the step's tasks
-  (``step_tasks``: ``srun -n``, an MPI step's ranks; stored before: its tasks' count).
+  (``step_tasks``: ``srun -n``, an MPI step's ranks; stored before: its tasks' count);
+  AveRSS, AveCPU, MinCPU and the node and task of the peak and of the least CPU time: of its
+  tasks (:mod:`fusesched.cli.sacct_usage`; of a step of several tasks only with the job's
+  tasks, ``detail=true``).
 * AllocCPUS (and so CPUTime, AllocTRES): a numbered step's tasks × the job's CPUs per task
   (``cpus_per_task``), as Slurm's; the ``.batch`` and ``.extern`` steps' (and a step's whose
   job's task groups ask different CPUs) is the job's CPUs on its nodes, shared evenly among
@@ -45,9 +48,10 @@ of the job's own tasks; a job waiting again (requeued) shows none.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from fusesched.cli import sacct_usage as su
 from fusesched.cli.id_lists import comma_list, job_ids
 from fusesched.cli.sacct_format import ENDED_BY_CONTROLLER
 from fusesched.model import step_summary as ss
@@ -134,15 +138,21 @@ def summarise(name: str, tasks: Iterable[Mapping[str, Any]]) -> Step:
 def step_rows(job: Job, state: str, names: set[str] | None = None) -> list[tuple[Job, Job]]:
     """The job's step rows (each a job-like view and its usage, what :mod:`sacct_format`'s
     fields read), in order; ``state``: the job's sacct state; ``names``: only these steps."""
+    samples = su.step_samples(job)
     return [
-        step_view(job, step, state) for step in steps(job) if names is None or step["step"] in names
+        step_view(job, step, state, samples.get(str(step["step"])))
+        for step in steps(job)
+        if names is None or step["step"] in names
     ]
 
 
-def step_view(job: Job, step: Step, job_state: str) -> tuple[Job, Job]:
+def step_view(
+    job: Job, step: Step, job_state: str, samples: Sequence[su.Sample] | None = None
+) -> tuple[Job, Job]:
     """``step`` of ``job`` (its summary) as a job-like view (``step``: its name; ``state``:
     its sacct state, ``phase`` empty) and its usage (``tasks_count``, ``cpu_seconds``,
-    ``max_rss_bytes``)."""
+    ``max_rss_bytes``, ``stats``: its per-task figures, from ``samples``, its tasks' figures,
+    when known, else from its summary)."""
     name = str(step["step"])
     nodes = [str(node) for node in step.get("nodes") or ()]
     state, code = step_state(step, job_state), step.get("exit_code")
@@ -155,6 +165,7 @@ def step_view(job: Job, step: Step, job_state: str) -> tuple[Job, Job]:
         "step": name,
         "name": str(step.get("name") or ""),
         "tenant": job.get("tenant"),
+        "seq": job.get("seq"),  # (sacct's DBIndex: the job's)
         "state": state,
         "phase": "",
         "exit_code": code,
@@ -174,6 +185,7 @@ def step_view(job: Job, step: Step, job_state: str) -> tuple[Job, Job]:
         "tasks_count": ranks,
         "cpu_seconds": step.get("cpu_seconds"),
         "max_rss_bytes": step.get("max_rss_bytes"),
+        "stats": su.task_stats(samples) if samples else su.summary_stats(step),
     }
     return view, usage
 
