@@ -22,6 +22,12 @@ PodGroup                                           from its pods: any Failed →
                                                    Succeeded → SUCCEEDED, any running → RUNNING
 object gone (404)                                  left out (the caller treats it as LOST)
 =================================================  ==============================================
+
+A failed job one of whose failed pods its node took down is ``node_failed`` (the controller
+answers it as a node failure, Slurm's NODE_FAIL: :func:`node_lost`): the pod evicted (its
+reason ``Evicted``, the kubelet under node pressure), its node lost or shut down
+(``NodeLost``, ``NodeShutdown``, ``Shutdown``), or its ``DisruptionTarget`` condition saying
+its node's taint, the pod garbage collector (its node deleted) or the kubelet ended it.
 """
 
 from __future__ import annotations
@@ -50,6 +56,13 @@ _POD_STATES: Final[Mapping[str, RemoteState]] = {
     "Failed": RemoteState.FAILED,
 }
 _DEADLINE: Final = "DeadlineExceeded"
+#: A pod's own reason when its node ended it (evicted under pressure, lost, shut down).
+_NODE_REASONS: Final = frozenset({"Evicted", "NodeLost", "NodeShutdown", "Shutdown"})
+#: The reasons of a pod's ``DisruptionTarget`` condition that blame its node: not a
+#: preemption by the scheduler, nor an eviction through the API (a drain, asked for).
+_NODE_DISRUPTIONS: Final = frozenset(
+    {"DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"}
+)
 
 
 def _epoch(moment: datetime | None) -> float | None:
@@ -76,6 +89,19 @@ def _pod_reason(pod: client.V1Pod) -> str:
     if detail is not None and (detail.reason or detail.message):
         return ": ".join(x for x in (detail.reason, detail.message) if x)
     return ""
+
+
+def node_lost(pod: client.V1Pod) -> bool:
+    """Whether ``pod`` failed because its node did (evicted, node lost or shut down)."""
+    status = pod.status
+    if status is None or status.phase != "Failed":
+        return False
+    if status.reason in _NODE_REASONS:
+        return True
+    return any(
+        c.type == "DisruptionTarget" and c.status == "True" and c.reason in _NODE_DISRUPTIONS
+        for c in status.conditions or []
+    )
 
 
 def _timed_out(pods: Sequence[client.V1Pod]) -> bool:
@@ -172,5 +198,6 @@ def remote_status(
         end_time=end if state.terminal else None,
         nodes=nodes,
         timed_out=timed_out,
+        node_failed=state is RemoteState.FAILED and any(node_lost(p) for p in pods),
         out_of_memory=oom and state is RemoteState.FAILED,
     )

@@ -15,8 +15,8 @@ exits reported in the meantime are kept and passed on right after. A run whose t
 failed before the restart gets that first failure back from the store
 (:func:`_failed_before`), and its other tasks are stopped again. A job whose node is still
 missing after ``node_timeout_s`` is given up on that node: its tasks there are declared lost
-(fenced if the node returns), the others are killed, and the job goes back to the queue for
-a new run.
+(fenced if the node returns), the others are killed, and the job's restart policy decides, as
+for a node lost while it ran (:func:`give_up`): back to the queue for a new run, or failed.
 
 Every function here runs with the controller's lock held.
 """
@@ -31,7 +31,7 @@ from fusesched.agent.step_plan import read_hostfile
 from fusesched.api.wire import NodeInventory, TaskLaunch
 from fusesched.controller import endings, failures, federation, late_exits
 from fusesched.controller.completion import recovered
-from fusesched.controller.hang import ActionKind, Failure, FailureKind, next_action
+from fusesched.controller.hang import ActionKind, Failure, FailureKind
 from fusesched.controller.launchenv import HOSTFILE_NAME
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask, recovered_spec, stored_request
@@ -41,7 +41,7 @@ from fusesched.controller.step_gpus import adopted_gpus
 from fusesched.core.requeue import NOT_REQUEUED
 from fusesched.model.events import AdoptedTask, JobAdopted, JobCancelRequested, JobSubmitted
 from fusesched.model.node import NodeState
-from fusesched.model.phases import JobPhase, node_failure
+from fusesched.model.phases import JobPhase
 from fusesched.store import JobDetail
 from fusesched.store.records import JobRow, JobState, TaskRow
 
@@ -125,6 +125,7 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             )
             if t.state is not JobState.RUNNING:  # (ended before: a task of its gang all the same)
                 task.state, task.exit_code, task.end_time = "exited", t.exit_code, t.end_time
+                task.reason = t.reason or ""  # (the OOM killer's: the job ends OUT_OF_MEMORY)
             if row.pool in ctl.pools:  # an external cluster runs it: follow it there again
                 if t.external_id is None:
                     continue  # never confirmed by the cluster: run it again
@@ -144,7 +145,11 @@ def recover_running(ctl: Controller, details: list[JobDetail], now: float) -> No
             # killed 10 ms after deciding to requeue, the run was failed for the exit -1)
             _lost_before(ctl, live, now)
         elif not any(not t.remote and t.state != "exited" for t in live.tasks.values()):
-            requeue(ctl, live, "no task of it was running", now)
+            if row.pool in ctl.pools:  # never confirmed by its cluster: handed over again
+                requeue(ctl, live, "no task of it was running", now)
+            else:  # its tasks gone from their nodes: lost, as its agent no longer listing them
+                gone = Failure(FailureKind.TASK_LOST, None, "no task of it was running")
+                give_up(ctl, live, gone, now)
     ctl.adopt_until = now + ctl.config.node_timeout_s
 
 
@@ -223,15 +228,27 @@ def _failed_before(live: LiveJob, rows: list[TaskRow]) -> bool:
 
 
 def _lost_before(ctl: Controller, live: LiveJob, now: float) -> None:
-    """``live``'s run lost a task before the restart: what its restart policy says, its
-    restarts so far counted from the store (requeued; failed as a node failure when the
-    policy is ``notify`` or its budget is spent, as :func:`failures.planned_action` had)."""
+    """``live``'s run lost a task before the restart: what its restart policy says, as the
+    old controller had decided or would have (:func:`give_up`)."""
     reason = "a task of it was lost before the controller restarted"
-    policy = failures.restart_policy(live.request)
-    failure = Failure(FailureKind.TASK_LOST, None, reason)
-    action = next_action(failure, ctl.persist.restarts(live.id), policy)
-    give_up = action.reason if action.kind is ActionKind.FAIL else ""
-    requeue(ctl, live, reason, now, lost=True, fail=give_up)
+    give_up(ctl, live, Failure(FailureKind.TASK_LOST, None, reason), now)
+
+
+def give_up(ctl: Controller, live: LiveJob, failure: Failure, now: float) -> None:
+    """A job left running that cannot be adopted (``failure``: its node did not come back,
+    its task was lost): its restart policy decides as for the same failure while it ran
+    (:func:`failures.planned_action`, its restarts so far counted from the store's runs):
+    the same ``Job<Kind>`` event and reason, then requeued (``…: requeued``), or failed
+    (``--no-requeue``, ``notify``, its budget spent: a node failure, NODE_FAIL). A restart
+    in place cannot be (the job holds no nodes here yet): it is requeued instead. Queued
+    again at once, on any node: its lost node, not back, takes nothing meanwhile (excluding
+    it would leave a job bound to it waiting for ever instead)."""
+    action = failures.planned_action(ctl, live, failure)
+    ctl.persist.job_event(live.id, f"Job{failure.kind.value.title()}", action.reason, now)
+    if action.kind in (ActionKind.FAIL, ActionKind.NOTIFY):
+        requeue(ctl, live, action.reason, now, fail=action.reason)
+    else:
+        requeue(ctl, live, f"requeued ({action.reason})", now)
 
 
 def _grant(devices: tuple[str, ...]) -> Grant:
@@ -360,23 +377,19 @@ def expire(ctl: Controller, now: float) -> None:
         for task in live.tasks.values():
             if task.node in ctl.nodes and task.state != "exited":
                 ctl.nodes[task.node].kills.append(ctl.kill_now(task, "its job was requeued"))
-        requeue(
-            ctl, live, "a node of it did not come back after a controller restart", now, lost=True
-        )
+        why = "a node of it did not come back after a controller restart"
+        give_up(ctl, live, Failure(FailureKind.NODE, None, why), now)
     release_held_nodes(ctl, now)
 
 
-def requeue(
-    ctl: Controller, live: LiveJob, reason: str, now: float, lost: bool = False, fail: str = ""
-) -> None:
-    """A job left running that cannot be adopted: forget its old run, queue a new one. One
-    that may not be requeued (``sbatch --no-requeue``), or given ``fail`` (its restart
-    policy's reason not to restart it), fails instead with the reason (marked
-    a node failure when ``lost``, its node gone: Slurm's NODE_FAIL), here (the core never
-    had it, and would read its own dependencies, met before the restart, as on unknown
-    jobs), and what waits on it (outside the core: unsubmitted.py) settles. Either way its
-    old run's job token is revoked (here, or by ``end_here``), as when the core requeues or
-    ends a job (controller/endings.py)."""
+def requeue(ctl: Controller, live: LiveJob, reason: str, now: float, fail: str = "") -> None:
+    """A job left running that cannot be adopted: forget its old run, queue a new one with
+    ``reason``. Given ``fail`` (its restart policy's reason not to restart it:
+    :func:`give_up`), or one that may not be requeued (``sbatch --no-requeue``), it fails
+    instead with that reason, here (the core never had it, and would read its own
+    dependencies, met before the restart, as on unknown jobs), and what waits on it (outside
+    the core: unsubmitted.py) settles. Either way its old run's job token is revoked (here,
+    or by ``end_here``), as when the core requeues or ends a job (controller/endings.py)."""
     from fusesched.controller import recovery  # (here, not above: recovery imports adoption)
 
     for task in live.tasks.values():
@@ -394,8 +407,6 @@ def requeue(
         return
     if fail or not live.request.requeue:
         why = fail or f"{reason}; {NOT_REQUEUED}"
-        why = node_failure(why) if lost else why  # (``lost``: its node's, NODE_FAIL)
-        ctl.persist.job_event(live.id, "JobNotRequeued", why, now)
         recovery.end_here(ctl, {live.id: why}, JobPhase.FAILED)
         recovery.retry_waiting(ctl)
         return

@@ -23,7 +23,7 @@ from fusesched.controller.metrics import group_of, metrics_for
 from fusesched.controller.run_launches import revoke_job_tokens
 from fusesched.controller.step_cpus import release_unended, returned
 from fusesched.model.events import JobExited, JobHoldRequested
-from fusesched.model.phases import JobPhase
+from fusesched.model.phases import OOM_REASON, JobPhase, oom_killed
 from fusesched.submit.task_group import RetryExits
 
 if TYPE_CHECKING:
@@ -154,9 +154,30 @@ def job_may_have_ended(ctl: Controller, live: LiveJob, now: float) -> None:
                 ctl.events.append(JobHoldRequested(job_id, live.hold))
         else:
             timed_out = "walltime" in why or ended_by_limit(why)  # (InactiveLimit: as Slurm)
-            ended = JobExited(job_id, code, why, timed_out=timed_out, completing=left)
+            oom = not timed_out and _out_of_memory(live, code, why, main)
+            if oom and not oom_killed(why):
+                why = f"{OOM_REASON}; {why}" if why else OOM_REASON
+            ended = JobExited(
+                job_id, code, why, timed_out=timed_out, completing=left, out_of_memory=oom
+            )
             ctl.events.append(ended)
         ctl.wake()
+
+
+def _out_of_memory(live: LiveJob, code: int, why: str, main: list[LiveTask]) -> bool:
+    """Whether the run ends as the kernel's OOM killer's (Slurm's ``OUT_OF_MEMORY``): its
+    first failure says so, or the OOM killer killed a process of one of the job's own tasks
+    (its agent's reason, :data:`OOM_REASON`) whatever that task's exit (a batch script that
+    goes on after its child was killed exits 0), as Slurm ends a job whose batch step had an
+    oom-kill event ``OUT_OF_MEMORY`` whatever its script's status. Not a run the controller
+    ended (cancelled, out of time, preempted, a node lost, a ``completes_job`` group done,
+    a failure its restart policy failed): that ends it as before. An ``srun`` step's task
+    (``remote``) is its step's (sacct's step row), not the job's, as Slurm's."""
+    if oom_killed(why):
+        return True
+    if live.stopping is not None or code == failures.FAILED_BY_CONTROLLER:
+        return False
+    return any(t.reason == OOM_REASON for t in main)
 
 
 def _retry_exit(ctl: Controller, live: LiveJob, code: int, why: str, now: float) -> None:

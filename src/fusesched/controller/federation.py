@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusesched.api.wire import LogChunk, NodeInventory, TaskLaunch
-from fusesched.backends.base import Backend, RemoteJob, RemotePlacement, RemoteState
+from fusesched.backends.base import Backend, RemoteJob, RemotePlacement, RemoteState, RemoteStatus
 from fusesched.backends.federation_config import FederationConfig, parse_federation
 from fusesched.backends.routing import PoolLoad, Route, RouteError, route, routed_placement
+from fusesched.controller import failures
 from fusesched.controller.drivers import ClusterPool
+from fusesched.controller.hang import Failure, FailureKind
 from fusesched.controller.pools import Grant
 from fusesched.controller.records import LiveJob, LiveTask
 from fusesched.controller.remote import RemotePool, Update
@@ -343,12 +345,23 @@ def _apply_status(
         reason = f"walltime exceeded ({reason})"
     if status.node_failed:  # (Slurm's NODE_FAIL: no exit status of its own; sacct NODE_FAIL)
         code, reason = -1, node_failure(reason)
+        _node_failed(ctl, live, status, now)
     elif status.out_of_memory:  # (the cluster's OOM killer: sacct, squeue OUT_OF_MEMORY)
         reason = f"{OOM_REASON}: {reason}"
     if status.state is RemoteState.LOST:
         live.requeue = ((), now, status.reason)  # never a lost job: run it again
     end = min(status.end_time or now, now)
     ctl.finish_task(task, code, reason, end)
+
+
+def _node_failed(ctl: Controller, live: LiveJob, status: RemoteStatus, now: float) -> None:
+    """The cluster ended the job for a node of it failing (Slurm's NODE_FAIL, a pod evicted or
+    its node lost): a node failure for the job's restart policy, as a local node lost
+    (failures.py): requeued within its budget, or failed as NODE_FAIL (``--no-requeue``,
+    ``notify``, its budget spent). No node is excluded: the cluster does not say which of
+    its nodes failed, and marks that one down itself (the pool's next node list)."""
+    failure = Failure(FailureKind.NODE, None, status.reason or f"{live.pool} node failure")
+    failures.job_failed(ctl, live, failure, now)
 
 
 def _write_logs(ctl: Controller, task: LiveTask, data: dict[str, bytes]) -> None:

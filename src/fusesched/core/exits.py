@@ -26,7 +26,8 @@ RUNNING, QUEUED, COMPLETED = JobPhase.RUNNING, JobPhase.QUEUED, JobPhase.COMPLET
 
 
 def exited(core: SchedulerCore, event: JobExited, now: float) -> list[Decision]:
-    """A running job ended: released, moved to its end phase (or requeued)."""
+    """A running job ended: released, moved to its end phase (or requeued). One the OOM
+    killer killed in (``out_of_memory``) fails even when it exited 0."""
     rec = core.jobs.get(event.job_id)
     if rec is None or rec.phase is not RUNNING:
         raise KeyError(f"job {event.job_id!r} is not running")
@@ -36,7 +37,7 @@ def exited(core: SchedulerCore, event: JobExited, now: float) -> list[Decision]:
         rec.move(JobPhase.CANCELLED, now, rec.stop_requested)
     elif event.timed_out:
         rec.move(JobPhase.TIMEOUT, now, event.reason or "walltime exceeded")
-    elif event.exit_code == 0:
+    elif event.exit_code == 0 and not event.out_of_memory:
         rec.move(COMPLETED, now, event.reason or "exit 0")
     elif rec.preempt_reason is not None or event.requeue:
         return requeue(core, rec, event, now)

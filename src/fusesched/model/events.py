@@ -58,6 +58,18 @@ class JobHoldRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class EndedJobRequeueRequested:
+    """Run an ended job (completed, failed, cancelled or timed out) again under its id, as
+    Slurm's ``scontrol requeue`` of a finished batch job does: it queues again (``<ended> →
+    queued``), one attempt more, its history kept. ``job``: its spec now (a core that no
+    longer holds it, after a restart, takes it as new). A job that has not ended, or may not
+    be requeued (``JobSpec.requeue`` False), is a ``ValueError`` (core/requeue.py)."""
+
+    job: JobSpec
+    reason: str = "requeued by user"
+
+
+@dataclass(frozen=True, slots=True)
 class JobUpdateRequested:
     """Change a job's priority, QoS or time limit (Slurm's ``scontrol update``); the fields
     left ``None`` stay. A queued job takes its new place in the queue. A running job may
@@ -93,6 +105,10 @@ class JobExited:
     ``completing``: nodes where processes of the run still live (a job step's task that the
     shell kills after a grace): the run's booking there stays held until
     :class:`CompletingEnded` (Slurm's COMPLETING; core/completing.py).
+
+    ``out_of_memory``: the kernel's OOM killer killed a process of the job's own tasks (its
+    ``reason`` says so): the run failed even when it exited 0, as Slurm's job whose batch step
+    had an oom-kill event ends ``OUT_OF_MEMORY``.
     """
 
     job_id: str
@@ -103,6 +119,7 @@ class JobExited:
     exclude_nodes: tuple[str, ...] = ()
     not_before: float = 0.0
     completing: tuple[str, ...] = ()
+    out_of_memory: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +236,7 @@ Event = (
     | JobHoldRequested
     | JobReleaseRequested
     | JobUpdateRequested
+    | EndedJobRequeueRequested
     | JobExited
     | CompletingEnded
     | JobCheckpointed
