@@ -197,3 +197,5 @@ def test_parsable_prints_the_ids_alone_on_the_quick_path(
     assert capsys.readouterr().out == "7\n"
     assert fast.run("sbatch", ["--parsable", "--json", "--controller", url, str(job)]) is None
     assert fast.run("sbatch", ["--controller", url, str(job), "--parsable"]) is None
+    # (sbatch's, then the script's own: the full command keeps the script's)
+    assert fast.run("sbatch", ["--parsable", "--controller", url, str(job), "--parsable"]) is None

@@ -265,6 +265,7 @@ HANDED_OVER: list[tuple[str, list[str], dict[str, str]]] = [
     ("other-command", ["jobs", "--json"], {"FUSESCHED_CONTROLLER": "http://127.0.0.1:9"}),
     ("parsable-json", ["sbatch", "--parsable", "--json", "run.sh"], {}),
     ("parsable-after-script", ["sbatch", "run.sh", "--parsable"], {}),
+    ("parsable-both-sides", ["sbatch", "--parsable", "run.sh", "--parsable"], {}),
 ]
 
 

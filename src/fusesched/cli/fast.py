@@ -183,12 +183,12 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
 
 
 def _after_the_script(argv: Sequence[str], option: str) -> bool:
-    """Whether sbatch's ``option`` comes only after its script (the first existing file),
-    where it is the script's argument, not sbatch's."""
+    """Whether ``option`` comes (also) after sbatch's script (the first existing file), where
+    it is the script's argument, not sbatch's."""
     if any(arg == "--wrap" or arg.startswith("--wrap=") for arg in argv):
         return False
-    first = argv.index(option)
-    return any(not a.startswith("-") and os.path.isfile(a) for a in argv[:first])
+    last = len(argv) - 1 - list(reversed(argv)).index(option)
+    return any(not a.startswith("-") and os.path.isfile(a) for a in argv[:last])
 
 
 def run(command: str, argv: Sequence[str]) -> int | None:
