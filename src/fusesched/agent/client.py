@@ -14,7 +14,10 @@ alone does not make a quick report; it goes with the next beat (an exit, new out
 beat), or after :data:`RUNNING_REPORT_DELAY_S`.
 
 With :class:`~fusesched.agent.sensing.Sensing`, a third thread samples the tasks and the node's
-health every ``interval_s``, and full beats carry the results. With a dataset
+health every ``interval_s``, and full beats carry the results. Each full beat also carries the
+node's free memory and load averages, read as it is built (agent/node_load.py); a controller
+older than that field refuses it (422), and the beat is sent again without it, as are the
+agent's later beats until it registers again. With a dataset
 cache (the runtime's ``data_cache``), full beats name the datasets it holds, and the datasets a
 reply asks to stage ahead are copied into it in the background.
 """
@@ -40,6 +43,7 @@ from fusesched.agent.joining import controller_urls
 from fusesched.agent.leaving import tell_leaving
 from fusesched.agent.link import ControllerLink, NodeForgotten
 from fusesched.agent.logtext import chunk_end
+from fusesched.agent.node_load import LoadReports, read_node_load
 from fusesched.agent.pty_bridge import HttpRelay, Pty, PtyBridge
 from fusesched.agent.sensing import Sensing
 from fusesched.agent.sensors import TaskWatch
@@ -48,6 +52,7 @@ from fusesched.api.wire import (
     HeartbeatReply,
     LogChunk,
     NodeInventory,
+    NodeLoadWire,
     TaskLaunch,
     TaskReport,
     TaskSampleWire,
@@ -107,6 +112,7 @@ class AgentClient:
         sensing: Sensing | None = None,
         data_cache: DatasetCache | None = None,
         link: ControllerLink | None = None,
+        node_load: Callable[[], NodeLoadWire | None] | None = read_node_load,
     ) -> None:
         # several URLs: a leader and its standbys; requests go to ``self.url`` and move on to
         # the next URL when it cannot be reached or answers 503 (a standby)
@@ -119,6 +125,8 @@ class AgentClient:
         self.runtime = runtime
         self.long_poll_s = long_poll_s
         self.sensing = sensing  # None: no task samples or node health in heartbeats
+        # the node's free memory and load, read for each full beat (None: not reported)
+        self.load = LoadReports(node_load)
         if sensing is not None and hasattr(runtime, "on_exit"):
             # a task's final sample, taken as it exits, rides with its exit report
             setattr(runtime, "on_exit", sensing.final)  # noqa: B010 (not in Runtime)
@@ -335,6 +343,7 @@ class AgentClient:
             health=health,
             datasets=self.data_cache.cached() if full and self.data_cache is not None else None,
             ready=ready,
+            load=self.load.read() if full else None,
         )
         # a quick report with an exit waits for the cycle that handles it: the reply may
         # carry the launch that takes the room it freed
@@ -375,6 +384,7 @@ class AgentClient:
         with self._lock:
             running = self.runtime.launches()
         self.inventory = self.inventory.model_copy(update={"running": running})
+        self.load.refused = False  # (the controller restarted: maybe a newer one)
         try:
             self.register(retry_s=5.0)
         except httpx.HTTPError:
@@ -384,12 +394,17 @@ class AgentClient:
         quick = beat.running is None
         if self._link is not None:
             return self._link.heartbeat(beat, wait_s, quick)
-        if self._failover:
-            response = self._send_anywhere(beat.model_dump_json(), wait_s, quick)
-        else:
-            response = self._post_beat(self.url, beat.model_dump_json(), wait_s, quick)
+        response = self._post_any(beat, wait_s, quick)
+        if beat.load is not None and self.load.refused_by(response, self.url):
+            # (refused before anything was done with it: the same beat again, without it)
+            response = self._post_any(beat.model_copy(update={"load": None}), wait_s, quick)
         response.raise_for_status()
         return HeartbeatReply.model_validate_json(response.content)
+
+    def _post_any(self, beat: Heartbeat, wait_s: float, quick: bool) -> httpx.Response:
+        if self._failover:
+            return self._send_anywhere(beat.model_dump_json(), wait_s, quick)
+        return self._post_beat(self.url, beat.model_dump_json(), wait_s, quick)
 
     def _beat_url(self, url: str, wait_s: float, quick: bool) -> httpx.URL:
         """The heartbeat URL (parsed once: httpx's URL parsing costs more than the request's

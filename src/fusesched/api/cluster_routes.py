@@ -71,6 +71,7 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
             change = latest.get(inventory.name)
             # (an agent that said it stopped answers no more, whatever beat came after)
             late = now - seen > controller.config.node_timeout_s or (live is not None and live.left)
+            load = None if live is None else live.load
             out.append(
                 NodeView(
                     name=inventory.name,
@@ -89,6 +90,9 @@ def add_cluster_routes(app: FastAPI, access: Access) -> None:
                     since=change[2] if change else None,
                     responding=state is NodeState.SUSPENDED or not late,
                     completing=inventory.name in comp,
+                    free_memory_bytes=None if load is None else load.free_memory_bytes,
+                    load1=None if load is None else load.load1,
+                    load5=None if load is None else load.load5,
                 )
             )
         return out

@@ -184,6 +184,12 @@ class NodeView(_View):
     # all that is booked on it is ended jobs' whose tasks are being killed there: Slurm's
     # COMPLETING (sinfo's comp; controller/completing_views.py)
     completing: bool = False
+    # its free memory (the kernel's MemFree, bytes) and 1- and 5-minute load averages as its
+    # agent last said (None: not known, as for an agent older than them); Slurm's FreeMem
+    # and CPULoad (the 5-minute one)
+    free_memory_bytes: int | None = None
+    load1: float | None = None
+    load5: float | None = None
 
 
 class NodeDrain(_Input):

@@ -268,6 +268,20 @@ class NodeHealthWire(_Wire):
         return {g.index for g in self.gpus if g.faulty}
 
 
+class NodeLoadWire(_Wire):
+    """The node's free memory (the kernel's ``MemFree``, bytes) and its 1- and 5-minute load
+    averages, as its agent read them for this beat (agent/node_load.py); None: not read."""
+
+    free_memory_bytes: int | None = Field(default=None, ge=0)
+    load1: Finite | None = Field(default=None, ge=0)
+    load5: Finite | None = Field(default=None, ge=0)
+
+
+#: The heartbeat field that carries :class:`NodeLoadWire`: a controller older than it refuses
+#: it (422), and the agent then sends its beats without it (agent/client.py).
+LOAD_FIELD = "load"
+
+
 class Heartbeat(_Wire):
     node: str
     reports: list[TaskReport] = Field(default_factory=list)
@@ -284,6 +298,11 @@ class Heartbeat(_Wire):
     # ready or not; left out when empty (a controller older than it refuses the field). A task
     # never named here (an older agent's) is of unknown readiness, not "not ready"
     ready: dict[str, bool] = Field(default_factory=dict, exclude_if=lambda value: not value)
+    # full beats only: the node's free memory and load averages (Slurm's FreeMem and
+    # CPULoad); left out when None. An agent older than it sends none (the node's figures
+    # show as N/A); a controller older than it refuses it, and the agent leaves it out of
+    # its beats from then on (:data:`LOAD_FIELD`)
+    load: NodeLoadWire | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Leaving(_Wire):

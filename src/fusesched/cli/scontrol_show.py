@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from fusesched.cli.live import slurm_duration, slurm_hms
 from fusesched.cli.sacct_format import exit_code
-from fusesched.cli.sinfo_format import NodeInfo, node_info
+from fusesched.cli.sinfo_format import NodeInfo, cpu_load_text, free_mem_text, node_info
 from fusesched.cli.squeue_format import slurm_state
 from fusesched.hostlist import compress_hostlist
 from fusesched.model.job import DependencyKind
@@ -305,11 +305,19 @@ def node_record(view: Mapping[str, Any]) -> Record:
     labels = view.get("labels") or {}
     record: Record = [
         [("NodeName", node.name), ("Arch", str(labels.get("kubernetes.io/arch") or NULL))],
-        [("CPUAlloc", str(node.cpus_alloc)), ("CPUTot", str(node.cpus))],
+        [
+            ("CPUAlloc", str(node.cpus_alloc)),
+            ("CPUTot", str(node.cpus)),
+            ("CPULoad", cpu_load_text(node)),
+        ],
         [("AvailableFeatures", ",".join(node.features) or NULL)],
         [("Gres", node.gres)],
         [("NodeAddr", node.address or node.name), ("NodeHostName", node.hostname)],
-        [("RealMemory", str(node.memory_mb)), ("TmpDisk", str(node.tmp_disk_mb))],
+        [
+            ("RealMemory", str(node.memory_mb)),
+            ("FreeMem", free_mem_text(node)),
+            ("TmpDisk", str(node.tmp_disk_mb)),
+        ],
         [("State", node_state(node))],
         [("Partitions", node.partition)],
     ]

@@ -66,6 +66,10 @@ class NodeInfo:
     reason_time: float | None
     address: str
     hostname: str
+    # what its agent last said: free memory (the kernel's MemFree, MiB) and the 5-minute load
+    # average (Slurm's CPULoad); None: not known (an agent older than them says neither)
+    free_mem_mb: int | None = None
+    cpu_load: float | None = None
 
     @property
     def other(self) -> bool:
@@ -129,7 +133,33 @@ def node_info(view: Mapping[str, Any]) -> NodeInfo:
         reason_time=float(at) if at is not None else None,
         address=str(view.get("address") or ""),
         hostname=str(labels.get("kubernetes.io/hostname") or view["name"]),
+        free_mem_mb=_reading(view.get("free_memory_bytes"), MIB),
+        cpu_load=_load(view.get("load5")),
     )
+
+
+def _reading(value: Any, unit: int) -> int | None:
+    """A whole count of ``unit`` (rounded down, as Slurm's); None when not a count."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None
+    return int(value // unit) if math.isfinite(value) else None
+
+
+def _load(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def free_mem_text(node: NodeInfo) -> str:
+    """``%e`` (scontrol's ``FreeMem``): free MiB, ``N/A`` when not known."""
+    return "N/A" if node.free_mem_mb is None else str(node.free_mem_mb)
+
+
+def cpu_load_text(node: NodeInfo) -> str:
+    """``%O`` (scontrol's ``CPULoad``): the load average with two decimals, ``N/A`` when not
+    known."""
+    return "N/A" if node.cpu_load is None else f"{node.cpu_load:.2f}"
 
 
 def _amounts(quantities: Mapping[str, Any]) -> dict[str, int]:
@@ -328,9 +358,10 @@ FIELDS: Final[dict[str, Field]] = {
     "E": Field("REASON", _first(lambda n: n.reason)),
     "u": Field("USER", _first(lambda n: n.reason_user)),
     "H": Field("TIMESTAMP", _first(lambda n: _stamp(n.reason_time))),
-    # what agents do not report (the OS's free memory, the load average) prints N/A
-    "e": Field("FREE_MEM", lambda _row: "N/A"),
-    "O": Field("CPU_LOAD", lambda _row: "N/A"),
+    # what the node's agent last said (N/A: not known); nodes whose figures differ go on
+    # lines of their own, as in Slurm
+    "e": Field("FREE_MEM", _first(free_mem_text)),
+    "O": Field("CPU_LOAD", _first(cpu_load_text)),
     # a node's CPUs as Slurm counts those of a node configured by CPU count alone: each CPU
     # a socket of one core of one thread
     "z": Field("S:C:T", _first(lambda n: f"{n.cpus}:1:1")),

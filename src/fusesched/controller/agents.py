@@ -169,6 +169,8 @@ def heartbeat(
         node.last_seen = now
         node.takes_signals = signals
         fenced = failures.fence(ctl, beat) if not quick else 0
+        if not quick:
+            node.load = beat.load
         # back, and its stale tasks gone (a node whose agent left comes back by registering:
         # a beat sent before it left may arrive after)
         if node.state is NodeState.DOWN and not fenced and not node.left:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from fusesched.api.wire import NodeLoadWire
+
 NODE_LABELS = ["node", "pool"]
 GPU_LABELS = ["node", "pool", "gpu", "uuid", "model"]
 
@@ -57,6 +59,27 @@ class Families:
             "Node power: measured (GPU power readings) and estimated (power model for the "
             "CPU cores and the GPUs without a reading); sum both for the node's total.",
             labels=[*NODE_LABELS, "source"],
+        )
+    )
+    free_memory: GaugeMetricFamily = field(
+        default_factory=lambda: GaugeMetricFamily(
+            "fusesched_node_free_memory_bytes",
+            "The node's free memory (the kernel's MemFree) as its agent last reported it.",
+            labels=NODE_LABELS,
+        )
+    )
+    load1: GaugeMetricFamily = field(
+        default_factory=lambda: GaugeMetricFamily(
+            "fusesched_node_load1",
+            "The node's 1-minute load average as its agent last reported it.",
+            labels=NODE_LABELS,
+        )
+    )
+    load5: GaugeMetricFamily = field(
+        default_factory=lambda: GaugeMetricFamily(
+            "fusesched_node_load5",
+            "The node's 5-minute load average as its agent last reported it.",
+            labels=NODE_LABELS,
         )
     )
     pool_capacity: GaugeMetricFamily = field(
@@ -110,6 +133,18 @@ class Families:
         )
     )
 
+    def add_load(self, labels: list[str], load: NodeLoadWire | None) -> None:
+        """A node's free memory and load averages, those its agent reported (none: none)."""
+        if load is None:
+            return
+        for family, value in (
+            (self.free_memory, load.free_memory_bytes),
+            (self.load1, load.load1),
+            (self.load5, load.load5),
+        ):
+            if value is not None:
+                family.add_metric(labels, float(value))
+
     def all(self) -> list[Metric]:
         return [
             self.up,
@@ -118,6 +153,9 @@ class Families:
             self.allocated,
             self.used,
             self.power,
+            self.free_memory,
+            self.load1,
+            self.load5,
             self.pool_capacity,
             self.pool_allocated,
             self.pool_used,

@@ -294,6 +294,7 @@ class ControllerMetrics:
             live_node = ctl.nodes.get(name)
             if live_node is None:
                 continue  # an external cluster's node: no sensors, no power model
+            f.add_load([name, pool], live_node.load)
             sensed = self._nodes.get(name)
             measured_w, modelled_w, busy_gpus = self._gpus(
                 f, name, pool, live_node.inventory, sensed, held.get(name, set())

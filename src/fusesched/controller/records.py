@@ -13,6 +13,7 @@ from fusesched.api.wire import (
     DatasetWire,
     KillTask,
     NodeInventory,
+    NodeLoadWire,
     TaskLaunch,
     TaskLimit,
     TaskSignal,
@@ -158,6 +159,9 @@ class LiveNode:
     # its agent said it is stopping (agents.leaving): down, whatever beats were already on
     # their way, until it registers again
     left: bool = False
+    # its free memory and load averages as its latest full beat said (None: not said, as an
+    # agent older than them says nothing): sinfo's %e %O, scontrol's FreeMem and CPULoad
+    load: NodeLoadWire | None = None
 
     def has_work(self) -> bool:
         """Whether its agent's next reply carries something (launches, kills, new time
