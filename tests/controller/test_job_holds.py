@@ -184,7 +184,6 @@ def test_requeue_and_hold_keeps_it_waiting(ctl: Controller, client: TestClient) 
     ("which", "status", "message"),
     [
         ("pending", 409, "only a running job is requeued"),
-        ("ended", 409, "has ended"),
         ("unknown", 404, "no job '999'"),
         ("twice", 409, "is already stopping"),
     ],

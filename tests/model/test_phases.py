@@ -26,10 +26,12 @@ def test_table_covers_every_phase() -> None:
     assert all(isinstance(v, frozenset) for v in TRANSITIONS.values())
 
 
-def test_terminal_phases_have_no_way_out() -> None:
+def test_terminal_phases_leave_only_by_a_requeue_on_request() -> None:
+    """An ended job moves only when it is requeued on request (scontrol requeue: back to
+    the queue, or to wait for its dependencies again; core/ended_requeue.py)."""
     assert {p for p in JobPhase if p.terminal} == TERMINAL
     for phase in TERMINAL:
-        assert TRANSITIONS[phase] == frozenset()
+        assert TRANSITIONS[phase] == frozenset({JobPhase.QUEUED, JobPhase.PENDING})
     for phase in set(JobPhase) - TERMINAL:
         assert TRANSITIONS[phase], f"{phase} is not terminal but has no way out"
 

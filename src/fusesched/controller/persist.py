@@ -233,6 +233,11 @@ class Persistence:
         if self.notices is not None and self.notices.watches(job_id):
             self.notices.requeued(job_id, reason, now)
 
+    def job_reopened(self, job_id: str) -> None:
+        """An ended job requeued on request (controller/ended_requeue.py): its last run's end
+        and exit code are cleared (:meth:`job_requeued` writes the rest)."""
+        self._job_changes.append(JobChange(job_id, end_time=None, exit_code=None))
+
     def job_energy(self, job_id: str, total_j: float, measured_j: float) -> None:
         """What the job's run drew (docs/METRICS.md: measured where GPUs report power)."""
         self._job_changes.append(JobChange(job_id, energy_j=total_j, energy_measured_j=measured_j))

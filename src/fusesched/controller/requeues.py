@@ -5,9 +5,11 @@ The job's tasks are stopped as for a failure's restart (SIGTERM, then SIGKILL af
 period) and, once all have exited, the core queues it again: it starts afresh (a job that
 checkpoints resumes from its checkpoint folder), counts one more attempt, and the run's tasks
 stay in its history. With ``hold`` it is held once queued (controller/holds.py; a
-cluster-admin's is an administrator hold, as with :func:`holds.hold`). Only a running
-job of the local agents can be requeued: a waiting one has nothing to requeue, and a job an
-external cluster runs is requeued there. A job that may not be requeued (``requeue``
+cluster-admin's is an administrator hold, as with :func:`holds.hold`). A running job of
+the local agents, or a job that has ended (completed, failed, cancelled, timed out: it runs
+again under its id, controller/ended_requeue.py) can be requeued: a waiting one has nothing
+to requeue, and a job an external cluster runs is requeued there; an array's id requeues its
+running and its ended members. A job that may not be requeued (``requeue``
 false, as ``sbatch --no-requeue`` asks) or whose restart policy allows no restarts
 (``max_restarts`` 0) is not requeued (as Slurm refuses to requeue a ``--no-requeue`` job).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fusesched.controller import ended_requeue
 from fusesched.controller.holds import Authority, HoldRefused, member_targets
 from fusesched.model.phases import JobPhase
 
@@ -42,7 +45,17 @@ def requeue(
     now = ctl.clock()
     with ctl.work:
         running = lambda t: _running(ctl, t)  # noqa: E731
-        targets = member_targets(ctl, job_id, running, "running", "requeue")
+        ended = [] if job_id in ctl.jobs else ended_requeue.ended_members(ctl, job_id)
+        if job_id in ctl.jobs or not ended:
+            try:
+                targets = member_targets(ctl, job_id, running, "running", "requeue")
+            except HoldRefused:
+                if job_id in ctl.jobs or not ctl.persist.job_exists(job_id):
+                    raise
+                targets, ended = [], [job_id]  # an ended job (not an array's id)
+        else:  # an array some members of which have ended: those, and its running ones
+            members = [j for j, job in ctl.jobs.items() if job.spec.array_parent == job_id]
+            targets = [t for t in members if _running(ctl, t)]
         for target in targets:
             live = ctl.jobs[target]
             if not _running(ctl, target):
@@ -70,9 +83,12 @@ def requeue(
             live.hold_admin = hold and by is Authority.ADMIN
             ctl.persist.job_event(target, "JobRequeueRequested", why, now)
             ctl.stop_tasks(live, why)
+        admin = hold and by is Authority.ADMIN
+        for target in ended:
+            ended_requeue.requeue_ended(ctl, target, why, hold, admin)
         ctl.persist.flush()
     ctl.wake()
-    return targets
+    return [*targets, *ended]
 
 
 def _running(ctl: Controller, job_id: str) -> bool:

@@ -38,6 +38,7 @@ from fusesched.core import (
     array_deps,
     completing,
     deadlines,
+    ended_requeue,
     exits,
     intake,
     multifactor,
@@ -65,6 +66,7 @@ from fusesched.model.events import (
     ArrayRecalled,
     CompletingEnded,
     Decision,
+    EndedJobRequeueRequested,
     Event,
     GroupPlacement,
     JobAdopted,
@@ -227,6 +229,8 @@ class SchedulerCore:
             if self.bookings is not None:  # (a new time limit may change its nodes)
                 reservations.refresh_job(self, event.job_id, now)
             return out
+        if isinstance(event, EndedJobRequeueRequested):
+            return ended_requeue.requeue_ended(self, event, now)
         if isinstance(event, JobAdopted):
             return adopt(self, event, now)
         if isinstance(event, CompletingEnded):

@@ -30,6 +30,8 @@ TERMINAL: Final = frozenset(
     {JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED, JobPhase.TIMEOUT}
 )
 
+_REQUEUED: Final = frozenset({JobPhase.QUEUED, JobPhase.PENDING})
+
 TRANSITIONS: Final[dict[JobPhase, frozenset[JobPhase]]] = {
     JobPhase.PENDING: frozenset({JobPhase.QUEUED, JobPhase.CANCELLED}),
     JobPhase.QUEUED: frozenset({JobPhase.RUNNING, JobPhase.CANCELLED, JobPhase.PENDING}),
@@ -44,10 +46,12 @@ TRANSITIONS: Final[dict[JobPhase, frozenset[JobPhase]]] = {
         }
     ),
     JobPhase.PREEMPTED: frozenset({JobPhase.QUEUED, JobPhase.CANCELLED}),
-    JobPhase.COMPLETED: frozenset(),
-    JobPhase.FAILED: frozenset(),
-    JobPhase.CANCELLED: frozenset(),
-    JobPhase.TIMEOUT: frozenset(),
+    # an ended job requeued on request (scontrol requeue): it queues, or waits for its
+    # dependencies again (one that never started: they were never met)
+    JobPhase.COMPLETED: _REQUEUED,
+    JobPhase.FAILED: _REQUEUED,
+    JobPhase.CANCELLED: _REQUEUED,
+    JobPhase.TIMEOUT: _REQUEUED,
 }
 
 
