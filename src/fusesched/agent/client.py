@@ -20,6 +20,11 @@ older than that field refuses it (422), and the beat is sent again without it, a
 agent's later beats until it registers again. With a dataset
 cache (the runtime's ``data_cache``), full beats name the datasets it holds, and the datasets a
 reply asks to stage ahead are copied into it in the background.
+
+Registration and beats go to the controller through an in-process
+:class:`~fusesched.agent.link.ControllerLink` when the client has one, else over HTTP
+(agent/failover.py): to the current controller URL, moving on to the next one (a leader and its
+standbys) while it cannot be reached or answers 503.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Protocol
 import httpx
 
 from fusesched.agent.datasets import DatasetCache
+from fusesched.agent.failover import post_beat, register_over_http
 from fusesched.agent.joining import controller_urls
 from fusesched.agent.leaving import tell_leaving
 from fusesched.agent.link import ControllerLink, NodeForgotten
@@ -74,13 +80,6 @@ RUNNING_REPORT_DELAY_S = 0.2
 #: large last burst reaches the controller in a few beats, not at one chunk a beat.
 MAX_BEAT_LOG_BYTES = 4 * 1024 * 1024
 LONG_POLL_S = 2.0
-#: With several controllers, how long one beat goes round them while none leads.
-FAILOVER_ROUNDS_S = 2.0
-
-
-def _standby(response: httpx.Response) -> bool:
-    """A standby controller's answer (503): the request should go to another controller."""
-    return response.status_code == 503
 
 
 class Runtime(Protocol):
@@ -207,36 +206,12 @@ class AgentClient:
         return tell_leaving(self._http, self.urls[first:] + self.urls[:first], self.inventory.name)
 
     def register(self, retry_s: float = 30.0) -> None:
-        """Register, retrying while the controller is still starting."""
+        """Register, retrying while the controller is still starting (over HTTP:
+        :func:`~fusesched.agent.failover.register_over_http`, going round the controllers)."""
         if self._link is not None:
             self._link.register(self.inventory)
             return
-        deadline = time.monotonic() + retry_s
-        while True:
-            url = self.url
-            moved = False
-            try:
-                response = self._http.post(
-                    f"{url}/v1/agents/register", json=self.inventory.model_dump(mode="json")
-                )
-                if self._failover and _standby(response):
-                    moved = self._move_on(url, "is a standby")
-                response.raise_for_status()
-                if self._failover:
-                    log.info("node %s registered with %s", self.inventory.name, url)
-                return
-            except httpx.HTTPStatusError as exc:
-                if exc.response.status_code in (401, 403, 409):  # retrying will not help
-                    raise
-                if time.monotonic() > deadline or self.stop_event.is_set():
-                    raise
-            except httpx.HTTPError as exc:
-                if self._failover:
-                    moved = self._move_on(url, f"is unreachable ({exc})")
-                if time.monotonic() > deadline or self.stop_event.is_set():
-                    raise
-            if not moved or self.url == self.urls[0]:  # a full round: pause
-                time.sleep(0.2)
+        register_over_http(self, retry_s)
 
     # ------------------------------------------------------------------ threads
 
@@ -391,84 +366,19 @@ class AgentClient:
             self.stop_event.wait(1.0)
 
     def _send(self, beat: Heartbeat, wait_s: float) -> HeartbeatReply:
+        """Send ``beat`` through the link, else over HTTP (agent/failover.py: to the current
+        controller, moving on while it is away or a standby)."""
         quick = beat.running is None
         if self._link is not None:
             return self._link.heartbeat(beat, wait_s, quick)
-        response = self._post_any(beat, wait_s, quick)
+        response = post_beat(self, beat.model_dump_json(), wait_s, quick)
         if beat.load is not None and self.load.refused_by(response, self.url):
             # (refused before anything was done with it: the same beat again, without it)
-            response = self._post_any(beat.model_copy(update={"load": None}), wait_s, quick)
+            response = post_beat(
+                self, beat.model_copy(update={"load": None}).model_dump_json(), wait_s, quick
+            )
         response.raise_for_status()
         return HeartbeatReply.model_validate_json(response.content)
-
-    def _post_any(self, beat: Heartbeat, wait_s: float, quick: bool) -> httpx.Response:
-        if self._failover:
-            return self._send_anywhere(beat.model_dump_json(), wait_s, quick)
-        return self._post_beat(self.url, beat.model_dump_json(), wait_s, quick)
-
-    def _beat_url(self, url: str, wait_s: float, quick: bool) -> httpx.URL:
-        """The heartbeat URL (parsed once: httpx's URL parsing costs more than the request's
-        own work). Quick reports say ``launch=true``: this agent takes launches in their
-        replies (a controller that does not know the flag ignores it and answers none). Every
-        beat says ``signals=true``: this agent understands the replies' signals (a controller
-        sends none to an agent that does not say so: older agents refuse the fields),
-        ``probes=true``: it runs the launches' liveness and readiness probes (the same), and
-        ``outputs=true``: it writes their output files and starts them in the folder they were
-        submitted from (the same), ``pty=true``: it relays their pseudo-terminals (the same)."""
-        key = (url, wait_s, quick)
-        found = self._urls.get(key)
-        if found is None:
-            query = f"wait={wait_s}&signals=true&probes=true&outputs=true&pty=true" + (
-                "&launch=true" if quick else ""
-            )
-            found = self._urls[key] = httpx.URL(f"{url}/v1/agents/heartbeat?{query}")
-        return found
-
-    def _post_beat(self, url: str, content: str, wait_s: float, quick: bool) -> httpx.Response:
-        return self._http.post(
-            self._beat_url(url, wait_s, quick),
-            content=content,
-            headers={"content-type": "application/json"},
-        )
-
-    def _send_anywhere(self, content: str, wait_s: float, quick: bool) -> httpx.Response:
-        """Send a beat to the current controller; when it is unreachable or a standby, to the
-        next ones (round after round for up to :data:`FAILOVER_ROUNDS_S`). A new leader answers
-        404 (it does not know this node yet), which makes the work thread register again, with
-        it. Beats are safe to send twice."""
-        deadline = time.monotonic() + FAILOVER_ROUNDS_S
-        while True:
-            outcome: httpx.Response | httpx.TransportError | None = None
-            for _ in self.urls:
-                url = self.url
-                try:
-                    outcome = self._post_beat(url, content, wait_s, quick)
-                except httpx.TransportError as exc:
-                    outcome = exc
-                    if not self._move_on(url, f"is unreachable ({exc})"):
-                        break
-                    continue
-                if not _standby(outcome) or not self._move_on(url, "is a standby"):
-                    return outcome
-            # no controller leads right now (a take-over under way): go round again shortly
-            if time.monotonic() > deadline or self.stop_event.wait(0.1):
-                break
-        if isinstance(outcome, httpx.Response):
-            return outcome
-        assert outcome is not None  # there is at least one URL
-        raise outcome
-
-    def _move_on(self, failed: str, why: str) -> bool:
-        """Make the URL after ``failed`` the current one (unless another thread already moved
-        on); returns whether there is another URL to try."""
-        if not self._failover or self.stop_event.is_set():
-            return False
-        with self._url_lock:
-            if self.url == failed:
-                index = self.urls.index(failed)
-                self.url = self.urls[(index + 1) % len(self.urls)]
-                log.warning("controller %s %s; trying %s", failed, why, self.url)
-        return True
 
     def _obey(self, reply: HeartbeatReply) -> None:
         for dataset in reply.stage:  # queued: copied by the cache's own worker
