@@ -46,7 +46,8 @@ def test_an_older_agents_beat_is_taken_and_leaves_them_unknown(
 
 
 def test_bad_figures_are_refused(ctl: Controller, client: TestClient) -> None:
-    for bad in ({"free_memory_bytes": -1}, {"load1": -0.5}, {"load5": "high"}):
+    huge = {"free_memory_bytes": 10**400}  # (a float cannot hold it: sinfo and /metrics failed)
+    for bad in ({"free_memory_bytes": -1}, {"load1": -0.5}, {"load5": "high"}, huge):
         answer = client.post(
             "/v1/agents/heartbeat?wait=0", json={"node": "n0", "running": [], "load": bad}
         )

@@ -272,7 +272,7 @@ class NodeLoadWire(_Wire):
     """The node's free memory (the kernel's ``MemFree``, bytes) and its 1- and 5-minute load
     averages, as its agent read them for this beat (agent/node_load.py); None: not read."""
 
-    free_memory_bytes: int | None = Field(default=None, ge=0)
+    free_memory_bytes: int | None = Field(default=None, ge=0, le=2**63 - 1)  # (int64, as /proc)
     load1: Finite | None = Field(default=None, ge=0)
     load5: Finite | None = Field(default=None, ge=0)
 
