@@ -3,9 +3,11 @@ answers as told, and an environment with no ambient token or controller."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,3 +84,24 @@ def no_ambient_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("FUSESCHED_TOKEN", "FUSESCHED_JOB_TOKEN", "FUSESCHED_CA", "FUSESCHED_CONTROLLER"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+@contextlib.contextmanager
+def pretend_cluster(folder: Path, cpus: int = 1) -> Iterator[str]:
+    """A real controller (its files in ``folder``) and one agent, node ``n1`` with ``cpus``
+    CPUs and 1 GiB, whose tasks only pretend to run (``FUSESCHED_FAKE_DURATION``,
+    ``FUSESCHED_FAKE_EXIT_CODE``): the controller's URL."""
+    from fusesched.agent.client import AgentClient
+    from fusesched.agent.fake import FakeRuntime
+    from fusesched.api.wire import NodeInventory
+    from fusesched.controller.server import ControllerServer
+
+    server = ControllerServer(folder / "ctl", port=0, long_poll_s=0.1).start()
+    inventory = NodeInventory(name="n1", resources={"cpu": str(cpus), "memory": "1Gi"})
+    agent = AgentClient(server.url, inventory, FakeRuntime(time.time), long_poll_s=0.1)
+    agent.start()
+    try:
+        yield server.url
+    finally:
+        agent.stop()
+        server.stop()

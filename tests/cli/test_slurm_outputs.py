@@ -11,13 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli.conftest import pretend_cluster
 from typer.testing import CliRunner
 
-from fusesched.agent.client import AgentClient
-from fusesched.agent.fake import FakeRuntime
-from fusesched.api.wire import NodeInventory
 from fusesched.cli.main import app
-from fusesched.controller.server import ControllerServer
 from fusesched.sdk import Client
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
@@ -25,15 +22,8 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
 
 @pytest.fixture
 def url(tmp_path: Path) -> Iterator[str]:
-    server = ControllerServer(tmp_path / "ctl", port=0, long_poll_s=0.1).start()
-    inventory = NodeInventory(name="n1", resources={"cpu": "1", "memory": "1Gi"})
-    agent = AgentClient(server.url, inventory, FakeRuntime(time.time), long_poll_s=0.1)
-    agent.start()
-    try:
-        yield server.url
-    finally:
-        agent.stop()
-        server.stop()
+    with pretend_cluster(tmp_path) as found:
+        yield found
 
 
 def submit(client: Client, name: str, seconds: float, **extra: object) -> str:

@@ -37,9 +37,9 @@ from fusesched.cli.sacct_format import (
     duration,
     exit_code,
     sacct_state,
+    tres,
 )
 from fusesched.cli.sacct_steps import steps
-from fusesched.cli.squeue_format import GPU
 from fusesched.model import step_summary as ss
 
 Job = dict[str, Any]
@@ -135,13 +135,7 @@ def _group(job: Job, _u: Usage, _n: float) -> str:
 
 def _req_tres(job: Job, usage: Usage, _n: float) -> str:
     """``cpu=4,mem=4G,node=1,gres/gpu=1``: what the job asks for (started or not)."""
-    parts = [f"cpu={_number(float(job.get('cpus') or 0))}"]
-    if usage.get("memory_bytes"):
-        parts.append(f"mem={_memory(usage['memory_bytes'])}")
-    parts.append(f"node={_req_nodes(job)}")
-    kinds = job.get("accelerators") or ({GPU: job["gpus"]} if job.get("gpus") else {})
-    parts.extend(f"gres/{'gpu' if k == GPU else k}={n}" for k, n in kinds.items() if n)
-    return ",".join(parts)
+    return tres(job, usage, float(job.get("cpus") or 0), _req_nodes(job))
 
 
 def _req_nodes(job: Job) -> int:

@@ -202,10 +202,16 @@ def _alloc_tres(job: Job, usage: Usage) -> str:
     """``cpu=2,mem=4G,node=1,gres/gpu=1``: what a started job holds (blank before)."""
     if job.get("start_time") is None:
         return ""
-    parts = [f"cpu={_number(_cpus(job))}"]
+    return tres(job, usage, _cpus(job), len(job.get("nodes") or []) or job.get("min_nodes") or 1)
+
+
+def tres(job: Job, usage: Usage, cpus: float, nodes: int) -> str:
+    """``cpu=…,mem=…,node=…,gres/gpu=…`` of ``job`` with ``cpus`` and ``nodes`` (AllocTRES,
+    ReqTRES): its memory and accelerators as it asks for them."""
+    parts = [f"cpu={_number(cpus)}"]
     if usage.get("memory_bytes"):
         parts.append(f"mem={_memory(usage['memory_bytes'])}")
-    parts.append(f"node={len(job.get('nodes') or []) or job.get('min_nodes') or 1}")
+    parts.append(f"node={nodes}")
     kinds = job.get("accelerators") or ({GPU: job["gpus"]} if job.get("gpus") else {})
     parts.extend(f"gres/{'gpu' if k == GPU else k}={n}" for k, n in kinds.items() if n)
     return ",".join(parts)
