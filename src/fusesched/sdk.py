@@ -268,6 +268,12 @@ class Client(StepCalls, AdminCalls):
         path = f"/v1/jobs/{path_segment(job_id)}/requeue"
         return list(self._call("POST", path, {"reason": reason, "hold": hold})["requeued"])
 
+    def resubmit(self, job_id: str) -> dict[str, Any]:
+        """Submit a job's stored request again, as this client's user and not held (an array
+        member: the whole array); with the submitting shell's environment only when this is
+        the job's own user. ``{"id", "ids" (an array's members), "warnings"}``."""
+        return dict(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/resubmit"))
+
     def logs(self, job_id: str, task: str | None = None, offset: int = 0) -> str:
         """The job's output (of its first task, or of ``task``) from byte ``offset`` on."""
         return self.logs_from(job_id, task, offset)[0]

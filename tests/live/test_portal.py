@@ -318,8 +318,13 @@ def test_a_job_is_submitted_into_a_reservation_from_the_form(portal: Portal) -> 
 
 
 def test_cancel_and_resubmit(portal: Portal) -> None:
+    """Resubmit is the controller's: alice's new job inherits the shell she submitted from
+    (never shown to the page); the admin's resubmission of it is his own, without it, and
+    the page says so."""
     alice = portal.client("alice")
-    victim = alice.submit(job(["sleep", "600"], name="to-cancel"))
+    shell = {"PATH": os.environ["PATH"], "PORTAL_MARK": "from-alices-shell"}
+    argv = ["sh", "-c", "echo mark=$PORTAL_MARK; exec sleep 600"]
+    victim = alice.submit(job(argv, name="to-cancel", submit_env=shell))
     wait_state(alice, victim, "Running")
     page = portal.login("alice")
     page.locator(f'#jobs tr[data-job="{victim}"] a').click()
@@ -333,8 +338,22 @@ def test_cancel_and_resubmit(portal: Portal) -> None:
     again = page.url.rsplit("/", 1)[1]
     assert again != victim
     expect(page.get_by_role("heading", level=1)).to_contain_text("to-cancel")
+    expect(page.locator("#action-msg")).to_have_text(f"Resubmitted job {victim}.")
     assert alice.show(again)["user"] == "alice"
+    deadline = time.monotonic() + 30
+    while "mark=from-alices-shell" not in alice.logs(again):
+        assert time.monotonic() < deadline, alice.logs(again)
+        time.sleep(0.1)
     alice.cancel(again)
+    admin = portal.login("admin")
+    admin.goto(f"{portal.url}/portal/#/job/{victim}")
+    admin.get_by_role("button", name="Resubmit").click()  # the confirmation is accepted
+    expect(admin.locator("#action-msg")).to_contain_text(f"job {victim} is alice's")
+    expect(admin.locator("#action-msg")).to_contain_text("inherits none")
+    theirs = admin.url.rsplit("/", 1)[1]
+    assert portal.client("admin").show(theirs)["user"] != "alice"
+    portal.client("admin").cancel(theirs)
+    admin.context.close()
     never = alice.submit(job(["true"], name="never-started", hold=True))
     alice.cancel(never)  # its wait ended with it: the list does not go on counting
     page.goto(page.url.split("#")[0] + "#/jobs")

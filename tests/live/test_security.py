@@ -139,6 +139,7 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
         ("POST", "/v1/jobs/{job_id}/hold"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/release"): {"path": {"job_id": bob_job}, "json": {}},
         ("POST", "/v1/jobs/{job_id}/requeue"): {"path": {"job_id": bob_job}, "json": {}},
+        ("POST", "/v1/jobs/{job_id}/resubmit"): {"path": {"job_id": bob_job}},
         ("POST", "/v1/jobs/{job_id}/update"): {
             "path": {"job_id": bob_job},
             "json": {"priority": 1},

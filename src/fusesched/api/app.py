@@ -26,6 +26,7 @@ from fusesched.api.purge_routes import add_purge_routes
 from fusesched.api.reconfigure_routes import add_reconfigure_routes
 from fusesched.api.reservation_routes import add_reservation_routes
 from fusesched.api.responses import add_error_handlers
+from fusesched.api.resubmit_routes import add_resubmit_routes
 from fusesched.api.schemas import Health
 from fusesched.api.signal_routes import add_signal_routes
 from fusesched.api.start_routes import add_start_routes
@@ -61,6 +62,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     access = Access(controller, auth)
     add_job_routes(app, access)
     add_cancel_routes(app, access)
+    add_resubmit_routes(app, access)
     add_log_routes(app, access)
     add_signal_routes(app, access)
     add_alive_routes(app, access)

@@ -6,8 +6,8 @@ one under its key (the SHA-256 of its canonical JSON) and the job's ``env_id`` n
 array of 10,000 members, or a user's day of submissions from one shell, stores it once.
 :func:`split_environments` takes it out of rows about to be inserted; the controller's
 recovery puts it back into a stored request, which it needs to start the job
-(:func:`fusesched.controller.records.stored_request`). Nothing else reads it: no view shows
-it.
+(:func:`fusesched.controller.records.stored_request`), and a resubmission by the job's own
+user carries it to the new job (:mod:`fusesched.api.resubmit_routes`). No view shows it.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@
   const LOG_KEEP = 1000000; // characters of a followed log kept on the page
 
   let me = null; // who is logged in (GET /v1/portal/me)
+  let resubmitted = null; // the job the next job page was resubmitted from, and the warnings
   let timers = []; // polling of the current page
   let page = 0; // bumps on every navigation: late answers of an old page are dropped
   let loginMessage = ""; // why the user was logged out, shown on the login form
@@ -444,6 +445,11 @@
     // requeue a running job (its tasks stopped, the job queued again)
     const requeueBtn = h("button", { type: "button", id: "requeue", text: "Requeue" });
     const actionMsg = h("div", { id: "action-msg", role: "status" });
+    if (resubmitted && resubmitted.to === id) { // (this job was resubmitted from that page)
+      actionMsg.textContent = [`Resubmitted job ${resubmitted.from}.`,
+        ...resubmitted.warnings].join(" ");
+    }
+    resubmitted = null;
     // change a waiting job's priority, QoS or time limit, or a running job's time limit;
     // shown while editable(detail)
     const editBtn = h("button", { type: "button", id: "edit", text: "Edit",
@@ -689,18 +695,28 @@
       refresh();
     });
     resubmitBtn.addEventListener("click", async () => {
-      const request = Object.assign({}, detail.request);
-      delete request.user; // resubmitted as the one who asks (the token's user)
-      delete request.hold; // a resubmission runs when it can, even of a job submitted held
-      const arr = request.array;
-      if (arr && !window.confirm("This job is a member of an array: Resubmit submits the " +
-        `whole array again (indices ${arr.start} to ${arr.stop}). Go on?`)) return;
+      // the controller resubmits the stored request, as the one who asks and not held, with
+      // the submitting shell's environment when that is the job's own user (docs/PORTAL.md)
+      const arr = detail.request.array;
+      const notes = [];
+      if (arr) notes.push("This job is a member of an array: Resubmit submits the whole " +
+        `array again (indices ${arr.start} to ${arr.stop}).`);
+      const owner = detail.job.user;
+      if (me && me.auth && owner !== me.user) notes.push(`This is ${owner}'s job: it is ` +
+        "resubmitted as you, and the environment of the shell that submitted it (its PATH, " +
+        `virtual environment) goes only with ${owner}'s own resubmission.`);
+      if (notes.length && !window.confirm(`${notes.join(" ")} Go on?`)) return;
+      resubmitBtn.disabled = true;
       try {
-        const out = await api("POST", "/v1/jobs", request);
-        location.hash = submittedHash(out);
+        const out = await api("POST", `/v1/jobs/${encodeURIComponent(id)}/resubmit`, {});
+        const hash = submittedHash(out);
+        resubmitted = { to: decodeURIComponent(hash.split("/").pop()), from: id,
+          warnings: out.warnings || [] };
+        location.hash = hash;
       } catch (err) {
         actionMsg.replaceChildren(errorBox("Resubmit failed", [err.message]));
       }
+      resubmitBtn.disabled = false;
     });
 
     render(detail);
