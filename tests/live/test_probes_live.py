@@ -27,7 +27,7 @@ import httpx
 import pytest
 from tests.probe_server import probe_server
 
-from fusesched.agent.client import AgentClient
+from fusesched.agent import failover
 
 from .failure_cluster import FailureCluster, failure_cluster, until
 
@@ -144,13 +144,12 @@ def test_readiness_and_a_liveness_restart_of_a_service(
 def test_an_agent_too_old_for_probes_leaves_readiness_unknown(
     tmp_path: Path, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    beat_url = AgentClient._beat_url
+    beat_url = failover.beat_url
 
-    def old(self: AgentClient, url: str, wait_s: float, quick: bool) -> httpx.URL:
-        found = beat_url(self, url, wait_s, quick)
-        return found.copy_remove_param("probes")
+    def old(cache: dict[Any, httpx.URL], url: str, wait_s: float, quick: bool) -> httpx.URL:
+        return beat_url(cache, url, wait_s, quick).copy_remove_param("probes")
 
-    monkeypatch.setattr(AgentClient, "_beat_url", old)
+    monkeypatch.setattr(failover, "beat_url", old)
     port = free_port()
     with failure_cluster(tmp_path) as cluster:
         cluster.add_agent("old")
