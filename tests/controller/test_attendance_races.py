@@ -33,12 +33,14 @@ ONE = {"resources": {"cpu": "1"}, "argv": ["true"]}
 def test_a_ping_while_a_requeued_job_goes_back_to_the_queue_is_taken(
     ctl: Controller, client: TestClient
 ) -> None:
-    job = submit(client, attended=True)["id"]
+    """(A requeue on request is refused for an attended job, as no batch job: a failure
+    its restart policy retries requeues it.)"""
+    retried = {"retry_application_failures": True, "backoff_s": 0}
+    job = submit(client, attended=True, restart=retried)["id"]
     task = started(ctl)[job]
-    assert client.post(f"/v1/jobs/{job}/requeue", json={"reason": "x"}).status_code == 200
-    (kill,) = beat(ctl, [task]).kill
-    exited = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=-15, reason=kill.reason)
+    exited = TaskReport(task_id=task, state=TaskState.EXITED, exit_code=1)
     beat(ctl, [], reports=[exited])  # its run has ended; the core has not requeued it yet
+    assert ctl.jobs[job].requeue is not None
     answer = client.post(f"/v1/jobs/{job}/alive")  # (its salloc/run must not give up on it)
     assert answer.status_code == 200, answer.text
     ctl.run_cycle()

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from tests.builders import Clock
+from tests.controller import test_dependency_kinds as many  # (a node running several jobs)
 from tests.controller.conftest import one_node_controller
 
 from fusesched.api.app import create_app
@@ -125,3 +126,47 @@ def test_a_restarted_controller_requeues_a_job_that_ended_before(
         assert view(client, job)["restarts"] == 1
     finally:
         again.persist.close()
+
+
+QUARTER = {"resources": {"cpu": "1"}, "argv": ["true"]}
+
+
+def on_array(client: TestClient, kind: str, array_id: str) -> str:
+    dependencies = [{"kind": kind, "job_id": array_id}]
+    answer = client.post("/v1/jobs", json={"groups": [QUARTER], "dependencies": dependencies})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def test_a_rerun_member_counts_for_jobs_on_its_array(ctl: Controller, client: TestClient) -> None:
+    """A job cancelled by a member's failure (``afterok`` on the whole array) can be requeued
+    once the member is rerun and completed, and runs."""
+    made = client.post("/v1/jobs", json={"groups": [QUARTER], "array": {"start": 0, "stop": 1}})
+    arr, members = made.json()["id"], made.json()["ids"]
+    red = on_array(client, "afterok", arr)
+    tasks = many.launched(ctl)
+    many.exit_task(ctl, tasks[members[0]], 0)
+    many.exit_task(ctl, tasks[members[1]], 3)
+    assert view(client, red)["state"] == "Cancelled"
+    assert client.post(f"/v1/jobs/{members[1]}/requeue", json={}).status_code == 200
+    many.exit_task(ctl, many.launched(ctl)[members[1]], 0)
+    answer = client.post(f"/v1/jobs/{red}/requeue", json={})
+    assert answer.status_code == 200, answer.text
+    assert red in many.launched(ctl)
+
+
+def test_a_requeued_member_holds_back_afterany_on_its_array(
+    ctl: Controller, client: TestClient
+) -> None:
+    made = client.post("/v1/jobs", json={"groups": [QUARTER], "array": {"start": 0, "stop": 1}})
+    arr, members = made.json()["id"], made.json()["ids"]
+    first = on_array(client, "afterany", arr)
+    tasks = many.launched(ctl)
+    for member in members:
+        many.exit_task(ctl, tasks[member], 0)
+    assert first in many.launched(ctl)
+    body = {"hold": True}
+    assert client.post(f"/v1/jobs/{members[1]}/requeue", json=body).status_code == 200
+    later = on_array(client, "afterany", arr)
+    assert later not in many.launched(ctl)
+    assert view(client, later)["state"] == "Pending"

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 from tests.builders import Run, cancel, exited, job, make_core, node, run_script, submit
 
-from fusesched.model.events import EndedJobRequeueRequested, JobHoldRequested
-from fusesched.model.job import JobSpec
+from fusesched.model.events import ArrayRecalled, EndedJobRequeueRequested, JobHoldRequested
+from fusesched.model.job import ArraySpec, Dependency, DependencyKind, JobSpec
 from fusesched.model.phases import JobPhase
 
 ONE = [node("n0").cpu(4).build()]
@@ -141,3 +141,80 @@ def test_a_requeue_that_can_never_fit_is_refused() -> None:
     with pytest.raises(ValueError, match="job a cannot be requeued"):
         run.step(6, EndedJobRequeueRequested(big))
     assert run.phase("a") is JobPhase.COMPLETED
+
+
+# ============================================================================ array members
+
+
+def members(last: int) -> list[JobSpec]:
+    """The members ``arr_0`` … ``arr_<last>`` of array ``arr`` (one cpu each)."""
+    return job("arr").tasks(1, cpu=1).walltime(10).array(0, last).build().expand_array()
+
+
+def on_array(job_id: str, kind: DependencyKind) -> JobSpec:
+    built = job(job_id).tasks(1, cpu=1).walltime(10).build()
+    return replace(built, dependencies=(Dependency(kind, "arr"),))
+
+
+def test_a_requeued_failed_member_no_longer_breaks_afterok_on_its_array() -> None:
+    """The member's failure cancelled the job waiting ``afterok`` on the whole array; once
+    the member is requeued and completes, that job can be requeued and runs."""
+    arr = members(1)
+    red = on_array("red", DependencyKind.AFTER_OK)
+    run = run_script(ONE, [(0, submit(*arr, red)), (5, [exited("arr_0"), exited("arr_1", 3)])])
+    assert run.phase("red") is JobPhase.CANCELLED
+    run.step(6, EndedJobRequeueRequested(arr[1]))
+    tally = run.core.arrays.tallies["arr"]
+    assert tally.failed == "" and tally.unended == {"arr_1"}
+    run.step(9, exited("arr_1"))
+    assert run.phase("arr_1") is JobPhase.COMPLETED and not tally.unended
+    run.step(10, EndedJobRequeueRequested(red))
+    assert run.phase("red") is JobPhase.RUNNING
+
+
+def test_a_requeued_member_is_waited_for_by_a_later_afterany_on_its_array() -> None:
+    arr = members(1)
+    script = [(0.0, submit(*arr, on_array("one", DependencyKind.AFTER_ANY)))]
+    run = run_script(ONE, [*script, (5.0, [exited("arr_0"), exited("arr_1")])])
+    assert run.phase("one") is JobPhase.RUNNING
+    run.step(6, EndedJobRequeueRequested(arr[1]), JobHoldRequested("arr_1", "requeuehold"))
+    run.step(7, submit(on_array("two", DependencyKind.AFTER_ANY)))
+    assert run.phase("two") is JobPhase.PENDING  # arr_1 is pending again, held
+    assert run.core.arrays.tallies["arr"].unstarted == {"arr_1"}
+
+
+def test_a_requeued_member_that_fails_again_breaks_afterok_again() -> None:
+    arr = members(1)
+    seen = on_array("any", DependencyKind.AFTER_ANY)  # (builds the tally)
+    run = run_script(ONE, [(0, submit(*arr, seen)), (5, [exited("arr_0"), exited("arr_1", 3)])])
+    run.step(6, EndedJobRequeueRequested(arr[1]))
+    run.step(7, submit(on_array("red", DependencyKind.AFTER_OK)))
+    assert run.phase("red") is JobPhase.PENDING  # waits for the rerun
+    run.step(9, exited("arr_1", code=2))
+    assert run.phase("red") is JobPhase.CANCELLED
+    assert run.core.jobs["red"].history[-1].reason.endswith("arr_1 failed")
+
+
+def test_the_next_failed_member_is_named_once_the_first_is_requeued() -> None:
+    arr = members(2)
+    script = [(5.0, [exited("arr_0", 1), exited("arr_1", 1), exited("arr_2")])]
+    run = run_script(ONE, [(0.0, submit(*arr)), *script])
+    run.step(6, submit(on_array("fix", DependencyKind.AFTER_NOT_OK)))  # builds the tally
+    assert run.core.arrays.tallies["arr"].failed == "arr_0 failed"
+    run.step(7, EndedJobRequeueRequested(arr[0]), JobHoldRequested("arr_0", "hold"))
+    assert run.core.arrays.tallies["arr"].failed == "arr_1 failed"
+    run.step(8, EndedJobRequeueRequested(arr[1]), JobHoldRequested("arr_1", "hold"))
+    assert run.core.arrays.tallies["arr"].failed == ""
+
+
+def test_a_member_recalled_after_a_restart_counts_as_unended_once_requeued() -> None:
+    core = make_core(ONE)
+    arr = members(1)
+    ended_before = {"arr_0": JobPhase.COMPLETED, "arr_1": JobPhase.FAILED}
+    core.step(0, [ArrayRecalled("arr", ArraySpec(0, 1), ended_before)])
+    core.step(1, submit(on_array("fix", DependencyKind.AFTER_NOT_OK)))  # released
+    core.step(2, [EndedJobRequeueRequested(arr[1]), JobHoldRequested("arr_1", "hold")])
+    assert "arr_1" not in core.arrays.recalled
+    core.step(3, submit(on_array("any", DependencyKind.AFTER_ANY)))
+    assert core.jobs["any"].phase is JobPhase.PENDING
+    assert core.arrays.tallies["arr"].failed == ""

@@ -10,7 +10,8 @@ last run's end and exit code cleared, with a ``JobRequeued`` event (``Restarts``
 the earlier run's tasks and events stay). A job that ran does not wait on its dependencies
 again (they were met); one that never started waits on them again, as a new submission does.
 Refused (a :class:`RequeueRefused`, with the reason) as the running requeue refuses: a job
-that may not be requeued (``requeue: false``, ``sbatch --no-requeue``) or allows no restarts
+that is no batch job (:func:`not_batch`: salloc's allocation, a ``run`` job), one that may
+not be requeued (``requeue: false``, ``sbatch --no-requeue``) or allows no restarts
 (``restart.max_restarts: 0``); and a job the core cannot take again (it no longer fits, a
 dependency that can no longer be met). Runs with the controller's lock held.
 """
@@ -26,6 +27,8 @@ from fusesched.controller.records import LiveJob, recovered_spec, stored_request
 from fusesched.model.events import EndedJobRequeueRequested, JobHoldRequested
 from fusesched.model.phases import JobPhase
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.request import JobRequest
+from fusesched.submit.salloc_holder import holds_allocation
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
@@ -38,6 +41,22 @@ def ended_members(ctl: Controller, array_id: str) -> list[str]:
     return sorted(found, key=lambda j: int(j.rpartition("_")[2] or 0))
 
 
+def not_batch(job_id: str, request: JobRequest) -> str:
+    """Why job ``job_id`` is no batch job, which alone is requeued (Slurm: "Only batch jobs
+    are accepted or processed"): salloc's allocation (its holder) or a ``run`` job, which
+    a command waits on and which would run again with nobody attached; ``""`` for a batch
+    job."""
+    if holds_allocation(request.model_dump()):
+        what = "salloc's allocation"
+    elif request.pty is not None:
+        what = "a run --pty job"
+    elif request.attended:
+        what = "a run job, which a command waits on"
+    else:
+        return ""
+    return f"job {job_id} is not a batch job ({what}): only batch jobs are requeued"
+
+
 def requeue_ended(ctl: Controller, job_id: str, why: str, hold: bool, admin: bool) -> None:
     """Queue the ended job ``job_id`` again (see the module's docstring); ``admin``: its
     ``hold`` is an administrator's."""
@@ -46,6 +65,9 @@ def requeue_ended(ctl: Controller, job_id: str, why: str, hold: bool, admin: boo
         raise HoldRefused(f"job {job_id} has not ended")
     row = detail.job
     request = stored_request(row, ctl.persist.store.environments([row.env_id]))
+    refused = not_batch(job_id, request)
+    if refused:
+        raise HoldRefused(refused)
     if not request.requeue:
         raise HoldRefused(
             f"job {job_id} is not to be requeued (requeue: false; sbatch --no-requeue)"
@@ -79,6 +101,8 @@ def requeue_ended(ctl: Controller, job_id: str, why: str, hold: bool, admin: boo
     ctl.jobs[job_id] = live
     ctl.persist.job_reopened(job_id)
     reason = rec.history[-1].reason
+    if ctl.persist.notices is not None:  # (its end forgot it: watched again, told of this)
+        ctl.persist.notices.reopened(detail, reason, now)
     attempt = live.attempt_base + rec.attempts
     ctl.persist.job_requeued(job_id, rec.phase, reason, attempt, now)
     if hold:

@@ -17,7 +17,7 @@ What is sent when (docs/LIVE.md, "Job event notifications"):
   it, else ``fail`` when it failed or timed out, else ``end`` (any end: completed, failed,
   timed out, cancelled) — the first of those the job asked for;
 * ``requeue`` when a run ends and the job waits again (a failure retried, a preemption, a
-  requeue on request);
+  requeue on request), or an ended job is requeued on request (watched again from then);
 * ``time_limit_50/80/90`` once the run has used that share of its time limit, ``time_limit``
   when it reaches it (at the latest with its end as timed out); several levels passed at once
   (a limit shortened) give one notice, the highest;
@@ -158,8 +158,25 @@ class JobNotices:
                 array.left += len(specs)
                 array.members += len(specs)
 
-    def recovered(self, detail: JobDetail) -> None:
-        """A job a previous controller left unfinished (read back at a restart)."""
+    def reopened(self, detail: JobDetail, reason: str, now: float) -> None:
+        """An ended job requeued on request (controller/ended_requeue.py; ``detail``: its
+        ended row): watched again for its next run, as at its submission, and told of its
+        requeue (``requeue``, with its last run's times). A member of an array told of as a
+        whole rejoins the array's summary (a new one when the array's was sent)."""
+        if not self.watches(detail.job.id):
+            self.recovered(detail, rejoins=True)
+        with self._lock:
+            job = self._jobs.get(detail.job.id)
+            if job is None or NotifyEvent.REQUEUE not in job.events:
+                return
+            notice = self._notice(job, NotifyEvent.REQUEUE, "REQUEUED", now, reason=reason)
+            row = detail.job
+            self._send(replace(notice, start_time=row.start_time, end_time=row.end_time))
+
+    def recovered(self, detail: JobDetail, rejoins: bool = False) -> None:
+        """A job a previous controller left unfinished (read back at a restart); with
+        ``rejoins``, an ended one requeued (:meth:`reopened`), which an open summary of its
+        array counted already."""
         row = detail.job
         data = row.request.get("notify")
         if data is None:
@@ -198,13 +215,14 @@ class JobNotices:
             self._jobs[row.id] = job
             if summary is not None:
                 array = self._arrays.get(summary)
+                counted = array is not None and rejoins
                 if array is None:
                     array = self._arrays[summary] = _Array(
                         replace(template, job_id=summary, array_parent=None),
                         frozenset(notify.events),
                     )
                 array.left += 1
-                array.members += 1
+                array.members += 0 if counted else 1
                 array.began = array.began or running
 
     def started(self, job_id: str, nodes: Sequence[str], now: float) -> None:

@@ -9,9 +9,11 @@ cluster-admin's is an administrator hold, as with :func:`holds.hold`). A running
 the local agents, or a job that has ended (completed, failed, cancelled, timed out: it runs
 again under its id, controller/ended_requeue.py) can be requeued: a waiting one has nothing
 to requeue, and a job an external cluster runs is requeued there; an array's id requeues its
-running and its ended members. A job that may not be requeued (``requeue``
-false, as ``sbatch --no-requeue`` asks) or whose restart policy allows no restarts
-(``max_restarts`` 0) is not requeued (as Slurm refuses to requeue a ``--no-requeue`` job).
+running and its ended members. Only a batch job is requeued, as in Slurm (salloc's
+allocation and a ``run`` job are refused: ``ended_requeue.not_batch``). A job that may not
+be requeued (``requeue`` false, as ``sbatch --no-requeue`` asks) or whose restart policy
+allows no restarts (``max_restarts`` 0) is not requeued (as Slurm refuses to requeue a
+``--no-requeue`` job).
 
 Every function here takes the controller's lock itself.
 """
@@ -62,6 +64,9 @@ def requeue(
                 rec = ctl.core.jobs.get(target)
                 phase = rec.phase if rec is not None else JobPhase.PENDING
                 raise RequeueRefused(f"job {target} is {phase}: only a running job is requeued")
+            refused = ended_requeue.not_batch(target, live.request)
+            if refused:
+                raise RequeueRefused(refused)
             if not live.request.requeue:
                 raise RequeueRefused(
                     f"job {target} is not to be requeued (requeue: false; sbatch --no-requeue)"

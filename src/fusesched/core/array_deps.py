@@ -21,7 +21,8 @@ over its indices), after which each member's start and end updates it in constan
 jobs waiting on the whole array (``core._dependents[<array id>]``) are looked at only when
 the tally crosses a line that can decide them — every member started, the first member
 ended other than completed, every member ended — so at most three times each, however large
-the array.
+the array. A member requeued after it ended (core/ended_requeue.py) counts as neither started
+nor ended again (:func:`member_requeued`).
 
 A restarted controller no longer holds the members that ended before the restart: it tells
 the core their phases (:class:`~fusesched.model.events.ArrayRecalled`) before it hands over
@@ -198,6 +199,38 @@ def ended(
         return []
     shrink(tally)
     return settle_waiters(core, array_id, now, "started" if tally.unended else "ended")
+
+
+def member_requeued(core: SchedulerCore, rec: JobRecord) -> None:
+    """An ended member of an array was requeued (core/ended_requeue.py): it counts as neither
+    started nor ended again, so that its rerun's start and end count, and a failure it was
+    the first of is forgotten (the next failed member, if any, named instead: one pass over
+    the array, as rare as a requeue). Its recalled end, if any, is forgotten too."""
+    array_id = rec.spec.array_parent
+    assert array_id is not None
+    core.arrays.recalled.pop(rec.id, None)
+    tally = core.arrays.tallies.get(array_id)
+    if tally is None:
+        return
+    tally.unended.add(rec.id)
+    tally.unstarted.add(rec.id)
+    if tally.failed.partition(" ")[0] == rec.id:
+        tally.failed = _first_failure(core, array_id, core.arrays.specs[array_id], rec.id)
+
+
+def _first_failure(core: SchedulerCore, array_id: str, array: ArraySpec, skip: str) -> str:
+    """The first member (by index) but ``skip`` that ended other than completed: ``"5_3
+    failed"``, or ``""``."""
+    jobs, recalled = core.jobs, core.arrays.recalled
+    for index in array.indices:
+        member = f"{array_id}_{index}"
+        if member == skip:
+            continue
+        rec = jobs.get(member)
+        phase = rec.phase if rec is not None else recalled.get(member)
+        if phase is not None and phase.terminal and phase is not COMPLETED:
+            return f"{member} {phase}"
+    return ""
 
 
 def shrink(tally: ArrayTally) -> None:

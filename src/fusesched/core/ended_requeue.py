@@ -11,15 +11,17 @@ dependency that can no longer be met refuses the requeue. What refuses a submiss
 never fit, an unknown license, queue or QoS, a reservation it may not use) refuses the
 requeue too, as does ``JobSpec.requeue`` False (``sbatch --no-requeue``): a ``ValueError``,
 with nothing changed but the reservation's constraints. A core that no longer holds the job
-(the shell restarted since it ended) takes it as a new record. Pure, like the rest of the
-core.
+(the shell restarted since it ended) takes it as a new record. A member of an array that
+others depend on counts as not ended again in its array's tally
+(:func:`array_deps.member_requeued`), so that its rerun's start and end count. Pure, like the
+rest of the core.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fusesched.core import deadlines, intake, reservations
+from fusesched.core import array_deps, deadlines, intake, reservations
 from fusesched.core.records import JobRecord
 from fusesched.model.events import Decision, EndedJobRequeueRequested
 from fusesched.model.job import JobSpec
@@ -67,6 +69,8 @@ def requeue_ended(
         if gone:
             _refused(core, rec, now, gone)
         rec.not_before = max(rec.not_before, reservations.opens(core, rec))
+    if spec.array_parent is not None:  # (it counts as unended in its array's tally again)
+        array_deps.member_requeued(core, rec)
     rec.attempts += 1
     core._changed = True
     if rec.waiting_on:
