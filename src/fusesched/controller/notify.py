@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import ValidationError
 
+from fusesched.controller.notify_rules import FAILED, end_event, levels, mailable
 from fusesched.controller.notify_send import Delivery, NotifyConfig, Transport, transports
 from fusesched.controller.notify_text import NO_EXIT_CODE, Notice, slurm_state
 from fusesched.model.phases import JobPhase
@@ -50,7 +51,6 @@ from fusesched.submit.job_notify import (
     TIME_LIMIT_LEVELS,
     NotifyEvent,
     NotifyRequest,
-    mail_address,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fusesched.notify")
 
-_FAILED = frozenset({JobPhase.FAILED, JobPhase.TIMEOUT})
 _LEVEL_EVENT = {level: event for event, level in TIME_LIMIT_LEVELS.items()}
 
 
@@ -147,7 +146,7 @@ class JobNotices:
             self._nothing_sent(specs[0].array_parent or specs[0].id)
             return
         first = specs[0]
-        if not _mailable(notify, first.user, first.array_parent or first.id):
+        if not mailable(notify, first.user, first.array_parent or first.id):
             return
         summary = first.array_parent if not notify.array_tasks else None
         with self._lock:
@@ -189,7 +188,7 @@ class JobNotices:
         if not self.deliveries:
             self._nothing_sent(row.array_parent or row.id)
             return
-        if not _mailable(notify, row.user, row.id):
+        if not mailable(notify, row.user, row.id):
             return
         walltime = row.request.get("walltime_s")
         template = self._template(
@@ -206,7 +205,7 @@ class JobNotices:
         summary = row.array_parent if not notify.array_tasks else None
         running = row.state is JobState.RUNNING and row.start_time is not None
         with self._lock:
-            job = _Job(template, frozenset(notify.events), _levels(notify), summary)
+            job = _Job(template, frozenset(notify.events), levels(notify), summary)
             if running:
                 job.start, job.nodes = row.start_time, tuple(row.nodes)
                 job.sent_levels = set(self._due(job, self.clock()))  # passed: not sent late
@@ -292,7 +291,7 @@ class JobNotices:
             if job.summary is not None:
                 self._member_ended(job.summary, phase, state, exit_code, now)
                 return
-            event = _end_event(job.events, phase, job.start, reason)
+            event = end_event(job.events, phase, job.start, reason)
             if event is not None:
                 notice = self._notice(job, event, state, now, reason=reason)
                 self._send(replace(notice, end_time=now, exit_code=exit_code))
@@ -402,7 +401,7 @@ class JobNotices:
             spec.tenant,
             parent,
         )
-        return _Job(template, frozenset(notify.events), _levels(notify), summary)
+        return _Job(template, frozenset(notify.events), levels(notify), summary)
 
     def _array(self, notify: NotifyRequest, parent: str, first: JobSpec) -> _Array:
         array = self._arrays.get(parent)
@@ -431,7 +430,7 @@ class JobNotices:
             return
         array.left -= 1
         array.states.add(state)
-        array.failed = array.failed or phase in _FAILED
+        array.failed = array.failed or phase in FAILED
         if exit_code is not None:
             array.codes.append(exit_code)
         if array.left > 0:
@@ -473,47 +472,3 @@ class JobNotices:
                 "has no --smtp and no --notify-webhook: none are sent (said once)",
                 job_id,
             )
-
-
-def _mailable(notify: NotifyRequest, user: str, job_id: str) -> bool:
-    """Whether the job has a recipient: ``notify.to`` (checked when submitted), else its user,
-    which must then be a user name or one mail address (a job's user is free text where
-    authentication is off: a list of addresses or a header must not become recipients)."""
-    if notify.to:
-        return True
-    if not user:
-        log.warning("job %s names no user and no notify.to: no notice is sent", job_id)
-        return False
-    try:
-        mail_address(user)
-    except ValueError:
-        log.warning(
-            "job %s: its user %r is not a mail address or user name and it names no "
-            "notify.to (sbatch --mail-user): no notice is sent",
-            job_id,
-            user[:80],
-        )
-        return False
-    return True
-
-
-def _levels(notify: NotifyRequest) -> tuple[int, ...]:
-    return tuple(sorted(TIME_LIMIT_LEVELS[e] for e in notify.events if e in TIME_LIMIT_LEVELS))
-
-
-def _end_event(
-    events: frozenset[NotifyEvent], phase: JobPhase, start: float | None, reason: str
-) -> NotifyEvent | None:
-    """The one notice a job's end gives (see the module's docstring), or None."""
-    if (
-        NotifyEvent.INVALID_DEPEND in events
-        and phase is JobPhase.CANCELLED
-        and start is None
-        and reason.removeprefix("rejected: ").startswith("dependency")
-    ):
-        return NotifyEvent.INVALID_DEPEND
-    if NotifyEvent.FAIL in events and phase in _FAILED:
-        return NotifyEvent.FAIL
-    if NotifyEvent.END in events:
-        return NotifyEvent.END
-    return None
