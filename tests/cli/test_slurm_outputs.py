@@ -90,6 +90,11 @@ def test_squeue_start_prints_squeues_start_lines(url: str) -> None:
     assert code == 0 and out == f"{waiting}|{fields[5]}|n1\n", out
     code, out, _ = cli(url, "squeue", "--start", "-O", "JobID:6,StartTime:20,SchedNodes:5")
     assert code == 0 and out.splitlines()[1].split() == [waiting, fields[5], "n1"], out
+    # without --start too, %S is a waiting job's expected start (and a running one's start)
+    code, out, _ = cli(url, "squeue", "-h", "-o", "%i %S")
+    shown = dict(line.split() for line in out.splitlines())
+    assert code == 0 and shown[waiting] == fields[5], out
+    assert shown[first] == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)), out
     # fusesched's own command keeps its table, and refuses -o with --start
     code, out, _ = cli(url, "jobs", "--start")
     assert code == 0 and "expected start" in out and "START_TIME" not in out, out

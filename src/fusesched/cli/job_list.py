@@ -223,12 +223,38 @@ def jobs(
             from fusesched.cli.slurm_reasons import job_reason
 
             found = [job | {"reason": job_reason(job)} for job in found]
+            found = _expected_starts(client, pieces, found)
         lines = sq.render(pieces, found, header=not noheader)
         sys.stdout.write("".join(line + "\n" for line in lines))
     else:
         table = jobs_table(found)
         table.show_header = not noheader
         console.print(table)
+
+
+def _expected_starts(
+    client: Any, pieces: list[Any], found: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """squeue's ``%S`` of a waiting job is when it is expected to start (Slurm's, from its
+    backfill pass; ``N/A`` when none is known): asked (``GET /v1/starts``) only when the
+    format shows ``%S`` and a job waits; a controller that does not answer leaves ``N/A``."""
+    from fusesched.cli import squeue_format as sq
+    from fusesched.sdk import ControllerError
+
+    shows = any(piece.field is sq.FIELDS["S"] for piece in pieces)
+    if not shows or not any(job.get("state") == "Pending" for job in found):
+        return found
+    try:
+        starts = client.starts()["jobs"]
+    except (ControllerError, KeyError, TypeError):
+        return found
+    when = {str(s.get("id")): s.get("expected_start") for s in starts if isinstance(s, dict)}
+    return [
+        job | {"start_time": when[job["id"]]}
+        if job.get("state") == "Pending" and job.get("id") in when
+        else job
+        for job in found
+    ]
 
 
 #: What Slurm's ``squeue`` lists without ``-t``: pending, running and completing jobs, not
