@@ -161,17 +161,17 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
         if unknown:
             raise UsageError(f"unknown option {unknown[0]} (see fusesched submit --help)")
         return [{"name": p, "text": _read(p)} for p in rest]
-    if any(arg == "--wrap" or arg.startswith("--wrap=") for arg in rest):
+    if _wraps(rest):
         # sbatch [OPTIONS] --wrap=COMMAND: no script file; the controller's parser makes the
         # script of the command (and refuses a script named as well)
         return [{"name": "wrap", "text": "", "args": rest}]
-    for k, arg in enumerate(rest):  # sbatch [OPTIONS] SCRIPT: the first existing file
-        if not arg.startswith("-") and os.path.isfile(arg):
-            if rest[k + 1 :]:
-                raise UsageError(
-                    f"arguments after the script are not supported: {' '.join(rest[k + 1 :])}"
-                )
-            return [{"name": os.path.basename(arg), "text": _read(arg), "args": rest[:k]}]
+    k = _script_at(rest)
+    if k is not None:  # sbatch [OPTIONS] SCRIPT
+        if rest[k + 1 :]:
+            raise UsageError(
+                f"arguments after the script are not supported: {' '.join(rest[k + 1 :])}"
+            )
+        return [{"name": os.path.basename(rest[k]), "text": _read(rest[k]), "args": rest[:k]}]
     last = rest[-1] if rest else ""
     if last and not last.startswith("-"):  # most likely the script, which is not a file
         why = "a folder, not a batch script" if os.path.isdir(last) else "no such file"
@@ -182,13 +182,25 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
     )
 
 
+def _wraps(args: Sequence[str]) -> bool:
+    """Whether sbatch's arguments have ``--wrap``: no script file, the command stands for it."""
+    return any(arg == "--wrap" or arg.startswith("--wrap=") for arg in args)
+
+
+def _script_at(args: Sequence[str]) -> int | None:
+    """Where sbatch's script is among ``args``: the first existing file that is no option."""
+    return next(
+        (k for k, arg in enumerate(args) if not arg.startswith("-") and os.path.isfile(arg)), None
+    )
+
+
 def _after_the_script(argv: Sequence[str], option: str) -> bool:
-    """Whether ``option`` comes (also) after sbatch's script (the first existing file), where
-    it is the script's argument, not sbatch's."""
-    if any(arg == "--wrap" or arg.startswith("--wrap=") for arg in argv):
+    """Whether ``option`` comes (also) after sbatch's script, where it is the script's
+    argument, not sbatch's."""
+    if _wraps(argv):
         return False
-    last = len(argv) - 1 - list(reversed(argv)).index(option)
-    return any(not a.startswith("-") and os.path.isfile(a) for a in argv[:last])
+    script, last = _script_at(argv), len(argv) - 1 - list(reversed(argv)).index(option)
+    return script is not None and script < last
 
 
 def run(command: str, argv: Sequence[str]) -> int | None:
