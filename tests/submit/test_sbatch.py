@@ -259,7 +259,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ("#!/bin/sh\n#SBATCH -N 4-2\n", [], "s.sh:2: -N: expected a node count"),
     ("#!/bin/sh\n#SBATCH --ntasks=0\n", [], "s.sh:2: --ntasks: expected a whole number ≥ 1"),
     ("#!/bin/sh\n#SBATCH -c x\n", [], "s.sh:2: -c: expected a whole number ≥ 1, got 'x'"),
-    ("#!/bin/sh\n#SBATCH --mem=4GB\n", [], "s.sh:2: --mem: cannot read memory size '4GB'"),
+    ("#!/bin/sh\n#SBATCH --mem=4GiB\n", [], "s.sh:2: --mem: cannot read memory size '4GiB'"),
     (
         "#!/bin/sh\n#SBATCH --mem=4G\n#SBATCH --mem-per-cpu=1G\n",
         [],

@@ -78,13 +78,23 @@ def test_bad_durations(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("4000", 4000 << 20), ("500M", 500 << 20), ("64G", 64 << 30), ("1t", 1 << 40), ("8K", 8192)],
+    [
+        ("4000", 4000 << 20),
+        ("500M", 500 << 20),
+        ("64G", 64 << 30),
+        ("1t", 1 << 40),
+        ("8K", 8192),
+        # Slurm reads a B after the unit (submitit writes --mem=1GB)
+        ("4GB", 4 << 30),
+        ("512mb", 512 << 20),
+        ("1Gb", 1 << 30),
+    ],
 )
 def test_slurm_memory(text: str, size: int) -> None:
     assert parse_slurm_memory(text) == size
 
 
-@pytest.mark.parametrize("text", ["4GB", "1.5G", "-1", "lots", ""])
+@pytest.mark.parametrize("text", ["4GiB", "1.5G", "-1", "lots", "", "4B", "GB"])
 def test_bad_slurm_memory(text: str) -> None:
     with pytest.raises(ValueError, match="cannot read memory size"):
         parse_slurm_memory(text)

@@ -20,7 +20,7 @@ _SLURM_TIME_RE: Final = re.compile(
 _UNIT_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.ASCII)
 _UNIT_SECONDS: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _UNLIMITED: Final = frozenset({"unlimited", "infinite", "-1"})
-_MEMORY_RE: Final = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE | re.ASCII)
+_MEMORY_RE: Final = re.compile(r"^(\d+)(?:([KMGT])B?)?$", re.IGNORECASE | re.ASCII)
 _ARRAY_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$", re.ASCII)
 _MEMBER_RANGE_RE: Final = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
 _OUTSIDE_BRACKETS_COMMA: Final = re.compile(r",(?![^\[]*\])")
@@ -87,7 +87,8 @@ def parse_duration(text: str) -> float | None:
 
 def parse_slurm_memory(text: str) -> int:
     """Bytes from a Slurm memory size: a whole number with K, M (the default), G or T, all
-    powers of 1024."""
+    powers of 1024, the unit optionally followed by B (``1GB``, ``512mb``: Slurm reads them,
+    and tools such as submitit write them)."""
     match = _MEMORY_RE.match(text.strip())
     if match is None:
         raise ValueError(f"cannot read memory size {text!r} (examples: 4000, 500M, 64G, 1T)")
