@@ -11,18 +11,27 @@ job, only when the format names them; fields of each task's figures of a step (A
 MinCPU, …: :data:`fusesched.cli.sacct_usage.PER_TASK`) ask for the jobs' tasks instead of
 the summaries. States and outputs are in :mod:`fusesched.cli.sacct_format`, the fields (and
 ``-e``'s list) in :mod:`fusesched.cli.sacct_fields`, the steps in
-:mod:`fusesched.cli.sacct_steps`, the times in :mod:`fusesched.cli.sacct_time`.
+:mod:`fusesched.cli.sacct_steps`, the times in :mod:`fusesched.cli.sacct_time`; the other
+options of Slurm 22.05's sacct in :mod:`fusesched.cli.sacct_opts`, what its selecting
+options keep (``-N``, ``-q``, ``-g``, ``-i``, ``-k``…) and its field lists (``-b``, ``-l``,
+``-c``) in :mod:`fusesched.cli.sacct_select`, ``--yaml``, ``-B`` and ``--env-vars`` in
+:mod:`fusesched.cli.sacct_output`. An array's members that wait and never started, for one
+reason, are one row (``12_[3-9]``), as Slurm's sacct shows an array's pending tasks;
+``--array`` shows each.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Annotated, Any
 
 import typer
 
+from fusesched.cli import sacct_opts as so
 from fusesched.cli.clusters import ClustersOpt
+from fusesched.cli.id_lists import comma_list
 from fusesched.cli.live import (
     CaOpt,
     ControllerOpt,
@@ -33,6 +42,7 @@ from fusesched.cli.live import (
     _print_json,
     refused,
 )
+from fusesched.cli.slurm_version import VersionOpt
 
 ListOpt = list[str] | None
 #: Jobs asked for in one ``GET /v1/jobs`` (the most the controller answers).
@@ -63,8 +73,10 @@ def sacct(
         ListOpt,
         typer.Option(
             "--user",
+            "--uid",
             "-u",
-            help="These users' jobs (a comma list; default: yours, or with --jobs anyone's).",
+            help="These users' jobs (a comma list of names or uids; -1: everyone's; default: "
+            "yours, or with --jobs or --nodelist anyone's).",
         ),
     ] = None,
     allusers: Annotated[
@@ -85,8 +97,8 @@ def sacct(
         typer.Option(
             "--state",
             "-s",
-            help="Jobs in these states now (CD, F, CA, TO, PD, R, NF, PR, OOM, DL or the long "
-            "names).",
+            help="Jobs in these states now (CD, F, CA, TO, PD, R, NF, PR, OOM, DL, BF, RQ, RS, "
+            "RV, S or the long names).",
         ),
     ] = None,
     partition: Annotated[
@@ -97,16 +109,16 @@ def sacct(
     ] = None,
     name: Annotated[ListOpt, typer.Option("--name", help="Jobs with these names.")] = None,
     fmt: Annotated[
-        str | None,
+        ListOpt,
         typer.Option(
             "--format",
+            "--fields",
             "-o",
-            envvar="SACCT_FORMAT",
-            help="Fields, as JobID,JobName%30,State,Elapsed (sacct's names, any case; %N: width, "
-            "%-N: left-justified; list: -e, docs/LIVE.md) (default: SACCT_FORMAT, else JobID, "
-            "JobName, Partition, Account, AllocCPUS, State, ExitCode).",
+            help="Fields, as JobID,JobName%30,State,Elapsed (sacct's names or their starts, any "
+            "case; ALL; %N: width, %-N: left-justified; list: -e, docs/LIVE.md) (default: "
+            "SACCT_FORMAT, else JobID, JobName, Partition, Account, AllocCPUS, State, "
+            "ExitCode).",
             show_default=False,
-            show_envvar=False,
         ),
     ] = None,
     parsable: Annotated[
@@ -121,6 +133,7 @@ def sacct(
         typer.Option(
             "--allocations",
             "-X",
+            "-t",
             help="Only the jobs, not their steps (ID.batch, salloc's ID.extern, ID.0, ID.1…: "
             "each srun in a job).",
         ),
@@ -139,18 +152,57 @@ def sacct(
         bool,
         typer.Option(
             "--helpformat",
+            "--help-fields",
             "-e",
             help="List the fields --format takes (Slurm's names) and exit.",
         ),
     ] = False,
+    brief: so.Brief = False,
+    long: so.Long = False,
+    truncate: so.Truncate = False,
+    units: so.Units = None,
+    noconvert: so.NoConvert = False,
+    duplicates: so.Duplicates = False,
+    timelimit_min: so.TimelimitMin = None,
+    timelimit_max: so.TimelimitMax = None,
+    delimiter: so.Delimiter = None,
+    nodelist: so.Nodelist = None,
+    qos: so.Qos = None,
+    array: so.Array = False,
+    wckeys: so.Wckeys = None,
+    associations: so.Associations = None,
+    batch_script: so.BatchScript = False,
+    env_vars: so.EnvVars = False,
+    gid: so.Gid = None,
+    nnodes: so.Nnodes = None,
+    ncpus: so.Ncpus = None,
+    completion: so.Completion = False,
+    file: so.File = None,
+    allclusters: so.AllClusters = False,
+    local: so.Local = False,
+    federation: so.Federation = False,
+    whole_hetjob: so.WholeHetjob = None,
+    verbose: so.Verbose = 0,
+    as_yaml: so.Yaml = False,
+    constraints: so.Constraints = None,
+    flags: so.Flags = None,
+    reason: so.Reason = None,
+    use_local_uid: so.UseLocalUid = False,
+    version: VersionOpt = False,
+    usage_line: so.Usage = False,
     clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
+    cluster: so.Cluster = None,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """Accounting of jobs in a time window, oldest first, each with its steps (as Slurm's
-    sacct: -S -E -u -a -j -s -r -A --name -o -p -P -n -X -e)."""
+    """Accounting of jobs in a time window, oldest first, each with its steps (as Slurm
+    22.05's sacct, every option: -S -E -u -a -j -s -r -A --name -o -b -l -p -P --delimiter
+    -n -X -e -N -q -g -i -I -k -K -R -T --units --noconvert --array --json --yaml -B
+    --env-vars -c -v -V; -D -L -M --local --federation --whole-hetjob taken)."""
     from fusesched.cli import sacct_format as sf
+    from fusesched.cli import sacct_output as out
+    from fusesched.cli import sacct_select as sel
     from fusesched.cli import sacct_steps as st
 
     if helpformat:  # (sacct -e: nothing else is done)
@@ -158,34 +210,78 @@ def sacct(
 
         sys.stdout.write(fields_list())
         return
-    from fusesched.cli.id_lists import comma_list
     from fusesched.cli.sacct_time import parse_sacct_time
+    from fusesched.cli.sacct_usage import Units, parse_units
 
     now = time.time()
+    completion = completion or file is not None  # (-f: job completion data, as Slurm's)
     try:
-        users = comma_list(user, "user")
+        if constraints:
+            raise ValueError(
+                "--constraints: the controller serves no job's constraints (its node "
+                "features): leave out -C"
+            )
+        so.hetjob_value(whole_hetjob)
+        users, everyone = _users(user)
         ids, picks = st.parse_job_steps(job_ids)
         wanted = sf.parse_states(state) if state else None
-        columns = sf.parse_format(fmt if fmt is not None else sf.DEFAULT_FORMAT)
+        fields = sel.field_list(fmt or (), brief, long, completion, os.environ.get("SACCT_FORMAT"))
+        columns = sf.parse_format(fields)
         since = None if starttime is None else parse_sacct_time(starttime, now, what="--starttime")
         until = None if endtime is None else parse_sacct_time(endtime, now, what="--endtime")
         queues = comma_list(partition, "partition")
         tenants = comma_list(accounts, "account")
         names = comma_list(name, "name")
+        low = None if timelimit_min is None else sel.parse_timelimit(timelimit_min)
+        high = None if timelimit_max is None else sel.parse_timelimit(timelimit_max)
+        selection = sel.Selection(
+            nodes=sel.parse_nodes(nodelist),
+            qos=sel.lower_set(qos, "qos"),
+            gids=sel.parse_gids(gid),
+            reasons=sel.lower_set(reason, "reason"),
+            wckeys=sel.lower_set(wckeys, "wckey"),
+            associations=sel.lower_set(associations, "association"),
+            flags=sel.parse_flags(flags),
+            nnodes=None if nnodes is None else sel.parse_range(nnodes, "node"),
+            ncpus=None if ncpus is None else sel.parse_range(ncpus, "cpu"),
+            timelimit=None if low is None else (low, high),
+        )
+        shown_units = Units(None if units is None else parse_units(units), noconvert)
     except ValueError as exc:
         _fail(str(exc), 2)
+    if file is not None and not os.path.isfile(file):
+        _fail(f"{file} is not a valid file", 1)
+    if (batch_script or env_vars) and not ids:
+        what = "job scripts" if batch_script else "job environment"
+        _fail(f"when requesting {what} you must also request specific jobs with -j", 2)
+    if batch_script and env_vars:
+        _fail("--batch-script and --env-vars are mutually exclusive", 2)
     if parsable and parsable2:
         _fail("give --parsable (-p) or --parsable2 (-P), not both", 2)
-    if as_json and (parsable or parsable2):
-        _fail("--json prints JSON: leave out --parsable", 2)
+    if as_json and as_yaml:
+        _fail("give --json or --yaml, not both", 2)
+    if (as_json or as_yaml) and (parsable or parsable2):
+        _fail(
+            f"{'--json' if as_json else '--yaml'} prints {'JSON' if as_json else 'YAML'}: "
+            "leave out --parsable",
+            2,
+        )
+    allocations = allocations or completion or batch_script or env_vars
     if since is None and not ids:
         since = _midnight(now)  # (sacct's default; with --jobs: any time)
     if since is not None and until is not None and since > until:
         _fail(f"--starttime ({_shown(since)}) is after --endtime ({_shown(until)})", 2)
+    if verbose:
+        print(sel.window_line(wanted, since, now if until is None else until), file=sys.stderr)
+    if file is not None:
+        print(
+            f"sacct: note: {file} is not read: fusesched's job completion data is its controller's",
+            file=sys.stderr,
+        )
     client = _client(controller_url, token, ca)
     ask_me = False
-    if not users and not allusers and not ids:  # (sacct's default: your jobs; named: any)
-        from fusesched.cli.job_list import _me
+    if not users and not allusers and not everyone and not ids and not selection.nodes:
+        from fusesched.cli.job_list import _me  # (sacct's default: your jobs; named: any)
 
         users, ask_me = _me(client)
     found: list[dict[str, Any]] = []
@@ -208,25 +304,74 @@ def sacct(
         found = _gather(client, query, tenants, limit)
     if wanted is not None:
         found = [job for job in found if sf.sacct_state(job) in wanted]
+    found = [job for job in found if selection.keeps(job)]
+    if completion:  # (job completion data: the jobs that ended)
+        found = [job for job in found if job.get("end_time") is not None]
+    if not array:
+        found = _combined(found, picks)
     found.sort(key=_id_order)
+    if batch_script or env_vars:
+        sys.stdout.write(out.blocks(found, env=env_vars))
+        print(out.not_served(env_vars), file=sys.stderr)
+        return
+    window = (since or 0.0, now if until is None else until) if truncate else None
     shown = [(job, None if allocations else st.picked(picks, job)) for job in found]
     whole = [job for job, steps in shown if steps is None]  # (the job's own row shown)
     usage = _usage(client, whole) if sf.needs_usage(columns) else {}
     rows: list[list[str]] = []
+    units_given = shown_units if units is not None or noconvert else None
     for job, steps in shown:
-        if steps is None:
-            rows.append(sf.values(columns, job, usage.get(job["id"], {}), now))
+        views = [(job, usage.get(job["id"], {}))] if steps is None else []
         if not allocations:
-            for view, used in st.step_rows(job, sf.sacct_state(job), steps):
-                rows.append(sf.values(columns, view, used, now))
+            views.extend(st.step_rows(job, sf.sacct_state(job), steps))
+        for view, used in views:
+            view = view if window is None else sel.truncate(view, *window)
+            rows.append(sf.values(columns, view, used, now, units_given))
     if as_json:
         _print_json(sf.records(columns, rows))
         return
+    if as_yaml:
+        sys.stdout.write(out.yaml_text(sf.records(columns, rows)))
+        return
     if parsable or parsable2:
-        lines = sf.parsable(columns, rows, header=not noheader, trailing=parsable)
+        lines = sf.parsable(
+            columns, rows, header=not noheader, trailing=parsable, delimiter=delimiter or "|"
+        )
     else:
         lines = sf.table(columns, rows, header=not noheader)
     sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def _users(given: list[str] | None) -> tuple[list[str], bool]:
+    """``-u``'s users by name (a uid as its name here, when known) and whether ``-1``
+    (everyone) was given."""
+    import pwd
+
+    names: list[str] = []
+    everyone = False
+    for item in comma_list(given, "user"):
+        if item == "-1":
+            everyone = True
+        elif item.isdigit():
+            try:
+                names.append(pwd.getpwuid(int(item)).pw_name)
+            except (KeyError, OverflowError):
+                names.append(item)
+        else:
+            names.append(item)
+    return ([] if everyone else names), everyone
+
+
+def _combined(found: list[dict[str, Any]], picks: dict[str, Any]) -> list[dict[str, Any]]:
+    """``found`` with each array's members that wait and never started, for one reason,
+    as one row (``12_[3-9]``), as Slurm's sacct shows an array's pending tasks; a member
+    named by ``-j`` keeps its own row."""
+    from fusesched.cli.array_rows import combine
+
+    named = [job for job in found if str(job["id"]) in picks]
+    rest = [job for job in found if str(job["id"]) not in picks]
+    rest.sort(key=_id_order, reverse=True)  # (newest first, as combine takes them)
+    return [*named, *combine(rest)]
 
 
 def _gather(
@@ -313,4 +458,4 @@ def _shown(t: float) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add ``fusesched sacct`` to the ``fusesched`` command."""
-    app.command(rich_help_panel="Jobs and cluster")(sacct)
+    app.command(cls=so.SacctCommand, rich_help_panel="Jobs and cluster")(sacct)

@@ -45,13 +45,16 @@ from fusesched.model import step_summary as ss
 Job = dict[str, Any]
 Usage = dict[str, Any]
 Value = Callable[[Job, Usage, float], str]
+#: A size field's amount (None: unknown, blank), for ``--units`` and ``--noconvert``.
+Amount = Callable[[Job, Usage, float], float | None]
 
 
 class Field(NamedTuple):
     """One of sacct's fields: its header, default width (negative: left-justified, as sacct's
     JobID) and value; ``usage``: it needs the job's efficiency view; ``detail``: the job's
     detailed view (``GET /v1/jobs?detail=true``) or its steps; ``steps``: step rows show it
-    (else blank)."""
+    (else blank); ``size``: a size's amount, in units of ``kilo``**``base`` (``--units``,
+    ``--noconvert`` show it so: MaxRSS, AveRSS, ReqMem, ConsumedEnergy)."""
 
     header: str
     width: int
@@ -59,6 +62,9 @@ class Field(NamedTuple):
     usage: bool = False
     detail: bool = False
     steps: bool = True
+    size: Amount | None = None
+    base: int = 0
+    kilo: int = 1024
 
 
 def _plain(key: str, default: str = "") -> Value:
@@ -99,10 +105,25 @@ def _energy(raw: bool) -> Value:
     """ConsumedEnergy(Raw): the job's; a step's ``0`` (fusesched measures jobs, not steps)."""
 
     def value(job: Job, _u: Usage, _n: float) -> str:
-        joules = 0 if job.get("step") is not None else _joules(job)
+        joules = _energy_joules(job, _u, _n)
         return str(joules) if raw else su.energy(joules)
 
     return value
+
+
+def _energy_joules(job: Job, _u: Usage, _n: float) -> int:
+    return 0 if job.get("step") is not None else _joules(job)
+
+
+def _req_mem_mib(_j: Job, usage: Usage, _n: float) -> float | None:
+    """ReqMem's amount: the memory asked for in mebibytes (None: unknown)."""
+    n = usage.get("memory_bytes")
+    return None if n is None else math.ceil(n / 2**20)
+
+
+def _rss(pick: Callable[[su.TaskStats], int | None]) -> Amount:
+    """MaxRSS's or AveRSS's amount in bytes (None: unknown)."""
+    return lambda job, usage, _n: pick(su.row_stats(job, usage))
 
 
 def _account(job: Job) -> pwd.struct_passwd | None:
@@ -154,6 +175,14 @@ def _derived_exit(job: Job, _u: Usage, _n: float) -> str:
     return f"0:{-code}" if code < 0 else f"{code}:0"
 
 
+def _id_raw(job: Job, _u: Usage, _n: float) -> str:
+    """The job's id; an array's waiting members shown as one row (``12_[3-9]``): the
+    array's, as Slurm's sacct's pending array record."""
+    if job.get("array_tasks") and job.get("array_parent"):
+        return str(job["array_parent"])
+    return str(job["id"])
+
+
 def _timelimit_raw(job: Job, _u: Usage, _n: float) -> str:
     """The time limit in whole minutes (``UNLIMITED``: none)."""
     limit = job.get("time_limit_s")
@@ -182,8 +211,10 @@ _PLANNED: Final = (
 )
 
 
-def _job_only(header: str, width: int, value: Value = _NONE, **flags: bool) -> Field:
-    return Field(header, width, value, steps=False, **flags)
+def _job_only(
+    header: str, width: int, value: Value = _NONE, usage: bool = False, detail: bool = False
+) -> Field:
+    return Field(header, width, value, usage=usage, detail=detail, steps=False)
 
 
 def _usage(header: str, width: int, value: Value) -> Field:
@@ -222,7 +253,7 @@ _CPU_FREQS: Final = (
 
 _TABLE: Final = (
     Field("JobID", -12, lambda j, _u, _n: str(j["id"])),
-    Field("JobIDRaw", -12, lambda j, _u, _n: str(j["id"])),
+    Field("JobIDRaw", -12, _id_raw),
     Field("JobName", 10, _plain("name")),
     _job_only("User", 9, _plain("user")),
     _job_only("Partition", 10, _plain("queue")),
@@ -249,11 +280,23 @@ _TABLE: Final = (
     Field("ReqNodes", 8, lambda j, _u, _n: str(_req_nodes(j))),
     _usage("NTasks", 8, lambda _j, u, _n: str(u.get("tasks_count") or "")),
     Field("ReqCPUS", 8, lambda j, _u, _n: _number(float(j.get("cpus") or 0))),
-    _job_only("ReqMem", 10, lambda _j, u, _n: _memory(u.get("memory_bytes")), usage=True),
-    _usage("MaxRSS", 10, _stats(lambda s: s.max_rss, su.slurm_size)),
+    Field(
+        "ReqMem",
+        10,
+        lambda _j, u, _n: _memory(u.get("memory_bytes")),
+        usage=True,
+        steps=False,
+        size=_req_mem_mib,
+        base=2,
+    ),
+    _usage("MaxRSS", 10, _stats(lambda s: s.max_rss, su.slurm_size))._replace(
+        size=_rss(lambda s: s.max_rss)
+    ),
     _usage("MaxRSSNode", 10, _stats(lambda s: s.max_rss_node, str)),
     _usage("MaxRSSTask", 10, _stats(lambda s: s.max_rss_task, str)),
-    _usage("AveRSS", 10, _stats(lambda s: s.ave_rss, su.slurm_size)),
+    _usage("AveRSS", 10, _stats(lambda s: s.ave_rss, su.slurm_size))._replace(
+        size=_rss(lambda s: s.ave_rss)
+    ),
     _usage("AveCPU", 10, _stats(lambda s: s.ave_cpu, _seconds)),
     _usage("MinCPU", 10, _stats(lambda s: s.min_cpu, _seconds)),
     _usage("MinCPUNode", 10, _stats(lambda s: s.min_cpu_node, str)),
@@ -261,7 +304,7 @@ _TABLE: Final = (
     _usage("TotalCPU", 10, lambda _j, u, _n: _total_cpu(u)),
     Field("CPUTime", 10, lambda j, _u, n: duration(_cpu_time_s(j, n))),
     Field("CPUTimeRAW", 10, lambda j, _u, n: str(_cpu_time_s(j, n))),
-    Field("ConsumedEnergy", 14, _energy(raw=False)),
+    Field("ConsumedEnergy", 14, _energy(raw=False), size=_energy_joules, kilo=1000),
     Field("ConsumedEnergyRaw", 17, _energy(raw=True)),
     _job_only("Priority", 10, lambda j, _u, _n: str(j.get("priority", 0))),
     _job_only("Restarts", 8, lambda j, _u, _n: _restarts(j), detail=True),
@@ -294,9 +337,15 @@ HELP_COLUMNS: Final = 4
 HELP_WIDTH: Final = 19
 
 
+def ordered() -> list[Field]:
+    """The fields in ``-e``'s order (alphabetical, any case), as Slurm's sacct holds them:
+    ``-o``'s ``ALL`` and the field a name's start picks (the first that starts so)."""
+    return sorted(FIELDS.values(), key=lambda f: f.header.lower())
+
+
 def helpformat() -> str:
     """``sacct -e``: the fields' names in alphabetical order (any case), four a line, each
     in :data:`HELP_WIDTH` columns, a space between, as Slurm's sacct prints them."""
-    names = sorted((f.header for f in FIELDS.values()), key=str.lower)
+    names = [f.header for f in ordered()]
     rows = (names[i : i + HELP_COLUMNS] for i in range(0, len(names), HELP_COLUMNS))
     return "".join(" ".join(n.ljust(HELP_WIDTH) for n in row) + "\n" for row in rows)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from fusesched.cli.sacct_usage import PER_TASK, slurm_size
+from fusesched.cli.sacct_usage import PER_TASK, Units, convert, slurm_size
 from fusesched.cli.squeue_format import _CONTROLS, GPU, StateMatch
 from fusesched.hostlist import compress_hostlist
 from fusesched.model.phases import node_failed, oom_killed
@@ -261,29 +261,47 @@ class Column:
 
 
 _ITEM: Final = re.compile(r"(?P<name>[A-Za-z]+)(?:%(?P<width>-?[0-9]{1,4}))?")
+#: What ``-o`` takes for every field, as Slurm's sacct: ``ALL`` or the start of it.
+_ALL: Final = frozenset({"a", "al", "all"})
 
 
 def parse_format(text: str) -> list[Column]:
     """``-o JobID,JobName%30,State%-12`` (any case): the fields with their widths (``%N``:
     right-justified in N columns, ``%-N`` left-justified); a ``ValueError`` that lists the
-    known fields for an unknown one."""
+    known fields for an unknown one. As Slurm's sacct, a name may be the start of one (the
+    first in ``-e``'s order: ``jobn`` is JobName, ``tresusageinmaxn`` TRESUsageInMaxNode),
+    ``ALL`` (or ``a``, ``al``) is every field, and blank items are skipped."""
     from fusesched.cli.sacct_fields import FIELDS  # (its values are this module's)
 
     columns: list[Column] = []
-    for raw in text.split(","):
-        item = _ITEM.fullmatch(raw.strip())
-        field = FIELDS.get(item["name"].lower()) if item else None
-        if item is None or field is None:
-            name = item["name"] if item else raw.strip()
-            if not name:
-                raise ValueError(f"an empty field in --format {text!r}")
+    items = [raw.strip() for raw in text.split(",")]
+    if not any(items):
+        raise ValueError(f"no field in --format {text!r}")
+    for raw in filter(None, items):
+        item = _ITEM.fullmatch(raw)
+        found = _fields_named(item["name"]) if item else []
+        if item is None or not found:
+            name = item["name"] if item else raw
             known = ",".join(f.header for f in FIELDS.values())
             raise ValueError(f"unknown field {name!r} in --format {text!r}; known: {known}")
-        width = field.width if item["width"] is None else int(item["width"])
-        if not 1 <= abs(width) <= MAX_WIDTH:
-            raise ValueError(f"bad width in {raw.strip()!r}: 1 to {MAX_WIDTH} (-N: left-justified)")
-        columns.append(Column(field, width))
+        for field in found:
+            width = field.width if item["width"] is None else int(item["width"])
+            if not 1 <= abs(width) <= MAX_WIDTH:
+                raise ValueError(f"bad width in {raw!r}: 1 to {MAX_WIDTH} (-N: left-justified)")
+            columns.append(Column(field, width))
     return columns
+
+
+def _fields_named(name: str) -> list[Field]:
+    """The field ``name`` names (its name or the start of one), or every field for ``ALL``."""
+    from fusesched.cli.sacct_fields import FIELDS, ordered
+
+    word = name.lower()
+    if word in _ALL:
+        return ordered()
+    if word in FIELDS:
+        return [FIELDS[word]]
+    return [f for f in ordered() if f.header.lower().startswith(word)][:1]
 
 
 def needs_usage(columns: Sequence[Column]) -> bool:
@@ -301,14 +319,24 @@ def needs_detail(columns: Sequence[Column]) -> bool:
     return any(c.field.detail for c in columns)
 
 
-def values(columns: Sequence[Column], job: Job, usage: Usage, now: float) -> list[str]:
+def values(
+    columns: Sequence[Column], job: Job, usage: Usage, now: float, units: Units | None = None
+) -> list[str]:
     """The values in ``columns`` of a job, or of a step's job-like view (``step`` set: the
-    fields of the job alone are blank); control characters as ``?``: one line a row."""
+    fields of the job alone are blank); control characters as ``?``: one line a row.
+    ``units`` (``--units``, ``--noconvert``): the sizes in them, not in sacct's own choice."""
     step = job.get("step") is not None
     return [
-        "" if step and not c.field.steps else c.field.value(job, usage, now).translate(_CONTROLS)
+        "" if step and not c.field.steps else _value(c.field, job, usage, now, units)
         for c in columns
     ]
+
+
+def _value(field: Field, job: Job, usage: Usage, now: float, units: Units | None) -> str:
+    if units is None or field.size is None:
+        return field.value(job, usage, now).translate(_CONTROLS)
+    amount = field.size(job, usage, now)
+    return "" if amount is None else convert(amount, field.base, units, field.kilo)
 
 
 def _cell(text: str, width: int) -> str:
@@ -338,12 +366,14 @@ def parsable(
     rows: Iterable[list[str]],
     header: bool = True,
     trailing: bool = False,
+    delimiter: str = "|",
 ) -> list[str]:
-    """``-P``: the values separated by ``|`` (``-p``, ``trailing``: one after the last too),
-    never cut; the header line first unless ``header`` is off."""
-    end = "|" if trailing else ""
-    lines = ["|".join(c.field.header for c in columns) + end] if header else []
-    lines.extend("|".join(v.replace("|", "?") for v in row) + end for row in rows)
+    """``-P``: the values separated by ``delimiter`` (``|``; ``--delimiter``; ``-p``,
+    ``trailing``: one after the last too), never cut, a delimiter inside a value as ``?``;
+    the header line first unless ``header`` is off."""
+    end = delimiter if trailing else ""
+    lines = [delimiter.join(c.field.header for c in columns) + end] if header else []
+    lines.extend(delimiter.join(v.replace(delimiter, "?") for v in row) + end for row in rows)
     return lines
 
 

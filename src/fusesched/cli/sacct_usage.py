@@ -46,6 +46,41 @@ def slurm_size(value: float | None, unit: int = 0) -> str:
     return f"{int(value)}{suffix}" if value == int(value) else f"{value:.2f}{suffix}"
 
 
+@dataclass(frozen=True)
+class Units:
+    """sacct's ``--units=[KMGTP]`` (``spec``: the unit's place in K, M, G, T, P: 1 to 5) and
+    ``--noconvert`` (each size in the unit it is kept in: bytes, ReqMem's mebibytes,
+    joules); ``--units`` wins over ``--noconvert``, as Slurm's."""
+
+    spec: int | None = None
+    noconvert: bool = False
+
+
+def parse_units(text: str) -> int:
+    """``--units``' unit (its first letter, any case, as Slurm reads it) as its place in
+    :data:`_SUFFIXES` (K: 1 … P: 5); a ``ValueError`` otherwise."""
+    letter = text.strip()[:1].upper()
+    if not letter or letter not in _SUFFIXES[1:]:
+        raise ValueError(f"invalid unit type {text!r}: K, M, G, T or P")
+    return _SUFFIXES.index(letter)
+
+
+def convert(value: float, base: int, units: Units, kilo: int = 1024) -> str:
+    """``value`` (in units of ``kilo``**``base``) as sacct shows it with ``units``: in the
+    unit asked for (``--units``), else in its own (``--noconvert``); whole, or to the
+    hundredth (``1.46M``), ``0`` for none."""
+    if int(value) == 0:
+        return "0"
+    unit, amount = base, float(value)
+    target = base if units.spec is None else units.spec
+    while unit < target:
+        amount, unit = amount / kilo, unit + 1
+    while unit > target:
+        amount, unit = amount * kilo, unit - 1
+    suffix = _SUFFIXES[unit]
+    return f"{int(amount)}{suffix}" if amount == int(amount) else f"{amount:.2f}{suffix}"
+
+
 def energy(joules: float | None) -> str:
     """Joules as Slurm's ConsumedEnergy: in thousands (``12.35K``, ``3M``), ``0``: none."""
     if joules is None or int(joules) == 0:
