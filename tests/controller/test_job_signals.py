@@ -184,7 +184,7 @@ def test_a_real_task_is_warned_its_lead_before_its_limit(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     client = Client(cluster.url)
-    job = client.submit(trapping(tmp_path, 4, signal="USR1@2"))
+    job = client.submit(trapping(tmp_path, 4, signal="B:USR1@2"))  # (a script: B: is its shell)
     start = running(client, job)["start_time"]
     done = client.wait(job, timeout=30)
     assert (done["state"], done["phase"]) == ("Failed", "timeout")  # it trapped the warning
@@ -194,7 +194,9 @@ def test_a_real_task_is_warned_its_lead_before_its_limit(
 
 def test_a_new_limit_moves_the_warning(cluster: LocalCluster, tmp_path: Path) -> None:
     client = Client(cluster.url)
-    job = client.submit(trapping(tmp_path, 60, signal={"name": "USR1", "before_s": 2}))
+    job = client.submit(
+        trapping(tmp_path, 60, signal={"name": "USR1", "before_s": 2, "main_only": True})
+    )
     start = running(client, job)["start_time"]
     changed = fusesched(cluster, "update", job, "--time", "0:04")  # 4 s: warned at 2 s
     assert changed.returncode == 0, changed.stderr

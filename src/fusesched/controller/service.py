@@ -46,6 +46,7 @@ from fusesched.controller import (
     recovery,
     reservations,
     step_pty,
+    step_warning,
     steps,
     submissions,
 )
@@ -188,6 +189,7 @@ class Controller:
                 self._check_health()
                 self._check_power()
                 attendance.check(self)
+                step_warning.check(self)
             except Exception:  # the loop must outlive one bad cycle: say so and go on
                 log.exception("scheduling cycle failed")
             self._last_cycle = time.monotonic()

@@ -27,6 +27,7 @@ from fusesched.api.wire import LaunchSignal, TaskSignal
 from fusesched.controller.holds import HoldRefused, job_targets
 from fusesched.model.phases import JobPhase
 from fusesched.submit.job_signal import signal_name
+from fusesched.submit.launch_mode import warning_to_steps
 from fusesched.submit.request import JobRequest
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class SignalRefused(HoldRefused):
 def launch_signal(request: JobRequest) -> LaunchSignal | None:
     """The warning a launch of ``request``'s job carries to its agent (None: none)."""
     warning = request.signal
-    if warning is None:
-        return None
+    if warning is None or warning_to_steps(request):
+        return None  # (a batch script's, without B:, goes to its steps: step_warning.py)
     return LaunchSignal(name=warning.name, before_s=warning.before_s, main_only=warning.main_only)
 
 

@@ -25,6 +25,17 @@ def batch_mode(request: JobRequest) -> bool:
     return len(request.groups) == 1 and (group.script is not None or mpi)
 
 
+def warning_to_steps(request: JobRequest) -> bool:
+    """Whether ``request``'s warning signal (``sbatch --signal``) goes to its job steps, as
+    Slurm's without ``B:``: a batch script's own, not in a container; its shell is not
+    signalled (controller/step_warning.py)."""
+    warning = request.signal
+    if warning is None or warning.main_only or not batch_mode(request):
+        return False
+    group = request.groups[0]
+    return group.script is not None and group.image is None
+
+
 def standalone(group: TaskGroupRequest) -> bool:
     """Whether ``group``'s command runs ``torchrun --standalone`` (a rendezvous of its own on
     each task's machine: it takes no ``PET_*``)."""
