@@ -173,7 +173,7 @@ def test_keys_in_any_case() -> None:
     ("words", "says"),
     [
         (["JobId=5", "Partition=x"], "a job's Partition cannot be changed here"),
-        (["JobId=5"], "give TimeLimit=, Priority= or QOS="),
+        (["JobId=5"], "give TimeLimit=, Priority=, Nice= or QOS="),
         (["JobId=5", "TimeLimit=UNLIMITED"], "a time limit cannot be lifted"),
         (["JobId=5", "TimeLimit=soon"], "TimeLimit: cannot read time"),
         (["JobId=5", "Priority=high"], "Priority: a whole number"),
@@ -236,7 +236,7 @@ def test_reservation_words() -> None:
     [
         ([], "give a command; supported: show job [ID]"),
         (["frob"], "'frob' is not supported here; supported: show job [ID]"),
-        (["show", "config"], "'show config' is not supported here"),
+        (["show", "frob"], "'show frob' is not supported here"),
         (["show"], "'show' without what is not supported here"),
         (["show", "job", "1", "2"], "'show job' takes at most one name"),
         (["--json", "show", "job"], "option --json is not supported here"),

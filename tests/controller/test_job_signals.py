@@ -227,8 +227,6 @@ def test_cancel_signal_reaches_a_trapping_task_which_goes_on(
     # errors: a clear message and a non-zero status, never a traceback
     bad = fusesched(cluster, "cancel", "--signal", "FOO", job)
     assert bad.returncode == 2 and "unknown signal 'FOO'" in bad.stderr
-    lone = fusesched(cluster, "cancel", "--batch", job)
-    assert lone.returncode == 2 and "go with --signal" in lone.stderr
     held = client.submit({**trapping(tmp_path), "hold": True})
     waiting = fusesched(cluster, "cancel", "-s", "USR1", held)
     assert waiting.returncode == 2
@@ -238,7 +236,7 @@ def test_cancel_signal_reaches_a_trapping_task_which_goes_on(
     reservation = fusesched(cluster, "sbatch", str(script))
     assert reservation.returncode != 0
     assert "R: flag (signal when a reservation ends) is not supported" in reservation.stderr
-    for answer in (bad, lone, waiting, reservation):
+    for answer in (bad, waiting, reservation):
         assert "Traceback" not in answer.stderr + answer.stdout
     assert client.show(job)["state"] == "Running"
     client.cancel(job)

@@ -1,9 +1,13 @@
 """``fusesched cancel`` with scancel's filters: ``-u USER``, ``--me``, ``-n NAME``, ``-t
-STATE``, ``-p QUEUE``, and job ids with them (the given ids that match). The options are the
-``cancel`` command's (cli/live.py); like it, this imports nothing heavy until it runs.
+STATE``, ``-p QUEUE``, ``-A ACCOUNT``, ``-q QOS``, ``-w NODES``, and job ids with them (the
+given ids that match). The options are the ``cancel`` command's (cli/live.py); like it,
+this imports nothing heavy until it runs.
 
 The matching jobs are cancelled in one request (``POST /v1/jobs/cancel``); a controller older
-than that route is asked for the matching jobs page by page and each is cancelled alone."""
+than that route is asked for the matching jobs page by page and each is cancelled alone.
+``-A`` (an account: a tenant), ``-q`` and ``-w``, which that route does not take, are matched
+here: the jobs the route's filters match are listed (``GET /v1/jobs``), those these match
+too kept, and their ids cancelled in one request (:meth:`Filters.matches`)."""
 
 from __future__ import annotations
 
@@ -46,6 +50,8 @@ STATES: Final[dict[str, str | None]] = {
 }
 #: pages of the fallback's listing
 PAGE: Final = 1000
+#: the most ids one ``POST /v1/jobs/cancel`` names (api/cancel_routes.py)
+MAX_IDS: Final = 10_000
 
 
 def parse_states(given: list[str]) -> list[str]:
@@ -74,6 +80,23 @@ class Filters:
     names: list[str] = field(default_factory=list)
     states: list[str] | None = None  # None: any unfinished; []: none at all (SUSPENDED)
     queues: list[str] = field(default_factory=list)
+    # matched here, not by the controller's filters (see the module's docstring)
+    accounts: list[str] = field(default_factory=list)
+    qos: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def listed(self) -> bool:
+        """Whether some filter is matched here (the jobs are listed first)."""
+        return bool(self.accounts or self.qos or self.nodes)
+
+    def matches(self, view: dict[str, Any]) -> bool:
+        """Whether a listed job (``GET /v1/jobs``) matches ``-A``, ``-q`` and ``-w``."""
+        return (
+            (not self.accounts or view.get("tenant") in self.accounts)
+            and (not self.qos or view.get("qos") in self.qos)
+            and (not self.nodes or bool(set(self.nodes) & set(view.get("nodes") or ())))
+        )
 
     def body(self) -> dict[str, Any]:
         """As ``POST /v1/jobs/cancel`` takes them."""
@@ -94,13 +117,16 @@ def given(
     name: ListOpt,
     state: ListOpt,
     queue: ListOpt,
+    account: ListOpt = None,
+    qos: ListOpt = None,
+    nodelist: str | None = None,
 ) -> Filters | None:
     """The filters given (``None`` when none is: the ids alone, cancelled one by one); exit 2
     when neither ids nor a filter is given, or one is bad."""
     from fusesched.cli.id_lists import comma_list
     from fusesched.cli.live import _fail
 
-    if not (user or me or name or state or queue):
+    if not (user or me or name or state or queue or account or qos or nodelist is not None):
         if not ids:
             _fail("no job identification provided", 2)
         return None
@@ -114,9 +140,29 @@ def given(
             names=list(name or []),
             states=None if state is None else parse_states(state),
             queues=comma_list(queue, "queue"),
+            accounts=comma_list(account, "account"),
+            qos=comma_list(qos, "QoS"),
+            nodes=[] if nodelist is None else host_names(nodelist),
         )
     except ValueError as exc:
         _fail(str(exc), 2)
+
+
+def host_names(text: str) -> list[str]:
+    """``-w``'s hosts: a host list (``n[1-4],gpu1``), or, with a ``/``, a file of host lists
+    (by commas, blanks or lines), as Slurm's; a ``ValueError`` for none or a bad one."""
+    from fusesched.hostlist import expand_hostlist
+
+    if "/" in text:
+        try:
+            with open(text, encoding="utf-8") as f:
+                text = ",".join(f.read().split())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"-w/--nodelist: cannot read {text}: {exc}") from None
+    names = [n for part in text.split(",") if part.strip() for n in expand_hostlist(part.strip())]
+    if not names:
+        raise ValueError("-w/--nodelist names no node")
+    return names
 
 
 def cancel_filtered(
@@ -131,13 +177,10 @@ def cancel_filtered(
     """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which (``quiet``:
     not, as Slurm's scancel; refusals are still said)."""
     from fusesched.cli.id_lists import counted_ids
-    from fusesched.cli.job_list import _me
     from fusesched.cli.live import _call, _print_json, console, err, refused
     from fusesched.sdk import ControllerError
 
-    if f.me and not client.token:  # (a controller without authentication: your user name)
-        users, _ = _me(client)
-        f = Filters(f.ids, [*f.users, *users], False, f.names, f.states, f.queues)
+    f = resolved(client, f)
     if signal is not None or batch or full:
         from fusesched.cli.job_signals import signal_jobs
 
@@ -154,7 +197,10 @@ def cancel_filtered(
         _say_none(as_json, {"cancelled": []})
         return
     try:
-        done = client.cancel_matching(**f.body())
+        if f.listed:
+            done = _cancel_ids(client, f, matching_ids(client, f))
+        else:
+            done = client.cancel_matching(**f.body())
     except ControllerError as exc:
         if exc.status not in (404, 405):
             refused(exc)
@@ -192,10 +238,53 @@ def _say_none(as_json: bool, empty: dict[str, Any]) -> None:
         console.print("No matching jobs", highlight=False)
 
 
+def resolved(client: Any, f: Filters) -> Filters:
+    """``f`` with ``--me`` named (a controller without authentication: your user name)."""
+    from dataclasses import replace
+
+    from fusesched.cli.job_list import _me
+
+    if not (f.me and not client.token):
+        return f
+    users, _ = _me(client)
+    return replace(f, users=[*f.users, *users], me=False)
+
+
+def matching_ids(client: Any, f: Filters, states: list[str] | None = None) -> list[str]:
+    """The ids of the unfinished jobs ``f`` matches (of ``states``, default its own), oldest
+    first, as listed now."""
+    wanted = states if states is not None else (f.states or ["Pending", "Running"])
+    return [str(v["id"]) for v in listed_views(client, f, wanted) if f.matches(v)]
+
+
+def matching_views(client: Any, f: Filters) -> list[dict[str, Any]]:
+    """The unfinished jobs ``f`` matches, oldest first (``-i``: what to ask about)."""
+    if f.states == []:
+        return []
+    return [v for v in listed_views(client, f, f.states or ["Pending", "Running"]) if f.matches(v)]
+
+
+def _cancel_ids(client: Any, f: Filters, ids: list[str]) -> dict[str, list[str]]:
+    """Cancel the jobs ``ids`` (matched here) in requests of at most :data:`MAX_IDS`, with
+    the controller's filters too (one that changed meanwhile is left)."""
+    done: dict[str, list[str]] = {"cancelled": [], "denied": []}
+    for first in range(0, len(ids), MAX_IDS):
+        answer = client.cancel_matching(**(f.body() | {"id": ids[first : first + MAX_IDS]}))
+        done["cancelled"].extend(answer["cancelled"])
+        done["denied"].extend(answer.get("denied") or [])
+    return done
+
+
 def _listed(client: Any, f: Filters, states: list[str]) -> list[str]:
     """The ids of the jobs ``f`` matches in ``states``, as ``GET /v1/jobs`` lists them
     (every page), oldest first."""
-    found: list[str] = []
+    return [str(v["id"]) for v in listed_views(client, f, states) if f.matches(v)]
+
+
+def listed_views(client: Any, f: Filters, states: list[str]) -> list[dict[str, Any]]:
+    """The jobs the controller's filters of ``f`` match in ``states``, as ``GET /v1/jobs``
+    lists them (every page), oldest first."""
+    found: list[dict[str, Any]] = []
     before = None
     while True:
         page = client.jobs(
@@ -208,7 +297,7 @@ def _listed(client: Any, f: Filters, states: list[str]) -> list[str]:
             me=f.me,
             before=before,
         )
-        found.extend(job["id"] for job in page)
+        found.extend(page)
         if len(page) < PAGE or page[-1].get("seq") is None:
             return found[::-1]
         before = page[-1]["seq"]

@@ -1,5 +1,6 @@
 """``fusesched cancel``: cancel jobs by id, or every job that matches scancel's filters
-(cli/cancel_filters.py), or send them a signal (cli/job_signals.py)."""
+(cli/cancel_filters.py), or send them a signal (cli/job_signals.py); scancel's ``-i``,
+``-v``, ``-Q``, ``-H`` and ``-b``/``-f`` without a signal are cli/cancel_options.py's."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Annotated
 import typer
 
 from fusesched.cli import cancel_filters as cf
+from fusesched.cli import cancel_options as co
 from fusesched.cli import live
 from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
 from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, run_each
+from fusesched.cli.slurm_version import VersionOpt
 
 #: The most ids one request takes (``POST /v1/jobs/cancel``: api/cancel_routes.py).
 MAX_VALUES = 10_000
@@ -25,10 +28,20 @@ def cancel(
     name: cf.NameOpt = None,
     state: cf.StateOpt = None,
     queue: cf.QueueOpt = None,
+    account: co.AccountOpt = None,
+    qos: co.QosOpt = None,
+    nodelist: co.NodelistOpt = None,
+    reservation: co.ReservationOpt = None,
+    wckey: co.WckeyOpt = None,
+    interactive: co.InteractiveOpt = False,
+    verbose: co.VerboseOpt = 0,
+    quiet: co.QuietOpt = False,
+    hurry: co.HurryOpt = False,  # (no burst buffers: nothing to skip)
     signal: SignalOpt = None,
     batch: BatchOpt = False,
     full: FullOpt = False,
     clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
+    version: VersionOpt = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
@@ -40,17 +53,28 @@ def cancel(
     stand for those members), a refused one (unknown, not yours) reported, the others still
     cancelled;
     the exit status is then that of the last refusal. With filters (as scancel's -u, --me, -n,
-    -t, -p), every unfinished job that matches them (of the ids, if given) in one request;
-    another user's is reported (Access/permission denied, exit 1) and left alone."""
+    -t, -p, -A, -q, -w), every unfinished job that matches them (of the ids, if given) in one
+    request; another user's is reported (Access/permission denied, exit 1) and left alone.
+    As scancel's, -b and -f without --signal cancel (Slurm's default signal, KILL, ends the
+    job); -i asks before each job."""
+    del hurry, clusters, version
+    co.refuse_unsupported(reservation, wckey, quiet, verbose)
+    batch, full = co.without_signal(signal, batch, full)
     combined = any(member_ids_of(j) for j in job_ids or ())
     job_ids = _expanded(job_ids)  # (squeue's combined ids: 1009_[2-999%2])
-    filters = cf.given(job_ids, user, me, name, state, queue)  # (neither: exit 2)
+    filters = cf.given(job_ids, user, me, name, state, queue, account, qos, nodelist)
     if filters is None and combined:  # (its members in one request, said in one line)
         filters = cf.Filters(ids=job_ids or [])
     client = live._client(controller_url, token, ca)  # (live._client: what tests replace)
-    quiet = ctx.info_name == "scancel"  # (as Slurm's: nothing said of what was done)
+    if quiet:
+        client = co.QuietClient(client)
+    # (as Slurm's scancel: nothing said of what was done, unless -v)
+    silent = ctx.info_name == "scancel" and not verbose
+    if interactive:  # (each job alone: its ids, or those the filters match)
+        job_ids = _chosen(client, filters, job_ids)
+        filters = None
     if filters is not None:
-        cf.cancel_filtered(client, filters, signal, batch, full, as_json, quiet)
+        cf.cancel_filtered(client, filters, signal, batch, full, as_json, silent)
         return
     job_ids = job_ids or []
     if signal is not None or batch or full:
@@ -67,12 +91,27 @@ def cancel(
         lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
         lambda job_id, ids: (
             None
-            if quiet
+            if silent
             else f"Cancelling {counted_ids(ids)}"
             if ids
             else f"Job {job_id} had already finished"
         ),
     )
+
+
+def _chosen(client: object, filters: cf.Filters | None, job_ids: list[str] | None) -> list[str]:
+    """``-i``: the jobs the user says yes to, asked one by one: of the ids, or of those
+    ``filters`` match (listed now). None chosen ends the command (exit 0, or 2 when an id
+    was unknown)."""
+    code = 0
+    if filters is not None:
+        views = live._call(cf.matching_views, client, cf.resolved(client, filters))
+    else:
+        views, code = live._call(co.views_of, client, job_ids or [])
+    chosen = co.confirmed(views)
+    if not chosen:
+        raise typer.Exit(code)
+    return chosen
 
 
 def _expanded(job_ids: list[str] | None) -> list[str] | None:

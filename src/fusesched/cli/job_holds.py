@@ -55,7 +55,10 @@ def requeue(
 ) -> None:
     """Requeue running jobs: their tasks are stopped (SIGTERM, then SIGKILL) and the job
     queues again, to start afresh (or from its checkpoint)."""
+    from fusesched.cli.own_job import outlive_own_stop
+
     client = _client(controller_url, token, ca)
+    outlive_own_stop(job_ids)  # (requeueing its own job stops this command's job: cli/own_job.py)
     act = lambda c, j: c.requeue(j, reason, hold)  # noqa: E731
     run_each(client, job_ids, "job id", act, as_json, *_shown("requeued"))
 

@@ -3,9 +3,12 @@ scripts and tools that call ``scontrol`` run unchanged (docs/SUBMIT.md, "Slurm c
 
 ``show job|node|partition|reservation|licenses`` print Slurm's ``Key=Value`` records
 (:mod:`fusesched.cli.scontrol_show`; ``-o`` a record a line); ``show hostnames|hostlist`` are
-:mod:`fusesched.scontrol`'s; ``hold``, ``uhold``, ``release``, ``requeue``, ``requeuehold``
-take job lists; ``update`` changes a job's ``TimeLimit`` (``+30`` adds to it), ``Priority``
-and ``QOS``, drains and resumes nodes and changes reservations; ``create reservation``,
+:mod:`fusesched.scontrol`'s; ``ping``, ``version`` (``-V``), ``show config|steps|topology``
+and the refusals of ``suspend``, ``resume``, ``listpids``, ``notify`` and ``top`` are
+:mod:`fusesched.cli.scontrol_cluster`'s; ``hold``, ``uhold``, ``release``, ``requeue``,
+``requeuehold`` take job lists; ``update`` changes a job's ``TimeLimit`` (``+30`` adds to
+it), ``Priority`` (or ``Nice``) and ``QOS``, drains and resumes nodes and changes
+reservations; ``create reservation``,
 ``delete ReservationName=`` and ``reconfigure`` do what fusesched's commands of those names
 do (:mod:`fusesched.cli.scontrol_update` reads their words). As Slurm's, a command that
 works prints nothing; an unknown job is ``slurm_load_jobs error: Invalid job id specified``;
@@ -24,13 +27,15 @@ import typer
 
 from fusesched.cli import scontrol_update as su
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt
+from fusesched.cli.own_job import outlive_own_stop
 from fusesched.cli.scontrol_update import ScontrolError
 from fusesched.scontrol import host_lists, option_word
 
 SUPPORTED: Final = (
     "supported: show job [ID], show node [NAME], show partition [NAME], show reservation "
-    "[NAME], show licenses, show hostnames [LIST], show hostlist LIST; hold, uhold, release, "
-    "requeue, requeuehold JOB_LIST; update JobId=ID TimeLimit=T Priority=N QOS=Q; update "
+    "[NAME], show licenses, show steps [JOB[.STEP]], show config, show topology, show "
+    "hostnames [LIST], show hostlist LIST; ping; version; hold, uhold, release, requeue, "
+    "requeuehold JOB_LIST; update JobId=ID TimeLimit=T Priority=N|Nice=N QOS=Q; update "
     "NodeName=NODES State=DRAIN Reason=WHY | State=RESUME; update ReservationName=R ...; "
     "create reservation ...; delete ReservationName=R; reconfigure"
 )
@@ -51,6 +56,8 @@ IDS_AT_ONCE: Final = 100
 LISTABLE: Final = re.compile(r"[0-9]{1,18}(_[0-9]{1,9})?")
 #: scontrol's options here: ``-o`` (a record a line) and those that change nothing.
 ONELINER: Final = frozenset({"-o", "--oneliner"})
+#: ``-V``: the version line, as ``scontrol version``.
+VERSION: Final = frozenset({"-V", "--version"})
 
 Client = Any
 
@@ -69,8 +76,9 @@ def scontrol(
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """Slurm's scontrol: `show job|node|partition|reservation|licenses|hostnames|hostlist`,
-    `hold`, `release`, `requeue`, `update JobId=… TimeLimit=… Priority=… QOS=…`, `update
+    """Slurm's scontrol: `show job|node|partition|reservation|licenses|steps|config|topology|
+    hostnames|hostlist`, `ping`, `version` (-V), `hold`, `release`, `requeue`, `update JobId=…
+    TimeLimit=… Priority=…|Nice=… QOS=…`, `update
     NodeName=… State=DRAIN Reason=…|RESUME`, `create|update|delete reservation`,
     `reconfigure`, in scontrol's words and output (`-o`: a record a line). What works prints
     nothing, as Slurm's; every error exits 1; anything else is refused, saying what works."""
@@ -80,6 +88,7 @@ def scontrol(
 def run(argv: Sequence[str], url: str | None, token: str | None, ca: Any) -> int:
     """``scontrol argv`` against the controller at ``url`` (None: as every command finds
     it); the exit status."""
+    from fusesched.cli import scontrol_cluster as sc
     from fusesched.sdk import Client as Sdk
     from fusesched.sdk import ControllerError
 
@@ -87,15 +96,18 @@ def run(argv: Sequence[str], url: str | None, token: str | None, ca: Any) -> int
     words = [w for w in argv if not option_word(w)]
     try:
         flags = [w for w in words if w.startswith("-") and "=" not in w]
+        if flags and flags[0] in VERSION:
+            sys.stdout.write(sc.version_line() + "\n")
+            return 0
         if flags:
-            raise ScontrolError(f"option {flags[0]} is not supported here (-o, -d, -a, -Q are)")
+            raise ScontrolError(f"option {flags[0]} is not supported here (-o, -d, -a, -Q, -V are)")
         if not words:
             raise ScontrolError(f"give a command; {SUPPORTED}")
         code = host_lists(words)
         if code is not None:
             return code
         client = Sdk(url, token=token, ca=ca)
-        return _command(client, words, oneliner)
+        return _command(client, words, oneliner, ca)
     except ScontrolError as exc:
         return _said(f"scontrol: error: {exc}")
     except ControllerError as exc:
@@ -109,8 +121,21 @@ def _said(message: str) -> int:
     return 1
 
 
-def _command(client: Client, words: list[str], oneliner: bool) -> int:
+def _command(client: Client, words: list[str], oneliner: bool, ca: Any = None) -> int:
+    from fusesched.cli import scontrol_cluster as sc
+
     verb, rest = words[0].lower(), words[1:]
+    if verb in ("ping", "version") and not rest:
+        return sc.ping(client, ca) if verb == "ping" else _version()
+    if verb in sc.REFUSED:
+        return sc.refuse(verb)
+    if verb == "show" and rest and rest[0].lower() in sc.SHOWN:
+        what, name = sc.SHOWN[rest[0].lower()], rest[1] if len(rest) > 1 else None
+        if len(rest) > 2:
+            raise ScontrolError(f"'show {rest[0]}' takes at most one name")
+        if what == "steps":
+            return sc.show_steps(client, name, oneliner)
+        return sc.show_config(client, ca) if what == "config" else sc.show_topology(name)
     if verb == "show":
         if not rest or rest[0].lower() not in SHOWN:
             what = f"'show {rest[0]}'" if rest else "'show' without what"
@@ -123,6 +148,8 @@ def _command(client: Client, words: list[str], oneliner: bool) -> int:
         ids = [j for word in rest for j in word.split(",") if j]
         if not ids:
             raise ScontrolError(f"'{verb}' needs job ids")
+        if verb.startswith("requeue"):  # (its own job's stop must not kill it: own_job.py)
+            outlive_own_stop(ids)
         return _each(ids, lambda j: JOB_ACTIONS[verb](client, j))
     if verb == "update":
         return _update(client, su.pairs(rest))
@@ -134,6 +161,13 @@ def _command(client: Client, words: list[str], oneliner: bool) -> int:
         client.reconfigure()
         return 0
     raise ScontrolError(f"'{' '.join(words[:2])}' is not supported here; {SUPPORTED}")
+
+
+def _version() -> int:
+    from fusesched.cli import scontrol_cluster as sc
+
+    sys.stdout.write(sc.version_line() + "\n")
+    return 0
 
 
 def _each(ids: Sequence[str], act: Callable[[str], object]) -> int:

@@ -20,7 +20,38 @@ class ScontrolError(Exception):
 
 
 #: What ``update`` can change of a job, of a node and of a reservation (lower case).
-JOB_KEYS: Final = ("timelimit", "priority", "qos")
+JOB_KEYS: Final = ("timelimit", "priority", "qos", "nice")
+#: A job's keys Slurm's update takes that the controller's update route does not (it
+#: changes a job's priority, QoS and time limit alone): refused, saying so.
+JOB_KEYS_UNSERVED: Final = (
+    "name",
+    "jobname",
+    "comment",
+    "numcpus",
+    "numnodes",
+    "numtasks",
+    "partition",
+    "dependency",
+    "starttime",
+    "begintime",
+    "account",
+    "features",
+    "gres",
+    "tres",
+    "minmemorynode",
+    "minmemorycpu",
+    "reqnodelist",
+    "excnodelist",
+    "reservation",
+    "deadline",
+    "workdir",
+    "stdout",
+    "stderr",
+    "arraytaskthrottle",
+    "mailtype",
+    "mailuser",
+    "licenses",
+)
 NODE_STATES: Final = {"drain": "drain", "resume": "resume", "undrain": "resume", "idle": "resume"}
 RESERVATION_KEYS: Final = (
     "starttime",
@@ -72,6 +103,7 @@ SPELLING: Final = {
     "timelimit": "TimeLimit",
     "priority": "Priority",
     "qos": "QOS",
+    "nice": "Nice",
     "state": "State",
     "reason": "Reason",
     "starttime": "StartTime",
@@ -106,11 +138,19 @@ class JobUpdate:
 
 
 def job_update(given: Pairs) -> JobUpdate:
-    """``update JobId=ID[,ID…] [TimeLimit=T] [Priority=N] [QOS=Q]``."""
+    """``update JobId=ID[,ID…] [TimeLimit=T] [Priority=N|Nice=N] [QOS=Q]``; ``Nice=N`` is
+    the priority ``-N``, as ``sbatch --nice`` gives it (:func:`_nice`)."""
+    unserved = [given.written[k] for k in given if k in JOB_KEYS_UNSERVED]
+    if unserved:
+        raise ScontrolError(
+            f"update: a job's {', '.join(unserved)} cannot be changed here: fusesched's "
+            "update changes a job's TimeLimit, Priority (or Nice) and QOS alone (the others "
+            "would need the controller to change them)"
+        )
     _refuse_others(given, JOB_KEYS, "a job")
     ids = [j for j in (given.get("jobid") or given.get("job") or "").split(",") if j]
     if not any(k in given for k in JOB_KEYS):
-        raise ScontrolError("update: give TimeLimit=, Priority= or QOS=")
+        raise ScontrolError("update: give TimeLimit=, Priority=, Nice= or QOS=")
     limit = delta = None
     if "timelimit" in given:
         text = given["timelimit"]
@@ -132,10 +172,27 @@ def job_update(given: Pairs) -> JobUpdate:
         if not (digits.isascii() and digits.isdigit()):
             raise ScontrolError(f"Priority: a whole number, not {text!r}")
         priority = int(text)
+    if "nice" in given:
+        if priority is not None:
+            raise ScontrolError("update: give Priority= or Nice=, not both")
+        priority = _nice(given["nice"])
     qos = given.get("qos")
     if qos is not None and not qos:
         raise ScontrolError("QOS: name a QoS")
     return JobUpdate(ids, priority, qos, limit, delta)
+
+
+def _nice(text: str) -> int:
+    """``Nice=N``: the job's priority ``-N`` (``sbatch --nice``'s: a user may only lower a
+    priority, so a negative adjustment is an admin's)."""
+    from fusesched.submit.sbatch_options import nice_priority
+
+    if not text:
+        raise ScontrolError("Nice: give an adjustment (a whole number)")
+    try:
+        return nice_priority(text)
+    except ValueError as exc:
+        raise ScontrolError(f"Nice: {exc}") from None
 
 
 def node_update(given: Pairs) -> tuple[list[str], str, str]:

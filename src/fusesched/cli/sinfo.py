@@ -16,7 +16,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.markup import escape
 
+from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail, err
+from fusesched.cli.slurm_version import VersionOpt
 
 ListOpt = list[str] | None
 
@@ -112,19 +114,77 @@ def sinfo(
             "--json", help="A JSON list: an object a node listed (the format options aside)."
         ),
     ] = False,
+    as_yaml: Annotated[bool, typer.Option("--yaml", help="As --json, in YAML.")] = False,
+    responding: Annotated[
+        bool, typer.Option("--responding", "-r", help="Only nodes that answer (no `*`).")
+    ] = False,
+    dead: Annotated[
+        bool, typer.Option("--dead", "-d", help="Only nodes that do not answer (`*`).")
+    ] = False,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            "-S",
+            help='The lines\' order: -o letters, "+P,-m" (-: descending; #P: the '
+            "partitions' own order, the default).",
+            show_default=False,
+        ),
+    ] = None,
+    reservation: Annotated[
+        bool,
+        typer.Option(
+            "--reservation",
+            "-T",
+            help="The advance reservations instead (RESV_NAME STATE START_TIME END_TIME "
+            "DURATION NODELIST).",
+        ),
+    ] = False,
+    show_all: Annotated[
+        bool, typer.Option("--all", "-a", help="Every partition (none is hidden here).")
+    ] = False,
+    hide: Annotated[
+        bool, typer.Option("--hide", help="Not the hidden partitions (none is hidden here).")
+    ] = False,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact", "-e", help="Group nodes only on equal values (fusesched always does)."
+        ),
+    ] = False,
+    noconvert: Annotated[
+        bool, typer.Option("--noconvert", help="Sizes as they are (they are: MB).")
+    ] = False,
+    federation: Annotated[
+        bool, typer.Option("--federation", help="Accepted: fusesched is one cluster.")
+    ] = False,
+    local: Annotated[
+        bool, typer.Option("--local", help="Accepted: fusesched is one cluster.")
+    ] = False,
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Accepted (says nothing more).")
+    ] = 0,
+    clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
+    version: VersionOpt = False,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
 ) -> None:
-    """The cluster's nodes as Slurm's sinfo shows them (-N -l -R -s -p -n -t -h -o -O -i). A
-    partition is a pool (`local`: the local agents' nodes, the default, marked `*`)."""
+    """The cluster's nodes as Slurm's sinfo shows them (-N -l -R -s -p -n -t -r -d -h -o -O
+    -S -i; -T: the reservations). A partition is a pool (`local`: the local agents' nodes,
+    the default, marked `*`)."""
     from fusesched.cli import sinfo_format as si
-    from fusesched.cli import sinfo_long
+    from fusesched.cli import sinfo_long, sinfo_sort
     from fusesched.cli.id_lists import comma_list
-    from fusesched.cli.squeue_format import FormatError, Piece
+    from fusesched.cli.squeue_format import FormatError, Piece, render
     from fusesched.hostlist import expand_hostlist
 
+    del show_all, hide, exact, noconvert, federation, local, verbose, clusters, version
+    if as_json and as_yaml:
+        _fail("give --json or --yaml, not both", 2)
+    as_data = as_json or as_yaml
     try:
+        order = sinfo_sort.parse(sort) if sort is not None else None
         wanted = si.parse_states(states) if states else None
         pools = set(comma_list(partition, "partition"))
         names = set(expand_hostlist(nodes)) if nodes is not None else None
@@ -138,6 +198,8 @@ def sinfo(
     client = _client(controller_url, token, ca)
 
     def listing() -> str:
+        if reservation:
+            return reservations(client, noheader, as_json, as_yaml)
         found: list[dict[str, Any]] = client.nodes()
         listed = [si.node_info(view) for view in found]
         listed = [
@@ -147,9 +209,11 @@ def sinfo(
             and (names is None or n.name in names)
             and (wanted is None or wanted(n))
             and (not list_reasons or si.reasons_only(n))
+            and (not responding or n.responding)
+            and (not dead or not n.responding)
         ]
-        if as_json:
-            return json.dumps([si.record(n) for n in listed], indent=2, default=str) + "\n"
+        if as_data:
+            return _data([si.record(n) for n in listed], as_yaml)
         shown = pieces or si.parse(
             si.default_format(
                 listed,
@@ -159,15 +223,37 @@ def sinfo(
                 reasons=list_reasons,
             )
         )
-        lines = si.lines(listed, shown, node_oriented=node_oriented, header=not noheader)
-        return "".join(line + "\n" for line in lines)
+        rows = si.rows(listed, shown, node_oriented)
+        if order is not None:
+            rows = sinfo_sort.ordered(rows, order)
+        return "".join(line + "\n" for line in render(shown, rows, header=not noheader))
 
-    dated = not (noheader or as_json)  # (-l and each -i listing: the time above, as sinfo)
+    dated = not (noheader or as_data)  # (-l and each -i listing: the time above, as sinfo)
     if iterate is None:
         text = _call(listing)
-        sys.stdout.write((si.timestamp() + "\n" if long and dated else "") + text)
+        stamped = long and dated and not reservation
+        sys.stdout.write((si.timestamp() + "\n" if stamped else "") + text)
     else:
         every(iterate, listing, dated=dated)
+
+
+def reservations(client: Any, noheader: bool, as_json: bool, as_yaml: bool) -> str:
+    """``-T``: the advance reservations in sinfo's layout (or as data)."""
+    from fusesched.cli import sinfo_reservations as sr
+
+    found: list[dict[str, Any]] = client.reservations()
+    if as_json or as_yaml:
+        return _data([sr.record(r) for r in found], as_yaml)
+    return "".join(line + "\n" for line in sr.lines(found, header=not noheader))
+
+
+def _data(records: list[dict[str, Any]], as_yaml: bool) -> str:
+    """``--json`` (or ``--yaml``): the records as a list."""
+    if as_yaml:
+        import yaml
+
+        return str(yaml.safe_dump(records, sort_keys=False, default_flow_style=False))
+    return json.dumps(records, indent=2, default=str) + "\n"
 
 
 def every(seconds: int, listing: Callable[[], str], *, dated: bool) -> NoReturn:
