@@ -4,7 +4,8 @@ slurm-commands install`` put them, submits Python functions as batch scripts (``
 --signal=USR2@90``, ``--open-mode=append``, ``--wckey``, ``%j``/``%A_%a`` paths), runs them
 through ``srun --unbuffered --output … --error …`` inside the job (the agent's srun), reads
 their states through ``sacct -o JobID,State,NodeList --parsable2`` and cancels with
-``scancel``. Then users' one-liners (``squeue -u $USER -h | wc -l``, ``scontrol show job ID |
+``scancel``; a ``Checkpointable`` warned before its time limit checkpoints, requeues its own
+job and resumes. Then users' one-liners (``squeue -u $USER -h | wc -l``, ``scontrol show job ID |
 grep JobState``, ``scontrol update JobId=ID TimeLimit=…``) and ``srun -o %t`` files."""
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def boom() -> None:
 
 def nap() -> None:
     time.sleep(60)
+
+
+class Counter(submitit.helpers.Checkpointable):
+    """Counts to ``steps`` a quarter of a second at a time; warned before its time limit, submitit
+    checkpoints it (its count) and requeues its job, whose next run counts on."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, steps: int) -> tuple[int, str | None]:
+        while self.count < steps:
+            time.sleep(0.25)
+            self.count += 1
+        return self.count, os.environ.get("SLURM_RESTART_COUNT")
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +148,21 @@ def test_submitit_runs_functions_arrays_and_cancels(tools: Tools) -> None:
     _state(sleeper, "RUNNING")
     sleeper.cancel()  # (scancel ID)
     assert _state(sleeper, "CANCELLED") == "CANCELLED"
+
+
+def test_submitit_checkpoints_and_requeues_before_the_time_limit(tools: Tools) -> None:
+    """``--signal=USR2@40 --time=1``: the warning reaches the srun step's python (not the
+    batch script's shell, which an untrapped USR2 would kill), which checkpoints and runs
+    ``scontrol requeue $SLURM_JOB_ID`` (that command must outlive its own job's stop); the
+    next run resumes from the checkpoint and finishes."""
+    ex = executor(tools)
+    ex.update_parameters(timeout_min=1, slurm_signal_delay_s=40)  # (warned 20 s in)
+    job = ex.submit(Counter(), 100)  # 25 s of counting: more than one run's 20 s
+    count, restarts = job.result()
+    assert count == 100 and restarts is not None and int(restarts) >= 1
+    assert _state(job, "COMPLETED") == "COMPLETED"
+    said = job.stderr() or ""
+    assert "Traceback" not in said and "CalledProcessError" not in said
 
 
 def test_users_one_liners(tools: Tools) -> None:
