@@ -127,6 +127,10 @@ def test_the_warning_before_the_time_limit(options: SlurmOptions, tmp_path: Path
     assert signal_flag(**warned, tasks={"n1": 2, "n2": 2}) == "USR1@90"  # srun's tasks
     batch = {**warned, "signal": "B:TERM@30"}
     assert signal_flag(**batch, tasks={"n1": 2}) == "B:TERM@30"  # main_only: the shell
+    # a batch script: without B: its steps are warned, not its shell, as Slurm does it
+    script = {"group": {"argv": [], "script": "#!/bin/sh\nsrun python train.py\n"}}
+    assert signal_flag(**warned, **script) == "USR1@90"
+    assert signal_flag(**batch, **script) == "B:TERM@30"
     assert signal_flag(signal="USR2@30") is None  # no time limit: nothing to warn about
     assert signal_flag(walltime_s=600) is None
 

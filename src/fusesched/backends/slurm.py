@@ -288,7 +288,9 @@ def sbatch_args(
         args.append(f"--time={slurm_time(request.walltime_s)}")
         if request.signal is not None:
             warning = request.signal
-            shell = warning.main_only or runs_once(job)
+            # (a script's own steps get it without B:, as the script asked: step_warning.py)
+            script = request.groups[0].script is not None
+            shell = warning.main_only or (not script and runs_once(job))
             lead = math.ceil(warning.before_s)
             args.append(f"--signal={'B:' if shell else ''}{warning.name}@{lead}")
     if request.placement.exclusive:

@@ -134,8 +134,9 @@ class LiveJob:
     hold: str | None = None  # why it is held (controller/holds.py); None: not held
     hold_after_requeue: str | None = None  # requeued on request, to be held once queued
     hold_admin: bool = False  # its hold (or hold after requeue) is a cluster-admin's
-    # the start of the run whose steps got its warning signal (controller/step_warning.py)
-    step_warned: float | None = None
+    # the run (its start) whose warning signal is due, and its step tasks warned so far
+    # (controller/step_warning.py)
+    step_warned: tuple[float, set[str]] | None = None
 
 
 @dataclass(slots=True)

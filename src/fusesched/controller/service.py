@@ -21,6 +21,7 @@ staging (``data``), read-only views of the nodes and queues (``snapshots``), job
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -128,6 +129,7 @@ class Controller:
         self.monitor = Monitor(check_interval_s=self.config.hang_check_s)
         self.forecasts = Forecasts()  # expected starts of waiting jobs (GET /v1/starts)
         self._health_at = 0.0
+        self.step_warnings_at = -math.inf  # monotonic: the last look for steps' warnings due
         self.adopt_until = 0.0  # jobs left running wait for their nodes until then (tasks too)
         self.adopt_held: set[str] = set()  # nodes kept DRAINING until their jobs are adopted
         self.expected_nodes: set[str] = set()  # nodes the store knew (up) at the restart
