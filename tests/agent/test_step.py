@@ -62,10 +62,11 @@ def test_options_as_scripts_write_them() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--mem-bind=local", "x"], "unknown option --mem-bind"),
+        (["--mem-bind=nowhere", "x"], "unrecognized type 'nowhere'"),
+        (["--frobnicate", "x"], "unknown option --frobnicate"),
         (["--gres=nic:1", "x"], "GPUs only"),
         (["--gpus=lots", "x"], "type:]count"),
-        (["-q", "x"], "unknown option -q"),
+        (["-y", "x"], "unknown option -y"),
         (["-n", "0", "x"], "positive whole number"),
         (["-n", "x"], "positive whole number"),
         (["-n"], "needs a value"),

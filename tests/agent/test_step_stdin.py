@@ -1,8 +1,10 @@
 """``srun`` forwards its standard input to the step's tasks, as Slurm's srun does
-(agent/step_stdin.py): ``-i all|none|N|FILE``, read whole before the step starts, capped; the
-request's ``stdin`` fields; each task reading a file on its node; and, on the agent, the
-launch's standard input written into the task's folder and opened by its shim as the task's
-standard input (agent/task_files.py, agent/task_shim.py)."""
+(agent/step_stdin.py): ``-i all|none|N|FILE``; one that has ended when the step starts sent
+whole in the request's ``stdin`` fields (and, to a controller older than streams, any, read
+whole before the step starts, capped); each task reading a file on its node; and, on the
+agent, the launch's standard input written into the task's folder and opened by its shim as
+the task's standard input (agent/task_files.py, agent/task_shim.py). Streamed input:
+tests/agent/test_stdin_stream.py, tests/controller/test_stdin_streams.py."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from fusesched.agent.step_stdin import (
     mpirun_stdin,
     read_stdin,
     step_input,
+    whole_input,
 )
 from fusesched.agent.task_files import STDIN_FILE, STDIN_NAME, write_stdin
 from fusesched.agent.task_shim import shim_start
@@ -94,7 +97,7 @@ def test_the_modes_as_slurms_srun_reads_them() -> None:
 
 def test_what_srun_forwards() -> None:
     def given(data: bytes | None) -> object:
-        return lambda: data
+        return lambda: (data, True)  # (it has ended)
 
     assert step_input(None, TASKS, False, given(b"x\n")) == StepInput(data=b"x\n")
     assert step_input("2", TASKS, False, given(b"x\n")) == StepInput(data=b"x\n", task=2)
@@ -109,7 +112,7 @@ def test_what_srun_forwards() -> None:
 
 
 def test_srun_does_not_read_its_input_when_it_forwards_none() -> None:
-    def never() -> bytes:
+    def never() -> tuple[bytes, bool]:
         raise AssertionError("srun's standard input was read")
 
     assert step_input("none", TASKS, False, never) == NO_INPUT
@@ -119,10 +122,13 @@ def test_srun_does_not_read_its_input_when_it_forwards_none() -> None:
 def test_each_copy_counts_towards_the_cap() -> None:
     tasks, _ = place([("node-a", 8)], 8, None, None)
     data = b"x" * (STDIN_MAX_TOTAL // 8 + 1)  # (fine for one task, too much for 8)
-    assert step_input("0", tasks, False, lambda: data).data == data
-    assert step_input(None, tasks, True, lambda: data).data == data  # (mpirun: one copy)
+    assert step_input("0", tasks, False, lambda: (data, True)) == StepInput(data=data, task=0)
+    assert step_input(None, tasks, True, lambda: (data, True)) == StepInput(data=data)
+    # (mpirun: one copy); too much for the request: streamed instead
+    assert step_input(None, tasks, False, lambda: (data, True)).streamed
+    # ... and, to a controller older than streams, an error
     with pytest.raises(StepError) as raised:
-        step_input(None, tasks, False, lambda: data)
+        whole_input(StepInput(data=b"x", streamed=True), tasks, False, lambda head: head + data)
     assert "forwarded whole to each task" in str(raised.value)
     assert "-i N for task N alone, -i FILE" in str(raised.value)
 
@@ -220,10 +226,10 @@ def test_ctrl_c_while_srun_reads_its_input_is_said(
 ) -> None:
     _in_a_job(tmp_path, monkeypatch, slots=1)
 
-    def interrupted(**_: object) -> bytes:
+    def interrupted(*_: object, **__: object) -> bytes:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(step, "read_stdin", interrupted)
+    monkeypatch.setattr(step, "first_stdin", interrupted)
     assert step.main(["-n", "1", "--mpi=none", "cat"]) == 130
     err = capsys.readouterr().err
     assert "srun: error: interrupted while reading standard input: nothing was started" in err
@@ -347,22 +353,58 @@ def test_an_older_controller_is_said_and_nothing_starts() -> None:
     assert len(asked) == 1 and run.step_id is None
 
 
+def older_controller(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
+    """srun's controller is one older than streams (it has no stdin route), which starts
+    no step: the requests srun makes."""
+    asked: list[httpx.Request] = []
+
+    def controller(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        if request.url.path == "/v1/jobs/7/stdin":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        raise AssertionError("the step was asked for")
+
+    real = httpx.Client
+
+    def connect(**options: object) -> httpx.Client:
+        return real(base_url="http://c", transport=httpx.MockTransport(controller))
+
+    monkeypatch.setattr(step.httpx, "Client", connect)
+    return asked
+
+
 def test_srun_over_the_cap_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _in_a_job(tmp_path, monkeypatch, slots=2)
 
-    def too_much(**_: object) -> bytes:
+    def too_much(*_: object, **__: object) -> bytes:
         raise StepError("standard input is more than 16 MiB: srun forwards it whole")
 
-    def no_controller(*_: object, **__: object) -> None:
-        raise AssertionError("the step was asked for")
-
+    asked = older_controller(monkeypatch)
+    monkeypatch.setattr(step, "first_stdin", lambda _fd: (b"x", False))  # (streamed, but...)
     monkeypatch.setattr(step, "read_stdin", too_much)
-    monkeypatch.setattr(step.httpx, "Client", no_controller)
     assert step.main(["-n", "2", "--mpi=none", "cat"]) == 1
     err = capsys.readouterr().err
+    assert "srun: warning: the controller is older than this srun: it cannot forward " in err
     assert "srun: error: standard input is more than 16 MiB" in err
+    assert [request.url.path for request in asked] == ["/v1/jobs/7/stdin"]
+
+
+def test_ctrl_c_while_srun_reads_its_input_for_an_older_controller_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _in_a_job(tmp_path, monkeypatch, slots=1)
+
+    def interrupted(*_: object, **__: object) -> bytes:
+        raise KeyboardInterrupt
+
+    older_controller(monkeypatch)
+    monkeypatch.setattr(step, "first_stdin", lambda _fd: (b"x", False))
+    monkeypatch.setattr(step, "read_stdin", interrupted)
+    assert step.main(["-n", "1", "--mpi=none", "cat"]) == 130
+    err = capsys.readouterr().err
+    assert "srun: error: interrupted while reading standard input: nothing was started" in err
 
 
 # -- on the node -----------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def test_srun_options_without_meaning_here_are_ignored_with_a_warning() -> None:
         (["-n"], "-n needs a value"),
         (["--frobnicate", "x"], "unknown option --frobnicate"),
         (["--ntask", "2", "x"], "did you mean --ntasks?"),
-        (["-Z", "x"], "unknown option -Z"),
+        (["-y", "x"], "unknown option -y"),
+        (["-Z", "x"], "-Z: a job always runs in an allocation of its own"),
         (["--wrap=ls"], "run takes the command itself"),
         (["-a", "1-3", "x"], "use fusesched sbatch --array"),
         (["--wait", "x"], "run always waits"),
@@ -92,10 +93,10 @@ def test_bad_arguments_are_named(args: list[str], message: str) -> None:
 
 
 def test_an_unknown_option_with_its_value_attached_is_passed_on() -> None:
-    parsed = split_run_args(["--cpu-freq=high", "x"])
-    assert parsed.options == ("--cpu-freq=high",)
+    parsed = split_run_args(["--frobnicate=high", "x"])
+    assert parsed.options == ("--frobnicate=high",)
     job = parse_sbatch("", source="run", args=job_args(parsed))
-    assert any("--cpu-freq is not supported" in w for w in job.warnings)
+    assert any("--frobnicate is not supported" in w for w in job.warnings)
 
 
 def test_the_job_runs_the_command_and_is_named_after_it() -> None:
@@ -205,3 +206,30 @@ def test_a_script_may_ask_for_the_commands_own_options() -> None:
         parse_sbatch("#!/bin/sh\n#SBATCH --wait=10\ntrue\n")
     assert _asks_the_command(script)
     assert not _asks_the_command("#!/bin/sh\ngcc -Wall x.c\n")
+
+
+def test_srun_flags_with_no_effect_are_taken_as_srun_inside_a_job_takes_them() -> None:
+    parsed = split_run_args(
+        ["-vvv", "-X", "--quit-on-interrupt", "--exact", "--propagate=STACK", "-O", "-n", "2", "a"]
+    )
+    assert parsed.options == ("-n", "2") and parsed.command == ("a",)
+    assert parsed.warnings == ("-O has no effect with fusesched run; ignored",)
+    parsed = split_run_args(["--mem-bind=local", "-T", "4", "--gpu-bind=closest", "a"])
+    assert parsed.options == () and len(parsed.warnings) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--multi-prog", "mp.conf"], "one command on every task"),
+        (["--task-prolog=p", "a"], "applies it to a job step"),
+        (["-r", "1", "a"], "no allocation to be relative to"),
+        (["-K", "a"], "run to their own ends"),
+        (["-i", "none", "a"], "only with --pty"),
+        (["--het-group=1", "a"], "hetjob"),
+        (["--uid=0", "a"], "as the user who submits it"),
+    ],
+)
+def test_srun_options_run_cannot_apply_are_refused_with_why(args: list[str], message: str) -> None:
+    with pytest.raises(RunUsageError, match=message):
+        split_run_args(args)

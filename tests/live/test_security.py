@@ -216,6 +216,15 @@ def route_table(sec: Secure) -> dict[tuple[str, str], dict[str, Any]]:
             "path": {"node": "node-a", "task_id": f"{bob_job}.main.0"},
             "json": {"offset": 0, "data": "", "wait": 0},
         },
+        ("POST", "/v1/jobs/{job_id}/stdin"): {"path": {"job_id": bob_job}},
+        ("POST", "/v1/jobs/{job_id}/stdin/{stream}"): {
+            "path": {"job_id": bob_job, "stream": "s1"},
+            "json": {"offset": 0, "data": "ZWNobyBwd25lZA0=", "wait": 0},
+        },
+        ("GET", "/v1/jobs/{job_id}/stdin/{stream}"): {
+            "path": {"job_id": bob_job, "stream": "s1"},
+            "params": {"reader": f"{bob_job}.remote.1", "wait": 0},
+        },
         ("GET", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("DELETE", "/v1/tasks/{task_id}"): {"path": {"task_id": f"{bob_job}.main.0"}},
         ("POST", "/v1/tokens"): {"json": {"user": "mallory", "tenant": "biology"}},

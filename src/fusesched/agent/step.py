@@ -33,9 +33,10 @@ the nodes; a controller older than that field gets them as ``env NAME=value…``
 the command, as before, with a warning.
 
 Its standard input is forwarded to its tasks, as Slurm's srun forwards it: srun's own (when
-it is no terminal; read whole before the step starts) to every task, or ``-i N`` to task N
-alone; ``-i none`` to none; ``-i FILE``: each task reads that file on its node
-(:mod:`fusesched.agent.step_stdin`).
+it is no terminal) to every task, or ``-i N`` to task N alone, as it comes (one that has
+ended already travels whole with the step; a controller older than streams gets it whole,
+read before the step starts); ``-i none`` to none; ``-i FILE``: each task reads that file on
+its node (:mod:`fusesched.agent.step_stdin`, :mod:`fusesched.agent.stdin_forward`).
 
 What the step is to do (options, placement, each task's environment) is worked out
 without I/O in :mod:`fusesched.agent.step_plan`; the step's round trips with the controller
@@ -49,7 +50,8 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -57,6 +59,7 @@ from types import FrameType
 import httpx
 
 from fusesched.agent.mpi_program import program_libraries
+from fusesched.agent.stdin_forward import Forwarder, OlderController, open_stream
 from fusesched.agent.step_args import mpi_listing, parse_args, unknown_mpi
 from fusesched.agent.step_files import (
     NO_FILES,
@@ -70,16 +73,15 @@ from fusesched.agent.step_gpus import gpu_ask
 from fusesched.agent.step_het import HetShares, het_groups
 from fusesched.agent.step_het_plan import HetStep, plan_het_step
 from fusesched.agent.step_mpi import links_mpi, mpi_mode, mpirun_argv, mpirun_env
+from fusesched.agent.step_place import place_step
 from fusesched.agent.step_plan import (
     StepError,
     StepLaunch,
     StepOptions,
     StepTask,
     exit_status,
-    place,
     read_hostfile,
     step_exports,
-    step_shape,
     step_slots,
     task_argv,
     task_env,
@@ -89,15 +91,18 @@ from fusesched.agent.step_run import Step, error, say, warn
 from fusesched.agent.step_stdin import (
     NO_INPUT,
     StepInput,
+    first_stdin,
     input_argv,
     mpirun_stdin,
     read_stdin,
     step_input,
+    whole_input,
 )
 from fusesched.agent.step_wait import NoRoom, create_waiting
 from fusesched.client_base import default_token
 
-#: While the job's slots are busy: the first pause before asking again, and the longest.
+#: srun's standard input, which it forwards to its tasks.
+STDIN_FD = 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         groups = het_groups(options.het_groups, env)
         if groups is None:
-            ntasks, nodes = step_shape(options, env, len(hosts))
-            tasks, warnings = place(hosts, ntasks, nodes, options.ntasks_per_node)
+            tasks, warnings = place_step(hosts, options, env)  # (-w, -x, -r, -m: step_place.py)
         else:  # a heterogeneous job's step: over its components' own hostfiles
             het = plan_het_step(options, env, hostfile, groups)
             tasks, warnings = het.tasks, het.warnings
@@ -164,26 +168,35 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return 2
     exported, own_env = het.envs(exported, env, mpi) if het is not None else (exported, [])
-    try:  # (read before anything is started or emptied: too much of it starts nothing)
-        stdin = step_input(options.input, tasks, mpi, partial(read_stdin, say=say))
+    try:  # (what srun's input holds already: whole, or the head of a stream)
+        stdin = step_input(options.input, tasks, mpi, lambda: first_stdin(STDIN_FD))
     except StepError as exc:
         error(str(exc))
         return 1
     except KeyboardInterrupt:  # (Ctrl-C while it waited for the input's end)
         error("interrupted while reading standard input: nothing was started")
         return 128 + signal.SIGINT
-    launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files, stdin)
-    for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
-        empty(path)
     # the job's own credential in its batch script; under salloc (no job credential), the
     # user's, as every fusesched command finds it: the owner may run steps of their own job
     token = env.get("FUSESCHED_JOB_TOKEN") or default_token()
     headers = {"authorization": f"Bearer {token}"} if token else {}
     ca = env.get("FUSESCHED_CA")
     verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
-    with httpx.Client(
-        base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
-    ) as http:
+    connect = partial(
+        httpx.Client, base_url=url.rstrip("/"), timeout=30.0, headers=headers, verify=verify
+    )
+    with connect() as http:
+        try:  # (read before anything is started or emptied: too much of it starts nothing)
+            stdin = _streamed(http, job_id, stdin, tasks, mpi)
+        except (StepError, httpx.HTTPError) as exc:
+            error(str(exc))
+            return 1
+        except KeyboardInterrupt:  # (Ctrl-C while it waited for the input's end)
+            error("interrupted while reading standard input: nothing was started")
+            return 128 + signal.SIGINT
+        launches = _launches(options, env, tasks, exported, cwd, mpi, own_env, files, stdin)
+        for path in emptied(files, tasks[:1] if mpi else tasks, env):  # (shared: added to)
+            empty(path)
         step = Step(http, job_id, options.label, mpi, gpus, step_name(options), resources)
         step.stdin = stdin.fields(tasks, mpi)
 
@@ -200,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if refused is not None:
             return refused
-        codes = step.follow(options.kill_on_bad_exit)
+        forwarder = _forward(connect, job_id, stdin, step, mpi)
+        codes = step.follow(options.kill_on_bad_exit, options.wait)
+        if forwarder is not None:  # (the step has ended: whatever srun's input still holds)
+            forwarder.stop()
         for run in step.running:
             if run.code not in (None, 0):
                 why = f" ({run.reason})" if run.reason and run.reason != "exited" else ""
@@ -210,6 +226,44 @@ def main(argv: list[str] | None = None) -> int:
     if step.stop_signal is not None:
         return 128 + step.stop_signal
     return exit_status(codes)
+
+
+def _streamed(
+    http: httpx.Client,
+    job_id: str,
+    stdin: StepInput,
+    tasks: Sequence[StepTask],
+    mpi: bool,
+) -> StepInput:
+    """``stdin`` with its stream opened, if it is streamed; a controller older than streams
+    gets it whole instead (read to its end now, said once)."""
+    if not stdin.streamed:
+        return stdin
+    try:
+        return replace(stdin, stream=open_stream(http, job_id))
+    except OlderController:
+        warn(
+            "the controller is older than this srun: it cannot forward standard input as it "
+            "comes; srun reads it to its end before the step starts"
+        )
+    return whole_input(stdin, tasks, mpi, _rest_of_stdin)
+
+
+def _rest_of_stdin(head: bytes) -> bytes | None:
+    return read_stdin(STDIN_FD, say=say, head=head)
+
+
+def _forward(
+    connect: Callable[[], httpx.Client], job_id: str, stdin: StepInput, step: Step, mpi: bool
+) -> Forwarder | None:
+    """Start forwarding srun's standard input to the step's tasks that read it, if it is
+    streamed."""
+    if stdin.stream is None:
+        return None
+    readers = [run.task_id for run in step.running if stdin.reads(run.task, mpi)]
+    forwarder = Forwarder(connect, job_id, stdin.stream, STDIN_FD, stdin.data or b"", warn)
+    forwarder.start(readers)
+    return forwarder
 
 
 def _create(
@@ -274,7 +328,8 @@ def _launches(
     own, passed = mpirun_env(exported, env, tasks, options.cpus_per_task, launcher)
     command = mpirun_stdin(stdin, mpirun_argv(tasks, passed, options.label, options.command))
     (started,) = redirected(files, tasks[:1], env, command, sys.executable)
-    return [StepLaunch(tasks[0], task_argv(cwd, input_argv(stdin, tasks[0], env, started)), own)]
+    argv = task_argv(cwd, input_argv(stdin, tasks[0], env, started, mpi=True))
+    return [StepLaunch(tasks[0], argv, own)]
 
 
 def step_name(options: StepOptions) -> str:

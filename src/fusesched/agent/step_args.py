@@ -8,12 +8,22 @@ those it leaves out (:mod:`fusesched.agent.step_defaults`), and the MPI types ``
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from fusesched.agent import step_option_values as read
 from fusesched.agent.step_defaults import env_defaults
 from fusesched.agent.step_gpus import GPU_OPTIONS, gpu_count
+from fusesched.agent.step_option_table import (
+    ACCEPTED,
+    REFUSED,
+    SHORT,
+    Takes,
+    binding_note,
+    check_value,
+)
 from fusesched.agent.step_plan import StepError, StepOptions, export_vars
 
 USAGE = (
@@ -24,7 +34,8 @@ USAGE = (
 )
 
 
-# option -> (field, takes a value)
+# option -> (field, takes a value); the options a step applies (those it accepts or
+# refuses without a field: agent/step_option_table.py)
 _LONG: dict[str, tuple[str, bool]] = {
     "ntasks": ("ntasks", True),
     "nodes": ("nodes", True),
@@ -34,7 +45,7 @@ _LONG: dict[str, tuple[str, bool]] = {
     "mpi": ("mpi", True),
     "export": ("export", True),
     "unbuffered": ("unbuffered", False),
-    "kill-on-bad-exit": ("kill_on_bad_exit", False),
+    "kill-on-bad-exit": ("kill_on_bad_exit", False),  # (its value, optional, attached only)
     "job-name": ("job_name", True),
     "overlap": ("overlap", False),
     "pty": ("pty", False),
@@ -50,7 +61,25 @@ _LONG: dict[str, tuple[str, bool]] = {
     "input": ("input", True),  # (what it means: agent/step_stdin.py)
     # steps get their own share of the job's slots anyway (Slurm's --exact/--exclusive)
     "exact": ("", False),
-    "exclusive": ("", False),
+    "exclusive": ("", False),  # (=user, =mcs: its value attached only)
+    # where and how each task starts (agent/step_files.py, fusesched/step_start.py)
+    "chdir": ("chdir", True),
+    "time": ("time_limit", True),
+    "signal": ("signal", True),
+    "task-prolog": ("task_prolog", True),
+    "task-epilog": ("task_epilog", True),
+    "multi-prog": ("multi_prog", False),
+    # placement (agent/step_place.py)
+    "nodelist": ("nodelist", True),
+    "exclude": ("exclude", True),
+    "relative": ("relative", True),
+    "distribution": ("distribution", True),
+    "wait": ("wait", True),
+    "jobid": ("", True),  # (the job's own only)
+    "preserve-env": ("", False),  # (the job's task and node counts over -n and -N)
+    "help": ("show", False),
+    "usage": ("show", False),
+    "version": ("show", False),
 }
 _SHORT: dict[str, str] = {
     "n": "ntasks",
@@ -63,7 +92,20 @@ _SHORT: dict[str, str] = {
     "I": "immediate",
     "G": "gpus",
     "i": "input",
+    "D": "chdir",
+    "t": "time",
+    "w": "nodelist",
+    "x": "exclude",
+    "r": "relative",
+    "m": "distribution",
+    "W": "wait",
+    "E": "preserve-env",
+    "h": "help",
+    "V": "version",
+    **SHORT,
 }
+#: Options whose value is optional and attached only (``--nice=5``, ``-I5``).
+_ATTACHED = frozenset({"immediate", "kill-on-bad-exit", "exclusive"})
 #: ``--mpi`` (or ``$SLURM_MPI_TYPE``) values that start the step through mpirun
 #: (:mod:`fusesched.agent.step_mpi`); ``none`` starts N separate tasks.
 PMI_TYPES = re.compile(r"^(pmix(_v\d+)?|pmi2)$")
@@ -82,23 +124,41 @@ def unknown_mpi(value: str) -> str | None:
 #: What ``srun --mpi=list`` prints, as Slurm's lists its MPI plugins: the types it takes
 #: (a ``pmix_v*`` version is taken as pmix).
 MPI_LIST = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n"
+#: What ``srun -V`` prints.
+VERSION = "slurm 22.05 (fusesched's srun for job steps)\n"
 
 
 def mpi_listing(argv: Sequence[str]) -> str | None:
-    """:data:`MPI_LIST` when ``srun ARGV`` asks for it (``--mpi=list``, with or without a
-    command: a stand-in one lets the options be read), else ``None``."""
+    """What ``srun ARGV`` prints instead of starting a step, when it asks for that: the MPI
+    types (:data:`MPI_LIST`: ``--mpi=list``), its usage (``-h``, ``--help``, ``--usage``) or
+    its version (``-V``), with or without a command (a stand-in one lets the options be
+    read); else ``None``."""
     try:
         options = parse_args([*argv, "true"], {})
     except StepError:
         return None
+    if options.show in ("help", "usage"):
+        return f'{USAGE}\n(docs/SUBMIT.md, "srun\'s options", lists every option)\n'
+    if options.show == "version":
+        return VERSION
     return MPI_LIST if options.mpi == "list" else None
+
+
+def _takes(name: str) -> Takes | None:
+    """How option ``--NAME`` takes its value; None for one srun does not know."""
+    if name in _LONG:
+        return "attached" if name in _ATTACHED else "yes" if _LONG[name][1] else "no"
+    known = ACCEPTED.get(name) or REFUSED.get(name)
+    return known.takes if known is not None else None
 
 
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> StepOptions:
     """The options and command of ``srun ARGV``, with the defaults the input variables of
     ``environ`` give those it leaves out (None: this process's, srun's own environment; ``{}``:
     none); :class:`StepError` for a bad one."""
+    env = os.environ if environ is None else environ
     values: dict[str, object] = {}
+    notes: list[str] = []
     args = list(argv)
     k = 0
     while k < len(args):
@@ -110,58 +170,48 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             break
         if arg.startswith("--"):
             name, eq, value = arg[2:].partition("=")
-            if name not in _LONG:
-                raise StepError(f"unknown option --{name} (supported: {_supported()})")
-            field_name, takes = _LONG[name]
-            if name == "kill-on-bad-exit" and eq:  # --kill-on-bad-exit=0|1
-                if value not in ("0", "1"):
-                    raise StepError(f"--kill-on-bad-exit takes 0 or 1, not {value!r}")
-                values[field_name] = value == "1"
-                k += 1
-                continue
-            if name == "immediate":  # --immediate[=seconds]
-                values[field_name] = _seconds(value) if eq else 0
-                k += 1
-                continue
-            if takes and not eq:
+            takes = _takes(name)
+            if takes is None:
+                raise StepError(_unknown(f"--{name}"))
+            if takes == "yes" and not eq:
                 if k + 1 >= len(args):
                     raise StepError(f"--{name} needs a value")
                 value = args[k + 1]
                 k += 1
-            elif not takes and eq:
+            elif takes == "no" and eq:
                 raise StepError(f"--{name} takes no value")
-            if field_name:
-                values[field_name] = _value(name, value) if takes else True
+            _take(name, value if eq or takes == "yes" else None, values, notes, env)
             k += 1
             continue
         # short options: -n4, -n 4, -l, -lu, -ln4
         j = 1
         while j < len(arg):
             letter = arg[j]
-            if letter not in _SHORT:
-                raise StepError(f"unknown option -{letter} (supported: {_supported()})")
-            name = _SHORT[letter]
-            field_name, takes = _LONG[name]
-            if name == "immediate":  # -I, -I5: its value attached or none
-                values[field_name] = _seconds(arg[j + 1 :]) if arg[j + 1 :] else 0
+            name = _SHORT.get(letter, "")
+            takes = _takes(name) if name else None
+            if takes is None:
+                raise StepError(_unknown(f"-{letter}"))
+            rest = arg[j + 1 :]
+            if takes == "attached" and (letter == "I" or rest[:1] in ("0", "1")):
+                _take(name, rest or None, values, notes, env)  # (-I5, -K1)
                 break
-            if not takes:
-                values[field_name] = True
+            if takes != "yes":
+                _take(name, None, values, notes, env)
                 j += 1
                 continue
-            value = arg[j + 1 :]
-            if not value:
+            if not rest:
                 if k + 1 >= len(args):
                     raise StepError(f"-{letter} needs a value")
-                value = args[k + 1]
+                rest = args[k + 1]
                 k += 1
-            values[field_name] = _value(name, value)
+            _take(name, rest, values, notes, env)
             break
         k += 1
     command = tuple(args[k:])
     if not command:
         raise StepError(f"no command to run\n{USAGE}")
-    warnings: list[str] = []
+    _check(values, env)
+    warnings = list(dict.fromkeys(notes))
     mpi = values.get("mpi")
     said = unknown_mpi(mpi) if isinstance(mpi, str) else None
     if said is not None:
@@ -169,7 +219,10 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     export = values.get("export")
     if isinstance(export, str):
         export_vars(export, {})  # refuse a bad one now
-    inherited = env_defaults(values, os.environ if environ is None else environ)
+    if values.pop("preserve_env", False):  # -E: the job's counts over -n and -N
+        values.pop("ntasks", None)
+        values.pop("nodes", None)
+    inherited = env_defaults(values, env)
     return StepOptions(
         command=command,
         warnings=tuple(warnings),
@@ -179,24 +232,117 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     )
 
 
-def _supported() -> str:
-    return ", ".join(f"--{name}" for name in _LONG)
+def _take(
+    name: str,
+    value: str | None,
+    values: dict[str, object],
+    notes: list[str],
+    env: Mapping[str, str],
+) -> None:
+    """Option ``--NAME`` with ``value`` (None: none given) into ``values`` (its field's) or
+    ``notes`` (what the step says of it); :class:`StepError` for a refused one or a bad
+    value."""
+    if name in REFUSED:
+        raise StepError(f"--{name} is not supported inside a job: {REFUSED[name].said}")
+    if name in ACCEPTED:
+        said = check_value(name, value) if value is not None else None
+        if said is not None:
+            raise StepError(said)
+        note = binding_note(value) if name == "cpu-bind" and value else ACCEPTED[name].said
+        if note:
+            notes.append(note)
+        return
+    field_name, takes = _LONG[name]
+    if name == "kill-on-bad-exit" and value is not None:  # --kill-on-bad-exit=0|1
+        if value not in ("0", "1"):
+            raise StepError(f"--kill-on-bad-exit takes 0 or 1, not {value!r}")
+        values[field_name] = value == "1"
+    elif name == "immediate":  # --immediate[=seconds]
+        values[field_name] = _seconds(name, value) if value is not None else 0
+    elif name == "exclusive":
+        if value not in (None, "user", "mcs"):
+            raise StepError(f"--exclusive takes user or mcs (or nothing), not {value!r}")
+    elif name == "jobid":
+        _own_job(value or "", env)
+    elif name == "preserve-env":
+        values["preserve_env"] = True
+    elif name in ("help", "usage", "version"):
+        values[field_name] = name
+    elif field_name:
+        values[field_name] = _value(name, value) if takes and value is not None else True
+
+
+def _check(values: Mapping[str, object], env: Mapping[str, str]) -> None:
+    """What the options given are together: :class:`StepError` for what cannot be."""
+    if values.get("relative") is not None and (
+        values.get("nodelist") is not None or values.get("exclude") is not None
+    ):
+        raise StepError("-r/--relative cannot be given with -w/--nodelist or -x/--exclude")
+    placing = [f for f in ("nodelist", "exclude", "relative") if values.get(f) is not None]
+    if values.get("het_groups") is not None and (
+        placing or values.get("distribution") not in (None, "block")
+    ):
+        raise StepError(
+            "--het-group: a heterogeneous job's step runs on its components' nodes as they "
+            "are; -w, -x, -r and -m are not supported with it"
+        )
+    started = [f for f in ("chdir", "task_prolog", "task_epilog", "multi_prog") if values.get(f)]
+    if values.get("pty") and (started or values.get("time_limit")):
+        raise StepError(
+            "--pty runs its one task on this terminal as it is: -D, -t, --task-prolog, "
+            "--task-epilog and --multi-prog are not supported with it (cd first)"
+        )
+    mpi = values.get("mpi") or env.get("SLURM_MPI_TYPE")
+    if values.get("multi_prog") and isinstance(mpi, str) and PMI_TYPES.match(mpi):
+        raise StepError(
+            f"--multi-prog with --mpi={mpi}: an MPI step starts its ranks through one mpirun, "
+            "all running one program; give --mpi=none for a task per line of the configuration"
+        )
+
+
+def _own_job(value: str, env: Mapping[str, str]) -> None:
+    own = {env.get("SLURM_JOB_ID"), env.get("FUSESCHED_JOB_ID")} - {None, ""}
+    if not own or value in own:
+        return
+    mine = " or ".join(sorted(own))  # type: ignore[arg-type]
+    raise StepError(
+        f"--jobid={value}: this srun runs steps of its own job ({mine}) only; to run in "
+        f"another, from outside it: fusesched run --jobid {value} --overlap --pty COMMAND"
+    )
+
+
+def _unknown(option: str) -> str:
+    known = [f"--{n}" for n in (*_LONG, *ACCEPTED, *REFUSED)] + [f"-{s}" for s in _SHORT]
+    close = difflib.get_close_matches(option, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown option {option}{hint}: not one of Slurm's srun options (srun --help)"
 
 
 def takes_value(option: str) -> bool | None:
     """Whether srun's option ``option`` (``--name`` or ``-x``) takes a value in the next word
-    when none is attached; None for one it does not know. (``--immediate``, ``-I`` and
-    ``--kill-on-bad-exit`` take theirs attached only.)"""
+    when none is attached; None for one it does not know. (``--immediate``, ``-I``,
+    ``--kill-on-bad-exit`` and the like take theirs attached only.)"""
     name = _SHORT.get(option[1:], "") if not option.startswith("--") else option[2:]
-    if name not in _LONG:
-        return None
-    return _LONG[name][1] and name != "immediate"
+    takes = _takes(name) if name else None
+    return None if takes is None else takes == "yes"
 
 
-def _seconds(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise StepError(f"--immediate takes whole seconds, not {text!r}")
+def _seconds(name: str, text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        raise StepError(f"--{name} takes whole seconds, not {text!r}")
     return int(text)
+
+
+#: How the values of the options a step applies beyond its shape are read.
+_READERS: dict[str, Callable[[str], object]] = {
+    "time": read.time_limit,
+    "signal": read.signal_before,
+    "nodelist": lambda text: read.hosts("-w/--nodelist", text),
+    "exclude": lambda text: read.hosts("-x/--exclude", text),
+    "relative": lambda text: read.seconds("-r/--relative", text, 10**6),
+    "wait": lambda text: read.seconds("-W/--wait", text),
+    "distribution": read.step_distribution,
+}
 
 
 def _value(name: str, text: str) -> object:
@@ -208,6 +354,13 @@ def _value(name: str, text: str) -> object:
         raise StepError("--job-name needs a name")
     if name == "input" and not text:
         raise StepError("--input takes all, none, a task's rank or a file name")
+    if name in ("chdir", "task-prolog", "task-epilog") and not text:
+        raise StepError(f"--{name} needs a path")
+    if name in _READERS:
+        try:
+            return _READERS[name](text)
+        except ValueError as exc:
+            raise StepError(str(exc)) from None
     if name in ("het-group", "pack-group"):
         return het_group_list(name, text)
     if name in GPU_OPTIONS:

@@ -10,6 +10,11 @@ of one task's own is emptied by that task as it starts (``--open-mode=truncate``
 one that several tasks share (no ``%t`` in its name) is emptied by srun before the step starts,
 then every task adds to it, so that none empties what another wrote. A shared file whose name
 holds the step's id (``%s``, ``%J``), unknown until the step starts, is added to.
+
+The same pass keeps what else each task's start applies (:class:`StepFiles`'s ``start``):
+``-D``, ``-t``, ``--signal``, ``--task-prolog`` and ``--task-epilog`` make each task start
+through :mod:`fusesched.step_start`, where it runs; ``--multi-prog`` gives each task its own
+command, from the configuration file read here (:mod:`fusesched.agent.step_multiprog`).
 """
 
 from __future__ import annotations
@@ -18,15 +23,18 @@ import contextlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from fusesched.agent.step_args import takes_value
-from fusesched.agent.step_plan import StepError, StepTask
+from fusesched.agent.step_args import parse_args, takes_value
+from fusesched.agent.step_multiprog import MultiProg, read_config
+from fusesched.agent.step_plan import StepError, StepOptions, StepTask
 from fusesched.output_patterns import expand
 from fusesched.step_output import Names, names
 
 #: The module each task of a step with files starts through.
 REDIRECT_MODULE = "fusesched.step_output"
+#: ... and the one each task starts through when its start does more (step_start.py).
+START_MODULE = "fusesched.step_start"
 #: srun's patterns that keep the default: the tasks' output printed by srun.
 ALL = "all"
 #: ... and the one that throws it away.
@@ -43,9 +51,13 @@ class StepFiles:
     output: str | None = None
     error: str | None = None
     append: bool = False
+    # what each task's start does besides (fusesched/step_start.py's settings)
+    start: tuple[str, ...] = ()
+    programs: MultiProg | None = None  # --multi-prog's configuration
 
     @property
     def any(self) -> bool:
+        """Whether there are files (the tasks' output is not all printed by srun)."""
         return self.output is not None or self.error is not None
 
 
@@ -87,7 +99,40 @@ def split_files(argv: Sequence[str]) -> tuple[StepFiles, list[str]]:
                 rest.append(args[k + 1])
                 k += 1
         k += 1
-    return _files(found), [*rest, *args[k:]]
+    files = _files(found)
+    rest = [*rest, *args[k:]]
+    options = _options(rest)
+    if options is None:
+        return files, rest
+    programs = read_config(options.command[0]) if options.multi_prog else None
+    return replace(files, start=start_settings(options), programs=programs), rest
+
+
+def _options(argv: Sequence[str]) -> StepOptions | None:
+    """srun's other options, read for what each task's start applies (None: bad, which the
+    step's own reading says)."""
+    try:
+        return parse_args(argv, {})
+    except StepError:
+        return None
+
+
+def start_settings(options: StepOptions) -> tuple[str, ...]:
+    """:mod:`fusesched.step_start`'s settings for what ``options`` ask of each task's start
+    (none: the task starts as it is)."""
+    out: list[str] = []
+    if options.chdir is not None:
+        out += ["--chdir", options.chdir]
+    if options.task_prolog is not None:
+        out += ["--prolog", options.task_prolog]
+    if options.time_limit:
+        out += ["--time", str(options.time_limit)]
+        if options.signal is not None:
+            number, before = options.signal
+            out += ["--signal", f"{number}@{min(before, options.time_limit)}"]
+    if options.task_epilog is not None:
+        out += ["--epilog", options.task_epilog]
+    return tuple(out)
 
 
 def _value(option: str, following: str | None) -> str:
@@ -161,14 +206,34 @@ def redirected(
     :data:`REDIRECT_MODULE` by ``python`` with its files when there are any; ``env``, srun's
     variables, gives the job's values. A task whose files are its own empties them as it
     starts (unless appending); one that shares a file adds to its files."""
-    if not files.any:
-        return [tuple(command)] * len(tasks)
+    commands = [_own_command(files.programs, task, command) for task in tasks]
+    if files.any:
+        for k, (_, shared) in enumerate(_task_files(files, tasks, env)):
+            mode = "append" if files.append or shared else "truncate"
+            redirect = (python, "-I", "-m", REDIRECT_MODULE, files.output or "", files.error or "")
+            if commands[k] is not None:
+                commands[k] = (*redirect, mode, *commands[k])  # type: ignore[misc]
     out: list[tuple[str, ...]] = []
-    for _, shared in _task_files(files, tasks, env):
-        mode = "append" if files.append or shared else "truncate"
-        redirect = (python, "-I", "-m", REDIRECT_MODULE, files.output or "", files.error or "")
-        out.append((*redirect, mode, *command))
+    for task, own in zip(tasks, commands, strict=True):
+        if own is None:  # (--multi-prog: no line for it)
+            said = f"--multi-prog: {files.programs.path if files.programs else ''} names no "
+            said += f"program for task {task.rank}: no executable program specified for it"
+            out.append((python, "-I", "-m", START_MODULE, "--fail", said, "--"))
+        elif files.start:
+            out.append((python, "-I", "-m", START_MODULE, *files.start, "--", *own))
+        else:
+            out.append(own)
     return out
+
+
+def _own_command(
+    programs: MultiProg | None, task: StepTask, command: Sequence[str]
+) -> tuple[str, ...] | None:
+    """What ``task`` runs: ``command``, or its own with ``--multi-prog`` (the arguments
+    after the configuration's name added; None: no line names it)."""
+    if programs is None:
+        return tuple(command)
+    return programs.argv(task.rank, command[1:])
 
 
 def emptied(files: StepFiles, tasks: Sequence[StepTask], env: Mapping[str, str]) -> list[str]:

@@ -14,6 +14,7 @@ OpenMPI's (``SLURM_PROCID`` = ``RANK`` = ``$OMPI_COMM_WORLD_RANK``…).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -78,8 +79,11 @@ def mpirun_argv(
     tasks: Sequence[StepTask], passed: Sequence[str], label: bool, command: Sequence[str]
 ) -> list[str]:
     """The step's mpirun: its ranks where ``tasks`` are (block by slot, as srun places
-    them), the variables ``passed`` given to every rank, ``--tag-output`` for ``-l``."""
+    them; round the nodes, ``--map-by node``, when their ranks are not in node order:
+    ``-m cyclic``, and ``plane=N`` taken as cyclic), the variables ``passed`` given to every
+    rank, ``--tag-output`` for ``-l``."""
     hosts = ",".join(f"{node}:{count}" for node, count in step_slots(tasks).items())
+    block = all(a.node_index <= b.node_index for a, b in itertools.pairwise(tasks))
     return [
         "mpirun",
         "-np",
@@ -87,7 +91,7 @@ def mpirun_argv(
         "--host",
         hosts,
         "--map-by",
-        "slot",
+        "slot" if block else "node",
         "--bind-to",
         "none",
         "--nooversubscribe",

@@ -85,6 +85,20 @@ class StepOptions:
     mem_per_cpu: str | None = None
     # -i/--input as given: all, none, a task's rank or a file pattern (agent/step_stdin.py)
     input: str | None = None
+    # where and how each task starts (agent/step_files.py, fusesched/step_start.py)
+    chdir: str | None = None  # -D, as given (relative: to srun's folder)
+    time_limit: int | None = None  # -t in seconds (whole minutes, up); 0: no limit
+    signal: tuple[int, int] | None = None  # --signal: (number, seconds before -t's limit)
+    task_prolog: str | None = None
+    task_epilog: str | None = None
+    multi_prog: bool = False  # the command is a --multi-prog configuration
+    # placement (agent/step_place.py): -w, -x, -r, -m's first part
+    nodelist: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    relative: int | None = None
+    distribution: str | None = None  # block, cyclic, plane=N, arbitrary
+    wait: int | None = None  # -W: seconds after the first task's end before the others' (0: any)
+    show: str | None = None  # -h, --usage, -V: what srun prints instead of starting a step
     warnings: tuple[str, ...] = ()
     # the fields given by srun's input variables, not the command line (agent/step_defaults.py)
     inherited: frozenset[str] = frozenset()

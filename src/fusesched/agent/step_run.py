@@ -159,11 +159,19 @@ class Step:
                 with contextlib.suppress(httpx.HTTPError):
                     self.http.delete(f"/v1/tasks/{run.task_id}")
 
-    def follow(self, kill_on_bad_exit: bool) -> list[int]:
-        """Print the tasks' output until all have ended; their exit codes (rank order)."""
+    def follow(self, kill_on_bad_exit: bool, wait: int | None = None) -> list[int]:
+        """Print the tasks' output until all have ended; their exit codes (rank order).
+        ``wait`` (``-W``): once a task has ended, kill those still running that many
+        seconds later (0 or None: never)."""
         pause = POLL_MIN_S
         stopping_at: float | None = None
+        first_end: float | None = None
         while not all(r.done for r in self.running):
+            if first_end is None and any(r.code is not None for r in self.running):
+                first_end = time.monotonic()
+            if wait and first_end is not None and time.monotonic() - first_end >= wait:
+                self._waited(wait)
+                first_end = float("inf")  # (said and killed once)
             if self.stop_signal is not None and stopping_at is None:
                 stopping_at = time.monotonic()
                 self.kill(self.running)
@@ -184,6 +192,19 @@ class Step:
         for run in self.running:
             self._flush(run)
         return [r.code if r.code is not None else 128 + signal.SIGKILL for r in self.running]
+
+    def _waited(self, wait: int) -> None:
+        """``-W``: the first task ended ``wait`` seconds ago; kill the others, as Slurm's
+        srun says it."""
+        left = [r for r in self.running if r.code is None]
+        if not left:
+            return
+        say(f"First task exited {wait}s ago")
+        for run in self.running:
+            state = "running" if run.code is None else "exited"
+            say(f"StepId={self.job_id}.{self.step_id} task {run.task.rank}: {state}")
+        say(f"Terminating StepId={self.job_id}.{self.step_id}")
+        self.kill(left)
 
     def _status(self, run: _Running) -> bool:
         try:

@@ -10,19 +10,34 @@ step's tasks as Slurm's srun forwards it (``-i/--input``):
   task reads as its standard input, opened where the task runs, as its user, relative to its
   working folder (as Slurm's slurmstepd opens it): nothing of it passes through srun.
 
-srun reads its standard input (:func:`read_stdin`) when it is no terminal (srun on a
-terminal forwards nothing: its tasks get ``/dev/null``), to its end, before the step starts:
-whole, at most :data:`STDIN_MAX_BYTES` (more is an error, nothing started: ``-i FILE`` reads
-any size), and at most :data:`STDIN_MAX_TOTAL` bytes counting each task's copy. Empty (a
-batch script's own, ``/dev/null``), nothing is sent. The bytes travel in the step request
-(``stdin``, base64, and ``stdin_task``: api/step_schemas.py); the controller gives them to
-the tasks in their launch's files (controller/steps.py), which their agents write into the
-tasks' folders and their shims open as standard input (agent/task_files.py,
-agent/task_shim.py). An MPI step's one task, mpirun, gets them and hands them on to its ranks
-(``--stdin all`` or ``--stdin N``: :func:`mpirun_stdin`).
+srun forwards its standard input as it comes, as Slurm's srun streams it: the step starts at
+once, and its tasks read what srun reads while they run (on a terminal srun forwards
+nothing: its tasks get ``/dev/null``). First srun reads what is there already
+(:func:`first_stdin`, for at most :data:`FIRST_WAIT_S`):
 
-What srun decides here has no I/O but for :func:`read_stdin` and the file test of
-:func:`step_input`.
+* an input that has ended by then (a here-doc, ``< file``, ``echo x |``), at most
+  :data:`STDIN_MAX_BYTES` and :data:`STDIN_MAX_TOTAL` counting each task's copy, travels
+  whole in the step request (``stdin``, base64, and ``stdin_task``: api/step_schemas.py);
+  the controller gives it to the tasks in their launch's files (controller/steps.py), which
+  their agents write into the tasks' folders and their shims open as standard input
+  (agent/task_files.py, agent/task_shim.py). Empty (a batch script's own, ``/dev/null``),
+  nothing is sent;
+* any other (still open, or bigger) is *streamed*: srun opens a stream on the controller,
+  each task that gets it starts behind a reader (:mod:`fusesched.stdin_pump`, its command
+  line's first words: :func:`input_argv`) that feeds a pipe, the task's standard input,
+  with what the stream brings, and srun writes into the stream what it reads, as it comes,
+  until its input ends (the tasks then read its end) or the step does
+  (agent/stdin_forward.py, controller/stdin_streams.py). A task that never reads its
+  standard input is never held up by it; one that reads slowly holds srun's reading back.
+
+A controller older than streams (no stream route) gets the input whole, as before: srun
+reads it to its end before the step starts (:func:`read_stdin`: more than
+:data:`STDIN_MAX_BYTES` is an error, nothing started). An MPI step's one task, mpirun, gets
+the input either way and hands it on to its ranks (``--stdin all`` or ``--stdin N``:
+:func:`mpirun_stdin`).
+
+What srun decides here has no I/O but for :func:`first_stdin`, :func:`read_stdin` and the
+file test of :func:`step_input`.
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from __future__ import annotations
 import base64
 import os
 import select
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,13 +55,19 @@ from fusesched.agent.step_plan import StepError, StepTask
 from fusesched.output_patterns import expand
 from fusesched.step_output import Names, names
 
-#: The most bytes of standard input srun forwards (read whole before the step starts).
+#: The most bytes of standard input srun sends whole in the step request (more is streamed;
+#: to a controller older than streams: an error).
 STDIN_MAX_BYTES: Final = 16 * 1024 * 1024
 #: ... and the most that all the tasks' copies of it may come to (each task's launch carries
 #: its own: ``srun -n 64`` forwards at most 1 MiB).
 STDIN_MAX_TOTAL: Final = 64 * 1024 * 1024
 #: How long srun reads a standard input that has not ended before it says what it waits for.
 SAY_WAITING_AFTER_S: Final = 5.0
+#: How long srun waits for its standard input to end before it streams it instead of
+#: sending it whole (seconds).
+FIRST_WAIT_S: Final = 0.25
+#: The module each task that reads a streamed standard input starts behind.
+PUMP_MODULE: Final = "fusesched.stdin_pump"
 _CHUNK = 1024 * 1024
 
 #: The step's id in srun's expansions of a file pattern: the task puts in its own.
@@ -77,17 +99,27 @@ class InputMode:
 class StepInput:
     """Where the step's tasks' standard input comes from: ``data`` (srun's own, read whole;
     None: nothing forwarded) for every task or (``task``) the one of that rank alone, or a
-    file ``pattern`` each task opens on its node."""
+    file ``pattern`` each task opens on its node. ``streamed``: srun's input had not ended
+    (``data`` is what it had read so far): it is forwarded as it comes, through the
+    controller's stream ``stream`` (its id, once srun has opened it)."""
 
     data: bytes | None = None
     task: int | None = None
     pattern: str | None = None
+    streamed: bool = False
+    stream: str | None = None
+
+    def reads(self, task: StepTask, mpi: bool = False) -> bool:
+        """Whether ``task`` reads srun's input (``mpi``: it is mpirun, which hands it on)."""
+        forwarded = bool(self.data) or self.streamed
+        return forwarded and (mpi or self.task is None or self.task == task.rank)
 
     def fields(self, tasks: Sequence[StepTask], mpi: bool) -> dict[str, object]:
         """The step request's fields for it (api/step_schemas.py), its tasks being
         ``tasks`` in the request's order (``mpi``: their one launch is mpirun, which gets
-        it and hands it on: :func:`mpirun_stdin`); none when nothing is forwarded."""
-        if not self.data:
+        it and hands it on: :func:`mpirun_stdin`); none when nothing is forwarded, or when
+        it is streamed."""
+        if not self.data or self.streamed:
             return {}
         out: dict[str, object] = {"stdin": base64.b64encode(self.data).decode("ascii")}
         if self.task is not None and not mpi:
@@ -123,12 +155,13 @@ def step_input(
     text: str | None,
     tasks: Sequence[StepTask],
     mpi: bool,
-    stdin: Callable[[], bytes | None],
+    stdin: Callable[[], tuple[bytes | None, bool]],
 ) -> StepInput:
     """The step's :class:`StepInput` for ``-i TEXT`` (None: not given) over ``tasks``;
-    ``stdin`` reads srun's standard input (:func:`read_stdin`) when it is to be forwarded.
-    Through mpirun (``mpi``) one file serves all ranks: a pattern of each task's or node's
-    own is refused. :class:`StepError` when it cannot be done."""
+    ``stdin`` reads what srun's standard input holds already, and whether it has ended
+    (:func:`first_stdin`), when it is to be forwarded: whole if it has, and fits the
+    request; else streamed. Through mpirun (``mpi``) one file serves all ranks: a pattern
+    of each task's or node's own is refused. :class:`StepError` when it cannot be done."""
     mode = input_mode(text, len(tasks), os.path.exists)
     if mode.kind == "none":
         return NO_INPUT
@@ -139,17 +172,72 @@ def step_input(
                 "input: a file of each task's or node's own (%t, %n, %N) is not supported"
             )
         return StepInput(pattern=mode.pattern)
-    data = stdin()
-    if not data:  # (a terminal, or empty: nothing to forward)
+    data, ended = stdin()
+    if data is None or (ended and not data):  # (a terminal, or empty: nothing to forward)
         return NO_INPUT
     copies = 1 if mode.task is not None or mpi else len(tasks)
+    if ended and len(data) <= STDIN_MAX_BYTES and len(data) * copies <= STDIN_MAX_TOTAL:
+        return StepInput(data=data, task=mode.task)
+    return StepInput(data=data, task=mode.task, streamed=True)
+
+
+def whole_input(
+    given: StepInput,
+    tasks: Sequence[StepTask],
+    mpi: bool,
+    rest: Callable[[bytes], bytes | None],
+) -> StepInput:
+    """``given`` (streamed) sent whole instead, for a controller older than streams:
+    ``rest`` reads srun's standard input to its end after what was read already
+    (:func:`read_stdin`). :class:`StepError` when it is too big."""
+    data = rest(given.data or b"") or b""
+    if not data:
+        return NO_INPUT
+    copies = 1 if given.task is not None or mpi else len(tasks)
     if len(data) * copies > STDIN_MAX_TOTAL:
         raise StepError(
             f"standard input is forwarded whole to each task: {len(data)} bytes to {copies} "
             f"tasks is more than {STDIN_MAX_TOTAL // 2**20} MiB in all; give -i N for task "
             "N alone, -i FILE for each task to read a file on its node, or -i none"
         )
-    return StepInput(data=data, task=mode.task)
+    return StepInput(data=data, task=given.task)
+
+
+def first_stdin(
+    fd: int = 0, wait_s: float = FIRST_WAIT_S, limit: int = STDIN_MAX_BYTES
+) -> tuple[bytes | None, bool]:
+    """What srun's standard input ``fd`` holds within ``wait_s`` seconds, up to its end or
+    more than ``limit`` bytes, and whether it ended: (None, True) on a terminal (nothing to
+    forward), ``(b"", True)`` when it is empty or closed."""
+    try:
+        if os.isatty(fd):
+            return None, True
+    except OSError:
+        return b"", True
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + wait_s
+    while size <= limit:
+        left = deadline - time.monotonic()
+        try:
+            ready, _, _ = select.select([fd], [], [], max(left, 0.0))
+        except (OSError, ValueError):
+            ready = [fd]  # (one select cannot wait on: read it as it is)
+        if not ready:
+            return b"".join(chunks), False
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+        except InterruptedError:
+            continue
+        except BlockingIOError:  # (select said readable, someone else read it: wait again)
+            continue
+        except OSError:
+            break  # (closed, or one that cannot be read: nothing more)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), size <= limit
 
 
 def _per_task(pattern: str) -> bool:
@@ -163,18 +251,21 @@ def read_stdin(
     limit: int = STDIN_MAX_BYTES,
     say: Callable[[str], None] | None = None,
     say_after_s: float = SAY_WAITING_AFTER_S,
+    head: bytes = b"",
 ) -> bytes | None:
-    """srun's standard input ``fd`` read to its end: None on a terminal (nothing to
-    forward), ``b""`` when it is empty or closed. :class:`StepError` past ``limit`` bytes.
-    One that has not ended after ``say_after_s`` seconds: ``say`` is told what srun waits
-    for, once."""
+    """srun's standard input ``fd`` read to its end, after ``head`` (what was read of it
+    already): None on a terminal (nothing to forward), ``b""`` when it is empty or closed.
+    :class:`StepError` past ``limit`` bytes. One that has not ended after ``say_after_s``
+    seconds: ``say`` is told what srun waits for, once."""
     try:
         if os.isatty(fd):
             return None
     except OSError:
-        return b""
-    chunks: list[bytes] = []
-    size = 0
+        return head
+    chunks: list[bytes] = [head] if head else []
+    size = len(head)
+    if size > limit:
+        raise StepError(_too_big(limit))
     started = time.monotonic()
     said = say is None
     while True:
@@ -206,12 +297,17 @@ def read_stdin(
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
-            raise StepError(
-                f"standard input is more than {limit // 2**20} MiB: srun forwards it whole "
-                "to the tasks, read before they start; give -i FILE for each task to read "
-                "a file on its node (any size), or -i none to start them without it"
-            )
+            raise StepError(_too_big(limit))
     return b"".join(chunks)
+
+
+def _too_big(limit: int) -> str:
+    return (
+        f"standard input is more than {limit // 2**20} MiB: srun forwards it whole to the "
+        "tasks, read before they start (the controller is older than streamed input); give "
+        "-i FILE for each task to read a file on its node (any size), or -i none to start "
+        "them without it"
+    )
 
 
 def _wait_readable(fd: int) -> None:
@@ -223,11 +319,20 @@ def _wait_readable(fd: int) -> None:
 
 
 def input_argv(
-    mode: StepInput, task: StepTask, environ: Mapping[str, str], command: Sequence[str]
+    mode: StepInput,
+    task: StepTask,
+    environ: Mapping[str, str],
+    command: Sequence[str],
+    mpi: bool = False,
+    python: str = sys.executable,
 ) -> tuple[str, ...]:
     """``command`` for ``task``, reading ``mode``'s file (if it has one) as its standard
     input: the pattern expanded with the task's values (``environ``: srun's, the job's),
-    the step's id put in by the task itself (unknown to srun)."""
+    the step's id put in by the task itself (unknown to srun); or, when it reads a streamed
+    input (``mpi``: it is mpirun, which hands it on), started behind its reader
+    (:data:`PUMP_MODULE`, run by ``python``)."""
+    if mode.stream is not None and mode.reads(task, mpi):
+        return (python, "-I", "-m", PUMP_MODULE, mode.stream, "--", *command)
     if mode.pattern is None:
         return tuple(command)
     path = expand(mode.pattern, **_names(environ, task))

@@ -30,6 +30,7 @@ from fusesched.api.resubmit_routes import add_resubmit_routes
 from fusesched.api.schemas import Health
 from fusesched.api.signal_routes import add_signal_routes
 from fusesched.api.start_routes import add_start_routes
+from fusesched.api.stdin_routes import add_stdin_routes
 from fusesched.api.token_routes import add_token_routes
 from fusesched.api.url_text import NulInUrl
 from fusesched.controller.auth import Authenticator
@@ -67,6 +68,7 @@ def create_app(controller: Controller, auth: Authenticator | None = None) -> Fas
     add_signal_routes(app, access)
     add_alive_routes(app, access)
     add_pty_routes(app, access)
+    add_stdin_routes(app, access)
     add_efficiency_routes(app, access)
     add_cluster_routes(app, access)
     add_node_routes(app, access)

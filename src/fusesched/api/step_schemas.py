@@ -91,7 +91,8 @@ class StepRequest(_Input):
     ``--mem-per-cpu``; 0: all of the job's there; absent: no limit): controller/step_cpus.py.
     ``stdin``: ``srun``'s standard input (base64; at most 16 MiB, and 64 MiB counting each
     task's copy) for every task or, with ``stdin_task``, for ``tasks[stdin_task]`` alone
-    (absent: every task's is ``/dev/null``): agent/step_stdin.py."""
+    (absent: every task's is ``/dev/null``, or it is streamed, outside the request, to the
+    tasks that start behind a reader of it: api/stdin_routes.py): agent/step_stdin.py."""
 
     slots: dict[str, Annotated[int, Field(ge=1)]] = Field(min_length=1)
     tasks: list[RemoteLaunch] = Field(min_length=1)

@@ -24,16 +24,106 @@ OWN_VALUES = ("--controller", "--token", "--ca")
 #: ``run``'s own flag for an interactive task (Slurm's ``srun --pty``).
 PTY = "--pty"
 
-#: srun options that have no meaning here: accepted with a warning (and their value skipped).
-IGNORED_VALUES = {"mpi": "", "cpu-bind": "", "mem-bind": "", "distribution": "m"}
+#: srun options (not sbatch's) that have no meaning here: accepted with a warning (and their
+#: value skipped), with their short letters. The same as ``srun`` inside a job accepts
+#: (agent/step_option_table.py), where they concern a job rather than a step.
+IGNORED_VALUES = {
+    "mpi": "",
+    "cpu-bind": "",
+    "mem-bind": "",
+    "distribution": "m",
+    "accel-bind": "",
+    "gpu-bind": "",
+    "gpu-freq": "",
+    "cpu-freq": "",
+    "gres-flags": "",
+    "threads": "T",
+    "slurmd-debug": "",
+    "msg-timeout": "",
+    "profile": "",
+    "acctg-freq": "",
+    "bcast-exclude": "",
+    "clusters": "M",
+    "cluster-constraint": "",
+    "mcs-label": "",
+    "power": "",
+    "bb": "",
+    "bbf": "",
+    "delay-boot": "",
+    "switches": "",
+    "network": "",
+    "core-spec": "S",
+    "thread-spec": "",
+    "sockets-per-node": "",
+    "cores-per-socket": "",
+    "threads-per-core": "",
+    "extra-node-info": "B",
+    "ntasks-per-core": "",
+    "ntasks-per-socket": "",
+    "mincpus": "",
+    "tmp": "",
+    "time-min": "",
+    "wckey": "",
+}
+#: srun flags (some with a value, attached only: ``--propagate=STACK``) accepted with no
+#: effect, with their short letters: srun's own workings, or what each task has anyway; a
+#: warning only for those a user could expect an effect of.
+IGNORED_FLAGS = {
+    "verbose": ("v", False),
+    "disable-status": ("X", False),
+    "quit-on-interrupt": ("", False),  # (one Ctrl-C already cancels the job)
+    "exact": ("", False),
+    "preserve-env": ("E", False),
+    "send-libs": ("", False),
+    "propagate": ("", False),
+    "compress": ("", False),
+    "resv-ports": ("", False),
+    "overcommit": ("O", True),
+    "oversubscribe": ("s", True),
+    "no-kill": ("k", True),
+    "contiguous": ("", True),
+    "spread-job": ("", True),
+    "use-min-nodes": ("", True),
+    "reboot": ("", True),
+}
 
-#: sbatch options ``run`` refuses, and why.
+_INSIDE = "an srun inside a job (a batch script or salloc) applies it to a job step"
+#: sbatch and srun options ``run`` refuses, and why, with the short letters of srun's.
 REFUSED = {
     "wrap": "run takes the command itself (fusesched run [OPTIONS] COMMAND [ARGS...])",
     "array": "run starts one job, not an array: use fusesched sbatch --array",
     "test-only": "use fusesched sbatch --test-only --wrap=... to ask when it would start",
     "parsable": "sbatch's; run prints the command's output, not the job id",
     "wait": "sbatch's; run always waits for the command",
+    "multi-prog": f"run starts one command on every task; {_INSIDE}",
+    "task-prolog": f"not supported by run; {_INSIDE}",
+    "task-epilog": f"not supported by run; {_INSIDE}",
+    "prolog": "run the program before run, in the same shell",
+    "epilog": "run the program after run, in the same shell",
+    "relative": "a new job has no allocation to be relative to (as Slurm's srun outside one)",
+    "het-group": "run starts one job of one component: use fusesched sbatch with hetjob",
+    "pack-group": "run starts one job of one component: use fusesched sbatch with hetjob",
+    "kill-on-bad-exit": f"a job's tasks run to their own ends under run; {_INSIDE}",
+    "input": "run forwards standard input only with --pty",
+    "immediate": "run waits for its job to start (fusesched cancel to give up)",
+    "uid": "a job runs as the user who submits it",
+    "gid": "a job runs as the user who submits it",
+    "bcast": "the program is not copied to the nodes: put it on a shared file system",
+    "container": "give the image as fusesched's job types do (docs/SUBMIT.md)",
+    "x11": "X11 forwarding is not supported",
+    "no-allocate": "a job always runs in an allocation of its own",
+    "nodefile": "give the nodes with -w/--nodelist",
+    "gpus-per-socket": "GPUs are given per task or per node: --gpus-per-task or --gpus-per-node",
+    "ntasks-per-gpu": "GPUs are given per task or per node: --gpus-per-task or --gpus-per-node",
+    "tres-per-task": "use -c and --gpus-per-task",
+}
+_REFUSED_SHORT = {
+    "r": "relative",
+    "K": "kill-on-bad-exit",
+    "i": "input",
+    "I": "immediate",
+    "Z": "no-allocate",
+    "F": "nodefile",
 }
 #: A job name is at most this long (``JobRequest.name``).
 MAX_NAME = 200
@@ -129,9 +219,16 @@ def split_run_args(
             name, attached = short.get(arg[1], ""), len(arg) > 2
             if not name:
                 name = next((k for k, s in IGNORED_VALUES.items() if s == arg[1]), "")
+            if not name:
+                name = next((k for k, (s, _) in IGNORED_FLAGS.items() if s == arg[1]), "")
+            name = name or _REFUSED_SHORT.get(arg[1], "")
             written = arg[:2]
         if name in refused:
             raise RunUsageError(f"{written}: {refused[name]}")
+        if name in IGNORED_FLAGS and (arg.startswith("--") or arg[1:] == arg[1] * len(arg[1:])):
+            if IGNORED_FLAGS[name][1]:
+                warnings.append(f"{written} has no effect with fusesched {prog}; ignored")
+            continue
         if name in IGNORED_VALUES:
             if not attached:
                 if i >= len(args):
@@ -166,7 +263,7 @@ def _unknown(
     written: str, short: dict[str, str], values: frozenset[str], flags: frozenset[str], prog: str
 ) -> str:
     known = sorted(
-        {f"--{o}" for o in (*values, *flags, *IGNORED_VALUES)}
+        {f"--{o}" for o in (*values, *flags, *IGNORED_VALUES, *IGNORED_FLAGS)}
         | {"--label", "--quiet", "--unbuffered"}
         | {f"-{s}" for s in short}
     )
