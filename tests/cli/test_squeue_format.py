@@ -157,5 +157,5 @@ def test_the_nodes_are_slurms_short_host_list_in_their_order() -> None:
     """``%N`` (and ``%R`` of a running job) as squeue writes them, ``node[1-3,7]``; in the
     allocation's order, which ``scontrol show hostnames`` gives back."""
     job = {"state": "Running", "nodes": ["node3", "node1", "node2", "node7", "gpu-a"]}
-    assert sq._nodes(job) == "node[3,1-2,7],gpu-a"
-    assert sq._reason_or_nodes(job) == "node[3,1-2,7],gpu-a"
+    assert sq.FIELDS["N"].value(job) == "node[3,1-2,7],gpu-a"
+    assert sq.FIELDS["R"].value(job) == "node[3,1-2,7],gpu-a"

@@ -188,8 +188,8 @@ def test_noheader_table_and_json(jobs: Jobs) -> None:
 def test_bad_input_is_refused_with_a_reason(jobs: Jobs) -> None:
     said = refused(jobs, "jobs", "-t", "PD,XX")
     assert "unknown job state 'XX'" in said and "PD/PENDING" in said and "TO/TIMEOUT" in said
-    said = refused(jobs, "jobs", "-o", "%i %Z")
-    assert "unknown format field %Z" in said and "%i" in said
+    said = refused(jobs, "jobs", "-o", "%i %@")
+    assert "unknown format field %@" in said and "%i" in said
     assert "ends inside a field" in refused(jobs, "jobs", "-o", "%i %.5")
     assert "unknown field 'Bogus'" in refused(jobs, "jobs", "-O", "JobID,Bogus")
     assert "bad width" in refused(jobs, "jobs", "-O", "JobID:x")

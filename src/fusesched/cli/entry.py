@@ -86,6 +86,10 @@ def main() -> None:
         code = run(args[0], args[1:])
         if code is not None:  # (None: a script asks for what only the full command does)
             sys.exit(code)
+    if len(sys.argv) > 1 and sys.argv[1] in ("squeue", "jobs"):  # (bare -s, -j: Slurm's)
+        from fusesched.cli.squeue_options import normalise_argv
+
+        sys.argv[2:] = normalise_argv(sys.argv[2:])
     if len(sys.argv) > 1 and sys.argv[1] in CLIENT_COMMANDS:
         import typer
 

@@ -1,14 +1,19 @@
-"""``fusesched jobs`` (squeue's options and output formats, the formats and state names in
-:mod:`fusesched.cli.squeue_format`) and ``fusesched show ARRAY_ID`` (an array's members)."""
+"""``fusesched jobs`` (squeue's options and output formats: what a listing is to show in
+:mod:`fusesched.cli.squeue_plan`, the formats in :mod:`fusesched.cli.squeue_format`, the
+options of Slurm's that fusesched takes in :mod:`fusesched.cli.squeue_options`) and
+``fusesched show ARRAY_ID`` (an array's members)."""
 
 from __future__ import annotations
 
 import getpass
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fusesched.cli import squeue_options as so
 from fusesched.cli.clusters import ClustersOpt
 from fusesched.cli.live import (
     CaOpt,
@@ -24,14 +29,19 @@ from fusesched.cli.live import (
     jobs_table,
     refused,
 )
+from fusesched.cli.slurm_version import VersionOpt
+from fusesched.cli.squeue_plan import SQUEUE_DEFAULT, SQUEUE_FORMAT, Filters, Given, Plan
 
 if TYPE_CHECKING:
-    from fusesched.cli.squeue_format import StateMatch
+    from fusesched.cli.squeue_format import Piece
+
+__all__ = ["SQUEUE_DEFAULT", "SQUEUE_FORMAT", "Filters", "jobs", "show_array", "show_or_array"]
 
 #: The most members ``show ARRAY_ID`` lists (what one ``GET /v1/jobs`` answers).
 MAX_MEMBERS = 1000
 
 ListOpt = list[str] | None
+Job = dict[str, Any]
 
 
 def _me(client: Any) -> tuple[list[str], bool]:
@@ -75,6 +85,7 @@ def jobs(
         ListOpt,
         typer.Option(
             "--jobs",
+            "--job",
             "-j",
             help="Only these jobs (a comma list: 12, array members 13_2, whole arrays 13).",
         ),
@@ -130,152 +141,251 @@ def jobs(
     noheader: Annotated[
         bool, typer.Option("--noheader", "-h", help="No header line (as squeue -h).")
     ] = False,
+    account: so.AccountOpt = None,
+    qos: so.QosOpt = None,
+    nodelist: so.NodelistOpt = None,
+    licenses: so.LicensesOpt = None,
+    reservation: so.ReservationOpt = None,
+    long: so.LongOpt = False,
+    steps: so.StepsOpt = None,
+    sort: so.SortOpt = None,
+    iterate: so.IterateOpt = None,
+    array_unique: so.ArrayUniqueOpt = False,
+    as_yaml: so.YamlOpt = False,
+    verbose: so.VerboseOpt = 0,
+    noconvert: so.NoconvertOpt = False,
+    all_partitions: so.AllOpt = False,  # (taken: no hidden partitions, no federation…)
+    hide: so.HideOpt = False,
+    local: so.LocalOpt = False,
+    federation: so.FederationOpt = False,
+    sibling: so.SiblingOpt = False,
+    priority: so.PriorityOpt = False,
+    version: VersionOpt = False,  # (eager: printed before anything else)
+    usage: so.UsageOpt = False,
     clusters: ClustersOpt = None,  # (cli/clusters.py: checked, nothing else to do)
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O -r are understood); an
-    array's members that wait for one reason as one row, as squeue shows them."""
-    from fusesched.cli import id_lists as il
-    from fusesched.cli import squeue_format as sq
+    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O -r are understood, as
+    is every other option of Slurm 22.05's squeue: -A -q -w -L -R filter, -l -S lay out and
+    order, -s lists steps, -i repeats, --yaml); an array's members that wait for one reason
+    as one row, as squeue shows them."""
+    from fusesched.cli import squeue_plan
 
+    given = Given(
+        users=user,
+        states=state,
+        queues=queue,
+        ids=job_ids,
+        names=name,
+        accounts=account,
+        qos=qos,
+        nodelist=nodelist,
+        licenses=licenses,
+        reservations=reservation,
+        array=array,
+        limit=limit,
+        each_member=array_members or array_unique,
+        start=start,
+        fmt=fmt,
+        long_fmt=long_fmt,
+        long=long,
+        noheader=noheader,
+        sort=sort,
+        steps=steps,
+        as_json=as_json,
+        as_yaml=as_yaml,
+        iterate=iterate is not None,
+        convert=not noconvert,
+    )
     try:
-        users = il.comma_list(user, "user")
-        queues = il.comma_list(queue, "queue")
-        names = il.comma_list(name, "name")
-        ids = il.job_ids(job_ids)
-        if ctx.info_name == "squeue":  # (Slurm's defaults when called by its name)
-            if not state and not start:
-                state = [SQUEUE_DEFAULT]  # (the active jobs unless -t says more)
-            if fmt is None and long_fmt is None and not as_json and not start:
-                fmt = SQUEUE_FORMAT
-        match = sq.parse_states(state) if state else None
-        pieces = None
-        if fmt is not None and long_fmt is not None:
-            raise ValueError("give --format (-o) or --Format (-O), not both")
-        # squeue --start by Slurm's name: squeue's start lines (%S the expected start)
-        slurm_start = start and ctx.info_name == "squeue" and not as_json
-        if slurm_start:
-            from fusesched.cli import squeue_start
-
-            pieces = squeue_start.parse(fmt, long_fmt)
-        elif fmt is not None:
-            pieces = sq.parse_format(fmt)
-        elif long_fmt is not None:
-            pieces = sq.parse_long_format(long_fmt)
+        plan = squeue_plan.plan(ctx.info_name == "squeue", given)
     except ValueError as exc:  # (FormatError too)
         _fail(str(exc), 2)
-    if pieces is not None and (as_json or start) and not slurm_start:
-        _fail(f"--format prints plain lines: leave out {'--json' if as_json else '--start'}", 2)
     client = _client(controller_url, token, ca)
-    ask_me = False
     if me:
         mine, ask_me = _me(client)
-        users = [*users, *mine]
-    if start:
-        if state or ids or names:
-            _fail("--start lists the waiting jobs: leave out --state, --jobs and --name", 2)
-        if len(users) > 1 or len(queues) > 1 or ask_me:
-            _fail(
-                "--start takes at most one --user and one --queue (and --me only without a token)",
-                2,
-            )
-        from fusesched.cli.starts import print_starts
-
-        answer = _call(client.starts, users[0] if users else None, queues[0] if queues else None)
-        answer["jobs"] = answer["jobs"][:limit]
-        if as_json:
-            _print_json(answer)
-        elif slurm_start and pieces is not None:
-            from fusesched.cli.squeue_start import print_starts as print_lines
-
-            print_lines(client, answer, pieces, header=not noheader)
-        else:
-            print_starts(answer)
+        f = plan.filters
+        plan = plan._replace(filters=f._replace(users=[*f.users, *mine], me=ask_me))
+    if plan.start:
+        _check_start(plan)
+    if verbose:
+        said = {"controller": getattr(client, "url", None), **squeue_plan.settings(plan)}
+        lines = so.verbose_lines({**said, "iterate": iterate or 0, "verbose": verbose})
+        err.print("\n".join(lines), highlight=False, markup=False)
+    if iterate is None:
+        _round(client, plan)
         return
-    rows = not as_json  # (--json: a job an object, as before)
-    asked = min(limit + 1, MAX_MEMBERS) if rows else limit  # (one more: was it cut?)
-    combine = rows and not array_members
-    if match is not None and not (match.states or match.phases or match.completing):
-        found: list[dict[str, Any]] = []  # (-t S: a state no fusesched job is in)
+    try:
+        while True:  # (as squeue -i: until interrupted, a blank line after each listing)
+            _round(client, plan)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            _pause(iterate)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _pause(seconds: float) -> None:
+    """``-i``'s wait between listings."""
+    time.sleep(seconds)
+
+
+def _check_start(p: Plan) -> None:
+    """``--start`` lists the waiting jobs of at most one user and one queue (what
+    ``GET /v1/starts`` filters by); the other filters and ``-S`` only in squeue's lines."""
+    f = p.filters
+    if f.match is not None or f.ids or f.names:
+        _fail("--start lists the waiting jobs: leave out --state, --jobs and --name", 2)
+    if len(f.users) > 1 or len(f.queues) > 1 or f.me:
+        _fail("--start takes at most one --user and one --queue (and --me only without a token)", 2)
+    if (p.local.active() or p.order) and p.out != "lines":
+        _fail("-A, -q, -w, -L, -R and -S with --start: only in squeue's lines (squeue --start)", 2)
+
+
+def _round(client: Any, p: Plan) -> None:
+    """Ask for and print one listing (``-i``: one of many)."""
+    if p.steps is not None:
+        _steps_round(client, p)
+    elif p.start:
+        _start_round(client, p)
     else:
-        filters = Filters(users, match, queues, array, ids, names, ask_me)
-        found = _list(client, filters, asked, combine)
-    cut = False
-    if rows:
-        found, cut = _rows(found, asked, limit, combine)
+        _jobs_round(client, p)
+
+
+#: ``-R`` of a controller whose job views do not say their reservation.
+NO_RESERVATIONS = (
+    "this controller does not show which reservation a job runs in: --reservation (-R) "
+    "cannot filter its jobs"
+)
+
+
+def _jobs_round(client: Any, p: Plan) -> None:
+    from fusesched.cli import squeue_format as sq
+
+    rows = p.out in ("table", "lines")  # (--json, --yaml: a job an object, as before)
+    filtered = p.local.active()  # (-A -q -w -L -R: read the newest jobs, keep those matching)
+    asked = MAX_MEMBERS if filtered else min(p.limit + 1, MAX_MEMBERS) if rows else p.limit
+    match = p.filters.match
+    if match is not None and not (match.states or match.phases or match.completing):
+        found: list[Job] = []  # (-t S: a state no fusesched job is in)
+    else:
+        found = _list(client, p.filters, asked, p.combine)
+    if p.local.unknown_reservations(found):
+        _fail(NO_RESERVATIONS, 1)
+    more, cut = len(found) >= asked, False
+    if rows or filtered:
+        found, cut = _rows(found, asked, p.limit, p.combine, p.local.keep if filtered else None)
     if match is not None:  # (a job shown CG only for -t CG: sq.matches)
         found = [job for job in found if sq.matches(match, job)]
-    shown = len(found)
-    if cut and not noheader:  # (-h: lines for a script, as squeue's; nothing else)
-        more = (
-            f"--limit N for more (at most {MAX_MEMBERS})"
-            if limit < MAX_MEMBERS
-            else "narrow it with -u, -t, -p, -j or -n"
-        )
-        err.print(f"fusesched: showing the newest {shown} rows; {more}", highlight=False)
-    if as_json:
-        _print_json(found)
-    elif pieces is not None:
-        if ctx.info_name == "squeue":  # (Slurm's reason codes: `%r` = Dependency)
-            from fusesched.cli.slurm_reasons import job_reason
+    if cut and rows and p.header:  # (-h: lines for a script, as squeue's; nothing else)
+        if filtered and more:
+            said = f"of the newest {MAX_MEMBERS} jobs; narrow it with -u, -t, -p, -j or -n"
+        elif p.limit < MAX_MEMBERS:
+            said = f"rows; --limit N for more (at most {MAX_MEMBERS})"
+        else:
+            said = "rows; narrow it with -u, -t, -p, -j or -n"
+        err.print(f"fusesched: showing the newest {len(found)} {said}", highlight=False)
+    if not found and p.slurm and rows:
+        _unknown_job(client, p.filters.ids)
+    if p.out == "lines":
+        found = _enriched(client, p, found)
+    if p.order:
+        from fusesched.cli.squeue_sort import sort_rows
 
-            found = [job | {"reason": job_reason(job)} for job in found]
-            found = _expected_starts(client, pieces, found)
-        lines = sq.render(pieces, found, header=not noheader)
+        found = sort_rows(found, p.order, sq.FIELDS)
+    _emit(found, p)
+
+
+def _enriched(client: Any, p: Plan, found: list[Job]) -> list[Job]:
+    """Slurm's lines' values the listing does not hold: by Slurm's name, its reason codes
+    (``%r`` = ``Dependency``) and waiting jobs' expected starts (``%S``); ``%m``."""
+    from fusesched.cli import squeue_extra
+
+    assert p.pieces is not None
+    if p.slurm:
+        from fusesched.cli.slurm_reasons import job_reason
+
+        found = [job | {"reason": job_reason(job)} for job in found]
+        found = squeue_extra.expected_starts(client, p.pieces, found)
+    return squeue_extra.asked_memory(client, p.pieces, found, p.convert)
+
+
+def _unknown_job(client: Any, ids: list[str]) -> None:
+    """Slurm's squeue asked for one job it does not know (``-j 99999``) says so and exits 1,
+    which tools read (Open OnDemand takes such a job for ended); one it knows that the
+    filters leave out is an empty listing."""
+    if len(ids) != 1 or _call(client.jobs, ids=ids, limit=1):
+        return
+    err.print("slurm_load_jobs error: Invalid job id specified", highlight=False, markup=False)
+    raise typer.Exit(1)
+
+
+def _start_round(client: Any, p: Plan) -> None:
+    """``--start``: the waiting jobs' expected starts, soonest first (by Slurm's name,
+    squeue's lines: :mod:`fusesched.cli.squeue_start`)."""
+    f = p.filters
+    answer = _call(
+        client.starts, f.users[0] if f.users else None, f.queues[0] if f.queues else None
+    )
+    if p.out != "lines":
+        answer["jobs"] = answer["jobs"][: p.limit]
+        if p.out == "table":
+            from fusesched.cli.starts import print_starts
+
+            print_starts(answer)
+        else:
+            _emit(answer, p)
+        return
+    from fusesched.cli import squeue_extra, squeue_start
+    from fusesched.cli.squeue_sort import sort_rows
+
+    assert p.pieces is not None
+    found = [job for job in squeue_start.start_rows(client, answer) if p.local.keep(job)]
+    found = squeue_extra.asked_memory(client, p.pieces, found[: p.limit], p.convert)
+    if p.order:
+        found = sort_rows(found, p.order, squeue_start.FIELDS)
+    _emit(found, p)
+
+
+def _steps_round(client: Any, p: Plan) -> None:
+    """``-s``: the running jobs' steps (:mod:`fusesched.cli.squeue_steps`)."""
+    from fusesched.cli import squeue_steps as ss
+
+    assert p.steps is not None
+    found, more = ss.steps_of(client, p.filters, p.steps, p.local.nodes, MAX_MEMBERS)
+    if more and p.header and p.out == "lines":
+        err.print(
+            f"fusesched: the steps of the newest {MAX_MEMBERS} running jobs; narrow it with -u, "
+            "-p, -j or -s",
+            highlight=False,
+        )
+    _emit(ss.ordered(found, p.order), p)
+
+
+def _emit(data: Any, p: Plan) -> None:
+    """Print a listing as ``p`` says: Slurm's lines (after a date line for ``-l``/``-i``),
+    fusesched's table, JSON or YAML."""
+    if p.out == "json":
+        _print_json(data)
+    elif p.out == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    elif p.out == "lines":
+        from fusesched.cli import squeue_format as sq
+
+        pieces: list[Piece] = p.pieces or []
+        lines = sq.render(pieces, data, header=p.header)
+        if p.dated and p.header:  # (as squeue -l and -i: the date, then the header)
+            lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y"))
         sys.stdout.write("".join(line + "\n" for line in lines))
     else:
-        table = jobs_table(found)
-        table.show_header = not noheader
+        table = jobs_table(data)
+        table.show_header = p.header
         console.print(table)
-
-
-def _expected_starts(
-    client: Any, pieces: list[Any], found: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """squeue's ``%S`` of a waiting job is when it is expected to start (Slurm's, from its
-    backfill pass; ``N/A`` when none is known): asked (``GET /v1/starts``) only when the
-    format shows ``%S`` and a job waits; a controller that does not answer leaves ``N/A``."""
-    from fusesched.cli import squeue_format as sq
-    from fusesched.sdk import ControllerError
-
-    shows = any(piece.field is sq.FIELDS["S"] for piece in pieces)
-    if not shows or not any(job.get("state") == "Pending" for job in found):
-        return found
-    try:
-        starts = client.starts()["jobs"]
-    except (ControllerError, KeyError, TypeError):
-        return found
-    when = {str(s.get("id")): s.get("expected_start") for s in starts if isinstance(s, dict)}
-    return [
-        job | {"start_time": when[job["id"]]}
-        if job.get("state") == "Pending" and job.get("id") in when
-        else job
-        for job in found
-    ]
-
-
-#: What Slurm's ``squeue`` lists without ``-t``: pending, running and completing jobs, not
-#: the ended ones (which ``squeue -u $USER -h | wc -l`` in a throttling script must not
-#: count); ``fusesched jobs`` lists every job.
-SQUEUE_DEFAULT: Final = "PENDING,RUNNING,COMPLETING"
-#: squeue's own default format, its lines when called by that name without ``-o``/``-O``.
-SQUEUE_FORMAT: Final = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
-
-
-class Filters(NamedTuple):
-    """What ``fusesched jobs`` asks ``GET /v1/jobs`` for (``match``: the states and phases,
-    None: any; ``me``: the token's user)."""
-
-    users: list[str]
-    match: StateMatch | None
-    queues: list[str]
-    array: str | None
-    ids: list[str]
-    names: list[str]
-    me: bool
 
 
 def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, Any]]:
@@ -299,18 +409,24 @@ def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, 
 
 
 def _rows(
-    found: list[dict[str, Any]], asked: int, limit: int, combine: bool
-) -> tuple[list[dict[str, Any]], bool]:
-    """The rows to show of ``found`` (``asked`` for, ``limit`` to show) and whether the
-    listing was cut. From a controller that does not combine (older than
-    ``combine_arrays``), its members are combined here; then ``asked`` members answered
-    mean there may be more."""
+    found: list[Job],
+    asked: int,
+    limit: int,
+    combine: bool,
+    keep: Callable[[Job], bool] | None = None,
+) -> tuple[list[Job], bool]:
+    """The rows to show of ``found`` (``asked`` for, ``limit`` to show; ``keep``: those it
+    keeps only) and whether the listing was cut. From a controller that does not combine
+    (older than ``combine_arrays``), its members are combined here; then ``asked`` members
+    answered mean there may be more."""
     from fusesched.cli.array_rows import combine as combined
     from fusesched.cli.array_rows import combined_answer
 
     more = len(found) >= asked  # (asked == limit at the most one listing holds: maybe more)
     if combine and not combined_answer(found):
         found = combined(found)
+    if keep is not None:
+        found = [job for job in found if keep(job)]
     return found[:limit], more or len(found) > limit
 
 

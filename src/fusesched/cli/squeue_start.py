@@ -13,13 +13,11 @@ and node count from ``GET /v1/jobs`` (asked for by id, :data:`IDS_PER_ASK` at a 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from fusesched.cli import squeue_format as sq
 from fusesched.cli.live import _call
-from fusesched.hostlist import compress_hostlist
 
 Job = dict[str, Any]
 
@@ -29,16 +27,10 @@ START_FORMAT: Final = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 IDS_PER_ASK: Final = 100
 
 
-def _sched_nodes(job: Job) -> str:
-    """``%Y``: the nodes the job would start on, as a host list; ``(null)`` when none."""
-    nodes = job.get("sched_nodes") or []
-    return compress_hostlist(list(nodes)) if nodes else "(null)"
-
-
-#: ``-o`` letters with ``--start``: squeue's, and ``%Y``.
-FIELDS: Final = {**sq.FIELDS, "Y": sq.Field("SCHEDNODES", _sched_nodes)}
-#: ``-O`` names with ``--start``: squeue's, and ``SchedNodes``.
-LONG_FIELDS: Final = {**sq.LONG_FIELDS, "schednodes": "Y"}
+#: ``-o`` letters and ``-O`` names with ``--start``: squeue's (``%Y``, ``SchedNodes``, among
+#: them: :mod:`fusesched.cli.squeue_fields`).
+FIELDS: Final = sq.FIELDS
+LONG_FIELDS: Final = sq.LONG_FIELDS
 
 
 def parse(fmt: str | None, long_fmt: str | None) -> list[sq.Piece]:
@@ -80,11 +72,7 @@ def views_of(client: Any, ids: Sequence[str]) -> dict[str, Job]:
     return found
 
 
-def print_starts(
-    client: Any, answer: dict[str, Any], pieces: Sequence[sq.Piece], header: bool
-) -> None:
-    """Write the lines of ``answer`` (``GET /v1/starts``) in ``pieces``' format."""
+def start_rows(client: Any, answer: dict[str, Any]) -> list[Job]:
+    """The rows of ``answer`` (``GET /v1/starts``), soonest first, for squeue's fields."""
     starts = answer["jobs"]
-    shown = rows(starts, views_of(client, [s["id"] for s in starts]))
-    lines = sq.render(pieces, shown, header=header)
-    sys.stdout.write("".join(line + "\n" for line in lines))
+    return rows(starts, views_of(client, [s["id"] for s in starts]))
