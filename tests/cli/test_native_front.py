@@ -68,7 +68,13 @@ def run(command: list[str], args: list[str], env: dict[str, str], cwd: Path) -> 
     marker = Path(env["PY_MARKER"])
     marker.unlink(missing_ok=True)
     done = subprocess.run(
-        command + args, capture_output=True, timeout=60, env=env, cwd=cwd, check=False
+        command + args,
+        capture_output=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+        check=False,
+        stdin=subprocess.DEVNULL,  # (sbatch with no script named reads one from it)
     )
     return done.returncode, done.stdout.decode(), done.stderr.decode(), marker.exists()
 
@@ -113,6 +119,17 @@ ANSWERED: list[tuple[str, list[str], int, bytes, bool, dict[str, str], int]] = [
     ),
     ("sbatch", ["sbatch", "-J", "x", "--time=5", "run.sh"], 200, b'{"ids": ["3"]}', False, {}, 0),
     ("sbatch-json", ["sbatch", "--json", "run.sh"], 200, b'{"ids": ["3"]}', False, {}, 0),
+    # an existing file as an option's value is that value, not the script (as Slurm's)
+    ("sbatch-output-exists", ["sbatch", "-o", "job.yaml", "run.sh"], 200, OK, False, {}, 0),
+    (
+        "sbatch-values",
+        ["sbatch", "--output", "job.yaml", "-eerr.txt", "--nice", "-n1", ":", "-n2", "run.sh"],
+        200,
+        OK,
+        False,
+        {},
+        0,
+    ),
     ("sbatch-parsable", ["sbatch", "--parsable", "run.sh"], 200, OK, False, {}, 0),
     (
         "submit-parsable",
@@ -266,6 +283,14 @@ HANDED_OVER: list[tuple[str, list[str], dict[str, str]]] = [
     ("parsable-json", ["sbatch", "--parsable", "--json", "run.sh"], {}),
     ("parsable-after-script", ["sbatch", "run.sh", "--parsable"], {}),
     ("parsable-both-sides", ["sbatch", "--parsable", "run.sh", "--parsable"], {}),
+    # the script's arguments, a script read from standard input, options the front's table
+    # cannot tell (flags run together, an unknown one, "--"): Python's
+    ("script-args", ["sbatch", "-o", "job.yaml", "run.sh", "a b", "", "é"], {}),
+    ("stdin", ["sbatch", "-J", "x"], {}),
+    ("dev-stdin", ["sbatch", "/dev/stdin"], {}),
+    ("flags-together", ["sbatch", "-HQ", "run.sh"], {}),
+    ("sbatch-unknown-option", ["sbatch", "--frobnicate", "-n1", "run.sh"], {}),
+    ("double-dash", ["sbatch", "--", "run.sh"], {}),
 ]
 
 
@@ -280,6 +305,8 @@ def test_what_the_front_does_not_handle_is_pythons(
     extra: dict[str, str],
 ) -> None:
     url, script = server
+    # (the full command submits its own request: POST /v1/jobs answers the job's id)
+    script.body = b'{"id": "7", "ids": ["7"], "warnings": []}'
     rc, out, err, python_ran = compare(native_front, files, script, args, url, **extra)
     assert python_ran
     assert "Traceback" not in err

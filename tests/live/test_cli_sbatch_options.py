@@ -135,3 +135,71 @@ def test_nodelist_and_begin_on_real_agents(cluster: LocalCluster, tmp_path: Path
     shown = client.wait(job_id, timeout=30)
     assert shown["state"] == "Completed" and shown["nodes"] == ["node-b"]
     assert shown["start_time"] - shown["submit_time"] >= 2.5
+
+
+#: Prints how many arguments the script got, then each in brackets.
+ECHO_ARGS = '#!/bin/bash\nprintf "[%s]" "$#" "$@"; echo\n'
+
+
+def _sbatch_from(
+    cwd: Path, cluster: LocalCluster, cmd: list[str], stdin: Any, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {"FUSESCHED_CONTROLLER": cluster.url, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [*cmd, "sbatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+    )
+
+
+def test_the_script_its_arguments_and_standard_input(
+    cluster: LocalCluster, scratch: Path, command: list[str]
+) -> None:
+    """As Slurm's sbatch: an option's value is never the script (``-o out.txt job.sh`` once
+    out.txt exists), the words after the script are its ``$1 $2 …`` exactly (arrays and
+    heterogeneous jobs too), and with no script named it is read from standard input (the
+    job named "sbatch"), or from ``/dev/stdin`` on a pipe (Snakemake's way)."""
+    client = Client(cluster.url)
+    (scratch / "job.sh").write_text(ECHO_ARGS)
+    (scratch / "out.txt").write_text("an earlier run's output\n")
+    (scratch / "out.txt").chmod(0o666)  # (the job's unprivileged uid writes it again)
+    words = ["in put.csv", "", "q\"u'ote", "日本 🚀", "-o", "--parsable", "$HOME"]
+    job_id = submitted(
+        run_in(scratch, cluster, command, "sbatch", "--json", "-o", "out.txt", "job.sh", *words)
+    )
+    assert client.wait(job_id, timeout=30)["state"] == "Completed"
+    expected = "[7][in put.csv][][q\"u'ote][日本 🚀][-o][--parsable][$HOME]\n"
+    assert (scratch / "out.txt").read_text() == expected
+
+    array = submitted(
+        run_in(scratch, cluster, command, "sbatch", "--json", "-a", "0-1", "-o", "a-%a.txt",
+               "job.sh", "x y", "")
+    )  # fmt: skip
+    het = submitted(
+        run_in(scratch, cluster, command, "sbatch", "--json", "-o", "het.txt", "-n1", ":", "-n1",
+               "job.sh", "z")
+    )  # fmt: skip
+    for member in (f"{array}_0", f"{array}_1", het):
+        assert client.wait(member, timeout=30)["state"] == "Completed", member
+    assert [(scratch / f"a-{i}.txt").read_text() for i in (0, 1)] == ["[2][x y][]\n"] * 2
+    assert (scratch / "het.txt").read_text() == "[1][z]\n"
+
+    with (scratch / "job.sh").open() as script:  # sbatch -o piped.txt < job.sh
+        piped = _sbatch_from(scratch, cluster, command, script, "--json", "-o", "piped.txt")
+    with (scratch / "job.sh").open() as script:  # cat job.sh | sbatch … /dev/stdin
+        cat = subprocess.Popen(["cat"], stdin=script, stdout=subprocess.PIPE)
+        named = _sbatch_from(
+            scratch, cluster, command, cat.stdout, "--json", "-o", "named.txt", "/dev/stdin"
+        )
+        cat.wait()
+    for done, name, output in ((piped, "sbatch", "piped.txt"), (named, "stdin", "named.txt")):
+        shown = client.wait(submitted(done), timeout=30)
+        assert (shown["state"], shown["name"]) == ("Completed", name)
+        assert (scratch / output).read_text() == "[0]\n"
+
+    alone = _sbatch_from(scratch, cluster, command, subprocess.DEVNULL, "-N", "1")
+    assert alone.returncode == 2 and "no batch script given" in alone.stderr

@@ -69,7 +69,7 @@ def batch_script(job: RemoteJob, files: Mapping[str, Path]) -> str:
     if group.script is not None:
         script = files["script"]
         runner = [str(script)] if group.script.startswith("#!") else ["/bin/bash", str(script)]
-        lines.append("exec " + shlex.join(runner))
+        lines.append("exec " + shlex.join([*runner, *(job.request.script_args or ())]))
     elif runs_once(job):
         lines.append("exec " + shlex.join(group.argv))
     else:

@@ -6,6 +6,11 @@ controller's ``/v1/submissions`` (which parses and validates them, with the same
 print the ids. Output and exit codes are those of the full commands (``--help`` goes to the
 full command).
 
+sbatch's script is found as Slurm's sbatch finds it (:func:`sbatch_words`); with none named
+it is read from standard input (:func:`script_text`, once: the full command reads the same
+text when it takes over). A script with arguments goes to the full command, whose request
+carries them (``script_args``).
+
 Each file says the folder the command runs in (``submit_dir``: a batch script's working
 directory, as Slurm's sbatch) and this host's name (``submit_host``: ``SLURM_SUBMIT_HOST``).
 A controller older than such a field refuses it (422 naming it): the files are sent again
@@ -39,6 +44,12 @@ from fusesched.client_base import (
 )
 from fusesched.model.submit_env import text_environ
 from fusesched.model.submit_host import this_host
+from fusesched.submit.sbatch_words import (
+    STDIN_SOURCE,
+    SbatchWords,
+    SbatchWordsError,
+    split_sbatch_words,
+)
 
 #: How long the quick path waits for the controller (the SDK's default).
 TIMEOUT_S = 30.0
@@ -66,6 +77,15 @@ NEWER_FIELDS: dict[str, str | None] = {
     "slurm_options": None,
 }
 
+#: The request's fields a controller older than them refuses that cannot be left out (the job
+#: would not do what was asked), each with why the submission is refused then.
+NEEDED_FIELDS: dict[str, str] = {
+    "script_args": "the controller is older than this command: it cannot pass arguments to "
+    "a batch script (upgrade it, or give the script none: e.g. --export=NAME=value)",
+}
+
+#: Said after a script that cannot be read.
+SBATCH_USAGE = " (usage: fusesched sbatch [OPTIONS] SCRIPT [ARGS...])"
 
 #: Print only the ids (``jid=$(sbatch --parsable job.sh)``), as the full command does.
 PARSABLE = "--parsable"
@@ -161,55 +181,87 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
         if unknown:
             raise UsageError(f"unknown option {unknown[0]} (see fusesched submit --help)")
         return [{"name": p, "text": _read(p)} for p in rest]
-    if _wraps(rest):
+    words = sbatch_words(rest)
+    if words.script_args:  # (the full command sends them: JobRequest.script_args)
+        raise HandOver
+    options = [arg for arg in words.options if arg != PARSABLE]
+    if words.wraps:
         # sbatch [OPTIONS] --wrap=COMMAND: no script file; the controller's parser makes the
-        # script of the command (and refuses a script named as well)
-        return [{"name": "wrap", "text": "", "args": rest}]
-    k = _script_at(rest)
-    if k is not None:  # sbatch [OPTIONS] SCRIPT
-        if rest[k + 1 :]:
-            raise UsageError(
-                f"arguments after the script are not supported: {' '.join(rest[k + 1 :])}"
-            )
-        return [{"name": os.path.basename(rest[k]), "text": _read(rest[k]), "args": rest[:k]}]
-    last = rest[-1] if rest else ""
-    if last and not last.startswith("-"):  # most likely the script, which is not a file
-        why = "a folder, not a batch script" if os.path.isdir(last) else "no such file"
-        raise UsageError(f"{last}: {why} (usage: fusesched sbatch [OPTIONS] SCRIPT)")
-    raise UsageError(
-        "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
-        'fusesched sbatch [OPTIONS] --wrap="COMMAND")'
+        # script of the command
+        return [{"name": "wrap", "text": "", "args": options}]
+    text = script_text(words.script)  # (sbatch [OPTIONS] < SCRIPT: standard input)
+    if _asks_the_command(text):
+        raise HandOver
+    name = STDIN_SOURCE if words.script is None else os.path.basename(words.script)
+    return [{"name": name, "text": text, "args": options}]
+
+
+def sbatch_words(args: Sequence[str]) -> SbatchWords:
+    """sbatch's options, script and the script's arguments (:func:`~fusesched.submit.
+    sbatch_words.split_sbatch_words`); :class:`UsageError` for a line that cannot be read."""
+    try:
+        return split_sbatch_words(args)
+    except SbatchWordsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+#: The batch scripts read from a stream so far, by path (None: standard input), each read
+#: once: a pipe (``sbatch < job.sh``, ``/dev/stdin``) cannot be read again when the full
+#: command takes over (:class:`HandOver`), so it reads what the quick path read.
+_SCRIPTS: dict[str | None, str] = {}
+
+
+def script_text(path: str | None) -> str:
+    """The text of sbatch's script: the file at ``path`` (a pipe or a device such as
+    ``/dev/stdin`` is read to its end), or with None standard input, when it is no terminal
+    (as Slurm's sbatch reads a script not named). :class:`UsageError` when there is none."""
+    if path is not None and os.path.isfile(path):  # (read again: it may have changed)
+        return _read_script(path)
+    if path not in _SCRIPTS:
+        _SCRIPTS[path] = _read_stdin() if path is None else _read_script(path)
+    return _SCRIPTS[path]
+
+
+def _read_script(path: str) -> str:
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: a folder, not a batch script{SBATCH_USAGE}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file{SBATCH_USAGE}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the file: {exc}") from None
+
+
+def _read_stdin() -> str:
+    stream = sys.stdin
+    none_given = (
+        "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, fusesched sbatch "
+        '[OPTIONS] < SCRIPT, or fusesched sbatch [OPTIONS] --wrap="COMMAND")'
     )
-
-
-def _wraps(args: Sequence[str]) -> bool:
-    """Whether sbatch's arguments have ``--wrap``: no script file, the command stands for it."""
-    return any(arg == "--wrap" or arg.startswith("--wrap=") for arg in args)
-
-
-def _script_at(args: Sequence[str]) -> int | None:
-    """Where sbatch's script is among ``args``: the first existing file that is no option."""
-    return next(
-        (k for k, arg in enumerate(args) if not arg.startswith("-") and os.path.isfile(arg)), None
-    )
-
-
-def _after_the_script(argv: Sequence[str], option: str) -> bool:
-    """Whether ``option`` comes (also) after sbatch's script, where it is the script's
-    argument, not sbatch's."""
-    if _wraps(argv):
-        return False
-    script, last = _script_at(argv), len(argv) - 1 - list(reversed(argv)).index(option)
-    return script is not None and script < last
+    try:
+        if stream is None or stream.isatty():
+            raise UsageError(none_given)
+        data = stream.buffer.read()
+    except (OSError, ValueError) as exc:  # (closed, or not readable)
+        raise UsageError(f"{none_given}: cannot read standard input: {exc}") from None
+    if not data:
+        raise UsageError(f"{none_given}; standard input is empty")
+    try:  # (universal newlines, as a file's)
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"standard input: cannot read the batch script: {exc}") from None
 
 
 def run(command: str, argv: Sequence[str]) -> int | None:
     """The command's exit status; None when the full command must do it (:class:`HandOver`)."""
     parsable = PARSABLE in argv
     if parsable:
-        if "--json" in argv or (command == "sbatch" and _after_the_script(argv, PARSABLE)):
+        if "--json" in argv:
             return None  # (the full command says what is wrong)
-        argv = [arg for arg in argv if arg != PARSABLE]
+        if command == "submit":  # (sbatch's: an option before the script, else the script's)
+            argv = [arg for arg in argv if arg != PARSABLE]
     try:
         own, as_json, rest = _split(argv)
         files = _files(command, rest)

@@ -679,9 +679,9 @@ static void split_args(int argc, char **argv, Args *a) {
             a->as_json = 1;
             continue;
         }
-        if (!strcmp(arg, "--parsable")) { /* checked in main */
+        if (!strcmp(arg, "--parsable")) { /* checked in main; sbatch's: where it stands tells */
             a->parsable = 1;
-            continue;
+            if (strcmp(argv[1], "sbatch")) continue;
         }
         const char **slots[] = {&a->controller, &a->token, &a->ca};
         int own = 0;
@@ -804,6 +804,64 @@ static void add_submit_host(Buf *body) {
     json_str(body, host, strlen(host), 0);
 }
 
+/* ---- where sbatch's script is ----------------------------------------------------------- */
+
+/* Slurm's sbatch options (submit/sbatch_words.py SLURM_OPTIONS and SLURM_SHORT; a test keeps
+ * them equal): those that take a value (the next word, unless written --name=VALUE or -xVALUE)
+ * and the others (none, or one written --name=VALUE only). */
+static const char *const SBATCH_VALUES[] = {
+    "account", "acctg-freq", "array", "batch", "bb", "bbf", "begin", "chdir", "cluster",
+    "cluster-constraint", "clusters", "comment", "constraint", "container", "core-spec",
+    "cores-per-socket", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline", "delay-boot",
+    "dependency", "distribution", "error", "exclude", "export", "export-file",
+    "extra-node-info", "gid", "gpu-bind", "gpu-freq", "gpus", "gpus-per-node",
+    "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "hint", "input", "job-name",
+    "kill-on-invalid-dep", "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind",
+    "mem-per-cpu", "mem-per-gpu", "mincpus", "network", "nodefile", "nodelist", "nodes",
+    "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node", "ntasks-per-socket",
+    "ntasks-per-tres", "open-mode", "output", "partition", "power", "prefer", "priority",
+    "profile", "qos", "reservation", "segment", "signal", "sockets-per-node", "switches",
+    "thread-spec", "threads-per-core", "time", "time-min", "tmp", "tres-per-task", "uid",
+    "wait-all-nodes", "wckey", "wrap", NULL};
+static const char *const SBATCH_OTHERS[] = {
+    "contiguous", "exclusive", "get-user-env", "help", "hold", "ignore-pbs", "nice", "no-kill",
+    "no-requeue", "overcommit", "oversubscribe", "parsable", "propagate", "quiet", "reboot",
+    "requeue", "spread-job", "test-only", "usage", "use-min-nodes", "verbose", "version",
+    "wait", NULL};
+static const char SBATCH_SHORT_VALUES[] = "ABCDFGJLMNSabcdeimnopqtwx";
+static const char SBATCH_SHORT_OTHERS[] = "HOQVWhksv";
+
+static int listed(const char *const *names, const char *name) {
+    for (; *names; names++)
+        if (!strcmp(*names, name)) return 1;
+    return 0;
+}
+
+/* Where sbatch's script is among its words (fast.sbatch_words): the first that is neither an
+ * option nor an option's value (':' separates a heterogeneous job's components); -1: none is
+ * named. What this cannot tell as Python does (an unknown option, flags run together, "--")
+ * is Python's. */
+static int script_at(char **words, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *w = words[i];
+        if (!strcmp(w, ":")) continue;
+        if (w[0] != '-' || !w[1]) return i;
+        if (w[1] == '-') {
+            if (!w[2]) to_python();
+            if (strchr(w, '=') || listed(SBATCH_OTHERS, w + 2)) continue;
+            if (!listed(SBATCH_VALUES, w + 2)) to_python();
+            i++; /* its value */
+            continue;
+        }
+        if (strchr(SBATCH_SHORT_VALUES, w[1])) {
+            if (!w[2]) i++; /* -J NAME, else -JNAME */
+            continue;
+        }
+        if (!strchr(SBATCH_SHORT_OTHERS, w[1]) || (w[2] && w[1] != 'k')) to_python();
+    }
+    return -1;
+}
+
 /* The "files" of the request (fast._files); Python's for any mistake in them. */
 static void add_files(Buf *body, const Args *a, int sbatch) {
     buf_str(body, "\"files\": [");
@@ -818,21 +876,23 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
             add_submit_host(body);
             buf_str(body, "}");
         }
-    } else { /* sbatch [OPTIONS] SCRIPT: the first existing file */
+    } else { /* sbatch [OPTIONS] SCRIPT */
         for (int i = 0; i < a->nrest; i++) /* --wrap=COMMAND, no script: Python's (fast.py) */
             if (!strcmp(a->rest[i], "--wrap") || !strncmp(a->rest[i], "--wrap=", 7)) to_python();
-        int script = -1;
-        for (int i = 0; i < a->nrest && script < 0; i++) {
-            struct stat st;
-            if (a->rest[i][0] != '-' && !stat(a->rest[i], &st) && S_ISREG(st.st_mode)) script = i;
-        }
+        /* none named (standard input's), the script's arguments (after it, --parsable
+         * too), or a script that is no regular file (a pipe, /dev/stdin, none): Python's */
+        int script = script_at(a->rest, a->nrest);
+        struct stat st;
         if (script < 0 || script + 1 < a->nrest) to_python();
+        if (stat(a->rest[script], &st) || !S_ISREG(st.st_mode)) to_python();
         const char *path = a->rest[script], *slash = strrchr(path, '/');
         add_file(body, slash ? slash + 1 : path, path);
         buf_str(body, ", \"args\": [");
-        for (int i = 0; i < script; i++) {
+        for (int i = 0, first = 1; i < script; i++) {
+            if (!strcmp(a->rest[i], "--parsable")) continue; /* the command's (a->parsable) */
             if (!utf8_valid(a->rest[i], strlen(a->rest[i]), 0)) to_python();
-            if (i) buf_str(body, ", ");
+            if (!first) buf_str(body, ", ");
+            first = 0;
             json_str(body, a->rest[i], strlen(a->rest[i]), 0);
         }
         buf_str(body, "]");
@@ -1315,14 +1375,11 @@ static int report(const Response *resp, const char *url, int sbatch, int as_json
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-/* Whether --parsable at argv[at] is for the Python command to judge (fast.run): beside --json,
- * or (sbatch) after the script, the first existing file, where it is the script's argument. */
-static int parsable_elsewhere(int argc, char **argv, int at, int sbatch) {
+/* Whether --parsable is for the Python command to judge (fast.run): beside --json. (After
+ * sbatch's script it is the script's argument: Python's, as every word there: add_files.) */
+static int parsable_elsewhere(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--json")) return 1;
-    struct stat st;
-    for (int i = 2; sbatch && i < at; i++)
-        if (argv[i][0] != '-' && !stat(argv[i], &st) && S_ISREG(st.st_mode)) return 1;
     return 0;
 }
 
@@ -1347,8 +1404,8 @@ int main(int argc, char **argv) {
             !strcmp(argv[i], "-W")) /* the Python command's own (cli/submission.py) */
             to_python();
     for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--parsable") && parsable_elsewhere(argc, argv, i, sbatch))
-            to_python(); /* fast.run: with --json, or after sbatch's script */
+        if (!strcmp(argv[i], "--parsable") && parsable_elsewhere(argc, argv))
+            to_python(); /* fast.run: with --json */
     standard_fds();
 
     Args a;

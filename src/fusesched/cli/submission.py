@@ -40,22 +40,6 @@ PARSABLE = "--parsable"
 WAIT = ("-W", "--wait")
 
 
-def _wraps(args: list[str]) -> bool:
-    """True when sbatch's options have ``--wrap``: no script file, the command stands for it."""
-    return any(arg == "--wrap" or arg.startswith("--wrap=") for arg in args)
-
-
-def _split_sbatch_args(args: list[str]) -> tuple[list[str], Path | None, list[str]]:
-    """(options, script, script arguments): the script is the first existing file named
-    (none with ``--wrap``: every argument is an option, and the parser refuses a script)."""
-    if _wraps(args):
-        return args, None, []
-    for k, arg in enumerate(args):
-        if not arg.startswith("-") and Path(arg).is_file():
-            return args[:k], Path(arg), args[k + 1 :]
-    return args, None, []
-
-
 def _script_flags(path: Path) -> frozenset[str]:
     """``parsable``/``wait`` when the file is a batch script whose ``#SBATCH`` lines ask for
     them (Slurm lets a script give sbatch's own options)."""
@@ -111,13 +95,18 @@ def _sent(call: Any, payload: Any) -> Any:
     """``call(payload)``; a controller older than one of :data:`~fusesched.cli.fast.
     NEWER_FIELDS` (``submit_dir``, ``submit_env``, ``submit_host``, ``slurm_options``: it
     refuses them, having submitted nothing) gets the payload again without them, with a
-    warning each where it matters."""
-    from fusesched.cli.fast import NEWER_FIELDS, refused_fields
+    warning each where it matters; one older than a :data:`~fusesched.cli.fast.NEEDED_FIELDS`
+    field (``script_args``) is a usage error saying so."""
+    from fusesched.cli.fast import NEEDED_FIELDS, NEWER_FIELDS, refused_fields
+    from fusesched.client_base import older_than
     from fusesched.sdk import ControllerError
 
     try:
         return call(payload)
     except ControllerError as exc:
+        for name, why in NEEDED_FIELDS.items():  # (script_args: nothing to leave out)
+            if older_than(exc, name):
+                _fail(why, 2)
         refused = refused_fields(exc)
         if not refused:
             raise
@@ -239,10 +228,12 @@ def sbatch(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT.
+    """Submit a Slurm batch script: fusesched sbatch [SBATCH OPTIONS] SCRIPT [ARGS...].
 
     The script's #SBATCH directives are honoured; options given here override them, as with
-    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). Without a script,
+    Slurm's sbatch (e.g. fusesched sbatch -N 2 --time=10:00 job.sh). The words after the
+    script are its arguments ($1, $2, ...: fusesched sbatch job.sh input.csv 4). With no
+    script named, it is read from standard input (fusesched sbatch -N 2 < job.sh); or
     --wrap="COMMAND" runs the command (fusesched sbatch -n 2 --wrap="hostname"). The job
     runs in the current folder (where its node has it) unless -D names another, and writes
     its output to slurm-<id>.out there unless -o names another file.
@@ -262,45 +253,49 @@ def sbatch(
     member of the same index of array $jid completed; -d afterok:$jid_[1-3] (or _[1,5-7])
     waits on those members only.
     """
-    from fusesched.cli.fast import submit_dir
+    from fusesched.cli.fast import UsageError, sbatch_words, script_text, submit_dir
     from fusesched.model.submit_env import text_environ
     from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
-    from fusesched.submit.sbatch import load_sbatch, parse_sbatch
+    from fusesched.submit.sbatch import command_flags, parse_sbatch
+    from fusesched.submit.sbatch_words import STDIN_SOURCE
     from fusesched.submit.slurm_options import with_submit_host
 
     # the command's own flags count before the script only (after it, as every word there,
-    # they are refused below: Slurm would hand them to the script)
-    given, script, rest = _split_sbatch_args(list(ctx.args))
+    # they are the script's arguments, as Slurm's)
+    try:
+        words = sbatch_words(list(ctx.args))
+    except UsageError as exc:
+        _fail(str(exc), 2)
+    given = words.options
     test_only = "--test-only" in given  # (sbatch's own: submit nothing, say when it would start)
     parsable = PARSABLE in given
     wait = any(a in WAIT for a in given)
     own = {"--test-only", PARSABLE, *WAIT}
     options = [a for a in given if a not in own]
-    if script is None and not _wraps(options):
-        _fail(
-            "no batch script given (usage: fusesched sbatch [OPTIONS] SCRIPT, or "
-            'fusesched sbatch [OPTIONS] --wrap="COMMAND")',
-            2,
-        )
-    if rest:
-        _fail(f"arguments after the script are not supported: {' '.join(rest)}", 2)
     folder = submit_dir()  # (the job's working directory, as Slurm's)
     environ = text_environ(os.environ)  # (the job inherits it, as Slurm's --export=ALL)
+    text = ""  # (--wrap: none, the options say what runs)
     try:
-        if script is None:
-            parsed = parse_sbatch(
-                "", source=WRAP_SOURCE, args=options, submit_dir=folder, submit_env=environ
-            )
-        else:
-            parsed = load_sbatch(script, options, submit_dir=folder, submit_env=environ)
-    except SubmitError as exc:
+        source = WRAP_SOURCE
+        if not words.wraps:  # the script named, else standard input's (sbatch < job.sh)
+            text = script_text(words.script)
+            source = STDIN_SOURCE if words.script is None else os.path.basename(words.script)
+        parsed = parse_sbatch(
+            text,
+            source=source,
+            args=options,
+            script_args=words.script_args,
+            submit_dir=folder,
+            submit_env=environ,
+        )
+    except (UsageError, SubmitError) as exc:
         _fail(str(exc), 2)
     request = with_submit_host(parsed.request, this_host())  # (SLURM_SUBMIT_HOST)
     for warning in parsed.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     _check_flags(test_only, parsable, wait, as_json)
-    flags = frozenset() if script is None or test_only else _script_flags(script)
+    flags = frozenset() if words.wraps or test_only else command_flags(text)
     parsable = parsable or ("parsable" in flags and not as_json)  # (--json given wins)
     wait = wait or "wait" in flags
     client = _client(controller_url, token, ca)

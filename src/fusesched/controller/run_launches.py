@@ -45,6 +45,8 @@ from fusesched.submit.launch_mode import batch_mode, torchrun_groups
 
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
+    from fusesched.submit.request import JobRequest
+    from fusesched.submit.task_group import TaskGroupRequest
 
 #: The variable that carries a running job's credential to its tasks (mpirun's launcher).
 JOB_TOKEN_ENV = "FUSESCHED_JOB_TOKEN"
@@ -205,7 +207,7 @@ class RunLaunches:
             task_id=slot.task_id,
             job_id=live.id,
             user=live.spec.user,
-            argv=list(group.argv),
+            argv=list(group.argv) or script_args(live.request, group),
             script=group.script,
             env=env,
             workdir=workdir,
@@ -229,3 +231,11 @@ class RunLaunches:
             readiness=group.readiness,
             pty=live.request.pty,
         )
+
+
+def script_args(request: JobRequest, group: TaskGroupRequest) -> list[str]:
+    """The batch script's arguments (``sbatch job.sh ARGS…``: ``$1 $2 …``), for the task
+    group that runs it (the first: a heterogeneous job's script is its first component's);
+    the agent hands a launch's ``argv`` to its script (agent/spawn.py ``script_command``)."""
+    scripted = group.script is not None and group is request.groups[0]
+    return list(request.script_args or ()) if scripted else []

@@ -191,6 +191,11 @@ class JobRequest(StrictModel):
         default=None, exclude_if=lambda value: value is None
     )
     slurm_options: SlurmJobOptions | None = Field(default=None, exclude_if=lambda v: v is None)
+    # its batch script's arguments, $1 $2 … (sbatch job.sh ARGS…); left out when None, as
+    # submit_env: a controller older than it refuses it (and the client says so)
+    script_args: list[str] | None = Field(
+        default=None, max_length=10_000, exclude_if=lambda value: value is None
+    )
     # where the job keeps its checkpoints (FUSESCHED_CHECKPOINT_DIR; the same folder on every
     # restart) and about how often it writes one (lets preemption estimate lost work)
     labels: dict[str, str] = Field(default_factory=dict)  # routing rules may match them
@@ -305,6 +310,8 @@ class JobRequest(StrictModel):
         repeated = sorted({n for n in data if data.count(n) > 1})
         if repeated:
             raise ValueError(f"dataset names must be unique (ignoring case): {', '.join(repeated)}")
+        if self.script_args is not None and self.groups[0].script is None:
+            raise ValueError("script_args: only a batch script (groups[0].script) takes arguments")
         if self.hetjob and (problem := _hetjob_problem(self)) is not None:
             raise ValueError(problem)
         if self.attended and self.array is not None:  # (InactiveLimit: one holder, one job)

@@ -56,14 +56,15 @@ from fusesched.submit.sbatch_options import (
     open_mode,
 )
 from fusesched.submit.sbatch_reader import (
-    COMMAND_FLAGS,
     Reader,
     digits,
     scan,
     split_components,
 )
+from fusesched.submit.sbatch_reader import command_flags as command_flags  # (re-exported)
 from fusesched.submit.sbatch_resources import task_accelerators, task_cpus, task_memory
 from fusesched.submit.sbatch_slurm_options import slurm_options
+from fusesched.submit.sbatch_words import DEFAULT_NAMES
 from fusesched.submit.syntax import (
     parse_array,
     parse_dependencies,
@@ -106,6 +107,7 @@ def parse_sbatch(
     submit_dir: str | None = None,
     submit_env: Mapping[str, str] | None = None,
     input_variables: bool = True,
+    script_args: Sequence[str] = (),
 ) -> ParsedJob:
     """:func:`_parse_sbatch`; an error in an option an input variable stands for
     (``SBATCH_TIMELIMIT=soon``) names the variable, not the command line."""
@@ -118,6 +120,7 @@ def parse_sbatch(
             submit_dir=submit_dir,
             submit_env=submit_env,
             input_variables=input_variables,
+            script_args=script_args,
         )
     except SubmitError as exc:
         raise from_input_variable(exc, args, submit_env if input_variables else None) from None
@@ -132,6 +135,7 @@ def _parse_sbatch(
     submit_dir: str | None,
     submit_env: Mapping[str, str] | None,
     input_variables: bool,
+    script_args: Sequence[str],
 ) -> ParsedJob:
     """A job from a batch script and optional ``sbatch`` command-line options (``args``,
     e.g. ``["-N", "2", "--time=1:00:00"]``), which override the script's directives.
@@ -148,8 +152,9 @@ def _parse_sbatch(
     options (:mod:`fusesched.submit.sbatch_environment`).
 
     An empty ``script`` with ``--wrap=COMMAND`` in ``args`` is the job sbatch makes of that
-    command; a script and ``--wrap`` together are an error. ``--begin`` is read against
-    ``now`` (None: this machine's clock). Unknown options are returned as
+    command; a script and ``--wrap`` together are an error. ``script_args``: the script's
+    arguments (``$1 $2 …``; sbatch's command line gives none with ``--wrap``). ``--begin``
+    is read against ``now`` (None: this machine's clock). Unknown options are returned as
     warnings; malformed scripts and values raise :class:`SubmitError` with the line (or
     "command line").
     """
@@ -172,6 +177,8 @@ def _parse_sbatch(
     data = _build(reader, script) if len(readers) == 1 else build_hetjob(readers, script, _build)
     if submit_dir is not None:
         data["submit_dir"] = submit_dir
+    if script_args:  # (left out without: a controller older than the field refuses it)
+        data["script_args"] = list(script_args)
     now = time.time() if now is None else now
     if reader.value("begin") is not None:
         try:
@@ -211,19 +218,6 @@ def _parse_sbatch(
     request = parse_request(data, source=source)
     reader.warnings.extend(signal_warnings(request.signal, request.walltime_s))
     return ParsedJob(request, tuple(reader.warnings))
-
-
-def command_flags(script: str) -> frozenset[str]:
-    """The options for the submitting command (:data:`COMMAND_FLAGS`) that a batch script's
-    ``#SBATCH`` lines give; none for text that is not a batch script (YAML, a broken
-    script: its parser reports what is wrong)."""
-    reader = Reader("<script>")
-    try:
-        scan(script, reader)
-    except SubmitError:
-        return frozenset()
-    given = {name for r in (reader, *reader.components) for name in r.options}
-    return COMMAND_FLAGS & given
 
 
 def wrap_script(reader: Reader) -> str:
@@ -304,6 +298,7 @@ def _build(reader: Reader, script: str) -> dict[str, object]:
     if "hold" in reader.options:
         data["hold"] = True  # submitted held: fusesched release lets it go
     default_name = "" if reader.source.startswith("<") else reader.source
+    default_name = DEFAULT_NAMES.get(reader.source, default_name)  # ("sbatch" < job.sh)
     if "wrap" in reader.options:
         default_name = "wrap"  # as sbatch names a --wrap job
     data["name"] = reader.value("job-name") or default_name

@@ -250,6 +250,19 @@ def scan(script: str, reader: Reader) -> None:
             in_header = False
 
 
+def command_flags(script: str) -> frozenset[str]:
+    """The options for the submitting command (:data:`COMMAND_FLAGS`) that a batch script's
+    ``#SBATCH`` lines give; none for text that is not a batch script (YAML, a broken
+    script: its parser reports what is wrong)."""
+    reader = Reader("<script>")
+    try:
+        scan(script, reader)
+    except SubmitError:
+        return frozenset()
+    given = {name for r in (reader, *reader.components) for name in r.options}
+    return COMMAND_FLAGS & given
+
+
 def split_components(tokens: Sequence[str]) -> list[list[str]]:
     """sbatch's command-line options split at each ``:`` word into a heterogeneous job's
     components (one list without one). A ``:`` that is the value of an option written
