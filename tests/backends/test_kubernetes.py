@@ -138,6 +138,16 @@ def test_script_runs_from_a_config_map() -> None:
     plain_job: Any = plain.batch_job
     command = plain_job.spec.template.spec.containers[0].command
     assert command == ["/bin/sh", f"{ko.SCRIPT_DIR}/{ko.SCRIPT_KEY}"]
+    # sbatch job.sh ARGS…: the script's arguments follow it, word for word
+    with_args = build(
+        remote_job([{"script": script, "image": IMAGE}], type="hpc", script_args=["a b", ""])
+    )
+    args_job: Any = with_args.batch_job
+    assert args_job.spec.template.spec.containers[0].command == [
+        f"{ko.SCRIPT_DIR}/{ko.SCRIPT_KEY}",
+        "a b",
+        "",
+    ]
 
 
 def gang(**fields: Any) -> RemoteJob:

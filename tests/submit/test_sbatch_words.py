@@ -157,6 +157,31 @@ def test_only_a_batch_script_takes_arguments() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("word", "message"),
+    [
+        ("a\udcffb", r"script_args\[1\]: an argument must be UTF-8 text"),
+        ("a\x00b", r"script_args: a NUL character .* is not allowed \(in \[1\]\)"),
+    ],
+)
+def test_an_argument_must_be_text_without_nul(word: str, message: str) -> None:
+    """A command line's undecodable bytes (a lone surrogate) or a NUL: refused, with where."""
+    with pytest.raises(SubmitError, match=message):
+        parse_request(
+            {
+                "groups": [{"name": "main", "script": SCRIPT, "resources": {"cpu": "1"}}],
+                "script_args": ["ok", word],
+            }
+        )
+
+
+def test_slurms_other_name_for_ntasks_per_node() -> None:
+    """``--tasks-per-node`` is Slurm's alias of ``--ntasks-per-node``, with a value."""
+    assert _split("--tasks-per-node", "2", "job.sh", "x")[1:] == ("job.sh", ["x"])
+    parsed = parse_sbatch(SCRIPT, source="job.sh", args=["-n", "4", "--tasks-per-node", "2"])
+    assert parsed.request.placement.max_tasks_per_node == 2
+
+
 def test_a_script_from_standard_input_is_named_as_slurm_names_it() -> None:
     """``sbatch < job.sh``: the job is called "sbatch", as Slurm's; -J still names it."""
     assert parse_sbatch(SCRIPT, source=STDIN_SOURCE).request.name == "sbatch"

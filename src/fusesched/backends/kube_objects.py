@@ -176,13 +176,22 @@ def _affinity(nodes: Sequence[str]) -> client.V1Affinity:
     )
 
 
-def _command(group: TaskGroupRequest, config_map: str | None) -> list[str]:
+def _script_args(job: RemoteJob, group: TaskGroupRequest) -> list[str] | None:
+    """The batch script's arguments (``sbatch job.sh ARGS…``): its first group's alone."""
+    request = job.request
+    return request.script_args if request.groups and request.groups[0] is group else None
+
+
+def _command(
+    group: TaskGroupRequest, config_map: str | None, args: Sequence[str] | None = None
+) -> list[str]:
     """argv as is; a script runs as a mounted file (by its own ``#!`` line when it has one)
-    so no shell ever re-parses the user's text."""
+    so no shell ever re-parses the user's text, with its arguments ``args`` (sbatch's)."""
     if config_map is None:
         return list(group.argv)
     path = f"{SCRIPT_DIR}/{SCRIPT_KEY}"
-    return [path] if (group.script or "").startswith("#!") else ["/bin/sh", path]
+    run = [path] if (group.script or "").startswith("#!") else ["/bin/sh", path]
+    return run + list(args or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +212,7 @@ def pod_spec(
     container = client.V1Container(
         name=CONTAINER,
         image=_image(group, opts.default_image),
-        command=_command(group, plan.config_map),
+        command=_command(group, plan.config_map, _script_args(job, group)),
         env=[client.V1EnvVar(name=k, value=v) for k, v in env.items()] or None,
         working_dir=group.workdir,
         ports=[client.V1ContainerPort(container_port=p) for p in group.ports] or None,

@@ -819,6 +819,7 @@ static const char *const SBATCH_VALUES[] = {
     "kill-on-invalid-dep", "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind",
     "mem-per-cpu", "mem-per-gpu", "mincpus", "network", "nodefile", "nodelist", "nodes",
     "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node", "ntasks-per-socket",
+    "tasks-per-node",
     "ntasks-per-tres", "open-mode", "output", "partition", "power", "prefer", "priority",
     "profile", "qos", "reservation", "segment", "signal", "sockets-per-node", "switches",
     "thread-spec", "threads-per-core", "time", "time-min", "tmp", "tres-per-task", "uid",

@@ -312,6 +312,9 @@ class JobRequest(StrictModel):
             raise ValueError(f"dataset names must be unique (ignoring case): {', '.join(repeated)}")
         if self.script_args is not None and self.groups[0].script is None:
             raise ValueError("script_args: only a batch script (groups[0].script) takes arguments")
+        for k, word in enumerate(self.script_args or ()):
+            if not _utf8(word):  # (a NUL: refused with every text field's check)
+                raise ValueError(f"script_args[{k}]: an argument must be UTF-8 text")
         if self.hetjob and (problem := _hetjob_problem(self)) is not None:
             raise ValueError(problem)
         if self.attended and self.array is not None:  # (InactiveLimit: one holder, one job)
@@ -494,3 +497,13 @@ class ParsedJob:
 
     request: JobRequest
     warnings: tuple[str, ...] = ()
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is UTF-8 text (no lone surrogate, which JSON's ``\\udc80`` escape
+    or a command line's undecodable bytes give: no launch holding it could be sent)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

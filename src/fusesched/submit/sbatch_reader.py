@@ -40,6 +40,8 @@ SHORT_OPTIONS: Final = {
     "W": "wait",
     "L": "licenses",
 }
+#: Slurm's other names for options (``--tasks-per-node`` is ``--ntasks-per-node``).
+LONG_ALIASES: Final = {"tasks-per-node": "ntasks-per-node"}
 VALUE_OPTIONS: Final = frozenset(
     {
         *SHORT_OPTIONS.values(),
@@ -136,7 +138,7 @@ class Reader:
             i += 1
             if token.startswith("--") and len(token) > 2:
                 written, has_value, value = token.partition("=")
-                name = written[2:]
+                name = LONG_ALIASES.get(written[2:], written[2:])
             elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
                 written, value = token[:2], token[2:]
                 has_value = "=" if value else ""

@@ -31,7 +31,8 @@ _VALUES: Final = """
     mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus network nodefile
     nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket
     ntasks-per-tres open-mode output partition power prefer priority profile qos reservation
-    segment signal sockets-per-node switches thread-spec threads-per-core time time-min tmp
+    segment signal sockets-per-node switches tasks-per-node thread-spec threads-per-core time
+    time-min tmp
     tres-per-task uid wait-all-nodes wckey wrap
 """
 _OPTIONALS: Final = "exclusive get-user-env nice no-kill propagate"
