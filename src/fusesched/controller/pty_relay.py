@@ -40,6 +40,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from fusesched.controller.changes import Changes
+
 #: The most bytes waiting to reach the task's terminal (typed or pasted).
 MAX_INPUT_BUFFER = 64 * 1024
 #: The most bytes of the terminal's output waiting for the client.
@@ -210,24 +212,13 @@ class PtySession:
         self.done_at: float | None = None  # when the client read the end of the output
         # its task has exited: its output is not waited for past this instant (LAST_OUTPUT_S)
         self.output_by: float | None = None
-        self._changed = asyncio.Event()
+        self._changes = Changes()
 
     def _pulse(self) -> None:
-        """Wake every waiter: something changed."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._changes.pulse()
 
     async def _until(self, ready: Callable[[], bool], wait_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(max(wait_s, 0.0), MAX_WAIT_S)
-        while not ready():
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except TimeoutError:
-                return
+        await self._changes.until(ready, wait_s, MAX_WAIT_S)
 
     # -- the client's end --------------------------------------------------------------
 

@@ -40,6 +40,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from fusesched.controller.changes import Changes
+
 if TYPE_CHECKING:
     from fusesched.controller.service import Controller
 
@@ -124,7 +126,7 @@ class StdinStream:
     touched: float = 0.0
     checked: float | None = None
     done_at: float | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _changes: Changes = field(default_factory=Changes)
 
     def __post_init__(self) -> None:
         self.writer_seen = self.touched = self.clock()
@@ -162,21 +164,10 @@ class StdinStream:
             self.base = acked
 
     def _pulse(self) -> None:
-        """Wake every waiter: something changed."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._changes.pulse()
 
     async def _until(self, ready: Callable[[], bool], wait_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(max(wait_s, 0.0), MAX_WAIT_S)
-        while not ready():
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except TimeoutError:
-                return
+        await self._changes.until(ready, wait_s, MAX_WAIT_S)
 
     def name_readers(self, readers: Iterable[str]) -> None:
         """The task ids that read the stream (the writer's, once: later namings are the
