@@ -291,6 +291,9 @@ HANDED_OVER: list[tuple[str, list[str], dict[str, str]]] = [
     ("flags-together", ["sbatch", "-HQ", "run.sh"], {}),
     ("sbatch-unknown-option", ["sbatch", "--frobnicate", "-n1", "run.sh"], {}),
     ("double-dash", ["sbatch", "--", "run.sh"], {}),
+    # our options after the script are the script's arguments, as every word there
+    ("json-after-script", ["sbatch", "run.sh", "--json"], {}),
+    ("controller-after-script", ["sbatch", "run.sh", "--controller", "http://127.0.0.1:9"], {}),
 ]
 
 

@@ -97,6 +97,28 @@ def test_the_words_after_the_script_are_its_arguments(
 
 
 @pytest.mark.parametrize("command", [QUICK, FULL_COMMAND], ids=["quick", "full"])
+def test_the_commands_own_options_after_the_script_are_its_arguments(
+    taking: tuple[str, list[Any]], folder: Path, command: list[str]
+) -> None:
+    """As Slurm's sbatch gives every word after the script to the script, fusesched's
+    ``--json``, ``--controller``, ``--help`` and ``--`` there are the script's too; before
+    it they are the command's (``--controller URL`` takes its value: the URL is no script)."""
+    url, received = taking
+    theirs = ["--json", "--controller", "http://127.0.0.1:9", "--help", "--", "-h", "--ca=x"]
+    done = _sbatch(command, url, folder, "-n", "1", "job.sh", *theirs)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Submitted batch job 5\n"  # (not --json's answer, not help)
+    before = _sbatch(command, "http://127.0.0.1:9", folder, "--json", "--controller", url, "job.sh")
+    assert before.returncode == 0, before.stderr
+    assert '"id"' in before.stdout  # (--json before the script: the command's)
+    first, second = received
+    assert first["script_args"] == theirs
+    assert "script_args" not in second
+    if command is QUICK:
+        assert [f["name"] for f in second["files"]] == ["job.sh"]
+
+
+@pytest.mark.parametrize("command", [QUICK, FULL_COMMAND], ids=["quick", "full"])
 def test_a_script_on_standard_input(
     taking: tuple[str, list[Any]], folder: Path, command: list[str]
 ) -> None:

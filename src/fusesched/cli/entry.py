@@ -72,6 +72,42 @@ FAST_COMMANDS = frozenset({"submit", "sbatch"})
 SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--wait", "-W"})
 
 
+def sbatch_line(words: list[str]) -> tuple[list[str], list[str]]:
+    """sbatch's words split where Slurm's sbatch splits them (:func:`~fusesched.submit.
+    sbatch_words.split_sbatch_words`): (its options, ``["--", "--", SCRIPT, ARGS…]``, or
+    nothing with no script named). Every word after the script is the script's argument,
+    also ``--json``, ``--help`` or ``--controller``: the command framework is given them
+    after a ``--`` (it ends its options there and passes the second ``--`` on, which keeps
+    a script named like an option the script). A line that cannot be read is left whole,
+    for the command to say what is wrong."""
+    from fusesched.submit.sbatch_words import SbatchWordsError, split_sbatch_words
+
+    try:
+        split = split_sbatch_words(words)
+    except SbatchWordsError:
+        return words, []
+    if split.script is None:
+        return split.options, []
+    return split.options, ["--", "--", split.script, *split.script_args]
+
+
+_protected: list[str] | None = None
+
+
+def protect_sbatch_argv() -> list[str]:
+    """For ``sbatch``, put the script's words in ``sys.argv`` behind ``--``
+    (:func:`sbatch_line`), once; the command and its options (all of ``sys.argv[1:]`` for
+    any other command, and for a line that cannot be read)."""
+    global _protected
+    if _protected is None:
+        _protected = sys.argv[1:]
+        if _protected[:1] == ["sbatch"]:
+            options, tail = sbatch_line(_protected[1:])
+            _protected = ["sbatch", *options]
+            sys.argv[2:] = [*options, *tail]
+    return _protected
+
+
 def main() -> None:
     args = sys.argv[1:]
     if args and args[0] == "scontrol":  # (show hostnames|hostlist: no command framework)
@@ -80,7 +116,8 @@ def main() -> None:
         code = host_lists(args[1:])
         if code is not None:
             sys.exit(code)
-    if args and args[0] in FAST_COMMANDS and not SLOW_OPTIONS & set(args):
+    options = protect_sbatch_argv()[1:] if args and args[0] == "sbatch" else args
+    if args and args[0] in FAST_COMMANDS and not SLOW_OPTIONS & set(options):
         from fusesched.cli.fast import run
 
         code = run(args[0], args[1:])

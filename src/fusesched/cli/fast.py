@@ -181,9 +181,7 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
         if unknown:
             raise UsageError(f"unknown option {unknown[0]} (see fusesched submit --help)")
         return [{"name": p, "text": _read(p)} for p in rest]
-    words = sbatch_words(rest)
-    if words.script_args:  # (the full command sends them: JobRequest.script_args)
-        raise HandOver
+    words = sbatch_words(rest)  # (no script arguments: run hands those over)
     options = [arg for arg in words.options if arg != PARSABLE]
     if words.wraps:
         # sbatch [OPTIONS] --wrap=COMMAND: no script file; the controller's parser makes the
@@ -263,6 +261,8 @@ def run(command: str, argv: Sequence[str]) -> int | None:
         if command == "submit":  # (sbatch's: an option before the script, else the script's)
             argv = [arg for arg in argv if arg != PARSABLE]
     try:
+        if command == "sbatch" and sbatch_words(argv).script_args:
+            raise HandOver  # (the full command sends them; our options there are theirs too)
         own, as_json, rest = _split(argv)
         files = _files(command, rest)
     except UsageError as exc:

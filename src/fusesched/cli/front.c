@@ -665,7 +665,8 @@ typedef struct {
     const char *controller, *token, *ca;
     int as_json, parsable;
     char **rest;
-    int nrest;
+    int *at; /* each rest word's place in argv */
+    int nrest, last_own; /* where our last option was (0: none) */
 } Args;
 
 /* Our options anywhere, as --x V or --x=V, and --json (fast._split). */
@@ -673,10 +674,12 @@ static void split_args(int argc, char **argv, Args *a) {
     static const char *const names[] = {"--controller", "--token", "--ca"};
     memset(a, 0, sizeof *a);
     a->rest = checked(calloc((size_t)argc, sizeof *a->rest));
+    a->at = checked(calloc((size_t)argc, sizeof *a->at));
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--json")) {
             a->as_json = 1;
+            a->last_own = i;
             continue;
         }
         if (!strcmp(arg, "--parsable")) { /* checked in main; sbatch's: where it stands tells */
@@ -697,9 +700,13 @@ static void split_args(int argc, char **argv, Args *a) {
                 continue;
             }
             own = 1;
+            a->last_own = i;
             break;
         }
-        if (!own) a->rest[a->nrest++] = argv[i];
+        if (!own) {
+            a->at[a->nrest] = i;
+            a->rest[a->nrest++] = argv[i];
+        }
     }
 }
 
@@ -880,11 +887,12 @@ static void add_files(Buf *body, const Args *a, int sbatch) {
     } else { /* sbatch [OPTIONS] SCRIPT */
         for (int i = 0; i < a->nrest; i++) /* --wrap=COMMAND, no script: Python's (fast.py) */
             if (!strcmp(a->rest[i], "--wrap") || !strncmp(a->rest[i], "--wrap=", 7)) to_python();
-        /* none named (standard input's), the script's arguments (after it, --parsable
-         * too), or a script that is no regular file (a pipe, /dev/stdin, none): Python's */
+        /* none named (standard input's), the script's arguments (after it, --parsable and
+         * our options too), or a script that is no regular file (a pipe, /dev/stdin,
+         * none): Python's */
         int script = script_at(a->rest, a->nrest);
         struct stat st;
-        if (script < 0 || script + 1 < a->nrest) to_python();
+        if (script < 0 || script + 1 < a->nrest || a->last_own > a->at[script]) to_python();
         if (stat(a->rest[script], &st) || !S_ISREG(st.st_mode)) to_python();
         const char *path = a->rest[script], *slash = strrchr(path, '/');
         add_file(body, slash ? slash + 1 : path, path);

@@ -473,6 +473,9 @@ twin.register(app)
 
 
 def main() -> None:
+    from fusesched.cli.entry import protect_sbatch_argv
+
+    protect_sbatch_argv()  # (sbatch's script words are the script's)
     try:
         app(prog_name=PROG)
     except KeyboardInterrupt:  # pragma: no cover

@@ -47,6 +47,14 @@ SLURM_OPTIONS: Final[dict[str, str]] = {
     **{name: OPTIONAL for name in _OPTIONALS.split()},
     **{name: FLAG for name in _FLAGS.split()},
 }
+#: fusesched's own options of its sbatch command (the controller to send to, the answer as
+#: JSON): options before the script, as Slurm's; after it, the script's arguments.
+COMMAND_OPTIONS: Final[dict[str, str]] = {
+    "controller": VALUE,
+    "token": VALUE,
+    "ca": VALUE,
+    "json": FLAG,
+}
 #: Slurm's one-letter options, by the long option each stands for.
 SLURM_SHORT: Final[dict[str, str]] = {
     "a": "array",
@@ -156,7 +164,7 @@ def _value_follows(word: str, following: str | None) -> bool:
         return False
     if word.startswith("--"):
         name, eq, _ = word[2:].partition("=")
-        kind = SLURM_OPTIONS.get(name)
+        kind = SLURM_OPTIONS.get(name) or COMMAND_OPTIONS.get(name)
         if eq or kind is not None:
             return not eq and kind == VALUE and following is not None
         return _unknown(word, following)
