@@ -122,7 +122,7 @@ def test_options_with_nothing_to_do_here_are_taken(monkeypatch: pytest.MonkeyPat
     plain = run(monkeypatch, Fake(JOBS), "squeue", "-h", "-o", "%i").stdout
     taken = ["-a", "--hide", "--local", "--federation", "--sibling", "-P", "--noconvert"]
     assert run(monkeypatch, Fake(JOBS), "squeue", *taken, "-Mall", "-h", "-o", "%i").stdout == plain
-    assert plain.split() == ["5", "4", "3"]
+    assert plain.split() == ["3", "4", "5"]  # (squeue's order: PD before R, oldest first)
 
 
 def test_filters_the_controller_lacks_read_the_newest_rows_and_keep_the_matching(
@@ -134,10 +134,10 @@ def test_filters_the_controller_lacks_read_the_newest_rows_and_keep_the_matching
         assert fake.asked[0]["limit"] == job_list.MAX_MEMBERS
         return out
 
-    assert ids("-A", "physics") == ["5", "4"]  # (accounts: any case)
+    assert ids("-A", "physics") == ["4", "5"]  # (accounts: any case)
     assert ids("-A", "bio", "-A", "nobody") == ["3"]
     assert ids("-q", "GOLD") == ["4"]
-    assert ids("-w", "n[2-3]") == ["5", "4"]
+    assert ids("-w", "n[2-3]") == ["4", "5"]
     assert ids("-L", "matlab:1,abaqus") == ["5"]
     assert ids("-A", "physics", "-q", "silver") == ["5"]
 
@@ -155,7 +155,7 @@ def test_long_lines_come_after_a_date_and_iterate_repeats_them(
 ) -> None:
     date, header, *rows = run(monkeypatch, Fake(JOBS), "squeue", "-l").stdout.splitlines()
     assert DATE.fullmatch(date) and header.split()[4:7] == ["STATE", "TIME", "TIME_LIMI"]
-    assert rows[0].split()[4] == "RUNNING"
+    assert [row.split()[4] for row in rows] == ["PENDING", "RUNNING", "RUNNING"]
     assert run(monkeypatch, Fake(JOBS), "jobs", "-l", "-h").stdout.splitlines()[0].split()[0] == "5"
 
     rounds: list[float] = []
@@ -204,14 +204,14 @@ def test_yaml_is_the_json_data(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_memory_is_asked_only_when_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = Fake(JOBS, memory={"5": 4 * 2**30, "4": 1500 * 2**20})
     out = run(monkeypatch, fake, "squeue", "-h", "-o", "%i %m").stdout
-    assert out.splitlines() == ["5 2G", "4 1500M", "3 0"]  # (5: on 2 nodes: 2G a node)
+    assert out.splitlines() == ["3 0", "4 1500M", "5 2G"]  # (5: on 2 nodes: 2G a node)
     out = run(monkeypatch, fake, "squeue", "-h", "-o", "%i %m", "--noconvert").stdout
-    assert out.splitlines()[0] == "5 2048M"
+    assert out.splitlines()[2] == "5 2048M"
 
 
 def test_verbose_says_what_is_asked_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(monkeypatch, Fake(JOBS), "squeue", "-v", "-u", "ann", "-h", "-o", "%i")
-    assert result.stdout.split() == ["5", "4", "3"]
+    assert result.stdout.split() == ["3", "4", "5"]
     assert "users       = ann" in result.stderr and "controller  = http://fake" in result.stderr
 
 

@@ -152,7 +152,9 @@ def test_format_fields_widths_and_header(jobs: Jobs) -> None:
         f"{jobs.timeout} TO TIMEOUT 0:01"
     ]
     held = lines(jobs, "-h", "-j", jobs.held, "-o", "%A %R %N %S %e %q %b %p %Q %M")
-    assert held[0].startswith(f"{jobs.held} (") and held[0].endswith(" N/A N/A silver N/A 0 0 0:00")
+    assert held[0].startswith(f"{jobs.held} (") and held[0].endswith(
+        " N/A N/A silver N/A 0.00000000000000 0 0:00"
+    )
     (running,) = lines(jobs, "-h", "-j", jobs.running, "-o", "%R %V %S %e")
     nodelist, submitted, started, ends = running.split()
     assert not nodelist.startswith("(") and submitted[:4] == started[:4] == ends[:4]

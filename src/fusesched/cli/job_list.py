@@ -6,6 +6,7 @@ options of Slurm's that fusesched takes in :mod:`fusesched.cli.squeue_options`) 
 from __future__ import annotations
 
 import getpass
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,7 +31,14 @@ from fusesched.cli.live import (
     refused,
 )
 from fusesched.cli.slurm_version import VersionOpt
-from fusesched.cli.squeue_plan import SQUEUE_DEFAULT, SQUEUE_FORMAT, Filters, Given, Plan
+from fusesched.cli.squeue_plan import (
+    EVERY,
+    SQUEUE_DEFAULT,
+    SQUEUE_FORMAT,
+    Filters,
+    Given,
+    Plan,
+)
 
 if TYPE_CHECKING:
     from fusesched.cli.squeue_format import Piece
@@ -97,14 +105,16 @@ def jobs(
         str | None, typer.Option(help="Only this array's members (as squeue -j ARRAY_ID).")
     ] = None,
     limit: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=1,
             max=MAX_MEMBERS,
             help="At most this many rows (an array's waiting members shown as one: one row); "
-            "a listing cut there says so on stderr (not with -h).",
+            "a listing cut there says so on stderr (not with -h). Default: 50; as squeue, "
+            "every job, as Slurm's squeue.",
+            show_default=False,
         ),
-    ] = 50,
+    ] = None,
     array_members: Annotated[
         bool,
         typer.Option(
@@ -168,11 +178,12 @@ def jobs(
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List jobs, newest first (squeue's -u -t -p -j -n --me -h -o -O -r are understood, as
-    is every other option of Slurm 22.05's squeue: -A -q -w -L -R filter, -l -S lay out and
-    order, -s lists steps, -i repeats, --yaml); an array's members that wait for one reason
-    as one row, as squeue shows them."""
-    from fusesched.cli import squeue_plan
+    """List jobs, newest first (as `squeue`: in squeue's order, and reading Slurm's SQUEUE_*
+    variables; squeue's -u -t -p -j -n --me -h -o -O -r are understood, as is every other
+    option of Slurm 22.05's squeue: -A -q -w -L -R filter, -l -S lay out and order, -s lists
+    steps, -i repeats, --yaml); an array's members that wait for one reason as one row, as
+    squeue shows them."""
+    from fusesched.cli import squeue_env, squeue_plan
 
     given = Given(
         users=user,
@@ -200,8 +211,13 @@ def jobs(
         iterate=iterate is not None,
         convert=not noconvert,
     )
+    slurm = ctx.info_name == "squeue"
     try:
-        plan = squeue_plan.plan(ctx.info_name == "squeue", given)
+        if slurm:  # (SQUEUE_FORMAT, SQUEUE_USERS…: the options' defaults, as Slurm's)
+            given = squeue_env.apply(given, os.environ, me=me, clusters_given=bool(clusters))
+        plan = squeue_plan.plan(slurm, given)
+    except squeue_env.EnvError as exc:
+        _fail(str(exc), 1)
     except ValueError as exc:  # (FormatError too)
         _fail(str(exc), 2)
     client = _client(controller_url, token, ca)
@@ -234,8 +250,11 @@ def _pause(seconds: float) -> None:
 
 
 def _check_start(p: Plan) -> None:
-    """``--start`` lists the waiting jobs of at most one user and one queue (what
-    ``GET /v1/starts`` filters by); the other filters and ``-S`` only in squeue's lines."""
+    """``--start`` in fusesched's table, JSON or YAML lists the waiting jobs of at most one
+    user and one queue (what ``GET /v1/starts`` filters by); squeue's lines take every
+    filter and ``-S`` (:mod:`fusesched.cli.squeue_start`)."""
+    if p.out == "lines":
+        return
     f = p.filters
     if f.match is not None or f.ids or f.names:
         _fail("--start lists the waiting jobs: leave out --state, --jobs and --name", 2)
@@ -267,7 +286,8 @@ def _jobs_round(client: Any, p: Plan) -> None:
 
     rows = p.out in ("table", "lines")  # (--json, --yaml: a job an object, as before)
     filtered = p.local.active()  # (-A -q -w -L -R: read the newest jobs, keep those matching)
-    asked = MAX_MEMBERS if filtered else min(p.limit + 1, MAX_MEMBERS) if rows else p.limit
+    top = EVERY if p.limit >= EVERY else MAX_MEMBERS  # (EVERY: page through them all)
+    asked = top if filtered else min(p.limit + 1, top) if rows else p.limit
     match = p.filters.match
     if match is not None and not (match.states or match.phases or match.completing):
         found: list[Job] = []  # (-t S: a state no fusesched job is in)
@@ -327,10 +347,10 @@ def _start_round(client: Any, p: Plan) -> None:
     """``--start``: the waiting jobs' expected starts, soonest first (by Slurm's name,
     squeue's lines: :mod:`fusesched.cli.squeue_start`)."""
     f = p.filters
-    answer = _call(
-        client.starts, f.users[0] if f.users else None, f.queues[0] if f.queues else None
-    )
     if p.out != "lines":
+        answer = _call(
+            client.starts, f.users[0] if f.users else None, f.queues[0] if f.queues else None
+        )
         answer["jobs"] = answer["jobs"][: p.limit]
         if p.out == "table":
             from fusesched.cli.starts import print_starts
@@ -340,13 +360,22 @@ def _start_round(client: Any, p: Plan) -> None:
             _emit(answer, p)
         return
     from fusesched.cli import squeue_extra, squeue_start
-    from fusesched.cli.squeue_sort import sort_rows
 
     assert p.pieces is not None
-    found = [job for job in squeue_start.start_rows(client, answer) if p.local.keep(job)]
+    every = EVERY if p.limit >= EVERY else MAX_MEMBERS
+    views = _list(client, f, every, False)  # (each array member: its own start)
+    if p.local.unknown_reservations(views):
+        _fail(NO_RESERVATIONS, 1)
+    found = squeue_start.start_rows(client, p, views)
+    if not found:
+        _unknown_job(client, f.ids)
+    if len(found) > p.limit and p.header:  # (cut after the order: the soonest shown)
+        err.print(
+            f"fusesched: showing the first {p.limit} of {len(found)} rows; --limit N for more "
+            f"(at most {MAX_MEMBERS})",
+            highlight=False,
+        )
     found = squeue_extra.asked_memory(client, p.pieces, found[: p.limit], p.convert)
-    if p.order:
-        found = sort_rows(found, p.order, squeue_start.FIELDS)
     _emit(found, p)
 
 
@@ -389,22 +418,44 @@ def _emit(data: Any, p: Plan) -> None:
 
 
 def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, Any]]:
-    """``GET /v1/jobs`` with the filters ``f``, at most ``limit`` rows; ``combine``: an
-    array's waiting members as one row (``combine_arrays``)."""
-    found: list[dict[str, Any]] = _call(
-        client.jobs,
-        f.users or None,
-        f.match.states if f.match else (),
-        f.queues or None,
-        limit,
-        f.array,
-        phases=f.match.phases if f.match else (),
-        ids=f.ids,
-        names=f.names,
-        me=f.me,
-        completing=f.match.completing if f.match else False,
-        combine_arrays=combine,
-    )
+    """``GET /v1/jobs`` with the filters ``f``, at most ``limit`` rows, newest first;
+    ``combine``: an array's waiting members as one row (``combine_arrays``). Past one
+    answer's :data:`MAX_MEMBERS`, a page after another (:data:`EVERY`: to the last), each
+    member a row, combined here (a combined row could straddle two pages)."""
+
+    def page(size: int, before: int | None, combined: bool) -> list[Job]:
+        listed: list[Job] = _call(
+            client.jobs,
+            f.users or None,
+            f.match.states if f.match else (),
+            f.queues or None,
+            size,
+            f.array,
+            phases=f.match.phases if f.match else (),
+            ids=f.ids,
+            names=f.names,
+            me=f.me,
+            completing=f.match.completing if f.match else False,
+            combine_arrays=combined,
+            before=before,
+        )
+        return listed
+
+    if limit <= MAX_MEMBERS:
+        return page(limit, None, combine)
+    found: list[Job] = []
+    before: int | None = None
+    while len(found) < limit:
+        size = min(MAX_MEMBERS, limit - len(found))
+        listed = page(size, before, False)
+        found.extend(listed)
+        if len(listed) < size or not isinstance(listed[-1].get("seq"), int):
+            break  # (the last page; or an older controller, whose jobs carry no seq)
+        before = listed[-1]["seq"]
+    if combine:
+        from fusesched.cli.array_rows import combine as combined
+
+        found = combined(found)
     return found
 
 

@@ -5,7 +5,13 @@ A value fusesched does not keep is what Slurm prints for it when unset: ``(null)
 wckey), ``*`` (sockets, cores, threads), ``0`` (nice, temporary disk, contiguous), ``OK``
 (oversubscribe), ``N/A`` (core specialisation), so that a tool that asks for every letter
 (Open OnDemand does) reads each as it reads Slurm's. Pure functions; the user and group ids
-are this machine's for the job's user name (as Slurm's ``--use-local-uid``).
+are this machine's for the job's user name (as Slurm's ``--use-local-uid``). The ``-O`` names
+are in :mod:`fusesched.cli.squeue_long_fields` (named here too).
+
+``%Q`` is the job's own priority (``sbatch --priority``; 0 while it is held, as Slurm's, whose
+hold is priority 0), not the multifactor total that ``sprio`` shows (each job's would be a
+call of its own); ``%p`` is the same normalised as Slurm prints it, divided by 2**32 - 1 and
+written with 14 decimals (``0.00000002328306`` for 100).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
+from fusesched.cli.squeue_long_fields import LONG_FIELDS as LONG_FIELDS
 from fusesched.cli.squeue_states import slurm_state, state_code
 
 Job = dict[str, Any]
@@ -55,12 +62,36 @@ def _limit(job: Job) -> str:
     return "UNLIMITED" if limit is None else slurm_time(math.ceil(limit))
 
 
-def _end(job: Job) -> str:
-    """The end time; a running job's is when its time limit runs out (as squeue)."""
+def end_time(job: Job) -> float | None:
+    """``%e``'s time: the job's end; a running job's is when its time limit runs out (as
+    squeue); None: not known."""
     if job.get("end_time") is not None:
-        return _stamp(job["end_time"])
+        return float(job["end_time"])
     limit, start = job.get("time_limit_s"), job.get("start_time")
-    return _stamp(start + limit) if start is not None and limit is not None else "N/A"
+    return float(start + limit) if start is not None and limit is not None else None
+
+
+def _end(job: Job) -> str:
+    return _stamp(end_time(job))
+
+
+#: What Slurm divides a priority by for ``%p`` (its largest, ``0xffffffff``).
+PRIORITY_SCALE: Final = 2**32 - 1
+
+
+def priority(job: Job) -> int:
+    """``%Q``: the job's own priority; 0 while it is held (as Slurm's: a hold is priority 0)."""
+    if job.get("phase") == "held":
+        return 0
+    try:
+        return int(job.get("priority") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _normalised_priority(job: Job) -> str:
+    """``%p``: :func:`priority` as Slurm writes it, a fraction of 2**32 - 1 to 14 decimals."""
+    return f"{priority(job) / PRIORITY_SCALE:16.14f}"
 
 
 def _nodes(job: Job) -> str:
@@ -257,8 +288,8 @@ FIELDS: Final[dict[str, Field]] = {
     "V": Field("SUBMIT_TIME", lambda j: _stamp(j.get("submit_time"))),
     "S": Field("START_TIME", lambda j: _stamp(j.get("start_time"))),
     "e": Field("END_TIME", _end),
-    "p": Field("PRIORITY", lambda j: str(j.get("priority", 0))),
-    "Q": Field("PRIORITY", lambda j: str(j.get("priority", 0))),
+    "p": Field("PRIORITY", _normalised_priority),
+    "Q": Field("PRIORITY", lambda j: str(priority(j))),
     "y": Field("NICE", _fixed("0")),
     "E": Field("DEPENDENCY", _dependency),
     "k": Field("COMMENT", _text("comment")),
@@ -275,59 +306,4 @@ FIELDS: Final[dict[str, Field]] = {
     "J": Field("THREADS_PER_CORE", _fixed("*")),
     "z": Field("S:C:T", _fixed("*:*:*")),
     "X": Field("CORE_SPEC", _fixed("N/A")),
-}
-
-#: ``-O`` fields by squeue's long name (lower case), as the letters above.
-LONG_FIELDS: Final[dict[str, str]] = {
-    "jobid": "i",
-    "arrayjobid": "F",
-    "jobarrayid": "F",
-    "arraytaskid": "K",
-    "name": "j",
-    "username": "u",
-    "userid": "U",
-    "groupname": "g",
-    "groupid": "G",
-    "account": "a",
-    "statecompact": "t",
-    "state": "T",
-    "partition": "P",
-    "qos": "q",
-    "timeused": "M",
-    "timelimit": "l",
-    "timeleft": "L",
-    "numnodes": "D",
-    "numcpus": "C",
-    "mincpus": "c",
-    "minmemory": "m",
-    "mintmpdisk": "d",
-    "tres-per-node": "b",
-    "gres": "b",
-    "reason": "r",
-    "reasonlist": "R",
-    "nodelist": "N",
-    "batchhost": "B",
-    "reqnodes": "n",
-    "schednodes": "Y",
-    "submittime": "V",
-    "starttime": "S",
-    "endtime": "e",
-    "priority": "p",
-    "prioritylong": "Q",
-    "nice": "y",
-    "dependency": "E",
-    "comment": "k",
-    "command": "o",
-    "workdir": "Z",
-    "reservation": "v",
-    "licenses": "W",
-    "feature": "f",
-    "wckey": "w",
-    "oversubscribe": "h",
-    "contiguous": "O",
-    "sockets": "H",
-    "cores": "I",
-    "threads": "J",
-    "sct": "z",
-    "corespec": "X",
 }

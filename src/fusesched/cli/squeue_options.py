@@ -179,7 +179,7 @@ SortOpt = Annotated[
         "--sort",
         "-S",
         help="Order the lines by format letters, - before one for descending: -S P,-p "
-        "(default: newest first; steps P,i).",
+        "(default as squeue: P,t,-p, --start S, steps P,i; as jobs: newest first).",
     ),
 ]
 IterateOpt = Annotated[

@@ -2,7 +2,9 @@
 before the controller is asked: the filters, the layout (a table, Slurm's lines, JSON or
 YAML), the order, and whether it lists jobs, expected starts (``--start``) or steps
 (``-s``). Called by Slurm's name, Slurm's defaults apply: the active jobs (pending, running,
-completing) unless ``-t`` says more, in squeue's own lines.
+completing) unless ``-t`` says more (``--start``: the pending ones), in squeue's own lines,
+in squeue's own order (:func:`fusesched.cli.squeue_sort.default_order`); the environment's
+``SQUEUE_*`` defaults are read before (:mod:`fusesched.cli.squeue_env`).
 
 Pure: :func:`plan` turns :class:`Given` into a :class:`Plan`, or raises ``ValueError`` (a
 :class:`~fusesched.cli.squeue_format.FormatError` for a format) saying what is wrong.
@@ -32,6 +34,11 @@ SQUEUE_FORMAT: Final = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT: Final = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
 
+#: ``--limit`` not given to ``squeue`` (Slurm's name): every job, a page of 1,000 after
+#: another, as Slurm's squeue lists them all (``jobs``: 50).
+EVERY = 2**62
+
+
 class Given(NamedTuple):
     """The listing's options as given (each list option: its repeats, each a comma list)."""
 
@@ -46,7 +53,7 @@ class Given(NamedTuple):
     licenses: ListOpt = None
     reservations: ListOpt = None
     array: str | None = None
-    limit: int = 50
+    limit: int | None = None  # (None: 50; by Slurm's name, every job)
     each_member: bool = False  # -r, --array-unique
     start: bool = False
     fmt: str | None = None
@@ -59,6 +66,7 @@ class Given(NamedTuple):
     as_yaml: bool = False
     iterate: bool = False
     convert: bool = True  # not --noconvert
+    time_format: str | None = None  # SLURM_TIME_FORMAT (squeue_time.py)
 
 
 class Filters(NamedTuple):
@@ -95,6 +103,14 @@ class Plan(NamedTuple):
     convert: bool
 
 
+def _limit(slurm: bool, given: int | None) -> int:
+    """The rows to show: ``--limit``'s; without it 50, and by Slurm's name every job, as
+    Slurm's squeue lists them (:data:`~fusesched.cli.job_list.EVERY`)."""
+    if given is not None:
+        return given
+    return EVERY if slurm else 50
+
+
 def plan(slurm: bool, g: Given) -> Plan:
     """The listing ``g`` asks for; ``slurm``: called by Slurm's name (``squeue``)."""
     from fusesched.cli import id_lists as il
@@ -108,8 +124,9 @@ def plan(slurm: bool, g: Given) -> Plan:
         raise ValueError("give --steps (-s) or --start, not both")
     structured = g.as_json or g.as_yaml
     states = g.states
-    if slurm and not states and not g.start and g.steps is None:
-        states = [SQUEUE_DEFAULT]  # (the active jobs unless -t says more)
+    if slurm and not states and g.steps is None and not (g.start and structured):
+        # (the active jobs unless -t says more; --start in squeue's lines: the pending ones)
+        states = ["PENDING" if g.start else SQUEUE_DEFAULT]
     filters = Filters(
         il.comma_list(g.users, "user"),
         sq.parse_states(states) if states else None,
@@ -127,26 +144,38 @@ def plan(slurm: bool, g: Given) -> Plan:
     else:
         pieces, out = _layout(slurm, g, out)
         fields = sq.FIELDS
-    order = None
-    if g.sort is not None:
-        from fusesched.cli.squeue_sort import parse_sort
+    if pieces is not None and g.time_format is not None:
+        from fusesched.cli.squeue_time import parse_time_format, restamp
 
-        order = parse_sort(g.sort, fields)
+        pieces = restamp(pieces, parse_time_format(g.time_format))
     return Plan(
         slurm=slurm,
         filters=filters,
         local=local,
-        limit=g.limit,
+        limit=_limit(slurm, g.limit),
         combine=not g.each_member and not structured,
         start=g.start,
         pieces=pieces,
         out=out,
         header=not g.noheader,
         dated=(g.long or g.iterate) and out == "lines",
-        order=order,
+        order=_order(slurm, g, out, fields),
         steps=steps,
         convert=g.convert,
     )
+
+
+def _order(slurm: bool, g: Given, out: str, fields: Any) -> list[SortKey] | None:
+    """``-S``'s keys; without it, by Slurm's name in squeue's lines, squeue's own order
+    (jobs: partition, state, priority; ``--start``: expected start); else None: the
+    listing's (newest first; steps: their own)."""
+    from fusesched.cli import squeue_sort as ss
+
+    if g.sort is not None:
+        return ss.parse_sort(g.sort, fields)
+    if not slurm or out != "lines" or g.steps is not None:
+        return None
+    return ss.default_order(ss.START_SORT if g.start else ss.JOB_SORT, fields)
 
 
 def _layout(slurm: bool, g: Given, out: str) -> tuple[list[Piece] | None, str]:
@@ -200,7 +229,7 @@ def settings(p: Plan) -> dict[str, Any]:
         "output": p.out,
         "jobs": f.ids,
         "licenses": sorted(local.licenses),
-        "limit": p.limit,
+        "limit": None if p.limit >= EVERY else p.limit,
         "me": f.me,
         "names": f.names,
         "nodes": sorted(local.nodes),

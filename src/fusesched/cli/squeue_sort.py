@@ -6,7 +6,12 @@ listing's), ``-`` before it for descending, ``+`` (or nothing) for ascending; ``
 taken and orders nothing (fusesched is one cluster). Ids, counts, times and priorities sort
 as numbers (``9`` before ``10``; ``N/A`` times last), states in Slurm's order (pending,
 running, …), anything else as the text printed. Items after the first break ties, and ties
-left keep the listing's order. Pure.
+left keep the listing's order.
+
+Without ``-S``, squeue's own orders (:func:`default_order`): jobs by :data:`JOB_SORT`
+(partition, state, priority highest first), ``--start`` by :data:`START_SORT` (the expected
+start, soonest first), ties oldest first (as Slurm's, whose priorities fall with each job
+submitted); steps by their own (:mod:`fusesched.cli.squeue_steps`). Pure.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
-from fusesched.cli.squeue_fields import Field
+from fusesched.cli.squeue_fields import Field, priority
 from fusesched.cli.squeue_states import slurm_state
 
 Job = dict[str, Any]
@@ -53,6 +58,19 @@ STATE_ORDER: Final = {
 }
 #: Where a step that is no numbered ``srun`` step sorts: after them, as Slurm's ids.
 STEP_ORDER: Final = {"batch": 2**32 - 5, "extern": 2**32 - 4}
+
+
+#: squeue's order of jobs without ``-S``: by partition, by state, by priority highest first.
+JOB_SORT: Final = "P,t,-p"
+#: ``squeue --start``'s order without ``-S``: the expected start, soonest (``N/A`` last).
+START_SORT: Final = "S"
+
+
+def default_order(text: str, fields: Mapping[str, Field]) -> list[SortKey]:
+    """The keys of one of squeue's own orders (:data:`JOB_SORT`, :data:`START_SORT`), ties
+    broken oldest first (by id): Slurm's ties are rare, its priorities falling with each
+    job submitted."""
+    return [*parse_sort(text, fields), SortKey("i")]
 
 
 def parse_sort(text: str, fields: Mapping[str, Field]) -> list[SortKey]:
@@ -129,8 +147,8 @@ KEYS: Final[dict[str, Callable[[Job], Any]]] = {
     "F": lambda job: id_order(str(job.get("array_parent") or job["id"])),
     "t": lambda job: STATE_ORDER.get(slurm_state(job), len(STATE_ORDER)),
     "T": lambda job: STATE_ORDER.get(slurm_state(job), len(STATE_ORDER)),
-    "p": _number("priority"),
-    "Q": _number("priority"),
+    "p": priority,
+    "Q": priority,
     "C": _number("cpus"),
     "c": _number("cpus_per_task"),
     "D": _nodes,

@@ -7,24 +7,29 @@ expected start (``2026-12-07T19:10:00``, ``N/A`` when none is expected within th
 SCHEDNODES the nodes it would start on (``(null)`` when not known). ``-o``/``-O`` take
 squeue's fields with ``%S`` the expected start and ``%Y`` (``SchedNodes``) those nodes.
 
-The expected starts come from ``GET /v1/starts`` (soonest first); each job's name, reason
-and node count from ``GET /v1/jobs`` (asked for by id, :data:`IDS_PER_ASK` at a time).
+As Slurm's, ``--start`` is ``-t PENDING -S S`` in that layout, and each may be changed: the
+jobs are those ``GET /v1/jobs`` answers for the filters (``-j``, ``-n``, ``-u``, ``-p``,
+``-t``…; each array member on its own row), a waiting one with its expected start from
+``GET /v1/starts``; a held job (which that leaves out) ``N/A``, as Slurm's; a running or
+ended job (``-t R``) its own start. Soonest first (``N/A`` last, ties oldest first) unless
+``-S`` says otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
 
 from fusesched.cli import squeue_format as sq
 from fusesched.cli.live import _call
+
+if TYPE_CHECKING:
+    from fusesched.cli.squeue_plan import Plan
 
 Job = dict[str, Any]
 
 #: squeue's ``--start`` layout when no ``-o``/``-O`` is given.
 START_FORMAT: Final = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
-#: Job ids asked for in one ``GET /v1/jobs`` (the API takes at most 100 values a filter).
-IDS_PER_ASK: Final = 100
 
 
 #: ``-o`` letters and ``-O`` names with ``--start``: squeue's (``%Y``, ``SchedNodes``, among
@@ -41,38 +46,40 @@ def parse(fmt: str | None, long_fmt: str | None) -> list[sq.Piece]:
     return sq.parse_format(START_FORMAT if fmt is None else fmt, FIELDS)
 
 
-def rows(starts: Iterable[Job], views: dict[str, Job]) -> list[Job]:
-    """Each expected start (``GET /v1/starts``' ``jobs``) as a job view for the fields: its
-    view (when the controller answered one; else what the start says), its start time the
-    expected one and ``sched_nodes`` where it would start."""
+def rows(views: Iterable[Job], starts: Iterable[Job]) -> list[Job]:
+    """The job views as ``--start``'s rows: a waiting job's start time its expected one and
+    ``sched_nodes`` where it would start (``starts``: ``GET /v1/starts``' ``jobs``); one not
+    there (held, or submitted since the projection) ``N/A`` and ``(null)``, as Slurm's held
+    jobs; another job's its own start. Each with Slurm's reason code."""
     from fusesched.cli.slurm_reasons import job_reason
 
+    expected = {str(s.get("id")): s for s in starts if isinstance(s, dict)}
     out = []
-    for start in starts:
-        job = views.get(start["id"]) or {
-            "id": start["id"],
-            "user": start.get("user"),
-            "queue": start.get("queue"),
-            "tenant": start.get("tenant"),
-            "state": "Pending",
-            "phase": start.get("phase"),
-        }
-        job = job | {"start_time": start.get("expected_start"), "sched_nodes": start["nodes"]}
+    for job in views:
+        if job.get("state") == "Pending":
+            start = expected.get(str(job["id"])) or {}
+            job = job | {
+                "start_time": start.get("expected_start"),
+                "sched_nodes": start.get("nodes") or [],
+            }
         out.append(job | {"reason": job_reason(job)})
     return out
 
 
-def views_of(client: Any, ids: Sequence[str]) -> dict[str, Job]:
-    """The job views of ``ids`` by id (jobs that ended or went meanwhile are left out)."""
-    found: dict[str, Job] = {}
-    for at in range(0, len(ids), IDS_PER_ASK):
-        chunk = list(ids[at : at + IDS_PER_ASK])
-        for job in _call(client.jobs, ids=chunk, limit=len(chunk)):
-            found[str(job["id"])] = job
-    return found
+def start_rows(client: Any, p: Plan, views: list[Job]) -> list[Job]:
+    """``squeue --start``'s rows of ``views`` (``GET /v1/jobs`` as ``p``'s filters ask): those
+    in ``-t``'s states (pending without it) that the other filters keep, the waiting ones
+    with their expected starts (``GET /v1/starts``, asked once), in ``p``'s order."""
+    from fusesched.cli.squeue_sort import sort_rows
 
-
-def start_rows(client: Any, answer: dict[str, Any]) -> list[Job]:
-    """The rows of ``answer`` (``GET /v1/starts``), soonest first, for squeue's fields."""
-    starts = answer["jobs"]
-    return rows(starts, views_of(client, [s["id"] for s in starts]))
+    f = p.filters
+    if f.match is not None:
+        views = [job for job in views if sq.matches(f.match, job)]
+    views = [job for job in views if p.local.keep(job)]
+    starts: list[Job] = []
+    if any(job.get("state") == "Pending" for job in views):
+        one_user = f.users[0] if len(f.users) == 1 and not f.me else None
+        one_queue = f.queues[0] if len(f.queues) == 1 else None
+        starts = _call(client.starts, one_user, one_queue)["jobs"]
+    found = rows(views, starts)
+    return sort_rows(found, p.order, FIELDS) if p.order else found

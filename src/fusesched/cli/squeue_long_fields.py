@@ -1,0 +1,62 @@
+"""squeue's ``-O`` names (``-O "JobID,Name:20"``), lower case, each as the ``-o`` letter of
+:mod:`fusesched.cli.squeue_fields` that prints it (``prioritylong`` is ``%Q``, ``priority``
+``%p``, as Slurm's)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: ``-O`` fields by squeue's long name (lower case), as the letters of ``FIELDS``.
+LONG_FIELDS: Final[dict[str, str]] = {
+    "jobid": "i",
+    "arrayjobid": "F",
+    "jobarrayid": "F",
+    "arraytaskid": "K",
+    "name": "j",
+    "username": "u",
+    "userid": "U",
+    "groupname": "g",
+    "groupid": "G",
+    "account": "a",
+    "statecompact": "t",
+    "state": "T",
+    "partition": "P",
+    "qos": "q",
+    "timeused": "M",
+    "timelimit": "l",
+    "timeleft": "L",
+    "numnodes": "D",
+    "numcpus": "C",
+    "mincpus": "c",
+    "minmemory": "m",
+    "mintmpdisk": "d",
+    "tres-per-node": "b",
+    "gres": "b",
+    "reason": "r",
+    "reasonlist": "R",
+    "nodelist": "N",
+    "batchhost": "B",
+    "reqnodes": "n",
+    "schednodes": "Y",
+    "submittime": "V",
+    "starttime": "S",
+    "endtime": "e",
+    "priority": "p",
+    "prioritylong": "Q",
+    "nice": "y",
+    "dependency": "E",
+    "comment": "k",
+    "command": "o",
+    "workdir": "Z",
+    "reservation": "v",
+    "licenses": "W",
+    "feature": "f",
+    "wckey": "w",
+    "oversubscribe": "h",
+    "contiguous": "O",
+    "sockets": "H",
+    "cores": "I",
+    "threads": "J",
+    "sct": "z",
+    "corespec": "X",
+}

@@ -1,0 +1,56 @@
+"""By Slurm's name, ``squeue`` without ``--limit`` lists every job, as Slurm's squeue does (a
+script that counts its jobs, ``squeue -u $USER -h | wc -l``, must count them all), reading a
+page of 1,000 after another; ``fusesched jobs`` keeps its 50. Against a real controller whose
+agent only pretends to run its tasks. cli/job_list._list, cli/squeue_plan._limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.cli.conftest import pretend_cluster
+from typer.testing import CliRunner
+
+from fusesched.cli.main import app
+from fusesched.sdk import Client
+
+#: Two arrays of this many members: more than one page (1,000) in all.
+MEMBERS = 560
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with pretend_cluster(tmp_path_factory.mktemp("every")) as where:
+        client = Client(where)
+        for name in ("first", "second"):
+            client.submit(
+                {
+                    "name": name,
+                    "walltime_s": 600,
+                    "hold": True,  # (all wait: none starts while the test reads)
+                    "array": {"start": 0, "stop": MEMBERS - 1},
+                    "groups": [{"resources": {"cpu": 1, "memory": "64Mi"}, "argv": ["true"]}],
+                }
+            )
+        yield where
+
+
+def cli(url: str, *args: str) -> tuple[list[str], str]:
+    result = CliRunner().invoke(app, [*args, "--controller", url])
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines(), result.stderr
+
+
+def test_squeue_lists_every_job_over_pages(url: str) -> None:
+    members, err = cli(url, "squeue", "-r", "-h", "-o", "%i")
+    assert len(members) == len(set(members)) == 2 * MEMBERS and err == ""
+    assert {m.split("_")[1] for m in members} == {str(i) for i in range(MEMBERS)}
+    rows, _ = cli(url, "squeue", "-h", "-o", "%i|%j")  # (each array's waiting members: a row)
+    assert sorted(row.split("|")[1] for row in rows) == ["first", "second"]
+    cut, note = cli(url, "squeue", "-r", "--limit", "7", "-o", "%i")
+    assert len(cut) == 8 and "showing the newest 7 rows" in note  # (a header, 7 rows)
+
+
+def test_fusesched_jobs_keeps_its_default_of_fifty(url: str) -> None:
+    members, err = cli(url, "jobs", "-r", "-h", "-o", "%i")
+    assert len(members) == 50 and err == ""
