@@ -122,12 +122,20 @@ def test_default_view_is_a_line_per_partition_and_state_default_first() -> None:
 
 
 def test_node_oriented_view_has_a_line_a_node_as_wide_as_the_names() -> None:
+    """As Slurm 22.05's sinfo -N: the names as wide as the widest (at least 9), the
+    partitions so too and right-justified."""
     nodes = [info("gpu-node-10", pool="gpu"), info("n1", "down", responding=False)]
     text = si.default_format(nodes, node_oriented=True, long=False, summarize=False, reasons=False)
     assert si.lines(nodes, si.parse(text), node_oriented=True, header=True) == [
         "NODELIST     NODES PARTITION STATE",
-        "gpu-node-10      1 gpu       idle",
-        "n1               1 local*    down*",
+        "gpu-node-10      1       gpu idle",
+        "n1               1    local* down*",
+    ]
+    short = [info("vm")]  # (the real sinfo -N of a node vm in partition debug*, its layout)
+    text = si.default_format(short, node_oriented=True, long=False, summarize=False, reasons=False)
+    assert si.lines(short, si.parse(text), node_oriented=True, header=True) == [
+        "NODELIST   NODES PARTITION STATE",
+        "vm             1    local* idle",
     ]
 
 
@@ -141,8 +149,8 @@ def test_summarize_counts_nodes_allocated_idle_other_total() -> None:
     ]
     text = si.default_format(nodes, node_oriented=False, long=False, summarize=True, reasons=False)
     assert si.lines(nodes, si.parse(text), node_oriented=False, header=True) == [
-        "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T)  NODELIST",
-        "local*       up   infinite          1/2/2/5  n[1-5]",
+        "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T) NODELIST",  # (one blank, as sinfo's)
+        "local*       up   infinite          1/2/2/5 n[1-5]",
     ]
     # CPUs: 2 in use on n2 and on n3; n3's other 2 and n4's 4 are out of use
     assert out(nodes, "%C") == ["4/10/6/20"]
@@ -242,3 +250,59 @@ def test_json_record() -> None:
 def test_an_unreadable_quantity_counts_as_none() -> None:
     node = info(capacity={"cpu": "four", "memory": "8Gi"})
     assert (node.cpus, node.memory_mb) == (0, 8192)
+
+
+# ---------------------------------------------------------------------- the -l views
+
+
+def _view(nodes: list[si.NodeInfo], **options: bool) -> list[str]:
+    flags = {"node_oriented": False, "long": True, "summarize": False, "reasons": False}
+    flags.update(options)
+    text = si.default_format(nodes, **flags)
+    return si.lines(nodes, si.parse(text), node_oriented=flags["node_oriented"], header=True)
+
+
+def test_long_view_has_slurm_22_05s_columns() -> None:
+    """sinfo -l of Slurm 22.05 (the real one's header): the partition's settings, which a
+    pool has none of, as Slurm's defaults; long state names."""
+    nodes = [info("n1"), info("n2", free={"cpu": "2", "memory": "8Gi"}), info("g1", pool="gpu")]
+    assert _view(nodes) == [
+        "PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS"
+        "  NODES       STATE NODELIST",
+        "local*       up   infinite 1-infinite   no       NO        all      1        idle n1",
+        "local*       up   infinite 1-infinite   no       NO        all      1       mixed n2",
+        "gpu          up   infinite 1-infinite   no       NO        all      1        idle g1",
+    ]
+    wide = [info("n1", pool="verylongpartitionname")]  # (as wide as the widest, left)
+    assert _view(wide)[1].startswith("verylongpartitionname    up ")
+
+
+def test_node_oriented_long_view_has_slurm_22_05s_columns() -> None:
+    """sinfo -N -l of Slurm 22.05 (the real one's layout, to the blank): CPUS left-justified,
+    S:C:T, WEIGHT, AVAIL_FEATURES cut to 8."""
+    size = {"cpu": "2", "memory": "22057Mi"}
+    nodes = [info("vm", capacity=size, free=size)]
+    assert _view(nodes, node_oriented=True) == [
+        "NODELIST   NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE"
+        " REASON",
+        "vm             1    local*        idle 2       2:1:1  22057        0      1   (null) none",
+    ]
+
+
+def test_long_reasons_show_who_with_their_uid() -> None:
+    import pwd
+
+    root = pwd.getpwuid(0).pw_name
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW))
+    nodes = [
+        info("n1", "drained", drain_reason="disk", drained_by=root, drained_at=NOW),
+        info("n2", "drained", drain_reason="fans", drained_by="no-such-user-here"),
+        info("n3", "drained", drain_reason="psu"),
+    ]
+    assert _view(nodes, reasons=True) == [
+        "REASON               USER         TIMESTAMP           STATE  NODELIST",
+        f"disk                 {root}(0)      {at} drain  n1",
+        "fans                 no-such-user Unknown             drain  n2",
+        "psu                  Unknown      Unknown             drain  n3",
+    ]
+    assert out(nodes[:1], "%U|%u") == [f"{root}(0)|{root}"]

@@ -85,26 +85,27 @@ def test_default_view_a_line_per_partition_and_state(nodes: Nodes) -> None:
 
 
 def test_node_oriented_and_long(nodes: Nodes) -> None:
-    assert lines(nodes, "-N", "-h") == [
-        f"node-a        1 local*    {'mix' if nodes.busy == 'node-a' else 'idle'}",
-        f"node-b        1 local*    {'mix' if nodes.busy == 'node-b' else 'idle'}",
-        "node-c        1 gpu       drain",
+    assert lines(nodes, "-N", "-h") == [  # (as Slurm 22.05's: at least 9 wide, right)
+        f"node-a         1    local* {'mix' if nodes.busy == 'node-a' else 'idle'}",
+        f"node-b         1    local* {'mix' if nodes.busy == 'node-b' else 'idle'}",
+        "node-c         1       gpu drain",
     ]
     stamp, *long = lines(nodes, "-N", "-l", "-n", "node-c")
     assert re.fullmatch(r"\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \d{4}", stamp), stamp  # (as sinfo -l)
-    assert long[0].split() == [
+    assert long[0].split() == [  # (Slurm 22.05's sinfo -N -l)
         "NODELIST",
         "NODES",
         "PARTITION",
         "STATE",
         "CPUS",
+        "S:C:T",
         "MEMORY",
         "TMP_DISK",
-        "GRES",
-        "AVAIL_FEAT",  # (cut to the column's width, as sinfo cuts it)
+        "WEIGHT",
+        "AVAIL_FE",  # (cut to the column's width, as sinfo cuts it)
         "REASON",
     ]
-    shown = "node-c 1 gpu drained 4 4096 0 gpu:H200:2 (null) fan swap"
+    shown = "node-c 1 gpu drained 4 4:1:1 4096 0 1 (null) fan swap"
     assert long[1].split() == shown.split()
 
 
@@ -121,7 +122,7 @@ def test_states_summary_and_format(nodes: Nodes) -> None:
     assert lines(nodes, "-h", "-t", "IDLE,mix", "-o", "%N") == ["node-a,node-b"]
     assert lines(nodes, "-h", "-t", "IDLE,mix", "-o", "%N", "-N") == ["node-a", "node-b"]
     assert lines(nodes, "-s", "-h", "-p", "local") == [
-        "local*       up   infinite          1/1/0/2  node-a,node-b"
+        "local*       up   infinite          1/1/0/2 node-a,node-b"
     ]
     assert lines(nodes, "-h", "-o", "%R %C %G") == [
         "local 1/3/0/4 (null)",

@@ -187,6 +187,7 @@ def sacct(
     constraints: so.Constraints = None,
     flags: so.Flags = None,
     reason: so.Reason = None,
+    no_short_reason: so.NoShortReason = False,  # (-R: refused, as Slurm 22.05's sacct)
     use_local_uid: so.UseLocalUid = False,
     version: VersionOpt = False,
     usage_line: so.Usage = False,
@@ -198,12 +199,14 @@ def sacct(
 ) -> None:
     """Accounting of jobs in a time window, oldest first, each with its steps (as Slurm
     22.05's sacct, every option: -S -E -u -a -j -s -r -A --name -o -b -l -p -P --delimiter
-    -n -X -e -N -q -g -i -I -k -K -R -T --units --noconvert --array --json --yaml -B
-    --env-vars -c -v -V; -D -L -M --local --federation --whole-hetjob taken)."""
+    -n -X -e -N -q -g -i -I -k -K --reason -C -T --units --noconvert --json --yaml -B
+    --env-vars -c -v -V -U; -D -L -M --local --federation --whole-hetjob taken; --array, as
+    Slurm 23.02's, and --limit besides)."""
     from fusesched.cli import sacct_format as sf
     from fusesched.cli import sacct_output as out
     from fusesched.cli import sacct_select as sel
     from fusesched.cli import sacct_steps as st
+    from fusesched.cli.sacct_reasons import parse_reasons
 
     if helpformat:  # (sacct -e: nothing else is done)
         from fusesched.cli.sacct_fields import helpformat as fields_list
@@ -215,12 +218,8 @@ def sacct(
 
     now = time.time()
     completion = completion or file is not None  # (-f: job completion data, as Slurm's)
+    del no_short_reason  # (its callback refuses it)
     try:
-        if constraints:
-            raise ValueError(
-                "--constraints: the controller serves no job's constraints (its node "
-                "features): leave out -C"
-            )
         so.hetjob_value(whole_hetjob)
         users, everyone = _users(user)
         ids, picks = st.parse_job_steps(job_ids)
@@ -238,7 +237,8 @@ def sacct(
             nodes=sel.parse_nodes(nodelist),
             qos=sel.lower_set(qos, "qos"),
             gids=sel.parse_gids(gid),
-            reasons=sel.lower_set(reason, "reason"),
+            reasons=parse_reasons(reason),
+            constraints=sel.parse_constraints(constraints),
             wckeys=sel.lower_set(wckeys, "wckey"),
             associations=sel.lower_set(associations, "association"),
             flags=sel.parse_flags(flags),
@@ -304,6 +304,12 @@ def sacct(
         found = _gather(client, query, tenants, limit)
     if wanted is not None:
         found = [job for job in found if sf.sacct_state(job) in wanted]
+    if selection.constraints and found and not sel.serves_constraints(found):
+        print(
+            "sacct: note: the controller serves no job's constraints (sbatch --constraint): "
+            "-C keeps no job",
+            file=sys.stderr,
+        )
     found = [job for job in found if selection.keeps(job)]
     if completion:  # (job completion data: the jobs that ended)
         found = [job for job in found if job.get("end_time") is not None]
@@ -335,7 +341,11 @@ def sacct(
         return
     if parsable or parsable2:
         lines = sf.parsable(
-            columns, rows, header=not noheader, trailing=parsable, delimiter=delimiter or "|"
+            columns,
+            rows,
+            header=not noheader,
+            trailing=parsable,
+            delimiter="|" if delimiter is None else delimiter,  # (empty: none, as Slurm's)
         )
     else:
         lines = sf.table(columns, rows, header=not noheader)

@@ -238,7 +238,7 @@ _ALWAYS_BLANK: Final = (
 )
 #: The same, of a job's own row alone (blank on a step's too, as Slurm's).
 _JOB_BLANK: Final = (
-    *(("AdminComment", 15), ("AssocID", 7), ("BlockID", 16), ("Constraints", 19)),
+    *(("AdminComment", 15), ("AssocID", 7), ("BlockID", 16)),
     *(("Flags", 19), ("McsLabel", 12), ("QOSRAW", 6), ("Reservation", 20)),
     *(("ReservationId", 8), ("SystemComment", 15), ("WCKey", 10), ("WCKeyID", 10)),
 )
@@ -311,6 +311,9 @@ _TABLE: Final = (
     _job_only("DerivedExitCode", 15, _derived_exit, detail=True),
     Field("Cluster", 10, _fixed(CLUSTER_NAME)),
     _job_only("Comment", 14, _plain("comment")),
+    # the node features it asked for (sbatch --constraint), where the controller serves them
+    # (a view's "constraints"; today's serves none: blank, as Slurm's job without them)
+    _job_only("Constraints", 19, _plain("constraints")),
     _job_only("WorkDir", 20, _plain("workdir")),
     _job_only("UID", 6, _uid),
     _job_only("GID", 6, _gid),

@@ -368,12 +368,17 @@ def parsable(
     trailing: bool = False,
     delimiter: str = "|",
 ) -> list[str]:
-    """``-P``: the values separated by ``delimiter`` (``|``; ``--delimiter``; ``-p``,
-    ``trailing``: one after the last too), never cut, a delimiter inside a value as ``?``;
-    the header line first unless ``header`` is off."""
+    """``-P``: the values separated by ``delimiter`` (``|``; ``--delimiter``, which may be
+    empty: the values run together, as Slurm's; ``-p``, ``trailing``: one after the last
+    too), never cut, a delimiter inside a value as ``?``; the header line first unless
+    ``header`` is off."""
     end = delimiter if trailing else ""
+
+    def shown(value: str) -> str:
+        return value.replace(delimiter, "?") if delimiter else value
+
     lines = [delimiter.join(c.field.header for c in columns) + end] if header else []
-    lines.extend(delimiter.join(v.replace(delimiter, "?") for v in row) + end for row in rows)
+    lines.extend(delimiter.join(shown(v) for v in row) + end for row in rows)
     return lines
 
 

@@ -7,6 +7,12 @@ Options that change nothing here are taken, as scripts pass them: ``-L``, ``--lo
 a job id; a requeued job shows its latest run, its Restarts field counting the others),
 ``--whole-hetjob`` (a heterogeneous job is one row with its components: ``-j`` shows all of
 it), ``--use-local-uid`` (UID and GID are read from this machine's user database already).
+
+The option set is Slurm 22.05's sacct's (checked against its sacct: ``-U`` is ``--usage``,
+``-t`` ``-X``'s old name; ``-R`` is refused as its sacct refuses it, though its man page
+names it: ``--reason``), with three extensions kept: ``--array`` (Slurm 23.02's),
+``--limit`` (fusesched's) and the hidden ``--cluster`` (Slurm's getopt takes it as the start
+of ``--clusters``).
 """
 
 from __future__ import annotations
@@ -29,15 +35,32 @@ _HETJOB: Final = "--whole-hetjob"
 
 class SacctCommand(TyperCommand):
     """sacct's command: a bare ``--whole-hetjob`` is ``--whole-hetjob=yes`` (its value is
-    optional, as Slurm's getopt reads it: only after ``=``)."""
+    optional, as Slurm's getopt reads it: only after ``=``); ``-R`` (``-R Dependency``,
+    ``-RDependency``: no option of Slurm 22.05's sacct) is refused saying to give
+    ``--reason``, where it is no option's value."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from fusesched.cli.sacct_reasons import NO_SHORT_R
+
+        valued = {
+            name
+            for param in self.params
+            if param.param_type_name == "option"
+            and not getattr(param, "is_flag", False)
+            and not getattr(param, "count", False)
+            for name in (*param.opts, *param.secondary_opts)
+        }
         words: list[str] = []
+        value_next = False
         for i, word in enumerate(args):
             if word == "--":
                 words.extend(args[i:])
                 break
-            words.append(f"{_HETJOB}=yes" if word == _HETJOB else word)
+            if not value_next and word.startswith("-R"):
+                raise typer.BadParameter(NO_SHORT_R, ctx=ctx, param_hint="'-R'")
+            word = f"{_HETJOB}=yes" if word == _HETJOB else word
+            value_next = not value_next and word in valued
+            words.append(word)
         return super().parse_args(ctx, words)
 
 
@@ -55,6 +78,13 @@ def _usage(given: bool) -> None:
     if given:
         sys.stdout.write(USAGE)
         raise typer.Exit()
+
+
+def _no_short_reason(given: bool) -> None:
+    if given:
+        from fusesched.cli.sacct_reasons import NO_SHORT_R
+
+        raise typer.BadParameter(NO_SHORT_R)
 
 
 def _flag(*names: str, help: str) -> Any:
@@ -180,7 +210,10 @@ Yaml = Annotated[bool, _flag("--yaml", help="As --json, in YAML.")]
 Constraints = Annotated[
     ListOpt,
     typer.Option(
-        "--constraints", "-C", help="Refused: the controller serves no job's constraints."
+        "--constraints",
+        "-C",
+        help="Jobs that asked for all these node features (sbatch --constraint), where the "
+        "controller serves them.",
     ),
 ]
 Flags = Annotated[
@@ -188,22 +221,29 @@ Flags = Annotated[
     typer.Option(
         "--flags",
         "-F",
-        help="Jobs with these scheduler flags (SchedSubmit, SchedMain, SchedBackfill: "
-        "fusesched keeps none).",
+        help="Jobs with these scheduler flags (SchedSubmit, SchedMain, SchedBackfill, any "
+        "case: fusesched keeps none).",
     ),
 ]
 Reason = Annotated[
     ListOpt,
     typer.Option(
-        "--reason", "-R", help="Jobs whose reason is one of these (squeue's codes: Dependency…)."
+        "--reason",
+        help="Jobs whose reason is one of these (Slurm 22.05's codes, as squeue's %r: "
+        "Dependency, Priority…).",
     ),
+]
+NoShortReason = Annotated[
+    bool, typer.Option("-R", hidden=True, callback=_no_short_reason, show_default=False)
 ]
 UseLocalUid = Annotated[
     bool, _flag("--use-local-uid", help="Taken: UIDs are read from this machine already.")
 ]
 Usage = Annotated[
     bool,
-    typer.Option("--usage", help="Print a usage line and exit.", is_eager=True, callback=_usage),
+    typer.Option(
+        "--usage", "-U", help="Print a usage line and exit.", is_eager=True, callback=_usage
+    ),
 ]
 Cluster = Annotated[
     ListOpt, typer.Option("--cluster", hidden=True, callback=checked, show_default=False)

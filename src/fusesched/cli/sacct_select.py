@@ -2,10 +2,13 @@
 prints: ``-N`` (jobs that ran on any of these nodes), ``-q`` (QOS), ``-g`` (the user's group,
 by gid or name), ``-i``/``-I`` (allocated nodes or CPUs: ``N``, exactly, or ``MIN-MAX``),
 ``-k``/``-K`` (the time limit, in minutes: ``-k`` alone exactly, with ``-K`` a range; ``-K``
-alone changes nothing), ``-R`` (the reason code a job shows, as squeue's ``%r``), ``-W``
-(WCKeys), ``-x`` (association ids) and ``-F`` (scheduler flags), which fusesched keeps none
-of: a job has none, so none matches, as Slurm's job without them. ``-T`` cuts a row's start
-and end to the window. ``-o``, ``-b``, ``-l``, ``-c`` and ``SACCT_FORMAT`` make the field list.
+alone changes nothing), ``--reason`` (the reason code a job shows, as squeue's ``%r``:
+:mod:`fusesched.cli.sacct_reasons`), ``-C`` (the node features a job asked for, each of them a
+part of its ``constraints`` text, any case, as Slurm's database compares them; a job whose
+view carries none asked for none), ``-W`` (WCKeys), ``-x`` (association ids) and ``-F``
+(scheduler flags), which fusesched keeps none of: a job has none, so none matches, as Slurm's
+job without them. ``-T`` cuts a row's start and end to the window. ``-o``, ``-b``, ``-l``,
+``-c`` and ``SACCT_FORMAT`` make the field list.
 
 Pure functions of the job views (the user and group database read for ``-g``); bad input
 raises ``ValueError`` with a message that says what is taken.
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from fusesched.cli.id_lists import comma_list
-from fusesched.cli.slurm_reasons import slurm_reason
+from fusesched.cli.sacct_reasons import reason_code
 from fusesched.hostlist import expand_hostlist
 from fusesched.submit.syntax import parse_slurm_time
 
@@ -150,14 +153,25 @@ def parse_gids(given: Iterable[str] | None) -> frozenset[int]:
 
 
 def parse_flags(given: Iterable[str] | None) -> frozenset[str]:
-    """``-F``'s flags (any case, or the start of one), by their names."""
+    """``-F``'s flags (any case, the whole name: Slurm 22.05's sacct refuses ``schedm``), by
+    their names."""
+    by_lower = {f.lower(): f for f in FLAGS}
     names: set[str] = set()
     for item in comma_list(given, "flag"):
-        found = [f for f in FLAGS if f.lower().startswith(item.lower())]
-        if not found:
-            raise ValueError(f"invalid job flag {item!r}: {', '.join(FLAGS)}")
-        names.add(found[0])
+        if item.lower() not in by_lower:
+            raise ValueError(f"invalid job flag {item!r}: {', '.join(FLAGS)} (any case)")
+        names.add(by_lower[item.lower()])
     return frozenset(names)
+
+
+def parse_constraints(given: Iterable[str] | None) -> tuple[str, ...]:
+    """``-C``'s node features (comma lists), in lower case, each once, in order."""
+    return tuple(dict.fromkeys(item.lower() for item in comma_list(given, "constraint")))
+
+
+def serves_constraints(jobs: Iterable[Job]) -> bool:
+    """Whether any of these views carries ``constraints`` (a controller that serves them)."""
+    return any("constraints" in job for job in jobs)
 
 
 def parse_nodes(given: Iterable[str] | None) -> frozenset[str]:
@@ -182,6 +196,7 @@ class Selection:
     qos: frozenset[str] = frozenset()
     gids: frozenset[int] = frozenset()
     reasons: frozenset[str] = frozenset()
+    constraints: tuple[str, ...] = ()
     wckeys: frozenset[str] = frozenset()
     associations: frozenset[str] = frozenset()
     flags: frozenset[str] = frozenset()
@@ -199,8 +214,12 @@ class Selection:
             return False
         if self.gids and _gid(job) not in self.gids:
             return False
-        if self.reasons and slurm_reason(job.get("reason")).lower() not in self.reasons:
+        if self.reasons and reason_code(job.get("reason")) not in self.reasons:
             return False
+        if self.constraints:
+            asked = str(job.get("constraints") or "").lower()
+            if not all(feature in asked for feature in self.constraints):
+                return False
         started = job.get("start_time") is not None
         if self.nnodes and not self.nnodes.holds(len(job.get("nodes") or ()) if started else 0):
             return False

@@ -33,8 +33,10 @@ def sinfo(
         typer.Option(
             "--long",
             "-l",
-            help="The time first, then more columns: CPUS, MEMORY (MB), GRES, REASON; node by "
-            "node also TMP_DISK and AVAIL_FEATURES.",
+            help="The time first, then Slurm 22.05's long columns: JOB_SIZE ROOT OVERSUBS "
+            "GROUPS (Slurm's defaults: pools have no such settings) and long state names; node "
+            "by node CPUS S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE REASON; with -R the STATE "
+            "and USER(uid).",
         ),
     ] = False,
     list_reasons: Annotated[

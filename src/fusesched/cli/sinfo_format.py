@@ -311,6 +311,19 @@ def _partition(node: NodeInfo) -> str:
     return node.partition + ("*" if node.default else "")
 
 
+def user_long(node: NodeInfo) -> str:
+    """``%U``: who set the reason with their uid, ``root(0)``, as Slurm's; a user this
+    machine does not know (a token's user) by name alone, ``Unknown`` when not known."""
+    import pwd
+
+    if node.reason_user == "Unknown":
+        return node.reason_user
+    try:
+        return f"{node.reason_user}({pwd.getpwnam(node.reason_user).pw_uid})"
+    except KeyError:
+        return node.reason_user
+
+
 def _cpu_counts(row: Row) -> str:
     """``%C``: CPUs allocated/idle/other/total (other: on drained and down nodes)."""
     nodes: list[NodeInfo] = row["nodes"]
@@ -357,6 +370,7 @@ FIELDS: Final[dict[str, Field]] = {
     "b": Field("ACTIVE_FEATURES", _first(lambda n: ",".join(n.features) or "(null)")),
     "E": Field("REASON", _first(lambda n: n.reason)),
     "u": Field("USER", _first(lambda n: n.reason_user)),
+    "U": Field("USER", _first(user_long)),
     "H": Field("TIMESTAMP", _first(lambda n: _stamp(n.reason_time))),
     # what the node's agent last said (N/A: not known); nodes whose figures differ go on
     # lines of their own, as in Slurm
@@ -379,21 +393,31 @@ FIELDS: Final[dict[str, Field]] = {
 #: The fields that add up a line's nodes instead of splitting lines by their value.
 COUNTING: Final = frozenset(FIELDS[k] for k in "DNnoCFA")
 
-#: The formats of sinfo's views (``#``: as wide as the widest value, as sinfo sizes them).
-PARTITION_FORMAT: Final = "%9P %.5a %.10l %.6D %.6t %N"
-NODE_FORMAT: Final = "%#N %.6D %#P %6t"
-LONG_FORMAT: Final = "%9P %.5a %.10l %.6D %.11T %.4c %.6m %10G %20E %N"
-NODE_LONG_FORMAT: Final = "%#N %.6D %#P %.11T %.4c %.6m %.8d %10G %10f %20E"
-SUMMARIZE_FORMAT: Final = "%9P %.5a %.10l %.16F  %N"
+#: The formats of sinfo's views, as Slurm 22.05's sinfo prints them (checked against it: its
+#: man page's -s has two blanks before %N and its -N -l %.4c, where its sinfo prints one and
+#: the CPUs left-justified). ``#``: as wide as the widest value, at least 9 (sinfo's
+#: MIN_NODE_FIELD_SIZE and MIN_PART_FIELD_SIZE); ``%.#P``: so, right-justified, as sinfo
+#: prints the partitions of its node-oriented views.
+PARTITION_FORMAT: Final = "%#P %.5a %.10l %.6D %.6t %N"
+NODE_FORMAT: Final = "%#N %.6D %.#P %6t"
+#: -l: the partition's settings (``JOB_SIZE ROOT OVERSUBS GROUPS``: Slurm's defaults, as
+#: fusesched's pools have none of them) where the short view has none, long state names.
+LONG_FORMAT: Final = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
+NODE_LONG_FORMAT: Final = "%#N %.6D %.#P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
+SUMMARIZE_FORMAT: Final = "%#P %.5a %.10l %.16F %N"
 REASONS_FORMAT: Final = "%20E %9u %19H %N"
-REASONS_LONG_FORMAT: Final = "%20E %9u %19H %6t %N"
+REASONS_LONG_FORMAT: Final = "%20E %12U %19H %6t %N"
+#: The least width of ``#`` fields (sinfo's).
+MIN_FIELD: Final = 9
 
 
 def default_format(
     nodes: Sequence[NodeInfo], *, node_oriented: bool, long: bool, summarize: bool, reasons: bool
 ) -> str:
     """The format sinfo uses for these options (``-R`` before ``-s`` before ``-l``), its
-    ``%#`` widths set to the widest name of ``nodes``."""
+    ``%#`` widths set to the widest name of ``nodes`` (at least :data:`MIN_FIELD`).
+    Node-oriented, a line's node list is its node's name; else a line's list is at the end,
+    with no width."""
     if reasons:
         text = REASONS_LONG_FORMAT if long else REASONS_FORMAT
     elif summarize:
@@ -404,8 +428,9 @@ def default_format(
         text = LONG_FORMAT if long else PARTITION_FORMAT
     widest_name = max((len(n.name) for n in nodes), default=0)
     widest_part = max((len(_partition(n)) for n in nodes), default=0)
-    text = text.replace("%#N", f"%{max(widest_name, len('NODELIST'))}N")
-    return text.replace("%#P", f"%{max(widest_part, len('PARTITION'))}P")
+    text = text.replace("%#N", f"%{max(widest_name, MIN_FIELD)}N")
+    text = text.replace("%.#P", f"%.{max(widest_part, MIN_FIELD)}P")
+    return text.replace("%#P", f"%{max(widest_part, MIN_FIELD)}P")
 
 
 def parse(text: str) -> list[Piece]:

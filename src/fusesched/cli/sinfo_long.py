@@ -50,6 +50,7 @@ LONG_FIELDS: Final[dict[str, str]] = {
     "time": "l",
     "timestamp": "H",
     "user": "u",
+    "userlong": "U",
     "weight": "w",
 }
 
