@@ -5,12 +5,14 @@ agent only pretends to run its tasks. cli/job_list._list, cli/squeue_plan._limit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from tests.cli.conftest import pretend_cluster
 from typer.testing import CliRunner
 
+from fusesched.cli import job_list
 from fusesched.cli.main import app
 from fusesched.sdk import Client
 
@@ -54,3 +56,24 @@ def test_squeue_lists_every_job_over_pages(url: str) -> None:
 def test_fusesched_jobs_keeps_its_default_of_fifty(url: str) -> None:
     members, err = cli(url, "jobs", "-r", "-h", "-o", "%i")
     assert len(members) == 50 and err == ""
+
+
+def test_squeue_leaves_out_jobs_ended_longer_ago_than_min_job_age(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Slurm's controller forgets an ended job after MinJobAge (300 s), ``squeue -t all``
+    lists the jobs ended since then only (``sacct`` has the rest); ``jobs -t all`` all."""
+    monkeypatch.setattr(job_list, "MIN_JOB_AGE_S", 1.5)
+    with pretend_cluster(tmp_path_factory.mktemp("aged")) as where:
+        client = Client(where)
+        done = {"resources": {"cpu": 1, "memory": "64Mi"}, "argv": ["true"]}
+        [ended] = client.submit({"name": "ended", "groups": [done]})
+        until = time.monotonic() + 20
+        while client.show(str(ended))["state"] != "Completed":
+            assert time.monotonic() < until
+            time.sleep(0.05)
+        assert cli(where, "squeue", "-t", "all", "-h", "-o", "%j")[0] == ["ended"]
+        time.sleep(2)
+        [held] = client.submit({"name": "held", "hold": True, "groups": [done]})
+        assert cli(where, "squeue", "-t", "all", "-h", "-o", "%j")[0] == ["held"]
+        assert cli(where, "jobs", "-t", "all", "-h", "-o", "%j")[0] == ["held", "ended"]

@@ -33,6 +33,7 @@ from fusesched.cli.live import (
 from fusesched.cli.slurm_version import VersionOpt
 from fusesched.cli.squeue_plan import (
     EVERY,
+    MIN_JOB_AGE_S,
     SQUEUE_DEFAULT,
     SQUEUE_FORMAT,
     Filters,
@@ -292,7 +293,7 @@ def _jobs_round(client: Any, p: Plan) -> None:
     if match is not None and not (match.states or match.phases or match.completing):
         found: list[Job] = []  # (-t S: a state no fusesched job is in)
     else:
-        found = _list(client, p.filters, asked, p.combine)
+        found = _list(client, p.filters, asked, p.combine, _since(p))
     if p.local.unknown_reservations(found):
         _fail(NO_RESERVATIONS, 1)
     more, cut = len(found) >= asked, False
@@ -363,7 +364,7 @@ def _start_round(client: Any, p: Plan) -> None:
 
     assert p.pieces is not None
     every = EVERY if p.limit >= EVERY else MAX_MEMBERS
-    views = _list(client, f, every, False)  # (each array member: its own start)
+    views = _list(client, f, every, False, _since(p))  # (each array member: its own start)
     if p.local.unknown_reservations(views):
         _fail(NO_RESERVATIONS, 1)
     found = squeue_start.start_rows(client, p, views)
@@ -417,8 +418,17 @@ def _emit(data: Any, p: Plan) -> None:
         console.print(table)
 
 
-def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, Any]]:
+def _since(p: Plan) -> float | None:
+    """By Slurm's name, the jobs not ended before :data:`MIN_JOB_AGE_S` ago (``-t all``, ``-t
+    CD``: the ended jobs Slurm's controller still holds, not the whole history); else all."""
+    return time.time() - MIN_JOB_AGE_S if p.slurm else None
+
+
+def _list(
+    client: Any, f: Filters, limit: int, combine: bool, since: float | None = None
+) -> list[dict[str, Any]]:
     """``GET /v1/jobs`` with the filters ``f``, at most ``limit`` rows, newest first;
+    ``since``: those not ended before then;
     ``combine``: an array's waiting members as one row (``combine_arrays``). Past one
     answer's :data:`MAX_MEMBERS`, a page after another (:data:`EVERY`: to the last), each
     member a row, combined here (a combined row could straddle two pages)."""
@@ -438,6 +448,7 @@ def _list(client: Any, f: Filters, limit: int, combine: bool) -> list[dict[str, 
             completing=f.match.completing if f.match else False,
             combine_arrays=combined,
             before=before,
+            since=since,
         )
         return listed
 

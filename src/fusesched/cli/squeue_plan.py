@@ -37,6 +37,9 @@ LONG_FORMAT: Final = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 #: ``--limit`` not given to ``squeue`` (Slurm's name): every job, a page of 1,000 after
 #: another, as Slurm's squeue lists them all (``jobs``: 50).
 EVERY = 2**62
+#: How long ``squeue`` (Slurm's name) still lists a job after it ended: Slurm's controller
+#: keeps an ended job this long (``MinJobAge``, 300 s by default), then only ``sacct`` has it.
+MIN_JOB_AGE_S = 300.0
 
 
 class Given(NamedTuple):
