@@ -254,10 +254,28 @@ class Client(StepCalls, AdminCalls):
         priority: int | None = None,
         qos: str | None = None,
         walltime_s: float | None = None,
+        *,
+        name: str | None = None,
+        comment: str | None = None,
+        queue: str | None = None,
+        dependencies: Sequence[Mapping[str, str]] | None = None,
+        begin_time: float | None = None,
     ) -> list[str]:
-        """Change a waiting job's (or an array's waiting members') priority, QoS or time
-        limit, or a running job's time limit; the ids changed."""
-        body = {"priority": priority, "qos": qos, "walltime_s": walltime_s}
+        """Change a waiting job's (or an array's waiting members') priority, QoS, time
+        limit, name, comment, queue (Slurm's partition), dependencies (``[{"kind":
+        "afterok", "job_id": "12"}, …]``; empty: none any more) or begin time (a Unix time),
+        or a running job's time limit, name or comment; the ids changed. Only what is given
+        is sent (a controller older than a field refuses it)."""
+        body = {
+            "priority": priority,
+            "qos": qos,
+            "walltime_s": walltime_s,
+            "name": name,
+            "comment": comment,
+            "queue": queue,
+            "dependencies": None if dependencies is None else [dict(d) for d in dependencies],
+            "begin_time": begin_time,
+        }
         path = f"/v1/jobs/{path_segment(job_id)}/update"
         answer = self._call("POST", path, {k: v for k, v in body.items() if v is not None})
         return list(answer["updated"])

@@ -172,8 +172,8 @@ def test_keys_in_any_case() -> None:
 @pytest.mark.parametrize(
     ("words", "says"),
     [
-        (["JobId=5", "Partition=x"], "a job's Partition cannot be changed here"),
-        (["JobId=5"], "give TimeLimit=, Priority=, Nice= or QOS="),
+        (["JobId=5", "NumCPUs=4"], "a job's NumCPUs cannot be changed here"),
+        (["JobId=5"], "give TimeLimit=, Priority=, Nice=, QOS=, Name=, Comment=, Partition="),
         (["JobId=5", "TimeLimit=UNLIMITED"], "a time limit cannot be lifted"),
         (["JobId=5", "TimeLimit=soon"], "TimeLimit: cannot read time"),
         (["JobId=5", "Priority=high"], "Priority: a whole number"),
@@ -241,7 +241,7 @@ def test_reservation_words() -> None:
         (["show", "job", "1", "2"], "'show job' takes at most one name"),
         (["--json", "show", "job"], "option --json is not supported here"),
         (["hold"], "'hold' needs job ids"),
-        (["update", "JobId=5", "Partition=x"], "update: a job's Partition cannot be changed"),
+        (["update", "JobId=5", "NumNodes=2"], "update: a job's NumNodes cannot be changed"),
         (["delete", "job", "5"], "'delete' takes ReservationName=NAME"),
         (["create", "node", "x"], "'create node' is not supported here"),
     ],

@@ -86,8 +86,10 @@ class Fake:
         self.asked.append(query)
         return [j for j in self._jobs if not query.get("ids") or j["id"] in query["ids"]]
 
-    def update(self, *args: Any) -> list[str]:
-        self.updates.append(args)
+    def update(self, *args: Any, **changes: Any) -> list[str]:
+        """Records the positional arguments, and the keyword ones that are given."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        self.updates.append((*args, given) if given else args)
         return [args[0]]
 
 
@@ -142,7 +144,7 @@ def test_nice_is_a_lower_priority_as_sbatchs() -> None:
     assert fake.updates == [("5", -7, None, None)]
 
 
-@pytest.mark.parametrize("key", ["Name", "Comment", "NumCPUs", "Partition", "Dependency"])
+@pytest.mark.parametrize("key", ["NumCPUs", "NumNodes", "NumTasks", "MinMemoryNode"])
 def test_job_keys_the_controller_cannot_change_are_refused(key: str) -> None:
     with pytest.raises(ScontrolError, match=f"a job's {key} cannot be changed here: "):
         su.job_update(su.pairs(["JobId=5", f"{key}=x"]))

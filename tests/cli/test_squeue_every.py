@@ -74,6 +74,6 @@ def test_squeue_leaves_out_jobs_ended_longer_ago_than_min_job_age(
             time.sleep(0.05)
         assert cli(where, "squeue", "-t", "all", "-h", "-o", "%j")[0] == ["ended"]
         time.sleep(2)
-        [held] = client.submit({"name": "held", "hold": True, "groups": [done]})
+        client.submit({"name": "held", "hold": True, "groups": [done]})
         assert cli(where, "squeue", "-t", "all", "-h", "-o", "%j")[0] == ["held"]
         assert cli(where, "jobs", "-t", "all", "-h", "-o", "%j")[0] == ["held", "ended"]

@@ -127,7 +127,7 @@ def test_only_a_running_jobs_time_limit_may_change(ctl: Controller, client: Test
     for body in ({"priority": 3}, {"qos": "bronze", "walltime_s": 60}):
         answer = update(client, job, **body)
         assert answer.status_code == 409
-        assert "only a waiting job can be changed in priority or QoS" in answer.text
+        assert "only a waiting job can be changed in priority, QoS" in answer.text
     assert ctl.core.jobs[job].spec.walltime_s == 600
     assert client.post(f"/v1/jobs/{job}/cancel").status_code == 202
     ctl.run_cycle()

@@ -296,17 +296,30 @@ def add_job_routes(app: FastAPI, access: Access) -> None:
 
     @app.post("/v1/jobs/{job_id}/update", response_model=Updated, tags=["jobs"])
     def update(job_id: str, body: JobUpdate, p: Caller) -> Updated:
-        """Change a waiting job's priority, QoS or time limit, or a running job's time limit
-        (Slurm's scontrol update); 409 for an ended job (or an array whose members have all
-        ended) and for a running job's priority or QoS. As in Slurm, users may only lower the
-        priority and the QoS and shorten the time limit of their jobs (403 otherwise); admins
-        may change all."""
+        """Change a waiting job's priority, QoS, time limit, name, comment, queue (Slurm's
+        partition), dependencies or begin time, or a running job's time limit, name or
+        comment (Slurm's scontrol update); 409 for an ended job (or an array whose members
+        have all ended), for what a running job may not change, and for a queue or
+        dependencies a submission would be refused (an unknown queue or job, a dependency
+        that can never be met, on itself or closing a circle). As in Slurm, users may only
+        lower the priority and the QoS and shorten the time limit of their jobs (403
+        otherwise); admins may change all."""
         user, tenant = access.may_act(p, job_id, "change", ended_arrays=True)
         only_lower = checker.enabled and p.role is Role.USER
         try:
             changed = holding(
                 lambda: updates.update(
-                    controller, job_id, body.priority, body.qos, body.walltime_s, only_lower
+                    controller,
+                    job_id,
+                    body.priority,
+                    body.qos,
+                    body.walltime_s,
+                    only_lower,
+                    name=body.name,
+                    comment=body.comment,
+                    queue=body.queue,
+                    dependencies=body.dependencies,
+                    begin_time=body.begin_time,
                 ),
                 job_id,
             )

@@ -12,6 +12,8 @@ from fusesched.model.job import QoS
 from fusesched.model.submit_env import checked_env
 from fusesched.model.submit_host import SUBMIT_HOST_PATTERN
 from fusesched.model.text import refuse_nul
+from fusesched.model.time_field import UnixTime
+from fusesched.submit.request import DependencyRequest, JobRequest
 
 if TYPE_CHECKING:
     from fusesched.store.usage import UsageReport, UsageRow
@@ -145,11 +147,30 @@ class Held(_View):
 
 
 class JobUpdate(_Input):
-    """What to change of a waiting job; fields left out stay as they are."""
+    """What to change of a job (Slurm's scontrol update); fields left out stay as they are.
+    A running job may change only ``walltime_s``, ``name`` and ``comment``."""
 
     priority: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     qos: QoS | None = None
     walltime_s: float | None = Field(None, gt=0, le=10 * 365 * 86400.0)
+    name: str | None = Field(None, max_length=200)  # "": no name (as Slurm's Name=)
+    comment: str | None = None  # "": none; one line, at most 1024 characters (sbatch --comment)
+    queue: str | None = Field(None, min_length=1, max_length=200)  # Slurm's partition
+    # what it waits for from now on (sbatch --dependency); []: nothing any more
+    dependencies: list[DependencyRequest] | None = Field(None, max_length=10_000)
+    begin_time: UnixTime | None = None  # not eligible before (sbatch --begin; now: at once)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str | None) -> str | None:
+        """As a submitted job's name (one line)."""
+        return None if name is None else JobRequest._one_line(name)
+
+    @field_validator("comment")
+    @classmethod
+    def _comment(cls, comment: str | None) -> str | None:
+        """As a submitted job's comment (one line, printable, at most 1024 characters)."""
+        return None if comment is None else JobRequest._comment(comment)
 
 
 class Updated(_View):

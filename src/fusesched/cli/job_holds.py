@@ -71,31 +71,87 @@ def update(
         str | None,
         typer.Option("--time", "-t", help="New time limit, as sbatch's: MM, HH:MM:SS, D-HH…"),
     ] = None,
+    name: Annotated[
+        str | None, typer.Option("--job-name", "-J", help='New job name ("": none).')
+    ] = None,
+    comment: Annotated[
+        str | None, typer.Option("--comment", help='New comment ("": none).')
+    ] = None,
+    partition: Annotated[
+        str | None,
+        typer.Option("--partition", "-p", help="Move it to this partition (queue)."),
+    ] = None,
+    dependency: Annotated[
+        str | None,
+        typer.Option(
+            "--dependency",
+            "-d",
+            help='New dependencies, as sbatch\'s (afterok:12,singleton…; "": none).',
+        ),
+    ] = None,
+    begin: Annotated[
+        str | None,
+        typer.Option("--begin", "-b", help="Not before this time, as sbatch's (now+1hour…)."),
+    ] = None,
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change waiting jobs' priority, QoS or time limit, or running jobs' time limit
-    (scontrol update). Users may only lower a priority or a QoS and shorten a time limit;
-    admins may change all. A running job's new limit counts from its start: one already
-    passed stops it at once, as timed out."""
-    from fusesched.submit.syntax import parse_slurm_time
+    """Change jobs (scontrol update). Users may only lower a priority or a QoS and shorten
+    a time limit; admins may change all. A waiting job may change all the options below, a
+    running job its time limit, name and comment. A running job's new limit counts from
+    its start: one already passed stops it at once, as timed out."""
+    from fusesched.cli import scontrol_update as su
+    from fusesched.cli.scontrol_update import ScontrolError
 
-    walltime = None
-    if time_limit is not None:
-        try:
-            walltime = parse_slurm_time(time_limit)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--time") from None
-        if walltime is None:
-            raise typer.BadParameter(
-                "a time limit cannot be lifted: give a new limit", param_hint="--time"
-            )
-    if priority is None and qos is None and walltime is None:
-        raise typer.BadParameter("give --priority, --qos or --time")
+    words = {
+        "TimeLimit": time_limit,
+        "Name": name,
+        "Comment": comment,
+        "Partition": partition,
+        "Dependency": dependency,
+        "StartTime": begin,
+    }
+    options = {
+        "TimeLimit": "--time",
+        "Name": "--job-name",
+        "Comment": "--comment",
+        "Partition": "--partition",
+        "Dependency": "--dependency",
+        "StartTime": "--begin",
+    }
+    given = su.pairs(["JobId=-", *(f"{k}={v}" for k, v in words.items() if v is not None)])
+    try:
+        change = su.job_update(given) if len(given) > 1 else None
+    except ScontrolError as exc:
+        key, _, message = str(exc).partition(": ")
+        raise typer.BadParameter(message, param_hint=options.get(key)) from None
+    if priority is None and qos is None and change is None:
+        raise typer.BadParameter(
+            "give --priority, --qos, --time, --job-name, --comment, --partition, "
+            "--dependency or --begin"
+        )
+    change = change or su.JobUpdate([])
+    if change.time_delta_s is not None:
+        raise typer.BadParameter("give the new limit, not a change of it", param_hint="--time")
     client = _client(controller_url, token, ca)
-    act = lambda c, j: c.update(j, priority, qos, walltime)  # noqa: E731
+
+    def act(c: Any, job_id: str) -> list[str]:
+        return list(
+            c.update(
+                job_id,
+                priority,
+                qos,
+                change.time_limit_s,
+                name=change.name,
+                comment=change.comment,
+                queue=change.partition,
+                dependencies=change.dependencies,
+                begin_time=change.begin_time,
+            )
+        )
+
     run_each(client, job_ids, "job id", act, as_json, *_shown("updated"))
 
 

@@ -7,8 +7,9 @@ scripts and tools that call ``scontrol`` run unchanged (docs/SUBMIT.md, "Slurm c
 and the refusals of ``suspend``, ``resume``, ``listpids``, ``notify`` and ``top`` are
 :mod:`fusesched.cli.scontrol_cluster`'s; ``hold``, ``uhold``, ``release``, ``requeue``,
 ``requeuehold`` take job lists; ``update`` changes a job's ``TimeLimit`` (``+30`` adds to
-it), ``Priority`` (or ``Nice``) and ``QOS``, drains and resumes nodes and changes
-reservations; ``create reservation``,
+it), ``Priority`` (or ``Nice``), ``QOS``, ``Name``, ``Comment``, ``Partition``,
+``Dependency`` and ``StartTime``, drains and resumes nodes and changes reservations;
+``create reservation``,
 ``delete ReservationName=`` and ``reconfigure`` do what fusesched's commands of those names
 do (:mod:`fusesched.cli.scontrol_update` reads their words). As Slurm's, a command that
 works prints nothing; an unknown job is ``slurm_load_jobs error: Invalid job id specified``;
@@ -35,7 +36,8 @@ SUPPORTED: Final = (
     "supported: show job [ID], show node [NAME], show partition [NAME], show reservation "
     "[NAME], show licenses, show steps [JOB[.STEP]], show config, show topology, show "
     "hostnames [LIST], show hostlist LIST; ping; version; hold, uhold, release, requeue, "
-    "requeuehold JOB_LIST; update JobId=ID TimeLimit=T Priority=N|Nice=N QOS=Q; update "
+    "requeuehold JOB_LIST; update JobId=ID TimeLimit=T Priority=N|Nice=N QOS=Q Name=N "
+    "Comment=C Partition=P Dependency=D StartTime=T; update "
     "NodeName=NODES State=DRAIN Reason=WHY | State=RESUME; update ReservationName=R ...; "
     "create reservation ...; delete ReservationName=R; reconfigure"
 )
@@ -78,8 +80,9 @@ def scontrol(
 ) -> None:
     """Slurm's scontrol: `show job|node|partition|reservation|licenses|steps|config|topology|
     hostnames|hostlist`, `ping`, `version` (-V), `hold`, `release`, `requeue`, `update JobId=…
-    TimeLimit=… Priority=…|Nice=… QOS=…`, `update
-    NodeName=… State=DRAIN Reason=…|RESUME`, `create|update|delete reservation`,
+    TimeLimit=… Priority=…|Nice=… QOS=… Name=… Comment=… Partition=… Dependency=…
+    StartTime=…`, `update NodeName=… State=DRAIN Reason=…|RESUME`, `create|update|delete
+    reservation`,
     `reconfigure`, in scontrol's words and output (`-o`: a record a line). What works prints
     nothing, as Slurm's; every error exits 1; anything else is refused, saying what works."""
     raise typer.Exit(run(words or [], controller_url, token, ca))
@@ -388,7 +391,17 @@ def _update(client: Client, given: su.Pairs) -> int:
             limit = now + change.time_delta_s
             if limit <= 0:
                 raise ScontrolError(f"job {job_id}: its time limit would end before it starts")
-        return client.update(job_id, change.priority, change.qos, limit)
+        return client.update(
+            job_id,
+            change.priority,
+            change.qos,
+            limit,
+            name=change.name,
+            comment=change.comment,
+            queue=change.partition,
+            dependencies=change.dependencies,
+            begin_time=change.begin_time,
+        )
 
     return _each(change.job_ids, act)
 

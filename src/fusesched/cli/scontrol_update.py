@@ -7,6 +7,7 @@ wrong or not supported.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -20,20 +21,25 @@ class ScontrolError(Exception):
 
 
 #: What ``update`` can change of a job, of a node and of a reservation (lower case).
-JOB_KEYS: Final = ("timelimit", "priority", "qos", "nice")
-#: A job's keys Slurm's update takes that the controller's update route does not (it
-#: changes a job's priority, QoS and time limit alone): refused, saying so.
-JOB_KEYS_UNSERVED: Final = (
+JOB_KEYS: Final = (
+    "timelimit",
+    "priority",
+    "qos",
+    "nice",
     "name",
     "jobname",
     "comment",
-    "numcpus",
-    "numnodes",
-    "numtasks",
     "partition",
     "dependency",
     "starttime",
     "begintime",
+)
+#: A job's keys Slurm's update takes that the controller's update route does not (it
+#: changes the keys of :data:`JOB_KEYS` alone): refused, saying so.
+JOB_KEYS_UNSERVED: Final = (
+    "numcpus",
+    "numnodes",
+    "numtasks",
     "account",
     "features",
     "gres",
@@ -52,6 +58,8 @@ JOB_KEYS_UNSERVED: Final = (
     "mailuser",
     "licenses",
 )
+#: The longest job name (as a submitted job's).
+MAX_NAME: Final = 200
 NODE_STATES: Final = {"drain": "drain", "resume": "resume", "undrain": "resume", "idle": "resume"}
 RESERVATION_KEYS: Final = (
     "starttime",
@@ -106,7 +114,13 @@ SPELLING: Final = {
     "nice": "Nice",
     "state": "State",
     "reason": "Reason",
+    "name": "Name",
+    "jobname": "JobName",
+    "comment": "Comment",
+    "partition": "Partition",
+    "dependency": "Dependency",
     "starttime": "StartTime",
+    "begintime": "BeginTime",
     "endtime": "EndTime",
     "duration": "Duration",
     "nodes": "Nodes",
@@ -128,43 +142,45 @@ def _refuse_others(given: Pairs, known: Sequence[str], what: str) -> None:
 @dataclass(frozen=True, slots=True)
 class JobUpdate:
     """``update JobId=…``: the jobs and what changes. ``time_limit_s``: a new limit;
-    ``time_delta_s``: added to (negative: taken from) each job's own (``TimeLimit=+30``)."""
+    ``time_delta_s``: added to (negative: taken from) each job's own (``TimeLimit=+30``);
+    ``name``, ``comment``: new ones (``""``: none); ``partition``: fusesched's queue;
+    ``dependencies``: the new ones as the API takes them (``[]``: none any more);
+    ``begin_time``: a Unix time. None: kept."""
 
     job_ids: list[str]
     priority: int | None = None
     qos: str | None = None
     time_limit_s: float | None = None
     time_delta_s: float | None = None
+    name: str | None = None
+    comment: str | None = None
+    partition: str | None = None
+    dependencies: list[dict[str, str]] | None = None
+    begin_time: float | None = None
 
 
-def job_update(given: Pairs) -> JobUpdate:
-    """``update JobId=ID[,ID…] [TimeLimit=T] [Priority=N|Nice=N] [QOS=Q]``; ``Nice=N`` is
-    the priority ``-N``, as ``sbatch --nice`` gives it (:func:`_nice`)."""
+def job_update(given: Pairs, now: float | None = None) -> JobUpdate:
+    """``update JobId=ID[,ID…] [TimeLimit=T] [Priority=N|Nice=N] [QOS=Q] [Name=N|JobName=N]
+    [Comment=C] [Partition=P] [Dependency=D] [StartTime=T|BeginTime=T]``; ``Nice=N`` is
+    the priority ``-N``, as ``sbatch --nice`` gives it (:func:`_nice`); ``Dependency=`` and
+    ``StartTime=`` take sbatch's ``--dependency`` and ``--begin`` (read at ``now``; None:
+    the clock's time), an empty ``Dependency=`` clears the dependencies."""
     unserved = [given.written[k] for k in given if k in JOB_KEYS_UNSERVED]
     if unserved:
         raise ScontrolError(
             f"update: a job's {', '.join(unserved)} cannot be changed here: fusesched's "
-            "update changes a job's TimeLimit, Priority (or Nice) and QOS alone (the others "
-            "would need the controller to change them)"
+            "update changes a job's TimeLimit, Priority (or Nice), QOS, Name, Comment, "
+            "Partition, Dependency and StartTime alone (the others would need the "
+            "controller to change them)"
         )
     _refuse_others(given, JOB_KEYS, "a job")
     ids = [j for j in (given.get("jobid") or given.get("job") or "").split(",") if j]
     if not any(k in given for k in JOB_KEYS):
-        raise ScontrolError("update: give TimeLimit=, Priority=, Nice= or QOS=")
-    limit = delta = None
-    if "timelimit" in given:
-        text = given["timelimit"]
-        sign = text[:1] if text[:1] in "+-" else ""
-        try:
-            seconds = parse_slurm_time(text[len(sign) :])
-        except ValueError as exc:
-            raise ScontrolError(f"TimeLimit: {exc}") from None
-        if seconds is None:
-            raise ScontrolError("TimeLimit: a time limit cannot be lifted: give a new limit")
-        if sign:
-            delta = seconds if sign == "+" else -seconds
-        else:
-            limit = seconds
+        raise ScontrolError(
+            "update: give TimeLimit=, Priority=, Nice=, QOS=, Name=, Comment=, Partition=, "
+            "Dependency= or StartTime="
+        )
+    limit, delta = _time_limit(given)
     priority = None
     if "priority" in given:
         text = given["priority"]
@@ -179,7 +195,101 @@ def job_update(given: Pairs) -> JobUpdate:
     qos = given.get("qos")
     if qos is not None and not qos:
         raise ScontrolError("QOS: name a QoS")
-    return JobUpdate(ids, priority, qos, limit, delta)
+    partition = given.get("partition")
+    if partition is not None and (not partition or "," in partition):
+        raise ScontrolError(f"Partition: name one partition, not {partition!r}")
+    return JobUpdate(
+        ids,
+        priority,
+        qos,
+        limit,
+        delta,
+        name=_name(given),
+        comment=_comment(given.get("comment")),
+        partition=partition,
+        dependencies=_dependencies(given.get("dependency")),
+        begin_time=_begin(given, now),
+    )
+
+
+def _time_limit(given: Pairs) -> tuple[float | None, float | None]:
+    """``TimeLimit=T`` (a new limit) or ``TimeLimit=+T`` / ``-T`` (added, taken): (limit,
+    delta), None where not given."""
+    if "timelimit" not in given:
+        return None, None
+    text = given["timelimit"]
+    sign = text[:1] if text[:1] in "+-" else ""
+    try:
+        seconds = parse_slurm_time(text[len(sign) :])
+    except ValueError as exc:
+        raise ScontrolError(f"TimeLimit: {exc}") from None
+    if seconds is None:
+        raise ScontrolError("TimeLimit: a time limit cannot be lifted: give a new limit")
+    if sign:
+        return None, (seconds if sign == "+" else -seconds)
+    return seconds, None
+
+
+def _name(given: Pairs) -> str | None:
+    """``Name=`` or ``JobName=`` (Slurm's two names for it; ``""``: no name)."""
+    names = {given[k] for k in ("name", "jobname") if k in given}
+    if len(names) > 1:
+        raise ScontrolError("update: give Name= or JobName=, not both")
+    if not names:
+        return None
+    name = names.pop()
+    if any(ch in name for ch in "\n\r\t"):
+        raise ScontrolError("Name: the job name must be one line")
+    if len(name) > MAX_NAME:
+        raise ScontrolError(
+            f"Name: the job name is {len(name)} characters long: at most {MAX_NAME}"
+        )
+    return name
+
+
+def _comment(text: str | None) -> str | None:
+    """``Comment=`` checked as sbatch's ``--comment`` (``""``: none)."""
+    if not text:
+        return text
+    from fusesched.submit.request import JobRequest
+
+    try:
+        return JobRequest._comment(text)
+    except ValueError as exc:
+        raise ScontrolError(f"Comment: {exc}") from None
+
+
+def _dependencies(text: str | None) -> list[dict[str, str]] | None:
+    """``Dependency=`` as sbatch's ``--dependency`` (``afterok:12,singleton``…); empty: none
+    any more (``[]``)."""
+    if text is None:
+        return None
+    if not text.strip():
+        return []
+    from fusesched.submit.syntax import parse_dependencies
+
+    try:
+        return [d.model_dump(mode="json") for d in parse_dependencies(text)]
+    except ValueError as exc:
+        raise ScontrolError(f"Dependency: {exc}") from None
+
+
+def _begin(given: Pairs, now: float | None) -> float | None:
+    """``StartTime=`` (Slurm's) or ``BeginTime=`` as sbatch's ``--begin``: a Unix time."""
+    texts = {given.written[k]: given[k] for k in ("starttime", "begintime") if k in given}
+    if len(texts) > 1:
+        raise ScontrolError("update: give StartTime= or BeginTime=, not both")
+    if not texts:
+        return None
+    from fusesched.submit.begin import FORMS, parse_begin
+
+    ((key, text),) = texts.items()
+    if not text.strip():
+        raise ScontrolError(f"{key}: give a time ({FORMS})")
+    try:
+        return parse_begin(text, time.time() if now is None else now, what="start time")
+    except ValueError as exc:
+        raise ScontrolError(f"{key}: {exc}") from None
 
 
 def _nice(text: str) -> int:

@@ -271,12 +271,16 @@ class Persistence:
         request: Mapping[str, Any],
         changes: Mapping[str, Any],
         now: float,
+        name: str | None = None,
+        queue: str | None = None,
     ) -> None:
-        """A job's priority, QoS or time limit changed (a running job's: its limit): its row
-        and stored request
+        """A job changed (scontrol update: controller/updates.py): its row — its priority,
+        and its ``name`` and ``queue`` when they changed (None: kept) — and stored request
         (what a restarted controller recovers it from), and an event saying what changed."""
         kept = {k: v for k, v in request.items() if k != ENV_FIELD}  # (its env_id stays)
-        self._job_changes.append(JobChange(job_id, priority=priority, request=kept))
+        columns: dict[str, Any] = {"name": name, "queue": queue}
+        renamed = {k: v for k, v in columns.items() if v is not None}
+        self._job_changes.append(JobChange(job_id, priority=priority, request=kept, **renamed))
         shown = {k: str(v) for k, v in changes.items()}
         self._events.append(EventRow(now, "JobUpdated", job_id=job_id, data=shown))
         if self.notices is not None and self.notices.watches(job_id):

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fusesched.model.fast import fast_init
-from fusesched.model.job import ArraySpec, JobSpec, QoS
+from fusesched.model.job import ArraySpec, Dependency, JobSpec, Placement, QoS
 from fusesched.model.node import NodeSpec, NodeState
 from fusesched.model.phases import JobPhase
 from fusesched.model.reservation import Reservation
@@ -71,16 +71,28 @@ class EndedJobRequeueRequested:
 
 @dataclass(frozen=True, slots=True)
 class JobUpdateRequested:
-    """Change a job's priority, QoS or time limit (Slurm's ``scontrol update``); the fields
-    left ``None`` stay. A queued job takes its new place in the queue. A running job may
-    change only its time limit: its estimated end moves with it, and a limit already passed
-    stops it at once (a :class:`StopJob` whose exit counts as timed out). Changing a
-    running job's priority or QoS, or an ended job, is a ``ValueError``."""
+    """Change a job (Slurm's ``scontrol update``); the fields left ``None`` stay. A waiting
+    job (queued, held, or waiting for its dependencies) may change its priority, QoS, time
+    limit, name, queue (Slurm's partition), dependencies (``()`` clears them) and begin time,
+    and takes its new place: in the queue, among the jobs waiting for their begin time, or
+    waiting on its new dependencies. ``placement``: its placement as its new queue's route
+    gives it (the live controller's federation; ``None``: kept). A running job may change
+    only its time limit and its name: its estimated end moves with its limit, and a limit
+    already passed stops it at once (a :class:`StopJob` whose exit counts as timed out).
+    Anything else of a running job, any change of an ended job, and a change the job
+    could not have been submitted with (an unknown queue, a dependency that is unknown or
+    can never be met, a ``singleton`` without a name) is a ``ValueError`` that changes
+    nothing (core/intake.py, core/job_rewire.py)."""
 
     job_id: str
     priority: int | None = None
     qos: QoS | None = None
     walltime_s: float | None = None
+    name: str | None = None
+    queue: str | None = None
+    dependencies: tuple[Dependency, ...] | None = None
+    begin_time: float | None = None
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,6 +140,8 @@ class JobChange:
     pool: str | Unset | None = UNSET
     energy_j: float | Unset | None = UNSET
     energy_measured_j: float | Unset | None = UNSET
+    name: str | Unset = UNSET  # (scontrol update Name=)
+    queue: str | Unset = UNSET  # (scontrol update Partition=)
 
     def __post_init__(self) -> None:
         if self.state is not UNSET:
