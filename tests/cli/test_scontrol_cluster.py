@@ -52,6 +52,7 @@ def test_config_says_what_is_known() -> None:
     assert "SlurmctldPort           = 8642" in lines
     assert "Licenses                = matlab:10" in lines
     assert "PriorityType            = priority/multifactor" in lines
+    assert "MinJobAge               = 300 sec" in lines  # (squeue's ended jobs, as Slurm's)
     assert all(" = " in line for line in lines[1:])
 
 

@@ -102,12 +102,14 @@ def config_lines(
     wide, as Slurm's) under ``Configuration data as of``, in Slurm's order (by key)."""
     from fusesched.cli.clusters import CLUSTER_NAME
     from fusesched.cli.slurm_version import SLURM_RELEASE
+    from fusesched.cli.squeue_plan import MIN_JOB_AGE_S
 
     port = urllib.parse.urlsplit(urls[0]).port if urls else None
     said = ",".join(f"{lic['name']}:{lic['total']}" for lic in licenses)
     pairs: list[tuple[str, str]] = [
         ("ClusterName", CLUSTER_NAME),
         ("Licenses", said or "(null)"),
+        ("MinJobAge", f"{MIN_JOB_AGE_S:.0f} sec"),  # (how long squeue lists an ended job)
         ("PriorityType", "priority/multifactor"),
         ("SchedulerType", "sched/backfill"),
         ("SelectType", "select/cons_tres"),
