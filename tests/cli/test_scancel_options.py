@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from fusesched.cli import cancel_filters as cf
-from fusesched.cli import cancel_options as co
 from fusesched.cli import live
 from fusesched.cli.main import app
 from fusesched.sdk import ControllerError
@@ -111,14 +110,24 @@ def test_interactive_stops_asking_at_the_end_of_input(fake: Fake) -> None:
     assert result.stdout.count("[y/n]? ") == 1
 
 
-def test_verbose_says_what_was_done_and_quiet_hides_an_unknown_job(fake: Fake) -> None:
-    assert "Cancelling 2" in scancel("-v", "2").stdout
-    assert scancel("2").stdout == ""
-    loud = scancel("99")
-    assert loud.exit_code == 2 and "no job '99'" in loud.stderr
+def test_verbose_says_what_was_done_as_slurms_and_quiet_hides_an_unknown_job(fake: Fake) -> None:
+    said = scancel("-v", "2")  # (Slurm 22.05: on stderr; qtoolkit looks for this line there)
+    assert (said.exit_code, said.stdout) == (0, "")
+    assert said.stderr == "scancel: Terminating job 2\n"
+    assert scancel("2").output == ""
+    unknown = scancel("99")  # (Slurm's: nothing said, exit 0; -v says why)
+    assert (unknown.exit_code, unknown.output) == (0, "")
+    told = scancel("-v", "99")
+    assert told.exit_code == 0
+    assert told.stderr == (
+        "scancel: Terminating job 99\n"
+        "scancel: error: Kill job error on job id 99: Invalid job id specified\n"
+    )
     quiet = scancel("-Q", "99")
     assert quiet.exit_code == 0 and quiet.stderr == ""
     assert scancel("-Q", "-v", "2").exit_code == 2
+    own = CliRunner().invoke(app, ["cancel", "99"])  # (fusesched's words, as before)
+    assert own.exit_code == 2 and "no job '99'" in own.stderr
 
 
 @pytest.mark.parametrize("flag", ["-b", "-f", "--full", "--batch"])
@@ -128,11 +137,11 @@ def test_batch_and_full_without_a_signal_cancel(fake: Fake, flag: str) -> None:
     assert fake.cancelled == ["1"]
 
 
-def test_without_signal_reads_slurms_defaults() -> None:
-    assert co.without_signal(None, True, False) == (False, False)
-    assert co.without_signal(None, False, True) == (False, False)
-    assert co.without_signal("USR1", True, True) == (False, True)  # (-b ignored with -f)
-    assert co.without_signal("USR1", True, False) == (True, False)
+@pytest.mark.parametrize(("flag", "kind"), [("-b", "batch "), ("-f", "full "), ("-bf", "full ")])
+def test_batch_and_full_without_a_signal_say_slurms_words(fake: Fake, flag: str, kind: str) -> None:
+    said = scancel("-v", flag, "1")
+    assert said.exit_code == 0 and said.stderr == f"scancel: Terminating {kind}job 1\n"
+    assert fake.cancelled == ["1"]
 
 
 @pytest.mark.parametrize(

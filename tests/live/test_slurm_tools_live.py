@@ -27,6 +27,7 @@ import submitit
 from submitit.core.utils import FailedJobError
 
 from fusesched.cli.local import LocalCluster
+from fusesched.sdk import Client
 
 from .conftest import local_cluster
 
@@ -180,6 +181,50 @@ def test_users_one_liners(tools: Tools) -> None:
     said = shown.stdout.split()
     assert said[0] in ("JobState=PENDING", "JobState=RUNNING") and said[1] == "TimeLimit=02:00:00"
     assert tools.sh(f"scancel {job}").returncode == 0
+
+
+TRAPPED = """#!/bin/bash
+#SBATCH -t 2
+trap 'echo shell got TERM >> {out}/said' TERM
+srun bash -c 'trap "echo step got TERM >> {out}/said; exit 3" TERM
+  touch {out}/ready; sleep 60 & wait' &
+wait
+echo first wait ended >> {out}/said
+wait
+echo shell done >> {out}/said
+"""
+
+
+def test_scancel_signal_reaches_the_step_not_the_batch_shell(tools: Tools) -> None:
+    """As Slurm 22.05's: ``scancel --signal=TERM ID`` (no ``-b``/``-f``) signals the job's
+    steps, not its batch shell: the srun step's trap runs, the shell's does not (an untrapped
+    one would have died, and the job with it); the job goes on and completes. ``-v`` says
+    Slurm's line on stderr, as qtoolkit reads it (``scancel: Terminating job ID`` for a
+    cancel)."""
+    out = tools.folder / "trapped"
+    out.mkdir(mode=0o777)
+    script = out / "trapped.sh"
+    script.write_text(TRAPPED.format(out=out))
+    submitted = tools.sh(f"sbatch --parsable {script}")
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (out / "ready").exists():  # (the step's trap is set)
+        assert time.monotonic() < deadline, "the srun step did not start"
+        time.sleep(0.05)
+    sent = tools.sh(f"scancel -v --signal=TERM {job}")
+    assert (sent.returncode, sent.stdout) == (0, ""), sent.stderr
+    assert sent.stderr == f"scancel: Signal 15 to job {job}\n"
+    client = Client(tools.cluster.url)
+    done = client.wait(job, timeout=TIMEOUT_S)
+    said = (out / "said").read_text().splitlines()
+    assert said == ["step got TERM", "first wait ended", "shell done"], said
+    assert done["state"] == "Completed", done
+    other = tools.sh("sbatch --parsable -t 2 --wrap 'sleep 60'")
+    job = other.stdout.strip()
+    cancelled = tools.sh(f"scancel -v {job}")
+    assert (cancelled.returncode, cancelled.stdout) == (0, "")
+    assert cancelled.stderr == f"scancel: Terminating job {job}\n"
 
 
 def test_srun_output_files_per_task(tools: Tools) -> None:

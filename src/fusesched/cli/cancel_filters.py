@@ -126,7 +126,7 @@ def given(
     from fusesched.cli.id_lists import comma_list
     from fusesched.cli.live import _fail
 
-    if not (user or me or name or state or queue or account or qos or nodelist is not None):
+    if not any_filter(user, me, name, state, queue, account, qos, nodelist):
         if not ids:
             _fail("no job identification provided", 2)
         return None
@@ -146,6 +146,20 @@ def given(
         )
     except ValueError as exc:
         _fail(str(exc), 2)
+
+
+def any_filter(
+    user: ListOpt,
+    me: bool,
+    name: ListOpt,
+    state: ListOpt,
+    queue: ListOpt,
+    account: ListOpt,
+    qos: ListOpt,
+    nodelist: str | None,
+) -> bool:
+    """Whether any of scancel's filters is given."""
+    return bool(user or me or name or state or queue or account or qos or nodelist is not None)
 
 
 def host_names(text: str) -> list[str]:
@@ -169,33 +183,59 @@ def cancel_filtered(
     client: Any,
     f: Filters,
     signal: str | None,
-    batch: bool,
-    full: bool,
+    target: str,
     as_json: bool,
     quiet: bool = False,
 ) -> None:
-    """Cancel (or, with ``signal``, signal) the jobs ``f`` matches, and say which (``quiet``:
-    not, as Slurm's scancel; refusals are still said)."""
+    """Cancel (or, with ``signal``, a bare name, signal the processes ``target`` names of)
+    the jobs ``f`` matches, and say which (``quiet``: an unknown job is none)."""
     from fusesched.cli.id_lists import counted_ids
-    from fusesched.cli.live import _call, _print_json, console, err, refused
-    from fusesched.sdk import ControllerError
+    from fusesched.cli.live import _print_json, console, err
 
     f = resolved(client, f)
-    if signal is not None or batch or full:
+    if signal is not None:
         from fusesched.cli.job_signals import signal_jobs
 
-        if signal is None:  # (before any listing: said whether or not jobs match)
-            signal_jobs(client, [], signal, batch, full, as_json)
-        running = [s for s in (f.states or ["Running"]) if s == "Running"]
-        ids = _call(_listed, client, f, running) if running else []
+        ids = signal_targets(client, f)
         if not ids:
             _say_none(as_json, {"signalled": [], "signal": signal})
             return
-        signal_jobs(client, ids, signal, batch, full, as_json)
+        signal_jobs(client, ids, signal, target, as_json, quiet)
         return
+    cancelled, denied = cancel_matched(client, f)
+    if as_json:
+        _print_json({"cancelled": cancelled} | ({"denied": denied} if denied else {}))
+    elif cancelled:
+        console.print(f"Cancelling {counted_ids(cancelled)}", highlight=False)
+    elif not denied:
+        console.print("No matching jobs", highlight=False)
+    if denied:
+        many = "s" if len(denied) > 1 else ""
+        err.print(
+            f"[red]error:[/] Kill job error on job id{many} {counted_ids(denied)}: "
+            "Access/permission denied",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+
+
+def signal_targets(client: Any, f: Filters) -> list[str]:
+    """The ids of the running jobs ``f`` (resolved) matches, oldest first: those a signal
+    goes to (a waiting job has nothing to signal)."""
+    from fusesched.cli.live import _call
+
+    running = [s for s in (f.states or ["Running"]) if s == "Running"]
+    return list(_call(_listed, client, f, running)) if running else []
+
+
+def cancel_matched(client: Any, f: Filters) -> tuple[list[str], list[str]]:
+    """Cancel the jobs ``f`` (resolved) matches: the ids cancelled, and those refused as
+    another user's (``denied``)."""
+    from fusesched.cli.live import _call, err, refused
+    from fusesched.sdk import ControllerError
+
     if f.states == []:  # (SUSPENDED alone: fusesched never suspends a job)
-        _say_none(as_json, {"cancelled": []})
-        return
+        return [], []
     try:
         if f.listed:
             done = _cancel_ids(client, f, matching_ids(client, f))
@@ -210,23 +250,7 @@ def cancel_filtered(
             highlight=False,
         )
         done = _one_by_one(client, _call(_listed, client, f, f.states or ["Pending", "Running"]))
-    cancelled, denied = list(done["cancelled"]), list(done.get("denied") or [])
-    if as_json:
-        _print_json({"cancelled": cancelled} | ({"denied": denied} if denied else {}))
-    elif quiet:
-        pass
-    elif cancelled:
-        console.print(f"Cancelling {counted_ids(cancelled)}", highlight=False)
-    elif not denied:
-        console.print("No matching jobs", highlight=False)
-    if denied:
-        many = "s" if len(denied) > 1 else ""
-        err.print(
-            f"[red]error:[/] Kill job error on job id{many} {counted_ids(denied)}: "
-            "Access/permission denied",
-            highlight=False,
-        )
-        raise typer.Exit(1)
+    return list(done["cancelled"]), list(done.get("denied") or [])
 
 
 def _say_none(as_json: bool, empty: dict[str, Any]) -> None:

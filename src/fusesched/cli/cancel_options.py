@@ -7,8 +7,9 @@ ends the job (CANCELLED, as a plain scancel) and ``-b/--batch`` alone kills its 
 which ends it too (Slurm: FAILED, ``ExitCode=0:9``; a waiting job is cancelled). Here both
 cancel the job: fusesched's signal route does not send KILL (it is for signals a job can
 catch), so a running job's tasks get SIGTERM, then SIGKILL after the grace, and it ends
-CANCELLED. ``-b`` with ``-f`` is ``-f``, as Slurm ignores ``-b`` then. Like the command's
-other modules, this imports nothing heavy until it runs.
+CANCELLED (cli/job_cancel.py: without ``--signal`` they change nothing but the words of
+``scancel -v``, ``Terminating batch job 5``). ``-b`` with ``-f`` is ``-f``, as Slurm ignores
+``-b`` then. Like the command's other modules, this imports nothing heavy until it runs.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ InteractiveOpt = Annotated[
 VerboseOpt = Annotated[
     int,
     typer.Option(
-        "--verbose", "-v", count=True, help="Say what was done (scancel says nothing else)."
+        "--verbose",
+        "-v",
+        count=True,
+        help="As `scancel`, say what was done as Slurm's does, on stderr (scancel: "
+        "Terminating job 5); `cancel` says it anyway.",
     ),
 ]
 QuietOpt = Annotated[
@@ -85,16 +90,9 @@ def refuse_unsupported(
         _fail("-Q/--quiet and -v/--verbose do not go together (as in Slurm)", 2)
 
 
-def without_signal(signal: str | None, batch: bool, full: bool) -> tuple[bool, bool]:
-    """``(batch, full)`` as ``-b``/``-f`` act: without a signal, a plain cancel (both off;
-    see the module's docstring); with ``-f``, ``-b`` is dropped."""
-    if signal is None:
-        return False, False
-    return (False, True) if full else (batch, False)
-
-
 class QuietClient:
-    """``-Q``: the client, but a job that is unknown or gone (404) is none, not an error."""
+    """``-Q``: the client, but a job that is unknown or gone (404) is none, not an error, when
+    cancelled (signals: :func:`fusesched.cli.job_signals.quieted`)."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -104,10 +102,6 @@ class QuietClient:
 
     def cancel(self, job_id: str) -> list[str]:
         return list(self._quiet(lambda: self._client.cancel(job_id), []))
-
-    def signal_report(self, job_id: str, signal: str | int, main_only: bool = False) -> Any:
-        empty = {"signalled": [], "signal": str(signal), "skipped": {}}
-        return self._quiet(lambda: self._client.signal_report(job_id, signal, main_only), empty)
 
     @staticmethod
     def _quiet(call: Callable[[], Any], none: Any) -> Any:

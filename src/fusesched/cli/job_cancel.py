@@ -1,6 +1,8 @@
 """``fusesched cancel``: cancel jobs by id, or every job that matches scancel's filters
 (cli/cancel_filters.py), or send them a signal (cli/job_signals.py); scancel's ``-i``,
-``-v``, ``-Q``, ``-H`` and ``-b``/``-f`` without a signal are cli/cancel_options.py's."""
+``-v``, ``-Q``, ``-H`` and ``-b``/``-f`` without a signal are cli/cancel_options.py's.
+Called by Slurm's name, ``scancel``, it says what Slurm 22.05's scancel says and exits as it
+does (cli/scancel_said.py), and its ``--signal`` reaches a batch script's steps alone."""
 
 from __future__ import annotations
 
@@ -11,8 +13,16 @@ import typer
 from fusesched.cli import cancel_filters as cf
 from fusesched.cli import cancel_options as co
 from fusesched.cli import live
+from fusesched.cli import scancel_said as ss
 from fusesched.cli.clusters import ClustersOpt
-from fusesched.cli.job_signals import BatchOpt, FullOpt, SignalOpt, signal_jobs
+from fusesched.cli.job_signals import (
+    BatchOpt,
+    FullOpt,
+    SignalOpt,
+    checked_name,
+    signal_jobs,
+    target_of,
+)
 from fusesched.cli.live import CaOpt, ControllerOpt, JsonOpt, TokenOpt, run_each
 from fusesched.cli.slurm_version import VersionOpt
 
@@ -21,7 +31,7 @@ MAX_VALUES = 10_000
 
 
 def cancel(
-    ctx: typer.Context,  # (its name: `cancel`, or Slurm's `scancel`, which is silent)
+    ctx: typer.Context,  # (its name: `cancel`, or Slurm's `scancel`: Slurm's words)
     job_ids: Annotated[list[str] | None, typer.Argument(help="Job ids.")] = None,
     user: cf.UserOpt = None,
     me: cf.MeOpt = False,
@@ -56,29 +66,55 @@ def cancel(
     -t, -p, -A, -q, -w), every unfinished job that matches them (of the ids, if given) in one
     request; another user's is reported (Access/permission denied, exit 1) and left alone.
     As scancel's, -b and -f without --signal cancel (Slurm's default signal, KILL, ends the
-    job); -i asks before each job."""
+    job); -i asks before each job. As `scancel` it says what Slurm's says, on stderr, and
+    exits as it does (cli/scancel_said.py), and --signal without -b/-f reaches a batch
+    script's job steps alone, not its shell."""
     del hurry, clusters, version
+    slurm = ctx.info_name == "scancel" and not as_json  # (Slurm's words: cli/scancel_said.py)
     co.refuse_unsupported(reservation, wckey, quiet, verbose)
-    batch, full = co.without_signal(signal, batch, full)
+    if (
+        slurm
+        and not job_ids
+        and not cf.any_filter(user, me, name, state, queue, account, qos, nodelist)
+    ):
+        ss.no_identification()
+    if slurm:
+        ss.check_ids(job_ids or [])
+    checked = signal is not None or batch  # (the ids Slurm's scancel checks first: -s, -b)
+    if slurm and ss.is_kill(signal):  # (-s KILL: Slurm's KILL ends the job: a cancel)
+        signal = None
+    # whom a signal reaches: -f all, -b the batch shell, neither: as scancel a batch
+    # script's job steps, as cancel all (cli/job_signals.py); without a signal -b/-f cancel
+    target = target_of(batch, full, ctx.info_name == "scancel")
+    signame = None if signal is None else checked_name(signal)
     combined = any(member_ids_of(j) for j in job_ids or ())
     job_ids = _expanded(job_ids)  # (squeue's combined ids: 1009_[2-999%2])
     filters = cf.given(job_ids, user, me, name, state, queue, account, qos, nodelist)
     if filters is None and combined:  # (its members in one request, said in one line)
         filters = cf.Filters(ids=job_ids or [])
     client = live._client(controller_url, token, ca)  # (live._client: what tests replace)
-    if quiet:
+    if quiet and not slurm:
         client = co.QuietClient(client)
-    # (as Slurm's scancel: nothing said of what was done, unless -v)
-    silent = ctx.info_name == "scancel" and not verbose
     if interactive:  # (each job alone: its ids, or those the filters match)
         job_ids = _chosen(client, filters, job_ids)
         filters = None
+    if slurm:
+        said = ss.Said(verbose=bool(verbose), quiet=quiet)
+        if filters is not None:
+            described = ss.filters_said(filters, state, nodelist)
+            live._call(ss.by_filters, client, filters, signame, target, said, described)
+        elif signame is not None:
+            ss.signal_ids(client, job_ids or [], signame, target, said)
+        else:
+            ss.cancel_ids(client, job_ids or [], target, checked, said)
+        said.close()
+        return
     if filters is not None:
-        cf.cancel_filtered(client, filters, signal, batch, full, as_json, silent)
+        cf.cancel_filtered(client, filters, signame, target, as_json, quiet)
         return
     job_ids = job_ids or []
-    if signal is not None or batch or full:
-        signal_jobs(client, job_ids, signal, batch, full, as_json)
+    if signame is not None:
+        signal_jobs(client, job_ids, signame, target, as_json, quiet)
         return
     from fusesched.cli.id_lists import counted_ids
 
@@ -90,11 +126,7 @@ def cancel(
         as_json,
         lambda done: {"cancelled": [j for ids in done.values() for j in ids]},
         lambda job_id, ids: (
-            None
-            if silent
-            else f"Cancelling {counted_ids(ids)}"
-            if ids
-            else f"Job {job_id} had already finished"
+            f"Cancelling {counted_ids(ids)}" if ids else f"Job {job_id} had already finished"
         ),
     )
 
