@@ -21,6 +21,8 @@ import pytest
 from tests.cli.conftest import Script
 from tests.conftest import build_front
 
+from fusesched.slurm_release import version_line
+
 #: The Python command as the console script runs it (no current directory first on sys.path).
 PYTHON = [
     sys.executable,
@@ -314,6 +316,45 @@ def test_what_the_front_does_not_handle_is_pythons(
     assert python_ran
     assert "Traceback" not in err
     assert rc != 0 or out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sbatch", "--version", "run.sh"],
+        ["sbatch", "-V", "run.sh"],
+        ["sbatch", "-n1", "--parsable", "-V", "run.sh"],
+        ["sbatch", "-HV", "run.sh"],
+        ["sbatch", "--version"],
+    ],
+)
+def test_sbatchs_version_is_pythons_and_submits_nothing(
+    native_front: Path, files: Path, server: tuple[str, Script], args: list[str]
+) -> None:
+    """-V/--version before the script: Slurm's sbatch prints its version and does nothing
+    else; the front hands it to Python, which does the same."""
+    url, script = server
+    rc, out, err, python_ran = compare(native_front, files, script, args, url)
+    assert (rc, out, err, python_ran) == (0, version_line() + "\n", "", True)
+    assert script.received == []
+
+
+def test_a_version_option_that_is_not_sbatchs_is_submitted(
+    native_front: Path, files: Path, server: tuple[str, Script]
+) -> None:
+    """-V as an option's value (the job's name) or after the script (the script's argument)
+    asks for no version: the job is submitted."""
+    url, script = server
+    script.body = OK
+    rc, out, _, python_ran = compare(
+        native_front, files, script, ["sbatch", "-J", "-V", "run.sh"], url
+    )
+    assert (rc, out, python_ran) == (0, "Submitted batch job 1\n", False)
+    assert script.received[-1]["body"]["files"][0]["args"] == ["-J", "-V"]
+    script.received.clear()
+    script.body = b'{"id": "7", "ids": ["7"], "warnings": []}'  # (Python's full command)
+    rc, out, _, python_ran = compare(native_front, files, script, ["sbatch", "run.sh", "-V"], url)
+    assert (rc, out, python_ran) == (0, "Submitted batch job 7\n", True)
 
 
 def test_several_controllers_go_to_python(native_front: Path, files: Path, server: Any) -> None:

@@ -332,3 +332,14 @@ def test_a_short_host_list_expands_back_to_its_nodes(nodes: list[str]) -> None:
     from fusesched.hostlist import expand_hostlist
 
     assert expand_hostlist(compress_hostlist(nodes)) == nodes
+
+
+@pytest.mark.parametrize("given", ["--get-user-env", "--get-user-env=L", "--get-user-env=10L"])
+def test_get_user_env_is_taken_without_a_word(given: str) -> None:
+    """Slurm's salloc takes ``--get-user-env[=[TIMEOUT][S|L]]``: the command runs here, in
+    this environment already, so it is taken and nothing said (the next word stays the
+    command)."""
+    parsed = split_salloc_args([given, "-N", "1", "hostname"])
+    assert parsed.command == ("hostname",)
+    _, warnings = allocation_request(parsed, parsed.command)
+    assert (parsed.warnings, warnings) == ((), ())

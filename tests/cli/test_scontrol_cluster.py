@@ -37,7 +37,7 @@ def test_ping_of_a_controller_that_does_not_answer(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize("argv", [["version"], ["-V"], ["--version"], ["-o", "-V", "show"]])
 def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(argv, DOWN, None, None) == 0
-    assert capsys.readouterr().out.startswith("slurm 22.05 (fusesched ")
+    assert capsys.readouterr().out == "slurm 22.05.0\n"
 
 
 def test_config_says_what_is_known() -> None:
@@ -149,5 +149,3 @@ def test_nice_is_a_lower_priority_as_sbatchs() -> None:
 def test_job_keys_the_controller_cannot_change_are_refused(key: str) -> None:
     with pytest.raises(ScontrolError, match=f"a job's {key} cannot be changed here: "):
         su.job_update(su.pairs(["JobId=5", f"{key}=x"]))
-    with pytest.raises(ScontrolError, match="StartTime cannot be changed here"):
-        su.job_update(su.pairs(["JobId=5", "StartTime=now+1h"]))

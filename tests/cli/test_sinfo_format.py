@@ -127,15 +127,15 @@ def test_node_oriented_view_has_a_line_a_node_as_wide_as_the_names() -> None:
     nodes = [info("gpu-node-10", pool="gpu"), info("n1", "down", responding=False)]
     text = si.default_format(nodes, node_oriented=True, long=False, summarize=False, reasons=False)
     assert si.lines(nodes, si.parse(text), node_oriented=True, header=True) == [
-        "NODELIST     NODES PARTITION STATE",
-        "gpu-node-10      1       gpu idle",
-        "n1               1    local* down*",
+        "NODELIST     NODES PARTITION STATE ",  # (%6t: the last column padded too)
+        "gpu-node-10      1       gpu idle  ",
+        "n1               1    local* down* ",
     ]
     short = [info("vm")]  # (the real sinfo -N of a node vm in partition debug*, its layout)
     text = si.default_format(short, node_oriented=True, long=False, summarize=False, reasons=False)
     assert si.lines(short, si.parse(text), node_oriented=True, header=True) == [
-        "NODELIST   NODES PARTITION STATE",
-        "vm             1    local* idle",
+        "NODELIST   NODES PARTITION STATE ",
+        "vm             1    local* idle  ",
     ]
 
 
@@ -278,14 +278,15 @@ def test_long_view_has_slurm_22_05s_columns() -> None:
 
 
 def test_node_oriented_long_view_has_slurm_22_05s_columns() -> None:
-    """sinfo -N -l of Slurm 22.05 (the real one's layout, to the blank): CPUS left-justified,
-    S:C:T, WEIGHT, AVAIL_FEATURES cut to 8."""
+    """sinfo -N -l of Slurm 22.05 (the real one's layout, byte for byte): CPUS
+    left-justified, S:C:T, WEIGHT, AVAIL_FEATURES cut to 8, REASON padded to its 20."""
     size = {"cpu": "2", "memory": "22057Mi"}
     nodes = [info("vm", capacity=size, free=size)]
     assert _view(nodes, node_oriented=True) == [
         "NODELIST   NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE"
-        " REASON",
-        "vm             1    local*        idle 2       2:1:1  22057        0      1   (null) none",
+        " REASON              ",
+        "vm             1    local*        idle 2       2:1:1  22057        0      1   (null)"
+        " none                ",
     ]
 
 

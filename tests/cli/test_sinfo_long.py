@@ -27,12 +27,24 @@ def test_widths_and_lines() -> None:
     nodes = [info("n1"), info("n2"), info("g1", "drained", pool="gpu", drain_reason="fans")]
     pieces = sl.parse("Partition:8,NodeList:12,StateLong,CPUsState:.14,Memory:7,Reason")
     assert [p.width for p in pieces] == [8, 12, 20, 14, 7, 20]
+    # each value cut to its width and padded to it, nothing between the columns (the last
+    # padded too), as Slurm 22.05's sinfo -O writes them
     assert si.lines(nodes, pieces, node_oriented=False, header=True) == [
-        "PARTITI NODELIST    STATE               CPUS(A/I/O/T) MEMORY REASON",
-        "local*  n[1-2]      idle                      0/8/0/8 8192   none",
-        "gpu     g1          drained                   0/0/4/4 8192   fans",
+        f"PARTITIONODELIST    {'STATE':20} CPUS(A/I/O/T)MEMORY {'REASON':20}",
+        f"local*  n[1-2]      {'idle':20}{'0/8/0/8':>14}8192   {'none':20}",
+        f"gpu     g1          {'drained':20}{'0/0/4/4':>14}8192   {'fans':20}",
     ]
     assert sl.parse("nodelist")[0].width == 20  # (any case; 20 unless a width is given)
+
+
+def test_a_width_and_a_suffix_as_sinfos() -> None:
+    """Real 22.05: ``sinfo -O 'partition:3,nodes:.5|,cpus:'`` writes ``PARNODES|CPUS`` (no
+    width after the colon: as long as the value; what follows it: written after it)."""
+    pieces = sl.parse("partitionname:3,nodes:.5|,cpus:")
+    assert si.lines([info("n1")], pieces, node_oriented=False, header=True) == [
+        "PARNODES|CPUS",
+        "loc    1|4",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -40,8 +52,7 @@ def test_widths_and_lines() -> None:
     [
         ("NodeList,AllocMem", "unknown field 'AllocMem' in 'NodeList,AllocMem'; known: available,"),
         ("GresUsed", "known: available,cores,cpus,cpusload,cpusstate,disk,features,"),
-        ("NodeList:x", "bad width 'x' for 'NodeList'"),
-        ("NodeList:0", "bad width '0'"),
+        ("NodeList:9999", "width 9999 of NodeList is too wide"),
         ("  ", "an empty --Format shows nothing: name fields, such as NodeList,StateLong"),
     ],
 )

@@ -66,11 +66,12 @@ def test_open_ondemands_format_reads_every_field_as_slurms() -> None:
     assert {k: shown[k] for k in unset} == unset
 
 
-def test_a_lines_separators_are_kept_only_blanks_are_dropped() -> None:
+def test_a_lines_separators_and_padding_are_kept() -> None:
     """A line whose last fields are empty keeps its unit separators (Python's ``rstrip()``
-    takes ``\\x1f`` for a blank): a tool splitting on them finds every field."""
+    takes ``\\x1f`` for a blank): a tool splitting on them finds every field; the last
+    field is padded to its width, as Slurm's squeue pads it."""
     line = sq.render(sq.parse_format("%i\x1f%n\x1f%x\x1f%-10j"), [RUNNING], header=False)[0]
-    assert line == "26\x1f\x1f\x1fstepper"
+    assert line == "26\x1f\x1f\x1fstepper   "
     assert sq.render(sq.parse_format("%i\x1f%n\x1f%x"), [RUNNING], header=False) == ["26\x1f\x1f"]
 
 
@@ -109,9 +110,10 @@ def test_all_is_every_field_each_with_a_bar() -> None:
 
 
 def test_new_long_names_are_the_letters() -> None:
-    pieces = sq.parse_long_format("TimeLeft,MinMemory:.6,BatchHost,workdir,Licenses:30")
+    pieces = sq.parse_long_format("TimeLeft,MinMemory:.6,BatchHost:8,workdir,Licenses:30")
     line = sq.render(pieces, [{**RUNNING, "start_time": time.time()}], header=False)[0]
-    assert line.split() == ["3:00", "0", "local-1", "/tmp", "abaqus:1,matlab:2"]
+    assert line.split() == ["3:00", "0local-1", "/tmp", "abaqus:1,matlab:2"]
+    assert line == f"{'3:00':20}{'0':>6}{'local-1':8}{'/tmp':20}{'abaqus:1,matlab:2':30}"
 
 
 @pytest.mark.parametrize(

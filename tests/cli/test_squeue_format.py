@@ -25,6 +25,25 @@ def test_a_zero_width_is_no_width_as_in_squeue() -> None:
     assert line("%3j|%.6i|%.0005i") == "tra|  1234| 1234"
 
 
+def test_the_last_field_is_padded_to_its_width_as_squeues() -> None:
+    """Checked against Slurm 22.05's squeue: ``-o %10j`` writes ``abc`` and seven blanks
+    (the header ``NAME`` and six), ``%2t%100j`` lines of 102 characters, a format's own
+    trailing blanks stay, and a last field with no width (the default's ``%R``) is as long
+    as its value."""
+    abc = {**JOB, "name": "abc"}
+    assert sq.render(sq.parse_format("%10j"), [abc]) == ["NAME      ", "abc       "]
+    assert [len(x) for x in sq.render(sq.parse_format("%2t%100j"), [abc] * 2)] == [102] * 3
+    assert sq.render(sq.parse_format("%i %10j  "), [abc]) == [
+        "JOBID NAME        ",
+        "1234 abc         ",
+    ]
+    running = {**JOB, "nodes": ["vm"]}
+    assert sq.render(sq.parse_format("%.4t %R"), [running]) == [
+        "  ST NODELIST(REASON)",
+        "   R vm",
+    ]
+
+
 @pytest.mark.parametrize("fmt", ["%1001i", "%99999999i", "%" + "9" * 5000 + "i", "%.00001001i"])
 def test_a_too_wide_field_is_refused_by_its_width(fmt: str) -> None:
     with pytest.raises(sq.FormatError, match=r"too wide \(at most 1000\)") as caught:
@@ -52,10 +71,41 @@ def test_empty_formats_are_refused() -> None:
         sq.parse_long_format(" ")
 
 
-@pytest.mark.parametrize("size", ["²", "0", "00", ".0", "1" * 5000, "-3"])
-def test_a_long_format_width_is_ascii_digits_from_1(size: str) -> None:
-    with pytest.raises(sq.FormatError, match=r"bad width|too wide"):
-        sq.parse_long_format(f"JobID:{size}")
+@pytest.mark.parametrize(
+    ("item", "written"),
+    [  # (each as Slurm 22.05's squeue -O writes it)
+        ("JobID", "1234                "),  # 20 wide
+        ("JobID:6", "1234  "),
+        ("JobID:.6", "  1234"),
+        ("JobID:3", "123"),  # (cut to the width)
+        ("JobID:", "1234"),  # no width, or 0: as long as the value
+        ("JobID:0", "1234"),
+        ("JobID:00", "1234"),
+        ("JobID:.", "1234"),
+        ("JobID:.0", "1234"),
+        ("JobID:x", "1234x"),  # what follows the width is written after the field
+        ("JobID:6|", "1234  |"),
+        ("JobID:.6@@", "  1234@@"),
+        ("JobID:²", "1234²"),  # (not a digit: the suffix)
+        ("JobID:-6", "1234  "),  # (strtol's -6: left-justified)
+        ("JobID:2,,Name:3", "12tra"),  # (a blank item is skipped)
+    ],
+)
+def test_a_long_format_item_is_slurms_name_width_and_suffix(item: str, written: str) -> None:
+    assert sq.render(sq.parse_long_format(item), [JOB], header=False) == [written]
+
+
+def test_a_long_formats_header_is_cut_and_padded_as_its_values() -> None:
+    """Real 22.05: ``squeue -O 'JobID:x,name:.3y'`` writes ``JOBIDxNAMy`` and ``27x  xy``."""
+    header, row = sq.render(sq.parse_long_format("JobID:x,Name:.3y"), [{**JOB, "name": "x"}])
+    assert (header, row) == ("JOBIDxNAMy", "1234x  xy")
+
+
+def test_a_long_format_width_too_wide_is_refused() -> None:
+    with pytest.raises(sq.FormatError, match=r"too wide"):
+        sq.parse_long_format(f"JobID:{'1' * 5000}")
+    with pytest.raises(sq.FormatError, match="empty --Format"):
+        sq.parse_long_format(" , ")
 
 
 @pytest.mark.parametrize(

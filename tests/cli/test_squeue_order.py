@@ -106,4 +106,4 @@ def test_the_time_fields_take_the_format_the_others_stay() -> None:
     pieces = restamp(sq.parse_format("%i %V %S %e %l"), "%H:%M")
     assert sq.render(pieces, [job], header=False) == ["3 12:00 12:00 12:01 1:00"]
     long = restamp(sq.parse_long_format("SubmitTime:8,EndTime:8"), "%H:%M")
-    assert sq.render(long, [job]) == ["SUBMIT_ END_TIM", "12:00   12:01"]
+    assert sq.render(long, [job]) == ["SUBMIT_TEND_TIME", "12:00   12:01   "]  # (as 22.05's)

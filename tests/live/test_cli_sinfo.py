@@ -85,10 +85,11 @@ def test_default_view_a_line_per_partition_and_state(nodes: Nodes) -> None:
 
 
 def test_node_oriented_and_long(nodes: Nodes) -> None:
-    assert lines(nodes, "-N", "-h") == [  # (as Slurm 22.05's: at least 9 wide, right)
-        f"node-a         1    local* {'mix' if nodes.busy == 'node-a' else 'idle'}",
-        f"node-b         1    local* {'mix' if nodes.busy == 'node-b' else 'idle'}",
-        "node-c         1       gpu drain",
+    # (as Slurm 22.05's: at least 9 wide, right; the state %6t padded to its 6)
+    assert lines(nodes, "-N", "-h") == [
+        f"node-a         1    local* {'mix' if nodes.busy == 'node-a' else 'idle':<6}",
+        f"node-b         1    local* {'mix' if nodes.busy == 'node-b' else 'idle':<6}",
+        "node-c         1       gpu drain ",
     ]
     stamp, *long = lines(nodes, "-N", "-l", "-n", "node-c")
     assert re.fullmatch(r"\w{3} \w{3} \d{2} \d{2}:\d{2}:\d{2} \d{4}", stamp), stamp  # (as sinfo -l)
@@ -154,13 +155,14 @@ def test_bad_input_is_refused_with_status_2(nodes: Nodes, args: list[str], says:
 
 
 def test_long_format_names(nodes: Nodes) -> None:
-    """-O: sinfo's long names, each cut to leave a blank (``:.9``: right-justified)."""
+    """-O: sinfo's long names, each value cut to its width and padded to it, the last too
+    (``:.9``: right-justified; NodeList: 20), as Slurm 22.05's sinfo writes them."""
     first, second = sorted([(nodes.busy, "mixed", "1/1/0/2"), (nodes.idle, "idle", "0/2/0/2")])
     got = lines(nodes, "-O", "PartitionName:7,StateLong:10,CPUsState:.9,Reason:10,NodeList")
     assert got == [
-        f"{'PARTIT':<6} {'STATE':<9} {'CPUS(A/I':>8} {'REASON':<9} NODELIST",
-        *(f"{'local':<6} {s:<9} {c:>8} {'none':<9} {n}" for n, s, c in (first, second)),
-        f"{'gpu':<6} {'drained':<9} {'0/0/4/4':>8} {'fan swap':<9} node-c",
+        f"{'PARTITI':<7}{'STATE':<10}{'CPUS(A/I/':>9}{'REASON':<10}{'NODELIST':<20}",
+        *(f"{'local':<7}{s:<10}{c:>9}{'none':<10}{n:<20}" for n, s, c in (first, second)),
+        f"{'gpu':<7}{'drained':<10}{'0/0/4/4':>9}{'fan swap':<10}{'node-c':<20}",
     ]
     refused = sinfo(nodes, "-O", "NodeList,Version")
     assert refused.returncode == 2

@@ -170,11 +170,15 @@ def test_format_fields_widths_and_header(jobs: Jobs) -> None:
 
 def test_long_format(jobs: Jobs) -> None:
     out = lines(jobs, "-j", jobs.running, "-O", "JobID:8,Name,StateCompact:.4,Partition:5")
-    # each column WIDTH wide, its value cut to leave a blank (Name: 20 by default)
+    # each column WIDTH wide (Name: 20 by default), its value cut to it and padded to it, the
+    # last too, nothing between the columns: as Slurm 22.05's squeue -O writes them
     assert out == [
-        "JOBID   NAME                 ST PART",
-        f"{jobs.running:<8}train                 R gpu",
+        "JOBID   NAME                  STPARTI",
+        f"{jobs.running:<8}train                  Rgpu  ",
     ]
+    # a suffix after the width, no width: the value as long as it is (Open OnDemand's way)
+    out = lines(jobs, "-h", "-j", jobs.running, "-O", "JobID:\x1f,Name:\x1f,StateCompact:")
+    assert out == [f"{jobs.running}\x1ftrain\x1fR"]
 
 
 def test_noheader_table_and_json(jobs: Jobs) -> None:
@@ -194,7 +198,7 @@ def test_bad_input_is_refused_with_a_reason(jobs: Jobs) -> None:
     assert "unknown format field %@" in said and "%i" in said
     assert "ends inside a field" in refused(jobs, "jobs", "-o", "%i %.5")
     assert "unknown field 'Bogus'" in refused(jobs, "jobs", "-O", "JobID,Bogus")
-    assert "bad width" in refused(jobs, "jobs", "-O", "JobID:x")
+    assert "too wide (at most 1000)" in refused(jobs, "jobs", "-O", "JobID:5000")
     assert "bad job id 'abc'" in refused(jobs, "jobs", "-j", "12,abc")
     assert "bad job id '5_'" in refused(jobs, "jobs", "-j", "5_")
     assert "an empty user" in refused(jobs, "jobs", "-u", "alice,")

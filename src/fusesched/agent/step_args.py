@@ -25,6 +25,7 @@ from fusesched.agent.step_option_table import (
     check_value,
 )
 from fusesched.agent.step_plan import StepError, StepOptions, export_vars
+from fusesched.slurm_release import version_line
 
 USAGE = (
     "usage: srun [-n NTASKS] [-N NODES] [--ntasks-per-node N] [-l] [--overlap] [--mpi=TYPE] "
@@ -124,8 +125,8 @@ def unknown_mpi(value: str) -> str | None:
 #: What ``srun --mpi=list`` prints, as Slurm's lists its MPI plugins: the types it takes
 #: (a ``pmix_v*`` version is taken as pmix).
 MPI_LIST = "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\n"
-#: What ``srun -V`` prints.
-VERSION = "slurm 22.05 (fusesched's srun for job steps)\n"
+#: What ``srun -V`` prints: the line of every command by Slurm's name.
+VERSION = version_line() + "\n"
 
 
 def mpi_listing(argv: Sequence[str]) -> str | None:

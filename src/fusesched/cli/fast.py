@@ -4,7 +4,7 @@ A scripted loop of submissions starts one process per job, so these two commands
 command framework and the submission models: they read the files, send their text to the
 controller's ``/v1/submissions`` (which parses and validates them, with the same messages) and
 print the ids. Output and exit codes are those of the full commands (``--help`` goes to the
-full command).
+full command, and so does sbatch's ``-V``/``--version``, which reads no script).
 
 sbatch's script is found as Slurm's sbatch finds it (:func:`sbatch_words`); with none named
 it is read from standard input (:func:`script_text`, once: the full command reads the same
@@ -48,6 +48,7 @@ from fusesched.submit.sbatch_words import (
     STDIN_SOURCE,
     SbatchWords,
     SbatchWordsError,
+    asks_version,
     split_sbatch_words,
 )
 
@@ -261,8 +262,12 @@ def run(command: str, argv: Sequence[str]) -> int | None:
         if command == "submit":  # (sbatch's: an option before the script, else the script's)
             argv = [arg for arg in argv if arg != PARSABLE]
     try:
-        if command == "sbatch" and sbatch_words(argv).script_args:
-            raise HandOver  # (the full command sends them; our options there are theirs too)
+        if command == "sbatch":
+            words = sbatch_words(argv)
+            if words.script_args:  # (the full command sends them; our options there too)
+                raise HandOver
+            if asks_version(words.options):  # (-V: the full command prints it, reads nothing)
+                raise HandOver
         own, as_json, rest = _split(argv)
         files = _files(command, rest)
     except UsageError as exc:

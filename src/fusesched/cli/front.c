@@ -848,12 +848,14 @@ static int listed(const char *const *names, const char *name) {
 /* Where sbatch's script is among its words (fast.sbatch_words): the first that is neither an
  * option nor an option's value (':' separates a heterogeneous job's components); -1: none is
  * named. What this cannot tell as Python does (an unknown option, flags run together, "--")
- * is Python's. */
+ * is Python's; so is -V/--version before the script (sbatch_words.asks_version: it prints
+ * the version and submits nothing). */
 static int script_at(char **words, int n) {
     for (int i = 0; i < n; i++) {
         const char *w = words[i];
         if (!strcmp(w, ":")) continue;
         if (w[0] != '-' || !w[1]) return i;
+        if (!strcmp(w, "--version") || !strcmp(w, "-V")) to_python();
         if (w[1] == '-') {
             if (!w[2]) to_python();
             if (strchr(w, '=') || listed(SBATCH_OTHERS, w + 2)) continue;

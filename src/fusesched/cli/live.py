@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fusesched.cli.consoles import make_console
+from fusesched.cli.slurm_version import VersionOpt
 
 console = make_console()
 err = make_console(stderr=True)
@@ -423,6 +424,7 @@ def priority(
     token: TokenOpt = None,
     ca: CaOpt = None,
     as_json: JsonOpt = False,
+    version: VersionOpt = False,  # (sprio -V; eager: printed before anything else)
 ) -> None:
     """Explain a job's priority: age, fair share, size, QoS and job priority, weighted."""
     found = _call(_client(controller_url, token, ca).priority, job_id)

@@ -23,6 +23,7 @@ from fusesched.cli.live import (
     _print_json,
     console,
 )
+from fusesched.cli.slurm_version import VersionOpt
 
 ListOpt = list[str] | None
 
@@ -118,6 +119,7 @@ def share(
     parsable2: Annotated[
         bool, typer.Option("--parsable2", "-P", help="Slurm's: '|' between fields.")
     ] = False,
+    version: VersionOpt = False,  # (eager: printed before anything else)
 ) -> None:
     """The fair-share tree (as Slurm's sshare): each account — organisation, tenant, queue,
     user — with its shares, its decayed usage and its fair-share factor (1: has used nothing

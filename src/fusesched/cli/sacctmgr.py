@@ -15,6 +15,7 @@ import typer
 from fusesched.cli import sshare_format as sf
 from fusesched.cli.live import CaOpt, ControllerOpt, TokenOpt, _call, _client, _fail
 from fusesched.cli.queue_status import _caller
+from fusesched.cli.slurm_version import VersionOpt
 
 #: sacctmgr's user fields (right-justified, as sacctmgr prints them).
 FIELDS: Final = {
@@ -70,6 +71,7 @@ def sacctmgr(
     controller_url: ControllerOpt = None,
     token: TokenOpt = None,
     ca: CaOpt = None,
+    version: VersionOpt = False,  # (eager: printed before anything else)
 ) -> None:
     """Slurm's `sacctmgr list user` (`show user`): each user's associations — the accounts
     (tenants) they may submit under, `default` among them — as `sshare` shows them."""

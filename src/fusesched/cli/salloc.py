@@ -339,6 +339,7 @@ def salloc(
         split_salloc_args,
         told_env,
     )
+    from fusesched.cli.slurm_version import print_version
     from fusesched.cli.submission import _sent
     from fusesched.model.submit_host import this_host
     from fusesched.sdk import ControllerError
@@ -351,6 +352,7 @@ def salloc(
     if parsed.run.help:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
+    print_version(parsed.run.version)  # (-V: the line alone, as Slurm's salloc)
 
     def say(line: str) -> None:
         if not parsed.run.quiet:

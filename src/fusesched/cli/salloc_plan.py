@@ -28,6 +28,10 @@ from fusesched.submit.salloc_holder import HOLDER, READY
 #: salloc's own flag: wait for the allocation, print it and leave it (for ``fusesched
 #: cancel``), running no command.
 NO_SHELL = "--no-shell"
+#: Slurm's salloc's ``--get-user-env``: the user's login variables for the command, which it
+#: has already (it runs here, in this environment); taken and ignored, as a script's
+#: ``#SBATCH --get-user-env`` is (``--get-user-env=L``: read by sbatch's parser, silently).
+GET_USER_ENV = "--get-user-env"
 
 #: sbatch options salloc refuses, and why.
 REFUSED = {
@@ -81,7 +85,11 @@ def split_salloc_args(args: Sequence[str]) -> SallocArgs:
     with salloc's refusals; the command may be left out). :class:`RunUsageError` for a bad
     one."""
     parsed = split_run_args(
-        args, prog="salloc", refused=REFUSED, own_flags=frozenset({NO_SHELL}), command_needed=False
+        args,
+        prog="salloc",
+        refused=REFUSED,
+        own_flags=frozenset({NO_SHELL, GET_USER_ENV}),
+        command_needed=False,
     )
     warnings = list(parsed.warnings)
     if parsed.label:

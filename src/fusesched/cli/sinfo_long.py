@@ -3,9 +3,10 @@ the same field as a ``-o`` letter of :mod:`fusesched.cli.sinfo_format`.
 
 Slurm's sinfo has more ``-O`` names; those with no ``-o`` letter here (``AllocMem``,
 ``GresUsed``, ``Version``…) are refused with the list of the known
-ones, as an unknown name is. A field is 20 wide unless ``:WIDTH`` says (``:.WIDTH``:
-right-justified), as in Slurm; its value is cut to leave a blank before the next. Slurm's
-suffix after the width (text printed after the value) is not taken.
+ones, as an unknown name is. A field is read as squeue's ``-O`` reads it
+(:func:`fusesched.cli.squeue_format.parse_long_format`, as Slurm 22.05's): 20 wide unless
+``:WIDTH`` says (``:.WIDTH``: right-justified; ``:`` or ``:0``: as long as its value), its
+value cut to the width and padded to it, the text after the width printed after it.
 """
 
 from __future__ import annotations

@@ -1,32 +1,24 @@
-"""What Slurm's commands print for ``-V``/``--version`` when fusesched answers them: one line
-that a tool reading Slurm's version (``slurm (\\d+)\\.(\\d+)``) reads as the Slurm release
-whose commands fusesched follows, and that says it is fusesched, not Slurm:
-``slurm 22.05 (fusesched 0.1.0)``.
-
-Slurm prints ``slurm 22.05.8``; fusesched does not claim a Slurm patch release it is not.
-Every command by Slurm's name prints this line (:func:`version_line`); :data:`VersionOpt`
-is the option that prints it and ends the command.
+"""What Slurm's commands print for ``-V``/``--version`` when fusesched answers them:
+``slurm 22.05.0``, the line of :func:`fusesched.slurm_release.version_line` (why exactly that
+form: that module's doc). Every command by Slurm's name prints it: :data:`VersionOpt` is the
+option that prints it and ends a command; ``sbatch``, ``srun`` and ``salloc``, which read
+their own words, call :func:`print_version`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated
 
 import typer
 
-#: The Slurm release whose commands, options and output fusesched's follow.
-SLURM_RELEASE: Final = "22.05"
+from fusesched.slurm_release import SLURM_RELEASE, SLURM_VERSION, version_line
 
-
-def version_line() -> str:
-    """``slurm 22.05 (fusesched 0.1.0)``: the one line ``squeue -V`` (and its kin) print."""
-    from fusesched import __version__
-
-    return f"slurm {SLURM_RELEASE} (fusesched {__version__})"
+__all__ = ["SLURM_RELEASE", "SLURM_VERSION", "VersionOpt", "print_version", "version_line"]
 
 
 def print_version(value: bool) -> None:
-    """The option's callback: print :func:`version_line` and end the command (exit 0)."""
+    """Print :func:`version_line` and end the command (exit 0), when ``value``; the option's
+    callback."""
     if value:
         typer.echo(version_line())
         raise typer.Exit(0)
@@ -38,8 +30,8 @@ VersionOpt = Annotated[
     typer.Option(
         "--version",
         "-V",
-        help="Print the Slurm release fusesched's commands follow, and fusesched's version "
-        "(`slurm 22.05 (fusesched …)`), and stop.",
+        help=f"Print the Slurm release fusesched's commands follow (`slurm {SLURM_VERSION}`), "
+        "as Slurm's commands print theirs, and stop (`fusesched --version`: fusesched's).",
         callback=print_version,
         is_eager=True,
         show_default=False,

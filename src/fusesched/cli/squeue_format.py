@@ -67,23 +67,22 @@ class FormatError(ValueError):
 
 @dataclass(frozen=True)
 class Piece:
-    """A run of literal text (``field`` None) or one field with its width and side."""
+    """A run of literal text (``field`` None) or one field with its width (None: as long as
+    its value) and side: a value is cut to the width and padded to it, as Slurm's commands
+    print a field, the last of a line too."""
 
     text: str = ""
     field: Field | None = None
     width: int | None = None
     right: bool = False  # squeue's "%.10i": right-justified
-    gap: bool = False  # -O: the value is cut to leave a blank before the next column
 
     def render(self, value: str) -> str:
         if self.field is None:
             return self.text
         if self.width is None:
             return value
-        room = self.width - 1 if self.gap else self.width
-        cut = value[: max(room, 0)]
-        padded = cut.rjust(room) if self.right else cut.ljust(room)
-        return padded + " " if self.gap else padded
+        cut = value[: self.width]
+        return cut.rjust(self.width) if self.right else cut.ljust(self.width)
 
 
 #: ``-o "%all"``: every field.
@@ -128,33 +127,46 @@ def parse_format(text: str, fields: Mapping[str, Field] = FIELDS) -> list[Piece]
     return _bounded(pieces, text)
 
 
+#: ``-O``'s ``NAME:[.][WIDTH][SUFFIX]`` after the colon (a width of ``-3`` is 3, left-justified:
+#: Slurm's reads it with strtol and prints it with printf's ``%-*s``).
+_LONG_SIZE: Final = re.compile(
+    r"(?P<right>\.?)(?P<minus>-?)(?P<digits>[0-9]*)(?P<suffix>.*)", re.DOTALL
+)
+
+
 def parse_long_format(
     text: str,
     long_fields: Mapping[str, str] = LONG_FIELDS,
     fields: Mapping[str, Field] = FIELDS,
     example: str = "JobID,Name",
 ) -> list[Piece]:
-    """squeue's ``-O``: comma-separated long names, each with an optional ``:WIDTH`` (``.``
-    before it: right-justified), 20 wide by default; a name's value is cut to leave a blank.
-    ``long_fields``: the names known (lower case), as letters of ``fields`` (sinfo's are
-    its own: :mod:`fusesched.cli.sinfo_long`)."""
+    """squeue's ``-O``, as Slurm 22.05's reads it: comma-separated long names (blank items
+    skipped), each ``NAME`` (20 wide) or ``NAME:[.][WIDTH][SUFFIX]`` (``.``: right-justified;
+    no width, or 0: as long as the value; ``SUFFIX``: text written after the field, such as
+    ``|``). A value is cut to its width and padded to it, with nothing between the columns
+    but the suffixes: ``JobID:5,Name:.8`` writes ``27      abc``. ``long_fields``: the names
+    known (lower case), as letters of ``fields`` (sinfo's are its own:
+    :mod:`fusesched.cli.sinfo_long`)."""
     pieces: list[Piece] = []
-    if not text.strip():
+    if not text.strip(", "):
         raise FormatError(f"an empty --Format shows nothing: name fields, such as {example}")
     for raw in text.split(","):
-        name, _, size = raw.strip().partition(":")
-        letter = long_fields.get(name.strip().lower())
+        name, colon, size = raw.partition(":")  # (the suffix as written: "\x1f" is one)
+        name = name.strip(" ")
+        if not name and not colon:  # (``JobID,,Name``: as Slurm's)
+            continue
+        letter = long_fields.get(name.lower())
         if letter is None:
             raise FormatError(
-                f"unknown field {name.strip()!r} in {text!r}; known: "
-                + ",".join(sorted(long_fields))
+                f"unknown field {name!r} in {text!r}; known: " + ",".join(sorted(long_fields))
             )
-        right = size.startswith(".")
-        digits = size.removeprefix(".")
-        if digits and not (digits.isascii() and digits.isdigit() and digits.strip("0")):
-            raise FormatError(f"bad width {size!r} for {name!r}: a number from 1 to {MAX_WIDTH}")
-        width = _width(digits, name.strip()) or LONG_WIDTH
-        pieces.append(Piece(field=fields[letter], width=width, right=right, gap=True))
+        spec = _LONG_SIZE.fullmatch(size)
+        assert spec is not None  # (every part of it may be empty)
+        width = _width(spec["digits"], name) if colon else LONG_WIDTH
+        right = bool(spec["right"]) and not spec["minus"]
+        pieces.append(Piece(field=fields[letter], width=width or None, right=right))
+        if spec["suffix"]:
+            pieces.append(Piece(text=spec["suffix"]))
     return _bounded(pieces, text)
 
 
@@ -183,10 +195,12 @@ def _bounded(pieces: list[Piece], text: str) -> list[Piece]:
 
 def render(pieces: Sequence[Piece], jobs: Iterable[Job], header: bool = True) -> list[str]:
     """The lines squeue would print: the header (unless ``header`` is off), then a line a
-    job. A line's trailing blanks are dropped, as scripts expect (blanks only: a format's
-    own separators, such as Open OnDemand's ``\\x1f``, stay). A control character in a
-    value (a job name's newline or terminal escape) is written ``?``: one line a job, and
-    nothing another user named reaches the terminal as a command."""
+    job. Each field is as wide as its width, the last of a line too, and the format's own
+    text stays as written, trailing blanks included: ``-o '%10j'`` writes ``abc`` and seven
+    blanks, as Slurm's squeue and sinfo do (their default formats end with a field of no
+    width: ``%R``, ``%N``). A control character in a value (a job name's newline or terminal
+    escape) is written ``?``: one line a job, and nothing another user named reaches the
+    terminal as a command."""
     lines = []
     if header:
         lines.append("".join(p.render(p.field.header if p.field else "") for p in pieces))
@@ -196,7 +210,7 @@ def render(pieces: Sequence[Piece], jobs: Iterable[Job], header: bool = True) ->
                 p.render(p.field.value(job).translate(_CONTROLS) if p.field else "") for p in pieces
             )
         )
-    return [line.rstrip(" ") for line in lines]
+    return lines
 
 
 #: C0 and C1 control characters and DEL, each as ``?``.

@@ -222,6 +222,7 @@ def run(
     from fusesched.cli.fast import submit_dir
     from fusesched.cli.keepalive import Attended, Keepalive, warn
     from fusesched.cli.pty_client import Hangup, Left, terminal, warn_anywhere
+    from fusesched.cli.slurm_version import print_version
     from fusesched.cli.srun_attach import JOBID, OVERLAP, in_job
     from fusesched.cli.submission import _sent
     from fusesched.model.submit_host import this_host
@@ -236,6 +237,7 @@ def run(
     if parsed.help:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
+    print_version(parsed.version)  # (-V: the line alone, as Slurm's srun)
     pty = PTY in parsed.own
     slurm = ctx.info_name == "srun"  # (by Slurm's name: its prefix, its words)
     prog = "srun" if slurm else "run"

@@ -20,6 +20,8 @@ LABEL = ("-l", "--label")
 QUIET = ("-Q", "--quiet")
 UNBUFFERED = ("-u", "--unbuffered")  # accepted: output is passed on as it arrives anyway
 HELP = ("-h", "--help")
+#: Print the Slurm release fusesched's commands follow, as Slurm's srun and salloc do.
+VERSION = ("-V", "--version")
 OWN_VALUES = ("--controller", "--token", "--ca")
 #: ``run``'s own flag for an interactive task (Slurm's ``srun --pty``).
 PTY = "--pty"
@@ -147,6 +149,7 @@ class RunArgs:
     help: bool = False
     own: dict[str, str] = field(default_factory=dict)  # --controller, --token, --ca
     warnings: tuple[str, ...] = ()
+    version: bool = False  # -V/--version: print it, run nothing
 
 
 def _option_names() -> tuple[dict[str, str], frozenset[str], frozenset[str]]:
@@ -193,6 +196,8 @@ def split_run_args(
             break
         if arg in HELP:
             return RunArgs((), (), help=True)
+        if arg in VERSION:
+            return RunArgs((), (), version=True)
         if arg in LABEL:
             label = True
             continue
@@ -264,7 +269,7 @@ def _unknown(
 ) -> str:
     known = sorted(
         {f"--{o}" for o in (*values, *flags, *IGNORED_VALUES, *IGNORED_FLAGS)}
-        | {"--label", "--quiet", "--unbuffered"}
+        | {"--label", "--quiet", "--unbuffered", "--version"}
         | {f"-{s}" for s in short}
     )
     close = difflib.get_close_matches(written, known, n=1)

@@ -252,13 +252,17 @@ def sbatch(
     -d afterok:$jid reduce.sh); -d aftercorr:$jid runs each member of an array after the
     member of the same index of array $jid completed; -d afterok:$jid_[1-3] (or _[1,5-7])
     waits on those members only.
+
+    `-V`/`--version` (before the script) prints the Slurm release fusesched's commands
+    follow, as Slurm's sbatch prints its own (`slurm 22.05.0`), and submits nothing.
     """
     from fusesched.cli.fast import UsageError, sbatch_words, script_text, submit_dir
+    from fusesched.cli.slurm_version import print_version
     from fusesched.model.submit_env import text_environ
     from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import command_flags, parse_sbatch
-    from fusesched.submit.sbatch_words import STDIN_SOURCE
+    from fusesched.submit.sbatch_words import STDIN_SOURCE, asks_version
     from fusesched.submit.slurm_options import with_submit_host
 
     # the command's own flags count before the script only (after it, as every word there,
@@ -268,6 +272,8 @@ def sbatch(
     except UsageError as exc:
         _fail(str(exc), 2)
     given = words.options
+    if asks_version(given):  # (-V/--version: that alone, as Slurm's; no script is read)
+        print_version(True)
     test_only = "--test-only" in given  # (sbatch's own: submit nothing, say when it would start)
     parsable = PARSABLE in given
     wait = any(a in WAIT for a in given)

@@ -9,12 +9,14 @@ what was read into a job.
 from __future__ import annotations
 
 import difflib
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from fusesched.submit.errors import SubmitError
+from fusesched.submit.sbatch_words import SLURM_OPTIONS, SLURM_SHORT, VALUE
 
 COMMAND_LINE: Final = "command line"
 
@@ -77,6 +79,15 @@ _IGNORED_WHY: Final = {
     "tmp": "nodes do not advertise local disk space",
     "time-min": "a job's time limit is its --time, never shortened to start it sooner",
 }
+#: Options taken without a word, as Slurm's sbatch takes them: ``--get-user-env[=[TIMEOUT]
+#: [S|L]]`` (a job inherits the submitting environment, ``--export=ALL``: what it asks for,
+#: the user's variables, the job has already; batchspawner's and pysqa's scripts give it) and
+#: ``-V``/``--version`` in a script's ``#SBATCH`` line (ignored by Slurm's sbatch there; on
+#: the command line it prints the version and submits nothing: submit/sbatch_words.py).
+_SILENT: Final = frozenset({"get-user-env", "version"})
+#: ``--get-user-env``'s values that Slurm's sbatch takes: a mode (S or L, any case: what
+#: follows it is not read), or a timeout in seconds, then a mode or nothing.
+_USER_ENV_VALUE: Final = re.compile(r"[SsLl].*|\d*(?:[SsLl].*)?", re.DOTALL)
 #: Options for the submitting command, not for the job (``--parsable``, ``-W/--wait``): a script
 #: may give them in ``#SBATCH`` lines, as Slurm allows; the command reads them with
 #: :func:`command_flags` and the job ignores them.
@@ -142,7 +153,7 @@ class Reader:
             elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
                 written, value = token[:2], token[2:]
                 has_value = "=" if value else ""
-                name = SHORT_OPTIONS.get(token[1], "")
+                name = SHORT_OPTIONS.get(token[1]) or SLURM_SHORT.get(token[1], "")
             elif line is None and self.wrapping:
                 raise self.error(
                     f"unexpected argument {token!r}: give a batch script or --wrap, not both "
@@ -182,17 +193,16 @@ class Reader:
                     line,
                     written,
                 )
+            if name in _SILENT:
+                _check_silent(self, name, written, value if has_value else None, line)
+                continue
             if name not in VALUE_OPTIONS:
-                known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS)})
-                close = difflib.get_close_matches(written, known, n=1)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                if name in _IGNORED_WHY:
-                    hint = f": {_IGNORED_WHY[name]}"
                 self.warnings.append(
-                    f"{self.where(line)}: {written} is not supported{hint}; ignored"
+                    f"{self.where(line)}: {written} is not supported{_hint(name, written)}; ignored"
                 )
-                if not has_value and i < len(tokens) and not tokens[i].startswith("-"):
-                    i += 1  # its value
+                takes = SLURM_OPTIONS.get(name)  # (None: no option of Slurm's)
+                if takes in (VALUE, None) and not has_value and i < len(tokens):
+                    i += not tokens[i].startswith("-")  # its value
                 continue
             if not has_value:
                 if i >= len(tokens):
@@ -212,6 +222,36 @@ class Reader:
         if not digits(text) or int(text) < minimum:
             raise self.fail(name, f"expected a whole number ≥ {minimum}, got {text!r}")
         return int(text)
+
+
+def _hint(name: str, written: str) -> str:
+    """What a warning about an option fusesched does not take adds: why, for one it cannot
+    honour (:data:`_IGNORED_WHY`); the closest option, for one that is no option of Slurm's
+    sbatch (a misspelling: ``--partiton``); nothing for another of Slurm's (``--mincpus``:
+    a suggestion would only mislead)."""
+    if name in _IGNORED_WHY:
+        return f": {_IGNORED_WHY[name]}"
+    if name in SLURM_OPTIONS or name in LONG_ALIASES.values():
+        return ""
+    known = sorted({f"--{o}" for o in (*VALUE_OPTIONS, *FLAG_OPTIONS, *SLURM_OPTIONS)})
+    close = difflib.get_close_matches(written, known, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _check_silent(
+    reader: Reader, name: str, written: str, value: str | None, line: int | None
+) -> None:
+    """A :data:`_SILENT` option, read as Slurm's sbatch reads it: nothing to do, but a value
+    it refuses is an error (``--version=1``, ``--get-user-env=junk``)."""
+    if name == "version" and value is not None:
+        raise reader.error("takes no value", line, written)
+    if name == "get-user-env" and value is not None and not _USER_ENV_VALUE.fullmatch(value):
+        raise reader.error(
+            f"invalid value {value!r}: give [TIMEOUT][MODE], a timeout in seconds and a mode, "
+            "S or L (e.g. --get-user-env=L, --get-user-env=10L)",
+            line,
+            written,
+        )
 
 
 def scan(script: str, reader: Reader) -> None:

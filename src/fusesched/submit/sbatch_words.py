@@ -157,6 +157,31 @@ def split_sbatch_words(words: Sequence[str]) -> SbatchWords:
     return SbatchWords(options, script, script_args)
 
 
+def asks_version(options: Sequence[str]) -> bool:
+    """Whether sbatch's ``options`` (the words before the script: :attr:`SbatchWords.options`)
+    give ``-V``/``--version``, also among flags run together (``-HV``), but not as another
+    option's value (``-J -V`` names the job ``-V``): Slurm's sbatch then prints its version
+    and does nothing else: reads no script, submits nothing (``--version=X`` is no such
+    request: Slurm's refuses it, as the job's parser does)."""
+    k = 0
+    while k < len(options):
+        word = options[k]
+        if word == "--version":
+            return True
+        if word.startswith("-") and not word.startswith("--"):
+            for letter in word[1:]:  # (flags run together, up to one that takes a value)
+                long_name = SLURM_SHORT.get(letter)
+                if long_name == "version":
+                    return True
+                if long_name is None or SLURM_OPTIONS[long_name] != FLAG:
+                    break
+        try:
+            k += 1 + _value_follows(word, options[k + 1] if k + 1 < len(options) else None)
+        except SbatchWordsError:  # (an unknown option before a word: not the version)
+            k += 1
+    return False
+
+
 def _value_follows(word: str, following: str | None) -> bool:
     """Whether the option ``word`` takes the next word as its value (``-J NAME``,
     ``--job-name NAME``, ``-HJ NAME``); an unknown one followed by a word is refused."""
