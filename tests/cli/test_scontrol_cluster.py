@@ -53,6 +53,7 @@ def test_config_says_what_is_known() -> None:
     assert "Licenses                = matlab:10" in lines
     assert "PriorityType            = priority/multifactor" in lines
     assert "MinJobAge               = 300 sec" in lines  # (squeue's ended jobs, as Slurm's)
+    assert "SLURM_VERSION           = 22.05.0" in lines  # (three numbers, as Slurm's)
     assert all(" = " in line for line in lines[1:])
 
 

@@ -101,7 +101,7 @@ def config_lines(
     """``show config``: what is known for certain, as ``Key = Value`` lines (the key 23
     wide, as Slurm's) under ``Configuration data as of``, in Slurm's order (by key)."""
     from fusesched.cli.clusters import CLUSTER_NAME
-    from fusesched.cli.slurm_version import SLURM_RELEASE
+    from fusesched.cli.slurm_version import SLURM_VERSION
     from fusesched.cli.squeue_plan import MIN_JOB_AGE_S
 
     port = urllib.parse.urlsplit(urls[0]).port if urls else None
@@ -116,7 +116,7 @@ def config_lines(
         ("SelectTypeParameters", "CR_CPU_MEMORY"),
         *((f"SlurmctldHost[{i}]", host(url)) for i, url in enumerate(urls)),
         ("SlurmctldPort", str(port) if port else "(null)"),
-        ("SLURM_VERSION", SLURM_RELEASE),
+        ("SLURM_VERSION", SLURM_VERSION),
     ]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
     return [f"Configuration data as of {stamp}", *(f"{k:<23} = {v}" for k, v in pairs)]
