@@ -120,9 +120,12 @@ class Controller:
         self.older = older
         self.steps: list[dict[str, Any]] = []
         self.writes: list[dict[str, Any]] = []
+        self.asked_stream = threading.Event()  # (srun has read the input's head by then)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if path == "/v1/jobs/7/stdin":
+            self.asked_stream.set()
         if path == "/v1/jobs/7/stdin" and self.older:
             return httpx.Response(404, json={"detail": "Not Found"})
         if path == "/v1/jobs/7/stdin":
@@ -206,8 +209,9 @@ def test_an_older_controller_gets_it_whole_once_it_ends(
     connected(monkeypatch, controller)
     os.write(srun_input.write, b"a\n")
 
-    def later() -> None:
-        time.sleep(0.5)
+    def later() -> None:  # (once srun found no stream route: however long its start took)
+        controller.asked_stream.wait(30)
+        time.sleep(0.2)
         os.write(srun_input.write, b"b\n")
         srun_input.close()
 
