@@ -161,10 +161,10 @@ def _real(tmp_path: Path, *args: str) -> str:
     checks its options, then says accounting is disabled; its job completion data, for
     ``-c``, an empty file)."""
     conf = tmp_path / "slurm.conf"
-    if not conf.exists():
+    if not conf.exists():  # (never JobCompLoc=/dev/null: as root, sacct chmods it 0644)
         conf.write_text(
             "ClusterName=check\nSlurmctldHost=localhost\n"
-            "JobCompType=jobcomp/filetxt\nJobCompLoc=/dev/null\n"
+            f"JobCompType=jobcomp/filetxt\nJobCompLoc={tmp_path / 'jobcomp.log'}\n"
         )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     done = subprocess.run(
