@@ -243,3 +243,17 @@ def test_the_changes_outlive_a_controller_restart(tmp_path: Path, clock: Clock) 
         assert again.jobs[job].request.comment == "kept too"
     finally:
         again.persist.close()
+
+
+def test_updates_made_since_the_last_cycle_reach_the_core_in_their_order(
+    ctl: Controller, client: TestClient
+) -> None:
+    _, _, job = running_and_waiting(ctl, client)
+    fresh = submit(client)["id"]  # not in the core until the next cycle: the change waits
+    deps = [{"kind": "afterok", "job_id": fresh}]
+    assert update(client, job, dependencies=deps, priority=-5).status_code == 200
+    assert update(client, job, dependencies=[], priority=-9).status_code == 200
+    ctl.run_cycle()
+    rec = ctl.core.jobs[job]
+    assert (rec.waiting_on, rec.spec.dependencies, rec.spec.priority) == (set(), (), -9)
+    assert rec.phase is JobPhase.QUEUED and ctl.jobs[job].spec.priority == -9

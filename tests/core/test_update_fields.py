@@ -207,3 +207,94 @@ def test_a_name_that_would_close_a_circle_is_refused() -> None:
     with pytest.raises(ValueError, match="circular dependency: job s, a singleton of the name"):
         run.core.handle(Update("r", name="x"), 2)  # s would wait for r, which waits for s
     assert run.core.jobs["r"].spec.name == "y" and run.core.jobs["s"].waiting_on == set()
+
+
+# ---------------------------------------------------------------------- review fixes
+
+TWO_ARRAYS = [job(a).tasks(1, cpu=4).walltime(50).array(0, 1).build() for a in ("7", "8")]
+
+
+def test_a_circle_through_a_whole_array_is_refused() -> None:
+    run = run_script(ONE, [(0, blocker()), (1, submit(TWO_ARRAYS[0], whole("x")))])
+    run.step(2, Update("7_1", dependencies=(Dependency(AFTER_OK, "x"),)))
+    with pytest.raises(ValueError, match="circular dependency"):  # x → 7 (7_1) → x
+        run.core.handle(Update("x", dependencies=(Dependency(AFTER_OK, "7"),)), 3)
+    assert run.core.jobs["x"].waiting_on == set() and run.phase("x") is JobPhase.QUEUED
+
+
+def test_a_circle_through_an_aftercorr_partner_is_refused_and_only_that() -> None:
+    corr = (Dependency(DependencyKind.AFTER_CORR, "7"),)
+    run = run_script(ONE, [(0, blocker()), (1, submit(*TWO_ARRAYS))])
+    run.step(2, Update("7_1", dependencies=(Dependency(AFTER_OK, "8_1"),)))
+    with pytest.raises(ValueError, match="circular dependency"):  # 8_1 → 7_1 → 8_1
+        run.core.handle(Update("8_1", dependencies=corr), 3)
+    run.step(4, Update("8_0", dependencies=corr))  # 8_0 pairs with 7_0, which waits on none
+    assert run.core.jobs["8_0"].waiting_on == {"7_0"}
+
+
+def test_a_singleton_is_refused_where_an_earlier_namesake_waits_on_it() -> None:
+    early = whole("e", "x", submit_time=1.0)
+    run = run_script(ONE, [(0, blocker()), (1, submit(early, whole("r", "x", submit_time=2.0)))])
+    run.step(3, Update("e", dependencies=(Dependency(AFTER_OK, "r"),)))
+    with pytest.raises(ValueError, match="circular dependency"):  # r would wait on e
+        run.core.handle(Update("r", dependencies=SINGLETON), 4)
+    assert run.core.jobs["r"].waiting_on == set() and run.core.jobs["r"].spec.dependencies == ()
+
+
+def test_a_singleton_renamed_is_refused_where_a_namesake_of_its_new_name_waits_on_it() -> None:
+    early = whole("e", "x", submit_time=1.0)
+    run = run_script(
+        ONE, [(0, blocker()), (1, submit(early, whole("r", "y", True, submit_time=2.0)))]
+    )
+    run.step(3, Update("e", dependencies=(Dependency(AFTER_OK, "r"),)))
+    with pytest.raises(ValueError, match="circular dependency"):  # as x, r would wait on e
+        run.core.handle(Update("r", name="x"), 4)
+    assert run.core.jobs["r"].spec.name == "y"
+
+
+THREE = [node(f"n{k}").cpu(4).build() for k in range(3)]
+
+
+@pytest.mark.parametrize("change", [{"name": "y"}, {"dependencies": ()}])
+def test_a_singleton_that_stops_being_one_leaves_the_later_ones_behind_what_it_stood_for(
+    change: dict[str, object],
+) -> None:
+    x1, r = whole("x1", "x"), whole("r", "x", True, submit_time=1.0)
+    s = whole("s", "x", True, submit_time=2.0)
+    run = run_script(THREE, [(0, submit(x1)), (1, submit(r)), (2, submit(s))])
+    assert run.core.jobs["s"].waiting_on == {"r"}  # (r stands for x1)
+    run.step(3, Update("r", **change))  # type: ignore[arg-type]
+    assert run.phase("s") is JobPhase.PENDING and "x1" in run.core.jobs["s"].waiting_on
+    run.step(4, exited("r"))  # (r ran beside x1: it is no singleton of x any more)
+    assert run.phase("s") is JobPhase.PENDING  # x1 still runs
+    run.step(50, exited("x1"))
+    assert run.start_times()["s"] == 50
+
+
+def throttled() -> JobSpec:
+    return job("7").tasks(1, cpu=4).walltime(50).array(0, 3, max_parallel=2).build()
+
+
+def test_an_update_keeps_a_throttled_array_members_place() -> None:
+    run = run_script(ONE, [(0, submit(throttled()))])  # 7_0 runs, 7_1 queued, 7_2 7_3 held
+    held = run.core._array_held["7"]
+    assert [r.id for r in held] == ["7_2", "7_3"]
+    run.step(1, Update("7_1", priority=100))
+    run.step(2, Update("7_2", priority=50))
+    assert [r.id for r in run.core.queue.records] == ["7_1"]
+    assert [r.id for r in held] == ["7_2", "7_3"] and run.core._array_running["7"] == 2
+    run.step(50, exited("7_0"))
+    assert run.start_times()["7_1"] == 50
+
+
+@pytest.mark.parametrize(
+    "change", [{"dependencies": (Dependency(AFTER_OK, "7_3"),)}, {"begin_time": 1000.0}]
+)
+def test_a_throttled_member_an_update_takes_out_of_the_queue_gives_its_slot_on(
+    change: dict[str, object],
+) -> None:
+    run = run_script(ONE, [(0, submit(throttled()))])
+    run.step(1, Update("7_1", **change))  # type: ignore[arg-type]
+    assert [r.id for r in run.core.queue.records] == ["7_2"]
+    assert [r.id for r in run.core._array_held["7"]] == ["7_3"]
+    assert run.core._array_running["7"] == 2

@@ -184,13 +184,15 @@ def _apply(ctl: Controller, plan: _Plan, now: float) -> None:
     decisions: list[Decision] = []
     rec = ctl.core.jobs.get(plan.job_id)
     if event is not None:
-        if rec is not None and not plan.deferred:
+        if rec is not None and not plan.deferred and not _waiting_change(ctl, plan.job_id):
             try:
                 decisions = ctl.core.handle(event, now)
             except ValueError as exc:  # (checked before: not reached)
                 raise UpdateRefused(str(exc)) from None
-        else:  # it (or a job it is to depend on) was submitted since the last cycle: the
-            ctl.events.append(event)  # change comes right after the core takes them
+        else:  # it (or a job it is to depend on) was submitted since the last cycle, or an
+            # earlier change of it waits for that: the change comes right after the core
+            # takes them (after the earlier change, not before it)
+            ctl.events.append(event)
     live.spec, live.request = plan.spec, plan.request
     stored = live.request.model_dump(mode="json", exclude_none=True)
     ctl.persist.job_updated(
@@ -206,6 +208,11 @@ def _apply(ctl: Controller, plan: _Plan, now: float) -> None:
     walltime_s = event.walltime_s if event is not None else None
     if rec is not None and rec.phase is JobPhase.RUNNING and walltime_s is not None:
         _relimit_tasks(ctl, live, walltime_s, decisions)
+
+
+def _waiting_change(ctl: Controller, job_id: str) -> bool:
+    """Whether an earlier change of ``job_id`` waits for the core's next cycle."""
+    return any(isinstance(e, JobUpdateRequested) and e.job_id == job_id for e in ctl.events)
 
 
 def _new_reason(ctl: Controller, live: LiveJob, plan: _Plan, now: float) -> None:

@@ -175,11 +175,20 @@ def wait_to_begin(core: SchedulerCore, rec: JobRecord, now: float, reason: str) 
     core._delayed[rec.id] = rec
 
 
-def array_slot_freed(core: SchedulerCore, parent: str | None, now: float) -> None:
-    """A child of a throttled array left the queue or ended: admit the next held one."""
+def array_slot_freed(
+    core: SchedulerCore, parent: str | None, now: float, hand_on: bool = True
+) -> None:
+    """A child of a throttled array left the queue or ended: admit the next held one
+    (``hand_on`` False: not yet, the caller does: :func:`update`)."""
     if parent is None or parent not in core._array_running:
         return
     core._array_running[parent] -= 1
+    if hand_on:
+        _admit_held(core, parent, now)
+
+
+def _admit_held(core: SchedulerCore, parent: str, now: float) -> None:
+    """The next held child of throttled array ``parent`` takes a free slot."""
     held = core._array_held.get(parent)
     if held:
         nxt = held.pop(0)
@@ -354,7 +363,8 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
     the queue, among the jobs waiting for their begin time, or waiting on its new
     dependencies (:mod:`~fusesched.core.job_rewire`); a running one its new time limit and
     name (:func:`relimit`). A change the job could not have been submitted with is a
-    ``ValueError`` that changes nothing."""
+    ``ValueError`` that changes nothing. A child of a throttled array keeps its slot, or its
+    place among the held children (:func:`_throttle_back`)."""
     rec = core.jobs.get(event.job_id)
     if rec is None:
         raise KeyError(f"unknown job {event.job_id!r}")
@@ -387,14 +397,15 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
     if refused:
         raise ValueError(f"job {rec.id}: {refused}")
     queued = rec.phase is JobPhase.QUEUED
+    place = _throttle_place(core, rec) if queued else None
     if queued:  # (re-ordered only, it keeps its reclaim and its borrowing back-off)
-        dequeue(core, rec, now, leaves=moved)
+        dequeue(core, rec, now, leaves=moved, hand_on=False)  # (see _throttle_back)
         if core.blocked_head is rec:  # (when it comes back, it is tried again)
             core.blocked_head = None
     elif moved and core.tenants is not None:  # (another queue: what it had in this one goes)
         core.tenants.dequeued(rec.id)
     if rewire:
-        job_rewire.unwait(core, rec)
+        job_rewire.unwait(core, rec, now)
     if moved:  # recompiled; its quota flavours' and reservations' terms are made anew
         rec.base_spec = spec if base is not None else None
         rec.flavour_key = ()
@@ -429,7 +440,37 @@ def update(core: SchedulerCore, event: JobUpdateRequested, now: float) -> list[D
             rec.move(JobPhase.PENDING, now, "updated: waits for its dependencies")
     else:  # queued again, or its dependencies are gone: into the queue (or its begin time)
         back_in_line(core, rec, now, "updated")
+    if place is not None:
+        _throttle_back(core, rec, place, now)
     return []
+
+
+def _throttle_place(core: SchedulerCore, rec: JobRecord) -> int | None:
+    """Where queued ``rec``, a child of a throttled array, stands in its array's throttle:
+    -1 holding one of its slots (queued, or parked by its quota), else its place among the
+    held children; None when it is no such child, or waits for its begin time."""
+    spec = rec.spec
+    parent, array = spec.array_parent, spec.array
+    if parent is None or array is None or array.max_parallel is None or rec.id in core._delayed:
+        return None
+    for k, other in enumerate(core._array_held.get(parent, ())):
+        if other is rec:
+            return k
+    return -1
+
+
+def _throttle_back(core: SchedulerCore, rec: JobRecord, place: int, now: float) -> None:
+    """``rec``, taken out of its array's throttle at ``place`` (:func:`_throttle_place`) by
+    an update, is back where it was: held at its place again, or in the slot it held (an
+    update re-orders the queue, not the array's children). A slot it no longer holds (it
+    waits on dependencies or for its begin time now) goes to the next held child."""
+    parent, array = rec.spec.array_parent, rec.spec.array
+    assert parent is not None and array is not None and array.max_parallel is not None
+    held = core._array_held.get(parent)
+    if held and place >= 0 and held[-1] is rec:
+        held.insert(place, held.pop())
+    while held and core._array_running.get(parent, 0) < array.max_parallel:
+        _admit_held(core, parent, now)
 
 
 def _changes(event: JobUpdateRequested) -> dict[str, object]:
@@ -555,23 +596,28 @@ def cancel(core: SchedulerCore, job_id: str, reason: str, now: float) -> list[De
         return []
     if rec.phase is JobPhase.PENDING and core.tenants is not None:
         core.tenants.dequeued(rec.id)  # (a held job keeps its borrowing back-off until now)
+    _stand_down(core, rec, now)
     rec.move(JobPhase.CANCELLED, now, reason)
     if core.predictions is not None:
         core.predictions.ended(rec)  # (never ran: forgotten, nothing learned)
     return settle_dependents(core, rec, now)
 
 
-def dequeue(core: SchedulerCore, rec: JobRecord, now: float, leaves: bool = True) -> None:
+def dequeue(
+    core: SchedulerCore, rec: JobRecord, now: float, leaves: bool = True, hand_on: bool = True
+) -> None:
     """Take a queued job out of the queue (or out of where it waits: its requeue's backoff,
     its quota, its array's throttle). ``leaves``: it will not come back (cancelled), so the
     tenancy gate forgets it — its reclaim and its borrowing back-off. A job re-ordered by an
-    update keeps both; a held one keeps its back-off (:func:`hold` ends its reclaim)."""
+    update keeps both; a held one keeps its back-off (:func:`hold` ends its reclaim).
+    ``hand_on`` False: the slot of its throttled array that it frees is not handed to the
+    next held child yet (an update's job may take it back: :func:`update`)."""
     if leaves and core.tenants is not None:
         core.tenants.dequeued(rec.id)
     if core._delayed.pop(rec.id, None) is not None:
         return
     if core._parked.pop(rec.id, None) is not None:
-        array_slot_freed(core, rec.spec.array_parent, now)
+        array_slot_freed(core, rec.spec.array_parent, now, hand_on)
         return
     parent = rec.spec.array_parent
     held = core._array_held.get(parent or "")
@@ -579,12 +625,23 @@ def dequeue(core: SchedulerCore, rec: JobRecord, now: float, leaves: bool = True
         held.remove(rec)
         return
     core.queue.remove(rec)
-    array_slot_freed(core, parent, now)
+    array_slot_freed(core, parent, now, hand_on)
 
 
 def reject(core: SchedulerCore, rec: JobRecord, reason: str, now: float) -> list[Decision]:
     core.stats.rejected += 1
+    _stand_down(core, rec, now)
     rec.move(JobPhase.CANCELLED, now, f"rejected: {reason}")
     if core.predictions is not None:
         core.predictions.ended(rec)
     return [RejectJob(rec.id, reason), *settle_dependents(core, rec, now)]
+
+
+def _stand_down(core: SchedulerCore, rec: JobRecord, now: float) -> None:
+    """``rec`` ends without running: as a waiting ``singleton`` it stood for the earlier
+    jobs of its name (:func:`namesakes`), which go back to the later singletons
+    (:func:`fusesched.core.job_rewire.unwait`): none of them runs beside one of those."""
+    if rec.waiting_on and any(d.kind is SINGLETON for d in rec.spec.dependencies):
+        from fusesched.core import job_rewire
+
+        job_rewire.unwait(core, rec, now)

@@ -20,11 +20,12 @@ Pure, like the rest of the core.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fusesched.core import array_deps
+from fusesched.core.dependency_circles import reached, would_wait_on
 from fusesched.core.intake import dependency_kinds, dequeue, enqueue, never_met, wait_on
 from fusesched.model.job import DependencyKind, JobSpec
 from fusesched.model.phases import JobPhase
@@ -79,24 +80,14 @@ def rename_refusal(core: SchedulerCore, spec: JobSpec, rec: JobRecord | None) ->
     if rec is None or not spec.name or spec.name == rec.spec.name:
         return ""
     later = {r.id for r in _later_singletons(core, (spec.name, spec.user), rec)}
-    if not later:
+    found = reached(core, would_wait_on(core, spec), later) if later else None
+    if found is None:
         return ""
-    seen: set[str] = set()
-    todo = [d.job_id for d in spec.dependencies if d.job_id]
-    while todo:
-        job_id = todo.pop()
-        if job_id in later:
-            return (
-                f"circular dependency: job {job_id}, a singleton of the name {spec.name!r} "
-                f"submitted after job {spec.id}, would wait on it, and it waits on job {job_id}"
-            )
-        if job_id in seen:
-            continue
-        seen.add(job_id)
-        other = core.jobs.get(job_id)
-        if other is not None:
-            todo.extend(other.waiting_on)
-    return ""
+    job_id = found[0]
+    return (
+        f"circular dependency: job {job_id}, a singleton of the name {spec.name!r} "
+        f"submitted after job {spec.id}, would wait on it, and it waits on job {job_id}"
+    )
 
 
 def _coming(coming: Mapping[str, JobSpec], job_id: str) -> JobSpec | None:
@@ -108,35 +99,23 @@ def _coming(coming: Mapping[str, JobSpec], job_id: str) -> JobSpec | None:
 
 def _circle(core: SchedulerCore, spec: JobSpec, coming: Mapping[str, JobSpec]) -> str:
     """Why ``spec``'s dependencies would close a circle (a job it would wait on waits, at
-    some remove, on it), or ``""``."""
-    seen: set[str] = set()
-    mine = {spec.id, spec.array_parent} - {None}
-    todo = [d.job_id for d in spec.dependencies if d.job_id]
-    while todo:
-        job_id = todo.pop()
-        if job_id in seen:
-            continue
-        seen.add(job_id)
-        other = core.jobs.get(job_id)
-        later = _coming(coming, job_id) if other is None else None
-        if other is not None:
-            waits: Iterable[str] = other.waiting_on
-        elif later is not None:
-            waits = [d.job_id for d in later.dependencies if d.job_id]
-        else:
-            continue
-        waits = list(waits)
-        if mine & set(waits):
-            return f"circular dependency: job {job_id} waits on job {spec.id}"
-        todo.extend(waits)
-    return ""
+    some remove, on it, or on its array), or ``""`` (:mod:`~fusesched.core.
+    dependency_circles`: through arrays, ``aftercorr`` partners and ``singleton`` names)."""
+    mine = {spec.id} if spec.array_parent is None else {spec.id, spec.array_parent}
+    found = reached(core, would_wait_on(core, spec), mine, coming)
+    if found is None:
+        return ""
+    return f"circular dependency: job {found[1] or found[0]} waits on job {spec.id}"
 
 
-def unwait(core: SchedulerCore, rec: JobRecord) -> None:
-    """``rec`` waits on nothing any more (its dependencies about to change). The earlier
-    jobs of its name that it stood for as a ``singleton`` go back to ``core._named``."""
+def unwait(core: SchedulerCore, rec: JobRecord, now: float) -> None:
+    """``rec`` waits on nothing any more (its dependencies or its name about to change).
+    The earlier jobs of its name that it stood for as a ``singleton`` go back to
+    ``core._named``, and the later singletons of that name, which waited on them through
+    it, wait on them themselves."""
     key = (rec.spec.name, rec.spec.user)
     singleton = any(d.kind is SINGLETON for d in rec.spec.dependencies)
+    given_back: list[JobRecord] = []
     for other_id in rec.waiting_on:
         waiters = core._dependents.get(other_id)
         if waiters is not None and rec.id in waiters:
@@ -144,18 +123,24 @@ def unwait(core: SchedulerCore, rec: JobRecord) -> None:
             if not waiters:
                 del core._dependents[other_id]
         other = core.jobs.get(other_id)
-        if singleton and other is not None and (other.spec.name, other.spec.user) == key:
-            _named_again(core, key, other)
+        namesake = other is not None and (other.spec.name, other.spec.user) == key
+        if singleton and other is not None and namesake and _named_again(core, key, other):
+            given_back.append(other)
     rec.waiting_on = set()
+    for other in sorted(given_back, key=lambda r: r.seq):  # (a set's order is not fixed)
+        for waiter in _later_singletons(core, key, other, rec):
+            _wait_on(core, waiter, other, now)
 
 
-def _named_again(core: SchedulerCore, key: tuple[str, str], rec: JobRecord) -> None:
-    """``rec`` is counted among the jobs of ``key`` (in the order they were registered)."""
+def _named_again(core: SchedulerCore, key: tuple[str, str], rec: JobRecord) -> bool:
+    """``rec`` is counted among the jobs of ``key`` (in the order they were registered);
+    False when it was already, or has ended."""
     named = core._named.setdefault(key, [])
     if rec.id in named or rec.phase.terminal:
-        return
+        return False
     named.append(rec.id)
     named.sort(key=lambda job_id: core.jobs[job_id].seq)
+    return True
 
 
 def renamed(core: SchedulerCore, rec: JobRecord, old: str, now: float) -> None:
@@ -200,11 +185,14 @@ def _release_namesakes(core: SchedulerCore, rec: JobRecord, now: float) -> None:
         del core._dependents[rec.id]
 
 
-def _later_singletons(core: SchedulerCore, key: tuple[str, str], rec: JobRecord) -> list[JobRecord]:
-    """The waiting ``singleton`` jobs of ``key`` submitted after ``rec``: those counted in
-    ``core._named`` and, behind them, the earlier singletons they stand for."""
+def _later_singletons(
+    core: SchedulerCore, key: tuple[str, str], rec: JobRecord, but: JobRecord | None = None
+) -> list[JobRecord]:
+    """The waiting ``singleton`` jobs of ``key`` submitted after ``rec`` (but ``but``):
+    those counted in ``core._named`` and, behind them, the earlier singletons they stand
+    for."""
     found: list[JobRecord] = []
-    seen: set[str] = {rec.id}
+    seen: set[str] = {rec.id} if but is None else {rec.id, but.id}
     todo = list(core._named.get(key, ()))
     while todo:
         job_id = todo.pop()
@@ -230,5 +218,5 @@ def _wait_on(core: SchedulerCore, waiter: JobRecord, rec: JobRecord, now: float)
         dequeue(core, waiter, now, leaves=False)
         if core.tenants is not None:
             core.tenants.held(waiter.id)  # (no reclaim for it while it waits)
-        waiter.move(JobPhase.PENDING, now, f"waits for job {rec.id} (singleton, renamed)")
+        waiter.move(JobPhase.PENDING, now, f"waits for job {rec.id} (singleton of its name)")
         core._changed = True
