@@ -230,11 +230,15 @@ class Client(StepCalls, AdminCalls):
         return list(self.signal_report(job_id, signal, main_only)["signalled"])
 
     def signal_report(
-        self, job_id: str, signal: str | int, main_only: bool = False
+        self, job_id: str, signal: str | int, main_only: bool = False, steps_only: bool = False
     ) -> dict[str, Any]:
         """:meth:`signal`, answering ``{"signalled": [ids], "signal": "USR1", "skipped":
-        {id: why}}`` (``skipped``: an array's members that could not be signalled)."""
-        body = {"signal": signal, "main_only": main_only}
+        {id: why}}`` (``skipped``: an array's members that could not be signalled).
+        ``steps_only``: a batch script's job steps alone, not its shell (Slurm's ``scancel
+        --signal`` without ``-b``/``-f``; not with ``main_only``)."""
+        body: dict[str, Any] = {"signal": signal, "main_only": main_only}
+        if steps_only:  # (only when asked: a controller older than the field refuses it)
+            body["steps_only"] = True
         answer = dict(self._call("POST", f"/v1/jobs/{path_segment(job_id)}/signal", body))
         answer.setdefault("skipped", {})
         return answer
