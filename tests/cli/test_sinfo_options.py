@@ -141,3 +141,28 @@ def test_version_and_the_options_that_change_nothing(fake: Fake) -> None:
     result = sinfo("-h", *given, "--hide")
     assert result.exit_code == 0, result.output
     assert result.stdout == plain
+
+
+def test_summarize_then_node_then_reasons_choose_the_lines_as_slurms(fake: Fake) -> None:
+    """Checked against Slurm 22.05's sinfo: ``-R -N`` prints ``-N``'s lines (of the nodes
+    with a reason), ``-R -N -l`` the long ones, ``-R -s`` and ``-R -N -s`` ``-s``'s."""
+    fake._nodes = [view("n1", state="drained", drain_reason="disk"), view("n2")]
+    node_lines = sinfo("-R", "-N").stdout.splitlines()
+    assert node_lines[0].split() == ["NODELIST", "NODES", "PARTITION", "STATE"]
+    assert node_lines[1].split()[0] == "n1" and len(node_lines) == 2
+    long = sinfo("-R", "-N", "-l").stdout.splitlines()
+    assert long[1].split()[:4] == ["NODELIST", "NODES", "PARTITION", "STATE"]
+    assert long[1].split()[-2:] == ["AVAIL_FE", "REASON"]
+    for given in (["-R", "-s"], ["-R", "-N", "-s"]):
+        assert sinfo(*given).stdout.split()[3] == "NODES(A/I/O/T)"
+    assert sinfo("-R").stdout.split()[0] == "REASON"
+
+
+def test_long_with_a_format_is_refused_as_slurms(fake: Fake) -> None:
+    """Slurm 22.05's sinfo: ``Options -o(--format) and -l(--long) are mutually exclusive``,
+    exit 1 (``-O`` too)."""
+    for given in (["-l", "-o", "%P"], ["-O", "partition", "--long"], ["-R", "-l", "-o", "%N"]):
+        result = sinfo(*given)
+        assert result.exit_code == 1 and result.stdout == ""
+        assert "-o(--format) and -l(--long) are mutually exclusive" in result.stderr
+        assert "Traceback" not in result.output

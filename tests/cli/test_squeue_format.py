@@ -209,3 +209,15 @@ def test_the_nodes_are_slurms_short_host_list_in_their_order() -> None:
     job = {"state": "Running", "nodes": ["node3", "node1", "node2", "node7", "gpu-a"]}
     assert sq.FIELDS["N"].value(job) == "node[3,1-2,7],gpu-a"
     assert sq.FIELDS["R"].value(job) == "node[3,1-2,7],gpu-a"
+
+
+def test_widths_count_bytes_as_slurms_printf_and_never_split_a_character() -> None:
+    """Checked against Slurm 22.05's squeue: ``-o '%10j|%.10j|%4j|'`` of a job named
+    ``héllo`` (six UTF-8 bytes) writes ``héllo    |    héllo|hél|``; a cut that would split
+    a character (Slurm's writes its first bytes) leaves blanks instead. sinfo's share it."""
+    assert line("%10j|%.10j|%4j|", name="héllo") == "héllo    |    héllo|hél|"
+    wide = line("%10j|%.10j|", name="日本語ジョブ")
+    assert wide == "日本語 | 日本語|"
+    assert [len(x.encode()) for x in wide.split("|")[:2]] == [10, 10]
+    long_fmt = sq.render(sq.parse_long_format("Name:8|"), [{**JOB, "name": "ééé"}], False)
+    assert long_fmt == ["ééé  |"]

@@ -289,11 +289,11 @@ def _jobs_round(client: Any, p: Plan) -> None:
     filtered = p.local.active()  # (-A -q -w -L -R: read the newest jobs, keep those matching)
     top = EVERY if p.limit >= EVERY else MAX_MEMBERS  # (EVERY: page through them all)
     asked = top if filtered else min(p.limit + 1, top) if rows else p.limit
-    match = p.filters.match
+    match, since = p.filters.match, _since(p)
     if match is not None and not (match.states or match.phases or match.completing):
         found: list[Job] = []  # (-t S: a state no fusesched job is in)
     else:
-        found = _list(client, p.filters, asked, p.combine, _since(p))
+        found = _list(client, p.filters, asked, p.combine, since)
     if p.local.unknown_reservations(found):
         _fail(NO_RESERVATIONS, 1)
     more, cut = len(found) >= asked, False
@@ -310,7 +310,7 @@ def _jobs_round(client: Any, p: Plan) -> None:
             said = "rows; narrow it with -u, -t, -p, -j or -n"
         err.print(f"fusesched: showing the newest {len(found)} {said}", highlight=False)
     if not found and p.slurm and rows:
-        _unknown_job(client, p.filters.ids)
+        _unknown_job(client, p.filters.ids, since)
     if p.out == "lines":
         found = _enriched(client, p, found)
     if p.order:
@@ -334,11 +334,12 @@ def _enriched(client: Any, p: Plan, found: list[Job]) -> list[Job]:
     return squeue_extra.asked_memory(client, p.pieces, found, p.convert)
 
 
-def _unknown_job(client: Any, ids: list[str]) -> None:
+def _unknown_job(client: Any, ids: list[str], since: float | None) -> None:
     """Slurm's squeue asked for one job it does not know (``-j 99999``) says so and exits 1,
     which tools read (Open OnDemand takes such a job for ended); one it knows that the
-    filters leave out is an empty listing."""
-    if len(ids) != 1 or _call(client.jobs, ids=ids, limit=1):
+    filters leave out is an empty listing. ``since`` (:func:`_since`): a job ended before
+    then is one Slurm's controller has forgotten (``MinJobAge``), not known either."""
+    if len(ids) != 1 or _call(client.jobs, ids=ids, limit=1, since=since):
         return
     err.print("slurm_load_jobs error: Invalid job id specified", highlight=False, markup=False)
     raise typer.Exit(1)
@@ -364,12 +365,13 @@ def _start_round(client: Any, p: Plan) -> None:
 
     assert p.pieces is not None
     every = EVERY if p.limit >= EVERY else MAX_MEMBERS
-    views = _list(client, f, every, False, _since(p))  # (each array member: its own start)
+    since = _since(p)
+    views = _list(client, f, every, False, since)  # (each array member: its own start)
     if p.local.unknown_reservations(views):
         _fail(NO_RESERVATIONS, 1)
     found = squeue_start.start_rows(client, p, views)
     if not found:
-        _unknown_job(client, f.ids)
+        _unknown_job(client, f.ids, since)
     if len(found) > p.limit and p.header:  # (cut after the order: the soonest shown)
         err.print(
             f"fusesched: showing the first {p.limit} of {len(found)} rows; --limit N for more "
@@ -431,7 +433,11 @@ def _list(
     ``since``: those not ended before then;
     ``combine``: an array's waiting members as one row (``combine_arrays``). Past one
     answer's :data:`MAX_MEMBERS`, a page after another (:data:`EVERY`: to the last), each
-    member a row, combined here (a combined row could straddle two pages)."""
+    after the last row's ``seq`` (a combined row's: its newest member's, and the controller
+    lists such a row whole on that member's page: no row straddles two pages, and an array
+    of 100,000 waiting members is one row to read, with its throttle, ``1_[0-99999%2]``). A
+    controller older than ``combine_arrays`` answers a row a member: combined here, once
+    every page is read."""
 
     def page(size: int, before: int | None, combined: bool) -> list[Job]:
         listed: list[Job] = _call(
@@ -458,15 +464,17 @@ def _list(
     before: int | None = None
     while len(found) < limit:
         size = min(MAX_MEMBERS, limit - len(found))
-        listed = page(size, before, False)
+        listed = page(size, before, combine)
         found.extend(listed)
         if len(listed) < size or not isinstance(listed[-1].get("seq"), int):
             break  # (the last page; or an older controller, whose jobs carry no seq)
         before = listed[-1]["seq"]
     if combine:
         from fusesched.cli.array_rows import combine as combined
+        from fusesched.cli.array_rows import combined_answer
 
-        found = combined(found)
+        if not combined_answer(found):
+            found = combined(found)
     return found
 
 

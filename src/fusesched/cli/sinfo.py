@@ -185,6 +185,8 @@ def sinfo(
     if as_json and as_yaml:
         _fail("give --json or --yaml, not both", 2)
     as_data = as_json or as_yaml
+    if long and (fmt is not None or long_fmt is not None):  # (as Slurm 22.05's sinfo)
+        _fail(LONG_AND_FORMAT, 1)
     try:
         order = sinfo_sort.parse(sort) if sort is not None else None
         wanted = si.parse_states(states) if states else None
@@ -237,6 +239,12 @@ def sinfo(
         sys.stdout.write((si.timestamp() + "\n" if stamped else "") + text)
     else:
         every(iterate, listing, dated=dated)
+
+
+#: ``-l`` with ``-o`` or ``-O``: Slurm 22.05's sinfo refuses them together (exit 1).
+LONG_AND_FORMAT = (
+    "Options -o(--format) and -l(--long) are mutually exclusive. Please remove one and retry."
+)
 
 
 def reservations(client: Any, noheader: bool, as_json: bool, as_yaml: bool) -> str:

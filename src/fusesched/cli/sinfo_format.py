@@ -414,16 +414,17 @@ MIN_FIELD: Final = 9
 def default_format(
     nodes: Sequence[NodeInfo], *, node_oriented: bool, long: bool, summarize: bool, reasons: bool
 ) -> str:
-    """The format sinfo uses for these options (``-R`` before ``-s`` before ``-l``), its
-    ``%#`` widths set to the widest name of ``nodes`` (at least :data:`MIN_FIELD`).
-    Node-oriented, a line's node list is its node's name; else a line's list is at the end,
-    with no width."""
-    if reasons:
-        text = REASONS_LONG_FORMAT if long else REASONS_FORMAT
-    elif summarize:
+    """The format sinfo uses for these options (``-s`` before ``-N`` before ``-R``, each
+    with ``-l`` its long one, as Slurm 22.05's: ``sinfo -R -N`` is ``-N``'s lines of the
+    nodes with a reason), its ``%#`` widths set to the widest name of ``nodes`` (at least
+    :data:`MIN_FIELD`). Node-oriented, a line's node list is its node's name; else a line's
+    list is at the end, with no width."""
+    if summarize:
         text = SUMMARIZE_FORMAT
     elif node_oriented:
         text = NODE_LONG_FORMAT if long else NODE_FORMAT
+    elif reasons:
+        text = REASONS_LONG_FORMAT if long else REASONS_FORMAT
     else:
         text = LONG_FORMAT if long else PARTITION_FORMAT
     widest_name = max((len(n.name) for n in nodes), default=0)

@@ -1,13 +1,14 @@
 """squeue's values that a job listing (``GET /v1/jobs``) does not hold, asked for only when
 the format shows them: ``%S`` of a waiting job (its expected start, ``GET /v1/starts``) and
 ``%m`` (the memory it asks for a node, from its efficiency view, ``GET
-/v1/jobs/{id}/efficiency``: one call a job shown). A controller that does not answer leaves
-Slurm's value for "not known" (``N/A``, ``0``).
+/v1/jobs/{id}/efficiency``: one call a job shown, one an array). A controller that does not
+answer leaves Slurm's value for "not known" (``N/A``, ``0``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -53,29 +54,44 @@ def memory_text(megabytes: int, convert: bool = True) -> str:
     return f"{megabytes}{_UNITS[unit]}"
 
 
+def _asked_of(job: Job) -> str:
+    """Whose efficiency view says what ``job``'s row asks for: its own; an array's member's
+    (and a combined row's, ``1_[0-999%2]``) its array's first member's, every member asking
+    what the array asks."""
+    parent, tasks = job.get("array_parent"), job.get("array_tasks")
+    if parent and tasks:
+        first = re.match(r"[0-9]+", str(tasks))
+        return f"{parent}_{first.group()}" if first else str(job["id"])
+    return str(job["id"])
+
+
 def asked_memory(
     client: Any, pieces: Sequence[sq.Piece], found: list[Job], convert: bool = True
 ) -> list[Job]:
     """The jobs with ``min_memory``, ``%m``'s text (what each asks for a node), when the
-    format shows ``%m``; a job whose efficiency view is not there (gone, an array's row)
-    keeps ``0``, and a controller that refuses stops the asking."""
+    format shows ``%m``: one efficiency view asked for an array (a combined row's too) and
+    one a job of no array. A job whose view is not there (gone) keeps ``0``, and a
+    controller that refuses stops the asking (the jobs not asked keep ``0``)."""
     from fusesched.sdk import ControllerError
 
     if not _shows(pieces, "m"):
         return found
-    out = []
+    asked: dict[str, int | None] = {}
+    out: list[Job] = []
     for at, job in enumerate(found):
-        try:
-            asked = client.efficiency(str(job["id"])).get("memory_bytes")
-        except ControllerError as exc:
-            if exc.status == 404:
-                out.append(job)
-                continue
-            return out + found[at:]
+        key = str(job.get("array_parent") or job["id"])  # (an array's members ask alike)
+        if key not in asked:
+            try:
+                asked[key] = client.efficiency(_asked_of(job)).get("memory_bytes")
+            except ControllerError as exc:
+                if exc.status != 404:
+                    return out + found[at:]
+                asked[key] = None
         nodes = len(job.get("nodes") or []) or int(job.get("min_nodes") or 1)
-        if not asked:
+        amount = asked[key]
+        if not amount:
             out.append(job)
             continue
-        megabytes = math.ceil(asked / 2**20 / max(nodes, 1))
+        megabytes = math.ceil(amount / 2**20 / max(nodes, 1))
         out.append(job | {"min_memory": memory_text(megabytes, convert)})
     return out

@@ -69,7 +69,7 @@ class FormatError(ValueError):
 class Piece:
     """A run of literal text (``field`` None) or one field with its width (None: as long as
     its value) and side: a value is cut to the width and padded to it, as Slurm's commands
-    print a field, the last of a line too."""
+    print a field, the last of a line too (:func:`fit`: in bytes, as theirs)."""
 
     text: str = ""
     field: Field | None = None
@@ -81,8 +81,33 @@ class Piece:
             return self.text
         if self.width is None:
             return value
-        cut = value[: self.width]
-        return cut.rjust(self.width) if self.right else cut.ljust(self.width)
+        return fit(value, self.width, self.right)
+
+
+def fit(value: str, width: int, right: bool = False) -> str:
+    """``value`` cut to ``width`` and padded to it with blanks (``right``: before it), the
+    width counted in UTF-8 bytes as Slurm's ``printf("%-*.*s")`` counts it: ``%10j`` of
+    ``héllo`` (6 bytes) is four blanks after it, and each line's columns stay where Slurm's
+    are. A cut never splits a character (Slurm's would write its first bytes: text no UTF-8
+    reader takes); the bytes left are blanks."""
+    if value.isascii():
+        cut = value[:width]
+        return cut.rjust(width) if right else cut.ljust(width)
+    cut, size = cut_bytes(value, width)
+    blanks = " " * (width - size)
+    return blanks + cut if right else cut + blanks
+
+
+def cut_bytes(value: str, most: int) -> tuple[str, int]:
+    """``value``'s first whole characters that take at most ``most`` UTF-8 bytes, and how
+    many bytes they take."""
+    size = 0
+    for at, char in enumerate(value):
+        step = len(char.encode("utf-8", "surrogateescape"))
+        if size + step > most:
+            return value[:at], size
+        size += step
+    return value, size
 
 
 #: ``-o "%all"``: every field.

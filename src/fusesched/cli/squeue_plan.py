@@ -239,7 +239,11 @@ def settings(p: Plan) -> dict[str, Any]:
         "partitions": f.queues,
         "qos": sorted(local.qos),
         "reservation": sorted(local.reservations),
-        "sort": ",".join(("-" if k.descending else "") + k.letter for k in p.order or ()),
+        "sort": ",".join(  # (not squeue's own tie-break, which has no letter)
+            ("-" if k.descending else "") + k.letter
+            for k in p.order or ()
+            if not k.letter.startswith("_")
+        ),
         "start_flag": p.start,
         "states": list(states),
         "step_flag": p.steps is not None,

@@ -10,8 +10,8 @@ left keep the listing's order.
 
 Without ``-S``, squeue's own orders (:func:`default_order`): jobs by :data:`JOB_SORT`
 (partition, state, priority highest first), ``--start`` by :data:`START_SORT` (the expected
-start, soonest first), ties oldest first (as Slurm's, whose priorities fall with each job
-submitted); steps by their own (:mod:`fusesched.cli.squeue_steps`). Pure.
+start, soonest first), ties as Slurm's (:func:`slurm_tie`: held jobs after the others); steps
+by their own (:mod:`fusesched.cli.squeue_steps`). Pure.
 """
 
 from __future__ import annotations
@@ -66,11 +66,26 @@ JOB_SORT: Final = "P,t,-p"
 START_SORT: Final = "S"
 
 
+#: The last key of :data:`JOB_SORT`'s order (no ``-S`` letter): Slurm's priority where
+#: fusesched's own ties (:func:`slurm_tie`).
+JOB_TIE: Final = "_tie"
+
+
 def default_order(text: str, fields: Mapping[str, Field]) -> list[SortKey]:
     """The keys of one of squeue's own orders (:data:`JOB_SORT`, :data:`START_SORT`), ties
-    broken oldest first (by id): Slurm's ties are rare, its priorities falling with each
-    job submitted."""
-    return [*parse_sort(text, fields), SortKey("i")]
+    broken as Slurm's: jobs by :func:`slurm_tie`, expected starts oldest first (by id)."""
+    return [*parse_sort(text, fields), SortKey(JOB_TIE if text == JOB_SORT else "i")]
+
+
+def slurm_tie(job: Job) -> tuple[int, ...]:
+    """Where a job stands among those of equal own priority (most of fusesched's: 0), as
+    among Slurm 22.05's (checked against its squeue): a job that may start first, oldest
+    first (Slurm's priorities fall with each job submitted); a held one after them (its
+    priority 0), newest first (its controller's order), an array's members in index order."""
+    number, member, _ = id_order(str(job["id"]))
+    if job.get("phase") == "held":
+        return 1, -number, member
+    return 0, number, member
 
 
 def parse_sort(text: str, fields: Mapping[str, Field]) -> list[SortKey]:
@@ -158,6 +173,7 @@ KEYS: Final[dict[str, Callable[[Job], Any]]] = {
     "S": _time("start_time"),
     "V": _time("submit_time"),
     "e": _end,
+    JOB_TIE: slurm_tie,
 }
 
 

@@ -4,7 +4,9 @@ form ``2026-12-07T19:10:00``; ``relative`` the time alone today (``19:10:00``), 
 19:10`` and ``Tomorr 19:10``, a weekday within the coming week (``Mon 19:10``), the day and
 month within a year (``7 Dec 19:10``), the date beyond (``7 Dec 2027``); anything else a
 ``strftime`` format (``%a %T``: ``Mon 19:10:00``), which must hold a ``%`` and be shorter than
-:data:`MAX_FORMAT` characters, as Slurm's (a ``ValueError`` otherwise). ``N/A`` stays ``N/A``.
+:data:`MAX_FORMAT` bytes, as Slurm's (a ``ValueError`` otherwise); a time so written is cut to
+``MAX_FORMAT - 1`` bytes, as Slurm's buffer cuts it (``%A %B %d %Y %H:%M:%S``: ``Tuesday
+December 08 2026 02:17:``). ``N/A`` stays ``N/A``.
 
 Pure but for the clock and the local time zone (as ``%M`` reads the clock).
 """
@@ -17,14 +19,15 @@ from dataclasses import replace
 from typing import Any, Final
 
 from fusesched.cli import squeue_fields as f
-from fusesched.cli.squeue_format import Field, Piece
+from fusesched.cli.squeue_format import Field, Piece, cut_bytes
 
 Job = dict[str, Any]
 
 #: Slurm's ISO form, ``SLURM_TIME_FORMAT=standard``.
 STANDARD: Final = "%Y-%m-%dT%H:%M:%S"
 RELATIVE: Final = "relative"
-#: Slurm keeps the format in a buffer of 32 bytes: a longer one is refused.
+#: Slurm keeps the format in a buffer of 32 bytes (a longer one is refused), and writes a
+#: time in one (cut to 31 bytes).
 MAX_FORMAT: Final = 32
 
 
@@ -35,10 +38,11 @@ def parse_time_format(value: str | None) -> str | None:
         return None
     if value == RELATIVE:
         return RELATIVE
-    if "%" not in value or len(value) >= MAX_FORMAT or "\0" in value:
+    size = len(value.encode("utf-8", "surrogateescape"))
+    if "%" not in value or size >= MAX_FORMAT or "\0" in value:
         raise ValueError(
             f"{value!r} is no time format: give standard, relative or a strftime format "
-            f"with a % (shorter than {MAX_FORMAT} characters), such as '%a %T'"
+            f"with a % (shorter than {MAX_FORMAT} bytes), such as '%a %T'"
         )
     return value
 
@@ -74,7 +78,7 @@ def stamp(t: float | None, style: str | None, now: float | None = None) -> str:
         return time.strftime(STANDARD, when)
     if style == RELATIVE:
         style = _relative(when, time.localtime(time.time() if now is None else now))
-    return time.strftime(style, when)
+    return cut_bytes(time.strftime(style, when), MAX_FORMAT - 1)[0]
 
 
 def _fields(style: str) -> dict[Field, Field]:
