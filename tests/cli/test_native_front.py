@@ -296,6 +296,11 @@ HANDED_OVER: list[tuple[str, list[str], dict[str, str]]] = [
     # our options after the script are the script's arguments, as every word there
     ("json-after-script", ["sbatch", "run.sh", "--json"], {}),
     ("controller-after-script", ["sbatch", "run.sh", "--controller", "http://127.0.0.1:9"], {}),
+    # an option's value spelt like an option (-J --json names the job "--json", as Slurm's
+    # getopt reads it): the front sent run.sh as --json's, named x
+    ("own-option-as-a-value", ["sbatch", "-J", "--json", "x", "run.sh"], {}),
+    ("value-like-an-option", ["sbatch", "-J", "--json", "run.sh"], {}),
+    ("parsable-as-a-value", ["sbatch", "--comment", "--parsable", "run.sh"], {}),
 ]
 
 

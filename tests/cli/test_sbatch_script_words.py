@@ -118,6 +118,62 @@ def test_the_commands_own_options_after_the_script_are_its_arguments(
         assert [f["name"] for f in second["files"]] == ["job.sh"]
 
 
+def _name(body: Any) -> str:
+    """The job's name in what was sent: the full command's job, or the quick path's options
+    (the controller's parser names it: -J's value, else the file's name)."""
+    if "files" not in body:
+        return str(body["name"])
+    (item,) = body["files"]
+    args = item["args"]
+    return str(args[args.index("-J") + 1] if "-J" in args else item["name"])
+
+
+@pytest.mark.parametrize("command", [QUICK, FULL_COMMAND], ids=["quick", "full"])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (["-J", "--json", "job.sh"], "--json"),  # (was: the answer as JSON, the job "--")
+        (["-J", "--help", "job.sh"], "--help"),  # (was: the help, nothing submitted)
+        (["-J", "--parsable", "job.sh"], "--parsable"),  # (was: only the id printed)
+        (["-J", "--controller", "job.sh"], "--controller"),  # (was: no script, stdin read)
+        (["-J", "--wait", "job.sh"], "--wait"),  # (was: waited for the job)
+        (["--", "--json"], "--json"),  # a script named like our option (was: stdin read)
+        (["-J", "--wrap=x", "job.sh"], "--wrap=x"),  # (was: "give a batch script or --wrap")
+    ],
+)
+def test_an_options_value_spelt_like_ours_is_that_value(
+    taking: tuple[str, list[Any]],
+    folder: Path,
+    command: list[str],
+    args: list[str],
+    name: str,
+) -> None:
+    """Slurm's sbatch reads an option's value whatever it looks like (``sbatch -J --json
+    job.sh`` names the job ``--json``: checked against Slurm 22.05's), so fusesched's own
+    options count only where an option stands, as every word after the script is the
+    script's."""
+    (folder / "--json").write_text(SCRIPT)
+    url, received = taking
+    done = _sbatch(command, url, folder, *args)
+    assert (done.returncode, done.stdout) == (0, "Submitted batch job 5\n"), done.stderr
+    (body,) = received
+    assert _name(body) == name
+
+
+@pytest.mark.parametrize("command", [QUICK, FULL_COMMAND], ids=["quick", "full"])
+def test_dash_h_is_the_help_as_slurms(
+    taking: tuple[str, list[Any]], folder: Path, command: list[str]
+) -> None:
+    """Slurm's ``sbatch -h`` prints its help (was: a usage error, or with a script on
+    standard input, that script submitted with a warning)."""
+    url, received = taking
+    with (folder / "job.sh").open() as script:
+        done = _sbatch(command, url, folder, "-h", stdin=script)
+    assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout and "sbatch" in done.stdout
+    assert received == []
+
+
 @pytest.mark.parametrize("command", [QUICK, FULL_COMMAND], ids=["quick", "full"])
 def test_a_script_on_standard_input(
     taking: tuple[str, list[Any]], folder: Path, command: list[str]

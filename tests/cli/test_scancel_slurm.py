@@ -308,3 +308,111 @@ def test_another_users_job_is_access_denied_as_slurms(secure: LocalCluster) -> N
         assert (said.exit_code, said.stdout, said.stderr) == (210, "", denied), args
     assert alice.show(job)["state"] == "Running"
     alice.cancel(job)
+
+
+def _array(cluster: Pretend, last: int, hold: bool = False) -> str:
+    """An array of members 1..last, each a task of 1 CPU that pretends to run."""
+    group = {"resources": {"cpu": 1}, "env": {"FUSESCHED_FAKE_DURATION": SECONDS}}
+    request: dict[str, Any] = {
+        "name": "arr",
+        "groups": [group | {"argv": ["sleep", SECONDS]}],
+        "array": {"start": 1, "stop": last},
+        "hold": hold,
+    }
+    [job_id] = cluster.client.submit(request)
+    return str(job_id)
+
+
+def _members_running(cluster: Pretend, ids: list[str]) -> None:
+    deadline = time.monotonic() + 20
+    while any(cluster.client.show(i)["state"] != "Running" for i in ids):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_an_arrays_members_signalled_as_slurms(cluster: Pretend) -> None:
+    """Checked against Slurm 22.05's scancel: a running array's id says each member
+    signalled; a combined id of waiting members is refused (228; was: exit 0 and "No active
+    jobs match ALL job filters, including: "), one of members that are none fails the check
+    (1, each member said; was: exit 0); an array with a waiting member is 228 too."""
+    mixed = _array(cluster, 3)  # (n1 has 2 CPUs: members 1 and 2 run, 3 waits)
+    _members_running(cluster, [f"{mixed}_1", f"{mixed}_2"])
+    held = _array(cluster, 3, hold=True)
+    said = cluster.run("scancel", "-v", "-s", "USR1", mixed)
+    transition = "Job can not be altered now, try again later"
+    assert (said.exit_code, said.stdout) == (228, "")
+    assert said.stderr.splitlines() == [
+        f"scancel: Signal 10 to job {mixed}_1",
+        f"scancel: Signal 10 to job {mixed}_2",
+        f"scancel: Signal 10 to job {mixed}_3",
+        f"scancel: error: Kill job error on job id {mixed}_3: {transition}",
+    ]
+    assert cluster.signals(2) == [(f"{mixed}_{i}.main.0", "USR1") for i in (1, 2)]
+    running = cluster.run("scancel", "-v", "-s", "USR2", f"{mixed}_[1-2]")
+    assert (running.exit_code, running.stderr) == (
+        0,
+        f"scancel: Signal 12 to job {mixed}_1\nscancel: Signal 12 to job {mixed}_2\n",
+    )
+    assert cluster.signals(2) == [(f"{mixed}_{i}.main.0", "USR2") for i in (1, 2)]
+    waiting = cluster.run("scancel", "-s", "USR1", f"{held}_[1-2]")
+    assert (waiting.exit_code, waiting.stdout) == (228, "")
+    assert waiting.stderr.splitlines() == [
+        f"scancel: error: Kill job error on job id {held}_{i}: {transition}" for i in (1, 2)
+    ]
+    none = cluster.run("scancel", "-s", "USR1", f"{held}_[8-9]")
+    assert (none.exit_code, none.stdout) == (1, "")
+    assert none.stderr.splitlines() == [
+        f"scancel: error: Kill job error on job id {held}_{i}: Invalid job id specified"
+        for i in (8, 9)
+    ]
+    assert cluster.runtime.signals == []
+
+
+def test_an_arrays_members_cancelled_as_slurms(cluster: Pretend) -> None:
+    """``scancel -v 7_[1-2]`` says the id as given, as Slurm 22.05's (``Terminating job
+    7_[1-2]``; was a line per member), and for members that are none, Slurm's error with
+    ``-v`` (was: ``No active jobs match ALL job filters, including: ``), exit 0."""
+    held = _array(cluster, 3, hold=True)
+    said = cluster.run("scancel", "-v", f"{held}_[1-2]")
+    assert (said.exit_code, said.stdout, said.stderr) == (
+        0,
+        "",
+        f"scancel: Terminating job {held}_[1-2]\n",
+    )
+    assert [cluster.client.show(f"{held}_{i}")["state"] for i in (1, 2, 3)] == [
+        "Cancelled",
+        "Cancelled",
+        "Pending",
+    ]
+    gone = cluster.run("scancel", "-v", f"{held}_[8-9]")
+    assert (gone.exit_code, gone.stderr) == (
+        0,
+        f"scancel: Terminating job {held}_[8-9]\n"
+        f"scancel: error: Kill job error on job id {held}_[8-9]: Invalid job id specified\n",
+    )
+    assert cluster.run("scancel", f"{held}_[8-9]").output == ""
+    checked = cluster.run("scancel", "-b", f"{held}_[8-9]")  # (-b: Slurm's check first)
+    assert (checked.exit_code, checked.stderr) == (
+        1,
+        f"scancel: error: Kill job error on job id {held}_[8-9]: Invalid job id specified\n",
+    )
+
+
+def test_a_signal_by_filter_refuses_a_waiting_job_as_slurms(cluster: Pretend) -> None:
+    """Slurm's ``scancel -s USR1 -u USER`` signals every job of the user's that has not
+    ended, and a waiting one is refused (228; checked against Slurm 22.05's); fusesched's
+    ``cancel`` signals the running ones alone, as it documents."""
+    big = cluster.submit(cpus=2, name="f")
+    cluster.running(big)
+    waiting = cluster.submit(cpus=2, name="f")
+    said = cluster.run("scancel", "-v", "-s", "USR1", "-n", "f")
+    assert (said.exit_code, said.stdout) == (228, "")
+    assert said.stderr.splitlines() == [
+        f"scancel: Signal 10 to job {big}",
+        f"scancel: Signal 10 to job {waiting}",
+        f"scancel: error: Kill job error on job id {waiting}: "
+        "Job can not be altered now, try again later",
+    ]
+    assert cluster.signals(1) == [(f"{big}.main.0", "USR1")]
+    own = cluster.run("cancel", "-s", "USR1", "-n", "f")
+    assert (own.exit_code, own.stdout) == (0, f"Sent SIGUSR1 to {big}\n")

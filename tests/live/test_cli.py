@@ -84,7 +84,7 @@ def test_sbatch_show_logs_and_listing(
     script = tmp_path / "job.sh"
     script.write_text(SCRIPT)
     submitted = as_json(
-        fusesched(cluster, "sbatch", "--time=1:00", str(script), "--json", command=command)
+        fusesched(cluster, "sbatch", "--time=1:00", "--json", str(script), command=command)
     )
     job_id = submitted["id"]
     Client(cluster.url).wait(job_id, timeout=30)

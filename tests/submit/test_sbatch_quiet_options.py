@@ -97,3 +97,38 @@ def test_slurms_short_options_are_known_and_b_is_begin() -> None:
     assert _warnings("#SBATCH --mcs-label lab -n 2") == (
         "s.sh:2: --mcs-label is not supported; ignored",
     )
+
+
+@pytest.mark.parametrize(
+    ("directive", "tasks", "nodes", "name", "hold", "warnings"),
+    [
+        ("-HV", 1, None, "s.sh", True, ()),  # (was: "--hold takes no value")
+        ("-Hn4", 4, None, "s.sh", True, ()),  # (was: the same error; Slurm: held, 4 tasks)
+        ("-vN2 -n4", 4, 2, "s.sh", False, ("s.sh:2: -v is not supported; ignored",)),
+        ("-vJ2", 1, None, "2", False, ("s.sh:2: -v is not supported; ignored",)),
+        ("-VHJx", 1, None, "x", True, ()),
+        ("-kN2", 1, None, "s.sh", False, ("s.sh:2: -k is not supported; ignored",)),
+    ],
+)
+def test_one_letter_flags_run_together_as_slurms(
+    directive: str,
+    tasks: int,
+    nodes: int | None,
+    name: str,
+    hold: bool,
+    warnings: tuple[str, ...],
+) -> None:
+    """Slurm's getopt reads ``-HV`` as ``-H -V`` and ``-vJ2`` as ``-v -J 2`` (checked against
+    Slurm 22.05's sbatch: ``#SBATCH -Hn2`` holds a job of 2 CPUs, ``#SBATCH -vJ2`` names it
+    2; ``-vN2`` was read as ``-v`` alone, its ``N2`` dropped); up to a letter that takes a
+    value (``-k``'s is optional: ``N2`` is its value). On the command line too."""
+    for script, args in (
+        (f"#!/bin/bash\n#SBATCH {directive}\necho\n", []),
+        ("#!/bin/bash\necho\n", directive.split()),
+    ):
+        parsed = parse_sbatch(script, source="s.sh", args=args, input_variables=False)
+        request = parsed.request
+        shape = (request.groups[0].replicas, request.placement.nodes, request.name, request.hold)
+        assert shape == (tasks, nodes, name, hold)
+        where = "s.sh:2" if not args else "command line"
+        assert parsed.warnings == tuple(w.replace("s.sh:2", where) for w in warnings)

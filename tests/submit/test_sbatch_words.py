@@ -29,6 +29,8 @@ from fusesched.submit.sbatch_words import (
     STDIN_SOURCE,
     VALUE,
     SbatchWordsError,
+    command_words,
+    option_places,
     split_sbatch_words,
 )
 
@@ -198,3 +200,33 @@ def test_a_slurm_pools_batch_script_passes_the_arguments_on(tmp_path: Path) -> N
     job = RemoteJob("42", request, (placement,), {})
     text = batch_script(job, {"script": tmp_path / "user-script"})
     assert text.endswith(f"exec {tmp_path}/user-script 'a b' ''\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "own", "slurm"),
+    [
+        # an option's value is that value, though it is spelt like one of ours (Slurm's
+        # getopt: sbatch -J --json names the job "--json")
+        (["-J", "--json"], [], ["-J", "--json"]),
+        (["--comment", "--controller", "--json"], ["--json"], ["--comment", "--controller"]),
+        (["-HJ", "--token=x"], [], ["-HJ", "--token=x"]),
+        # ours where an option stands, with the value each takes
+        (
+            ["--json", "-n1", "--controller", "http://h:1", ":", "--token=t", "-n2"],
+            ["--json", "--controller", "http://h:1", "--token=t"],
+            ["-n1", ":", "-n2"],
+        ),
+        (["--ca", "-J", "x"], ["--ca", "-J"], ["x"]),  # (as Slurm's getopt: its value)
+        (["-N1", "--controller"], ["--controller"], ["-N1"]),  # (no value: the command says)
+        (["--json=1", "--ca="], ["--ca="], ["--json=1"]),  # (--json takes none: not ours)
+    ],
+)
+def test_the_commands_own_options_where_an_option_stands(
+    options: list[str], own: list[str], slurm: list[str]
+) -> None:
+    assert command_words(options) == (own, slurm)
+
+
+def test_option_places() -> None:
+    words = ["-J", "--help", "--parsable", "-o", "x", "-oy", ":", "--bogus", "--wait"]
+    assert option_places(words) == [True, False, True, True, False, True, True, True, True]

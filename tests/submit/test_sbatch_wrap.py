@@ -7,6 +7,7 @@ import re
 import pytest
 
 from fusesched.submit import SubmitError, parse_sbatch, parse_submission
+from fusesched.submit.sbatch_words import split_sbatch_words
 
 
 def test_wrap_makes_the_script() -> None:
@@ -39,3 +40,14 @@ def test_wrap_through_the_submission_entry() -> None:
 def test_wrap_errors(script: str, args: list[str], message: str) -> None:
     with pytest.raises(SubmitError, match=re.escape(message)):
         parse_sbatch(script, args=args)
+
+
+def test_wrap_as_another_options_value_is_that_value() -> None:
+    """``-J --wrap=x`` names the job ``--wrap=x``, as Slurm's getopt reads it: it asks for no
+    wrapped command (was: with no script, a KeyError, a 500 from the controller's parser;
+    with one, "give a batch script or --wrap, not both")."""
+    named = parse_sbatch("#!/bin/sh\ntrue\n", source="job.sh", args=["-J", "--wrap=x"])
+    assert named.request.name == "--wrap=x"
+    with pytest.raises(SubmitError, match="the batch script is empty"):
+        parse_sbatch("", source="wrap", args=["-N", "--wrap=true"])
+    assert split_sbatch_words(["-J", "--wrap=x", "job.sh"]).script == "job.sh"

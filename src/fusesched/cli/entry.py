@@ -72,39 +72,58 @@ FAST_COMMANDS = frozenset({"submit", "sbatch"})
 SLOW_OPTIONS = frozenset({"--help", "-h", "--test-only", "--wait", "-W"})
 
 
+#: sbatch's words that ask for the command's help where an option stands (Slurm's ``-h``).
+SBATCH_HELP = frozenset({"--help", "-h"})
+
+
 def sbatch_line(words: list[str]) -> tuple[list[str], list[str]]:
     """sbatch's words split where Slurm's sbatch splits them (:func:`~fusesched.submit.
-    sbatch_words.split_sbatch_words`): (its options, ``["--", "--", SCRIPT, ARGS…]``, or
-    nothing with no script named). Every word after the script is the script's argument,
-    also ``--json``, ``--help`` or ``--controller``: the command framework is given them
-    after a ``--`` (it ends its options there and passes the second ``--`` on, which keeps
-    a script named like an option the script). A line that cannot be read is left whole,
-    for the command to say what is wrong."""
-    from fusesched.submit.sbatch_words import SbatchWordsError, split_sbatch_words
+    sbatch_words.split_sbatch_words`): (the words before the script, what the command
+    framework is given). It is given the command's own options where they stand as options
+    (:func:`~fusesched.submit.sbatch_words.command_words`: ``--json``, ``--controller URL``;
+    ``--help`` or ``-h``: the help), then ``--`` and every other word: Slurm's options and
+    their values, so that ``-J --json`` names the job ``--json``, and, behind a second
+    ``--``, the script and its arguments (also ``--json``, ``--help`` or ``--controller``:
+    the script's, as every word after it; a script named like an option stays the script).
+    A line that cannot be read is left whole, for the command to say what is wrong."""
+    from fusesched.submit.sbatch_words import (
+        COMMAND_OPTIONS,
+        VALUE,
+        SbatchWordsError,
+        command_words,
+        option_places,
+        split_sbatch_words,
+    )
 
     try:
         split = split_sbatch_words(words)
     except SbatchWordsError:
-        return words, []
-    if split.script is None:
-        return split.options, []
-    return split.options, ["--", "--", split.script, *split.script_args]
+        return words, words
+    own, slurm = command_words(split.options)
+    if own and COMMAND_OPTIONS.get(own[-1][2:]) == VALUE and own[-1] == words[-1]:
+        return words, words  # (--controller with no value: the framework says so)
+    places = option_places(split.options)
+    if any(p and w in SBATCH_HELP for w, p in zip(split.options, places, strict=True)):
+        own.append("--help")
+    script = [] if split.script is None else ["--", split.script, *split.script_args]
+    return split.options, [*own, "--", *slurm, *script]
 
 
 _protected: list[str] | None = None
 
 
 def protect_sbatch_argv() -> list[str]:
-    """For ``sbatch``, put the script's words in ``sys.argv`` behind ``--``
-    (:func:`sbatch_line`), once; the command and its options (all of ``sys.argv[1:]`` for
-    any other command, and for a line that cannot be read)."""
+    """For ``sbatch``, give the command framework in ``sys.argv`` the command's own options
+    alone, the other words behind ``--`` (:func:`sbatch_line`), once; the command and its
+    options (the words before the script; all of ``sys.argv[1:]`` for any other command, and
+    for a line that cannot be read)."""
     global _protected
     if _protected is None:
         _protected = sys.argv[1:]
         if _protected[:1] == ["sbatch"]:
-            options, tail = sbatch_line(_protected[1:])
+            options, given = sbatch_line(_protected[1:])
             _protected = ["sbatch", *options]
-            sys.argv[2:] = [*options, *tail]
+            sys.argv[2:] = given
     return _protected
 
 

@@ -49,6 +49,8 @@ from fusesched.submit.sbatch_words import (
     SbatchWords,
     SbatchWordsError,
     asks_version,
+    command_words,
+    option_places,
     split_sbatch_words,
 )
 
@@ -183,7 +185,8 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
             raise UsageError(f"unknown option {unknown[0]} (see fusesched submit --help)")
         return [{"name": p, "text": _read(p)} for p in rest]
     words = sbatch_words(rest)  # (no script arguments: run hands those over)
-    options = [arg for arg in words.options if arg != PARSABLE]
+    places = option_places(words.options)  # (-J --parsable names the job "--parsable")
+    options = [w for w, p in zip(words.options, places, strict=True) if not p or w != PARSABLE]
     if words.wraps:
         # sbatch [OPTIONS] --wrap=COMMAND: no script file; the controller's parser makes the
         # script of the command
@@ -193,6 +196,30 @@ def _named_files(command: str, rest: list[str]) -> list[dict[str, object]]:
         raise HandOver
     name = STDIN_SOURCE if words.script is None else os.path.basename(words.script)
     return [{"name": name, "text": text, "args": options}]
+
+
+def _sbatch_line(argv: Sequence[str]) -> tuple[dict[str, str], bool, list[str], bool]:
+    """sbatch's (our options, --json, the rest: Slurm's options, then ``--`` and the script
+    if one is named, --parsable), each word read by where it stands (:func:`~fusesched.
+    submit.sbatch_words.command_words`: ``-J --json`` names the job ``--json``; a script
+    named ``--json`` is the script). :class:`HandOver` for what only the full command does:
+    the script's arguments, ``-V``, ``--parsable`` with ``--json``."""
+    words = sbatch_words(argv)
+    if words.script_args:  # (the full command sends them; our options there too)
+        raise HandOver
+    if asks_version(words.options):  # (-V: the full command prints it, reads nothing)
+        raise HandOver
+    ours, slurm = command_words(words.options)
+    own, as_json, _ = _split(ours)
+    parsable = PARSABLE in _at_option(slurm)
+    if parsable and as_json:
+        raise HandOver  # (the full command says what is wrong)
+    return own, as_json, [*slurm, *([] if words.script is None else ["--", words.script])], parsable
+
+
+def _at_option(options: Sequence[str]) -> list[str]:
+    """The words of sbatch's ``options`` that stand where an option does (not a value)."""
+    return [w for w, place in zip(options, option_places(options), strict=True) if place]
 
 
 def sbatch_words(args: Sequence[str]) -> SbatchWords:
@@ -255,20 +282,14 @@ def _read_stdin() -> str:
 
 def run(command: str, argv: Sequence[str]) -> int | None:
     """The command's exit status; None when the full command must do it (:class:`HandOver`)."""
-    parsable = PARSABLE in argv
-    if parsable:
-        if "--json" in argv:
-            return None  # (the full command says what is wrong)
-        if command == "submit":  # (sbatch's: an option before the script, else the script's)
-            argv = [arg for arg in argv if arg != PARSABLE]
     try:
         if command == "sbatch":
-            words = sbatch_words(argv)
-            if words.script_args:  # (the full command sends them; our options there too)
-                raise HandOver
-            if asks_version(words.options):  # (-V: the full command prints it, reads nothing)
-                raise HandOver
-        own, as_json, rest = _split(argv)
+            own, as_json, rest, parsable = _sbatch_line(argv)
+        else:
+            parsable = PARSABLE in argv
+            if parsable and "--json" in argv:
+                return None  # (the full command says what is wrong)
+            own, as_json, rest = _split([arg for arg in argv if arg != PARSABLE])
         files = _files(command, rest)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

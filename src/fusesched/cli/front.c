@@ -669,14 +669,37 @@ typedef struct {
     int nrest, last_own; /* where our last option was (0: none) */
 } Args;
 
-/* Our options anywhere, as --x V or --x=V, and --json (fast._split). */
+static int takes_value(const char *w);
+
+/* Whether w is spelt as one of the options this front takes itself (--json, --parsable,
+ * --controller[=V], --token[=V], --ca[=V]). */
+static int spelt_as_ours(const char *w) {
+    static const char *const names[] = {"--json", "--parsable", "--controller", "--token", "--ca"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        size_t len = strlen(names[k]);
+        if (!strncmp(w, names[k], len) && (!w[len] || w[len] == '=')) return 1;
+    }
+    return 0;
+}
+
+/* Our options anywhere, as --x V or --x=V, and --json (fast._split); of sbatch, where an
+ * option stands only: an option's value spelt as one of ours (-J --json names the job
+ * "--json", as Slurm's getopt reads it: sbatch_words.command_words) is Python's. */
 static void split_args(int argc, char **argv, Args *a) {
     static const char *const names[] = {"--controller", "--token", "--ca"};
+    int sbatch = !strcmp(argv[1], "sbatch"), value_next = 0;
     memset(a, 0, sizeof *a);
     a->rest = checked(calloc((size_t)argc, sizeof *a->rest));
     a->at = checked(calloc((size_t)argc, sizeof *a->at));
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];
+        if (value_next) { /* the value of the sbatch option before it */
+            value_next = 0;
+            if (spelt_as_ours(arg)) to_python();
+            a->at[a->nrest] = i;
+            a->rest[a->nrest++] = argv[i];
+            continue;
+        }
         if (!strcmp(arg, "--json")) {
             a->as_json = 1;
             a->last_own = i;
@@ -706,6 +729,7 @@ static void split_args(int argc, char **argv, Args *a) {
         if (!own) {
             a->at[a->nrest] = i;
             a->rest[a->nrest++] = argv[i];
+            value_next = sbatch && takes_value(arg);
         }
     }
 }
@@ -843,6 +867,14 @@ static int listed(const char *const *names, const char *name) {
     for (; *names; names++)
         if (!strcmp(*names, name)) return 1;
     return 0;
+}
+
+/* Whether the sbatch option w takes the next word as its value (-J NAME, --job-name NAME);
+ * what this cannot tell (flags run together, an unknown option) script_at hands to Python. */
+static int takes_value(const char *w) {
+    if (w[0] != '-' || !w[1]) return 0;
+    if (w[1] == '-') return w[2] && !strchr(w, '=') && listed(SBATCH_VALUES, w + 2);
+    return strchr(SBATCH_SHORT_VALUES, w[1]) && !w[2];
 }
 
 /* Where sbatch's script is among its words (fast.sbatch_words): the first that is neither an

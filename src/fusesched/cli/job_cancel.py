@@ -88,10 +88,11 @@ def cancel(
     target = target_of(batch, full, ctx.info_name == "scancel")
     signame = None if signal is None else checked_name(signal)
     combined = any(member_ids_of(j) for j in job_ids or ())
+    as_given = list(job_ids or ())  # (scancel says a combined id as given: cli/scancel_said)
     job_ids = _expanded(job_ids)  # (squeue's combined ids: 1009_[2-999%2])
     filters = cf.given(job_ids, user, me, name, state, queue, account, qos, nodelist)
-    if filters is None and combined:  # (its members in one request, said in one line)
-        filters = cf.Filters(ids=job_ids or [])
+    if filters is None and combined and (interactive or not slurm):
+        filters = cf.Filters(ids=job_ids or [])  # (its members in one request, one line)
     client = live._client(controller_url, token, ca)  # (live._client: what tests replace)
     if quiet and not slurm:
         client = co.QuietClient(client)
@@ -103,10 +104,9 @@ def cancel(
         if filters is not None:
             described = ss.filters_said(filters, state, nodelist)
             live._call(ss.by_filters, client, filters, signame, target, said, described)
-        elif signame is not None:
-            ss.signal_ids(client, job_ids or [], signame, target, said)
-        else:
-            ss.cancel_ids(client, job_ids or [], target, checked, said)
+        else:  # (each id in turn; -i: those chosen)
+            ids = (job_ids or []) if interactive else as_given
+            live._call(ss.by_ids, client, ids, signame, target, checked, said)
         said.close()
         return
     if filters is not None:

@@ -22,6 +22,11 @@ REASON``:
   signals, one an external pool runs, one still waiting to be adopted after a restart, a
   controller failure): fusesched's own reason, exit 1.
 
+An array's id signals its running members, each said (``Signal 10 to job 7_1``), a waiting
+one refused (228); a combined id (``7_[1-3]``) is each member, signalled in turn, or cancelled
+in one request and said as given (``Terminating job 7_[1-3]``). With filters, a signal goes
+to every matching job that has not ended, as Slurm's (a waiting one refused: 228).
+
 The exit status is Slurm's: the greatest of its error numbers met, modulo 256 (2002
 ``ESLURM_ACCESS_DENIED``: 210; 2020 ``ESLURM_TRANSITION_STATE_NO_UPDATE``: 228), or 1 from
 the check of the ids. A malformed id (``abc``, ``0``, ``12x``) is ``scancel: error: Invalid
@@ -175,9 +180,48 @@ def cancel_ids(client: Any, job_ids: Sequence[str], target: str, checked: bool, 
             said.error(job_id, ALREADY_DONE[1], 0, verbose_only=True)
 
 
+def by_ids(
+    client: Any, job_ids: Sequence[str], name: str | None, target: str, checked: bool, said: Said
+) -> None:
+    """Cancel (``name`` None) or signal each of ``job_ids`` in turn as Slurm's scancel. A
+    combined id of an array's members (``7_[1-3]``, as squeue shows waiting ones): a signal
+    goes to each member, each refused or unknown one said with its exit status (Slurm's:
+    228 for a waiting one, 1 for one that is none); a cancel takes them in one request,
+    said as given (``Terminating job 7_[1-3]``; members that are none: ``Invalid job id
+    specified`` with ``-v``)."""
+    from fusesched.model.array_tasks import member_ids
+
+    for job_id in job_ids:
+        members = member_ids(job_id)  # (checked by the command: readable)
+        if name is not None:
+            signal_ids(client, members or [job_id], name, target, said)
+        elif members is None:
+            cancel_ids(client, [job_id], target, checked, said)
+        else:
+            _cancel_members(client, job_id, members, target, checked, said)
+
+
+def _cancel_members(
+    client: Any, job_id: str, members: list[str], target: str, checked: bool, said: Said
+) -> None:
+    """Cancel the members of the combined id ``job_id`` in one request, said as Slurm's."""
+    from fusesched.cli import cancel_filters as cf
+
+    cancelled, denied = cf.cancel_matched(client, cf.Filters(ids=members))
+    if checked and not cancelled and not denied:  # (-b: Slurm's check of the ids)
+        said.not_active(job_id)
+        return
+    said.acted(action(job_id, None, target))
+    if denied:
+        said.error(job_id, ACCESS_DENIED[1], ACCESS_DENIED[0])
+    if len(cancelled) + len(denied) < len(members):
+        said.error(job_id, INVALID[1], 0, verbose_only=True)
+
+
 def signal_ids(client: Any, job_ids: Sequence[str], name: str, target: str, said: Said) -> None:
     """Signal each job's processes that ``target`` names (cli/job_signals.py) as Slurm's
-    scancel, gathering what it says in ``said``."""
+    scancel, gathering what it says in ``said``: ``-v``'s line for each job signalled (an
+    array's id: each member signalled, as Slurm's says them)."""
     from fusesched.cli.job_signals import send
     from fusesched.client_base import ControllerError
     from fusesched.submit.job_signal import SIGNALS
@@ -185,7 +229,7 @@ def signal_ids(client: Any, job_ids: Sequence[str], name: str, target: str, said
     number = SIGNALS[name]
     for job_id in job_ids:
         try:
-            send(client, job_id, name, target)
+            answer = send(client, job_id, name, target)
         except ControllerError as exc:
             if exc.status == 404:
                 said.not_active(job_id)
@@ -203,7 +247,12 @@ def signal_ids(client: Any, job_ids: Sequence[str], name: str, target: str, said
             said.acted(action(job_id, number, target))
             said.error(job_id, refusal[1], refusal[0])
             continue
-        said.acted(action(job_id, number, target))
+        for signalled in answer.get("signalled") or [job_id]:
+            said.acted(action(signalled, number, target))
+        for member, why in (answer.get("skipped") or {}).items():  # (an array's)
+            if signal_refusal(why) == TRANSITION:  # (a waiting member: refused, as Slurm's)
+                said.acted(action(member, number, target))
+                said.error(member, TRANSITION[1], TRANSITION[0])
 
 
 def filters_said(f: Any, state: Sequence[str] | None, nodelist: str | None) -> str:
@@ -232,8 +281,8 @@ def by_filters(
     from fusesched.cli import cancel_filters as cf
 
     f = cf.resolved(client, f)
-    if name is not None:
-        ids = cf.signal_targets(client, f)
+    if name is not None:  # (every job that matches, as Slurm's: a waiting one is refused)
+        ids = [] if f.states == [] else cf.matching_ids(client, f)
         if not ids:
             said.none_matched(filters)
         signal_ids(client, ids, name, target, said)

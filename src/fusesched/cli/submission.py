@@ -262,7 +262,7 @@ def sbatch(
     from fusesched.model.submit_host import this_host
     from fusesched.submit.errors import SubmitError
     from fusesched.submit.sbatch import command_flags, parse_sbatch
-    from fusesched.submit.sbatch_words import STDIN_SOURCE, asks_version
+    from fusesched.submit.sbatch_words import STDIN_SOURCE, asks_version, option_places
     from fusesched.submit.slurm_options import with_submit_host
 
     # the command's own flags count before the script only (after it, as every word there,
@@ -274,11 +274,14 @@ def sbatch(
     given = words.options
     if asks_version(given):  # (-V/--version: that alone, as Slurm's; no script is read)
         print_version(True)
-    test_only = "--test-only" in given  # (sbatch's own: submit nothing, say when it would start)
-    parsable = PARSABLE in given
-    wait = any(a in WAIT for a in given)
+    # the command's own flags where an option stands (-J --wait names the job "--wait")
+    places = option_places(given)
+    at_option = [a for a, place in zip(given, places, strict=True) if place]
+    test_only = "--test-only" in at_option  # (submit nothing, say when it would start)
+    parsable = PARSABLE in at_option
+    wait = any(a in WAIT for a in at_option)
     own = {"--test-only", PARSABLE, *WAIT}
-    options = [a for a in given if a not in own]
+    options = [a for a, place in zip(given, places, strict=True) if not place or a not in own]
     folder = submit_dir()  # (the job's working directory, as Slurm's)
     environ = text_environ(os.environ)  # (the job inherits it, as Slurm's --export=ALL)
     text = ""  # (--wrap: none, the options say what runs)

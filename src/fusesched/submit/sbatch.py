@@ -64,7 +64,7 @@ from fusesched.submit.sbatch_reader import (
 from fusesched.submit.sbatch_reader import command_flags as command_flags  # (re-exported)
 from fusesched.submit.sbatch_resources import task_accelerators, task_cpus, task_memory
 from fusesched.submit.sbatch_slurm_options import slurm_options
-from fusesched.submit.sbatch_words import DEFAULT_NAMES
+from fusesched.submit.sbatch_words import DEFAULT_NAMES, wraps
 from fusesched.submit.syntax import (
     parse_array,
     parse_dependencies,
@@ -162,7 +162,7 @@ def _parse_sbatch(
     parts = split_components(args)  # (a heterogeneous job's components, separated by ':')
     if input_variables:  # (before the command line's options, which win)
         parts[0] = [*input_options(submit_env), *parts[0]]
-    reader.wrapping = any(a == "--wrap" or a.startswith("--wrap=") for p in parts for a in p)
+    reader.wrapping = any(wraps(p) for p in parts)  # (where an option stands: -J --wrap=x)
     if reader.wrapping and not script.strip():
         readers = read_components(reader, parts)
         if len(readers) > 1:  # (--wrap in a later component is refused)

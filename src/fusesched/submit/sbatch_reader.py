@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fusesched.submit.errors import SubmitError
-from fusesched.submit.sbatch_words import SLURM_OPTIONS, SLURM_SHORT, VALUE
+from fusesched.submit.sbatch_words import FLAG, SLURM_OPTIONS, SLURM_SHORT, VALUE
 
 COMMAND_LINE: Final = "command line"
 
@@ -142,7 +142,8 @@ class Reader:
         directive = self.options[name]
         return self.error(message, directive.line, directive.option)
 
-    def read(self, tokens: Sequence[str], line: int | None) -> None:
+    def read(self, given: Sequence[str], line: int | None) -> None:
+        tokens = list(given)
         i = 0
         while i < len(tokens):
             token = tokens[i]
@@ -152,8 +153,11 @@ class Reader:
                 name = LONG_ALIASES.get(written[2:], written[2:])
             elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):
                 written, value = token[:2], token[2:]
-                has_value = "=" if value else ""
                 name = SHORT_OPTIONS.get(token[1]) or SLURM_SHORT.get(token[1], "")
+                if value and SLURM_OPTIONS.get(name) == FLAG:  # (-HV, -vN2: flags run
+                    tokens.insert(i, f"-{value}")  # together, as Slurm's getopt reads them)
+                    value = ""
+                has_value = "=" if value else ""
             elif line is None and self.wrapping:
                 raise self.error(
                     f"unexpected argument {token!r}: give a batch script or --wrap, not both "

@@ -127,8 +127,12 @@ class SbatchWords:
 
 
 def wraps(options: Sequence[str]) -> bool:
-    """Whether sbatch's ``options`` have ``--wrap``."""
-    return any(word == "--wrap" or word.startswith("--wrap=") for word in options)
+    """Whether sbatch's ``options`` have ``--wrap`` where an option stands (``-J --wrap=x``
+    names the job ``--wrap=x``: :func:`option_places`)."""
+    return any(
+        place and (word == "--wrap" or word.startswith("--wrap="))
+        for word, place in zip(options, option_places(options), strict=True)
+    )
 
 
 def split_sbatch_words(words: Sequence[str]) -> SbatchWords:
@@ -180,6 +184,47 @@ def asks_version(options: Sequence[str]) -> bool:
         except SbatchWordsError:  # (an unknown option before a word: not the version)
             k += 1
     return False
+
+
+def option_places(options: Sequence[str]) -> list[bool]:
+    """For each of sbatch's words before the script (:attr:`SbatchWords.options`), whether
+    it stands where an option stands (True) or is the value of the option before it (False:
+    ``-J --json`` names the job ``--json``, as Slurm's getopt reads it). The command's own
+    options (:data:`COMMAND_OPTIONS`) are known too: ``--controller URL`` takes the URL."""
+    places: list[bool] = []
+    k = 0
+    while k < len(options):
+        word, following = options[k], options[k + 1] if k + 1 < len(options) else None
+        try:
+            takes = word.startswith("-") and _value_follows(word, following)
+        except SbatchWordsError:  # (an unknown option before a word: read as a flag)
+            takes = False
+        places.extend([True, False] if takes else [True])
+        k += 1 + takes
+    return places
+
+
+def command_words(options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """sbatch's words before the script split into (the command's own options, with the
+    value each takes: ``--json``, ``--controller URL``, ``--token=T``…; Slurm's options,
+    their values and any ``:``), each by where it stands (:func:`option_places`): a word
+    that is another option's value is that value, never one of ours."""
+    places = option_places(options)
+    own: list[str] = []
+    slurm: list[str] = []
+    k = 0
+    while k < len(options):
+        word = options[k]
+        name, eq, _ = word[2:].partition("=") if word.startswith("--") else ("", "", "")
+        kind = COMMAND_OPTIONS.get(name) if places[k] else None
+        if kind is None or (eq and kind == FLAG):  # (--json=1: no option of ours)
+            slurm.append(word)
+            k += 1
+            continue
+        taken = 1 + (k + 1 < len(options) and not places[k + 1])
+        own.extend(options[k : k + taken])
+        k += taken
+    return own, slurm
 
 
 def _value_follows(word: str, following: str | None) -> bool:
