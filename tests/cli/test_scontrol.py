@@ -19,6 +19,7 @@ from fusesched.cli.scontrol_show import (
     reason_word,
     render,
     reservation_record,
+    stamp,
 )
 from fusesched.cli.scontrol_update import ScontrolError
 
@@ -86,6 +87,19 @@ def test_an_array_member_and_ended_jobs() -> None:
     text = render([job_record(waiting, NOW)], oneliner=True)
     assert "StartTime=Unknown EndTime=Unknown" in text and "NodeList=(null)" in text
     assert "NumNodes=2" in text and "TimeLimit=02:00:00" in text
+
+
+def test_a_begin_time_is_the_eligible_and_expected_start_time_as_slurms() -> None:
+    """``sbatch --begin`` (or ``scontrol update StartTime=``): Slurm writes the job's
+    EligibleTime and, while it waits for it, its StartTime as that time."""
+    later = NOW + 3600
+    waiting = _job(state="Pending", phase="queued", start_time=None, begin_time=later)
+    lines = render([job_record(waiting, NOW)], oneliner=False).split("\n")
+    assert f"   SubmitTime={stamp(NOW - 100)} EligibleTime={stamp(later)}" in lines
+    assert any(line.startswith(f"   StartTime={stamp(later)} EndTime=Unknown") for line in lines)
+    plain = render([job_record(_job(), NOW)], oneliner=False).split("\n")
+    assert f"   SubmitTime={stamp(NOW - 100)} EligibleTime={stamp(NOW - 100)}" in plain
+    assert any(line.startswith(f"   StartTime={stamp(NOW - 65)} EndTime=") for line in plain)
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,9 @@ def test_a_begin_time_keeps_a_job_back_and_now_lets_it_go(
     assert update(client, job, begin_time=clock.now + 3600).json() == {"updated": [job]}
     assert launched(ctl) == {}
     assert view(client, job)["reason"].startswith("begin time ")
+    assert view(client, job)["begin_time"] == clock.now + 3600  # (scontrol's EligibleTime)
     assert update(client, job, begin_time=clock.now).json() == {"updated": [job]}
+    assert view(client, job)["begin_time"] == clock.now
     assert list(launched(ctl)) == [job]
 
 

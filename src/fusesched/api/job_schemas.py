@@ -91,6 +91,7 @@ class JobView(_View):
     mail_user: str | None = None  # who is told (sbatch --mail-user; default its user)
     comment: str = ""  # free text for people (sbatch --comment)
     deadline: float | None = None  # removed if it cannot end by then (sbatch --deadline)
+    begin_time: float | None = None  # not eligible before (sbatch --begin, scontrol update)
     licenses: dict[str, int] = Field(default_factory=dict)  # cluster licenses (sbatch -L)
     # what it waits for, as submitted (met or not: the jobs named say; sbatch --dependency)
     dependencies: list[DependencyView] = Field(default_factory=list)

@@ -120,19 +120,30 @@ def _tres(job: Job, nodes: int) -> str:
     return ",".join(parts)
 
 
-def _times(job: Job, now: float) -> list[tuple[str, str]]:
+def _times(job: Job, now: float) -> list[list[tuple[str, str]]]:
+    """The lines of a job's times, as Slurm's: run time and limit; submit and eligible time
+    (a begin time, ``sbatch --begin``, makes it later); start, end and deadline (a job that
+    has not started and waits for its begin time shows that as its start, as Slurm's)."""
     start, end, limit = job.get("start_time"), job.get("end_time"), job.get("time_limit_s")
     run = 0 if start is None else max(0, int((end if end is not None else now) - start))
     if end is None and start is not None and limit is not None:
         end = start + limit  # (when its time limit runs out, as Slurm's)
-    deadline = job.get("deadline")
+    deadline, submit, begin = job.get("deadline"), job.get("submit_time"), job.get("begin_time")
+    eligible = submit if begin is None or submit is None else max(submit, begin)
+    shown_start = start
+    if start is None and begin is not None and begin > now and job.get("end_time") is None:
+        shown_start = begin  # (not before its begin time)
     return [
-        ("RunTime", slurm_hms(run)),
-        ("TimeLimit", "UNLIMITED" if limit is None else slurm_duration(limit)),
-        ("SubmitTime", stamp(job.get("submit_time"))),
-        ("StartTime", stamp(start)),
-        ("EndTime", stamp(end)),
-        ("Deadline", "N/A" if deadline is None else stamp(deadline)),
+        [
+            ("RunTime", slurm_hms(run)),
+            ("TimeLimit", "UNLIMITED" if limit is None else slurm_duration(limit)),
+        ],
+        [("SubmitTime", stamp(submit)), ("EligibleTime", stamp(eligible))],
+        [
+            ("StartTime", stamp(shown_start)),
+            ("EndTime", stamp(end)),
+            ("Deadline", "N/A" if deadline is None else stamp(deadline)),
+        ],
     ]
 
 
@@ -269,8 +280,7 @@ def job_record(
             ("BatchFlag", "1" if _batch(job) else "0"),
             ("ExitCode", exit_code(job)),
         ],
-        _times(job, now)[:2],
-        _times(job, now)[2:],
+        *_times(job, now),
         [("Partition", str(job.get("queue") or NULL))],
         [("NodeList", compress_hostlist(held) if held else NULL)],
         counts,

@@ -219,6 +219,7 @@ def job_view(
         mail_user=mail_user,
         comment=_text_or_none(row.request.get("comment")) or "",
         deadline=_number_or_none(row.request.get("deadline")),
+        begin_time=_number_or_none(row.request.get("begin_time")),
         licenses=_licenses(row.request.get("licenses")),
         dependencies=_dependencies(row.request.get("dependencies")),
         workdir=run.workdir,
