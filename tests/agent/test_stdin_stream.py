@@ -153,9 +153,9 @@ class Input:
         self.read, self.write = os.pipe()
 
     def close(self) -> None:
-        if self.write >= 0:
-            os.close(self.write)
-            self.write = -1
+        fd, self.write = self.write, -1  # (marked closed first: a second close is nothing)
+        if fd >= 0:
+            os.close(fd)
 
 
 @pytest.fixture
@@ -215,8 +215,10 @@ def test_an_older_controller_gets_it_whole_once_it_ends(
         os.write(srun_input.write, b"b\n")
         srun_input.close()
 
-    threading.Thread(target=later).start()
+    writer = threading.Thread(target=later)
+    writer.start()
     assert step.main(["-n", "1", "--mpi=none", "cat"]) == 0
+    writer.join(30)  # (its close done before the fixture's)
     (sent,) = controller.steps
     assert base64.b64decode(sent["stdin"]) == b"a\nb\n"
     assert sent["tasks"][0]["argv"][-1] == "cat" and PUMP_MODULE not in sent["tasks"][0]["argv"]
