@@ -1,5 +1,5 @@
 """What a waiting job waits on when an update changes its dependencies or its name (Slurm's
-``scontrol update JobId=… Dependency=…`` / ``Name=…``; :func:`fusesched.core.intake.update`).
+``scontrol update JobId=… Dependency=…`` / ``Name=…``; :func:`fusesched.core.job_update.update`).
 
 * :func:`dependency_refusal` says, changing nothing, why a job could not wait on the
   dependencies it is given (the reasons a submission with them is rejected for: an unknown

@@ -41,6 +41,7 @@ from fusesched.core import (
     ended_requeue,
     exits,
     intake,
+    job_update,
     multifactor,
     node_events,
     past_usage,
@@ -225,7 +226,7 @@ class SchedulerCore:
         if isinstance(event, JobReleaseRequested):
             return intake.release(self, event.job_id, now)
         if isinstance(event, JobUpdateRequested):
-            out = intake.update(self, event, now)
+            out = job_update.update(self, event, now)
             if self.bookings is not None:  # (a new time limit may change its nodes)
                 reservations.refresh_job(self, event.job_id, now)
             return out
